@@ -1,0 +1,45 @@
+"""The public entry points: text or file -> validated ``Spec``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import Diagnostic, SpecError
+from .resolve import resolve
+from .schema import Spec
+from .syntax import parse_module
+
+
+def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None = None) -> Spec:
+    """Parse and validate spec text; raises ``SpecError`` listing every problem.
+
+    >>> spec = parse('''
+    ... embedding tokens { vocab 100; dim 64 }
+    ... decoder x 2 { attention self heads=4 mask=causal; feedforward d_ff=256 }
+    ... head tied(tokens)''')
+    >>> spec.kind, spec.parameter_count()
+    ('decoder-only', 106624)
+    """
+    spec = resolve(parse_module(text, file), overrides)
+    spec.graph()  # lowering + validation passes: a returned Spec is always valid
+    return spec
+
+
+def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec:
+    """Read and validate a ``.tfs`` file; ``overrides`` replace ``let`` parameters by name.
+
+    >>> load("examples/gpt2_small.tfs", overrides={"layers": 2, "d_model": 64}).parameter_count() < 10**7
+    True
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([Diagnostic("io", f"{path}: no such file", None)]) from None
+    except IsADirectoryError:
+        raise SpecError([Diagnostic("io", f"{path}: is a directory, not a spec file", None)]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        raise SpecError([Diagnostic("io", f"{path}: cannot read: {reason}", None)]) from None
+    return parse(text, file=str(path), overrides=overrides)

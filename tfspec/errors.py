@@ -1,0 +1,189 @@
+"""Diagnostics: every problem in a spec is data with a source span, rendered like a compiler.
+
+    examples/bad.tfs:7:3: error: unknown sublayer 'atention'  [unknown-keyword]
+        |
+      7 |   atention self heads=8
+        |   ^~~~~~~~
+        = help: did you mean 'attention'?
+
+All codes live in ``CODES`` so messages and tests cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+# One registry of error codes, each with what it means (shown by `tfspec explain`-style docs).
+CODES: dict[str, str] = {
+    "syntax": "the text does not follow the grammar",
+    "io": "a spec file could not be read",
+    "unknown-keyword": "a statement, setting or function name that does not exist here",
+    "unknown-name": "a parameter, embedding or value name that is not defined",
+    "unknown-argument": "an argument name that the statement or call does not take",
+    "duplicate": "something defined or given twice",
+    "missing": "a required statement or argument is absent",
+    "type": "a value of the wrong type (e.g. a float where a whole number is needed)",
+    "value": "a value out of its allowed range",
+    "arithmetic": "a parameter expression that cannot be evaluated (division by zero, overflow)",
+    "structure": "the model's parts do not fit together (stacks, embeddings, heads)",
+    "wiring": "a block's assignments do not form a valid dataflow",
+    "mask": "a mask that is illegal where it is used",
+    "shape": "tensor shapes or widths that do not agree",
+    "size": "a model too large to allocate on this machine",
+    "override": "a parameter override that does not apply",
+}
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of source text: 1-based line and column, end exclusive."""
+
+    file: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    span: Span | None
+    hint: str | None = None
+    severity: str = "error"
+
+    def __post_init__(self) -> None:
+        if self.code not in CODES:
+            raise KeyError(f"unregistered diagnostic code {self.code!r}")
+
+    def render(self, sources: dict[str, str] | None = None) -> str:
+        """The diagnostic as a compiler prints it, with the source line and a caret."""
+        where = f"{self.span}: " if self.span else ""
+        lines = [f"{where}{self.severity}: {self.message}  [{self.code}]"]
+        text = (sources or {}).get(self.span.file) if self.span else None
+        if text is not None and self.span is not None:
+            lines += _excerpt(text, self.span)
+        if self.hint:
+            lines.append(f"    = help: {self.hint}")
+        return "\n".join(lines)
+
+
+def _excerpt(text: str, span: Span) -> list[str]:
+    source_lines = text.splitlines() or [""]
+    if not 1 <= span.line <= len(source_lines):
+        return []
+    line = source_lines[span.line - 1].expandtabs(1)
+    start = max(span.column - 1, 0)
+    # A span over several lines is underlined to the end of its first line.
+    end = span.end_column - 1 if span.end_line == span.line else len(line)
+    width = max(end - start, 1)
+    number = str(span.line)
+    pad = " " * len(number)
+    return [
+        f"    {pad} |",
+        f"    {number} | {line}",
+        f"    {pad} | {' ' * start}^{'~' * (width - 1)}",
+    ]
+
+
+class SpecError(Exception):
+    """One or more diagnostics about a spec; ``str()`` renders them all with carets.
+
+    ``file``, ``line``, ``column`` and ``message`` describe the first one.
+    """
+
+    def __init__(self, diagnostics: Sequence[Diagnostic], sources: dict[str, str] | None = None):
+        if not diagnostics:
+            raise ValueError("SpecError needs at least one diagnostic")
+        self.diagnostics = list(diagnostics)
+        self.sources = dict(sources or {})
+        super().__init__(self.render())
+
+    @property
+    def first(self) -> Diagnostic:
+        return self.diagnostics[0]
+
+    @property
+    def file(self) -> str | None:
+        return self.first.span.file if self.first.span else None
+
+    @property
+    def line(self) -> int | None:
+        return self.first.span.line if self.first.span else None
+
+    @property
+    def column(self) -> int | None:
+        return self.first.span.column if self.first.span else None
+
+    @property
+    def message(self) -> str:
+        return self.first.message
+
+    @property
+    def codes(self) -> list[str]:
+        return [d.code for d in self.diagnostics]
+
+    def render(self) -> str:
+        body = "\n\n".join(d.render(self.sources) for d in self.diagnostics)
+        count = len(self.diagnostics)
+        if count > 1:
+            body += f"\n\n{count} errors"
+        return body
+
+
+@dataclass
+class Collector:
+    """Gathers independent diagnostics so one run reports them all."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, code: str, message: str, span: Span | None, hint: str | None = None) -> None:
+        self.diagnostics.append(Diagnostic(code, message, span, hint))
+
+    def __bool__(self) -> bool:
+        return bool(self.diagnostics)
+
+    def raise_if_any(self, sources: dict[str, str] | None = None) -> None:
+        if self.diagnostics:
+            ordered = sorted(self.diagnostics, key=_position)
+            raise SpecError(_dedupe(ordered), sources)
+
+
+def _position(d: Diagnostic) -> tuple:
+    s = d.span
+    return (0, s.file, s.line, s.column) if s else (1, "", 0, 0)
+
+
+def _dedupe(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    seen, out = set(), []
+    for d in diagnostics:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """A "did you mean 'x'?" hint for a misspelled ``word``, or None when nothing is close.
+
+    >>> did_you_mean("atention", ["attention", "feedforward"])
+    "did you mean 'attention'?"
+    """
+    pool = sorted(set(candidates))
+    matches = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
+    if not matches:
+        lowered = {c.lower(): c for c in pool}
+        if word.lower() in lowered:
+            matches = [lowered[word.lower()]]
+    return f"did you mean '{matches[0]}'?" if matches else None
+
+
+def one_of(candidates: Iterable[str]) -> str:
+    """'expected one of: a, b, c' for hints when no single suggestion is close."""
+    return "expected one of: " + ", ".join(sorted(set(candidates)))

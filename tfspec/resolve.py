@@ -1,0 +1,701 @@
+"""Stage 2, resolve: AST -> ``Spec``.
+
+Evaluates ``let`` parameters (with overrides), applies defaults (built-in <
+``defaults {}`` < stack settings < sublayer arguments), binds every statement's
+arguments against its signature and the registries, and checks names. Every
+independent problem is collected; the spec is built only when there are none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from . import schema as S
+from .errors import Collector, Diagnostic, Span, SpecError, did_you_mean, one_of
+from .expr import POISON, Poisoned, evaluate
+from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, Registry
+from .syntax import (Arg, Assignment, BinOp, Binding, Call, Defaults, EmbeddingDecl, Expr, HeadDecl, Let,
+                     ModelDecl, Module, Name, Number, PoolerDecl, Setting, StackDecl, parse_module)
+
+REQUIRED = object()
+Converter = Callable[[Expr, "_Resolver"], Any]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument a statement or call accepts."""
+
+    name: str
+    convert: Converter
+    default: Any = REQUIRED
+    positional: bool = False
+
+
+# ---------------------------------------------------------------- value converters
+def as_int(e: Expr, r: "_Resolver") -> int:
+    value = r.number(e)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _err("type", f"expected a whole number, got {value:g}", e.span)
+        value = int(value)
+    return value
+
+
+def as_float(e: Expr, r: "_Resolver") -> float:
+    return float(r.number(e))
+
+
+def as_bool(e: Expr, r: "_Resolver") -> bool:
+    if isinstance(e, Name) and e.id in ("true", "false"):
+        return e.id == "true"
+    raise _err("type", "expected true or false", e.span)
+
+
+def word(*options: str) -> Converter:
+    def convert(e: Expr, r: "_Resolver") -> str:
+        if isinstance(e, Name) and e.id in options:
+            return e.id
+        got = f" '{e.id}'" if isinstance(e, Name) else ""
+        hint = (did_you_mean(e.id, options) if isinstance(e, Name) else None) or one_of(options)
+        raise _err("value", f"expected {' or '.join(options)}, got{got or ' ' + _what(e)}", e.span, hint)
+    return convert
+
+
+def as_ref(e: Expr, r: "_Resolver") -> str:
+    if isinstance(e, Name):
+        return e.id
+    raise _err("type", f"expected a name, got {_what(e)}", e.span)
+
+
+def choice(registry: Registry) -> Converter:
+    """``name`` or ``name(options...)`` from a registry -> ``Choice`` with every option filled in."""
+
+    def convert(e: Expr, r: "_Resolver") -> S.Choice:
+        if isinstance(e, Name):
+            name, args, name_span = e.id, (), e.span
+        elif isinstance(e, Call):
+            name, args, name_span = e.func, e.args, e.func_span
+        else:
+            raise _err("type", f"expected a {registry.family}, got {_what(e)}", e.span, one_of(registry))
+        if name not in registry:
+            raise _err("unknown-keyword", f"unknown {registry.family} '{name}'", name_span,
+                       did_you_mean(name, registry) or one_of(registry))
+        variant = registry[name]
+        params = [Param(f, _converter_for(info.annotation), REQUIRED if info.is_required() else info.default,
+                        f in variant.positional)
+                  for f, info in variant.Options.model_fields.items()]
+        values, spans = r.bind(args, params, f"{name}()", e.span, keep_defaults=False)
+        options = r.validated(variant.Options, values, spans, e.span, name)
+        return S.Choice(name=name, options=options.model_dump(), span=e.span)
+
+    return convert
+
+
+def _converter_for(annotation) -> Converter:
+    return {int: as_int, float: as_float, bool: as_bool}[annotation]
+
+
+def as_mask(e: Expr, r: "_Resolver") -> tuple[S.Choice, ...]:
+    terms: list[Expr] = []
+
+    def flatten(x: Expr) -> None:
+        if isinstance(x, BinOp) and x.op == "+":
+            flatten(x.left)
+            flatten(x.right)
+        elif isinstance(x, BinOp):
+            raise _err("type", f"masks combine with '+', not '{x.op}'", x.span)
+        else:
+            terms.append(x)
+
+    flatten(e)
+    masks = [choice(MASKS)(t, r) for t in terms]
+    seen: dict[str, S.Choice] = {}
+    for m in masks:
+        if m.name in seen:
+            raise _err("duplicate", f"mask '{m.name}' is given twice", m.span)
+        seen[m.name] = m
+    exclusive = [m for m in masks if MASKS[m.name].exclusive]
+    if exclusive and len(masks) > 1:
+        raise _err("mask", f"mask '{exclusive[0].name}' cannot be combined with other masks", e.span)
+    return () if exclusive else tuple(masks)
+
+
+def _what(e: Expr) -> str:
+    return {Number: "a number", Name: "a name", Call: "a call", BinOp: "an expression"}.get(type(e), "an expression")
+
+
+def _err(code: str, message: str, span: Span | None, hint: str | None = None) -> SpecError:
+    return SpecError([Diagnostic(code, message, span, hint)])
+
+
+# ---------------------------------------------------------------- signatures
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "residual": "post",
+    "norm": S.Choice(name="layernorm", options={"eps": 1e-5, "bias": True}),
+    "dropout": 0.0,
+    "attn_dropout": 0.0,
+    "act_dropout": 0.0,
+    "activation": S.Choice(name="relu"),
+    "bias": True,
+}
+
+# Settings shared by `defaults {}` and stack bodies: each takes one value.
+BLOCK_SETTINGS: dict[str, Converter] = {
+    "residual": word("post", "pre", "none"),
+    "norm": choice(NORMS),
+    "dropout": as_float,
+    "attn_dropout": as_float,
+    "act_dropout": as_float,
+    "activation": choice(ACTIVATIONS),
+    "bias": as_bool,
+}
+STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "final": choice(NORMS)}
+EMBEDDING_SETTINGS: dict[str, Converter] = {
+    "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
+    "segments": as_int, "norm": choice(NORMS), "dropout": as_float,
+}
+SUBLAYERS = ("attention", "feedforward")
+WIRING_FUNCTIONS = ("attention", "feedforward", "norm", "dropout")
+
+
+def _sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
+    if kind == "attention":
+        params = [
+            Param("reads", word("self", "cross"), "self", positional=True),
+            Param("heads", as_int),
+            Param("kind", choice(ATTENTION_KINDS), S.Choice(name="dot")),
+            Param("bias", as_bool, d["bias"]),
+            Param("mask", as_mask, ()),
+            Param("memory", word("encoder"), None),
+            Param("attn_dropout", as_float, d["attn_dropout"]),
+        ]
+    else:
+        params = [
+            Param("d_ff", as_int),
+            Param("activation", choice(ACTIVATIONS), d["activation"]),
+            Param("bias", as_bool, d["bias"]),
+            Param("act_dropout", as_float, d["act_dropout"]),
+        ]
+    if sequential:  # per-sublayer overrides of the residual wiring
+        params += [Param("residual", BLOCK_SETTINGS["residual"], d["residual"]),
+                   Param("norm", choice(NORMS), d["norm"]),
+                   Param("dropout", as_float, d["dropout"])]
+    return params
+
+
+# ---------------------------------------------------------------- the resolver
+class _Resolver:
+    def __init__(self, module: Module, overrides: dict[str, Any] | None):
+        self.module = module
+        self.sources = dict(module.sources)
+        self.errors = Collector()
+        self.env: dict[str, object] = {}
+        self.overrides = dict(overrides or {})
+
+    # --- helpers used by converters
+    def number(self, e: Expr):
+        return evaluate(e, self.env)
+
+    def attempt(self, fn: Callable[[], Any], fallback: Any = None) -> Any:
+        """Run one independent check; record its diagnostics and carry on."""
+        try:
+            return fn()
+        except SpecError as exc:
+            self.errors.diagnostics.extend(exc.diagnostics)
+            self.sources.update(exc.sources)
+        except Poisoned:
+            pass
+        return fallback
+
+    def bind(self, args: tuple[Arg, ...], params: list[Param], what: str, span: Span,
+             keep_defaults: bool = True) -> tuple[dict[str, Any], dict[str, Span]]:
+        """Match positional and keyword arguments to ``params``, converting each value.
+
+        Raises one SpecError with every problem in the argument list.
+        """
+        by_name = {p.name: p for p in params}
+        positional = [p for p in params if p.positional]
+        values: dict[str, Any] = {}
+        spans: dict[str, Span] = {}
+        problems = Collector()
+        failed = False
+        for arg in args:
+            if arg.name is None:
+                taken = [p for p in positional if p.name not in values and p.name not in spans]
+                if not taken:
+                    hint = ("arguments here are named: " + ", ".join(f"{p.name}=..." for p in params)) if params else None
+                    problems.error("unknown-argument", f"{what} takes no{' more' if positional else ''} positional arguments",
+                                   arg.span, hint)
+                    continue
+                param = taken[0]
+            else:
+                param = by_name.get(arg.name)
+                if param is None:
+                    problems.error("unknown-argument", f"{what} has no argument '{arg.name}'", arg.name_span,
+                                   did_you_mean(arg.name, by_name) or (one_of(by_name) if by_name else f"{what} takes no arguments"))
+                    continue
+                if param.name in spans:
+                    problems.error("duplicate", f"argument '{arg.name}' is given twice", arg.span)
+                    continue
+            spans[param.name] = arg.value.span
+            try:
+                values[param.name] = param.convert(arg.value, self)
+            except SpecError as exc:
+                problems.diagnostics.extend(exc.diagnostics)
+            except Poisoned:
+                failed = True
+        for p in params:
+            if p.name not in spans and p.default is REQUIRED:
+                problems.error("missing", f"{what} needs '{p.name}'", span,
+                               f"add {p.name}=..." if not p.positional else f"give {p.name}")
+            elif p.name not in spans and keep_defaults:
+                values[p.name] = p.default
+        problems.raise_if_any()
+        if failed:
+            raise Poisoned
+        return values, spans
+
+    def validated(self, model: type[BaseModel], values: dict, spans: dict[str, Span], span: Span, what: str,
+                  extra: dict | None = None):
+        """Build a pydantic model; its range errors become diagnostics at the offending argument."""
+        extra = dict(extra or {})
+        if issubclass(model, S.Node):
+            extra.setdefault("arg_spans", {k: v for k, v in spans.items() if v is not None})
+        try:
+            return model(**values, **extra)
+        except ValidationError as exc:
+            problems = Collector()
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else ""
+                value = values.get(field)
+                got = f", got {value}" if value is not None and err["type"] != "missing" else ""
+                problems.error("value", f"{what}: {field} {_explain(err)}{got}", spans.get(field, span))
+            problems.raise_if_any()
+
+    # --- stages
+    def run(self, first_span: Span) -> S.Spec:
+        items = self.module.items
+        model_name = self._model_name(items)
+        self._lets([i for i in items if isinstance(i, Let)])
+        defaults = self._defaults([i for i in items if isinstance(i, Defaults)])
+        embeddings = self._embeddings([i for i in items if isinstance(i, EmbeddingDecl)], defaults)
+        stacks = self._stacks([i for i in items if isinstance(i, StackDecl)], defaults, embeddings, first_span)
+        head = self._single(items, HeadDecl, "head", lambda h: self._head(h, embeddings, stacks))
+        pooler = self._single(items, PoolerDecl, "pooler", self._pooler)
+        self.errors.raise_if_any(self.sources)
+        return S.Spec(name=model_name,
+                      params={k: v for k, v in self.env.items() if v is not POISON},
+                      embeddings=tuple(embeddings.values()),
+                      encoder=stacks.get("encoder"), decoder=stacks.get("decoder"),
+                      head=head, pooler=pooler, span=first_span)
+
+    def _model_name(self, items) -> str:
+        decls = [i for i in items if isinstance(i, ModelDecl)]
+        for extra in decls[1:]:
+            self.errors.error("duplicate", "the model is named twice", extra.span, f"first named '{decls[0].name}'")
+        if decls:
+            return decls[0].name
+        stem = Path(self.module.file).stem
+        return stem if stem.isidentifier() else "model"
+
+    def _single(self, items, cls, what: str, build: Callable):
+        decls = [i for i in items if isinstance(i, cls)]
+        for extra in decls[1:]:
+            self.errors.error("duplicate", f"a model has one {what}; this is a second", extra.span)
+        return self.attempt(lambda: build(decls[0])) if decls else None
+
+    def _lets(self, lets: list[Let]) -> None:
+        bindings: list[Binding] = [b for let in lets for b in let.bindings]
+        defined = {b.name for b in bindings}
+        override_exprs = self._override_exprs(defined)
+        seen: dict[str, Binding] = {}
+        for b in bindings:
+            if b.name in seen:
+                self.errors.error("duplicate", f"parameter '{b.name}' is defined twice", b.name_span,
+                                  f"first defined at line {seen[b.name].span.line}")
+                continue
+            seen[b.name] = b
+            expr = override_exprs.get(b.name, b.value)
+            self.env[b.name] = POISON
+            value = self.attempt(lambda: evaluate(expr, self.env), POISON)
+            if value is POISON and isinstance(expr, Name) and expr.id in defined and expr.id not in seen:
+                pass  # the unknown-name error already says it; forward references are not allowed
+            self.env[b.name] = value
+
+    def _override_exprs(self, defined: set[str]) -> dict[str, Expr]:
+        exprs: dict[str, Expr] = {}
+        for name, value in self.overrides.items():
+            if name not in defined:
+                hint = did_you_mean(name, defined) or (one_of(defined) if defined else "this spec has no `let` parameters")
+                self.errors.error("override", f"cannot set '{name}': the spec has no parameter '{name}'", None, hint)
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                self.errors.error("override", f"cannot set '{name}' to {value!r}: expected a number or an expression", None)
+                continue
+            text = f"let {name} = {value}"
+            try:
+                binding = parse_module(text, f"--set {name}").items
+                exprs[name] = binding[0].bindings[0].value  # type: ignore[union-attr]
+                if len(binding) != 1 or len(binding[0].bindings) != 1:  # type: ignore[union-attr]
+                    raise _err("override", f"'{value}' is not a single value", None)
+            except SpecError as exc:
+                self.errors.diagnostics.extend(exc.diagnostics)
+                self.sources.update(exc.sources or {f"--set {name}": text})
+            else:
+                self.sources[f"--set {name}"] = text
+        return exprs
+
+    def _settings(self, body, table: dict[str, Converter], what: str, extra_words=(),
+                  wiring: bool = False) -> dict[str, tuple[Any, Span]]:
+        """Statements of the form ``name value``; returns name -> (value, span)."""
+        out: dict[str, tuple[Any, Span]] = {}
+        for stmt in body:
+            if isinstance(stmt, Assignment) and wiring:
+                continue
+            if isinstance(stmt, Assignment):
+                self.errors.error("wiring", f"assignments belong in a stack body, not in {what}", stmt.span)
+                continue
+            if stmt.name in extra_words:
+                continue
+            convert = table.get(stmt.name)
+            if convert is None:
+                self.errors.error("unknown-keyword", f"unknown setting '{stmt.name}' in {what}", stmt.name_span,
+                                  did_you_mean(stmt.name, list(table) + list(extra_words)) or one_of(list(table) + list(extra_words)))
+                continue
+            if stmt.name in out:
+                self.errors.error("duplicate", f"'{stmt.name}' is set twice in {what}", stmt.name_span,
+                                  f"first set at line {out[stmt.name][1].line}")
+                continue
+            if len(stmt.args) != 1 or stmt.args[0].name is not None:
+                self.errors.error("type", f"'{stmt.name}' takes exactly one value", stmt.span,
+                                  f"write `{stmt.name} VALUE`")
+                continue
+            value = self.attempt(lambda: convert(stmt.args[0].value, self), REQUIRED)
+            if value is not REQUIRED:
+                out[stmt.name] = (value, stmt.args[0].value.span)
+        return out
+
+    def _defaults(self, decls: list[Defaults]) -> dict[str, Any]:
+        for extra in decls[1:]:
+            self.errors.error("duplicate", "a model has one defaults block; this is a second", extra.span)
+        merged = dict(BUILTIN_DEFAULTS)
+        if decls:
+            settings = self._settings(decls[0].body, BLOCK_SETTINGS, "defaults")
+            for name, (value, span) in settings.items():
+                self._check_range(name, value, span)
+                merged[name] = value
+        return merged
+
+    def _check_range(self, name: str, value: Any, span: Span) -> None:
+        if name.endswith("dropout") and not 0 <= value < 1:
+            self.errors.error("value", f"{name} must be in [0, 1), got {value:g}", span)
+
+    def _embeddings(self, decls: list[EmbeddingDecl], defaults: dict) -> dict[str, S.Embedding]:
+        out: dict[str, S.Embedding] = {}
+        for decl in decls:
+            if decl.name in out:
+                self.errors.error("duplicate", f"embedding '{decl.name}' is defined twice", decl.name_span)
+                continue
+            settings = self._settings(decl.body, EMBEDDING_SETTINGS, f"embedding '{decl.name}'")
+            values = {k: v for k, (v, _) in settings.items()}
+            spans = {k: s for k, (_, s) in settings.items()}
+            missing = [k for k in ("vocab", "dim") if k not in values]
+            for k in missing:
+                self.errors.error("missing", f"embedding '{decl.name}' needs '{k}'", decl.name_span, f"add `{k} N` to its body")
+            if missing:
+                continue
+            values.setdefault("position", S.Choice(name="none"))
+            values.setdefault("norm", S.Choice(name="none"))
+            values.setdefault("dropout", defaults["dropout"])
+            emb = self.attempt(lambda: self.validated(S.Embedding, values, spans, decl.span, f"embedding '{decl.name}'",
+                                                      {"name": decl.name, "span": decl.name_span}))
+            if emb is not None:
+                out[decl.name] = emb
+        return out
+
+    def _stacks(self, decls: list[StackDecl], defaults: dict, embeddings: dict, first_span: Span) -> dict[str, S.Stack]:
+        out: dict[str, S.Stack] = {}
+        roles_seen: dict[str, StackDecl] = {}
+        for decl in decls:
+            if decl.role in roles_seen:
+                self.errors.error("duplicate", f"a model has one {decl.role} stack; this is a second", decl.role_span,
+                                  f"the first is at line {roles_seen[decl.role].span.line}")
+                continue
+            roles_seen[decl.role] = decl
+            stack = self.attempt(lambda: self._stack(decl, defaults, embeddings))
+            if stack is not None:
+                out[decl.role] = stack
+        if not decls:
+            self.errors.error("structure", "the spec defines no stack", first_span,
+                              "add `encoder x N { ... }` and/or `decoder x N { ... }`")
+        if not embeddings and not any(isinstance(i, EmbeddingDecl) for i in self.module.items):
+            self.errors.error("structure", "the spec defines no embedding", first_span,
+                              "add `embedding tokens { vocab V; dim D }`")
+        return out
+
+    def _stack(self, decl: StackDecl, defaults: dict, embeddings: dict) -> S.Stack:
+        local = Collector()
+        repeat = self.attempt(lambda: as_int(decl.repeat, self))
+        settings = self._settings(decl.body, STACK_SETTINGS, f"the {decl.role} stack", extra_words=SUBLAYERS,
+                                  wiring=True)
+        for name, (value, span) in settings.items():
+            self._check_range(name, value, span)
+        d = {**defaults, **{k: v for k, (v, _) in settings.items() if k in BLOCK_SETTINGS}}
+        embedding = self._stack_embedding(decl, settings, embeddings)
+        sublayer_stmts = [s for s in decl.body if isinstance(s, Setting) and s.name in SUBLAYERS]
+        assignments = [s for s in decl.body if isinstance(s, Assignment)]
+        if sublayer_stmts and assignments:
+            local.error("wiring", "a block is written either as sublayer statements or as assignments, not both",
+                        assignments[0].span, f"sublayer statement at line {sublayer_stmts[0].span.line}")
+            local.raise_if_any()
+        if not sublayer_stmts and not assignments:
+            raise _err("structure", f"the {decl.role} stack has no sublayers", decl.role_span,
+                       "add e.g. `attention self heads=8` and `feedforward d_ff=2048`")
+        if assignments:
+            block = S.Block(wiring=self._wiring(assignments, d, decl))
+        else:
+            block = S.Block(sublayers=tuple(self._sublayers(sublayer_stmts, d)))
+        if repeat is None or embedding is None:
+            raise Poisoned
+        final = settings.get("final", (S.Choice(name="none"), None))[0]
+        return self.validated(S.Stack, {"repeat": repeat}, {"repeat": decl.repeat.span}, decl.span,
+                              f"{decl.role} stack", {"role": decl.role, "embedding": embedding, "block": block,
+                                                     "final_norm": final, "span": decl.role_span})
+
+    def _stack_embedding(self, decl: StackDecl, settings: dict, embeddings: dict) -> str | None:
+        if "embedding" in settings:
+            name, span = settings["embedding"]
+            if name not in embeddings:
+                declared = [i.name for i in self.module.items if isinstance(i, EmbeddingDecl)]
+                if name not in declared:
+                    self.errors.error("unknown-name", f"unknown embedding '{name}'", span,
+                                      did_you_mean(name, declared) or (one_of(declared) if declared else None))
+                return None
+            return name
+        declared = [i.name for i in self.module.items if isinstance(i, EmbeddingDecl)]
+        if len(declared) == 1:
+            return declared[0] if declared[0] in embeddings else None
+        if len(declared) > 1:
+            self.errors.error("structure", f"the {decl.role} stack must say which embedding it reads", decl.role_span,
+                              f"add `embedding NAME` to its body; embeddings: {', '.join(declared)}")
+        return None
+
+    def _sublayers(self, stmts: list[Setting], d: dict) -> list[S.Sublayer]:
+        names = _Namer()
+        out = []
+        for stmt in stmts:
+            sub = self.attempt(lambda: self._sublayer(stmt, d, names))
+            if sub is not None:
+                out.append(sub)
+        return out
+
+    def _sublayer(self, stmt: Setting, d: dict, names: "_Namer") -> S.Sublayer:
+        values, spans = self.bind(stmt.args, _sublayer_params(stmt.name, d, True), stmt.name, stmt.name_span)
+        body = self._operation(stmt.name, values, spans, stmt)
+        name = names.take(_module_name(body))
+        wrap = {k: values[k] for k in ("residual", "norm", "dropout")}
+        return self.validated(S.Sublayer, {**wrap, "name": name, "body": body}, spans, stmt.span, stmt.name,
+                              {"span": stmt.span})
+
+    def _operation(self, kind: str, values: dict, spans: dict, stmt) -> S.Attention | S.FeedForward:
+        if kind == "attention":
+            if values["memory"] is not None and values["reads"] == "self":
+                raise _err("structure", "memory= is for cross-attention", spans["memory"],
+                           "write `attention cross ...` to read the encoder's output")
+            fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask")}
+            fields["dropout"] = values["attn_dropout"]
+            return self.validated(S.Attention, fields, {**spans, "dropout": spans.get("attn_dropout")}, stmt.span,
+                                  "attention", {"span": stmt.span})
+        fields = {k: values[k] for k in ("d_ff", "activation", "bias")}
+        fields["dropout"] = values["act_dropout"]
+        return self.validated(S.FeedForward, fields, {**spans, "dropout": spans.get("act_dropout")}, stmt.span,
+                              "feedforward", {"span": stmt.span})
+
+    # --- wiring form
+    def _wiring(self, assignments: list[Assignment], d: dict, decl: StackDecl) -> tuple[S.Assign, ...]:
+        names = _Namer()
+        defined: dict[str, Assignment | None] = {"x": None}
+        used: set[int] = set()
+        last_def: dict[str, int] = {}
+        out = []
+        problems = Collector()
+
+        for index, stmt in enumerate(assignments):
+            def tensor(e: Expr) -> S.Tensor:
+                if isinstance(e, Name):
+                    if e.id not in defined:
+                        raise _err("unknown-name", f"unknown tensor '{e.id}'", e.span,
+                                   did_you_mean(e.id, defined) or f"defined so far: {', '.join(defined)}")
+                    if e.id in last_def:
+                        used.add(last_def[e.id])
+                    return S.Var(name=e.id, span=e.span)
+                if isinstance(e, BinOp) and e.op == "+":
+                    terms = []
+                    for side in (e.left, e.right):
+                        t = tensor(side)
+                        terms.extend(t.terms if isinstance(t, S.Sum) else [t])
+                    return S.Sum(terms=tuple(terms), span=e.span)
+                if isinstance(e, BinOp):
+                    raise _err("wiring", f"'{e.op}' does not apply to tensors; blocks combine tensors with '+'", e.span)
+                if isinstance(e, Call):
+                    return self._apply(e, tensor, d, names)
+                raise _err("wiring", f"expected a tensor expression, got {_what(e)}", e.span,
+                           "e.g. `x = x + attention(norm(x), heads=8)`")
+
+            try:
+                value = tensor(stmt.value)
+            except (SpecError, Poisoned) as exc:
+                if isinstance(exc, SpecError):
+                    problems.diagnostics.extend(exc.diagnostics)
+                used.update(last_def[n] for n in _names_in(stmt.value) if n in last_def)  # no cascade
+                defined.setdefault(stmt.target, stmt)
+                last_def.setdefault(stmt.target, index)
+                used.add(last_def[stmt.target])
+                continue
+            if stmt.target in last_def and last_def[stmt.target] not in used and stmt.target != "x":
+                prev = assignments[last_def[stmt.target]]
+                problems.error("wiring", f"'{prev.target}' is computed but never used", prev.target_span)
+            defined[stmt.target] = stmt
+            last_def[stmt.target] = index
+            out.append(S.Assign(target=stmt.target, value=value, span=stmt.span))
+
+        for name, index in last_def.items():
+            if name != "x" and index not in used:
+                problems.error("wiring", f"'{name}' is computed but never used", assignments[index].target_span,
+                               "the block's output is the last value of x")
+        if "x" not in last_def and not problems:
+            problems.error("wiring", "the block never assigns x, so each layer would be the identity",
+                           decl.role_span, "end the block with `x = ...`")
+        problems.raise_if_any()
+        return tuple(out)
+
+    def _apply(self, e: Call, tensor: Callable, d: dict, names: "_Namer") -> S.Apply:
+        known = list(WIRING_FUNCTIONS) + NORMS.names()
+        if e.func not in known:
+            raise _err("unknown-keyword", f"unknown function '{e.func}' in wiring", e.func_span,
+                       did_you_mean(e.func, known) or one_of(known))
+        if not e.args or e.args[0].name is not None:
+            raise _err("missing", f"{e.func}() needs its input tensor as the first argument", e.span,
+                       f"e.g. `{e.func}(x{', ...' if e.func in SUBLAYERS else ''})`")
+        source = tensor(e.args[0].value)
+        rest = e.args[1:]
+        if e.func in SUBLAYERS:
+            values, spans = self.bind(rest, _sublayer_params(e.func, d, False), f"{e.func}()", e.func_span)
+            body = self._operation(e.func, values, spans, e)
+        elif e.func == "dropout":
+            values, spans = self.bind(rest, [Param("p", as_float, d["dropout"], positional=True)], "dropout()", e.func_span)
+            body = self.validated(S.DropoutOp, values, spans, e.span, "dropout", {"span": e.span})
+        elif e.func == "norm":
+            self.bind(rest, [], "norm()", e.func_span)
+            body = S.NormOp(norm=d["norm"], span=e.span)
+        else:  # a registry norm by name: layernorm(h, eps=1e-6)
+            bare = Call(e.func, e.func_span, rest, e.span)
+            body = S.NormOp(norm=choice(NORMS)(bare, self), span=e.span)
+        return S.Apply(name=names.take(_module_name(body)), body=body, input=source, span=e.span)
+
+    # --- head and pooler
+    def _head(self, decl: HeadDecl, embeddings: dict, stacks: dict) -> S.Head:
+        positional = [a for a in decl.args if a.name is None]
+        if not positional:
+            raise _err("missing", "head needs a projection: tied(EMBEDDING) or linear", decl.span,
+                       "e.g. `head tied(tokens)`")
+        proj = positional[0].value
+        func = proj.id if isinstance(proj, Name) else proj.func if isinstance(proj, Call) else None
+        proj_args = proj.args if isinstance(proj, Call) else ()
+        if func not in ("tied", "linear"):
+            raise _err("unknown-keyword", f"unknown head projection '{func or _what(proj)}'", proj.span,
+                       did_you_mean(func or "", ["tied", "linear"]) or "expected tied(EMBEDDING) or linear")
+        params = [Param("bias", as_bool, func == "linear"), Param("transform", choice(ACTIVATIONS), None),
+                  Param("norm", choice(NORMS), None)]
+        values, spans = self.bind(tuple(a for a in decl.args if a is not positional[0]), params, "head", decl.span)
+        last = stacks.get("decoder") or stacks.get("encoder")
+        tied_to = None
+        if func == "tied":
+            bound, bspans = self.bind(proj_args, [Param("embedding", as_ref, positional=True)], "tied()", proj.span)
+            target = bound["embedding"]
+            declared = [i.name for i in self.module.items if isinstance(i, EmbeddingDecl)]
+            if target not in declared:
+                raise _err("unknown-name", f"unknown embedding '{target}'", bspans["embedding"],
+                           did_you_mean(target, declared) or (one_of(declared) if declared else None))
+            if target not in embeddings:
+                raise Poisoned
+            tied_to = target
+            out = embeddings[target].vocab
+            spans["out"] = proj.span
+        else:
+            bound, bspans = self.bind(proj_args, [Param("out", as_int, None, positional=True)], "linear()", proj.span)
+            out = bound["out"]
+            spans["out"] = bspans.get("out", proj.span)
+            if out is None:
+                if last is None or last.embedding not in embeddings:
+                    raise Poisoned
+                out = embeddings[last.embedding].vocab
+        if values["norm"] is not None and values["transform"] is None:
+            raise _err("structure", "head norm= applies to its transform; add transform=ACTIVATION", spans["norm"])
+        return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
+                                       "transform": values["transform"], "transform_norm": values["norm"]},
+                              spans, decl.span, "head", {"span": decl.span})
+
+    def _pooler(self, decl: PoolerDecl) -> S.Pooler:
+        values, spans = self.bind(decl.args, [Param("activation", choice(ACTIVATIONS), S.Choice(name="tanh"),
+                                                    positional=True)], "pooler", decl.span)
+        if ACTIVATIONS[values["activation"].name].gated:
+            raise _err("value", "a gated activation needs two projections; the pooler has one", spans["activation"])
+        return S.Pooler(activation=values["activation"], span=decl.span)
+
+
+class _Namer:
+    """Deterministic unique module names: self_attn, self_attn_1, ..."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def take(self, base: str) -> str:
+        n = self.counts.get(base, 0)
+        self.counts[base] = n + 1
+        return base if n == 0 else f"{base}_{n}"
+
+
+def _names_in(e: Expr) -> set[str]:
+    if isinstance(e, Name):
+        return {e.id}
+    if isinstance(e, BinOp):
+        return _names_in(e.left) | _names_in(e.right)
+    if isinstance(e, Call):
+        return set().union(*(_names_in(a.value) for a in e.args)) if e.args else set()
+    return set()
+
+
+def _module_name(body) -> str:
+    if isinstance(body, S.Attention):
+        return f"{body.reads}_attn"
+    if isinstance(body, S.FeedForward):
+        return "ffn"
+    return body.op
+
+
+def _explain(err: dict) -> str:
+    ctx = err.get("ctx") or {}
+    return {
+        "greater_than": lambda: f"must be greater than {ctx.get('gt')}",
+        "greater_than_equal": lambda: f"must be at least {ctx.get('ge')}",
+        "less_than": lambda: f"must be less than {ctx.get('lt')}",
+        "less_than_equal": lambda: f"must be at most {ctx.get('le'):,}" if isinstance(ctx.get("le"), int) else f"must be at most {ctx.get('le')}",
+        "missing": lambda: "is required",
+    }.get(err["type"], lambda: err["msg"].lower())()
+
+
+def resolve(module: Module, overrides: dict[str, Any] | None = None) -> S.Spec:
+    """AST -> Spec, or SpecError with every independent problem found."""
+    first = Span(module.file, 1, 1, 1, 2)
+    if module.items:
+        item = module.items[0]
+        first = getattr(item, "span", first)
+    resolver = _Resolver(module, overrides)
+    spec = resolver.run(first)
+    spec._sources = resolver.sources
+    return spec

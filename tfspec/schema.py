@@ -1,0 +1,210 @@
+"""Stage 2's output: the ``Spec``, a typed, validated description of one model (pydantic).
+
+A ``Spec`` holds resolved values -- numbers, registry choices, references --
+with the source span of each part kept for messages. Spans are excluded from
+equality and dumps: two specs are equal when they describe the same model.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from .errors import Span
+
+MAX_DIM = 1 << 20  # a width, vocabulary or d_ff above a million is a typo, not a model
+MAX_LAYERS = 4096
+
+Dim = Annotated[int, Field(gt=0, le=MAX_DIM)]
+Rate = Annotated[float, Field(ge=0, lt=1)]
+Residual = Literal["post", "pre", "none"]
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    span: Span | None = Field(default=None, exclude=True, repr=False)
+    arg_spans: dict[str, Span] = Field(default_factory=dict, exclude=True, repr=False)  # per argument, for carets
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.model_dump() == other.model_dump()  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.model_dump_json()))
+
+
+class Choice(Node):
+    """A registry variant with its options: ``layernorm(eps=1e-6)`` -> name + options."""
+
+    name: str
+    options: dict[str, Union[bool, int, float]] = Field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if not self.options:
+            return self.name
+        return f"{self.name}({', '.join(f'{k}={_fmt(v)}' for k, v in self.options.items())})"
+
+
+def _fmt(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
+
+
+class Attention(Node):
+    op: Literal["attention"] = "attention"
+    reads: Literal["self", "cross"]
+    heads: Dim
+    kind: Choice
+    bias: bool
+    mask: tuple[Choice, ...] = ()  # empty: no mask
+    dropout: Rate = 0.0  # on the attention probabilities
+
+    @property
+    def mask_names(self) -> list[str]:
+        return [m.name for m in self.mask]
+
+
+class FeedForward(Node):
+    op: Literal["feedforward"] = "feedforward"
+    d_ff: Dim
+    activation: Choice
+    bias: bool
+    dropout: Rate = 0.0  # after the activation
+
+
+class NormOp(Node):
+    op: Literal["norm"] = "norm"
+    norm: Choice
+
+
+class DropoutOp(Node):
+    op: Literal["dropout"] = "dropout"
+    p: Rate
+
+
+Operation = Annotated[Union[Attention, FeedForward, NormOp, DropoutOp], Field(discriminator="op")]
+SublayerOp = Annotated[Union[Attention, FeedForward], Field(discriminator="op")]
+
+
+class Sublayer(Node):
+    """One sublayer in the sequential form, wrapped by its residual wiring."""
+
+    name: str  # module name, e.g. "self_attn"
+    body: SublayerOp
+    residual: Residual
+    norm: Choice
+    dropout: Rate  # on the sublayer's output, before the residual add
+
+
+# Wiring form: a block written as assignments over tensor variables (SSA after resolution).
+class Var(Node):
+    kind: Literal["var"] = "var"
+    name: str
+
+
+class Apply(Node):
+    kind: Literal["apply"] = "apply"
+    name: str  # module name
+    body: Operation
+    input: "Tensor"
+
+
+class Sum(Node):
+    kind: Literal["sum"] = "sum"
+    terms: tuple["Tensor", ...]
+
+
+Tensor = Annotated[Union[Var, Apply, Sum], Field(discriminator="kind")]
+
+
+class Assign(Node):
+    target: str
+    value: Tensor
+
+
+class Block(Node):
+    """A layer: either ``sublayers`` (sequential form) or ``wiring`` (assignment form)."""
+
+    sublayers: tuple[Sublayer, ...] = ()
+    wiring: tuple[Assign, ...] = ()
+
+
+class Stack(Node):
+    role: Literal["encoder", "decoder"]
+    repeat: Annotated[int, Field(gt=0, le=MAX_LAYERS)]
+    embedding: str
+    block: Block
+    final_norm: Choice
+
+
+class Embedding(Node):
+    name: str
+    vocab: Dim
+    dim: Dim
+    scale: float = 1.0
+    position: Choice
+    segments: Annotated[int, Field(ge=0, le=MAX_DIM)] = 0  # token types (BERT's segment A/B)
+    norm: Choice
+    dropout: Rate = 0.0
+
+
+class Head(Node):
+    """Output projection to ``out`` logits; ``tied_to`` shares the embedding's weight matrix."""
+
+    tied_to: str | None
+    out: Dim
+    bias: bool
+    transform: Choice | None = None  # BERT-style dense + activation + norm before projecting
+    transform_norm: Choice | None = None
+
+
+class Pooler(Node):
+    """BERT's pooler: dense + activation on the first position's hidden state."""
+
+    activation: Choice
+
+
+class Spec(Node):
+    """A whole model. Build one with ``tfspec.parse`` / ``tfspec.load``."""
+
+    name: str
+    params: dict[str, Union[int, float]] = Field(default_factory=dict)
+    embeddings: tuple[Embedding, ...]
+    encoder: Stack | None = None
+    decoder: Stack | None = None
+    head: Head | None = None
+    pooler: Pooler | None = None
+
+    _graph: object = PrivateAttr(default=None)
+    _sources: dict = PrivateAttr(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        if self.encoder and self.decoder:
+            return "encoder-decoder"
+        return "encoder-only" if self.encoder else "decoder-only"
+
+    @property
+    def stacks(self) -> list[Stack]:
+        return [s for s in (self.encoder, self.decoder) if s is not None]
+
+    def embedding(self, name: str) -> Embedding:
+        return next(e for e in self.embeddings if e.name == name)
+
+    def graph(self):
+        """The validated graph IR (a ``networkx.DiGraph``); see docs/ir.md."""
+        if self._graph is None:
+            from .validate import lower_and_validate
+
+            self._graph = lower_and_validate(self, self._sources)
+        return self._graph
+
+    def parameter_count(self) -> int:
+        """Number of parameters, computed from the IR (shared weights counted once)."""
+        from .analysis import count_parameters
+
+        return count_parameters(self.graph())
+
+
+Apply.model_rebuild()
+Sum.model_rebuild()
+Assign.model_rebuild()

@@ -1,0 +1,469 @@
+"""Stage 1, syntax: spec text -> a small AST whose every node knows its source span.
+
+The grammar is ``grammars/tfspec.lark`` (shipped in the wheel as ``tfspec.grammars``),
+loaded once as an LALR parser. Lark's exceptions never escape this module: they
+become ``SpecError``s with a caret and, for a misspelled keyword, a suggestion.
+``include "other.tfs"`` items are expanded here, so later stages see one module.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Union
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from .errors import Diagnostic, Span, SpecError, did_you_mean
+
+
+# ---------------------------------------------------------------- AST nodes
+@dataclass(frozen=True)
+class Number:
+    value: int | float
+    span: Span
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class String:
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str | None  # None for a positional argument
+    name_span: Span | None
+    value: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Call:
+    func: str
+    func_span: Span
+    args: tuple[Arg, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # one of + - * / // % **
+    left: "Expr"
+    right: "Expr"
+    span: Span
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: "Expr"
+    span: Span
+
+
+Expr = Union[Number, Name, String, Call, BinOp, Neg]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A statement inside a body: ``attention self heads=8``, ``dropout 0.1``."""
+
+    name: str
+    name_span: Span
+    args: tuple[Arg, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A wiring statement inside a stack body: ``x = x + attention(norm(x))``."""
+
+    target: str
+    target_span: Span
+    value: Expr
+    span: Span
+
+
+Statement = Union[Setting, Assignment]
+
+
+@dataclass(frozen=True)
+class ModelDecl:
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Include:
+    path: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Binding:
+    name: str
+    name_span: Span
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Let:
+    bindings: tuple[Binding, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Defaults:
+    body: tuple[Statement, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class EmbeddingDecl:
+    name: str
+    name_span: Span
+    body: tuple[Statement, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class StackDecl:
+    role: str  # "encoder" | "decoder"
+    role_span: Span
+    repeat: Expr
+    body: tuple[Statement, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class HeadDecl:
+    args: tuple[Arg, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class PoolerDecl:
+    args: tuple[Arg, ...]
+    span: Span
+
+
+Item = Union[ModelDecl, Include, Let, Defaults, EmbeddingDecl, StackDecl, HeadDecl, PoolerDecl]
+
+
+@dataclass(frozen=True)
+class Module:
+    items: tuple[Item, ...]
+    file: str
+    sources: dict  # file -> text, for every file that contributed items (includes too)
+
+
+# ---------------------------------------------------------------- parsing
+@functools.cache
+def _parser() -> Lark:
+    grammar = resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def grammar_text() -> str:
+    """The grammar as shipped, for docs and `tfspec grammar`."""
+    return resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
+
+
+def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...] = ()) -> Module:
+    """Parse spec text into a ``Module``; includes are read relative to ``file``."""
+    try:
+        tree = _parser().parse(text)
+    except UnexpectedInput as exc:
+        raise SpecError([_syntax_diagnostic(exc, text, file)], {file: text}) from None
+    try:
+        items = _ToAst(file).transform(tree)
+    except VisitError as exc:  # our own callbacks raise SpecError; Lark wraps them
+        if isinstance(exc.orig_exc, SpecError):
+            raise SpecError(exc.orig_exc.diagnostics, {file: text}) from None
+        raise
+    sources = {file: text}
+    expanded: list[Item] = []
+    for item in items:
+        if isinstance(item, Include):
+            included = _read_include(item, file, sources, _including + (file,))
+            expanded.extend(included.items)
+            sources.update(included.sources)
+        else:
+            expanded.append(item)
+    return Module(tuple(expanded), file, sources)
+
+
+def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...]) -> Module:
+    base = Path(file).parent if not file.startswith("<") else Path.cwd()
+    path = base / item.path
+    key = str(path)
+    if key in chain or str(path.resolve()) in {str(Path(c).resolve()) for c in chain if not c.startswith("<")}:
+        raise SpecError([Diagnostic("structure", f"include cycle: '{item.path}' includes itself", item.span)], sources)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise SpecError([Diagnostic("io", f"cannot read included file '{item.path}': {reason}", item.span)], sources) from None
+    try:
+        return parse_module(text, key, _including=chain)
+    except SpecError as exc:
+        raise SpecError(exc.diagnostics, {**sources, **exc.sources}) from None
+
+
+# ---------------------------------------------------------------- syntax errors
+_TERMINAL_WORDS = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "_NL": "a new line",
+    "$END": "the end of the file",
+    "_TIMES": "'x'",
+}
+
+
+def _describe(terminal: str) -> str:
+    if terminal in _TERMINAL_WORDS:
+        return _TERMINAL_WORDS[terminal]
+    for t in _parser().terminals:
+        if t.name == terminal and t.pattern.type == "str":
+            return f"'{t.pattern.value}'"
+    return terminal.lower()
+
+
+def _keywords(expected: set[str]) -> dict[str, str]:
+    """Keyword literals among the expected terminals: {'encoder': 'ENCODER', ...}."""
+    out = {}
+    for t in _parser().terminals:
+        if t.name in expected and t.pattern.type == "str" and t.pattern.value.isidentifier():
+            out[t.pattern.value] = t.name
+    return out
+
+
+def _syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic:
+    line, column = exc.line, exc.column
+    if isinstance(exc, UnexpectedToken) and exc.token.type == "$END" or isinstance(exc, UnexpectedEOF):
+        unclosed = _unclosed_brace(text, file)
+        if unclosed is not None:
+            return Diagnostic("syntax", "'{' is never closed", unclosed, "add '}' to end this body")
+        line, column = _end_position(text)
+        expected = getattr(exc, "expected", None) or getattr(exc, "accepts", None) or set()
+        return Diagnostic("syntax", "unexpected end of file", Span(file, line, column, line, column + 1),
+                          _expected_hint(set(expected)))
+    if isinstance(exc, UnexpectedCharacters):
+        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        span = Span(file, line, column, line, column + 1)
+        if char == '"':
+            return Diagnostic("syntax", "unterminated string", span, 'close it with " on the same line')
+        return Diagnostic("syntax", f"unexpected character {char!r}", span,
+                          "names are letters, digits and '_'; comments start with '#'")
+    assert isinstance(exc, UnexpectedToken)
+    token = exc.token
+    value = str(token)
+    span = Span(file, token.line, token.column, token.end_line or token.line,
+                token.end_column or token.column + max(len(value), 1))
+    expected = set(exc.expected) | set(getattr(exc, "accepts", None) or ())
+    keywords = _keywords(expected)
+    if token.type == "_NL":
+        return Diagnostic("syntax", "unexpected end of line", span, _expected_hint(expected))
+    if keywords and token.type in ("NAME",) or value in _all_keywords():
+        hint = did_you_mean(value, keywords) if keywords else None
+        if keywords and value not in keywords:
+            what = "statement" if {"model", "let"} & set(keywords) else "keyword"
+            return Diagnostic("unknown-keyword", f"unknown {what} '{value}'", span,
+                              hint or "a spec is made of: " + ", ".join(sorted(keywords)))
+    return Diagnostic("syntax", f"unexpected {_token_words(token)}", span, _expected_hint(expected))
+
+
+@functools.cache
+def _all_keywords() -> frozenset[str]:
+    return frozenset(t.pattern.value for t in _parser().terminals
+                     if t.pattern.type == "str" and t.pattern.value.isidentifier())
+
+
+def _token_words(token: Token) -> str:
+    if token.type in ("NAME", "NUMBER", "STRING"):
+        return f"{_TERMINAL_WORDS[token.type][2:]} '{token}'"
+    return f"'{token}'"
+
+
+def _expected_hint(expected: set[str]) -> str | None:
+    words = sorted({_describe(t) for t in expected if t not in ("COMMENT",)})
+    if not words:
+        return None
+    if len(words) > 8:
+        words = words[:8] + ["..."]
+    return "expected " + (words[0] if len(words) == 1 else "one of: " + ", ".join(words))
+
+
+def _end_position(text: str) -> tuple[int, int]:
+    lines = text.split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+def _unclosed_brace(text: str, file: str) -> Span | None:
+    stack: list[tuple[int, int]] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        in_string = False
+        for col, ch in enumerate(line, start=1):
+            if ch == '"':
+                in_string = not in_string
+            elif in_string:
+                continue
+            elif ch == "#":
+                break
+            elif ch == "{":
+                stack.append((lineno, col))
+            elif ch == "}" and stack:
+                stack.pop()
+    if not stack:
+        return None
+    lineno, col = stack[-1]
+    return Span(file, lineno, col, lineno, col + 1)
+
+
+# ---------------------------------------------------------------- tree -> AST
+def _span(file: str, meta) -> Span:
+    return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tspan(file: str, tok: Token) -> Span:
+    return Span(file, tok.line, tok.column, tok.end_line, tok.end_column)
+
+
+def _number(tok: Token, file: str) -> int | float:
+    text = str(tok)
+    try:
+        if any(c in text for c in ".eE"):
+            value = float(text)
+            if value in (float("inf"),):
+                raise ValueError
+            return value
+        return int(text)
+    except ValueError:
+        raise SpecError([Diagnostic("syntax", f"number '{text[:20]}' is too large", _tspan(file, tok))]) from None
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, file: str):
+        super().__init__()
+        self.file = file
+
+    def _s(self, meta) -> Span:
+        return _span(self.file, meta)
+
+    # expressions
+    def number(self, meta, c):
+        return Number(_number(c[0], self.file), _tspan(self.file, c[0]))
+
+    def string(self, meta, c):
+        return String(str(c[0])[1:-1], _tspan(self.file, c[0]))
+
+    def name(self, meta, c):
+        return Name(str(c[0]), _tspan(self.file, c[0]))
+
+    def call(self, meta, c):
+        args = tuple(a for a in c[1:] if a is not None)
+        return Call(str(c[0]), _tspan(self.file, c[0]), args, self._s(meta))
+
+    def _binop(op):  # noqa: N805 - builds methods below
+        def method(self, meta, c):
+            return BinOp(op, c[0], c[1], self._s(meta))
+        return method
+
+    add, sub, mul = _binop("+"), _binop("-"), _binop("*")
+    div, floordiv, mod, pow = _binop("/"), _binop("//"), _binop("%"), _binop("**")
+
+    def neg(self, meta, c):
+        return Neg(c[0], self._s(meta))
+
+    def positional(self, meta, c):
+        return Arg(None, None, c[0], self._s(meta))
+
+    def keyword(self, meta, c):
+        return Arg(str(c[0]), _tspan(self.file, c[0]), c[1], self._s(meta))
+
+    # statements
+    def setting(self, meta, c):
+        return Setting(str(c[0]), _tspan(self.file, c[0]), tuple(c[1:]), self._s(meta))
+
+    def assignment(self, meta, c):
+        return Assignment(str(c[0]), _tspan(self.file, c[0]), c[1], self._s(meta))
+
+    def body(self, meta, c):
+        return tuple(c)
+
+    # items
+    def start(self, meta, c):
+        return list(c)
+
+    def model_decl(self, meta, c):
+        return ModelDecl(str(c[0]), _tspan(self.file, c[0]))
+
+    def include_decl(self, meta, c):
+        return Include(str(c[0])[1:-1], self._s(meta))
+
+    def binding(self, meta, c):
+        return Binding(str(c[0]), _tspan(self.file, c[0]), c[1], self._s(meta))
+
+    def let_decl(self, meta, c):
+        return Let(tuple(c), self._s(meta))
+
+    def defaults_decl(self, meta, c):
+        return Defaults(c[0], self._s(meta))
+
+    def embedding_decl(self, meta, c):
+        return EmbeddingDecl(str(c[0]), _tspan(self.file, c[0]), c[1], self._s(meta))
+
+    def stack_role(self, meta, c):
+        return c[0]
+
+    def stack_decl(self, meta, c):
+        role = c[0]
+        return StackDecl(str(role), _tspan(self.file, role), c[1], c[2], self._s(meta))
+
+    def head_decl(self, meta, c):
+        return HeadDecl(tuple(c), self._s(meta))
+
+    def pooler_decl(self, meta, c):
+        return PoolerDecl(tuple(c), self._s(meta))
+
+
+def expr_to_text(e: Expr) -> str:
+    """Canonical source text of an expression (used in messages and by the formatter)."""
+    if isinstance(e, Number):
+        return repr(e.value) if isinstance(e.value, float) else str(e.value)
+    if isinstance(e, Name):
+        return e.id
+    if isinstance(e, String):
+        return f'"{e.value}"'
+    if isinstance(e, Neg):
+        return f"-{_paren(e.operand, 10)}"
+    if isinstance(e, Call):
+        return f"{e.func}({', '.join(arg_to_text(a) for a in e.args)})"
+    prec = _PRECEDENCE[e.op]
+    right = _paren(e.right, prec + (0 if e.op == "**" else 1))
+    left = _paren(e.left, prec + (1 if e.op == "**" else 0))
+    return f"{left} {e.op} {right}"
+
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, "//": 2, "%": 2, "**": 4}
+
+
+def _paren(e: Expr, min_prec: int) -> str:
+    text = expr_to_text(e)
+    prec = _PRECEDENCE.get(e.op, 9) if isinstance(e, BinOp) else (3 if isinstance(e, Neg) else 9)
+    return f"({text})" if prec < min_prec else text
+
+
+def arg_to_text(a: Arg) -> str:
+    return f"{a.name}={expr_to_text(a.value)}" if a.name else expr_to_text(a.value)

@@ -1,0 +1,1 @@
+"""One file per variant; every module here is imported by ``tfspec.registry``."""

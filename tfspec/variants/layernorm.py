@@ -1,0 +1,20 @@
+"""Layer normalisation (Ba et al. 2016): per-position mean and variance, then scale and shift."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..registry import NORMS, Norm
+
+
+@NORMS.register
+class LayerNorm(Norm):
+    name = "layernorm"
+    positional = ("eps",)
+    doc = "layernorm(eps=1e-5, bias=true)"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        eps: float = Field(1e-5, gt=0, lt=1)
+        bias: bool = True
+
+    def params(self, dim, options):
+        return {"weight": (dim,), **({"bias": (dim,)} if options.bias else {})}

@@ -1,0 +1,37 @@
+"""Attention masks; a sublayer combines them with '+', e.g. ``mask=causal + padding``."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..registry import MASKS, Mask
+
+
+@MASKS.register
+class Causal(Mask):
+    name = "causal"
+    allowed_in_cross = False
+    doc = "position i attends to positions j <= i"
+
+
+@MASKS.register
+class Padding(Mask):
+    name = "padding"
+    doc = "keys at padded positions are ignored (the padding mask of the keys' sequence)"
+
+
+@MASKS.register
+class Window(Mask):
+    name = "window"
+    positional = ("k",)
+    allowed_in_cross = False
+    doc = "window(k): position i attends to j with |i - j| < k (with causal: the last k positions)"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        k: int = Field(gt=0, le=1 << 20)
+
+
+@MASKS.register
+class NoMask(Mask):
+    name = "none"
+    exclusive = True
+    doc = "every position attends to every position"

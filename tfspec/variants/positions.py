@@ -1,0 +1,36 @@
+"""Positional encodings added to the token embeddings."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..registry import POSITIONS, Position
+
+MAX_POSITIONS = 1 << 20
+
+
+@POSITIONS.register
+class Sinusoidal(Position):
+    name = "sinusoidal"
+    doc = "fixed sin/cos of geometric wavelengths (Vaswani et al. 2017, section 3.5)"
+
+
+@POSITIONS.register
+class Learned(Position):
+    name = "learned"
+    positional = ("max_len",)
+    doc = "learned(max_len): one trained vector per position (BERT, GPT)"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        max_len: int = Field(gt=0, le=MAX_POSITIONS)
+
+    def params(self, dim, options):
+        return {"weight": (options.max_len, dim)}
+
+    def max_len(self, options):
+        return options.max_len
+
+
+@POSITIONS.register
+class NoPosition(Position):
+    name = "none"
+    doc = "no positional information: self-attention is then permutation-equivariant"

@@ -1,0 +1,25 @@
+"""Root-mean-square normalisation (Zhang & Sennrich 2019): no centring, no shift."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..registry import NORMS, Norm
+
+
+@NORMS.register
+class RMSNorm(Norm):
+    name = "rmsnorm"
+    positional = ("eps",)
+    doc = "rmsnorm(eps=1e-6)"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        eps: float = Field(1e-6, gt=0, lt=1)
+
+    def params(self, dim, options):
+        return {"weight": (dim,)}
+
+
+@NORMS.register
+class NoNorm(Norm):
+    name = "none"
+    doc = "no normalisation"
