@@ -22,6 +22,7 @@ from .syntax import (Arg, Assignment, BinOp, Binding, Call, Defaults, EmbeddingD
                      ModelDecl, Module, Name, Number, PoolerDecl, Setting, StackDecl, parse_module)
 
 REQUIRED = object()
+FAILED = object()  # a value whose error is already reported: users of it stay quiet
 Converter = Callable[[Expr, "_Resolver"], Any]
 
 
@@ -52,7 +53,8 @@ def as_float(e: Expr, r: "_Resolver") -> float:
 def as_bool(e: Expr, r: "_Resolver") -> bool:
     if isinstance(e, Name) and e.id in ("true", "false"):
         return e.id == "true"
-    raise _err("type", "expected true or false", e.span)
+    got = f"'{e.id}'" if isinstance(e, Name) else _what(e)
+    raise _err("type", f"expected true or false, got {got}", e.span)
 
 
 def word(*options: str) -> Converter:
@@ -320,6 +322,13 @@ class _Resolver:
                 continue
             seen[b.name] = b
             expr = override_exprs.get(b.name, b.value)
+            later = sorted(n for n in _names_in(expr) if n in defined and n not in self.env)
+            if later:
+                where = next(x for x in bindings if x.name == later[0])
+                self.errors.error("unknown-name", f"parameter '{later[0]}' is used before it is defined",
+                                  expr.span, f"'{later[0]}' is defined at line {where.span.line}; move it above")
+                self.env[b.name] = POISON
+                continue
             self.env[b.name] = POISON
             value = self.attempt(lambda: evaluate(expr, self.env), POISON)
             if value is POISON and isinstance(expr, Name) and expr.id in defined and expr.id not in seen:
@@ -374,9 +383,8 @@ class _Resolver:
                 self.errors.error("type", f"'{stmt.name}' takes exactly one value", stmt.span,
                                   f"write `{stmt.name} VALUE`")
                 continue
-            value = self.attempt(lambda: convert(stmt.args[0].value, self), REQUIRED)
-            if value is not REQUIRED:
-                out[stmt.name] = (value, stmt.args[0].value.span)
+            value = self.attempt(lambda: convert(stmt.args[0].value, self), FAILED)
+            out[stmt.name] = (value, stmt.args[0].value.span)  # FAILED: already reported
         return out
 
     def _defaults(self, decls: list[Defaults]) -> dict[str, Any]:
@@ -386,13 +394,15 @@ class _Resolver:
         if decls:
             settings = self._settings(decls[0].body, BLOCK_SETTINGS, "defaults")
             for name, (value, span) in settings.items():
-                self._check_range(name, value, span)
-                merged[name] = value
+                if value is not FAILED and self._in_range(name, value, span):
+                    merged[name] = value
         return merged
 
-    def _check_range(self, name: str, value: Any, span: Span) -> None:
+    def _in_range(self, name: str, value: Any, span: Span) -> bool:
         if name.endswith("dropout") and not 0 <= value < 1:
             self.errors.error("value", f"{name} must be in [0, 1), got {value:g}", span)
+            return False
+        return True
 
     def _embeddings(self, decls: list[EmbeddingDecl], defaults: dict) -> dict[str, S.Embedding]:
         out: dict[str, S.Embedding] = {}
@@ -403,6 +413,8 @@ class _Resolver:
             settings = self._settings(decl.body, EMBEDDING_SETTINGS, f"embedding '{decl.name}'")
             values = {k: v for k, (v, _) in settings.items()}
             spans = {k: s for k, (_, s) in settings.items()}
+            if any(v is FAILED for v in values.values()):
+                continue
             missing = [k for k in ("vocab", "dim") if k not in values]
             for k in missing:
                 self.errors.error("missing", f"embedding '{decl.name}' needs '{k}'", decl.name_span, f"add `{k} N` to its body")
@@ -442,9 +454,10 @@ class _Resolver:
         repeat = self.attempt(lambda: as_int(decl.repeat, self))
         settings = self._settings(decl.body, STACK_SETTINGS, f"the {decl.role} stack", extra_words=SUBLAYERS,
                                   wiring=True)
-        for name, (value, span) in settings.items():
-            self._check_range(name, value, span)
-        d = {**defaults, **{k: v for k, (v, _) in settings.items() if k in BLOCK_SETTINGS}}
+        if any(v is FAILED for v, _ in settings.values()):
+            raise Poisoned
+        valid = {k: v for k, (v, span) in settings.items() if self._in_range(k, v, span)}
+        d = {**defaults, **{k: v for k, v in valid.items() if k in BLOCK_SETTINGS}}
         embedding = self._stack_embedding(decl, settings, embeddings)
         sublayer_stmts = [s for s in decl.body if isinstance(s, Setting) and s.name in SUBLAYERS]
         assignments = [s for s in decl.body if isinstance(s, Assignment)]
@@ -563,13 +576,14 @@ class _Resolver:
             last_def[stmt.target] = index
             out.append(S.Assign(target=stmt.target, value=value, span=stmt.span))
 
-        for name, index in last_def.items():
-            if name != "x" and index not in used:
-                problems.error("wiring", f"'{name}' is computed but never used", assignments[index].target_span,
-                               "the block's output is the last value of x")
-        if "x" not in last_def and not problems:
+        if "x" not in last_def:
             problems.error("wiring", "the block never assigns x, so each layer would be the identity",
                            decl.role_span, "end the block with `x = ...`")
+        elif not problems:  # after a failed statement, "never used" would only echo that failure
+            for name, index in last_def.items():
+                if name != "x" and index not in used:
+                    problems.error("wiring", f"'{name}' is computed but never used", assignments[index].target_span,
+                                   "the block's output is the last value of x")
         problems.raise_if_any()
         return tuple(out)
 

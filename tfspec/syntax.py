@@ -447,7 +447,7 @@ def expr_to_text(e: Expr) -> str:
     if isinstance(e, String):
         return f'"{e.value}"'
     if isinstance(e, Neg):
-        return f"-{_paren(e.operand, 10)}"
+        return f"-{_paren(e.operand, 4)}"  # `-a ** b` already means -(a ** b)
     if isinstance(e, Call):
         return f"{e.func}({', '.join(arg_to_text(a) for a in e.args)})"
     prec = _PRECEDENCE[e.op]

@@ -1,0 +1,169 @@
+"""Hypothesis strategies: random *valid* spec texts, with the facts each one should produce.
+
+Reused by later test modules (compiler properties), so specs stay small enough to build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from tfspec.registry import ACTIVATIONS
+
+
+@dataclass
+class Generated:
+    text: str
+    kind: str
+    width: int
+    layers: dict  # role -> repeat
+    heads: int
+    has_head: bool
+    causal_decoder: bool
+
+
+NORM_TEXT = st.sampled_from(["layernorm", "layernorm(eps=1e-6)", "layernorm(1e-12)", "layernorm(bias=false)",
+                             "rmsnorm", "rmsnorm(eps=1e-5)", "none"])
+RATE = st.sampled_from(["0", "0.1", "0.25"])
+
+
+@st.composite
+def self_mask(draw, causal: bool) -> str:
+    parts = ["causal"] if causal else []
+    if draw(st.booleans()):
+        parts.append("padding")
+    if draw(st.integers(0, 3)) == 0:
+        parts.append(f"window({draw(st.integers(1, 8))})")
+    draw(st.randoms()).shuffle(parts)
+    return " + ".join(parts) if parts else draw(st.sampled_from(["none", ""]))
+
+
+def _arg(name: str, value: str) -> str:
+    return f" {name}={value}" if value else ""
+
+
+@st.composite
+def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool, sep: str) -> list[str]:
+    lines = []
+    if draw(st.booleans()):
+        lines.append(f"residual {draw(st.sampled_from(['post', 'pre', 'none']))}")
+    if draw(st.booleans()):
+        lines.append(f"norm {draw(NORM_TEXT)}")
+    n_attn = draw(st.integers(1, 2))
+    for _ in range(n_attn):
+        kind = draw(st.sampled_from(["", "dot", "additive"]))
+        extra = _arg("residual", draw(st.sampled_from(["", "pre", "post", "none"])))
+        lines.append(f"attention self heads={heads}{_arg('mask', draw(self_mask(causal)))}{_arg('kind', kind)}"
+                     f"{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
+    if has_cross:
+        lines.append(f"attention cross heads={heads}{_arg('mask', draw(st.sampled_from(['', 'padding', 'none'])))}"
+                     f"{draw(st.sampled_from(['', ' memory=encoder']))}")
+    if draw(st.integers(0, 4)):
+        act = draw(st.sampled_from(ACTIVATIONS.names()))
+        lines.append(f"feedforward d_ff={draw(st.sampled_from(['d_ff', '16', '2 * d_model']))} activation={act}"
+                     f"{_arg('dropout', draw(st.sampled_from(['', '0.1'])))}")
+    if draw(st.booleans()):
+        lines.append(f"final {draw(NORM_TEXT)}")
+    return lines
+
+
+@st.composite
+def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool) -> list[str]:
+    mask = draw(self_mask(causal))
+    attn = f"attention(h, heads={heads}{', mask=' + mask if mask else ''})"
+    style = draw(st.sampled_from(["parallel", "pre", "post"]))
+    lines = []
+    if style == "parallel":  # GPT-J: one norm feeds attention and feedforward side by side
+        lines += ["h = norm(x)", f"x = x + {attn} + feedforward(h, d_ff=d_ff)"]
+    elif style == "pre":
+        lines += ["h = layernorm(x, eps=1e-6)", f"x = x + dropout({attn})"]
+        if has_cross:
+            lines += ["x = x + attention(norm(x), cross, heads=heads)"]
+        lines += ["x = x + feedforward(rmsnorm(x), d_ff=d_ff, activation=gelu)"]
+    else:
+        lines += ["h = x", f"x = norm(x + {attn})"]
+        if has_cross:
+            lines += ["x = norm(x + attention(x, cross, heads=heads, mask=padding))"]
+        lines += ["x = norm(x + feedforward(x, d_ff=d_ff))"]
+    if style == "parallel" and has_cross:
+        lines.append("x = x + attention(norm(x), cross, heads=heads)")
+    return lines
+
+
+@st.composite
+def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"), max_width: int = 64) -> Generated:
+    kind = draw(st.sampled_from(kinds))
+    width = draw(st.sampled_from([w for w in (8, 16, 24, 32, 48, 64) if w <= max_width]))
+    heads = draw(st.sampled_from([h for h in (1, 2, 4, 8) if width % h == 0]))
+    vocab = draw(st.integers(5, 60))
+    sep = draw(st.sampled_from(["\n", "\n\n", "; "]))
+    out = [f"# generated {kind}", "model generated"]
+    out.append(f"let d_model = {width}, heads = {heads}, d_ff = {draw(st.sampled_from(['2 * d_model', '32', '4 * d_model // 2']))}")
+    out.append(f"let vocab = {vocab}")
+    defaults = []
+    if draw(st.booleans()):
+        defaults.append(f"residual {draw(st.sampled_from(['post', 'pre']))}")
+    if draw(st.booleans()):
+        defaults.append(f"norm {draw(NORM_TEXT)}")
+    if draw(st.booleans()):
+        defaults.append(f"dropout {draw(RATE)}")
+    if draw(st.booleans()):
+        defaults.append(f"activation {draw(st.sampled_from(['relu', 'gelu', 'swiglu']))}")
+    if defaults:
+        out.append("defaults { " + "; ".join(defaults) + " }")
+    position = draw(st.sampled_from(["sinusoidal", "learned(64)", "none"]))
+    emb = [f"vocab vocab", "dim d_model", f"position {position}"]
+    if draw(st.booleans()):
+        emb.append("scale sqrt(d_model)")
+    if kind == "encoder-only" and draw(st.booleans()):
+        emb.append(f"segments {draw(st.integers(1, 3))}")
+    if draw(st.booleans()):
+        emb.append(f"norm {draw(NORM_TEXT)}")
+    out.append("embedding tokens {" + sep + sep.join(emb) + sep + "}")
+    layers = {}
+    causal_decoder = False
+    for role in ("encoder", "decoder"):
+        if kind == f"{'decoder' if role == 'encoder' else 'encoder'}-only":
+            continue
+        repeat = draw(st.integers(1, 3))
+        layers[role] = repeat
+        causal = role == "decoder" and draw(st.integers(0, 5)) > 0
+        causal_decoder = causal_decoder or causal
+        has_cross = role == "decoder" and kind == "encoder-decoder"
+        if draw(st.integers(0, 3)) == 0:
+            body = draw(wired_block(role, "heads", has_cross, causal))
+        else:
+            body = draw(sequential_block(role, "heads", has_cross, causal, sep))
+        out.append(f"{role} x {repeat} {{" + sep + sep.join(body) + sep + "}")
+    head = draw(st.sampled_from(["", "head tied(tokens)", "head linear", "head linear(7) bias=false",
+                                 "head tied(tokens) bias=true transform=gelu norm=layernorm"]))
+    if head:
+        out.append(head)
+    if kind == "encoder-only" and draw(st.booleans()):
+        out.append("pooler tanh")
+    return Generated("\n".join(out) + "\n", kind, width, layers, heads, bool(head), causal_decoder)
+
+
+@st.composite
+def mutated(draw, base: st.SearchStrategy = valid_specs()) -> str:
+    """A valid spec with random character-level damage."""
+    text = draw(base).text
+    for _ in range(draw(st.integers(1, 4))):
+        if not text:
+            break
+        i = draw(st.integers(0, len(text) - 1))
+        op = draw(st.sampled_from(["delete", "insert", "replace", "truncate", "duplicate"]))
+        char = draw(st.sampled_from(list("{}()=+-*/,;#\"x0 \n\tq_é×\x00") + [chr(draw(st.integers(1, 0x2FFF)))]))
+        if op == "delete":
+            text = text[:i] + text[i + 1:]
+        elif op == "insert":
+            text = text[:i] + char + text[i:]
+        elif op == "replace":
+            text = text[:i] + char + text[i + 1:]
+        elif op == "truncate":
+            text = text[:i]
+        else:
+            j = draw(st.integers(i, min(len(text), i + 40)))
+            text = text[:j] + text[i:j] + text[j:]
+    return text
