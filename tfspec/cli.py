@@ -56,6 +56,51 @@ def cmd_check(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_fmt(args) -> int:
+    from .fmt import format_text
+
+    failed = 0
+    for path in args.files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            formatted = format_text(text, path)
+        except SpecError as exc:
+            print(exc.render(), file=sys.stderr)
+            failed += 1
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"{path}: error: cannot read: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            failed += 1
+            continue
+        if args.check:
+            if formatted != text:
+                print(f"{path}: not formatted")
+                failed += 1
+        elif args.write:
+            if formatted != text:
+                _write_atomically(path, formatted)
+                print(f"formatted {path}")
+        else:
+            sys.stdout.write(formatted)
+    return 1 if failed else 0
+
+
+def _write_atomically(path: str, text: str) -> None:
+    import os
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tfspec-fmt-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def _dump(spec, what: str) -> str:
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
@@ -77,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("files", nargs="+", metavar="FILE")
     check.add_argument("--dump", choices=["spec", "graph"], help="print the resolved spec (JSON) or the graph IR")
     check.set_defaults(run=cmd_check)
+
+    fmt = sub.add_parser("fmt", help="print specs in canonical form (comments kept)")
+    fmt.add_argument("files", nargs="+", metavar="FILE")
+    mode = fmt.add_mutually_exclusive_group()
+    mode.add_argument("--write", "-w", action="store_true", help="rewrite the files in place")
+    mode.add_argument("--check", action="store_true", help="exit 1 if any file is not formatted")
+    fmt.set_defaults(run=cmd_fmt)
     return parser
 
 

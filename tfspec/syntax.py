@@ -25,6 +25,7 @@ from .errors import Diagnostic, Span, SpecError, did_you_mean
 class Number:
     value: int | float
     span: Span
+    text: str = ""  # as written, so the formatter keeps `1e-6` and `37_000`
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ def grammar_text() -> str:
     return resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
 
 
-def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...] = ()) -> Module:
+def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...] = (),
+                 _expand_includes: bool = True) -> Module:
     """Parse spec text into a ``Module``; includes are read relative to ``file``."""
     try:
         tree = _parser().parse(text)
@@ -193,7 +195,7 @@ def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...]
     sources = {file: text}
     expanded: list[Item] = []
     for item in items:
-        if isinstance(item, Include):
+        if isinstance(item, Include) and _expand_includes:
             included = _read_include(item, file, sources, _including + (file,))
             expanded.extend(included.items)
             sources.update(included.sources)
@@ -309,17 +311,27 @@ def _end_position(text: str) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
+def split_comment(line: str) -> tuple[str, str | None]:
+    """A source line's code and its ``# comment`` (None if none); a '#' inside a string is text."""
+    in_string = False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            in_string = not in_string
+        elif ch == "#" and not in_string:
+            return line[:i], line[i:]
+    return line, None
+
+
 def _unclosed_brace(text: str, file: str) -> Span | None:
     stack: list[tuple[int, int]] = []
     for lineno, line in enumerate(text.split("\n"), start=1):
+        code, _ = split_comment(line)
         in_string = False
-        for col, ch in enumerate(line, start=1):
+        for col, ch in enumerate(code, start=1):
             if ch == '"':
                 in_string = not in_string
             elif in_string:
                 continue
-            elif ch == "#":
-                break
             elif ch == "{":
                 stack.append((lineno, col))
             elif ch == "}" and stack:
@@ -363,7 +375,7 @@ class _ToAst(Transformer):
 
     # expressions
     def number(self, meta, c):
-        return Number(_number(c[0], self.file), _tspan(self.file, c[0]))
+        return Number(_number(c[0], self.file), _tspan(self.file, c[0]), str(c[0]))
 
     def string(self, meta, c):
         return String(str(c[0])[1:-1], _tspan(self.file, c[0]))
@@ -441,7 +453,7 @@ class _ToAst(Transformer):
 def expr_to_text(e: Expr) -> str:
     """Canonical source text of an expression (used in messages and by the formatter)."""
     if isinstance(e, Number):
-        return repr(e.value) if isinstance(e.value, float) else str(e.value)
+        return e.text or (repr(e.value) if isinstance(e.value, float) else str(e.value))
     if isinstance(e, Name):
         return e.id
     if isinstance(e, String):

@@ -1,0 +1,103 @@
+"""`tfspec fmt`: print a spec in canonical form, keeping its comments.
+
+Canonical form: one item per line group, bodies expanded one statement per line
+and indented two spaces, expressions spaced as ``expr_to_text`` prints them, a
+blank line between top-level items. ``parse(format_text(s)) == parse(s)``.
+"""
+
+from __future__ import annotations
+
+from .syntax import (Assignment, Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module, PoolerDecl,
+                     Setting, StackDecl, arg_to_text, expr_to_text, parse_module, split_comment)
+
+INDENT = "  "
+
+
+def format_text(text: str, file: str = "<spec>") -> str:
+    """Reformat spec text; raises SpecError if it does not parse.
+
+    >>> print(format_text("embedding t {vocab 10;dim 8}  # tiny"), end="")
+    embedding t {  # tiny
+      vocab 10
+      dim 8
+    }
+    """
+    module = parse_module(text, file, _expand_includes=False)
+    comments = _comments(text)
+    return _Printer(module, comments).run()
+
+
+def _comments(text: str) -> dict[int, tuple[str, bool]]:
+    """line -> (comment text, stands alone on its line)."""
+    out = {}
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        code, comment = split_comment(line)
+        if comment is not None:
+            out[lineno] = (comment.rstrip(), not code.strip())
+    return out
+
+
+class _Printer:
+    def __init__(self, module: Module, comments: dict[int, tuple[str, bool]]):
+        self.module = module
+        self.comments = comments
+        self.lines: list[str] = []
+        self.emitted: set[int] = set()
+
+    def run(self) -> str:
+        items = self.module.items
+        for index, item in enumerate(items):
+            if index and not (isinstance(item, Let) and isinstance(items[index - 1], Let)):
+                self.lines.append("")
+            self.standalone_before(item.span.line, "")
+            self.item(item)
+        self.standalone_before(10**9, "")
+        return "\n".join(self.lines).strip("\n") + "\n"
+
+    def standalone_before(self, line: int, indent: str) -> None:
+        """Comments on their own lines above ``line`` that are not out yet."""
+        for lineno in sorted(self.comments):
+            if lineno < line and lineno not in self.emitted and self.comments[lineno][1]:
+                self.emitted.add(lineno)
+                self.lines.append(indent + self.comments[lineno][0])
+
+    def emit(self, text: str, first: int, last: int | None = None) -> None:
+        """One output line, with the trailing comments of source lines first..last."""
+        trailing = []
+        for lineno in range(first, (last or first) + 1):
+            if lineno in self.comments and lineno not in self.emitted and not self.comments[lineno][1]:
+                self.emitted.add(lineno)
+                trailing.append(self.comments[lineno][0])
+        self.lines.append(text + ("  " + " ".join(trailing) if trailing else ""))
+
+    def item(self, item) -> None:
+        span = item.span
+        if isinstance(item, ModelDecl):
+            self.emit(f"model {item.name}", span.line)
+        elif isinstance(item, Include):
+            self.emit(f'include "{item.path}"', span.line, span.end_line)
+        elif isinstance(item, Let):
+            self.emit("let " + ", ".join(f"{b.name} = {expr_to_text(b.value)}" for b in item.bindings),
+                      span.line, span.end_line)
+        elif isinstance(item, Defaults):
+            self.body("defaults", item.body, span)
+        elif isinstance(item, EmbeddingDecl):
+            self.body(f"embedding {item.name}", item.body, span)
+        elif isinstance(item, StackDecl):
+            self.body(f"{item.role} x {expr_to_text(item.repeat)}", item.body, span)
+        else:
+            keyword = "head" if isinstance(item, HeadDecl) else "pooler"
+            self.emit(" ".join([keyword, *map(arg_to_text, item.args)]), span.line, span.end_line)
+
+    def body(self, header: str, body, span) -> None:
+        first_stmt = body[0].span.line if body else span.end_line
+        self.emit(header + " {", span.line, first_stmt - 1 if first_stmt > span.line else span.line)
+        for stmt in body:
+            self.standalone_before(stmt.span.line, INDENT)
+            if isinstance(stmt, Setting):
+                text = " ".join([stmt.name, *map(arg_to_text, stmt.args)])
+            else:
+                text = f"{stmt.target} = {expr_to_text(stmt.value)}"
+            self.emit(INDENT + text, stmt.span.line, stmt.span.end_line)
+        self.standalone_before(span.end_line, INDENT)
+        self.emit("}", span.end_line)
