@@ -454,8 +454,9 @@ class _Resolver:
         repeat = self.attempt(lambda: as_int(decl.repeat, self))
         settings = self._settings(decl.body, STACK_SETTINGS, f"the {decl.role} stack", extra_words=SUBLAYERS,
                                   wiring=True)
-        if any(v is FAILED for v, _ in settings.values()):
-            raise Poisoned
+        # A failed setting is already reported; resolve the sublayers anyway to report theirs too.
+        poisoned = any(v is FAILED for v, _ in settings.values())
+        settings = {k: (v, span) for k, (v, span) in settings.items() if v is not FAILED}
         valid = {k: v for k, (v, span) in settings.items() if self._in_range(k, v, span)}
         d = {**defaults, **{k: v for k, v in valid.items() if k in BLOCK_SETTINGS}}
         embedding = self._stack_embedding(decl, settings, embeddings)
@@ -465,6 +466,10 @@ class _Resolver:
             local.error("wiring", "a block is written either as sublayer statements or as assignments, not both",
                         assignments[0].span, f"sublayer statement at line {sublayer_stmts[0].span.line}")
             local.raise_if_any()
+        unknown = [s for s in decl.body if isinstance(s, Setting) and s.name not in STACK_SETTINGS
+                   and s.name not in SUBLAYERS]
+        if not sublayer_stmts and not assignments and unknown:
+            raise Poisoned  # the unknown statement is reported; "no sublayers" would only echo it
         if not sublayer_stmts and not assignments:
             raise _err("structure", f"the {decl.role} stack has no sublayers", decl.role_span,
                        "add e.g. `attention self heads=8` and `feedforward d_ff=2048`")
@@ -472,7 +477,7 @@ class _Resolver:
             block = S.Block(wiring=self._wiring(assignments, d, decl))
         else:
             block = S.Block(sublayers=tuple(self._sublayers(sublayer_stmts, d)))
-        if repeat is None or embedding is None:
+        if repeat is None or embedding is None or poisoned:
             raise Poisoned
         final = settings.get("final", (S.Choice(name="none"), None))[0]
         return self.validated(S.Stack, {"repeat": repeat}, {"repeat": decl.repeat.span}, decl.span,

@@ -276,19 +276,11 @@ def _syntax_diagnostic(exc: UnexpectedInput, text: str, file: str) -> Diagnostic
     keywords = _keywords(expected)
     if token.type == "_NL":
         return Diagnostic("syntax", "unexpected end of line", span, _expected_hint(expected))
-    if keywords and token.type in ("NAME",) or value in _all_keywords():
-        hint = did_you_mean(value, keywords) if keywords else None
-        if keywords and value not in keywords:
-            what = "statement" if {"model", "let"} & set(keywords) else "keyword"
-            return Diagnostic("unknown-keyword", f"unknown {what} '{value}'", span,
-                              hint or "a spec is made of: " + ", ".join(sorted(keywords)))
+    if token.type == "NAME" and keywords:  # a misspelled keyword where only keywords fit
+        what = "statement" if {"model", "let"} & set(keywords) else "keyword"
+        return Diagnostic("unknown-keyword", f"unknown {what} '{value}'", span,
+                          did_you_mean(value, keywords) or "a spec is made of: " + ", ".join(sorted(keywords)))
     return Diagnostic("syntax", f"unexpected {_token_words(token)}", span, _expected_hint(expected))
-
-
-@functools.cache
-def _all_keywords() -> frozenset[str]:
-    return frozenset(t.pattern.value for t in _parser().terminals
-                     if t.pattern.type == "str" and t.pattern.value.isidentifier())
 
 
 def _token_words(token: Token) -> str:
