@@ -31,7 +31,6 @@ def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec:
 
     >>> load("examples/gpt2_small.tfs", overrides={"layers": 2, "d_model": 64, "heads": 4}).parameter_count()
     3382080
-    True
     """
     path = Path(path)
     try:
