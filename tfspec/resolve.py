@@ -330,10 +330,7 @@ class _Resolver:
                 self.env[b.name] = POISON
                 continue
             self.env[b.name] = POISON
-            value = self.attempt(lambda: evaluate(expr, self.env), POISON)
-            if value is POISON and isinstance(expr, Name) and expr.id in defined and expr.id not in seen:
-                pass  # the unknown-name error already says it; forward references are not allowed
-            self.env[b.name] = value
+            self.env[b.name] = self.attempt(lambda: evaluate(expr, self.env), POISON)
 
     def _override_exprs(self, defined: set[str]) -> dict[str, Expr]:
         exprs: dict[str, Expr] = {}
