@@ -323,6 +323,11 @@ class _Resolver:
             seen[b.name] = b
             expr = override_exprs.get(b.name, b.value)
             later = sorted(n for n in _names_in(expr) if n in defined and n not in self.env)
+            if b.name in later:
+                self.errors.error("unknown-name", f"parameter '{b.name}' is defined in terms of itself", expr.span,
+                                  "give it a value built from numbers and earlier parameters")
+                self.env[b.name] = POISON
+                continue
             if later:
                 where = next(x for x in bindings if x.name == later[0])
                 self.errors.error("unknown-name", f"parameter '{later[0]}' is used before it is defined",

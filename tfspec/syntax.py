@@ -9,6 +9,7 @@ become ``SpecError``s with a caret and, for a misspelled keyword, a suggestion.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -318,13 +319,9 @@ def _unclosed_brace(text: str, file: str) -> Span | None:
     stack: list[tuple[int, int]] = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         code, _ = split_comment(line)
-        in_string = False
+        code = re.sub(r'"[^"]*"?', lambda m: " " * len(m.group()), code)  # braces in strings are text
         for col, ch in enumerate(code, start=1):
-            if ch == '"':
-                in_string = not in_string
-            elif in_string:
-                continue
-            elif ch == "{":
+            if ch == "{":
                 stack.append((lineno, col))
             elif ch == "}" and stack:
                 stack.pop()
