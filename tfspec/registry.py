@@ -6,6 +6,10 @@ adding a file (plus its test). A variant declares its options as a pydantic
 model -- ``layernorm(eps=1e-6)`` binds ``eps`` against ``LayerNorm.Options`` --
 and how many parameters it owns, so the front end can check and count a spec
 without building anything.
+
+Each variant also knows how to build its runtime part (``build``, ``allowed``,
+``initialise``); those methods import torch lazily, so checking a spec never
+loads it.
 """
 
 from __future__ import annotations
@@ -38,10 +42,18 @@ class Variant:
 class Activation(Variant):
     gated: ClassVar[bool] = False  # a gated unit (GLU family) has a third weight matrix
 
+    def build(self):
+        """The element-wise function as an ``nn.Module`` (for a gated unit: the gate's)."""
+        raise NotImplementedError
+
 
 class Norm(Variant):
     def params(self, dim: int, options) -> dict[str, Shape]:
         return {}
+
+    def build(self, dim: int, options):
+        """An ``nn.Module`` normalising the last dimension, owning exactly ``params``."""
+        raise NotImplementedError
 
 
 class Position(Variant):
@@ -51,14 +63,36 @@ class Position(Variant):
     def max_len(self, options) -> int | None:
         return None
 
+    def build(self, dim: int, options):
+        """An ``nn.Module`` mapping position indices ``(length,)`` to encodings ``(length, dim)``."""
+        raise NotImplementedError
+
 
 class Mask(Variant):
     allowed_in_cross: ClassVar[bool] = True  # meaningful when queries and keys are different sequences
     exclusive: ClassVar[bool] = False  # cannot be combined with other masks ("none")
+    uses_padding: ClassVar[bool] = False  # reads the keys' padding mask at run time
+    fused_causal: ClassVar[bool] = False  # alone, equivalent to SDPA's is_causal=True
+
+    def allowed(self, query_positions, key_positions, options):
+        """Bool tensor ``(queries, keys)``: may query i attend to key j? ``None``: no structural constraint."""
+        return None
 
 
 class AttentionKind(Variant):
     def params(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int) -> dict[str, Shape]:
+        raise NotImplementedError
+
+    def build(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int, dropout: float, masks):
+        """The runtime ``nn.Module``: ``forward(x, memory=None, key_padding_mask=None)``."""
+        raise NotImplementedError
+
+
+class Init(Variant):
+    """An initialisation convention; ``initialise`` fills every parameter of a compiled model in place."""
+
+    def initialise(self, parameters, options) -> None:
+        """``parameters``: ``(name, tensor, role)`` triples in a fixed order (see ``tfspec.compiler.ParamRole``)."""
         raise NotImplementedError
 
 
@@ -102,6 +136,7 @@ NORMS: Registry[Norm] = Registry("norm", Norm)
 POSITIONS: Registry[Position] = Registry("position", Position)
 MASKS: Registry[Mask] = Registry("mask", Mask)
 ATTENTION_KINDS: Registry[AttentionKind] = Registry("attention kind", AttentionKind)
+INITS: Registry[Init] = Registry("init", Init)
 
 _loaded = False
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from . import schema as S
 from .errors import Collector, Diagnostic, Span, SpecError, did_you_mean, one_of
 from .expr import POISON, Poisoned, evaluate
-from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, Registry
+from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
 from .syntax import (Arg, Assignment, BinOp, Binding, Call, Defaults, EmbeddingDecl, Expr, HeadDecl, Let,
                      ModelDecl, Module, Name, Number, PoolerDecl, Setting, StackDecl, parse_module)
 
@@ -155,6 +155,7 @@ BLOCK_SETTINGS: dict[str, Converter] = {
     "activation": choice(ACTIVATIONS),
     "bias": as_bool,
 }
+DEFAULTS_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "init": choice(INITS)}  # init: whole model only
 STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "final": choice(NORMS)}
 EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
@@ -284,6 +285,7 @@ class _Resolver:
         model_name = self._model_name(items)
         self._lets([i for i in items if isinstance(i, Let)])
         defaults = self._defaults([i for i in items if isinstance(i, Defaults)])
+        init = defaults.pop("init", None)
         embeddings = self._embeddings([i for i in items if isinstance(i, EmbeddingDecl)], defaults)
         stacks = self._stacks([i for i in items if isinstance(i, StackDecl)], defaults, embeddings, first_span)
         head = self._single(items, HeadDecl, "head", lambda h: self._head(h, embeddings, stacks))
@@ -293,7 +295,7 @@ class _Resolver:
                       params={k: v for k, v in self.env.items() if v is not POISON},
                       embeddings=tuple(embeddings.values()),
                       encoder=stacks.get("encoder"), decoder=stacks.get("decoder"),
-                      head=head, pooler=pooler, span=first_span)
+                      head=head, pooler=pooler, init=init, span=first_span)
 
     def _model_name(self, items) -> str:
         decls = [i for i in items if isinstance(i, ModelDecl)]
@@ -394,7 +396,7 @@ class _Resolver:
             self.errors.error("duplicate", "a model has one defaults block; this is a second", extra.span)
         merged = dict(BUILTIN_DEFAULTS)
         if decls:
-            settings = self._settings(decls[0].body, BLOCK_SETTINGS, "defaults")
+            settings = self._settings(decls[0].body, DEFAULTS_SETTINGS, "defaults")
             for name, (value, span) in settings.items():
                 if value is not FAILED and self._in_range(name, value, span):
                     merged[name] = value

@@ -173,6 +173,7 @@ class Spec(Node):
     decoder: Stack | None = None
     head: Head | None = None
     pooler: Pooler | None = None
+    init: Choice | None = None  # initialisation scheme (``defaults { init gpt2 }``); None: normal(std=0.02)
 
     _graph: object = PrivateAttr(default=None)
     _sources: dict = PrivateAttr(default_factory=dict)

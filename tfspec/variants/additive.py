@@ -11,3 +11,7 @@ class Additive(AttentionKind):
 
     def params(self, width, heads, bias, cross, memory_width):
         return {**projection_params(width, bias, cross, memory_width), "score": (heads, width // heads)}
+
+    def build(self, width, heads, bias, cross, memory_width, dropout, masks):
+        from ..nn.additive import AdditiveAttention
+        return AdditiveAttention(width, heads, bias, cross, memory_width, dropout, masks)

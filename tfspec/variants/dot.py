@@ -22,3 +22,7 @@ class DotProduct(AttentionKind):
 
     def params(self, width, heads, bias, cross, memory_width):
         return projection_params(width, bias, cross, memory_width)
+
+    def build(self, width, heads, bias, cross, memory_width, dropout, masks):
+        from ..nn.attention import DotProductAttention
+        return DotProductAttention(width, heads, bias, cross, memory_width, dropout, masks)

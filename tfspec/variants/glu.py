@@ -1,4 +1,7 @@
-"""Gated linear units: the up-projection makes two halves, one gates the other."""
+"""Gated linear units: the up-projection makes two halves, act(gate) * value.
+
+The first half of ``up``'s output is the gate, the second the value.
+"""
 
 from ..registry import ACTIVATIONS, Activation
 
@@ -9,9 +12,17 @@ class SwiGLU(Activation):
     gated = True
     doc = "silu(x W) * (x V) (Shazeer 2020; LLaMA)"
 
+    def build(self):
+        from torch import nn
+        return nn.SiLU()
+
 
 @ACTIVATIONS.register
 class GEGLU(Activation):
     name = "geglu"
     gated = True
     doc = "gelu(x W) * (x V) (Shazeer 2020)"
+
+    def build(self):
+        from torch import nn
+        return nn.GELU()

@@ -18,3 +18,7 @@ class LayerNorm(Norm):
 
     def params(self, dim, options):
         return {"weight": (dim,), **({"bias": (dim,)} if options.bias else {})}
+
+    def build(self, dim, options):
+        from torch import nn
+        return nn.LayerNorm(dim, eps=options.eps, bias=options.bias)

@@ -1,4 +1,8 @@
-"""Attention masks; a sublayer combines them with '+', e.g. ``mask=causal + padding``."""
+"""Attention masks; a sublayer combines them with '+', e.g. ``mask=causal + padding``.
+
+A structural mask says, from positions alone, which keys a query may see;
+``tfspec.nn.masking`` combines them with the run-time padding mask.
+"""
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -9,12 +13,17 @@ from ..registry import MASKS, Mask
 class Causal(Mask):
     name = "causal"
     allowed_in_cross = False
+    fused_causal = True
     doc = "position i attends to positions j <= i"
+
+    def allowed(self, query_positions, key_positions, options):
+        return key_positions[None, :] <= query_positions[:, None]
 
 
 @MASKS.register
 class Padding(Mask):
     name = "padding"
+    uses_padding = True
     doc = "keys at padded positions are ignored (the padding mask of the keys' sequence)"
 
 
@@ -28,6 +37,9 @@ class Window(Mask):
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
         k: int = Field(gt=0, le=1 << 20)
+
+    def allowed(self, query_positions, key_positions, options):
+        return (query_positions[:, None] - key_positions[None, :]).abs() < options.k
 
 
 @MASKS.register

@@ -12,6 +12,10 @@ class Sinusoidal(Position):
     name = "sinusoidal"
     doc = "fixed sin/cos of geometric wavelengths (Vaswani et al. 2017, section 3.5)"
 
+    def build(self, dim, options):
+        from ..nn.embedding import SinusoidalPositions
+        return SinusoidalPositions(dim)
+
 
 @POSITIONS.register
 class Learned(Position):
@@ -29,8 +33,15 @@ class Learned(Position):
     def max_len(self, options):
         return options.max_len
 
+    def build(self, dim, options):
+        from torch import nn
+        return nn.Embedding(options.max_len, dim)
+
 
 @POSITIONS.register
 class NoPosition(Position):
     name = "none"
     doc = "no positional information: self-attention is then permutation-equivariant"
+
+    def build(self, dim, options):
+        return None

@@ -18,8 +18,16 @@ class RMSNorm(Norm):
     def params(self, dim, options):
         return {"weight": (dim,)}
 
+    def build(self, dim, options):
+        from torch import nn
+        return nn.RMSNorm(dim, eps=options.eps)
+
 
 @NORMS.register
 class NoNorm(Norm):
     name = "none"
     doc = "no normalisation"
+
+    def build(self, dim, options):
+        from torch import nn
+        return nn.Identity()

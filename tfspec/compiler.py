@@ -1,0 +1,241 @@
+"""Stage 5, compile: the validated graph IR -> a trainable ``nn.Module``.
+
+Structure is resolved here, once: each stack's layer template becomes a
+``torch.fx.GraphModule`` whose generated ``forward`` calls the sublayer modules
+in the IR's order (``print(model.decoder.layers[0].code)`` shows it), so a
+forward pass never consults the graph and ``torch.compile(model,
+fullgraph=True)`` sees plain tensor code. Module names come from the IR's
+``module`` attribute, so ``model.state_dict()`` has exactly the names and
+shapes of ``tfspec.analysis.parameter_table``.
+
+>>> model = compile('''
+... embedding tokens { vocab 100; dim 32 }
+... decoder x 2 { attention self heads=4 mask=causal; feedforward d_ff=64 }
+... head tied(tokens)''')
+>>> import torch; model(torch.randint(0, 100, (2, 10))).shape
+torch.Size([2, 10, 100])
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import networkx as nx
+import torch
+from torch import fx, nn
+
+from . import schema as S
+from .analysis import layer_repeat
+from .api import load, parse
+from .nn.embedding import Embeddings
+from .nn.feedforward import FeedForward
+from .nn.head import Head, Pooler
+from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
+from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS
+
+MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
+                 "encoder-decoder": EncoderDecoderModel}
+DEFAULT_INIT = S.Choice(name="normal", options={"std": 0.02})
+
+
+def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = None, device=None, dtype=None,
+            seed: int | None = None) -> CompiledModel:
+    """Compile a spec (a ``Spec``, a ``.tfs`` path, or spec text) to an initialised ``nn.Module``.
+
+    ``device="meta"`` builds without allocating (for counting); ``seed`` seeds the
+    initialisation (otherwise it draws from torch's global generator, so
+    ``torch.manual_seed`` makes it reproducible).
+    """
+    spec = _spec_of(source, overrides)
+    with torch.device(device) if device is not None else _nullcontext():
+        if seed is not None:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                model = _build_and_initialise(spec)
+        else:
+            model = _build_and_initialise(spec)
+    if dtype is not None:
+        model = model.to(dtype=dtype)
+    return model
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _spec_of(source, overrides) -> S.Spec:
+    if isinstance(source, S.Spec):
+        if overrides:
+            raise ValueError("overrides apply when compiling text or a path; a parsed Spec is already resolved")
+        return source
+    if isinstance(source, Path):
+        return load(source, overrides=overrides)
+    if isinstance(source, str):
+        looks_like_path = "\n" not in source and "{" not in source and (source.endswith(".tfs") or Path(source).is_file())
+        return load(source, overrides=overrides) if looks_like_path else parse(source, overrides=overrides)
+    raise TypeError(f"compile() takes a Spec, a path or spec text, not {type(source).__name__}")
+
+
+def _build_and_initialise(spec: S.Spec) -> CompiledModel:
+    model = build_model(spec)
+    initialise(model, spec)
+    return model
+
+
+# ---------------------------------------------------------------- building
+def build_model(spec: S.Spec) -> CompiledModel:
+    """Modules for every IR node, uninitialised; ``compile`` also initialises them."""
+    g = spec.graph()
+    order = list(nx.topological_sort(g))
+    embeddings = {e.name: _embeddings(e) for e in spec.embeddings
+                  if any(s.embedding == e.name for s in spec.stacks)}
+    stacks, max_len = {}, {}
+    for role, info in g.graph["stacks"].items():
+        template = [n for n in order if g.nodes[n]["in_block"] and g.nodes[n]["stack"] == role]
+        layers = [_layer(g, template, role, i) for i in range(info["repeat"])]
+        stack = spec.decoder if role == "decoder" else spec.encoder
+        masks = [g.nodes[n]["spec"] for n in template if g.nodes[n]["op"] == "attention"]
+        stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]),
+                             masks_padding=any(a.reads == "self" and "padding" in a.mask_names for a in masks),
+                             memory_masks_padding=any(a.reads == "cross" and "padding" in a.mask_names for a in masks))
+        position = spec.embedding(info["embedding"]).position
+        max_len[role] = POSITIONS[position.name].max_len(POSITIONS[position.name].options(position.options))
+    width = g.graph["stacks"][spec.stacks[-1].role]["width"]
+    head = _head(spec.head, width) if spec.head is not None else None
+    pooler = Pooler(width, ACTIVATIONS[spec.pooler.activation.name].build()) if spec.pooler is not None else None
+    stack_embedding = {s.role: s.embedding for s in spec.stacks}
+    return MODEL_CLASSES[spec.kind](spec, embeddings, stacks, head, pooler, stack_embedding, max_len)
+
+
+def _norm(choice: S.Choice, width: int) -> nn.Module:
+    variant = NORMS[choice.name]
+    return variant.build(width, variant.options(choice.options))
+
+
+def _embeddings(e: S.Embedding) -> Embeddings:
+    variant = POSITIONS[e.position.name]
+    return Embeddings(e.vocab, e.dim, e.scale, variant.build(e.dim, variant.options(e.position.options)),
+                      e.segments, _norm(e.norm, e.dim), e.dropout)
+
+
+def _head(head: S.Head, width: int) -> Head:
+    transform = ACTIVATIONS[head.transform.name].build() if head.transform is not None else None
+    norm = _norm(head.transform_norm, width) if head.transform is not None and head.transform_norm else None
+    return Head(width, head.out, head.bias, head.tied_to is not None, transform, norm)
+
+
+def _sublayer_module(a: dict) -> nn.Module:
+    body, width = a["spec"], a["width"]
+    if a["op"] == "attention":
+        masks = [(MASKS[m.name], MASKS[m.name].options(m.options)) for m in body.mask]
+        memory_width = a["params"]["kv.weight"][1] if body.reads == "cross" else width
+        return ATTENTION_KINDS[body.kind.name].build(width, body.heads, body.bias, body.reads == "cross",
+                                                     memory_width, body.dropout, masks)
+    if a["op"] == "feedforward":
+        activation = ACTIVATIONS[body.activation.name]
+        return FeedForward(width, body.d_ff, activation.build(), activation.gated, body.bias, body.dropout)
+    if a["op"] == "norm":
+        return _norm(body, width)
+    if a["op"] == "dropout":
+        return nn.Dropout(body.p)
+    raise AssertionError(f"no module for op {a['op']}")
+
+
+def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.GraphModule:
+    """One layer: fresh sublayer modules, and a generated forward wiring them as the IR says."""
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    padding_mask = graph.placeholder("padding_mask", default_value=None)
+    memory = graph.placeholder("memory", default_value=None)
+    memory_padding_mask = graph.placeholder("memory_padding_mask", default_value=None)
+    root = nn.Module()
+    values: dict[str, fx.Node] = {}
+    for n in template:
+        a = g.nodes[n]
+        if a["op"] == "block_input":
+            values[n] = x
+            continue
+        inputs = [values[i] for i in a["inputs"] if i in values]
+        if a["op"] == "block_output":
+            graph.output(inputs[0])
+            break
+        if a["op"] == "add":
+            total = inputs[0]
+            for term in inputs[1:]:
+                total = graph.call_function(operator.add, (total, term))
+            values[n] = total
+            continue
+        name = a["module"].rsplit(".", 1)[1] if a["module"] else n.split(".", 1)[1]
+        assert name.isidentifier(), name  # names come from the IR's own naming, never from spec text
+        if not hasattr(root, name):
+            root.add_module(name, _sublayer_module(a))
+        if a["op"] == "attention" and a["spec"].reads == "cross":
+            values[n] = graph.call_module(name, (inputs[0], memory), {"key_padding_mask": memory_padding_mask})
+        elif a["op"] == "attention":
+            values[n] = graph.call_module(name, (inputs[0],), {"key_padding_mask": padding_mask})
+        else:
+            values[n] = graph.call_module(name, (inputs[0],))
+    return fx.GraphModule(root, graph, class_name=f"{role.capitalize()}Layer")
+
+
+# ---------------------------------------------------------------- initialisation
+@dataclass(frozen=True)
+class ParamRole:
+    """What a parameter is, for initialisation schemes.
+
+    kind: ``matrix`` (a linear map), ``embedding`` (a lookup table), ``vector``
+    (e.g. additive attention's scorer), ``bias``, ``norm_weight``, ``norm_bias``.
+    residual_branches: for a projection writing into a residual stream (attention
+    ``out``, feed-forward ``down``), how many such branches its stack has in all.
+    """
+
+    kind: Literal["matrix", "embedding", "vector", "bias", "norm_weight", "norm_bias"]
+    residual_branches: int = 0
+
+
+def parameter_roles(g: nx.DiGraph) -> dict[str, ParamRole]:
+    """Full parameter name -> role, from the IR."""
+    branches = {role: info["repeat"] * sum(1 for n, a in g.nodes(data=True) if a["in_block"] and a["stack"] == role
+                                            and a["op"] in ("attention", "feedforward"))
+                for role, info in g.graph["stacks"].items()}
+    roles: dict[str, ParamRole] = {}
+    for n in nx.topological_sort(g):
+        a = g.nodes[n]
+        if not a["params"]:
+            continue
+        for i in (range(layer_repeat(g, n)) if a["in_block"] else [None]):
+            module = a["module"].format(i=i) if i is not None else a["module"]
+            for name in a["params"]:
+                roles.setdefault(f"{module}.{name}", _role(a, name, branches.get(a["stack"], 0)))
+    return roles
+
+
+def _role(a: dict, name: str, branches: int) -> ParamRole:
+    op, last = a["op"], name.rsplit(".", 1)[-1]
+    if op in ("embedding", "position"):
+        return ParamRole("embedding")
+    if op == "norm" or name.startswith("transform_norm."):
+        return ParamRole("norm_weight" if last == "weight" else "norm_bias")
+    if last == "bias":
+        return ParamRole("bias")
+    if last == "weight":
+        residual = op in ("attention", "feedforward") and name in ("out.weight", "down.weight")
+        return ParamRole("matrix", branches if residual else 0)
+    return ParamRole("vector")
+
+
+def initialise(model: CompiledModel, spec: S.Spec) -> None:
+    """Fill every parameter by the spec's ``init`` scheme, in state-dict order (so seeds reproduce)."""
+    roles = parameter_roles(spec.graph())
+    choice = spec.init or DEFAULT_INIT
+    variant = INITS[choice.name]
+    with torch.no_grad():
+        variant.initialise([(name, p, roles[name]) for name, p in model.named_parameters()],
+                           variant.options(choice.options))

@@ -1,0 +1,16 @@
+"""Weight interop with reference implementations: copy weights in, and export a state dict back out.
+
+- ``torch_transformer``: ``torch.nn.Transformer``
+- ``hf_bert``: Hugging Face ``BertModel`` / ``BertForMaskedLM``
+- ``hf_gpt2``: Hugging Face ``GPT2Model`` / ``GPT2LMHeadModel``
+
+Each mapping is a list of ``Rule``s; every tensor on both sides must be
+covered by a rule, and every shape must agree, or an ``InteropError`` lists
+what is unmapped or mismatched (nothing is copied then). The spec's
+architecture is checked against the reference's configuration too (heads,
+norm placement, activation, eps), since equal shapes do not make equal models.
+"""
+
+from .mapping import InteropError, Rule
+
+__all__ = ["InteropError", "Rule"]

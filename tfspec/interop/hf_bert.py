@@ -1,0 +1,77 @@
+"""Hugging Face ``BertModel`` / ``BertForMaskedLM`` <-> a compiled encoder-only spec.
+
+``examples/bert_base.tfs`` is ``BertModel`` with its pooler; add
+``head tied(tokens) transform=gelu norm=layernorm(eps=1e-12) bias=true`` for
+``BertForMaskedLM`` (which has no pooler).
+"""
+
+from __future__ import annotations
+
+from .mapping import InteropError, Rule, export_state, load_state, rule, sequential_sublayers
+
+REFERENCE = "Hugging Face BERT"
+ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "silu", "swish": "silu"}
+
+
+def _linear(ours: str, theirs: str) -> list[Rule]:
+    return [rule(f"{ours}.weight", f"{theirs}.weight"), rule(f"{ours}.bias", f"{theirs}.bias")]
+
+
+def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "encoder-only":
+        raise InteropError(f"BERT is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
+    e, p = "embeddings.tokens", f"{prefix}embeddings"
+    rules = [rule(f"{e}.tokens.weight", f"{p}.word_embeddings.weight"),
+             rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"),
+             rule(f"{e}.segments.weight", f"{p}.token_type_embeddings.weight"),
+             *_linear(f"{e}.norm", f"{p}.LayerNorm")]
+    for i in range(len(model.encoder.layers)):
+        ours, theirs = f"encoder.layers.{i}", f"{prefix}encoder.layer.{i}"
+        qkv = [f"{theirs}.attention.self.{n}" for n in ("query", "key", "value")]
+        rules += [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
+                  rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
+                  *_linear(f"{ours}.self_attn.out", f"{theirs}.attention.output.dense"),
+                  *_linear(f"{ours}.self_attn_norm", f"{theirs}.attention.output.LayerNorm"),
+                  *_linear(f"{ours}.ffn.up", f"{theirs}.intermediate.dense"),
+                  *_linear(f"{ours}.ffn.down", f"{theirs}.output.dense"),
+                  *_linear(f"{ours}.ffn_norm", f"{theirs}.output.LayerNorm")]
+    aliases = {}
+    if model.pooler is not None:
+        rules += _linear("pooler.dense", f"{prefix}pooler.dense")
+    if model.head is not None:
+        rules += [*_linear("head.transform", "cls.predictions.transform.dense"),
+                  *_linear("head.transform_norm", "cls.predictions.transform.LayerNorm"),
+                  rule("head.bias", "cls.predictions.bias")]
+        aliases = {"cls.predictions.decoder.weight": f"{e}.tokens.weight", "cls.predictions.decoder.bias": "head.bias"}
+    return rules, aliases
+
+
+def _config_problems(model, config) -> list[str]:
+    problems = []
+    for sub in sequential_sublayers(model, "encoder"):
+        if sub.residual != "post":
+            problems.append(f"encoder {sub.name}: residual {sub.residual}, but BERT is post-norm")
+        if sub.norm.name != "layernorm" or sub.norm.options.get("eps") != config.layer_norm_eps:
+            problems.append(f"encoder {sub.name}: norm {sub.norm}, reference LayerNorm(eps={config.layer_norm_eps:g})")
+        if sub.body.op == "attention" and sub.body.heads != config.num_attention_heads:
+            problems.append(f"encoder {sub.name}: {sub.body.heads} heads, reference {config.num_attention_heads}")
+        if sub.body.op == "feedforward" and ACTIVATIONS.get(config.hidden_act) != sub.body.activation.name:
+            problems.append(f"encoder ffn: activation {sub.body.activation}, reference {config.hidden_act}")
+    if getattr(config, "position_embedding_type", "absolute") != "absolute":
+        problems.append(f"reference uses {config.position_embedding_type} positions; only absolute maps")
+    return problems
+
+
+def from_hf_bert(model, reference) -> None:
+    """Copy a ``BertModel`` or ``BertForMaskedLM``'s weights into ``model`` (every tensor accounted for)."""
+    prefix = "bert." if hasattr(reference, "bert") else ""
+    rules, aliases = _rules(model, prefix)
+    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases,
+               config_problems=_config_problems(model, reference.config))
+
+
+def to_hf_bert(model) -> dict:
+    """A state dict for ``BertForMaskedLM`` (spec with a head) or ``BertModel`` (without)."""
+    rules, aliases = _rules(model, "bert." if model.head is not None else "")
+    return export_state(model, rules, reference=REFERENCE, aliases=aliases)

@@ -1,0 +1,119 @@
+"""Declarative weight mappings between a compiled model and a reference's state dict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+class InteropError(ValueError):
+    """A reference and a compiled model do not correspond; the message lists every difference."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``cat(ours) == cat(theirs_i (transposed if asked))`` along dim 0.
+
+    One-to-one renames, Q/K/V concatenation (BERT's query/key/value -> ``qkv``)
+    and splits (``nn.MultiheadAttention``'s in_proj -> cross-attention ``q`` +
+    ``kv``) are all this one rule; ``transpose`` handles GPT-2's Conv1D layout.
+    """
+
+    ours: tuple[str, ...]
+    theirs: tuple[str, ...]
+    transpose: bool = False
+
+
+def rule(ours: str | tuple[str, ...], theirs: str | tuple[str, ...], transpose: bool = False) -> Rule:
+    return Rule((ours,) if isinstance(ours, str) else ours, (theirs,) if isinstance(theirs, str) else theirs,
+                transpose)
+
+
+def _listing(title: str, names: list[str], limit: int = 12) -> str:
+    shown = "\n".join(f"    {n}" for n in names[:limit])
+    more = f"\n    ... and {len(names) - limit} more" if len(names) > limit else ""
+    return f"  {title} ({len(names)}):\n{shown}{more}"
+
+
+def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference: str,
+               aliases: dict[str, str] | None = None, outside: tuple[str, ...] = (),
+               config_problems: list[str] = ()) -> list[str]:
+    """Copy ``state`` (the reference's names) into ``model`` by ``rules``.
+
+    ``aliases``: reference names that are the same tensor as one of ours (tied
+    weights), checked for equality and not copied. ``outside``: prefixes of our
+    parameters the reference has no counterpart for (``nn.Transformer`` has no
+    embeddings); they are left as they are and returned.
+    """
+    ours = model.state_dict()
+    aliases = aliases or {}
+    problems = [f"  {p}" for p in config_problems]
+    missing_theirs, mismatched, updates = [], [], {}
+    for r in rules:
+        if any(t not in state for t in r.theirs):
+            missing_theirs += [t for t in r.theirs if t not in state]
+            continue
+        if any(o not in ours for o in r.ours):
+            continue  # reported below as unmapped reference tensors
+        pieces = [state[t].t() if r.transpose else state[t] for t in r.theirs]
+        if len({p.shape[1:] for p in pieces}) > 1:
+            mismatched.append(f"{' + '.join(r.theirs)}: pieces of shapes {[tuple(p.shape) for p in pieces]}")
+            continue
+        joined = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
+        sizes = [ours[o].shape[0] for o in r.ours]
+        expected = (sum(sizes), *ours[r.ours[0]].shape[1:])
+        if tuple(joined.shape) != expected or any(ours[o].shape[1:] != ours[r.ours[0]].shape[1:] for o in r.ours):
+            mismatched.append(f"{' + '.join(r.theirs)} {tuple(joined.shape)} -> {' + '.join(r.ours)} "
+                              f"{[tuple(ours[o].shape) for o in r.ours]}")
+            continue
+        for name, piece in zip(r.ours, joined.split(sizes)):
+            updates[name] = piece
+    covered_theirs = {t for r in rules for t in r.theirs if all(o in ours for o in r.ours)}
+    unmapped_theirs = [k for k in state if k not in covered_theirs and k not in aliases]
+    left_alone = [k for k in ours if k.startswith(outside)] if outside else []
+    unset_ours = [k for k in ours if k not in {o for r in rules for o in r.ours} and k not in left_alone]
+    for alias, target in aliases.items():
+        if alias in state and target in updates and not torch.equal(state[alias], updates[target].to(state[alias].dtype)):
+            mismatched.append(f"{alias} should be tied to {target}, but the reference holds different values "
+                              "(the spec ties them; the reference does not)")
+    if missing_theirs:
+        problems.append(_listing(f"tensors the mapping needs but the {reference} lacks", missing_theirs))
+    if unmapped_theirs:
+        problems.append(_listing(f"{reference} tensors with no place in the compiled model", unmapped_theirs))
+    if unset_ours:
+        problems.append(_listing(f"compiled-model tensors the {reference} does not provide", unset_ours))
+    if mismatched:
+        problems.append(_listing("shape or value mismatches", mismatched))
+    if problems:
+        raise InteropError(f"cannot load {reference} weights into spec '{model.spec.name}':\n" + "\n".join(problems))
+    with torch.no_grad():
+        for name, value in updates.items():
+            ours[name].copy_(value)
+    return left_alone
+
+
+def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str, str] | None = None,
+                 outside: tuple[str, ...] = ()) -> dict[str, Tensor]:
+    """The reference-named state dict of ``model`` (the inverse of ``load_state``)."""
+    ours = model.state_dict()
+    out: dict[str, Tensor] = {}
+    for r in rules:
+        joined = torch.cat([ours[o] for o in r.ours]) if len(r.ours) > 1 else ours[r.ours[0]]
+        for name, piece in zip(r.theirs, joined.chunk(len(r.theirs))):
+            out[name] = (piece.t() if r.transpose else piece).clone()
+    for alias, target in (aliases or {}).items():
+        out[alias] = ours[target].clone()
+    used = {o for r in rules for o in r.ours}
+    extra = [k for k in ours if k not in used and not (outside and k.startswith(outside))]
+    if extra:
+        raise InteropError(f"cannot export spec '{model.spec.name}' as a {reference}:\n"
+                           + _listing(f"compiled-model tensors the {reference} has no place for", extra))
+    return out
+
+
+def sequential_sublayers(model, role: str) -> list:
+    """The sublayers of a stack written in the sequential form (wiring-form stacks have none)."""
+    stack = getattr(model.spec, role)
+    return list(stack.block.sublayers) if stack is not None else []

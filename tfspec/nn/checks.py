@@ -1,0 +1,68 @@
+"""Argument checks at the model boundary: a wrong input gets a ValueError naming the argument.
+
+Value checks (ids within the vocabulary) read the tensor, which synchronises
+with an accelerator; they are skipped while ``torch.compile`` traces, and a
+model's ``check_inputs = False`` turns all of them off.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+INTEGER_DTYPES = (torch.int64, torch.int32)
+
+
+def _tensor(name: str, value, what: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of {what}, got {type(value).__name__}")
+    return value
+
+
+def _same_device(name: str, value: Tensor, device: torch.device) -> None:
+    if value.device != device and device.type != "meta":
+        raise ValueError(f"{name} is on {value.device} but the model is on {device}; move it with .to({str(device)!r})")
+
+
+def check_ids(name: str, ids, vocab: int, device: torch.device, max_len: int | None = None, offset: int = 0,
+              what: str = "token ids", table: str = "the vocabulary") -> Tensor:
+    ids = _tensor(name, ids, what)
+    if ids.dtype not in INTEGER_DTYPES:
+        raise ValueError(f"{name} must hold integer {what} (torch.long), got {ids.dtype}")
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must be shaped (batch, length), got shape {tuple(ids.shape)}")
+    if ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}); give at least one position")
+    if max_len is not None and offset + ids.shape[1] > max_len:
+        raise ValueError(f"{name} has length {offset + ids.shape[1]}, but the learned positions cover "
+                         f"{max_len} (learned({max_len})); shorten it or raise max_len in the spec")
+    _same_device(name, ids, device)
+    if not torch.compiler.is_compiling() and ids.device.type != "meta":
+        low, high = torch.aminmax(ids)
+        if low.item() < 0 or high.item() >= vocab:
+            bad = high.item() if high.item() >= vocab else low.item()
+            raise ValueError(f"{name} contains id {bad}, outside {table} of {vocab} (valid ids 0..{vocab - 1})")
+    return ids
+
+
+def check_padding_mask(name: str, mask, like: Tensor, like_name: str, used: bool, hint: str) -> None:
+    if mask is None:
+        return
+    mask = _tensor(name, mask, "bools")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"{name} must be a bool tensor (True at padded positions), got {mask.dtype}")
+    if mask.shape != like.shape:
+        raise ValueError(f"{name} must have the shape of {like_name} {tuple(like.shape)}, got {tuple(mask.shape)}")
+    _same_device(name, mask, like.device)
+    if not used:
+        raise ValueError(f"{name} was given, but no attention here masks padding; {hint}")
+
+
+def check_memory(memory, batch: int, width: int, device: torch.device) -> None:
+    memory = _tensor("memory", memory, "encoder states")
+    if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[2] != width:
+        raise ValueError(f"memory must be the encoder's output shaped (batch={batch}, src_len, {width}), "
+                         f"got {tuple(memory.shape)}")
+    if not memory.is_floating_point():
+        raise ValueError(f"memory must be floating point, got {memory.dtype}")
+    _same_device("memory", memory, device)

@@ -1,0 +1,58 @@
+"""Token embedding (optionally scaled) + positional encoding + segments, then norm and dropout."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class SinusoidalPositions(nn.Module):
+    """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)) (Vaswani et al., 3.5).
+
+    Computed on the fly in float32 (cheap next to attention), so no table
+    limits the length and nothing lands in the state dict.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, positions: Tensor) -> Tensor:
+        half = (self.dim + 1) // 2
+        frequencies = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32)
+                                * (-2.0 * math.log(10000.0) / self.dim))
+        angles = positions.to(torch.float32)[:, None] * frequencies[None, :]
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # interleave sin, cos
+        return table[:, : self.dim]
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Embeddings(nn.Module):
+    def __init__(self, vocab: int, dim: int, scale: float, positions: nn.Module | None, segments: int,
+                 norm: nn.Module, dropout: float):
+        super().__init__()
+        self.vocab, self.dim, self.scale = vocab, dim, scale
+        self.tokens = nn.Embedding(vocab, dim)
+        self.positions = positions
+        self.segments = nn.Embedding(segments, dim) if segments else None
+        self.norm = norm
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: Tensor, token_types: Tensor | None = None, offset: int = 0) -> Tensor:
+        """``ids`` (batch, length) -> (batch, length, dim); ``offset``: position of the first id."""
+        x = self.tokens(ids)
+        if self.scale != 1.0:
+            x = x * self.scale
+        if self.positions is not None:
+            where = torch.arange(offset, offset + ids.shape[1], device=ids.device)
+            x = x + self.positions(where).to(x.dtype)
+        if self.segments is not None:
+            x = x + (self.segments(token_types) if token_types is not None else self.segments.weight[0])
+        return self.dropout(self.norm(x))
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale:g}" if self.scale != 1.0 else ""

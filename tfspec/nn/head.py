@@ -1,0 +1,41 @@
+"""Output head (optional BERT-style transform, then a projection to logits) and BERT's pooler."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class Head(nn.Module):
+    """Logits = (transform(x)) W^T + b. A tied head owns no ``weight``: the model passes the embedding's."""
+
+    def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
+                 transform_norm: nn.Module | None = None):
+        super().__init__()
+        self.tied = tied
+        if transform is not None:
+            self.transform = nn.Linear(width, width)
+            self.transform_activation = transform
+            self.transform_norm = transform_norm if transform_norm is not None else nn.Identity()
+        else:
+            self.transform = None
+        self.weight = None if tied else nn.Parameter(torch.empty(out, width))
+        self.bias = nn.Parameter(torch.empty(out)) if bias else None
+
+    def forward(self, x: Tensor, tied_weight: Tensor | None = None) -> Tensor:
+        if self.transform is not None:
+            x = self.transform_norm(self.transform_activation(self.transform(x)))
+        return F.linear(x, tied_weight if self.tied else self.weight, self.bias)
+
+
+class Pooler(nn.Module):
+    """activation(dense(x[:, 0])): a summary vector of the first ([CLS]) position."""
+
+    def __init__(self, width: int, activation: nn.Module):
+        super().__init__()
+        self.dense = nn.Linear(width, width)
+        self.activation = activation
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.activation(self.dense(x[:, 0]))

@@ -1,0 +1,82 @@
+"""Initialisation conventions, chosen per model with ``defaults { init NAME }``.
+
+Every scheme sets biases to 0 and norm scales to 1 (shifts to 0); they differ
+in how they draw matrices, embedding tables and other vectors. Each parameter
+arrives with its role (``tfspec.compiler.ParamRole``), so a scheme never
+guesses from names.
+"""
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..registry import INITS, Init
+
+
+def _fixed(tensor, role) -> bool:
+    """Biases, norm scales and shifts: the same for every scheme. True when handled."""
+    from torch import nn
+    if role.kind in ("bias", "norm_bias"):
+        nn.init.zeros_(tensor)
+    elif role.kind == "norm_weight":
+        nn.init.ones_(tensor)
+    else:
+        return False
+    return True
+
+
+class _Std(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    std: float = Field(0.02, gt=0, lt=10)
+
+
+@INITS.register
+class Normal(Init):
+    name = "normal"
+    positional = ("std",)
+    Options = _Std
+    doc = "normal(std=0.02): every matrix, embedding and vector ~ N(0, std) (BERT, GPT-1)"
+
+    def initialise(self, parameters, options):
+        from torch import nn
+        std = options.std
+        for _, tensor, role in parameters:
+            if not _fixed(tensor, role):
+                nn.init.normal_(tensor, 0.0, std)
+
+
+@INITS.register
+class GPT2(Init):
+    name = "gpt2"
+    positional = ("std",)
+    Options = _Std
+    doc = ("gpt2(std=0.02): normal(std), and projections into the residual stream (attention out, "
+           "feed-forward down) ~ N(0, std / sqrt(residual branches in their stack)) (GPT-2)")
+
+    def initialise(self, parameters, options):
+        from torch import nn
+        std = options.std
+        for _, tensor, role in parameters:
+            if _fixed(tensor, role):
+                continue
+            branches = role.residual_branches
+            nn.init.normal_(tensor, 0.0, std / math.sqrt(branches) if branches else std)
+
+
+@INITS.register
+class Xavier(Init):
+    name = "xavier"
+    doc = ("xavier: Glorot-uniform matrices (torch.nn.Transformer), embeddings ~ N(0, dim^-0.5) "
+           "(Vaswani et al.'s shared, sqrt(d_model)-scaled embeddings), other vectors ~ N(0, 0.02)")
+
+    def initialise(self, parameters, options):
+        from torch import nn
+        for _, tensor, role in parameters:
+            if _fixed(tensor, role):
+                continue
+            if role.kind == "matrix":
+                nn.init.xavier_uniform_(tensor)
+            elif role.kind == "embedding":
+                nn.init.normal_(tensor, 0.0, tensor.shape[-1] ** -0.5)
+            else:
+                nn.init.normal_(tensor, 0.0, 0.02)
