@@ -29,11 +29,11 @@ RATE = st.sampled_from(["0", "0.1", "0.25"])
 
 
 @st.composite
-def self_mask(draw, causal: bool) -> str:
+def self_mask(draw, causal: bool, padding: bool = False, windows: bool = True) -> str:
     parts = ["causal"] if causal else []
-    if draw(st.booleans()):
+    if padding or draw(st.booleans()):
         parts.append("padding")
-    if draw(st.integers(0, 3)) == 0:
+    if windows and draw(st.integers(0, 3)) == 0:
         parts.append(f"window({draw(st.integers(1, 8))})")
     draw(st.randoms()).shuffle(parts)
     return " + ".join(parts) if parts else draw(st.sampled_from(["none", ""]))
@@ -44,7 +44,8 @@ def _arg(name: str, value: str) -> str:
 
 
 @st.composite
-def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool, sep: str) -> list[str]:
+def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool, sep: str, padding: bool = False,
+                     windows: bool = True) -> list[str]:
     lines = []
     if draw(st.booleans()):
         lines.append(f"residual {draw(st.sampled_from(['post', 'pre', 'none']))}")
@@ -54,10 +55,11 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
     for _ in range(n_attn):
         kind = draw(st.sampled_from(["", "dot", "additive"]))
         extra = _arg("residual", draw(st.sampled_from(["", "pre", "post", "none"])))
-        lines.append(f"attention self heads={heads}{_arg('mask', draw(self_mask(causal)))}{_arg('kind', kind)}"
+        lines.append(f"attention self heads={heads}{_arg('mask', draw(self_mask(causal, padding, windows)))}{_arg('kind', kind)}"
                      f"{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
     if has_cross:
-        lines.append(f"attention cross heads={heads}{_arg('mask', draw(st.sampled_from(['', 'padding', 'none'])))}"
+        cross_masks = ['padding'] if padding else ['', 'padding', 'none']
+        lines.append(f"attention cross heads={heads}{_arg('mask', draw(st.sampled_from(cross_masks)))}"
                      f"{draw(st.sampled_from(['', ' memory=encoder']))}")
     if draw(st.integers(0, 4)):
         act = draw(st.sampled_from(ACTIVATIONS.names()))
@@ -69,8 +71,10 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
 
 
 @st.composite
-def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool) -> list[str]:
-    mask = draw(self_mask(causal))
+def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool, padding: bool = False,
+                windows: bool = True) -> list[str]:
+    mask = draw(self_mask(causal, padding, windows))
+    cross_mask = ", mask=padding" if padding else ""
     attn = f"attention(h, heads={heads}{', mask=' + mask if mask else ''})"
     style = draw(st.sampled_from(["parallel", "pre", "post"]))
     lines = []
@@ -79,7 +83,7 @@ def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool) -> l
     elif style == "pre":
         lines += ["h = layernorm(x, eps=1e-6)", f"x = x + dropout({attn})"]
         if has_cross:
-            lines += ["x = x + attention(norm(x), cross, heads=heads)"]
+            lines += [f"x = x + attention(norm(x), cross, heads=heads{cross_mask})"]
         lines += ["x = x + feedforward(rmsnorm(x), d_ff=d_ff, activation=gelu)"]
     else:
         lines += ["h = x", f"x = norm(x + {attn})"]
@@ -87,12 +91,15 @@ def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool) -> l
             lines += ["x = norm(x + attention(x, cross, heads=heads, mask=padding))"]
         lines += ["x = norm(x + feedforward(x, d_ff=d_ff))"]
     if style == "parallel" and has_cross:
-        lines.append("x = x + attention(norm(x), cross, heads=heads)")
+        lines.append(f"x = x + attention(norm(x), cross, heads=heads{cross_mask})")
     return lines
 
 
 @st.composite
-def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"), max_width: int = 64) -> Generated:
+def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"), max_width: int = 64,
+                positions=("sinusoidal", "learned(64)", "none"), padding: bool = False, windows: bool = True,
+                max_layers: int = 3) -> Generated:
+    """A random valid spec. ``padding``: every attention masks padding; ``windows``: may use window masks."""
     kind = draw(st.sampled_from(kinds))
     width = draw(st.sampled_from([w for w in (8, 16, 24, 32, 48, 64) if w <= max_width]))
     heads = draw(st.sampled_from([h for h in (1, 2, 4, 8) if width % h == 0]))
@@ -112,7 +119,7 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         defaults.append(f"activation {draw(st.sampled_from(['relu', 'gelu', 'swiglu']))}")
     if defaults:
         out.append("defaults { " + "; ".join(defaults) + " }")
-    position = draw(st.sampled_from(["sinusoidal", "learned(64)", "none"]))
+    position = draw(st.sampled_from(positions))
     emb = [f"vocab vocab", "dim d_model", f"position {position}"]
     if draw(st.booleans()):
         emb.append("scale sqrt(d_model)")
@@ -126,15 +133,15 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
     for role in ("encoder", "decoder"):
         if kind == f"{'decoder' if role == 'encoder' else 'encoder'}-only":
             continue
-        repeat = draw(st.integers(1, 3))
+        repeat = draw(st.integers(1, max_layers))
         layers[role] = repeat
         causal = role == "decoder" and draw(st.integers(0, 5)) > 0
         causal_decoder = causal_decoder or causal
         has_cross = role == "decoder" and kind == "encoder-decoder"
         if draw(st.integers(0, 3)) == 0:
-            body = draw(wired_block(role, "heads", has_cross, causal))
+            body = draw(wired_block(role, "heads", has_cross, causal, padding, windows))
         else:
-            body = draw(sequential_block(role, "heads", has_cross, causal, sep))
+            body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows))
         out.append(f"{role} x {repeat} {{" + sep + sep.join(body) + sep + "}")
     head = draw(st.sampled_from(["", "head tied(tokens)", "head linear", "head linear(7) bias=false",
                                  "head tied(tokens) bias=true transform=gelu norm=layernorm"]))

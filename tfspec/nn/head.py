@@ -23,6 +23,10 @@ class Head(nn.Module):
         self.weight = None if tied else nn.Parameter(torch.empty(out, width))
         self.bias = nn.Parameter(torch.empty(out)) if bias else None
 
+    def extra_repr(self) -> str:
+        weight = "tied to the token embedding" if self.tied else f"weight={tuple(self.weight.shape)}"
+        return f"{weight}, bias={self.bias is not None}"
+
     def forward(self, x: Tensor, tied_weight: Tensor | None = None) -> Tensor:
         if self.transform is not None:
             x = self.transform_norm(self.transform_activation(self.transform(x)))

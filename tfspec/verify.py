@@ -1,0 +1,420 @@
+"""Stage 6, verify: the invariants a compiled spec claims, checked on the model itself.
+
+Each property is a plain function of a model and concrete inputs that
+returns ``None`` when it holds and a description of the violation otherwise;
+``verify`` draws the inputs with Hypothesis, so a violation comes back shrunk
+to a minimal counterexample. The test suite calls the same functions over
+generated specs.
+
+- causality: in a decoder, changing tokens after position i never changes outputs at positions <= i
+- permutation equivariance: without positions or structural masks, f(P x) = P f(x)
+- padding invariance: outputs at real positions ignore what padded positions contain
+- window locality: with window(k) self-attention only, output i depends on tokens within reach of i
+- finite gradients: every parameter gets a finite gradient from one backward pass
+- determinism: eval() gives the same output twice; train() with dropout does not
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from . import schema as S
+
+TOLERANCE = 1e-5
+
+
+@dataclass
+class Result:
+    name: str
+    status: str  # "held", "violated", "not applicable"
+    detail: str
+
+
+# ---------------------------------------------------------------- facts about a model
+def main_output(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+def vocab(model, role: str) -> int:
+    return model.embeddings[model.stack_embedding[role]].vocab
+
+
+def max_length(model, role: str, cap: int) -> int:
+    limit = model.max_len[role]
+    return min(cap, limit) if limit is not None else cap
+
+
+def self_attentions(spec: S.Spec, role: str) -> list[S.Attention]:
+    g = spec.graph()
+    return [a["spec"] for _, a in g.nodes(data=True)
+            if a["op"] == "attention" and a["stack"] == role and a["spec"].reads == "self"]
+
+
+def run(model, tokens: torch.Tensor, padding_mask=None, src=None, src_padding_mask=None) -> torch.Tensor:
+    """The main output for ``tokens`` (for an encoder-decoder: ``tokens`` is tgt, ``src`` its source)."""
+    if model.spec.kind == "encoder-decoder":
+        return main_output(model(src, tokens, src_padding_mask, padding_mask))
+    return main_output(model(tokens, padding_mask))
+
+
+def _differs(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest difference beyond tolerance (relative to the output's scale), 0.0 when equal."""
+    diff = (a - b).abs().max().item() if a.numel() else 0.0
+    scale = 1.0 + max(a.abs().max().item() if a.numel() else 0.0, 0.0)
+    return diff if diff > TOLERANCE * scale else 0.0
+
+
+def _ids(t: torch.Tensor) -> list:
+    return t.tolist()
+
+
+# ---------------------------------------------------------------- the properties
+def check_causal(model, tokens: torch.Tensor, position: int, replacement: torch.Tensor, src=None) -> str | None:
+    """Tokens after ``position`` replaced by ``replacement``: outputs at <= position must not move."""
+    changed = tokens.clone()
+    changed[:, position + 1:] = replacement
+    with torch.no_grad():
+        a, b = run(model, tokens, src=src), run(model, changed, src=src)
+    worst = _differs(a[:, : position + 1], b[:, : position + 1])
+    if worst:
+        return (f"changing the tokens after position {position} ({_ids(tokens)} -> {_ids(changed)}) changed the "
+                f"output at positions <= {position} by up to {worst:.3g}: the decoder sees the future")
+    return None
+
+
+def check_permutation(model, tokens: torch.Tensor, permutation: list[int]) -> str | None:
+    """f(P x) == P f(x) for a permutation of the positions."""
+    order = torch.tensor(permutation)
+    with torch.no_grad():
+        a, b = run(model, tokens)[:, order], run(model, tokens[:, order])
+    worst = _differs(a, b)
+    if worst:
+        return (f"permuting positions by {permutation} (tokens {_ids(tokens)}) did not permute the output "
+                f"(difference up to {worst:.3g}): the model depends on position")
+    return None
+
+
+def check_padding(model, tokens: torch.Tensor, lengths: list[int], filler: torch.Tensor, src=None,
+                  src_lengths=None, src_filler=None) -> str | None:
+    """Outputs at real positions are the same whatever the padded positions hold."""
+    def pad_mask(t, lens):
+        return torch.arange(t.shape[1])[None, :] >= torch.tensor(lens)[:, None]
+
+    def refill(t, mask, fill):
+        return torch.where(mask, fill, t)
+
+    mask = pad_mask(tokens, lengths) if lengths is not None else None
+    src_mask = pad_mask(src, src_lengths) if src_lengths is not None else None
+    other = refill(tokens, mask, filler) if mask is not None else tokens
+    other_src = refill(src, src_mask, src_filler) if src_mask is not None else src
+    with torch.no_grad():
+        a = run(model, tokens, mask, src, src_mask)
+        b = run(model, other, mask, other_src, src_mask)
+    real = ~mask if mask is not None else torch.ones(tokens.shape, dtype=torch.bool)
+    worst = _differs(a[real], b[real])
+    if worst:
+        src_text = f", src {_ids(src)} -> {_ids(other_src)} with lengths {src_lengths}" if src_mask is not None else ""
+        tgt_text = f"tokens {_ids(tokens)} -> {_ids(other)} with lengths {lengths}" if mask is not None else "same tokens"
+        return f"changing padded positions ({tgt_text}{src_text}) changed real outputs by up to {worst:.3g}"
+    return None
+
+
+def check_window(model, tokens: torch.Tensor, position: int, reach: int, replacement: int) -> str | None:
+    """Tokens farther than ``reach`` from ``position`` cannot affect output ``position``."""
+    far = [j for j in range(tokens.shape[1]) if abs(j - position) > reach]
+    if not far:
+        return None
+    changed = tokens.clone()
+    changed[:, far] = replacement
+    with torch.no_grad():
+        a, b = run(model, tokens)[:, position], run(model, changed)[:, position]
+    worst = _differs(a, b)
+    if worst:
+        return (f"output {position} changed by {worst:.3g} when tokens at {far} (farther than {reach}) changed "
+                f"({_ids(tokens)} -> {_ids(changed)})")
+    return None
+
+
+def check_gradients(model, tokens: torch.Tensor, src=None) -> str | None:
+    """One backward pass reaches every parameter with a finite gradient."""
+    model.zero_grad(set_to_none=True)
+    out = model(src, tokens) if model.spec.kind == "encoder-decoder" else model(tokens)
+    loss = sum(o.float().square().mean() for o in (out if isinstance(out, tuple) else (out,)))
+    loss.backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None]
+    bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+    model.zero_grad(set_to_none=True)
+    if missing or bad:
+        return "; ".join(filter(None, [f"no gradient for {missing}" if missing else "",
+                                       f"non-finite gradient for {bad}" if bad else ""]))
+    return None
+
+
+def check_determinism(model, tokens: torch.Tensor, src=None) -> str | None:
+    """eval(): two calls agree exactly."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        a, b = run(model, tokens, src=src), run(model, tokens, src=src)
+    model.train(was_training)
+    if not torch.equal(a, b):
+        return f"two eval() calls on {_ids(tokens)} differ by {(a - b).abs().max().item():.3g}"
+    return None
+
+
+def check_dropout_active(model, tokens: torch.Tensor, src=None) -> str | None:
+    """train() with dropout: two calls differ."""
+    was_training = model.training
+    model.train()
+    with torch.no_grad():
+        a, b = run(model, tokens, src=src), run(model, tokens, src=src)
+    model.train(was_training)
+    if torch.equal(a, b):
+        return f"the spec has dropout, but two train() calls on {_ids(tokens)} gave identical outputs"
+    return None
+
+
+# ---------------------------------------------------------------- which properties apply
+def has_dropout(model) -> bool:
+    return any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()) or any(
+        getattr(m, "dropout", 0) and isinstance(getattr(m, "dropout"), float) for m in model.modules())
+
+
+def window_reach(spec: S.Spec, role: str) -> int | None:
+    """How far one layer's self-attentions can carry information, when all are windowed; None if unbounded."""
+    reach = 0
+    for attention in self_attentions(spec, role):
+        windows = [m.options["k"] for m in attention.mask if m.name == "window"]
+        if not windows:
+            return None
+        reach += min(windows) - 1
+    return reach
+
+
+def accepts_padding(model, role: str) -> bool:
+    stack = getattr(model, role)
+    if role == "encoder" and model.spec.kind == "encoder-decoder":
+        return stack.masks_padding or model.decoder.memory_masks_padding
+    return stack.masks_padding
+
+
+# ---------------------------------------------------------------- the Hypothesis runner
+def _search(prop: Callable, strategy, examples: int, seed: int) -> str | None:
+    """Run ``prop`` on drawn inputs; the minimal violation found, or None."""
+    failures: list[str] = []
+
+    @hypothesis_seed(seed)  # reproducible runs of `tfspec verify`
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(strategy)
+    def search(case):
+        message = prop(case)
+        if message:
+            failures.append(message)
+            raise AssertionError(message)
+
+    try:
+        search()
+    except Exception:  # noqa: BLE001 - Hypothesis re-raises the (shrunk) failure; the message is recorded
+        if not failures:
+            raise
+    return failures[-1] if failures else None
+
+
+def _tokens(v: int, batch: int, length: int):
+    return st.lists(st.lists(st.integers(0, v - 1), min_size=length, max_size=length), min_size=batch,
+                    max_size=batch).map(lambda rows: torch.tensor(rows, dtype=torch.long))
+
+
+@st.composite
+def _sequence(draw, v: int, max_len: int, min_len: int = 1):
+    batch = draw(st.integers(1, 2))
+    length = draw(st.integers(min_len, max_len))
+    return draw(_tokens(v, batch, length))
+
+
+def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> list[Result]:
+    """Check every property that applies to ``model``'s spec; one ``Result`` per property."""
+    spec = model.spec
+    kind = spec.kind
+    role = "decoder" if spec.decoder is not None else "encoder"
+    model.eval()
+    results: list[Result] = []
+    length = max_length(model, role, max_len)
+    v = vocab(model, role)
+    src_strategy = st.just(None)
+    if kind == "encoder-decoder":
+        src_len = max_length(model, "encoder", max_len)
+        src_v = vocab(model, "encoder")
+        src_strategy = st.integers(1, src_len).flatmap(lambda n: _tokens(src_v, 1, n))
+
+    one_batch = st.integers(1, length).flatmap(lambda n: _tokens(v, 1, n))
+
+    # causality
+    if spec.decoder is None:
+        results.append(Result("causality", "not applicable", "no decoder: an encoder sees the whole sequence"))
+    else:
+        @st.composite
+        def causal_case(draw):
+            tokens = draw(st.integers(2, max(2, length)).flatmap(lambda n: _tokens(v, 1, n)))
+            position = draw(st.integers(0, tokens.shape[1] - 2))
+            replacement = draw(_tokens(v, 1, tokens.shape[1] - position - 1))
+            return tokens, position, replacement, draw(src_strategy)
+
+        if length < 2:  # noqa: SIM114
+            results.append(Result("causality", "not applicable", "sequences of length 1 have no future"))
+        else:
+            found = _search(lambda c: check_causal(model, c[0], c[1], c[2], c[3]), causal_case(), examples, seed)
+            results.append(Result("causality", "violated" if found else "held", found or
+                                  "changing later target tokens never changed earlier outputs"))
+    # permutation equivariance
+    position = spec.embedding(spec.stacks[-1].embedding).position.name
+    structural = [m for a in self_attentions(spec, role) for m in a.mask_names if m in ("causal", "window")]
+    if kind == "encoder-decoder":
+        results.append(Result("permutation equivariance", "not applicable", "an encoder-decoder's output "
+                              "positions follow the target; checked for single-stack models"))
+    elif position != "none" or structural:
+        why = f"the spec has {position} positions" if position != "none" else f"the spec masks with {sorted(set(structural))}"
+        results.append(Result("permutation equivariance", "not applicable", f"{why}, so outputs may depend on order"))
+    else:
+        @st.composite
+        def permutation_case(draw):
+            tokens = draw(_sequence(v, length, 2))
+            return tokens, draw(st.permutations(range(tokens.shape[1])))
+
+        found = _search(lambda c: check_permutation(model, c[0], list(c[1])), permutation_case(), examples, seed)
+        results.append(Result("permutation equivariance", "violated" if found else "held",
+                              found or "f(P x) = P f(x) for every permutation tried"))
+    # padding invariance
+    target_pads = accepts_padding(model, role)
+    source_pads = kind == "encoder-decoder" and accepts_padding(model, "encoder")
+    if not (target_pads or source_pads):
+        results.append(Result("padding invariance", "not applicable", "no attention masks padding"))
+    else:
+        @st.composite
+        def padding_case(draw):
+            tokens = draw(_sequence(v, length))
+            lengths = [draw(st.integers(1, tokens.shape[1])) for _ in range(tokens.shape[0])] if target_pads else None
+            filler = draw(_tokens(v, *tokens.shape))
+            src = src_lengths = src_filler = None
+            if kind == "encoder-decoder":
+                src = draw(_tokens(vocab(model, "encoder"), tokens.shape[0],
+                                   draw(st.integers(1, max_length(model, "encoder", max_len)))))
+                if source_pads:
+                    src_lengths = [draw(st.integers(1, src.shape[1])) for _ in range(src.shape[0])]
+                    src_filler = draw(_tokens(vocab(model, "encoder"), *src.shape))
+            return tokens, lengths, filler, src, src_lengths, src_filler
+
+        found = _search(lambda c: check_padding(model, *c), padding_case(), examples, seed)
+        results.append(Result("padding invariance", "violated" if found else "held",
+                              found or "outputs at real positions never depended on padded content"))
+    # window locality
+    reach = window_reach(spec, role) if kind != "encoder-decoder" else None
+    if reach is None:
+        results.append(Result("window locality", "not applicable", "not every self-attention has a window(k) mask"))
+    else:
+        single = _single_layer(model)
+
+        @st.composite
+        def window_case(draw):
+            tokens = draw(one_batch)
+            return tokens, draw(st.integers(0, tokens.shape[1] - 1)), draw(st.integers(0, v - 1))
+
+        found = _search(lambda c: check_window(single, c[0], c[1], reach, c[2]), window_case(), examples, seed)
+        results.append(Result("window locality", "violated" if found else "held",
+                              found or f"with one layer, output i depended only on tokens within {reach} of i"))
+    # gradients and determinism (random inputs suffice)
+    generator = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, v, (2, length), generator=generator)
+    src = torch.randint(0, vocab(model, "encoder"), (2, max_length(model, "encoder", max_len)),
+                        generator=generator) if kind == "encoder-decoder" else None
+    model.train()
+    found = check_gradients(model, tokens, src)
+    results.append(Result("finite gradients", "violated" if found else "held",
+                          found or f"all {sum(1 for _ in model.parameters())} parameter tensors got finite gradients"))
+    found = check_determinism(model, tokens, src)
+    results.append(Result("eval determinism", "violated" if found else "held", found or "eval() outputs repeat exactly"))
+    if has_dropout(model):
+        found = check_dropout_active(model, tokens, src)
+        results.append(Result("train-mode dropout", "violated" if found else "held",
+                              found or "train() outputs differ between calls"))
+    else:
+        results.append(Result("train-mode dropout", "not applicable", "the spec has no dropout"))
+    model.eval()
+    return results
+
+
+def _single_layer(model):
+    """The same model truncated to its first layer (window reach is per layer)."""
+    import copy
+
+    single = copy.deepcopy(model)
+    for role in ("encoder", "decoder"):
+        stack = getattr(single, role, None)
+        if stack is not None:
+            stack.layers = stack.layers[:1]
+    return single.eval()
+
+
+# ---------------------------------------------------------------- a small version of a spec
+def small_version(spec: S.Spec, width_per_head: int = 4, max_vocab: int = 32, max_d_ff: int = 32,
+                  max_layers: int = 2, max_positions: int = 16) -> tuple[S.Spec, list[str]]:
+    """The same architecture at test size (same wiring, heads, masks, norms); and what changed.
+
+    Widths become lcm(heads) * ``width_per_head`` at least 8; vocabularies, d_ff, layers and
+    learned position tables are capped. Window sizes are kept: they are part of the architecture.
+    """
+    heads = [a.heads for role in ("encoder", "decoder") for a in _attentions(spec, role)] or [1]
+    base = math.lcm(*heads) * width_per_head
+    width = base * max(1, math.ceil(8 / base))
+    changes: list[str] = []
+
+    def note(what: str, old, new) -> None:
+        if old != new and f"{what} {old} -> {new}" not in changes:
+            changes.append(f"{what} {old} -> {new}")
+
+    def shrink(node):
+        if isinstance(node, tuple):
+            return tuple(shrink(n) for n in node)
+        if not isinstance(node, S.Node):
+            return node
+        update = {k: shrink(getattr(node, k)) for k in type(node).model_fields if k not in ("span", "arg_spans")}
+        if isinstance(node, S.Embedding):
+            note("width", node.dim, width)
+            note(f"vocab of {node.name}", node.vocab, min(node.vocab, max_vocab))
+            update.update(dim=width, vocab=min(node.vocab, max_vocab))
+            if node.position.name == "learned":
+                limit = min(node.position.options["max_len"], max_positions)
+                note("learned positions", node.position.options["max_len"], limit)
+                update["position"] = node.position.model_copy(update={"options": {"max_len": limit}})
+            if node.scale != 1.0 and abs(node.scale - math.sqrt(node.dim)) < 1e-9:
+                update["scale"] = math.sqrt(width)  # keep "scale sqrt(d_model)" meaning what it says
+        elif isinstance(node, S.FeedForward):
+            note("d_ff", node.d_ff, min(node.d_ff, max_d_ff))
+            update["d_ff"] = min(node.d_ff, max_d_ff)
+        elif isinstance(node, S.Stack):
+            note(f"{node.role} layers", node.repeat, min(node.repeat, max_layers))
+            update["repeat"] = min(node.repeat, max_layers)
+        elif isinstance(node, S.Head) and node.tied_to is None:
+            note("head outputs", node.out, min(node.out, max_vocab))
+            update["out"] = min(node.out, max_vocab)
+        elif isinstance(node, S.Head):
+            update["out"] = min(node.out, max_vocab)
+        return node.model_copy(update=update)
+
+    small = shrink(spec)
+    small._sources = spec._sources
+    small._graph = None
+    small.graph()  # validate the shrunk architecture like any other
+    return small, changes
+
+
+def _attentions(spec: S.Spec, role: str) -> list[S.Attention]:
+    return [a["spec"] for _, a in spec.graph().nodes(data=True) if a["op"] == "attention" and a["stack"] == role]
