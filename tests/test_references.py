@@ -1,0 +1,164 @@
+"""Compiled specs against the implementations people trust: same weights, same outputs (<= 1e-5)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tfspec
+from tfspec.interop import InteropError
+from tfspec.interop.hf_bert import from_hf_bert, to_hf_bert
+from tfspec.interop.hf_gpt2 import from_hf_gpt2, to_hf_gpt2
+from tfspec.interop.torch_transformer import from_torch_transformer, to_torch_transformer
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+TOL = 1e-5
+
+
+def torch_transformer_spec(residual: str, activation: str = "relu") -> str:
+    return f"""
+embedding tokens {{ vocab 23; dim 32 }}
+defaults {{ residual {residual}; activation {activation}; dropout 0.1; attn_dropout 0.1; act_dropout 0.1 }}
+encoder x 2 {{ attention self heads=4 mask=padding; feedforward d_ff=48; final layernorm }}
+decoder x 3 {{ attention self heads=4 mask=causal + padding; attention cross heads=4 mask=padding; feedforward d_ff=48; final layernorm }}
+"""
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_matches_torch_nn_transformer(norm_first):
+    torch.manual_seed(0)
+    reference = torch.nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=3,
+                                     dim_feedforward=48, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
+    model = tfspec.compile(torch_transformer_spec("pre" if norm_first else "post")).eval()
+    assert from_torch_transformer(model, reference) == ["embeddings.tokens.tokens.weight"]
+    src, tgt = torch.randint(0, 23, (3, 9)), torch.randint(0, 23, (3, 6))
+    src_pad = torch.zeros(3, 9, dtype=torch.bool)
+    src_pad[1, 6:] = src_pad[2, 2:] = True
+    tgt_pad = torch.zeros(3, 6, dtype=torch.bool)
+    tgt_pad[2, 4:] = True
+    embed = model.embeddings.tokens.tokens.weight
+    with torch.no_grad():
+        ours = model(src, tgt, src_pad, tgt_pad)
+        theirs = reference(embed[src], embed[tgt], tgt_mask=reference.generate_square_subsequent_mask(6),
+                           src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                           memory_key_padding_mask=src_pad, tgt_is_causal=True)
+    assert (ours - theirs)[~tgt_pad].abs().max().item() <= TOL
+    fresh = torch.nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=3,
+                                 dim_feedforward=48, batch_first=True, norm_first=norm_first)
+    fresh.load_state_dict(to_torch_transformer(model))  # strict: every key present and used
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), reference.state_dict().values()))
+
+
+def test_torch_transformer_mismatch_is_an_error_listing_it():
+    reference = torch.nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=3,
+                                     dim_feedforward=48, batch_first=True, norm_first=True)
+    model = tfspec.compile(torch_transformer_spec("post", "gelu"))
+    with pytest.raises(InteropError) as info:
+        from_torch_transformer(model, reference)
+    text = str(info.value)
+    assert "encoder self_attn: residual post, but the reference has norm_first=True (pre)" in text
+    assert "encoder ffn: activation gelu, reference relu" in text
+    no_final = tfspec.compile(torch_transformer_spec("pre").replace("; final layernorm", ""))
+    with pytest.raises(InteropError, match=r"torch.nn.Transformer tensors with no place in the compiled model \(4\)"):
+        from_torch_transformer(no_final, reference)
+    extra = torch_transformer_spec("pre").replace("feedforward d_ff=48; final", "feedforward d_ff=48; feedforward d_ff=8; final", 1)
+    with pytest.raises(InteropError, match=r"has no place for \(12\):\n    encoder.layers.0.ffn_1_norm.weight"):
+        to_torch_transformer(tfspec.compile(extra))
+
+
+def bert_config(**kw):
+    return transformers.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=128, max_position_embeddings=24, **kw)
+
+
+BERT_SIZES = {"d_model": 32, "heads": 4, "layers": 2, "vocab": 60, "max_len": 24}
+
+
+def test_matches_hf_bert_model_with_padding_and_token_types():
+    torch.manual_seed(0)
+    reference = transformers.BertModel(bert_config()).eval()
+    model = tfspec.compile("examples/bert_base.tfs", overrides=BERT_SIZES).eval()
+    from_hf_bert(model, reference)
+    tokens, types = torch.randint(0, 60, (3, 11)), torch.randint(0, 2, (3, 11))
+    pad = torch.zeros(3, 11, dtype=torch.bool)
+    pad[1, 7:] = pad[2, 3:] = True
+    with torch.no_grad():
+        hidden, pooled = model(tokens, pad, types)
+        out = reference(input_ids=tokens, attention_mask=(~pad).long(), token_type_ids=types)
+    assert (hidden - out.last_hidden_state)[~pad].abs().max().item() <= TOL
+    assert (pooled - out.pooler_output).abs().max().item() <= TOL
+    reference.load_state_dict(to_hf_bert(model))
+
+
+def test_matches_hf_bert_masked_lm_with_tied_transform_head():
+    torch.manual_seed(0)
+    reference = transformers.BertForMaskedLM(bert_config()).eval()
+    text = open("examples/bert_base.tfs").read().replace(
+        "pooler tanh", "head tied(tokens) transform=gelu norm=layernorm(eps=1e-12) bias=true")
+    model = tfspec.compile(text, overrides=BERT_SIZES).eval()
+    from_hf_bert(model, reference)
+    tokens = torch.randint(0, 60, (2, 10))
+    with torch.no_grad():
+        assert (model(tokens) - reference(input_ids=tokens).logits).abs().max().item() <= TOL
+    state = to_hf_bert(model)
+    assert torch.equal(state["cls.predictions.decoder.weight"], state["bert.embeddings.word_embeddings.weight"])
+    reference.load_state_dict(state)
+
+
+def gpt2_reference(**kw):
+    config = transformers.GPT2Config(vocab_size=70, n_embd=32, n_layer=3, n_head=4, n_positions=20,
+                                     resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, bos_token_id=0,
+                                     eos_token_id=0, **kw)
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+GPT2_SIZES = {"d_model": 32, "heads": 4, "layers": 3, "vocab": 70, "context": 20}
+
+
+def test_matches_hf_gpt2_lm_head_logits():
+    torch.manual_seed(0)
+    reference = gpt2_reference()
+    model = tfspec.compile("examples/gpt2_small.tfs", overrides=GPT2_SIZES).eval()
+    from_hf_gpt2(model, reference)
+    tokens = torch.randint(0, 70, (3, 20))
+    with torch.no_grad():
+        assert (model(tokens) - reference(tokens).logits).abs().max().item() <= TOL
+    fresh = gpt2_reference()
+    fresh.load_state_dict(to_hf_gpt2(model))
+    with torch.no_grad():
+        assert torch.equal(fresh(tokens).logits, reference(tokens).logits)
+
+
+def test_gpt2_mismatches_are_listed():
+    reference = gpt2_reference(activation_function="relu")
+    model = tfspec.compile("examples/gpt2_small.tfs", overrides={**GPT2_SIZES, "layers": 2})
+    with pytest.raises(InteropError) as info:
+        from_hf_gpt2(model, reference)
+    text = str(info.value)
+    assert "decoder ffn: activation gelu_tanh, reference relu" in text
+    assert "transformer.h.2.attn.c_attn.weight" in text  # the reference's third layer has no place
+    untied = gpt2_reference(tie_word_embeddings=False)
+    with torch.no_grad():
+        untied.lm_head.weight.normal_()
+    with pytest.raises(InteropError, match="lm_head.weight should be tied"):
+        from_hf_gpt2(tfspec.compile("examples/gpt2_small.tfs", overrides=GPT2_SIZES), untied)
+
+
+def count(module) -> int:
+    return sum(p.numel() for p in module.parameters())  # shared (tied) parameters once
+
+
+def test_full_size_parameter_counts_equal_the_references():
+    with torch.device("meta"):
+        gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+        bert = transformers.BertModel(transformers.BertConfig())
+        gpt1 = transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig())
+        paper = torch.nn.Transformer(d_model=512, nhead=8, dim_feedforward=2048)
+    assert count(tfspec.compile("examples/gpt2_small.tfs", device="meta")) == count(gpt2) == 124_439_808
+    assert count(tfspec.compile("examples/bert_base.tfs", device="meta")) == count(bert) == 109_482_240
+    assert count(tfspec.compile("examples/gpt1.tfs", device="meta")) == count(gpt1) == 116_534_784
+    # nn.Transformer has no embeddings but always has final norms; the paper's model has one shared
+    # 37000 x 512 embedding (also the output projection) and no final norms.
+    ours = count(tfspec.compile("examples/vaswani_base.tfs", device="meta"))
+    assert ours - 37000 * 512 == count(paper) - 2 * (2 * 512)
