@@ -74,3 +74,64 @@ def test_console_script_installed():
     exe = Path(sys.executable).with_name("tfspec")
     proc = subprocess.run([str(exe), "check", str(ROOT / "examples/gpt1.tfs")], capture_output=True, text=True)
     assert proc.returncode == 0 and "116,534,784 parameters" in proc.stdout
+
+
+# ---------------------------------------------------------------- build and verify
+def tfspec_cli(*args: str) -> subprocess.CompletedProcess:
+    """Run the CLI as a user does: a subprocess in the repository root."""
+    return subprocess.run([sys.executable, "-m", "tfspec.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_build_gpt2_small_prints_the_parameter_count_and_runs():
+    result = tfspec_cli("build", "examples/gpt2_small.tfs", "--seq-len", "64")
+    assert result.returncode == 0, result.stderr
+    assert "gpt2_small: 124,439,808 parameters" in result.stdout
+    assert "(0-11): 12 x DecoderLayer" in result.stdout
+    assert "forward pass on random tokens (2, 64): logits (2, 64, 50257)" in result.stdout
+
+
+def test_build_errors():
+    too_long = tfspec_cli("build", "examples/gpt2_small.tfs", "--seq-len", "2000", "--set", "layers=1")
+    assert too_long.returncode == 1
+    assert "tokens has length 2000, but the learned positions cover 1024" in too_long.stderr
+    assert "Traceback" not in too_long.stderr
+    bad_device = tfspec_cli("build", "examples/gpt2_small.tfs", "--device", "tpu9")
+    assert bad_device.returncode == 2 and "--device tpu9" in bad_device.stderr
+    bad_len = tfspec_cli("build", "examples/gpt2_small.tfs", "--seq-len", "0")
+    assert bad_len.returncode == 2 and "expected a positive integer" in bad_len.stderr
+
+
+def test_build_prints_generated_code_and_bfloat16():
+    result = tfspec_cli("build", "examples/vaswani_base.tfs", "--set", "layers=1", "--dtype", "bfloat16", "--code")
+    assert result.returncode == 0, result.stderr
+    assert "# decoder layer (generated from the graph IR)" in result.stdout
+    assert "self.cross_attn(self_attn_norm, memory, key_padding_mask = memory_padding_mask)" in result.stdout
+    assert "bfloat16 on cpu" in result.stdout
+
+
+def test_verify_examples_hold():
+    result = tfspec_cli("verify", "examples/vaswani_base.tfs", "--examples", "10")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "held     causality" in result.stdout and "held     padding invariance" in result.stdout
+    assert "0 of 5 properties violated" in result.stdout
+
+
+def test_verify_reports_a_leak_with_a_minimal_counterexample(tmp_path):
+    spec = tmp_path / "leaky.tfs"
+    spec.write_text("embedding tokens { vocab 20; dim 16; position learned(16) }\n"
+                    "decoder x 2 { h = norm(x); x = x + attention(h, heads=2, mask=window(3)) + feedforward(h, d_ff=32) }\n"
+                    "head tied(tokens)\n")
+    result = tfspec_cli("verify", str(spec), "--examples", "20")
+    assert result.returncode == 1
+    line = next(l for l in result.stdout.splitlines() if "causality" in l)
+    assert "VIOLATED causality: changing the tokens after position 0 ([[0, 0]] -> [[0, " in line
+    assert "the decoder sees the future" in line
+    assert "held     window locality" in result.stdout
+
+
+def test_verify_permutation_equivariance_of_a_position_free_encoder(tmp_path):
+    spec = tmp_path / "set.tfs"
+    spec.write_text("embedding tokens { vocab 20; dim 16 }\nencoder x 2 { attention self heads=4 mask=padding; feedforward d_ff=32 }\n")
+    result = tfspec_cli("verify", str(spec), "--examples", "10")
+    assert result.returncode == 0, result.stdout
+    assert "held     permutation equivariance" in result.stdout

@@ -16,5 +16,6 @@ def test_wheel_contains_grammar_and_variants(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "tfspec/grammars/tfspec.lark" in names
     assert "tfspec/variants/layernorm.py" in names
+    assert "tfspec/nn/attention.py" in names and "tfspec/interop/hf_gpt2.py" in names
     shipped = zipfile.ZipFile(wheel).read("tfspec/grammars/tfspec.lark").decode()
     assert shipped == (ROOT / "grammars" / "tfspec.lark").read_text()

@@ -169,15 +169,23 @@ def check_determinism(model, tokens: torch.Tensor, src=None) -> str | None:
     return None
 
 
-def check_dropout_active(model, tokens: torch.Tensor, src=None) -> str | None:
-    """train() with dropout: two calls differ."""
+def check_dropout_active(model, tokens: torch.Tensor, src=None, calls: int = 10) -> str | None:
+    """train() with dropout: calls differ. Several calls, since a tiny input can escape every drop once.
+
+    An output that is exactly zero (a residual-free stack whose signal underflowed) cannot
+    show dropout; that is not counted as a violation.
+    """
     was_training = model.training
     model.train()
     with torch.no_grad():
-        a, b = run(model, tokens, src=src), run(model, tokens, src=src)
+        first = run(model, tokens, src=src)
+        if not first.any():
+            model.train(was_training)
+            return None
+        differs = any(not torch.equal(first, run(model, tokens, src=src)) for _ in range(calls - 1))
     model.train(was_training)
-    if torch.equal(a, b):
-        return f"the spec has dropout, but two train() calls on {_ids(tokens)} gave identical outputs"
+    if not differs:
+        return f"the spec has dropout, but {calls} train() calls on {_ids(tokens)} gave identical outputs"
     return None
 
 
