@@ -57,7 +57,7 @@ def test_torch_transformer_mismatch_is_an_error_listing_it():
     with pytest.raises(InteropError) as info:
         from_torch_transformer(model, reference)
     text = str(info.value)
-    assert "encoder self_attn: residual post, but the reference has norm_first=True (pre)" in text
+    assert "encoder self_attn: residual post, but torch.nn.Transformer is pre-norm" in text
     assert "encoder ffn: activation gelu, reference relu" in text
     no_final = tfspec.compile(torch_transformer_spec("pre").replace("; final layernorm", ""))
     with pytest.raises(InteropError, match=r"torch.nn.Transformer tensors with no place in the compiled model \(4\)"):

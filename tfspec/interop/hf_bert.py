@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, export_state, load_state, rule, sequential_sublayers
+from .mapping import InteropError, Rule, export_state, load_state, rule, sublayer_problems
 
 REFERENCE = "Hugging Face BERT"
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -48,16 +48,9 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
 
 
 def _config_problems(model, config) -> list[str]:
-    problems = []
-    for sub in sequential_sublayers(model, "encoder"):
-        if sub.residual != "post":
-            problems.append(f"encoder {sub.name}: residual {sub.residual}, but BERT is post-norm")
-        if sub.norm.name != "layernorm" or sub.norm.options.get("eps") != config.layer_norm_eps:
-            problems.append(f"encoder {sub.name}: norm {sub.norm}, reference LayerNorm(eps={config.layer_norm_eps:g})")
-        if sub.body.op == "attention" and sub.body.heads != config.num_attention_heads:
-            problems.append(f"encoder {sub.name}: {sub.body.heads} heads, reference {config.num_attention_heads}")
-        if sub.body.op == "feedforward" and ACTIVATIONS.get(config.hidden_act) != sub.body.activation.name:
-            problems.append(f"encoder ffn: activation {sub.body.activation}, reference {config.hidden_act}")
+    problems = sublayer_problems(model, "encoder", reference="BERT", residual="post", eps=config.layer_norm_eps,
+                                 heads=config.num_attention_heads,
+                                 activation=ACTIVATIONS.get(config.hidden_act, config.hidden_act))
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
         problems.append(f"reference uses {config.position_embedding_type} positions; only absolute maps")
     return problems

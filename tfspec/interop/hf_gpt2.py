@@ -6,7 +6,7 @@ transposed on the way; ``lm_head.weight`` is the token embedding (tied).
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, export_state, load_state, rule, sequential_sublayers
+from .mapping import InteropError, Rule, export_state, load_state, rule, sublayer_problems
 
 REFERENCE = "Hugging Face GPT-2"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -32,17 +32,9 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
 
 
 def _config_problems(model, config) -> list[str]:
-    problems = []
-    for sub in sequential_sublayers(model, "decoder"):
-        if sub.residual != "pre":
-            problems.append(f"decoder {sub.name}: residual {sub.residual}, but GPT-2 is pre-norm")
-        if sub.norm.name != "layernorm" or sub.norm.options.get("eps") != config.layer_norm_epsilon:
-            problems.append(f"decoder {sub.name}: norm {sub.norm}, reference LayerNorm(eps={config.layer_norm_epsilon:g})")
-        if sub.body.op == "attention" and (sub.body.heads != config.n_head or sub.body.mask_names != ["causal"]):
-            problems.append(f"decoder {sub.name}: {sub.body.heads} heads, masks {sub.body.mask_names}; "
-                            f"reference {config.n_head} heads, causal")
-        if sub.body.op == "feedforward" and ACTIVATIONS.get(config.activation_function) != sub.body.activation.name:
-            problems.append(f"decoder ffn: activation {sub.body.activation}, reference {config.activation_function}")
+    problems = sublayer_problems(model, "decoder", reference="GPT-2", residual="pre", eps=config.layer_norm_epsilon,
+                                 heads=config.n_head, self_masks=["causal"],
+                                 activation=ACTIVATIONS.get(config.activation_function, config.activation_function))
     if model.head is not None and (model.head.transform is not None or model.head.bias is not None or not model.head.tied):
         problems.append("GPT-2's head is a bias-free projection tied to the token embedding: use `head tied(tokens)`")
     return problems

@@ -117,3 +117,26 @@ def sequential_sublayers(model, role: str) -> list:
     """The sublayers of a stack written in the sequential form (wiring-form stacks have none)."""
     stack = getattr(model.spec, role)
     return list(stack.block.sublayers) if stack is not None else []
+
+
+def sublayer_problems(model, role: str, *, reference: str, residual: str, eps: float, heads: int,
+                      activation: str | None, self_masks: list[str] | None = None) -> list[str]:
+    """How a stack's sublayers differ from a reference's: residual placement, norm, heads, activation.
+
+    ``activation`` is our name for the reference's (None: not checked); ``self_masks``: the
+    masks its self-attention must have exactly (None: not checked).
+    """
+    problems = []
+    for sub in sequential_sublayers(model, role):
+        if sub.residual != residual:
+            problems.append(f"{role} {sub.name}: residual {sub.residual}, but {reference} is {residual}-norm")
+        if sub.norm.name != "layernorm" or abs(sub.norm.options.get("eps", 0) - eps) > 1e-15:
+            problems.append(f"{role} {sub.name}: norm {sub.norm}, reference LayerNorm(eps={eps:g})")
+        body = sub.body
+        if body.op == "attention" and body.heads != heads:
+            problems.append(f"{role} {sub.name}: {body.heads} heads, reference {heads}")
+        if body.op == "attention" and body.reads == "self" and self_masks is not None and body.mask_names != self_masks:
+            problems.append(f"{role} {sub.name}: masks {body.mask_names}, reference {self_masks}")
+        if body.op == "feedforward" and activation is not None and body.activation.name != activation:
+            problems.append(f"{role} {sub.name}: activation {body.activation}, reference {activation}")
+    return problems

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
-from .mapping import InteropError, Rule, export_state, load_state, rule, sequential_sublayers
+from .mapping import InteropError, Rule, export_state, load_state, rule, sublayer_problems
 
 OUTSIDE = ("embeddings.", "head.")
 REFERENCE = "torch.nn.Transformer"
@@ -72,25 +72,11 @@ def _config_problems(model, reference: nn.Transformer) -> list[str]:
     problems = []
     for role in ("encoder", "decoder"):
         layers = getattr(reference, role).layers
-        sublayers = sequential_sublayers(model, role)
-        if not sublayers or not len(layers):
-            continue
-        layer = layers[0]
-        pre = layer.norm_first
-        for sub in sublayers:
-            if sub.residual != ("pre" if pre else "post"):
-                problems.append(f"{role} {sub.name}: residual {sub.residual}, but the reference has "
-                                f"norm_first={pre} ({'pre' if pre else 'post'})")
-            if sub.norm.name != "layernorm" or abs(sub.norm.options.get("eps", 0) - layer.norm1.eps) > 1e-15:
-                problems.append(f"{role} {sub.name}: norm {sub.norm}, but the reference has "
-                                f"LayerNorm(eps={layer.norm1.eps:g})")
-            body = sub.body
-            if body.op == "attention" and body.heads != layer.self_attn.num_heads:
-                problems.append(f"{role} {sub.name}: {body.heads} heads, reference {layer.self_attn.num_heads}")
-            if body.op == "feedforward":
-                act = _activation_name(layer.activation)
-                if act is not None and body.activation.name != act:
-                    problems.append(f"{role} ffn: activation {body.activation}, reference {act}")
+        if len(layers):
+            layer = layers[0]
+            problems += sublayer_problems(model, role, reference=REFERENCE, eps=layer.norm1.eps,
+                                          residual="pre" if layer.norm_first else "post",
+                                          heads=layer.self_attn.num_heads, activation=_activation_name(layer.activation))
     return problems
 
 
