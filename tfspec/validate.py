@@ -107,6 +107,15 @@ def check_tied_head(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
                      f"tie to an embedding of dim {head['width']}, or use `head linear`")
 
 
+def check_embeddings_read(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+    """Every embedding is read by a stack: one that only a head ties to would be an untied head in disguise."""
+    read = {s.embedding for s in spec.stacks}
+    for emb in spec.embeddings:
+        if emb.name not in read:
+            errors.error("structure", f"embedding '{emb.name}' is not read by any stack", emb.span,
+                         f"read it with `embedding {emb.name}` in a stack body, or remove it")
+
+
 def check_masks(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
     """Masks are legal where used: causal/window compare positions of one sequence, so not in cross-attention."""
     for n, a in g.nodes(data=True):
@@ -145,6 +154,7 @@ PASSES: list[Callable[[nx.DiGraph, S.Spec, Collector], None]] = [
     check_heads_divide_width,      # d_model % heads == 0
     infer_shapes,                  # symbolic shapes along every edge
     check_tied_head,               # tied head matches its embedding
+    check_embeddings_read,         # no embedding that no stack reads
     check_masks,                   # causal/window not on cross-attention
     check_sizes,                   # fits in this machine's memory
 ]
