@@ -137,13 +137,12 @@ def test_window_attention_is_local_with_one_layer(case, data):
     x = tokens(data.draw, 20, 1, data.draw(st.integers(1, 12)))
     position = data.draw(st.integers(0, x.shape[1] - 1))
     assert check_window(model, x, position, k - 1, data.draw(st.integers(0, 19))) is None
-    if x.shape[1] > k and k > 1:  # and the window really is what limits it: a wider reach shows in the output
-        far = torch.arange(x.shape[1])[None] % 20
-        changed = far.clone()
-        changed[0, k - 1] = (changed[0, k - 1] + 1) % 20
+    if k > 1 and x.shape[1] >= k:  # and a token inside the window does reach it: the check is not vacuous
+        base = torch.arange(x.shape[1])[None] % 20
+        changed = base.clone()
+        changed[0, 0] = (changed[0, 0] + 1) % 20
         with torch.no_grad():
-            assert not torch.allclose(run(model, far)[:, 0], run(model, changed)[:, 0]) or "causal" in text
-
+            assert not torch.allclose(run(model, base)[:, k - 1], run(model, changed)[:, k - 1])
 
 @SLOW
 @given(valid_specs(), st.data())
@@ -153,7 +152,13 @@ def test_eval_is_deterministic_and_train_dropout_is_random(gen: Generated, data)
     x = tokens(data.draw, vocab_of(model, role), 2, data.draw(st.integers(2, 8)))
     src = source(data.draw, model, 2)
     assert check_determinism(model, x, src) is None
-    if has_dropout(model):
+    # At std 0.02, a residual-free chain's signal can fall below float precision next to a
+    # residual stream, hiding dropout; larger weights keep every dropout's effect visible.
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.5)
+    if has_dropout(model.spec):
         assert check_dropout_active(model, x, src) is None
 
 

@@ -19,6 +19,7 @@ torch.Size([2, 10, 100])
 from __future__ import annotations
 
 import operator
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,7 +51,7 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
     ``torch.manual_seed`` makes it reproducible).
     """
     spec = _spec_of(source, overrides)
-    with torch.device(device) if device is not None else _nullcontext():
+    with torch.device(device) if device is not None else nullcontext():
         if seed is not None:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
@@ -60,14 +61,6 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
     if dtype is not None:
         model = model.to(dtype=dtype)
     return model
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _spec_of(source, overrides) -> S.Spec:
