@@ -1,10 +1,37 @@
-"""Analysis of the graph IR: parameter counts (FLOPs and memory follow in the analysis issue)."""
+"""Stage 6, analyse: what a spec costs, read from the graph IR without building a model.
+
+- parameters: ``parameter_table`` / ``count_parameters`` (tied weights once);
+- forward FLOPs per component: multiply-adds count 2. ``matmul`` is what
+  ``torch.utils.flop_counter.FlopCounterMode`` counts on the compiled model
+  (every query-key pair is scored: masked scores are computed, then discarded);
+  ``elementwise`` (bias, norms, softmax, activations, residual sums) is by the
+  conventions in each variant's ``flops_per_element``; the *mask-aware* figures
+  count only the query-key pairs the masks allow, which is what ``window(k)``
+  or causal attention needs from a kernel that skips masked blocks;
+- activation memory for training: the bytes autograd keeps for the backward
+  pass (each saved tensor once, as measured with ``saved_tensors_hooks`` in the
+  tests), plus the logits the loss keeps;
+- complexity classes per layer type, as in Table 1 of "Attention Is All You
+  Need", derived from each sublayer's attention kind and masks.
+
+>>> from tfspec import load
+>>> a = analyse(load("examples/gpt2_small.tfs"), seq_len=1024)
+>>> a.total.params, round(a.total.matmul / 1e9, 1)
+(124439808, 291.6)
+"""
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass, field, replace
 
 import networkx as nx
+
+from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+ID_BYTES = 8  # token ids are int64
+STAT_BYTES = 4  # norm statistics and log-sum-exps stay float32
 
 
 def layer_repeat(g: nx.DiGraph, node: str) -> int:
@@ -41,3 +68,394 @@ def count_parameters(g: nx.DiGraph) -> int:
         seen.add(a["module"])
         total += sum(math.prod(s) for s in a["params"].values()) * layer_repeat(g, n)
     return total
+
+
+# ------------------------------------------------------------------ masks
+
+
+def mask_reach(masks) -> tuple[int | None, int | None]:
+    """Keys behind and ahead a query may see under all of ``masks`` (``None``: unbounded)."""
+    behind = ahead = None
+    for choice in masks:
+        variant = MASKS[choice.name]
+        b, a = variant.reach(variant.options(choice.options))
+        behind = b if behind is None else (behind if b is None else min(behind, b))
+        ahead = a if ahead is None else (ahead if a is None else min(ahead, a))
+    return behind, ahead
+
+
+def allowed_pairs(n: int, behind: int | None, ahead: int | None) -> int:
+    """Query-key pairs a self-attention over ``n`` positions scores under a reach.
+
+    >>> allowed_pairs(4, None, None), allowed_pairs(4, None, 0), allowed_pairs(4, 1, 1)
+    (16, 10, 10)
+    """
+    def one_side(r):  # sum over positions i < n of min(i, r)
+        if r is None or r >= n - 1:
+            return n * (n - 1) // 2
+        return r * (r + 1) // 2 + (n - 1 - r) * r
+
+    return n + one_side(behind) + one_side(ahead)
+
+
+# ------------------------------------------------------------------ costs
+
+
+@dataclass
+class Cost:
+    """What one component costs for a whole batch; FLOPs are forward only."""
+
+    params: int = 0
+    matmul: int = 0  # as executed by the compiled model (what FlopCounterMode counts)
+    elementwise: int = 0
+    matmul_mask_aware: int = 0  # only the query-key pairs the masks allow
+    elementwise_mask_aware: int = 0
+    memory: int = 0  # bytes kept for the backward pass
+
+    @property
+    def flops(self) -> int:
+        return self.matmul + self.elementwise
+
+    @property
+    def flops_mask_aware(self) -> int:
+        return self.matmul_mask_aware + self.elementwise_mask_aware
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(**{k: getattr(self, k) + getattr(other, k) for k in asdict(self)})
+
+    def to_dict(self) -> dict[str, int]:
+        return {**asdict(self), "flops": self.flops, "flops_mask_aware": self.flops_mask_aware}
+
+
+@dataclass
+class Row:
+    """One IR node's share: ``cost`` covers every repeat of a template node."""
+
+    node: str
+    label: str
+    stack: str | None
+    repeat: int
+    cost: Cost
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "label": self.label, "stack": self.stack, "repeat": self.repeat,
+                **self.cost.to_dict()}
+
+
+@dataclass
+class Complexity:
+    """A row of the paper's Table 1 for one kind of sublayer in this spec."""
+
+    layer: str
+    per_layer: str
+    sequential: str
+    path: str
+    note: str = ""
+
+
+@dataclass
+class Analysis:
+    name: str
+    kind: str
+    batch: int
+    lengths: dict[str, int]
+    dtype: str
+    fused_attention: bool
+    rows: list[Row]
+    complexity: list[Complexity] = field(default_factory=list)
+
+    @property
+    def total(self) -> Cost:
+        return sum((r.cost for r in self.rows), Cost())
+
+    def stack_total(self, role: str) -> Cost:
+        """The repeated layers of one stack, all repeats included."""
+        return sum((r.cost for r in self.rows if r.stack == role and r.repeat > 1), Cost())
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "batch": self.batch, "lengths": self.lengths,
+                "dtype": self.dtype, "fused_attention": self.fused_attention,
+                "components": [r.to_dict() for r in self.rows], "total": self.total.to_dict(),
+                "training": self.training(),
+                "complexity": [asdict(c) for c in self.complexity]}
+
+    def training(self) -> dict[str, int]:
+        """Rough training figures: backward costs two matmuls per forward matmul; Adam keeps two moments."""
+        total = self.total
+        return {"flops_forward_backward": 3 * total.flops,
+                "weights_grads_adam_bytes": total.params * (2 * DTYPE_BYTES[self.dtype] + 2 * 4),
+                "activation_bytes": total.memory}
+
+
+class AnalysisError(ValueError):
+    """A setting the spec cannot be analysed at (a length beyond learned positions, a bad dtype)."""
+
+
+def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = None, tgt_len: int | None = None,
+            batch: int = 1, dtype: str = "float32", fused_attention: bool = False) -> Analysis:
+    """Parameters, forward FLOPs and training activation memory per component, plus complexity classes.
+
+    ``seq_len`` sets every stack's length (default: the learned positions' size,
+    else 512); ``src_len``/``tgt_len`` set an encoder-decoder's two lengths.
+    ``fused_attention``: assume a kernel that never materialises the
+    probabilities (flash / memory-efficient SDPA) when counting memory.
+    """
+    g = _graph_of(spec_or_graph)
+    if dtype not in DTYPE_BYTES:
+        raise AnalysisError(f"dtype must be one of {', '.join(DTYPE_BYTES)}, got {dtype!r}")
+    if batch <= 0:
+        raise AnalysisError(f"batch must be positive, got {batch}")
+    lengths = stack_lengths(g, seq_len, src_len, tgt_len)
+    counter = _Counter(g, lengths, batch, DTYPE_BYTES[dtype], fused_attention)
+    rows = [row for n in nx.topological_sort(g) if (row := counter.row(n)) is not None]
+    order = {role: i for i, role in enumerate(g.graph["stacks"])}
+    rows.sort(key=lambda r: order.get(r.stack, len(order)))  # stack by stack, each in data-flow order
+    return Analysis(g.graph["name"], g.graph["kind"], batch, lengths, dtype, fused_attention, rows,
+                    complexity_classes(g))
+
+
+def _graph_of(spec_or_graph) -> nx.DiGraph:
+    return spec_or_graph if isinstance(spec_or_graph, nx.DiGraph) else spec_or_graph.graph()
+
+
+def max_length(g: nx.DiGraph, role: str) -> int | None:
+    """The longest sequence a stack accepts (its learned positions' size), or None."""
+    for n, a in g.nodes(data=True):
+        if a["op"] == "position" and a["stack"] == role:
+            variant = POSITIONS[a["spec"].name]
+            return variant.max_len(variant.options(a["spec"].options))
+    return None
+
+
+def default_length(g: nx.DiGraph) -> int:
+    limits = [m for role in g.graph["stacks"] if (m := max_length(g, role)) is not None]
+    return min(limits) if limits else 512
+
+
+def stack_lengths(g: nx.DiGraph, seq_len=None, src_len=None, tgt_len=None) -> dict[str, int]:
+    roles = list(g.graph["stacks"])
+    if (src_len is not None or tgt_len is not None) and g.graph["kind"] != "encoder-decoder":
+        raise AnalysisError("src_len/tgt_len apply to encoder-decoder specs; use seq_len")
+    base = seq_len if seq_len is not None else default_length(g)
+    chosen = {"encoder": src_len, "decoder": tgt_len}
+    lengths = {role: chosen[role] if chosen[role] is not None else base for role in roles}
+    for role, n in lengths.items():
+        if n <= 0:
+            raise AnalysisError(f"the {role}'s length must be positive, got {n}")
+        limit = max_length(g, role)
+        if limit is not None and n > limit:
+            raise AnalysisError(f"the {role} sees {n} positions, but its learned positions cover {limit}; "
+                                f"use a length <= {limit}")
+    return lengths
+
+
+class _Counter:
+    """Per-node cost rules. Memory: each saved tensor once, keyed by the node that made it."""
+
+    def __init__(self, g, lengths, batch, element_bytes, fused):
+        self.g, self.lengths, self.batch, self.s, self.fused = g, lengths, batch, element_bytes, fused
+        self.seen_modules: set[str] = set()
+        self.kept: set[tuple] = set()
+
+    # -- helpers
+    def source(self, node: str) -> str:
+        """The node whose tensor this one passes through unchanged (a block's exit is its last node)."""
+        while self.g.nodes[node]["op"] == "block_output":
+            node = self.g.nodes[node]["inputs"][0]
+        return node
+
+    def keep(self, key: tuple, nbytes: int) -> int:
+        if key in self.kept:
+            return 0
+        self.kept.add(key)
+        return nbytes
+
+    def keep_input(self, node: str, producer: str, nbytes: int, repeat: int) -> int:
+        """A saved input; the encoder's output read by every cross-attention is one tensor, kept once."""
+        producer = self.source(producer)
+        p = self.g.nodes[producer]
+        per_layer = p["in_block"] and p["stack"] == self.g.nodes[node]["stack"]
+        return self.keep(("input", producer), nbytes) * (repeat if per_layer else 1)
+
+    def params(self, a) -> int:
+        if not a["params"] or a["module"] in self.seen_modules:
+            return 0
+        self.seen_modules.add(a["module"])
+        return sum(math.prod(s) for s in a["params"].values())
+
+    # -- rows
+    def row(self, node: str) -> Row | None:
+        a = self.g.nodes[node]
+        rule = getattr(self, f"cost_{a['op']}", None)
+        if rule is None:
+            return None
+        repeat = layer_repeat(self.g, node)
+        n = self.lengths[a["stack"]] if a["stack"] else self.lengths[next(reversed(self.lengths))]
+        cost = rule(node, a, n, repeat)
+        cost.params = self.params(a) * repeat
+        return Row(node, a["label"], a["stack"], repeat, cost)
+
+    def scaled(self, cost: Cost, repeat: int) -> Cost:
+        """Per-sequence FLOPs of one instance -> the whole batch, every repeat (memory is already done)."""
+        k = self.batch * repeat
+        return replace(cost, matmul=cost.matmul * k, elementwise=cost.elementwise * k,
+                       matmul_mask_aware=cost.matmul_mask_aware * k,
+                       elementwise_mask_aware=cost.elementwise_mask_aware * k)
+
+    def dense(self, matmul: int, elementwise: int, memory: int, repeat: int) -> Cost:
+        return self.scaled(Cost(0, matmul, elementwise, matmul, elementwise, memory), repeat)
+
+    def cost_embedding(self, node, a, n, repeat):
+        spec = a.get("spec")
+        scale = n * a["width"] if spec is not None and spec.scale != 1 else 0
+        memory = self.keep_input(node, a["inputs"][0], self.batch * n * ID_BYTES, repeat)
+        return self.dense(0, scale, memory, repeat)
+
+    def cost_position(self, node, a, n, repeat):
+        memory = self.keep(("positions", node), n * ID_BYTES) if a["params"] else 0  # learned: index lookup
+        return self.dense(0, 0, memory, repeat)
+
+    def cost_add(self, node, a, n, repeat):
+        return self.dense(0, (len(a["inputs"]) - 1) * n * a["width"], 0, repeat)
+
+    def cost_norm(self, node, a, n, repeat):
+        variant = NORMS[a["spec"].name]
+        return self.dense(0, variant.flops_per_element * n * a["width"],
+                          self.norm_memory(node, a["inputs"][0], variant, a["width"], n, repeat), repeat)
+
+    def norm_memory(self, node, producer, variant, width, n, repeat):
+        kept, stats = variant.saved(width)
+        if not kept and not stats:
+            return 0
+        rows = self.batch * n
+        own = ((kept - width) * rows * self.s + stats * rows * STAT_BYTES) * repeat
+        return self.keep_input(node, producer, rows * width * self.s, repeat) + self.keep(("own", node), own)
+
+    def cost_dropout(self, node, a, n, repeat):
+        # CPU dropout multiplies by a mask of the input's dtype (CUDA's fused kernel keeps a byte mask)
+        memory = self.keep(("own", node), self.batch * n * a["width"] * self.s * repeat)
+        return self.dense(0, n * a["width"], memory, repeat)
+
+    def cost_attention(self, node, a, n, repeat):
+        spec, d = a["spec"], a["width"]
+        kind = ATTENTION_KINDS[spec.kind.name]
+        cross = spec.reads == "cross"
+        m = self.lengths["encoder"] if cross else n
+        d_mem = self.g.graph["stacks"]["encoder"]["width"] if cross else d
+        heads, head_dim = spec.heads, d // spec.heads
+        projections = 2 * n * d * d + 2 * m * d_mem * 2 * d + 2 * n * d * d  # q, k and v, output
+        bias = (2 * n * d + 2 * m * d) if spec.bias else 0
+        structural = [c for c in spec.mask if MASKS[c.name].reach(MASKS[c.name].options(c.options)) != (None, None)]
+        fused_causal = len(structural) == 1 and MASKS[structural[0].name].fused_causal
+        mask_add = heads * n * m if structural and not fused_causal else 0
+        pairs = n * m if cross else allowed_pairs(n, *mask_reach(spec.mask))
+        matmul, elementwise = kind.core_flops(heads, head_dim, n * m)
+        matmul_aware, elementwise_aware = kind.core_flops(heads, head_dim, pairs)
+        if spec.dropout:
+            elementwise, elementwise_aware = elementwise + heads * n * m, elementwise_aware + heads * pairs
+        kept, stats = kind.core_saved(self.batch, heads, head_dim, n, m, spec.dropout, self.fused, cross)
+        memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat)
+        memory += self.keep_input(node, a["inputs"][0], self.batch * n * d * self.s, repeat)
+        if cross:
+            memory += self.keep_input(node, a["inputs"][1], self.batch * m * d_mem * self.s, repeat)
+        k = self.batch * repeat
+        return Cost(0, (projections + matmul) * k, (bias + mask_add + elementwise) * k,
+                    (projections + matmul_aware) * k, (bias + elementwise_aware) * k, memory)
+
+    def cost_feedforward(self, node, a, n, repeat):
+        spec, d = a["spec"], a["width"]
+        activation = ACTIVATIONS[spec.activation.name]
+        d_ff, up = spec.d_ff, (2 * spec.d_ff if activation.gated else spec.d_ff)
+        matmul = 2 * n * d * up + 2 * n * d_ff * d
+        elementwise = ((n * up + n * d) if spec.bias else 0) + activation.flops_per_element * n * d_ff
+        elementwise += (n * d_ff if activation.gated else 0) + (n * d_ff if spec.dropout else 0)
+        # tensors kept, in units of d_ff per position: what the activation saves, then the down
+        # projection's input (with dropout: its mask and the dropped values instead)
+        after = 2 if spec.dropout else 1
+        if activation.gated:  # up's output (gate and value), act(gate), the product
+            units = 2 + 1 + after
+        elif activation.saves == "input":
+            units = 1 + after
+        else:  # the activation's output is the down projection's input when there is no dropout
+            units = 1 + (2 if spec.dropout else 0)
+        memory = self.keep(("own", node), units * self.batch * n * d_ff * self.s * repeat)
+        memory += self.keep_input(node, a["inputs"][0], self.batch * n * d * self.s, repeat)
+        return self.dense(matmul, elementwise, memory, repeat)
+
+    def cost_head(self, node, a, n, repeat):
+        spec, d = a["spec"], a["width"]
+        rows = self.batch * n
+        matmul, elementwise, memory = 2 * n * d * spec.out, (n * spec.out if spec.bias else 0), 0
+        memory += self.keep_input(node, a["inputs"][0], rows * d * self.s, repeat)
+        if spec.transform is not None:  # dense (+bias), activation, norm, then the projection's input
+            activation = ACTIVATIONS[spec.transform.name]
+            norm = NORMS[spec.transform_norm.name] if spec.transform_norm is not None else NORMS["none"]
+            matmul += 2 * n * d * d
+            elementwise += n * d + (activation.flops_per_element + norm.flops_per_element) * n * d
+            # the activation keeps its input or its output; the next step keeps the activation's output
+            elements = d * (2 if activation.saves == "input" else 1)
+            kept, stats = norm.saved(d)
+            if kept or stats:  # the norm's own tensors beyond its input, then its output for the projection
+                elements += kept - d + d
+            memory += self.keep(("transform", node), rows * (elements * self.s + stats * STAT_BYTES))
+        memory += self.keep(("logits", node), rows * spec.out * self.s)  # the output, kept by the loss
+        return self.dense(matmul, elementwise, memory, repeat)
+
+    def cost_pooler(self, node, a, n, repeat):
+        d = a["width"]
+        activation = ACTIVATIONS[a["spec"].activation.name]
+        # x[:, 0] is a view: the dense layer keeps the whole last hidden state alive
+        memory = self.keep_input(node, a["inputs"][0], self.batch * n * d * self.s, repeat)
+        memory += self.keep(("own", node), self.batch * d * self.s)
+        return self.dense(2 * d * d, d + activation.flops_per_element * d, memory, 1)  # one position
+
+
+# ------------------------------------------------------------------ complexity
+
+
+def complexity_classes(g: nx.DiGraph) -> list[Complexity]:
+    """Table 1 of the paper for the sublayer kinds this spec uses, from attention kinds and masks.
+
+    n: sequence length, m: source length (cross-attention), d: width, r: window size.
+    """
+    rows: dict[str, Complexity] = {}
+    for _, a in g.nodes(data=True):
+        spec = a.get("spec")
+        if a["op"] == "attention":
+            kind = "" if spec.kind.name == "dot" else f"{spec.kind.name} "
+            masks = "+".join(spec.mask_names) if spec.mask else "none"
+            if spec.reads == "cross":
+                rows.setdefault(f"cross {kind}{masks}", Complexity(f"Cross-attention ({kind}mask {masks})",
+                                                                   "O(n·m·d)", "O(1)", "O(1)"))
+                continue
+            behind, ahead = mask_reach(spec.mask)
+            layer = f"Self-attention ({kind}mask {masks})"
+            if behind is not None and ahead is not None:
+                r = behind + ahead + 1
+                rows.setdefault(layer, Complexity(layer, "O(r·n·d)", "O(1)", "O(n/r)",
+                                                  f"r = {r} keys per query; {max(behind, ahead)} positions "
+                                                  f"further per layer"))
+            else:
+                note = "each position sees only earlier ones" if ahead == 0 else ""
+                rows.setdefault(layer, Complexity(layer, "O(n²·d)", "O(1)", "O(1)", note))
+        elif a["op"] == "feedforward":
+            rows.setdefault("ffn", Complexity("Feed-forward (position-wise)", "O(n·d·d_ff)", "O(1)", "none",
+                                              "mixes no positions"))
+    return list(rows.values())
+
+
+# ------------------------------------------------------------------ sweeps
+
+
+def sweep_lengths(g: nx.DiGraph, lengths: list[int] | None = None) -> list[int]:
+    """The sequence lengths a sweep covers: powers of two from 64 up to 8192, within learned positions."""
+    limits = [m for role in g.graph["stacks"] if (m := max_length(g, role)) is not None]
+    limit = min(limits) if limits else None
+    chosen = lengths if lengths else [2 ** k for k in range(6, 14)]
+    return [n for n in chosen if limit is None or n <= limit]
+
+
+def sweep(spec_or_graph, lengths: list[int] | None = None, **options) -> list[Analysis]:
+    """One analysis per sequence length (every stack at that length)."""
+    g = _graph_of(spec_or_graph)
+    return [analyse(g, seq_len=n, **options) for n in sweep_lengths(g, lengths)]

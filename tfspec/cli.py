@@ -1,6 +1,6 @@
 """The `tfspec` command line. Spec errors print like a compiler and exit 1; usage errors exit 2.
 
-Commands: check, fmt, build, verify. Torch is imported only by the commands that build a model.
+Commands: check, fmt, build, verify, summary, render, diff. Torch is imported only by the commands that build a model.
 """
 
 from __future__ import annotations
@@ -207,6 +207,87 @@ def cmd_verify(args) -> int:
     return 1 if violated else 0
 
 
+def _lengths_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated lengths like 128,512,2048, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive lengths, got {text!r}")
+    return values
+
+
+def _writable(path: str, what: str) -> None:
+    import os
+
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UsageError(f"{what} {path}: directory {directory} does not exist")
+
+
+def cmd_summary(args) -> int:
+    from .analysis import AnalysisError, analyse, sweep
+    from .summary import format_summary, format_sweep, plot, sweep_rows
+
+    try:
+        spec = load(args.file, overrides=_overrides(args))
+    except SpecError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
+    try:
+        analysis = analyse(spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len, **options)
+        curve = sweep(spec, args.sweep, **options)
+    except AnalysisError as exc:
+        raise UsageError(str(exc)) from None
+    if args.plot:
+        _writable(args.plot, "--plot")
+    measured = _measure(spec, analysis) if args.measure else None
+    if args.json:
+        data = {**analysis.to_dict(), "sweep": sweep_rows(curve)}
+        if measured is not None:
+            data["measured"] = {"flops": measured.flops, "flops_by_op": measured.flops_by_op,
+                                "saved_bytes": measured.saved_bytes}
+        print(json.dumps(data, indent=2))
+    else:
+        print(format_summary(analysis))
+        if curve:
+            print()
+            print(format_sweep(curve))
+        if measured is not None:
+            print()
+            print(_measured_text(analysis, measured))
+    if args.plot:
+        if not curve:
+            raise UsageError("--plot: no sweep length fits this spec's learned positions")
+        plot(curve, args.plot)
+        if not args.json:
+            print(f"\nwrote {args.plot}")
+    return 0
+
+
+def _measure(spec, analysis):
+    from .measure import measure
+
+    if analysis.fused_attention:
+        raise UsageError("--measure runs on the meta device, where attention takes the materialising math path; "
+                         "drop --fused-attention to compare")
+    return measure(spec, analysis.lengths, batch=analysis.batch, dtype=analysis.dtype)
+
+
+def _measured_text(analysis, measured) -> str:
+    from .summary import binary, si
+
+    total = analysis.total
+    flops_gap = (measured.flops - total.matmul) / total.matmul if total.matmul else 0.0
+    memory_gap = (measured.saved_bytes - total.memory) / total.memory if total.memory else 0.0
+    return (f"measured on the compiled model (meta device, one training-mode forward pass):\n"
+            f"  FlopCounterMode: {si(measured.flops, 'FLOPs')} in matrix products "
+            f"(analysis {si(total.matmul)}, {flops_gap:+.2%}); with the analysis's element-wise "
+            f"{si(total.elementwise)} the total is {total.flops / measured.flops - 1:+.2%} from the counter\n"
+            f"  saved for backward: {binary(measured.saved_bytes)} (analysis {binary(total.memory)}, {memory_gap:+.2%})")
+
+
 def _dump(spec, what: str) -> str:
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
@@ -256,6 +337,26 @@ def build_parser() -> argparse.ArgumentParser:
                                                                  "models); by default widths, vocabularies and "
                                                                  "layer counts are reduced")
     verify.set_defaults(run=cmd_verify)
+    summary = with_set(sub.add_parser("summary", help="parameters, forward FLOPs and activation memory per "
+                                                      "component, their growth with sequence length, and "
+                                                      "complexity classes"))
+    summary.add_argument("file", metavar="FILE")
+    summary.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: the learned positions' "
+                                                           "size, else 512)")
+    summary.add_argument("--src-len", type=_positive, help="encoder-decoder: source length (default --seq-len)")
+    summary.add_argument("--tgt-len", type=_positive, help="encoder-decoder: target length (default --seq-len)")
+    summary.add_argument("--batch", type=_positive, default=1, help="sequences per batch (default 1)")
+    summary.add_argument("--dtype", choices=DTYPES, default="float32", help="activation dtype for memory")
+    summary.add_argument("--fused-attention", action="store_true",
+                         help="count memory for a fused (flash) attention kernel: no T×T probabilities kept")
+    summary.add_argument("--sweep", type=_lengths_list, metavar="N,N,...",
+                         help="sequence lengths of the growth table (default powers of two 64..8192)")
+    summary.add_argument("--json", action="store_true", help="print everything as JSON")
+    summary.add_argument("--plot", metavar="PNG", help="also draw FLOPs and memory against sequence length")
+    summary.add_argument("--measure", action="store_true",
+                         help="also compile on the meta device and compare with FlopCounterMode and the "
+                              "tensors autograd saves")
+    summary.set_defaults(run=cmd_summary)
     return parser
 
 

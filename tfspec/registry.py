@@ -41,6 +41,10 @@ class Variant:
 
 class Activation(Variant):
     gated: ClassVar[bool] = False  # a gated unit (GLU family) has a third weight matrix
+    # Cost model (tfspec.analysis): FLOPs per element by convention, and which tensor
+    # autograd keeps for the backward pass ("input": GELU, SiLU; "output": ReLU, tanh).
+    flops_per_element: ClassVar[int] = 1
+    saves: ClassVar[str] = "input"
 
     def build(self):
         """The element-wise function as an ``nn.Module`` (for a gated unit: the gate's)."""
@@ -48,6 +52,12 @@ class Activation(Variant):
 
 
 class Norm(Variant):
+    flops_per_element: ClassVar[int] = 0  # by convention, for tfspec.analysis
+
+    def saved(self, dim: int) -> tuple[int, int]:
+        """Per position, the (activation-dtype, float32) elements autograd keeps for backward."""
+        return (0, 0)
+
     def params(self, dim: int, options) -> dict[str, Shape]:
         return {}
 
@@ -78,6 +88,14 @@ class Mask(Variant):
         """Bool tensor ``(queries, keys)``: may query i attend to key j? ``None``: no structural constraint."""
         return None
 
+    def reach(self, options) -> tuple[int | None, int | None]:
+        """How many keys behind and ahead of its own position a query may see (``None``: unbounded).
+
+        The analysis derives mask-aware FLOPs and complexity classes from it, so
+        it must agree with ``allowed`` (a test checks that it does).
+        """
+        return (None, None)
+
 
 class AttentionKind(Variant):
     def params(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int) -> dict[str, Shape]:
@@ -85,6 +103,18 @@ class AttentionKind(Variant):
 
     def build(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int, dropout: float, masks):
         """The runtime ``nn.Module``: ``forward(x, memory=None, key_padding_mask=None)``."""
+        raise NotImplementedError
+
+    def core_flops(self, heads: int, head_dim: int, pairs: int) -> tuple[int, int]:
+        """(matmul, element-wise) FLOPs of scoring ``pairs`` query-key pairs and mixing values, per sequence.
+
+        Multiply-adds count 2; the projections are counted by the analysis.
+        """
+        raise NotImplementedError
+
+    def core_saved(self, batch: int, heads: int, head_dim: int, queries: int, keys: int, dropout: float,
+                   fused: bool, cross: bool) -> tuple[int, int]:
+        """(activation-dtype, float32) elements autograd keeps between the projections, for the batch."""
         raise NotImplementedError
 
 

@@ -6,6 +6,8 @@ from ..registry import ACTIVATIONS, Activation
 @ACTIVATIONS.register
 class ReLU(Activation):
     name = "relu"
+    flops_per_element = 1
+    saves = "output"
     doc = "max(0, x), the paper's choice"
 
     def build(self):
@@ -16,6 +18,7 @@ class ReLU(Activation):
 @ACTIVATIONS.register
 class GELU(Activation):
     name = "gelu"
+    flops_per_element = 8
     doc = "exact GELU, x * Phi(x) (BERT, GPT-1)"
 
     def build(self):
@@ -26,6 +29,7 @@ class GELU(Activation):
 @ACTIVATIONS.register
 class GELUTanh(Activation):
     name = "gelu_tanh"
+    flops_per_element = 9
     doc = "GELU's tanh approximation (GPT-2)"
 
     def build(self):
@@ -36,6 +40,7 @@ class GELUTanh(Activation):
 @ACTIVATIONS.register
 class SiLU(Activation):
     name = "silu"
+    flops_per_element = 4
     doc = "x * sigmoid(x)"
 
     def build(self):
@@ -46,6 +51,8 @@ class SiLU(Activation):
 @ACTIVATIONS.register
 class Tanh(Activation):
     name = "tanh"
+    flops_per_element = 4
+    saves = "output"
     doc = "tanh(x) (BERT's pooler)"
 
     def build(self):

@@ -10,6 +10,10 @@ class LayerNorm(Norm):
     name = "layernorm"
     positional = ("eps",)
     doc = "layernorm(eps=1e-5, bias=true)"
+    flops_per_element = 7  # mean, centre, square, sum, scale by 1/std, weight, bias
+
+    def saved(self, dim):
+        return (dim, 2)  # the input; mean and 1/std in float32
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)

@@ -19,6 +19,9 @@ class Causal(Mask):
     def allowed(self, query_positions, key_positions, options):
         return key_positions[None, :] <= query_positions[:, None]
 
+    def reach(self, options):
+        return (None, 0)
+
 
 @MASKS.register
 class Padding(Mask):
@@ -40,6 +43,9 @@ class Window(Mask):
 
     def allowed(self, query_positions, key_positions, options):
         return (query_positions[:, None] - key_positions[None, :]).abs() < options.k
+
+    def reach(self, options):
+        return (options.k - 1, options.k - 1)
 
 
 @MASKS.register

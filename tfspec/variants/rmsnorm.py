@@ -10,6 +10,10 @@ class RMSNorm(Norm):
     name = "rmsnorm"
     positional = ("eps",)
     doc = "rmsnorm(eps=1e-6)"
+    flops_per_element = 4  # square, sum, scale by 1/rms, weight
+
+    def saved(self, dim):
+        return (2 * dim, 1)  # the input and the normalised input (for the weight's gradient); 1/rms
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)

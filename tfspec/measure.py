@@ -1,0 +1,83 @@
+"""Measure a compiled model, to check the analysis against what PyTorch actually does.
+
+- FLOPs: ``torch.utils.flop_counter.FlopCounterMode`` over one forward pass.
+  It counts matrix products only (``mm``, ``addmm``, ``bmm``, SDPA kernels),
+  so it is compared with the analysis's ``matmul`` figure. On the CPU it does
+  not see SDPA's fused CPU kernel at all, so the count runs on the ``meta``
+  device, where SDPA decomposes into the matrix products it performs.
+- Memory: every tensor autograd saves for the backward pass during one
+  training-mode forward pass (``saved_tensors_hooks``), each storage once,
+  parameters excluded, plus the logits the loss keeps.
+
+Both run on ``meta`` by default: full-size models cost no memory and no time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from .compiler import compile as compile_spec
+
+
+@dataclass
+class Measurement:
+    flops: int  # matmul FLOPs as FlopCounterMode counts them
+    flops_by_op: dict[str, int]
+    saved_bytes: int  # activation memory kept for backward, logits included
+
+
+def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "float32", device: str = "meta",
+            attention_backend=None) -> Measurement:
+    """Count FLOPs and saved activation bytes of ``spec`` compiled at ``lengths`` (per stack role).
+
+    ``attention_backend``: a ``torch.nn.attention.SDPBackend`` to force (on a real device).
+    """
+    model = compile_spec(spec, device=device, dtype=getattr(torch, dtype), seed=0).train()
+    inputs = _inputs(model, lengths, batch, device)
+    with FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    by_op = {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()}
+
+    parameters = {p.untyped_storage()._cdata for p in model.parameters()}
+    saved: dict[int, int] = {}
+    alive = []  # hold saved tensors so storages are not freed and their ids reused
+
+    def pack(t):
+        alive.append(t)
+        storage = t.untyped_storage()
+        if storage._cdata not in parameters:
+            saved[storage._cdata] = storage.nbytes()
+        return t
+
+    from torch.nn.attention import sdpa_kernel
+
+    backend = sdpa_kernel(attention_backend) if attention_backend is not None else _nothing()
+    with backend, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(*inputs)
+    logits = out[0] if isinstance(out, tuple) else out
+    kept = sum(saved.values()) + (logits.untyped_storage().nbytes() if spec.head is not None else 0)
+    return Measurement(counter.get_total_flops(), by_op, kept)
+
+
+def _inputs(model, lengths, batch, device):
+    def ids(role):
+        return torch.zeros(batch, lengths[role], dtype=torch.long, device=device)
+
+    if model.spec.kind == "encoder-decoder":
+        return ids("encoder"), ids("decoder")
+    role = model.spec.stacks[0].role
+    segments = model.spec.embedding(model.spec.stacks[0].embedding).segments
+    if segments and role == "encoder":  # token types are given in training, so their ids are kept too
+        return ids(role), None, ids(role)
+    return (ids(role),)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

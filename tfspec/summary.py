@@ -1,0 +1,112 @@
+"""Presenting an analysis: the ``tfspec summary`` tables, its JSON, and the cost-vs-length plot."""
+
+from __future__ import annotations
+
+from .analysis import Analysis
+
+
+def si(value: float, unit: str = "") -> str:
+    """1234567 -> '1.23 M'."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}".rstrip()
+
+
+def binary(nbytes: float) -> str:
+    """Bytes in KiB/MiB/GiB."""
+    for factor, prefix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if nbytes >= factor:
+            return f"{nbytes / factor:.2f} {prefix}"
+    return f"{nbytes:.0f} B"
+
+
+def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def lengths_text(a: Analysis) -> str:
+    if len(a.lengths) == 2:
+        return f"src_len {a.lengths['encoder']}, tgt_len {a.lengths['decoder']}"
+    return f"seq_len {next(iter(a.lengths.values()))}"
+
+
+def format_summary(a: Analysis, label_width: int = 50) -> str:
+    """The per-component table, totals, training figures and complexity classes."""
+    out = [f"{a.name}: {a.kind}, batch {a.batch}, {lengths_text(a)}, {a.dtype} activations"
+           + (", fused attention" if a.fused_attention else ""), ""]
+    rows = []
+    for r in a.rows:
+        label = r.label if len(r.label) <= label_width else r.label[: label_width - 1] + "…"
+        c = r.cost
+        rows.append([r.node, label, f"{r.repeat}×" if r.repeat > 1 else "", f"{c.params:,}", si(c.flops),
+                     si(c.flops_mask_aware), binary(c.memory)])
+    t = a.total
+    rows.append(["total", "", "", f"{t.params:,}", si(t.flops), si(t.flops_mask_aware), binary(t.memory)])
+    out += _table(["component", "what", "", "parameters", "fwd FLOPs", "mask-aware", "act. memory"], rows,
+                  {2, 3, 4, 5, 6})
+    train = a.training()
+    out += ["",
+            f"forward: {si(t.flops, 'FLOPs')} = {si(t.matmul)} in matrix products (what FlopCounterMode counts)"
+            f" + {si(t.elementwise)} element-wise",
+            f"mask-aware: {si(t.flops_mask_aware, 'FLOPs')}, scoring only the query-key pairs the masks allow",
+            f"training step ≈ 3 × forward = {si(train['flops_forward_backward'], 'FLOPs')}; "
+            f"weights + grads + Adam moments {binary(train['weights_grads_adam_bytes'])}; "
+            f"activations {binary(t.memory)}"
+            + ("" if a.fused_attention else " (attention probabilities materialised; --fused-attention for "
+                                              "flash-style kernels)"),
+            ""]
+    out += _table(["layer type", "per layer", "sequential ops", "max path length", ""],
+                  [[c.layer, c.per_layer, c.sequential, c.path, c.note] for c in a.complexity], set())
+    out.append("n: sequence length, m: source length, d: width, d_ff: feed-forward width, r: keys per query")
+    return "\n".join(out)
+
+
+def attention_share(a: Analysis) -> float:
+    attention = sum(r.cost.flops for r in a.rows if r.label.startswith("Multi-Head"))
+    return attention / a.total.flops if a.total.flops else 0.0
+
+
+def sweep_rows(analyses: list[Analysis]) -> list[dict]:
+    return [{"lengths": a.lengths, "flops": a.total.flops, "flops_mask_aware": a.total.flops_mask_aware,
+             "memory": a.total.memory, "attention_share": round(attention_share(a), 4)} for a in analyses]
+
+
+def format_sweep(analyses: list[Analysis]) -> str:
+    rows = [[str(max(a.lengths.values())), si(a.total.flops), si(a.total.flops_mask_aware), f"{attention_share(a):.0%}", binary(a.total.memory)]
+            for a in analyses]
+    return "\n".join(["how the cost grows with sequence length (every stack at that length):"]
+                     + _table(["length", "fwd FLOPs", "mask-aware", "in attention", "act. memory"], rows,
+                              {0, 1, 2, 3, 4}))
+
+
+def plot(analyses: list[Analysis], path: str) -> None:
+    """FLOPs and activation memory against sequence length, log-log, written to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lengths = [max(a.lengths.values()) for a in analyses]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(lengths, [a.total.flops for a in analyses], "o-", label="forward FLOPs")
+    left.plot(lengths, [a.total.flops_mask_aware for a in analyses], "s--", label="mask-aware")
+    left.set_ylabel("FLOPs per forward pass")
+    right.plot(lengths, [a.total.memory for a in analyses], "o-", color="tab:red", label="activations")
+    right.set_ylabel("bytes kept for backward")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    a = analyses[0]
+    fig.suptitle(f"{a.name}: batch {a.batch}, {a.dtype}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
