@@ -14,7 +14,6 @@ from .errors import Diagnostic, Span, SpecError
 from .schema import Spec
 
 
-
 def compile(source, **options):
     """Compile a spec to a ``torch.nn.Module``; see ``tfspec.compiler.compile``."""
     from .compiler import compile as compile_spec
@@ -22,5 +21,19 @@ def compile(source, **options):
     return compile_spec(source, **options)
 
 
-__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "compile", "load", "parse"]
+def render(spec, path, **options):
+    """Draw a spec to ``path`` (.svg/.png/.pdf/.dot); see ``tfspec.diagram.render``."""
+    from .diagram import render as render_spec
+
+    return render_spec(spec if isinstance(spec, Spec) else load(spec), path, **options)
+
+
+def analyse(spec, **options):
+    """Parameters, FLOPs, memory and complexity of a spec; see ``tfspec.analysis.analyse``."""
+    from .analysis import analyse as analyse_spec
+
+    return analyse_spec(spec if isinstance(spec, Spec) else load(spec), **options)
+
+
+__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "analyse", "compile", "load", "parse", "render"]
 __version__ = "0.1.0"

@@ -288,6 +288,22 @@ def _measured_text(analysis, measured) -> str:
             f"  saved for backward: {binary(measured.saved_bytes)} (analysis {binary(total.memory)}, {memory_gap:+.2%})")
 
 
+def cmd_render(args) -> int:
+    from .diagram import RenderError, render
+
+    try:
+        spec = load(args.file, overrides=_overrides(args))
+    except SpecError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    try:
+        path = render(spec, args.output, expand=args.expand, detail=args.detail)
+    except RenderError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"wrote {path}")
+    return 0
+
+
 def _dump(spec, what: str) -> str:
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
@@ -357,6 +373,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also compile on the meta device and compare with FlopCounterMode and the "
                               "tensors autograd saves")
     summary.set_defaults(run=cmd_summary)
+
+    render = with_set(sub.add_parser("render", help="draw the architecture (Figure 1 style) with Graphviz"))
+    render.add_argument("file", metavar="FILE")
+    render.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="output file; the suffix picks the format: .svg, .png, .pdf or .dot")
+    render.add_argument("--expand", action="store_true", help="draw every layer instead of one inside 'N×'")
+    render.add_argument("--detail", action="store_true", help="show tensor shapes on edges, dropout, norm options")
+    render.set_defaults(run=cmd_render)
     return parser
 
 

@@ -156,7 +156,8 @@ class _Builder:
             params = {"up.weight": (up, width), "down.weight": (width, body.d_ff)}
             if body.bias:
                 params.update({"up.bias": (up,), "down.bias": (width,)})
-            return self.node(node_id, "feedforward", f"Feed Forward ({body.activation}, {body.d_ff})", [x],
+            activation = ACTIVATIONS[body.activation.name].title or str(body.activation)
+            return self.node(node_id, "feedforward", f"Feed Forward ({activation}, {body.d_ff})", [x],
                              stack=role, in_block=True, module=module, params=params, spec=body, width=width,
                              span=body.span)
         if isinstance(body, S.NormOp):

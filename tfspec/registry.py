@@ -40,6 +40,7 @@ class Variant:
 
 
 class Activation(Variant):
+    title: ClassVar[str] = ""  # how labels and diagrams write it ("ReLU"); the name when empty
     gated: ClassVar[bool] = False  # a gated unit (GLU family) has a third weight matrix
     # Cost model (tfspec.analysis): FLOPs per element by convention, and which tensor
     # autograd keeps for the backward pass ("input": GELU, SiLU; "output": ReLU, tanh).

@@ -6,6 +6,7 @@ from ..registry import ACTIVATIONS, Activation
 @ACTIVATIONS.register
 class ReLU(Activation):
     name = "relu"
+    title = "ReLU"
     flops_per_element = 1
     saves = "output"
     doc = "max(0, x), the paper's choice"
@@ -18,6 +19,7 @@ class ReLU(Activation):
 @ACTIVATIONS.register
 class GELU(Activation):
     name = "gelu"
+    title = "GELU"
     flops_per_element = 8
     doc = "exact GELU, x * Phi(x) (BERT, GPT-1)"
 
@@ -29,6 +31,7 @@ class GELU(Activation):
 @ACTIVATIONS.register
 class GELUTanh(Activation):
     name = "gelu_tanh"
+    title = "GELU (tanh)"
     flops_per_element = 9
     doc = "GELU's tanh approximation (GPT-2)"
 
@@ -40,6 +43,7 @@ class GELUTanh(Activation):
 @ACTIVATIONS.register
 class SiLU(Activation):
     name = "silu"
+    title = "SiLU"
     flops_per_element = 4
     doc = "x * sigmoid(x)"
 
@@ -51,6 +55,7 @@ class SiLU(Activation):
 @ACTIVATIONS.register
 class Tanh(Activation):
     name = "tanh"
+    title = "tanh"
     flops_per_element = 4
     saves = "output"
     doc = "tanh(x) (BERT's pooler)"

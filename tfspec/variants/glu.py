@@ -9,6 +9,7 @@ from ..registry import ACTIVATIONS, Activation
 @ACTIVATIONS.register
 class SwiGLU(Activation):
     name = "swiglu"
+    title = "SwiGLU"
     flops_per_element = 4  # silu of the gate (the product with the value is counted by the analysis)
     gated = True
     doc = "silu(x W) * (x V) (Shazeer 2020; LLaMA)"
@@ -21,6 +22,7 @@ class SwiGLU(Activation):
 @ACTIVATIONS.register
 class GEGLU(Activation):
     name = "geglu"
+    title = "GEGLU"
     flops_per_element = 8
     gated = True
     doc = "gelu(x W) * (x V) (Shazeer 2020)"
