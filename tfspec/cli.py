@@ -304,6 +304,41 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_diff(args) -> int:
+    from .analysis import AnalysisError
+    from .diff import diff
+    from .summary import binary, si
+
+    specs = []
+    for path in (args.first, args.second):
+        try:
+            specs.append(load(path, overrides=_overrides(args)))
+        except SpecError as exc:
+            print(exc.render(), file=sys.stderr)
+            return 1
+    try:
+        result = diff(*specs, seq_len=args.seq_len)
+    except AnalysisError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    first, second = result.names
+    print(f"{first} ({args.first}) → {second} ({args.second})")
+    if result.changes:
+        print("\narchitecture:")
+        for change in result.changes:
+            print(f"  {change}")
+    else:
+        print("\nno architectural differences")
+    print(f"\ntotals (batch 1, seq_len {result.seq_len}):")
+    show = {"parameters": lambda v: f"{v:,}", "forward FLOPs": si, "activation memory (bytes)": binary}
+    for what, a, b in result.totals:
+        change = f" ({(b - a) / a:+.1%})" if a and a != b else ("" if a == b else "")
+        print(f"  {what.replace(' (bytes)', '')}: {show[what](a)} → {show[what](b)}{change}")
+    return 0
+
+
 def _dump(spec, what: str) -> str:
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
@@ -381,6 +416,14 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--expand", action="store_true", help="draw every layer instead of one inside 'N×'")
     render.add_argument("--detail", action="store_true", help="show tensor shapes on edges, dropout, norm options")
     render.set_defaults(run=cmd_render)
+
+    diff = with_set(sub.add_parser("diff", help="what differs architecturally between two specs"))
+    diff.add_argument("first", metavar="A")
+    diff.add_argument("second", metavar="B")
+    diff.add_argument("--seq-len", type=_positive, help="length at which totals are compared (default: the "
+                                                        "shorter of the two specs' defaults)")
+    diff.add_argument("--json", action="store_true", help="print the changes and totals as JSON")
+    diff.set_defaults(run=cmd_diff)
     return parser
 
 

@@ -1,0 +1,199 @@
+"""What differs architecturally between two specs, read from their graph IRs.
+
+Each spec is described as facts keyed by where they live ("decoder.ffn
+activation", "embedding tokens vocab", "decoder final norm"); the residual
+placement of each sublayer (pre-norm, post-norm, none, parallel) is read from the
+wiring itself, so a sequential spec and a hand-wired one compare by what they
+compute, not how they were written. A change shared by every sublayer of a stack
+is reported once.
+
+>>> from tfspec import load
+>>> d = diff(load("examples/gpt1.tfs"), load("examples/gpt2_small.tfs"))
+>>> [str(c) for c in d.changes if "residual" in c.what]
+['decoder: residual post-norm → pre-norm (every sublayer)']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .analysis import analyse, default_length
+from .registry import ACTIVATIONS
+
+Facts = dict[tuple[str, str], str]  # (where, what) -> value
+
+
+@dataclass
+class Change:
+    where: str
+    what: str
+    before: str | None  # None: absent in the first spec
+    after: str | None
+
+    def __str__(self) -> str:
+        if self.before is None:
+            return f"{self.where}: added {self.what} {self.after}".rstrip()
+        if self.after is None:
+            return f"{self.where}: removed {self.what} {self.before}".rstrip()
+        return f"{self.where}: {self.what} {self.before} → {self.after}"
+
+
+@dataclass
+class Diff:
+    names: tuple[str, str]
+    changes: list[Change]
+    totals: list[tuple[str, int, int]]  # (what, first, second)
+    seq_len: int
+
+    def to_dict(self) -> dict:
+        return {"names": list(self.names), "seq_len": self.seq_len,
+                "changes": [{"where": c.where, "what": c.what, "before": c.before, "after": c.after}
+                            for c in self.changes],
+                "totals": [{"what": w, "before": a, "after": b} for w, a, b in self.totals]}
+
+
+def diff(first, second, *, seq_len: int | None = None) -> Diff:
+    """Architectural changes from ``first`` to ``second`` (two ``Spec``s), plus parameter/FLOP/memory totals.
+
+    Totals are compared at ``seq_len`` (default: the shorter of the two specs' default lengths).
+    """
+    g1, g2 = first.graph(), second.graph()
+    changes = _collapse(_compare(describe(first), describe(second)), g1, g2)
+    n = seq_len or min(default_length(g1), default_length(g2))
+    a1, a2 = analyse(first, seq_len=n), analyse(second, seq_len=n)
+    totals = [("parameters", a1.total.params, a2.total.params),
+              ("forward FLOPs", a1.total.flops, a2.total.flops),
+              ("activation memory (bytes)", a1.total.memory, a2.total.memory)]
+    return Diff((first.name, second.name), changes, totals, n)
+
+
+def describe(spec) -> Facts:
+    """The architectural facts of a spec, from its IR."""
+    g = spec.graph()
+    facts: Facts = {("model", "kind"): g.graph["kind"]}
+    if spec.init is not None:
+        facts[("model", "init")] = str(spec.init)
+    for emb in spec.embeddings:
+        where = f"embedding {emb.name}"
+        facts.update({(where, "vocab"): f"{emb.vocab:,}", (where, "dim"): str(emb.dim),
+                      (where, "position"): str(emb.position), (where, "scale"): f"{emb.scale:.4g}",
+                      (where, "norm"): str(emb.norm), (where, "dropout"): f"{emb.dropout:g}"})
+        if emb.segments:
+            facts[(where, "segments")] = str(emb.segments)
+    for role, info in g.graph["stacks"].items():
+        facts[(role, "layers")] = str(info["repeat"])
+        facts[(role, "width")] = str(info["width"])
+        facts[(role, "reads embedding")] = info["embedding"]
+        final = g.nodes[info["output"]]
+        facts[(role, "final norm")] = str(final["spec"]) if final["op"] == "norm" else "none"
+        for node in _block_nodes(g, role):
+            facts.update(_sublayer_facts(g, node))
+    if spec.head is not None:
+        head = spec.head
+        facts[("head", "projection")] = f"tied to '{head.tied_to}'" if head.tied_to else f"linear({head.out:,})"
+        facts[("head", "bias")] = str(head.bias).lower()
+        if head.transform is not None:
+            facts[("head", "transform")] = f"{head.transform} + {head.transform_norm or 'no norm'}"
+    else:
+        facts[("head", "projection")] = "none (hidden states)"
+    if spec.pooler is not None:
+        facts[("pooler", "activation")] = str(spec.pooler.activation)
+    return facts
+
+
+def _block_nodes(g: nx.DiGraph, role: str) -> list[str]:
+    return [n for n in nx.topological_sort(g) if g.nodes[n]["in_block"] and g.nodes[n]["stack"] == role
+            and g.nodes[n]["op"] in ("attention", "feedforward")]
+
+
+def _sublayer_facts(g: nx.DiGraph, node: str) -> Facts:
+    a = g.nodes[node]
+    spec = a["spec"]
+    facts: Facts = {}
+    if a["op"] == "attention":
+        facts[(node, "reads")] = spec.reads
+        facts[(node, "heads")] = str(spec.heads)
+        facts[(node, "kind")] = spec.kind.name
+        facts[(node, "mask")] = " + ".join(str(m) for m in spec.mask) if spec.mask else "none"
+        facts[(node, "attention dropout")] = f"{spec.dropout:g}"
+    else:
+        facts[(node, "d_ff")] = str(spec.d_ff)
+        activation = ACTIVATIONS[spec.activation.name].title or str(spec.activation)
+        facts[(node, "activation")] = activation
+        facts[(node, "inner dropout")] = f"{spec.dropout:g}"
+    facts[(node, "bias")] = str(spec.bias).lower()
+    residual, norm, dropout = _residual(g, node)
+    facts[(node, "residual")] = residual
+    facts[(node, "norm")] = norm
+    facts[(node, "dropout")] = dropout
+    return facts
+
+
+def _residual(g: nx.DiGraph, node: str) -> tuple[str, str, str]:
+    """(placement, norm, output dropout) of a sublayer, read from the wiring around it."""
+    before = g.nodes[g.nodes[node]["inputs"][0]]
+    out, dropout = node, "0"
+    consumers = list(g.successors(out))
+    if len(consumers) == 1 and g.nodes[consumers[0]]["op"] == "dropout":
+        out = consumers[0]
+        dropout = f"{g.nodes[out]['spec'].p:g}"
+        consumers = list(g.successors(out))
+    adds = [c for c in consumers if g.nodes[c]["op"] == "add"
+            and any(d["port"] == "residual" for _, _, d in g.in_edges(c, data=True))]
+    if not adds:
+        norm = str(before["spec"]) if before["op"] == "norm" else "none"
+        return "none", norm, dropout
+    add = adds[0]
+    after = [c for c in g.successors(add) if g.nodes[c]["op"] == "norm"]
+    if len(g.nodes[add]["inputs"]) > 2:
+        placement = "parallel (one sum of several sublayers)"
+    elif after and g.out_degree(add) == 1:
+        return "post-norm", str(g.nodes[after[0]]["spec"]), dropout
+    else:
+        placement = "pre-norm" if before["op"] == "norm" else "no norm"
+    return placement, str(before["spec"]) if before["op"] == "norm" else "none", dropout
+
+
+def _compare(f1: Facts, f2: Facts) -> list[Change]:
+    keys = list(dict.fromkeys([*f1, *f2]))
+    return [Change(where, what, f1.get((where, what)), f2.get((where, what)))
+            for where, what in keys if f1.get((where, what)) != f2.get((where, what))]
+
+
+def _collapse(changes: list[Change], g1: nx.DiGraph, g2: nx.DiGraph) -> list[Change]:
+    """One line for a change every sublayer of a stack shares; whole missing sublayers as one line each."""
+    out: list[Change] = []
+    done: set[int] = set()
+    for role in dict.fromkeys([*g1.graph["stacks"], *g2.graph["stacks"]]):
+        sublayers = set(_block_nodes(g1, role)) | set(_block_nodes(g2, role))
+        if len(sublayers) < 2:
+            continue
+        groups: dict[tuple, list[int]] = {}
+        for i, c in enumerate(changes):
+            if c.where in sublayers:
+                groups.setdefault((c.what, c.before, c.after), []).append(i)
+        for (what, before, after), members in groups.items():
+            if {changes[i].where for i in members} == sublayers and before is not None and after is not None:
+                out.append(Change(role, what, before, after + " (every sublayer)"))
+                done.update(members)
+    by_node: dict[str, list[int]] = {}
+    for i, c in enumerate(changes):
+        if i not in done:
+            by_node.setdefault(c.where, []).append(i)
+    for where, members in by_node.items():
+        cs = [changes[i] for i in members]
+        what = "sublayer" if "." in where else "stack"
+        if all(c.before is None for c in cs) and where not in ("model", "head", "pooler"):
+            out.append(Change(where, what, None, _summary(cs, "after")))
+        elif all(c.after is None for c in cs) and where not in ("model", "head", "pooler"):
+            out.append(Change(where, what, _summary(cs, "before"), None))
+        else:
+            out.extend(cs)
+    order = {c: i for i, c in enumerate(dict.fromkeys(c.where.split(".")[0] for c in changes))}
+    return sorted(out, key=lambda c: order.get(c.where.split(".")[0].split(":")[0], 0))
+
+
+def _summary(changes: list[Change], side: str) -> str:
+    return "(" + ", ".join(f"{c.what} {getattr(c, side)}" for c in changes) + ")"
