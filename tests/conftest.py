@@ -1,7 +1,9 @@
 import os
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -11,3 +13,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 settings.register_profile("ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def tfspec_cli():
+    """Run the CLI as a user does: a subprocess in the repository root (``env`` replaces the environment)."""
+    def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tfspec.cli", *args], capture_output=True, text=True,
+                              cwd=Path(__file__).parent.parent, env=env)
+
+    return run

@@ -1,0 +1,209 @@
+"""The analysis (parameters, FLOPs, activation memory, complexity) against the compiled model.
+
+FLOPs: the analysis's ``matmul`` figure must equal FlopCounterMode's count on the
+compiled model exactly; the counter ignores element-wise work (bias, norms,
+softmax, activations, residual sums), which the analysis adds by convention, so
+the full total sits a little above the counter (within 2% at the examples'
+sizes). Memory: the bytes autograd saves must equal the analysis exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch.nn.attention import SDPBackend
+
+from strategies import valid_specs
+from tfspec import load, parse
+from tfspec.analysis import AnalysisError, allowed_pairs, analyse, mask_reach, sweep
+from tfspec.compiler import compile as compile_spec
+from tfspec.measure import measure
+from tfspec.registry import MASKS
+from tfspec.schema import Choice
+
+EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_examples_match_flop_counter_and_saved_tensors_at_full_size(path):
+    spec = load(path)
+    a = analyse(spec, seq_len=128, batch=2)
+    m = measure(spec, a.lengths, batch=2)  # meta device: no memory, no time
+    assert m.flops == a.total.matmul
+    # the systematic difference: element-wise work the counter does not see, under 2% here
+    assert 0 < a.total.elementwise < 0.02 * m.flops
+    assert abs(a.total.flops - m.flops) / m.flops < 0.02
+    assert m.saved_bytes == a.total.memory
+    model = compile_spec(spec, device="meta")
+    assert a.total.params == sum(p.numel() for p in model.parameters()) == spec.parameter_count()
+
+
+def test_gpt2_small_at_1024_tokens_matches_the_flop_counter():
+    spec = load("examples/gpt2_small.tfs")
+    a = analyse(spec, seq_len=1024)
+    m = measure(spec, a.lengths)
+    assert a.total.params == 124_439_808
+    assert a.total.matmul == m.flops == 291_648_307_200
+    assert set(m.flops_by_op) == {"aten.addmm", "aten.bmm", "aten.mm"}
+    # attention's n^2 terms: 12 layers x (QK^T + AV) x 2 FLOPs x n^2 x d
+    assert m.flops_by_op["aten.bmm"] == 12 * 2 * 2 * 1024 ** 2 * 768
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(valid_specs(), st.integers(1, 3), st.integers(1, 13))
+def test_generated_specs_match_the_compiled_model_exactly(generated, batch, length):
+    spec = parse(generated.text)
+    a = analyse(spec, seq_len=length, batch=batch)
+    m = measure(spec, a.lengths, batch=batch)
+    assert m.flops == a.total.matmul
+    assert m.saved_bytes == a.total.memory
+    assert a.total.params == sum(p.numel() for p in compile_spec(spec, device="meta").parameters())
+
+
+@pytest.mark.parametrize("text", [
+    """embedding tokens { vocab 50; dim 32; position learned(64) }
+       decoder x 2 { attention self heads=4 mask=causal; feedforward d_ff=64; residual pre }
+       head tied(tokens)""",
+    """embedding tokens { vocab 50; dim 32 }
+       encoder x 2 { attention self heads=4 mask=padding; feedforward d_ff=64 activation=swiglu }
+       decoder x 1 { attention self heads=2 mask=causal; attention cross heads=2; feedforward d_ff=48 }
+       head linear""",
+], ids=["decoder", "encoder-decoder"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fused_attention_memory_matches_the_cpu_flash_kernel(text, batch):
+    spec = parse(text)
+    a = analyse(spec, seq_len=16, batch=batch, fused_attention=True)
+    m = measure(spec, a.lengths, batch=batch, device="cpu", attention_backend=SDPBackend.FLASH_ATTENTION)
+    assert m.saved_bytes == a.total.memory
+    assert a.total.memory < analyse(spec, seq_len=16, batch=batch).total.memory  # no T x T probabilities
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 40), masks=st.lists(st.sampled_from(["causal", "window"]), unique=True),
+       k=st.integers(1, 50))
+def test_mask_reach_agrees_with_the_mask_itself(n, masks, k):
+    choices = [Choice(name=m, options={"k": k} if m == "window" else {}) for m in masks]
+    positions = torch.arange(n)
+    allowed = torch.ones(n, n, dtype=torch.bool)
+    for c in choices:
+        variant = MASKS[c.name]
+        allowed &= variant.allowed(positions, positions, variant.options(c.options))
+    assert allowed_pairs(n, *mask_reach(choices)) == int(allowed.sum())
+
+
+WINDOWED = """
+embedding tokens { vocab 100; dim 64; position sinusoidal }
+encoder x 4 { attention self heads=4 mask=window(16); feedforward d_ff=128 }
+"""
+
+
+def attention_core(a):
+    row = next(r for r in a.rows if r.node.endswith("self_attn"))
+    return row.cost
+
+
+def test_window_attention_is_linear_in_length_when_mask_aware_and_quadratic_when_dense():
+    spec = parse(WINDOWED)
+    small, large = analyse(spec, seq_len=1024), analyse(spec, seq_len=4096)
+    projections = lambda n: 4 * (2 * n * 64 * 64) * 4  # noqa: E731  (q, k, v, out; 4 layers)
+    dense_core = [attention_core(x).matmul - projections(n) for x, n in ((small, 1024), (large, 4096))]
+    aware_core = [attention_core(x).matmul_mask_aware - projections(n) for x, n in ((small, 1024), (large, 4096))]
+    assert dense_core[1] == 16 * dense_core[0]  # n^2: what the compiled model computes
+    assert 3.9 < aware_core[1] / aware_core[0] < 4.1  # n * r: what the window needs (edges make it a bit over 4)
+    assert aware_core[0] == 4 * 4 * 4 * 16 * allowed_pairs(1024, 15, 15)  # layers x 2 matmuls x 2 x d x pairs
+
+
+def test_causal_attention_needs_about_half_the_score_flops():
+    spec = load("examples/gpt2_small.tfs", overrides={"layers": 1})
+    a = analyse(spec, seq_len=1024)
+    core = attention_core(a)
+    projections = 2 * 1024 * 768 * 4 * 768
+    ratio = (core.matmul_mask_aware - projections) / (core.matmul - projections)
+    assert ratio == pytest.approx((1024 * 1025 / 2) / 1024 ** 2)
+
+
+def test_complexity_classes_follow_the_masks_not_the_example():
+    text = """
+    embedding tokens { vocab 100; dim 64 }
+    encoder x 2 { attention self heads=4 mask=padding; feedforward d_ff=128 }
+    decoder x 2 { attention self heads=4 mask=causal + window(8); attention cross heads=4; feedforward d_ff=128 }
+    head tied(tokens)"""
+    rows = {c.layer: c for c in analyse(parse(text)).complexity}
+    assert (rows["Self-attention (mask padding)"].per_layer, rows["Self-attention (mask padding)"].path) == \
+        ("O(n²·d)", "O(1)")
+    windowed = rows["Self-attention (mask causal+window)"]
+    assert (windowed.per_layer, windowed.sequential, windowed.path) == ("O(r·n·d)", "O(1)", "O(n/r)")
+    assert "r = 8 keys" in windowed.note
+    assert rows["Cross-attention (mask none)"].per_layer == "O(n·m·d)"
+    assert rows["Feed-forward (position-wise)"].per_layer == "O(n·d·d_ff)"
+
+
+def test_memory_grows_quadratically_only_through_materialised_attention():
+    spec = load("examples/gpt2_small.tfs", overrides={"layers": 2})
+    curve = sweep(spec, [256, 512, 1024])
+    fused = sweep(spec, [256, 512, 1024], fused_attention=True)
+    assert curve[2].total.memory / curve[1].total.memory > 2.2  # the T x T probabilities
+    assert fused[2].total.memory == 2 * fused[1].total.memory  # flash-style kernels: linear in n
+    assert all(f.total.memory < c.total.memory for f, c in zip(fused, curve))
+
+
+def test_lengths_dtype_and_batch_are_checked():
+    spec = load("examples/bert_base.tfs")
+    with pytest.raises(AnalysisError, match="learned positions cover 512"):
+        analyse(spec, seq_len=1024)
+    with pytest.raises(AnalysisError, match="dtype"):
+        analyse(spec, dtype="int8")
+    with pytest.raises(AnalysisError, match="src_len"):
+        analyse(spec, src_len=3)
+    assert analyse(spec).lengths == {"encoder": 512}  # default: the learned positions' size
+    half = analyse(spec, dtype="bfloat16")
+    assert half.total.memory < analyse(spec).total.memory
+    assert analyse(spec, batch=4).total.flops == 4 * analyse(spec, batch=1).total.flops
+
+
+def test_encoder_decoder_lengths_are_separate():
+    spec = load("examples/vaswani_base.tfs")
+    a = analyse(spec, src_len=100, tgt_len=30)
+    assert a.lengths == {"encoder": 100, "decoder": 30}
+    assert measure(spec, a.lengths).flops == a.total.matmul
+
+
+def test_summary_cli_prints_totals_that_match_the_counter(tfspec_cli, tmp_path):
+    result = tfspec_cli("summary", "examples/gpt2_small.tfs", "--seq-len", "1024", "--measure", "--sweep",
+                        "256,1024", "--plot", str(tmp_path / "cost.png"))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "124,439,808" in out and "291.65 G in matrix products" in out
+    assert "FlopCounterMode: 291.65 GFLOPs in matrix products (analysis 291.65 G, +0.00%)" in out
+    assert "saved for backward: 2.59 GiB (analysis 2.59 GiB, +0.00%)" in out
+    assert "Self-attention (mask causal)" in out and "O(n²·d)" in out
+    png = (tmp_path / "cost.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+
+
+def test_summary_json(tfspec_cli):
+    result = tfspec_cli("summary", "examples/vaswani_base.tfs", "--json", "--seq-len", "64", "--sweep", "64,128")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["total"]["params"] == 63_082_496
+    assert data["lengths"] == {"encoder": 64, "decoder": 64}
+    assert [row["lengths"]["encoder"] for row in data["sweep"]] == [64, 128]
+    assert sum(c["params"] for c in data["components"]) == data["total"]["params"]
+    assert {c["layer"] for c in data["complexity"]} >= {"Cross-attention (mask padding)"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["examples/bert_base.tfs", "--seq-len", "1024"], "learned positions cover 512"),
+    (["examples/gpt1.tfs", "--src-len", "5"], "src_len/tgt_len apply to encoder-decoder"),
+    (["examples/gpt1.tfs", "--sweep", "a,b"], "comma-separated"),
+    (["examples/gpt1.tfs", "--plot", "/no/such/dir/x.png"], "does not exist"),
+])
+def test_summary_bad_arguments(tfspec_cli, args, message):
+    result = tfspec_cli("summary", *args)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
