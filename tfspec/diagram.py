@@ -216,8 +216,9 @@ class _Diagram:
             data = self.g.edges[inp, n]
             if a["op"] == "block_input" and layer:  # layer i reads layer i-1's output
                 src = self.source(self.g.graph["stacks"][a["stack"]]["exit"], layer - 1)
-            else:
-                src = self.source(inp, layer)
+            else:  # a flow from another stack (the encoder's memory) leaves that stack's last layer
+                b = self.g.nodes[inp]
+                src = self.source(inp, layer if b["in_block"] and b["stack"] == a["stack"] else None)
             attrs = {}
             port = data.get("port", "input")
             if port == "residual":

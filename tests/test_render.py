@@ -1,0 +1,135 @@
+"""Diagrams: every example renders, and the SVG (parsed, not grepped) says what the architecture is."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tfspec import load, render
+from tfspec.diagram import MEMORY_COLOUR, RESIDUAL_COLOUR, RenderError, to_graphviz
+
+EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
+SVG = "{http://www.w3.org/2000/svg}"
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+
+
+def parse_svg(path: Path) -> dict[str, list[dict]]:
+    """Graphviz SVG -> {"node"|"edge"|"cluster": [{"title", "text", "strokes"}]}."""
+    parts: dict[str, list[dict]] = {"node": [], "edge": [], "cluster": []}
+    for g in ET.parse(path).getroot().iter(f"{SVG}g"):
+        kind = g.get("class")
+        if kind not in parts:
+            continue
+        texts = [t.text for t in g.iter(f"{SVG}text") if t.text]
+        strokes = {(p.get("stroke") or "").upper() for p in g.iter(f"{SVG}path")}
+        parts[kind].append({"title": g.find(f"{SVG}title").text, "text": " ".join(texts), "strokes": strokes})
+    return parts
+
+
+def texts(parts, kind):
+    return [p["text"] for p in parts[kind]]
+
+
+@needs_dot
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_renders_with_its_structure(path, tmp_path):
+    spec = load(path)
+    g = spec.graph()
+    out = render(spec, tmp_path / "diagram.svg")
+    parts = parse_svg(out)
+    for role, info in g.graph["stacks"].items():  # each stack drawn once, in an "N×" box
+        assert f"{info['repeat']}×" in texts(parts, "cluster")
+    node_text = " | ".join(texts(parts, "node"))
+    for n, a in g.nodes(data=True):
+        if a["op"] in ("attention", "feedforward"):
+            assert a["label"] in node_text
+    residual_adds = [n for n, a in g.nodes(data=True) if a["op"] == "add" and a["in_block"]]
+    residual_edges = [e for e in parts["edge"] if RESIDUAL_COLOUR in e["strokes"]]
+    assert len(residual_edges) == len(residual_adds) > 0
+    memory = [e for e in parts["edge"] if e["text"] == "memory"]
+    cross = [n for n, a in g.nodes(data=True) if a["op"] == "attention" and a["spec"].reads == "cross"]
+    assert [e["title"].split("->")[1] for e in memory] == cross
+    assert all(MEMORY_COLOUR in e["strokes"] for e in memory)
+    tied = spec.head is not None and spec.head.tied_to is not None
+    assert ("shared weights" in texts(parts, "edge")) == tied
+
+
+@needs_dot
+def test_pre_norm_and_post_norm_look_different(tmp_path):
+    post = parse_svg(render(load("examples/gpt1.tfs"), tmp_path / "gpt1.svg"))
+    pre = parse_svg(render(load("examples/gpt2_small.tfs"), tmp_path / "gpt2.svg"))
+    assert texts(post, "node").count("Add & Norm (layernorm)") == 2
+    assert "+" not in [p["text"] for p in post["node"] if p["title"].startswith("decoder.") and "add" in p["title"]]
+    assert texts(pre, "node").count("Add & Norm (layernorm)") == 0
+    assert texts(pre, "node").count("Norm (layernorm)") == 2  # before each sublayer
+    assert texts(pre, "node").count("+") == 3  # two residual sums and the embedding sum
+    assert "Final Norm (layernorm)" in texts(pre, "node")
+
+
+@needs_dot
+def test_expand_draws_every_layer_and_detail_shows_shapes(tmp_path):
+    spec = load("examples/vaswani_base.tfs", overrides={"layers": 3})
+    expanded = parse_svg(render(spec, tmp_path / "expanded.svg", expand=True))
+    assert sorted(texts(expanded, "cluster")) == sorted([f"layer {i}" for i in range(3)] * 2)
+    memory = [e["title"] for e in expanded["edge"] if e["text"] == "memory"]
+    assert sorted(m.split("->")[1] for m in memory) == [f"decoder.cross_attn@{i}" for i in range(3)]
+    assert {m.split("->")[0] for m in memory} == {"encoder.ffn_add@2"}  # the last encoder layer's output
+    # layer i reads layer i-1: the block entry of layer 1 is fed by layer 0's Add & Norm
+    assert "decoder.ffn_add@0->decoder.block_input@1" in [e["title"] for e in expanded["edge"]]
+
+    detailed = parse_svg(render(spec, tmp_path / "detail.svg", detail=True))
+    edge_text = texts(detailed, "edge")
+    assert "batch×src_len×512" in edge_text and "batch×tgt_len×37000" in edge_text
+    assert any(t.startswith("Dropout (0.1)") for t in texts(detailed, "node"))
+    assert not any(t.startswith("Dropout") for t in texts(parse_svg(render(spec, tmp_path / "plain.svg")), "node"))
+
+
+def test_dot_output_needs_no_graphviz_and_is_written_whole(tmp_path):
+    out = render(load("examples/gpt1.tfs"), tmp_path / "gpt1.dot")
+    source = out.read_text()
+    assert source.startswith("digraph gpt1 {") and "12×" in source
+    assert source == to_graphviz(load("examples/gpt1.tfs")).source
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_unknown_format_and_missing_directory(tmp_path):
+    spec = load("examples/gpt1.tfs")
+    with pytest.raises(RenderError, match="cannot tell the format"):
+        render(spec, tmp_path / "gpt1.jpeg2000")
+    with pytest.raises(RenderError, match="does not exist"):
+        render(spec, tmp_path / "missing" / "gpt1.svg")
+
+
+def test_without_dot_other_formats_fail_with_install_advice(tfspec_cli, tmp_path):
+    bare = tmp_path / "bin"  # a PATH with Python but no Graphviz
+    bare.mkdir()
+    os.symlink(sys.executable, bare / "python")
+    env = {**os.environ, "PATH": str(bare)}
+    previous = tmp_path / "old.svg"
+    previous.write_text("previous diagram")
+    failed = tfspec_cli("render", "examples/gpt1.tfs", "-o", str(previous), env=env)
+    assert failed.returncode == 2
+    assert "sudo apt-get install graphviz" in failed.stderr and "Traceback" not in failed.stderr
+    assert previous.read_text() == "previous diagram"  # nothing half-written
+    dot = tfspec_cli("render", "examples/gpt1.tfs", "-o", str(tmp_path / "gpt1.dot"), env=env)
+    assert dot.returncode == 0, dot.stderr
+    assert (tmp_path / "gpt1.dot").read_text().startswith("digraph gpt1")
+
+
+def test_render_cli_errors(tfspec_cli, tmp_path):
+    missing = tfspec_cli("render", "examples/nope.tfs", "-o", str(tmp_path / "x.svg"))
+    assert missing.returncode == 1 and "no such file" in missing.stderr
+    bad = tfspec_cli("render", "examples/gpt1.tfs", "-o", str(tmp_path / "x.bmp"))
+    assert bad.returncode == 2 and "use a name ending in .svg, .png, .pdf, .dot" in bad.stderr
+
+
+@needs_dot
+def test_render_cli_writes_png(tfspec_cli, tmp_path):
+    result = tfspec_cli("render", "examples/vaswani_base.tfs", "-o", str(tmp_path / "vaswani.png"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "vaswani.png").read_bytes().startswith(b"\x89PNG")
