@@ -14,7 +14,7 @@ setup: $(STAMP) graphviz
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[test]' 2>&1 | grep -v "is ignored: it is neither" || true
-	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers, matplotlib; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 graphviz:
@@ -29,6 +29,9 @@ graphviz:
 
 demo: setup
 	$(VENV)/bin/tfspec check examples/*.tfs
+	$(VENV)/bin/tfspec summary examples/vaswani_base.tfs --sweep 128,512,2048
+	mkdir -p out
+	$(VENV)/bin/tfspec render examples/vaswani_base.tfs -o out/vaswani_base.svg
 
 test: setup
 	$(PY) -m pytest -q

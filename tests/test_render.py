@@ -133,3 +133,12 @@ def test_render_cli_writes_png(tfspec_cli, tmp_path):
     result = tfspec_cli("render", "examples/vaswani_base.tfs", "-o", str(tmp_path / "vaswani.png"))
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "vaswani.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_written_files_get_ordinary_permissions(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        out = render(load("examples/gpt1.tfs"), tmp_path / "gpt1.dot")
+    finally:
+        os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o644  # not mkstemp's private 0600

@@ -12,6 +12,7 @@ from typing import Any
 
 from .api import load
 from .errors import SpecError
+from .files import write_atomically
 
 
 def parse_set(item: str) -> tuple[str, Any]:
@@ -82,26 +83,11 @@ def cmd_fmt(args) -> int:
                 failed += 1
         elif args.write:
             if formatted != text:
-                _write_atomically(path, formatted)
+                write_atomically(path, formatted.encode("utf-8"))
                 print(f"formatted {path}")
         else:
             sys.stdout.write(formatted)
     return 1 if failed else 0
-
-
-def _write_atomically(path: str, text: str) -> None:
-    import os
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tfspec-fmt-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 DTYPES = ("float32", "bfloat16", "float16")

@@ -16,12 +16,12 @@ True
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import graphviz
 import networkx as nx
+
+from .files import write_atomically
 
 FORMATS = ("svg", "png", "pdf", "dot")
 INSTALL_HINT = ("Graphviz's 'dot' program was not found; install it (Debian/Ubuntu: sudo apt-get install graphviz, "
@@ -70,19 +70,8 @@ def render(spec, path: str | Path, *, expand: bool = False, detail: bool = False
             raise RenderError(INSTALL_HINT) from None
         except graphviz.CalledProcessError as exc:
             raise RenderError(f"Graphviz failed to draw {path}: {exc.stderr.decode(errors='replace').strip()}") from None
-    _write_atomically(path, data)
+    write_atomically(path, data)
     return path
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def to_graphviz(spec, *, expand: bool = False, detail: bool = False) -> graphviz.Digraph:
