@@ -130,11 +130,7 @@ def cmd_build(args) -> int:
 
     from .compiler import compile as compile_spec
 
-    try:
-        spec = load(args.file, overrides=_overrides(args))
-    except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 1
+    spec = load(args.file, overrides=_overrides(args))
     device = _device(args.device)
     dtype = getattr(torch, args.dtype)
     model = compile_spec(spec, device=device, dtype=dtype, seed=args.seed).eval()
@@ -173,13 +169,9 @@ def cmd_verify(args) -> int:
     from .compiler import compile as compile_spec
     from .verify import small_version, verify
 
-    try:
-        spec = load(args.file, overrides=_overrides(args))
-        if not args.full_size:
-            spec, changes = small_version(spec)
-    except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 1
+    spec = load(args.file, overrides=_overrides(args))
+    if not args.full_size:
+        spec, changes = small_version(spec)
     if not args.full_size:
         print(f"{args.file}: checking {spec.name} at test size" + (f" ({', '.join(changes)})" if changes else ""))
     model = compile_spec(spec, seed=args.seed)
@@ -215,11 +207,7 @@ def cmd_summary(args) -> int:
     from .analysis import AnalysisError, analyse, sweep
     from .summary import format_summary, format_sweep, plot, sweep_rows
 
-    try:
-        spec = load(args.file, overrides=_overrides(args))
-    except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 1
+    spec = load(args.file, overrides=_overrides(args))
     options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
     try:
         analysis = analyse(spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len, **options)
@@ -277,11 +265,7 @@ def _measured_text(analysis, measured) -> str:
 def cmd_render(args) -> int:
     from .diagram import RenderError, render
 
-    try:
-        spec = load(args.file, overrides=_overrides(args))
-    except SpecError as exc:
-        print(exc.render(), file=sys.stderr)
-        return 1
+    spec = load(args.file, overrides=_overrides(args))
     try:
         path = render(spec, args.output, expand=args.expand, detail=args.detail)
     except RenderError as exc:
@@ -295,13 +279,7 @@ def cmd_diff(args) -> int:
     from .diff import diff
     from .summary import binary, si
 
-    specs = []
-    for path in (args.first, args.second):
-        try:
-            specs.append(load(path, overrides=_overrides(args)))
-        except SpecError as exc:
-            print(exc.render(), file=sys.stderr)
-            return 1
+    specs = [load(path, overrides=_overrides(args)) for path in (args.first, args.second)]
     try:
         result = diff(*specs, seq_len=args.seq_len)
     except AnalysisError as exc:
@@ -427,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
+    except SpecError as exc:  # a spec that does not load: compiler-style message, exit 1
+        print(exc.render(), file=sys.stderr)
+        return 1
     except UsageError as exc:
         print(f"tfspec {args.command}: error: {exc}", file=sys.stderr)
         return 2
