@@ -133,12 +133,13 @@ class Row:
 
     node: str
     label: str
+    op: str
     stack: str | None
     repeat: int
     cost: Cost
 
     def to_dict(self) -> dict:
-        return {"node": self.node, "label": self.label, "stack": self.stack, "repeat": self.repeat,
+        return {"node": self.node, "label": self.label, "op": self.op, "stack": self.stack, "repeat": self.repeat,
                 **self.cost.to_dict()}
 
 
@@ -167,10 +168,6 @@ class Analysis:
     @property
     def total(self) -> Cost:
         return sum((r.cost for r in self.rows), Cost())
-
-    def stack_total(self, role: str) -> Cost:
-        """The repeated layers of one stack, all repeats included."""
-        return sum((r.cost for r in self.rows if r.stack == role and r.repeat > 1), Cost())
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "batch": self.batch, "lengths": self.lengths,
@@ -293,7 +290,7 @@ class _Counter:
         n = self.lengths[a["stack"]] if a["stack"] else self.lengths[next(reversed(self.lengths))]
         cost = rule(node, a, n, repeat)
         cost.params = self.params(a) * repeat
-        return Row(node, a["label"], a["stack"], repeat, cost)
+        return Row(node, a["label"], a["op"], a["stack"], repeat, cost)
 
     def scaled(self, cost: Cost, repeat: int) -> Cost:
         """Per-sequence FLOPs of one instance -> the whole batch, every repeat (memory is already done)."""

@@ -68,7 +68,7 @@ def format_summary(a: Analysis, label_width: int = 50) -> str:
 
 
 def attention_share(a: Analysis) -> float:
-    attention = sum(r.cost.flops for r in a.rows if r.label.startswith("Multi-Head"))
+    attention = sum(r.cost.flops for r in a.rows if r.op == "attention")
     return attention / a.total.flops if a.total.flops else 0.0
 
 
@@ -78,7 +78,8 @@ def sweep_rows(analyses: list[Analysis]) -> list[dict]:
 
 
 def format_sweep(analyses: list[Analysis]) -> str:
-    rows = [[str(max(a.lengths.values())), si(a.total.flops), si(a.total.flops_mask_aware), f"{attention_share(a):.0%}", binary(a.total.memory)]
+    rows = [[str(max(a.lengths.values())), si(a.total.flops), si(a.total.flops_mask_aware),
+             f"{attention_share(a):.0%}", binary(a.total.memory)]
             for a in analyses]
     return "\n".join(["how the cost grows with sequence length (every stack at that length):"]
                      + _table(["length", "fwd FLOPs", "mask-aware", "in attention", "act. memory"], rows,
