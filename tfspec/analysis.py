@@ -342,8 +342,9 @@ class _Counter:
         heads, head_dim = spec.heads, d // spec.heads
         projections = 2 * n * d * d + 2 * m * d_mem * 2 * d + 2 * n * d * d  # q, k and v, output
         bias = (2 * n * d + 2 * m * d) if spec.bias else 0
-        structural = [c for c in spec.mask if MASKS[c.name].reach(MASKS[c.name].options(c.options)) != (None, None)]
-        fused_causal = len(structural) == 1 and MASKS[structural[0].name].fused_causal
+        # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path
+        structural = [MASKS[c.name] for c in spec.mask if MASKS[c.name].structural]
+        fused_causal = len(structural) == 1 and structural[0].fused_causal
         mask_add = heads * n * m if structural and not fused_causal else 0
         pairs = n * m if cross else allowed_pairs(n, *mask_reach(spec.mask))
         matmul, elementwise = kind.core_flops(heads, head_dim, n * m)
@@ -393,7 +394,7 @@ class _Counter:
             elements = d * (2 if activation.saves == "input" else 1)
             kept, stats = norm.saved(d)
             if kept or stats:  # the norm's own tensors beyond its input, then its output for the projection
-                elements += kept - d + d
+                elements += kept
             memory += self.keep(("transform", node), rows * (elements * self.s + stats * STAT_BYTES))
         memory += self.keep(("logits", node), rows * spec.out * self.s)  # the output, kept by the loss
         return self.dense(matmul, elementwise, memory, repeat)

@@ -83,6 +83,7 @@ class _Diagram:
     def __init__(self, g: nx.DiGraph, expand: bool, detail: bool):
         self.g, self.expand, self.detail = g, expand, detail
         self.merged = self._add_and_norm_pairs()  # norm node -> the residual add drawn with it
+        self.norm_after = {add: norm for norm, add in self.merged.items()}
         self.dot = graphviz.Digraph(
             g.graph["name"],
             graph_attr={"rankdir": "BT", "fontname": FONT, "fontsize": "12", "nodesep": "0.35", "ranksep": "0.3",
@@ -174,8 +175,8 @@ class _Diagram:
         elif op == "block_input":
             graph.node(node_id, "", shape="point", width="0.06", style="filled", color="#555555", tooltip=tooltip)
         elif op == "add":
-            if n in self.merged.values():
-                norm = next(k for k, v in self.merged.items() if v == n)
+            norm = self.norm_after.get(n)
+            if norm is not None:
                 fill, border = STYLES["norm"]
                 graph.node(node_id, f"Add & Norm ({self.g.nodes[norm]['spec'].name})", fillcolor=fill, color=border,
                            tooltip=tooltip)

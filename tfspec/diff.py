@@ -192,7 +192,7 @@ def _collapse(changes: list[Change], g1: nx.DiGraph, g2: nx.DiGraph) -> list[Cha
         else:
             out.extend(cs)
     order = {c: i for i, c in enumerate(dict.fromkeys(c.where.split(".")[0] for c in changes))}
-    return sorted(out, key=lambda c: order.get(c.where.split(".")[0].split(":")[0], 0))
+    return sorted(out, key=lambda c: order.get(c.where.split(".")[0], 0))
 
 
 def _summary(changes: list[Change], side: str) -> str:

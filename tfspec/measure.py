@@ -14,9 +14,11 @@ Both run on ``meta`` by default: full-size models cost no memory and no time.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
+from torch.nn.attention import sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from .compiler import compile as compile_spec
@@ -52,9 +54,7 @@ def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "floa
             saved[storage._cdata] = storage.nbytes()
         return t
 
-    from torch.nn.attention import sdpa_kernel
-
-    backend = sdpa_kernel(attention_backend) if attention_backend is not None else _nothing()
+    backend = sdpa_kernel(attention_backend) if attention_backend is not None else nullcontext()
     with backend, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = model(*inputs)
     logits = out[0] if isinstance(out, tuple) else out
@@ -74,10 +74,3 @@ def _inputs(model, lengths, batch, device):
         return ids(role), None, ids(role)
     return (ids(role),)
 
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -89,6 +89,11 @@ class Mask(Variant):
         """Bool tensor ``(queries, keys)``: may query i attend to key j? ``None``: no structural constraint."""
         return None
 
+    @property
+    def structural(self) -> bool:
+        """Decides from positions alone (it overrides ``allowed``), unlike ``padding`` or ``none``."""
+        return type(self).allowed is not Mask.allowed
+
     def reach(self, options) -> tuple[int | None, int | None]:
         """How many keys behind and ahead of its own position a query may see (``None``: unbounded).
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..registry import Mask
 
 
 class MaskSet:
     """The masks of one attention sublayer, resolved to their variants at build time."""
 
     def __init__(self, masks):
-        self.structural = [(variant, options) for variant, options in masks
-                           if type(variant).allowed is not Mask.allowed]
+        self.structural = [(variant, options) for variant, options in masks if variant.structural]
         self.uses_padding = any(variant.uses_padding for variant, _ in masks)
         self.fused_causal = (len(self.structural) == 1 and self.structural[0][0].fused_causal)
 
