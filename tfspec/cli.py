@@ -1,6 +1,7 @@
 """The `tfspec` command line. Spec errors print like a compiler and exit 1; usage errors exit 2.
 
-Commands: check, fmt, build, verify, summary, render, diff. Torch is imported only by the commands that build a model.
+Commands: check, fmt, build, verify, summary, render, diff, train, generate, demo. Torch is imported only by
+the commands that build a model.
 """
 
 from __future__ import annotations
@@ -11,8 +12,12 @@ import sys
 from typing import Any
 
 from .api import load
-from .errors import SpecError
+from .errors import RunError, SpecError
 from .files import write_atomically
+
+TASKS = ("copy", "reverse", "sort")  # tfspec.data.TASKS, named here so --help does not import torch
+TASK_HELP = {"copy": "the target is the source", "reverse": "the source backwards",
+             "sort": "the source's symbols in ascending order"}
 
 
 def parse_set(item: str) -> tuple[str, Any]:
@@ -303,6 +308,141 @@ def cmd_diff(args) -> int:
     return 0
 
 
+TRAIN_OPTIONS = ("task", "text", "tokens", "symbols", "min_len", "max_len", "seq_len", "steps", "batch", "accumulate",
+                 "lr", "warmup", "grad_clip", "label_smoothing", "weight_decay", "seed", "dtype", "eval_every",
+                 "eval_size", "save_every")
+
+
+def _train_config(args):
+    from .train import TrainConfig
+
+    given = {k: getattr(args, k) for k in TRAIN_OPTIONS if getattr(args, k) is not None}
+    if args.text is None and "seq_len" in given:  # for a task, the sequence length is the longest source
+        given["max_len"] = given.pop("seq_len")
+        if "min_len" not in given:
+            given["min_len"] = min(TrainConfig.model_fields["min_len"].default, given["max_len"])
+    if args.text is not None and "task" in given:
+        raise UsageError("--text and --task are alternatives: a text file, or a built-in task")
+    return TrainConfig(**given, device=str(_device(args.device)))
+
+
+def _fresh_run_dir(spec_name: str, what: str) -> str:
+    import os
+
+    base = os.path.join("runs", f"{spec_name}-{what}")
+    path, n = base, 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}-{n}"
+    return path
+
+
+def cmd_train(args) -> int:
+    from .train import resume, train
+
+    if args.resume:
+        if args.file:
+            raise UsageError("give either a SPEC to start a run or --resume DIR to continue one, not both")
+        given = [k for k in TRAIN_OPTIONS if getattr(args, k) is not None and k != "steps"] + (["set"] if args.set else [])
+        if given:
+            raise UsageError(f"--resume continues the saved configuration; drop --{given[0].replace('_', '-')} "
+                             "(only --steps and --device may change)")
+        run_dir = args.resume
+        run = resume(run_dir, steps=args.steps, device=str(_device(args.device)) if args.device else None,
+                     progress=not args.no_progress)
+    else:
+        if not args.file:
+            raise UsageError("give a SPEC to train (or --resume DIR)")
+        args.device = args.device or "cpu"
+        config = _train_config(args)
+        spec = load(args.file, overrides=_overrides(args))
+        run_dir = args.out or _fresh_run_dir(spec.name, "text" if config.text else config.task)
+        print(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on "
+              f"{'text ' + config.text if config.text else 'the ' + config.task + ' task'}; run directory {run_dir}")
+        run = train(args.file, config, run_dir, overrides=_overrides(args), progress=not args.no_progress,
+                    log=lambda line: print(line, flush=True))
+    _report(run, run_dir)
+    return 130 if run.interrupted else 0
+
+
+def _report(run, run_dir) -> None:
+    r = run.recipe
+    print(f"recipe ({r.source}): {r.optimizer} betas {r.betas} eps {r.eps:g}, {r.schedule} schedule, peak lr "
+          f"{r.lr:.3g}, warmup {r.warmup}, label smoothing {r.label_smoothing:g}, weight decay {r.weight_decay:g}, "
+          f"grad clip {r.grad_clip or 'none'}")
+    state = "interrupted" if run.interrupted else "stopped"
+    if run.step < run.objective.config.steps:
+        print(f"{state} at step {run.step} of {run.objective.config.steps}; continue with: "
+              f"tfspec train --resume {run_dir}")
+    else:
+        print(f"finished {run.step} steps in {run.seconds:.1f} s")
+    if run.checkpoint is not None:
+        print(f"checkpoint: {run.checkpoint}")
+    print(f"metrics: {run_dir}/metrics.jsonl, loss curve: {run_dir}/loss.png")
+
+
+def cmd_generate(args) -> int:
+    import torch
+
+    from . import checkpoint as ckpt
+    from .data import Vocabulary
+    from .decoding import Strategy, complete
+    from .train import TrainConfig
+
+    saved = ckpt.load(args.checkpoint)
+    model = saved.model(device=_device(args.device))
+    vocab = Vocabulary.from_dict(saved.meta["vocab"])
+    config = TrainConfig(**saved.meta["config"])
+    kind = model.spec.kind
+    if kind == "encoder-only":
+        raise UsageError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
+    if args.beam is not None and (args.temperature or args.top_k or args.top_p):
+        raise UsageError("--beam searches for the most likely output; it does not combine with sampling options")
+    prompted = config.text is None
+    strategy = Strategy(args.temperature or 0.0, args.top_k, args.top_p, args.beam, args.alpha)
+    generator = torch.Generator().manual_seed(args.seed)
+    max_new = args.max_new or ((config.max_len + 1) if prompted else 200)
+    references = {}
+    inputs = args.input
+    if not inputs:
+        if not prompted:
+            raise UsageError("give a prompt to continue: --input TEXT")
+        from .data import EVAL, TaskData, generator_for
+
+        tasks = TaskData(config.task, vocab, config.min_len, config.max_len)
+        src, tgt, lengths = tasks.pairs(args.count, generator_for(args.seed, EVAL, 1 << 21), True)
+        inputs = [vocab.decode(src[i, : lengths[i]].tolist()) for i in range(args.count)]
+        references = {x: vocab.decode(tgt[i, : lengths[i]].tolist()) for i, x in enumerate(inputs)}
+    how = (f"beam search (beam {args.beam}, alpha {args.alpha:g})" if args.beam else
+           "greedy decoding" if not args.temperature else
+           f"sampling (temperature {args.temperature:g}" + (f", top-k {args.top_k}" if args.top_k else "")
+           + (f", top-p {args.top_p:g}" if args.top_p else "") + ")")
+    print(f"{saved.path} (step {saved.step}): {model.spec.name}, {kind}; {how}")
+    try:
+        results = complete(model, vocab, inputs, prompted=prompted, max_new=max_new, strategy=strategy,
+                           generator=generator, use_cache=False if args.no_cache else None)
+    except ValueError as exc:  # text outside the vocabulary, an empty prompt, no room left
+        raise UsageError(str(exc)) from None
+    for r in results:
+        if prompted:
+            line = f"  {r.input} -> {r.output}"
+            if r.input in references:
+                ok = "✓" if references[r.input] == r.output else f"✗ (expected {references[r.input]})"
+                line += f"  {ok}"
+        else:
+            line = r.input + r.output
+        if r.score is not None:
+            line += f"  [score {r.score:.3f}]"
+        print(line)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.out, args.examples, args.steps, progress=not args.no_progress)
+
+
 def _dump(spec, what: str) -> str:
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
@@ -388,7 +528,96 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "shorter of the two specs' defaults)")
     diff.add_argument("--json", action="store_true", help="print the changes and totals as JSON")
     diff.set_defaults(run=cmd_diff)
+
+    train = with_set(sub.add_parser("train", help="train a spec on a built-in task or a text file, with "
+                                                  "checkpoints, evaluation and a loss curve"))
+    train.add_argument("file", nargs="?", metavar="SPEC")
+    data = train.add_argument_group("data (default: the reverse task)")
+    data.add_argument("--task", choices=sorted(TASKS), help="built-in task: " +
+                      "; ".join(f"{k}: {v}" for k, v in sorted(TASK_HELP.items())))
+    data.add_argument("--text", metavar="FILE", help="learn a text file: decoder-only as a language model, "
+                                                     "encoder-only by masked-language modelling")
+    data.add_argument("--tokens", choices=["bytes", "chars"], help="text units (default bytes)")
+    data.add_argument("--symbols", type=_positive, help="task alphabet size, 2-52 (default 26)")
+    data.add_argument("--min-len", type=_positive, help="task: shortest source (default 4)")
+    data.add_argument("--max-len", type=_positive, help="task: longest source (default 24)")
+    data.add_argument("--seq-len", type=_positive, help="text: window length (default 256, or the learned "
+                                                        "positions); task: the longest source")
+    opt = train.add_argument_group("optimisation (defaults: the architecture's paper)")
+    opt.add_argument("--steps", type=_positive, help="optimizer steps (default 2000)")
+    opt.add_argument("--batch", type=_positive, help="sequences per micro-batch (default 64)")
+    opt.add_argument("--accumulate", type=_positive, help="micro-batches per optimizer step (default 1)")
+    opt.add_argument("--lr", type=_positive_float, help="peak learning rate")
+    opt.add_argument("--warmup", type=_natural, help="warm-up steps")
+    opt.add_argument("--grad-clip", type=_natural_float, help="clip the gradient norm (0: never)")
+    opt.add_argument("--label-smoothing", type=_natural_float)
+    opt.add_argument("--weight-decay", type=_natural_float)
+    opt.add_argument("--seed", type=int, help="seed of initialisation, data and dropout (default 0)")
+    opt.add_argument("--device", help="cpu (default), cuda, cuda:N, mps")
+    opt.add_argument("--dtype", choices=DTYPES, help="float32 (default); bfloat16/float16 train under autocast")
+    run = train.add_argument_group("run")
+    run.add_argument("--out", metavar="DIR", help="run directory (default runs/NAME-TASK, numbered if taken)")
+    run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    run.add_argument("--eval-every", type=_positive, help="steps between held-out evaluations (default 250)")
+    run.add_argument("--eval-size", type=_positive, help="held-out sequences per evaluation (default 500)")
+    run.add_argument("--save-every", type=_positive, help="steps between checkpoints (default 500)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(run=cmd_train)
+
+    generate = sub.add_parser("generate", help="decode from a trained checkpoint: greedy, sampling or beam search")
+    generate.add_argument("checkpoint", metavar="CHECKPOINT", help="a run directory (its latest checkpoint) or "
+                                                                  "a checkpoint directory")
+    generate.add_argument("--input", "--prompt", action="append", metavar="TEXT",
+                          help="a source to transform (task models) or a prompt to continue (text models); "
+                               "repeatable. Task models default to held-out examples")
+    generate.add_argument("--count", type=_positive, default=5, help="held-out examples without --input (default 5)")
+    generate.add_argument("--max-new", type=_positive, help="most tokens to generate (default: the task's "
+                                                            "longest target + 1, or 200 for text)")
+    generate.add_argument("--temperature", type=_natural_float, help="sample at this temperature (0: greedy)")
+    generate.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens")
+    generate.add_argument("--top-p", type=_unit, help="sample from the smallest set holding this much probability")
+    generate.add_argument("--beam", type=_positive, nargs="?", const=4, help="beam search (default width 4)")
+    generate.add_argument("--alpha", type=_natural_float, default=0.6, help="beam length penalty (default 0.6)")
+    generate.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    generate.add_argument("--device", default="cpu")
+    generate.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step "
+                                                                  "(slower; the KV cache gives the same logits)")
+    generate.set_defaults(run=cmd_generate)
+
+    demo = sub.add_parser("demo", help="the tour: check the examples, summarise and draw Vaswani et al.'s model, "
+                                       "train a small one to reverse sequences and decode with it")
+    demo.add_argument("--out", default="out/demo", metavar="DIR", help="output directory (default out/demo)")
+    demo.add_argument("--examples", metavar="DIR", help="the examples directory (default: the repository's)")
+    demo.add_argument("--steps", type=_positive, help="most training steps (default: the demo's budget)")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(run=cmd_demo)
     return parser
+
+
+def _number(text: str, ok, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    return _number(text, lambda v: 0 < v < float("inf"), "a positive number")
+
+
+def _natural_float(text: str) -> float:
+    return _number(text, lambda v: 0 <= v < float("inf"), "a number >= 0")
+
+
+def _unit(text: str) -> float:
+    return _number(text, lambda v: 0 < v <= 1, "a probability in (0, 1]")
+
+
+def _natural(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive(text)
 
 
 def _positive(text: str) -> int:
@@ -411,6 +640,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"tfspec {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except RunError as exc:  # data or a checkpoint that cannot serve: the reason, exit 1
+        print(f"tfspec {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

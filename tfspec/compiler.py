@@ -31,6 +31,7 @@ from torch import fx, nn
 from . import schema as S
 from .analysis import layer_repeat
 from .api import load, parse
+from .nn.attention import cache_slot
 from .nn.embedding import Embeddings
 from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
@@ -148,6 +149,7 @@ def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.Grap
     padding_mask = graph.placeholder("padding_mask", default_value=None)
     memory = graph.placeholder("memory", default_value=None)
     memory_padding_mask = graph.placeholder("memory_padding_mask", default_value=None)
+    cache = graph.placeholder("cache", default_value=None)  # incremental decoding: {sublayer: KVCache}
     root = nn.Module()
     values: dict[str, fx.Node] = {}
     for n in template:
@@ -169,10 +171,12 @@ def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.Grap
         assert name.isidentifier(), name  # names come from the IR's own naming, never from spec text
         if not hasattr(root, name):
             root.add_module(name, _sublayer_module(a))
-        if a["op"] == "attention" and a["spec"].reads == "cross":
-            values[n] = graph.call_module(name, (inputs[0], memory), {"key_padding_mask": memory_padding_mask})
-        elif a["op"] == "attention":
-            values[n] = graph.call_module(name, (inputs[0],), {"key_padding_mask": padding_mask})
+        if a["op"] == "attention":
+            slot = graph.call_function(cache_slot, (cache, name))
+            cross = a["spec"].reads == "cross"
+            values[n] = graph.call_module(name, (inputs[0], memory if cross else None),
+                                          {"key_padding_mask": memory_padding_mask if cross else padding_mask,
+                                           "cache": slot})
         else:
             values[n] = graph.call_module(name, (inputs[0],))
     return fx.GraphModule(root, graph, class_name=f"{role.capitalize()}Layer")

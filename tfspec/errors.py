@@ -187,3 +187,10 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
 def one_of(candidates: Iterable[str]) -> str:
     """'expected one of: a, b, c' for hints when no single suggestion is close."""
     return "expected one of: " + ", ".join(sorted(set(candidates)))
+
+
+class RunError(ValueError):
+    """Training or generation cannot go on (unusable data, a bad checkpoint, a diverged loss).
+
+    The command line prints the message and exits 1; it never means a bug.
+    """

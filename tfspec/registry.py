@@ -108,7 +108,11 @@ class AttentionKind(Variant):
         raise NotImplementedError
 
     def build(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int, dropout: float, masks):
-        """The runtime ``nn.Module``: ``forward(x, memory=None, key_padding_mask=None)``."""
+        """The runtime ``nn.Module``: ``forward(x, memory=None, key_padding_mask=None, cache=None)``.
+
+        ``cache`` is a ``tfspec.nn.attention.KVCache`` during incremental decoding
+        (subclassing ``DotProductAttention`` gets this for free).
+        """
         raise NotImplementedError
 
     def core_flops(self, heads: int, head_dim: int, pairs: int) -> tuple[int, int]:

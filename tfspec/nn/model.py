@@ -32,9 +32,10 @@ class Stack(nn.Module):
         self.memory_masks_padding = memory_masks_padding  # some cross-attention reads the memory's
 
     def forward(self, x: Tensor, padding_mask: Tensor | None = None, memory: Tensor | None = None,
-                memory_padding_mask: Tensor | None = None) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, padding_mask, memory, memory_padding_mask)
+                memory_padding_mask: Tensor | None = None, cache: list[dict] | None = None) -> Tensor:
+        """``cache``: one dict per layer (see ``tfspec.decoding``), filled and extended in place."""
+        for i, layer in enumerate(self.layers):
+            x = layer(x, padding_mask, memory, memory_padding_mask, cache[i] if cache is not None else None)
         return self.final_norm(x)
 
 
@@ -82,6 +83,19 @@ class CompiledModel(nn.Module):
         if self.pooler is not None:
             return out, self.pooler(hidden)
         return out
+
+    def extend(self, tokens: Tensor, cache: list[dict], offset: int, memory: Tensor | None = None,
+               memory_padding_mask: Tensor | None = None):
+        """Decoder logits for ``tokens`` continuing a prefix of ``offset`` positions held in ``cache``.
+
+        ``cache`` has one dict per decoder layer (start with empty ones); each call
+        appends the new positions' keys and values. Equals running the decoder over
+        the whole sequence when its self-attention never looks ahead (see
+        ``tfspec.decoding.cache_supported``). Encoder-decoder models pass ``memory``
+        (from ``encode``); cross-attention projects it on the first call only.
+        """
+        x = self.embed("decoder", "tokens", tokens, offset=offset)
+        return self.output(self.decoder(x, None, memory, memory_padding_mask, cache))
 
     def check_padding(self, name: str, mask, ids: Tensor, ids_name: str, used: bool, where: str) -> None:
         if self.check_inputs:

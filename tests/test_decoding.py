@@ -1,0 +1,211 @@
+"""Generation: the KV cache equals recomputation, beam search finds the best sequence, sampling filters."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strategies import valid_specs
+from tfspec.compiler import compile
+from tfspec.decoding import (Continuation, Strategy, beam_search, cache_supported, complete, filter_logits,
+                             length_penalty, sample)
+
+
+# ---------------------------------------------------------------- KV cache
+@settings(max_examples=40)
+@given(valid_specs(kinds=("decoder-only", "encoder-decoder"), max_layers=2), st.data())
+def test_cached_decoding_gives_the_logits_of_full_recomputation(generated, data):
+    if not (generated.causal_decoder and generated.has_head):
+        return
+    model = compile(generated.text, seed=data.draw(st.integers(0, 100), label="seed")).eval()
+    assert cache_supported(model.spec)
+    vocab = model.embeddings["tokens"].vocab
+    batch = data.draw(st.integers(1, 3), label="batch")
+    prompt = data.draw(st.integers(1, 6), label="prompt")
+    new = data.draw(st.integers(1, 8), label="new tokens")
+    rng = torch.Generator().manual_seed(data.draw(st.integers(0, 1000), label="inputs"))
+    src = torch.randint(0, vocab, (batch, data.draw(st.integers(1, 9), label="src_len")), generator=rng)
+    src = src if model.spec.kind == "encoder-decoder" else None
+    tokens = torch.randint(0, vocab, (batch, prompt + new), generator=rng)
+    with torch.no_grad():
+        cached, full = Continuation(model, src, use_cache=True), Continuation(model, src, use_cache=False)
+        assert torch.allclose(cached.feed(tokens[:, :prompt]), full.feed(tokens[:, :prompt]), atol=1e-5, rtol=0)
+        for i in range(prompt, prompt + new):  # one token at a time, as decoding does
+            a, b = cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1])
+            assert torch.allclose(a, b, atol=1e-5, rtol=0), (a - b).abs().max()
+    # and the decoder's own forward over the whole sequence agrees at every position
+    with torch.no_grad():
+        steps = Continuation(model, src, use_cache=True)
+        per_step = torch.stack([steps.feed(tokens[:, i:i + 1]) for i in range(tokens.shape[1])], dim=1)
+        whole = model.decode(tokens, model.encode(src)) if src is not None else model(tokens)
+        whole = whole[0] if isinstance(whole, tuple) else whole
+    assert torch.allclose(per_step, whole, atol=1e-5, rtol=0)
+
+
+def test_cache_grows_by_one_position_per_token_and_memory_is_projected_once():
+    model = compile("examples/vaswani_base.tfs", overrides={"layers": 2, "d_model": 32, "heads": 4, "d_ff": 32,
+                                                            "vocab": 20}, seed=0).eval()
+    src = torch.randint(0, 20, (2, 7))
+    steps = Continuation(model, src)
+    calls = []
+    kv = model.decoder.layers[0].cross_attn.kv
+    hook = kv.register_forward_hook(lambda *a: calls.append(1))
+    with torch.no_grad():
+        for i in range(5):
+            steps.feed(torch.full((2, 1), 1))
+            layer_cache = steps.cache[0]
+            assert len(layer_cache["self_attn"]) == i + 1  # keys of every position so far
+            assert len(layer_cache["cross_attn"]) == 7  # the memory's keys, once
+    hook.remove()
+    assert len(calls) == 1
+
+
+def test_a_decoder_that_looks_ahead_is_never_cached():
+    model = compile("""embedding tokens { vocab 10; dim 8 }
+        decoder x 1 { attention self heads=2 mask=none; feedforward d_ff=8 }
+        head tied(tokens)""", seed=0).eval()
+    assert not cache_supported(model.spec)
+    assert Continuation(model).use_cache is False
+    with pytest.raises(ValueError, match="looks ahead"):
+        Continuation(model, use_cache=True)
+
+
+# ---------------------------------------------------------------- beam search on a model we control
+class TableModel:
+    """Next-token log-probabilities from a table indexed by the tokens generated so far."""
+
+    def __init__(self, table: dict[tuple, list[float]], vocab: int):
+        self.table, self.vocab, self.rows = table, vocab, None
+
+    def feed(self, tokens):
+        self.rows = [()] * tokens.shape[0] if self.rows is None else [r + (t,) for r, t in zip(self.rows, tokens[:, 0].tolist())]
+        return torch.tensor([self.table.get(r, [0.0] * self.vocab) for r in self.rows]).log()
+
+    def reorder(self, rows):
+        self.rows = [self.rows[i] for i in rows.tolist()]
+
+
+def brute_force_best(table, vocab: int, eos: int, max_new: int, alpha: float):
+    best = (-math.inf, None)
+    for n in range(1, max_new + 1):
+        for seq in itertools.product(range(vocab), repeat=n):
+            if eos in seq[:-1] or (n < max_new and seq[-1] != eos):
+                continue
+            log_prob = sum(math.log(table[seq[:i]][t]) if table[seq[:i]][t] > 0 else -math.inf
+                           for i, t in enumerate(seq))
+            tokens = list(seq[:-1]) if seq[-1] == eos else list(seq)
+            score = log_prob / length_penalty(n, alpha)
+            best = max(best, (score, tokens), key=lambda x: x[0])
+    return best
+
+
+def test_beam_search_finds_what_greedy_misses():
+    # token 0 is the end. Greedy takes 1 (p 0.6) and is then stuck with a flat 1/3 each;
+    # 2 (p 0.4) leads to a certain end: 0.4 * 1.0 beats 0.6 * 1/3.
+    eos = 0
+    table = {(): [0.0, 0.6, 0.4], (1,): [1 / 3, 1 / 3, 1 / 3], (2,): [1.0, 0.0, 0.0]}
+    for prefix in list(table):
+        for t in range(3):
+            table.setdefault(prefix + (t,), [1.0, 0.0, 0.0])
+    start = torch.zeros(1, 1, dtype=torch.long)
+    greedy = sample(TableModel(table, 3), start, 2, eos)[0]
+    best = beam_search(TableModel(table, 3), start, 2, eos, beam=2, alpha=0.0)[0][0]
+    assert greedy == [1]
+    assert best.tokens == [2] and math.isclose(best.log_prob, math.log(0.4), rel_tol=1e-6)
+
+
+@settings(max_examples=40)
+@given(st.integers(2, 3), st.integers(1, 3), st.sampled_from([0.0, 0.6, 1.0]), st.data())
+def test_wide_beam_search_returns_the_true_best_sequence(vocab, max_new, alpha, data):
+    eos = 0
+    table = {}
+    for n in range(max_new):
+        for prefix in itertools.product(range(vocab), repeat=n):
+            weights = data.draw(st.lists(st.integers(1, 20), min_size=vocab, max_size=vocab), label=str(prefix))
+            table[prefix] = [w / sum(weights) for w in weights]
+    score, tokens = brute_force_best(table, vocab, eos, max_new, alpha)
+    found = beam_search(TableModel(table, vocab), torch.zeros(1, 1, dtype=torch.long), max_new, eos,
+                        beam=vocab ** max_new, alpha=alpha)[0][0]
+    assert math.isclose(found.score, score, rel_tol=1e-5)
+    ended = len(found.tokens) < max_new or tokens == found.tokens  # ties aside, the same sequence
+    sequence = tuple(found.tokens) + ((eos,) if ended and len(found.tokens) < max_new else ())
+    exact = sum(math.log(table[sequence[:i]][t]) for i, t in enumerate(sequence)) / length_penalty(len(sequence), alpha)
+    assert math.isclose(exact, score, rel_tol=1e-5)  # what it returned really scores the best
+
+
+def test_beam_results_are_sorted_and_scored_by_the_length_penalty():
+    table = {(): [0.5, 0.3, 0.2], (1,): [0.9, 0.05, 0.05], (2,): [0.9, 0.05, 0.05]}
+    out = beam_search(TableModel(table, 3), torch.zeros(1, 1, dtype=torch.long), 2, 0, beam=3, alpha=0.6)[0]
+    assert [h.score for h in out] == sorted((h.score for h in out), reverse=True)
+    for h in out:
+        n = len(h.tokens) + 1  # the end token counts
+        assert math.isclose(h.score, h.log_prob / ((5 + n) / 6) ** 0.6)
+
+
+def test_beam_search_on_a_compiled_model_agrees_with_and_without_cache():
+    model = compile("examples/vaswani_base.tfs", overrides={"layers": 1, "d_model": 16, "heads": 2, "d_ff": 16,
+                                                            "vocab": 12}, seed=3).eval()
+    src = torch.randint(5, 12, (2, 6), generator=torch.Generator().manual_seed(0))
+    start = torch.ones(2, 1, dtype=torch.long)
+    a = beam_search(Continuation(model, src, use_cache=True), start, 6, 2, beam=3)
+    b = beam_search(Continuation(model, src, use_cache=False), start, 6, 2, beam=3)
+    assert [[h.tokens for h in r] for r in a] == [[h.tokens for h in r] for r in b]
+    for ra, rb in zip(a, b):
+        for ha, hb in zip(ra, rb):
+            assert math.isclose(ha.score, hb.score, rel_tol=1e-5)
+
+
+# ---------------------------------------------------------------- sampling
+def test_top_k_keeps_exactly_the_k_largest():
+    logits = torch.tensor([[0.1, 2.0, -1.0, 1.5, 0.7]])
+    kept = filter_logits(logits, top_k=2).isfinite()
+    assert kept.tolist() == [[False, True, False, True, False]]
+
+
+@given(st.lists(st.floats(-5, 5), min_size=2, max_size=12), st.floats(0.05, 0.99))
+def test_top_p_keeps_the_smallest_set_reaching_p(values, p):
+    logits = torch.tensor([values])
+    probs = logits.softmax(-1)[0]
+    kept = filter_logits(logits, top_p=p).isfinite()[0]
+    assert kept.any()
+    kept_mass = probs[kept].sum().item()
+    assert kept_mass >= p - 1e-6 or kept.all()
+    # dropping the least likely kept token would fall short of p
+    smallest = probs[kept].min().item()
+    assert kept_mass - smallest < p + 1e-6
+    assert probs[~kept].max().item() <= smallest + 1e-7 if (~kept).any() else True
+
+
+def test_sampling_is_reproducible_from_a_seed_and_follows_temperature():
+    model = compile("examples/gpt2_small.tfs", overrides={"layers": 1, "d_model": 16, "heads": 2, "vocab": 30},
+                    seed=0).eval()
+    prompt = torch.tensor([[3, 4, 5]])
+
+    def draw(seed, **kw):
+        return sample(Continuation(model), prompt, 12, generator=torch.Generator().manual_seed(seed), **kw)
+
+    assert draw(1, temperature=1.0) == draw(1, temperature=1.0)
+    assert draw(1, temperature=1.0) != draw(2, temperature=1.0)
+    greedy = sample(Continuation(model), prompt, 12)
+    assert draw(5, temperature=1e-4) == greedy  # a vanishing temperature is greedy
+    assert all(len(set(draw(s, temperature=1.0, top_k=1)[0])) >= 1 and draw(s, temperature=1.0, top_k=1) == greedy
+               for s in range(3))  # top-1 sampling is greedy too
+
+
+def test_complete_refuses_text_outside_the_vocabulary_and_prompts_without_room():
+    from tfspec.data import Vocabulary
+
+    model = compile("examples/gpt2_small.tfs", overrides={"layers": 1, "d_model": 16, "heads": 2, "vocab": 40,
+                                                          "context": 8}, seed=0).eval()
+    vocab = Vocabulary.letters(10)
+    with pytest.raises(ValueError, match="not in this model's vocabulary"):
+        complete(model, vocab, ["abz"], prompted=True, max_new=4)
+    with pytest.raises(ValueError, match="leave no room"):
+        complete(model, vocab, ["abcdefghij"], prompted=True, max_new=4)
+    out = complete(model, vocab, ["abc"], prompted=False, max_new=100, strategy=Strategy())
+    assert len(out[0].output) == 8 - 3 + 1  # positions end at 8; the last token is never fed back

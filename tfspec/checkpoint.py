@@ -1,0 +1,137 @@
+"""Checkpoints: a directory per step, published by a rename, so a failed save never hurts the last one.
+
+A run directory holds ``checkpoints/step-0001234/`` with
+
+- ``model.safetensors``  the weights (``safetensors.torch.load_file`` reads them anywhere),
+- ``spec.tfs``           the spec text the weights belong to,
+- ``checkpoint.json``    step, training configuration, vocabulary, ``let`` overrides, last evaluation,
+- ``state.pt``           optimizer, gradient scaler and RNG states (loaded with ``weights_only=True``),
+
+and ``latest`` naming the newest one. A save writes a hidden temporary
+directory, renames it into place, then rewrites ``latest`` atomically: if it
+stops at any point, ``latest`` still names a complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .errors import RunError
+from .files import write_atomically
+
+FORMAT = 1
+KEEP = 3  # checkpoints kept per run (the newest ones)
+
+
+class CheckpointError(RunError):
+    """A path that is not a usable checkpoint: exit 1 with the reason."""
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    spec_text: str
+    meta: dict  # checkpoint.json
+    weights: dict[str, torch.Tensor]
+
+    @property
+    def step(self) -> int:
+        return self.meta["step"]
+
+    def training_state(self) -> dict:
+        return torch.load(self.path / "state.pt", weights_only=True, map_location="cpu")
+
+    def model(self, device=None):
+        """The compiled model with these weights, in eval mode."""
+        from .compiler import compile as compile_spec
+
+        spec = self.spec()
+        model = compile_spec(spec, device=device)
+        model.load_state_dict(self.weights)
+        return model.eval()
+
+    def spec(self):
+        from .api import parse
+
+        return parse(self.spec_text, file=str(self.path / "spec.tfs"), overrides=self.meta.get("overrides") or None)
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dict) -> Path:
+    """Write the checkpoint of ``step`` into ``run_dir`` and point ``latest`` at it; returns its path."""
+    root = Path(run_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    name = f"step-{step:07d}"
+    final = root / name
+    if not (final / "checkpoint.json").exists():
+        tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
+        try:
+            weights = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+            save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            _write(tmp / "spec.tfs", spec_text.encode("utf-8"))
+            torch.save(state, tmp / "state.pt")
+            _write(tmp / "checkpoint.json", json.dumps({"format": FORMAT, **meta, "step": step}, indent=2).encode())
+            if final.exists():  # a leftover without checkpoint.json: never published, safe to replace
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    write_atomically(Path(run_dir) / "latest", f"{name}\n".encode())
+    _prune(root, keep=name)
+    return final
+
+
+def _prune(root: Path, keep: str) -> None:
+    """Delete all but the newest KEEP checkpoints (never ``keep``) and stale temporary directories."""
+    published = sorted(p for p in root.iterdir() if p.name.startswith("step-"))
+    for old in published[:-KEEP]:
+        if old.name != keep:
+            shutil.rmtree(old, ignore_errors=True)
+    for stale in root.glob(".step-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def latest(run_dir: Path) -> Path | None:
+    """The checkpoint ``run_dir/latest`` names, or None when the run has none yet."""
+    pointer = Path(run_dir) / "latest"
+    if not pointer.is_file():
+        return None
+    return Path(run_dir) / "checkpoints" / pointer.read_text().strip()
+
+
+def load(path: str | Path) -> Checkpoint:
+    """Read a checkpoint directory, or a run directory's latest checkpoint."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such checkpoint or run directory")
+    if not (path / "checkpoint.json").is_file():
+        found = latest(path) if path.is_dir() else None
+        if found is None:
+            raise CheckpointError(f"{path}: not a checkpoint (no checkpoint.json) nor a run directory (no 'latest')")
+        path = found
+    try:
+        meta = json.loads((path / "checkpoint.json").read_text())
+        if meta.get("format") != FORMAT:
+            raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {FORMAT}")
+        spec_text = (path / "spec.tfs").read_text(encoding="utf-8")
+        weights = load_file(str(path / "model.safetensors"))
+    except CheckpointError:
+        raise
+    except Exception as exc:  # a missing file, bad JSON, a truncated safetensors header
+        raise CheckpointError(f"{path}: unreadable checkpoint: {exc}") from None
+    return Checkpoint(path, spec_text, meta, weights)

@@ -1,0 +1,315 @@
+"""Generation: greedy, temperature / top-k / top-p sampling, and beam search, over a KV cache.
+
+A ``Continuation`` hands out next-token logits for a batch of growing
+sequences. Built on a compiled model it keeps a KV cache (each new token costs
+O(n): one query against the cached keys, the encoder's memory projected once);
+with ``use_cache=False`` it recomputes the whole prefix each step, which is the
+reference the cache is tested against. The search functions only need
+``feed`` and ``reorder``, so a test can drive them with a toy model whose
+probabilities it controls.
+
+>>> import torch; from tfspec.compiler import compile
+>>> model = compile('''embedding tokens { vocab 12; dim 16 }
+... decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }
+... head tied(tokens)''', seed=0).eval()
+>>> out = sample(Continuation(model), torch.tensor([[1, 2, 3]]), max_new=5)
+>>> len(out[0])
+5
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from .analysis import mask_reach
+
+
+class Steps(Protocol):
+    def feed(self, tokens: Tensor) -> Tensor:
+        """Append ``tokens`` (batch, n) to every sequence; logits (batch, vocab) for the next token."""
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep (and duplicate) batch rows ``rows``."""
+
+
+def cache_supported(spec) -> bool:
+    """Does caching keys and values reproduce full recomputation? Only if no decoder self-attention looks ahead."""
+    g = spec.graph()
+    for _, a in g.nodes(data=True):
+        if a["op"] == "attention" and a["stack"] == "decoder" and a["spec"].reads == "self":
+            if mask_reach(a["spec"].mask)[1] != 0:
+                return False
+    return True
+
+
+class Continuation:
+    """Next-token logits of a compiled decoder-only or encoder-decoder model for a batch of sequences.
+
+    For an encoder-decoder model give ``src`` (and its padding mask): it is
+    encoded once. ``use_cache=None`` caches whenever that is exact
+    (``cache_supported``), ``False`` always recomputes.
+    """
+
+    def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
+                 use_cache: bool | None = None):
+        spec = model.spec
+        if spec.kind == "encoder-only" or spec.head is None:
+            raise ValueError(f"{spec.name} cannot generate: generation needs a decoder and a head "
+                             f"(this is {'an encoder-only model' if spec.kind == 'encoder-only' else 'a model without a head'})")
+        if (spec.kind == "encoder-decoder") != (src is not None):
+            raise ValueError("give src exactly when the model is encoder-decoder")
+        supported = cache_supported(spec)
+        if use_cache and not supported:
+            raise ValueError(f"{spec.name}: a decoder self-attention looks ahead, so cached decoding would differ "
+                             "from recomputation; use use_cache=False")
+        self.model = model
+        self.use_cache = supported if use_cache is None else use_cache
+        self.memory = model.encode(src, src_padding_mask) if src is not None else None
+        self.memory_padding_mask = src_padding_mask
+        self.cache = [{} for _ in model.decoder.layers] if self.use_cache else None
+        self.tokens: Tensor | None = None  # everything fed so far, (batch, length)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.tokens is None else self.tokens.shape[1]
+
+    def feed(self, tokens: Tensor) -> Tensor:
+        offset = self.length
+        self.tokens = tokens if self.tokens is None else torch.cat((self.tokens, tokens), dim=1)
+        if self.use_cache:
+            out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask)
+        elif self.memory is not None:
+            out = self.model.decode(self.tokens, self.memory, self.memory_padding_mask)
+        else:
+            out = self.model(self.tokens)
+        return (out[0] if isinstance(out, tuple) else out)[:, -1]
+
+    def reorder(self, rows: Tensor) -> None:
+        self.tokens = self.tokens.index_select(0, rows) if self.tokens is not None else None
+        if self.memory is not None:
+            self.memory = self.memory.index_select(0, rows)
+            if self.memory_padding_mask is not None:
+                self.memory_padding_mask = self.memory_padding_mask.index_select(0, rows)
+        for layer in self.cache or []:
+            for kv in layer.values():
+                kv.reorder(rows)
+
+
+class Restricted:
+    """Steps whose logits are -inf outside ``allowed`` (bool per id): a model whose spec has more ids than
+    its data (or specials that mean nothing as output) never generates them."""
+
+    def __init__(self, steps: Steps, allowed: Tensor):
+        self.steps, self.allowed = steps, allowed
+
+    def feed(self, tokens: Tensor) -> Tensor:
+        logits = self.steps.feed(tokens)
+        return logits.masked_fill(~self.allowed[: logits.shape[-1]].to(logits.device), float("-inf"))
+
+    def reorder(self, rows: Tensor) -> None:
+        self.steps.reorder(rows)
+
+
+# ---------------------------------------------------------------- sampling
+def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
+    """Set logits outside the top ``k`` and outside the smallest set holding ``top_p`` of the mass to -inf.
+
+    >>> filter_logits(torch.tensor([[3.0, 1.0, 2.0]]), top_k=2).tolist()
+    [[3.0, -inf, 2.0]]
+    """
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        before = probs.cumsum(dim=-1) - probs  # mass of the tokens ranked above each one
+        drop = before >= top_p  # the top token always stays (its 'before' is 0)
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return logits
+
+
+@torch.no_grad()
+def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, temperature: float = 0.0,
+           top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None
+           ) -> list[list[int]]:
+    """Extend each row of ``start`` by up to ``max_new`` tokens; stop a row at ``eos`` (not returned).
+
+    ``temperature`` 0 is greedy decoding; otherwise logits are divided by it,
+    filtered by ``top_k`` / ``top_p``, and a token drawn from ``generator``.
+    """
+    logits = steps.feed(start)
+    batch = start.shape[0]
+    done = torch.zeros(batch, dtype=torch.bool, device=start.device)
+    out: list[Tensor] = []
+    for _ in range(max_new):
+        logits = logits.float()
+        if temperature == 0.0:
+            token = logits.argmax(dim=-1)
+        else:
+            probs = filter_logits(logits / temperature, top_k, top_p).softmax(dim=-1)
+            token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
+        if eos is not None:
+            token = token.masked_fill(done, eos)
+            done |= token == eos
+        out.append(token)
+        if bool(done.all()) or len(out) == max_new:
+            break
+        logits = steps.feed(token[:, None])
+    rows = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(batch)]
+    return [row[: row.index(eos)] if eos is not None and eos in row else row for row in rows]
+
+
+# ---------------------------------------------------------------- beam search
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016), which the Transformer paper used with alpha 0.6."""
+    return ((5 + length) / 6) ** alpha
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    tokens: list[int]  # without the end token
+    log_prob: float  # sum of the tokens' log-probabilities, the end token's included
+    score: float  # log_prob / length_penalty(generated tokens, end token included)
+
+
+@torch.no_grad()
+def beam_search(steps: Steps, start: Tensor, max_new: int, eos: int, beam: int = 4, alpha: float = 0.6
+                ) -> list[list[Hypothesis]]:
+    """For each row of ``start``, the ``beam`` best continuations, best first.
+
+    Hypotheses end at ``eos`` or after ``max_new`` tokens, scored by
+    log-probability / length_penalty. A row stops when it has ``beam`` finished
+    hypotheses and no live one can still beat them: log-probabilities only
+    fall as a hypothesis grows, so its best reachable score is its current one
+    divided by the largest penalty ahead.
+    """
+    batch = start.shape[0]
+    logits = steps.feed(start)
+    rows = torch.arange(batch, device=start.device).repeat_interleave(beam)
+    steps.reorder(rows)
+    logits = logits.index_select(0, rows)
+    scores = torch.full((batch, beam), float("-inf"), device=start.device)
+    scores[:, 0] = 0.0  # the copies start identical: expand only the first
+    sequences = torch.empty(batch * beam, 0, dtype=torch.long, device=start.device)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    active = [True] * batch
+    for t in range(1, max_new + 1):
+        log_probs = logits.float().log_softmax(dim=-1)
+        vocab = log_probs.shape[-1]
+        candidates = (scores[:, :, None] + log_probs.view(batch, beam, vocab)).view(batch, -1)
+        candidates = candidates.nan_to_num(nan=float("-inf"))  # a dead row's (or an impossible) continuation
+        values, index = candidates.topk(min(2 * beam, beam * vocab), dim=-1)
+        values, index = values.tolist(), index.tolist()
+        keep_rows, keep_tokens, keep_scores = [], [], []
+        for b in range(batch):
+            alive = []
+            for rank, (value, i) in enumerate(zip(values[b], index[b])):
+                if len(alive) == beam or value == float("-inf"):
+                    break
+                row, token = b * beam + i // vocab, i % vocab
+                if token == eos or t == max_new:
+                    if active[b] and (token != eos or rank < beam):
+                        tokens = sequences[row].tolist() + ([] if token == eos else [token])
+                        finished[b].append(Hypothesis(tokens, value, value / length_penalty(t, alpha)))
+                    if token == eos:
+                        continue
+                alive.append((row, token, value))
+            alive += [(b * beam, eos, float("-inf"))] * (beam - len(alive))  # dead padding rows
+            for row, token, value in alive:
+                keep_rows.append(row)
+                keep_tokens.append(token)
+                keep_scores.append(value)
+            if active[b] and len(finished[b]) >= beam:
+                best_finished = sorted(h.score for h in finished[b])[-beam]
+                best_alive = max(v for _, _, v in alive)
+                largest_penalty = max(length_penalty(t + 1, alpha), length_penalty(max_new, alpha))
+                reachable = best_alive / largest_penalty  # log-probabilities are <= 0
+                active[b] = reachable > best_finished
+        if t == max_new or not any(active):
+            break
+        rows = torch.tensor(keep_rows, device=start.device)
+        tokens = torch.tensor(keep_tokens, device=start.device)
+        scores = torch.tensor(keep_scores, device=start.device).view(batch, beam)
+        for b in range(batch):
+            if not active[b]:
+                scores[b] = float("-inf")
+        sequences = torch.cat((sequences.index_select(0, rows), tokens[:, None]), dim=1)
+        steps.reorder(rows)
+        logits = steps.feed(tokens[:, None])
+    return [sorted(f, key=lambda h: -h.score)[:beam] for f in finished]
+
+
+# ---------------------------------------------------------------- text in, text out
+@dataclass(frozen=True)
+class Strategy:
+    """How to choose tokens: greedy (temperature 0), sampling, or beam search (``beam`` set)."""
+
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    beam: int | None = None
+    alpha: float = 0.6
+
+
+@dataclass(frozen=True)
+class Completion:
+    input: str
+    output: str
+    score: float | None = None  # beam search: length-normalised log-probability
+
+
+def room(model, prompt_length: int) -> int:
+    """How many tokens the decoder's learned positions leave after a prompt (a large number without a table)."""
+    limit = model.max_len.get("decoder")
+    return 1 << 30 if limit is None else limit - prompt_length + 1
+
+
+@torch.no_grad()
+def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, strategy: Strategy = Strategy(),
+             generator: torch.Generator | None = None, use_cache: bool | None = None) -> list[Completion]:
+    """Decode from text: encoder-decoder models map each text to an output; decoder-only models continue it.
+
+    ``prompted``: the model learned "source SEP target EOS" sequences (a task),
+    so a text becomes "text SEP" and decoding stops at EOS; otherwise the text
+    is a prompt to continue for ``max_new`` tokens. ``vocab`` is a
+    ``tfspec.data.Vocabulary``.
+    """
+    from .data import BOS, EOS, PAD, SEP
+
+    device = model.device
+    results = []
+    for text in texts:  # one at a time: prompts need not share a length
+        ids = vocab.encode(text)
+        if model.spec.kind == "encoder-decoder":
+            if not ids:
+                raise ValueError("an encoder-decoder model needs a non-empty input")
+            src = torch.tensor([ids], device=device)
+            steps = Continuation(model, src, (src == PAD) if _reads_src_padding(model) else None, use_cache)
+            start, eos, budget = torch.tensor([[BOS]], device=device), EOS, min(max_new, room(model, 1))
+        else:
+            prompt = ids + [SEP] if prompted else ids
+            if not prompt:
+                raise ValueError("give a prompt (--input TEXT) to continue")
+            start, eos = torch.tensor([prompt], device=device), (EOS if prompted else None)
+            budget = min(max_new, room(model, len(prompt)))
+            if budget <= 0:
+                raise ValueError(f"the prompt has {len(prompt)} tokens; the learned positions "
+                                 f"({model.max_len['decoder']}) leave no room to generate")
+            steps = Continuation(model, use_cache=use_cache)
+        steps = Restricted(steps, vocab.output_ids(model.spec.head.out, end=eos is not None))
+        if strategy.beam:
+            best = beam_search(steps, start, budget, eos if eos is not None else -1, strategy.beam, strategy.alpha)[0][0]
+            results.append(Completion(text, vocab.decode(best.tokens), best.score))
+        else:
+            out = sample(steps, start, budget, eos, strategy.temperature, strategy.top_k, strategy.top_p, generator)[0]
+            results.append(Completion(text, vocab.decode(out)))
+    return results
+
+
+def _reads_src_padding(model) -> bool:
+    return model.encoder.masks_padding or model.decoder.memory_masks_padding

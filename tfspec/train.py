@@ -1,0 +1,530 @@
+"""Stage 7, train: a compiled spec learns a built-in task or a user's text, with checkpoints and evaluation.
+
+What a model learns follows from its kind:
+
+- encoder-decoder: a synthetic task (``copy``, ``reverse``, ``sort``) as source -> target;
+- decoder-only: the same tasks as "source SEP target" (loss on the target), or ``--text FILE`` as a
+  byte- or character-level language model;
+- encoder-only: masked-language modelling (BERT's 15%; 80/10/10) on task sequences or a text.
+
+Defaults follow each kind's paper (``paper_defaults``); every one can be
+overridden. Batches are a function of (seed, step), and the optimizer and RNG
+states travel in the checkpoint, so on a CPU a resumed run's losses equal an
+uninterrupted run's exactly.
+
+>>> config = TrainConfig(task="copy", steps=2, batch=4, max_len=6)
+>>> run = train("examples/vaswani_base.tfs", config, None, overrides={"layers": 1, "d_model": 32, "heads": 2,
+...             "d_ff": 32, "vocab": 40}, progress=False)
+>>> len(run.losses)
+2
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import checkpoint as ckpt
+from .api import load, parse
+from .data import (BOS, EOS, EVAL, IGNORE, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, TextData, Vocabulary,
+                   generator_for, mlm_batch, prompted_batch, seq2seq_batch)
+from .decoding import Continuation, Restricted, sample
+from .errors import RunError
+from .files import write_atomically
+
+
+class TrainConfig(BaseModel):
+    """Everything that decides a run; saved in each checkpoint. ``None`` means "the paper's default"."""
+
+    model_config = ConfigDict(extra="forbid")
+    task: Literal["copy", "reverse", "sort"] = "reverse"
+    text: str | None = None  # a text file: language modelling (decoder-only) or MLM (encoder-only)
+    tokens: Literal["bytes", "chars"] = "bytes"
+    symbols: int = Field(26, ge=2, le=52)  # task alphabet
+    min_len: int = Field(4, ge=1)
+    max_len: int = Field(24, ge=1)  # task source lengths
+    seq_len: int | None = Field(None, ge=1)  # text window (default: 256, or the learned positions if fewer)
+    steps: int = Field(2000, ge=1)
+    batch: int = Field(64, ge=1)
+    accumulate: int = Field(1, ge=1)
+    lr: float | None = Field(None, gt=0)  # peak learning rate
+    warmup: int | None = Field(None, ge=0)
+    grad_clip: float | None = Field(None, ge=0)  # 0: no clipping
+    label_smoothing: float | None = Field(None, ge=0, lt=1)
+    weight_decay: float | None = Field(None, ge=0)
+    seed: int = 0
+    device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    eval_every: int = Field(250, ge=1)
+    eval_size: int = Field(500, ge=1)  # held-out sequences per evaluation
+    save_every: int = Field(500, ge=1)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The optimisation a paper used, resolved against a config."""
+
+    optimizer: str  # "adam" | "adamw"
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
+    schedule: str  # "noam" | "cosine" | "linear"
+    lr: float
+    warmup: int
+    label_smoothing: float
+    grad_clip: float | None
+    source: str
+
+    def learning_rate(self, step: int, steps: int) -> float:
+        """Learning rate of optimizer step ``step`` (1-based) out of ``steps``."""
+        warmup = max(self.warmup, 1)
+        if self.schedule == "noam":  # d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), peak scaled to lr
+            return self.lr * math.sqrt(warmup) * min(step ** -0.5, step * warmup ** -1.5)
+        if step < warmup:
+            return self.lr * step / warmup
+        progress = min((step - warmup) / max(steps - warmup, 1), 1.0)
+        if self.schedule == "cosine":  # down to a tenth of the peak (GPT-3, nanoGPT)
+            return self.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+        return self.lr * (1 - progress)
+
+
+def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
+    """Vaswani et al. for encoder-decoder, GPT-2/3 for decoder-only, BERT for encoder-only.
+
+    Warmup is the paper's, shortened to a quarter of ``steps`` when a run is too
+    short to finish it.
+    """
+    if kind == "encoder-decoder":
+        base = dict(optimizer="adam", betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, schedule="noam", warmup=4000,
+                    label_smoothing=0.1, grad_clip=None, source="Vaswani et al. 2017, 5.3-5.4")
+        warmup = config.warmup if config.warmup is not None else min(4000, max(config.steps // 4, 1))
+        lr = d_model ** -0.5 * max(warmup, 1) ** -0.5  # the schedule's own peak
+    elif kind == "decoder-only":
+        base = dict(optimizer="adamw", betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, schedule="cosine",
+                    warmup=2000, label_smoothing=0.0, grad_clip=1.0, source="GPT-3 (Brown et al. 2020) / nanoGPT")
+        warmup, lr = None, 6e-4
+    else:
+        base = dict(optimizer="adamw", betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01, schedule="linear",
+                    warmup=10000, label_smoothing=0.0, grad_clip=1.0, source="BERT (Devlin et al. 2018), A.2")
+        warmup, lr = None, 1e-4
+    if warmup is None:
+        warmup = config.warmup if config.warmup is not None else min(base["warmup"], max(config.steps // 4, 1))
+    base.update(warmup=warmup, lr=config.lr if config.lr is not None else lr)
+    if config.label_smoothing is not None:
+        base["label_smoothing"] = config.label_smoothing
+    if config.weight_decay is not None:
+        base["weight_decay"] = config.weight_decay
+    if config.grad_clip is not None:
+        base["grad_clip"] = config.grad_clip or None
+    return Recipe(**base)
+
+
+# ---------------------------------------------------------------- the task a model learns
+class Objective:
+    """Makes batches for a model kind and data source, and evaluates on held-out data."""
+
+    def __init__(self, model, config: TrainConfig):
+        spec = model.spec
+        self.model, self.config, self.kind = model, config, spec.kind
+        if spec.head is None:
+            raise DataError(f"{spec.name} has no head, so there are no logits to train; add one, e.g. "
+                            "`head tied(tokens)` (a pooler alone is not an output layer)")
+        if config.text is not None:
+            if spec.kind == "encoder-decoder":
+                raise DataError("--text trains decoder-only (language model) or encoder-only (MLM) specs; "
+                                "an encoder-decoder spec learns a task (--task)")
+            self.text = TextData.read(config.text, config.tokens, self.window(model))
+            self.vocab, self.tasks = self.text.vocab, None
+        else:
+            if config.min_len > config.max_len:
+                raise DataError(f"--min-len {config.min_len} is above --max-len {config.max_len}")
+            self.vocab = Vocabulary.letters(config.symbols)
+            self.tasks, self.text = TaskData(config.task, self.vocab, config.min_len, config.max_len), None
+        self.check_fits(model)
+        encoder, decoder = getattr(model, "encoder", None), getattr(model, "decoder", None)
+        self.padding = {  # which padding masks the model reads (it rejects one it would ignore)
+            "src": encoder is not None and (encoder.masks_padding or (decoder is not None and decoder.memory_masks_padding)),
+            "tgt": spec.kind == "encoder-decoder" and decoder.masks_padding}
+        self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / config.batch))]
+
+    def window(self, model) -> int:
+        role = model.spec.stacks[0].role
+        limit = model.max_len[role]
+        if self.config.seq_len is not None:
+            return self.config.seq_len
+        return min(256, limit) if limit else 256
+
+    def lengths(self) -> dict[str, int]:
+        """The longest input each stack sees."""
+        c = self.config
+        if self.text is not None:
+            return {self.model.spec.stacks[0].role: self.window(self.model)}
+        if self.kind == "encoder-decoder":
+            return {"encoder": c.max_len, "decoder": c.max_len + 1}
+        if self.kind == "decoder-only":
+            return {"decoder": 2 * c.max_len + 1}
+        return {"encoder": 2 * c.max_len + 2}
+
+    def check_fits(self, model) -> None:
+        spec = model.spec
+        for role, length in self.lengths().items():
+            limit = model.max_len[role]
+            if limit is not None and length > limit:
+                what = "--seq-len" if self.text is not None else "--max-len"
+                raise DataError(f"sequences reach length {length} in the {role}, beyond its learned positions "
+                                f"(learned({limit})); lower {what} or raise max_len in the spec")
+        needed = self.vocab.size
+        for name, embedding in model.embeddings.items():
+            if embedding.vocab < needed:
+                raise DataError(f"embedding '{name}' has vocab {embedding.vocab}, but this data needs {needed} ids "
+                                f"(5 specials + {needed - 5} {self.vocab.describe()}); raise its vocab")
+        if spec.head.out < needed:
+            raise DataError(f"the head has {spec.head.out} outputs, but this data needs {needed}")
+
+    def batch(self, stream: int, index: int, micro: int = 0) -> Batch:
+        c = self.config
+        generator = generator_for(c.seed, stream, index * c.accumulate + micro if stream == TRAIN else index)
+        evaluation = stream == EVAL
+        if self.text is not None:
+            windows = self.text.windows(c.batch, self.window(self.model), generator, evaluation)
+            if self.kind == "decoder-only":
+                return Batch({"tokens": windows[:, :-1]}, windows[:, 1:])
+            return mlm_batch(windows[:, :-1], generator, self.vocab, self.padding["src"])
+        src, tgt, lengths = self.tasks.pairs(c.batch, generator, evaluation)
+        if self.kind == "encoder-decoder":
+            return seq2seq_batch(src, tgt, lengths, self.padding)
+        prompted = prompted_batch(src, tgt, lengths)
+        if self.kind == "decoder-only":
+            return prompted
+        sequence = torch.cat((prompted.inputs["tokens"], prompted.labels[:, -1:].clamp(min=0)), dim=1)
+        return mlm_batch(sequence, generator, self.vocab, self.padding["src"])
+
+    # ------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self, model, device, autocast) -> dict[str, float]:
+        """Held-out loss and token accuracy; exact match of greedy decoding for the tasks."""
+        was_training = model.training
+        model.eval()
+        nll = correct = total = 0.0
+        for batch in self.eval_set:
+            batch = batch.to(device)
+            with autocast():
+                logits = output_logits(model(**batch.inputs))
+            labelled = batch.labels != IGNORE
+            nll += F.cross_entropy(logits.float()[labelled], batch.labels[labelled], reduction="sum").item()
+            correct += (logits.argmax(-1)[labelled] == batch.labels[labelled]).sum().item()
+            total += labelled.sum().item()
+        metrics = {"eval_loss": nll / total, "token_accuracy": correct / total}
+        if self.tasks is not None and self.kind != "encoder-only":
+            metrics["exact_match"] = self.exact_match(model, device, autocast)
+        model.train(was_training)
+        return metrics
+
+    def exact_match(self, model, device, autocast, count: int | None = None) -> float:
+        examples = self.decode_examples(model, device, autocast, count)
+        return sum(e["prediction"] == e["target"] for e in examples) / len(examples)
+
+    @torch.no_grad()
+    def decode_examples(self, model, device, autocast, count: int | None = None) -> list[dict]:
+        """Greedy decoding of held-out sources: [{"source", "target", "prediction"}] (as text)."""
+        count = count or self.config.eval_size
+        src, tgt, lengths = self.tasks.pairs(count, generator_for(self.config.seed, EVAL, 1 << 20), True)
+        predictions: list[list[int]] = [[] for _ in range(count)]
+        allowed = self.vocab.output_ids(model.spec.head.out, end=True)
+        with autocast():
+            if self.kind == "encoder-decoder":
+                for rows in torch.arange(count).split(self.config.batch):
+                    width = int(lengths[rows].max())
+                    s = src[rows, :width].to(device)
+                    steps = Restricted(Continuation(model, s, s == PAD if self.padding["src"] else None), allowed)
+                    out = sample(steps, torch.full((len(rows), 1), BOS, device=device), self.config.max_len + 1, EOS)
+                    for r, p in zip(rows.tolist(), out):
+                        predictions[r] = p
+            else:  # one prompt length per batch: "source SEP"
+                for n in lengths.unique().tolist():
+                    rows = (lengths == n).nonzero().squeeze(1)
+                    prompt = torch.cat((src[rows, :n], torch.full((len(rows), 1), SEP)), dim=1).to(device)
+                    out = sample(Restricted(Continuation(model), allowed), prompt, n + 1, EOS)
+                    for r, p in zip(rows.tolist(), out):
+                        predictions[r] = p
+        decode = self.vocab.decode
+        return [{"source": decode(src[i, : lengths[i]].tolist()), "target": decode(tgt[i, : lengths[i]].tolist()),
+                 "prediction": decode(predictions[i] + [EOS])} for i in range(count)]
+
+
+def output_logits(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+# ---------------------------------------------------------------- the loop
+@dataclass
+class Run:
+    """What a call to ``train`` did: losses per step (this call's), evaluations, where it saved."""
+
+    model: torch.nn.Module
+    objective: Objective
+    recipe: Recipe
+    step: int
+    losses: list[float] = field(default_factory=list)
+    evaluations: list[dict] = field(default_factory=list)
+    checkpoint: Path | None = None
+    interrupted: bool = False
+    seconds: float = 0.0
+
+
+def _optimizer(model, recipe: Recipe):
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    cls = torch.optim.AdamW if recipe.optimizer == "adamw" else torch.optim.Adam
+    return cls(groups, lr=recipe.lr, betas=recipe.betas, eps=recipe.eps)
+
+
+def _spec_text(source) -> tuple[str, str]:
+    """(spec text, name for messages) of a path or text."""
+    path = Path(source) if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
+                                                         and source.endswith(".tfs")) else None
+    if path is not None:
+        load(path)  # a clear SpecError for a missing or bad file
+        return path.read_text(encoding="utf-8"), str(path)
+    return source, "<spec>"
+
+
+class _StopFlag:
+    """The first Ctrl-C asks the loop to stop after the current step (and save); a second one interrupts."""
+
+    def __init__(self):
+        self.requested = False
+        self.previous = None
+
+    def __enter__(self):
+        try:
+            self.previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread: leave signals alone
+            self.previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = None, *,
+          overrides: dict | None = None, stop_after: int | None = None, until: Callable[[dict], bool] | None = None,
+          progress: bool = True, log: Callable[[str], None] = print) -> Run:
+    """Train ``spec`` (a ``.tfs`` path or spec text) by ``config``; checkpoints, metrics and plots go to ``run_dir``.
+
+    ``overrides`` replace ``let`` parameters; ``stop_after`` stops (and saves)
+    after that many steps, as Ctrl-C would; ``until(metrics)`` is asked after each
+    evaluation and stops the run when it returns True (early stopping). Without
+    ``run_dir`` nothing is written.
+    """
+    config = config or TrainConfig()
+    spec_text, name = _spec_text(spec)
+    if run_dir is not None and ckpt.latest(run_dir) is not None:
+        raise DataError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+    return _run(spec_text, name, overrides, config, run_dir, None, stop_after, until, progress, log)
+
+
+def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None = None,
+           stop_after: int | None = None, progress: bool = True, log: Callable[[str], None] = print) -> Run:
+    """Continue ``run_dir`` from its latest checkpoint with its spec and configuration.
+
+    ``steps`` may extend the run (a cosine or linear schedule then stretches);
+    ``device`` may move it.
+    """
+    saved = ckpt.load(run_dir)
+    if (Path(run_dir) / "checkpoint.json").exists():
+        raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
+    config = TrainConfig(**saved.meta["config"])
+    config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
+    if saved.step >= config.steps:
+        raise DataError(f"{run_dir} already finished its {config.steps} steps; give more with --steps")
+    return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
+                Path(run_dir), saved, stop_after, None, progress, log)
+
+
+def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig, run_dir: str | Path | None,
+         saved: ckpt.Checkpoint | None, stop_after: int | None, until: Callable[[dict], bool] | None, progress: bool,
+         log: Callable[[str], None]) -> Run:
+    run_dir = Path(run_dir) if run_dir is not None else None
+    parsed = parse(spec_text, file=name, overrides=overrides)
+    device = torch.device(config.device)
+    dtype = getattr(torch, config.dtype)
+
+    from .compiler import compile as compile_spec
+    model = compile_spec(parsed, device=device, seed=config.seed)
+    objective = Objective(model, config)
+    width = model.embeddings[model.stack_embedding[parsed.stacks[-1].role]].dim
+    recipe = paper_defaults(parsed.kind, width, config)
+    optimizer = _optimizer(model, recipe)
+    scaler = torch.amp.GradScaler(device.type, enabled=config.dtype == "float16")
+    step = 0
+    torch.manual_seed(config.seed)  # dropout's stream
+    if saved is not None:
+        state = saved.training_state()
+        model.load_state_dict(saved.weights)
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["rng"])
+        if device.type == "cuda" and state.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], device)
+        step = saved.step
+    if config.dtype != "float32":
+        autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
+    else:
+        autocast = nullcontext
+    metrics_path = run_dir / "metrics.jsonl" if run_dir is not None else None
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _truncate_metrics(metrics_path, step)
+    run = Run(model, objective, recipe, step)
+    meta = {"config": config.model_dump(), "overrides": overrides or {}, "vocab": objective.vocab.to_dict(),
+            "spec_file": name, "kind": parsed.kind, "recipe": recipe.__dict__}
+
+    def save():
+        if run_dir is None:
+            return
+        state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": torch.get_rng_state(),
+                 "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+        last = run.evaluations[-1] if run.evaluations else None
+        run.checkpoint = ckpt.save(run_dir, run.step, model, spec_text, {**meta, "evaluation": last}, state)
+
+    def record(entry: dict):
+        if metrics_path is not None:
+            with open(metrics_path, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    def evaluate():
+        metrics = objective.evaluate(model, device, autocast)
+        run.evaluations.append({"step": run.step, **metrics})
+        record({"step": run.step, **metrics})
+        log(f"step {run.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        if run_dir is not None:
+            plot_losses(metrics_path, run_dir / "loss.png")
+        return until is not None and until(metrics)
+
+    last_step = config.steps if stop_after is None else min(stop_after, config.steps)
+    model.train()
+    started = time.perf_counter()
+    bar = _progress(progress, step, config.steps)
+    with _StopFlag() as stop:
+        while run.step < last_step and not stop.requested:
+            tick = time.perf_counter()
+            loss_sum, tokens = 0.0, 0
+            for micro in range(config.accumulate):
+                batch = objective.batch(TRAIN, run.step, micro).to(device)
+                with autocast():
+                    logits = output_logits(model(**batch.inputs))
+                    loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE,
+                                           label_smoothing=recipe.label_smoothing)
+                scaler.scale(loss / config.accumulate).backward()
+                loss_sum += loss.item()
+                tokens += batch.tokens
+            lr = recipe.learning_rate(run.step + 1, config.steps)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            if recipe.grad_clip:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            run.step += 1
+            loss_value = loss_sum / config.accumulate
+            if not math.isfinite(loss_value):
+                raise RunError(f"the loss became {loss_value} at step {run.step}; lower --lr or use "
+                                         "--dtype float32")
+            run.losses.append(loss_value)
+            speed = tokens / max(time.perf_counter() - tick, 1e-9)
+            record({"step": run.step, "loss": loss_value, "lr": lr, "tokens_per_s": round(speed, 1)})
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+            if (run.step % config.eval_every == 0 or run.step == config.steps) and evaluate():
+                break
+            if run.step % config.save_every == 0 or run.step == config.steps:
+                save()
+        run.interrupted = stop.requested and run.step < config.steps
+    if bar is not None:
+        bar.close()
+    run.seconds = time.perf_counter() - started
+    if run.step < config.steps and run.step > 0:  # stopped early (Ctrl-C or stop_after): keep the place
+        save()
+    if run_dir is not None and metrics_path.exists():
+        plot_losses(metrics_path, run_dir / "loss.png")
+    return run
+
+
+def _progress(enabled: bool, done: int, total: int):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=done, unit="step", dynamic_ncols=True, disable=None)
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop records past ``step``: after a resume they belong to a future that was not saved."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    write_atomically(path, "".join(line + "\n" for line in kept).encode())
+
+
+def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
+    """(training records, evaluation records) of a metrics.jsonl."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [r for r in records if "loss" in r], [r for r in records if "eval_loss" in r]
+
+
+def plot_losses(metrics_path: Path, png: Path) -> None:
+    """Training loss per step (and its running mean) with held-out loss, log scale, written atomically."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps, evals = read_metrics(metrics_path)
+    if not steps:
+        return
+    x = [r["step"] for r in steps]
+    y = [r["loss"] for r in steps]
+    span = max(len(y) // 50, 1)
+    smooth = [sum(y[max(0, i - span + 1): i + 1]) / len(y[max(0, i - span + 1): i + 1]) for i in range(len(y))]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    ax.plot(x, y, color="#9db4d0", linewidth=0.8, label="training loss")
+    ax.plot(x, smooth, color="#1f4e79", linewidth=1.6, label=f"training loss, mean of {span}")
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", color="#C0392B",
+                label="held-out loss (no smoothing)")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats per token)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    write_atomically(png, buffer.getvalue())
+
+
+__all__ = ["Objective", "Recipe", "Run", "TASKS", "TrainConfig", "paper_defaults", "plot_losses", "read_metrics",
+           "train"]
