@@ -14,7 +14,7 @@ setup: $(STAMP) graphviz
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[test]' 2>&1 | grep -v "is ignored: it is neither" || true
-	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers, matplotlib; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers, matplotlib, safetensors, tqdm; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 graphviz:
@@ -27,11 +27,10 @@ graphviz:
 	    echo "note: Graphviz's 'dot' is missing; install it with: sudo apt-get install graphviz (diagrams other than .dot need it)"; \
 	  fi; }
 
+# The tour: check the examples, summarise and draw vaswani_base, train examples/reverse.tfs
+# to reverse sequences, decode with it; everything lands in out/demo.
 demo: setup
-	$(VENV)/bin/tfspec check examples/*.tfs
-	$(VENV)/bin/tfspec summary examples/vaswani_base.tfs --sweep 128,512,2048
-	mkdir -p out
-	$(VENV)/bin/tfspec render examples/vaswani_base.tfs -o out/vaswani_base.svg
+	$(VENV)/bin/tfspec demo --out out/demo
 
 test: setup
 	$(PY) -m pytest -q

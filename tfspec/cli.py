@@ -349,7 +349,7 @@ def cmd_train(args) -> int:
                              "(only --steps and --device may change)")
         run_dir = args.resume
         run = resume(run_dir, steps=args.steps, device=str(_device(args.device)) if args.device else None,
-                     progress=not args.no_progress)
+                     progress=not args.no_progress, log=lambda line: print(line, flush=True))
     else:
         if not args.file:
             raise UsageError("give a SPEC to train (or --resume DIR)")
@@ -366,10 +366,6 @@ def cmd_train(args) -> int:
 
 
 def _report(run, run_dir) -> None:
-    r = run.recipe
-    print(f"recipe ({r.source}): {r.optimizer} betas {r.betas} eps {r.eps:g}, {r.schedule} schedule, peak lr "
-          f"{r.lr:.3g}, warmup {r.warmup}, label smoothing {r.label_smoothing:g}, weight decay {r.weight_decay:g}, "
-          f"grad clip {r.grad_clip or 'none'}")
     state = "interrupted" if run.interrupted else "stopped"
     if run.step < run.objective.config.steps:
         print(f"{state} at step {run.step} of {run.objective.config.steps}; continue with: "
@@ -422,7 +418,7 @@ def cmd_generate(args) -> int:
         results = complete(model, vocab, inputs, prompted=prompted, max_new=max_new, strategy=strategy,
                            generator=generator, use_cache=False if args.no_cache else None)
     except ValueError as exc:  # text outside the vocabulary, an empty prompt, no room left
-        raise UsageError(str(exc)) from None
+        raise RunError(str(exc)) from None
     for r in results:
         if prompted:
             line = f"  {r.input} -> {r.output}"

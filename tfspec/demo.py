@@ -17,7 +17,7 @@ from pathlib import Path
 # stops the run as soon as it does.
 STEPS = 4000
 TARGET = 0.995
-CONFIG = dict(task="reverse", symbols=26, min_len=4, max_len=24, batch=64, lr=2e-3, warmup=400, grad_clip=1.0,
+CONFIG = dict(task="reverse", symbols=26, min_len=4, max_len=24, batch=64, lr=1e-3, warmup=300, grad_clip=1.0,
               eval_every=250, eval_size=500, save_every=1000)
 FINAL_EVAL = 2000  # fresh held-out sequences for the reported accuracy
 MARKER = ".tfspec-demo"
@@ -104,9 +104,10 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
         print(f"  missed: {e['source']} -> {e['prediction']} (reference {e['target']})")
 
     heading("6. what is where")
-    for path in sorted(out.rglob("*")):
-        if path.is_file() and not path.name.startswith("."):
-            print(f"  {path}")
+    diagram = next(out.glob("vaswani_base.*"))
+    for what, path in (("diagram", diagram), ("loss curve", run_dir / "loss.png"),
+                       ("metrics", run_dir / "metrics.jsonl"), ("checkpoint", run.checkpoint)):
+        print(f"  {what:<11} {path}")
     print(f"\noutput directory: {out.resolve()}")
     print(f"decode more: tfspec generate {run_dir} --input hello --beam")
     return 0 if exact >= 0.99 else 1

@@ -13,8 +13,8 @@ states travel in the checkpoint, so on a CPU a resumed run's losses equal an
 uninterrupted run's exactly.
 
 >>> config = TrainConfig(task="copy", steps=2, batch=4, max_len=6)
->>> run = train("examples/vaswani_base.tfs", config, None, overrides={"layers": 1, "d_model": 32, "heads": 2,
-...             "d_ff": 32, "vocab": 40}, progress=False)
+>>> run = train("examples/reverse.tfs", config, None, overrides={"layers": 1, "d_model": 32},
+...             progress=False, log=lambda line: None)
 >>> len(run.losses)
 2
 """
@@ -84,6 +84,11 @@ class Recipe:
     label_smoothing: float
     grad_clip: float | None
     source: str
+
+    def describe(self) -> str:
+        return (f"recipe ({self.source}): {self.optimizer} betas {self.betas} eps {self.eps:g}, {self.schedule} "
+                f"schedule, peak lr {self.lr:.3g}, warmup {self.warmup}, label smoothing {self.label_smoothing:g}, "
+                f"weight decay {self.weight_decay:g}, grad clip {self.grad_clip or 'none'}")
 
     def learning_rate(self, step: int, steps: int) -> float:
         """Learning rate of optimizer step ``step`` (1-based) out of ``steps``."""
@@ -416,9 +421,10 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
         record({"step": run.step, **metrics})
         log(f"step {run.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
         if run_dir is not None:
-            plot_losses(metrics_path, run_dir / "loss.png")
+            plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
         return until is not None and until(metrics)
 
+    log(recipe.describe() + (f"; resuming at step {run.step}" if saved is not None else ""))
     last_step = config.steps if stop_after is None else min(stop_after, config.steps)
     model.train()
     started = time.perf_counter()
@@ -467,7 +473,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     if run.step < config.steps and run.step > 0:  # stopped early (Ctrl-C or stop_after): keep the place
         save()
     if run_dir is not None and metrics_path.exists():
-        plot_losses(metrics_path, run_dir / "loss.png")
+        plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
     return run
 
 
@@ -493,7 +499,7 @@ def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
     return [r for r in records if "loss" in r], [r for r in records if "eval_loss" in r]
 
 
-def plot_losses(metrics_path: Path, png: Path) -> None:
+def plot_losses(metrics_path: Path, png: Path, label_smoothing: float = 0.0) -> None:
     """Training loss per step (and its running mean) with held-out loss, log scale, written atomically."""
     import io
 
@@ -509,7 +515,8 @@ def plot_losses(metrics_path: Path, png: Path) -> None:
     span = max(len(y) // 50, 1)
     smooth = [sum(y[max(0, i - span + 1): i + 1]) / len(y[max(0, i - span + 1): i + 1]) for i in range(len(y))]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
-    ax.plot(x, y, color="#9db4d0", linewidth=0.8, label="training loss")
+    smoothing = f" (label smoothing {label_smoothing:g})" if label_smoothing else ""
+    ax.plot(x, y, color="#9db4d0", linewidth=0.8, label="training loss" + smoothing)
     ax.plot(x, smooth, color="#1f4e79", linewidth=1.6, label=f"training loss, mean of {span}")
     if evals:
         ax.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", color="#C0392B",
