@@ -206,7 +206,7 @@ def test_resume_with_dropout_is_exact_too(tmp_path):
     assert whole.losses[2:] == rest.losses
 
 
-@pytest.mark.parametrize("failing_write", range(5))
+@pytest.mark.parametrize("failing_write", range(6))  # weights, spec, state, json, rename, 'latest'
 def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_loadable(tmp_path, monkeypatch, failing_write):
     run = train("examples/vaswani_base.tfs", small_run(tmp_path, steps=3), tmp_path / "run", overrides=TINY_ENCDEC,
                 progress=False, log=quiet)
@@ -348,6 +348,18 @@ def test_bad_arguments_exit_1_with_the_reason(tmp_path, tfspec_cli):
     result = tfspec_cli("train", "examples/vaswani_base.tfs", "--text", str(text), "--out", str(tmp_path / "e"))
     assert result.returncode == 1 and "encoder-decoder spec learns a task" in result.stderr
     assert not (tmp_path / "e" / "latest").exists()
+
+
+def test_usage_errors_exit_2_before_anything_is_written(tmp_path, tfspec_cli):
+    out = tmp_path / "run"
+    for args, message in [(("--symbols", "60"), "--symbols: Input should be less than or equal to 52"),
+                          (("--min-len", "30"), "min_len 30 is above max_len 24"),
+                          (("--text", "README.md", "--task", "copy"), "--text and --task are alternatives"),
+                          (("--resume", str(out)), "not both"),
+                          (("--top-p", "0.5"), "unrecognized arguments")]:
+        result = tfspec_cli("train", "examples/reverse.tfs", "--out", str(out), *args)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and not out.exists()
 
 
 def test_a_run_directory_is_never_overwritten(tmp_path):

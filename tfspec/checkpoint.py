@@ -53,9 +53,11 @@ class Checkpoint:
         """The compiled model with these weights, in eval mode."""
         from .compiler import compile as compile_spec
 
-        spec = self.spec()
-        model = compile_spec(spec, device=device)
-        model.load_state_dict(self.weights)
+        model = compile_spec(self.spec(), device=device)
+        try:
+            model.load_state_dict(self.weights)
+        except RuntimeError as exc:  # names or shapes that do not match the spec
+            raise CheckpointError(f"{self.path}: the weights do not fit spec.tfs: {exc}") from None
         return model.eval()
 
     def spec(self):

@@ -323,7 +323,16 @@ def _train_config(args):
             given["min_len"] = min(TrainConfig.model_fields["min_len"].default, given["max_len"])
     if args.text is not None and "task" in given:
         raise UsageError("--text and --task are alternatives: a text file, or a built-in task")
-    return TrainConfig(**given, device=str(_device(args.device)))
+    from pydantic import ValidationError
+
+    try:
+        return TrainConfig(**given, device=str(_device(args.device)))
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(f"--{str(error['loc'][0]).replace('_', '-')}: {message}" if error["loc"] else message)
+        raise UsageError("; ".join(problems)) from None
 
 
 def _fresh_run_dir(spec_name: str, what: str) -> str:

@@ -89,7 +89,7 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
     model = run.model.eval()
     device = torch.device(config.device)
     objective = run.objective
-    final = objective.decode_examples(model, device, _no_autocast, FINAL_EVAL)
+    final = objective.decode_examples(model, device, _no_autocast, FINAL_EVAL, draw=1)
     exact = sum(e["prediction"] == e["target"] for e in final) / len(final)
     for e in final[:8]:
         mark = "✓" if e["prediction"] == e["target"] else "✗"

@@ -32,7 +32,7 @@ from typing import Callable, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import checkpoint as ckpt
 from .api import load, parse
@@ -68,6 +68,12 @@ class TrainConfig(BaseModel):
     eval_every: int = Field(250, ge=1)
     eval_size: int = Field(500, ge=1)  # held-out sequences per evaluation
     save_every: int = Field(500, ge=1)
+
+    @model_validator(mode="after")
+    def _lengths_in_order(self):
+        if self.min_len > self.max_len:
+            raise ValueError(f"min_len {self.min_len} is above max_len {self.max_len}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -151,8 +157,6 @@ class Objective:
             self.text = TextData.read(config.text, config.tokens, self.window(model))
             self.vocab, self.tasks = self.text.vocab, None
         else:
-            if config.min_len > config.max_len:
-                raise DataError(f"--min-len {config.min_len} is above --max-len {config.max_len}")
             self.vocab = Vocabulary.letters(config.symbols)
             self.tasks, self.text = TaskData(config.task, self.vocab, config.min_len, config.max_len), None
         self.check_fits(model)
@@ -235,15 +239,19 @@ class Objective:
         model.train(was_training)
         return metrics
 
-    def exact_match(self, model, device, autocast, count: int | None = None) -> float:
-        examples = self.decode_examples(model, device, autocast, count)
+    def exact_match(self, model, device, autocast) -> float:
+        examples = self.decode_examples(model, device, autocast)
         return sum(e["prediction"] == e["target"] for e in examples) / len(examples)
 
     @torch.no_grad()
-    def decode_examples(self, model, device, autocast, count: int | None = None) -> list[dict]:
-        """Greedy decoding of held-out sources: [{"source", "target", "prediction"}] (as text)."""
+    def decode_examples(self, model, device, autocast, count: int | None = None, draw: int = 0) -> list[dict]:
+        """Greedy decoding of held-out sources: [{"source", "target", "prediction"}] (as text).
+
+        ``draw`` 0 is the set the periodic evaluation uses; another number draws
+        other held-out sequences (a final report independent of early stopping).
+        """
         count = count or self.config.eval_size
-        src, tgt, lengths = self.tasks.pairs(count, generator_for(self.config.seed, EVAL, 1 << 20), True)
+        src, tgt, lengths = self.tasks.pairs(count, generator_for(self.config.seed, EVAL, (1 << 20) + draw), True)
         predictions: list[list[int]] = [[] for _ in range(count)]
         allowed = self.vocab.output_ids(model.spec.head.out, end=True)
         with autocast():
@@ -419,7 +427,9 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
         metrics = objective.evaluate(model, device, autocast)
         run.evaluations.append({"step": run.step, **metrics})
         record({"step": run.step, **metrics})
-        log(f"step {run.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        line = f"step {run.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        with bar.external_write_mode() if bar is not None else nullcontext():  # keep the bar intact
+            log(line)
         if run_dir is not None:
             plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
         return until is not None and until(metrics)
