@@ -162,3 +162,25 @@ def test_full_size_parameter_counts_equal_the_references():
     # 37000 x 512 embedding (also the output projection) and no final norms.
     ours = count(tfspec.compile("examples/vaswani_base.tfs", device="meta"))
     assert ours - 37000 * 512 == count(paper) - 2 * (2 * 512)
+
+
+def test_cached_greedy_generation_matches_hf_gpt2_generate():
+    """Our KV-cached greedy decoding gives Hugging Face's tokens, and its step logits, for the same weights."""
+    from tfspec.decoding import Continuation, sample
+
+    torch.manual_seed(1)
+    reference = gpt2_reference()
+    model = tfspec.compile("examples/gpt2_small.tfs", overrides=GPT2_SIZES).eval()
+    from_hf_gpt2(model, reference)
+    prompt = torch.randint(1, 70, (3, 5))
+    ours = sample(Continuation(model), prompt, 15)
+    reference.generation_config.eos_token_id = None  # run the full length, like ours without an end token
+    with torch.no_grad():
+        out = reference.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=15,
+                                 do_sample=False, pad_token_id=0, output_logits=True, return_dict_in_generate=True)
+    assert out.sequences[:, 5:].tolist() == ours
+    steps = Continuation(model)
+    with torch.no_grad():
+        logits = [steps.feed(prompt)] + [steps.feed(out.sequences[:, i:i + 1]) for i in range(5, 19)]
+    for a, b in zip(logits, out.logits):
+        assert (a - b).abs().max().item() <= TOL
