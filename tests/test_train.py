@@ -369,3 +369,19 @@ def test_a_run_directory_is_never_overwritten(tmp_path):
         train("examples/vaswani_base.tfs", config, tmp_path / "run", overrides=TINY_ENCDEC, progress=False, log=quiet)
     with pytest.raises(DataError, match="already finished"):
         resume(tmp_path / "run", progress=False, log=quiet)
+
+
+def test_accumulated_micro_batches_are_distinct_deterministic_and_one_step(tmp_path):
+    from tfspec.compiler import compile as compile_spec
+    from tfspec.train import Objective
+
+    config = TrainConfig(task="reverse", steps=4, accumulate=3, **TINY)
+    objective = Objective(compile_spec("examples/reverse.tfs", overrides={"layers": 1, "d_model": 32}), config)
+    batches = [objective.batch(TRAIN, 0, micro).inputs["src"] for micro in range(3)]
+    assert not torch.equal(batches[0], batches[1]) and not torch.equal(batches[1], batches[2])
+    assert torch.equal(objective.batch(TRAIN, 0, 1).inputs["src"], batches[1])
+    assert not torch.equal(objective.batch(TRAIN, 1, 0).inputs["src"], batches[0])
+    run = train("examples/reverse.tfs", config, tmp_path / "run", overrides={"layers": 1, "d_model": 32},
+                progress=False, log=quiet)
+    steps, _ = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert len(run.losses) == len(steps) == 4  # an optimizer step, not a micro-batch, is a step

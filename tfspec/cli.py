@@ -400,11 +400,12 @@ def cmd_generate(args) -> int:
     config = TrainConfig(**saved.meta["config"])
     kind = model.spec.kind
     if kind == "encoder-only":
-        raise UsageError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
-    if args.beam is not None and (args.temperature or args.top_k or args.top_p):
+        raise RunError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
+    if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):
         raise UsageError("--beam searches for the most likely output; it does not combine with sampling options")
     prompted = config.text is None
-    strategy = Strategy(args.temperature or 0.0, args.top_k, args.top_p, args.beam, args.alpha)
+    temperature = args.temperature if args.temperature is not None else (1.0 if args.top_k or args.top_p else 0.0)
+    strategy = Strategy(temperature, args.top_k, args.top_p, args.beam, args.alpha)
     generator = torch.Generator().manual_seed(args.seed)
     max_new = args.max_new or ((config.max_len + 1) if prompted else 200)
     references = {}
@@ -419,8 +420,8 @@ def cmd_generate(args) -> int:
         inputs = [vocab.decode(src[i, : lengths[i]].tolist()) for i in range(args.count)]
         references = {x: vocab.decode(tgt[i, : lengths[i]].tolist()) for i, x in enumerate(inputs)}
     how = (f"beam search (beam {args.beam}, alpha {args.alpha:g})" if args.beam else
-           "greedy decoding" if not args.temperature else
-           f"sampling (temperature {args.temperature:g}" + (f", top-k {args.top_k}" if args.top_k else "")
+           "greedy decoding" if not temperature else
+           f"sampling (temperature {temperature:g}" + (f", top-k {args.top_k}" if args.top_k else "")
            + (f", top-p {args.top_p:g}" if args.top_p else "") + ")")
     print(f"{saved.path} (step {saved.step}): {model.spec.name}, {kind}; {how}")
     try:
@@ -578,7 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--count", type=_positive, default=5, help="held-out examples without --input (default 5)")
     generate.add_argument("--max-new", type=_positive, help="most tokens to generate (default: the task's "
                                                             "longest target + 1, or 200 for text)")
-    generate.add_argument("--temperature", type=_natural_float, help="sample at this temperature (0: greedy)")
+    generate.add_argument("--temperature", type=_natural_float, help="sample at this temperature (0: greedy; "
+                                                                   "1 when only --top-k/--top-p are given)")
     generate.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens")
     generate.add_argument("--top-p", type=_unit, help="sample from the smallest set holding this much probability")
     generate.add_argument("--beam", type=_positive, nargs="?", const=4, help="beam search (default width 4)")
