@@ -126,6 +126,11 @@ def test_decoder_only_learns_the_prompted_task():
     assert run.losses[0] > 2.0
     assert run.evaluations[-1]["eval_loss"] < 1.2  # chance is ln 7 = 1.95 nats
     assert run.evaluations[-1]["exact_match"] > 0.1  # chance is about 0
+    from tfspec.decoding import Strategy, complete
+
+    for strategy in (Strategy(), Strategy(beam=3)):  # "abcd SEP" -> letters until the end token
+        out = complete(run.model.eval(), run.objective.vocab, ["abcd"], prompted=True, max_new=7, strategy=strategy)
+        assert 1 <= len(out[0].output) <= 7 and set(out[0].output) <= set("abcdef")
 
 
 def test_masked_language_model_trains_an_encoder_only_spec(tmp_path):

@@ -72,9 +72,13 @@ def _spec_of(source, overrides) -> S.Spec:
     if isinstance(source, Path):
         return load(source, overrides=overrides)
     if isinstance(source, str):
-        looks_like_path = "\n" not in source and "{" not in source and (source.endswith(".tfs") or Path(source).is_file())
-        return load(source, overrides=overrides) if looks_like_path else parse(source, overrides=overrides)
+        return load(source, overrides=overrides) if looks_like_path(source) else parse(source, overrides=overrides)
     raise TypeError(f"compile() takes a Spec, a path or spec text, not {type(source).__name__}")
+
+
+def looks_like_path(source: str) -> bool:
+    """Is this string a spec file's path rather than spec text? (one line, no braces, a .tfs or existing file)"""
+    return "\n" not in source and "{" not in source and (source.endswith(".tfs") or Path(source).is_file())
 
 
 def _build_and_initialise(spec: S.Spec) -> CompiledModel:

@@ -36,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import checkpoint as ckpt
 from .api import load, parse
+from .compiler import compile as compile_spec
+from .compiler import looks_like_path
 from .data import (BOS, EOS, EVAL, IGNORE, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, TextData, Vocabulary,
                    generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
@@ -305,9 +307,8 @@ def _optimizer(model, recipe: Recipe):
 
 def _spec_text(source) -> tuple[str, str]:
     """(spec text, name for messages) of a path or text."""
-    path = Path(source) if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
-                                                         and source.endswith(".tfs")) else None
-    if path is not None:
+    if isinstance(source, Path) or looks_like_path(source):
+        path = Path(source)
         load(path)  # a clear SpecError for a missing or bad file
         return path.read_text(encoding="utf-8"), str(path)
     return source, "<spec>"
@@ -379,8 +380,6 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     parsed = parse(spec_text, file=name, overrides=overrides)
     device = torch.device(config.device)
     dtype = getattr(torch, config.dtype)
-
-    from .compiler import compile as compile_spec
     model = compile_spec(parsed, device=device, seed=config.seed)
     objective = Objective(model, config)
     width = model.embeddings[model.stack_embedding[parsed.stacks[-1].role]].dim
