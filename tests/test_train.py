@@ -42,6 +42,15 @@ def test_task_targets_are_what_the_task_says(task, seed, evaluation):
     assert bool((held_out(src) == evaluation).all())  # held-out rows only in evaluation, never in training
 
 
+def test_the_command_line_offers_exactly_the_registered_tasks():
+    from tfspec import cli
+    from tfspec.data import TASKS
+
+    assert set(cli.TASKS) == set(cli.TASK_HELP) == set(TASKS)  # cli names them without importing torch
+    with pytest.raises(ValueError, match="unknown task 'rotate'"):
+        TrainConfig(task="rotate")
+
+
 def test_held_out_sequences_are_about_one_in_ten_and_deterministic():
     vocab = Vocabulary.letters(26)
     src, _, _ = TaskData("copy", vocab, 4, 24).pairs(4000, generator_for(0, TRAIN, 0), False)

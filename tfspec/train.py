@@ -32,14 +32,14 @@ from typing import Callable, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import checkpoint as ckpt
 from .api import load, parse
 from .compiler import compile as compile_spec
 from .compiler import looks_like_path
-from .data import (BOS, EOS, EVAL, IGNORE, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, TextData, Vocabulary,
-                   generator_for, mlm_batch, prompted_batch, seq2seq_batch)
+from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, TextData,
+                   Vocabulary, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
 from .errors import RunError
 from .files import write_atomically
@@ -49,10 +49,10 @@ class TrainConfig(BaseModel):
     """Everything that decides a run; saved in each checkpoint. ``None`` means "the paper's default"."""
 
     model_config = ConfigDict(extra="forbid")
-    task: Literal["copy", "reverse", "sort"] = "reverse"
+    task: str = "reverse"  # a name in tfspec.data.TASKS
     text: str | None = None  # a text file: language modelling (decoder-only) or MLM (encoder-only)
     tokens: Literal["bytes", "chars"] = "bytes"
-    symbols: int = Field(26, ge=2, le=52)  # task alphabet
+    symbols: int = Field(26, ge=2, le=len(LETTERS))  # task alphabet
     min_len: int = Field(4, ge=1)
     max_len: int = Field(24, ge=1)  # task source lengths
     seq_len: int | None = Field(None, ge=1)  # text window (default: 256, or the learned positions if fewer)
@@ -70,6 +70,13 @@ class TrainConfig(BaseModel):
     eval_every: int = Field(250, ge=1)
     eval_size: int = Field(500, ge=1)  # held-out sequences per evaluation
     save_every: int = Field(500, ge=1)
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, task: str) -> str:
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; the tasks are {', '.join(sorted(TASKS))}")
+        return task
 
     @model_validator(mode="after")
     def _lengths_in_order(self):
@@ -117,21 +124,18 @@ def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
     Warmup is the paper's, shortened to a quarter of ``steps`` when a run is too
     short to finish it.
     """
-    if kind == "encoder-decoder":
+    if kind == "encoder-decoder":  # lr None: the schedule's own peak, d_model^-0.5 * warmup^-0.5
         base = dict(optimizer="adam", betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, schedule="noam", warmup=4000,
-                    label_smoothing=0.1, grad_clip=None, source="Vaswani et al. 2017, 5.3-5.4")
-        warmup = config.warmup if config.warmup is not None else min(4000, max(config.steps // 4, 1))
-        lr = d_model ** -0.5 * max(warmup, 1) ** -0.5  # the schedule's own peak
+                    lr=None, label_smoothing=0.1, grad_clip=None, source="Vaswani et al. 2017, 5.3-5.4")
     elif kind == "decoder-only":
         base = dict(optimizer="adamw", betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, schedule="cosine",
-                    warmup=2000, label_smoothing=0.0, grad_clip=1.0, source="GPT-3 (Brown et al. 2020) / nanoGPT")
-        warmup, lr = None, 6e-4
+                    warmup=2000, lr=6e-4, label_smoothing=0.0, grad_clip=1.0,
+                    source="GPT-3 (Brown et al. 2020) / nanoGPT")
     else:
         base = dict(optimizer="adamw", betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01, schedule="linear",
-                    warmup=10000, label_smoothing=0.0, grad_clip=1.0, source="BERT (Devlin et al. 2018), A.2")
-        warmup, lr = None, 1e-4
-    if warmup is None:
-        warmup = config.warmup if config.warmup is not None else min(base["warmup"], max(config.steps // 4, 1))
+                    warmup=10000, lr=1e-4, label_smoothing=0.0, grad_clip=1.0, source="BERT (Devlin et al. 2018), A.2")
+    warmup = config.warmup if config.warmup is not None else min(base["warmup"], max(config.steps // 4, 1))
+    lr = base["lr"] if base["lr"] is not None else d_model ** -0.5 * max(warmup, 1) ** -0.5
     base.update(warmup=warmup, lr=config.lr if config.lr is not None else lr)
     if config.label_smoothing is not None:
         base["label_smoothing"] = config.label_smoothing
@@ -542,5 +546,5 @@ def plot_losses(metrics_path: Path, png: Path, label_smoothing: float = 0.0) -> 
     write_atomically(png, buffer.getvalue())
 
 
-__all__ = ["Objective", "Recipe", "Run", "TASKS", "TrainConfig", "paper_defaults", "plot_losses", "read_metrics",
+__all__ = ["Objective", "Recipe", "Run", "TrainConfig", "paper_defaults", "plot_losses", "read_metrics",
            "train"]
