@@ -95,7 +95,7 @@ def test_mask_reach_agrees_with_the_mask_itself(n, masks, k):
     allowed = torch.ones(n, n, dtype=torch.bool)
     for c in choices:
         variant = MASKS[c.name]
-        allowed &= variant.allowed(positions, positions, variant.options(c.options))
+        allowed &= variant.allowed(positions, positions, variant.options(c.options), {})
     assert allowed_pairs(n, *mask_reach(choices)) == int(allowed.sum())
 
 
@@ -137,12 +137,12 @@ def test_complexity_classes_follow_the_masks_not_the_example():
     decoder x 2 { attention self heads=4 mask=causal + window(8); attention cross heads=4; feedforward d_ff=128 }
     head tied(tokens)"""
     rows = {c.layer: c for c in analyse(parse(text)).complexity}
-    assert (rows["Self-attention (mask padding)"].per_layer, rows["Self-attention (mask padding)"].path) == \
+    assert (rows["Self-attention (Multi-Head, mask padding)"].per_layer, rows["Self-attention (Multi-Head, mask padding)"].path) == \
         ("O(n²·d)", "O(1)")
-    windowed = rows["Self-attention (mask causal+window)"]
+    windowed = rows["Self-attention (Multi-Head, mask causal+window(8))"]
     assert (windowed.per_layer, windowed.sequential, windowed.path) == ("O(r·n·d)", "O(1)", "O(n/r)")
     assert "r = 8 keys" in windowed.note
-    assert rows["Cross-attention (mask none)"].per_layer == "O(n·m·d)"
+    assert rows["Cross-attention (Multi-Head, mask none)"].per_layer == "O(n·m·d)"
     assert rows["Feed-forward (position-wise)"].per_layer == "O(n·d·d_ff)"
 
 
@@ -184,7 +184,7 @@ def test_summary_cli_prints_totals_that_match_the_counter(tfspec_cli, tmp_path):
     assert "124,439,808" in out and "291.65 G in matrix products" in out
     assert "FlopCounterMode: 291.65 GFLOPs in matrix products (analysis 291.65 G, +0.00%)" in out
     assert "saved for backward: 2.59 GiB (analysis 2.59 GiB, +0.00%)" in out
-    assert "Self-attention (mask causal)" in out and "O(n²·d)" in out
+    assert "Self-attention (Multi-Head, mask causal)" in out and "O(n²·d)" in out
     png = (tmp_path / "cost.png").read_bytes()
     assert png.startswith(b"\x89PNG")
 
@@ -197,7 +197,7 @@ def test_summary_json(tfspec_cli):
     assert data["lengths"] == {"encoder": 64, "decoder": 64}
     assert [row["lengths"]["encoder"] for row in data["sweep"]] == [64, 128]
     assert sum(c["params"] for c in data["components"]) == data["total"]["params"]
-    assert {c["layer"] for c in data["complexity"]} >= {"Cross-attention (mask padding)"}
+    assert {c["layer"] for c in data["complexity"]} >= {"Cross-attention (Multi-Head, mask padding)"}
 
 
 @pytest.mark.parametrize("args, message", [

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import tfspec
+from tfspec.nn.context import Context
 from tfspec.analysis import parameter_table
 from tfspec.compiler import parameter_roles
 
@@ -133,7 +134,8 @@ encoder x 1 { attention self heads=2 kind=additive mask=padding; feedforward d_f
     scores = torch.einsum("bhqkd,hd->bhqk", torch.tanh(q[:, :, :, None] + k[:, :, None]), attention.score)
     scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
     expected = attention.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(1, 4, 8))
-    assert torch.allclose(attention(x, key_padding_mask=pad), expected, atol=1e-6)
+    ctx = Context(positions=torch.arange(4)[None], padding=pad)
+    assert torch.allclose(attention(x, ctx), expected, atol=1e-6)
 
 
 def test_gated_feedforward_uses_first_half_as_gate():

@@ -16,7 +16,7 @@ def test_gpt1_to_gpt2_lists_the_real_differences():
     assert lines(load("examples/gpt1.tfs"), load("examples/gpt2_small.tfs")) == [
         "model: init normal(std=0.02) → gpt2(std=0.02)",
         "embedding tokens: vocab 40,478 → 50,257",
-        "embedding tokens: position learned(max_len=512) → learned(max_len=1024)",
+        "embedding tokens: position learned(512) → learned(1024)",
         "decoder: residual post-norm → pre-norm (every sublayer)",
         "decoder: final norm none → layernorm(eps=1e-05, bias=true)",
         "decoder.ffn: activation GELU → GELU (tanh)",
@@ -54,7 +54,7 @@ def test_wiring_is_compared_by_what_it_computes():
     assert "decoder: layers 2 → 3" in changed
     assert any(c.startswith("decoder: residual pre-norm → parallel") or
                c.startswith("decoder.attention: residual pre-norm → parallel") for c in changed), changed
-    assert any("mask causal → causal + window(k=16)" in c for c in changed), changed
+    assert any("mask causal → causal + window(16)" in c for c in changed), changed
 
 
 def test_sizes_and_totals_change_together():

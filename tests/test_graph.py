@@ -107,9 +107,31 @@ def test_format_graph_one_line_per_node():
     assert len(text.splitlines()) == 2 + g.number_of_nodes()
 
 
-def test_size_check_uses_machine_memory(monkeypatch):
-    import tfspec.validate as v
-    monkeypatch.setattr(v, "machine_memory_bytes", lambda: 1000)
+HUGE = ("let d = 1000000\nembedding tokens { vocab 1000000; dim d }\n"
+        "decoder x 4000 { attention self heads=8; feedforward d_ff=1000000 }\n")
+
+
+def test_a_huge_spec_checks_summarises_and_draws_without_allocating(tmp_path):
+    import time
+    from tfspec.diagram import to_graphviz
+    from tfspec.analysis import analyse
+    from tfspec.summary import format_summary
+    start = time.perf_counter()
+    spec = tfspec.parse(HUGE)
+    assert count_parameters(spec.graph()) == 24_001_040_000_000_000
+    assert "24,001,040,000,000,000" in format_summary(analyse(spec))
+    assert to_graphviz(spec).source
+    assert time.perf_counter() - start < 5
+
+
+def test_only_materialising_weights_is_refused_for_size(monkeypatch):
+    import tfspec.compiler as c
+    monkeypatch.setattr(c, "available_memory_bytes", lambda device=None: 10 * 2**20)
     with pytest.raises(tfspec.SpecError) as info:
-        tfspec.parse(EMB + "decoder x 1 { attention self heads=2 }")
+        c.compile(EMB + "decoder x 1 { attention self heads=2; feedforward d_ff=1000000 }")
     assert info.value.codes == ["size"]
+    assert "need 0.1 GiB" in info.value.message and "only 0.0 GiB of memory is available" in info.value.message
+    assert info.value.line == 2 and info.value.column == 39  # the feedforward that holds most of the weights
+    c.compile(EMB + "decoder x 1 { attention self heads=2; feedforward d_ff=1000000 }", device="meta")
+
+

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import networkx as nx
 
-from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
+from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, combined_reach
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -74,14 +74,8 @@ def count_parameters(g: nx.DiGraph) -> int:
 
 
 def mask_reach(masks) -> tuple[int | None, int | None]:
-    """Keys behind and ahead a query may see under all of ``masks`` (``None``: unbounded)."""
-    behind = ahead = None
-    for choice in masks:
-        variant = MASKS[choice.name]
-        b, a = variant.reach(variant.options(choice.options))
-        behind = b if behind is None else (behind if b is None else min(behind, b))
-        ahead = a if ahead is None else (ahead if a is None else min(ahead, a))
-    return behind, ahead
+    """Keys behind and ahead a query may see under all of ``masks`` (``Choice``s; ``None``: unbounded)."""
+    return combined_reach([MASKS.of(choice) for choice in masks])
 
 
 def allowed_pairs(n: int, behind: int | None, ahead: int | None) -> int:
@@ -334,28 +328,34 @@ class _Counter:
         return self.dense(0, n * a["width"], memory, repeat)
 
     def cost_attention(self, node, a, n, repeat):
-        spec, d = a["spec"], a["width"]
-        kind = ATTENTION_KINDS[spec.kind.name]
-        cross = spec.reads == "cross"
+        spec, shape = a["spec"], a["geometry"]
+        kind, options = ATTENTION_KINDS.of(spec.kind)
+        cross = shape.cross
         m = self.lengths["encoder"] if cross else n
-        d_mem = self.g.graph["stacks"]["encoder"]["width"] if cross else d
-        heads, head_dim = spec.heads, d // spec.heads
-        projections = 2 * n * d * d + 2 * m * d_mem * 2 * d + 2 * n * d * d  # q, k and v, output
-        bias = (2 * n * d + 2 * m * d) if spec.bias else 0
+        heads, head_dim = shape.heads, shape.head_dim
+        # q; k and v; the output
+        projections = 2 * n * shape.width * shape.q_width + 2 * m * shape.memory_width * 2 * shape.kv_width \
+            + 2 * n * shape.q_width * shape.width
+        bias = (n * shape.q_width + m * 2 * shape.kv_width if shape.bias else 0) + (n * shape.width if shape.out_bias else 0)
+        norm, _ = NORMS.of(spec.qk_norm)
+        bias += norm.flops_per_element * head_dim * (n * heads + m * shape.kv_heads)
+        position, position_options = POSITIONS.of(spec.position)
+        if position.acts == "attention":
+            bias += position.attention_flops(position_options, shape, n, m)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path
         structural = [MASKS[c.name] for c in spec.mask if MASKS[c.name].structural]
         fused_causal = len(structural) == 1 and structural[0].fused_causal
         mask_add = heads * n * m if structural and not fused_causal else 0
         pairs = n * m if cross else allowed_pairs(n, *mask_reach(spec.mask))
-        matmul, elementwise = kind.core_flops(heads, head_dim, n * m)
-        matmul_aware, elementwise_aware = kind.core_flops(heads, head_dim, pairs)
+        matmul, elementwise = kind.core_flops(shape, options, n * m)
+        matmul_aware, elementwise_aware = kind.core_flops(shape, options, pairs)
         if spec.dropout:
             elementwise, elementwise_aware = elementwise + heads * n * m, elementwise_aware + heads * pairs
-        kept, stats = kind.core_saved(self.batch, heads, head_dim, n, m, spec.dropout, self.fused, cross)
+        kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
         memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat)
-        memory += self.keep_input(node, a["inputs"][0], self.batch * n * d * self.s, repeat)
+        memory += self.keep_input(node, a["inputs"][0], self.batch * n * shape.width * self.s, repeat)
         if cross:
-            memory += self.keep_input(node, a["inputs"][1], self.batch * m * d_mem * self.s, repeat)
+            memory += self.keep_input(node, a["inputs"][1], self.batch * m * shape.memory_width * self.s, repeat)
         k = self.batch * repeat
         return Cost(0, (projections + matmul) * k, (bias + mask_add + elementwise) * k,
                     (projections + matmul_aware) * k, (bias + elementwise_aware) * k, memory)
@@ -387,12 +387,14 @@ class _Counter:
         memory += self.keep_input(node, a["inputs"][0], rows * d * self.s, repeat)
         if spec.transform is not None:  # dense (+bias), activation, norm, then the projection's input
             activation = ACTIVATIONS[spec.transform.name]
-            norm = NORMS[spec.transform_norm.name] if spec.transform_norm is not None else NORMS["none"]
+            norm_flops, (kept, stats) = 0, (0, 0)
+            if spec.transform_norm is not None:
+                norm = NORMS[spec.transform_norm.name]
+                norm_flops, (kept, stats) = norm.flops_per_element, norm.saved(d)
             matmul += 2 * n * d * d
-            elementwise += n * d + (activation.flops_per_element + norm.flops_per_element) * n * d
+            elementwise += n * d + (activation.flops_per_element + norm_flops) * n * d
             # the activation keeps its input or its output; the next step keeps the activation's output
             elements = d * (2 if activation.saves == "input" else 1)
-            kept, stats = norm.saved(d)
             if kept or stats:  # the norm's own tensors beyond its input, then its output for the projection
                 elements += kept
             memory += self.keep(("transform", node), rows * (elements * self.s + stats * STAT_BYTES))
@@ -420,22 +422,12 @@ def complexity_classes(g: nx.DiGraph) -> list[Complexity]:
     for _, a in g.nodes(data=True):
         spec = a.get("spec")
         if a["op"] == "attention":
-            kind = "" if spec.kind.name == "dot" else f"{spec.kind.name} "
-            masks = "+".join(spec.mask_names) if spec.mask else "none"
-            if spec.reads == "cross":
-                rows.setdefault(f"cross {kind}{masks}", Complexity(f"Cross-attention ({kind}mask {masks})",
-                                                                   "O(n·m·d)", "O(1)", "O(1)"))
-                continue
-            behind, ahead = mask_reach(spec.mask)
-            layer = f"Self-attention ({kind}mask {masks})"
-            if behind is not None and ahead is not None:
-                r = behind + ahead + 1
-                rows.setdefault(layer, Complexity(layer, "O(r·n·d)", "O(1)", "O(n/r)",
-                                                  f"r = {r} keys per query; {max(behind, ahead)} positions "
-                                                  f"further per layer"))
-            else:
-                note = "each position sees only earlier ones" if ahead == 0 else ""
-                rows.setdefault(layer, Complexity(layer, "O(n²·d)", "O(1)", "O(1)", note))
+            kind, options = ATTENTION_KINDS.of(spec.kind)
+            masks = "+".join(MASKS.label(m) for m in spec.mask) if spec.mask else "none"
+            cross = spec.reads == "cross"
+            layer = f"{'Cross' if cross else 'Self'}-attention ({kind.label(options)}, mask {masks})"
+            c = kind.complexity(options, cross, mask_reach(spec.mask))
+            rows.setdefault(layer, Complexity(layer, c.per_layer, c.sequential, c.path, c.note))
         elif a["op"] == "feedforward":
             rows.setdefault("ffn", Complexity("Feed-forward (position-wise)", "O(n·d·d_ff)", "O(1)", "none",
                                               "mixes no positions"))

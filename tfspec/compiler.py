@@ -18,7 +18,9 @@ torch.Size([2, 10, 100])
 
 from __future__ import annotations
 
+import math
 import operator
+import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +31,15 @@ import torch
 from torch import fx, nn
 
 from . import schema as S
-from .analysis import layer_repeat
+from .analysis import count_parameters, layer_repeat
 from .api import load, parse
+from .errors import Diagnostic, SpecError
 from .nn.attention import cache_slot
 from .nn.embedding import Embeddings
 from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
 from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
-from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS
+from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig
 
 MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
                  "encoder-decoder": EncoderDecoderModel}
@@ -52,6 +55,7 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
     ``torch.manual_seed`` makes it reproducible).
     """
     spec = _spec_of(source, overrides)
+    check_fits(spec, device, dtype)
     with torch.device(device) if device is not None else nullcontext():
         if seed is not None:
             with torch.random.fork_rng(devices=[]):
@@ -62,6 +66,47 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
     if dtype is not None:
         model = model.to(dtype=dtype)
     return model
+
+
+def available_memory_bytes(device=None) -> int:
+    """Memory that new weights could still take on ``device``: free GPU memory, or the host's MemAvailable."""
+    device = torch.device(device) if device is not None else torch.get_default_device()
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def check_fits(spec: S.Spec, device=None, dtype=None) -> None:
+    """Refuse, before allocating, weights that will not fit in the memory available (a SpecError, code ``size``).
+
+    Only materialising a model is refused for its size: ``check``, ``summary``,
+    ``render`` and ``diff`` read the same spec without allocating anything.
+    """
+    if device is not None and torch.device(device).type == "meta":
+        return
+    g = spec.graph()
+    params = count_parameters(g)
+    # initialisation happens in the default dtype, before any ``dtype=`` conversion
+    need = params * torch.empty((), dtype=torch.get_default_dtype(), device="meta").element_size()
+    have = available_memory_bytes(device)
+    if need > have:
+        biggest = max((n for n in g if g.nodes[n]["params"]),
+                      key=lambda n: sum(math.prod(s) for s in g.nodes[n]["params"].values()) * layer_repeat(g, n))
+        raise SpecError([Diagnostic("size", f"the model's {params:,} parameters need {need / 2**30:,.1f} GiB "
+                                            f"({torch.get_default_dtype()}), but only {have / 2**30:,.1f} GiB of "
+                                            "memory is available", g.nodes[biggest]["span"] or spec.span,
+                                    "shrink it (e.g. with --set), or inspect it without weights: "
+                                    "check, summary and render need no memory for them")], spec._sources)
 
 
 def _spec_of(source, overrides) -> S.Spec:
@@ -99,12 +144,16 @@ def build_model(spec: S.Spec) -> CompiledModel:
         template = [n for n in order if g.nodes[n]["in_block"] and g.nodes[n]["stack"] == role]
         layers = [_layer(g, template, role, i) for i in range(info["repeat"])]
         stack = spec.decoder if role == "decoder" else spec.encoder
-        masks = [g.nodes[n]["spec"] for n in template if g.nodes[n]["op"] == "attention"]
-        stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]),
-                             masks_padding=any(a.reads == "self" and "padding" in a.mask_names for a in masks),
-                             memory_masks_padding=any(a.reads == "cross" and "padding" in a.mask_names for a in masks))
-        position = spec.embedding(info["embedding"]).position
-        max_len[role] = POSITIONS[position.name].max_len(POSITIONS[position.name].options(position.options))
+        attentions = [g.nodes[n]["spec"] for n in template if g.nodes[n]["op"] == "attention"]
+
+        def reads_padding(reads: str) -> bool:
+            return any(MASKS[m.name].reads_padding for a in attentions if a.reads == reads for m in a.mask)
+
+        inputs = {i.name: i for a in attentions for m in a.mask for i in MASKS[m.name].inputs}
+        stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]), masks_padding=reads_padding("self"),
+                             memory_masks_padding=reads_padding("cross"), inputs=inputs)
+        position, options = POSITIONS.of(spec.embedding(info["embedding"]).position)
+        max_len[role] = position.max_len(options)
     width = g.graph["stacks"][spec.stacks[-1].role]["width"]
     head = _head(spec.head, width) if spec.head is not None else None
     pooler = Pooler(width, ACTIVATIONS[spec.pooler.activation.name].build()) if spec.pooler is not None else None
@@ -113,14 +162,25 @@ def build_model(spec: S.Spec) -> CompiledModel:
 
 
 def _norm(choice: S.Choice, width: int) -> nn.Module:
-    variant = NORMS[choice.name]
-    return variant.build(width, variant.options(choice.options))
+    variant, options = NORMS.of(choice)
+    return variant.build(width, options)
 
 
 def _embeddings(e: S.Embedding) -> Embeddings:
-    variant = POSITIONS[e.position.name]
-    return Embeddings(e.vocab, e.dim, e.scale, variant.build(e.dim, variant.options(e.position.options)),
-                      e.segments, _norm(e.norm, e.dim), e.dropout)
+    variant, options = POSITIONS.of(e.position)
+    return Embeddings(e.vocab, e.dim, e.scale, variant.build(e.dim, options), e.segments, _norm(e.norm, e.dim),
+                      e.dropout)
+
+
+def attention_config(a: dict) -> AttentionConfig:
+    """What an attention node's runtime module is built from (its variants resolved, ``none``s dropped)."""
+    body = a["spec"]
+    position, position_options = POSITIONS.of(body.position)
+    norm, norm_options = NORMS.of(body.qk_norm)
+    return AttentionConfig(shape=a["geometry"], dropout=body.dropout,
+                           masks=tuple(MASKS.of(m) for m in body.mask),
+                           position=None if position.absent else (position, position_options),
+                           qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale)
 
 
 def _head(head: S.Head, width: int) -> Head:
@@ -132,10 +192,8 @@ def _head(head: S.Head, width: int) -> Head:
 def _sublayer_module(a: dict) -> nn.Module:
     body, width = a["spec"], a["width"]
     if a["op"] == "attention":
-        masks = [(MASKS[m.name], MASKS[m.name].options(m.options)) for m in body.mask]
-        memory_width = a["params"]["kv.weight"][1] if body.reads == "cross" else width
-        return ATTENTION_KINDS[body.kind.name].build(width, body.heads, body.bias, body.reads == "cross",
-                                                     memory_width, body.dropout, masks)
+        kind, options = ATTENTION_KINDS.of(body.kind)
+        return kind.build(attention_config(a), options)
     if a["op"] == "feedforward":
         activation = ACTIVATIONS[body.activation.name]
         return FeedForward(width, body.d_ff, activation.build(), activation.gated, body.bias, body.dropout)
@@ -150,9 +208,8 @@ def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.Grap
     """One layer: fresh sublayer modules, and a generated forward wiring them as the IR says."""
     graph = fx.Graph()
     x = graph.placeholder("x")
-    padding_mask = graph.placeholder("padding_mask", default_value=None)
-    memory = graph.placeholder("memory", default_value=None)
-    memory_padding_mask = graph.placeholder("memory_padding_mask", default_value=None)
+    # the call's shared inputs (tfspec.nn.context.Context); None: positions 0.., no padding (a layer on its own)
+    ctx = graph.placeholder("ctx", default_value=None)
     cache = graph.placeholder("cache", default_value=None)  # incremental decoding: {sublayer: KVCache}
     root = nn.Module()
     values: dict[str, fx.Node] = {}
@@ -176,11 +233,8 @@ def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.Grap
         if not hasattr(root, name):
             root.add_module(name, _sublayer_module(a))
         if a["op"] == "attention":
-            slot = graph.call_function(cache_slot, (cache, name))
-            cross = a["spec"].reads == "cross"
-            values[n] = graph.call_module(name, (inputs[0], memory if cross else None),
-                                          {"key_padding_mask": memory_padding_mask if cross else padding_mask,
-                                           "cache": slot})
+            slot = graph.call_function(cache_slot, (cache, name, getattr(root, name).keep))
+            values[n] = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
         else:
             values[n] = graph.call_module(name, (inputs[0],))
     return fx.GraphModule(root, graph, class_name=f"{role.capitalize()}Layer")

@@ -25,7 +25,6 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from .analysis import mask_reach
 
 
 class Steps(Protocol):
@@ -37,13 +36,11 @@ class Steps(Protocol):
 
 
 def cache_supported(spec) -> bool:
-    """Does caching keys and values reproduce full recomputation? Only if no decoder self-attention looks ahead."""
-    g = spec.graph()
-    for _, a in g.nodes(data=True):
-        if a["op"] == "attention" and a["stack"] == "decoder" and a["spec"].reads == "self":
-            if mask_reach(a["spec"].mask)[1] != 0:
-                return False
-    return True
+    """Does caching keys and values reproduce full recomputation? Only if every decoder self-attention stops
+    looking ahead -- from the start (causal) or after a prefix fed whole in the first step (prefix-LM)."""
+    from .verify import causal_from
+
+    return causal_from(spec) is not None
 
 
 class Continuation:
@@ -51,11 +48,14 @@ class Continuation:
 
     For an encoder-decoder model give ``src`` (and its padding mask): it is
     encoded once. ``use_cache=None`` caches whenever that is exact
-    (``cache_supported``), ``False`` always recomputes.
+    (``cache_supported``), ``False`` always recomputes. A model whose attention
+    is bidirectional over a prefix (prefix-LM) takes the first ``feed`` as that prefix.
     """
 
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
                  use_cache: bool | None = None):
+        from .verify import causal_from
+
         spec = model.spec
         if spec.kind == "encoder-only" or spec.head is None:
             raise ValueError(f"{spec.name} cannot generate: generation needs a decoder and a head "
@@ -72,6 +72,8 @@ class Continuation:
         self.memory_padding_mask = src_padding_mask
         self.cache = [{} for _ in model.decoder.layers] if self.use_cache else None
         self.tokens: Tensor | None = None  # everything fed so far, (batch, length)
+        self.prefix_inputs = sorted((causal_from(spec) or set()) - {"start"})  # e.g. prefix_lengths
+        self.inputs: dict[str, Tensor] = {}
 
     @property
     def length(self) -> int:
@@ -79,17 +81,21 @@ class Continuation:
 
     def feed(self, tokens: Tensor) -> Tensor:
         offset = self.length
+        if offset == 0:  # the first chunk is the prompt: a prefix-LM sees it bidirectionally
+            lengths = torch.full((tokens.shape[0],), tokens.shape[1], dtype=torch.long, device=tokens.device)
+            self.inputs = {name: lengths for name in self.prefix_inputs}
         self.tokens = tokens if self.tokens is None else torch.cat((self.tokens, tokens), dim=1)
         if self.use_cache:
-            out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask)
+            out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask, **self.inputs)
         elif self.memory is not None:
-            out = self.model.decode(self.tokens, self.memory, self.memory_padding_mask)
+            out = self.model.decode(self.tokens, self.memory, self.memory_padding_mask, **self.inputs)
         else:
-            out = self.model(self.tokens)
+            out = self.model(self.tokens, **self.inputs)
         return (out[0] if isinstance(out, tuple) else out)[:, -1]
 
     def reorder(self, rows: Tensor) -> None:
         self.tokens = self.tokens.index_select(0, rows) if self.tokens is not None else None
+        self.inputs = {k: v.index_select(0, rows) for k, v in self.inputs.items()}
         if self.memory is not None:
             self.memory = self.memory.index_select(0, rows)
             if self.memory_padding_mask is not None:

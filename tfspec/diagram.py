@@ -22,6 +22,7 @@ import graphviz
 import networkx as nx
 
 from .files import write_atomically
+from .registry import POSITIONS
 
 FORMATS = ("svg", "png", "pdf", "dot")
 INSTALL_HINT = ("Graphviz's 'dot' program was not found; install it (Debian/Ubuntu: sudo apt-get install graphviz, "
@@ -187,13 +188,26 @@ class _Diagram:
             fill, border = STYLES[op]
             shape = "ellipse" if op == "position" else "box"
             graph.node(node_id, self.label(n, a), fillcolor=fill, color=border, shape=shape, tooltip=tooltip)
+            if op == "attention":
+                self.position_in_attention(graph, n, a, node_id)
+
+    def position_in_attention(self, graph, n: str, a: dict, node_id: str) -> None:
+        """A scheme acting inside attention (rotary, ALiBi) is drawn beside it, entering where it acts."""
+        scheme, options = POSITIONS.of(a["spec"].position)
+        if scheme.absent:
+            return
+        fill, border = STYLES["position"]
+        graph.node(f"{node_id}.position", f"Positions\n({scheme.label(options)})", shape="ellipse",
+                   fillcolor=fill, color=border, tooltip=f"{n}: {scheme.doc}")
+        self.dot.edge(f"{node_id}.position", node_id, label=scheme.enters, style="dashed", color=border,
+                      fontcolor=border)
 
     def label(self, n: str, a: dict) -> str:
         if a["op"] == "norm":
             title = a["label"].split(" (")[0]
             return a["label"] if self.detail else f"{title} ({a['spec'].name})"
         if a["op"] == "position":
-            return f"Positional Encoding\n({a['spec'].name})" if not self.detail else a["label"]
+            return f"Positional Encoding\n({POSITIONS.label(a['spec'])})" if not self.detail else a["label"]
         if a["op"] == "embedding" and any(b["module"] == a["module"] and m != n for m, b in self.g.nodes(data=True)):
             return f"{a['label']}\nshared by both stacks"
         if a["op"] == "head" and a["ties"]:

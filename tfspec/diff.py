@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from .analysis import analyse, default_length
-from .registry import ACTIVATIONS
+from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -78,7 +78,7 @@ def describe(spec) -> Facts:
     for emb in spec.embeddings:
         where = f"embedding {emb.name}"
         facts.update({(where, "vocab"): f"{emb.vocab:,}", (where, "dim"): str(emb.dim),
-                      (where, "position"): str(emb.position), (where, "scale"): f"{emb.scale:.4g}",
+                      (where, "position"): POSITIONS.label(emb.position), (where, "scale"): f"{emb.scale:.4g}",
                       (where, "norm"): str(emb.norm), (where, "dropout"): f"{emb.dropout:g}"})
         if emb.segments:
             facts[(where, "segments")] = str(emb.segments)
@@ -114,10 +114,17 @@ def _sublayer_facts(g: nx.DiGraph, node: str) -> Facts:
     facts: Facts = {}
     if a["op"] == "attention":
         facts[(node, "reads")] = spec.reads
+        shape = a["geometry"]
         facts[(node, "heads")] = str(spec.heads)
-        facts[(node, "kind")] = spec.kind.name
-        facts[(node, "mask")] = " + ".join(str(m) for m in spec.mask) if spec.mask else "none"
+        facts[(node, "kv heads")] = str(shape.kv_heads)
+        facts[(node, "head dim")] = str(shape.head_dim)
+        facts[(node, "kind")] = ATTENTION_KINDS.label(spec.kind)
+        facts[(node, "mask")] = " + ".join(MASKS.label(m) for m in spec.mask) if spec.mask else "none"
+        facts[(node, "position")] = POSITIONS.label(spec.position)
+        facts[(node, "qk norm")] = NORMS.label(spec.qk_norm)
+        facts[(node, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
         facts[(node, "attention dropout")] = f"{spec.dropout:g}"
+        facts[(node, "output bias")] = str(spec.out_bias).lower()
     else:
         facts[(node, "d_ff")] = str(spec.d_ff)
         activation = ACTIVATIONS[spec.activation.name].title or str(spec.activation)

@@ -30,6 +30,7 @@ CODES: dict[str, str] = {
     "structure": "the model's parts do not fit together (stacks, embeddings, heads)",
     "wiring": "a block's assignments do not form a valid dataflow",
     "mask": "a mask that is illegal where it is used",
+    "variant": "a variant (attention kind, position scheme, mask, norm) that does not fit where it is used",
     "shape": "tensor shapes or widths that do not agree",
     "size": "a model too large to allocate on this machine",
     "override": "a parameter override that does not apply",

@@ -14,6 +14,7 @@ Node attributes:
   module    parameter path prefix ("decoder.layers.{i}.self_attn"); None when parameter-free
   params    {name: shape} owned by the node;  ties: {name: full name of a weight it shares}
   width     the residual-stream width it works at;  span: where in the source it came from
+  geometry  (attention only) the ``AttentionShape``: heads, kv heads, head dim, memory width
   shape     output shape, filled in by validate.infer_shapes
 Edge attributes: port ("input", "residual", "memory", "positions", "segments"), shape.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 import networkx as nx
 
 from . import schema as S
-from .registry import ACTIVATIONS, ATTENTION_KINDS, NORMS, POSITIONS
+from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape
 
 OPS: dict[str, str] = {
     "input": "integer ids entering the model (tokens or token types)",
@@ -82,7 +83,7 @@ class _Builder:
             exit_ = self.node(f"{stack.role}.block_output", "block_output", f"{stack.repeat}×", [out],
                               stack=stack.role, in_block=True, width=emb.dim)
             cur = exit_
-            if stack.final_norm.name != "none":
+            if not NORMS[stack.final_norm.name].absent:
                 cur = self.norm(f"{stack.role}.final_norm", stack.final_norm, cur, emb.dim, stack.role, False,
                                 f"{stack.role}.final_norm", "Final Norm")
             self.g.graph["stacks"][stack.role] = {"repeat": stack.repeat, "entry": entry, "exit": exit_,
@@ -104,11 +105,11 @@ class _Builder:
         terms = [self.node(f"{role}.embed", "embedding", f"Embedding ({emb.vocab:,}×{emb.dim}){scale}", [tokens],
                            stack=role, module=f"{path}.tokens", params={"weight": (emb.vocab, emb.dim)},
                            spec=emb, width=emb.dim, span=emb.span)]
-        if emb.position.name != "none":
-            variant = POSITIONS[emb.position.name]
-            options = variant.options(emb.position.options)
+        variant, options = POSITIONS.of(emb.position)
+        if not variant.absent and variant.acts == "embedding":  # one acting in attention is refused by validate
             params = variant.params(emb.dim, options)
-            terms.append(self.node(f"{role}.position", "position", f"Positional Encoding ({emb.position})", [tokens],
+            terms.append(self.node(f"{role}.position", "position", f"Positional Encoding ({variant.label(options)})",
+                                   [tokens],
                                    ports={0: "positions"}, stack=role, module=f"{path}.positions" if params else None,
                                    params=params, spec=emb.position, width=emb.dim, span=emb.position.span))
         if emb.segments:
@@ -118,7 +119,7 @@ class _Builder:
                                    [types], ports={0: "segments"}, stack=role, module=f"{path}.segments",
                                    params={"weight": (emb.segments, emb.dim)}, width=emb.dim, span=emb.span))
         x = terms[0] if len(terms) == 1 else self.node(f"{role}.embed_sum", "add", "+", terms, stack=role, width=emb.dim)
-        if emb.norm.name != "none":
+        if not NORMS[emb.norm.name].absent:
             x = self.norm(f"{role}.embed_norm", emb.norm, x, emb.dim, role, False, f"{path}.norm", "Embedding Norm")
         return self.dropout(f"{role}.embed_dropout", emb.dropout, x, role, False, emb.dim)
 
@@ -142,14 +143,12 @@ class _Builder:
         if isinstance(body, S.Attention):
             cross = body.reads == "cross"
             memory_width = self.g.graph["stacks"].get("encoder", {}).get("width", width)
-            params = ATTENTION_KINDS[body.kind.name].params(width, body.heads, body.bias, cross, memory_width)
-            masks = ", ".join(body.mask_names) if body.mask else "no mask"
-            kind = "" if body.kind.name == "dot" else f"{body.kind.name}, "
-            title = "Multi-Head Cross-Attention" if cross else "Multi-Head Attention"
+            shape = attention_shape(body, width, memory_width)
             inputs = [x, memory] if cross and memory is not None else [x]
-            return self.node(node_id, "attention", f"{title} ({kind}{masks}, {body.heads} heads)", inputs,
-                             ports={1: "memory"}, stack=role, in_block=True, module=module, params=params,
-                             spec=body, width=width, memory=memory if cross else None, span=body.span)
+            return self.node(node_id, "attention", attention_label(body, shape), inputs,
+                             ports={1: "memory"}, stack=role, in_block=True, module=module,
+                             params=attention_params(body, shape), spec=body, width=width, geometry=shape,
+                             memory=memory if cross else None, span=body.span)
         if isinstance(body, S.FeedForward):
             gated = ACTIVATIONS[body.activation.name].gated
             up = 2 * body.d_ff if gated else body.d_ff
@@ -171,7 +170,7 @@ class _Builder:
         x = entry
         for sub in stack.block.sublayers:
             h = x
-            has_norm = sub.norm.name != "none" and sub.residual != "none"
+            has_norm = not NORMS[sub.norm.name].absent and sub.residual != "none"
             norm_module = f"{role}.layers.{{i}}.{sub.name}_norm"
             if sub.residual == "pre" and has_norm:
                 h = self.norm(f"{role}.{sub.name}_norm", sub.norm, x, width, role, True, norm_module)
@@ -211,7 +210,7 @@ class _Builder:
             params, ties = {}, {}
             if head.transform is not None:
                 params.update({"transform.weight": (width, width), "transform.bias": (width,)})
-                if head.transform_norm is not None and head.transform_norm.name != "none":
+                if head.transform_norm is not None and not NORMS[head.transform_norm.name].absent:
                     variant = NORMS[head.transform_norm.name]
                     norm_params = variant.params(width, variant.options(head.transform_norm.options))
                     params.update({f"transform_norm.{k}": v for k, v in norm_params.items()})
@@ -232,6 +231,45 @@ class _Builder:
                                params={"dense.weight": (width, width), "dense.bias": (width,)},
                                spec=spec.pooler, width=width, span=spec.pooler.span)
             self.node("pooled", "output", "pooled", [pooler])
+
+
+def attention_shape(body: S.Attention, width: int, memory_width: int) -> AttentionShape:
+    """The geometry of an attention sublayer reading a ``width`` stream (and ``memory_width`` memory)."""
+    return AttentionShape(width=width, heads=body.heads, kv_heads=body.kv_heads or body.heads,
+                          head_dim=body.head_dim or max(1, width // body.heads),
+                          memory_width=memory_width if body.reads == "cross" else width,
+                          cross=body.reads == "cross", bias=body.bias, out_bias=body.out_bias)
+
+
+def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
+    """The kind's projections and scorers, per-head query/key norms, and the position scheme's own tensors."""
+    kind, options = ATTENTION_KINDS.of(body.kind)
+    params = dict(kind.params(shape, options))
+    norm, norm_options = NORMS.of(body.qk_norm)
+    for side in ("q_norm", "k_norm"):
+        params.update({f"{side}.{k}": v for k, v in norm.params(shape.head_dim, norm_options).items()})
+    position, position_options = POSITIONS.of(body.position)
+    if position.acts == "attention":
+        params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
+    return params
+
+
+def attention_label(body: S.Attention, shape: AttentionShape) -> str:
+    """"Multi-Head Attention (causal, rotary, 32 heads, 8 kv heads)": every choice that shapes the sublayer."""
+    details = [MASKS.label(m) for m in body.mask] or ["no mask"]
+    for family, choice, what in ((POSITIONS, body.position, ""), (NORMS, body.qk_norm, "qk-norm ")):
+        variant, options = family.of(choice)
+        if not variant.absent:
+            details.append(what + variant.label(options))
+    details.append(f"{shape.heads} heads")
+    if shape.kv_heads != shape.heads:
+        details.append(f"{shape.kv_heads} kv heads")
+    if body.head_dim is not None:
+        details.append(f"head_dim {shape.head_dim}")
+    if body.scale is not None:
+        details.append(f"scale {body.scale:.4g}")
+    cross = "Cross-" if shape.cross else ""
+    return f"{ATTENTION_KINDS.label(body.kind)} {cross}Attention ({', '.join(details)})"
 
 
 def lower(spec: S.Spec) -> nx.DiGraph:

@@ -1,22 +1,30 @@
-"""Registries of the variants a spec can name: attention kinds, masks, norms, positions, activations.
+"""Registries of the variants a spec can name: attention kinds, masks, norms, positions, activations, inits.
 
 Each variant is one small class in its own file under ``tfspec/variants/`` that
 registers itself; the package imports every file there, so adding a variant is
-adding a file (plus its test). A variant declares its options as a pydantic
-model -- ``layernorm(eps=1e-6)`` binds ``eps`` against ``LayerNorm.Options`` --
-and how many parameters it owns, so the front end can check and count a spec
-without building anything.
+adding a file (plus its runtime module and test). A variant declares its whole
+contract, and every stage asks it rather than testing its name:
 
-Each variant also knows how to build its runtime part (``build``, ``allowed``,
-``initialise``); those methods import torch lazily, so checking a spec never
-loads it.
+- ``Options``: a pydantic model; ``layernorm(eps=1e-6)`` binds against it, and a
+  bad value is a located diagnostic;
+- ``params``: the parameter shapes it owns, from a shape context (for attention,
+  an ``AttentionShape``: width, heads, kv heads, head dim, memory width);
+- ``check``: objections to where it is used, as ``Problem``s (the validator turns
+  them into located diagnostics);
+- cost: FLOPs and saved elements as functions of the lengths (``tfspec.analysis``);
+- ``build``: its runtime module (torch is imported inside, so checking a spec
+  never loads it);
+- ``label``: how diagrams, ``summary`` and ``diff`` write it, options included;
+- properties other stages need: whether a position scheme is relative, which
+  runtime inputs a mask reads, whether a KV cache reproduces recomputation, ...
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import ClassVar, Generic, Iterator, TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, Generic, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,20 +35,87 @@ class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+@dataclass(frozen=True)
+class Problem:
+    """A variant's objection to where it is used; the validator reports it at the variant's span."""
+
+    message: str
+    hint: str | None = None
+    code: str = "variant"  # a code of tfspec.errors.CODES
+
+
+@dataclass(frozen=True)
+class RuntimeInput:
+    """A tensor a variant reads at run time, passed to the model's forward by keyword (``prefix_lengths=...``).
+
+    ``per``: one value per sequence, shape ``(batch,)``, or per position, ``(batch, length)``.
+    """
+
+    name: str
+    doc: str
+    per: Literal["sequence", "position"] = "sequence"
+
+
+# Every model reads these; variants add their own (see Mask.inputs).
+POSITION_IDS = RuntimeInput("position_ids", "the position of each token (default: 0, 1, 2, ... after any cache)",
+                            "position")
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """The geometry of one attention sublayer: what its variants declare parameters and costs from."""
+
+    width: int  # the residual stream the queries come from and the output returns to
+    heads: int  # query heads
+    kv_heads: int  # key/value heads (== heads: multi-head; 1: multi-query; else grouped-query)
+    head_dim: int
+    memory_width: int  # width of the sequence keys and values come from (== width for self-attention)
+    cross: bool
+    bias: bool  # on the q/k/v projections
+    out_bias: bool  # on the output projection
+
+    @property
+    def q_width(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * self.head_dim
+
+
 class Variant:
     """Base of every registered variant."""
 
     name: ClassVar[str]
+    title: ClassVar[str] = ""  # how labels write it ("ReLU"); the name when empty
     Options: ClassVar[type[BaseModel]] = NoOptions
     positional: ClassVar[tuple[str, ...]] = ()  # option names that may be given positionally
     doc: ClassVar[str] = ""
+    absent: ClassVar[bool] = False  # this entry means "nothing here" (`none`): no node, no module, no cost
 
     def options(self, values: dict) -> BaseModel:
         return self.Options(**values)
 
+    def label(self, options: BaseModel) -> str:
+        """The variant with the options that differ from their defaults: ``rotary(theta=500000)``."""
+        changed = {k: v for k, v in options.model_dump().items()
+                   if k not in type(options).model_fields or v != type(options).model_fields[k].default}
+        text = self.title or self.name
+        if not changed:
+            return text
+        leading = 0  # written positionally, as the spec would: window(8), not window(k=8)
+        while leading < len(self.positional) and self.positional[leading] in changed:
+            leading += 1
+        args = [_fmt(changed[k]) for k in self.positional[:leading]]
+        args += [f"{k}={_fmt(v)}" for k, v in changed.items() if k not in self.positional[:leading]]
+        return f"{text}({', '.join(args)})"
+
+
+def _fmt(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
+
 
 class Activation(Variant):
-    title: ClassVar[str] = ""  # how labels and diagrams write it ("ReLU"); the name when empty
     gated: ClassVar[bool] = False  # a gated unit (GLU family) has a third weight matrix
     # Cost model (tfspec.analysis): FLOPs per element by convention, and which tensor
     # autograd keeps for the backward pass ("input": GELU, SiLU; "output": ReLU, tanh).
@@ -68,30 +143,65 @@ class Norm(Variant):
 
 
 class Position(Variant):
-    def params(self, dim: int, options) -> dict[str, Shape]:
+    """A position scheme. ``acts`` says where positions enter the model:
+
+    - ``"embedding"``: an encoding added to the token embeddings (sinusoidal, learned);
+      ``build(dim, options)`` maps position ids ``(..., length)`` to ``(..., length, dim)``;
+    - ``"attention"``: applied inside each self-attention (rotary, ALiBi);
+      ``build(shape, options)`` returns a module with ``rotate(q, k, positions)`` and/or
+      ``score_bias(query_positions, key_positions)`` (see ``tfspec.nn.attention``).
+    """
+
+    acts: ClassVar[Literal["embedding", "attention"]] = "embedding"
+    enters: ClassVar[str] = "added"  # how diagrams label where it enters ("rotates q, k", "biases scores")
+    # Outputs depend only on differences of positions: shifting every position id by a
+    # constant changes nothing (offset invariance; rotary, ALiBi).
+    relative: ClassVar[bool] = False
+
+    def params(self, where, options) -> dict[str, Shape]:
+        """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""
         return {}
 
     def max_len(self, options) -> int | None:
+        """The longest sequence it can encode (a learned table's size); None: unbounded."""
         return None
 
-    def build(self, dim: int, options):
-        """An ``nn.Module`` mapping position indices ``(length,)`` to encodings ``(length, dim)``."""
+    def shrunk(self, options, max_len: int):
+        """The same scheme for at most ``max_len`` positions (``tfspec verify`` tests at small sizes)."""
+        return options
+
+    def check(self, options, shape: AttentionShape) -> list[Problem]:
+        """Objections to being used in an attention of this shape (``acts == "attention"`` only)."""
+        return []
+
+    def attention_flops(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
+        """Element-wise FLOPs per sequence this scheme adds inside one attention."""
+        return 0
+
+    def build(self, where, options):
         raise NotImplementedError
 
 
 class Mask(Variant):
+    """Which keys a query may see. ``allowed`` decides from positions (and run-time inputs it declares)."""
+
     allowed_in_cross: ClassVar[bool] = True  # meaningful when queries and keys are different sequences
     exclusive: ClassVar[bool] = False  # cannot be combined with other masks ("none")
-    uses_padding: ClassVar[bool] = False  # reads the keys' padding mask at run time
     fused_causal: ClassVar[bool] = False  # alone, equivalent to SDPA's is_causal=True
+    reads_padding: ClassVar[bool] = False  # reads the keys' padding mask at run time
+    inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # other run-time inputs ``allowed`` reads
 
-    def allowed(self, query_positions, key_positions, options):
-        """Bool tensor ``(queries, keys)``: may query i attend to key j? ``None``: no structural constraint."""
+    def allowed(self, query_index, key_index, options, inputs: dict):
+        """Bool ``(queries, keys)`` or ``(batch, queries, keys)``: may query i see key j? ``None``: no constraint.
+
+        ``query_index``/``key_index`` are indices in the sequence (the queries are the
+        last ones during cached decoding); ``inputs`` holds the run-time inputs by name.
+        """
         return None
 
     @property
     def structural(self) -> bool:
-        """Decides from positions alone (it overrides ``allowed``), unlike ``padding`` or ``none``."""
+        """Decides from positions (it overrides ``allowed``), unlike ``padding`` or ``none``."""
         return type(self).allowed is not Mask.allowed
 
     def reach(self, options) -> tuple[int | None, int | None]:
@@ -102,30 +212,90 @@ class Mask(Variant):
         """
         return (None, None)
 
+    def causal_from(self, options) -> str | None:
+        """Where a query stops seeing later keys: ``"start"`` (causal), a run-time input's name
+        (``"prefix_lengths"``: causal after the prefix), or ``None`` (it may see ahead)."""
+        return "start" if self.reach(options)[1] == 0 else None
+
+    def check(self, options, shape: AttentionShape) -> list[Problem]:
+        if shape.cross and not self.allowed_in_cross:
+            return [Problem(f"'{self.name}' mask on cross-attention: queries and keys are positions of different "
+                            "sequences", "cross-attention takes mask=padding (the source's padding) or no mask",
+                            code="mask")]
+        return []
+
+
+def combined_reach(masks) -> tuple[int | None, int | None]:
+    """Keys behind and ahead a query may see under all of ``masks``, ``(Mask, options)`` pairs (None: unbounded)."""
+    behind = ahead = None
+    for variant, options in masks:
+        b, a = variant.reach(options)
+        behind = b if behind is None else (behind if b is None else min(behind, b))
+        ahead = a if ahead is None else (ahead if a is None else min(ahead, a))
+    return behind, ahead
+
 
 class AttentionKind(Variant):
-    def params(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int) -> dict[str, Shape]:
+    """How queries score keys and mix values. Projections and the output are part of the kind's parameters."""
+
+    def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
         raise NotImplementedError
 
-    def build(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int, dropout: float, masks):
-        """The runtime ``nn.Module``: ``forward(x, memory=None, key_padding_mask=None, cache=None)``.
+    def check(self, options, shape: AttentionShape) -> list[Problem]:
+        return []
 
-        ``cache`` is a ``tfspec.nn.attention.KVCache`` during incremental decoding
-        (subclassing ``DotProductAttention`` gets this for free).
-        """
+    def build(self, config: "AttentionConfig", options):
+        """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``)."""
         raise NotImplementedError
 
-    def core_flops(self, heads: int, head_dim: int, pairs: int) -> tuple[int, int]:
+    def core_flops(self, shape: AttentionShape, options, pairs: int) -> tuple[int, int]:
         """(matmul, element-wise) FLOPs of scoring ``pairs`` query-key pairs and mixing values, per sequence.
 
         Multiply-adds count 2; the projections are counted by the analysis.
         """
         raise NotImplementedError
 
-    def core_saved(self, batch: int, heads: int, head_dim: int, queries: int, keys: int, dropout: float,
-                   fused: bool, cross: bool) -> tuple[int, int]:
+    def core_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int, dropout: float,
+                   fused: bool) -> tuple[int, int]:
         """(activation-dtype, float32) elements autograd keeps between the projections, for the batch."""
         raise NotImplementedError
+
+    def complexity(self, options, cross: bool, reach: tuple[int | None, int | None]) -> "ComplexityClass":
+        """Its row of Table 1 ("Attention Is All You Need"), given the masks' combined reach.
+
+        The default is for attention that scores every allowed query-key pair:
+        quadratic unless a window bounds the keys per query.
+        """
+        if cross:
+            return ComplexityClass("O(n·m·d)", "O(1)", "O(1)")
+        behind, ahead = reach
+        if behind is not None and ahead is not None:
+            r = behind + ahead + 1
+            return ComplexityClass("O(r·n·d)", "O(1)", "O(n/r)",
+                                   f"r = {r} keys per query; {max(behind, ahead)} positions further per layer")
+        return ComplexityClass("O(n²·d)", "O(1)", "O(1)", "each position sees only earlier ones" if ahead == 0 else "")
+
+
+@dataclass(frozen=True)
+class ComplexityClass:
+    """Per-layer cost, sequential operations and maximum path length, in big-O (n: length, d: width)."""
+
+    per_layer: str
+    sequential: str
+    path: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Everything an attention's runtime module is built from, resolved from the IR (torch-free)."""
+
+    shape: AttentionShape
+    dropout: float  # on the attention probabilities
+    masks: tuple  # (Mask, options) pairs
+    position: tuple | None  # (Position, options) acting inside attention, or None
+    qk_norm: tuple | None  # (Norm, options) applied per head to queries and keys, or None
+    scale: float | None  # softmax scale; None: 1 / sqrt(head_dim)
 
 
 class Init(Variant):
@@ -169,6 +339,15 @@ class Registry(Generic[V]):
 
     def names(self) -> list[str]:
         return list(self)
+
+    def of(self, choice) -> tuple[V, BaseModel]:
+        """The variant a ``schema.Choice`` names, with its options bound."""
+        variant = self[choice.name]
+        return variant, variant.options(choice.options)
+
+    def label(self, choice) -> str:
+        variant, options = self.of(choice)
+        return variant.label(options)
 
 
 ACTIVATIONS: Registry[Activation] = Registry("activation", Activation)

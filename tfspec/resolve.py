@@ -143,6 +143,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "act_dropout": 0.0,
     "activation": S.Choice(name="relu"),
     "bias": True,
+    "position": S.Choice(name="none"),  # the scheme applied inside self-attention (rotary, ALiBi)
 }
 
 # Settings shared by `defaults {}` and stack bodies: each takes one value.
@@ -154,6 +155,7 @@ BLOCK_SETTINGS: dict[str, Converter] = {
     "act_dropout": as_float,
     "activation": choice(ACTIVATIONS),
     "bias": as_bool,
+    "position": choice(POSITIONS),
 }
 DEFAULTS_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "init": choice(INITS)}  # init: whole model only
 STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "final": choice(NORMS)}
@@ -172,9 +174,15 @@ def _sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("heads", as_int),
             Param("kind", choice(ATTENTION_KINDS), S.Choice(name="dot")),
             Param("bias", as_bool, d["bias"]),
+            Param("out_bias", as_bool, None),  # None: as bias
             Param("mask", as_mask, ()),
             Param("memory", word("encoder"), None),
             Param("attn_dropout", as_float, d["attn_dropout"]),
+            Param("kv_heads", as_int, None),
+            Param("head_dim", as_int, None),
+            Param("position", choice(POSITIONS), None),  # None: the stack's, for self-attention
+            Param("qk_norm", choice(NORMS), S.Choice(name="none")),
+            Param("scale", as_float, None),
         ]
     else:
         params = [
@@ -517,19 +525,24 @@ class _Resolver:
 
     def _sublayer(self, stmt: Setting, d: dict, names: "_Namer") -> S.Sublayer:
         values, spans = self.bind(stmt.args, _sublayer_params(stmt.name, d, True), stmt.name, stmt.name_span)
-        body = self._operation(stmt.name, values, spans, stmt)
+        body = self._operation(stmt.name, values, spans, stmt, d)
         name = names.take(_module_name(body))
         wrap = {k: values[k] for k in ("residual", "norm", "dropout")}
         return self.validated(S.Sublayer, {**wrap, "name": name, "body": body}, spans, stmt.span, stmt.name,
                               {"span": stmt.span})
 
-    def _operation(self, kind: str, values: dict, spans: dict, stmt) -> S.Attention | S.FeedForward:
+    def _operation(self, kind: str, values: dict, spans: dict, stmt, d: dict) -> S.Attention | S.FeedForward:
         if kind == "attention":
             if values["memory"] is not None and values["reads"] == "self":
                 raise _err("structure", "memory= is for cross-attention", spans["memory"],
                            "write `attention cross ...` to read the encoder's output")
-            fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask")}
+            fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask", "kv_heads", "head_dim",
+                                             "qk_norm", "scale")}
             fields["dropout"] = values["attn_dropout"]
+            fields["out_bias"] = values["bias"] if values["out_bias"] is None else values["out_bias"]
+            # a stack's position scheme is for its self-attentions: a cross-attention's keys are another sequence
+            fields["position"] = values["position"] or (d["position"] if values["reads"] == "self"
+                                                        else S.Choice(name="none"))
             return self.validated(S.Attention, fields, {**spans, "dropout": spans.get("attn_dropout")}, stmt.span,
                                   "attention", {"span": stmt.span})
         fields = {k: values[k] for k in ("d_ff", "activation", "bias")}
@@ -608,7 +621,7 @@ class _Resolver:
         rest = e.args[1:]
         if e.func in SUBLAYERS:
             values, spans = self.bind(rest, _sublayer_params(e.func, d, False), f"{e.func}()", e.func_span)
-            body = self._operation(e.func, values, spans, e)
+            body = self._operation(e.func, values, spans, e, d)
         elif e.func == "dropout":
             values, spans = self.bind(rest, [Param("p", as_float, d["dropout"], positional=True)], "dropout()", e.func_span)
             body = self.validated(S.DropoutOp, values, spans, e.span, "dropout", {"span": e.span})

@@ -54,9 +54,15 @@ class Attention(Node):
     reads: Literal["self", "cross"]
     heads: Dim
     kind: Choice
-    bias: bool
+    bias: bool  # on the q/k/v projections
+    out_bias: bool  # on the output projection
     mask: tuple[Choice, ...] = ()  # empty: no mask
     dropout: Rate = 0.0  # on the attention probabilities
+    kv_heads: Dim | None = None  # None: one key/value head per query head
+    head_dim: Dim | None = None  # None: width / heads
+    position: Choice = Choice(name="none")  # a position scheme acting inside attention (rotary, ALiBi)
+    qk_norm: Choice = Choice(name="none")  # a norm over each head's queries and keys
+    scale: Annotated[float, Field(gt=0, le=1e6)] | None = None  # softmax scale; None: 1 / sqrt(head_dim)
 
     @property
     def mask_names(self) -> list[str]:

@@ -6,17 +6,14 @@ reports every independent problem.
 
 from __future__ import annotations
 
-import math
-import os
 from typing import Callable
 
 import networkx as nx
 
 from . import schema as S
-from .analysis import count_parameters
 from .errors import Collector
 from .graph import lower
-from .registry import MASKS
+from .registry import ATTENTION_KINDS, MASKS, POSITIONS
 
 
 def check_acyclic(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
@@ -40,17 +37,51 @@ def check_cross_attention_memory(g: nx.DiGraph, spec: S.Spec, errors: Collector)
 
 
 def check_heads_divide_width(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
-    """d_model % heads == 0: each head works on d_model / heads dimensions."""
+    """d_model % heads == 0 unless head_dim is given; heads % kv_heads == 0 (each kv head serves a group)."""
     for n, a in g.nodes(data=True):
         if a["op"] != "attention":
             continue
-        width, heads = a["width"], a["spec"].heads
-        if width % heads:
+        body, width, heads = a["spec"], a["width"], a["spec"].heads
+        if body.head_dim is None and width % heads:
             divisors = [h for h in range(1, width + 1) if width % h == 0]
             nearest = min(divisors, key=lambda h: (abs(h - heads), h))
             errors.error("shape", f"d_model {width} is not divisible by heads={heads}",
-                         a["spec"].arg_spans.get("heads", a["span"]),
-                         f"each head needs d_model / heads dimensions; try heads={nearest}")
+                         body.arg_spans.get("heads", a["span"]),
+                         f"each head needs d_model / heads dimensions; try heads={nearest}, or set head_dim")
+        kv_heads = a["geometry"].kv_heads
+        if heads % kv_heads:
+            groups = [k for k in range(1, heads + 1) if heads % k == 0]
+            nearest = min(groups, key=lambda k: (abs(k - kv_heads), k))
+            errors.error("shape", f"heads={heads} is not a multiple of kv_heads={kv_heads}",
+                         body.arg_spans.get("kv_heads", a["span"]),
+                         f"each key/value head serves heads / kv_heads query heads; try kv_heads={nearest}")
+
+
+def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+    """Each variant's own checks where it is used, and position schemes where they act."""
+    for emb in spec.embeddings:
+        variant, _ = POSITIONS.of(emb.position)
+        if not variant.absent and variant.acts != "embedding":
+            errors.error("variant", f"{variant.name} positions act inside attention, not on the embedding",
+                         emb.position.span or emb.span,
+                         f"write `position {emb.position}` in the stack body (its self-attentions use it) or "
+                         f"`position={emb.position}` on an attention, and `position none` here")
+    for n, a in g.nodes(data=True):
+        if a["op"] != "attention":
+            continue
+        body, shape = a["spec"], a["geometry"]
+        position, position_options = POSITIONS.of(body.position)
+        if not position.absent and position.acts != "attention":
+            errors.error("variant", f"{position.name} positions are added to the token embeddings, not applied "
+                                    "inside attention", body.position.span or a["span"],
+                         f"set `position {body.position}` in the embedding's body")
+        uses = [(ATTENTION_KINDS, body.kind)] + [(MASKS, m) for m in body.mask]
+        if position.acts == "attention":
+            uses.append((POSITIONS, body.position))
+        for family, choice in uses:
+            variant, options = family.of(choice)
+            for problem in variant.check(options, shape):
+                errors.error(problem.code, problem.message, choice.span or a["span"], problem.hint)
 
 
 def _broadcast(shapes: list[tuple]) -> tuple | None:
@@ -116,38 +147,6 @@ def check_embeddings_read(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> Non
                          f"read it with `embedding {emb.name}` in a stack body, or remove it")
 
 
-def check_masks(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
-    """Masks are legal where used: causal/window compare positions of one sequence, so not in cross-attention."""
-    for n, a in g.nodes(data=True):
-        if a["op"] != "attention" or a["spec"].reads != "cross":
-            continue
-        for mask in a["spec"].mask:
-            if not MASKS[mask.name].allowed_in_cross:
-                errors.error("mask", f"'{mask.name}' mask on cross-attention: queries and keys are positions "
-                                     "of different sequences", mask.span or a["span"],
-                             "cross-attention takes mask=padding (the source's padding) or no mask")
-
-
-def machine_memory_bytes() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 40
-
-
-def check_sizes(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
-    """Refuse, before allocating anything, a model whose float32 weights exceed this machine's memory."""
-    params = count_parameters(g)
-    need, have = params * 4, machine_memory_bytes()
-    if need > have:
-        biggest = max((n for n in g if g.nodes[n]["params"]),
-                      key=lambda n: sum(math.prod(s) for s in g.nodes[n]["params"].values()))
-        errors.error("size", f"the model has {params:,} parameters ({need / 2**30:,.1f} GiB in float32), more than "
-                             f"this machine's {have / 2**30:,.1f} GiB of memory",
-                     g.nodes[biggest]["span"] or spec.span,
-                     "shrink it, e.g. with --set; the largest part is shown here")
-
-
 PASSES: list[Callable[[nx.DiGraph, S.Spec, Collector], None]] = [
     check_acyclic,                 # the IR is a DAG
     check_cross_attention_memory,  # every cross-attention has a memory source
@@ -155,8 +154,7 @@ PASSES: list[Callable[[nx.DiGraph, S.Spec, Collector], None]] = [
     infer_shapes,                  # symbolic shapes along every edge
     check_tied_head,               # tied head matches its embedding
     check_embeddings_read,         # no embedding that no stack reads
-    check_masks,                   # causal/window not on cross-attention
-    check_sizes,                   # fits in this machine's memory
+    check_variants,                # each variant's own checks; positions where they act
 ]
 
 

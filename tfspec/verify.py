@@ -7,7 +7,10 @@ to a minimal counterexample. The test suite calls the same functions over
 generated specs.
 
 - causality: in a decoder, changing tokens after position i never changes outputs at positions <= i
+  (for a mask causal only after a prefix -- prefix-LM -- for i at or after the prefix)
 - permutation equivariance: without positions or structural masks, f(P x) = P f(x)
+- offset invariance: with relative positions only (rotary, ALiBi), shifting every position id by a
+  constant leaves the outputs unchanged
 - padding invariance: outputs at real positions ignore what padded positions contain
 - window locality: with window(k) self-attention only, output i depends on tokens within reach of i
 - finite gradients: every parameter gets a finite gradient from one backward pass
@@ -26,6 +29,9 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from . import schema as S
+from .analysis import mask_reach
+from .errors import SpecError
+from .registry import MASKS, POSITIONS
 
 TOLERANCE = 1e-5
 
@@ -57,11 +63,15 @@ def self_attentions(spec: S.Spec, role: str) -> list[S.Attention]:
             if a["op"] == "attention" and a["stack"] == role and a["spec"].reads == "self"]
 
 
-def run(model, tokens: torch.Tensor, padding_mask=None, src=None, src_padding_mask=None) -> torch.Tensor:
-    """The main output for ``tokens`` (for an encoder-decoder: ``tokens`` is tgt, ``src`` its source)."""
+def run(model, tokens: torch.Tensor, padding_mask=None, src=None, src_padding_mask=None, **inputs) -> torch.Tensor:
+    """The main output for ``tokens`` (for an encoder-decoder: ``tokens`` is tgt, ``src`` its source).
+
+    ``inputs``: run-time inputs of the stack ``tokens`` enters (``position_ids``, ``prefix_lengths``, ...).
+    """
     if model.spec.kind == "encoder-decoder":
-        return main_output(model(src, tokens, src_padding_mask, padding_mask))
-    return main_output(model(tokens, padding_mask))
+        return main_output(model(src, tokens, src_padding_mask, padding_mask,
+                                 **{f"tgt_{k}": v for k, v in inputs.items()}))
+    return main_output(model(tokens, padding_mask, **inputs))
 
 
 def _differs(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -76,12 +86,13 @@ def _ids(t: torch.Tensor) -> list:
 
 
 # ---------------------------------------------------------------- the properties
-def check_causal(model, tokens: torch.Tensor, position: int, replacement: torch.Tensor, src=None) -> str | None:
+def check_causal(model, tokens: torch.Tensor, position: int, replacement: torch.Tensor, src=None,
+                 **inputs) -> str | None:
     """Tokens after ``position`` replaced by ``replacement``: outputs at <= position must not move."""
     changed = tokens.clone()
     changed[:, position + 1:] = replacement
     with torch.no_grad():
-        a, b = run(model, tokens, src=src), run(model, changed, src=src)
+        a, b = run(model, tokens, src=src, **inputs), run(model, changed, src=src, **inputs)
     worst = _differs(a[:, : position + 1], b[:, : position + 1])
     if worst:
         return (f"changing the tokens after position {position} ({_ids(tokens)} -> {_ids(changed)}) changed the "
@@ -123,6 +134,19 @@ def check_padding(model, tokens: torch.Tensor, lengths: list[int], filler: torch
         src_text = f", src {_ids(src)} -> {_ids(other_src)} with lengths {src_lengths}" if src_mask is not None else ""
         tgt_text = f"tokens {_ids(tokens)} -> {_ids(other)} with lengths {lengths}" if mask is not None else "same tokens"
         return f"changing padded positions ({tgt_text}{src_text}) changed real outputs by up to {worst:.3g}"
+    return None
+
+
+def check_offset(model, tokens: torch.Tensor, shift: int, src=None) -> str | None:
+    """Position ids shifted by ``shift``: the outputs must not change (relative positions only)."""
+    positions = torch.arange(tokens.shape[1])[None]
+    with torch.no_grad():
+        a = run(model, tokens, src=src, position_ids=positions)
+        b = run(model, tokens, src=src, position_ids=positions + shift)
+    worst = _differs(a, b)
+    if worst:
+        return (f"shifting every position id by {shift} (tokens {_ids(tokens)}) changed the output by up to "
+                f"{worst:.3g}: the model depends on absolute positions")
     return None
 
 
@@ -197,14 +221,38 @@ def has_dropout(spec: S.Spec) -> bool:
 
 
 def window_reach(spec: S.Spec, role: str) -> int | None:
-    """How far one layer's self-attentions can carry information, when all are windowed; None if unbounded."""
+    """How far one layer's self-attentions can carry information, when every one is bounded; None if unbounded."""
     reach = 0
     for attention in self_attentions(spec, role):
-        windows = [m.options["k"] for m in attention.mask if m.name == "window"]
-        if not windows:
+        behind, ahead = mask_reach(attention.mask)
+        if behind is None or ahead is None:
             return None
-        reach += min(windows) - 1
+        reach += max(behind, ahead)
     return reach
+
+
+def causal_from(spec: S.Spec) -> set[str] | None:
+    """Where the decoder's self-attentions stop looking ahead: {"start"} when causal throughout, the names of
+    run-time inputs that end a bidirectional prefix (prefix-LM), or None when some attention looks ahead."""
+    points: set[str] = set()
+    for attention in self_attentions(spec, "decoder"):
+        found = {MASKS.of(m)[0].causal_from(MASKS.of(m)[1]) for m in attention.mask} - {None}
+        if not found:
+            return None
+        if "start" not in found:  # masks combine by intersection: one causal mask makes the whole causal
+            points |= found
+    return points or {"start"}
+
+
+def position_schemes(spec: S.Spec, role: str) -> list:
+    """The position variants a stack uses: its embedding's and those acting inside its attentions."""
+    schemes = [POSITIONS.of(spec.embedding(getattr(spec, role).embedding).position)[0]]
+    schemes += [POSITIONS.of(a.position)[0] for a in self_attentions(spec, role)]
+    return [s for s in schemes if not s.absent]
+
+
+def structural_masks(spec: S.Spec, role: str) -> list[str]:
+    return sorted({m.name for a in self_attentions(spec, role) for m in a.mask if MASKS[m.name].structural})
 
 
 def accepts_padding(model, role: str) -> bool:
@@ -264,33 +312,38 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
         src_v = vocab(model, "encoder")
         src_strategy = st.integers(1, src_len).flatmap(lambda n: _tokens(src_v, 1, n))
 
-    one_batch = st.integers(1, length).flatmap(lambda n: _tokens(v, 1, n))
-
     # causality
+    causal = causal_from(spec) if spec.decoder is not None else None
     if spec.decoder is None:
         results.append(Result("causality", "not applicable", "no decoder: an encoder sees the whole sequence"))
+    elif length < 2:
+        results.append(Result("causality", "not applicable", "sequences of length 1 have no future"))
     else:
+        prefixed = sorted((causal or {"start"}) - {"start"})  # None: it looks ahead; the search shows where
+
         @st.composite
         def causal_case(draw):
             tokens = draw(st.integers(2, max(2, length)).flatmap(lambda n: _tokens(v, 1, n)))
-            position = draw(st.integers(0, tokens.shape[1] - 2))
+            # a prefix-LM is causal after its prefix: draw the prefix, then a position at or after it
+            inputs = {name: torch.tensor([draw(st.integers(0, tokens.shape[1] - 2))]) for name in prefixed}
+            start = max([int(t) for t in inputs.values()], default=0)
+            position = draw(st.integers(start, tokens.shape[1] - 2))
             replacement = draw(_tokens(v, 1, tokens.shape[1] - position - 1))
-            return tokens, position, replacement, draw(src_strategy)
+            return tokens, position, replacement, draw(src_strategy), inputs
 
-        if length < 2:  # noqa: SIM114
-            results.append(Result("causality", "not applicable", "sequences of length 1 have no future"))
-        else:
-            found = _search(lambda c: check_causal(model, c[0], c[1], c[2], c[3]), causal_case(), examples, seed)
-            results.append(Result("causality", "violated" if found else "held", found or
-                                  "changing later target tokens never changed earlier outputs"))
+        found = _search(lambda c: check_causal(model, c[0], c[1], c[2], c[3], **c[4]), causal_case(), examples, seed)
+        after = f" after the prefix ({', '.join(prefixed)})" if prefixed else ""
+        results.append(Result("causality", "violated" if found else "held", found or
+                              f"changing later target tokens{after} never changed earlier outputs"))
     # permutation equivariance
-    position = spec.embedding(spec.stacks[-1].embedding).position.name
-    structural = [m for a in self_attentions(spec, role) for m in a.mask_names if m in ("causal", "window")]
+    schemes = position_schemes(spec, role)
+    structural = structural_masks(spec, role)
     if kind == "encoder-decoder":
         results.append(Result("permutation equivariance", "not applicable", "an encoder-decoder's output "
                               "positions follow the target; checked for single-stack models"))
-    elif position != "none" or structural:
-        why = f"the spec has {position} positions" if position != "none" else f"the spec masks with {sorted(set(structural))}"
+    elif schemes or structural:
+        why = (f"the spec has {', '.join(s.name for s in schemes)} positions" if schemes
+               else f"the spec masks with {structural}")
         results.append(Result("permutation equivariance", "not applicable", f"{why}, so outputs may depend on order"))
     else:
         @st.composite
@@ -301,6 +354,21 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
         found = _search(lambda c: check_permutation(model, c[0], list(c[1])), permutation_case(), examples, seed)
         results.append(Result("permutation equivariance", "violated" if found else "held",
                               found or "f(P x) = P f(x) for every permutation tried"))
+    # offset invariance
+    absolute = [s.name for s in schemes if not s.relative]
+    if not schemes:
+        results.append(Result("offset invariance", "not applicable", "the spec has no positions"))
+    elif absolute:
+        results.append(Result("offset invariance", "not applicable",
+                              f"{', '.join(absolute)} positions are absolute: outputs depend on where a sequence starts"))
+    else:
+        @st.composite
+        def offset_case(draw):
+            return draw(_sequence(v, length, 2)), draw(st.integers(1, 1000)), draw(src_strategy)
+
+        found = _search(lambda c: check_offset(model, c[0], c[1], c[2]), offset_case(), examples, seed)
+        results.append(Result("offset invariance", "violated" if found else "held",
+                              found or "shifting every position id by a constant never changed the outputs"))
     # padding invariance
     target_pads = accepts_padding(model, role)
     source_pads = kind == "encoder-decoder" and accepts_padding(model, "encoder")
@@ -326,19 +394,25 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
                               found or "outputs at real positions never depended on padded content"))
     # window locality
     reach = window_reach(spec, role) if kind != "encoder-decoder" else None
+    single_length = max_length(model, role, max(max_len, (reach or 0) + 2))
     if reach is None:
-        results.append(Result("window locality", "not applicable", "not every self-attention has a window(k) mask"))
+        results.append(Result("window locality", "not applicable", "some self-attention sees unboundedly far"))
+    elif single_length < reach + 2:
+        results.append(Result("window locality", "not applicable", f"not testable: a layer reaches {reach} "
+                              f"positions, but the model takes at most {single_length} (learned positions)"))
     else:
         single = _single_layer(model)
 
         @st.composite
         def window_case(draw):
-            tokens = draw(one_batch)
+            # longer than the reach, or nothing lies outside it and the check could not fail
+            tokens = draw(st.integers(reach + 2, single_length).flatmap(lambda n: _tokens(v, 1, n)))
             return tokens, draw(st.integers(0, tokens.shape[1] - 1)), draw(st.integers(0, v - 1))
 
         found = _search(lambda c: check_window(single, c[0], c[1], reach, c[2]), window_case(), examples, seed)
         results.append(Result("window locality", "violated" if found else "held",
-                              found or f"with one layer, output i depended only on tokens within {reach} of i"))
+                              found or f"with one layer and sequences of {reach + 2}-{single_length} tokens, "
+                              f"output i depended only on tokens within {reach} of i"))
     # gradients and determinism (random inputs suffice)
     generator = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, v, (2, length), generator=generator)
@@ -377,10 +451,25 @@ def small_version(spec: S.Spec, width_per_head: int = 4, max_vocab: int = 32, ma
                   max_layers: int = 2, max_positions: int = 16) -> tuple[S.Spec, list[str]]:
     """The same architecture at test size (same wiring, heads, masks, norms); and what changed.
 
-    Widths become lcm(heads) * ``width_per_head`` at least 8; vocabularies, d_ff, layers and
-    learned position tables are capped. Window sizes are kept: they are part of the architecture.
+    Widths become lcm(heads) * ``width_per_head`` at least 8 (doubling the per-head width until
+    every variant accepts it: a partial rotary needs an even number of rotated dimensions);
+    vocabularies, d_ff, layers, head_dim and learned position tables are capped, and nothing
+    grows beyond the spec. Window sizes are kept: they are part of the architecture.
     """
+    while True:
+        try:
+            return _shrunk(spec, width_per_head, max_vocab, max_d_ff, max_layers, max_positions)
+        except SpecError:
+            if width_per_head >= 64:
+                raise
+            width_per_head *= 2
+
+
+def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, max_layers: int,
+            max_positions: int) -> tuple[S.Spec, list[str]]:
     heads = [a.heads for role in ("encoder", "decoder") for a in _attentions(spec, role)] or [1]
+    windows = max([behind for role in ("encoder", "decoder") for a in _attentions(spec, role)
+                   for behind in mask_reach(a.mask) if behind is not None], default=0)
     base = math.lcm(*heads) * width_per_head
     width = base * max(1, math.ceil(8 / base))
     changes: list[str] = []
@@ -396,15 +485,22 @@ def small_version(spec: S.Spec, width_per_head: int = 4, max_vocab: int = 32, ma
             return node
         update = {k: shrink(getattr(node, k)) for k in type(node).model_fields if k not in ("span", "arg_spans")}
         if isinstance(node, S.Embedding):
-            note("width", node.dim, width)
+            dim = min(node.dim, width)
+            note("width", node.dim, dim)
             note(f"vocab of {node.name}", node.vocab, min(node.vocab, max_vocab))
-            update.update(dim=width, vocab=min(node.vocab, max_vocab))
-            if node.position.name == "learned":
-                limit = min(node.position.options["max_len"], max_positions)
-                note("learned positions", node.position.options["max_len"], limit)
-                update["position"] = node.position.model_copy(update={"options": {"max_len": limit}})
+            update.update(dim=dim, vocab=min(node.vocab, max_vocab))
+            variant, options = POSITIONS.of(node.position)
+            table = variant.max_len(options)
+            if table is not None:  # keep room for the longest window, so its locality stays testable
+                limit = min(table, max(max_positions, windows + 2))
+                note(f"{variant.name} positions", table, limit)
+                update["position"] = node.position.model_copy(
+                    update={"options": variant.shrunk(options, limit).model_dump()})
             if node.scale != 1.0 and abs(node.scale - math.sqrt(node.dim)) < 1e-9:
-                update["scale"] = math.sqrt(width)  # keep "scale sqrt(d_model)" meaning what it says
+                update["scale"] = math.sqrt(dim)  # keep "scale sqrt(d_model)" meaning what it says
+        elif isinstance(node, S.Attention) and node.head_dim is not None:
+            note("head_dim", node.head_dim, min(node.head_dim, width_per_head))
+            update["head_dim"] = min(node.head_dim, width_per_head)
         elif isinstance(node, S.FeedForward):
             note("d_ff", node.d_ff, min(node.d_ff, max_d_ff))
             update["d_ff"] = min(node.d_ff, max_d_ff)

@@ -11,16 +11,18 @@ import torch
 from torch import Tensor, nn
 
 from .attention import DotProductAttention
+from .context import Context
 
 
 class AdditiveAttention(DotProductAttention):
-    def __init__(self, width: int, heads: int, bias: bool, cross: bool, memory_width: int, dropout: float,
-                 masks) -> None:
-        super().__init__(width, heads, bias, cross, memory_width, dropout, masks)
-        self.score = nn.Parameter(torch.empty(heads, width // heads))
+    def __init__(self, config) -> None:
+        super().__init__(config)
+        self.score = nn.Parameter(torch.empty(self.heads, self.head_dim))
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None) -> Tensor:
-        mask, _ = self.masks(q.shape[2], k.shape[2], key_padding_mask, q.dtype, q.device, allow_fused=False)
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
+               padding: Tensor | None) -> Tensor:
+        padding = padding if self.masks.uses_padding else None
+        mask = self.bias(ctx, key_positions, q.dtype, q.device, padding, q.shape[2], k.shape[2])
         hidden = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (batch, heads, queries, keys, head_dim)
         scores = torch.einsum("bhqkd,hd->bhqk", hidden, self.score)
         if mask is not None:

@@ -66,3 +66,32 @@ def check_memory(memory, batch: int, width: int, device: torch.device) -> None:
     if not memory.is_floating_point():
         raise ValueError(f"memory must be floating point, got {memory.dtype}")
     _same_device("memory", memory, device)
+
+
+def check_runtime_inputs(inputs: dict, declared: dict, ids: Tensor, device: torch.device, max_len: int | None) -> None:
+    """Keyword run-time inputs: known names (``position_ids`` and what the spec's variants declare), integer
+    tensors shaped per sequence ``(batch,)`` or per position ``(batch or 1, length)``; position ids in range."""
+    from ..registry import POSITION_IDS
+
+    known = {POSITION_IDS.name: POSITION_IDS, **declared}
+    for name, value in inputs.items():
+        spec = known.get(name)
+        if spec is None:
+            raise ValueError(f"unknown run-time input {name!r}; this model reads {', '.join(sorted(known))}")
+        value = _tensor(name, value, "integers")
+        if value.dtype not in INTEGER_DTYPES:
+            raise ValueError(f"{name} must hold integers (torch.long), got {value.dtype}")
+        batch, length = ids.shape
+        if spec.per == "sequence" and tuple(value.shape) != (batch,):
+            raise ValueError(f"{name} must be shaped (batch,) = ({batch},), got {tuple(value.shape)}")
+        if spec.per == "position" and (value.dim() != 2 or value.shape[0] not in (1, batch) or value.shape[1] != length):
+            raise ValueError(f"{name} must be shaped (batch, length) = ({batch}, {length}) or (1, {length}), "
+                             f"got {tuple(value.shape)}")
+        _same_device(name, value, device)
+        if not torch.compiler.is_compiling() and value.device.type != "meta" and value.numel():
+            low, high = torch.aminmax(value)
+            if low.item() < 0:
+                raise ValueError(f"{name} contains {low.item()}; it must not be negative")
+            if name == POSITION_IDS.name and max_len is not None and high.item() >= max_len:
+                raise ValueError(f"position_ids contains {high.item()}, but the learned positions cover "
+                                 f"0..{max_len - 1} (learned({max_len}))")

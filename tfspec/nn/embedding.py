@@ -23,9 +23,9 @@ class SinusoidalPositions(nn.Module):
         half = (self.dim + 1) // 2
         frequencies = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32)
                                 * (-2.0 * math.log(10000.0) / self.dim))
-        angles = positions.to(torch.float32)[:, None] * frequencies[None, :]
+        angles = positions.to(torch.float32)[..., None] * frequencies  # (..., length, half)
         table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # interleave sin, cos
-        return table[:, : self.dim]
+        return table[..., : self.dim]
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -42,14 +42,13 @@ class Embeddings(nn.Module):
         self.norm = norm
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: Tensor, token_types: Tensor | None = None, offset: int = 0) -> Tensor:
-        """``ids`` (batch, length) -> (batch, length, dim); ``offset``: position of the first id."""
+    def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor | None = None) -> Tensor:
+        """``ids`` (batch, length) at position ids ``positions`` (batch or 1, length) -> (batch, length, dim)."""
         x = self.tokens(ids)
         if self.scale != 1.0:
             x = x * self.scale
         if self.positions is not None:
-            where = torch.arange(offset, offset + ids.shape[1], device=ids.device)
-            x = x + self.positions(where).to(x.dtype)
+            x = x + self.positions(positions).to(x.dtype)
         if self.segments is not None:
             x = x + (self.segments(token_types) if token_types is not None else self.segments.weight[0])
         return self.dropout(self.norm(x))

@@ -1,12 +1,15 @@
-"""Turn a sublayer's masks and the run-time padding mask into what SDPA takes.
+"""Turn a sublayer's masks, position bias and the run-time padding into what SDPA takes.
 
 A purely causal self-attention over a whole sequence takes SDPA's fused
 ``is_causal=True`` path and never materialises a T×T mask. Anything else
 becomes an additive float mask: 0 where attention is allowed, the dtype's
-finite minimum where it is not (so half precision does not overflow to -inf).
-A query row that padding leaves with no key at all falls back to its
-structural mask alone: the output at such a (padded) position is meaningless,
-but finite, and still never reads the future.
+finite minimum where it is not (so half precision does not overflow to -inf),
+plus a position scheme's score bias (ALiBi). A query row that padding leaves
+with no key at all falls back to its structural mask alone: the output at such
+a (padded) position is meaningless, but finite, and still never reads the future.
+
+The result is built once per call for every attention with the same masks
+(``Context.once``), not once per layer.
 """
 
 from __future__ import annotations
@@ -14,41 +17,64 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .context import Context
 
 
 class MaskSet:
     """The masks of one attention sublayer, resolved to their variants at build time."""
 
-    def __init__(self, masks):
+    def __init__(self, masks, cross: bool):
+        self.masks = tuple(masks)
         self.structural = [(variant, options) for variant, options in masks if variant.structural]
-        self.uses_padding = any(variant.uses_padding for variant, _ in masks)
-        self.fused_causal = (len(self.structural) == 1 and self.structural[0][0].fused_causal)
+        self.uses_padding = any(variant.reads_padding for variant, _ in masks)
+        self.fused_causal = len(self.structural) == 1 and self.structural[0][0].fused_causal
+        self.cross = cross
+        # what the memo is keyed by: equal mask sets share one tensor per call
+        self.key = "mask:" + ("cross:" if cross else "self:") + "+".join(
+            f"{variant.name}{options.model_dump()}" for variant, options in masks)
 
-    def __call__(self, query_len: int, key_len: int, key_padding_mask: Tensor | None, dtype: torch.dtype,
-                 device: torch.device, allow_fused: bool = True) -> tuple[Tensor | None, bool]:
-        """``(additive mask broadcastable to (batch, heads, queries, keys) or None, is_causal)``."""
-        padding = key_padding_mask if self.uses_padding else None
-        if padding is None and self.fused_causal and allow_fused and query_len == key_len:
-            return None, True
-        allowed = self.structure(query_len, key_len, device)
+    def allowed(self, ctx: Context, query_len: int, key_len: int, device, padding: Tensor | None
+                ) -> Tensor | None:
+        """Bool ``(batch or 1, 1, queries, keys)``: structure and the keys' ``padding``; None: all allowed."""
+        allowed = self.structure(ctx, query_len, key_len, device)
         if padding is not None:
             keys = ~padding[:, None, None, :]
             with_padding = keys if allowed is None else allowed & keys
             empty = ~with_padding.any(dim=-1, keepdim=True)
             allowed = with_padding | (empty if allowed is None else empty & allowed)
-        if allowed is None:
-            return None, False
-        bias = torch.zeros(allowed.shape, dtype=dtype, device=device)
-        return bias.masked_fill_(~allowed, torch.finfo(dtype).min), False
+        return allowed
 
-    def structure(self, query_len: int, key_len: int, device: torch.device) -> Tensor | None:
-        """Bool ``(queries, keys)`` from positions alone; queries are the last ``query_len`` positions."""
+    def structure(self, ctx: Context, query_len: int, key_len: int, device) -> Tensor | None:
+        """Bool ``(batch or 1, 1, queries, keys)`` from positions (and declared inputs); queries are the last keys."""
         if not self.structural:
             return None
-        keys = torch.arange(key_len, device=device)
-        queries = keys[key_len - query_len:]
+        # sequence indices: the queries follow ctx.offset cached positions and the keys end with them
+        # (or, in cross-attention, are the memory's)
+        end = ctx.offset + query_len
+        queries = torch.arange(ctx.offset, end, device=device)
+        keys = torch.arange(key_len, device=device) if self.cross else torch.arange(end - key_len, end, device=device)
         allowed = None
         for variant, options in self.structural:
-            rule = variant.allowed(queries, keys, options)
+            rule = variant.allowed(queries, keys, options, ctx.inputs)
+            rule = rule[None, None] if rule.dim() == 2 else rule[:, None]  # -> (batch or 1, 1, q, k)
             allowed = rule if allowed is None else allowed & rule
         return allowed
+
+    def fused(self, query_len: int, key_len: int, padding: Tensor | None) -> bool:
+        """Can SDPA's ``is_causal`` stand for these masks? (a lone causal mask, no padding, a square score matrix)"""
+        return self.fused_causal and padding is None and query_len == key_len
+
+    def additive(self, ctx: Context, query_len: int, key_len: int, dtype, device, padding: Tensor | None,
+                 bias: Tensor | None = None, bias_key: str = "") -> Tensor | None:
+        """The additive mask (0 or the dtype's minimum) plus ``bias``; ``None`` when there is neither.
+
+        ``padding``: the keys' padding when a mask reads it (else pass None).
+        """
+        def build():
+            allowed = self.allowed(ctx, query_len, key_len, device, padding)
+            if allowed is None:
+                return bias.to(dtype) if bias is not None else None
+            base = torch.zeros((), dtype=dtype, device=device) if bias is None else bias.to(dtype)
+            return torch.where(allowed, base, torch.finfo(dtype).min)
+
+        return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)

@@ -14,28 +14,33 @@ states ``(batch, length, width)`` otherwise; a spec with a pooler returns
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
-from .checks import check_ids, check_memory, check_padding_mask
+from .checks import check_ids, check_memory, check_padding_mask, check_runtime_inputs
+from .context import Context
 from .embedding import Embeddings
 
 
 class Stack(nn.Module):
-    """N generated layers (``torch.fx.GraphModule``s; print ``layer.code``) and a final norm."""
+    """N generated layers (``torch.fx.GraphModule``s; print ``layer.code``) and a final norm.
+
+    ``inputs``: the run-time inputs its variants read (``RuntimeInput``s by name), besides position ids.
+    """
 
     def __init__(self, layers: list[nn.Module], final_norm: nn.Module, masks_padding: bool,
-                 memory_masks_padding: bool):
+                 memory_masks_padding: bool, inputs: dict | None = None):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
         self.masks_padding = masks_padding  # some self-attention reads the padding mask
         self.memory_masks_padding = memory_masks_padding  # some cross-attention reads the memory's
+        self.inputs = dict(inputs or {})
 
-    def forward(self, x: Tensor, padding_mask: Tensor | None = None, memory: Tensor | None = None,
-                memory_padding_mask: Tensor | None = None, cache: list[dict] | None = None) -> Tensor:
+    def forward(self, x: Tensor, ctx: Context, cache: list[dict] | None = None) -> Tensor:
         """``cache``: one dict per layer (see ``tfspec.decoding``), filled and extended in place."""
         for i, layer in enumerate(self.layers):
-            x = layer(x, padding_mask, memory, memory_padding_mask, cache[i] if cache is not None else None)
+            x = layer(x, ctx, cache[i] if cache is not None else None)
         return self.final_norm(x)
 
 
@@ -60,10 +65,9 @@ class CompiledModel(nn.Module):
     def device(self):
         return next(self.embeddings.parameters()).device
 
-    def embed(self, role: str, name: str, ids: Tensor, token_types: Tensor | None = None, offset: int = 0) -> Tensor:
+    def embed(self, role: str, name: str, ids: Tensor, ctx: Context, token_types: Tensor | None = None) -> Tensor:
         embedding: Embeddings = self.embeddings[self.stack_embedding[role]]
         if self.check_inputs:
-            check_ids(name, ids, embedding.vocab, self.device, self.max_len[role], offset)
             if token_types is not None:
                 if embedding.segments is None:
                     raise ValueError("token_types was given, but the embedding has no segments; "
@@ -73,7 +77,22 @@ class CompiledModel(nn.Module):
                 if token_types.shape != ids.shape:
                     raise ValueError(f"token_types must have the shape of {name} {tuple(ids.shape)}, "
                                      f"got {tuple(token_types.shape)}")
-        return embedding(ids, token_types, offset)
+        return embedding(ids, ctx.positions, token_types)
+
+    def context(self, role: str, name: str, ids: Tensor, inputs: dict, padding: Tensor | None = None,
+                offset: int = 0, memory: Tensor | None = None, memory_padding: Tensor | None = None) -> Context:
+        """The call's shared inputs for ``role``'s stack, whose token ids are the argument ``name``;
+        ``inputs``: keyword run-time inputs, checked by name."""
+        stack = getattr(self, role)
+        positions = inputs.get("position_ids")
+        if self.check_inputs:
+            vocab = self.embeddings[self.stack_embedding[role]].vocab
+            check_ids(name, ids, vocab, self.device, self.max_len[role], offset)
+            check_runtime_inputs(inputs, stack.inputs, ids, self.device, self.max_len[role])
+        if positions is None:
+            positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)[None]
+        extra = {k: v for k, v in inputs.items() if k != "position_ids"}
+        return Context(positions, padding, memory, memory_padding, extra, offset)
 
     def output(self, hidden: Tensor):
         out = hidden
@@ -85,17 +104,19 @@ class CompiledModel(nn.Module):
         return out
 
     def extend(self, tokens: Tensor, cache: list[dict], offset: int, memory: Tensor | None = None,
-               memory_padding_mask: Tensor | None = None):
+               memory_padding_mask: Tensor | None = None, padding_mask: Tensor | None = None, **inputs):
         """Decoder logits for ``tokens`` continuing a prefix of ``offset`` positions held in ``cache``.
 
         ``cache`` has one dict per decoder layer (start with empty ones); each call
-        appends the new positions' keys and values. Equals running the decoder over
-        the whole sequence when its self-attention never looks ahead (see
-        ``tfspec.decoding.cache_supported``). Encoder-decoder models pass ``memory``
-        (from ``encode``); cross-attention projects it on the first call only.
+        appends the new positions' keys and values (and their padding, for a
+        left-padded prompt). Equals running the decoder over the whole sequence when
+        its attention kinds and masks are cache-exact (see ``tfspec.decoding.cache_supported``).
+        Encoder-decoder models pass ``memory`` (from ``encode``); cross-attention
+        projects it on the first call only.
         """
-        x = self.embed("decoder", "tokens", tokens, offset=offset)
-        return self.output(self.decoder(x, None, memory, memory_padding_mask, cache))
+        ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask, offset, memory, memory_padding_mask)
+        x = self.embed("decoder", "tokens", tokens, ctx)
+        return self.output(self.decoder(x, ctx, cache))
 
     def check_padding(self, name: str, mask, ids: Tensor, ids_name: str, used: bool, where: str) -> None:
         if self.check_inputs:
@@ -104,49 +125,63 @@ class CompiledModel(nn.Module):
 
 
 class DecoderOnlyModel(CompiledModel):
-    def forward(self, tokens: Tensor, padding_mask: Tensor | None = None, token_types: Tensor | None = None):
-        """``tokens`` (batch, length) -> logits or hidden states."""
-        x = self.embed("decoder", "tokens", tokens, token_types)
+    def forward(self, tokens: Tensor, padding_mask: Tensor | None = None, token_types: Tensor | None = None,
+                **inputs):
+        """``tokens`` (batch, length) -> logits or hidden states; ``inputs``: ``position_ids`` and what variants read."""
+        ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask)
+        x = self.embed("decoder", "tokens", tokens, ctx, token_types)
         self.check_padding("padding_mask", padding_mask, tokens, "tokens", self.decoder.masks_padding,
                            "decoder's self-attention")
-        return self.output(self.decoder(x, padding_mask))
+        return self.output(self.decoder(x, ctx))
 
 
 class EncoderOnlyModel(CompiledModel):
-    def forward(self, tokens: Tensor, padding_mask: Tensor | None = None, token_types: Tensor | None = None):
+    def forward(self, tokens: Tensor, padding_mask: Tensor | None = None, token_types: Tensor | None = None,
+                **inputs):
         """``tokens`` (batch, length), optional ``token_types`` (segments) -> logits or hidden states."""
-        x = self.embed("encoder", "tokens", tokens, token_types)
+        ctx = self.context("encoder", "tokens", tokens, inputs, padding_mask)
+        x = self.embed("encoder", "tokens", tokens, ctx, token_types)
         self.check_padding("padding_mask", padding_mask, tokens, "tokens", self.encoder.masks_padding,
                            "encoder's self-attention")
-        return self.output(self.encoder(x, padding_mask))
+        return self.output(self.encoder(x, ctx))
 
 
 class EncoderDecoderModel(CompiledModel):
     def forward(self, src: Tensor, tgt: Tensor, src_padding_mask: Tensor | None = None,
-                tgt_padding_mask: Tensor | None = None):
-        """``src`` (batch, src_len), ``tgt`` (batch, tgt_len) -> logits or hidden states for ``tgt``."""
-        memory = self.encode(src, src_padding_mask)
-        return self.decode(tgt, memory, src_padding_mask, tgt_padding_mask)
+                tgt_padding_mask: Tensor | None = None, **inputs):
+        """``src`` (batch, src_len), ``tgt`` (batch, tgt_len) -> logits or hidden states for ``tgt``.
 
-    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> Tensor:
+        Run-time inputs are named for their sequence: ``src_position_ids``, ``tgt_prefix_lengths``, ...
+        """
+        unknown = [k for k in inputs if not k.startswith(("src_", "tgt_"))]
+        if unknown:
+            raise ValueError(f"an encoder-decoder model takes run-time inputs named src_... or tgt_..., got {unknown}")
+        memory = self.encode(src, src_padding_mask, **{k[4:]: v for k, v in inputs.items() if k.startswith("src_")})
+        return self.decode(tgt, memory, src_padding_mask, tgt_padding_mask,
+                           **{k[4:]: v for k, v in inputs.items() if k.startswith("tgt_")})
+
+    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None, **inputs) -> Tensor:
         """The encoder's output (after its final norm): the decoder's memory."""
-        x = self.embed("encoder", "src", src)
+        ctx = self.context("encoder", "src", src, inputs, src_padding_mask)
+        x = self.embed("encoder", "src", src, ctx)
         self.check_padding("src_padding_mask", src_padding_mask, src, "src",
                            self.encoder.masks_padding or self.decoder.memory_masks_padding,
                            "encoder's self-attention or the decoder's cross-attention")
-        return self.encoder(x, src_padding_mask)
+        return self.encoder(x, ctx)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_padding_mask: Tensor | None = None,
-               tgt_padding_mask: Tensor | None = None):
+               tgt_padding_mask: Tensor | None = None, **inputs):
         """Decoder over ``tgt`` attending to ``memory`` -> logits or hidden states."""
-        x = self.embed("decoder", "tgt", tgt)
         if self.check_inputs:
             check_memory(memory, tgt.shape[0], self.encoder_width, self.device)
             check_padding_mask("src_padding_mask", src_padding_mask, memory[..., 0], "memory's (batch, src_len)",
                                True, "")
+        ctx = self.context("decoder", "tgt", tgt, inputs, tgt_padding_mask, memory=memory,
+                           memory_padding=src_padding_mask)
+        x = self.embed("decoder", "tgt", tgt, ctx)
         self.check_padding("tgt_padding_mask", tgt_padding_mask, tgt, "tgt", self.decoder.masks_padding,
                            "decoder's self-attention")
-        return self.output(self.decoder(x, tgt_padding_mask, memory, src_padding_mask))
+        return self.output(self.decoder(x, ctx))
 
     @property
     def encoder_width(self) -> int:

@@ -1,32 +1,42 @@
 """Additive attention (Bahdanau et al. 2015), per head: score(q, k) = w . tanh(q + k)."""
 
-from ..registry import ATTENTION_KINDS, AttentionKind
+from ..registry import ATTENTION_KINDS, AttentionKind, Problem
 from .dot import projection_params
 
 
 @ATTENTION_KINDS.register
 class Additive(AttentionKind):
     name = "additive"
+    title = "Additive"
     doc = "Bahdanau attention: a learned vector scores tanh(q_i + k_j) in each head"
 
-    def params(self, width, heads, bias, cross, memory_width):
-        return {**projection_params(width, bias, cross, memory_width), "score": (heads, width // heads)}
+    def params(self, shape, options):
+        return {**projection_params(shape), "score": (shape.heads, shape.head_dim)}
 
-    def core_flops(self, heads, head_dim, pairs):
+    def check(self, options, shape):
+        if shape.kv_heads != shape.heads:
+            return [Problem("additive attention scores each query head against its own key head, so it takes "
+                            f"no kv_heads={shape.kv_heads} (grouped-query attention is for dot-product attention)",
+                            "remove kv_heads, or use kind=dot")]
+        return []
+
+    def core_flops(self, shape, options, pairs):
+        heads, head_dim = shape.heads, shape.head_dim
         # w . tanh(q + k) and weights @ V as matmuls; the sum and tanh over head_dim, softmax per score
         mix, score, other = 2 * heads * pairs * head_dim, 2 * heads * pairs * head_dim, heads * pairs * (2 * head_dim + 5)
         if head_dim == 1:  # torch.einsum scores a single feature with a multiply, not a matrix product
             return mix, other + score
         return mix + score, other
 
-    def core_saved(self, batch, heads, head_dim, queries, keys, dropout, fused, cross):
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
+        heads, head_dim = shape.heads, shape.head_dim
         # tanh(q + k) for every pair and head feature (no fused kernel exists), the probabilities, v, output
         scores = batch * heads * queries * keys
         kept = scores * head_dim + scores * (3 if dropout else 1) + batch * heads * head_dim * (keys + queries)
         if batch == 1 or heads == 1:  # v needs no copy: weights @ v keeps the whole (q)kv projection
-            kept += batch * heads * head_dim * (keys if cross else 2 * keys)
+            kept += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         return kept, 0
 
-    def build(self, width, heads, bias, cross, memory_width, dropout, masks):
+    def build(self, config, options):
         from ..nn.additive import AdditiveAttention
-        return AdditiveAttention(width, heads, bias, cross, memory_width, dropout, masks)
+        return AdditiveAttention(config)

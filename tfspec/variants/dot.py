@@ -1,43 +1,53 @@
-"""Scaled dot-product attention (Vaswani et al. 2017, section 3.2.1): softmax(QK^T / sqrt(d_k)) V."""
+"""Scaled dot-product attention (Vaswani et al. 2017, section 3.2.1): softmax(QK^T / sqrt(d_k)) V.
+
+With ``kv_heads`` < ``heads`` it is grouped-query attention (Ainslie et al. 2023;
+``kv_heads=1``: multi-query, Shazeer 2019): each key/value head serves
+``heads / kv_heads`` query heads.
+"""
 
 from ..registry import ATTENTION_KINDS, AttentionKind
 
 
-def projection_params(width, bias, cross, memory_width):
-    """Q/K/V/output projections: one fused qkv for self-attention, q + fused kv for cross."""
-    def linear(name, out, inp):
+def projection_params(shape):
+    """Q/K/V/output projections: one fused qkv for self-attention (rows [q; k; v]), q + fused kv for cross."""
+    def linear(name, out, inp, bias):
         return {f"{name}.weight": (out, inp), **({f"{name}.bias": (out,)} if bias else {})}
 
-    if cross:
-        shapes = {**linear("q", width, width), **linear("kv", 2 * width, memory_width)}
+    if shape.cross:
+        shapes = {**linear("q", shape.q_width, shape.width, shape.bias),
+                  **linear("kv", 2 * shape.kv_width, shape.memory_width, shape.bias)}
     else:
-        shapes = linear("qkv", 3 * width, width)
-    return {**shapes, **linear("out", width, width)}
+        shapes = linear("qkv", shape.q_width + 2 * shape.kv_width, shape.width, shape.bias)
+    return {**shapes, **linear("out", shape.width, shape.q_width, shape.out_bias)}
 
 
 @ATTENTION_KINDS.register
 class DotProduct(AttentionKind):
     name = "dot"
+    title = "Multi-Head"  # labels read "Multi-Head Attention (...)", as in the paper's figure
     doc = "scaled dot-product attention"
 
-    def params(self, width, heads, bias, cross, memory_width):
-        return projection_params(width, bias, cross, memory_width)
+    def params(self, shape, options):
+        return projection_params(shape)
 
-    def core_flops(self, heads, head_dim, pairs):
+    def core_flops(self, shape, options, pairs):
         # QK^T and weights @ V; scaling and a 5-step softmax (max, subtract, exp, sum, divide) per score
-        return 4 * heads * pairs * head_dim, 6 * heads * pairs
+        return 4 * shape.heads * pairs * shape.head_dim, 6 * shape.heads * pairs
 
-    def core_saved(self, batch, heads, head_dim, queries, keys, dropout, fused, cross):
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         # q, k, v and the output; the math path keeps the T x T probabilities (and, with
         # dropout, its mask and the dropped probabilities), a fused kernel a log-sum-exp per row
-        vectors = batch * heads * head_dim * (2 * queries + 2 * keys)
+        heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
+        vectors = batch * head_dim * (2 * heads * queries + 2 * kv_heads * keys)
         if fused:
             return vectors, batch * heads * queries
-        if batch == 1 or heads == 1:  # v needs no copy: the math path keeps the whole (q)kv projection
-            vectors += batch * heads * head_dim * (keys if cross else 2 * keys)
+        if kv_heads != heads:  # the math path expands k and v to every query head and keeps the copies
+            vectors += 2 * batch * heads * head_dim * keys
+        elif batch == 1 or heads == 1:  # v needs no copy: the math path keeps the whole (q)kv projection
+            vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         scores = batch * heads * queries * keys
         return vectors + scores * (3 if dropout else 1), 0
 
-    def build(self, width, heads, bias, cross, memory_width, dropout, masks):
+    def build(self, config, options):
         from ..nn.attention import DotProductAttention
-        return DotProductAttention(width, heads, bias, cross, memory_width, dropout, masks)
+        return DotProductAttention(config)

@@ -1,7 +1,7 @@
 """Attention masks; a sublayer combines them with '+', e.g. ``mask=causal + padding``.
 
-A structural mask says, from positions alone, which keys a query may see;
-``tfspec.nn.masking`` combines them with the run-time padding mask.
+A structural mask says, from positions in the sequence, which keys a query may
+see; ``tfspec.nn.masking`` combines them with the run-time padding mask.
 """
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,8 +16,8 @@ class Causal(Mask):
     fused_causal = True
     doc = "position i attends to positions j <= i"
 
-    def allowed(self, query_positions, key_positions, options):
-        return key_positions[None, :] <= query_positions[:, None]
+    def allowed(self, query_index, key_index, options, inputs):
+        return key_index[None, :] <= query_index[:, None]
 
     def reach(self, options):
         return (None, 0)
@@ -26,7 +26,7 @@ class Causal(Mask):
 @MASKS.register
 class Padding(Mask):
     name = "padding"
-    uses_padding = True
+    reads_padding = True
     doc = "keys at padded positions are ignored (the padding mask of the keys' sequence)"
 
 
@@ -41,8 +41,8 @@ class Window(Mask):
         model_config = ConfigDict(extra="forbid", frozen=True)
         k: int = Field(gt=0, le=1 << 20)
 
-    def allowed(self, query_positions, key_positions, options):
-        return (query_positions[:, None] - key_positions[None, :]).abs() < options.k
+    def allowed(self, query_index, key_index, options, inputs):
+        return (query_index[:, None] - key_index[None, :]).abs() < options.k
 
     def reach(self, options):
         return (options.k - 1, options.k - 1)
@@ -52,4 +52,5 @@ class Window(Mask):
 class NoMask(Mask):
     name = "none"
     exclusive = True
+    absent = True
     doc = "every position attends to every position"

@@ -33,6 +33,9 @@ class Learned(Position):
     def max_len(self, options):
         return options.max_len
 
+    def shrunk(self, options, max_len):
+        return options.model_copy(update={"max_len": min(options.max_len, max_len)})
+
     def build(self, dim, options):
         from torch import nn
         return nn.Embedding(options.max_len, dim)
@@ -41,6 +44,8 @@ class Learned(Position):
 @POSITIONS.register
 class NoPosition(Position):
     name = "none"
+    absent = True
+    relative = True  # nothing depends on positions at all
     doc = "no positional information: self-attention is then permutation-equivariant"
 
     def build(self, dim, options):

@@ -30,6 +30,7 @@ class RMSNorm(Norm):
 @NORMS.register
 class NoNorm(Norm):
     name = "none"
+    absent = True
     doc = "no normalisation"
 
     def build(self, dim, options):
