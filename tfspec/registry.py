@@ -92,6 +92,9 @@ class Variant:
     positional: ClassVar[tuple[str, ...]] = ()  # option names that may be given positionally
     doc: ClassVar[str] = ""
     absent: ClassVar[bool] = False  # this entry means "nothing here" (`none`): no node, no module, no cost
+    # Option values the contract test (tests/test_variants.py) builds and compares: give at
+    # least two when there are options, so a change of option is seen to reach every stage.
+    examples: ClassVar[tuple[dict, ...]] = ({},)
 
     def options(self, values: dict) -> BaseModel:
         return self.Options(**values)

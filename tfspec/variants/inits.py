@@ -35,6 +35,7 @@ class Normal(Init):
     name = "normal"
     positional = ("std",)
     Options = _Std
+    examples = ({}, {"std": 0.05})
     doc = "normal(std=0.02): every matrix, embedding and vector ~ N(0, std) (BERT, GPT-1)"
 
     def initialise(self, parameters, options):
@@ -50,6 +51,7 @@ class GPT2(Init):
     name = "gpt2"
     positional = ("std",)
     Options = _Std
+    examples = ({}, {"std": 0.05})
     doc = ("gpt2(std=0.02): normal(std), and projections into the residual stream (attention out, "
            "feed-forward down) ~ N(0, std / sqrt(residual branches in their stack)) (GPT-2)")
 

@@ -10,6 +10,7 @@ class LayerNorm(Norm):
     name = "layernorm"
     positional = ("eps",)
     doc = "layernorm(eps=1e-5, bias=true)"
+    examples = ({}, {"eps": 1e-3, "bias": False})
     flops_per_element = 7  # mean, centre, square, sum, scale by 1/std, weight, bias
 
     def saved(self, dim):

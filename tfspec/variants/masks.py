@@ -35,6 +35,7 @@ class Window(Mask):
     name = "window"
     positional = ("k",)
     allowed_in_cross = False
+    examples = ({"k": 1}, {"k": 3})
     doc = "window(k): position i attends to j with |i - j| < k (with causal: the last k positions)"
 
     class Options(BaseModel):

@@ -22,6 +22,7 @@ class Learned(Position):
     name = "learned"
     positional = ("max_len",)
     doc = "learned(max_len): one trained vector per position (BERT, GPT)"
+    examples = ({"max_len": 64}, {"max_len": 32})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)

@@ -10,6 +10,7 @@ class RMSNorm(Norm):
     name = "rmsnorm"
     positional = ("eps",)
     doc = "rmsnorm(eps=1e-6)"
+    examples = ({}, {"eps": 1e-3})
     flops_per_element = 4  # square, sum, scale by 1/rms, weight
 
     def saved(self, dim):

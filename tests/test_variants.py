@@ -1,0 +1,136 @@
+"""The registry contract, checked for every registered variant with the option values it declares.
+
+A new variant file is covered here without editing this test: each family has a
+template spec that uses the variant, and ``Variant.examples`` supplies options.
+What a variant declares (parameters, FLOPs, reach, relative positions, label)
+must agree with what its runtime module does.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tfspec
+from tfspec.analysis import allowed_pairs, analyse, parameter_table
+from tfspec.diff import diff
+from tfspec.measure import measure
+from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionShape
+
+FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
+            "activation": ACTIVATIONS, "init": INITS}
+EMBEDDING = "embedding tokens {{ vocab 40; dim 16; position {position} }}\n"
+
+
+def choice_text(name: str, options: dict) -> str:
+    if not options:
+        return name
+    values = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items())
+    return f"{name}({values})"
+
+
+def spec_text(family: str, name: str, options: dict) -> str:
+    """A small model that uses the variant where its family is used."""
+    c = choice_text(name, options)
+    variant = FAMILIES[family][name]
+    if family == "position" and variant.acts == "embedding":
+        return EMBEDDING.format(position=c) + \
+            "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }\nhead linear(40)"
+    body = {"attention kind": f"attention self heads=2 kind={c} mask=padding; feedforward d_ff=32",
+            "mask": f"attention self heads=2 mask={c}; feedforward d_ff=32",
+            "position": f"position {c}; attention self heads=2 mask=causal; feedforward d_ff=32",
+            "norm": f"residual pre; norm {c}; attention self heads=2 mask=causal; feedforward d_ff=32",
+            "activation": f"attention self heads=2 mask=causal; feedforward d_ff=32 activation={c}",
+            "init": "attention self heads=2 mask=causal; feedforward d_ff=32"}[family]
+    defaults = f"defaults {{ init {c} }}\n" if family == "init" else ""
+    stack = "encoder" if family in ("attention kind", "mask") else "decoder"
+    return defaults + EMBEDDING.format(position="none") + f"{stack} x 2 {{ {body} }}\nhead linear(40)"
+
+
+ENTRIES = [(family, name, options) for family, registry in FAMILIES.items() for name in registry
+           for options in registry[name].examples]
+IDS = [f"{family}:{choice_text(name, options)}" for family, name, options in ENTRIES]
+
+
+@pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)
+def test_declared_parameters_are_the_built_modules_state_dict(family, name, options):
+    spec = tfspec.parse(spec_text(family, name, options))
+    model = tfspec.compile(spec, seed=0)
+    declared = parameter_table(spec.graph())
+    built = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert built == declared
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)
+def test_declared_flops_are_what_the_flop_counter_counts(family, name, options):
+    spec = tfspec.parse(spec_text(family, name, options))
+    role = spec.stacks[0].role
+    analysed = analyse(spec, seq_len=12, batch=2)
+    assert measure(spec, {role: 12}, batch=2).flops == analysed.total.matmul
+
+
+@pytest.mark.parametrize("family, name", [(f, n) for f, r in FAMILIES.items() for n in r])
+def test_every_variant_is_documented_and_its_options_are_checked_where_written(family, name):
+    variant = FAMILIES[family][name]
+    assert variant.doc, f"{family} {name} has no doc"
+    assert all(variant.options(o) is not None for o in variant.examples)
+    if len(variant.Options.model_fields) > 0:
+        assert len(variant.examples) >= 2, "show an option change reaching every stage"
+    text = spec_text(family, name, {"no_such_option": 1})
+    with pytest.raises(tfspec.SpecError) as info:
+        tfspec.parse(text)
+    line = text.splitlines()[info.value.line - 1]
+    assert line[info.value.column - 1:].startswith(("no_such_option", name)), str(info.value)
+
+
+CHANGED = [(family, name) for family, registry in FAMILIES.items() for name in registry
+           if len(registry[name].examples) >= 2]
+
+
+@pytest.mark.parametrize("family, name", CHANGED)
+def test_an_option_change_reaches_the_label_and_the_diff(family, name):
+    registry = FAMILIES[family]
+    first, second = registry[name].examples[:2]
+    labels = [registry[name].label(registry[name].options(o)) for o in (first, second)]
+    assert labels[0] != labels[1]
+    before, after = (tfspec.parse(spec_text(family, name, o)) for o in (first, second))
+    changes = [f"{c.what}: {c.before} → {c.after}" for c in diff(before, after).changes]
+    assert changes, "diff reports no difference for an option change"
+    assert any(labels[1] in c or choice_text(name, second) in c for c in changes), changes
+
+
+@pytest.mark.parametrize("name", [n for n in MASKS if MASKS[n].structural])
+@pytest.mark.parametrize("n", [1, 2, 5, 9])
+def test_a_structural_masks_reach_agrees_with_what_it_allows(name, n):
+    variant = MASKS[name]
+    for options in map(variant.options, variant.examples):
+        index = torch.arange(n)
+        allowed = variant.allowed(index, index, options, {})
+        behind, ahead = variant.reach(options)
+        offset = index[None, :] - index[:, None]  # key - query
+        band = torch.ones(n, n, dtype=torch.bool)
+        if behind is not None:
+            band &= offset >= -behind
+        if ahead is not None:
+            band &= offset <= ahead
+        assert not (allowed & ~band).any(), "it allows keys beyond its declared reach"
+        if not variant.inputs:  # decided by positions alone: the reach is exact
+            assert int(allowed.sum()) == allowed_pairs(n, behind, ahead)
+
+
+@pytest.mark.parametrize("name, options", [(n, o) for n in POSITIONS for o in POSITIONS[n].examples])
+def test_relative_position_schemes_are_offset_invariant_and_absolute_ones_are_not(name, options):
+    spec = tfspec.parse(spec_text("position", name, options))
+    model = tfspec.compile(spec, seed=0).eval()
+    tokens = torch.randint(0, 40, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        plain = model(tokens)
+        shifted = model(tokens, position_ids=torch.arange(5, 12)[None])
+    assert torch.allclose(plain, shifted, atol=1e-5) == POSITIONS[name].relative
+
+
+def test_attention_shape_widths():
+    shape = AttentionShape(width=48, heads=8, kv_heads=2, head_dim=16, memory_width=48, cross=False, bias=False,
+                           out_bias=False)
+    assert (shape.q_width, shape.kv_width) == (128, 32)
