@@ -1,0 +1,139 @@
+"""Rotary positions (variants/rotary.py, nn/rotary.py) against Hugging Face's RoPE and the complex-number formula."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfspec
+from tfspec.decoding import Continuation
+from tfspec.diagram import to_graphviz
+from tfspec.nn.context import Context
+from tfspec.nn.rotary import RotaryPositions
+
+transformers = pytest.importorskip("transformers")
+from transformers.models.gpt_neox import modeling_gpt_neox as neox  # noqa: E402
+from transformers.models.llama import modeling_llama as llama  # noqa: E402
+
+
+def heads(batch=2, n_heads=4, length=9, head_dim=16, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, n_heads, length, head_dim, generator=g).to(dtype)
+
+
+def rotate(rotary: RotaryPositions, q, k, positions):
+    return rotary.rotate(q, k, Context(positions))
+
+
+@pytest.mark.parametrize("theta", [10000.0, 500000.0])
+def test_full_rotation_equals_hugging_face_llama(theta):
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, rope_theta=theta)
+    q, k = heads(), heads(seed=1)
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 1, 2, 3, 4, 5, 6]])  # one left-padded row
+    cos, sin = llama.LlamaRotaryEmbedding(config)(q, positions)
+    expected = llama.apply_rotary_pos_emb(q, k, cos, sin)
+    got = rotate(RotaryPositions(16, theta), q, k, positions)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, expected))
+
+
+def test_partial_rotation_equals_hugging_face_gpt_neox():
+    config = transformers.GPTNeoXConfig(hidden_size=64, num_attention_heads=4, rotary_pct=0.25,
+                                        rotary_emb_base=20000)
+    q, k = heads(), heads(seed=1)
+    positions = torch.arange(3, 12)[None]
+    cos, sin = neox.GPTNeoXRotaryEmbedding(config)(q, positions)
+    expected = neox.apply_rotary_pos_emb(q, k, cos, sin)
+    got = rotate(RotaryPositions(4, 20000.0), q, k, positions)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, expected))
+    assert torch.equal(got[0][..., 4:], q[..., 4:])  # the unrotated three quarters pass through
+
+
+def test_bfloat16_rotates_by_float32_angles_as_hugging_face_does():
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4)
+    q, k = heads(dtype=torch.bfloat16), heads(seed=1, dtype=torch.bfloat16)
+    positions = torch.arange(4000, 4009)[None]  # large angles: bfloat16 angles would be visibly wrong
+    cos, sin = llama.LlamaRotaryEmbedding(config)(q, positions)
+    expected = llama.apply_rotary_pos_emb(q, k, cos, sin)
+    rotary = RotaryPositions(16, 10000.0)
+    got = rotate(rotary, q, k, positions)
+    assert all(a.dtype == torch.bfloat16 and torch.equal(a, b) for a, b in zip(got, expected))
+    table_cos, _ = rotary.tables(positions)
+    assert table_cos.dtype == torch.float32
+    low_precision = (positions[..., None].to(torch.bfloat16) * 1.0).cos()  # the first pair's angle in bf16
+    assert not torch.allclose(table_cos[0, 0, :, 0], low_precision[0, :, 0].float(), atol=1e-2)
+
+
+def test_interleaved_layout_equals_the_complex_number_formula():
+    q, k = heads(), heads(seed=1)
+    positions = torch.arange(9)[None]
+    freqs = 1.0 / (10000.0 ** (torch.arange(0, 16, 2).float() / 16))
+    turn = torch.polar(torch.ones(9, 8), torch.outer(torch.arange(9).float(), freqs))  # e^{i p θ_j}
+
+    def complex_rotation(x):  # Meta's original Llama code: pairs (2j, 2j+1) as complex numbers
+        return torch.view_as_real(torch.view_as_complex(x.reshape(*x.shape[:-1], 8, 2)) * turn).flatten(-2)
+
+    got = rotate(RotaryPositions(16, 10000.0, interleaved=True), q, k, positions)
+    assert torch.allclose(got[0], complex_rotation(q), atol=1e-5)
+    assert torch.allclose(got[1], complex_rotation(k), atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shift=st.integers(0, 5000), length=st.integers(1, 12), fraction=st.sampled_from([0.25, 0.5, 1.0]))
+def test_scores_depend_only_on_the_difference_of_positions(shift, length, fraction):
+    rotary = RotaryPositions(int(16 * fraction), 10000.0)
+    q, k = heads(length=length), heads(length=length, seed=1)
+    positions = torch.arange(length)[None]
+    a = rotate(rotary, q, k, positions)
+    b = rotate(rotary, q, k, positions + shift)
+    assert torch.allclose(a[0] @ a[1].transpose(-1, -2), b[0] @ b[1].transpose(-1, -2), atol=2e-3, rtol=1e-4)
+
+
+LLAMA_LIKE = """
+embedding tokens { vocab 48; dim 32 }
+decoder x 2 {
+  residual pre; norm rmsnorm; position rotary(theta=500000, fraction=0.5)
+  attention self heads=4 kv_heads=2 mask=causal + padding bias=false
+  feedforward d_ff=64 activation=swiglu bias=false
+}
+head linear(48) bias=false
+"""
+
+
+def test_cached_decoding_with_rotary_and_grouped_query_attention_equals_recomputation():
+    model = tfspec.compile(LLAMA_LIKE, seed=0).eval()
+    prompt = torch.randint(0, 48, (2, 5), generator=torch.Generator().manual_seed(0))
+    cached, full = Continuation(model), Continuation(model, use_cache=False)
+    with torch.no_grad():
+        for step in [prompt, prompt[:, :1], prompt[:, 1:3], prompt[:, :1]]:
+            assert torch.allclose(cached.feed(step), full.feed(step), atol=1e-5)
+
+
+def test_rotary_misuse_is_a_located_error():
+    with pytest.raises(tfspec.SpecError) as info:
+        tfspec.parse("embedding tokens { vocab 9; dim 16; position rotary }\n"
+                     "decoder x 1 { attention self heads=2 mask=causal }")
+    assert info.value.codes == ["variant"] and (info.value.line, info.value.column) == (1, 46)
+    assert "act inside attention" in info.value.message
+    with pytest.raises(tfspec.SpecError) as info:  # 8 dims per head x 0.2 = 1 dimension: nothing to pair it with
+        tfspec.parse("embedding tokens { vocab 9; dim 16 }\n"
+                     "decoder x 1 { attention self heads=2 mask=causal position=rotary(fraction=0.2) }")
+    assert (info.value.line, info.value.column) == (2, 59) and "even number" in info.value.message
+    with pytest.raises(tfspec.SpecError) as info:
+        tfspec.parse("embedding tokens { vocab 9; dim 16 }\nencoder x 1 { attention self heads=2 }\n"
+                     "decoder x 1 { attention self heads=2 mask=causal; attention cross heads=2 position=rotary }")
+    assert info.value.codes == ["variant"] and "different sequences" in info.value.message
+    with pytest.raises(tfspec.SpecError) as info:
+        tfspec.parse("embedding tokens { vocab 9; dim 16 }\n"
+                     "decoder x 1 { position rotary(theta=1); attention self heads=2 mask=causal }")
+    assert (info.value.line, info.value.column) == (2, 37)  # at the bad value
+
+
+def test_diagram_and_labels_show_where_rotary_positions_enter():
+    spec = tfspec.parse(LLAMA_LIKE)
+    source = to_graphviz(spec).source
+    assert "Positions\n(rotary(theta=500000, fraction=0.5))" in source
+    assert 'label="rotates q, k"' in source
+    label = spec.graph().nodes["decoder.self_attn"]["label"]
+    assert label == "Multi-Head Attention (causal, padding, rotary(theta=500000, fraction=0.5), 4 heads, 2 kv heads)"

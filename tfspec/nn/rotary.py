@@ -1,0 +1,54 @@
+"""Rotary positions at run time: cos/sin tables built once per call in float32, applied per head.
+
+Equal to Hugging Face's ``apply_rotary_pos_emb`` (half-split layout) with
+``inv_freq = 1 / θ^(2i/d)``: the angles and their cos/sin are computed in
+float32 from the position ids, then cast to the activations' dtype, as
+transformers does, so a bfloat16 model rotates by the same angles.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .attention import InAttentionPosition
+from .context import Context
+
+
+class RotaryPositions(InAttentionPosition):
+    def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False) -> None:
+        super().__init__()
+        self.rotary_dim, self.theta, self.interleaved = rotary_dim, theta, interleaved
+        self.key = f"rotary:{rotary_dim}:{theta!r}:{interleaved}"
+
+    def tables(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """float32 cos, sin ``(batch or 1, 1, length, rotary_dim)`` for position ids ``(batch or 1, length)``."""
+        exponents = torch.arange(0, self.rotary_dim, 2, dtype=torch.int64, device=positions.device).float()
+        inv_freq = 1.0 / (self.theta ** (exponents / self.rotary_dim))
+        # an element-wise product, not a matmul: autocast leaves it in float32
+        angles = positions[..., None].float() * inv_freq  # (batch or 1, length, rotary_dim / 2)
+        angles = angles.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((angles, angles), dim=-1)
+        return angles.cos()[:, None], angles.sin()[:, None]
+
+    def rotate(self, q: Tensor, k: Tensor, ctx: Context) -> tuple[Tensor, Tensor]:
+        cos, sin = ctx.once(self.key, lambda: self.tables(ctx.positions))
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        return self.apply(q, cos, sin), self.apply(k, cos, sin)
+
+    def apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """Rotate the first ``rotary_dim`` dimensions of each head; pass the rest through."""
+        rotated, passed = x[..., :self.rotary_dim], x[..., self.rotary_dim:]
+        rotated = rotated * cos + self.turn(rotated) * sin
+        return torch.cat((rotated, passed), dim=-1) if passed.shape[-1] else rotated
+
+    def turn(self, x: Tensor) -> Tensor:
+        """The quarter turn of each pair: (a, b) -> (-b, a)."""
+        if self.interleaved:
+            even, odd = x[..., 0::2], x[..., 1::2]
+            return torch.stack((-odd, even), dim=-1).flatten(-2)
+        first, second = x.chunk(2, dim=-1)
+        return torch.cat((-second, first), dim=-1)
+
+    def extra_repr(self) -> str:
+        layout = ", interleaved" if self.interleaved else ""
+        return f"rotary_dim={self.rotary_dim}, theta={self.theta:g}{layout}"
