@@ -174,8 +174,8 @@ class DotProductAttention(nn.Module):
         """The additive mask, with the position scheme's score bias (ALiBi) folded in; shared per call."""
         if self.position is None or not self.position.biases_scores:
             return self.masks.additive(ctx, query_len, key_len, dtype, device, padding)
-        score_bias = self.position.score_bias(ctx.positions, key_positions)  # (batch or 1, heads, q, k)
-        return self.masks.additive(ctx, query_len, key_len, dtype, device, padding, score_bias,
+        return self.masks.additive(ctx, query_len, key_len, dtype, device, padding,
+                                   lambda: self.position.score_bias(ctx.positions, key_positions),
                                    self.position.key)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,

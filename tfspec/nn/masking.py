@@ -14,6 +14,8 @@ The result is built once per call for every attention with the same masks
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
@@ -65,16 +67,19 @@ class MaskSet:
         return self.fused_causal and padding is None and query_len == key_len
 
     def additive(self, ctx: Context, query_len: int, key_len: int, dtype, device, padding: Tensor | None,
-                 bias: Tensor | None = None, bias_key: str = "") -> Tensor | None:
-        """The additive mask (0 or the dtype's minimum) plus ``bias``; ``None`` when there is neither.
+                 bias: Callable[[], Tensor] | None = None, bias_key: str = "") -> Tensor | None:
+        """The additive mask (0 or the dtype's minimum) plus ``bias()``; ``None`` when there is neither.
 
-        ``padding``: the keys' padding when a mask reads it (else pass None).
+        ``padding``: the keys' padding when a mask reads it (else pass None). ``bias``
+        builds a score bias ``(batch or 1, heads, queries, keys)``, called only the
+        first time this call needs the mask (``bias_key`` tells equal biases apart).
         """
         def build():
             allowed = self.allowed(ctx, query_len, key_len, device, padding)
+            scores = bias() if bias is not None else None
             if allowed is None:
-                return bias.to(dtype) if bias is not None else None
-            base = torch.zeros((), dtype=dtype, device=device) if bias is None else bias.to(dtype)
+                return scores.to(dtype) if scores is not None else None
+            base = torch.zeros((), dtype=dtype, device=device) if scores is None else scores.to(dtype)
             return torch.where(allowed, base, torch.finfo(dtype).min)
 
         return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
