@@ -18,7 +18,7 @@ def test_gpt1_to_gpt2_lists_the_real_differences():
         "embedding tokens: vocab 40,478 → 50,257",
         "embedding tokens: position learned(512) → learned(1024)",
         "decoder: residual post-norm → pre-norm (every sublayer)",
-        "decoder: final norm none → layernorm(eps=1e-05, bias=true)",
+        "decoder: final norm none → layernorm",
         "decoder.ffn: activation GELU → GELU (tanh)",
     ]
 

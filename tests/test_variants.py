@@ -63,11 +63,13 @@ def test_declared_parameters_are_the_built_modules_state_dict(family, name, opti
 
 
 @pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)
-def test_declared_flops_are_what_the_flop_counter_counts(family, name, options):
+def test_declared_costs_are_what_the_flop_counter_and_autograd_see(family, name, options):
     spec = tfspec.parse(spec_text(family, name, options))
     role = spec.stacks[0].role
     analysed = analyse(spec, seq_len=12, batch=2)
-    assert measure(spec, {role: 12}, batch=2).flops == analysed.total.matmul
+    measured = measure(spec, {role: 12}, batch=2)
+    assert measured.flops == analysed.total.matmul
+    assert measured.saved_bytes == analysed.total.memory
 
 
 @pytest.mark.parametrize("family, name", [(f, n) for f, r in FAMILIES.items() for n in r])

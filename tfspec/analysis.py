@@ -340,8 +340,11 @@ class _Counter:
         norm, _ = NORMS.of(spec.qk_norm)
         bias += norm.flops_per_element * head_dim * (n * heads + m * shape.kv_heads)
         position, position_options = POSITIONS.of(spec.position)
+        shared = 0
         if position.acts == "attention":
             bias += position.attention_flops(position_options, shape, n, m)
+            shared = self.keep(("position", a["stack"], POSITIONS.label(spec.position), head_dim),
+                               position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path
         structural = [MASKS[c.name] for c in spec.mask if MASKS[c.name].structural]
         fused_causal = len(structural) == 1 and structural[0].fused_causal
@@ -352,7 +355,7 @@ class _Counter:
         if spec.dropout:
             elementwise, elementwise_aware = elementwise + heads * n * m, elementwise_aware + heads * pairs
         kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
-        memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat)
+        memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat) + shared
         memory += self.keep_input(node, a["inputs"][0], self.batch * n * shape.width * self.s, repeat)
         if cross:
             memory += self.keep_input(node, a["inputs"][1], self.batch * m * shape.memory_width * self.s, repeat)

@@ -60,13 +60,18 @@ def diff(first, second, *, seq_len: int | None = None) -> Diff:
     Totals are compared at ``seq_len`` (default: the shorter of the two specs' default lengths).
     """
     g1, g2 = first.graph(), second.graph()
-    changes = _collapse(_compare(describe(first), describe(second)), g1, g2)
+    changes = architecture_changes(first, second)
     n = seq_len or min(default_length(g1), default_length(g2))
     a1, a2 = analyse(first, seq_len=n), analyse(second, seq_len=n)
     totals = [("parameters", a1.total.params, a2.total.params),
               ("forward FLOPs", a1.total.flops, a2.total.flops),
               ("activation memory (bytes)", a1.total.memory, a2.total.memory)]
     return Diff((first.name, second.name), changes, totals, n)
+
+
+def architecture_changes(first, second) -> list[Change]:
+    """The architectural changes alone (no totals): what ``diff`` lists, and what interop compares."""
+    return _collapse(_compare(describe(first), describe(second)), first.graph(), second.graph())
 
 
 def describe(spec) -> Facts:
@@ -79,7 +84,7 @@ def describe(spec) -> Facts:
         where = f"embedding {emb.name}"
         facts.update({(where, "vocab"): f"{emb.vocab:,}", (where, "dim"): str(emb.dim),
                       (where, "position"): POSITIONS.label(emb.position), (where, "scale"): f"{emb.scale:.4g}",
-                      (where, "norm"): str(emb.norm), (where, "dropout"): f"{emb.dropout:g}"})
+                      (where, "norm"): NORMS.label(emb.norm), (where, "dropout"): f"{emb.dropout:g}"})
         if emb.segments:
             facts[(where, "segments")] = str(emb.segments)
     for role, info in g.graph["stacks"].items():
@@ -87,7 +92,7 @@ def describe(spec) -> Facts:
         facts[(role, "width")] = str(info["width"])
         facts[(role, "reads embedding")] = info["embedding"]
         final = g.nodes[info["output"]]
-        facts[(role, "final norm")] = str(final["spec"]) if final["op"] == "norm" else "none"
+        facts[(role, "final norm")] = NORMS.label(final["spec"]) if final["op"] == "norm" else "none"
         for node in _block_nodes(g, role):
             facts.update(_sublayer_facts(g, node))
     if spec.head is not None:
@@ -119,7 +124,8 @@ def _sublayer_facts(g: nx.DiGraph, node: str) -> Facts:
         facts[(node, "kv heads")] = str(shape.kv_heads)
         facts[(node, "head dim")] = str(shape.head_dim)
         facts[(node, "kind")] = ATTENTION_KINDS.label(spec.kind)
-        facts[(node, "mask")] = " + ".join(MASKS.label(m) for m in spec.mask) if spec.mask else "none"
+        # masks combine by intersection: the order they are written in means nothing
+        facts[(node, "mask")] = " + ".join(sorted(MASKS.label(m) for m in spec.mask)) if spec.mask else "none"
         facts[(node, "position")] = POSITIONS.label(spec.position)
         facts[(node, "qk norm")] = NORMS.label(spec.qk_norm)
         facts[(node, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
@@ -150,17 +156,17 @@ def _residual(g: nx.DiGraph, node: str) -> tuple[str, str, str]:
     adds = [c for c in consumers if g.nodes[c]["op"] == "add"
             and any(d["port"] == "residual" for _, _, d in g.in_edges(c, data=True))]
     if not adds:
-        norm = str(before["spec"]) if before["op"] == "norm" else "none"
+        norm = NORMS.label(before["spec"]) if before["op"] == "norm" else "none"
         return "none", norm, dropout
     add = adds[0]
     after = [c for c in g.successors(add) if g.nodes[c]["op"] == "norm"]
     if len(g.nodes[add]["inputs"]) > 2:
         placement = "parallel (one sum of several sublayers)"
     elif after and g.out_degree(add) == 1:
-        return "post-norm", str(g.nodes[after[0]]["spec"]), dropout
+        return "post-norm", NORMS.label(g.nodes[after[0]]["spec"]), dropout
     else:
         placement = "pre-norm" if before["op"] == "norm" else "no norm"
-    return placement, str(before["spec"]) if before["op"] == "norm" else "none", dropout
+    return placement, NORMS.label(before["spec"]) if before["op"] == "norm" else "none", dropout
 
 
 def _compare(f1: Facts, f2: Facts) -> list[Change]:

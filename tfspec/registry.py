@@ -106,8 +106,11 @@ class Variant:
         text = self.title or self.name
         if not changed:
             return text
-        leading = 0  # written positionally, as the spec would: window(8), not window(k=8)
-        while leading < len(self.positional) and self.positional[leading] in changed:
+        # required options are written positionally, as a spec would: window(8), not window(k=8)
+        fields = type(options).model_fields
+        leading = 0
+        while (leading < len(self.positional) and self.positional[leading] in changed
+               and fields[self.positional[leading]].is_required()):
             leading += 1
         args = [_fmt(changed[k]) for k in self.positional[:leading]]
         args += [f"{k}={_fmt(v)}" for k, v in changed.items() if k not in self.positional[:leading]]
@@ -115,7 +118,12 @@ class Variant:
 
 
 def _fmt(v) -> str:
-    return str(v).lower() if isinstance(v, bool) else f"{v:g}" if isinstance(v, float) else str(v)
+    """Exact and short: 10000.0 -> 10000, 1e-05 -> 1e-05 (never rounded, so two labels differ when values do)."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 1e16 else repr(v)
+    return str(v)
 
 
 class Activation(Variant):
@@ -179,6 +187,11 @@ class Position(Variant):
 
     def attention_flops(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
         """Element-wise FLOPs per sequence this scheme adds inside one attention."""
+        return 0
+
+    def call_saved(self, options, shape: AttentionShape, length: int) -> int:
+        """Activation-dtype elements autograd keeps once per forward call for a stack of ``length`` positions
+        (tables its attentions share, such as rotary's cos and sin)."""
         return 0
 
     def build(self, where, options):

@@ -32,7 +32,8 @@ class RotaryPositions(InAttentionPosition):
 
     def rotate(self, q: Tensor, k: Tensor, ctx: Context) -> tuple[Tensor, Tensor]:
         cos, sin = ctx.once(self.key, lambda: self.tables(ctx.positions))
-        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        # cast once per call too: every layer then multiplies by (and autograd keeps) the same two tensors
+        cos, sin = ctx.once(f"{self.key}:{q.dtype}", lambda: (cos.to(q.dtype), sin.to(q.dtype)))
         return self.apply(q, cos, sin), self.apply(k, cos, sin)
 
     def apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

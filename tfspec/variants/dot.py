@@ -41,8 +41,8 @@ class DotProduct(AttentionKind):
         vectors = batch * head_dim * (2 * heads * queries + 2 * kv_heads * keys)
         if fused:
             return vectors, batch * heads * queries
-        if kv_heads != heads:  # the math path expands k and v to every query head and keeps the copies
-            vectors += 2 * batch * heads * head_dim * keys
+        if kv_heads != heads:  # the math path expands k and v to every query head and keeps the copies instead
+            vectors = batch * head_dim * (2 * heads * queries + 2 * heads * keys)
         elif batch == 1 or heads == 1:  # v needs no copy: the math path keeps the whole (q)kv projection
             vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         scores = batch * heads * queries * keys

@@ -53,6 +53,9 @@ class Rotary(Position):
         rotated = self.rotary_dim(options, shape.head_dim)
         return 3 * rotated * (shape.heads * queries + shape.kv_heads * keys)
 
+    def call_saved(self, options, shape, length):
+        return 2 * length * self.rotary_dim(options, shape.head_dim)  # cos and sin, kept by q·cos and turn(q)·sin
+
     def build(self, where, options):
         from ..nn.rotary import RotaryPositions
         return RotaryPositions(self.rotary_dim(options, where.head_dim), options.theta, options.interleaved)
