@@ -53,7 +53,7 @@ class Continuation:
     """
 
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
-                 use_cache: bool | None = None):
+                 use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None):
         from .verify import causal_from
 
         spec = model.spec
@@ -66,6 +66,9 @@ class Continuation:
         if use_cache and not supported:
             raise ValueError(f"{spec.name}: a decoder self-attention looks ahead, so cached decoding would differ "
                              "from recomputation; use use_cache=False")
+        if prompt_padding_mask is not None and not model.decoder.masks_padding:
+            raise ValueError("prompt_padding_mask was given, but no decoder self-attention masks padding; "
+                             "add `padding` to its masks (e.g. `mask=causal + padding`)")
         self.model = model
         self.use_cache = supported if use_cache is None else use_cache
         self.memory = model.encode(src, src_padding_mask) if src is not None else None
@@ -74,6 +77,10 @@ class Continuation:
         self.tokens: Tensor | None = None  # everything fed so far, (batch, length)
         self.prefix_inputs = sorted((causal_from(spec) or set()) - {"start"})  # e.g. prefix_lengths
         self.inputs: dict[str, Tensor] = {}
+        # a left-padded prompt: True at its pads; positions then count real tokens only (as HF generate does)
+        self.prompt_padding = prompt_padding_mask
+        self.padding: Tensor | None = None  # (batch, length) so far, when the prompt was padded
+        self.next_position: Tensor | None = None  # (batch, 1) position id of each row's next token
 
     @property
     def length(self) -> int:
@@ -81,21 +88,47 @@ class Continuation:
 
     def feed(self, tokens: Tensor) -> Tensor:
         offset = self.length
+        new_padding = positions = None
         if offset == 0:  # the first chunk is the prompt: a prefix-LM sees it bidirectionally
             lengths = torch.full((tokens.shape[0],), tokens.shape[1], dtype=torch.long, device=tokens.device)
             self.inputs = {name: lengths for name in self.prefix_inputs}
+            new_padding = self.prompt_padding
+        elif self.padding is not None:
+            new_padding = torch.zeros(tokens.shape, dtype=torch.bool, device=tokens.device)
+        if new_padding is not None:
+            positions = self._positions(new_padding)
+            self.padding = new_padding if self.padding is None else torch.cat((self.padding, new_padding), dim=1)
         self.tokens = tokens if self.tokens is None else torch.cat((self.tokens, tokens), dim=1)
+        step = {} if positions is None else {"position_ids": positions}
         if self.use_cache:
-            out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask, **self.inputs)
-        elif self.memory is not None:
-            out = self.model.decode(self.tokens, self.memory, self.memory_padding_mask, **self.inputs)
+            out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask,
+                                    padding_mask=new_padding, **step, **self.inputs)
         else:
-            out = self.model(self.tokens, **self.inputs)
+            every = {} if self.padding is None else {"position_ids": self._all_positions()}
+            if self.memory is not None:
+                out = self.model.decode(self.tokens, self.memory, self.memory_padding_mask, self.padding,
+                                        **every, **self.inputs)
+            else:
+                out = self.model(self.tokens, self.padding, **every, **self.inputs)
         return (out[0] if isinstance(out, tuple) else out)[:, -1]
+
+    def _positions(self, padding: Tensor) -> Tensor:
+        """Position ids of new tokens that count only real ones (pads repeat their neighbour's, never read)."""
+        start = self.next_position if self.next_position is not None else torch.zeros(
+            padding.shape[0], 1, dtype=torch.long, device=padding.device)
+        positions = (start + (~padding).long().cumsum(dim=1) - 1).clamp(min=0)
+        self.next_position = positions[:, -1:] + 1
+        return positions
+
+    def _all_positions(self) -> Tensor:
+        return ((~self.padding).long().cumsum(dim=1) - 1).clamp(min=0)
 
     def reorder(self, rows: Tensor) -> None:
         self.tokens = self.tokens.index_select(0, rows) if self.tokens is not None else None
         self.inputs = {k: v.index_select(0, rows) for k, v in self.inputs.items()}
+        if self.padding is not None:
+            self.padding = self.padding.index_select(0, rows)
+            self.next_position = self.next_position.index_select(0, rows)
         if self.memory is not None:
             self.memory = self.memory.index_select(0, rows)
             if self.memory_padding_mask is not None:

@@ -14,21 +14,69 @@ class InteropError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """``cat(ours) == cat(theirs_i (transposed if asked))`` along dim 0.
+    """``cat(ours) == cat(theirs_i (transposed if asked))[rows]`` along dim 0.
 
     One-to-one renames, Q/K/V concatenation (BERT's query/key/value -> ``qkv``)
     and splits (``nn.MultiheadAttention``'s in_proj -> cross-attention ``q`` +
-    ``kv``) are all this one rule; ``transpose`` handles GPT-2's Conv1D layout.
+    ``kv``) are all this one rule; ``transpose`` handles GPT-2's Conv1D layout,
+    ``rows`` a reordering of rows (GPT-NeoX interleaves q, k, v per head).
     """
 
     ours: tuple[str, ...]
     theirs: tuple[str, ...]
     transpose: bool = False
+    rows: tuple[int, ...] | None = None
+    split: tuple[int, ...] | None = None  # sizes of the reference's pieces, when unequal (GQA's q, k, v)
 
 
-def rule(ours: str | tuple[str, ...], theirs: str | tuple[str, ...], transpose: bool = False) -> Rule:
+def rule(ours: str | tuple[str, ...], theirs: str | tuple[str, ...], transpose: bool = False,
+         rows: tuple[int, ...] | None = None, split: tuple[int, ...] | None = None) -> Rule:
     return Rule((ours,) if isinstance(ours, str) else ours, (theirs,) if isinstance(theirs, str) else theirs,
-                transpose)
+                transpose, rows, split)
+
+
+def linear_rules(ours: str, theirs: tuple[str, ...] | str, state: dict, ours_state: dict,
+                 rows: tuple[int, ...] | None = None, split: tuple[int, ...] | None = None) -> list[Rule]:
+    """A linear map's weight, and its bias when either side has one (a one-sided bias is then reported)."""
+    theirs = (theirs,) if isinstance(theirs, str) else theirs
+    rules = [rule(f"{ours}.weight", tuple(f"{t}.weight" for t in theirs), rows=rows, split=split)]
+    if f"{ours}.bias" in ours_state or any(f"{t}.bias" in state for t in theirs):
+        rules.append(rule(f"{ours}.bias", tuple(f"{t}.bias" for t in theirs), rows=rows, split=split))
+    return rules
+
+
+def architecture_problems(spec, expected_text: str, reference: str) -> list[str]:
+    """How ``spec`` (a compiled model's) differs from the spec a reference's configuration describes.
+
+    Both are compared by ``tfspec.diff``'s architectural facts (norms and their eps,
+    heads, kv heads, head dim, positions and their options, masks, biases, activation,
+    residual wiring, tying, dropout), so every configuration field that changes the
+    computation is compared, and named, in one place. The initialisation is not compared.
+    """
+    from ..api import parse
+    from ..diff import architecture_changes
+
+    expected = parse(expected_text)
+    return [f"{c} (ours → {reference})" for c in architecture_changes(spec, expected) if c.what != "init"]
+
+
+def layer_modules(model, role: str = "decoder") -> dict[str, str]:
+    """Module names, inside one layer, of a pre-norm block's parts: ``attention``, ``attention_norm``,
+    ``feedforward``, ``feedforward_norm`` (read from the graph, so wiring-form names work too)."""
+    g = model.spec.graph()
+    found: dict[str, str] = {}
+    for n, a in g.nodes(data=True):
+        if not a["in_block"] or a["stack"] != role or a["op"] not in ("attention", "feedforward"):
+            continue
+        part = "attention" if a["op"] == "attention" else "feedforward"
+        if part in found:
+            raise InteropError(f"spec '{model.spec.name}' has more than one {part} per {role} layer; "
+                               "the reference has one")
+        found[part] = a["module"].rsplit(".", 1)[1]
+        norm = g.nodes[a["inputs"][0]]
+        if norm["op"] == "norm" and norm["module"]:
+            found[f"{part}_norm"] = norm["module"].rsplit(".", 1)[1]
+    return found
 
 
 def _listing(title: str, names: list[str], limit: int = 12) -> str:
@@ -62,6 +110,11 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
             mismatched.append(f"{' + '.join(r.theirs)}: pieces of shapes {[tuple(p.shape) for p in pieces]}")
             continue
         joined = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
+        if r.rows is not None:
+            if len(r.rows) != joined.shape[0]:
+                mismatched.append(f"{' + '.join(r.theirs)}: {joined.shape[0]} rows, the layout expects {len(r.rows)}")
+                continue
+            joined = joined[list(r.rows)]
         sizes = [ours[o].shape[0] for o in r.ours]
         expected = (sum(sizes), *ours[r.ours[0]].shape[1:])
         if tuple(joined.shape) != expected or any(ours[o].shape[1:] != ours[r.ours[0]].shape[1:] for o in r.ours):
@@ -101,7 +154,10 @@ def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str,
     out: dict[str, Tensor] = {}
     for r in rules:
         joined = torch.cat([ours[o] for o in r.ours]) if len(r.ours) > 1 else ours[r.ours[0]]
-        for name, piece in zip(r.theirs, joined.chunk(len(r.theirs))):
+        if r.rows is not None:
+            joined = joined[torch.argsort(torch.tensor(r.rows))]
+        pieces = joined.split(list(r.split)) if r.split is not None else joined.chunk(len(r.theirs))
+        for name, piece in zip(r.theirs, pieces):
             out[name] = (piece.t() if r.transpose else piece).clone()
     for alias, target in (aliases or {}).items():
         out[alias] = ours[target].clone()

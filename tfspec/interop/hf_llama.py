@@ -1,0 +1,133 @@
+"""Hugging Face ``LlamaForCausalLM`` / ``MistralForCausalLM`` (and their base models) <-> a compiled spec.
+
+Both families share one layout: separate q/k/v/o projections (concatenated into
+our fused ``qkv``), a gated MLP whose ``gate_proj`` and ``up_proj`` are our
+``up`` (gate first), RMSNorms before each sublayer and after the last layer.
+``spec_text(config)`` writes the spec a configuration describes; loading
+compares the model's spec with it fact by fact (``architecture_problems``), so
+a differing rope θ, partial rotary factor, norm eps, kv heads, head dim,
+sliding window, bias or tying is an ``InteropError``, never a silent copy.
+"""
+
+from __future__ import annotations
+
+from .mapping import (InteropError, Rule, architecture_problems, export_state, layer_modules, linear_rules,
+                      load_state, rule)
+
+ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
+
+
+def _number(x: float) -> str:
+    return repr(float(x))
+
+
+def rope(config) -> dict:
+    """The rotary settings of a Llama-family configuration (``rope_parameters``, or the older ``rope_theta``)."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    params.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
+    params.setdefault("rope_type", "default")
+    params.setdefault("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0) or 1.0)
+    return params
+
+
+def unsupported(config) -> list[str]:
+    """Configuration values tfspec cannot express (reported rather than approximated)."""
+    problems = []
+    if rope(config)["rope_type"] != "default":
+        problems.append(f"rope scaling '{rope(config)['rope_type']}' is not supported (only unscaled RoPE)")
+    if config.hidden_act not in ACTIVATIONS:
+        problems.append(f"hidden_act '{config.hidden_act}' has no gated tfspec activation "
+                        f"(supported: {', '.join(sorted(ACTIVATIONS))})")
+    if getattr(config, "pretraining_tp", 1) not in (None, 1):
+        problems.append(f"pretraining_tp={config.pretraining_tp} splits the projections' matmuls; use 1")
+    return problems
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference") -> str:
+    """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    rotary = rope(config)
+    fraction = float(rotary["partial_rotary_factor"])
+    position = f"rotary(theta={_number(rotary['rope_theta'])}" + \
+        (f", fraction={_number(fraction)})" if fraction != 1.0 else ")")
+    masks = ["causal"]
+    window = getattr(config, "sliding_window", None)
+    if window is not None and getattr(config, "use_sliding_window", True) is not False:
+        masks.append(f"window({int(window)})")
+    if padding:
+        masks.append("padding")
+    attention_bias = bool(getattr(config, "attention_bias", False))
+    eps = _number(config.rms_norm_eps)
+    head = "tied(tokens)" if config.tie_word_embeddings else f"linear({config.vocab_size}) bias=false"
+    return f"""model {name}
+defaults {{ residual pre; norm rmsnorm(eps={eps}); attn_dropout {_number(config.attention_dropout)} }}
+embedding tokens {{ vocab {config.vocab_size}; dim {config.hidden_size}; position none }}
+decoder x {config.num_hidden_layers} {{
+  position {position}
+  attention self heads={heads} kv_heads={config.num_key_value_heads} head_dim={head_dim} \\
+    mask={' + '.join(masks)} bias={str(attention_bias).lower()}
+  feedforward d_ff={config.intermediate_size} activation={ACTIVATIONS.get(config.hidden_act, 'swiglu')} \\
+    bias={str(bool(getattr(config, 'mlp_bias', False))).lower()}
+  final rmsnorm(eps={eps})
+}}
+head {head}
+"""
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"Llama and Mistral are decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    ours_state = model.state_dict()
+    parts = layer_modules(model)
+    attention = model.decoder.layers[0].get_submodule(parts["attention"])
+    q_width, kv_width = attention.heads * attention.head_dim, attention.kv_heads * attention.head_dim
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
+        a, f = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
+        rules += linear_rules(f"{a}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state, ours_state,
+                              split=(q_width, kv_width, kv_width))
+        rules += linear_rules(f"{a}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
+        rules += linear_rules(f"{f}.up", (f"{theirs}.mlp.gate_proj", f"{theirs}.mlp.up_proj"), state, ours_state)
+        rules += linear_rules(f"{f}.down", f"{theirs}.mlp.down_proj", state, ours_state)
+        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
+                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
+    aliases = {}
+    if lm and model.tied_to is not None:
+        aliases["lm_head.weight"] = "embeddings.tokens.tokens.weight"
+    elif lm:
+        rules.append(rule("head.weight", "lm_head.weight"))
+    return rules, aliases
+
+
+def from_hf_llama(model, reference) -> None:
+    """Copy a ``LlamaForCausalLM``/``MistralForCausalLM`` (or base model)'s weights into ``model``.
+
+    Every tensor must be accounted for and the spec must be the architecture the
+    reference's configuration describes; otherwise an ``InteropError`` lists every difference.
+    """
+    lm = hasattr(reference, "lm_head")
+    if lm != (model.head is not None):
+        raise InteropError(f"{type(reference).__name__} {'has' if lm else 'has no'} LM head, but spec "
+                           f"'{model.spec.name}' {'has none' if lm else 'has one'}")
+    config = reference.config
+    name = type(reference).__name__
+    problems = unsupported(config)
+    if not problems:
+        padding = model.decoder.masks_padding
+        problems = architecture_problems(model.spec, spec_text(config, padding=padding), name)
+    if problems:  # the mapping below assumes this architecture: stop before naming tensors
+        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
+    state = reference.state_dict()
+    rules, aliases = _rules(model, "model." if lm else "", state, lm)
+    load_state(model, state, rules, reference=name, aliases=aliases)
+
+
+def to_hf_llama(model) -> dict:
+    """A state dict for ``LlamaForCausalLM``/``MistralForCausalLM`` (spec with a head) or the base model."""
+    lm = model.head is not None
+    rules, aliases = _rules(model, "model." if lm else "", {}, lm)
+    return export_state(model, rules, reference="Hugging Face Llama", aliases=aliases)
