@@ -184,3 +184,19 @@ def test_cached_greedy_generation_matches_hf_gpt2_generate():
         logits = [steps.feed(prompt)] + [steps.feed(out.sequences[:, i:i + 1]) for i in range(5, 19)]
     for a, b in zip(logits, out.logits):
         assert (a - b).abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (("  norm layernorm(eps=1e-12)\n}", "  norm layernorm(eps=1e-6)\n}"), "embedding tokens: norm layernorm(eps=1e-06) → "),
+    (("  segments 2\n", "  segments 2\n  scale 2.0\n"), "embedding tokens: scale 2 → 1"),
+    (("pooler tanh", "pooler relu"), "pooler: activation relu → tanh"),
+])
+def test_bert_interop_refuses_embedding_and_pooler_differences_that_change_outputs(edit, expected):
+    torch.manual_seed(0)
+    reference = transformers.BertModel(bert_config()).eval()
+    text = open("examples/bert_base.tfs").read()
+    assert edit[0] in text
+    model = tfspec.compile(text.replace(edit[0], edit[1]), overrides=BERT_SIZES)
+    with pytest.raises(InteropError) as info:
+        from_hf_bert(model, reference)
+    assert expected in str(info.value), str(info.value)

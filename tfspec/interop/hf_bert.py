@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, export_state, load_state, rule, sublayer_problems
+from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
 
 REFERENCE = "Hugging Face BERT"
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -47,13 +47,41 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
     return rules, aliases
 
 
-def _config_problems(model, config) -> list[str]:
-    problems = sublayer_problems(model, "encoder", reference="BERT", residual="post", eps=config.layer_norm_eps,
-                                 heads=config.num_attention_heads,
-                                 activation=ACTIVATIONS.get(config.hidden_act, config.hidden_act))
+def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference") -> str:
+    """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
+    ``head`` (its transform and tied decoder)."""
+    eps = repr(float(config.layer_norm_eps))
+    activation = ACTIVATIONS.get(config.hidden_act, "gelu")
+    lines = [f"model {name}",
+             f"defaults {{ residual post; norm layernorm(eps={eps}); dropout {float(config.hidden_dropout_prob)!r}; "
+             f"attn_dropout {float(config.attention_probs_dropout_prob)!r} }}",
+             f"embedding tokens {{ vocab {config.vocab_size}; dim {config.hidden_size}; "
+             f"position learned({config.max_position_embeddings}); segments {config.type_vocab_size}; "
+             f"norm layernorm(eps={eps}) }}",
+             f"encoder x {config.num_hidden_layers} {{ attention self heads={config.num_attention_heads} "
+             f"mask={'padding' if padding else 'none'}; feedforward d_ff={config.intermediate_size} "
+             f"activation={activation} }}"]
+    if pooler:
+        lines.append("pooler tanh")
+    if head:
+        lines.append(f"head tied(tokens) transform={activation} norm=layernorm(eps={eps}) bias=true")
+    return "\n".join(lines) + "\n"
+
+
+def _config_problems(model, reference) -> list[str]:
+    config = reference.config
+    problems = []
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
         problems.append(f"reference uses {config.position_embedding_type} positions; only absolute maps")
-    return problems
+    if config.hidden_act not in ACTIVATIONS:
+        problems.append(f"hidden_act '{config.hidden_act}' has no tfspec activation")
+    if problems:
+        return problems
+    base = getattr(reference, "bert", reference)
+    expected = spec_text(config, pooler=getattr(base, "pooler", None) is not None, head=hasattr(reference, "cls"),
+                         padding=model.encoder.masks_padding)
+    # embedding norm eps and scale, pooler activation, head transform: every fact, not only the sublayers'
+    return architecture_problems(model.spec, expected, type(reference).__name__)
 
 
 def from_hf_bert(model, reference) -> None:
@@ -61,7 +89,7 @@ def from_hf_bert(model, reference) -> None:
     prefix = "bert." if hasattr(reference, "bert") else ""
     rules, aliases = _rules(model, prefix)
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases,
-               config_problems=_config_problems(model, reference.config))
+               config_problems=_config_problems(model, reference))
 
 
 def to_hf_bert(model) -> dict:
