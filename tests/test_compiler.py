@@ -280,3 +280,37 @@ decoder x 1 { h = norm(x); x = x + attention(h, heads=2, mask=causal) + feedforw
     h = layer.norm(x)
     assert torch.allclose(layer(x), x + layer.self_attn(h) + layer.ffn(h), atol=1e-6)
     assert "self.norm(x)" in layer.code
+
+
+DEEPNET = """
+let layers = 6, alpha = (2 * layers) ** 0.25
+embedding tokens { vocab 30; dim 16 }
+decoder x layers {
+  x = layernorm(alpha * x + attention(x, heads=2, mask=causal))
+  x = layernorm(x * alpha + feedforward(x, d_ff=32))
+}
+"""
+
+
+def test_a_residual_scale_in_the_wiring_form_is_deepnets_update():
+    model = tfspec.compile(DEEPNET).eval()
+    layer = model.decoder.layers[0]
+    alpha = 12 ** 0.25  # DeepNet's decoder-only alpha = (2N)^(1/4)
+    x = torch.randn(2, 5, 16)
+    h = layer.norm(alpha * x + layer.self_attn(x))
+    expected = layer.norm_1(alpha * h + layer.ffn(h))
+    assert torch.allclose(layer(x), expected, atol=1e-6)
+    g = model.spec.graph()
+    assert {g.nodes[n]["label"] for n in g if g.nodes[n]["op"] == "scale"} == {f"Scale (×{alpha:g})"}
+    residual_into = {g.nodes[dst]["op"] for src, dst, d in g.edges(data=True)
+                     if d["port"] == "residual" and g.nodes[src]["op"] == "scale"}
+    assert residual_into == {"add"}  # the scaled stream is the residual branch of each sum
+
+
+def test_a_residual_scale_shows_in_diff_and_two_tensors_cannot_multiply():
+    from tfspec.diff import diff
+    plain = tfspec.parse(DEEPNET.replace("alpha * x", "x").replace("x * alpha", "x"))
+    changes = [str(c) for c in diff(plain, tfspec.parse(DEEPNET)).changes]
+    assert "decoder: residual scale 1 → 1.86121 (every sublayer)" in changes
+    with pytest.raises(tfspec.SpecError, match="'\\*' does not apply to tensors"):
+        tfspec.parse(DEEPNET.replace("alpha * x", "x * x"))

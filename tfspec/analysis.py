@@ -309,6 +309,9 @@ class _Counter:
     def cost_add(self, node, a, n, repeat):
         return self.dense(0, (len(a["inputs"]) - 1) * n * a["width"], 0, repeat)
 
+    def cost_scale(self, node, a, n, repeat):
+        return self.dense(0, n * a["width"], 0, repeat)  # a product with a constant keeps nothing for backward
+
     def cost_norm(self, node, a, n, repeat):
         variant = NORMS[a["spec"].name]
         return self.dense(0, variant.flops_per_element * n * a["width"],

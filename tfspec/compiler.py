@@ -222,6 +222,9 @@ def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.Grap
         if a["op"] == "block_output":
             graph.output(inputs[0])
             break
+        if a["op"] == "scale":
+            values[n] = graph.call_function(operator.mul, (inputs[0], a["spec"].factor))
+            continue
         if a["op"] == "add":
             total = inputs[0]
             for term in inputs[1:]:

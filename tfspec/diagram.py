@@ -38,6 +38,7 @@ STYLES = {  # one colour per kind of node: (fill, border)
     "head": ("#E3DAF3", "#7B5EA7"),
     "pooler": ("#E3DAF3", "#7B5EA7"),
     "dropout": ("#EEEEEE", "#999999"),
+    "scale": ("#FFFFFF", "#555555"),
     "add": ("#FFFFFF", "#555555"),
 }
 RESIDUAL_COLOUR = "#8A8A8A"

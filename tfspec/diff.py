@@ -139,14 +139,14 @@ def _sublayer_facts(g: nx.DiGraph, node: str) -> Facts:
     facts[(node, "bias")] = str(spec.bias).lower()
     residual, norm, dropout = _residual(g, node)
     facts[(node, "residual")] = residual
+    facts[(node, "residual scale")] = _residual_scale(g, node)
     facts[(node, "norm")] = norm
     facts[(node, "dropout")] = dropout
     return facts
 
 
-def _residual(g: nx.DiGraph, node: str) -> tuple[str, str, str]:
-    """(placement, norm, output dropout) of a sublayer, read from the wiring around it."""
-    before = g.nodes[g.nodes[node]["inputs"][0]]
+def _residual_add(g: nx.DiGraph, node: str) -> tuple[str | None, str]:
+    """The residual add a sublayer's output flows into (through its dropout, if any), and that dropout's rate."""
     out, dropout = node, "0"
     consumers = list(g.successors(out))
     if len(consumers) == 1 and g.nodes[consumers[0]]["op"] == "dropout":
@@ -155,10 +155,16 @@ def _residual(g: nx.DiGraph, node: str) -> tuple[str, str, str]:
         consumers = list(g.successors(out))
     adds = [c for c in consumers if g.nodes[c]["op"] == "add"
             and any(d["port"] == "residual" for _, _, d in g.in_edges(c, data=True))]
-    if not adds:
+    return (adds[0] if adds else None), dropout
+
+
+def _residual(g: nx.DiGraph, node: str) -> tuple[str, str, str]:
+    """(placement, norm, output dropout) of a sublayer, read from the wiring around it."""
+    before = g.nodes[g.nodes[node]["inputs"][0]]
+    add, dropout = _residual_add(g, node)
+    if add is None:
         norm = NORMS.label(before["spec"]) if before["op"] == "norm" else "none"
         return "none", norm, dropout
-    add = adds[0]
     after = [c for c in g.successors(add) if g.nodes[c]["op"] == "norm"]
     if len(g.nodes[add]["inputs"]) > 2:
         placement = "parallel (one sum of several sublayers)"
@@ -167,6 +173,16 @@ def _residual(g: nx.DiGraph, node: str) -> tuple[str, str, str]:
     else:
         placement = "pre-norm" if before["op"] == "norm" else "no norm"
     return placement, NORMS.label(before["spec"]) if before["op"] == "norm" else "none", dropout
+
+
+def _residual_scale(g: nx.DiGraph, node: str) -> str:
+    """The constant the residual stream is multiplied by where a sublayer adds to it (DeepNet's alpha)."""
+    add, _ = _residual_add(g, node)
+    if add is None:
+        return "1"
+    scales = [g.nodes[src]["spec"].factor for src, _, d in g.in_edges(add, data=True)
+              if d["port"] == "residual" and g.nodes[src]["op"] == "scale"]
+    return f"{scales[0]:g}" if scales else "1"
 
 
 def _compare(f1: Facts, f2: Facts) -> list[Change]:

@@ -33,6 +33,7 @@ OPS: dict[str, str] = {
     "add": "element-wise sum: a residual connection or embeddings + positions",
     "norm": "layer/RMS normalisation over the last dimension",
     "dropout": "dropout (identity in eval mode)",
+    "scale": "multiplication by a constant (a residual scale: DeepNet's alpha * x)",
     "attention": "multi-head attention: self (one input) or cross (query + memory)",
     "feedforward": "position-wise two-layer network (or gated unit)",
     "block_input": "entry of a stack's repeated layer: the residual stream x",
@@ -192,9 +193,15 @@ class _Builder:
         def tensor(t) -> str:
             if isinstance(t, S.Var):
                 return env[t.name]
+            if isinstance(t, S.Scale):
+                return self.node(f"{role}.scale", "scale", f"Scale (×{t.factor:g})", [tensor(t.input)],
+                                 stack=role, in_block=True, width=width, spec=t, span=t.span)
             if isinstance(t, S.Sum):
                 terms = [tensor(term) for term in t.terms]
-                ports = {i: "residual" for i, src in enumerate(terms) if src == env["x"]}
+                # the residual stream enters a sum as x itself or scaled (x = alpha * x + f(x))
+                residual = {env["x"]} | {n for n in terms if self.g.nodes[n]["op"] == "scale"
+                                         and self.g.nodes[n]["inputs"] == [env["x"]]}
+                ports = {i: "residual" for i, src in enumerate(terms) if src in residual}
                 return self.node(f"{role}.add", "add", "Add", terms, ports=ports, stack=role, in_block=True,
                                  width=width, span=t.span)
             return self.operation(role, t.name, t.body, tensor(t.input), width, memory)

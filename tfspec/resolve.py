@@ -559,6 +559,14 @@ class _Resolver:
         out = []
         problems = Collector()
 
+        def is_tensor(e: Expr) -> bool:
+            """A tensor expression (a defined tensor, a function call, a sum); otherwise a number."""
+            if isinstance(e, Name):
+                return e.id in defined
+            if isinstance(e, BinOp):
+                return is_tensor(e.left) or is_tensor(e.right)
+            return isinstance(e, Call)
+
         for index, stmt in enumerate(assignments):
             def tensor(e: Expr) -> S.Tensor:
                 if isinstance(e, Name):
@@ -574,8 +582,12 @@ class _Resolver:
                         t = tensor(side)
                         terms.extend(t.terms if isinstance(t, S.Sum) else [t])
                     return S.Sum(terms=tuple(terms), span=e.span)
+                if isinstance(e, BinOp) and e.op == "*" and is_tensor(e.left) != is_tensor(e.right):
+                    number, value = (e.right, e.left) if is_tensor(e.left) else (e.left, e.right)
+                    return S.Scale(factor=as_float(number, self), input=tensor(value), span=e.span)
                 if isinstance(e, BinOp):
-                    raise _err("wiring", f"'{e.op}' does not apply to tensors; blocks combine tensors with '+'", e.span)
+                    raise _err("wiring", f"'{e.op}' does not apply to tensors; blocks combine tensors with '+' "
+                               "and scale them by a number with '*'", e.span)
                 if isinstance(e, Call):
                     return self._apply(e, tensor, d, names)
                 raise _err("wiring", f"expected a tensor expression, got {_what(e)}", e.span,

@@ -119,7 +119,15 @@ class Sum(Node):
     terms: tuple["Tensor", ...]
 
 
-Tensor = Annotated[Union[Var, Apply, Sum], Field(discriminator="kind")]
+class Scale(Node):
+    """``factor * input``: a constant scale, e.g. DeepNet's residual ``x = layernorm(alpha * x + f(x))``."""
+
+    kind: Literal["scale"] = "scale"
+    factor: float
+    input: "Tensor"
+
+
+Tensor = Annotated[Union[Var, Apply, Sum, Scale], Field(discriminator="kind")]
 
 
 class Assign(Node):
