@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from tfspec.registry import ACTIVATIONS
+from tfspec.registry import ACTIVATIONS, POSITIONS, AttentionShape
 
 
 @dataclass
@@ -37,6 +37,22 @@ def self_mask(draw, causal: bool, padding: bool = False, windows: bool = True) -
         parts.append(f"window({draw(st.integers(1, 8))})")
     draw(st.randoms()).shuffle(parts)
     return " + ".join(parts) if parts else draw(st.sampled_from(["none", ""]))
+
+
+def choice_text(name: str, options: dict) -> str:
+    if not options:
+        return name
+    return f"{name}(" + ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items()) + ")"
+
+
+def attention_positions(width: int, heads: int) -> list[str]:
+    """Every registered in-attention position scheme, with each of its example options, that accepts this
+    geometry (its own ``check`` decides): new schemes join the property tests by being registered."""
+    shape = AttentionShape(width=width, heads=heads, kv_heads=heads, head_dim=width // heads, memory_width=width,
+                           cross=False, bias=True, out_bias=True)
+    return [choice_text(name, options) for name in POSITIONS for options in POSITIONS[name].examples
+            if POSITIONS[name].acts == "attention"
+            and not POSITIONS[name].check(POSITIONS[name].options(options), shape)]
 
 
 def _arg(name: str, value: str) -> str:
@@ -98,8 +114,9 @@ def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool, padd
 @st.composite
 def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"), max_width: int = 64,
                 positions=("sinusoidal", "learned(64)", "none"), padding: bool = False, windows: bool = True,
-                max_layers: int = 3) -> Generated:
-    """A random valid spec. ``padding``: every attention masks padding; ``windows``: may use window masks."""
+                max_layers: int = 3, in_attention: bool = True) -> Generated:
+    """A random valid spec. ``padding``: every attention masks padding; ``windows``: may use window masks;
+    ``in_attention``: a stack may apply a position scheme inside its self-attentions (rotary, ALiBi, ...)."""
     kind = draw(st.sampled_from(kinds))
     width = draw(st.sampled_from([w for w in (8, 16, 24, 32, 48, 64) if w <= max_width]))
     heads = draw(st.sampled_from([h for h in (1, 2, 4, 8) if width % h == 0]))
@@ -142,6 +159,11 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
             body = draw(wired_block(role, "heads", has_cross, causal, padding, windows))
         else:
             body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows))
+        schemes = attention_positions(width, heads) if in_attention else []
+        if any("kind=additive" in line for line in body):  # schemes that need q·k do not apply
+            schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].needs_dot_product]
+        if schemes and draw(st.integers(0, 2)) == 0:
+            body = [f"position {draw(st.sampled_from(schemes))}"] + body
         out.append(f"{role} x {repeat} {{" + sep + sep.join(body) + sep + "}")
     head = draw(st.sampled_from(["", "head tied(tokens)", "head linear", "head linear(7) bias=false",
                                  "head tied(tokens) bias=true transform=gelu norm=layernorm"]))

@@ -60,7 +60,7 @@ def test_causal_decoders_never_read_the_future(gen: Generated, data):
 
 
 @SLOW
-@given(valid_specs(kinds=("encoder-only",), positions=("none",), windows=False), st.data())
+@given(valid_specs(kinds=("encoder-only",), positions=("none",), windows=False, in_attention=False), st.data())
 def test_encoders_without_positions_are_permutation_equivariant(gen: Generated, data):
     model = tfspec.compile(gen.text).eval()
     x = tokens(data.draw, vocab_of(model, "encoder"), 2, data.draw(st.integers(2, 9)))
@@ -169,3 +169,15 @@ def test_dropout_check_can_fail():
     assert check_dropout_active(model, x) is None
     model.encoder.layers[0].ffn.dropout.p = 0.0
     assert check_dropout_active(model, x) is not None
+
+
+@SLOW
+@given(valid_specs(kinds=("encoder-only", "decoder-only"), positions=("none",)), st.data())
+def test_specs_with_only_relative_positions_are_offset_invariant(gen: Generated, data):
+    """Declared ``relative`` schemes (rotary, ALiBi, none) ignore where the sequence starts."""
+    from tfspec.verify import check_offset, position_schemes
+    model = tfspec.compile(gen.text).eval()
+    role = model.spec.stacks[-1].role
+    assert all(s.relative for s in position_schemes(model.spec, role))
+    x = tokens(data.draw, vocab_of(model, role), 2, data.draw(st.integers(1, 9)))
+    assert check_offset(model, x, data.draw(st.integers(1, 5000))) is None

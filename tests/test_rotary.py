@@ -137,3 +137,11 @@ def test_diagram_and_labels_show_where_rotary_positions_enter():
     assert 'label="rotates q, k"' in source
     label = spec.graph().nodes["decoder.self_attn"]["label"]
     assert label == "Multi-Head Attention (causal, padding, rotary(theta=500000, fraction=0.5), 4 heads, 2 kv heads)"
+
+
+def test_rotary_is_refused_where_scores_are_not_dot_products():
+    with pytest.raises(tfspec.SpecError) as info:  # w·tanh(Rq + Rk) is not a function of the offset
+        tfspec.parse("embedding tokens { vocab 9; dim 16 }\n"
+                     "encoder x 1 { position rotary; attention self heads=2 kind=additive }")
+    assert info.value.codes == ["variant"] and "need dot-product scores" in info.value.message
+    assert (info.value.line, info.value.column) == (2, 24)

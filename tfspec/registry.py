@@ -168,6 +168,9 @@ class Position(Variant):
     # Outputs depend only on differences of positions: shifting every position id by a
     # constant changes nothing (offset invariance; rotary, ALiBi).
     relative: ClassVar[bool] = False
+    # Works through dot products of queries and keys (rotary: rotating both by position
+    # leaves q·k a function of their offset); kinds that score otherwise refuse it.
+    needs_dot_product: ClassVar[bool] = False
 
     def params(self, where, options) -> dict[str, Shape]:
         """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""
@@ -253,6 +256,8 @@ def combined_reach(masks) -> tuple[int | None, int | None]:
 
 class AttentionKind(Variant):
     """How queries score keys and mix values. Projections and the output are part of the kind's parameters."""
+
+    scores_by_dot_product: ClassVar[bool] = False  # scores depend on q and k only through q·k
 
     def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
         raise NotImplementedError

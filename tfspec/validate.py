@@ -75,6 +75,11 @@ def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
             errors.error("variant", f"{position.name} positions are added to the token embeddings, not applied "
                                     "inside attention", body.position.span or a["span"],
                          f"set `position {body.position}` in the embedding's body")
+        kind, _ = ATTENTION_KINDS.of(body.kind)
+        if position.needs_dot_product and not kind.scores_by_dot_product:
+            errors.error("variant", f"{position.name} positions need dot-product scores, but {kind.name} attention "
+                                    "scores otherwise: its outputs would depend on absolute positions",
+                         body.position.span or a["span"], "use kind=dot, or another position scheme")
         uses = [(ATTENTION_KINDS, body.kind)] + [(MASKS, m) for m in body.mask]
         if position.acts == "attention":
             uses.append((POSITIONS, body.position))

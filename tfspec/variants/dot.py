@@ -26,6 +26,7 @@ class DotProduct(AttentionKind):
     name = "dot"
     title = "Multi-Head"  # labels read "Multi-Head Attention (...)", as in the paper's figure
     doc = "scaled dot-product attention"
+    scores_by_dot_product = True
 
     def params(self, shape, options):
         return projection_params(shape)

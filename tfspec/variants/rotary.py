@@ -24,6 +24,7 @@ class Rotary(Position):
     acts = "attention"
     enters = "rotates q, k"
     relative = True
+    needs_dot_product = True  # only q·k of two rotated vectors depends on their offset alone
     doc = "rotary position embedding: queries and keys rotated by position-dependent angles (RoPE)"
     examples = ({}, {"theta": 500000.0, "fraction": 0.5}, {"interleaved": True})
 
