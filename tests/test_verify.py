@@ -48,3 +48,11 @@ def test_the_test_size_model_is_never_larger_than_the_spec(path):
     for role, info in small.graph().graph["stacks"].items():
         original = spec.graph().graph["stacks"][role]
         assert info["width"] <= original["width"] and info["repeat"] <= original["repeat"]
+
+
+def test_verify_tests_a_4096_token_sliding_window_past_its_end():
+    small, _ = small_version(tfspec.load("examples/mistral_7b.tfs"))
+    found = {r.name: r for r in verify(tfspec.compile(small, seed=0), examples=2)}
+    assert found["window locality"].status == "held"
+    assert "sequences of 4097-" in found["window locality"].detail
+    assert all(r.status != "violated" for r in found.values())

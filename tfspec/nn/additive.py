@@ -21,7 +21,6 @@ class AdditiveAttention(DotProductAttention):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
                padding: Tensor | None) -> Tensor:
-        padding = padding if self.masks.uses_padding else None
         mask = self.bias(ctx, key_positions, q.dtype, q.device, padding, q.shape[2], k.shape[2])
         hidden = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (batch, heads, queries, keys, head_dim)
         scores = torch.einsum("bhqkd,hd->bhqk", hidden, self.score)

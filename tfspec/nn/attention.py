@@ -147,20 +147,21 @@ class DotProductAttention(nn.Module):
         """Queries, keys, values (per head, normed and position-encoded), the keys' positions and padding."""
         if self.cross:
             q = self.norm_heads(self.split(self.q(x), self.heads), self.q_norm)
+            padding = ctx.memory_padding if self.masks.reads_padding else None
             if cache is not None and cache.k is not None:
-                return q, cache.k, cache.v, None, ctx.memory_padding
+                return q, cache.k, cache.v, None, padding
             k, v = (self.split(t, self.kv_heads) for t in self.kv(ctx.memory).chunk(2, dim=-1))
             k = self.norm_heads(k, self.k_norm)
             if cache is not None:
                 cache.set(k, v)
-            return q, k, v, None, ctx.memory_padding
+            return q, k, v, None, padding
         q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
         q, k, v = self.qkv(x).split((q_width, kv_width, kv_width), dim=-1)
         q, k, v = self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
         q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
         if self.position is not None:
             q, k = self.position.rotate(q, k, ctx)
-        positions, padding = ctx.positions, ctx.padding if self.masks.uses_padding else None
+        positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
         if cache is not None:
             k, v, positions, padding = cache.append(k, v, positions, padding)
         return q, k, v, positions, padding
@@ -180,10 +181,10 @@ class DotProductAttention(nn.Module):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
                padding: Tensor | None) -> Tensor:
-        """(batch, heads, queries, head_dim) attention output."""
-        padding = padding if self.masks.uses_padding else None
+        """(batch, heads, queries, head_dim) attention output; ``padding``: the keys', when a mask reads it."""
         query_len, key_len = q.shape[2], k.shape[2]
-        fused = self.masks.fused(query_len, key_len, padding) and not (self.position and self.position.biases_scores)
+        biased = self.position is not None and self.position.biases_scores
+        fused = self.masks.fused(query_len, key_len, padding) and not biased
         mask = None if fused else self.bias(ctx, key_positions, q.dtype, q.device, padding, query_len, key_len)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=fused, scale=self.scale,
                                               dropout_p=self.dropout if self.training else 0.0,

@@ -28,7 +28,7 @@ class MaskSet:
     def __init__(self, masks, cross: bool):
         self.masks = tuple(masks)
         self.structural = [(variant, options) for variant, options in masks if variant.structural]
-        self.uses_padding = any(variant.reads_padding for variant, _ in masks)
+        self.reads_padding = any(variant.reads_padding for variant, _ in masks)
         self.fused_causal = len(self.structural) == 1 and self.structural[0][0].fused_causal
         self.cross = cross
         # what the memo is keyed by: equal mask sets share one tensor per call
