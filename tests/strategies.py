@@ -5,11 +5,12 @@ Reused by later test modules (compiler properties), so specs stay small enough t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from tfspec.registry import ACTIVATIONS, POSITIONS, AttentionShape
+from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, POSITIONS, AttentionShape
 
 
 @dataclass
@@ -28,13 +29,30 @@ NORM_TEXT = st.sampled_from(["layernorm", "layernorm(eps=1e-6)", "layernorm(1e-1
 RATE = st.sampled_from(["0", "0.1", "0.25"])
 
 
+def mask_choices(cross: bool = False) -> list[tuple]:
+    """Every registered mask, with each of its example options, as ``(variant, options, text)``: new masks join
+    the generated specs by being registered."""
+    return [(MASKS[name], MASKS[name].options(options), choice_text(name, options)) for name in MASKS
+            for options in MASKS[name].examples
+            if not MASKS[name].absent and not MASKS[name].exclusive and (MASKS[name].allowed_in_cross or not cross)]
+
+
 @st.composite
 def self_mask(draw, causal: bool, padding: bool = False, windows: bool = True) -> str:
-    parts = ["causal"] if causal else []
+    """Masks for a self-attention, drawn by their declared properties. ``causal``: one that is causal from the
+    start (``causal_from``); ``padding``: one that reads padding; ``windows``: other structural masks may join
+    (with a causal mask the result stays causal)."""
+    choices = mask_choices()
+    parts = []
+    if causal:
+        parts.append(draw(st.sampled_from([text for v, o, text in choices
+                                           if v.structural and v.causal_from(o) == "start" and v.reach(o)[0] is None])))
+    readers = [text for v, o, text in choices if v.reads_padding]
     if padding or draw(st.booleans()):
-        parts.append("padding")
-    if windows and draw(st.integers(0, 3)) == 0:
-        parts.append(f"window({draw(st.integers(1, 8))})")
+        parts.append(draw(st.sampled_from(readers)))
+    others = [text for v, o, text in choices if v.structural and text not in parts]
+    if windows and others and draw(st.integers(0, 3)) == 0:
+        parts.append(draw(st.sampled_from(others)))
     draw(st.randoms()).shuffle(parts)
     return " + ".join(parts) if parts else draw(st.sampled_from(["none", ""]))
 
@@ -55,13 +73,20 @@ def attention_positions(width: int, heads: int) -> list[str]:
             and not POSITIONS[name].check(POSITIONS[name].options(options), shape)]
 
 
+def kinds_for(shape: AttentionShape, kv_heads: int) -> list[str]:
+    """Every registered attention kind (with its example options) that accepts this geometry."""
+    shape = AttentionShape(**{**shape.__dict__, "kv_heads": kv_heads})
+    return [choice_text(name, options) for name in ATTENTION_KINDS for options in ATTENTION_KINDS[name].examples
+            if not ATTENTION_KINDS[name].check(ATTENTION_KINDS[name].options(options), shape)]
+
+
 def _arg(name: str, value: str) -> str:
     return f" {name}={value}" if value else ""
 
 
 @st.composite
 def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool, sep: str, padding: bool = False,
-                     windows: bool = True) -> list[str]:
+                     windows: bool = True, shape: AttentionShape | None = None) -> list[str]:
     lines = []
     if draw(st.booleans()):
         lines.append(f"residual {draw(st.sampled_from(['post', 'pre', 'none']))}")
@@ -69,12 +94,14 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
         lines.append(f"norm {draw(NORM_TEXT)}")
     n_attn = draw(st.integers(1, 2))
     for _ in range(n_attn):
-        kind = draw(st.sampled_from(["", "dot", "additive"]))
+        kv_heads = draw(st.sampled_from(["", *[str(k) for k in range(1, shape.heads) if shape.heads % k == 0]]))
+        kind = draw(st.sampled_from(["", *kinds_for(shape, int(kv_heads or shape.heads))]))
         extra = _arg("residual", draw(st.sampled_from(["", "pre", "post", "none"])))
         lines.append(f"attention self heads={heads}{_arg('mask', draw(self_mask(causal, padding, windows)))}{_arg('kind', kind)}"
-                     f"{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
+                     f"{_arg('kv_heads', kv_heads)}{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
     if has_cross:
-        cross_masks = ['padding'] if padding else ['', 'padding', 'none']
+        readers = [text for v, o, text in mask_choices(cross=True) if v.reads_padding and not v.structural]
+        cross_masks = readers if padding else ['', 'none', *readers]
         lines.append(f"attention cross heads={heads}{_arg('mask', draw(st.sampled_from(cross_masks)))}"
                      f"{draw(st.sampled_from(['', ' memory=encoder']))}")
     if draw(st.integers(0, 4)):
@@ -90,7 +117,8 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
 def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool, padding: bool = False,
                 windows: bool = True) -> list[str]:
     mask = draw(self_mask(causal, padding, windows))
-    cross_mask = ", mask=padding" if padding else ""
+    readers = [text for v, o, text in mask_choices(cross=True) if v.reads_padding and not v.structural]
+    cross_mask = f", mask={draw(st.sampled_from(readers))}" if padding or draw(st.booleans()) else ""
     attn = f"attention(h, heads={heads}{', mask=' + mask if mask else ''})"
     style = draw(st.sampled_from(["parallel", "pre", "post"]))
     lines = []
@@ -104,7 +132,7 @@ def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool, padd
     else:
         lines += ["h = x", f"x = norm(x + {attn})"]
         if has_cross:
-            lines += ["x = norm(x + attention(x, cross, heads=heads, mask=padding))"]
+            lines += [f"x = norm(x + attention(x, cross, heads=heads{cross_mask}))"]
         lines += ["x = norm(x + feedforward(x, d_ff=d_ff))"]
     if style == "parallel" and has_cross:
         lines.append(f"x = x + attention(norm(x), cross, heads=heads{cross_mask})")
@@ -147,6 +175,8 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
     out.append("embedding tokens {" + sep + sep.join(emb) + sep + "}")
     layers = {}
     causal_decoder = False
+    shape = AttentionShape(width=width, heads=heads, kv_heads=heads, head_dim=width // heads, memory_width=width,
+                           cross=False, bias=True, out_bias=True)
     for role in ("encoder", "decoder"):
         if kind == f"{'decoder' if role == 'encoder' else 'encoder'}-only":
             continue
@@ -158,9 +188,10 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         if draw(st.integers(0, 3)) == 0:
             body = draw(wired_block(role, "heads", has_cross, causal, padding, windows))
         else:
-            body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows))
+            body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows, shape))
         schemes = attention_positions(width, heads) if in_attention else []
-        if any("kind=additive" in line for line in body):  # schemes that need q·k do not apply
+        kinds = [ATTENTION_KINDS[k] for line in body for k in re.findall(r"kind=(\w+)", line)]
+        if not all(k.scores_by_dot_product for k in kinds):  # schemes that need q·k do not apply
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].needs_dot_product]
         if schemes and draw(st.integers(0, 2)) == 0:
             body = [f"position {draw(st.sampled_from(schemes))}"] + body

@@ -63,6 +63,25 @@ def test_declared_parameters_are_the_built_modules_state_dict(family, name, opti
 
 
 @pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)
+def test_the_emitted_standalone_file_computes_what_the_compiled_model_does(family, name, options):
+    from test_emit import assert_emitted_equals_compiled
+    assert_emitted_equals_compiled(tfspec.parse(spec_text(family, name, options)))
+
+
+@pytest.mark.parametrize("family, name, options", [e for e in ENTRIES if e[0] in ("attention kind", "position")],
+                         ids=[i for e, i in zip(ENTRIES, IDS) if e[0] in ("attention kind", "position")])
+def test_declared_kernel_properties_are_the_runtime_modules(family, name, options):
+    """What ``tfspec emit`` decides from the registry (fused causal kernel, score bias), the module does."""
+    model = tfspec.compile(spec_text(family, name, options), seed=0)
+    attention = model.get_submodule(f"{model.spec.stacks[0].role}.layers.0.self_attn")
+    variant = FAMILIES[family][name]
+    if family == "attention kind":
+        assert attention.fuses_causal == variant.fuses_causal
+    elif variant.acts == "attention":
+        assert attention.position.biases_scores == variant.biases_scores
+
+
+@pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)
 def test_declared_costs_are_what_the_flop_counter_and_autograd_see(family, name, options):
     spec = tfspec.parse(spec_text(family, name, options))
     role = spec.stacks[0].role

@@ -1,6 +1,6 @@
 """The `tfspec` command line. Spec errors print like a compiler and exit 1; usage errors exit 2.
 
-Commands: check, fmt, build, verify, summary, render, diff, train, generate, demo. Torch is imported only by
+Commands: check, fmt, build, verify, summary, render, emit, diff, train, generate, demo. Torch is imported only by
 the commands that build a model.
 """
 
@@ -279,6 +279,28 @@ def cmd_render(args) -> int:
     return 0
 
 
+def cmd_emit(args) -> int:
+    import os
+
+    from .emit import emit
+
+    spec = load(args.file, overrides=_overrides(args))
+    source = emit(spec, origin=" ".join([args.file] + [f"--set {k}={v}" for k, v in _overrides(args).items()]))
+    if args.output is None or args.output == "-":
+        sys.stdout.write(source)
+        return 0
+    _writable(args.output, "-o")
+    if os.path.isdir(args.output):
+        raise UsageError(f"-o {args.output}: is a directory; name the .py file to write")
+    try:
+        write_atomically(args.output, source.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
+    print(f"wrote {args.output}: class Model, {spec.parameter_count():,} parameters when built; "
+          "load a compiled model's state_dict into it")
+    return 0
+
+
 def cmd_diff(args) -> int:
     from .analysis import AnalysisError
     from .diff import diff
@@ -526,6 +548,12 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--expand", action="store_true", help="draw every layer instead of one inside 'N×'")
     render.add_argument("--detail", action="store_true", help="show tensor shapes on edges, dropout, norm options")
     render.set_defaults(run=cmd_render)
+
+    emit = with_set(sub.add_parser("emit", help="write the model as one standalone, readable PyTorch file "
+                                                "(torch only) that loads the compiled model's state_dict"))
+    emit.add_argument("file", metavar="SPEC")
+    emit.add_argument("-o", "--output", metavar="MODEL.py", help="where to write it (default: standard output)")
+    emit.set_defaults(run=cmd_emit)
 
     diff = with_set(sub.add_parser("diff", help="what differs architecturally between two specs"))
     diff.add_argument("first", metavar="A")

@@ -39,7 +39,7 @@ from .nn.embedding import Embeddings
 from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
 from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
-from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig
+from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor
 
 MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
                  "encoder-decoder": EncoderDecoderModel}
@@ -136,12 +136,11 @@ def _build_and_initialise(spec: S.Spec) -> CompiledModel:
 def build_model(spec: S.Spec) -> CompiledModel:
     """Modules for every IR node, uninitialised; ``compile`` also initialises them."""
     g = spec.graph()
-    order = list(nx.topological_sort(g))
-    embeddings = {e.name: _embeddings(e) for e in spec.embeddings
+    embeddings = {e.name: embeddings_constructor(e).build() for e in spec.embeddings
                   if any(s.embedding == e.name for s in spec.stacks)}
     stacks, max_len = {}, {}
     for role, info in g.graph["stacks"].items():
-        template = [n for n in order if g.nodes[n]["in_block"] and g.nodes[n]["stack"] == role]
+        template = layer_template(g, role)
         layers = [_layer(g, template, role, i) for i in range(info["repeat"])]
         stack = spec.decoder if role == "decoder" else spec.encoder
         attentions = [g.nodes[n]["spec"] for n in template if g.nodes[n]["op"] == "attention"]
@@ -155,21 +154,26 @@ def build_model(spec: S.Spec) -> CompiledModel:
         position, options = POSITIONS.of(spec.embedding(info["embedding"]).position)
         max_len[role] = position.max_len(options)
     width = g.graph["stacks"][spec.stacks[-1].role]["width"]
-    head = _head(spec.head, width) if spec.head is not None else None
-    pooler = Pooler(width, ACTIVATIONS[spec.pooler.activation.name].build()) if spec.pooler is not None else None
+    head = head_constructor(spec.head, width).build() if spec.head is not None else None
+    pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
     return MODEL_CLASSES[spec.kind](spec, embeddings, stacks, head, pooler, stack_embedding, max_len)
 
 
 def _norm(choice: S.Choice, width: int) -> nn.Module:
+    return norm_constructor(choice, width).build()
+
+
+def norm_constructor(choice: S.Choice, width: int) -> Constructor:
     variant, options = NORMS.of(choice)
-    return variant.build(width, options)
+    return variant.module(width, options)
 
 
-def _embeddings(e: S.Embedding) -> Embeddings:
+def embeddings_constructor(e: S.Embedding) -> Constructor:
+    """An embedding's module: token table, positions added to it, segments, norm, dropout."""
     variant, options = POSITIONS.of(e.position)
-    return Embeddings(e.vocab, e.dim, e.scale, variant.build(e.dim, options), e.segments, _norm(e.norm, e.dim),
-                      e.dropout)
+    return Constructor(Embeddings, (e.vocab, e.dim, e.scale, variant.module(e.dim, options), e.segments,
+                                    norm_constructor(e.norm, e.dim), e.dropout))
 
 
 def attention_config(a: dict) -> AttentionConfig:
@@ -183,25 +187,52 @@ def attention_config(a: dict) -> AttentionConfig:
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale)
 
 
-def _head(head: S.Head, width: int) -> Head:
-    transform = ACTIVATIONS[head.transform.name].build() if head.transform is not None else None
-    norm = _norm(head.transform_norm, width) if head.transform is not None and head.transform_norm else None
-    return Head(width, head.out, head.bias, head.tied_to is not None, transform, norm)
+def head_constructor(head: S.Head, width: int) -> Constructor:
+    transform = ACTIVATIONS[head.transform.name].module() if head.transform is not None else None
+    norm = (norm_constructor(head.transform_norm, width)
+            if head.transform is not None and head.transform_norm else None)
+    return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm))
 
 
-def _sublayer_module(a: dict) -> nn.Module:
+def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:
+    return Constructor(Pooler, (width, ACTIVATIONS[pooler.activation.name].module()))
+
+
+def sublayer_constructor(a: dict) -> Constructor:
+    """The module of a feed-forward, norm or dropout node of a layer; for attention, its kind's torch-only
+    core (the compiled model builds the kind's runtime module instead, see ``_sublayer_module``)."""
     body, width = a["spec"], a["width"]
     if a["op"] == "attention":
         kind, options = ATTENTION_KINDS.of(body.kind)
-        return kind.build(attention_config(a), options)
+        return kind.core(attention_config(a), options)
     if a["op"] == "feedforward":
         activation = ACTIVATIONS[body.activation.name]
-        return FeedForward(width, body.d_ff, activation.build(), activation.gated, body.bias, body.dropout)
+        return Constructor(FeedForward, (width, body.d_ff, activation.module(), activation.gated, body.bias,
+                                         body.dropout))
     if a["op"] == "norm":
-        return _norm(body, width)
+        return norm_constructor(body, width)
     if a["op"] == "dropout":
-        return nn.Dropout(body.p)
+        return Constructor("Dropout", (body.p,))
     raise AssertionError(f"no module for op {a['op']}")
+
+
+def _sublayer_module(a: dict) -> nn.Module:
+    if a["op"] == "attention":
+        kind, options = ATTENTION_KINDS.of(a["spec"].kind)
+        return kind.build(attention_config(a), options)
+    return sublayer_constructor(a).build()
+
+
+def sublayer_name(node: str, a: dict) -> str:
+    """A layer's attribute for IR node ``node`` ("self_attn"): the last part of its module path."""
+    name = a["module"].rsplit(".", 1)[1] if a["module"] else node.split(".", 1)[1]
+    assert name.isidentifier(), name  # names come from the IR's own naming, never from spec text
+    return name
+
+
+def layer_template(g: nx.DiGraph, role: str) -> list[str]:
+    """The IR nodes of ``role``'s repeated layer, in the order its forward runs them."""
+    return [n for n in nx.topological_sort(g) if g.nodes[n]["in_block"] and g.nodes[n]["stack"] == role]
 
 
 def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.GraphModule:
@@ -231,8 +262,7 @@ def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.Grap
                 total = graph.call_function(operator.add, (total, term))
             values[n] = total
             continue
-        name = a["module"].rsplit(".", 1)[1] if a["module"] else n.split(".", 1)[1]
-        assert name.isidentifier(), name  # names come from the IR's own naming, never from spec text
+        name = sublayer_name(n, a)
         if not hasattr(root, name):
             root.add_module(name, _sublayer_module(a))
         if a["op"] == "attention":

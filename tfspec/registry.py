@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
-from typing import ClassVar, Generic, Iterator, Literal, TypeVar
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Generic, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -83,6 +83,31 @@ class AttentionShape:
         return self.kv_heads * self.head_dim
 
 
+@dataclass(frozen=True)
+class Constructor:
+    """A runtime module as a call: ``Constructor("LayerNorm", (768,), {"eps": 1e-5})`` is ``nn.LayerNorm(768, eps=1e-5)``.
+
+    ``target``: the name of a ``torch.nn`` class, or a class (or function) of
+    ``tfspec.nn`` whose source depends on torch alone. Arguments may be
+    constructors themselves. ``build()`` makes the module; ``tfspec emit`` writes
+    the call, and copies the class's source, into a standalone model file, so the
+    two cannot disagree.
+    """
+
+    target: str | Callable
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def build(self):
+        from torch import nn
+
+        def make(value):
+            return value.build() if isinstance(value, Constructor) else value
+
+        call = getattr(nn, self.target) if isinstance(self.target, str) else self.target
+        return call(*map(make, self.args), **{k: make(v) for k, v in self.kwargs.items()})
+
+
 class Variant:
     """Base of every registered variant."""
 
@@ -133,9 +158,12 @@ class Activation(Variant):
     flops_per_element: ClassVar[int] = 1
     saves: ClassVar[str] = "input"
 
-    def build(self):
+    def module(self) -> Constructor:
         """The element-wise function as an ``nn.Module`` (for a gated unit: the gate's)."""
         raise NotImplementedError
+
+    def build(self):
+        return self.module().build()
 
 
 class Norm(Variant):
@@ -148,9 +176,12 @@ class Norm(Variant):
     def params(self, dim: int, options) -> dict[str, Shape]:
         return {}
 
-    def build(self, dim: int, options):
+    def module(self, dim: int, options) -> Constructor:
         """An ``nn.Module`` normalising the last dimension, owning exactly ``params``."""
         raise NotImplementedError
+
+    def build(self, dim: int, options):
+        return self.module(dim, options).build()
 
 
 class Position(Variant):
@@ -159,8 +190,8 @@ class Position(Variant):
     - ``"embedding"``: an encoding added to the token embeddings (sinusoidal, learned);
       ``build(dim, options)`` maps position ids ``(..., length)`` to ``(..., length, dim)``;
     - ``"attention"``: applied inside each self-attention (rotary, ALiBi);
-      ``build(shape, options)`` returns a module with ``rotate(q, k, positions)`` and/or
-      ``score_bias(query_positions, key_positions)`` (see ``tfspec.nn.attention``).
+      ``build(shape, options)`` returns a module with ``tables``, ``rotate``, ``score_bias``
+      and ``biases_scores`` (see ``tfspec.nn.attention.MultiHeadAttention``).
     """
 
     acts: ClassVar[Literal["embedding", "attention"]] = "embedding"
@@ -171,6 +202,7 @@ class Position(Variant):
     # Works through dot products of queries and keys (rotary: rotating both by position
     # leaves q·k a function of their offset); kinds that score otherwise refuse it.
     needs_dot_product: ClassVar[bool] = False
+    biases_scores: ClassVar[bool] = False  # adds a bias to the scores (ALiBi): no fused causal kernel then
 
     def params(self, where, options) -> dict[str, Shape]:
         """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""
@@ -197,31 +229,46 @@ class Position(Variant):
         (tables its attentions share, such as rotary's cos and sin)."""
         return 0
 
-    def build(self, where, options):
+    def module(self, where, options) -> Constructor | None:
+        """Its runtime module (None for ``none``); ``where`` as for ``params``."""
         raise NotImplementedError
+
+    def build(self, where, options):
+        constructor = self.module(where, options)
+        return constructor.build() if constructor is not None else None
 
 
 class Mask(Variant):
-    """Which keys a query may see. ``allowed`` decides from positions (and run-time inputs it declares)."""
+    """Which keys a query may see. A structural mask names its ``rule``: a torch-only function
+    ``rule(queries, keys, **options, **inputs)`` of the queries' and keys' indices in the sequence (and of
+    the run-time inputs it declares) -> bool ``(queries, keys)`` or ``(batch, queries, keys)``. The compiled
+    model calls it through ``allowed``; ``tfspec emit`` copies its source into standalone model files."""
 
     allowed_in_cross: ClassVar[bool] = True  # meaningful when queries and keys are different sequences
     exclusive: ClassVar[bool] = False  # cannot be combined with other masks ("none")
     fused_causal: ClassVar[bool] = False  # alone, equivalent to SDPA's is_causal=True
     reads_padding: ClassVar[bool] = False  # reads the keys' padding mask at run time
-    inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # other run-time inputs ``allowed`` reads
+    inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # other run-time inputs ``rule`` reads (None when not given)
+    rule: ClassVar[Callable | None] = None  # set with staticmethod(function)
 
     def allowed(self, query_index, key_index, options, inputs: dict):
-        """Bool ``(queries, keys)`` or ``(batch, queries, keys)``: may query i see key j? ``None``: no constraint.
+        """May query i see key j? ``query_index``/``key_index`` are indices in the sequence (the queries are
+        the last ones during cached decoding); ``inputs`` holds the run-time inputs by name. None: no rule."""
+        rule = self.bound_rule(options)
+        return rule(query_index, key_index, inputs) if rule is not None else None
 
-        ``query_index``/``key_index`` are indices in the sequence (the queries are the
-        last ones during cached decoding); ``inputs`` holds the run-time inputs by name.
-        """
-        return None
+    def bound_rule(self, options) -> Callable | None:
+        """``rule`` with its options bound, as ``f(query_index, key_index, inputs)``; bound once, at build time,
+        so a traced forward (``torch.compile``) sees no pydantic."""
+        if self.rule is None:
+            return None
+        rule, values, names = self.rule, options.model_dump(), [i.name for i in self.inputs]
+        return lambda queries, keys, inputs: rule(queries, keys, **values, **{n: inputs.get(n) for n in names})
 
     @property
     def structural(self) -> bool:
-        """Decides from positions (it overrides ``allowed``), unlike ``padding`` or ``none``."""
-        return type(self).allowed is not Mask.allowed
+        """Decides from positions (it has a ``rule``), unlike ``padding`` or ``none``."""
+        return self.rule is not None
 
     def reach(self, options) -> tuple[int | None, int | None]:
         """How many keys behind and ahead of its own position a query may see (``None``: unbounded).
@@ -258,6 +305,7 @@ class AttentionKind(Variant):
     """How queries score keys and mix values. Projections and the output are part of the kind's parameters."""
 
     scores_by_dot_product: ClassVar[bool] = False  # scores depend on q and k only through q·k
+    fuses_causal: ClassVar[bool] = True  # a lone causal mask needs no mask tensor (SDPA's is_causal)
 
     def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
         raise NotImplementedError
@@ -267,6 +315,11 @@ class AttentionKind(Variant):
 
     def build(self, config: "AttentionConfig", options):
         """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``)."""
+        raise NotImplementedError
+
+    def core(self, config: "AttentionConfig", options) -> Constructor:
+        """The torch-only core the runtime module extends, for standalone files (``tfspec emit``):
+        ``forward(x, positions, mask=None, memory=None)`` over whole sequences."""
         raise NotImplementedError
 
     def core_flops(self, shape: AttentionShape, options, pairs: int) -> tuple[int, int]:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .attention import DotProductAttention
-from .context import Context
+from .attention import InContext, MultiHeadAttention, built, core_arguments
 
 
-class AdditiveAttention(DotProductAttention):
-    def __init__(self, config) -> None:
-        super().__init__(config)
+class AdditiveAttention(MultiHeadAttention):
+    """The core (torch only; ``tfspec emit`` copies it): ``MultiHeadAttention`` scoring by w . tanh(q + k)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
         self.score = nn.Parameter(torch.empty(self.heads, self.head_dim))
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
-               padding: Tensor | None) -> Tensor:
-        mask = self.bias(ctx, key_positions, q.dtype, q.device, padding, q.shape[2], k.shape[2])
+    def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        assert not is_causal, "additive attention has no fused causal kernel: pass the mask"
         hidden = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (batch, heads, queries, keys, head_dim)
         scores = torch.einsum("bhqkd,hd->bhqk", hidden, self.score)
         if mask is not None:
@@ -29,3 +29,13 @@ class AdditiveAttention(DotProductAttention):
         weights = torch.softmax(scores, dim=-1)
         weights = nn.functional.dropout(weights, self.dropout, self.training)
         return weights @ v
+
+
+class AdditiveAttentionInContext(InContext, AdditiveAttention):
+    """Additive attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
+
+    fuses_causal = False
+
+    def __init__(self, config) -> None:
+        AdditiveAttention.__init__(self, **built(core_arguments(config)))
+        self.in_context(config)

@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import torch
-from torch import Tensor
-
-from .attention import InAttentionPosition
+from torch import Tensor, nn
 
 
-class LinearBiases(InAttentionPosition):
+class LinearBiases(nn.Module):
+    """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
+
     biases_scores = True
 
     def __init__(self, slopes: list[float]) -> None:
         super().__init__()
         self.slopes = list(slopes)  # not a buffer: it stays float32 whatever the model's dtype
         self.key = f"alibi:{self.slopes}"
+
+    def tables(self, positions: Tensor, dtype: torch.dtype) -> None:
+        return None
+
+    def rotate(self, q: Tensor, k: Tensor, tables: None) -> tuple[Tensor, Tensor]:
+        return q, k
 
     def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         slopes = torch.tensor(self.slopes, dtype=torch.float32, device=query_positions.device)

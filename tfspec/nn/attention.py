@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import combined_reach
+from ..registry import Constructor, combined_reach
 from .context import Context
 from .masking import MaskSet
 
@@ -103,90 +103,75 @@ def cache_slot(cache: dict[str, KVCache] | None, name: str, keep: int | None = N
     return cache[name]
 
 
-class DotProductAttention(nn.Module):
-    """softmax(q k^T · scale + bias) v per head; ``config`` is a ``tfspec.registry.AttentionConfig``."""
+class MultiHeadAttention(nn.Module):
+    """softmax(q k^T · scale + mask) v per head, over whole sequences.
 
-    def __init__(self, config) -> None:
+    The core every attention kind builds on, and what ``tfspec emit`` copies into
+    a standalone model file, so it depends on torch alone. Self-attention projects
+    q, k and v with one fused ``qkv``; cross-attention (``memory_width`` given)
+    projects queries with ``q`` and the memory with a fused ``kv``. ``q_norm`` and
+    ``k_norm`` normalise each head's queries and keys; ``position`` is an
+    in-attention position scheme: ``tables(positions, dtype)`` once per call, then
+    ``rotate(q, k, tables)`` (rotary) and, when ``biases_scores``,
+    ``score_bias(query_positions, key_positions)`` added to the scores (ALiBi).
+    ``causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``).
+    """
+
+    def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
+                 bias: bool = True, out_bias: bool = True, dropout: float = 0.0, scale: float | None = None,
+                 q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
+                 position: nn.Module | None = None, causal: bool = False) -> None:
         super().__init__()
-        shape = config.shape
-        self.heads, self.kv_heads, self.head_dim = shape.heads, shape.kv_heads, shape.head_dim
-        self.cross, self.dropout, self.scale = shape.cross, config.dropout, config.scale
-        if shape.cross:
-            self.q = nn.Linear(shape.width, shape.q_width, bias=shape.bias)
-            self.kv = nn.Linear(shape.memory_width, 2 * shape.kv_width, bias=shape.bias)
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.cross, self.dropout, self.scale, self.causal = memory_width is not None, dropout, scale, causal
+        if self.cross:
+            self.q = nn.Linear(width, heads * head_dim, bias=bias)
+            self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
         else:
-            self.qkv = nn.Linear(shape.width, shape.q_width + 2 * shape.kv_width, bias=shape.bias)
-        self.out = nn.Linear(shape.q_width, shape.width, bias=shape.out_bias)
-        self.q_norm = self.k_norm = None
-        if config.qk_norm is not None:
-            norm, options = config.qk_norm
-            self.q_norm, self.k_norm = norm.build(shape.head_dim, options), norm.build(shape.head_dim, options)
-        self.position = None
-        if config.position is not None:
-            scheme, options = config.position
-            self.position = scheme.build(shape, options)
-        self.masks = MaskSet(config.masks, shape.cross)
-        behind, ahead = combined_reach(config.masks)
-        self.keep = behind if behind is not None and ahead == 0 else None  # a KV cache needs no older keys
+            self.qkv = nn.Linear(width, (heads + 2 * kv_heads) * head_dim, bias=bias)
+        self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
+        self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
 
-    def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
-        """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
+    def forward(self, x: Tensor, positions: Tensor, mask: Tensor | None = None, memory: Tensor | None = None
+                ) -> Tensor:
+        """``x`` (batch, length, width) at position ids ``positions`` (batch or 1, length); ``mask`` additive,
+        (batch or 1, 1, length, keys); ``memory`` (batch, keys, memory_width) for cross-attention."""
         batch, length, _ = x.shape
-        ctx = ctx if ctx is not None else Context(torch.arange(length, device=x.device)[None])
-        q, k, v, key_positions, key_padding = self.project(x, ctx, cache)
-        y = self.attend(q, k, v, ctx, key_positions, key_padding)  # (batch, heads, length, head_dim)
-        if cache is not None and not self.cross:
-            cache.trim()
+        q, k, v = self.project_memory(x, memory) if self.cross else self.project(x)
+        if self.position is not None:
+            q, k = self.position.rotate(q, k, self.position.tables(positions, q.dtype))
+            if self.position.biases_scores:
+                bias = self.position.score_bias(positions, positions).to(q.dtype)
+                mask = bias if mask is None else mask + bias  # (a masked score stays the dtype's minimum)
+        y = self.mix(q, k, v, mask, self.causal and mask is None)  # (batch, heads, length, head_dim)
         return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
 
     def split(self, t: Tensor, heads: int) -> Tensor:
         """(batch, length, heads * head_dim) -> (batch, heads, length, head_dim)."""
         return t.view(t.shape[0], t.shape[1], heads, self.head_dim).transpose(1, 2)
 
-    def project(self, x: Tensor, ctx: Context, cache: KVCache | None):
-        """Queries, keys, values (per head, normed and position-encoded), the keys' positions and padding."""
-        if self.cross:
-            q = self.norm_heads(self.split(self.q(x), self.heads), self.q_norm)
-            padding = ctx.memory_padding if self.masks.reads_padding else None
-            if cache is not None and cache.k is not None:
-                return q, cache.k, cache.v, None, padding
-            k, v = (self.split(t, self.kv_heads) for t in self.kv(ctx.memory).chunk(2, dim=-1))
-            k = self.norm_heads(k, self.k_norm)
-            if cache is not None:
-                cache.set(k, v)
-            return q, k, v, None, padding
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's queries, keys and values per head (queries and keys normed, not yet rotated)."""
         q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
         q, k, v = self.qkv(x).split((q_width, kv_width, kv_width), dim=-1)
         q, k, v = self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
-        q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
-        if self.position is not None:
-            q, k = self.position.rotate(q, k, ctx)
-        positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
-        if cache is not None:
-            k, v, positions, padding = cache.append(k, v, positions, padding)
-        return q, k, v, positions, padding
+        return self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm), v
+
+    def project_memory(self, x: Tensor, memory: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """Cross-attention's queries from ``x``, and keys and values from ``memory`` (None: not projected)."""
+        q = self.norm_heads(self.split(self.q(x), self.heads), self.q_norm)
+        if memory is None:
+            return q, None, None
+        k, v = (self.split(t, self.kv_heads) for t in self.kv(memory).chunk(2, dim=-1))
+        return q, self.norm_heads(k, self.k_norm), v
 
     @staticmethod
     def norm_heads(t: Tensor, norm: nn.Module | None) -> Tensor:
         return t if norm is None else norm(t)
 
-    def bias(self, ctx: Context, key_positions: Tensor | None, dtype, device, padding: Tensor | None,
-             query_len: int, key_len: int) -> Tensor | None:
-        """The additive mask, with the position scheme's score bias (ALiBi) folded in; shared per call."""
-        if self.position is None or not self.position.biases_scores:
-            return self.masks.additive(ctx, query_len, key_len, dtype, device, padding)
-        return self.masks.additive(ctx, query_len, key_len, dtype, device, padding,
-                                   lambda: self.position.score_bias(ctx.positions, key_positions),
-                                   self.position.key)
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
-               padding: Tensor | None) -> Tensor:
-        """(batch, heads, queries, head_dim) attention output; ``padding``: the keys', when a mask reads it."""
-        query_len, key_len = q.shape[2], k.shape[2]
-        biased = self.position is not None and self.position.biases_scores
-        fused = self.masks.fused(query_len, key_len, padding) and not biased
-        mask = None if fused else self.bias(ctx, key_positions, q.dtype, q.device, padding, query_len, key_len)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=fused, scale=self.scale,
+    def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        """Score queries against keys and mix the values: (batch, heads, queries, head_dim)."""
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
                                               dropout_p=self.dropout if self.training else 0.0,
                                               enable_gqa=self.kv_heads != self.heads)
 
@@ -195,21 +180,86 @@ class DotProductAttention(nn.Module):
         return f"heads={self.heads}{kv}, head_dim={self.head_dim}, cross={self.cross}, dropout={self.dropout}"
 
 
-class InAttentionPosition(nn.Module):
-    """Base of the runtime part of a position scheme acting inside attention (``Position.acts == "attention"``).
+def core_arguments(config) -> dict:
+    """``MultiHeadAttention``'s arguments from an ``AttentionConfig`` (its modules as ``Constructor``s)."""
+    shape = config.shape
+    q_norm = k_norm = position = None
+    if config.qk_norm is not None:
+        norm, options = config.qk_norm
+        q_norm = k_norm = norm.module(shape.head_dim, options)
+    if config.position is not None:
+        scheme, options = config.position
+        position = scheme.module(shape, options)
+    return dict(width=shape.width, heads=shape.heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
+                memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
+                dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position)
 
-    Override ``rotate`` (rotary: transform each head's queries and keys by their
-    positions) and/or ``score_bias`` with ``biases_scores = True`` (ALiBi: add a
-    bias to the scores from query and key positions).
-    """
 
-    biases_scores = False
-    key = ""  # identifies the score bias, so equal schemes share one tensor per call
+def built(arguments: dict) -> dict:
+    """``arguments`` with every ``Constructor`` built into its module."""
+    return {k: v.build() if isinstance(v, Constructor) else v for k, v in arguments.items()}
 
-    def rotate(self, q: Tensor, k: Tensor, ctx: Context) -> tuple[Tensor, Tensor]:
-        """q ``(batch, heads, n, head_dim)`` and the new k ``(batch, kv_heads, n, head_dim)`` at ``ctx.positions``."""
-        return q, k
 
-    def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor | None:
-        """``(batch or 1, heads, queries, keys)`` added to the scores."""
-        return None
+class InContext:
+    """What a compiled model adds to an attention core (mixed in before it): the per-call ``Context``
+    (masks and position tables shared by the layers) and a ``KVCache`` for incremental decoding."""
+
+    fuses_causal = True  # its ``mix`` honours ``is_causal`` (a fused kernel), so a causal mask need not be built
+
+    def in_context(self, config) -> None:
+        self.masks = MaskSet(config.masks, config.shape.cross)
+        behind, ahead = combined_reach(config.masks)
+        self.keep = behind if behind is not None and ahead == 0 else None  # a KV cache needs no older keys
+
+    def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
+        """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
+        batch, length, _ = x.shape
+        ctx = ctx if ctx is not None else Context(torch.arange(length, device=x.device)[None])
+        q, k, v, key_positions, key_padding = self.project_in_context(x, ctx, cache)
+        y = self.attend(q, k, v, ctx, key_positions, key_padding)  # (batch, heads, length, head_dim)
+        if cache is not None and not self.cross:
+            cache.trim()
+        return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
+
+    def project_in_context(self, x: Tensor, ctx: Context, cache: KVCache | None):
+        """Queries, keys, values (per head, normed and position-encoded), the keys' positions and padding."""
+        if self.cross:
+            padding = ctx.memory_padding if self.masks.reads_padding else None
+            if cache is not None and cache.k is not None:
+                return self.project_memory(x, None)[0], cache.k, cache.v, None, padding
+            q, k, v = self.project_memory(x, ctx.memory)
+            if cache is not None:
+                cache.set(k, v)
+            return q, k, v, None, padding
+        q, k, v = self.project(x)
+        if self.position is not None:
+            tables = ctx.once(f"{self.position.key}:{q.dtype}", lambda: self.position.tables(ctx.positions, q.dtype))
+            q, k = self.position.rotate(q, k, tables)
+        positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
+        if cache is not None:
+            k, v, positions, padding = cache.append(k, v, positions, padding)
+        return q, k, v, positions, padding
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
+               padding: Tensor | None) -> Tensor:
+        """(batch, heads, queries, head_dim) attention output; ``padding``: the keys', when a mask reads it.
+
+        The additive mask, with the position scheme's score bias (ALiBi) folded
+        in, is built once per call for every layer with the same masks."""
+        query_len, key_len = q.shape[2], k.shape[2]
+        biased = self.position is not None and self.position.biases_scores
+        if self.fuses_causal and not biased and self.masks.fused(query_len, key_len, padding):
+            return self.mix(q, k, v, None, True)
+        bias, bias_key = None, ""
+        if biased:
+            bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
+        mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
+        return self.mix(q, k, v, mask, False)
+
+
+class DotProductAttention(InContext, MultiHeadAttention):
+    """Scaled dot-product attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
+
+    def __init__(self, config) -> None:
+        MultiHeadAttention.__init__(self, **built(core_arguments(config)))
+        self.in_context(config)

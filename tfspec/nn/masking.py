@@ -28,6 +28,7 @@ class MaskSet:
     def __init__(self, masks, cross: bool):
         self.masks = tuple(masks)
         self.structural = [(variant, options) for variant, options in masks if variant.structural]
+        self.rules = [variant.bound_rule(options) for variant, options in self.structural]
         self.reads_padding = any(variant.reads_padding for variant, _ in masks)
         self.fused_causal = len(self.structural) == 1 and self.structural[0][0].fused_causal
         self.cross = cross
@@ -38,13 +39,7 @@ class MaskSet:
     def allowed(self, ctx: Context, query_len: int, key_len: int, device, padding: Tensor | None
                 ) -> Tensor | None:
         """Bool ``(batch or 1, 1, queries, keys)``: structure and the keys' ``padding``; None: all allowed."""
-        allowed = self.structure(ctx, query_len, key_len, device)
-        if padding is not None:
-            keys = ~padding[:, None, None, :]
-            with_padding = keys if allowed is None else allowed & keys
-            empty = ~with_padding.any(dim=-1, keepdim=True)
-            allowed = with_padding | (empty if allowed is None else empty & allowed)
-        return allowed
+        return with_padding(self.structure(ctx, query_len, key_len, device), padding)
 
     def structure(self, ctx: Context, query_len: int, key_len: int, device) -> Tensor | None:
         """Bool ``(batch or 1, 1, queries, keys)`` from positions (and declared inputs); queries are the last keys."""
@@ -55,12 +50,7 @@ class MaskSet:
         end = ctx.offset + query_len
         queries = torch.arange(ctx.offset, end, device=device)
         keys = torch.arange(key_len, device=device) if self.cross else torch.arange(end - key_len, end, device=device)
-        allowed = None
-        for variant, options in self.structural:
-            rule = variant.allowed(queries, keys, options, ctx.inputs)
-            rule = rule[None, None] if rule.dim() == 2 else rule[:, None]  # -> (batch or 1, 1, q, k)
-            allowed = rule if allowed is None else allowed & rule
-        return allowed
+        return allowed_keys(*(rule(queries, keys, ctx.inputs) for rule in self.rules))
 
     def fused(self, query_len: int, key_len: int, padding: Tensor | None) -> bool:
         """Can SDPA's ``is_causal`` stand for these masks? (a lone causal mask, no padding, a square score matrix)"""
@@ -75,11 +65,38 @@ class MaskSet:
         first time this call needs the mask (``bias_key`` tells equal biases apart).
         """
         def build():
-            allowed = self.allowed(ctx, query_len, key_len, device, padding)
-            scores = bias() if bias is not None else None
-            if allowed is None:
-                return scores.to(dtype) if scores is not None else None
-            base = torch.zeros((), dtype=dtype, device=device) if scores is None else scores.to(dtype)
-            return torch.where(allowed, base, torch.finfo(dtype).min)
+            return additive_mask(self.allowed(ctx, query_len, key_len, device, padding), dtype,
+                                 bias() if bias is not None else None)
 
         return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
+
+
+# Torch-only helpers, shared with the standalone files ``tfspec emit`` writes.
+def allowed_keys(*rules: Tensor) -> Tensor | None:
+    """Bool ``(batch or 1, 1, queries, keys)``: where every rule, ``(queries, keys)`` or ``(batch, queries, keys)``,
+    allows a query to see a key; None when there is no rule."""
+    allowed = None
+    for rule in rules:
+        rule = rule[None, None] if rule.dim() == 2 else rule[:, None]
+        allowed = rule if allowed is None else allowed & rule
+    return allowed
+
+
+def with_padding(allowed: Tensor | None, padding: Tensor | None) -> Tensor | None:
+    """``allowed`` without the padded keys (``padding``: (batch, keys), True at padding). A query row left with
+    no key at all keeps ``allowed`` alone: its output is meaningless (it is padding) but finite."""
+    if padding is None:
+        return allowed
+    keys = ~padding[:, None, None, :]
+    kept = keys if allowed is None else allowed & keys
+    empty = ~kept.any(dim=-1, keepdim=True)
+    return kept | (empty if allowed is None else empty & allowed)
+
+
+def additive_mask(allowed: Tensor | None, dtype: torch.dtype, bias: Tensor | None = None) -> Tensor | None:
+    """What SDPA adds to the scores: ``bias`` (or 0) where ``allowed``, the dtype's finite minimum elsewhere
+    (so half precision does not overflow to -inf); None when there is neither a mask nor a bias."""
+    if allowed is None:
+        return bias.to(dtype) if bias is not None else None
+    base = torch.zeros((), dtype=dtype, device=allowed.device) if bias is None else bias.to(dtype)
+    return torch.where(allowed, base, torch.finfo(dtype).min)

@@ -9,31 +9,32 @@ transformers does, so a bfloat16 model rotates by the same angles.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
-
-from .attention import InAttentionPosition
-from .context import Context
+from torch import Tensor, nn
 
 
-class RotaryPositions(InAttentionPosition):
+class RotaryPositions(nn.Module):
+    """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
+
+    biases_scores = False
+
     def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False) -> None:
         super().__init__()
         self.rotary_dim, self.theta, self.interleaved = rotary_dim, theta, interleaved
-        self.key = f"rotary:{rotary_dim}:{theta!r}:{interleaved}"
+        self.key = f"rotary:{rotary_dim}:{theta!r}:{interleaved}"  # equal schemes share their tables in a call
 
-    def tables(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """float32 cos, sin ``(batch or 1, 1, length, rotary_dim)`` for position ids ``(batch or 1, length)``."""
+    def tables(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """cos, sin ``(batch or 1, 1, length, rotary_dim)`` for position ids ``(batch or 1, length)``: computed
+        in float32, then cast to ``dtype``."""
         exponents = torch.arange(0, self.rotary_dim, 2, dtype=torch.int64, device=positions.device).float()
         inv_freq = 1.0 / (self.theta ** (exponents / self.rotary_dim))
         # an element-wise product, not a matmul: autocast leaves it in float32
         angles = positions[..., None].float() * inv_freq  # (batch or 1, length, rotary_dim / 2)
         angles = angles.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((angles, angles), dim=-1)
-        return angles.cos()[:, None], angles.sin()[:, None]
+        return angles.cos()[:, None].to(dtype), angles.sin()[:, None].to(dtype)
 
-    def rotate(self, q: Tensor, k: Tensor, ctx: Context) -> tuple[Tensor, Tensor]:
-        cos, sin = ctx.once(self.key, lambda: self.tables(ctx.positions))
-        # cast once per call too: every layer then multiplies by (and autograd keeps) the same two tensors
-        cos, sin = ctx.once(f"{self.key}:{q.dtype}", lambda: (cos.to(q.dtype), sin.to(q.dtype)))
+    def rotate(self, q: Tensor, k: Tensor, tables: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """q ``(batch, heads, n, head_dim)`` and k ``(batch, kv_heads, n, head_dim)``, rotated by ``tables``."""
+        cos, sin = tables
         return self.apply(q, cos, sin), self.apply(k, cos, sin)
 
     def apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -49,6 +50,9 @@ class RotaryPositions(InAttentionPosition):
             return torch.stack((-odd, even), dim=-1).flatten(-2)
         first, second = x.chunk(2, dim=-1)
         return torch.cat((-second, first), dim=-1)
+
+    def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> None:
+        return None
 
     def extra_repr(self) -> str:
         layout = ", interleaved" if self.interleaved else ""

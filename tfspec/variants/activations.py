@@ -1,6 +1,6 @@
 """Feed-forward activations (the plain ones; gated units live in glu.py)."""
 
-from ..registry import ACTIVATIONS, Activation
+from ..registry import ACTIVATIONS, Activation, Constructor
 
 
 @ACTIVATIONS.register
@@ -11,9 +11,8 @@ class ReLU(Activation):
     saves = "output"
     doc = "max(0, x), the paper's choice"
 
-    def build(self):
-        from torch import nn
-        return nn.ReLU()
+    def module(self):
+        return Constructor("ReLU")
 
 
 @ACTIVATIONS.register
@@ -23,9 +22,8 @@ class GELU(Activation):
     flops_per_element = 8
     doc = "exact GELU, x * Phi(x) (BERT, GPT-1)"
 
-    def build(self):
-        from torch import nn
-        return nn.GELU()
+    def module(self):
+        return Constructor("GELU")
 
 
 @ACTIVATIONS.register
@@ -35,9 +33,8 @@ class GELUTanh(Activation):
     flops_per_element = 9
     doc = "GELU's tanh approximation (GPT-2)"
 
-    def build(self):
-        from torch import nn
-        return nn.GELU(approximate="tanh")
+    def module(self):
+        return Constructor("GELU", kwargs={"approximate": "tanh"})
 
 
 @ACTIVATIONS.register
@@ -47,9 +44,8 @@ class SiLU(Activation):
     flops_per_element = 4
     doc = "x * sigmoid(x)"
 
-    def build(self):
-        from torch import nn
-        return nn.SiLU()
+    def module(self):
+        return Constructor("SiLU")
 
 
 @ACTIVATIONS.register
@@ -60,6 +56,5 @@ class Tanh(Activation):
     saves = "output"
     doc = "tanh(x) (BERT's pooler)"
 
-    def build(self):
-        from torch import nn
-        return nn.Tanh()
+    def module(self):
+        return Constructor("Tanh")

@@ -1,6 +1,6 @@
 """Additive attention (Bahdanau et al. 2015), per head: score(q, k) = w . tanh(q + k)."""
 
-from ..registry import ATTENTION_KINDS, AttentionKind, Problem
+from ..registry import ATTENTION_KINDS, AttentionKind, Constructor, Problem
 from .dot import projection_params
 
 
@@ -8,6 +8,7 @@ from .dot import projection_params
 class Additive(AttentionKind):
     name = "additive"
     title = "Additive"
+    fuses_causal = False  # no kernel scores w . tanh(q + k): a causal mask is always built
     doc = "Bahdanau attention: a learned vector scores tanh(q_i + k_j) in each head"
 
     def params(self, shape, options):
@@ -38,5 +39,10 @@ class Additive(AttentionKind):
         return kept, 0
 
     def build(self, config, options):
+        from ..nn.additive import AdditiveAttentionInContext
+        return AdditiveAttentionInContext(config)
+
+    def core(self, config, options):
         from ..nn.additive import AdditiveAttention
-        return AdditiveAttention(config)
+        from ..nn.attention import core_arguments
+        return Constructor(AdditiveAttention, kwargs=core_arguments(config))

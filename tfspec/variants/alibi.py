@@ -16,7 +16,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import POSITIONS, Position, Problem
+from ..registry import POSITIONS, Constructor, Position, Problem
 
 
 def alibi_slopes(heads: int, max_bias: float = 8.0) -> list[float]:
@@ -38,6 +38,7 @@ class ALiBi(Position):
     acts = "attention"
     enters = "biases scores"
     relative = True
+    biases_scores = True
     doc = "attention with linear biases: each head's scores are penalised by slope × distance (no embedding)"
     examples = ({}, {"max_bias": 16.0})
 
@@ -54,6 +55,6 @@ class ALiBi(Position):
     def attention_flops(self, options, shape, queries, keys):
         return shape.heads * queries * keys  # one addition per score (the bias is built once per call)
 
-    def build(self, where, options):
+    def module(self, where, options):
         from ..nn.alibi import LinearBiases
-        return LinearBiases(alibi_slopes(where.heads, options.max_bias))
+        return Constructor(LinearBiases, (alibi_slopes(where.heads, options.max_bias),))

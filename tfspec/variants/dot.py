@@ -5,7 +5,7 @@ With ``kv_heads`` < ``heads`` it is grouped-query attention (Ainslie et al. 2023
 ``heads / kv_heads`` query heads.
 """
 
-from ..registry import ATTENTION_KINDS, AttentionKind
+from ..registry import ATTENTION_KINDS, AttentionKind, Constructor
 
 
 def projection_params(shape):
@@ -52,3 +52,7 @@ class DotProduct(AttentionKind):
     def build(self, config, options):
         from ..nn.attention import DotProductAttention
         return DotProductAttention(config)
+
+    def core(self, config, options):
+        from ..nn.attention import MultiHeadAttention, core_arguments
+        return Constructor(MultiHeadAttention, kwargs=core_arguments(config))

@@ -3,7 +3,7 @@
 The first half of ``up``'s output is the gate, the second the value.
 """
 
-from ..registry import ACTIVATIONS, Activation
+from ..registry import ACTIVATIONS, Activation, Constructor
 
 
 @ACTIVATIONS.register
@@ -14,9 +14,8 @@ class SwiGLU(Activation):
     gated = True
     doc = "silu(x W) * (x V) (Shazeer 2020; LLaMA)"
 
-    def build(self):
-        from torch import nn
-        return nn.SiLU()
+    def module(self):
+        return Constructor("SiLU")
 
 
 @ACTIVATIONS.register
@@ -27,6 +26,5 @@ class GEGLU(Activation):
     gated = True
     doc = "gelu(x W) * (x V) (Shazeer 2020)"
 
-    def build(self):
-        from torch import nn
-        return nn.GELU()
+    def module(self):
+        return Constructor("GELU")

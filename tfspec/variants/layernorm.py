@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import NORMS, Norm
+from ..registry import NORMS, Constructor, Norm
 
 
 @NORMS.register
@@ -24,6 +24,5 @@ class LayerNorm(Norm):
     def params(self, dim, options):
         return {"weight": (dim,), **({"bias": (dim,)} if options.bias else {})}
 
-    def build(self, dim, options):
-        from torch import nn
-        return nn.LayerNorm(dim, eps=options.eps, bias=options.bias)
+    def module(self, dim, options):
+        return Constructor("LayerNorm", (dim,), {"eps": options.eps, "bias": options.bias})

@@ -9,6 +9,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..registry import MASKS, Mask
 
 
+def causal(queries, keys):
+    """Query i sees key j when j <= i (indices in the sequence)."""
+    return keys[None, :] <= queries[:, None]
+
+
+def window(queries, keys, k: int):
+    """Query i sees key j when |i - j| < k."""
+    return (queries[:, None] - keys[None, :]).abs() < k
+
+
 @MASKS.register
 class Causal(Mask):
     name = "causal"
@@ -16,8 +26,7 @@ class Causal(Mask):
     fused_causal = True
     doc = "position i attends to positions j <= i"
 
-    def allowed(self, query_index, key_index, options, inputs):
-        return key_index[None, :] <= query_index[:, None]
+    rule = staticmethod(causal)
 
     def reach(self, options):
         return (None, 0)
@@ -42,8 +51,7 @@ class Window(Mask):
         model_config = ConfigDict(extra="forbid", frozen=True)
         k: int = Field(gt=0, le=1 << 20)
 
-    def allowed(self, query_index, key_index, options, inputs):
-        return (query_index[:, None] - key_index[None, :]).abs() < options.k
+    rule = staticmethod(window)
 
     def reach(self, options):
         return (options.k - 1, options.k - 1)

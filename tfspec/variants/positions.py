@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import POSITIONS, Position
+from ..registry import POSITIONS, Constructor, Position
 
 MAX_POSITIONS = 1 << 20
 
@@ -12,9 +12,9 @@ class Sinusoidal(Position):
     name = "sinusoidal"
     doc = "fixed sin/cos of geometric wavelengths (Vaswani et al. 2017, section 3.5)"
 
-    def build(self, dim, options):
+    def module(self, dim, options):
         from ..nn.embedding import SinusoidalPositions
-        return SinusoidalPositions(dim)
+        return Constructor(SinusoidalPositions, (dim,))
 
 
 @POSITIONS.register
@@ -37,9 +37,8 @@ class Learned(Position):
     def shrunk(self, options, max_len):
         return options.model_copy(update={"max_len": min(options.max_len, max_len)})
 
-    def build(self, dim, options):
-        from torch import nn
-        return nn.Embedding(options.max_len, dim)
+    def module(self, dim, options):
+        return Constructor("Embedding", (options.max_len, dim))
 
 
 @POSITIONS.register
@@ -49,5 +48,5 @@ class NoPosition(Position):
     relative = True  # nothing depends on positions at all
     doc = "no positional information: self-attention is then permutation-equivariant"
 
-    def build(self, dim, options):
+    def module(self, dim, options):
         return None

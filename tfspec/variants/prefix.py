@@ -17,6 +17,15 @@ PREFIX_LENGTHS = RuntimeInput("prefix_lengths", "how many leading tokens of each
                               "bidirectional prefix (default 0: causal)")
 
 
+def prefix_lm(queries, keys, prefix_lengths=None):
+    """Query i sees key j when j <= i or j is in its sequence's prefix (``prefix_lengths``: (batch,))."""
+    causal = keys[None, :] <= queries[:, None]
+    if prefix_lengths is None:
+        return causal
+    in_prefix = keys[None, None, :] < prefix_lengths.to(keys.device)[:, None, None]  # (batch, 1, keys)
+    return causal[None] | in_prefix
+
+
 @MASKS.register
 class PrefixLM(Mask):
     name = "prefix"
@@ -24,13 +33,7 @@ class PrefixLM(Mask):
     inputs = (PREFIX_LENGTHS,)
     doc = "prefix-LM: positions in the prefix see the whole prefix; the rest see what precedes them"
 
-    def allowed(self, query_index, key_index, options, inputs):
-        causal = key_index[None, :] <= query_index[:, None]
-        lengths = inputs.get(PREFIX_LENGTHS.name)
-        if lengths is None:
-            return causal
-        in_prefix = key_index[None, None, :] < lengths.to(key_index.device)[:, None, None]  # (batch, 1, keys)
-        return causal[None] | in_prefix
+    rule = staticmethod(prefix_lm)
 
     def reach(self, options):
         return (None, None)  # a prefix position may look ahead to the end of the prefix

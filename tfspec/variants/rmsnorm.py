@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import NORMS, Norm
+from ..registry import NORMS, Constructor, Norm
 
 
 @NORMS.register
@@ -23,9 +23,8 @@ class RMSNorm(Norm):
     def params(self, dim, options):
         return {"weight": (dim,)}
 
-    def build(self, dim, options):
-        from torch import nn
-        return nn.RMSNorm(dim, eps=options.eps)
+    def module(self, dim, options):
+        return Constructor("RMSNorm", (dim,), {"eps": options.eps})
 
 
 @NORMS.register
@@ -34,6 +33,5 @@ class NoNorm(Norm):
     absent = True
     doc = "no normalisation"
 
-    def build(self, dim, options):
-        from torch import nn
-        return nn.Identity()
+    def module(self, dim, options):
+        return Constructor("Identity")

@@ -14,7 +14,7 @@ as GPT-J and Meta's original Llama code do.
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import POSITIONS, Position, Problem
+from ..registry import POSITIONS, Constructor, Position, Problem
 
 
 @POSITIONS.register
@@ -57,6 +57,7 @@ class Rotary(Position):
     def call_saved(self, options, shape, length):
         return 2 * length * self.rotary_dim(options, shape.head_dim)  # cos and sin, kept by q·cos and turn(q)·sin
 
-    def build(self, where, options):
+    def module(self, where, options):
         from ..nn.rotary import RotaryPositions
-        return RotaryPositions(self.rotary_dim(options, where.head_dim), options.theta, options.interleaved)
+        return Constructor(RotaryPositions, (self.rotary_dim(options, where.head_dim), options.theta),
+                           {"interleaved": options.interleaved})

@@ -1,0 +1,364 @@
+"""Emit: a spec -> one standalone, readable PyTorch file (``tfspec emit SPEC -o model.py``).
+
+The file depends on torch alone. Its modules are the ones the compiler builds
+(``tfspec.registry.Constructor``s: the same classes, whose source is copied, with
+the same arguments), and its forward is written from the graph IR: each stack's
+layer is the IR's template in the order the compiled layer runs it, and the
+model's own forward embeds, builds each distinct attention mask once, runs the
+layers, and applies the head -- so ``Model().load_state_dict(compiled.state_dict())``
+loads with ``strict=True`` and gives the compiled model's outputs.
+
+What it leaves out: KV caches (incremental decoding), input checks, and
+initialisation (load weights, or initialise them yourself).
+
+>>> source = emit('''
+... embedding tokens { vocab 100; dim 32 }
+... decoder x 2 { attention self heads=4 mask=causal; feedforward d_ff=64 }
+... head tied(tokens)''')
+>>> "class DecoderLayer(nn.Module):" in source
+True
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import math
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from . import __version__
+from . import schema as S
+from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_template, pooler_constructor,
+                       sublayer_constructor, sublayer_name)
+from .registry import ATTENTION_KINDS, MASKS, POSITIONS, Constructor
+
+HEADER = '''from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+'''
+
+
+def emit(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = None, origin: str | None = None) -> str:
+    """The standalone model file for a spec (a ``Spec``, a ``.tfs`` path, or spec text), as Python source.
+
+    ``origin``: how the header names where the spec came from (default: its path, when it has one).
+    """
+    spec = _spec_of(source, overrides)
+    return _Writer(spec, origin or (str(source) if isinstance(source, Path) else None)).file()
+
+
+class _Writer:
+    def __init__(self, spec: S.Spec, origin: str | None):
+        self.spec, self.origin = spec, origin
+        self.g = spec.graph()
+        self.definitions: dict[Any, str] = {}  # class or function -> its source, in first-use order
+        self.memory_padding = ""  # the encoder's padding argument, which cross-attention masks read
+
+    # ------------------------------------------------------------ values and definitions
+    def need(self, obj) -> str:
+        """Copy a class (with its bases from tfspec) or function into the file; return its name."""
+        if obj not in self.definitions:
+            if inspect.isclass(obj):
+                for base in reversed(obj.__mro__[1:]):
+                    if base.__module__.startswith("tfspec."):
+                        self.need(base)
+            self.definitions[obj] = textwrap.dedent(inspect.getsource(obj)).rstrip()
+        return obj.__name__
+
+    def value(self, v) -> str:
+        """Python source for an argument: a constructor call, or a literal that reads back exactly."""
+        if isinstance(v, Constructor):
+            name = f"nn.{v.target}" if isinstance(v.target, str) else self.need(v.target)
+            parameters = list(_signature(v).values())
+            args = [self.value(a) for a in v.args]
+            # arguments by name where the signature names them, and only those that differ from its defaults
+            if len(v.args) > 1 and all(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters[:len(v.args)]):
+                args = [f"{p.name}={self.value(a)}" for p, a in zip(parameters, v.args)
+                        if p.default is inspect.Parameter.empty or not _same(p.default, a)]
+            named = {p.name: p.default for p in parameters}
+            args += [f"{k}={self.value(a)}" for k, a in v.kwargs.items()
+                     if named.get(k, inspect.Parameter.empty) is inspect.Parameter.empty or not _same(named[k], a)]
+            return f"{name}({', '.join(args)})"
+        if isinstance(v, float):
+            return repr(v) if math.isfinite(v) else f"float({str(v)!r})"
+        if isinstance(v, (list, tuple)):
+            items = ", ".join(self.value(x) for x in v)
+            return f"[{items}]" if isinstance(v, list) else f"({items}{',' if len(v) == 1 else ''})"
+        if v is None or isinstance(v, (bool, int, str)):
+            return repr(v)
+        raise TypeError(f"cannot write {type(v).__name__} into a standalone file")
+
+    # ------------------------------------------------------------ the file
+    def file(self) -> str:
+        layers = [self.layer_class(role) for role in self.g.graph["stacks"]]
+        model = self.model_class()
+        spec_lines = "\n".join(f"#   {_printable(line)}".rstrip() for line in self.spec_text().splitlines())
+        # in the docstring: no quote, backslash or line break of a file name can end it early
+        origin = " " + _printable(self.origin).replace("\\", "\\\\").replace('"', '\\"') if self.origin else ""
+        article = "an" if self.spec.kind[0] in "aeiou" else "a"
+        doc = (f'"""{self.spec.name}: {article} {self.spec.kind} Transformer, written by `tfspec emit{origin}` '
+               f"(tfspec {__version__}).\n\n"
+               "Standalone: it needs torch alone. ``Model()`` has the parameters of the model tfspec compiles from\n"
+               "the spec, under the same names, so ``Model().load_state_dict(compiled.state_dict())`` loads them\n"
+               "(strict) and the outputs are the compiled model's. It computes whole sequences: there is no KV\n"
+               "cache, no input check and no initialisation here (load weights, or initialise them yourself).\n"
+               '"""')
+        parts = [doc, HEADER.rstrip(), *self.definitions.values(), *layers, model]
+        return "\n\n\n".join(parts) + f"\n\n\n# The spec it was written from:\n{spec_lines}\n"
+
+    def spec_text(self) -> str:
+        """The spec's source: each file (and ``--set`` override) it was read from."""
+        sources = {name: text for name, text in (getattr(self.spec, "_sources", None) or {}).items()
+                   if isinstance(text, str)}
+        if not sources:
+            return f"model {self.spec.name}"
+        return "\n".join(f"[{name}]\n{text.rstrip()}" for name, text in sources.items())
+
+    # ------------------------------------------------------------ one layer of a stack
+    def layer_class(self, role: str) -> str:
+        g, info = self.g, self.g.graph["stacks"][role]
+        template = layer_template(g, role)
+        modules: dict[str, str] = {}
+        for n in template:
+            a = g.nodes[n]
+            if a["op"] in ("attention", "feedforward", "norm", "dropout"):
+                name = sublayer_name(n, a)
+                if name not in modules:
+                    modules[name] = self.value(self.sublayer(a))
+        body = self.layer_forward(template)
+        init = "\n".join(f"        self.{name} = {code}" for name, code in modules.items()) or "        pass"
+        cross = any(g.nodes[n]["op"] == "attention" and g.nodes[n]["geometry"].cross for n in template)
+        memory = ", memory: Tensor | None = None" if cross else ""
+        shape = _shape(g.nodes[info["entry"]].get("shape"))
+        return (f"class {role.capitalize()}Layer(nn.Module):\n"
+                f'    """One of the {role}\'s {info["repeat"]} layers, as the spec wires it."""\n\n'
+                "    def __init__(self) -> None:\n        super().__init__()\n"
+                f"{init}\n\n"
+                f"    def forward(self, x: Tensor, positions: Tensor, masks: dict[str, Tensor | None]{memory}) -> Tensor:\n"
+                f'        """``x`` {shape} at position ids ``positions``; ``masks``: additive masks by name."""\n'
+                f"{body}")
+
+    def sublayer(self, a: dict) -> Constructor:
+        constructor = sublayer_constructor(a)
+        if a["op"] == "attention" and self.fused(a):
+            return Constructor(constructor.target, constructor.args, {**constructor.kwargs, "causal": True})
+        return constructor
+
+    def fused(self, a: dict) -> bool:
+        """Does this attention run SDPA's fused causal kernel (as the compiled one does) when unpadded?"""
+        body = a["spec"]
+        structural = [MASKS[m.name] for m in body.mask if MASKS[m.name].structural]
+        return (len(structural) == 1 and structural[0].fused_causal and ATTENTION_KINDS[body.kind.name].fuses_causal
+                and not POSITIONS[body.position.name].biases_scores)
+
+    def mask_key(self, a: dict) -> str:
+        body = a["spec"]
+        label = " + ".join(MASKS.label(m) for m in body.mask) or "none"
+        structural = [MASKS[m.name] for m in body.mask if MASKS[m.name].structural]
+        if len(structural) == 1 and structural[0].fused_causal and not self.fused(a):
+            label += " (as a tensor)"  # the same masks, for a kind or position scheme with no fused kernel
+        return f"cross: {label}" if a["geometry"].cross else label
+
+    def layer_forward(self, template: list[str]) -> str:
+        """Statements in the compiled layer's order; a value used once, by the next statement, is inlined."""
+        g = self.g
+        consumers = {n: [m for m in template if n in g.nodes[m]["inputs"]] for n in template}
+        expressions: dict[str, str] = {}
+        names: dict[str, str] = {}
+        lines: list[str] = []
+        stream: list[str] = []
+        order = [n for n in template if g.nodes[n]["op"] not in ("block_input", "block_output")]
+        for n in template:
+            if g.nodes[n]["op"] == "block_input":
+                names[n], stream = "x", [n]  # stream[0]: the node whose value the variable x holds
+        for i, n in enumerate(order):
+            a = g.nodes[n]
+            args = [expressions.pop(i_) if i_ in expressions else names[i_] for i_ in a["inputs"] if i_ in names
+                    or i_ in expressions]
+            code = self.node_expression(n, a, args)
+            nxt = order[i + 1] if i + 1 < len(order) else None
+            if len(consumers[n]) == 1 and consumers[n][0] == nxt:
+                expressions[n] = code
+                continue
+            target = self.variable(n, stream, consumers, order[i + 1:])
+            names[n] = target
+            lines.append(f"        {target} = {code}  # {_shape(a.get('shape'))}")
+        out = [n for n in template if g.nodes[n]["op"] == "block_output"][0]
+        result = g.nodes[out]["inputs"][0]
+        lines.append(f"        return {expressions.get(result, names.get(result))}")
+        return "\n".join(lines)
+
+    def node_expression(self, n: str, a: dict, args: list[str]) -> str:
+        op = a["op"]
+        if op == "add":
+            return " + ".join(args)
+        if op == "scale":
+            return f"{args[0]} * {self.value(a['spec'].factor)}"
+        name = sublayer_name(n, a)
+        if op == "attention":
+            memory = ", memory" if a["geometry"].cross else ""
+            return f"self.{name}({args[0]}, positions, masks[{self.mask_key(a)!r}]{memory})"
+        return f"self.{name}({args[0]})"
+
+    def variable(self, n: str, stream: list[str], consumers: dict, later: list[str]) -> str:
+        """Where a statement's value goes: ``x`` when it replaces the residual stream and the old ``x`` is not
+        read again, else the node's own name."""
+        a = self.g.nodes[n]
+        if a["op"] == "add" and stream[0] in a["inputs"] and not any(c in later for c in consumers[stream[0]]):
+            stream[0] = n
+            return "x"
+        local = n.split(".", 1)[1]
+        return local + "_" if keyword.iskeyword(local) or local in ("x", "positions", "masks", "memory",
+                                                                     "self") else local
+
+    # ------------------------------------------------------------ the model
+    def model_class(self) -> str:
+        spec, g = self.spec, self.g
+        stacks = g.graph["stacks"]
+        used = [e for e in spec.embeddings if any(s.embedding == e.name for s in spec.stacks)]
+        init = ["        self.embeddings = nn.ModuleDict({"]
+        init += [f"            {e.name!r}: {self.value(embeddings_constructor(e))}," for e in used]
+        init.append("        })")
+        for role, info in stacks.items():
+            stack = spec.decoder if role == "decoder" else spec.encoder
+            final = self.value(_final_norm(stack, info["width"]))
+            init.append(f"        self.{role} = nn.ModuleDict({{\n"
+                        f"            \"layers\": nn.ModuleList({role.capitalize()}Layer() "
+                        f"for _ in range({info['repeat']})),\n"
+                        f"            \"final_norm\": {final},\n        }})")
+        width = stacks[spec.stacks[-1].role]["width"]
+        init.append(f"        self.head = {self.value(head_constructor(spec.head, width))}" if spec.head else
+                    "        self.head = None")
+        init.append(f"        self.pooler = {self.value(pooler_constructor(spec.pooler, width))}" if spec.pooler else
+                    "        self.pooler = None")
+        arguments, body = [], []
+        padding_args, other_args = [], []
+        for s in spec.stacks:
+            ids, padding, extra, lines = self.stack_forward(s)
+            arguments.append(ids)
+            padding_args.append(padding)
+            other_args += extra
+            body += lines
+        signature = ", ".join([f"{a}: Tensor" for a in arguments] +
+                              [f"{a}: Tensor | None = None" for a in padding_args + other_args])
+        final_role = spec.stacks[-1].role
+        outputs = [n for n in g if g.nodes[n]["op"] == "output"]
+        body.append("        hidden = x")
+        result = "hidden"
+        if spec.head is not None:
+            tied = (f"self.embeddings[{spec.head.tied_to!r}].tokens.weight" if spec.head.tied_to is not None
+                    else "None")
+            body.append(f"        logits = self.head(hidden, {tied})  # {_shape(g.nodes['logits'].get('shape'))}")
+            result = "logits"
+        if spec.pooler is not None:
+            body.append("        pooled = self.pooler(hidden)  # (batch, width): the first position's summary")
+            result = f"{result}, pooled"
+        body.append(f"        return {result}")
+        returns = " and ".join(g.nodes[n]["label"] for n in outputs)
+        inputs = ", ".join(f"``{a}``" for a in arguments)
+        return ("class Model(nn.Module):\n"
+                f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions."""\n\n'
+                "    def __init__(self) -> None:\n        super().__init__()\n" + "\n".join(init) + "\n\n"
+                f"    def forward(self, {signature}):\n" + "\n".join(body))
+
+    def stack_forward(self, stack: S.Stack) -> tuple[str, str, list[str], list[str]]:
+        """One stack's part of the model's forward: its arguments, and lines leaving its output in ``x``."""
+        g, role = self.g, stack.role
+        ids = g.nodes[f"{role}.tokens"]["label"]
+        prefix = "" if ids == "tokens" else f"{ids}_"
+        padding, positions = f"{prefix}padding_mask", f"{prefix}position_ids"
+        index = f"{prefix}index"
+        template = layer_template(g, role)
+        attentions = [g.nodes[n] for n in template if g.nodes[n]["op"] == "attention"]
+        inputs = sorted({i.name for a in attentions for m in a["spec"].mask for i in MASKS[m.name].inputs})
+        embedding = self.spec.embedding(stack.embedding)
+        types = f"{prefix}token_types" if embedding.segments else None
+        extra = [positions] + ([types] if types else []) + [f"{prefix}{name}" for name in inputs]
+        where = f"{ids}.device"
+        lines = [f"        # {role}",
+                 f"        positions = torch.arange({ids}.shape[1], device={where})[None] if {positions} is None "
+                 f"else {positions}",
+                 f"        x = self.embeddings[{embedding.name!r}]({ids}, positions{', ' + types if types else ''})"
+                 f"  # {_shape(g.nodes[g.graph['stacks'][role]['entry']].get('shape'))}",
+                 f"        {index} = torch.arange({ids}.shape[1], device={where})"]
+        masks = {}
+        for a in attentions:
+            key = self.mask_key(a)
+            if key not in masks:
+                masks[key] = self.mask_expression(a, index, padding, prefix)
+        if not any(index in code for code in masks.values()):
+            lines.pop()  # no mask reads the sequence's indices
+        lines.append("        masks = {")
+        lines += [f"            {key!r}: {code}," for key, code in masks.items()]
+        lines.append("        }")
+        cross = any(a["geometry"].cross for a in attentions)
+        lines.append(f"        for layer in self.{role}[\"layers\"]:")
+        lines.append(f"            x = layer(x, positions, masks{', memory' if cross else ''})")
+        lines.append(f"        x = self.{role}[\"final_norm\"](x)")
+        if role == "encoder" and len(self.spec.stacks) == 2:
+            self.memory_padding = padding
+            lines.append("        memory = x")
+        return ids, padding, extra, lines
+
+    def mask_expression(self, a: dict, index: str, padding: str, prefix: str) -> str:
+        """The additive mask of an attention's masks (None where it needs none), for the whole sequence."""
+        body, cross = a["spec"], a["geometry"].cross
+        keys, key_padding = (("torch.arange(memory.shape[1], device=memory.device)", self.memory_padding) if cross
+                             else (index, padding))
+        rules = []
+        for choice in body.mask:
+            variant, options = MASKS.of(choice)
+            if variant.structural:
+                named = [f"{k}={self.value(v)}" for k, v in options.model_dump().items()]
+                named += [f"{i.name}={prefix}{i.name}" for i in variant.inputs]
+                rules.append(f"{self.need(variant.rule)}({index}, {keys}{''.join(', ' + n for n in named)})")
+        reads_padding = any(MASKS[m.name].reads_padding for m in body.mask)
+        allowed = f"{self.need(_masking('allowed_keys'))}({', '.join(rules)})" if rules else "None"
+        if reads_padding:
+            allowed = f"{self.need(_masking('with_padding'))}({allowed}, {key_padding})"
+        if allowed == "None":
+            return "None"
+        mask = f"{self.need(_masking('additive_mask'))}({allowed}, x.dtype)"
+        if self.fused(a):  # a lone causal mask: SDPA's fused kernel, unless padding needs the tensor
+            return f"None if {key_padding} is None else {mask}" if reads_padding else "None"
+        return mask
+
+
+def _masking(name: str):
+    from .nn import masking
+    return getattr(masking, name)
+
+
+def _final_norm(stack: S.Stack, width: int) -> Constructor:
+    from .compiler import norm_constructor
+    return norm_constructor(stack.final_norm, width)
+
+
+def _signature(constructor: Constructor) -> dict:
+    from torch import nn
+    target = getattr(nn, constructor.target) if isinstance(constructor.target, str) else constructor.target
+    try:
+        return dict(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def _same(default, value) -> bool:
+    return type(default) is type(value) and default == value
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (which could end a comment or a file) written as escapes."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+
+
+def _shape(shape) -> str:
+    return f"({', '.join(map(str, shape))})" if shape else ""
