@@ -18,17 +18,17 @@ from hypothesis import strategies as st
 import tfspec
 from strategies import Generated, valid_specs
 from tfspec.cli import main
-from tfspec.emit import emit
+from tfspec.standalone import emit
 from tfspec.verify import small_version
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 _counter = itertools.count()
+_directory = tempfile.TemporaryDirectory(prefix="tfspec-emit-")  # removed when the session ends
 
 
 def load_emitted(source: str):
     """Import an emitted file as a fresh module."""
-    directory = Path(tempfile.mkdtemp(prefix="tfspec-emit-"))
-    path = directory / f"emitted_{next(_counter)}.py"
+    path = Path(_directory.name) / f"emitted_{next(_counter)}.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)

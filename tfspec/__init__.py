@@ -28,6 +28,13 @@ def render(spec, path, **options):
     return render_spec(spec if isinstance(spec, Spec) else load(spec), path, **options)
 
 
+def emit(source, **options) -> str:
+    """The spec as one standalone PyTorch file's source (torch only); see ``tfspec.standalone.emit``."""
+    from .standalone import emit as emit_spec
+
+    return emit_spec(source, **options)
+
+
 def analyse(spec, **options):
     """Parameters, FLOPs, memory and complexity of a spec; see ``tfspec.analysis.analyse``."""
     from .analysis import analyse as analyse_spec
@@ -35,5 +42,5 @@ def analyse(spec, **options):
     return analyse_spec(spec if isinstance(spec, Spec) else load(spec), **options)
 
 
-__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "analyse", "compile", "load", "parse", "render"]
+__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "analyse", "compile", "emit", "load", "parse", "render"]
 __version__ = "0.1.0"

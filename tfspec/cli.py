@@ -282,7 +282,7 @@ def cmd_render(args) -> int:
 def cmd_emit(args) -> int:
     import os
 
-    from .emit import emit
+    from .standalone import emit
 
     spec = load(args.file, overrides=_overrides(args))
     source = emit(spec, origin=" ".join([args.file] + [f"--set {k}={v}" for k, v in _overrides(args).items()]))
