@@ -23,7 +23,7 @@ from tfspec import load, parse
 from tfspec.analysis import AnalysisError, allowed_pairs, analyse, mask_reach, sweep
 from tfspec.compiler import compile as compile_spec
 from tfspec.measure import measure
-from tfspec.registry import MASKS
+from tfspec.registry import ATTENTION_KINDS, MASKS, NORMS, AttentionShape
 from tfspec.schema import Choice
 
 EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
@@ -210,3 +210,27 @@ def test_summary_bad_arguments(tfspec_cli, args, message):
     result = tfspec_cli("summary", *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+QK_NORMS = [n for n in NORMS if not NORMS[n].absent]
+
+
+@pytest.mark.parametrize("kind", list(ATTENTION_KINDS))
+@pytest.mark.parametrize("norm", QK_NORMS)
+@pytest.mark.parametrize("batch, heads, kv_heads, cross", [(1, 2, 2, False), (2, 2, 2, False), (2, 4, 2, False),
+                                                             (1, 4, 1, False), (1, 1, 1, True), (2, 2, 2, True)])
+def test_qk_norm_memory_is_what_autograd_keeps(kind, norm, batch, heads, kv_heads, cross):
+    """A qk-norm keeps its own tensors and, through its inputs, the projections they are views of."""
+    if ATTENTION_KINDS[kind].check(ATTENTION_KINDS[kind].options({}), AttentionShape(
+            width=16, heads=heads, kv_heads=kv_heads, head_dim=16 // heads, memory_width=16, cross=cross,
+            bias=True, out_bias=True)):
+        pytest.skip(f"{kind} attention takes no kv_heads={kv_heads} with {heads} heads")
+    attention = (f"attention {'cross' if cross else 'self'} heads={heads} kv_heads={kv_heads} kind={kind} "
+                 f"qk_norm={norm} mask=padding")
+    stacks = (f"encoder x 1 {{ feedforward d_ff=32 }}\ndecoder x 1 {{ {attention}; feedforward d_ff=32 }}"
+              if cross else f"encoder x 1 {{ {attention}; feedforward d_ff=32 }}")
+    spec = parse(f"embedding t {{ vocab 40; dim 16; position none }}\n{stacks}\nhead linear(40)")
+    lengths = {s.role: 7 + i for i, s in enumerate(spec.stacks)}
+    analysed = (analyse(spec, src_len=lengths["encoder"], tgt_len=lengths["decoder"], batch=batch) if cross
+                else analyse(spec, seq_len=lengths["encoder"], batch=batch))
+    assert analysed.total.memory == measure(spec, lengths, batch=batch).saved_bytes

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import networkx as nx
 
-from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, combined_reach
+from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, combined_reach, fused_causal_kernel
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -348,16 +348,25 @@ class _Counter:
             bias += position.attention_flops(position_options, shape, n, m)
             shared = self.keep(("position", a["stack"], POSITIONS.label(spec.position), head_dim),
                                position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
-        # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path
-        structural = [MASKS[c.name] for c in spec.mask if MASKS[c.name].structural]
-        fused_causal = len(structural) == 1 and structural[0].fused_causal
-        mask_add = heads * n * m if structural and not fused_causal else 0
+        # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path (a score
+        # bias such as ALiBi's carries the mask with it, and is counted by the position scheme)
+        structural = any(MASKS[c.name].structural for c in spec.mask)
+        fused = fused_causal_kernel([MASKS[c.name] for c in spec.mask], kind, position)
+        mask_add = heads * n * m if structural and not fused and not position.biases_scores else 0
         pairs = n * m if cross else allowed_pairs(n, *mask_reach(spec.mask))
         matmul, elementwise = kind.core_flops(shape, options, n * m)
         matmul_aware, elementwise_aware = kind.core_flops(shape, options, pairs)
         if spec.dropout:
             elementwise, elementwise_aware = elementwise + heads * n * m, elementwise_aware + heads * pairs
         kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
+        if not norm.absent:  # qk-norm: its own tensors, and the projections its inputs are views of
+            norm_kept, norm_stats = norm.saved(head_dim)
+            rows = self.batch * (n * heads + m * shape.kv_heads)
+            kept, stats = kept + (norm_kept - head_dim) * rows, stats + norm_stats * rows
+            if norm_kept:
+                kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
+                if not kind.keeps_projection(shape, options, self.batch):
+                    kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
         memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat) + shared
         memory += self.keep_input(node, a["inputs"][0], self.batch * n * shape.width * self.s, repeat)
         if cross:

@@ -301,6 +301,18 @@ def combined_reach(masks) -> tuple[int | None, int | None]:
     return behind, ahead
 
 
+def fused_causal_kernel(masks, kind, position=None) -> bool:
+    """Does an attention with these variants (``Mask``s, an ``AttentionKind``, an in-attention ``Position`` or
+    None) run SDPA's fused causal kernel over an unpadded sequence, with no mask tensor?"""
+    return lone_causal(masks) and kind.fuses_causal and not (position is not None and position.biases_scores)
+
+
+def lone_causal(masks) -> bool:
+    """Are these ``Mask``s' structure a lone causal mask (what SDPA's ``is_causal`` stands for)?"""
+    structural = [m for m in masks if m.structural]
+    return len(structural) == 1 and structural[0].fused_causal
+
+
 class AttentionKind(Variant):
     """How queries score keys and mix values. Projections and the output are part of the kind's parameters."""
 
@@ -328,6 +340,11 @@ class AttentionKind(Variant):
         Multiply-adds count 2; the projections are counted by the analysis.
         """
         raise NotImplementedError
+
+    def keeps_projection(self, shape: AttentionShape, options, batch: int) -> bool:
+        """Does the core keep the projection its keys and values come from (``qkv``, or cross-attention's
+        ``kv``) alive for backward, by saving a view of it? (Then a qk-norm, which keeps its input, adds none.)"""
+        return False
 
     def core_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int, dropout: float,
                    fused: bool) -> tuple[int, int]:

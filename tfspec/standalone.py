@@ -34,7 +34,7 @@ from . import __version__
 from . import schema as S
 from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_template, pooler_constructor,
                        sublayer_constructor, sublayer_name)
-from .registry import ATTENTION_KINDS, MASKS, POSITIONS, Constructor
+from .registry import ATTENTION_KINDS, MASKS, POSITIONS, Constructor, fused_causal_kernel, lone_causal
 
 HEADER = '''from __future__ import annotations
 
@@ -155,15 +155,13 @@ class _Writer:
     def fused(self, a: dict) -> bool:
         """Does this attention run SDPA's fused causal kernel (as the compiled one does) when unpadded?"""
         body = a["spec"]
-        structural = [MASKS[m.name] for m in body.mask if MASKS[m.name].structural]
-        return (len(structural) == 1 and structural[0].fused_causal and ATTENTION_KINDS[body.kind.name].fuses_causal
-                and not POSITIONS[body.position.name].biases_scores)
+        return fused_causal_kernel([MASKS[m.name] for m in body.mask], ATTENTION_KINDS[body.kind.name],
+                                   POSITIONS[body.position.name])
 
     def mask_key(self, a: dict) -> str:
         body = a["spec"]
         label = " + ".join(MASKS.label(m) for m in body.mask) or "none"
-        structural = [MASKS[m.name] for m in body.mask if MASKS[m.name].structural]
-        if len(structural) == 1 and structural[0].fused_causal and not self.fused(a):
+        if lone_causal([MASKS[m.name] for m in body.mask]) and not self.fused(a):
             label += " (as a tensor)"  # the same masks, for a kind or position scheme with no fused kernel
         return f"cross: {label}" if a["geometry"].cross else label
 

@@ -23,7 +23,9 @@ class AdditiveAttention(MultiHeadAttention):
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         assert not is_causal, "additive attention has no fused causal kernel: pass the mask"
         hidden = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (batch, heads, queries, keys, head_dim)
-        scores = torch.einsum("bhqkd,hd->bhqk", hidden, self.score)
+        # a product and a sum, not a matrix product: a matmul would copy `hidden` whenever its layout does not
+        # fold into batched rows, and its layout follows how q and k were made (a qk-norm makes them contiguous)
+        scores = (hidden * self.score[:, None, None, :]).sum(-1)
         if mask is not None:
             scores = scores + mask
         weights = torch.softmax(scores, dim=-1)

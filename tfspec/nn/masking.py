@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from ..registry import lone_causal
 from .context import Context
 
 
@@ -30,7 +31,7 @@ class MaskSet:
         self.structural = [(variant, options) for variant, options in masks if variant.structural]
         self.rules = [variant.bound_rule(options) for variant, options in self.structural]
         self.reads_padding = any(variant.reads_padding for variant, _ in masks)
-        self.fused_causal = len(self.structural) == 1 and self.structural[0][0].fused_causal
+        self.fused_causal = lone_causal(variant for variant, _ in masks)
         self.cross = cross
         # what the memo is keyed by: equal mask sets share one tensor per call
         self.key = "mask:" + ("cross:" if cross else "self:") + "+".join(

@@ -23,18 +23,18 @@ class Additive(AttentionKind):
 
     def core_flops(self, shape, options, pairs):
         heads, head_dim = shape.heads, shape.head_dim
-        # w . tanh(q + k) and weights @ V as matmuls; the sum and tanh over head_dim, softmax per score
-        mix, score, other = 2 * heads * pairs * head_dim, 2 * heads * pairs * head_dim, heads * pairs * (2 * head_dim + 5)
-        if head_dim == 1:  # torch.einsum scores a single feature with a multiply, not a matrix product
-            return mix, other + score
-        return mix + score, other
+        # weights @ V as a matmul; q + k, tanh, the product with w and its sum over head_dim, softmax per score
+        return 2 * heads * pairs * head_dim, heads * pairs * (4 * head_dim + 5)
+
+    def keeps_projection(self, shape, options, batch):
+        return batch == 1 or shape.heads == 1  # v needs no copy: weights @ v keeps a view of the (q)kv projection
 
     def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         heads, head_dim = shape.heads, shape.head_dim
         # tanh(q + k) for every pair and head feature (no fused kernel exists), the probabilities, v, output
         scores = batch * heads * queries * keys
         kept = scores * head_dim + scores * (3 if dropout else 1) + batch * heads * head_dim * (keys + queries)
-        if batch == 1 or heads == 1:  # v needs no copy: weights @ v keeps the whole (q)kv projection
+        if self.keeps_projection(shape, options, batch):
             kept += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         return kept, 0
 
