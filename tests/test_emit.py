@@ -169,3 +169,15 @@ def test_a_file_name_cannot_break_out_of_the_docstring(tmp_path):
     module = ast.parse(source)
     assert str(path) in ast.get_docstring(module)
     load_emitted(source).Model()(torch.randint(0, 10, (1, 3)))
+
+
+def test_two_runtime_classes_of_one_name_are_refused_not_shadowed():
+    from tfspec.standalone import _Writer
+
+    class Head:  # a stand-in for a plug-in's runtime class that reuses a core class's name
+        pass
+
+    writer = _Writer(tfspec.load(EXAMPLES / "gpt2_small.tfs"), None)
+    writer.file()
+    with pytest.raises(ValueError, match="named Head"):
+        writer.need(Head)

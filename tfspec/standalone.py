@@ -28,12 +28,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
-
 from . import __version__
 from . import schema as S
-from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_template, pooler_constructor,
-                       sublayer_constructor, sublayer_name)
+from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_template, looks_like_path,
+                       norm_constructor, pooler_constructor, sublayer_constructor, sublayer_name)
+from .nn.masking import additive_mask, allowed_keys, with_padding
 from .registry import ATTENTION_KINDS, MASKS, POSITIONS, Constructor, fused_causal_kernel, lone_causal
 
 HEADER = '''from __future__ import annotations
@@ -52,7 +51,9 @@ def emit(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = None
     ``origin``: how the header names where the spec came from (default: its path, when it has one).
     """
     spec = _spec_of(source, overrides)
-    return _Writer(spec, origin or (str(source) if isinstance(source, Path) else None)).file()
+    if origin is None and (isinstance(source, Path) or isinstance(source, str) and looks_like_path(source)):
+        origin = str(source)
+    return _Writer(spec, origin).file()
 
 
 class _Writer:
@@ -70,6 +71,10 @@ class _Writer:
                 for base in reversed(obj.__mro__[1:]):
                     if base.__module__.startswith("tfspec."):
                         self.need(base)
+            taken = {other.__name__ for other in self.definitions} | {"Model", "EncoderLayer", "DecoderLayer"}
+            if obj.__name__ in taken:  # two runtime classes of one name would shadow each other in the file
+                raise ValueError(f"{obj.__module__}.{obj.__qualname__}: another definition in the standalone "
+                                 f"file is named {obj.__name__}; rename one of them")
             self.definitions[obj] = textwrap.dedent(inspect.getsource(obj)).rstrip()
         return obj.__name__
 
@@ -227,7 +232,7 @@ class _Writer:
         init.append("        })")
         for role, info in stacks.items():
             stack = spec.decoder if role == "decoder" else spec.encoder
-            final = self.value(_final_norm(stack, info["width"]))
+            final = self.value(norm_constructor(stack.final_norm, info["width"]))
             init.append(f"        self.{role} = nn.ModuleDict({{\n"
                         f"            \"layers\": nn.ModuleList({role.capitalize()}Layer() "
                         f"for _ in range({info['repeat']})),\n"
@@ -319,25 +324,15 @@ class _Writer:
                 named += [f"{i.name}={prefix}{i.name}" for i in variant.inputs]
                 rules.append(f"{self.need(variant.rule)}({index}, {keys}{''.join(', ' + n for n in named)})")
         reads_padding = any(MASKS[m.name].reads_padding for m in body.mask)
-        allowed = f"{self.need(_masking('allowed_keys'))}({', '.join(rules)})" if rules else "None"
+        allowed = f"{self.need(allowed_keys)}({', '.join(rules)})" if rules else "None"
         if reads_padding:
-            allowed = f"{self.need(_masking('with_padding'))}({allowed}, {key_padding})"
+            allowed = f"{self.need(with_padding)}({allowed}, {key_padding})"
         if allowed == "None":
             return "None"
-        mask = f"{self.need(_masking('additive_mask'))}({allowed}, x.dtype)"
+        mask = f"{self.need(additive_mask)}({allowed}, x.dtype)"
         if self.fused(a):  # a lone causal mask: SDPA's fused kernel, unless padding needs the tensor
             return f"None if {key_padding} is None else {mask}" if reads_padding else "None"
         return mask
-
-
-def _masking(name: str):
-    from .nn import masking
-    return getattr(masking, name)
-
-
-def _final_norm(stack: S.Stack, width: int) -> Constructor:
-    from .compiler import norm_constructor
-    return norm_constructor(stack.final_norm, width)
 
 
 def _signature(constructor: Constructor) -> dict:
