@@ -6,7 +6,9 @@ in the IR's order (``print(model.decoder.layers[0].code)`` shows it), so a
 forward pass never consults the graph and ``torch.compile(model,
 fullgraph=True)`` sees plain tensor code. Module names come from the IR's
 ``module`` attribute, so ``model.state_dict()`` has exactly the names and
-shapes of ``tfspec.analysis.parameter_table``.
+shapes of ``tfspec.analysis.parameter_table``. Every module is made from a
+``tfspec.registry.Constructor`` (``embeddings_constructor``, ``sublayer_constructor``,
+...), the same calls ``tfspec emit`` writes into a standalone file.
 
 >>> model = compile('''
 ... embedding tokens { vocab 100; dim 32 }

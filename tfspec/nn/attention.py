@@ -10,6 +10,11 @@ key/value heads than query heads (grouped-query attention) SDPA's
 Per head, optionally: a norm over queries and keys (qk-norm), then the position
 scheme acting in attention (rotary rotates q and k; ALiBi biases the scores).
 
+Two layers: ``MultiHeadAttention`` is the core over whole sequences, written
+with torch alone so that ``tfspec emit`` can copy it into a standalone file;
+``InContext`` is what a compiled model adds around a core (mixed in before it):
+masks and position tables shared per call through the ``Context``, and the cache.
+
 During incremental decoding a ``KVCache`` keeps each sublayer's keys and values
 in a preallocated buffer (grown by doubling, so a token costs no copy of the
 cache): self-attention appends the new positions and attends over all of them,
