@@ -12,8 +12,9 @@ contract, and every stage asks it rather than testing its name:
 - ``check``: objections to where it is used, as ``Problem``s (the validator turns
   them into located diagnostics);
 - cost: FLOPs and saved elements as functions of the lengths (``tfspec.analysis``);
-- ``build``: its runtime module (torch is imported inside, so checking a spec
-  never loads it);
+- its runtime module: a ``Constructor`` (``module``; an attention kind's ``core``, a
+  mask's torch-only ``rule``) that the compiler builds and ``tfspec emit`` writes into
+  standalone files (torch is imported inside, so checking a spec never loads it);
 - ``label``: how diagrams, ``summary`` and ``diff`` write it, options included;
 - properties other stages need: whether a position scheme is relative, which
   runtime inputs a mask reads, whether a KV cache reproduces recomputation, ...
