@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, POSITIONS, AttentionShape
+from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape
 
 
 @dataclass
@@ -24,8 +24,9 @@ class Generated:
     causal_decoder: bool
 
 
-NORM_TEXT = st.sampled_from(["layernorm", "layernorm(eps=1e-6)", "layernorm(1e-12)", "layernorm(bias=false)",
-                             "rmsnorm", "rmsnorm(eps=1e-5)", "none"])
+NORM_TEXT = st.sampled_from([(name if not options else f"{name}(" + ", ".join(
+    f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items()) + ")")
+    for name in NORMS for options in NORMS[name].examples])  # every registered norm, with its example options
 RATE = st.sampled_from(["0", "0.1", "0.25"])
 
 
@@ -35,6 +36,11 @@ def mask_choices(cross: bool = False) -> list[tuple]:
     return [(MASKS[name], MASKS[name].options(options), choice_text(name, options)) for name in MASKS
             for options in MASKS[name].examples
             if not MASKS[name].absent and not MASKS[name].exclusive and (MASKS[name].allowed_in_cross or not cross)]
+
+
+def no_mask() -> list[str]:
+    """The registered ways of writing "no mask" (absent entries)."""
+    return [name for name in MASKS if MASKS[name].absent]
 
 
 @st.composite
@@ -54,7 +60,7 @@ def self_mask(draw, causal: bool, padding: bool = False, windows: bool = True) -
     if windows and others and draw(st.integers(0, 3)) == 0:
         parts.append(draw(st.sampled_from(others)))
     draw(st.randoms()).shuffle(parts)
-    return " + ".join(parts) if parts else draw(st.sampled_from(["none", ""]))
+    return " + ".join(parts) if parts else draw(st.sampled_from([*no_mask(), ""]))
 
 
 def choice_text(name: str, options: dict) -> str:
@@ -80,6 +86,12 @@ def kinds_for(shape: AttentionShape, kv_heads: int) -> list[str]:
             if not ATTENTION_KINDS[name].check(ATTENTION_KINDS[name].options(options), shape)]
 
 
+def embedding_positions() -> list[str]:
+    """Every registered position scheme added to the embedding (and ``none``), with its example options."""
+    return [choice_text(name, options) for name in POSITIONS for options in POSITIONS[name].examples
+            if POSITIONS[name].acts == "embedding" or POSITIONS[name].absent]
+
+
 def _arg(name: str, value: str) -> str:
     return f" {name}={value}" if value else ""
 
@@ -101,7 +113,7 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
                      f"{_arg('kv_heads', kv_heads)}{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
     if has_cross:
         readers = [text for v, o, text in mask_choices(cross=True) if v.reads_padding and not v.structural]
-        cross_masks = readers if padding else ['', 'none', *readers]
+        cross_masks = readers if padding else ['', *no_mask(), *readers]
         lines.append(f"attention cross heads={heads}{_arg('mask', draw(st.sampled_from(cross_masks)))}"
                      f"{draw(st.sampled_from(['', ' memory=encoder']))}")
     if draw(st.integers(0, 4)):
@@ -141,7 +153,7 @@ def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool, padd
 
 @st.composite
 def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"), max_width: int = 64,
-                positions=("sinusoidal", "learned(64)", "none"), padding: bool = False, windows: bool = True,
+                positions=None, padding: bool = False, windows: bool = True,
                 max_layers: int = 3, in_attention: bool = True) -> Generated:
     """A random valid spec. ``padding``: every attention masks padding; ``windows``: may use window masks;
     ``in_attention``: a stack may apply a position scheme inside its self-attentions (rotary, ALiBi, ...)."""
@@ -164,7 +176,7 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         defaults.append(f"activation {draw(st.sampled_from(['relu', 'gelu', 'swiglu']))}")
     if defaults:
         out.append("defaults { " + "; ".join(defaults) + " }")
-    position = draw(st.sampled_from(positions))
+    position = draw(st.sampled_from(positions or embedding_positions()))
     emb = [f"vocab vocab", "dim d_model", f"position {position}"]
     if draw(st.booleans()):
         emb.append("scale sqrt(d_model)")
