@@ -71,14 +71,23 @@ def test_the_emitted_standalone_file_computes_what_the_compiled_model_does(famil
 @pytest.mark.parametrize("family, name, options", [e for e in ENTRIES if e[0] in ("attention kind", "position")],
                          ids=[i for e, i in zip(ENTRIES, IDS) if e[0] in ("attention kind", "position")])
 def test_declared_kernel_properties_are_the_runtime_modules(family, name, options):
-    """What ``tfspec emit`` decides from the registry (fused causal kernel, score bias), the module does."""
-    model = tfspec.compile(spec_text(family, name, options), seed=0)
-    attention = model.get_submodule(f"{model.spec.stacks[0].role}.layers.0.self_attn")
+    """A kind that declares ``fuses_causal`` computes causal attention from ``is_causal`` alone; a position
+    scheme's declared ``biases_scores`` is its module's (the compiler and ``tfspec emit`` decide from them)."""
     variant = FAMILIES[family][name]
-    if family == "attention kind":
-        assert attention.fuses_causal == variant.fuses_causal
-    elif variant.acts == "attention":
-        assert attention.position.biases_scores == variant.biases_scores
+    if family == "position":
+        if variant.acts == "attention":
+            model = tfspec.compile(spec_text(family, name, options), seed=0)
+            attention = model.get_submodule(f"{model.spec.stacks[0].role}.layers.0.self_attn")
+            assert attention.position.biases_scores == variant.biases_scores
+        return
+    text = spec_text(family, name, options).replace("mask=padding", "mask=causal")
+    model = tfspec.compile(text, seed=0).eval()
+    attention = model.get_submodule(f"{model.spec.stacks[0].role}.layers.0.self_attn")
+    assert attention.fused_causal == variant.fuses_causal
+    if variant.fuses_causal:
+        q, k, v = (torch.randn(2, 2, 5, 8, generator=torch.Generator().manual_seed(i)) for i in range(3))
+        causal = torch.full((5, 5), torch.finfo(torch.float32).min).triu(1)
+        assert torch.allclose(attention.mix(q, k, v, None, True), attention.mix(q, k, v, causal, False), atol=1e-6)
 
 
 @pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)

@@ -41,7 +41,8 @@ from .nn.embedding import Embeddings
 from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
 from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
-from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor
+from .registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
+                       fused_causal_kernel)
 
 MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
                  "encoder-decoder": EncoderDecoderModel}
@@ -183,10 +184,12 @@ def attention_config(a: dict) -> AttentionConfig:
     body = a["spec"]
     position, position_options = POSITIONS.of(body.position)
     norm, norm_options = NORMS.of(body.qk_norm)
-    return AttentionConfig(shape=a["geometry"], dropout=body.dropout,
-                           masks=tuple(MASKS.of(m) for m in body.mask),
+    masks = tuple(MASKS.of(m) for m in body.mask)
+    fused = fused_causal_kernel([variant for variant, _ in masks], ATTENTION_KINDS[body.kind.name], position)
+    return AttentionConfig(shape=a["geometry"], dropout=body.dropout, masks=masks,
                            position=None if position.absent else (position, position_options),
-                           qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale)
+                           qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
+                           fused_causal=fused)
 
 
 def head_constructor(head: S.Head, width: int) -> Constructor:

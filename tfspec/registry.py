@@ -388,6 +388,7 @@ class AttentionConfig:
     position: tuple | None  # (Position, options) acting inside attention, or None
     qk_norm: tuple | None  # (Norm, options) applied per head to queries and keys, or None
     scale: float | None  # softmax scale; None: 1 / sqrt(head_dim)
+    fused_causal: bool = False  # unpadded, it runs SDPA's fused causal kernel (``fused_causal_kernel``)
 
 
 class Init(Variant):

@@ -30,10 +30,10 @@ from typing import Any
 
 from . import __version__
 from . import schema as S
-from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_template, looks_like_path,
+from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_template, looks_like_path,
                        norm_constructor, pooler_constructor, sublayer_constructor, sublayer_name)
 from .nn.masking import additive_mask, allowed_keys, with_padding
-from .registry import ATTENTION_KINDS, MASKS, POSITIONS, Constructor, fused_causal_kernel, lone_causal
+from .registry import MASKS, Constructor, lone_causal
 
 HEADER = '''from __future__ import annotations
 
@@ -137,7 +137,7 @@ class _Writer:
             if a["op"] in ("attention", "feedforward", "norm", "dropout"):
                 name = sublayer_name(n, a)
                 if name not in modules:
-                    modules[name] = self.value(self.sublayer(a))
+                    modules[name] = self.value(sublayer_constructor(a))
         body = self.layer_forward(template)
         init = "\n".join(f"        self.{name} = {code}" for name, code in modules.items()) or "        pass"
         cross = any(g.nodes[n]["op"] == "attention" and g.nodes[n]["geometry"].cross for n in template)
@@ -151,17 +151,9 @@ class _Writer:
                 f'        """``x`` {shape} at position ids ``positions``; ``masks``: additive masks by name."""\n'
                 f"{body}")
 
-    def sublayer(self, a: dict) -> Constructor:
-        constructor = sublayer_constructor(a)
-        if a["op"] == "attention" and self.fused(a):
-            return Constructor(constructor.target, constructor.args, {**constructor.kwargs, "causal": True})
-        return constructor
-
     def fused(self, a: dict) -> bool:
         """Does this attention run SDPA's fused causal kernel (as the compiled one does) when unpadded?"""
-        body = a["spec"]
-        return fused_causal_kernel([MASKS[m.name] for m in body.mask], ATTENTION_KINDS[body.kind.name],
-                                   POSITIONS[body.position.name])
+        return attention_config(a).fused_causal
 
     def mask_key(self, a: dict) -> str:
         body = a["spec"]

@@ -36,8 +36,6 @@ class AdditiveAttention(MultiHeadAttention):
 class AdditiveAttentionInContext(InContext, AdditiveAttention):
     """Additive attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
 
-    fuses_causal = False
-
     def __init__(self, config) -> None:
         AdditiveAttention.__init__(self, **built(core_arguments(config)))
         self.in_context(config)

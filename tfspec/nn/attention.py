@@ -119,16 +119,17 @@ class MultiHeadAttention(nn.Module):
     in-attention position scheme: ``tables(positions, dtype)`` once per call, then
     ``rotate(q, k, tables)`` (rotary) and, when ``biases_scores``,
     ``score_bias(query_positions, key_positions)`` added to the scores (ALiBi).
-    ``causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``).
+    ``fused_causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``).
     """
 
     def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
                  bias: bool = True, out_bias: bool = True, dropout: float = 0.0, scale: float | None = None,
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
-                 position: nn.Module | None = None, causal: bool = False) -> None:
+                 position: nn.Module | None = None, fused_causal: bool = False) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
-        self.cross, self.dropout, self.scale, self.causal = memory_width is not None, dropout, scale, causal
+        self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
+        self.fused_causal = fused_causal
         if self.cross:
             self.q = nn.Linear(width, heads * head_dim, bias=bias)
             self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
@@ -148,7 +149,7 @@ class MultiHeadAttention(nn.Module):
             if self.position.biases_scores:
                 bias = self.position.score_bias(positions, positions).to(q.dtype)
                 mask = bias if mask is None else mask + bias  # (a masked score stays the dtype's minimum)
-        y = self.mix(q, k, v, mask, self.causal and mask is None)  # (batch, heads, length, head_dim)
+        y = self.mix(q, k, v, mask, self.fused_causal and mask is None)  # (batch, heads, length, head_dim)
         return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
 
     def split(self, t: Tensor, heads: int) -> Tensor:
@@ -197,7 +198,8 @@ def core_arguments(config) -> dict:
         position = scheme.module(shape, options)
     return dict(width=shape.width, heads=shape.heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
                 memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
-                dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position)
+                dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,
+                fused_causal=config.fused_causal)
 
 
 def built(arguments: dict) -> dict:
@@ -208,8 +210,6 @@ def built(arguments: dict) -> dict:
 class InContext:
     """What a compiled model adds to an attention core (mixed in before it): the per-call ``Context``
     (masks and position tables shared by the layers) and a ``KVCache`` for incremental decoding."""
-
-    fuses_causal = True  # its ``mix`` honours ``is_causal`` (a fused kernel), so a causal mask need not be built
 
     def in_context(self, config) -> None:
         self.masks = MaskSet(config.masks, config.shape.cross)
@@ -252,11 +252,10 @@ class InContext:
         The additive mask, with the position scheme's score bias (ALiBi) folded
         in, is built once per call for every layer with the same masks."""
         query_len, key_len = q.shape[2], k.shape[2]
-        biased = self.position is not None and self.position.biases_scores
-        if self.fuses_causal and not biased and self.masks.fused(query_len, key_len, padding):
+        if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
             return self.mix(q, k, v, None, True)
         bias, bias_key = None, ""
-        if biased:
+        if self.position is not None and self.position.biases_scores:
             bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
         mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
         return self.mix(q, k, v, mask, False)

@@ -19,7 +19,6 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from ..registry import lone_causal
 from .context import Context
 
 
@@ -31,7 +30,6 @@ class MaskSet:
         self.structural = [(variant, options) for variant, options in masks if variant.structural]
         self.rules = [variant.bound_rule(options) for variant, options in self.structural]
         self.reads_padding = any(variant.reads_padding for variant, _ in masks)
-        self.fused_causal = lone_causal(variant for variant, _ in masks)
         self.cross = cross
         # what the memo is keyed by: equal mask sets share one tensor per call
         self.key = "mask:" + ("cross:" if cross else "self:") + "+".join(
@@ -52,10 +50,6 @@ class MaskSet:
         queries = torch.arange(ctx.offset, end, device=device)
         keys = torch.arange(key_len, device=device) if self.cross else torch.arange(end - key_len, end, device=device)
         return allowed_keys(*(rule(queries, keys, ctx.inputs) for rule in self.rules))
-
-    def fused(self, query_len: int, key_len: int, padding: Tensor | None) -> bool:
-        """Can SDPA's ``is_causal`` stand for these masks? (a lone causal mask, no padding, a square score matrix)"""
-        return self.fused_causal and padding is None and query_len == key_len
 
     def additive(self, ctx: Context, query_len: int, key_len: int, dtype, device, padding: Tensor | None,
                  bias: Callable[[], Tensor] | None = None, bias_key: str = "") -> Tensor | None:
