@@ -58,11 +58,11 @@ def outputs(out) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
 
-def assert_emitted_equals_compiled(spec, generator_seed: int = 1, **extra) -> None:
+def assert_emitted_equals_compiled(spec, generator_seed: int = 1, lengths=(11, 7), **extra) -> None:
     compiled = tfspec.compile(spec, seed=0)
     standalone = load_emitted(emit(spec)).Model()
     standalone.load_state_dict(compiled.state_dict(), strict=True)
-    args, kwargs = inputs(compiled, torch.Generator().manual_seed(generator_seed))
+    args, kwargs = inputs(compiled, torch.Generator().manual_seed(generator_seed), lengths)
     kwargs.update(extra)
     for mode in ("eval", "train"):  # train: the same dropout draws, in the same order
         getattr(compiled, mode)(), getattr(standalone, mode)()
@@ -103,6 +103,19 @@ def test_a_sliding_window_shorter_than_the_sequence_is_emitted_exactly():
 ])
 def test_variants_and_run_time_inputs_are_emitted_exactly(text, extra):
     assert_emitted_equals_compiled(tfspec.parse(text), **extra)
+
+
+@pytest.mark.parametrize("masks, extra", [
+    ("window(3) + padding", {}),
+    ("causal + window(5) + padding", {}),
+    ("block(4) + padding", {}),
+    ("causal + block(3) + document", {"document_ids": torch.arange(70).div(23, rounding_mode="floor")[None]}),
+])
+def test_attention_in_bands_over_a_long_sequence_is_emitted_exactly(masks, extra):
+    text = ("embedding t { vocab 30; dim 16; position none }\n"
+            f"decoder x 2 {{ position rotary; attention self heads=2 mask={masks}; feedforward d_ff=32 }}\n"
+            "head tied(t)")
+    assert_emitted_equals_compiled(tfspec.parse(text), lengths=(70,), **extra)
 
 
 @settings(deadline=None, max_examples=25)

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.analysis import allowed_pairs, analyse, parameter_table
+from tfspec.analysis import analyse, mask_pairs, parameter_table
 from tfspec.diff import diff
 from tfspec.measure import measure
+from tfspec.schema import Choice
 from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionShape
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
@@ -68,6 +69,32 @@ def test_the_emitted_standalone_file_computes_what_the_compiled_model_does(famil
     assert_emitted_equals_compiled(tfspec.parse(spec_text(family, name, options)))
 
 
+IN_ATTENTION = [e for e in ENTRIES if e[0] == "attention kind" or e[0] == "position"
+                and POSITIONS[e[1]].acts == "attention"]
+
+
+@pytest.mark.parametrize("family, name, options", IN_ATTENTION, ids=[IDS[ENTRIES.index(e)] for e in IN_ATTENTION])
+def test_attention_of_bounded_reach_runs_in_bands_that_equal_dense_attention(family, name, options):
+    from test_sparse import output_and_gradients
+    text = spec_text(family, name, options).replace("mask=padding", "mask=window(3) + padding") \
+        .replace("mask=causal", "mask=causal + window(3)")
+    spec = tfspec.parse(text)
+    role = spec.stacks[0].role
+    model = tfspec.compile(spec, seed=0)
+    attention = model.get_submodule(f"{role}.layers.0.self_attn")
+    kind = ATTENTION_KINDS[name] if family == "attention kind" else ATTENTION_KINDS["dot"]
+    blocks = kind.runs_in_blocks and not (family == "position" and POSITIONS[name].biases_scores)
+    assert (attention.band is not None) == blocks
+    tokens = torch.randint(0, 40, (2, 75), generator=torch.Generator().manual_seed(0))
+    extra = {"padding_mask": torch.arange(75)[None].expand(2, -1) < torch.tensor([[0], [30]])} \
+        if "padding" in text else {}
+    banded, dense = (output_and_gradients(model, tokens, extra, band) for band in (True, False))
+    for a, b in zip(banded, dense):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), float((a - b).abs().max())
+    analysed, measured = analyse(spec, seq_len=75, batch=2), measure(spec, {role: 75}, batch=2)
+    assert (measured.flops, measured.saved_bytes) == (analysed.total.matmul, analysed.total.memory)
+
+
 @pytest.mark.parametrize("family, name, options", [e for e in ENTRIES if e[0] in ("attention kind", "position")],
                          ids=[i for e, i in zip(ENTRIES, IDS) if e[0] in ("attention kind", "position")])
 def test_declared_kernel_properties_are_the_runtime_modules(family, name, options):
@@ -94,10 +121,11 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
 def test_declared_costs_are_what_the_flop_counter_and_autograd_see(family, name, options):
     spec = tfspec.parse(spec_text(family, name, options))
     role = spec.stacks[0].role
-    analysed = analyse(spec, seq_len=12, batch=2)
-    measured = measure(spec, {role: 12}, batch=2)
-    assert measured.flops == analysed.total.matmul
-    assert measured.saved_bytes == analysed.total.memory
+    for length in (12, 75) if family == "mask" else (12,):  # 75: masks of bounded reach run in bands
+        analysed = analyse(spec, seq_len=length, batch=2)
+        measured = measure(spec, {role: length}, batch=2)
+        assert measured.flops == analysed.total.matmul, length
+        assert measured.saved_bytes == analysed.total.memory, length
 
 
 @pytest.mark.parametrize("family, name", [(f, n) for f, r in FAMILIES.items() for n in r])
@@ -131,22 +159,30 @@ def test_an_option_change_reaches_the_label_and_the_diff(family, name):
 
 
 @pytest.mark.parametrize("name", [n for n in MASKS if MASKS[n].structural])
-@pytest.mark.parametrize("n", [1, 2, 5, 9])
+@pytest.mark.parametrize("n", [1, 2, 5, 9, 13])
 def test_a_structural_masks_reach_agrees_with_what_it_allows(name, n):
     variant = MASKS[name]
-    for options in map(variant.options, variant.examples):
+    for example in variant.examples:
+        options = variant.options(example)
         index = torch.arange(n)
         allowed = variant.allowed(index, index, options, {})
+        if allowed.dim() == 3:  # a rule of the batch: no inputs given here, so one row of it
+            allowed = allowed[0]
         behind, ahead = variant.reach(options)
         offset = index[None, :] - index[:, None]  # key - query
-        band = torch.ones(n, n, dtype=torch.bool)
-        if behind is not None:
-            band &= offset >= -behind
-        if ahead is not None:
-            band &= offset <= ahead
-        assert not (allowed & ~band).any(), "it allows keys beyond its declared reach"
+        for i in range(n):
+            row_behind, row_ahead = variant.reach_at(options, i)
+            assert (row_behind is None or behind is not None and row_behind <= behind) and \
+                (row_ahead is None or ahead is not None and row_ahead <= ahead), "reach_at exceeds reach"
+            band = torch.ones(n, dtype=torch.bool)
+            if row_behind is not None:
+                band &= offset[i] >= -row_behind
+            if row_ahead is not None:
+                band &= offset[i] <= row_ahead
+            assert not (allowed[i] & ~band).any(), f"query {i} sees keys beyond its declared reach"
         if not variant.inputs:  # decided by positions alone: the reach is exact
-            assert int(allowed.sum()) == allowed_pairs(n, behind, ahead)
+            choice = Choice(name=name, options=example)
+            assert int(allowed.sum()) == mask_pairs(n, [choice])
 
 
 @pytest.mark.parametrize("name, options", [(n, o) for n in POSITIONS for o in POSITIONS[n].examples])

@@ -3,11 +3,13 @@
 - parameters: ``parameter_table`` / ``count_parameters`` (tied weights once);
 - forward FLOPs per component: multiply-adds count 2. ``matmul`` is what
   ``torch.utils.flop_counter.FlopCounterMode`` counts on the compiled model
-  (every query-key pair is scored: masked scores are computed, then discarded);
+  (every query-key pair is scored, masked scores computed then discarded, except
+  where masks of bounded reach let attention run in bands of blocks, which score
+  ``length · (chunk + reach)`` pairs: ``registry.attention_band``);
   ``elementwise`` (bias, norms, softmax, activations, residual sums) is by the
   conventions in each variant's ``flops_per_element``; the *mask-aware* figures
-  count only the query-key pairs the masks allow, which is what ``window(k)``
-  or causal attention needs from a kernel that skips masked blocks;
+  count only the query-key pairs the masks allow, which is what causal
+  attention needs from a kernel that skips masked blocks;
 - activation memory for training: the bytes autograd keeps for the backward
   pass (each saved tensor once, as measured with ``saved_tensors_hooks`` in the
   tests), plus the logits the loss keeps;
@@ -27,7 +29,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import networkx as nx
 
-from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, combined_reach, fused_causal_kernel
+from .registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, attention_band, band_chunk,
+                       combined_reach, fused_causal_kernel)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -76,6 +79,25 @@ def count_parameters(g: nx.DiGraph) -> int:
 def mask_reach(masks) -> tuple[int | None, int | None]:
     """Keys behind and ahead a query may see under all of ``masks`` (``Choice``s; ``None``: unbounded)."""
     return combined_reach([MASKS.of(choice) for choice in masks])
+
+
+def mask_pairs(n: int, masks) -> int:
+    """Query-key pairs a self-attention over ``n`` positions scores under ``masks`` (``Choice``s).
+
+    From each mask's reach: one closed form when every query's reach is the same,
+    else a sum over the queries of their combined reach (``Mask.reach_at``).
+    """
+    bound = [MASKS.of(choice) for choice in masks]
+    if all(variant.uniform_reach for variant, _ in bound):
+        return allowed_pairs(n, *combined_reach(bound))
+    total = 0
+    for i in range(n):
+        behind, ahead = n, n
+        for variant, options in bound:
+            b, a = variant.reach_at(options, i)
+            behind, ahead = min(behind, n if b is None else b), min(ahead, n if a is None else a)
+        total += min(behind, i) + min(ahead, n - 1 - i) + 1
+    return total
 
 
 def allowed_pairs(n: int, behind: int | None, ahead: int | None) -> int:
@@ -350,15 +372,27 @@ class _Counter:
                                position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path (a score
         # bias such as ALiBi's carries the mask with it, and is counted by the position scheme)
-        structural = any(MASKS[c.name].structural for c in spec.mask)
-        fused = fused_causal_kernel([MASKS[c.name] for c in spec.mask], kind, position)
+        masks = [MASKS.of(c) for c in spec.mask]
+        structural = any(variant.structural for variant, _ in masks)
+        fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
         mask_add = heads * n * m if structural and not fused and not position.biases_scores else 0
-        pairs = n * m if cross else allowed_pairs(n, *mask_reach(spec.mask))
-        matmul, elementwise = kind.core_flops(shape, options, n * m)
+        pairs = n * m if cross else mask_pairs(n, spec.mask)
+        # as executed: every pair, or, where attention runs in bands, each block's queries against its span
+        band = attention_band(masks, kind, position, cross)
+        chunk = band_chunk(n, band) if band is not None else None
+        if chunk is not None:
+            blocks, span = -(-n // chunk), chunk + sum(band)
+            executed, mask_add = blocks * chunk * span, heads * blocks * chunk * span
+            kept, stats = kind.core_saved(shape, options, self.batch * blocks, chunk, span, spec.dropout,
+                                          self.fused)
+            kept -= self.batch * (blocks * chunk - n) * shape.q_width  # the output is kept unpadded
+        else:
+            executed = n * m
+            kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
+        matmul, elementwise = kind.core_flops(shape, options, executed)
         matmul_aware, elementwise_aware = kind.core_flops(shape, options, pairs)
         if spec.dropout:
-            elementwise, elementwise_aware = elementwise + heads * n * m, elementwise_aware + heads * pairs
-        kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
+            elementwise, elementwise_aware = elementwise + heads * executed, elementwise_aware + heads * pairs
         if not norm.absent:  # qk-norm: its own tensors, and the projections its inputs are views of
             norm_kept, norm_stats = norm.saved(head_dim)
             rows = self.batch * (n * heads + m * shape.kv_heads)

@@ -42,7 +42,7 @@ from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
 from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
 from .registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
-                       fused_causal_kernel)
+                       attention_band, fused_causal_kernel)
 
 MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
                  "encoder-decoder": EncoderDecoderModel}
@@ -185,11 +185,13 @@ def attention_config(a: dict) -> AttentionConfig:
     position, position_options = POSITIONS.of(body.position)
     norm, norm_options = NORMS.of(body.qk_norm)
     masks = tuple(MASKS.of(m) for m in body.mask)
-    fused = fused_causal_kernel([variant for variant, _ in masks], ATTENTION_KINDS[body.kind.name], position)
+    kind = ATTENTION_KINDS[body.kind.name]
+    fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
+    band = attention_band(masks, kind, position, a["geometry"].cross)
     return AttentionConfig(shape=a["geometry"], dropout=body.dropout, masks=masks,
                            position=None if position.absent else (position, position_options),
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
-                           fused_causal=fused)
+                           fused_causal=fused, band=band)
 
 
 def head_constructor(head: S.Head, width: int) -> Constructor:

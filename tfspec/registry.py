@@ -242,8 +242,10 @@ class Position(Variant):
 class Mask(Variant):
     """Which keys a query may see. A structural mask names its ``rule``: a torch-only function
     ``rule(queries, keys, **options, **inputs)`` of the queries' and keys' indices in the sequence (and of
-    the run-time inputs it declares) -> bool ``(queries, keys)`` or ``(batch, queries, keys)``. The compiled
-    model calls it through ``allowed``; ``tfspec emit`` copies its source into standalone model files."""
+    the run-time inputs it declares). ``queries`` and ``keys`` are ``(..., q)`` and ``(..., k)`` with the same
+    leading dimensions (none for a whole sequence, one per block of queries in banded attention); it returns
+    bool ``(..., q, k)``, or ``(batch, ..., q, k)`` when it reads a per-sequence input. The compiled model
+    calls it through ``allowed``; ``tfspec emit`` copies its source into standalone model files."""
 
     allowed_in_cross: ClassVar[bool] = True  # meaningful when queries and keys are different sequences
     exclusive: ClassVar[bool] = False  # cannot be combined with other masks ("none")
@@ -279,6 +281,16 @@ class Mask(Variant):
         """
         return (None, None)
 
+    def reach_at(self, options, position: int) -> tuple[int | None, int | None]:
+        """``reach`` for the query at ``position``, where it varies along the sequence (``block(b)``): the
+        analysis counts the pairs a mask allows from it, so it must agree with ``allowed`` exactly."""
+        return self.reach(options)
+
+    @property
+    def uniform_reach(self) -> bool:
+        """Every query has the same reach (``reach_at`` is ``reach``), so pairs have a closed form."""
+        return type(self).reach_at is Mask.reach_at
+
     def causal_from(self, options) -> str | None:
         """Where a query stops seeing later keys: ``"start"`` (causal), a run-time input's name
         (``"prefix_lengths"``: causal after the prefix), or ``None`` (it may see ahead)."""
@@ -308,6 +320,27 @@ def fused_causal_kernel(masks, kind, position=None) -> bool:
     return lone_causal(masks) and kind.fuses_causal and not (position is not None and position.biases_scores)
 
 
+def attention_band(masks, kind, position=None, cross: bool = False) -> tuple[int, int] | None:
+    """The ``(behind, ahead)`` keys a query may see when attention with these variants (``(Mask, options)``
+    pairs, an ``AttentionKind``, an in-attention ``Position`` or None) can run in bands of blocks
+    (``MultiHeadAttention.mix_banded``), else None: the reach must be bounded both ways, the kind must mix
+    block by block, and no position scheme may bias the scores (its bias is built for whole sequences)."""
+    if cross or not kind.runs_in_blocks or (position is not None and position.biases_scores):
+        return None
+    behind, ahead = combined_reach(masks)
+    return (behind, ahead) if behind is not None and ahead is not None else None
+
+
+def band_chunk(length: int, band: tuple[int, int]) -> int | None:
+    """Queries per block of banded attention over ``length`` positions, or None where dense attention is
+    cheaper. Each block of ``chunk`` queries scores ``chunk + behind + ahead`` keys, so the work is
+    ``length · (chunk + behind + ahead)`` pairs rather than ``length²``; half the reach per block keeps the
+    pairs scored within 1.5 times those allowed, with copies of the keys 3 times their size."""
+    behind, ahead = band
+    chunk = max(16, (behind + ahead + 2) // 2)
+    return chunk if length >= 2 * (chunk + behind + ahead) else None
+
+
 def lone_causal(masks) -> bool:
     """Are these ``Mask``s' structure a lone causal mask (what SDPA's ``is_causal`` stands for)?"""
     structural = [m for m in masks if m.structural]
@@ -319,6 +352,9 @@ class AttentionKind(Variant):
 
     scores_by_dot_product: ClassVar[bool] = False  # scores depend on q and k only through q·k
     fuses_causal: ClassVar[bool] = True  # a lone causal mask needs no mask tensor (SDPA's is_causal)
+    # Its ``mix`` treats each query on its own, given the keys it may see, so a mask of bounded reach can be
+    # computed block by block (``attention_band``); not so for a kind that mixes positions before scoring.
+    runs_in_blocks: ClassVar[bool] = True
 
     def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
         raise NotImplementedError
@@ -349,7 +385,8 @@ class AttentionKind(Variant):
 
     def core_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int, dropout: float,
                    fused: bool) -> tuple[int, int]:
-        """(activation-dtype, float32) elements autograd keeps between the projections, for the batch."""
+        """(activation-dtype, float32) elements autograd keeps between the projections, for the batch,
+        including the output (``batch · queries · heads · head_dim``, the output projection's input)."""
         raise NotImplementedError
 
     def complexity(self, options, cross: bool, reach: tuple[int | None, int | None]) -> "ComplexityClass":
@@ -389,6 +426,7 @@ class AttentionConfig:
     qk_norm: tuple | None  # (Norm, options) applied per head to queries and keys, or None
     scale: float | None  # softmax scale; None: 1 / sqrt(head_dim)
     fused_causal: bool = False  # unpadded, it runs SDPA's fused causal kernel (``fused_causal_kernel``)
+    band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
 
 
 class Init(Variant):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import keyword
 import math
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,8 @@ from . import __version__
 from . import schema as S
 from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_template, looks_like_path,
                        norm_constructor, pooler_constructor, sublayer_constructor, sublayer_name)
-from .nn.masking import additive_mask, allowed_keys, with_padding
-from .registry import MASKS, Constructor, lone_causal
+from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
+from .registry import MASKS, Constructor, band_chunk, lone_causal
 
 HEADER = '''from __future__ import annotations
 
@@ -71,11 +72,14 @@ class _Writer:
                 for base in reversed(obj.__mro__[1:]):
                     if base.__module__.startswith("tfspec."):
                         self.need(base)
+            source = textwrap.dedent(inspect.getsource(obj)).rstrip()
+            for helper in _helpers(obj, source):
+                self.need(helper)
             taken = {other.__name__ for other in self.definitions} | {"Model", "EncoderLayer", "DecoderLayer"}
             if obj.__name__ in taken:  # two runtime classes of one name would shadow each other in the file
                 raise ValueError(f"{obj.__module__}.{obj.__qualname__}: another definition in the standalone "
                                  f"file is named {obj.__name__}; rename one of them")
-            self.definitions[obj] = textwrap.dedent(inspect.getsource(obj)).rstrip()
+            self.definitions[obj] = source
         return obj.__name__
 
     def value(self, v) -> str:
@@ -304,27 +308,44 @@ class _Writer:
         return ids, padding, extra, lines
 
     def mask_expression(self, a: dict, index: str, padding: str, prefix: str) -> str:
-        """The additive mask of an attention's masks (None where it needs none), for the whole sequence."""
+        """The additive mask of an attention's masks (None where it needs none), for the whole sequence; in the
+        banded layout where the attention runs in bands at this length (see ``MultiHeadAttention.band``)."""
         body, cross = a["spec"], a["geometry"].cross
         keys, key_padding = (("torch.arange(memory.shape[1], device=memory.device)", self.memory_padding) if cross
                              else (index, padding))
-        rules = []
+        rules = []  # each rule's call, with "{queries}, {keys}" left to fill in
         for choice in body.mask:
             variant, options = MASKS.of(choice)
             if variant.structural:
                 named = [f"{k}={self.value(v)}" for k, v in options.model_dump().items()]
                 named += [f"{i.name}={prefix}{i.name}" for i in variant.inputs]
-                rules.append(f"{self.need(variant.rule)}({index}, {keys}{''.join(', ' + n for n in named)})")
+                rules.append(f"{self.need(variant.rule)}({{queries}}, {{keys}}{''.join(', ' + n for n in named)})")
         reads_padding = any(MASKS[m.name].reads_padding for m in body.mask)
-        allowed = f"{self.need(allowed_keys)}({', '.join(rules)})" if rules else "None"
+        dense = [rule.format(queries=index, keys=keys) for rule in rules]
+        allowed = f"{self.need(allowed_keys)}({', '.join(dense)})" if rules else "None"
         if reads_padding:
             allowed = f"{self.need(with_padding)}({allowed}, {key_padding})"
         if allowed == "None":
             return "None"
         mask = f"{self.need(additive_mask)}({allowed}, x.dtype)"
+        band = attention_config(a).band
+        if band is not None:
+            length = f"{index}.shape[0]"
+            banded = ", ".join("lambda q, k: " + rule.format(queries="q", keys="k") for rule in rules)
+            return (f"{self.need(banded_mask)}({length}, {band}, [{banded}], "
+                    f"{key_padding if reads_padding else None}, x.dtype, {index}.device) "
+                    f"if {self.need(band_chunk)}({length}, {band}) is not None else {mask}")
         if self.fused(a):  # a lone causal mask: SDPA's fused kernel, unless padding needs the tensor
             return f"None if {key_padding} is None else {mask}" if reads_padding else "None"
         return mask
+
+
+def _helpers(obj, source: str) -> list:
+    """The functions of tfspec that ``obj``'s source calls by name (``band_chunk``): they go into the file too."""
+    scope = vars(inspect.getmodule(obj))
+    names = dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", source))
+    return [scope[n] for n in names if n != obj.__name__ and inspect.isfunction(scope.get(n))
+            and scope[n].__module__.startswith("tfspec.")]
 
 
 def _signature(constructor: Constructor) -> dict:

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import Constructor, combined_reach
+from ..registry import Constructor, band_chunk, combined_reach
 from .context import Context
 from .masking import MaskSet
 
@@ -119,17 +119,21 @@ class MultiHeadAttention(nn.Module):
     in-attention position scheme: ``tables(positions, dtype)`` once per call, then
     ``rotate(q, k, tables)`` (rotary) and, when ``biases_scores``,
     ``score_bias(query_positions, key_positions)`` added to the scores (ALiBi).
-    ``fused_causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``).
+    ``fused_causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``). ``band``: the keys
+    ``(behind, ahead)`` a query may see when its masks bound them; over a sequence long enough
+    (``band_chunk``), attention then runs block by block (``mix_banded``) and takes its mask in the banded
+    layout of ``tfspec.nn.masking.banded_mask``.
     """
 
     def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
                  bias: bool = True, out_bias: bool = True, dropout: float = 0.0, scale: float | None = None,
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
-                 position: nn.Module | None = None, fused_causal: bool = False) -> None:
+                 position: nn.Module | None = None, fused_causal: bool = False,
+                 band: tuple[int, int] | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
-        self.fused_causal = fused_causal
+        self.fused_causal, self.band = fused_causal, band
         if self.cross:
             self.q = nn.Linear(width, heads * head_dim, bias=bias)
             self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
@@ -141,7 +145,8 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, positions: Tensor, mask: Tensor | None = None, memory: Tensor | None = None
                 ) -> Tensor:
         """``x`` (batch, length, width) at position ids ``positions`` (batch or 1, length); ``mask`` additive,
-        (batch or 1, 1, length, keys); ``memory`` (batch, keys, memory_width) for cross-attention."""
+        (batch or 1, 1, length, keys), or banded (see ``band``); ``memory`` (batch, keys, memory_width) for
+        cross-attention."""
         batch, length, _ = x.shape
         q, k, v = self.project_memory(x, memory) if self.cross else self.project(x)
         if self.position is not None:
@@ -149,7 +154,11 @@ class MultiHeadAttention(nn.Module):
             if self.position.biases_scores:
                 bias = self.position.score_bias(positions, positions).to(q.dtype)
                 mask = bias if mask is None else mask + bias  # (a masked score stays the dtype's minimum)
-        y = self.mix(q, k, v, mask, self.fused_causal and mask is None)  # (batch, heads, length, head_dim)
+        chunk = band_chunk(length, self.band) if self.band is not None else None
+        if chunk is not None:
+            y = self.mix_banded(q, k, v, mask, chunk)
+        else:
+            y = self.mix(q, k, v, mask, self.fused_causal and mask is None)  # (batch, heads, length, head_dim)
         return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
 
     def split(self, t: Tensor, heads: int) -> Tensor:
@@ -181,6 +190,26 @@ class MultiHeadAttention(nn.Module):
                                               dropout_p=self.dropout if self.training else 0.0,
                                               enable_gqa=self.kv_heads != self.heads)
 
+    def mix_banded(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, chunk: int) -> Tensor:
+        """``mix`` block by block: each block of ``chunk`` queries against the ``chunk + behind + ahead`` keys
+        around it, with the banded ``mask`` (batch or 1, blocks, chunk, span). Blocks fold into the batch, so
+        one ``mix`` call scores ``length · span`` pairs (not ``length²``) and keeps memory to match."""
+        behind, ahead = self.band
+        batch, heads, length, dim = q.shape
+        blocks = mask.shape[1]
+        padded, span = blocks * chunk, chunk + behind + ahead
+
+        def windows(t: Tensor) -> Tensor:  # (batch * blocks, kv_heads, span, dim): the keys each block sees
+            t = F.pad(t, (0, 0, behind, padded - length + ahead)).unfold(2, span, chunk)  # (..., blocks, dim, span)
+            return t.permute(0, 2, 1, 4, 3).reshape(batch * blocks, t.shape[1], span, t.shape[3])
+
+        q = F.pad(q, (0, 0, 0, padded - length)).view(batch, heads, blocks, chunk, dim)
+        q = q.transpose(1, 2).reshape(batch * blocks, heads, chunk, dim)
+        mask = mask.expand(batch, blocks, chunk, span).reshape(batch * blocks, 1, chunk, span)
+        y = self.mix(q, windows(k), windows(v), mask, False)  # (batch * blocks, heads, chunk, dim)
+        y = y.view(batch, blocks, heads, chunk, y.shape[-1]).transpose(1, 2)
+        return y.reshape(batch, heads, padded, y.shape[-1])[:, :, :length]
+
     def extra_repr(self) -> str:
         kv = f", kv_heads={self.kv_heads}" if self.kv_heads != self.heads else ""
         return f"heads={self.heads}{kv}, head_dim={self.head_dim}, cross={self.cross}, dropout={self.dropout}"
@@ -199,7 +228,7 @@ def core_arguments(config) -> dict:
     return dict(width=shape.width, heads=shape.heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
                 memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
                 dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,
-                fused_causal=config.fused_causal)
+                fused_causal=config.fused_causal, band=config.band)
 
 
 def built(arguments: dict) -> dict:
@@ -254,6 +283,11 @@ class InContext:
         query_len, key_len = q.shape[2], k.shape[2]
         if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
             return self.mix(q, k, v, None, True)
+        if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
+            chunk = band_chunk(query_len, self.band)
+            if chunk is not None:
+                mask = self.masks.banded(ctx, query_len, self.band, q.dtype, q.device, padding)
+                return self.mix_banded(q, k, v, mask, chunk)
         bias, bias_key = None, ""
         if self.position is not None and self.position.biases_scores:
             bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key

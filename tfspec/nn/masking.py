@@ -10,6 +10,12 @@ a (padded) position is meaningless, but finite, and still never reads the future
 
 The result is built once per call for every attention with the same masks
 (``Context.once``), not once per layer.
+
+Masks of bounded reach (``window``, ``block``) over a long sequence are built in
+the banded layout instead, ``(batch or 1, blocks, chunk, span)``: for each block
+of ``chunk`` queries, the ``span`` keys around it that it may see
+(``band_indices``), so the mask, like the attention that reads it
+(``MultiHeadAttention.mix_banded``), grows with n·k rather than n².
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from ..registry import band_chunk
 from .context import Context
 
 
@@ -65,6 +72,15 @@ class MaskSet:
 
         return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
 
+    def banded(self, ctx: Context, length: int, band: tuple[int, int], dtype, device, padding: Tensor | None
+               ) -> Tensor:
+        """The additive mask of a whole sequence in the banded layout ``(batch or 1, blocks, chunk, span)``."""
+        def build():
+            rules = [lambda queries, keys, rule=rule: rule(queries, keys, ctx.inputs) for rule in self.rules]
+            return banded_mask(length, band, rules, padding, dtype, device)
+
+        return ctx.once(f"{self.key}|band|{length}|{dtype}", build)
+
 
 # Torch-only helpers, shared with the standalone files ``tfspec emit`` writes.
 def allowed_keys(*rules: Tensor) -> Tensor | None:
@@ -95,3 +111,33 @@ def additive_mask(allowed: Tensor | None, dtype: torch.dtype, bias: Tensor | Non
         return bias.to(dtype) if bias is not None else None
     base = torch.zeros((), dtype=dtype, device=allowed.device) if bias is None else bias.to(dtype)
     return torch.where(allowed, base, torch.finfo(dtype).min)
+
+
+def band_indices(length: int, chunk: int, behind: int, ahead: int, device=None) -> tuple[Tensor, Tensor]:
+    """Sequence indices of each block's queries ``(blocks, chunk)`` and of the keys it may see
+    ``(blocks, chunk + behind + ahead)``; the last block runs past ``length``, and keys run past both ends."""
+    blocks = -(-length // chunk)
+    queries = torch.arange(blocks * chunk, device=device).view(blocks, chunk)
+    keys = queries[:, :1] - behind + torch.arange(chunk + behind + ahead, device=device)
+    return queries, keys
+
+
+def banded_mask(length: int, band: tuple[int, int], rules, padding: Tensor | None, dtype: torch.dtype,
+                device=None) -> Tensor:
+    """The additive mask ``(batch or 1, blocks, chunk, span)`` of banded attention over ``length`` positions.
+
+    ``rules``: functions ``(queries, keys) -> bool`` of sequence indices with a leading block dimension
+    (the masks' rules with options and inputs bound); keys outside the sequence are never seen, and
+    ``padding`` (batch, length) removes padded keys, except from a row it would leave with none (as in
+    ``with_padding``)."""
+    behind, ahead = band
+    queries, keys = band_indices(length, band_chunk(length, band), behind, ahead, device)
+    allowed = ((keys >= 0) & (keys < length))[:, None, :]  # (blocks, 1, span)
+    for rule in rules:
+        allowed = allowed & rule(queries, keys)
+    if allowed.dim() == 3:
+        allowed = allowed[None]
+    if padding is not None:
+        kept = allowed & ~padding[:, keys.clamp(0, length - 1)][:, :, None, :]
+        allowed = kept | (~kept.any(dim=-1, keepdim=True) & allowed)
+    return additive_mask(allowed, dtype)

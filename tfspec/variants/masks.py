@@ -1,7 +1,10 @@
 """Attention masks; a sublayer combines them with '+', e.g. ``mask=causal + padding``.
 
 A structural mask says, from positions in the sequence, which keys a query may
-see; ``tfspec.nn.masking`` combines them with the run-time padding mask.
+see; ``tfspec.nn.masking`` combines them with the run-time padding mask. Masks
+whose reach is bounded (``window``, ``block``) are computed in bands of blocks
+(``tfspec.nn.attention.MultiHeadAttention.mix_banded``), in time and memory
+that grow with n·k rather than n².
 """
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,12 +14,12 @@ from ..registry import MASKS, Mask
 
 def causal(queries, keys):
     """Query i sees key j when j <= i (indices in the sequence)."""
-    return keys[None, :] <= queries[:, None]
+    return keys[..., None, :] <= queries[..., :, None]
 
 
 def window(queries, keys, k: int):
     """Query i sees key j when |i - j| < k."""
-    return (queries[:, None] - keys[None, :]).abs() < k
+    return (queries[..., :, None] - keys[..., None, :]).abs() < k
 
 
 @MASKS.register

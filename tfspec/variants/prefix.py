@@ -19,11 +19,11 @@ PREFIX_LENGTHS = RuntimeInput("prefix_lengths", "how many leading tokens of each
 
 def prefix_lm(queries, keys, prefix_lengths=None):
     """Query i sees key j when j <= i or j is in its sequence's prefix (``prefix_lengths``: (batch,))."""
-    causal = keys[None, :] <= queries[:, None]
+    causal = keys[..., None, :] <= queries[..., :, None]
     if prefix_lengths is None:
         return causal
-    in_prefix = keys[None, None, :] < prefix_lengths.to(keys.device)[:, None, None]  # (batch, 1, keys)
-    return causal[None] | in_prefix
+    batch = prefix_lengths.to(keys.device).view((-1,) + (1,) * (keys.dim() + 1))  # (batch, 1, ..., 1, 1)
+    return causal | (keys[..., None, :] < batch)  # (batch, ..., queries, keys)
 
 
 @MASKS.register
