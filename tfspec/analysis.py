@@ -382,15 +382,16 @@ class _Counter:
         chunk = band_chunk(n, band) if band is not None else None
         if chunk is not None:
             blocks, span = -(-n // chunk), chunk + sum(band)
-            executed, mask_add = blocks * chunk * span, heads * blocks * chunk * span
+            rows, seen, executed = blocks * chunk, span, blocks * chunk * span
+            mask_add = heads * executed
             kept, stats = kind.core_saved(shape, options, self.batch * blocks, chunk, span, spec.dropout,
-                                          self.fused)
+                                          self.fused, in_bands=True)
             kept -= self.batch * (blocks * chunk - n) * shape.q_width  # the output is kept unpadded
         else:
-            executed = n * m
+            rows, seen, executed = n, m, n * m
             kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
-        matmul, elementwise = kind.core_flops(shape, options, executed)
-        matmul_aware, elementwise_aware = kind.core_flops(shape, options, pairs)
+        matmul, elementwise = kind.core_flops(shape, options, rows, seen, executed)
+        matmul_aware, elementwise_aware = kind.core_flops(shape, options, n, min(m, -(-pairs // n)), pairs)
         if spec.dropout:
             elementwise, elementwise_aware = elementwise + heads * executed, elementwise_aware + heads * pairs
         if not norm.absent:  # qk-norm: its own tensors, and the projections its inputs are views of
@@ -399,7 +400,7 @@ class _Counter:
             kept, stats = kept + (norm_kept - head_dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
-                if not kind.keeps_projection(shape, options, self.batch):
+                if not kind.keeps_projection(shape, options, self.batch, in_bands=chunk is not None):
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
         memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat) + shared
         memory += self.keep_input(node, a["inputs"][0], self.batch * n * shape.width * self.s, repeat)

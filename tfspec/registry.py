@@ -371,22 +371,27 @@ class AttentionKind(Variant):
         ``forward(x, positions, mask=None, memory=None)`` over whole sequences."""
         raise NotImplementedError
 
-    def core_flops(self, shape: AttentionShape, options, pairs: int) -> tuple[int, int]:
-        """(matmul, element-wise) FLOPs of scoring ``pairs`` query-key pairs and mixing values, per sequence.
+    def core_flops(self, shape: AttentionShape, options, queries: int, keys: int, pairs: int) -> tuple[int, int]:
+        """(matmul, element-wise) FLOPs of scoring ``pairs`` query-key pairs and mixing values, per sequence:
+        ``queries`` rows, each scored against (up to) ``keys`` keys.
 
         Multiply-adds count 2; the projections are counted by the analysis.
         """
         raise NotImplementedError
 
-    def keeps_projection(self, shape: AttentionShape, options, batch: int) -> bool:
+    def keeps_projection(self, shape: AttentionShape, options, batch: int, in_bands: bool = False) -> bool:
         """Does the core keep the projection its keys and values come from (``qkv``, or cross-attention's
-        ``kv``) alive for backward, by saving a view of it? (Then a qk-norm, which keeps its input, adds none.)"""
+        ``kv``) alive for backward, by saving a view of it? (Then a qk-norm, which keeps its input, adds none.)
+        ``in_bands``: attention runs in bands (``attention_band``), on windows of keys and values copied from
+        the projection, so no view of it reaches the core."""
         return False
 
     def core_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int, dropout: float,
-                   fused: bool) -> tuple[int, int]:
-        """(activation-dtype, float32) elements autograd keeps between the projections, for the batch,
-        including the output (``batch · queries · heads · head_dim``, the output projection's input)."""
+                   fused: bool, in_bands: bool = False) -> tuple[int, int]:
+        """(activation-dtype elements, 4-byte words) autograd keeps between the projections, for the batch,
+        including the output (``batch · queries · heads · head_dim``, the output projection's input). The
+        words are what stays float32 whatever the dtype (log-sum-exps); an int64 index counts two. In bands,
+        ``batch`` counts each block of ``queries`` as a sequence, with its own ``keys``."""
         raise NotImplementedError
 
     def complexity(self, options, cross: bool, reach: tuple[int | None, int | None]) -> "ComplexityClass":

@@ -201,14 +201,18 @@ class MultiHeadAttention(nn.Module):
 
         def windows(t: Tensor) -> Tensor:  # (batch * blocks, kv_heads, span, dim): the keys each block sees
             t = F.pad(t, (0, 0, behind, padded - length + ahead)).unfold(2, span, chunk)  # (..., blocks, dim, span)
-            return t.permute(0, 2, 1, 4, 3).reshape(batch * blocks, t.shape[1], span, t.shape[3])
+            # a copy always (reshape alone returns overlapping views for one sequence), so what the core keeps
+            # for backward does not depend on the batch
+            return t.permute(0, 2, 1, 4, 3).reshape(batch * blocks, t.shape[1], span, t.shape[3]).contiguous()
 
         q = F.pad(q, (0, 0, 0, padded - length)).view(batch, heads, blocks, chunk, dim)
         q = q.transpose(1, 2).reshape(batch * blocks, heads, chunk, dim)
         mask = mask.expand(batch, blocks, chunk, span).reshape(batch * blocks, 1, chunk, span)
         y = self.mix(q, windows(k), windows(v), mask, False)  # (batch * blocks, heads, chunk, dim)
         y = y.view(batch, blocks, heads, chunk, y.shape[-1]).transpose(1, 2)
-        return y.reshape(batch, heads, padded, y.shape[-1])[:, :, :length]
+        y = y.reshape(batch, heads, padded, y.shape[-1])
+        # unpadded in memory of its own, so the output projection never keeps the padded rows alive
+        return y[:, :, :length].clone() if padded > length else y
 
     def extra_repr(self) -> str:
         kv = f", kv_heads={self.kv_heads}" if self.kv_heads != self.heads else ""

@@ -30,8 +30,8 @@ class TopKAttention(MultiHeadAttention):
         if self.kv_heads != self.heads:  # grouped-query: each key/value head serves heads / kv_heads queries
             k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
             v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
-        scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
-        scores = (q * scale) @ k.transpose(-1, -2)  # (batch, heads, queries, keys)
+        root = (self.scale if self.scale is not None else q.shape[-1] ** -0.5) ** 0.5  # as SDPA scales q and k
+        scores = (q * root) @ (k * root).transpose(-1, -2)  # (batch, heads, queries, keys)
         if mask is not None:  # a masked score is the dtype's minimum: chosen only when too few keys are allowed,
             scores = scores + mask  # and then its weight is exp(minimum - best) = 0
         best, chosen = scores.topk(min(self.k, scores.shape[-1]), dim=-1, sorted=False)  # (..., queries, k)

@@ -31,15 +31,15 @@ class DotProduct(AttentionKind):
     def params(self, shape, options):
         return projection_params(shape)
 
-    def core_flops(self, shape, options, pairs):
+    def core_flops(self, shape, options, queries, keys, pairs):
         # QK^T and weights @ V; scaling and a 5-step softmax (max, subtract, exp, sum, divide) per score
         return 4 * shape.heads * pairs * shape.head_dim, 6 * shape.heads * pairs
 
-    def keeps_projection(self, shape, options, batch):
+    def keeps_projection(self, shape, options, batch, in_bands=False):
         # v needs no copy for the math path's matmul, which keeps a view of the whole (q)kv projection
-        return shape.kv_heads == shape.heads and (batch == 1 or shape.heads == 1)
+        return not in_bands and shape.kv_heads == shape.heads and (batch == 1 or shape.heads == 1)
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
         # q, k, v and the output; the math path keeps the T x T probabilities (and, with
         # dropout, its mask and the dropped probabilities), a fused kernel a log-sum-exp per row
         heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
@@ -48,7 +48,7 @@ class DotProduct(AttentionKind):
             return vectors, batch * heads * queries
         if kv_heads != heads:  # the math path expands k and v to every query head and keeps the copies instead
             vectors = batch * head_dim * (2 * heads * queries + 2 * heads * keys)
-        elif self.keeps_projection(shape, options, batch):
+        elif self.keeps_projection(shape, options, batch, in_bands):
             vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         scores = batch * heads * queries * keys
         return vectors + scores * (3 if dropout else 1), 0
