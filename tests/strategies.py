@@ -205,6 +205,8 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         kinds = [ATTENTION_KINDS[k] for line in body for k in re.findall(r"kind=(\w+)", line)]
         if not all(k.scores_by_dot_product for k in kinds):  # schemes that need q·k do not apply
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].needs_dot_product]
+        if not all(k.plain_softmax for k in kinds):  # nor those that compute the mix themselves
+            schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].mixes_values]
         if schemes and draw(st.integers(0, 2)) == 0:
             body = [f"position {draw(st.sampled_from(schemes))}"] + body
         out.append(f"{role} x {repeat} {{" + sep + sep.join(body) + sep + "}")

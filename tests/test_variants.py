@@ -83,7 +83,8 @@ def test_attention_of_bounded_reach_runs_in_bands_that_equal_dense_attention(fam
     model = tfspec.compile(spec, seed=0)
     attention = model.get_submodule(f"{role}.layers.0.self_attn")
     kind = ATTENTION_KINDS[name] if family == "attention kind" else ATTENTION_KINDS["dot"]
-    blocks = kind.runs_in_blocks and not (family == "position" and POSITIONS[name].biases_scores)
+    blocks = kind.runs_in_blocks and not (family == "position" and (POSITIONS[name].biases_scores
+                                                                    or POSITIONS[name].mixes_values))
     assert (attention.band is not None) == blocks
     tokens = torch.randint(0, 40, (2, 75), generator=torch.Generator().manual_seed(0))
     extra = {"padding_mask": torch.arange(75)[None].expand(2, -1) < torch.tensor([[0], [30]])} \

@@ -368,6 +368,7 @@ class _Counter:
         shared = 0
         if position.acts == "attention":
             bias += position.attention_flops(position_options, shape, n, m)
+            projections += position.attention_matmul_flops(position_options, shape, n, m)
             shared = self.keep(("position", a["stack"], POSITIONS.label(spec.position), head_dim),
                                position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path (a score
@@ -387,6 +388,9 @@ class _Counter:
             kept, stats = kind.core_saved(shape, options, self.batch * blocks, chunk, span, spec.dropout,
                                           self.fused, in_bands=True)
             kept -= self.batch * (blocks * chunk - n) * shape.q_width  # the output is kept unpadded
+        elif position.mixes_values:  # the scheme's own mix replaces the kind's
+            rows, seen, executed = n, m, n * m
+            kept, stats = position.mix_saved(position_options, shape, self.batch, n, m, spec.dropout)
         else:
             rows, seen, executed = n, m, n * m
             kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
@@ -400,7 +404,9 @@ class _Counter:
             kept, stats = kept + (norm_kept - head_dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
-                if not kind.keeps_projection(shape, options, self.batch, in_bands=chunk is not None):
+                keeps = (position.mix_keeps_projection(position_options, shape, self.batch) if position.mixes_values
+                         else kind.keeps_projection(shape, options, self.batch, in_bands=chunk is not None))
+                if not keeps:
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
         memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat) + shared
         memory += self.keep_input(node, a["inputs"][0], self.batch * n * shape.width * self.s, repeat)

@@ -204,6 +204,9 @@ class Position(Variant):
     # leaves q·k a function of their offset); kinds that score otherwise refuse it.
     needs_dot_product: ClassVar[bool] = False
     biases_scores: ClassVar[bool] = False  # adds a bias to the scores (ALiBi): no fused causal kernel then
+    # Enters the value sum too (Shaw): its runtime module's ``attend`` replaces the kind's ``mix``, so it
+    # needs a kind whose mix is a plain softmax of dot products, and declares that mix's cost itself.
+    mixes_values: ClassVar[bool] = False
 
     def params(self, where, options) -> dict[str, Shape]:
         """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""
@@ -224,6 +227,19 @@ class Position(Variant):
     def attention_flops(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
         """Element-wise FLOPs per sequence this scheme adds inside one attention."""
         return 0
+
+    def attention_matmul_flops(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
+        """Matrix-product FLOPs per sequence it adds inside one attention (what ``FlopCounterMode`` counts)."""
+        return 0
+
+    def mix_saved(self, options, shape: AttentionShape, batch: int, queries: int, keys: int, dropout: float
+                  ) -> tuple[int, int]:
+        """For a scheme that ``mixes_values``: what its ``attend`` keeps, as ``AttentionKind.core_saved``."""
+        raise NotImplementedError
+
+    def mix_keeps_projection(self, options, shape: AttentionShape, batch: int) -> bool:
+        """For a scheme that ``mixes_values``: as ``AttentionKind.keeps_projection``, for its ``attend``."""
+        raise NotImplementedError
 
     def call_saved(self, options, shape: AttentionShape, length: int) -> int:
         """Activation-dtype elements autograd keeps once per forward call for a stack of ``length`` positions
@@ -317,15 +333,17 @@ def combined_reach(masks) -> tuple[int | None, int | None]:
 def fused_causal_kernel(masks, kind, position=None) -> bool:
     """Does an attention with these variants (``Mask``s, an ``AttentionKind``, an in-attention ``Position`` or
     None) run SDPA's fused causal kernel over an unpadded sequence, with no mask tensor?"""
-    return lone_causal(masks) and kind.fuses_causal and not (position is not None and position.biases_scores)
+    return lone_causal(masks) and kind.fuses_causal and not (position is not None and (position.biases_scores
+                                                                                       or position.mixes_values))
 
 
 def attention_band(masks, kind, position=None, cross: bool = False) -> tuple[int, int] | None:
     """The ``(behind, ahead)`` keys a query may see when attention with these variants (``(Mask, options)``
     pairs, an ``AttentionKind``, an in-attention ``Position`` or None) can run in bands of blocks
     (``MultiHeadAttention.mix_banded``), else None: the reach must be bounded both ways, the kind must mix
-    block by block, and no position scheme may bias the scores (its bias is built for whole sequences)."""
-    if cross or not kind.runs_in_blocks or (position is not None and position.biases_scores):
+    block by block, and no position scheme may bias the scores or mix the values (it works on whole sequences)."""
+    if cross or not kind.runs_in_blocks or (position is not None and (position.biases_scores
+                                                                        or position.mixes_values)):
         return None
     behind, ahead = combined_reach(masks)
     return (behind, ahead) if behind is not None and ahead is not None else None
@@ -355,6 +373,9 @@ class AttentionKind(Variant):
     # Its ``mix`` treats each query on its own, given the keys it may see, so a mask of bounded reach can be
     # computed block by block (``attention_band``); not so for a kind that mixes positions before scoring.
     runs_in_blocks: ClassVar[bool] = True
+    # Its mix is softmax(q·k · scale + mask) v and nothing else, so a position scheme that enters the values
+    # (``Position.mixes_values``) may compute it in its place.
+    plain_softmax: ClassVar[bool] = False
 
     def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
         raise NotImplementedError

@@ -80,6 +80,10 @@ def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
             errors.error("variant", f"{position.name} positions need dot-product scores, but {kind.name} attention "
                                     "scores otherwise: its outputs would depend on absolute positions",
                          body.position.span or a["span"], "use kind=dot, or another position scheme")
+        if position.mixes_values and not kind.plain_softmax:
+            errors.error("variant", f"{position.name} positions enter the softmax's value sum, which {kind.name} "
+                                    "attention computes otherwise", body.position.span or a["span"],
+                         "use kind=dot, or another position scheme")
         uses = [(ATTENTION_KINDS, body.kind)] + [(MASKS, m) for m in body.mask]
         if position.acts == "attention":
             uses.append((POSITIONS, body.position))

@@ -10,6 +10,7 @@ class LinearBiases(nn.Module):
     """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
 
     biases_scores = True
+    mixes_values = False
 
     def __init__(self, slopes: list[float]) -> None:
         super().__init__()

@@ -118,7 +118,8 @@ class MultiHeadAttention(nn.Module):
     ``k_norm`` normalise each head's queries and keys; ``position`` is an
     in-attention position scheme: ``tables(positions, dtype)`` once per call, then
     ``rotate(q, k, tables)`` (rotary) and, when ``biases_scores``,
-    ``score_bias(query_positions, key_positions)`` added to the scores (ALiBi).
+    ``score_bias(query_positions, key_positions)`` added to the scores (ALiBi); a scheme that
+    ``mixes_values`` computes the whole mix itself, ``attend`` in place of ``mix`` (Shaw).
     ``fused_causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``). ``band``: the keys
     ``(behind, ahead)`` a query may see when its masks bound them; over a sequence long enough
     (``band_chunk``), attention then runs block by block (``mix_banded``) and takes its mask in the banded
@@ -158,7 +159,7 @@ class MultiHeadAttention(nn.Module):
         if chunk is not None:
             y = self.mix_banded(q, k, v, mask, chunk)
         else:
-            y = self.mix(q, k, v, mask, self.fused_causal and mask is None)  # (batch, heads, length, head_dim)
+            y = self.mix_at(q, k, v, mask, positions, positions)  # (batch, heads, length, head_dim)
         return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
 
     def split(self, t: Tensor, heads: int) -> Tensor:
@@ -189,6 +190,14 @@ class MultiHeadAttention(nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
                                               dropout_p=self.dropout if self.training else 0.0,
                                               enable_gqa=self.kv_heads != self.heads)
+
+    def mix_at(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
+               key_positions: Tensor) -> Tensor:
+        """``mix``, or the position scheme's own where it enters the values (Shaw's relative representations)."""
+        if self.position is not None and self.position.mixes_values:
+            return self.position.attend(q, k, v, mask, query_positions, key_positions, self.scale,
+                                        self.dropout if self.training else 0.0)
+        return self.mix(q, k, v, mask, self.fused_causal and mask is None)
 
     def mix_banded(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, chunk: int) -> Tensor:
         """``mix`` block by block: each block of ``chunk`` queries against the ``chunk + behind + ahead`` keys
@@ -296,7 +305,7 @@ class InContext:
         if self.position is not None and self.position.biases_scores:
             bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
         mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
-        return self.mix(q, k, v, mask, False)
+        return self.mix_at(q, k, v, mask, ctx.positions, key_positions)
 
 
 class DotProductAttention(InContext, MultiHeadAttention):

@@ -16,6 +16,7 @@ class RotaryPositions(nn.Module):
     """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
 
     biases_scores = False
+    mixes_values = False
 
     def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False) -> None:
         super().__init__()

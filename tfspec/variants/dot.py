@@ -27,6 +27,7 @@ class DotProduct(AttentionKind):
     title = "Multi-Head"  # labels read "Multi-Head Attention (...)", as in the paper's figure
     doc = "scaled dot-product attention"
     scores_by_dot_product = True
+    plain_softmax = True
 
     def params(self, shape, options):
         return projection_params(shape)
