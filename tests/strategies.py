@@ -79,11 +79,13 @@ def attention_positions(width: int, heads: int) -> list[str]:
             and not POSITIONS[name].check(POSITIONS[name].options(options), shape)]
 
 
-def kinds_for(shape: AttentionShape, kv_heads: int) -> list[str]:
-    """Every registered attention kind (with its example options) that accepts this geometry."""
+def kinds_for(shape: AttentionShape, kv_heads: int, structural: bool = False) -> list[str]:
+    """Every registered attention kind (with its example options) that accepts this geometry (and masks of
+    structure, when ``structural``)."""
     shape = AttentionShape(**{**shape.__dict__, "kv_heads": kv_heads})
     return [choice_text(name, options) for name in ATTENTION_KINDS for options in ATTENTION_KINDS[name].examples
-            if not ATTENTION_KINDS[name].check(ATTENTION_KINDS[name].options(options), shape)]
+            if not ATTENTION_KINDS[name].check(ATTENTION_KINDS[name].options(options), shape)
+            and not (structural and ATTENTION_KINDS[name].mixes_positions)]
 
 
 def embedding_positions() -> list[str]:
@@ -107,9 +109,12 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
     n_attn = draw(st.integers(1, 2))
     for _ in range(n_attn):
         kv_heads = draw(st.sampled_from(["", *[str(k) for k in range(1, shape.heads) if shape.heads % k == 0]]))
-        kind = draw(st.sampled_from(["", *kinds_for(shape, int(kv_heads or shape.heads))]))
+        mask = draw(self_mask(causal, padding, windows))
+        kinds = kinds_for(shape, int(kv_heads or shape.heads), structural=any(
+            MASKS[m.split("(")[0]].structural for m in mask.split(" + ") if m))
+        kind = draw(st.sampled_from(["", *kinds]))
         extra = _arg("residual", draw(st.sampled_from(["", "pre", "post", "none"])))
-        lines.append(f"attention self heads={heads}{_arg('mask', draw(self_mask(causal, padding, windows)))}{_arg('kind', kind)}"
+        lines.append(f"attention self heads={heads}{_arg('mask', mask)}{_arg('kind', kind)}"
                      f"{_arg('kv_heads', kv_heads)}{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
     if has_cross:
         readers = [text for v, o, text in mask_choices(cross=True) if v.reads_padding and not v.structural]
@@ -205,6 +210,8 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         kinds = [ATTENTION_KINDS[k] for line in body for k in re.findall(r"kind=(\w+)", line)]
         if not all(k.scores_by_dot_product for k in kinds):  # schemes that need q·k do not apply
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].needs_dot_product]
+        if any(k.mixes_positions for k in kinds):  # no scheme acts by position on projected keys
+            schemes = []
         if not all(k.plain_softmax for k in kinds):  # nor those that compute the mix themselves
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].mixes_values]
         if schemes and draw(st.integers(0, 2)) == 0:

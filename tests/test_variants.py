@@ -69,8 +69,8 @@ def test_the_emitted_standalone_file_computes_what_the_compiled_model_does(famil
     assert_emitted_equals_compiled(tfspec.parse(spec_text(family, name, options)))
 
 
-IN_ATTENTION = [e for e in ENTRIES if e[0] == "attention kind" or e[0] == "position"
-                and POSITIONS[e[1]].acts == "attention"]
+IN_ATTENTION = [e for e in ENTRIES if e[0] == "attention kind" and not ATTENTION_KINDS[e[1]].mixes_positions
+                or e[0] == "position" and POSITIONS[e[1]].acts == "attention"]
 
 
 @pytest.mark.parametrize("family, name, options", IN_ATTENTION, ids=[IDS[ENTRIES.index(e)] for e in IN_ATTENTION])
@@ -107,6 +107,11 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
             model = tfspec.compile(spec_text(family, name, options), seed=0)
             attention = model.get_submodule(f"{model.spec.stacks[0].role}.layers.0.self_attn")
             assert attention.position.biases_scores == variant.biases_scores
+            assert attention.position.mixes_values == variant.mixes_values
+        return
+    if variant.mixes_positions:  # refused with a causal mask, as a spec error that says why
+        with pytest.raises(tfspec.SpecError, match="mixes all positions"):
+            tfspec.parse(spec_text(family, name, options).replace("mask=padding", "mask=causal"))
         return
     text = spec_text(family, name, options).replace("mask=padding", "mask=causal")
     model = tfspec.compile(text, seed=0).eval()

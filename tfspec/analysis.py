@@ -232,12 +232,26 @@ def _graph_of(spec_or_graph) -> nx.DiGraph:
 
 
 def max_length(g: nx.DiGraph, role: str) -> int | None:
-    """The longest sequence a stack accepts (its learned positions' size), or None."""
+    """The longest sequence a stack accepts, or None (see ``length_limit``)."""
+    limit = length_limit(g, role)
+    return limit[0] if limit is not None else None
+
+
+def length_limit(g: nx.DiGraph, role: str) -> tuple[int, str] | None:
+    """The longest sequence a stack accepts and what sets it: ``(512, "learned positions")`` from a table of
+    learned positions, or a self-attention kind's (a Linformer projection's) ``max_len``; None: unbounded."""
+    limits = []
     for n, a in g.nodes(data=True):
-        if a["op"] == "position" and a["stack"] == role:
-            variant = POSITIONS[a["spec"].name]
-            return variant.max_len(variant.options(a["spec"].options))
-    return None
+        if a["stack"] != role:
+            continue
+        if a["op"] == "position":
+            variant, options = POSITIONS.of(a["spec"])
+            limits.append((variant.max_len(options), f"{variant.name} positions"))
+        elif a["op"] == "attention" and not a["geometry"].cross:
+            variant, options = ATTENTION_KINDS.of(a["spec"].kind)
+            limits.append((variant.max_len(options), f"{variant.name} attention's projections"))
+    limits = [(limit, source) for limit, source in limits if limit is not None]
+    return min(limits) if limits else None
 
 
 def default_length(g: nx.DiGraph) -> int:
@@ -255,10 +269,10 @@ def stack_lengths(g: nx.DiGraph, seq_len=None, src_len=None, tgt_len=None) -> di
     for role, n in lengths.items():
         if n <= 0:
             raise AnalysisError(f"the {role}'s length must be positive, got {n}")
-        limit = max_length(g, role)
-        if limit is not None and n > limit:
-            raise AnalysisError(f"the {role} sees {n} positions, but its learned positions cover {limit}; "
-                                f"use a length <= {limit}")
+        limit = length_limit(g, role)
+        if limit is not None and n > limit[0]:
+            raise AnalysisError(f"the {role} sees {n} positions, but its {limit[1]} cover {limit[0]}; "
+                                f"use a length <= {limit[0]}")
     return lengths
 
 

@@ -33,7 +33,7 @@ import torch
 from torch import fx, nn
 
 from . import schema as S
-from .analysis import count_parameters, layer_repeat
+from .analysis import count_parameters, layer_repeat, length_limit
 from .api import load, parse
 from .errors import Diagnostic, SpecError
 from .nn.attention import cache_slot
@@ -141,7 +141,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
     g = spec.graph()
     embeddings = {e.name: embeddings_constructor(e).build() for e in spec.embeddings
                   if any(s.embedding == e.name for s in spec.stacks)}
-    stacks, max_len = {}, {}
+    stacks, max_len, limited_by, table = {}, {}, {}, {}
     for role, info in g.graph["stacks"].items():
         template = layer_template(g, role)
         layers = [_layer(g, template, role, i) for i in range(info["repeat"])]
@@ -155,12 +155,17 @@ def build_model(spec: S.Spec) -> CompiledModel:
         stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]), masks_padding=reads_padding("self"),
                              memory_masks_padding=reads_padding("cross"), inputs=inputs)
         position, options = POSITIONS.of(spec.embedding(info["embedding"]).position)
-        max_len[role] = position.max_len(options)
+        table[role] = position.max_len(options)
+        limit = length_limit(g, role)
+        max_len[role], limited_by[role] = limit if limit is not None else (None, "")
     width = g.graph["stacks"][spec.stacks[-1].role]["width"]
     head = head_constructor(spec.head, width).build() if spec.head is not None else None
     pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
-    return MODEL_CLASSES[spec.kind](spec, embeddings, stacks, head, pooler, stack_embedding, max_len)
+    model = MODEL_CLASSES[spec.kind](spec, embeddings, stacks, head, pooler, stack_embedding, max_len)
+    model.limited_by = limited_by  # what sets max_len, for the message when an input is longer
+    model.position_table = table
+    return model
 
 
 def _norm(choice: S.Choice, width: int) -> nn.Module:

@@ -376,9 +376,16 @@ class AttentionKind(Variant):
     # Its mix is softmax(q·k · scale + mask) v and nothing else, so a position scheme that enters the values
     # (``Position.mixes_values``) may compute it in its place.
     plain_softmax: ClassVar[bool] = False
+    # Mixes positions before scoring (Linformer's projection along the sequence): no mask of structure
+    # (causal, window, ...) and no in-attention position scheme can hold, so both are spec errors.
+    mixes_positions: ClassVar[bool] = False
 
     def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
         raise NotImplementedError
+
+    def max_len(self, options) -> int | None:
+        """The longest sequence it accepts (Linformer's projection size); None: unbounded."""
+        return None
 
     def check(self, options, shape: AttentionShape) -> list[Problem]:
         return []

@@ -76,10 +76,23 @@ def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
                                     "inside attention", body.position.span or a["span"],
                          f"set `position {body.position}` in the embedding's body")
         kind, _ = ATTENTION_KINDS.of(body.kind)
-        if position.needs_dot_product and not kind.scores_by_dot_product:
+        if position.needs_dot_product and not kind.scores_by_dot_product and not kind.mixes_positions:
             errors.error("variant", f"{position.name} positions need dot-product scores, but {kind.name} attention "
                                     "scores otherwise: its outputs would depend on absolute positions",
                          body.position.span or a["span"], "use kind=dot, or another position scheme")
+        if kind.mixes_positions:
+            structural = [m for m in body.mask if MASKS[m.name].structural]
+            if structural:
+                errors.error("mask", f"{kind.name} attention cannot take mask={structural[0]}: it projects keys and "
+                                     "values along the sequence, so every projected key mixes all positions and a "
+                                     "query would see keys its mask forbids (for causal masks, its future)",
+                             structural[0].span or a["span"],
+                             "use it where attention is bidirectional (an encoder, mask=padding or none), or "
+                             "kind=dot with this mask")
+            if position.acts == "attention":
+                errors.error("variant", f"{position.name} positions act on keys by position, but {kind.name} "
+                                        "attention projects keys along the sequence first",
+                             body.position.span or a["span"], "add positions to the embedding instead")
         if position.mixes_values and not kind.plain_softmax:
             errors.error("variant", f"{position.name} positions enter the softmax's value sum, which {kind.name} "
                                     "attention computes otherwise", body.position.span or a["span"],

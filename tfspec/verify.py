@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from . import schema as S
 from .analysis import mask_reach
 from .errors import SpecError
-from .registry import MASKS, POSITIONS
+from .registry import ATTENTION_KINDS, MASKS, POSITIONS
 
 TOLERANCE = 1e-5
 
@@ -255,6 +255,11 @@ def structural_masks(spec: S.Spec, role: str) -> list[str]:
     return sorted({m.name for a in self_attentions(spec, role) for m in a.mask if MASKS[m.name].structural})
 
 
+def order_mixing_kinds(spec: S.Spec, role: str) -> list[str]:
+    """Attention kinds that mix positions by where they are (Linformer's projection along the sequence)."""
+    return sorted({a.kind.name for a in self_attentions(spec, role) if ATTENTION_KINDS[a.kind.name].mixes_positions})
+
+
 def accepts_padding(model, role: str) -> bool:
     stack = getattr(model, role)
     if role == "encoder" and model.spec.kind == "encoder-decoder":
@@ -341,9 +346,10 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
     if kind == "encoder-decoder":
         results.append(Result("permutation equivariance", "not applicable", "an encoder-decoder's output "
                               "positions follow the target; checked for single-stack models"))
-    elif schemes or structural:
+    elif schemes or structural or order_mixing_kinds(spec, role):
         why = (f"the spec has {', '.join(s.name for s in schemes)} positions" if schemes
-               else f"the spec masks with {structural}")
+               else f"the spec masks with {structural}" if structural
+               else f"{', '.join(order_mixing_kinds(spec, role))} attention mixes positions by their place")
         results.append(Result("permutation equivariance", "not applicable", f"{why}, so outputs may depend on order"))
     else:
         @st.composite

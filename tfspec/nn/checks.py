@@ -25,7 +25,7 @@ def _same_device(name: str, value: Tensor, device: torch.device) -> None:
 
 
 def check_ids(name: str, ids, vocab: int, device: torch.device, max_len: int | None = None, offset: int = 0,
-              what: str = "token ids", table: str = "the vocabulary") -> Tensor:
+              what: str = "token ids", table: str = "the vocabulary", limited_by: str = "learned positions") -> Tensor:
     ids = _tensor(name, ids, what)
     if ids.dtype not in INTEGER_DTYPES:
         raise ValueError(f"{name} must hold integer {what} (torch.long), got {ids.dtype}")
@@ -34,8 +34,8 @@ def check_ids(name: str, ids, vocab: int, device: torch.device, max_len: int | N
     if ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {tuple(ids.shape)}); give at least one position")
     if max_len is not None and offset + ids.shape[1] > max_len:
-        raise ValueError(f"{name} has length {offset + ids.shape[1]}, but the learned positions cover "
-                         f"{max_len} (learned({max_len})); shorten it or raise max_len in the spec")
+        raise ValueError(f"{name} has length {offset + ids.shape[1]}, but the {limited_by} cover {max_len} "
+                         f"(max_len={max_len}); shorten it or raise max_len in the spec")
     _same_device(name, ids, device)
     if not torch.compiler.is_compiling() and ids.device.type != "meta":
         low, high = torch.aminmax(ids)

@@ -58,6 +58,8 @@ class CompiledModel(nn.Module):
         self.pooler = pooler
         self.stack_embedding = stack_embedding
         self.max_len = max_len
+        self.limited_by = {role: "learned positions" for role in max_len}  # what sets max_len (the compiler says)
+        self.position_table = dict(max_len)  # the learned positions' size, which position ids index
         self.tied_to = spec.head.tied_to if spec.head is not None else None
         self.check_inputs = True
 
@@ -87,8 +89,8 @@ class CompiledModel(nn.Module):
         positions = inputs.get("position_ids")
         if self.check_inputs:
             vocab = self.embeddings[self.stack_embedding[role]].vocab
-            check_ids(name, ids, vocab, self.device, self.max_len[role], offset)
-            check_runtime_inputs(inputs, stack.inputs, ids, self.device, self.max_len[role])
+            check_ids(name, ids, vocab, self.device, self.max_len[role], offset, limited_by=self.limited_by[role])
+            check_runtime_inputs(inputs, stack.inputs, ids, self.device, self.position_table[role])
         if positions is None:
             positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)[None]
         extra = {k: v for k, v in inputs.items() if k != "position_ids"}

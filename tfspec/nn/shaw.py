@@ -42,7 +42,8 @@ class RelativeRepresentations(nn.Module):
         index = offsets[:, None].expand(q.shape[0], q.shape[1], -1, -1)  # (batch, heads, queries, keys)
         root = (scale if scale is not None else q.shape[-1] ** -0.5) ** 0.5  # as SDPA scales q and k
         # contiguous, so every product below keeps these three tensors and no view of the projection
-        q, k, v = (q * root).contiguous(), (k * root).contiguous(), v.contiguous()
+        q, k = (q * root).contiguous(), (k * root).contiguous()
+        v = v.clone(memory_format=torch.contiguous_format)
         scores = q @ k.transpose(-1, -2) + (q @ self.keys.T).gather(-1, index) * root
         if mask is not None:
             scores = scores + mask
