@@ -104,5 +104,5 @@ def test_it_is_labelled_costed_and_refused_without_k():
     hard, soft = (analyse(tfspec.parse(SPEC.format(kind=kind, mask="causal")), seq_len=256)
                   for kind in ("topk(1)", "dot"))
     assert hard.total.memory < soft.total.memory  # no 256² probabilities kept
-    with pytest.raises(tfspec.SpecError, match="k"):
+    with pytest.raises(tfspec.SpecError, match="topk\\(\\) needs 'k'"):
         tfspec.parse(SPEC.format(kind="topk", mask="causal"))

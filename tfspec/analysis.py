@@ -395,19 +395,19 @@ class _Counter:
         # as executed: every pair, or, where attention runs in bands, each block's queries against its span
         band = attention_band(masks, kind, position, cross)
         chunk = band_chunk(n, band) if band is not None else None
+        rows, seen = n, m
         if chunk is not None:
             blocks, span = -(-n // chunk), chunk + sum(band)
-            rows, seen, executed = blocks * chunk, span, blocks * chunk * span
-            mask_add = heads * executed
+            rows, seen = blocks * chunk, span
+            mask_add = heads * rows * seen
             kept, stats = kind.core_saved(shape, options, self.batch * blocks, chunk, span, spec.dropout,
                                           self.fused, in_bands=True)
-            kept -= self.batch * (blocks * chunk - n) * shape.q_width  # the output is kept unpadded
+            kept -= self.batch * (rows - n) * shape.q_width  # the output is kept unpadded
         elif position.mixes_values:  # the scheme's own mix replaces the kind's
-            rows, seen, executed = n, m, n * m
             kept, stats = position.mix_saved(position_options, shape, self.batch, n, m, spec.dropout)
         else:
-            rows, seen, executed = n, m, n * m
             kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
+        executed = rows * seen
         matmul, elementwise = kind.core_flops(shape, options, rows, seen, executed)
         matmul_aware, elementwise_aware = kind.core_flops(shape, options, n, min(m, -(-pairs // n)), pairs)
         if spec.dropout:
@@ -418,7 +418,8 @@ class _Counter:
             kept, stats = kept + (norm_kept - head_dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
-                keeps = (position.mix_keeps_projection(position_options, shape, self.batch) if position.mixes_values
+                keeps = (position.mix_keeps_projection(position_options, shape, self.batch)
+                         if position.mixes_values
                          else kind.keeps_projection(shape, options, self.batch, in_bands=chunk is not None))
                 if not keeps:
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))

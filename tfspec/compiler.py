@@ -162,10 +162,8 @@ def build_model(spec: S.Spec) -> CompiledModel:
     head = head_constructor(spec.head, width).build() if spec.head is not None else None
     pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
-    model = MODEL_CLASSES[spec.kind](spec, embeddings, stacks, head, pooler, stack_embedding, max_len)
-    model.limited_by = limited_by  # what sets max_len, for the message when an input is longer
-    model.position_table = table
-    return model
+    return MODEL_CLASSES[spec.kind](spec, embeddings, stacks, head, pooler, stack_embedding, max_len, limited_by,
+                                    table)
 
 
 def _norm(choice: S.Choice, width: int) -> nn.Module:

@@ -333,8 +333,13 @@ def combined_reach(masks) -> tuple[int | None, int | None]:
 def fused_causal_kernel(masks, kind, position=None) -> bool:
     """Does an attention with these variants (``Mask``s, an ``AttentionKind``, an in-attention ``Position`` or
     None) run SDPA's fused causal kernel over an unpadded sequence, with no mask tensor?"""
-    return lone_causal(masks) and kind.fuses_causal and not (position is not None and (position.biases_scores
-                                                                                       or position.mixes_values))
+    return lone_causal(masks) and kind.fuses_causal and not _works_on_scores(position)
+
+
+def _works_on_scores(position) -> bool:
+    """Does an in-attention position scheme (or None) change the scores or the mix itself (ALiBi, Shaw), so
+    that neither a fused kernel nor attention in bands can compute it?"""
+    return position is not None and (position.biases_scores or position.mixes_values)
 
 
 def attention_band(masks, kind, position=None, cross: bool = False) -> tuple[int, int] | None:
@@ -342,8 +347,7 @@ def attention_band(masks, kind, position=None, cross: bool = False) -> tuple[int
     pairs, an ``AttentionKind``, an in-attention ``Position`` or None) can run in bands of blocks
     (``MultiHeadAttention.mix_banded``), else None: the reach must be bounded both ways, the kind must mix
     block by block, and no position scheme may bias the scores or mix the values (it works on whole sequences)."""
-    if cross or not kind.runs_in_blocks or (position is not None and (position.biases_scores
-                                                                        or position.mixes_values)):
+    if cross or not kind.runs_in_blocks or _works_on_scores(position):
         return None
     behind, ahead = combined_reach(masks)
     return (behind, ahead) if behind is not None and ahead is not None else None

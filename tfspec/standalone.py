@@ -31,8 +31,8 @@ from typing import Any
 
 from . import __version__
 from . import schema as S
-from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_template, looks_like_path,
-                       norm_constructor, pooler_constructor, sublayer_constructor, sublayer_name)
+from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_template,
+                       looks_like_path, norm_constructor, pooler_constructor, sublayer_constructor, sublayer_name)
 from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
 from .registry import MASKS, Constructor, band_chunk, lone_causal
 

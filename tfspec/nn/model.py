@@ -48,7 +48,8 @@ class CompiledModel(nn.Module):
     """Common parts; the subclasses below define the forward signature of each kind."""
 
     def __init__(self, spec, embeddings: dict[str, Embeddings], stacks: dict[str, Stack], head: nn.Module | None,
-                 pooler: nn.Module | None, stack_embedding: dict[str, str], max_len: dict[str, int | None]):
+                 pooler: nn.Module | None, stack_embedding: dict[str, str], max_len: dict[str, int | None],
+                 limited_by: dict[str, str], position_table: dict[str, int | None]):
         super().__init__()
         self.spec = spec
         self.embeddings = nn.ModuleDict(embeddings)
@@ -58,8 +59,8 @@ class CompiledModel(nn.Module):
         self.pooler = pooler
         self.stack_embedding = stack_embedding
         self.max_len = max_len
-        self.limited_by = {role: "learned positions" for role in max_len}  # what sets max_len (the compiler says)
-        self.position_table = dict(max_len)  # the learned positions' size, which position ids index
+        self.limited_by = limited_by  # what sets max_len ("learned positions"), for the message past it
+        self.position_table = position_table  # the learned positions' size, which position ids index
         self.tied_to = spec.head.tied_to if spec.head is not None else None
         self.check_inputs = True
 

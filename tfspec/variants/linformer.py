@@ -5,9 +5,10 @@ along the sequence, from n rows to k, by learned E and F of shape (k, max_len).
 
 Attention costs O(n·k·d) instead of O(n²·d). Sharing, section 4 of the paper: by default one E and one F
 per layer serve all heads (headwise sharing); ``shared_heads=false`` gives each key/value head its own,
-``shared_kv=true`` makes E = F (key-value sharing). Sequences up to ``max_len`` are accepted (E's first n columns). Because every projected row mixes
-all positions, no mask of structure can hold (a causal query would see its future through E), so such masks
-are a spec error; padding is honoured by zeroing padded keys and values before the projection.
+``shared_kv=true`` makes E = F (key-value sharing); the paper's layer-wise sharing is not expressible yet.
+Sequences up to ``max_len`` are accepted (E's first n columns). Because every projected row mixes all
+positions, no mask of structure can hold (a causal query would see its future through E), so such masks are
+a spec error; padding is honoured by zeroing padded keys and values before the projection.
 
     encoder x 12 { attention self heads=12 kind=linformer(256, max_len=4096, shared_kv=true) mask=padding; ... }
 """
