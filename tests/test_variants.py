@@ -105,9 +105,16 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
     if family == "position":
         if variant.acts == "attention":
             model = tfspec.compile(spec_text(family, name, options), seed=0)
-            attention = model.get_submodule(f"{model.spec.stacks[0].role}.layers.0.self_attn")
-            assert attention.position.biases_scores == variant.biases_scores
-            assert attention.position.mixes_values == variant.mixes_values
+            role = model.spec.stacks[0].role
+            attention = model.get_submodule(f"{role}.layers.0.self_attn")
+            if variant.per_stack:  # the stack owns the module, the attention adds its bias (nothing more)
+                assert variant.biases_scores and not variant.mixes_values
+                assert attention.position is None and attention.stack_bias == "self_attn"
+                scheme = model.get_submodule(f"{role}.positions.self_attn")
+            else:
+                scheme = attention.position
+            assert scheme.biases_scores == variant.biases_scores
+            assert scheme.mixes_values == variant.mixes_values
         return
     if variant.mixes_positions:  # refused with a causal mask, as a spec error that says why
         with pytest.raises(tfspec.SpecError, match="mixes all positions"):

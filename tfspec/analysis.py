@@ -339,8 +339,21 @@ class _Counter:
         return self.dense(0, scale, memory, repeat)
 
     def cost_position(self, node, a, n, repeat):
+        if "geometry" in a:
+            return self.cost_stack_bias(node, a, n)
         memory = self.keep(("positions", node), n * ID_BYTES) if a["params"] else 0  # learned: index lookup
         return self.dense(0, 0, memory, repeat)
+
+    def cost_stack_bias(self, node, a, n):
+        """A score bias the stack owns (T5's), built once per call; each layer's attention counts its additions.
+        What it keeps is the variant's; when masks join it, their ``where`` keeps its bool condition too
+        (the bias, unlike a mask alone, needs gradients)."""
+        variant, options = POSITIONS.of(a["spec"])
+        kept, words = variant.stack_saved(options, a["geometry"], n, n)
+        readers = [self.g.nodes[s]["spec"] for s in self.g.successors(node)]
+        masked = any(MASKS[m.name].structural for body in readers for m in body.mask)
+        memory = kept * self.s + words * STAT_BYTES + (n * n if masked else 0)  # default ids: (1, n, n)
+        return self.dense(0, 0, self.keep(("own", node), memory), 1)
 
     def cost_add(self, node, a, n, repeat):
         return self.dense(0, (len(a["inputs"]) - 1) * n * a["width"], 0, repeat)
@@ -455,7 +468,11 @@ class _Counter:
         spec, d = a["spec"], a["width"]
         rows = self.batch * n
         matmul, elementwise, memory = 2 * n * d * spec.out, (n * spec.out if spec.bias else 0), 0
-        memory += self.keep_input(node, a["inputs"][0], rows * d * self.s, repeat)
+        if spec.scale != 1.0:  # a product with a constant keeps nothing; what reads it keeps the product
+            elementwise += n * d
+            memory += self.keep(("scaled", node), rows * d * self.s)
+        else:
+            memory += self.keep_input(node, a["inputs"][0], rows * d * self.s, repeat)
         if spec.transform is not None:  # dense (+bias), activation, norm, then the projection's input
             activation = ACTIVATIONS[spec.transform.name]
             norm_flops, (kept, stats) = 0, (0, 0)

@@ -152,8 +152,10 @@ def build_model(spec: S.Spec) -> CompiledModel:
             return any(MASKS[m.name].reads_padding for a in attentions if a.reads == reads for m in a.mask)
 
         inputs = {i.name: i for a in attentions for m in a.mask for i in MASKS[m.name].inputs}
-        stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]), masks_padding=reads_padding("self"),
-                             memory_masks_padding=reads_padding("cross"), inputs=inputs)
+        stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]), stack.final_dropout,
+                             masks_padding=reads_padding("self"),
+                             memory_masks_padding=reads_padding("cross"), inputs=inputs,
+                             positions={k: c.build() for k, c in stack_positions(g, role).items()})
         position, options = POSITIONS.of(spec.embedding(info["embedding"]).position)
         table[role] = position.max_len(options)
         limit = length_limit(g, role)
@@ -191,17 +193,30 @@ def attention_config(a: dict) -> AttentionConfig:
     kind = ATTENTION_KINDS[body.kind.name]
     fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
     band = attention_band(masks, kind, position, a["geometry"].cross)
+    own = not position.absent and not position.per_stack
     return AttentionConfig(shape=a["geometry"], dropout=body.dropout, masks=masks,
-                           position=None if position.absent else (position, position_options),
+                           position=(position, position_options) if own else None,
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
-                           fused_causal=fused, band=band)
+                           fused_causal=fused, band=band,
+                           stack_bias=a["module"].rsplit(".", 1)[1] if position.per_stack else None)
+
+
+def stack_positions(g: nx.DiGraph, role: str) -> dict[str, Constructor]:
+    """The position schemes ``role``'s stack owns (``Position.per_stack``), by the sublayer that adds their bias."""
+    owned = {}
+    for n in layer_template(g, role):
+        a = g.nodes[n]
+        if a["op"] == "attention" and attention_config(a).stack_bias is not None:
+            variant, options = POSITIONS.of(a["spec"].position)
+            owned[attention_config(a).stack_bias] = variant.module(a["geometry"], options)
+    return owned
 
 
 def head_constructor(head: S.Head, width: int) -> Constructor:
     transform = ACTIVATIONS[head.transform.name].module() if head.transform is not None else None
     norm = (norm_constructor(head.transform_norm, width)
             if head.transform is not None and head.transform_norm else None)
-    return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm))
+    return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm, head.scale))
 
 
 def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:

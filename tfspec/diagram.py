@@ -195,7 +195,7 @@ class _Diagram:
     def position_in_attention(self, graph, n: str, a: dict, node_id: str) -> None:
         """A scheme acting inside attention (rotary, ALiBi) is drawn beside it, entering where it acts."""
         scheme, options = POSITIONS.of(a["spec"].position)
-        if scheme.absent:
+        if scheme.absent or scheme.per_stack:  # one the stack owns is a node of its own, outside the layers
             return
         fill, border = STYLES["position"]
         graph.node(f"{node_id}.position", f"Positions\n({scheme.label(options)})", shape="ellipse",
@@ -207,6 +207,8 @@ class _Diagram:
         if a["op"] == "norm":
             title = a["label"].split(" (")[0]
             return a["label"] if self.detail else f"{title} ({a['spec'].name})"
+        if a["op"] == "position" and "geometry" in a:  # a score bias the stack owns (T5's)
+            return f"Position Bias\n({POSITIONS.label(a['spec'])})\none table, shared by every layer"
         if a["op"] == "position":
             return f"Positional Encoding\n({POSITIONS.label(a['spec'])})" if not self.detail else a["label"]
         if a["op"] == "embedding" and any(b["module"] == a["module"] and m != n for m, b in self.g.nodes(data=True)):
@@ -230,6 +232,10 @@ class _Diagram:
                 attrs.update(color=RESIDUAL_COLOUR, penwidth="1.4")
             elif port == "memory":
                 attrs.update(color=MEMORY_COLOUR, penwidth="2", label="memory", fontcolor=MEMORY_COLOUR)
+            elif port == "positions" and a["op"] == "attention":  # a stack's score bias, entering every layer
+                border = STYLES["position"][1]
+                attrs.update(style="dashed", color=border, fontcolor=border,
+                             label=POSITIONS[self.g.nodes[inp]["spec"].name].enters)
             if self.detail and data.get("shape"):
                 shape = "×".join(map(str, data["shape"]))
                 attrs["label"] = f"{attrs['label']}\n{shape}" if "label" in attrs else shape

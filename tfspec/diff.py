@@ -91,14 +91,16 @@ def describe(spec) -> Facts:
         facts[(role, "layers")] = str(info["repeat"])
         facts[(role, "width")] = str(info["width"])
         facts[(role, "reads embedding")] = info["embedding"]
-        final = g.nodes[info["output"]]
-        facts[(role, "final norm")] = NORMS.label(final["spec"]) if final["op"] == "norm" else "none"
+        stack = spec.decoder if role == "decoder" else spec.encoder
+        facts[(role, "final norm")] = NORMS.label(stack.final_norm)
+        facts[(role, "final dropout")] = f"{stack.final_dropout:g}"
         for node in _block_nodes(g, role):
             facts.update(_sublayer_facts(g, node))
     if spec.head is not None:
         head = spec.head
         facts[("head", "projection")] = f"tied to '{head.tied_to}'" if head.tied_to else f"linear({head.out:,})"
         facts[("head", "bias")] = str(head.bias).lower()
+        facts[("head", "input scale")] = f"{head.scale:g}"
         if head.transform is not None:
             facts[("head", "transform")] = f"{head.transform} + {head.transform_norm or 'no norm'}"
     else:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import networkx as nx
 
 from . import schema as S
-from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape
+from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, combined_reach
 
 OPS: dict[str, str] = {
     "input": "integer ids entering the model (tokens or token types)",
@@ -87,6 +87,7 @@ class _Builder:
             if not NORMS[stack.final_norm.name].absent:
                 cur = self.norm(f"{stack.role}.final_norm", stack.final_norm, cur, emb.dim, stack.role, False,
                                 f"{stack.role}.final_norm", "Final Norm")
+            cur = self.dropout(f"{stack.role}.final_dropout", stack.final_dropout, cur, stack.role, False, emb.dim)
             self.g.graph["stacks"][stack.role] = {"repeat": stack.repeat, "entry": entry, "exit": exit_,
                                                   "output": cur, "width": emb.dim, "embedding": emb.name,
                                                   "length": length}
@@ -146,8 +147,13 @@ class _Builder:
             memory_width = self.g.graph["stacks"].get("encoder", {}).get("width", width)
             shape = attention_shape(body, width, memory_width)
             inputs = [x, memory] if cross and memory is not None else [x]
+            ports = {1: "memory"}
+            position, options = POSITIONS.of(body.position)
+            if position.acts == "attention" and position.per_stack:
+                ports[len(inputs)] = "positions"
+                inputs.append(self.stack_position(role, name, position, options, body, shape))
             return self.node(node_id, "attention", attention_label(body, shape), inputs,
-                             ports={1: "memory"}, stack=role, in_block=True, module=module,
+                             ports=ports, stack=role, in_block=True, module=module,
                              params=attention_params(body, shape), spec=body, width=width, geometry=shape,
                              memory=memory if cross else None, span=body.span)
         if isinstance(body, S.FeedForward):
@@ -163,6 +169,16 @@ class _Builder:
         if isinstance(body, S.NormOp):
             return self.norm(node_id, body.norm, x, width, role, True, module)
         return self.dropout(node_id, body.p, x, role, True, width)
+
+    def stack_position(self, role: str, name: str, position, options, body: S.Attention, shape) -> str:
+        """The node of a position scheme whose parameters the stack owns (``Position.per_stack``): built from
+        the stack's positions once per call, read by sublayer ``name`` of every layer."""
+        length = self.g.nodes[f"{role}.tokens"]["shape"][-1]
+        return self.node(f"{role}.{name}_position", "position",
+                         f"Position Bias ({position.label(options)}, {shape.heads} heads)", [f"{role}.tokens"],
+                         ports={0: "positions"}, stack=role, module=f"{role}.positions.{name}",
+                         params=position.params(shape, options), spec=body.position, width=shape.width,
+                         geometry=shape, shape=(shape.heads, length, length), span=body.position.span)
 
     def block(self, stack: S.Stack, entry: str, width: int, memory: str | None) -> str:
         role = stack.role
@@ -228,6 +244,7 @@ class _Builder:
             if head.bias:
                 params["bias"] = (head.out,)
             how = f"tied to '{head.tied_to}'" if head.tied_to else "linear"
+            how += f", input ×{head.scale:.4g}" if head.scale != 1.0 else ""
             node = self.node("head", "head", f"Linear ({how}, {head.out:,})", [x], module="head", params=params,
                              ties=ties, spec=head, width=width, span=head.span)
             self.node("logits", "output", "logits", [node], shape=("batch", length, head.out))
@@ -245,7 +262,8 @@ def attention_shape(body: S.Attention, width: int, memory_width: int) -> Attenti
     return AttentionShape(width=width, heads=body.heads, kv_heads=body.kv_heads or body.heads,
                           head_dim=body.head_dim or max(1, width // body.heads),
                           memory_width=memory_width if body.reads == "cross" else width,
-                          cross=body.reads == "cross", bias=body.bias, out_bias=body.out_bias)
+                          cross=body.reads == "cross", bias=body.bias, out_bias=body.out_bias,
+                          causal=combined_reach([MASKS.of(m) for m in body.mask])[1] == 0)
 
 
 def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
@@ -256,7 +274,7 @@ def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     for side in ("q_norm", "k_norm"):
         params.update({f"{side}.{k}": v for k, v in norm.params(shape.head_dim, norm_options).items()})
     position, position_options = POSITIONS.of(body.position)
-    if position.acts == "attention":
+    if position.acts == "attention" and not position.per_stack:  # a per-stack scheme's are its own node's
         params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
     return params
 

@@ -74,6 +74,7 @@ class AttentionShape:
     cross: bool
     bias: bool  # on the q/k/v projections
     out_bias: bool  # on the output projection
+    causal: bool = False  # its masks never let a query see a later key (a decoder's self-attention)
 
     @property
     def q_width(self) -> int:
@@ -207,6 +208,10 @@ class Position(Variant):
     # Enters the value sum too (Shaw): its runtime module's ``attend`` replaces the kind's ``mix``, so it
     # needs a kind whose mix is a plain softmax of dot products, and declares that mix's cost itself.
     mixes_values: ClassVar[bool] = False
+    # Its parameters belong to the stack, not to each layer: the stack computes its score bias once per call
+    # and every layer's attention adds it (T5's relative bias, which the first layer owns and the others reuse).
+    # The runtime module then has ``score_bias`` alone, and the graph a node of its own for it.
+    per_stack: ClassVar[bool] = False
 
     def params(self, where, options) -> dict[str, Shape]:
         """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""
@@ -240,6 +245,11 @@ class Position(Variant):
     def mix_keeps_projection(self, options, shape: AttentionShape, batch: int) -> bool:
         """For a scheme that ``mixes_values``: as ``AttentionKind.keeps_projection``, for its ``attend``."""
         raise NotImplementedError
+
+    def stack_saved(self, options, shape: AttentionShape, queries: int, keys: int) -> tuple[int, int]:
+        """For a ``per_stack`` scheme: (activation-dtype elements, 4-byte words) its score bias keeps for backward
+        once per call, for the default position ids (an int64 index counts two words)."""
+        return (0, 0)
 
     def call_saved(self, options, shape: AttentionShape, length: int) -> int:
         """Activation-dtype elements autograd keeps once per forward call for a stack of ``length`` positions
@@ -464,6 +474,8 @@ class AttentionConfig:
     scale: float | None  # softmax scale; None: 1 / sqrt(head_dim)
     fused_causal: bool = False  # unpadded, it runs SDPA's fused causal kernel (``fused_causal_kernel``)
     band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
+    # the sublayer whose stack-owned score bias it adds (a ``per_stack`` position scheme's), or None
+    stack_bias: str | None = None
 
 
 class Init(Variant):

@@ -158,7 +158,8 @@ BLOCK_SETTINGS: dict[str, Converter] = {
     "position": choice(POSITIONS),
 }
 DEFAULTS_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "init": choice(INITS)}  # init: whole model only
-STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "final": choice(NORMS)}
+STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "final": choice(NORMS),
+                                        "final_dropout": as_float}
 EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
     "segments": as_int, "norm": choice(NORMS), "dropout": as_float,
@@ -492,7 +493,9 @@ class _Resolver:
         if repeat is None or embedding is None or poisoned:
             raise Poisoned
         final = settings.get("final", (S.Choice(name="none"), None))[0]
-        return self.validated(S.Stack, {"repeat": repeat}, {"repeat": decl.repeat.span}, decl.span,
+        final_dropout, final_dropout_span = settings.get("final_dropout", (0.0, decl.span))
+        return self.validated(S.Stack, {"repeat": repeat, "final_dropout": final_dropout},
+                              {"repeat": decl.repeat.span, "final_dropout": final_dropout_span}, decl.span,
                               f"{decl.role} stack", {"role": decl.role, "embedding": embedding, "block": block,
                                                      "final_norm": final, "span": decl.role_span})
 
@@ -658,7 +661,7 @@ class _Resolver:
             raise _err("unknown-keyword", f"unknown head projection '{func or _what(proj)}'", proj.span,
                        did_you_mean(func or "", ["tied", "linear"]) or "expected tied(EMBEDDING) or linear")
         params = [Param("bias", as_bool, func == "linear"), Param("transform", choice(ACTIVATIONS), None),
-                  Param("norm", choice(NORMS), None)]
+                  Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0)]
         values, spans = self.bind(tuple(a for a in decl.args if a is not positional[0]), params, "head", decl.span)
         last = stacks.get("decoder") or stacks.get("encoder")
         tied_to = None
@@ -685,7 +688,8 @@ class _Resolver:
         if values["norm"] is not None and values["transform"] is None:
             raise _err("structure", "head norm= applies to its transform; add transform=ACTIVATION", spans["norm"])
         return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
-                                       "transform": values["transform"], "transform_norm": values["norm"]},
+                                       "transform": values["transform"], "transform_norm": values["norm"],
+                                       "scale": values["scale"]},
                               spans, decl.span, "head", {"span": decl.span})
 
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:

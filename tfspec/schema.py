@@ -148,6 +148,7 @@ class Stack(Node):
     embedding: str
     block: Block
     final_norm: Choice
+    final_dropout: Rate = 0.0  # after the final norm (T5)
 
 
 class Embedding(Node):
@@ -169,6 +170,7 @@ class Head(Node):
     bias: bool
     transform: Choice | None = None  # BERT-style dense + activation + norm before projecting
     transform_norm: Choice | None = None
+    scale: float = 1.0  # multiplies its input first (T5's tied head: d_model^-0.5)
 
 
 class Pooler(Node):

@@ -32,7 +32,8 @@ from typing import Any
 from . import __version__
 from . import schema as S
 from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_template,
-                       looks_like_path, norm_constructor, pooler_constructor, sublayer_constructor, sublayer_name)
+                       looks_like_path, norm_constructor, pooler_constructor, stack_positions, sublayer_constructor,
+                       sublayer_name)
 from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
 from .registry import MASKS, Constructor, band_chunk, lone_causal
 
@@ -164,6 +165,8 @@ class _Writer:
         label = " + ".join(MASKS.label(m) for m in body.mask) or "none"
         if lone_causal([MASKS[m.name] for m in body.mask]) and not self.fused(a):
             label += " (as a tensor)"  # the same masks, for a kind or position scheme with no fused kernel
+        if attention_config(a).stack_bias is not None:
+            label += f" + the {attention_config(a).stack_bias} bias"
         return f"cross: {label}" if a["geometry"].cross else label
 
     def layer_forward(self, template: list[str]) -> str:
@@ -229,10 +232,16 @@ class _Writer:
         for role, info in stacks.items():
             stack = spec.decoder if role == "decoder" else spec.encoder
             final = self.value(norm_constructor(stack.final_norm, info["width"]))
+            parts = [f"\"layers\": nn.ModuleList({role.capitalize()}Layer() for _ in range({info['repeat']}))",
+                     f"\"final_norm\": {final}"]
+            if stack.final_dropout:
+                parts.append(f"\"final_dropout\": nn.Dropout({stack.final_dropout!r})")
+            owned = stack_positions(g, role)
+            if owned:
+                parts.append("\"positions\": nn.ModuleDict({" + ", ".join(
+                    f"{name!r}: {self.value(c)}" for name, c in owned.items()) + "})")
             init.append(f"        self.{role} = nn.ModuleDict({{\n"
-                        f"            \"layers\": nn.ModuleList({role.capitalize()}Layer() "
-                        f"for _ in range({info['repeat']})),\n"
-                        f"            \"final_norm\": {final},\n        }})")
+                        + "".join(f"            {part},\n" for part in parts) + "        })")
         width = stacks[spec.stacks[-1].role]["width"]
         init.append(f"        self.head = {self.value(head_constructor(spec.head, width))}" if spec.head else
                     "        self.head = None")
@@ -302,6 +311,8 @@ class _Writer:
         lines.append(f"        for layer in self.{role}[\"layers\"]:")
         lines.append(f"            x = layer(x, positions, masks{', memory' if cross else ''})")
         lines.append(f"        x = self.{role}[\"final_norm\"](x)")
+        if stack.final_dropout:
+            lines.append(f"        x = self.{role}[\"final_dropout\"](x)")
         if role == "encoder" and len(self.spec.stacks) == 2:
             self.memory_padding = padding
             lines.append("        memory = x")
@@ -325,9 +336,11 @@ class _Writer:
         allowed = f"{self.need(allowed_keys)}({', '.join(dense)})" if rules else "None"
         if reads_padding:
             allowed = f"{self.need(with_padding)}({allowed}, {key_padding})"
-        if allowed == "None":
+        stack_bias = attention_config(a).stack_bias
+        bias = f", self.{a['stack']}[\"positions\"][{stack_bias!r}](positions, positions)" if stack_bias else ""
+        if allowed == "None" and not bias:
             return "None"
-        mask = f"{self.need(additive_mask)}({allowed}, x.dtype)"
+        mask = f"{self.need(additive_mask)}({allowed}, x.dtype{bias})"
         band = attention_config(a).band
         if band is not None:
             length = f"{index}.shape[0]"

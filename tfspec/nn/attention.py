@@ -255,6 +255,7 @@ class InContext:
 
     def in_context(self, config) -> None:
         self.masks = MaskSet(config.masks, config.shape.cross)
+        self.stack_bias = config.stack_bias  # the stack's bias it adds (``ctx.biases[stack_bias]``), or None
         behind, ahead = combined_reach(config.masks)
         self.keep = behind if behind is not None and ahead == 0 else None  # a KV cache needs no older keys
 
@@ -291,8 +292,8 @@ class InContext:
                padding: Tensor | None) -> Tensor:
         """(batch, heads, queries, head_dim) attention output; ``padding``: the keys', when a mask reads it.
 
-        The additive mask, with the position scheme's score bias (ALiBi) folded
-        in, is built once per call for every layer with the same masks."""
+        The additive mask, with the position scheme's score bias (ALiBi, or the one the stack owns: T5's)
+        folded in, is built once per call for every layer with the same masks."""
         query_len, key_len = q.shape[2], k.shape[2]
         if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
             return self.mix(q, k, v, None, True)
@@ -304,6 +305,12 @@ class InContext:
         bias, bias_key = None, ""
         if self.position is not None and self.position.biases_scores:
             bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
+        elif self.stack_bias is not None:  # one per stack: built by the first layer, reused by the others
+            if self.stack_bias not in ctx.biases:
+                raise ValueError(f"this attention adds a position bias its stack owns ('{self.stack_bias}'): run "
+                                 "it through its model, or pass a Context whose biases hold that module")
+            scheme = ctx.biases[self.stack_bias]
+            bias, bias_key = lambda: scheme.score_bias(ctx.positions, key_positions), f"stack:{self.stack_bias}"
         mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
         return self.mix_at(q, k, v, mask, ctx.positions, key_positions)
 

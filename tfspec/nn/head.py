@@ -8,12 +8,12 @@ from torch import Tensor, nn
 
 
 class Head(nn.Module):
-    """Logits = (transform(x)) W^T + b. A tied head owns no ``weight``: the model passes the embedding's."""
+    """Logits = transform(x · scale) W^T + b. A tied head owns no ``weight``: the model passes the embedding's."""
 
     def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
-                 transform_norm: nn.Module | None = None):
+                 transform_norm: nn.Module | None = None, scale: float = 1.0):
         super().__init__()
-        self.tied = tied
+        self.tied, self.scale = tied, scale
         if transform is not None:
             self.transform = nn.Linear(width, width)
             self.transform_activation = transform
@@ -25,9 +25,12 @@ class Head(nn.Module):
 
     def extra_repr(self) -> str:
         weight = "tied to the token embedding" if self.tied else f"weight={tuple(self.weight.shape)}"
-        return f"{weight}, bias={self.bias is not None}"
+        scale = f", scale={self.scale:g}" if self.scale != 1.0 else ""
+        return f"{weight}, bias={self.bias is not None}{scale}"
 
     def forward(self, x: Tensor, tied_weight: Tensor | None = None) -> Tensor:
+        if self.scale != 1.0:
+            x = x * self.scale
         if self.transform is not None:
             x = self.transform_norm(self.transform_activation(self.transform(x)))
         return F.linear(x, tied_weight if self.tied else self.weight, self.bias)

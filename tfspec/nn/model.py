@@ -26,13 +26,16 @@ class Stack(nn.Module):
     """N generated layers (``torch.fx.GraphModule``s; print ``layer.code``) and a final norm.
 
     ``inputs``: the run-time inputs its variants read (``RuntimeInput``s by name), besides position ids.
+    ``positions``: the score biases it owns for its layers (T5's), by the sublayer that adds them.
     """
 
-    def __init__(self, layers: list[nn.Module], final_norm: nn.Module, masks_padding: bool,
-                 memory_masks_padding: bool, inputs: dict | None = None):
+    def __init__(self, layers: list[nn.Module], final_norm: nn.Module, final_dropout: float, masks_padding: bool,
+                 memory_masks_padding: bool, inputs: dict | None = None, positions: dict | None = None):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
+        self.final_dropout = nn.Dropout(final_dropout) if final_dropout else nn.Identity()
+        self.positions = nn.ModuleDict(positions or {})
         self.masks_padding = masks_padding  # some self-attention reads the padding mask
         self.memory_masks_padding = memory_masks_padding  # some cross-attention reads the memory's
         self.inputs = dict(inputs or {})
@@ -41,7 +44,7 @@ class Stack(nn.Module):
         """``cache``: one dict per layer (see ``tfspec.decoding``), filled and extended in place."""
         for i, layer in enumerate(self.layers):
             x = layer(x, ctx, cache[i] if cache is not None else None)
-        return self.final_norm(x)
+        return self.final_dropout(self.final_norm(x))
 
 
 class CompiledModel(nn.Module):
@@ -95,7 +98,7 @@ class CompiledModel(nn.Module):
         if positions is None:
             positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)[None]
         extra = {k: v for k, v in inputs.items() if k != "position_ids"}
-        return Context(positions, padding, memory, memory_padding, extra, offset)
+        return Context(positions, padding, memory, memory_padding, extra, offset, stack.positions)
 
     def output(self, hidden: Tensor):
         out = hidden

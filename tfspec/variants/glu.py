@@ -28,3 +28,15 @@ class GEGLU(Activation):
 
     def module(self):
         return Constructor("GELU")
+
+
+@ACTIVATIONS.register
+class GEGLUTanh(Activation):
+    name = "geglu_tanh"
+    title = "GEGLU (tanh)"
+    flops_per_element = 9
+    gated = True
+    doc = "gelu_tanh(x W) * (x V): GEGLU with the tanh approximation (T5 v1.1's gated-gelu, Gemma)"
+
+    def module(self):
+        return Constructor("GELU", kwargs={"approximate": "tanh"})
