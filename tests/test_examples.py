@@ -11,13 +11,14 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 # Published figures: GPT-2 small and BERT-base (BertModel, with pooler) as counted by Hugging Face
 # transformers; GPT-1 as OpenAIGPTModel; Vaswani base/big with source, target and output
-# embeddings shared (the paper reports "65M"/"213M" without saying what it counted).
+# embeddings shared (the paper reports "65M"/"213M" without saying what it counted); T5-small as Hugging Face counts it.
 PUBLISHED = {
     "gpt2_small": 124_439_808,
     "bert_base": 109_482_240,
     "gpt1": 116_534_784,
     "vaswani_base": 63_082_496,
     "vaswani_big": 214_245_376,
+    "t5_small": 60_506_624,  # T5ForConditionalGeneration(t5-small's configuration), tests/test_t5.py
 }
 
 

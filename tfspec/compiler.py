@@ -307,10 +307,19 @@ class ParamRole:
     (e.g. additive attention's scorer), ``bias``, ``norm_weight``, ``norm_bias``.
     residual_branches: for a projection writing into a residual stream (attention
     ``out``, feed-forward ``down``), how many such branches its stack has in all.
+    owner: the IR op of the node it belongs to (``attention``, ``feedforward``, ``embedding``,
+    ``position``, ``head``, ...; ``head transform`` for a head's dense transform).
+    width: the residual stream's width where it acts.
+    query_rows, head_dim: in an attention's ``qkv`` or ``q`` weight, how many leading rows project queries,
+    and their head dimension (T5 folds 1/sqrt(head_dim) into those rows' initialisation).
     """
 
     kind: Literal["matrix", "embedding", "vector", "bias", "norm_weight", "norm_bias"]
     residual_branches: int = 0
+    owner: str = ""
+    width: int = 0
+    query_rows: int = 0
+    head_dim: int = 0
 
 
 def parameter_roles(g: nx.DiGraph) -> dict[str, ParamRole]:
@@ -332,16 +341,21 @@ def parameter_roles(g: nx.DiGraph) -> dict[str, ParamRole]:
 
 def _role(a: dict, name: str, branches: int) -> ParamRole:
     op, last = a["op"], name.rsplit(".", 1)[-1]
+    where = dict(owner="head transform" if op == "head" and name.startswith("transform") else op,
+                 width=a.get("width") or 0)
     if op in ("embedding", "position"):
-        return ParamRole("embedding")
+        return ParamRole("embedding", **where)
     if op == "norm" or name.startswith("transform_norm."):
-        return ParamRole("norm_weight" if last == "weight" else "norm_bias")
+        return ParamRole("norm_weight" if last == "weight" else "norm_bias", **where)
     if last == "bias":
-        return ParamRole("bias")
+        return ParamRole("bias", **where)
     if last == "weight":
         residual = op in ("attention", "feedforward") and name in ("out.weight", "down.weight")
-        return ParamRole("matrix", branches if residual else 0)
-    return ParamRole("vector")
+        if op == "attention" and name in ("qkv.weight", "q.weight"):
+            shape = a["geometry"]
+            where.update(query_rows=shape.q_width, head_dim=shape.head_dim)
+        return ParamRole("matrix", branches if residual else 0, **where)
+    return ParamRole("vector", **where)
 
 
 def initialise(model: CompiledModel, spec: S.Spec) -> None:

@@ -311,11 +311,13 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
     results: list[Result] = []
     length = max_length(model, role, max_len)
     v = vocab(model, role)
-    src_strategy = st.just(None)
-    if kind == "encoder-decoder":
-        src_len = max_length(model, "encoder", max_len)
-        src_v = vocab(model, "encoder")
-        src_strategy = st.integers(1, src_len).flatmap(lambda n: _tokens(src_v, 1, n))
+    def sources(batch: int):  # an encoder-decoder's source rows for a target batch
+        if kind != "encoder-decoder":
+            return st.just(None)
+        return st.integers(1, max_length(model, "encoder", max_len)).flatmap(
+            lambda n: _tokens(vocab(model, "encoder"), batch, n))
+
+    src_strategy = sources(1)
 
     # causality
     causal = causal_from(spec) if spec.decoder is not None else None
@@ -370,7 +372,8 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
     else:
         @st.composite
         def offset_case(draw):
-            return draw(_sequence(v, length, 2)), draw(st.integers(1, 1000)), draw(src_strategy)
+            tokens = draw(_sequence(v, length, 2))
+            return tokens, draw(st.integers(1, 1000)), draw(sources(tokens.shape[0]))
 
         found = _search(lambda c: check_offset(model, c[0], c[1], c[2]), offset_case(), examples, seed)
         results.append(Result("offset invariance", "violated" if found else "held",

@@ -82,3 +82,40 @@ class Xavier(Init):
                 nn.init.normal_(tensor, 0.0, tensor.shape[-1] ** -0.5)
             else:
                 nn.init.normal_(tensor, 0.0, 0.02)
+
+
+class _Factor(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    factor: float = Field(1.0, gt=0, lt=100)
+
+
+@INITS.register
+class T5(Init):
+    name = "t5"
+    positional = ("factor",)
+    Options = _Factor
+    examples = ({}, {"factor": 0.5})
+    doc = ("t5(factor=1): T5's (Mesh TensorFlow's): matrices ~ N(0, factor·fan_in^-0.5), query rows further "
+           "×head_dim^-0.5 (the 1/sqrt(d) its attention leaves out: use scale=1), token embeddings and an untied "
+           "head ~ N(0, factor), position tables (T5's relative bias) ~ N(0, factor·d_model^-0.5), norm scales = "
+           "factor, biases 0")
+
+    def initialise(self, parameters, options):
+        from torch import nn
+        factor = options.factor
+        for _, tensor, role in parameters:
+            if role.kind == "norm_weight":
+                nn.init.constant_(tensor, factor)
+            elif _fixed(tensor, role):
+                continue
+            elif role.kind == "embedding":
+                std = factor * role.width ** -0.5 if role.owner == "position" else factor
+                nn.init.normal_(tensor, 0.0, std)
+            elif role.kind == "matrix" and role.owner == "head":
+                nn.init.normal_(tensor, 0.0, factor)
+            elif role.kind == "matrix":
+                nn.init.normal_(tensor, 0.0, factor * tensor.shape[1] ** -0.5)
+                if role.query_rows:
+                    tensor[:role.query_rows].mul_(role.head_dim ** -0.5)
+            else:  # scorers, relative tables: by their last dimension, as a matrix by its fan-in
+                nn.init.normal_(tensor, 0.0, factor * tensor.shape[-1] ** -0.5)

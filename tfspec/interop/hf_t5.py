@@ -1,0 +1,177 @@
+"""Hugging Face ``T5ForConditionalGeneration`` / ``T5Model`` (T5 v1.0 and v1.1, mT5's layout) <-> a compiled spec.
+
+T5 is an encoder-decoder of pre-norm layers with RMSNorms (no bias anywhere), a relative attention bias that
+each stack's first layer owns and every layer adds (our ``position t5``: the stack owns the table), attention
+without the 1/sqrt(d_kv) scale (``scale=1``), and a feed-forward of ``wi`` (or ``wi_0``, ``wi_1`` for the
+gated v1.1: our ``up``, gate first) and ``wo``. Both stacks read one ``shared`` embedding. With the head tied
+to it (v1.0) the decoder's output is scaled by d_model^-0.5 first (``head tied(tokens) scale=...``). Dropout
+(``dropout_rate``) acts after the embedding, on each sublayer's output, on the attention weights, after the
+feed-forward's activation and after each stack's final norm: the spec says each.
+
+``spec_text(config)`` writes the spec a configuration describes; loading compares the model's spec with it
+fact by fact (``architecture_problems``), so a differing bucket count, distance, eps, activation, head
+scale or tying is an ``InteropError``, never a silent copy.
+"""
+
+from __future__ import annotations
+
+from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+
+# HF's dense_act_fn -> our activation, plain and gated (``feed_forward_proj = "gated-..."``)
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "silu", "swish": "silu"}
+GATED = {"gelu": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "silu": "swiglu",
+         "swish": "swiglu"}
+
+
+def _number(x: float) -> str:
+    return repr(float(x))
+
+
+def scales_decoder_output(config) -> bool:
+    """Does the model scale the decoder's output by d_model^-0.5 before its head (T5 v1.0; not v1.1)?"""
+    return bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
+
+
+def unsupported(config) -> list[str]:
+    """Configuration values tfspec cannot express (reported rather than approximated)."""
+    act, gated = config.dense_act_fn, config.is_gated_act
+    table = GATED if gated else ACTIVATIONS
+    if act not in table:
+        kind = "gated " if gated else ""
+        return [f"feed_forward_proj '{config.feed_forward_proj}' has no {kind}tfspec activation "
+                f"(supported: {', '.join(sorted(table))}{' gated' if gated else ''})"]
+    return []
+
+
+def spec_text(config, *, head: bool = True, tied: bool | None = None, padding: bool = True,
+              name: str = "reference") -> str:
+    """The tfspec spec a T5 configuration describes: ``T5ForConditionalGeneration``'s, or ``T5Model``'s with
+    ``head=False``. ``tied``: the head shares the embedding (default: as T5 v1.0 and v1.1 do, tied exactly when
+    the decoder's output is scaled); ``padding``: mask padded keys."""
+    tied = scales_decoder_output(config) if tied is None else tied
+    eps, drop = _number(config.layer_norm_epsilon), _number(config.dropout_rate)
+    activation = (GATED if config.is_gated_act else ACTIVATIONS).get(config.dense_act_fn, "relu")
+    position = (f"t5(num_buckets={config.relative_attention_num_buckets}, "
+                f"max_distance={config.relative_attention_max_distance})")
+    pad = " + padding" if padding else ""
+    attention = f"heads={config.num_heads} head_dim={config.d_kv} scale=1"
+    projection = "tied(tokens)" if tied else f"linear({config.vocab_size})"
+    scale = f" scale={_number(config.d_model ** -0.5)}" if scales_decoder_output(config) else ""
+
+    def stack(role: str, layers: int, sublayers: str) -> str:
+        return (f"{role} x {layers} {{\n  position {position}\n{sublayers}"
+                f"  feedforward d_ff={config.d_ff} activation={activation}\n"
+                f"  final rmsnorm(eps={eps})\n  final_dropout {drop}\n}}\n")
+
+    encoder = f"  attention self {attention} mask={'padding' if padding else 'none'}\n"
+    decoder = (f"  attention self {attention} mask=causal{pad}\n"
+               f"  attention cross {attention} memory=encoder mask={'padding' if padding else 'none'}\n")
+    return (f"model {name}\n"
+            f"defaults {{ residual pre; norm rmsnorm(eps={eps}); bias false; dropout {drop}; attn_dropout {drop}; "
+            f"act_dropout {drop}; init t5(factor={_number(config.initializer_factor)}) }}\n"
+            f"embedding tokens {{ vocab {config.vocab_size}; dim {config.d_model}; position none; dropout {drop} }}\n"
+            + stack("encoder", config.num_layers, encoder)
+            + stack("decoder", config.num_decoder_layers, decoder)
+            + (f"head {projection} bias=false{scale}\n" if head else ""))
+
+
+def _rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "encoder-decoder":
+        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
+    embedding = "embeddings.tokens.tokens.weight"
+    rules = [rule(embedding, "shared.weight")]
+    aliases = {"encoder.embed_tokens.weight": embedding, "decoder.embed_tokens.weight": embedding}
+    for role, sublayers in (("encoder", ("SelfAttention",)), ("decoder", ("SelfAttention", "EncDecAttention"))):
+        parts = _parts(model, role)
+        attentions = parts["attentions"]
+        rules += [rule(f"{role}.final_norm.weight", f"{role}.final_layer_norm.weight"),
+                  rule(f"{role}.positions.{attentions[0]}.weight",
+                       f"{role}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")]
+        gated = model.get_submodule(f"{role}.layers.0.{parts['feedforward']}").gated
+        for i in range(len(getattr(model, role).layers)):
+            ours, theirs = f"{role}.layers.{i}", f"{role}.block.{i}.layer"
+            for index, (mine, reference) in enumerate(zip(attentions, sublayers)):
+                a, t = f"{ours}.{mine}", f"{theirs}.{index}.{reference}"
+                if reference == "SelfAttention":
+                    rules.append(rule(f"{a}.qkv.weight", (f"{t}.q.weight", f"{t}.k.weight", f"{t}.v.weight")))
+                else:
+                    rules += [rule(f"{a}.q.weight", f"{t}.q.weight"),
+                              rule(f"{a}.kv.weight", (f"{t}.k.weight", f"{t}.v.weight"))]
+                rules += [rule(f"{a}.out.weight", f"{t}.o.weight"),
+                          rule(f"{ours}.{parts['norms'][mine]}.weight", f"{theirs}.{index}.layer_norm.weight")]
+            f, t = f"{ours}.{parts['feedforward']}", f"{theirs}.{len(sublayers)}"
+            up = (f"{t}.DenseReluDense.wi_0.weight", f"{t}.DenseReluDense.wi_1.weight") if gated \
+                else f"{t}.DenseReluDense.wi.weight"
+            rules += [rule(f"{f}.up.weight", up), rule(f"{f}.down.weight", f"{t}.DenseReluDense.wo.weight"),
+                      rule(f"{ours}.{parts['norms'][parts['feedforward']]}.weight", f"{t}.layer_norm.weight")]
+    if lm and model.tied_to is not None:
+        aliases["lm_head.weight"] = embedding
+    elif lm:
+        rules.append(rule("head.weight", "lm_head.weight"))
+    return rules, aliases
+
+
+def _parts(model, role: str) -> dict:
+    """A T5 layer's sublayers in our model: its attentions in order (self, then cross), its feed-forward, and the
+    pre-norm before each (read from the graph, so the names in the spec do not matter)."""
+    g = model.spec.graph()
+    attentions, feedforwards, norms = [], [], {}
+    for n in _template(g, role):
+        a = g.nodes[n]
+        if a["op"] not in ("attention", "feedforward"):
+            continue
+        name = a["module"].rsplit(".", 1)[1]
+        (attentions if a["op"] == "attention" else feedforwards).append(name)
+        before = g.nodes[a["inputs"][0]]
+        if before["op"] != "norm" or not before["module"]:
+            raise InteropError(f"spec '{model.spec.name}': the {role}'s {name} has no norm before it, as T5's has")
+        norms[name] = before["module"].rsplit(".", 1)[1]
+    expected = 1 if role == "encoder" else 2
+    if len(attentions) != expected or len(feedforwards) != 1:
+        raise InteropError(f"spec '{model.spec.name}': a T5 {role} layer has {expected} attention(s) and one "
+                           f"feed-forward; this one has {len(attentions)} and {len(feedforwards)}")
+    return {"attentions": attentions, "feedforward": feedforwards[0], "norms": norms}
+
+
+def _template(g, role: str) -> list[str]:
+    from ..compiler import layer_template
+    return layer_template(g, role)
+
+
+def _check(model, reference) -> tuple[bool, str]:
+    lm = hasattr(reference, "lm_head")
+    name = type(reference).__name__
+    if model.spec.kind != "encoder-decoder":
+        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
+    if lm != (model.head is not None):
+        raise InteropError(f"{name} {'has' if lm else 'has no'} LM head, but spec '{model.spec.name}' "
+                           f"{'has none' if lm else 'has one'}")
+    config = reference.config
+    problems = unsupported(config)
+    if not problems:
+        tied = lm and reference.lm_head.weight is reference.shared.weight
+        padding = model.encoder.masks_padding
+        problems = architecture_problems(model.spec, spec_text(config, head=lm, tied=tied, padding=padding), name)
+    if problems:  # the mapping below assumes this architecture: stop before naming tensors
+        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
+    return lm, name
+
+
+def from_hf_t5(model, reference) -> None:
+    """Copy a ``T5ForConditionalGeneration`` (or ``T5Model``)'s weights into ``model``.
+
+    Every tensor must be accounted for and the spec must be the architecture the reference's configuration
+    describes (its head tied or not as the reference's is); otherwise an ``InteropError`` lists every difference.
+    """
+    lm, name = _check(model, reference)
+    rules, aliases = _rules(model, lm)
+    load_state(model, reference.state_dict(), rules, reference=name, aliases=aliases)
+
+
+def to_hf_t5(model) -> dict:
+    """A state dict for ``T5ForConditionalGeneration`` (a spec with a head) or ``T5Model``, every tied name
+    included (``shared``, both ``embed_tokens``, and ``lm_head`` when the head is tied)."""
+    rules, aliases = _rules(model, model.head is not None)
+    return export_state(model, rules, reference="Hugging Face T5", aliases=aliases)
