@@ -85,7 +85,7 @@ def kinds_for(shape: AttentionShape, kv_heads: int, structural: bool = False) ->
     shape = AttentionShape(**{**shape.__dict__, "kv_heads": kv_heads})
     return [choice_text(name, options) for name in ATTENTION_KINDS for options in ATTENTION_KINDS[name].examples
             if not ATTENTION_KINDS[name].check(ATTENTION_KINDS[name].options(options), shape)
-            and not (structural and ATTENTION_KINDS[name].mixes_positions)]
+            and not (structural and (ATTENTION_KINDS[name].mixes_positions or ATTENTION_KINDS[name].own_pattern))]
 
 
 def embedding_positions() -> list[str]:
@@ -212,6 +212,8 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].needs_dot_product]
         if any(k.mixes_positions for k in kinds):  # no scheme acts by position on projected keys
             schemes = []
+        if any(k.own_pattern for k in kinds):  # a kind that scores only its own blocks takes no score bias
+            schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].biases_scores]
         if not all(k.plain_softmax for k in kinds):  # nor those that compute the mix themselves
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].mixes_values]
         if schemes and draw(st.integers(0, 2)) == 0:

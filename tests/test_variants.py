@@ -70,6 +70,7 @@ def test_the_emitted_standalone_file_computes_what_the_compiled_model_does(famil
 
 
 IN_ATTENTION = [e for e in ENTRIES if e[0] == "attention kind" and not ATTENTION_KINDS[e[1]].mixes_positions
+                and not ATTENTION_KINDS[e[1]].own_pattern
                 or e[0] == "position" and POSITIONS[e[1]].acts == "attention"]
 
 
@@ -116,8 +117,9 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
             assert scheme.biases_scores == variant.biases_scores
             assert scheme.mixes_values == variant.mixes_values
         return
-    if variant.mixes_positions:  # refused with a causal mask, as a spec error that says why
-        with pytest.raises(tfspec.SpecError, match="mixes all positions"):
+    if variant.mixes_positions or variant.own_pattern:  # refused with a causal mask, as a spec error that says why
+        with pytest.raises(tfspec.SpecError, match="mixes all positions" if variant.mixes_positions
+                           else "decides itself which keys"):
             tfspec.parse(spec_text(family, name, options).replace("mask=padding", "mask=causal"))
         return
     text = spec_text(family, name, options).replace("mask=padding", "mask=causal")

@@ -393,6 +393,9 @@ class AttentionKind(Variant):
     # Mixes positions before scoring (Linformer's projection along the sequence): no mask of structure
     # (causal, window, ...) and no in-attention position scheme can hold, so both are spec errors.
     mixes_positions: ClassVar[bool] = False
+    # Decides itself which keys each query sees (BigBird's blocks) and takes only the keys' padding as its mask
+    # (``(batch, 1, 1, keys)``): masks of structure and position schemes that bias the scores are spec errors.
+    own_pattern: ClassVar[bool] = False
 
     def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
         raise NotImplementedError

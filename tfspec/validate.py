@@ -93,6 +93,16 @@ def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
                 errors.error("variant", f"{position.name} positions act on keys by position, but {kind.name} "
                                         "attention projects keys along the sequence first",
                              body.position.span or a["span"], "add positions to the embedding instead")
+        if kind.own_pattern:
+            structural = [m for m in body.mask if MASKS[m.name].structural]
+            if structural:
+                errors.error("mask", f"{kind.name} attention cannot take mask={structural[0]}: it decides itself "
+                                     "which keys each query sees (its blocks), and takes only the keys' padding",
+                             structural[0].span or a["span"], "use mask=padding (or none), or kind=dot with this mask")
+            if position.biases_scores:
+                errors.error("variant", f"{position.name} positions bias every query-key score, but {kind.name} "
+                                        "attention scores only the pairs of its blocks",
+                             body.position.span or a["span"], "use rotary positions, or positions on the embedding")
         if position.mixes_values and not kind.plain_softmax:
             errors.error("variant", f"{position.name} positions enter the softmax's value sum, which {kind.name} "
                                     "attention computes otherwise", body.position.span or a["span"],

@@ -5,6 +5,8 @@
 - ``hf_gpt2``: Hugging Face ``GPT2Model`` / ``GPT2LMHeadModel``
 - ``hf_llama``: Hugging Face ``LlamaForCausalLM`` / ``MistralForCausalLM`` (and base models)
 - ``hf_gpt_neox``: Hugging Face ``GPTNeoXForCausalLM`` / ``GPTNeoXModel`` (Pythia)
+- ``hf_t5``: Hugging Face ``T5ForConditionalGeneration`` / ``T5Model`` (v1.0 and v1.1)
+- ``hf_big_bird``: Hugging Face ``BigBirdModel`` / ``BigBirdForMaskedLM``
 
 Each mapping is a list of ``Rule``s; every tensor on both sides must be
 covered by a rule, and every shape must agree, or an ``InteropError`` lists
