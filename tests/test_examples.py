@@ -83,3 +83,17 @@ def test_missing_file():
     with pytest.raises(SpecError) as info:
         tfspec.load(EXAMPLES / "no_such.tfs")
     assert info.value.codes == ["io"] and "no such file" in info.value.message
+
+
+def test_unilm_has_the_parameters_of_bert_large_cased_for_masked_lm():
+    """UniLM is BERT-large (cased vocabulary) with the prefix mask; its MLM head is BertForMaskedLM's."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    config = transformers.BertConfig(vocab_size=28996, hidden_size=1024, num_hidden_layers=24,
+                                     num_attention_heads=16, intermediate_size=4096)
+    with torch.device("meta"):
+        reference = transformers.BertForMaskedLM(config)
+    spec = tfspec.load(EXAMPLES / "unilm.tfs")
+    assert spec.parameter_count() == sum(p.numel() for p in reference.parameters()) == 333_610_308
+    assert [m.name for m in spec.decoder.block.sublayers[0].body.mask] == ["prefix", "padding"]
