@@ -14,7 +14,7 @@ Node attributes:
   module    parameter path prefix ("decoder.layers.{i}.self_attn"); None when parameter-free
   params    {name: shape} owned by the node;  ties: {name: full name of a weight it shares}
   width     the residual-stream width it works at;  span: where in the source it came from
-  geometry  (attention only) the ``AttentionShape``: heads, kv heads, head dim, memory width
+  geometry  (attention, and a stack-owned score bias) the ``AttentionShape``: heads, kv heads, head dim, ...
   shape     output shape, filled in by validate.infer_shapes
 Edge attributes: port ("input", "residual", "memory", "positions", "segments"), shape.
 """
