@@ -70,7 +70,7 @@ def _inputs(model, lengths, batch, device):
         return ids("encoder"), ids("decoder")
     role = model.spec.stacks[0].role
     segments = model.spec.embedding(model.spec.stacks[0].embedding).segments
-    if segments and role == "encoder":  # token types are given in training, so their ids are kept too
+    if segments:  # token types are given in training, so their ids are kept too
         return ids(role), None, ids(role)
     return (ids(role),)
 
