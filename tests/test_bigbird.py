@@ -176,3 +176,16 @@ def test_bigbird_base_example_has_hugging_faces_parameters_and_architecture():
     spec = tfspec.load("examples/bigbird_base.tfs")
     assert count_parameters(spec.graph()) == sum(p.numel() for p in reference.parameters())
     assert architecture_problems(spec, spec_text(config, pooler=True, head=False), "HF") == []
+
+
+def test_without_query_key_value_biases_every_weight_still_maps():
+    reference = big_bird({"use_bias": False, "attention_type": "original_full"})
+    ours = tfspec.compile(spec_text(reference.config, pooler=True, head=False), seed=0).eval()
+    from_hf_big_bird(ours, reference)
+    tokens = torch.randint(4, 64, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = reference.eval()(tokens).last_hidden_state
+        got = ours(tokens)[0]
+    assert (got - expected).abs().max() <= 1e-5
+    with pytest.raises(tfspec.interop.InteropError, match="bias false → true"):
+        from_hf_big_bird(ours, big_bird({"attention_type": "original_full"}))

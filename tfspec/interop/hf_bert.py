@@ -47,9 +47,11 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
     return rules, aliases
 
 
-def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference") -> str:
+def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
+              attention: str = "", embedding: str = "") -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
-    ``head`` (its transform and tied decoder)."""
+    ``head`` (its transform and tied decoder). ``attention`` and ``embedding``: further arguments of the
+    self-attention and settings of the embedding, for BERT's relatives (BigBird's ``kind=bigbird(...)``)."""
     eps = repr(float(config.layer_norm_eps))
     activation = ACTIVATIONS.get(config.hidden_act, "gelu")
     lines = [f"model {name}",
@@ -57,9 +59,9 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
              f"attn_dropout {float(config.attention_probs_dropout_prob)!r} }}",
              f"embedding tokens {{ vocab {config.vocab_size}; dim {config.hidden_size}; "
              f"position learned({config.max_position_embeddings}); segments {config.type_vocab_size}; "
-             f"norm layernorm(eps={eps}) }}",
+             f"norm layernorm(eps={eps}){embedding} }}",
              f"encoder x {config.num_hidden_layers} {{ attention self heads={config.num_attention_heads} "
-             f"mask={'padding' if padding else 'none'}; feedforward d_ff={config.intermediate_size} "
+             f"{attention}mask={'padding' if padding else 'none'}; feedforward d_ff={config.intermediate_size} "
              f"activation={activation} }}"]
     if pooler:
         lines.append("pooler tanh")

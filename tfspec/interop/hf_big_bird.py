@@ -13,40 +13,30 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .hf_bert import ACTIVATIONS, _rules
+from .hf_bert import spec_text as bert_spec_text
 from .mapping import InteropError, architecture_problems, export_state, load_state
 
 REFERENCE = "Hugging Face BigBird"
 
 
 def _big_bird_rules(model, reference_has_lm: bool):
-    """BERT's mapping, with BigBird's pooler (a linear named ``pooler``, not ``pooler.dense``)."""
+    """BERT's mapping, with BigBird's pooler (a linear named ``pooler``, not ``pooler.dense``); without q/k/v
+    biases (``use_bias=False``) their rule goes (a reference that has them is then reported as unmapped)."""
     rules, aliases = _rules(model, "bert." if reference_has_lm else "")
-    return [replace(r, theirs=tuple(t.replace("pooler.dense.", "pooler.") for t in r.theirs)) for r in rules], aliases
+    ours = model.state_dict()
+    return [replace(r, theirs=tuple(t.replace("pooler.dense.", "pooler.") for t in r.theirs)) for r in rules
+            if all(o in ours for o in r.ours)], aliases
 
 
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference") -> str:
     """The tfspec spec a BigBird configuration describes: ``BigBirdModel`` with ``pooler``, ``BigBirdForMaskedLM``
-    with ``head``."""
-    eps = repr(float(config.layer_norm_eps))
-    activation = ACTIVATIONS.get(config.hidden_act, "gelu")
+    with ``head`` (BERT's, with BigBird's attention and embedding scale)."""
     kind = (f"bigbird({config.block_size}, random={config.num_random_blocks})"
             if config.attention_type == "block_sparse" else "dot")
+    attention = f"kind={kind} bias={str(bool(config.use_bias)).lower()} out_bias=true "
     scale = f"; scale {float(config.hidden_size) ** 0.5!r}" if config.rescale_embeddings else ""
-    lines = [f"model {name}",
-             f"defaults {{ residual post; norm layernorm(eps={eps}); dropout {float(config.hidden_dropout_prob)!r}; "
-             f"attn_dropout {float(config.attention_probs_dropout_prob)!r} }}",
-             f"embedding tokens {{ vocab {config.vocab_size}; dim {config.hidden_size}; "
-             f"position learned({config.max_position_embeddings}); segments {config.type_vocab_size}; "
-             f"norm layernorm(eps={eps}){scale} }}",
-             f"encoder x {config.num_hidden_layers} {{ attention self heads={config.num_attention_heads} "
-             f"kind={kind} bias={str(bool(config.use_bias)).lower()} out_bias=true "
-             f"mask={'padding' if padding else 'none'}; feedforward d_ff={config.intermediate_size} "
-             f"activation={activation} }}"]
-    if pooler:
-        lines.append("pooler tanh")
-    if head:
-        lines.append(f"head tied(tokens) transform={activation} norm=layernorm(eps={eps}) bias=true")
-    return "\n".join(lines) + "\n"
+    return bert_spec_text(config, pooler=pooler, head=head, padding=padding, name=name, attention=attention,
+                          embedding=scale)
 
 
 def _config_problems(model, reference) -> list[str]:
