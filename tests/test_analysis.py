@@ -203,6 +203,40 @@ def test_summary_json(tfspec_cli):
     assert {c["layer"] for c in data["complexity"]} >= {"Cross-attention (Multi-Head, mask padding)"}
 
 
+def test_summary_compares_several_specs_and_says_where_each_gets_cheaper(tfspec_cli, tmp_path):
+    files = ["examples/bert_base.tfs", "examples/linformer.tfs", "examples/bigbird_base.tfs"]
+    lengths = [512, 1024, 2048, 4096]
+    result = tfspec_cli("summary", *files, "--set", "max_len=4096", "--sweep", ",".join(map(str, lengths)),
+                        "--plot", str(tmp_path / "cost.png"))
+    assert result.returncode == 0, result.stderr
+    specs = [load(f, overrides={"max_len": 4096}) for f in files]
+    costs = [[analyse(spec, seq_len=n).total for n in lengths] for spec in specs]
+    dense, linformer, bigbird = costs
+    # dense attention's n² overtakes Linformer's projections between 1024 and 2048, BigBird's blocks sooner
+    assert [a.flops < b.flops for a, b in zip(linformer, dense)] == [False, False, True, True]
+    assert [a.flops < b.flops for a, b in zip(bigbird, dense)] == [False, True, True, True]
+    out = result.stdout
+    assert (f"linformer: FLOPs less from n = 2048 ({linformer[-1].flops / dense[-1].flops:.2f}× at 4096); "
+            f"memory less at every length ({linformer[-1].memory / dense[-1].memory:.2f}× at 4096)") in out
+    assert f"bigbird_base: FLOPs less from n = 1024 ({bigbird[-1].flops / dense[-1].flops:.2f}× at 4096)" in out
+    assert "bert_base: encoder-only, 112,234,752 parameters; at seq_len 4096" in out  # 4096 learned positions
+    assert (tmp_path / "cost.png").read_bytes().startswith(b"\x89PNG")
+
+    as_json = json.loads(tfspec_cli("summary", *files[:2], "--set", "max_len=4096", "--sweep", "512,4096",
+                                    "--json").stdout)
+    assert [s["file"] for s in as_json["specs"]] == files[:2]
+    assert [row["flops"] for row in as_json["specs"][1]["sweep"]] == [linformer[0].flops, linformer[-1].flops]
+
+
+def test_summary_of_several_specs_names_the_one_at_fault(tfspec_cli):
+    result = tfspec_cli("summary", "examples/bert_base.tfs", "examples/gpt1.tfs", "--set", "max_len=1024")
+    assert result.returncode == 1 and "examples/gpt1.tfs has no parameter 'max_len'" in result.stderr
+    result = tfspec_cli("summary", "examples/bert_base.tfs", "examples/gpt1.tfs", "--seq-len", "1024")
+    assert result.returncode == 2 and "examples/bert_base.tfs: the encoder sees 1024 positions" in result.stderr
+    result = tfspec_cli("summary", "examples/bert_base.tfs", "examples/gpt1.tfs", "--measure")
+    assert result.returncode == 2 and "give one FILE" in result.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["examples/bert_base.tfs", "--seq-len", "1024"], "learned positions cover 512"),
     (["examples/gpt1.tfs", "--src-len", "5"], "src_len/tgt_len apply to encoder-decoder"),

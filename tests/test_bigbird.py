@@ -13,7 +13,7 @@ import torch
 import tfspec
 from tfspec.analysis import analyse
 from tfspec.interop.hf_big_bird import from_hf_big_bird, spec_text, to_hf_big_bird
-from tfspec.nn.bigbird import BigBirdAttention, bigbird_key_blocks, bigbird_sparse
+from tfspec.nn.bigbird import BigBirdAttention, bigbird_allowed, bigbird_key_blocks, bigbird_sparse
 
 T = pytest.importorskip("transformers")
 
@@ -21,14 +21,7 @@ T = pytest.importorskip("transformers")
 def dense_reference(q, k, v, seen, block, padding=None):
     """softmax(q k^T / sqrt(d) + mask) v in float64 with the pattern written as a dense per-head mask: the first
     and last query blocks see everything, the others the key blocks ``seen`` lists."""
-    heads, length = q.shape[1], q.shape[2]
-    blocks = -(-length // block)
-    allowed = torch.zeros(heads, blocks, blocks, dtype=torch.bool)
-    allowed[:, 0], allowed[:, -1] = True, True
-    for h in range(heads):
-        for i in range(1, blocks - 1):
-            allowed[h, i, seen[h, i - 1]] = True
-    mask = allowed.repeat_interleave(block, 1).repeat_interleave(block, 2)[None, :, :length, :length]
+    mask = bigbird_allowed(seen, q.shape[2], block)[None]
     if padding is not None:
         mask = mask & ~padding[:, None, None, :]
     scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))

@@ -212,16 +212,24 @@ def cmd_summary(args) -> int:
     from .analysis import AnalysisError, analyse, sweep
     from .summary import format_summary, format_sweep, plot, sweep_rows
 
-    spec = load(args.file, overrides=_overrides(args))
-    options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
-    try:
-        analysis = analyse(spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len, **options)
-        curve = sweep(spec, args.sweep, **options)
-    except AnalysisError as exc:
-        raise UsageError(str(exc)) from None
+    if len(args.files) > 1 and args.measure:
+        raise UsageError("--measure checks one spec against the counter: give one FILE")
     if args.plot:
         _writable(args.plot, "--plot")
-    measured = _measure(spec, analysis) if args.measure else None
+    specs = [load(path, overrides=_overrides(args)) for path in args.files]
+    options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
+    analyses, curves = [], []
+    for path, spec in zip(args.files, specs):
+        try:
+            analyses.append(analyse(spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len,
+                                    **options))
+            curves.append(sweep(spec, args.sweep, **options))
+        except AnalysisError as exc:
+            raise UsageError(f"{path}: {exc}" if len(args.files) > 1 else str(exc)) from None
+    if len(specs) > 1:
+        return _compare_summaries(args, analyses, curves)
+    analysis, curve = analyses[0], curves[0]
+    measured = _measure(specs[0], analysis) if args.measure else None
     if args.json:
         data = {**analysis.to_dict(), "sweep": sweep_rows(curve)}
         if measured is not None:
@@ -239,7 +247,32 @@ def cmd_summary(args) -> int:
     if args.plot:
         if not curve:
             raise UsageError("--plot: no sweep length fits this spec's learned positions")
-        plot(curve, args.plot)
+        plot({analysis.name: curve}, args.plot)
+        if not args.json:
+            print(f"\nwrote {args.plot}")
+    return 0
+
+
+def _compare_summaries(args, analyses, curves) -> int:
+    """``tfspec summary A.tfs B.tfs …``: one line each, their costs side by side over the sweep, the plot."""
+    from .summary import binary, format_comparison, lengths_text, plot, si, spec_labels, sweep_rows
+
+    labels = spec_labels([a.name for a in analyses], args.files)
+    if args.json:
+        print(json.dumps({"specs": [{"file": path, **a.to_dict(), "sweep": sweep_rows(curve)}
+                                    for path, a, curve in zip(args.files, analyses, curves)]}, indent=2))
+    else:
+        for label, a in zip(labels, analyses):
+            t = a.total
+            print(f"{label}: {a.kind}, {t.params:,} parameters; at {lengths_text(a)}: "
+                  f"{si(t.flops, 'FLOPs')} forward, {binary(t.memory)} activations")
+        print()
+        print(format_comparison(dict(zip(labels, curves))))
+    if args.plot:
+        drawn = {label: curve for label, curve in zip(labels, curves) if curve}
+        if not drawn:
+            raise UsageError("--plot: no sweep length fits these specs' learned positions")
+        plot(drawn, args.plot)
         if not args.json:
             print(f"\nwrote {args.plot}")
     return 0
@@ -276,6 +309,40 @@ def cmd_render(args) -> int:
     except RenderError as exc:
         raise UsageError(str(exc)) from None
     print(f"wrote {path}")
+    return 0
+
+
+def cmd_mask(args) -> int:
+    import os
+
+    from .analysis import AnalysisError
+    from .patterns import MAX_LENGTH, attention_patterns, describe, plot_patterns
+
+    extension = os.path.splitext(args.output)[1].lower()
+    if extension not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"-o {args.output}: write a .png, .svg or .pdf picture")
+    _writable(args.output, "-o")
+    if os.path.isdir(args.output):
+        raise UsageError(f"-o {args.output}: is a directory; name the picture to write")
+    longest = max(n for n in (args.seq_len, args.src_len, args.tgt_len, 0) if n is not None)
+    if longest > MAX_LENGTH:
+        raise UsageError(f"a picture of {longest} positions would hold {longest ** 2:,} pairs; "
+                         f"use a length <= {MAX_LENGTH}")
+    spec = load(args.file, overrides=_overrides(args))
+    try:
+        patterns = attention_patterns(spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len,
+                                      head=args.head - 1)
+    except AnalysisError as exc:
+        raise UsageError(str(exc)) from None
+    if not patterns:
+        raise UsageError(f"{args.file}: {spec.name} has no attention to draw")
+    for pattern in patterns:
+        print(describe(pattern))
+    try:
+        plot_patterns(patterns, args.output, f"{spec.name}: which key each query sees")
+    except OSError as exc:
+        raise UsageError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
+    print(f"wrote {args.output}")
     return 0
 
 
@@ -523,7 +590,8 @@ def build_parser() -> argparse.ArgumentParser:
     summary = with_set(sub.add_parser("summary", help="parameters, forward FLOPs and activation memory per "
                                                       "component, their growth with sequence length, and "
                                                       "complexity classes"))
-    summary.add_argument("file", metavar="FILE")
+    summary.add_argument("files", nargs="+", metavar="FILE",
+                         help="a spec; several are compared side by side (and drawn on one --plot)")
     summary.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: the learned positions' "
                                                            "size, else 512)")
     summary.add_argument("--src-len", type=_positive, help="encoder-decoder: source length (default --seq-len)")
@@ -535,11 +603,23 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("--sweep", type=_lengths_list, metavar="N,N,...",
                          help="sequence lengths of the growth table (default powers of two 64..8192)")
     summary.add_argument("--json", action="store_true", help="print everything as JSON")
-    summary.add_argument("--plot", metavar="PNG", help="also draw FLOPs and memory against sequence length")
+    summary.add_argument("--plot", metavar="PNG", help="also draw FLOPs and memory against sequence length "
+                                                             "(every FILE on one chart)")
     summary.add_argument("--measure", action="store_true",
                          help="also compile on the meta device and compare with FlopCounterMode and the "
                               "tensors autograd saves")
     summary.set_defaults(run=cmd_summary)
+
+    mask = with_set(sub.add_parser("mask", help="draw which key each query sees, for every attention sublayer"))
+    mask.add_argument("file", metavar="FILE")
+    mask.add_argument("-o", "--output", required=True, metavar="OUT", help="the picture: .png, .svg or .pdf")
+    mask.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: a length that shows every "
+                                                         "pattern, within the spec's limits)")
+    mask.add_argument("--src-len", type=_positive, help="encoder-decoder: source length")
+    mask.add_argument("--tgt-len", type=_positive, help="encoder-decoder: target length")
+    mask.add_argument("--head", type=_positive, default=1, help="the query head drawn where heads see different "
+                                                                "keys (BigBird's random blocks; default 1)")
+    mask.set_defaults(run=cmd_mask)
 
     render = with_set(sub.add_parser("render", help="draw the architecture (Figure 1 style) with Graphviz"))
     render.add_argument("file", metavar="FILE")

@@ -49,12 +49,15 @@ class Problem:
 class RuntimeInput:
     """A tensor a variant reads at run time, passed to the model's forward by keyword (``prefix_lengths=...``).
 
-    ``per``: one value per sequence, shape ``(batch,)``, or per position, ``(batch, length)``.
+    ``per``: one value per sequence, shape ``(batch,)``, or per position, ``(batch, length)``. ``example``:
+    a typical value for one sequence of a given length (an int, or a list of ints per position), which
+    pictures of the masks that read it use (``tfspec mask``).
     """
 
     name: str
     doc: str
     per: Literal["sequence", "position"] = "sequence"
+    example: Callable[[int], int | list[int]] | None = None
 
 
 # Every model reads these; variants add their own (see Mask.inputs).
@@ -317,6 +320,11 @@ class Mask(Variant):
         """Every query has the same reach (``reach_at`` is ``reach``), so pairs have a closed form."""
         return type(self).reach_at is Mask.reach_at
 
+    def pattern_length(self, options) -> int:
+        """A sequence length at which its pattern shows in a picture (``tfspec mask``): twice its reach."""
+        bounded = [r for r in self.reach(options) if r is not None]
+        return 2 * max(bounded) if bounded else 0
+
     def causal_from(self, options) -> str | None:
         """Where a query stops seeing later keys: ``"start"`` (causal), a run-time input's name
         (``"prefix_lengths"``: causal after the prefix), or ``None`` (it may see ahead)."""
@@ -406,6 +414,20 @@ class AttentionKind(Variant):
 
     def check(self, options, shape: AttentionShape) -> list[Problem]:
         return []
+
+    def sees(self, options, shape: AttentionShape, length: int, head: int = 0):
+        """Bool tensor ``(length, length)``: the keys each query of a sequence of ``length`` positions may see
+        in query head ``head`` by the kind's own pattern, before any mask, exactly as its module computes
+        (``own_pattern`` kinds); None: every key the masks allow. ``tfspec mask`` draws it."""
+        return None
+
+    def pattern_note(self, options) -> str:
+        """What a picture of the keys each query may see leaves out (top-k's choice among them at run time)."""
+        return ""
+
+    def pattern_length(self, options) -> int:
+        """A sequence length at which its pattern shows in a picture (``tfspec mask``'s default); 0: any."""
+        return 0
 
     def build(self, config: "AttentionConfig", options):
         """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``)."""

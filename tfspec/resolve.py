@@ -353,7 +353,8 @@ class _Resolver:
         for name, value in self.overrides.items():
             if name not in defined:
                 hint = did_you_mean(name, defined) or (one_of(defined) if defined else "this spec has no `let` parameters")
-                self.errors.error("override", f"cannot set '{name}': the spec has no parameter '{name}'", None, hint)
+                self.errors.error("override", f"cannot set '{name}': {self.module.file} has no parameter '{name}'",
+                                  None, hint)
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 self.errors.error("override", f"cannot set '{name}' to {value!r}: expected a number or an expression", None)

@@ -86,28 +86,77 @@ def format_sweep(analyses: list[Analysis]) -> str:
                               {0, 1, 2, 3, 4}))
 
 
-def plot(analyses: list[Analysis], path: str) -> None:
-    """FLOPs and activation memory against sequence length, log-log, written to ``path``."""
+def spec_labels(names: list[str], paths: list[str]) -> list[str]:
+    """Short, distinct labels for several specs: their model names, or their paths where names repeat."""
+    return names if len(set(names)) == len(names) else paths
+
+
+def format_comparison(curves: dict[str, list[Analysis]]) -> str:
+    """Forward FLOPs and activation memory of several specs at each sweep length, then where each one
+    becomes cheaper than the first."""
+    by_length = [{max(a.lengths.values()): a for a in curve} for curve in curves.values()]
+    lengths = sorted(set().union(*by_length))
+    labels = list(curves)
+    header = ["length"] + [f"{label} FLOPs" for label in labels] + [f"{label} memory" for label in labels]
+    rows = [[str(n)] + [si(c[n].total.flops) if n in c else "-" for c in by_length]
+            + [binary(c[n].total.memory) if n in c else "-" for c in by_length] for n in lengths]
+    out = ["forward FLOPs and activation memory against sequence length (every stack at that length):"]
+    out += _table(header, rows, set(range(len(header))))
+    if len(labels) > 1:
+        out += ["", f"against {labels[0]} (the first), at the lengths both cover:"]
+        for label, costs in zip(labels[1:], by_length[1:]):
+            flops = _cheaper_from(by_length[0], costs, lambda a: a.total.flops)
+            memory = _cheaper_from(by_length[0], costs, lambda a: a.total.memory)
+            out.append(f"  {label}: FLOPs {flops}; memory {memory}")
+    return "\n".join(out)
+
+
+def _cheaper_from(first: dict[int, Analysis], other: dict[int, Analysis], cost) -> str:
+    """'fewer from n = 2048 (0.52× at 8192)': the shortest length from which ``other`` costs less than
+    ``first`` at every longer length both cover."""
+    common = sorted(set(first) & set(other))
+    if not common:
+        return "not compared (no common length)"
+    cheaper = [cost(other[n]) < cost(first[n]) for n in common]
+    longest = common[-1]
+    ratio = f"{cost(other[longest]) / cost(first[longest]):.2f}× at {longest}" if cost(first[longest]) else ""
+    if not cheaper[-1]:
+        return f"more or equal up to n = {longest} ({ratio})"
+    start = len(cheaper)
+    while start > 0 and cheaper[start - 1]:
+        start -= 1
+    where = "at every length" if start == 0 else f"from n = {common[start]}"
+    return f"less {where} ({ratio})"
+
+
+def plot(curves: dict[str, list[Analysis]], path: str) -> None:
+    """FLOPs and activation memory against sequence length, log-log, one line per spec, written to ``path``.
+    With one spec, also the mask-aware FLOPs (what a kernel skipping masked pairs would do)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lengths = [max(a.lengths.values()) for a in analyses]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.plot(lengths, [a.total.flops for a in analyses], "o-", label="forward FLOPs")
-    left.plot(lengths, [a.total.flops_mask_aware for a in analyses], "s--", label="mask-aware")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for (label, analyses), color in zip(curves.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4):
+        lengths = [max(a.lengths.values()) for a in analyses]
+        left.plot(lengths, [a.total.flops for a in analyses], "o-", color=color, label=label)
+        if len(curves) == 1:
+            left.plot(lengths, [a.total.flops_mask_aware for a in analyses], "s--", color=color,
+                      label=f"{label}, mask-aware")
+        right.plot(lengths, [a.total.memory for a in analyses], "o-", color=color, label=label)
     left.set_ylabel("FLOPs per forward pass")
-    right.plot(lengths, [a.total.memory for a in analyses], "o-", color="tab:red", label="activations")
-    right.set_ylabel("bytes kept for backward")
+    right.set_ylabel("activation bytes kept for backward")
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    a = analyses[0]
-    fig.suptitle(f"{a.name}: batch {a.batch}, {a.dtype}")
+        ax.legend(fontsize="small")
+    a = next(iter(curves.values()))[0]
+    fused = ", fused attention" if a.fused_attention else ""
+    title = f"{a.name}: " if len(curves) == 1 else ""
+    fig.suptitle(f"{title}batch {a.batch}, {a.dtype}{fused}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

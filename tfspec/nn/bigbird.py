@@ -37,6 +37,17 @@ def bigbird_key_blocks(blocks: int, heads: int, random: int, seed: int) -> Tenso
     return torch.tensor(rows, dtype=torch.long).view(heads, blocks - 2, 5 + random)
 
 
+def bigbird_allowed(seen: Tensor, length: int, block: int) -> Tensor:
+    """Bool ``(heads, length, length)``: which key each query sees, given the key blocks ``seen`` of the
+    middle query blocks (``bigbird_key_blocks``); the first and last query blocks see every key."""
+    heads, middle, _ = seen.shape
+    blocks = middle + 2
+    allowed = torch.zeros(heads, blocks, blocks, dtype=torch.bool)
+    allowed[:, 0] = allowed[:, -1] = True
+    allowed[torch.arange(heads)[:, None, None], torch.arange(1, blocks - 1)[None, :, None], seen] = True
+    return allowed.repeat_interleave(block, 1).repeat_interleave(block, 2)[:, :length, :length]
+
+
 class BigBirdAttention(MultiHeadAttention):
     """The core (torch only; ``tfspec emit`` copies it): ``MultiHeadAttention`` whose ``mix`` is block-sparse.
 

@@ -68,6 +68,22 @@ class BigBird(AttentionKind):
         b, blocks = options.block, blocks_of(length, options.block)
         return blocks * b, 2 * b * blocks * b + (blocks - 2) * b * (5 + options.random) * b
 
+    def sees(self, options, shape, length, head=0):
+        import torch
+
+        from ..nn.bigbird import bigbird_allowed, bigbird_key_blocks
+        if not self.sparse(options, length):
+            return torch.ones(length, length, dtype=torch.bool)
+        seen = bigbird_key_blocks(blocks_of(length, options.block), shape.heads, options.random, options.seed)
+        return bigbird_allowed(seen[head:head + 1], length, options.block)[0]
+
+    def pattern_note(self, options):
+        return f"random blocks drawn per head (seed {options.seed}); dense up to " \
+               f"{(5 + 2 * options.random) * options.block} positions"
+
+    def pattern_length(self, options):
+        return (5 + 2 * options.random + 5) * options.block  # sparse, with five middle blocks to spare
+
     def core_flops(self, shape, options, queries, keys, pairs):
         _, pairs = self.pattern(options, queries)
         # QK^T and weights @ V over the pattern's pairs; scaling and a 5-step softmax per score

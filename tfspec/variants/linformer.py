@@ -56,6 +56,9 @@ class Linformer(AttentionKind):
     def max_len(self, options):
         return options.max_len
 
+    def pattern_note(self, options):
+        return f"keys and values projected along the sequence to {options.k} rows: every query mixes every key"
+
     def core_flops(self, shape, options, queries, keys, pairs):
         rows = options.k  # E has k rows whatever the length
         projections = 2 * 2 * shape.kv_heads * options.k * keys * shape.head_dim  # E K and F V

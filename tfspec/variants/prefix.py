@@ -14,7 +14,8 @@ token is causal, so a KV cache reproduces recomputation.
 from ..registry import MASKS, Mask, RuntimeInput
 
 PREFIX_LENGTHS = RuntimeInput("prefix_lengths", "how many leading tokens of each sequence form its "
-                              "bidirectional prefix (default 0: causal)")
+                              "bidirectional prefix (default 0: causal)",
+                              example=lambda n: n // 2)
 
 
 def prefix_lm(queries, keys, prefix_lengths=None):
