@@ -161,13 +161,15 @@ def main() -> None:
     for length in args.lengths:
         print(f"\nn = {length}")
         print(f"{'attention':<24} {'step s':>8} {'× dense':>8} {'peak MB':>9} {'× dense':>8} "
-              f"{'× materialised':>15}  kernels")
+              f"{'× materialised':>15}  kernels", flush=True)
         for case in cases:
-            result = results[case, length] = run_case(case, length, args.repeats)
+            results[case, length] = run_case(case, length, args.repeats)
+        dense, materialised = results.get(("dense", length)), results.get(("dense, materialised", length))
+        for case in cases:
+            result = results[case, length]
             if "error" in result:
                 print(f"{case:<24} failed: {result['error']}")
                 continue
-            dense, materialised = results.get(("dense", length)), results.get(("dense, materialised", length))
             print(f"{case:<24} {result['seconds']:>8.2f} {ratio(result['seconds'], dense, 'seconds'):>8} "
                   f"{result['peak_mb']:>9.0f} {ratio(result['peak_mb'], dense, 'peak_mb'):>8} "
                   f"{ratio(result['peak_mb'], materialised, 'peak_mb'):>15}  {', '.join(result['kernels'])}")
@@ -190,7 +192,7 @@ def report_targets(results: dict, lengths: list[int], cases: list[str]) -> None:
                 share = result["peak_mb"] / results[reference, longest]["peak_mb"]
                 verdict = "met" if share <= 1 / 8 else "NOT met"
                 print(f"  {case}: peak = {share:.3f} × {reference} (≤ 0.125: {verdict})")
-        if shorter:
+        if shorter and "error" not in results[case, max(shorter)]:
             previous = max(shorter)
             growth = result["peak_mb"] / results[case, previous]["peak_mb"]
             expected = longest / previous
