@@ -83,3 +83,65 @@ def test_cost_is_linear_in_length_and_the_example_checks():
     assert attention[1] == 4 * attention[0]  # every term is n·k·d or n·d²
     table = {c.layer: c for c in analyse(spec, seq_len=1024).complexity}
     assert any(c.per_layer == "O(n·k·d)" for c in table.values())
+
+
+def test_layerwise_sharing_gives_the_stack_one_projection_that_every_layer_uses():
+    """Section 4's layer-wise sharing: one E (= F, key-value sharing) for the whole stack. The model equals a
+    forward written layer by layer with that one matrix, owns it once, and sums every layer's gradient in it."""
+    options = "4, max_len=64, shared_kv=true, shared_layers=true"
+    spec = tfspec.parse(SPEC.format(options=options).replace("x 2", "x 3"))
+    model = tfspec.compile(spec, seed=0).double().eval()
+    E = model.encoder.shared.self_attn.proj_k
+    assert [k for k in model.state_dict() if "proj" in k] == ["encoder.shared.self_attn.proj_k"]
+    own = tfspec.parse(SPEC.format(options="4, max_len=64, shared_kv=true").replace("x 2", "x 3"))
+    assert spec.parameter_count() == own.parameter_count() - 2 * 4 * 64  # two of three layers' E gone
+    assert spec.parameter_count() == sum(p.numel() for p in model.parameters())
+
+    tokens = torch.randint(0, 40, (2, 10), generator=torch.Generator().manual_seed(1))
+    padding = torch.arange(10)[None] >= torch.tensor([[10], [7]])
+    x = model.embeddings.t(tokens, torch.arange(10)[None], None)
+    for layer in model.encoder.layers:
+        attention = layer.self_attn
+        q, k, v = attention.project(x)
+        y = naive_linformer(q, k, v, E, E, padding).transpose(1, 2).reshape(2, 10, 16)
+        x = layer.self_attn_norm(x + attention.out(y))
+        x = layer.ffn_norm(x + layer.ffn(x))
+    expected = model.head(x)
+    assert torch.allclose(model(tokens, padding_mask=padding), expected, atol=1e-10)
+
+    # every layer's gradient adds up in E: equal to the sum over three separate copies, one per layer
+    def loss():
+        return model(tokens, padding_mask=padding).square().mean()
+
+    loss().backward()
+    copies = []
+    for layer in model.encoder.layers:
+        separate = type(model.encoder.shared.self_attn)(4, 64, 2, True, True).double()
+        separate.proj_k.data.copy_(E.detach())
+        layer.self_attn.share(separate)
+        copies.append(separate.proj_k)
+    loss().backward()
+    assert all(c.grad.abs().sum() > 0 for c in copies)
+    assert torch.allclose(E.grad, sum(c.grad for c in copies), atol=1e-12)
+
+
+def test_layerwise_sharing_survives_moves_copies_and_checkpoints(tmp_path):
+    import copy
+
+    from safetensors.torch import load_file, save_file
+
+    spec = tfspec.parse(SPEC.format(options="4, max_len=64, shared_layers=true"))
+    model = tfspec.compile(spec, seed=0)
+    for moved in (model.double(), copy.deepcopy(model)):
+        owner = moved.encoder.shared.self_attn
+        assert all(layer.self_attn.projections() == (owner.proj_k, owner.proj_v) for layer in moved.encoder.layers)
+        assert owner.proj_k.dtype == torch.float64
+    save_file(model.state_dict(), str(tmp_path / "w.safetensors"))  # shared tensors would be refused here
+    fresh = tfspec.compile(spec, seed=1).double()
+    fresh.load_state_dict(load_file(str(tmp_path / "w.safetensors")))
+    tokens = torch.randint(0, 40, (1, 12))
+    assert torch.equal(fresh.eval()(tokens), model.eval()(tokens))
+    loose = LinformerAttention(width=16, heads=2, kv_heads=2, head_dim=8, k=4, max_len=64, shared_heads=True,
+                               shared_kv=False, shared_layers=True)
+    with pytest.raises(RuntimeError, match="shares its stack's projections"):
+        loose.mix(*(torch.randn(1, 2, 5, 8) for _ in range(3)), None, False)

@@ -355,6 +355,10 @@ class _Counter:
         memory = kept * self.s + words * STAT_BYTES + (n * n if masked else 0)  # default ids: (1, n, n)
         return self.dense(0, 0, self.keep(("own", node), memory), 1)
 
+    def cost_parameters(self, node, a, n, repeat):
+        """Parameters a stack owns for its layers (Linformer's E, F): the readers count their use."""
+        return self.dense(0, 0, 0, 1)
+
     def cost_add(self, node, a, n, repeat):
         return self.dense(0, (len(a["inputs"]) - 1) * n * a["width"], 0, repeat)
 

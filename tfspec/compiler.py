@@ -155,7 +155,8 @@ def build_model(spec: S.Spec) -> CompiledModel:
         stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]), stack.final_dropout,
                              masks_padding=reads_padding("self"),
                              memory_masks_padding=reads_padding("cross"), inputs=inputs,
-                             positions={k: c.build() for k, c in stack_positions(g, role).items()})
+                             positions={k: c.build() for k, c in stack_positions(g, role).items()},
+                             shared={k: c.build() for k, c in stack_shared(g, role).items()})
         position, options = POSITIONS.of(spec.embedding(info["embedding"]).position)
         table[role] = position.max_len(options)
         limit = length_limit(g, role)
@@ -199,6 +200,20 @@ def attention_config(a: dict) -> AttentionConfig:
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
                            fused_causal=fused, band=band,
                            stack_bias=a["module"].rsplit(".", 1)[1] if position.per_stack else None)
+
+
+def stack_shared(g: nx.DiGraph, role: str) -> dict[str, Constructor]:
+    """The parameters ``role``'s stack owns for a sublayer of every layer (``AttentionKind.stack_params``), by
+    that sublayer's name."""
+    owned = {}
+    for n in layer_template(g, role):
+        a = g.nodes[n]
+        if a["op"] == "attention":
+            kind, options = ATTENTION_KINDS.of(a["spec"].kind)
+            module = kind.stack_module(a["geometry"], options)
+            if module is not None:
+                owned[n.rsplit(".", 1)[1]] = module
+    return owned
 
 
 def stack_positions(g: nx.DiGraph, role: str) -> dict[str, Constructor]:
@@ -341,6 +356,8 @@ def parameter_roles(g: nx.DiGraph) -> dict[str, ParamRole]:
 
 def _role(a: dict, name: str, branches: int) -> ParamRole:
     op, last = a["op"], name.rsplit(".", 1)[-1]
+    if op == "parameters":  # a stack's, for a sublayer of each layer: initialised as the sublayer's own would be
+        op = "attention"
     where = dict(owner="head transform" if op == "head" and name.startswith("transform") else op,
                  width=a.get("width") or 0)
     if op in ("embedding", "position"):

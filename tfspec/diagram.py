@@ -40,6 +40,7 @@ STYLES = {  # one colour per kind of node: (fill, border)
     "dropout": ("#EEEEEE", "#999999"),
     "scale": ("#FFFFFF", "#555555"),
     "add": ("#FFFFFF", "#555555"),
+    "parameters": ("#FFFFFF", "#D98E1F"),  # a stack's, read by an attention of every layer
 }
 RESIDUAL_COLOUR = "#8A8A8A"
 MEMORY_COLOUR = "#C0392B"
@@ -187,7 +188,7 @@ class _Diagram:
                            style="filled", fillcolor=STYLES["add"][0], color=STYLES["add"][1], tooltip=tooltip)
         else:
             fill, border = STYLES[op]
-            shape = "ellipse" if op == "position" else "box"
+            shape = {"position": "ellipse", "parameters": "note"}.get(op, "box")
             graph.node(node_id, self.label(n, a), fillcolor=fill, color=border, shape=shape, tooltip=tooltip)
             if op == "attention":
                 self.position_in_attention(graph, n, a, node_id)
@@ -232,6 +233,9 @@ class _Diagram:
                 attrs.update(color=RESIDUAL_COLOUR, penwidth="1.4")
             elif port == "memory":
                 attrs.update(color=MEMORY_COLOUR, penwidth="2", label="memory", fontcolor=MEMORY_COLOUR)
+            elif port == "shared":  # parameters the stack owns, read by every layer
+                border = STYLES["parameters"][1]
+                attrs.update(style="dashed", color=border, fontcolor=border, label="shared")
             elif port == "positions" and a["op"] == "attention":  # a stack's score bias, entering every layer
                 border = STYLES["position"][1]
                 attrs.update(style="dashed", color=border, fontcolor=border,

@@ -35,6 +35,7 @@ OPS: dict[str, str] = {
     "dropout": "dropout (identity in eval mode)",
     "scale": "multiplication by a constant (a residual scale: DeepNet's alpha * x)",
     "attention": "multi-head attention: self (one input) or cross (query + memory)",
+    "parameters": "parameters a stack owns and the same sublayer of each of its layers reads (Linformer's E, F)",
     "feedforward": "position-wise two-layer network (or gated unit)",
     "block_input": "entry of a stack's repeated layer: the residual stream x",
     "block_output": "exit of a stack's repeated layer",
@@ -152,6 +153,13 @@ class _Builder:
             if position.acts == "attention" and position.per_stack:
                 ports[len(inputs)] = "positions"
                 inputs.append(self.stack_position(role, name, position, options, body, shape))
+            kind, kind_options = ATTENTION_KINDS.of(body.kind)
+            if kind.stack_params(shape, kind_options):
+                ports[len(inputs)] = "shared"
+                inputs.append(self.node(f"{role}.{name}_shared", "parameters", kind.stack_label(kind_options), [],
+                                        stack=role, module=f"{role}.shared.{name}",
+                                        params=kind.stack_params(shape, kind_options), spec=body.kind,
+                                        width=shape.width, geometry=shape, shape=(), span=body.span))
             return self.node(node_id, "attention", attention_label(body, shape), inputs,
                              ports=ports, stack=role, in_block=True, module=module,
                              params=attention_params(body, shape), spec=body, width=width, geometry=shape,

@@ -415,6 +415,20 @@ class AttentionKind(Variant):
     def check(self, options, shape: AttentionShape) -> list[Problem]:
         return []
 
+    def stack_params(self, shape: AttentionShape, options) -> dict[str, Shape]:
+        """Parameters the stack owns and the sublayer of every layer reads (Linformer's layer-wise E and F),
+        by name in ``stack_module``; {}: none. ``params`` leaves them out."""
+        return {}
+
+    def stack_module(self, shape: AttentionShape, options) -> Constructor | None:
+        """The torch-only module holding ``stack_params`` (the stack's ``shared[sublayer]``); each layer's
+        attention module receives it through ``share(module)``, which must not register it again."""
+        return None
+
+    def stack_label(self, options) -> str:
+        """What diagrams call the node of ``stack_params``."""
+        return f"Shared Parameters ({self.label(options)})"
+
     def sees(self, options, shape: AttentionShape, length: int, head: int = 0):
         """Bool tensor ``(length, length)``: the keys each query of a sequence of ``length`` positions may see
         in query head ``head`` by the kind's own pattern, before any mask, exactly as its module computes

@@ -32,8 +32,8 @@ from typing import Any
 from . import __version__
 from . import schema as S
 from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_template,
-                       looks_like_path, norm_constructor, pooler_constructor, stack_positions, sublayer_constructor,
-                       sublayer_name)
+                       looks_like_path, norm_constructor, pooler_constructor, stack_positions, stack_shared,
+                       sublayer_constructor, sublayer_name)
 from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
 from .registry import MASKS, Constructor, band_chunk, lone_causal
 
@@ -240,8 +240,15 @@ class _Writer:
             if owned:
                 parts.append("\"positions\": nn.ModuleDict({" + ", ".join(
                     f"{name!r}: {self.value(c)}" for name, c in owned.items()) + "})")
+            shared = stack_shared(g, role)
+            if shared:
+                parts.append("\"shared\": nn.ModuleDict({" + ", ".join(
+                    f"{name!r}: {self.value(c)}" for name, c in shared.items()) + "})")
             init.append(f"        self.{role} = nn.ModuleDict({{\n"
                         + "".join(f"            {part},\n" for part in parts) + "        })")
+            for name in shared:  # every layer reads the stack's parameters
+                init.append(f"        for layer in self.{role}[\"layers\"]:\n"
+                            f"            layer.{name}.share(self.{role}[\"shared\"][{name!r}])")
         width = stacks[spec.stacks[-1].role]["width"]
         init.append(f"        self.head = {self.value(head_constructor(spec.head, width))}" if spec.head else
                     "        self.head = None")
@@ -354,10 +361,12 @@ class _Writer:
 
 
 def _helpers(obj, source: str) -> list:
-    """The functions of tfspec that ``obj``'s source calls by name (``band_chunk``): they go into the file too."""
+    """The functions and classes of tfspec that ``obj``'s source calls by name (``band_chunk``,
+    ``LinformerProjections``): they go into the file too."""
     scope = vars(inspect.getmodule(obj))
     names = dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", source))
-    return [scope[n] for n in names if n != obj.__name__ and inspect.isfunction(scope.get(n))
+    return [scope[n] for n in names if n != obj.__name__
+            and (inspect.isfunction(scope.get(n)) or inspect.isclass(scope.get(n)))
             and scope[n].__module__.startswith("tfspec.")]
 
 

@@ -136,8 +136,8 @@ def infer_shapes(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
             continue  # an earlier node already failed
         op = a["op"]
         shape = a.get("shape")
-        if op == "position" and "geometry" in a:
-            pass  # a stack's score bias: (heads, length, length), set when lowered
+        if op == "position" and "geometry" in a or op == "parameters":
+            pass  # a stack's score bias (heads, length, length), or its parameters (()), set when lowered
         elif op == "embedding" or op == "position":
             shape = (*ins[0], a["width"]) if op == "embedding" else (ins[0][-1], a["width"])
         elif op == "add":

@@ -27,15 +27,23 @@ class Stack(nn.Module):
 
     ``inputs``: the run-time inputs its variants read (``RuntimeInput``s by name), besides position ids.
     ``positions``: the score biases it owns for its layers (T5's), by the sublayer that adds them.
+    ``shared``: parameters it owns for one sublayer of every layer (Linformer's layer-wise E and F), by that
+    sublayer's name; each layer's module receives them through ``share``.
     """
 
     def __init__(self, layers: list[nn.Module], final_norm: nn.Module, final_dropout: float, masks_padding: bool,
-                 memory_masks_padding: bool, inputs: dict | None = None, positions: dict | None = None):
+                 memory_masks_padding: bool, inputs: dict | None = None, positions: dict | None = None,
+                 shared: dict | None = None):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
         self.final_dropout = nn.Dropout(final_dropout) if final_dropout else nn.Identity()
         self.positions = nn.ModuleDict(positions or {})
+        if shared:
+            self.shared = nn.ModuleDict(shared)
+            for layer in self.layers:
+                for name, module in shared.items():
+                    layer.get_submodule(name).share(module)
         self.masks_padding = masks_padding  # some self-attention reads the padding mask
         self.memory_masks_padding = memory_masks_padding  # some cross-attention reads the memory's
         self.inputs = dict(inputs or {})

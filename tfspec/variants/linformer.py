@@ -5,7 +5,10 @@ along the sequence, from n rows to k, by learned E and F of shape (k, max_len).
 
 Attention costs O(n·k·d) instead of O(n²·d). Sharing, section 4 of the paper: by default one E and one F
 per layer serve all heads (headwise sharing); ``shared_heads=false`` gives each key/value head its own,
-``shared_kv=true`` makes E = F (key-value sharing); the paper's layer-wise sharing is not expressible yet.
+``shared_kv=true`` makes E = F (key-value sharing), and ``shared_layers=true`` gives the stack one E (and F)
+for all its layers (layer-wise sharing: with ``shared_kv``, the paper's single matrix for the whole model's
+stack). Shared tables belong to the stack (``encoder.shared.self_attn.proj_k``), a node of their own in the
+IR and in diagrams, and every layer's gradients add up in them.
 Sequences up to ``max_len`` are accepted (E's first n columns). Because every projected row mixes all
 positions, no mask of structure can hold (a causal query would see its future through E), so such masks are
 a spec error; padding is honoured by zeroing padded keys and values before the projection.
@@ -28,7 +31,9 @@ class Linformer(AttentionKind):
     runs_in_blocks = False  # it mixes positions before scoring
     mixes_positions = True
     examples = ({"k": 4, "max_len": 80}, {"k": 8, "max_len": 32, "shared_kv": True},
-                {"k": 3, "max_len": 80, "shared_heads": False})
+                {"k": 3, "max_len": 80, "shared_heads": False},
+                {"k": 4, "max_len": 80, "shared_kv": True, "shared_layers": True},
+                {"k": 3, "max_len": 80, "shared_heads": False, "shared_layers": True})
     doc = "Linformer: keys and values projected along the sequence to k rows (E, F), O(n·k·d)"
 
     class Options(BaseModel):
@@ -37,10 +42,29 @@ class Linformer(AttentionKind):
         max_len: int = Field(gt=0, le=1 << 24)  # the longest sequence E and F cover
         shared_heads: bool = True  # one E and F for all heads of a layer (the paper's headwise sharing)
         shared_kv: bool = False  # E = F (key-value sharing)
+        shared_layers: bool = False  # one E (and F) for every layer of the stack (layer-wise sharing)
 
     def params(self, shape, options):
+        own = {} if options.shared_layers else self.projection_tables(shape, options)
+        return {**projection_params(shape), **own}
+
+    def projection_tables(self, shape, options):
         table = (() if options.shared_heads else (shape.kv_heads,)) + (options.k, options.max_len)
-        return {**projection_params(shape), "proj_k": table, **({} if options.shared_kv else {"proj_v": table})}
+        return {"proj_k": table, **({} if options.shared_kv else {"proj_v": table})}
+
+    def stack_params(self, shape, options):
+        return self.projection_tables(shape, options) if options.shared_layers else {}
+
+    def stack_module(self, shape, options):
+        if not options.shared_layers:
+            return None
+        from ..nn.linformer import LinformerProjections
+        return Constructor(LinformerProjections, (options.k, options.max_len, shape.kv_heads, options.shared_heads,
+                                                  options.shared_kv))
+
+    def stack_label(self, options):
+        tables = "E" if options.shared_kv else "E, F"
+        return f"Linformer Projections ({tables}: {options.k} × {options.max_len}, shared by the layers)"
 
     def check(self, options, shape):
         problems = []
@@ -82,11 +106,12 @@ class Linformer(AttentionKind):
     def build(self, config, options):
         from ..nn.linformer import LinformerAttentionInContext
         return LinformerAttentionInContext(config, options.k, options.max_len, options.shared_heads,
-                                           options.shared_kv)
+                                           options.shared_kv, options.shared_layers)
 
     def core(self, config, options):
         from ..nn.attention import core_arguments
         from ..nn.linformer import LinformerAttention
         return Constructor(LinformerAttention, kwargs={**core_arguments(config), "k": options.k,
                                                        "max_len": options.max_len, "shared_heads": options.shared_heads,
-                                                       "shared_kv": options.shared_kv})
+                                                       "shared_kv": options.shared_kv,
+                                                       "shared_layers": options.shared_layers})
