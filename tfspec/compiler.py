@@ -42,7 +42,7 @@ from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
 from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
 from .registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
-                       attention_band, fused_causal_kernel)
+                       attention_band, flex_attention_applies, fused_causal_kernel)
 
 MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
                  "encoder-decoder": EncoderDecoderModel}
@@ -194,11 +194,12 @@ def attention_config(a: dict) -> AttentionConfig:
     kind = ATTENTION_KINDS[body.kind.name]
     fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
     band = attention_band(masks, kind, position, a["geometry"].cross)
+    flex = flex_attention_applies(masks, kind, position, a["geometry"].cross, position.per_stack)
     own = not position.absent and not position.per_stack
     return AttentionConfig(shape=a["geometry"], dropout=body.dropout, masks=masks,
                            position=(position, position_options) if own else None,
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
-                           fused_causal=fused, band=band,
+                           fused_causal=fused, band=band, flex=flex,
                            stack_bias=a["module"].rsplit(".", 1)[1] if position.per_stack else None)
 
 

@@ -360,6 +360,15 @@ def _works_on_scores(position) -> bool:
     return position is not None and (position.biases_scores or position.mixes_values)
 
 
+def flex_attention_applies(masks, kind, position=None, cross: bool = False, stack_bias: bool = False) -> bool:
+    """Can FlexAttention compute attention with these variants from its masks' rules alone (``tfspec.nn.flex``):
+    a plain softmax over a pattern of structure (causal, window, block, prefix, document), with no score bias
+    or value term of a position scheme, on the queries' own sequence?"""
+    structural = any(variant.structural for variant, _ in masks)
+    return (structural and kind.plain_softmax and not cross and not stack_bias
+            and not _works_on_scores(position))
+
+
 def attention_band(masks, kind, position=None, cross: bool = False) -> tuple[int, int] | None:
     """The ``(behind, ahead)`` keys a query may see when attention with these variants (``(Mask, options)``
     pairs, an ``AttentionKind``, an in-attention ``Position`` or None) can run in bands of blocks
@@ -515,6 +524,7 @@ class AttentionConfig:
     band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
     # the sublayer whose stack-owned score bias it adds (a ``per_stack`` position scheme's), or None
     stack_bias: str | None = None
+    flex: bool = False  # on CUDA, its masks' pattern runs through FlexAttention (``flex_attention_applies``)
 
 
 class Init(Variant):

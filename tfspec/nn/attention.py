@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from ..registry import Constructor, band_chunk, combined_reach
 from .context import Context
+from .flex import flex_mix, flex_runs
 from .masking import MaskSet
 
 
@@ -256,6 +257,7 @@ class InContext:
     def in_context(self, config) -> None:
         self.masks = MaskSet(config.masks, config.shape.cross)
         self.stack_bias = config.stack_bias  # the stack's bias it adds (``ctx.biases[stack_bias]``), or None
+        self.flex = config.flex  # its pattern can run through FlexAttention (on CUDA: ``tfspec.nn.flex``)
         behind, ahead = combined_reach(config.masks)
         self.keep = behind if behind is not None and ahead == 0 else None  # a KV cache needs no older keys
 
@@ -297,6 +299,8 @@ class InContext:
         query_len, key_len = q.shape[2], k.shape[2]
         if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
             return self.mix(q, k, v, None, True)
+        if self.flex and ctx.offset == 0 and query_len == key_len and flex_runs(q, self.training and self.dropout):
+            return flex_mix(q, k, v, self.masks.block_mask(ctx, query_len, q.shape[0], q.device, padding), self.scale)
         if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
             chunk = band_chunk(query_len, self.band)
             if chunk is not None:

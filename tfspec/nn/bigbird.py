@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .attention import InContext, MultiHeadAttention, built, core_arguments
+from .flex import block_mask, flex_mix, flex_runs
 
 
 def bigbird_sparse(length: int, block: int, random: int) -> bool:
@@ -37,14 +38,21 @@ def bigbird_key_blocks(blocks: int, heads: int, random: int, seed: int) -> Tenso
     return torch.tensor(rows, dtype=torch.long).view(heads, blocks - 2, 5 + random)
 
 
-def bigbird_allowed(seen: Tensor, length: int, block: int) -> Tensor:
-    """Bool ``(heads, length, length)``: which key each query sees, given the key blocks ``seen`` of the
-    middle query blocks (``bigbird_key_blocks``); the first and last query blocks see every key."""
+def bigbird_block_table(seen: Tensor) -> Tensor:
+    """Bool ``(heads, blocks, blocks)``: which key blocks each query block sees, given the key blocks ``seen``
+    of the middle query blocks (``bigbird_key_blocks``); the first and last query blocks see every key."""
     heads, middle, _ = seen.shape
     blocks = middle + 2
-    allowed = torch.zeros(heads, blocks, blocks, dtype=torch.bool)
+    allowed = torch.zeros(heads, blocks, blocks, dtype=torch.bool, device=seen.device)
     allowed[:, 0] = allowed[:, -1] = True
-    allowed[torch.arange(heads)[:, None, None], torch.arange(1, blocks - 1)[None, :, None], seen] = True
+    rows = torch.arange(1, blocks - 1, device=seen.device)[None, :, None]
+    allowed[torch.arange(heads, device=seen.device)[:, None, None], rows, seen] = True
+    return allowed
+
+
+def bigbird_allowed(seen: Tensor, length: int, block: int) -> Tensor:
+    """Bool ``(heads, length, length)``: which key each query sees (``bigbird_block_table`` position by position)."""
+    allowed = bigbird_block_table(seen)
     return allowed.repeat_interleave(block, 1).repeat_interleave(block, 2)[:, :length, :length]
 
 
@@ -120,3 +128,13 @@ class BigBirdAttentionInContext(InContext, BigBirdAttention):
     def __init__(self, config, block: int, random: int, seed: int) -> None:
         BigBirdAttention.__init__(self, **built(core_arguments(config)), block=block, random=random, seed=seed)
         self.in_context(config)
+
+    def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        """On CUDA, the block-sparse pattern through FlexAttention (``tfspec.nn.flex``); elsewhere the core's."""
+        batch, heads, length, _ = q.shape
+        if not bigbird_sparse(length, self.block, self.random) or not flex_runs(q, self.training and self.dropout):
+            return super().mix(q, k, v, mask, is_causal)
+        table = bigbird_block_table(self.key_blocks(-(-length // self.block), q.device))
+        padding = None if mask is None else (mask[:, 0, 0, :] < 0).expand(batch, -1)  # the padded keys
+        pattern = block_mask([], {}, padding, batch, length, q.device, heads, table, self.block)
+        return flex_mix(q, k, v, pattern, self.scale)

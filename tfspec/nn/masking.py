@@ -72,6 +72,13 @@ class MaskSet:
 
         return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
 
+    def block_mask(self, ctx: Context, length: int, batch: int, device, padding: Tensor | None):
+        """FlexAttention's ``BlockMask`` of a whole sequence (``tfspec.nn.flex``), once per call."""
+        from .flex import block_mask
+
+        return ctx.once(f"{self.key}|flex|{length}x{batch}",
+                        lambda: block_mask(self.rules, ctx.inputs, padding, batch, length, device))
+
     def banded(self, ctx: Context, length: int, band: tuple[int, int], dtype, device, padding: Tensor | None
                ) -> Tensor:
         """The additive mask of a whole sequence in the banded layout ``(batch or 1, blocks, chunk, span)``."""

@@ -1,0 +1,121 @@
+"""FlexAttention (tfspec/nn/flex.py): the masks' rules and BigBird's blocks as a BlockMask, equal to the dense path.
+
+The path runs on CUDA; here the CPU is added to ``FLEX_DEVICES`` to check the BlockMask and ``mask_mod``
+against the dense (or banded, or block-sparse) computation, forward only (FlexAttention has no CPU
+backward in torch 2.13) and uncompiled. With CUDA, the same comparisons run there with gradients.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tfspec
+import tfspec.nn.attention
+import tfspec.nn.bigbird
+import tfspec.nn.flex as flex
+from tfspec.compiler import attention_config
+from tfspec.nn.flex import flex_mix
+
+SPEC = """
+embedding tokens {{ vocab 50; dim 16; position learned(320) }}
+encoder x 2 {{ attention self heads=4 {attention}; feedforward d_ff=32 }}
+head linear(50)
+"""
+PATTERNS = ["mask=window(5)", "mask=window(40) + padding", "mask=block(4) + padding", "mask=causal + padding",
+            "mask=causal + window(6)", "mask=prefix + padding", "mask=causal + document",
+            "kv_heads=2 mask=causal + window(9) + padding", "kind=bigbird(4, random=1) mask=padding",
+            "kind=bigbird(8, random=2) mask=padding"]
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """FlexAttention allowed on the CPU, and its calls counted."""
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(args[3])
+        return flex_mix(*args, **kwargs)
+
+    monkeypatch.setattr(flex, "FLEX_DEVICES", {"cuda", "cpu"})
+    monkeypatch.setattr(tfspec.nn.attention, "flex_mix", spy)
+    monkeypatch.setattr(tfspec.nn.bigbird, "flex_mix", spy)
+    return calls
+
+
+def inputs(length: int, device="cpu") -> tuple[torch.Tensor, dict]:
+    g = torch.Generator().manual_seed(length)
+    tokens = torch.randint(0, 50, (3, length), generator=g)
+    real = torch.tensor([[length], [length - 7], [length // 2]])
+    extra = {"padding_mask": torch.arange(length)[None] >= real,
+             "prefix_lengths": torch.tensor([3, 0, length // 3]),
+             "document_ids": torch.arange(length)[None].expand(3, -1) // torch.tensor([[11], [29], [5]])}
+    return tokens.to(device), {k: v.to(device) for k, v in extra.items()}
+
+
+def run(model, tokens, extra, attention):
+    wanted = {k: v for k, v in extra.items() if k.removesuffix("_mask") in attention or
+              k == "prefix_lengths" and "prefix" in attention or k == "document_ids" and "document" in attention}
+    return model(tokens, **wanted), wanted.get("padding_mask")
+
+
+@pytest.mark.parametrize("attention", PATTERNS)
+@pytest.mark.parametrize("length", [60, 300])
+def test_flex_attention_equals_the_dense_path(attention, length, counted):
+    model = tfspec.compile(SPEC.format(attention=attention), seed=0).eval()
+    tokens, extra = inputs(length)
+    with torch.no_grad():
+        flexed, padding = run(model, tokens, extra, attention)
+        dense_bigbird = "bigbird(8" in attention and length <= (5 + 2 * 2) * 8  # attended densely, as HF does
+        assert len(counted) == (0 if dense_bigbird else 2), "both layers took FlexAttention"
+        flex.FLEX_DEVICES.discard("cpu")
+        dense, _ = run(model, tokens, extra, attention)
+    real = torch.ones_like(tokens, dtype=torch.bool) if padding is None else ~padding
+    assert torch.allclose(flexed[real], dense[real], atol=2e-5), float((flexed - dense)[real].abs().max())
+
+
+def test_only_plain_softmax_over_a_structural_pattern_takes_it():
+    def applies(attention, position="none"):
+        spec = tfspec.parse(SPEC.format(attention=attention).replace("learned(320)", "none")
+                            .replace("encoder x 2 {", f"encoder x 2 {{ position {position};"))
+        g = spec.graph()
+        return attention_config(g.nodes["encoder.self_attn"]).flex
+
+    assert applies("mask=window(5)") and applies("mask=causal + padding") and applies("mask=document")
+    assert applies("mask=window(5)", "rotary")  # rotary turns q and k before scoring: still a plain softmax
+    assert not applies("mask=padding")  # nothing structural: SDPA's own kernels
+    assert not applies("mask=window(5)", "alibi") and not applies("mask=window(5)", "shaw(4)")
+    assert not applies("mask=window(5)", "t5") and not applies("kind=topk(3) mask=window(5)")
+    assert not applies("kind=additive mask=window(5)")
+
+
+def test_training_with_attention_dropout_keeps_sdpa(counted):
+    model = tfspec.compile(SPEC.format(attention="mask=window(5) attn_dropout=0.1"), seed=0).train()
+    tokens, _ = inputs(60)
+    with torch.no_grad():
+        model(tokens)
+    assert not counted
+    model.eval()
+    with torch.no_grad():
+        model(tokens)
+    assert len(counted) == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention's fused kernel runs on CUDA")
+@pytest.mark.parametrize("attention", PATTERNS)
+def test_on_cuda_flex_attention_equals_the_dense_path_with_gradients(attention):
+    model = tfspec.compile(SPEC.format(attention=attention), seed=0).cuda().eval()
+    tokens, extra = inputs(300, "cuda")
+    results = []
+    for devices in ({"cuda"}, set()):
+        flex.FLEX_DEVICES.clear()
+        flex.FLEX_DEVICES.update(devices)
+        model.zero_grad()
+        out, padding = run(model, tokens, extra, attention)
+        real = torch.ones_like(tokens, dtype=torch.bool) if padding is None else ~padding
+        out[real].square().mean().backward()
+        results.append((out[real].detach(), [p.grad.clone() for p in model.parameters()]))
+    flex.FLEX_DEVICES.update({"cuda"})
+    (a, grads_a), (b, grads_b) = results
+    assert torch.allclose(a, b, atol=1e-4)
+    assert all(torch.allclose(x, y, atol=1e-4) for x, y in zip(grads_a, grads_b))
