@@ -27,6 +27,7 @@ from torch import Tensor
 
 from ..registry import band_chunk
 from .context import Context
+from .flex import block_mask
 
 
 class MaskSet:
@@ -74,8 +75,6 @@ class MaskSet:
 
     def block_mask(self, ctx: Context, length: int, batch: int, device, padding: Tensor | None):
         """FlexAttention's ``BlockMask`` of a whole sequence (``tfspec.nn.flex``), once per call."""
-        from .flex import block_mask
-
         return ctx.once(f"{self.key}|flex|{length}x{batch}",
                         lambda: block_mask(self.rules, ctx.inputs, padding, batch, length, device))
 
