@@ -136,7 +136,7 @@ def test_gpt2_mismatches_are_listed():
     with pytest.raises(InteropError) as info:
         from_hf_gpt2(model, reference)
     text = str(info.value)
-    assert "decoder ffn: activation gelu_tanh, reference relu" in text
+    assert "decoder.ffn: activation GELU (tanh) → ReLU (ours → GPT2LMHeadModel)" in text
     assert "transformer.h.2.attn.c_attn.weight" in text  # the reference's third layer has no place
     untied = gpt2_reference(tie_word_embeddings=False)
     with torch.no_grad():

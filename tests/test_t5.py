@@ -228,7 +228,7 @@ def test_t5_init_draws_every_tensor_as_hugging_face_does():
     torch.manual_seed(0)
     reference = T.T5ForConditionalGeneration(config).state_dict()
     spec = spec_text(config)
-    assert "init t5(factor=0.5)" in spec
+    assert "init t5(factor=init_factor)" in spec and "init_factor = 0.5" in spec
     ours = to_hf_t5(tfspec.compile(spec, seed=0))
     for name, tensor in ours.items():
         if name.endswith("layer_norm.weight"):

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .writer import SpecWriter
 
 REFERENCE = "Hugging Face BERT"
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -48,26 +49,51 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
 
 
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
-              attention: str = "", embedding: str = "") -> str:
+              attention: str = "", embedding: tuple[str, ...] = (), writer: SpecWriter | None = None,
+              heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
     ``head`` (its transform and tied decoder). ``attention`` and ``embedding``: further arguments of the
-    self-attention and settings of the embedding, for BERT's relatives (BigBird's ``kind=bigbird(...)``)."""
-    eps = repr(float(config.layer_norm_eps))
+    self-attention and lines of the embedding, for BERT's relatives (BigBird's ``kind=bigbird(...)``), written
+    with ``writer``'s ``let`` parameters; ``heading``: comment lines above it."""
+    w = writer or SpecWriter()
+    d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
+                                                                         "num_attention_heads")
+    layers, d_ff = w("layers", config.num_hidden_layers, "num_hidden_layers"), w("d_ff", config.intermediate_size,
+                                                                                 "intermediate_size")
+    vocab, max_len = w("vocab", config.vocab_size, "vocab_size"), w("max_len", config.max_position_embeddings,
+                                                                    "max_position_embeddings")
+    eps = w("eps", config.layer_norm_eps, "layer_norm_eps")
     activation = ACTIVATIONS.get(config.hidden_act, "gelu")
-    lines = [f"model {name}",
-             f"defaults {{ residual post; norm layernorm(eps={eps}); dropout {float(config.hidden_dropout_prob)!r}; "
-             f"attn_dropout {float(config.attention_probs_dropout_prob)!r} }}",
-             f"embedding tokens {{ vocab {config.vocab_size}; dim {config.hidden_size}; "
-             f"position learned({config.max_position_embeddings}); segments {config.type_vocab_size}; "
-             f"norm layernorm(eps={eps}){embedding} }}",
-             f"encoder x {config.num_hidden_layers} {{ attention self heads={config.num_attention_heads} "
-             f"{attention}mask={'padding' if padding else 'none'}; feedforward d_ff={config.intermediate_size} "
-             f"activation={activation} }}"]
+    extra = "".join(f"\n  {line}" for line in embedding)
+    text = f"""model {name}
+
+defaults {{
+  residual post
+  norm layernorm(eps={eps})
+  dropout {w("p_dropout", config.hidden_dropout_prob, "hidden_dropout_prob")}
+  attn_dropout {w("p_attn_dropout", config.attention_probs_dropout_prob, "attention_probs_dropout_prob")}
+  init normal(std={w("init_std", config.initializer_range, "initializer_range")})
+}}
+
+embedding tokens {{
+  vocab {vocab}
+  dim {d_model}
+  position learned({max_len})
+  segments {w("segments", config.type_vocab_size, "type_vocab_size")}
+  norm layernorm(eps={eps}){extra}
+}}
+
+encoder x {layers} {{
+  attention self heads={heads} {attention}mask={'padding' if padding else 'none'}
+  feedforward d_ff={d_ff} activation={activation}
+}}
+
+"""
     if pooler:
-        lines.append("pooler tanh")
+        text += "pooler tanh\n"
     if head:
-        lines.append(f"head tied(tokens) transform={activation} norm=layernorm(eps={eps}) bias=true")
-    return "\n".join(lines) + "\n"
+        text += f"head tied(tokens) transform={activation} norm=layernorm(eps={eps}) bias=true  # the MLM head\n"
+    return w.text(text, list(heading))
 
 
 def _config_problems(model, reference) -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from .hf_bert import ACTIVATIONS, _rules
 from .hf_bert import spec_text as bert_spec_text
 from .mapping import InteropError, architecture_problems, export_state, load_state
+from .writer import SpecWriter
 
 REFERENCE = "Hugging Face BigBird"
 
@@ -28,15 +29,18 @@ def _big_bird_rules(model, reference_has_lm: bool):
             if all(o in ours for o in r.ours)], aliases
 
 
-def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference") -> str:
+def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a BigBird configuration describes: ``BigBirdModel`` with ``pooler``, ``BigBirdForMaskedLM``
     with ``head`` (BERT's, with BigBird's attention and embedding scale)."""
-    kind = (f"bigbird({config.block_size}, random={config.num_random_blocks})"
+    w = SpecWriter()
+    kind = (f"bigbird({w('block', config.block_size, 'block_size')}, "
+            f"random={w('random_blocks', config.num_random_blocks, 'num_random_blocks')})"
             if config.attention_type == "block_sparse" else "dot")
     attention = f"kind={kind} bias={str(bool(config.use_bias)).lower()} out_bias=true "
-    scale = f"; scale {float(config.hidden_size) ** 0.5!r}" if config.rescale_embeddings else ""
+    scale = (f"scale {float(config.hidden_size) ** 0.5!r}",) if config.rescale_embeddings else ()
     return bert_spec_text(config, pooler=pooler, head=head, padding=padding, name=name, attention=attention,
-                          embedding=scale)
+                          embedding=scale, writer=w, heading=heading)
 
 
 def _config_problems(model, reference) -> list[str]:

@@ -6,7 +6,8 @@ transposed on the way; ``lm_head.weight`` is the token embedding (tied).
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, export_state, load_state, rule, sublayer_problems
+from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .writer import SpecWriter
 
 REFERENCE = "Hugging Face GPT-2"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -31,13 +32,67 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
     return rules, aliases
 
 
-def _config_problems(model, config) -> list[str]:
-    problems = sublayer_problems(model, "decoder", reference="GPT-2", residual="pre", eps=config.layer_norm_epsilon,
-                                 heads=config.n_head, self_masks=["causal"],
-                                 activation=ACTIVATIONS.get(config.activation_function, config.activation_function))
-    if model.head is not None and (model.head.transform is not None or model.head.bias is not None or not model.head.tied):
-        problems.append("GPT-2's head is a bias-free projection tied to the token embedding: use `head tied(tokens)`")
+def unsupported(config) -> list[str]:
+    """Configuration values tfspec cannot express (reported rather than approximated)."""
+    problems = []
+    if config.activation_function not in ACTIVATIONS:
+        problems.append(f"activation_function '{config.activation_function}' has no tfspec activation "
+                        f"(supported: {', '.join(sorted(ACTIVATIONS))})")
+    if getattr(config, "scale_attn_by_inverse_layer_idx", False):
+        problems.append("scale_attn_by_inverse_layer_idx scales each layer's scores by 1/(layer + 1); "
+                        "tfspec's softmax scale is one per sublayer, the same in every layer")
+    if not getattr(config, "scale_attn_weights", True):
+        problems.append("scale_attn_weights=False leaves scores unscaled: write it as `scale=1` by hand")
     return problems
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a GPT-2 configuration describes: ``GPT2LMHeadModel``'s, or ``GPT2Model``'s with
+    ``head=False`` (``padding``: mask padded keys)."""
+    w = SpecWriter()
+    d_model = w("d_model", config.n_embd, "n_embd")
+    heads, layers = w("heads", config.n_head, "n_head"), w("layers", config.n_layer, "n_layer")
+    vocab, context = w("vocab", config.vocab_size, "vocab_size"), w("context", config.n_positions, "n_positions")
+    d_ff = w("d_ff", config.n_inner, "n_inner") if config.n_inner else "4 * d_model"
+    eps = w("eps", config.layer_norm_epsilon, "layer_norm_epsilon")
+    dropout = w("p_dropout", config.resid_pdrop, "resid_pdrop")
+    embedding_dropout = (f"\n  dropout {w('p_embd_dropout', config.embd_pdrop, 'embd_pdrop')}"
+                         if config.embd_pdrop != config.resid_pdrop else "")
+    text = f"""model {name}
+
+defaults {{
+  residual pre                  # x = x + Dropout(Sublayer(LayerNorm(x)))
+  norm layernorm(eps={eps})
+  dropout {dropout}
+  attn_dropout {w("p_attn_dropout", config.attn_pdrop, "attn_pdrop")}
+  init gpt2(std={w("init_std", config.initializer_range, "initializer_range")})
+}}
+
+embedding tokens {{
+  vocab {vocab}
+  dim {d_model}
+  position learned({context}){embedding_dropout}
+}}
+
+decoder x {layers} {{
+  attention self heads={heads} mask={"causal + padding" if padding else "causal"}
+  feedforward d_ff={d_ff} activation={ACTIVATIONS.get(config.activation_function, "gelu_tanh")}
+  final layernorm(eps={eps})
+}}
+"""
+    if head:
+        text += "\nhead tied(tokens)\n"
+    return w.text(text, list(heading))
+
+
+def _config_problems(model, reference) -> list[str]:
+    config = reference.config
+    problems = unsupported(config)
+    if problems:
+        return problems
+    expected = spec_text(config, head=hasattr(reference, "transformer"), padding=model.decoder.masks_padding)
+    return architecture_problems(model.spec, expected, type(reference).__name__)
 
 
 def from_hf_gpt2(model, reference) -> None:
@@ -48,7 +103,7 @@ def from_hf_gpt2(model, reference) -> None:
                            f"'{model.spec.name}' {'has none' if lm else 'has one'}")
     rules, aliases = _rules(model, "transformer." if lm else "")
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases,
-               config_problems=_config_problems(model, reference.config))
+               config_problems=_config_problems(model, reference))
 
 
 def to_hf_gpt2(model) -> dict:

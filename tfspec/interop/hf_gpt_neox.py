@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from .mapping import (InteropError, Rule, architecture_problems, export_state, layer_modules, linear_rules,
                       load_state, rule)
+from .writer import SpecWriter
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
                "silu": "silu", "tanh": "tanh"}
 
-
-def _number(x: float) -> str:
-    return repr(float(x))
 
 
 def rope(config) -> tuple[float, float]:
@@ -42,35 +40,50 @@ def unsupported(config) -> list[str]:
     return problems
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference") -> str:
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a GPT-NeoX configuration describes (``padding``: mask padded keys)."""
+    w = SpecWriter()
+    d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
+                                                                         "num_attention_heads")
+    layers, d_ff = w("layers", config.num_hidden_layers, "num_hidden_layers"), w("d_ff", config.intermediate_size,
+                                                                                 "intermediate_size")
+    vocab = w("vocab", config.vocab_size, "vocab_size")
     theta, fraction = rope(config)
-    eps = _number(config.layer_norm_eps)
+    theta = w("rope_theta", theta, "rope_theta")
+    fraction = w("rotary_fraction", fraction, "rotary_pct") if fraction != 1.0 else None
+    eps = w("eps", config.layer_norm_eps, "layer_norm_eps")
     bias = str(bool(getattr(config, "attention_bias", True))).lower()
     masks = "causal + padding" if padding else "causal"
     drop = float(getattr(config, "hidden_dropout", 0.0) or 0.0)
 
     def out(t: str) -> str:  # HF's post_attention_dropout / post_mlp_dropout
-        return f"dropout({t}, {_number(drop)})" if drop else t
+        return f"dropout({t}, {w('p_dropout', drop, 'hidden_dropout')})" if drop else t
 
-    attention = out(f"attention(layernorm(x, eps={eps}), heads={config.num_attention_heads}, mask={masks}, "
-                    f"bias={bias})")
-    feedforward = out(f"feedforward(layernorm(x, eps={eps}), d_ff={config.intermediate_size}, "
+    attention = out(f"attention(layernorm(x, eps={eps}), heads={heads}, mask={masks}, bias={bias})")
+    feedforward = out(f"feedforward(layernorm(x, eps={eps}), d_ff={d_ff}, "
                       f"activation={ACTIVATIONS.get(config.hidden_act, 'gelu')})")
-    wiring = (f"x = x + {attention} + {feedforward}" if config.use_parallel_residual
+    wiring = (f"x = x + {attention} + {feedforward}   # parallel residual" if config.use_parallel_residual
               else f"x = x + {attention}\n  x = x + {feedforward}")
-    head = "tied(tokens)" if config.tie_word_embeddings else f"linear({config.vocab_size}) bias=false"
-    position = f"rotary(theta={_number(theta)}" + (f", fraction={_number(fraction)})" if fraction != 1.0 else ")")
-    return f"""model {name}
-defaults {{ attn_dropout {_number(config.attention_dropout)} }}
-embedding tokens {{ vocab {config.vocab_size}; dim {config.hidden_size}; position none }}
-decoder x {config.num_hidden_layers} {{
+    head = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
+    position = f"rotary(theta={theta}" + (f", fraction={fraction})" if fraction else ")")
+    text = f"""model {name}
+
+defaults {{
+  attn_dropout {w("p_attn_dropout", config.attention_dropout, "attention_dropout")}
+  init normal(std={w("init_std", config.initializer_range, "initializer_range")})
+}}
+
+embedding tokens {{ vocab {vocab}; dim {d_model}; position none }}
+
+decoder x {layers} {{
   position {position}
   {wiring}
   final layernorm(eps={eps})
 }}
+
 head {head}
 """
+    return w.text(text, list(heading))
 
 
 def qkv_rows(heads: int, head_dim: int) -> tuple[int, ...]:

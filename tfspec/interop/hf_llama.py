@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from .mapping import (InteropError, Rule, architecture_problems, export_state, layer_modules, linear_rules,
                       load_state, rule)
+from .writer import SpecWriter, number
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
 
-
-def _number(x: float) -> str:
-    return repr(float(x))
 
 
 def rope(config) -> dict:
@@ -43,36 +41,53 @@ def unsupported(config) -> list[str]:
     return problems
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference") -> str:
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
-    heads = config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    w = SpecWriter()
+    d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
+                                                                         "num_attention_heads")
+    kv_heads = w("kv_heads", config.num_key_value_heads, "num_key_value_heads")
+    layers, d_ff = w("layers", config.num_hidden_layers, "num_hidden_layers"), w("d_ff", config.intermediate_size,
+                                                                                 "intermediate_size")
+    vocab = w("vocab", config.vocab_size, "vocab_size")
+    head_dim = getattr(config, "head_dim", None)
+    head_dim = (f" head_dim={w('head_dim', head_dim, 'head_dim')}"
+                if head_dim and head_dim != config.hidden_size // config.num_attention_heads else "")
     rotary = rope(config)
     fraction = float(rotary["partial_rotary_factor"])
-    position = f"rotary(theta={_number(rotary['rope_theta'])}" + \
-        (f", fraction={_number(fraction)})" if fraction != 1.0 else ")")
+    theta = w("rope_theta", float(rotary["rope_theta"]), "rope_theta")
+    position = f"rotary(theta={theta}" + (f", fraction={number(fraction)})" if fraction != 1.0 else ")")
     masks = ["causal"]
     window = getattr(config, "sliding_window", None)
     if window is not None and getattr(config, "use_sliding_window", True) is not False:
-        masks.append(f"window({int(window)})")
+        masks.append(f"window({w('window', int(window), 'sliding_window')})")
     if padding:
         masks.append("padding")
-    attention_bias = bool(getattr(config, "attention_bias", False))
-    eps = _number(config.rms_norm_eps)
-    head = "tied(tokens)" if config.tie_word_embeddings else f"linear({config.vocab_size}) bias=false"
-    return f"""model {name}
-defaults {{ residual pre; norm rmsnorm(eps={eps}); attn_dropout {_number(config.attention_dropout)} }}
-embedding tokens {{ vocab {config.vocab_size}; dim {config.hidden_size}; position none }}
-decoder x {config.num_hidden_layers} {{
+    eps = w("eps", config.rms_norm_eps, "rms_norm_eps")
+    attention_bias = str(bool(getattr(config, "attention_bias", False))).lower()
+    mlp_bias = str(bool(getattr(config, "mlp_bias", False))).lower()
+    head = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+  norm rmsnorm(eps={eps})
+  attn_dropout {w("p_attn_dropout", config.attention_dropout, "attention_dropout")}
+  init normal(std={w("init_std", config.initializer_range, "initializer_range")})
+}}
+
+embedding tokens {{ vocab {vocab}; dim {d_model}; position none }}
+
+decoder x {layers} {{
   position {position}
-  attention self heads={heads} kv_heads={config.num_key_value_heads} head_dim={head_dim} \\
-    mask={' + '.join(masks)} bias={str(attention_bias).lower()}
-  feedforward d_ff={config.intermediate_size} activation={ACTIVATIONS.get(config.hidden_act, 'swiglu')} \\
-    bias={str(bool(getattr(config, 'mlp_bias', False))).lower()}
+  attention self heads={heads} kv_heads={kv_heads}{head_dim} mask={' + '.join(masks)} bias={attention_bias}
+  feedforward d_ff={d_ff} activation={ACTIVATIONS.get(config.hidden_act, 'swiglu')} bias={mlp_bias}
   final rmsnorm(eps={eps})
 }}
+
 head {head}
 """
+    return w.text(text, list(heading))
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:

@@ -16,6 +16,7 @@ scale or tying is an ``InteropError``, never a silent copy.
 from __future__ import annotations
 
 from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .writer import SpecWriter, number
 
 # HF's dense_act_fn -> our activation, plain and gated (``feed_forward_proj = "gated-..."``)
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -23,9 +24,6 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_py
 GATED = {"gelu": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "silu": "swiglu",
          "swish": "swiglu"}
 
-
-def _number(x: float) -> str:
-    return repr(float(x))
 
 
 def scales_decoder_output(config) -> bool:
@@ -45,35 +43,45 @@ def unsupported(config) -> list[str]:
 
 
 def spec_text(config, *, head: bool = True, tied: bool | None = None, padding: bool = True,
-              name: str = "reference") -> str:
+              name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a T5 configuration describes: ``T5ForConditionalGeneration``'s, or ``T5Model``'s with
     ``head=False``. ``tied``: the head shares the embedding (default: as T5 v1.0 and v1.1 do, tied exactly when
     the decoder's output is scaled); ``padding``: mask padded keys."""
     tied = scales_decoder_output(config) if tied is None else tied
-    eps, drop = _number(config.layer_norm_epsilon), _number(config.dropout_rate)
+    w = SpecWriter()
+    d_model, d_kv = w("d_model", config.d_model, "d_model"), w("d_kv", config.d_kv, "d_kv")
+    heads, d_ff = w("heads", config.num_heads, "num_heads"), w("d_ff", config.d_ff, "d_ff")
+    layers = w("layers", config.num_layers, "num_layers")
+    decoder_layers = (w("decoder_layers", config.num_decoder_layers, "num_decoder_layers")
+                      if config.num_decoder_layers != config.num_layers else layers)
+    vocab = w("vocab", config.vocab_size, "vocab_size")
+    eps, drop = w("eps", config.layer_norm_epsilon, "layer_norm_epsilon"), w("p_dropout", config.dropout_rate,
+                                                                             "dropout_rate")
     activation = (GATED if config.is_gated_act else ACTIVATIONS).get(config.dense_act_fn, "relu")
-    position = (f"t5(num_buckets={config.relative_attention_num_buckets}, "
-                f"max_distance={config.relative_attention_max_distance})")
+    position = (f"t5(num_buckets={w('buckets', config.relative_attention_num_buckets, 'relative_attention_num_buckets')}"
+                f", max_distance={w('max_distance', config.relative_attention_max_distance, 'relative_attention_max_distance')})")
     pad = " + padding" if padding else ""
-    attention = f"heads={config.num_heads} head_dim={config.d_kv} scale=1"
-    projection = "tied(tokens)" if tied else f"linear({config.vocab_size})"
-    scale = f" scale={_number(config.d_model ** -0.5)}" if scales_decoder_output(config) else ""
+    attention = f"heads={heads} head_dim={d_kv} scale=1"  # T5 folds 1/sqrt(d_kv) into its initialisation
+    projection = "tied(tokens)" if tied else f"linear({vocab})"
+    scale = f" scale={number(config.d_model ** -0.5)}" if scales_decoder_output(config) else ""
 
-    def stack(role: str, layers: int, sublayers: str) -> str:
-        return (f"{role} x {layers} {{\n  position {position}\n{sublayers}"
-                f"  feedforward d_ff={config.d_ff} activation={activation}\n"
+    def stack(role: str, repeat: str, sublayers: str) -> str:
+        return (f"{role} x {repeat} {{\n  position {position}\n{sublayers}"
+                f"  feedforward d_ff={d_ff} activation={activation}\n"
                 f"  final rmsnorm(eps={eps})\n  final_dropout {drop}\n}}\n")
 
     encoder = f"  attention self {attention} mask={'padding' if padding else 'none'}\n"
     decoder = (f"  attention self {attention} mask=causal{pad}\n"
                f"  attention cross {attention} memory=encoder mask={'padding' if padding else 'none'}\n")
-    return (f"model {name}\n"
-            f"defaults {{ residual pre; norm rmsnorm(eps={eps}); bias false; dropout {drop}; attn_dropout {drop}; "
-            f"act_dropout {drop}; init t5(factor={_number(config.initializer_factor)}) }}\n"
-            f"embedding tokens {{ vocab {config.vocab_size}; dim {config.d_model}; position none; dropout {drop} }}\n"
-            + stack("encoder", config.num_layers, encoder)
-            + stack("decoder", config.num_decoder_layers, decoder)
-            + (f"head {projection} bias=false{scale}\n" if head else ""))
+    factor = w("init_factor", config.initializer_factor, "initializer_factor")
+    text = (f"model {name}\n\n"
+            f"defaults {{\n  residual pre\n  norm rmsnorm(eps={eps})\n  bias false\n  dropout {drop}\n"
+            f"  attn_dropout {drop}\n  act_dropout {drop}\n  init t5(factor={factor})\n}}\n\n"
+            f"embedding tokens {{ vocab {vocab}; dim {d_model}; position none; dropout {drop} }}\n\n"
+            + stack("encoder", layers, encoder) + "\n"
+            + stack("decoder", decoder_layers, decoder)
+            + (f"\nhead {projection} bias=false{scale}\n" if head else ""))
+    return w.text(text, list(heading))
 
 
 def _rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:

@@ -1,0 +1,62 @@
+"""Writing the spec a reference configuration describes, readably: named ``let`` parameters citing their source.
+
+    >>> w = SpecWriter()
+    >>> f"dim {w('d_model', 64, 'hidden_size')}; heads={w('heads', 4, 'num_attention_heads')}"
+    'dim d_model; heads=heads'
+    >>> print(w.text("model m", ["A comment."]), end="")
+    # A comment.
+    # From the configuration: d_model = hidden_size, heads = num_attention_heads.
+    model m
+    <BLANKLINE>
+    let d_model = 64, heads = 4
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+
+def number(x) -> str:
+    """A value as a spec writes it, exactly: 768, 1e-12, 10000.0 -> 10000.0, True -> true."""
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int):
+        return str(x)
+    return repr(float(x))
+
+
+class SpecWriter:
+    """Collects ``let`` parameters while a spec's body is written; ``text`` puts them at the top."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.fields: dict[str, str] = {}
+
+    def __call__(self, name: str, value, field: str | None = None) -> str:
+        """Name ``value`` (from configuration ``field``) as ``let name``; returns the name to write."""
+        written = number(value)
+        if self.values.get(name, written) != written:
+            raise ValueError(f"let {name} is {self.values[name]} and {written}")
+        self.values[name] = written
+        if field:
+            self.fields.setdefault(name, field)
+        return name
+
+    def text(self, body: str, heading: list[str]) -> str:
+        """``heading`` as comments, the cited fields, then ``body``'s first line (``model NAME``), the lets
+        and the rest of ``body``."""
+        comments = list(heading)
+        if self.fields:
+            comments.append("From the configuration: " + ", ".join(f"{n} = {f}" if f != n else n for n, f in self.fields.items())
+                            + ".")
+        lines = [line for c in comments for line in textwrap.wrap(c, 100, initial_indent="# ",
+                                                                   subsequent_indent="#   ")]
+        first, _, rest = body.partition("\n")
+        rest = rest.strip("\n")
+        lets: list[list[str]] = [[]]
+        for item in (f"{n} = {v}" for n, v in self.values.items()):  # whole items per line, 100 characters
+            if lets[-1] and len(", ".join(lets[-1] + [item])) > 96:
+                lets.append([])
+            lets[-1].append(item)
+        lets = ["let " + ", ".join(items) for items in lets if items]
+        return "\n".join(lines + [first, ""] + lets + ([""] + rest.rstrip("\n").split("\n") if rest else [])) + "\n"
