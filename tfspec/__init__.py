@@ -42,5 +42,22 @@ def analyse(spec, **options):
     return analyse_spec(spec if isinstance(spec, Spec) else load(spec), **options)
 
 
-__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "analyse", "compile", "emit", "load", "parse", "render"]
+def import_config(config, **options) -> str:
+    """The readable spec a Hugging Face configuration describes (a ``config.json``, a model directory, a dict);
+    see ``tfspec.interop.families.import_config``."""
+    from .interop.families import import_config as import_hf_config
+
+    return import_hf_config(config, **options)
+
+
+def from_pretrained(directory, **options):
+    """The compiled model of a local Hugging Face model directory, with its weights (eval mode); see
+    ``tfspec.interop.families.from_pretrained``."""
+    from .interop.families import from_pretrained as from_hf_directory
+
+    return from_hf_directory(directory, **options)
+
+
+__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "analyse", "compile", "emit", "from_pretrained",
+           "import_config", "load", "parse", "render"]
 __version__ = "0.1.0"

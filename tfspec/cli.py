@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from .api import load
+from .api import load, parse
 from .errors import RunError, SpecError
 from .files import write_atomically
 
@@ -346,6 +346,32 @@ def cmd_mask(args) -> int:
     return 0
 
 
+def cmd_import(args) -> int:
+    import os
+
+    from .interop.families import import_config
+    from .interop.mapping import InteropError
+
+    try:
+        text = import_config(args.source, name=args.name)
+    except InteropError as exc:
+        message = str(exc)
+        raise RunError(message if str(args.source) in message else f"{args.source}: {message}") from None
+    parse(text, file=args.output or "<imported>")  # what import writes always checks
+    if args.output is None or args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    _writable(args.output, "-o")
+    if os.path.isdir(args.output):
+        raise UsageError(f"-o {args.output}: is a directory; name the .tfs file to write")
+    try:
+        write_atomically(args.output, text.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
+    print(f"wrote {args.output}: {summary_line(args.output, load(args.output)).split(': ', 1)[1]}")
+    return 0
+
+
 def cmd_emit(args) -> int:
     import os
 
@@ -628,6 +654,12 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--expand", action="store_true", help="draw every layer instead of one inside 'N×'")
     render.add_argument("--detail", action="store_true", help="show tensor shapes on edges, dropout, norm options")
     render.set_defaults(run=cmd_render)
+
+    imports = sub.add_parser("import", help="write the spec a Hugging Face model directory's config.json describes")
+    imports.add_argument("source", metavar="DIR", help="a Hugging Face model directory, or its config.json")
+    imports.add_argument("-o", "--output", metavar="NAME.tfs", help="where to write it (default: standard output)")
+    imports.add_argument("--name", help="the spec's model name (default: the directory's)")
+    imports.set_defaults(run=cmd_import)
 
     emit = with_set(sub.add_parser("emit", help="write the model as one standalone, readable PyTorch file "
                                                 "(torch only) that loads the compiled model's state_dict"))

@@ -40,7 +40,8 @@ def unsupported(config) -> list[str]:
     return problems
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a GPT-NeoX configuration describes (``padding``: mask padded keys)."""
     w = SpecWriter()
     d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
@@ -64,7 +65,7 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
                       f"activation={ACTIVATIONS.get(config.hidden_act, 'gelu')})")
     wiring = (f"x = x + {attention} + {feedforward}   # parallel residual" if config.use_parallel_residual
               else f"x = x + {attention}\n  x = x + {feedforward}")
-    head = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
+    projection = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
     position = f"rotary(theta={theta}" + (f", fraction={fraction})" if fraction else ")")
     text = f"""model {name}
 
@@ -80,9 +81,9 @@ decoder x {layers} {{
   {wiring}
   final layernorm(eps={eps})
 }}
-
-head {head}
 """
+    if head:  # the causal LM's; the base model has none
+        text += f"\nhead {projection}\n"
     return w.text(text, list(heading))
 
 
@@ -130,7 +131,8 @@ def from_hf_gpt_neox(model, reference) -> None:
     name = type(reference).__name__
     problems = unsupported(reference.config)
     if not problems:
-        problems = architecture_problems(model.spec, spec_text(reference.config, padding=model.decoder.masks_padding),
+        problems = architecture_problems(model.spec, spec_text(reference.config, head=lm,
+                                                                   padding=model.decoder.masks_padding),
                                          name)
     if problems:
         raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"

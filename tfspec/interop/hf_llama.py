@@ -41,7 +41,8 @@ def unsupported(config) -> list[str]:
     return problems
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
     w = SpecWriter()
     d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
@@ -66,7 +67,7 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
     eps = w("eps", config.rms_norm_eps, "rms_norm_eps")
     attention_bias = str(bool(getattr(config, "attention_bias", False))).lower()
     mlp_bias = str(bool(getattr(config, "mlp_bias", False))).lower()
-    head = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
+    projection = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
     text = f"""model {name}
 
 defaults {{
@@ -84,9 +85,9 @@ decoder x {layers} {{
   feedforward d_ff={d_ff} activation={ACTIVATIONS.get(config.hidden_act, 'swiglu')} bias={mlp_bias}
   final rmsnorm(eps={eps})
 }}
-
-head {head}
 """
+    if head:  # the causal LM's; the base model has none
+        text += f"\nhead {projection}\n"
     return w.text(text, list(heading))
 
 
@@ -132,7 +133,7 @@ def from_hf_llama(model, reference) -> None:
     problems = unsupported(config)
     if not problems:
         padding = model.decoder.masks_padding
-        problems = architecture_problems(model.spec, spec_text(config, padding=padding), name)
+        problems = architecture_problems(model.spec, spec_text(config, head=lm, padding=padding), name)
     if problems:  # the mapping below assumes this architecture: stop before naming tensors
         raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
                            + "\n".join(f"  {p}" for p in problems))

@@ -31,6 +31,12 @@ def scales_decoder_output(config) -> bool:
     return bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
 
 
+def options_from_tensors(names: set[str]) -> dict:
+    """A checkpoint saved with its head tied to the embedding stores no ``lm_head.weight`` (Hugging Face loads it
+    tied, whatever ``tie_word_embeddings`` says); one that stores it has its own head."""
+    return {"tied": "lm_head.weight" not in names}
+
+
 def unsupported(config) -> list[str]:
     """Configuration values tfspec cannot express (reported rather than approximated)."""
     act, gated = config.dense_act_fn, config.is_gated_act

@@ -1,0 +1,171 @@
+"""Importing Hugging Face models: configuration -> readable spec, directory -> compiled model with its weights.
+
+Every family is a tiny random-weight model written with ``save_pretrained`` into a temporary directory (never
+a hub); ``tfspec.from_pretrained`` of that directory must compute the Hugging Face model's logits on a padded
+batch.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import tfspec
+from tfspec.interop import InteropError
+from tfspec.interop.families import FAMILIES, import_config
+
+T = pytest.importorskip("transformers")
+T.logging.set_verbosity_error()
+
+TOL = 1e-5
+CONFIGS = {  # model class -> a tiny configuration of it
+    "BertForMaskedLM": dict(model_type="bert", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=64, max_position_embeddings=40),
+    "BertModel": dict(model_type="bert", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=64, max_position_embeddings=40, layer_norm_eps=1e-7, hidden_act="relu"),
+    "GPT2LMHeadModel": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40),
+    "GPT2Model": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40, n_inner=48,
+                      embd_pdrop=0.0),
+    "LlamaForCausalLM": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                             rope_theta=500000.0, tie_word_embeddings=False),
+    "MistralForCausalLM": dict(model_type="mistral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=1, intermediate_size=48, sliding_window=6),
+    "GPTNeoXForCausalLM": dict(model_type="gpt_neox", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=64, rotary_pct=0.5),
+    "T5ForConditionalGeneration": dict(model_type="t5", vocab_size=90, d_model=32, d_kv=8, d_ff=64, num_layers=2,
+                                       num_heads=4, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+    "BigBirdForMaskedLM": dict(model_type="big_bird", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
+                               block_size=4, num_random_blocks=1),
+}
+
+
+def saved(tmp_path, cls: str, untie: bool = False, **extra):
+    """A tiny random ``cls`` written with save_pretrained into ``tmp_path/<cls>``; returns (directory, model).
+    ``untie``: give it an LM head of its own (Hugging Face builds T5's tied whatever its configuration says)."""
+    values = {**CONFIGS[cls], **extra}
+    config = T.AutoConfig.for_model(values.pop("model_type"), **values, architectures=[cls])
+    torch.manual_seed(0)
+    reference = getattr(T, cls)(config).eval()
+    if untie:
+        reference.lm_head.weight = torch.nn.Parameter(torch.randn_like(reference.lm_head.weight))
+    directory = tmp_path / cls.lower()
+    reference.save_pretrained(directory)
+    return directory, reference
+
+
+def outputs(model, reference, cls: str):
+    """Both models' outputs on a padded batch (logits, or the last hidden states of base models)."""
+    tokens = torch.randint(1, 90, (2, 24), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 24, dtype=torch.long)
+    mask[1, 17:] = 0
+    padding = mask == 0
+    with torch.no_grad():
+        if cls.startswith("T5"):
+            target = tokens[:, :11]
+            ours = model(tokens, target, src_padding_mask=padding)
+            theirs = reference(input_ids=tokens, attention_mask=mask, decoder_input_ids=target).logits
+            return ours, theirs, torch.ones_like(target, dtype=torch.bool)
+        ours = model(tokens, padding_mask=padding)
+        result = reference(input_ids=tokens, attention_mask=mask)
+        if isinstance(ours, tuple):  # logits or hidden states, and the pooled vector
+            if hasattr(result, "pooler_output"):
+                assert (ours[1] - result.pooler_output).abs().max().item() <= TOL
+            ours = ours[0]
+        theirs = result.logits if hasattr(result, "logits") else result.last_hidden_state
+        return ours, theirs, ~padding
+
+
+@pytest.mark.parametrize("cls", list(CONFIGS))
+def test_an_imported_directory_computes_what_hugging_face_computes(tmp_path, cls):
+    directory, reference = saved(tmp_path, cls)
+    model = tfspec.from_pretrained(directory)
+    ours, theirs, real = outputs(model, reference, cls)
+    assert ours.shape == theirs.shape
+    assert (ours - theirs)[real].abs().max().item() <= TOL
+    text = import_config(directory)
+    assert text.startswith(f"# Imported by tfspec from a Hugging Face {cls} configuration")
+    assert "\nlet " in text and tfspec.parse(text).parameter_count() == sum(p.numel() for p in model.parameters())
+
+
+def test_a_t5_checkpoint_with_its_own_head_imports_untied(tmp_path):
+    directory, reference = saved(tmp_path, "T5ForConditionalGeneration", untie=True)
+    text = import_config(directory)
+    assert "head linear(vocab) bias=false" in text and "scale=" not in text.split("head linear")[1]
+    model = tfspec.from_pretrained(directory)
+    ours, theirs, real = outputs(model, reference, "T5ForConditionalGeneration")
+    assert (ours - theirs)[real].abs().max().item() <= TOL * (1 + theirs.abs().max().item())
+
+
+def test_every_family_class_is_covered():
+    assert {cls for family in FAMILIES for cls in family.classes} - set(CONFIGS) <= {
+        "LlamaModel", "MistralModel", "GPTNeoXModel", "T5Model", "BigBirdModel"}
+
+
+def test_the_imported_spec_reads_well(tmp_path):
+    directory, _ = saved(tmp_path, "BertModel")
+    text = import_config(directory / "config.json")
+    assert "model bertmodel" in text
+    assert "let d_model = 32, heads = 4, layers = 2, d_ff = 64, vocab = 90, max_len = 40, eps = 1e-07" in text
+    assert "#   num_hidden_layers" in text or "layers = num_hidden_layers" in text  # the fields are cited
+    assert "  norm layernorm(eps=eps)" in text and "  feedforward d_ff=d_ff activation=relu" in text
+    assert "pooler tanh" in text and "head " not in text.split("pooler tanh")[1]
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"model_type": "roberta"}, "RoBERTa numbers positions from padding_idx + 1"),
+    ({"model_type": "opt"}, "model_type 'opt' is not supported (supported: bert, gpt2, llama"),
+    ({"vocab_size": 3}, "no model_type"),
+    ({"model_type": "llama", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+     "rope scaling 'linear' is not supported"),
+    ({"model_type": "gpt2", "activation_function": "mish"}, "activation_function 'mish' has no tfspec activation"),
+    ({"model_type": "gpt2", "scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
+    ({"model_type": "bert", "architectures": ["BertForQuestionAnswering"]},
+     "BertForQuestionAnswering: not a BERT class tfspec reads (it reads BertForMaskedLM, BertModel)"),
+])
+def test_what_cannot_be_expressed_is_named(config, message):
+    with pytest.raises(InteropError, match=None) as info:
+        import_config(config)
+    assert message in str(info.value)
+
+
+def test_bad_directories_are_clear_errors(tmp_path):
+    with pytest.raises(InteropError, match="no such file"):
+        import_config(tmp_path / "missing")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    with pytest.raises(InteropError, match="not a readable JSON configuration"):
+        import_config(tmp_path / "broken")
+    (tmp_path / "config_only").mkdir()
+    (tmp_path / "config_only" / "config.json").write_text(json.dumps(CONFIGS["GPT2Model"]))
+    with pytest.raises(InteropError, match="no weights"):
+        tfspec.from_pretrained(tmp_path / "config_only")
+    assert "model config_only" in import_config(tmp_path / "config_only")
+
+
+def test_import_cli_writes_a_spec_that_checks(tfspec_cli, tmp_path):
+    directory, _ = saved(tmp_path, "MistralForCausalLM")
+    out = tmp_path / "mistral.tfs"
+    result = tfspec_cli("import", str(directory), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "mistralforcausallm: decoder-only, 2 layers, d_model 32, 4 heads" in result.stdout
+    text = out.read_text()
+    assert "mask=causal + window(window) + padding" in text and "let " in text
+    assert tfspec_cli("check", str(out)).returncode == 0
+    printed = tfspec_cli("import", str(directory / "config.json"))
+    assert printed.returncode == 0 and printed.stdout == text
+
+
+@pytest.mark.parametrize("args, message, code", [
+    (["{tmp}/missing"], "{tmp}/missing: no such file", 1),
+    (["{tmp}/roberta.json"], "model_type 'roberta' cannot be imported exactly", 1),
+    (["{tmp}/roberta.json", "-o", "{tmp}"], "model_type 'roberta'", 1),
+])
+def test_import_cli_errors(tfspec_cli, tmp_path, args, message, code):
+    (tmp_path / "roberta.json").write_text(json.dumps({"model_type": "roberta"}))
+    result = tfspec_cli("import", *[a.format(tmp=tmp_path) for a in args])
+    assert result.returncode == code
+    assert message.format(tmp=tmp_path) in result.stderr and "Traceback" not in result.stderr

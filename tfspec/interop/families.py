@@ -1,0 +1,232 @@
+"""The Hugging Face families tfspec reads and writes, one entry each: how a configuration becomes a spec, which
+model classes it covers, and the functions that copy weights each way.
+
+``import_config(config)`` writes the spec a configuration describes (a ``config.json`` path, a directory, a
+dict or a ``transformers`` configuration); ``from_pretrained(directory)`` compiles it and copies the
+checkpoint's weights in, through the family's weight mapping, which refuses any tensor or configuration field
+it cannot account for. Nothing is downloaded: a directory is read with ``local_files_only``.
+
+    >>> text = import_config({"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100,
+    ...                       "n_positions": 32})
+    >>> "let d_model = 64, heads = 4, layers = 2, vocab = 100, context = 32" in text
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .mapping import InteropError
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family: its ``model_type``s, its Hugging Face model classes (each with the ``spec_text`` arguments
+    that describe it; the first is the default), the conventions its imported spec states, and its module
+    under ``tfspec.interop`` (``spec_text``, ``unsupported`` when some configurations cannot be expressed, and
+    the ``load``/``export`` weight functions)."""
+
+    name: str
+    model_types: tuple[str, ...]
+    classes: dict[str, dict] = field(hash=False)
+    conventions: str
+    module: str
+    load: str
+    export: str
+
+    def functions(self):
+        return importlib.import_module(f"tfspec.interop.{self.module}")
+
+    def spec_text(self, config, **options) -> str:
+        return self.functions().spec_text(config, **options)
+
+    def checkpoint_options(self, names: set[str]) -> dict:
+        """``spec_text`` arguments that the checkpoint's tensor names decide (T5: a saved ``lm_head`` is untied)."""
+        read: Callable | None = getattr(self.functions(), "options_from_tensors", None)
+        return read(names) if read and names else {}
+
+    def unsupported(self, config) -> list[str]:
+        check: Callable | None = getattr(self.functions(), "unsupported", None)
+        return check(config) if check else []
+
+    def load_weights(self, model, reference) -> None:
+        getattr(self.functions(), self.load)(model, reference)
+
+    def export_weights(self, model) -> dict:
+        return getattr(self.functions(), self.export)(model)
+
+
+FAMILIES = (
+    Family("BERT", ("bert",), {"BertForMaskedLM": {"pooler": False, "head": True},
+                               "BertModel": {"pooler": True, "head": False}},
+           "BERT (Devlin et al. 2019): post-norm LayerNorm, GELU, learned absolute positions and segments, "
+           "N(0, initializer_range) init; the MLM head is tied to the token embedding",
+           "hf_bert", "from_hf_bert", "to_hf_bert"),
+    Family("GPT-2", ("gpt2",), {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
+           "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
+           "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
+           "1/sqrt(2 * layers)",
+           "hf_gpt2", "from_hf_gpt2", "to_hf_gpt2"),
+    Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
+           "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
+           "kv_heads < heads, no biases",
+           "hf_llama", "from_hf_llama", "to_hf_llama"),
+    Family("Mistral", ("mistral",), {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
+           "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
+           "hf_llama", "from_hf_llama", "to_hf_llama"),
+    Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
+           "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
+           "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",
+           "hf_gpt_neox", "from_hf_gpt_neox", "to_hf_gpt_neox"),
+    Family("T5", ("t5",), {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
+           "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
+           "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
+           "hf_t5", "from_hf_t5", "to_hf_t5"),
+    Family("BigBird", ("big_bird",), {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
+                                      "BigBirdModel": {"pooler": True, "head": False}},
+           "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
+           "blocks)",
+           "hf_big_bird", "from_hf_big_bird", "to_hf_big_bird"),
+)
+
+# model types a user is likely to bring that the language cannot express exactly, and why
+NOT_EXPRESSIBLE = {
+    "roberta": "RoBERTa numbers positions from padding_idx + 1 and skips padding when counting them; tfspec's "
+               "learned positions count from 0 for every token, so the embeddings would be read at other rows",
+    "xlm-roberta": "XLM-RoBERTa numbers positions as RoBERTa does (from padding_idx + 1, skipping padding); "
+                   "tfspec's learned positions count from 0",
+}
+
+
+def family_of(model_type: str) -> Family:
+    """The family of a configuration's ``model_type``; an ``InteropError`` naming the supported ones otherwise."""
+    for family in FAMILIES:
+        if model_type in family.model_types:
+            return family
+    if model_type in NOT_EXPRESSIBLE:
+        raise InteropError(f"model_type '{model_type}' cannot be imported exactly: {NOT_EXPRESSIBLE[model_type]}")
+    supported = ", ".join(t for f in FAMILIES for t in f.model_types)
+    raise InteropError(f"model_type '{model_type}' is not supported (supported: {supported})")
+
+
+def read_config(source) -> Any:
+    """A ``transformers`` configuration from a directory, a ``config.json`` path, a dict or a configuration."""
+    transformers = _transformers()
+    if isinstance(source, transformers.PretrainedConfig):
+        return source
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        path = path / "config.json" if path.is_dir() else path
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InteropError(f"{path}: no such file (a Hugging Face model directory has a config.json)") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InteropError(f"{path}: not a readable JSON configuration: {exc}") from None
+        source = data
+    if not isinstance(source, dict):
+        raise InteropError(f"expected a configuration (a dict, a config.json, a directory), got {type(source).__name__}")
+    if "model_type" not in source:
+        raise InteropError("the configuration has no model_type, so its family is unknown")
+    family_of(source["model_type"])  # an unsupported type is named before transformers sees it
+    values = {k: v for k, v in source.items() if k != "model_type"}
+    try:
+        return transformers.AutoConfig.for_model(source["model_type"], **values)
+    except (TypeError, ValueError) as exc:
+        raise InteropError(f"transformers cannot read this {source['model_type']} configuration: {exc}") from None
+
+
+def model_class(config, family: Family) -> str:
+    """The Hugging Face class a configuration names (``architectures``), or the family's default."""
+    named = list(getattr(config, "architectures", None) or ())
+    for name in named:
+        if name in family.classes:
+            return name
+    if named:
+        raise InteropError(f"{', '.join(named)}: not a {family.name} class tfspec reads "
+                           f"(it reads {', '.join(family.classes)})")
+    return next(iter(family.classes))
+
+
+def import_config(source, *, name: str | None = None, padding: bool = True) -> str:
+    """The readable spec a Hugging Face configuration describes (see the module's docstring)."""
+    config = read_config(source)
+    family = family_of(config.model_type)
+    problems = family.unsupported(config)
+    if problems:
+        raise InteropError(f"this {family.name} configuration cannot be expressed exactly:\n"
+                           + "\n".join(f"  {p}" for p in problems))
+    cls = model_class(config, family)
+    options = {**family.classes[cls], **family.checkpoint_options(tensor_names(source))}
+    heading = (f"Imported by tfspec from a Hugging Face {cls} configuration (model_type '{config.model_type}').",
+               family.conventions + ".")
+    return family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
+                            heading=heading)
+
+
+def tensor_names(source) -> set[str]:
+    """The names of the tensors a model directory's checkpoint holds (empty without one)."""
+    if not isinstance(source, (str, Path)) or not Path(source).is_dir():
+        return set()
+    path = Path(source)
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (path / index).exists():
+            try:
+                return set(json.loads((path / index).read_text(encoding="utf-8"))["weight_map"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise InteropError(f"{path / index}: not a readable weight index: {exc}") from None
+    if (path / "model.safetensors").exists():
+        from safetensors import safe_open
+        try:
+            with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
+                return set(weights.keys())
+        except Exception as exc:  # a truncated or foreign file: safetensors raises its own error types
+            raise InteropError(f"{path / 'model.safetensors'}: not a readable safetensors file: {exc}") from None
+    return set()
+
+
+def from_pretrained(directory, *, device=None):
+    """The compiled model of a Hugging Face model directory, with its weights, in eval mode."""
+    from ..api import parse
+    from ..compiler import compile as compile_spec
+
+    path = Path(directory)
+    if not path.is_dir():
+        raise InteropError(f"{path}: not a directory (a Hugging Face model directory holds config.json and weights)")
+    if not any((path / f).exists() for f in ("model.safetensors", "model.safetensors.index.json",
+                                             "pytorch_model.bin", "pytorch_model.bin.index.json")):
+        raise InteropError(f"{path}: no weights (model.safetensors or pytorch_model.bin); "
+                           "tfspec.import_config reads the configuration alone")
+    config = read_config(path)
+    family = family_of(config.model_type)
+    text = import_config(path)
+    model = compile_spec(parse(text, file=str(path / "config.json")), seed=0)
+    transformers = _transformers()
+    reference = getattr(transformers, model_class(config, family)).from_pretrained(path, local_files_only=True)
+    family.load_weights(model, reference)
+    return (model.to(device) if device is not None else model).eval()
+
+
+def _spec_name(source, config) -> str:
+    """A model name for the spec: the directory's (as an identifier), else the model type's."""
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        stem = (path if path.is_dir() else path.parent).resolve().name
+        ident = re.sub(r"\W", "_", stem).strip("_")
+        if ident and not ident[0].isdigit():
+            return ident
+    return re.sub(r"\W", "_", config.model_type)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise InteropError("reading Hugging Face models needs the transformers package: "
+                           "pip install transformers") from None
+    return transformers
