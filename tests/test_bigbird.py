@@ -182,3 +182,14 @@ def test_without_query_key_value_biases_every_weight_still_maps():
     assert (got - expected).abs().max() <= 1e-5
     with pytest.raises(tfspec.interop.InteropError, match="bias false → true"):
         from_hf_big_bird(ours, big_bird({"attention_type": "original_full"}))
+
+
+@pytest.mark.parametrize("length", [1, 2, 3])
+def test_what_backward_keeps_is_declared_at_every_length_even_one_position(length):
+    """A single position made ``contiguous`` a no-op, so the projection itself was kept (found by Hypothesis)."""
+    from tfspec.analysis import analyse
+    from tfspec.measure import measure
+    spec = tfspec.parse("embedding tokens { vocab 5; dim 8; position learned(64) }\n"
+                        "encoder x 1 { attention self heads=1 mask=none kind=bigbird(2, random=1) }")
+    analysed = analyse(spec, seq_len=length)
+    assert measure(spec, analysed.lengths).saved_bytes == analysed.total.memory

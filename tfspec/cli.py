@@ -1,7 +1,7 @@
 """The `tfspec` command line. Spec errors print like a compiler and exit 1; usage errors exit 2.
 
-Commands: check, fmt, build, verify, summary, render, emit, diff, train, generate, demo. Torch is imported only by
-the commands that build a model.
+Commands: check, fmt, build, verify, summary, mask, render, import, export, emit, diff, train, generate, demo.
+Torch is imported only by the commands that build a model.
 """
 
 from __future__ import annotations
@@ -354,10 +354,12 @@ def cmd_import(args) -> int:
 
     try:
         text = import_config(args.source, name=args.name)
+        parse(text, file=args.output or "<imported>")  # what import writes always checks
+        if args.run_dir:
+            _import_run(args.source, text, args.run_dir)
     except InteropError as exc:
         message = str(exc)
         raise RunError(message if str(args.source) in message else f"{args.source}: {message}") from None
-    parse(text, file=args.output or "<imported>")  # what import writes always checks
     if args.output is None or args.output == "-":
         sys.stdout.write(text)
         return 0
@@ -370,6 +372,91 @@ def cmd_import(args) -> int:
         raise UsageError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
     print(f"wrote {args.output}: {summary_line(args.output, load(args.output)).split(': ', 1)[1]}")
     return 0
+
+
+def _quiet_transformers() -> None:
+    """No progress bars from transformers while a command loads or writes a model (its output is ours)."""
+    try:
+        from transformers.utils import logging
+    except ImportError:  # reported where it is needed
+        return
+    logging.disable_progress_bar()
+
+
+def _import_run(source, text: str, run_dir: str) -> None:
+    """A run directory holding the imported weights as tfspec's step-0 checkpoint (``tfspec export`` reads it)."""
+    from pathlib import Path
+
+    from . import checkpoint as ckpt
+    from .interop.families import from_pretrained
+
+    if Path(run_dir).exists() and any(Path(run_dir).iterdir()):
+        raise UsageError(f"--run {run_dir}: already exists; name a new directory")
+    _writable(run_dir, "--run")
+    _quiet_transformers()
+    model = from_pretrained(source)
+    path = ckpt.save(Path(run_dir), 0, model, text, {"hf_class": model.hf_class, "imported_from": str(source)}, {})
+    print(f"wrote {path}: the {model.hf_class} weights, {sum(p.numel() for p in model.parameters()):,} parameters")
+
+
+def cmd_export(args) -> int:
+    import os
+    from pathlib import Path
+
+    from . import checkpoint as ckpt
+
+    saved = ckpt.load(args.source)
+    out = Path(args.output)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"-o {out}: already exists{'' if out.is_dir() else ' (a file)'}; name a new directory")
+    _writable(str(out), "-o")
+    model = saved.model()
+    if args.to == "hf":
+        from .interop.families import export_pretrained
+        from .interop.mapping import InteropError
+
+        _quiet_transformers()
+        try:
+            cls = export_pretrained(model, out, prefer=saved.meta.get("hf_class"))
+        except InteropError as exc:
+            raise RunError(f"{saved.path}: {exc}") from None
+        print(f"wrote {out}: a Hugging Face {cls} (config.json, model.safetensors); "
+              f"transformers.{cls}.from_pretrained({str(out)!r}) loads it")
+    elif args.to == "torch":
+        from safetensors.torch import save_file
+
+        from .standalone import emit
+
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomically(out / "model.py", emit(saved.spec(), origin=str(saved.path / "spec.tfs")).encode("utf-8"))
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
+        print(f"wrote {out}: model.py (torch only) and model.safetensors; "
+              "Model().load_state_dict(safetensors.torch.load_file(...)) gives the trained model")
+    else:
+        _export_onnx(model, out)
+    return 0
+
+
+def _export_onnx(model, out) -> None:
+    import importlib.util
+
+    import torch
+
+    missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise RunError(f"--to onnx needs the {' and '.join(missing)} package{'s' if len(missing) > 1 else ''}: "
+                       f"pip install {' '.join(missing)}")
+    out.mkdir(parents=True, exist_ok=True)
+    kind = model.spec.kind
+    tokens = torch.zeros(1, 8, dtype=torch.long)
+    inputs = (tokens, tokens) if kind == "encoder-decoder" else (tokens,)
+    names = ["src", "tgt"] if kind == "encoder-decoder" else ["tokens"]
+    try:
+        torch.onnx.export(model, inputs, str(out / "model.onnx"), input_names=names, dynamo=True,
+                          dynamic_shapes={n: {0: "batch", 1: f"{n}_length"} for n in names})
+    except Exception as exc:  # the exporter's own errors: an operator it cannot write, a graph break
+        raise RunError(f"torch.onnx.export could not write this model: {exc}") from None
+    print(f"wrote {out / 'model.onnx'}")
 
 
 def cmd_emit(args) -> int:
@@ -510,6 +597,9 @@ def cmd_generate(args) -> int:
     from .train import TrainConfig
 
     saved = ckpt.load(args.checkpoint)
+    if "vocab" not in saved.meta:
+        raise RunError(f"{saved.path}: imported from {saved.meta.get('imported_from', 'elsewhere')} without a "
+                       "vocabulary tfspec can encode text with (reading tokenizer.json is not supported yet)")
     model = saved.model(device=_device(args.device))
     vocab = Vocabulary.from_dict(saved.meta["vocab"])
     config = TrainConfig(**saved.meta["config"])
@@ -659,7 +749,17 @@ def build_parser() -> argparse.ArgumentParser:
     imports.add_argument("source", metavar="DIR", help="a Hugging Face model directory, or its config.json")
     imports.add_argument("-o", "--output", metavar="NAME.tfs", help="where to write it (default: standard output)")
     imports.add_argument("--name", help="the spec's model name (default: the directory's)")
+    imports.add_argument("--run", dest="run_dir", metavar="OUT", help="also write the weights as a run directory (a step-0 "
+                                                      "checkpoint that tfspec export reads)")
     imports.set_defaults(run=cmd_import)
+
+    export = sub.add_parser("export", help="write a run's (or checkpoint's) model for other tools: Hugging Face, "
+                                           "a standalone PyTorch file, ONNX")
+    export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
+    export.add_argument("--to", choices=["hf", "torch", "onnx"], required=True,
+                        help="hf: a transformers model directory; torch: tfspec emit's file and its weights; onnx")
+    export.add_argument("-o", "--output", required=True, metavar="DIR", help="a new directory to write")
+    export.set_defaults(run=cmd_export)
 
     emit = with_set(sub.add_parser("emit", help="write the model as one standalone, readable PyTorch file "
                                                 "(torch only) that loads the compiled model's state_dict"))

@@ -369,6 +369,8 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
     saved = ckpt.load(run_dir)
     if (Path(run_dir) / "checkpoint.json").exists():
         raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
+    if "config" not in saved.meta:
+        raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume")
     config = TrainConfig(**saved.meta["config"])
     config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
     if saved.step >= config.steps:

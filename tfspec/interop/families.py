@@ -50,6 +50,11 @@ class Family:
         read: Callable | None = getattr(self.functions(), "options_from_tensors", None)
         return read(names) if read and names else {}
 
+    def model_options(self, model) -> dict:
+        """``spec_text`` arguments that the compiled model decides (T5: whether its head is tied)."""
+        read: Callable | None = getattr(self.functions(), "options_from_model", None)
+        return read(model) if read else {}
+
     def unsupported(self, config) -> list[str]:
         check: Callable | None = getattr(self.functions(), "unsupported", None)
         return check(config) if check else []
@@ -209,6 +214,7 @@ def from_pretrained(directory, *, device=None):
     transformers = _transformers()
     reference = getattr(transformers, model_class(config, family)).from_pretrained(path, local_files_only=True)
     family.load_weights(model, reference)
+    model.hf_class = type(reference).__name__  # what it was: exported back as the same class
     return (model.to(device) if device is not None else model).eval()
 
 
@@ -230,3 +236,66 @@ def _transformers():
         raise InteropError("reading Hugging Face models needs the transformers package: "
                            "pip install transformers") from None
     return transformers
+
+
+def hf_equivalent(model, prefer: str | None = None) -> tuple[Family, str, Any]:
+    """The family, Hugging Face class and configuration that compute what the compiled ``model`` computes.
+
+    Each family reads the spec's settings into its configuration (``hf_config``); the spec that configuration
+    describes must then agree with ``model``'s in every architectural fact, so nothing is approximated. With
+    no family agreeing, an ``InteropError`` names the closest one's differences. ``prefer``: a class to try
+    first (the one a model was imported from: BigBird with full attention is also exactly a BERT)."""
+    from .mapping import architecture_problems
+
+    padding = any(getattr(model, s.role).masks_padding for s in model.spec.stacks)
+    from .facts import OtherKind
+
+    tried: list[tuple[int, str, list[str]]] = []  # (how far it got, family, differences)
+    preferred = [f.module for f in FAMILIES if prefer in f.classes]
+    for module in dict.fromkeys(preferred + [f.module for f in FAMILIES]):
+        candidate = next(f for f in FAMILIES if f.module == module)
+        try:
+            values = candidate.functions().hf_config(model.spec)
+        except InteropError as exc:
+            tried.append((0 if isinstance(exc, OtherKind) else 1, candidate.name, [str(exc)]))
+            continue
+        config = read_config(values)
+        family = family_of(config.model_type)
+        has = {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
+        classes = sorted((c for c, options in family.classes.items()
+                          if all(has[k] == v for k, v in options.items() if k in has)), key=lambda c: c != prefer)
+        if not classes:
+            tried.append((1, family.name, [f"no {family.name} class has " + " and ".join(
+                f"{'a' if v else 'no'} {k}" for k, v in has.items())]))
+            continue
+        problems = family.unsupported(config)
+        if not problems:
+            expected = family.spec_text(config, **family.classes[classes[0]], **family.model_options(model),
+                                        padding=padding)
+            problems = architecture_problems(model.spec, expected, classes[0])
+        if not problems:
+            config.architectures = [classes[0]]
+            return family, classes[0], config
+        tried.append((2, family.name, problems))
+    _, closest, problems = min(tried, key=lambda t: (-t[0], len(t[2])))
+    raise InteropError(f"spec '{model.spec.name}' has no Hugging Face equivalent; the closest family, {closest}, "
+                       "differs:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def export_pretrained(model, directory, prefer: str | None = None) -> str:
+    """Write ``model`` as a Hugging Face model directory (``config.json``, ``model.safetensors``) that
+    ``transformers``' ``from_pretrained`` loads; returns the class it is (``prefer``'s where it fits; by
+    default the class ``from_pretrained`` read it from)."""
+    family, cls, config = hf_equivalent(model, prefer or getattr(model, "hf_class", None))
+    transformers = _transformers()
+    reference = getattr(transformers, cls)(config)
+    output, embedding = reference.get_output_embeddings(), reference.get_input_embeddings()
+    if model.head is not None and not model.head.tied and output is not None and output.weight is embedding.weight:
+        import torch  # a head of its own, which the reference tied on construction: untie it before loading
+        output.weight = torch.nn.Parameter(output.weight.detach().clone())
+    try:
+        reference.load_state_dict(family.export_weights(model), strict=True)
+    except RuntimeError as exc:
+        raise InteropError(f"{cls} does not take these weights: {exc}") from None
+    reference.save_pretrained(str(directory))
+    return cls

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .facts import Facts
 from .writer import SpecWriter
 
 REFERENCE = "Hugging Face BERT"
@@ -94,6 +95,20 @@ encoder x {layers} {{
     if head:
         text += f"head tied(tokens) transform={activation} norm=layernorm(eps={eps}) bias=true  # the MLM head\n"
     return w.text(text, list(heading))
+
+
+def hf_config(spec, model_type: str = "bert") -> dict:
+    """The BERT configuration ``spec`` would be (exported after ``architecture_problems`` finds no difference)."""
+    f = Facts(spec, "BERT")
+    f.kind("encoder-only")
+    attention, feedforward, e = f.attention("encoder"), f.feedforward("encoder"), f.embedding
+    return dict(model_type=model_type, vocab_size=e.vocab, hidden_size=e.dim,
+                num_hidden_layers=f.layers("encoder"), num_attention_heads=attention.heads,
+                intermediate_size=feedforward.d_ff, max_position_embeddings=f.learned_positions(),
+                type_vocab_size=e.segments, layer_norm_eps=e.norm.options.get("eps", 1e-12),
+                hidden_act=f.theirs(ACTIVATIONS, feedforward.activation.name, "activation"),
+                hidden_dropout_prob=f.residual_dropout("encoder"), attention_probs_dropout_prob=attention.dropout,
+                initializer_range=f.init_option("std", 0.02))
 
 
 def _config_problems(model, reference) -> list[str]:

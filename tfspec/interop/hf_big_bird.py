@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .facts import Facts
 from .hf_bert import ACTIVATIONS, _rules
+from .hf_bert import hf_config as bert_hf_config
 from .hf_bert import spec_text as bert_spec_text
 from .mapping import InteropError, architecture_problems, export_state, load_state
 from .writer import SpecWriter
@@ -41,6 +43,19 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
     scale = (f"scale {float(config.hidden_size) ** 0.5!r}",) if config.rescale_embeddings else ()
     return bert_spec_text(config, pooler=pooler, head=head, padding=padding, name=name, attention=attention,
                           embedding=scale, writer=w, heading=heading)
+
+
+def hf_config(spec) -> dict:
+    """The BigBird configuration ``spec`` would be: BERT's, with its attention kind and embedding scale."""
+    config = bert_hf_config(spec, "big_bird")
+    f = Facts(spec, "BigBird")
+    attention = f.attention("encoder")
+    if attention.kind.name == "bigbird":
+        config.update(attention_type="block_sparse", block_size=attention.kind.options["block"],
+                      num_random_blocks=attention.kind.options["random"])
+    else:
+        config.update(attention_type="original_full")
+    return {**config, "use_bias": attention.bias, "rescale_embeddings": f.embedding.scale != 1.0}
 
 
 def _config_problems(model, reference) -> list[str]:

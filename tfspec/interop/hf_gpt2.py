@@ -7,6 +7,7 @@ transposed on the way; ``lm_head.weight`` is the token embedding (tied).
 from __future__ import annotations
 
 from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .facts import Facts
 from .writer import SpecWriter
 
 REFERENCE = "Hugging Face GPT-2"
@@ -84,6 +85,21 @@ decoder x {layers} {{
     if head:
         text += "\nhead tied(tokens)\n"
     return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The GPT-2 configuration ``spec`` would be (exported after ``architecture_problems`` finds no difference)."""
+    f = Facts(spec, "GPT-2")
+    f.kind("decoder-only")
+    attention, feedforward = f.attention("decoder"), f.feedforward("decoder")
+    return dict(model_type="gpt2", vocab_size=f.embedding.vocab, n_embd=f.embedding.dim,
+                n_layer=f.layers("decoder"), n_head=attention.heads, n_positions=f.learned_positions(),
+                n_inner=None if feedforward.d_ff == 4 * f.embedding.dim else feedforward.d_ff, activation_function=f.theirs(ACTIVATIONS, feedforward.activation.name,
+                                                                      "activation"),
+                layer_norm_epsilon=f.norm_option("decoder", "eps", 1e-5),
+                resid_pdrop=f.residual_dropout("decoder"), embd_pdrop=f.embedding.dropout,
+                attn_pdrop=attention.dropout, initializer_range=f.init_option("std", 0.02),
+                tie_word_embeddings=True)
 
 
 def _config_problems(model, reference) -> list[str]:

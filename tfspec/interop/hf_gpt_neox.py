@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from .mapping import (InteropError, Rule, architecture_problems, export_state, layer_modules, linear_rules,
                       load_state, rule)
+from .facts import Facts
+from .hf_llama import rope_parameters
 from .writer import SpecWriter
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
@@ -85,6 +87,27 @@ decoder x {layers} {{
     if head:  # the causal LM's; the base model has none
         text += f"\nhead {projection}\n"
     return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The GPT-NeoX configuration ``spec`` would be; parallel residual when the feed-forward's norm reads the
+    layer's input, as the attention's does."""
+    f = Facts(spec, "GPT-NeoX")
+    f.kind("decoder-only")
+    attention, feedforward, e = f.attention("decoder"), f.feedforward("decoder"), f.embedding
+    rotary = f.rotary("decoder")
+    g = f.g
+    norm_input = [g.nodes[g.nodes[n]["inputs"][0]]["inputs"][0] for n, a in g.nodes(data=True)
+                  if a["in_block"] and a["stack"] == "decoder" and a["op"] in ("attention", "feedforward")]
+    return dict(model_type="gpt_neox", vocab_size=e.vocab, hidden_size=e.dim, num_hidden_layers=f.layers("decoder"),
+                num_attention_heads=attention.heads, intermediate_size=feedforward.d_ff,
+                layer_norm_eps=f.norm_option("decoder", "eps", 1e-5),
+                hidden_act=f.theirs(ACTIVATIONS, feedforward.activation.name, "activation"),
+                attention_bias=attention.bias, attention_dropout=attention.dropout,
+                hidden_dropout=f.residual_dropout("decoder"), use_parallel_residual=len(set(norm_input)) == 1,
+                tie_word_embeddings=spec.head is not None and spec.head.tied_to is not None,
+                rope_parameters=rope_parameters(rotary),
+                initializer_range=f.init_option("std", 0.02))
 
 
 def qkv_rows(heads: int, head_dim: int) -> tuple[int, ...]:

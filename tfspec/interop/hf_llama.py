@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .mapping import (InteropError, Rule, architecture_problems, export_state, layer_modules, linear_rules,
                       load_state, rule)
+from .facts import Facts
 from .writer import SpecWriter, number
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
@@ -89,6 +90,36 @@ decoder x {layers} {{
     if head:  # the causal LM's; the base model has none
         text += f"\nhead {projection}\n"
     return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Llama configuration ``spec`` would be (Mistral's when its self-attention has a sliding window)."""
+    f = Facts(spec, "Llama or Mistral")
+    f.kind("decoder-only")
+    attention, feedforward, e = f.attention("decoder"), f.feedforward("decoder"), f.embedding
+    rotary, window = f.rotary("decoder"), f.window("decoder")
+    shape = f.node("decoder", "attention")["geometry"]
+    config = dict(model_type="mistral" if window is not None else "llama", vocab_size=e.vocab, hidden_size=e.dim,
+                  num_hidden_layers=f.layers("decoder"), num_attention_heads=shape.heads,
+                  num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
+                  intermediate_size=feedforward.d_ff, rms_norm_eps=f.norm_option("decoder", "eps", 1e-6),
+                  hidden_act=f.theirs(ACTIVATIONS, feedforward.activation.name, "activation"),
+                  attention_dropout=attention.dropout,
+                  tie_word_embeddings=spec.head is not None and spec.head.tied_to is not None,
+                  rope_parameters=rope_parameters(rotary),
+                  initializer_range=f.init_option("std", 0.02))
+    if window is not None:
+        config["sliding_window"] = window
+    # only where set: Mistral has no such fields (a bias there is then a weight it cannot take)
+    config.update({k: True for k, v in (("attention_bias", attention.bias), ("mlp_bias", feedforward.bias)) if v})
+    return config
+
+
+def rope_parameters(rotary: dict) -> dict:
+    """Hugging Face's ``rope_parameters`` for our rotary options (the fraction only when partial)."""
+    fraction = rotary.get("fraction", 1.0)
+    return {"rope_type": "default", "rope_theta": rotary.get("theta", 10000.0),
+            **({"partial_rotary_factor": fraction} if fraction != 1.0 else {})}
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:

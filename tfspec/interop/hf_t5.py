@@ -16,6 +16,7 @@ scale or tying is an ``InteropError``, never a silent copy.
 from __future__ import annotations
 
 from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .facts import Facts
 from .writer import SpecWriter, number
 
 # HF's dense_act_fn -> our activation, plain and gated (``feed_forward_proj = "gated-..."``)
@@ -29,6 +30,36 @@ GATED = {"gelu": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_
 def scales_decoder_output(config) -> bool:
     """Does the model scale the decoder's output by d_model^-0.5 before its head (T5 v1.0; not v1.1)?"""
     return bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
+
+
+def hf_config(spec) -> dict:
+    """The T5 configuration ``spec`` would be (v1.0 when its head is tied and scaled, v1.1 untied)."""
+    f = Facts(spec, "T5")
+    f.kind("encoder-decoder")
+    attention, feedforward, e = f.attention("encoder"), f.feedforward("encoder"), f.embedding
+    shape = f.node("encoder", "attention")["geometry"]
+    bias = attention.position
+    if bias.name != "t5":
+        raise f.refuse(f"its attention's positions are {bias.name}, not T5's relative bias")
+    activation = feedforward.activation.name
+    gated = activation in GATED.values()
+    act = f.theirs(GATED if gated else ACTIVATIONS, activation, "activation")
+    # T5 v1.0 scales exactly when its config ties; without a head nothing shows it (Hugging Face's default: tied)
+    scaled = spec.head.scale != 1.0 if spec.head is not None else True
+    return dict(model_type="t5", vocab_size=e.vocab, d_model=e.dim, d_kv=shape.head_dim, d_ff=feedforward.d_ff,
+                num_layers=f.layers("encoder"), num_decoder_layers=f.layers("decoder"), num_heads=shape.heads,
+                relative_attention_num_buckets=bias.options.get("num_buckets", 32),
+                relative_attention_max_distance=bias.options.get("max_distance", 128),
+                layer_norm_epsilon=f.norm_option("encoder", "eps", 1e-6), dropout_rate=e.dropout,
+                feed_forward_proj="gated-gelu" if gated and act == "gelu_new" else ("gated-" if gated else "") + act,
+                tie_word_embeddings=scaled,
+                initializer_factor=f.init_option("factor", 1.0), is_encoder_decoder=True)
+
+
+def options_from_model(model) -> dict:
+    """Whether the head shares the embedding is the model's, whatever the configuration says (Hugging Face ties
+    T5's head on construction, and keeps a head of its own only when the checkpoint has one)."""
+    return {"tied": model.head is not None and model.head.tied}
 
 
 def options_from_tensors(names: set[str]) -> dict:

@@ -76,8 +76,9 @@ class BigBirdAttention(MultiHeadAttention):
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         assert not is_causal, "BigBird attention has no fused causal kernel"
         batch, heads, length, dim = q.shape
-        # copies, whatever the batch and heads, so what backward keeps never includes the projection itself
-        k, v = k.contiguous(), v.contiguous()
+        # copies, whatever the batch, heads and length (``contiguous`` is a no-op on a single position), so what
+        # backward keeps never includes the projection itself
+        k, v = (t.clone(memory_format=torch.contiguous_format) for t in (k, v))
         if not bigbird_sparse(length, self.block, self.random):
             return super().mix(q, k, v, mask, False)
         b = self.block

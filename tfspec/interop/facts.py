@@ -1,0 +1,88 @@
+"""Reading a spec's settings for a reference configuration (export): the first attention, feed-forward and norm
+of a stack, the embedding, the init. What they read is then proven, not assumed: the exporter writes the spec
+the configuration describes and compares every architectural fact with the spec's (``architecture_problems``).
+"""
+
+from __future__ import annotations
+
+from .mapping import InteropError
+
+
+class OtherKind(InteropError):
+    """The spec is not even of the family's kind (encoder-only, decoder-only, encoder-decoder)."""
+
+
+class Facts:
+    """A compiled spec's settings, as a family's ``hf_config`` asks for them."""
+
+    def __init__(self, spec, family: str):
+        self.spec, self.family, self.g = spec, family, spec.graph()
+
+    def refuse(self, why: str) -> InteropError:
+        return InteropError(f"not a {self.family} model: {why}")
+
+    def kind(self, *kinds: str) -> None:
+        if self.spec.kind not in kinds:
+            raise OtherKind(f"not a {self.family} model: '{self.spec.name}' is {self.spec.kind}")
+
+    @property
+    def embedding(self):
+        return self.spec.embeddings[0]
+
+    def stack(self, role: str):
+        return getattr(self.spec, role)
+
+    def layers(self, role: str) -> int:
+        return self.stack(role).repeat
+
+    def node(self, role: str, op: str, reads: str = "self") -> dict:
+        """The first ``op`` node (attention, feedforward, norm) of ``role``'s layer (attention: that ``reads``)."""
+        for _, a in self.g.nodes(data=True):
+            if a["in_block"] and a["stack"] == role and a["op"] == op and (
+                    op != "attention" or a["spec"].reads == reads):
+                return a
+        raise self.refuse(f"its {role} layer has no {op}" + (f" ({reads})" if op == "attention" else ""))
+
+    def attention(self, role: str, reads: str = "self"):
+        return self.node(role, "attention", reads)["spec"]
+
+    def feedforward(self, role: str):
+        return self.node(role, "feedforward")["spec"]
+
+    def residual_dropout(self, role: str) -> float:
+        """The dropout on a sublayer's output before its residual sum (0 when the layer has none)."""
+        for _, a in self.g.nodes(data=True):
+            if a["in_block"] and a["stack"] == role and a["op"] == "dropout":
+                return a["spec"].p
+        return 0.0
+
+    def norm_option(self, role: str, option: str, default=None):
+        return self.node(role, "norm")["spec"].options.get(option, default)
+
+    def learned_positions(self) -> int:
+        position = self.embedding.position
+        if position.name != "learned":
+            raise self.refuse(f"its embedding's positions are {position.name}, not learned")
+        return position.options["max_len"]
+
+    def rotary(self, role: str) -> dict:
+        position = self.attention(role).position
+        if position.name != "rotary":
+            raise self.refuse(f"its attention's positions are {position.name}, not rotary")
+        return position.options
+
+    def init_option(self, option: str, default):
+        init = self.spec.init
+        return init.options.get(option, default) if init is not None else default
+
+    def window(self, role: str) -> int | None:
+        windows = [m.options["k"] for m in self.attention(role).mask if m.name == "window"]
+        return windows[0] if windows else None
+
+    @staticmethod
+    def theirs(table: dict[str, str], ours: str, what: str) -> str:
+        """The reference's name for our ``ours`` in a {theirs: ours} table (its first, canonical one)."""
+        for name, value in table.items():
+            if value == ours:
+                return name
+        raise InteropError(f"{what} {ours} has no equivalent (the reference has {', '.join(sorted(set(table.values())))})")
