@@ -294,3 +294,17 @@ def test_import_run_is_a_checkpoint_that_export_reads(tfspec_cli, tmp_path):
         refused = tfspec_cli(*command)
         assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
         assert "imported" in refused.stderr
+
+
+def test_a_damaged_checkpoint_is_refused_not_filled_with_random_values(tmp_path):
+    from safetensors.torch import load_file, save_file
+    directory, _ = saved(tmp_path, "GPT2LMHeadModel")
+    weights = load_file(str(directory / "model.safetensors"))
+    del weights["transformer.h.1.mlp.c_fc.weight"]
+    save_file(weights, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(InteropError, match="does not match its config.json") as info:
+        tfspec.from_pretrained(directory)
+    assert "transformer.h.1.mlp.c_fc.weight" in str(info.value) or "h.1.mlp.c_fc.weight" in str(info.value)
+    (directory / "model.safetensors").write_bytes(b"\x00\x01 not safetensors")
+    with pytest.raises(InteropError):
+        tfspec.from_pretrained(directory)

@@ -212,7 +212,17 @@ def from_pretrained(directory, *, device=None):
     text = import_config(path)
     model = compile_spec(parse(text, file=str(path / "config.json")), seed=0)
     transformers = _transformers()
-    reference = getattr(transformers, model_class(config, family)).from_pretrained(path, local_files_only=True)
+    try:
+        reference, info = getattr(transformers, model_class(config, family)).from_pretrained(
+            path, local_files_only=True, output_loading_info=True)
+    except (OSError, ValueError, RuntimeError) as exc:  # unreadable or inconsistent files
+        raise InteropError(f"{path}: transformers cannot load it: {exc}") from None
+    # transformers fills a missing tensor with random values and only warns: a damaged checkpoint is refused here
+    damaged = {k: sorted(map(str, v)) for k, v in info.items() if k != "error_msgs" and v}
+    if damaged or info.get("error_msgs"):
+        details = [f"  {kind.replace('_', ' ')}: {', '.join(names[:8])}" + (" …" if len(names) > 8 else "")
+                   for kind, names in damaged.items()] + [f"  {m}" for m in info.get("error_msgs", [])]
+        raise InteropError(f"{path}: the checkpoint does not match its config.json:\n" + "\n".join(details))
     family.load_weights(model, reference)
     model.hf_class = type(reference).__name__  # what it was: exported back as the same class
     return (model.to(device) if device is not None else model).eval()
