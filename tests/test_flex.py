@@ -103,19 +103,23 @@ def test_training_with_attention_dropout_keeps_sdpa(counted):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention's fused kernel runs on CUDA")
 @pytest.mark.parametrize("attention", PATTERNS)
-def test_on_cuda_flex_attention_equals_the_dense_path_with_gradients(attention):
-    model = tfspec.compile(SPEC.format(attention=attention), seed=0).cuda().eval()
+def test_on_cuda_flex_attention_equals_the_dense_path_with_gradients(attention, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tfspec.nn.attention, "flex_mix", lambda *a, **k: calls.append(1) or flex_mix(*a, **k))
+    monkeypatch.setattr(tfspec.nn.bigbird, "flex_mix", lambda *a, **k: calls.append(1) or flex_mix(*a, **k))
+    wide = SPEC.replace("dim 16", "dim 64").replace("d_ff=32", "d_ff=128")  # CUDA's kernels: heads of >= 16
+    model = tfspec.compile(wide.format(attention=attention), seed=0).cuda().eval()
     tokens, extra = inputs(300, "cuda")
     results = []
     for devices in ({"cuda"}, set()):
-        flex.FLEX_DEVICES.clear()
-        flex.FLEX_DEVICES.update(devices)
+        monkeypatch.setattr(flex, "FLEX_DEVICES", devices)
         model.zero_grad()
         out, padding = run(model, tokens, extra, attention)
         real = torch.ones_like(tokens, dtype=torch.bool) if padding is None else ~padding
         out[real].square().mean().backward()
         results.append((out[real].detach(), [p.grad.clone() for p in model.parameters()]))
-    flex.FLEX_DEVICES.update({"cuda"})
+    assert len(calls) == 2, "both layers took FlexAttention on CUDA"
     (a, grads_a), (b, grads_b) = results
     assert torch.allclose(a, b, atol=1e-4)
     assert all(torch.allclose(x, y, atol=1e-4) for x, y in zip(grads_a, grads_b))
+

@@ -299,7 +299,7 @@ class InContext:
         query_len, key_len = q.shape[2], k.shape[2]
         if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
             return self.mix(q, k, v, None, True)
-        if self.flex and ctx.offset == 0 and query_len == key_len and flex_runs(q, self.training and self.dropout):
+        if self.flex and ctx.offset == 0 and query_len == key_len and flex_runs(q, k, self.training and self.dropout):
             return flex_mix(q, k, v, self.masks.block_mask(ctx, query_len, q.shape[0], q.device, padding), self.scale)
         if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
             chunk = band_chunk(query_len, self.band)

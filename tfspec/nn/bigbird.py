@@ -133,7 +133,7 @@ class BigBirdAttentionInContext(InContext, BigBirdAttention):
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         """On CUDA, the block-sparse pattern through FlexAttention (``tfspec.nn.flex``); elsewhere the core's."""
         batch, heads, length, _ = q.shape
-        if not bigbird_sparse(length, self.block, self.random) or not flex_runs(q, self.training and self.dropout):
+        if not bigbird_sparse(length, self.block, self.random) or not flex_runs(q, k, self.training and self.dropout):
             return super().mix(q, k, v, mask, is_causal)
         table = bigbird_block_table(self.key_blocks(-(-length // self.block), q.device))
         padding = None if mask is None else (mask[:, 0, 0, :] < 0).expand(batch, -1)  # the padded keys

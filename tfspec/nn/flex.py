@@ -5,8 +5,9 @@ BigBird's blocks) runs ``torch.nn.attention.flex_attention`` compiled, with a ``
 call from the same rules the dense path evaluates, so only the tiles of keys a block of queries may see are
 computed, forward and backward. Elsewhere it does not apply: FlexAttention has no backward on the CPU in
 torch 2.13 (the CPU keeps the banded path of ``MultiHeadAttention.mix_banded``), no dropout on the
-probabilities (training with ``attn_dropout`` keeps SDPA), and nothing for incremental decoding (a KV
-cache keeps SDPA). ``FLEX_DEVICES`` says where it runs; the tests add ``"cpu"`` to check it against the
+probabilities (training with ``attn_dropout`` keeps SDPA), nothing for incremental decoding (a KV
+cache keeps SDPA), and on CUDA no heads under 16 dimensions nor a group of query heads per key/value head
+that is not a power of two (its Triton kernels' limits; such attention keeps SDPA or the banded path). ``FLEX_DEVICES`` says where it runs; the tests add ``"cpu"`` to check it against the
 dense computation there, forward only and uncompiled.
 
 A padded query whose every key is padding gets zeros here, where the dense path gives its structural
@@ -24,9 +25,14 @@ FLEX_DEVICES = {"cuda"}  # device types FlexAttention runs on (the CPU has no ba
 BLOCK = 128  # FlexAttention's tile: a block of queries against a block of keys is computed or skipped whole
 
 
-def flex_runs(q: Tensor, training_dropout: float) -> bool:
-    """Does FlexAttention take this call: a device it runs on, no dropout on the probabilities?"""
-    return q.device.type in FLEX_DEVICES and not training_dropout and _flex_attention() is not None
+def flex_runs(q: Tensor, k: Tensor, training_dropout: float) -> bool:
+    """Does FlexAttention take this call: a device it runs on, no dropout on the probabilities, and on CUDA
+    the shapes its Triton kernels take (heads of at least 16 dimensions; a power-of-two number of query heads
+    per key/value head, which its short-sequence kernel needs)?"""
+    if q.device.type not in FLEX_DEVICES or training_dropout or _flex_attention() is None:
+        return False
+    group = q.shape[1] // k.shape[1]
+    return not q.is_cuda or (q.shape[-1] >= 16 and group & (group - 1) == 0)
 
 
 def block_mask(rules: list[Callable], inputs: dict, padding: Tensor | None, batch: int, length: int, device,
