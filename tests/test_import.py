@@ -308,3 +308,10 @@ def test_a_damaged_checkpoint_is_refused_not_filled_with_random_values(tmp_path)
     (directory / "model.safetensors").write_bytes(b"\x00\x01 not safetensors")
     with pytest.raises(InteropError):
         tfspec.from_pretrained(directory)
+
+
+def test_import_run_refuses_an_existing_path(tfspec_cli, tmp_path):
+    directory, _ = saved(tmp_path, "GPT2Model")
+    (tmp_path / "taken.tfs").write_text("x")
+    result = tfspec_cli("import", str(directory), "--run", str(tmp_path / "taken.tfs"))
+    assert result.returncode == 2 and "already exists" in result.stderr and "Traceback" not in result.stderr

@@ -390,7 +390,7 @@ def _import_run(source, text: str, run_dir: str) -> None:
     from . import checkpoint as ckpt
     from .interop.families import from_pretrained
 
-    if Path(run_dir).exists() and any(Path(run_dir).iterdir()):
+    if Path(run_dir).exists() and (not Path(run_dir).is_dir() or any(Path(run_dir).iterdir())):
         raise UsageError(f"--run {run_dir}: already exists; name a new directory")
     _writable(run_dir, "--run")
     _quiet_transformers()
@@ -400,7 +400,6 @@ def _import_run(source, text: str, run_dir: str) -> None:
 
 
 def cmd_export(args) -> int:
-    import os
     from pathlib import Path
 
     from . import checkpoint as ckpt
