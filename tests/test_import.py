@@ -315,3 +315,40 @@ def test_import_run_refuses_an_existing_path(tfspec_cli, tmp_path):
     (tmp_path / "taken.tfs").write_text("x")
     result = tfspec_cli("import", str(directory), "--run", str(tmp_path / "taken.tfs"))
     assert result.returncode == 2 and "already exists" in result.stderr and "Traceback" not in result.stderr
+
+
+def tiny_tokenizer(directory, vocab_size: int = 80):
+    """A character-level BPE of ``vocab_size`` tokens trained here on a few sentences, saved as tokenizer.json."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    text = ["the quick brown fox jumps over the lazy dog", "attention is all you need",
+            "a spec says what a model is", "tokens become vectors and vectors become tokens"] * 20
+    tokenizer.train_from_iterator(text, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["[UNK]"]))
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return tokenizer
+
+
+def test_an_imported_run_generates_what_hugging_face_generates(tfspec_cli, tmp_path):
+    directory, reference = saved(tmp_path, "GPT2LMHeadModel")
+    tokenizer = tiny_tokenizer(directory)
+    assert tokenizer.get_vocab_size() <= 90
+    result = tfspec_cli("import", str(directory), "--run", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    assert "and its tokenizer.json" in result.stdout
+    prompt = "the quick brown"
+    generated = tfspec_cli("generate", str(tmp_path / "run"), "--input", prompt, "--max-new", "12")
+    assert generated.returncode == 0, generated.stderr
+    ids = torch.tensor([tokenizer.encode(prompt).ids])
+    with torch.no_grad():
+        out = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
+                                 pad_token_id=0)
+    expected = tokenizer.decode(out[0, ids.shape[1]:].tolist(), skip_special_tokens=True)
+    assert generated.stdout.splitlines()[-1] == prompt + expected
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_refused(tfspec_cli, tmp_path):
+    directory, _ = saved(tmp_path, "GPT2LMHeadModel", vocab_size=40)
+    tiny_tokenizer(directory, vocab_size=80)
+    result = tfspec_cli("import", str(directory), "--run", str(tmp_path / "run"))
+    assert result.returncode == 1 and "tokens, but the model's embedding has 40 rows" in result.stderr

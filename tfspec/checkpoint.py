@@ -73,8 +73,10 @@ def _write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dict) -> Path:
-    """Write the checkpoint of ``step`` into ``run_dir`` and point ``latest`` at it; returns its path."""
+def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dict,
+         files: dict[str, bytes] | None = None) -> Path:
+    """Write the checkpoint of ``step`` into ``run_dir`` and point ``latest`` at it; returns its path.
+    ``files``: more files it holds, by name (an imported model's ``tokenizer.json``)."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{step:07d}"
@@ -85,6 +87,8 @@ def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dic
             weights = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
             save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
             _write(tmp / "spec.tfs", spec_text.encode("utf-8"))
+            for file_name, data in (files or {}).items():
+                _write(tmp / file_name, data)
             torch.save(state, tmp / "state.pt")
             _write(tmp / "checkpoint.json", json.dumps({"format": FORMAT, **meta, "step": step}, indent=2).encode())
             if final.exists():  # a leftover without checkpoint.json: never published, safe to replace

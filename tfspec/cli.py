@@ -395,8 +395,20 @@ def _import_run(source, text: str, run_dir: str) -> None:
     _writable(run_dir, "--run")
     _quiet_transformers()
     model = from_pretrained(source)
-    path = ckpt.save(Path(run_dir), 0, model, text, {"hf_class": model.hf_class, "imported_from": str(source)}, {})
-    print(f"wrote {path}: the {model.hf_class} weights, {sum(p.numel() for p in model.parameters()):,} parameters")
+    meta, files = {"hf_class": model.hf_class, "imported_from": str(source)}, {}
+    tokenizer = Path(source) / "tokenizer.json"
+    if tokenizer.is_file():
+        from .data import TokenizerVocabulary
+
+        vocab = TokenizerVocabulary.load(tokenizer)
+        needed, has = vocab.size, model.spec.embeddings[0].vocab
+        if needed > has:
+            raise RunError(f"{tokenizer}: {needed:,} tokens, but the model's embedding has {has:,} rows")
+        meta["vocab"], files["tokenizer.json"] = vocab.to_dict(), tokenizer.read_bytes()
+    path = ckpt.save(Path(run_dir), 0, model, text, meta, {}, files)
+    with_tokenizer = " and its tokenizer.json" if files else " (no tokenizer.json beside them)"
+    print(f"wrote {path}: the {model.hf_class} weights{with_tokenizer}, "
+          f"{sum(p.numel() for p in model.parameters()):,} parameters")
 
 
 def cmd_export(args) -> int:
@@ -598,16 +610,20 @@ def cmd_generate(args) -> int:
     saved = ckpt.load(args.checkpoint)
     if "vocab" not in saved.meta:
         raise RunError(f"{saved.path}: imported from {saved.meta.get('imported_from', 'elsewhere')} without a "
-                       "vocabulary tfspec can encode text with (reading tokenizer.json is not supported yet)")
+                       "tokenizer.json, so there is no vocabulary to encode text with")
     model = saved.model(device=_device(args.device))
-    vocab = Vocabulary.from_dict(saved.meta["vocab"])
-    config = TrainConfig(**saved.meta["config"])
+    vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path)
     kind = model.spec.kind
+    if "config" not in saved.meta and kind == "encoder-decoder":  # imported: its start token is not tfspec's
+        raise RunError(f"{saved.path}: generating with an imported encoder-decoder is not supported yet "
+                       "(its decoder start token is its own); decoder-only models continue a prompt")
+    # an imported model (no training configuration) continues its prompt
+    config = TrainConfig(**saved.meta["config"]) if "config" in saved.meta else None
     if kind == "encoder-only":
         raise RunError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
     if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):
         raise UsageError("--beam searches for the most likely output; it does not combine with sampling options")
-    prompted = config.text is None
+    prompted = config is not None and config.text is None
     temperature = args.temperature if args.temperature is not None else (1.0 if args.top_k or args.top_p else 0.0)
     strategy = Strategy(temperature, args.top_k, args.top_p, args.beam, args.alpha)
     generator = torch.Generator().manual_seed(args.seed)

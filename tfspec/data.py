@@ -93,8 +93,48 @@ class Vocabulary:
         return {"kind": self.kind, "symbols": "".join(self.symbols)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Vocabulary":
+    def from_dict(cls, d: dict, directory: Path | None = None) -> "Vocabulary | TokenizerVocabulary":
+        """The vocabulary a checkpoint names (``directory``: the checkpoint's, where a tokenizer file lies)."""
+        if d["kind"] == "tokenizer":
+            return TokenizerVocabulary.load(Path(directory or ".") / d["file"])
         return cls(d["kind"], tuple(d["symbols"]))
+
+
+class TokenizerVocabulary:
+    """A Hugging Face ``tokenizers`` tokenizer (a ``tokenizer.json``) as a vocabulary: its own ids, none of
+    tfspec's specials, every id a possible output. Imported models generate with it."""
+
+    kind = "tokenizer"
+
+    def __init__(self, tokenizer, file: str = "tokenizer.json") -> None:
+        self.tokenizer, self.file = tokenizer, file
+
+    @classmethod
+    def load(cls, path: Path) -> "TokenizerVocabulary":
+        from tokenizers import Tokenizer
+        try:
+            return cls(Tokenizer.from_file(str(path)), Path(path).name)
+        except Exception as exc:  # tokenizers raises its own exception type for a missing or foreign file
+            raise DataError(f"{path}: not a readable tokenizer.json: {exc}") from None
+
+    @property
+    def size(self) -> int:
+        return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def output_ids(self, out: int, end: bool) -> Tensor:
+        return torch.ones(out, dtype=torch.bool)
+
+    def describe(self) -> str:
+        return f"{self.file} ({self.size:,} tokens)"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "file": self.file}
 
 
 def generator_for(seed: int, stream: int, index: int) -> torch.Generator:
