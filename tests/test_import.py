@@ -181,7 +181,7 @@ def test_import_cli_writes_a_spec_that_checks(tfspec_cli, tmp_path):
 @pytest.mark.parametrize("args, message, code", [
     (["{tmp}/missing"], "{tmp}/missing: no such file", 1),
     (["{tmp}/roberta.json"], "model_type 'roberta' cannot be imported exactly", 1),
-    (["{tmp}/roberta.json", "-o", "{tmp}"], "model_type 'roberta'", 1),
+    (["{tmp}/roberta.json", "-o", "{tmp}"], "is a directory; name the .tfs file to write", 2),  # checked first
 ])
 def test_import_cli_errors(tfspec_cli, tmp_path, args, message, code):
     (tmp_path / "roberta.json").write_text(json.dumps({"model_type": "roberta"}))
@@ -352,3 +352,10 @@ def test_a_tokenizer_larger_than_the_embedding_is_refused(tfspec_cli, tmp_path):
     tiny_tokenizer(directory, vocab_size=80)
     result = tfspec_cli("import", str(directory), "--run", str(tmp_path / "run"))
     assert result.returncode == 1 and "tokens, but the model's embedding has 40 rows" in result.stderr
+
+
+def test_a_bad_output_is_refused_before_the_run_is_written(tfspec_cli, tmp_path):
+    directory, _ = saved(tmp_path, "GPT2Model")
+    result = tfspec_cli("import", str(directory), "-o", str(tmp_path), "--run", str(tmp_path / "run"))
+    assert result.returncode == 2 and "is a directory" in result.stderr
+    assert not (tmp_path / "run").exists()

@@ -347,11 +347,10 @@ def cmd_mask(args) -> int:
 
 
 def cmd_import(args) -> int:
-    import os
-
     from .interop.families import import_config
     from .interop.mapping import InteropError
 
+    _check_output(args.output, ".tfs")  # before any run directory is written
     try:
         text = import_config(args.source, name=args.name)
         parse(text, file=args.output or "<imported>")  # what import writes always checks
@@ -360,18 +359,32 @@ def cmd_import(args) -> int:
     except InteropError as exc:
         message = str(exc)
         raise RunError(message if str(args.source) in message else f"{args.source}: {message}") from None
-    if args.output is None or args.output == "-":
-        sys.stdout.write(text)
-        return 0
-    _writable(args.output, "-o")
-    if os.path.isdir(args.output):
-        raise UsageError(f"-o {args.output}: is a directory; name the .tfs file to write")
-    try:
-        write_atomically(args.output, text.encode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
-    print(f"wrote {args.output}: {summary_line(args.output, load(args.output)).split(': ', 1)[1]}")
+    if _write_output(args.output, text):
+        print(f"wrote {args.output}: {summary_line(args.output, load(args.output)).split(': ', 1)[1]}")
     return 0
+
+
+def _check_output(output: str | None, suffix: str) -> None:
+    """``-o``: standard output (None or -), or a file that can be written (not a directory)."""
+    import os
+
+    if output is None or output == "-":
+        return
+    _writable(output, "-o")
+    if os.path.isdir(output):
+        raise UsageError(f"-o {output}: is a directory; name the {suffix} file to write")
+
+
+def _write_output(output: str | None, text: str) -> bool:
+    """Write ``text`` to ``-o`` atomically (checked by ``_check_output``), or to standard output; True: a file."""
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        return False
+    try:
+        write_atomically(output, text.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    return True
 
 
 def _quiet_transformers() -> None:
@@ -471,22 +484,13 @@ def _export_onnx(model, out) -> None:
 
 
 def cmd_emit(args) -> int:
-    import os
-
     from .standalone import emit
 
     spec = load(args.file, overrides=_overrides(args))
     source = emit(spec, origin=" ".join([args.file] + [f"--set {k}={v}" for k, v in _overrides(args).items()]))
-    if args.output is None or args.output == "-":
-        sys.stdout.write(source)
+    _check_output(args.output, ".py")
+    if not _write_output(args.output, source):
         return 0
-    _writable(args.output, "-o")
-    if os.path.isdir(args.output):
-        raise UsageError(f"-o {args.output}: is a directory; name the .py file to write")
-    try:
-        write_atomically(args.output, source.encode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
     print(f"wrote {args.output}: class Model, {spec.parameter_count():,} parameters when built; "
           "load a compiled model's state_dict into it")
     return 0

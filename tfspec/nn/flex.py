@@ -16,6 +16,7 @@ mask's (equally meaningless, equally finite) average.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -67,6 +68,7 @@ def flex_mix(q: Tensor, k: Tensor, v: Tensor, mask, scale: float | None) -> Tens
 _compiled: dict[str, Callable] = {}
 
 
+@functools.cache
 def _flex_attention() -> Callable | None:
     """``flex_attention``: compiled on CUDA (its fused kernel), plain elsewhere (the tests' CPU check)."""
     try:
