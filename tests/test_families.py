@@ -129,9 +129,14 @@ def test_every_llama_configuration_difference_is_refused_and_named(change, expec
     torch.manual_seed(0)
     reference = T.LlamaForCausalLM(T.LlamaConfig(**{**TINY_LLAMA, **change}))
     ours = tfspec.compile(llama_spec(T.LlamaConfig(**TINY_LLAMA)))
+    assert_refused_and_untouched(from_hf_llama, ours, reference, expected)
+
+
+def assert_refused_and_untouched(load, ours, reference, expected: str) -> None:
+    """``load(ours, reference)`` raises an InteropError saying ``expected``, and copies nothing."""
     before = {k: v.clone() for k, v in ours.state_dict().items()}
     with pytest.raises(InteropError) as info:
-        from_hf_llama(ours, reference)
+        load(ours, reference)
     assert expected in str(info.value), str(info.value)
     assert all(torch.equal(before[k], v) for k, v in ours.state_dict().items())  # nothing copied
 
