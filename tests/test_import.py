@@ -37,7 +37,8 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "GPTNeoXForCausalLM": dict(model_type="gpt_neox", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=64, rotary_pct=0.5),
     "T5ForConditionalGeneration": dict(model_type="t5", vocab_size=90, d_model=32, d_kv=8, d_ff=64, num_layers=2,
-                                       num_heads=4, feed_forward_proj="gated-gelu", tie_word_embeddings=False),
+                                       num_heads=4, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                                       decoder_start_token_id=0),  # as released T5 checkpoints say
     "LlamaModel": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                        intermediate_size=48, attention_bias=True),
     "GPTNeoXModel": dict(model_type="gpt_neox", vocab_size=90, hidden_size=32, num_hidden_layers=1,
@@ -359,3 +360,78 @@ def test_a_bad_output_is_refused_before_the_run_is_written(tfspec_cli, tmp_path)
     result = tfspec_cli("import", str(directory), "-o", str(tmp_path), "--run", str(tmp_path / "run"))
     assert result.returncode == 2 and "is a directory" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------- the whole life of an imported model
+LIFECYCLE = ["BertForMaskedLM", "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "GPTNeoXForCausalLM",
+             "T5ForConditionalGeneration", "BigBirdForMaskedLM"]
+WORDS = "the quick brown fox jumps over the lazy dog while attention is all you need and a spec says what it is"
+
+
+def lifecycle_tokenizer(directory, encoder_decoder: bool):
+    """A word-level tokenizer whose first ids are <pad> (0), </s> (1), [UNK], [MASK] — the ids the tiny
+    configurations name — and, for T5, a post-processor that ends each input with </s> as T5's does."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    specials = ["<pad>", "</s>", "[UNK]", "[MASK]"]
+    vocab = {w: i for i, w in enumerate(specials + sorted(set(WORDS.split())))}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.add_special_tokens(specials)
+    if encoder_decoder:
+        tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    from tokenizers import decoders
+    tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return tokenizer
+
+
+def cli(capsys, *args) -> str:
+    """The CLI in this process (faster than a subprocess for a chain of commands); its standard output."""
+    from tfspec.cli import main
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.parametrize("cls", LIFECYCLE)
+def test_import_generate_fine_tune_export_for_every_family(tmp_path, capsys, cls):
+    from tfspec import checkpoint
+    encoder_decoder = cls.startswith("T5")
+    directory, reference = saved(tmp_path, cls)
+    tokenizer = lifecycle_tokenizer(directory, encoder_decoder)
+    cli(capsys, "import", directory, "--run", tmp_path / "imported")
+
+    prompt = "the quick brown fox"
+    if cls.endswith("MaskedLM"):  # an encoder-only model has no decoder to generate with
+        data = tmp_path / "text.txt"
+        data.write_text((WORDS + " ") * 30)
+    else:
+        out = cli(capsys, "generate", tmp_path / "imported", "--input", prompt, "--max-new", "6").splitlines()[-1]
+        ids = torch.tensor([tokenizer.encode(prompt).ids])
+        with torch.no_grad():
+            if encoder_decoder:  # greedy decoding from T5's start token to its end token, as generate does
+                expected = reference.generate(ids, max_new_tokens=6, do_sample=False)[0]
+            else:
+                expected = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6,
+                                              do_sample=False, pad_token_id=0)[0, ids.shape[1]:]
+        text = tokenizer.decode(expected.tolist(), skip_special_tokens=True)
+        assert out == (f"  {prompt} -> {text}" if encoder_decoder else prompt + text)
+        data = tmp_path / ("pairs.tsv" if encoder_decoder else "text.txt")
+        words = WORDS.split()
+        data.write_text("".join(f"{' '.join(words[i:i + 3])}\t{' '.join(words[i + 3:i + 5])}\n"
+                                for i in range(len(words) - 5)) * 3 if encoder_decoder else (WORDS + " ") * 30)
+
+    before = checkpoint.load(tmp_path / "imported").weights
+    cli(capsys, "train", "--init", tmp_path / "imported", "--text", data, "--seq-len", 16, "--steps", 3,
+        "--batch", 4, "--eval-size", 4, "--lr", "1e-3", "--warmup", 1, "--no-progress", "--out", tmp_path / "tuned")
+    tuned = checkpoint.load(tmp_path / "tuned")
+    assert (tuned.path / "tokenizer.json").read_bytes() == (directory / "tokenizer.json").read_bytes()
+    assert before.keys() == tuned.weights.keys()
+    assert any(not torch.equal(before[k], tuned.weights[k]) for k in before)  # it learned ...
+    assert max((before[k] - tuned.weights[k]).abs().max().item() for k in before) < 0.02  # ... from these weights
+
+    cli(capsys, "export", tmp_path / "tuned", "--to", "hf", "-o", tmp_path / "exported")
+    exported = getattr(T, cls).from_pretrained(tmp_path / "exported").eval()
+    ours, theirs, real = outputs(tuned.model(), exported, cls)
+    assert (ours - theirs)[real].abs().max().item() <= TOL

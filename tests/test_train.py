@@ -145,7 +145,7 @@ def test_decoder_only_learns_the_prompted_task():
 def test_masked_language_model_trains_an_encoder_only_spec(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
-    config = TrainConfig(text=str(text), tokens="chars", seq_len=16, steps=80, batch=16, lr=3e-3, warmup=10,
+    config = TrainConfig(text=str(text), tokenizer="chars", seq_len=16, steps=80, batch=16, lr=3e-3, warmup=10,
                          eval_size=32, eval_every=80)
     spec = """model mlm
         embedding tokens { vocab 40; dim 32; position learned(32) }
@@ -360,7 +360,7 @@ def test_bad_arguments_exit_1_with_the_reason(tmp_path, tfspec_cli):
     assert result.returncode == 1 and "no such checkpoint" in result.stderr
 
     result = tfspec_cli("train", "examples/vaswani_base.tfs", "--text", str(text), "--out", str(tmp_path / "e"))
-    assert result.returncode == 1 and "encoder-decoder spec learns a task" in result.stderr
+    assert result.returncode == 1 and "lines of 'source<TAB>target'" in result.stderr
     assert not (tmp_path / "e" / "latest").exists()
 
 

@@ -401,7 +401,7 @@ def _import_run(source, text: str, run_dir: str) -> None:
     from pathlib import Path
 
     from . import checkpoint as ckpt
-    from .interop.families import from_pretrained
+    from .interop.families import from_pretrained, tokenizer_of
 
     if Path(run_dir).exists() and (not Path(run_dir).is_dir() or any(Path(run_dir).iterdir())):
         raise UsageError(f"--run {run_dir}: already exists; name a new directory")
@@ -409,15 +409,9 @@ def _import_run(source, text: str, run_dir: str) -> None:
     _quiet_transformers()
     model = from_pretrained(source)
     meta, files = {"hf_class": model.hf_class, "imported_from": str(source)}, {}
-    tokenizer = Path(source) / "tokenizer.json"
-    if tokenizer.is_file():
-        from .data import TokenizerVocabulary
-
-        vocab = TokenizerVocabulary.load(tokenizer)
-        needed, has = vocab.size, model.spec.embeddings[0].vocab
-        if needed > has:
-            raise RunError(f"{tokenizer}: {needed:,} tokens, but the model's embedding has {has:,} rows")
-        meta["vocab"], files["tokenizer.json"] = vocab.to_dict(), tokenizer.read_bytes()
+    vocab = tokenizer_of(source, model)
+    if vocab is not None:
+        meta["vocab"], files["tokenizer.json"] = vocab.to_dict(), vocab.to_json()
     path = ckpt.save(Path(run_dir), 0, model, text, meta, {}, files)
     with_tokenizer = " and its tokenizer.json" if files else " (no tokenizer.json beside them)"
     print(f"wrote {path}: the {model.hf_class} weights{with_tokenizer}, "
@@ -525,7 +519,7 @@ def cmd_diff(args) -> int:
     return 0
 
 
-TRAIN_OPTIONS = ("task", "text", "tokens", "symbols", "min_len", "max_len", "seq_len", "steps", "batch", "accumulate",
+TRAIN_OPTIONS = ("task", "text", "tokenizer", "init", "symbols", "min_len", "max_len", "seq_len", "steps", "batch", "accumulate",
                  "lr", "warmup", "grad_clip", "label_smoothing", "weight_decay", "seed", "dtype", "eval_every",
                  "eval_size", "save_every")
 
@@ -577,16 +571,24 @@ def cmd_train(args) -> int:
         run = resume(run_dir, steps=args.steps, device=str(_device(args.device)) if args.device else None,
                      progress=not args.no_progress, log=lambda line: print(line, flush=True))
     else:
-        if not args.file:
-            raise UsageError("give a SPEC to train (or --resume DIR)")
+        if not args.file and not args.init:
+            raise UsageError("give a SPEC to train, --init weights to fine-tune, or --resume DIR")
         args.device = args.device or "cpu"
         config = _train_config(args)
-        spec = load(args.file, overrides=_overrides(args))
+        initial = None
+        if args.file:
+            spec = load(args.file, overrides=_overrides(args))
+        else:  # the spec the initial weights came with
+            from .train import initial_weights
+            initial = initial_weights(args.init)
+            spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **_overrides(args)})
         run_dir = args.out or _fresh_run_dir(spec.name, "text" if config.text else config.task)
-        print(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on "
-              f"{'text ' + config.text if config.text else 'the ' + config.task + ' task'}; run directory {run_dir}")
+        data = f"text {config.text}" if config.text else f"the {config.task} task"
+        start = f", from the weights of {config.init}" if config.init else ""
+        print(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on {data}{start}; "
+              f"run directory {run_dir}")
         run = train(args.file, config, run_dir, overrides=_overrides(args), progress=not args.no_progress,
-                    log=lambda line: print(line, flush=True))
+                    log=lambda line: print(line, flush=True), initial=initial)
     _report(run, run_dir)
     return 130 if run.interrupted else 0
 
@@ -618,11 +620,8 @@ def cmd_generate(args) -> int:
     model = saved.model(device=_device(args.device))
     vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path)
     kind = model.spec.kind
-    if "config" not in saved.meta and kind == "encoder-decoder":  # imported: its start token is not tfspec's
-        raise RunError(f"{saved.path}: generating with an imported encoder-decoder is not supported yet "
-                       "(its decoder start token is its own); decoder-only models continue a prompt")
-    # an imported model (no training configuration) continues its prompt
-    config = TrainConfig(**saved.meta["config"]) if "config" in saved.meta else None
+    # an imported model (no training configuration) continues a prompt, or maps an input to an output
+    config = TrainConfig.saved(saved.meta["config"]) if "config" in saved.meta else None
     if kind == "encoder-only":
         raise RunError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
     if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):
@@ -654,7 +653,7 @@ def cmd_generate(args) -> int:
     except ValueError as exc:  # text outside the vocabulary, an empty prompt, no room left
         raise RunError(str(exc)) from None
     for r in results:
-        if prompted:
+        if prompted or kind == "encoder-decoder":  # an input mapped to an output
             line = f"  {r.input} -> {r.output}"
             if r.input in references:
                 ok = "✓" if references[r.input] == r.output else f"✗ (expected {references[r.input]})"
@@ -802,7 +801,11 @@ def build_parser() -> argparse.ArgumentParser:
                       "; ".join(f"{k}: {v}" for k, v in sorted(TASK_HELP.items())))
     data.add_argument("--text", metavar="FILE", help="learn a text file: decoder-only as a language model, "
                                                      "encoder-only by masked-language modelling")
-    data.add_argument("--tokens", choices=["bytes", "chars"], help="text units (default bytes)")
+    data.add_argument("--tokenizer", metavar="KIND", help="how a text becomes tokens: bytes (default), chars, "
+                      "bpe:N (a byte-level BPE of N tokens learned from the text) or PATH/tokenizer.json; "
+                      "saved in every checkpoint")
+    data.add_argument("--init", metavar="RUN_OR_DIR", help="start from these weights (fine-tuning): a run, a "
+                      "checkpoint or a Hugging Face model directory; SPEC may then be left out")
     data.add_argument("--symbols", type=_positive, help="task alphabet size, 2-52 (default 26)")
     data.add_argument("--min-len", type=_positive, help="task: shortest source (default 4)")
     data.add_argument("--max-len", type=_positive, help="task: longest source (default 24)")

@@ -1,4 +1,5 @@
-"""Training data with no downloads: synthetic sequence tasks, a user's text file, and MLM masking.
+"""Training data with no downloads: synthetic sequence tasks, a user's text file or sentence pairs, MLM masking,
+and the vocabularies that turn text into ids (bytes, characters, or a Hugging Face ``tokenizer.json``).
 
 Every batch is a pure function of ``(seed, stream, index)``, so a resumed run
 sees exactly the batches an uninterrupted one would, and no data-loader state
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+import json
 
 import torch
 from torch import Tensor
@@ -53,6 +56,25 @@ class Vocabulary:
     @property
     def first_symbol(self) -> int:
         return len(SPECIALS)
+
+    # the ids that play a part in batches and decoding; a tokenizer names its own
+    pad, start, eos, sep, mask = PAD, BOS, EOS, SEP, MASK
+    ends_text = None  # a language model's text windows hold no end token: a continuation runs to its length
+
+    def is_special(self, ids: Tensor) -> Tensor:
+        return ids < len(SPECIALS)
+
+    def random_ids(self, shape, generator: torch.Generator) -> Tensor:
+        """Symbols drawn uniformly (BERT's 10% random replacements)."""
+        return torch.randint(self.first_symbol, self.size, shape, generator=generator)
+
+    def encode_input(self, text: str) -> list[int]:
+        """The ids of a text given to a model (a prompt or a source); tfspec's vocabularies add nothing."""
+        return self.encode(text)
+
+    def needs(self) -> str:
+        """What the ids are, for messages about the embedding's size."""
+        return f"{len(SPECIALS)} specials + {self.size - len(SPECIALS)} {self.describe()}"
 
     def encode(self, text: str) -> list[int]:
         if self.kind == "bytes":
@@ -96,33 +118,114 @@ class Vocabulary:
     def from_dict(cls, d: dict, directory: Path | None = None) -> "Vocabulary | TokenizerVocabulary":
         """The vocabulary a checkpoint names (``directory``: the checkpoint's, where a tokenizer file lies)."""
         if d["kind"] == "tokenizer":
-            return TokenizerVocabulary.load(Path(directory or ".") / d["file"])
+            vocab = TokenizerVocabulary.load(Path(directory or ".") / d["file"])
+            if "specials" in d:
+                vocab.specials = {role: d["specials"].get(role) for role in ROLES}
+            return vocab
         return cls(d["kind"], tuple(d["symbols"]))
 
 
+ROLES = ("pad", "start", "eos", "sep", "mask")  # what a special id is for; "start" begins a decoder's output
+_ROLE_NAMES = {  # the tokens that commonly play each role, when no configuration says
+    "pad": ("<pad>", "[PAD]", "<|pad|>"), "start": ("<bos>", "<s>", "[CLS]", "<|startoftext|>", "<|begin_of_text|>"),
+    "eos": ("<eos>", "</s>", "[SEP]", "<|endoftext|>", "<|end_of_text|>"), "sep": ("<sep>", "[SEP]"),
+    "mask": ("<mask>", "[MASK]")}
+
+
 class TokenizerVocabulary:
-    """A Hugging Face ``tokenizers`` tokenizer (a ``tokenizer.json``) as a vocabulary: its own ids, none of
-    tfspec's specials, every id a possible output. Imported models generate with it."""
+    """A Hugging Face ``tokenizers`` tokenizer (a ``tokenizer.json``) as a vocabulary: its own ids, every id a
+    possible output, and its special ids by role (``ROLES``; None where it has none).
+
+    >>> vocab = TokenizerVocabulary.train_bpe(["abc abd abe " * 50], 270)
+    >>> vocab.size, vocab.mask, vocab.decode(vocab.encode("abd abc"))
+    (270, 4, 'abd abc')
+    """
 
     kind = "tokenizer"
 
-    def __init__(self, tokenizer, file: str = "tokenizer.json") -> None:
+    def __init__(self, tokenizer, file: str = "tokenizer.json", specials: dict[str, int | None] | None = None,
+                 data: bytes | None = None):
         self.tokenizer, self.file = tokenizer, file
+        self.data = data if data is not None else tokenizer.to_str(pretty=True).encode("utf-8")
+        self.specials = {role: (specials or {}).get(role) for role in ROLES}
+        self.special_ids = sorted(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
+
+    @property
+    def pad(self) -> int | None:
+        return self.specials["pad"]
+
+    @property
+    def start(self) -> int | None:
+        return self.specials["start"]
+
+    @property
+    def eos(self) -> int | None:
+        return self.specials["eos"]
+
+    @property
+    def sep(self) -> int | None:
+        return self.specials["sep"]
+
+    @property
+    def mask(self) -> int | None:
+        return self.specials["mask"]
+
+    @property
+    def ends_text(self) -> int | None:
+        """A continuation stops at the end token, as ``transformers``' ``generate`` does."""
+        return self.specials["eos"]
 
     @classmethod
-    def load(cls, path: Path) -> "TokenizerVocabulary":
+    def load(cls, path: Path, config: dict | None = None) -> "TokenizerVocabulary":
+        """Read ``path``; the special ids come from ``config`` (a model's ``config.json``: ``pad_token_id`` ...),
+        then the ``tokenizer_config.json`` beside it, then the tokens' usual names."""
         from tokenizers import Tokenizer
+        path = Path(path)
         try:
-            return cls(Tokenizer.from_file(str(path)), Path(path).name)
-        except Exception as exc:  # tokenizers raises its own exception type for a missing or foreign file
+            if not path.is_file():
+                raise DataError(f"{path}: no such tokenizer file")
+            data = path.read_bytes()
+            tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+        except DataError:
+            raise
+        except Exception as exc:  # tokenizers raises its own exception type for a foreign file
             raise DataError(f"{path}: not a readable tokenizer.json: {exc}") from None
+        return cls(tokenizer, path.name, _find_specials(tokenizer, path.parent, config or {}), data)
+
+    @classmethod
+    def train_bpe(cls, texts, size: int) -> "TokenizerVocabulary":
+        """A byte-level BPE of ``size`` tokens (fewer when the text has fewer pairs to merge) learned from
+        ``texts``; tfspec's five specials are its first ids, so batches read them where they always are."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        smallest = len(SPECIALS) + 256
+        if size < smallest:
+            raise DataError(f"bpe:{size}: a byte-level BPE needs at least {smallest} tokens "
+                            f"({len(SPECIALS)} specials + 256 bytes)")
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=size, special_tokens=list(SPECIALS), show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tokenizer.train_from_iterator(texts, trainer)
+        roles = dict(zip(ROLES, (PAD, BOS, EOS, SEP, MASK)))
+        return cls(tokenizer, "tokenizer.json", roles)
 
     @property
     def size(self) -> int:
         return self.tokenizer.get_vocab_size(with_added_tokens=True)
 
+    def is_special(self, ids: Tensor) -> Tensor:
+        return torch.isin(ids, torch.tensor(self.special_ids, dtype=ids.dtype))
+
+    def random_ids(self, shape, generator: torch.Generator) -> Tensor:
+        return torch.randint(0, self.size, shape, generator=generator)  # as transformers' MLM collator does
+
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_input(self, text: str) -> list[int]:
+        """With the tokenizer's own special tokens (Llama's ``<s>``, T5's ``</s>``), as ``transformers`` does."""
+        return self.tokenizer.encode(text).ids
 
     def decode(self, ids) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
@@ -133,8 +236,41 @@ class TokenizerVocabulary:
     def describe(self) -> str:
         return f"{self.file} ({self.size:,} tokens)"
 
+    def needs(self) -> str:
+        return f"the {self.size:,} tokens of {self.file}"
+
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "file": self.file}
+        return {"kind": self.kind, "file": self.file, "specials": self.specials}
+
+    def to_json(self) -> bytes:
+        """The ``tokenizer.json`` a checkpoint keeps: the file it was read from, byte for byte."""
+        return self.data
+
+
+def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | None]:
+    """Each role's id: the model configuration's, else tokenizer_config.json's token, else a usual name's."""
+    found: dict[str, int | None] = {role: None for role in ROLES}
+    names = {"pad": "pad_token", "start": "bos_token", "eos": "eos_token", "sep": "sep_token", "mask": "mask_token"}
+    settings = {}
+    try:
+        settings = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass  # no tokenizer_config.json: the names below decide
+    special = {token.content: i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special}
+    for role in ROLES:
+        token = settings.get(names[role]) if isinstance(settings, dict) else None
+        token = token.get("content") if isinstance(token, dict) else token
+        if isinstance(token, str) and tokenizer.token_to_id(token) is not None:
+            found[role] = tokenizer.token_to_id(token)
+        else:
+            found[role] = next((special[n] for n in _ROLE_NAMES[role] if n in special), None)
+    start = "decoder_start_token_id" if isinstance(config.get("decoder_start_token_id"), int) else "bos_token_id"
+    configured = {"pad": "pad_token_id", "start": start, "eos": "eos_token_id", "sep": "sep_token_id"}
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    for role, key in configured.items():  # ids past the tokenizer (GPT-2's 50256 in a small model) name nothing
+        if isinstance(config.get(key), int) and 0 <= config[key] < size:
+            found[role] = config[key]
+    return found
 
 
 def generator_for(seed: int, stream: int, index: int) -> torch.Generator:
@@ -218,18 +354,25 @@ class Batch:
         return int((self.labels != IGNORE).sum())
 
 
-def seq2seq_batch(src: Tensor, tgt: Tensor, lengths: Tensor, padding: dict[str, bool]) -> Batch:
-    """Encoder-decoder: source -> BOS target, predicting target EOS; ``padding`` says which masks the model reads."""
-    width = int(lengths.max())
-    src, tgt = src[:, :width], tgt[:, :width]
-    ended = torch.cat((tgt, torch.full((len(tgt), 1), PAD)), dim=1).scatter(1, lengths[:, None], EOS)
-    decoder_in = torch.cat((torch.full((len(tgt), 1), BOS), tgt), dim=1)
+def seq2seq_batch(src: Tensor, tgt: Tensor, lengths: Tensor, padding: dict[str, bool],
+                  tgt_lengths: Tensor | None = None, vocab: "Vocabulary | TokenizerVocabulary | None" = None) -> Batch:
+    """Encoder-decoder: source -> start target, predicting target end; ``padding`` says which masks the model reads.
+
+    ``lengths`` are the sources' (and the targets', unless ``tgt_lengths``); ``vocab`` names the start, end and
+    padding ids (tfspec's specials by default)."""
+    ids = vocab or Vocabulary("letters")
+    tgt_lengths = lengths if tgt_lengths is None else tgt_lengths
+    width, tgt_width = int(lengths.max()), int(tgt_lengths.max())
+    src, tgt = src[:, :width], tgt[:, :tgt_width]
+    filler = ids.pad if ids.pad is not None else 0  # under the padding mask and IGNORE: never read
+    ended = torch.cat((tgt, torch.full((len(tgt), 1), filler)), dim=1).scatter(1, tgt_lengths[:, None], ids.eos)
+    decoder_in = torch.cat((torch.full((len(tgt), 1), ids.start), tgt), dim=1)
     inputs = {"src": src, "tgt": decoder_in}
     if padding["src"]:
-        inputs["src_padding_mask"] = src == PAD
+        inputs["src_padding_mask"] = torch.arange(width) >= lengths[:, None]
     if padding["tgt"]:
-        inputs["tgt_padding_mask"] = torch.arange(width + 1) > lengths[:, None]
-    return Batch(inputs, ended.masked_fill(ended == PAD, IGNORE))
+        inputs["tgt_padding_mask"] = torch.arange(tgt_width + 1) > tgt_lengths[:, None]
+    return Batch(inputs, ended.masked_fill(torch.arange(tgt_width + 1) > tgt_lengths[:, None], IGNORE))
 
 
 def prompted_batch(src: Tensor, tgt: Tensor, lengths: Tensor) -> Batch:
@@ -246,56 +389,82 @@ def prompted_batch(src: Tensor, tgt: Tensor, lengths: Tensor) -> Batch:
     return Batch({"tokens": sequence[:, :-1]}, labels)
 
 
-def mask_tokens(tokens: Tensor, generator: torch.Generator, vocab: Vocabulary, rate: float = 0.15
-                ) -> tuple[Tensor, Tensor]:
-    """BERT's masking: each symbol is chosen with probability ``rate``; a chosen one becomes MASK (80%),
-    a random symbol (10%) or stays (10%). Returns (inputs, labels), labels IGNORE where not chosen."""
-    symbol = tokens >= vocab.first_symbol
-    chosen = (torch.rand(tokens.shape, generator=generator) < rate) & symbol
+def mask_tokens(tokens: Tensor, generator: torch.Generator, vocab: "Vocabulary | TokenizerVocabulary",
+                rate: float = 0.15) -> tuple[Tensor, Tensor]:
+    """BERT's masking: each non-special token is chosen with probability ``rate``; a chosen one becomes the mask
+    token (80%), a random token (10%) or stays (10%). Returns (inputs, labels), labels IGNORE where not chosen."""
+    chosen = (torch.rand(tokens.shape, generator=generator) < rate) & ~vocab.is_special(tokens)
     action = torch.rand(tokens.shape, generator=generator)
-    random_symbols = torch.randint(vocab.first_symbol, vocab.size, tokens.shape, generator=generator)
-    inputs = torch.where(chosen & (action < 0.8), MASK, tokens)
-    inputs = torch.where(chosen & (action >= 0.8) & (action < 0.9), random_symbols, inputs)
+    random_ids = vocab.random_ids(tokens.shape, generator)
+    inputs = torch.where(chosen & (action < 0.8), vocab.mask, tokens)
+    inputs = torch.where(chosen & (action >= 0.8) & (action < 0.9), random_ids, inputs)
     return inputs, tokens.masked_fill(~chosen, IGNORE)
 
 
-def mlm_batch(tokens: Tensor, generator: torch.Generator, vocab: Vocabulary, padding: bool) -> Batch:
+def mlm_batch(tokens: Tensor, generator: torch.Generator, vocab, padding: bool) -> Batch:
     inputs, labels = mask_tokens(tokens, generator, vocab)
     model_inputs = {"tokens": inputs}
     if padding:
-        model_inputs["padding_mask"] = tokens == PAD
+        model_inputs["padding_mask"] = tokens == vocab.pad if vocab.pad is not None else torch.zeros_like(tokens) > 0
     return Batch(model_inputs, labels)
 
 
 # ---------------------------------------------------------------- text files
+def read_text(path: str | Path, binary: bool = False) -> str | bytes:
+    """A training file's contents (``binary``: its bytes); a missing, unreadable, empty or non-UTF-8 file is a
+    DataError naming it."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"--text {path}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"--text {path}: cannot read: {exc.strerror}") from None
+    if not raw.strip():
+        raise DataError(f"--text {path}: the file is empty; give a text to learn from")
+    if binary:
+        return raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"--text {path}: not UTF-8 at byte {exc.start}; use --tokenizer bytes") from None
+
+
+def text_vocabulary(choice: str, text: str) -> "Vocabulary | TokenizerVocabulary":
+    """The vocabulary ``--tokenizer`` names: ``bytes``, ``chars`` (``text``'s characters), ``bpe:N`` (a byte-level
+    BPE learned from ``text``) or the path of a ``tokenizer.json``."""
+    if choice == "bytes":
+        return Vocabulary("bytes")
+    if choice == "chars":
+        return Vocabulary("chars", tuple(sorted(set(text))))
+    if choice.startswith("bpe:"):
+        lines = text.splitlines(keepends=True)
+        return TokenizerVocabulary.train_bpe(["".join(lines[i: i + 1000]) for i in range(0, len(lines), 1000)],
+                                             int(choice[4:]))
+    return TokenizerVocabulary.load(Path(choice))
+
+
 @dataclass(frozen=True)
 class TextData:
     """Windows of a text file's tokens; the last tenth is held out for evaluation."""
 
-    vocab: Vocabulary
+    vocab: "Vocabulary | TokenizerVocabulary"
     train_ids: Tensor
     eval_ids: Tensor
 
     @classmethod
-    def read(cls, path: str | Path, tokens: str, window: int) -> "TextData":
+    def read(cls, path: str | Path, tokenizer: str | None, window: int,
+             vocab: "Vocabulary | TokenizerVocabulary | None" = None) -> "TextData":
+        """``vocab``: the one to use (a resumed or fine-tuned run's); otherwise ``tokenizer`` names it, and a BPE
+        learns from the first nine tenths of the text only."""
         path = Path(path)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise DataError(f"--text {path}: no such file") from None
-        except OSError as exc:
-            raise DataError(f"--text {path}: cannot read: {exc.strerror}") from None
-        if not raw.strip():
-            raise DataError(f"--text {path}: the file is empty; give a text to learn from")
-        if tokens == "bytes":
-            vocab = Vocabulary("bytes")
-            ids = torch.tensor(list(raw), dtype=torch.long) + len(SPECIALS)
+        tokenizer = tokenizer or "bytes"
+        if (vocab.kind if vocab else tokenizer) == "bytes":
+            vocab = vocab or Vocabulary("bytes")
+            ids = torch.tensor(list(read_text(path, binary=True)), dtype=torch.long) + len(SPECIALS)
         else:
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(f"--text {path}: not UTF-8 at byte {exc.start}; use --tokens bytes") from None
-            vocab = Vocabulary("chars", tuple(sorted(set(text))))
+            text = read_text(path)
+            vocab = vocab or text_vocabulary(tokenizer, text[: len(text) - len(text) // 10])
             ids = torch.tensor(vocab.encode(text), dtype=torch.long)
         split = len(ids) - max(len(ids) // 10, window + 1)
         if split < window + 1:
@@ -308,3 +477,58 @@ class TextData:
         ids = self.eval_ids if evaluation else self.train_ids
         starts = torch.randint(0, len(ids) - window, (count,), generator=generator)
         return ids[starts[:, None] + torch.arange(window + 1)]
+
+
+@dataclass(frozen=True)
+class PairData:
+    """Sentence pairs for an encoder-decoder: a file of ``source<TAB>target`` lines; the last tenth is held out.
+
+    Sources are encoded as a model's inputs are (a tokenizer adds its own specials, T5's ``</s>``); targets get
+    the vocabulary's start and end ids in the batch. A pair whose source, or target with its start, is longer
+    than ``longest`` tokens is left out (``skipped`` counts them)."""
+
+    vocab: "Vocabulary | TokenizerVocabulary"
+    train_pairs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+    eval_pairs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+    skipped: int
+
+    @classmethod
+    def read(cls, path: str | Path, tokenizer: str | None, longest: int,
+             vocab: "Vocabulary | TokenizerVocabulary | None" = None) -> "PairData":
+        path = Path(path)
+        text = read_text(path)
+        pairs: list[tuple[str, str]] = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            source, tab, target = line.partition("\t")
+            if not tab or "\t" in target or not source.strip() or not target.strip():
+                raise DataError(f"--text {path}:{number}: an encoder-decoder learns from lines of "
+                                "'source<TAB>target' (one tab, both sides non-empty)")
+            pairs.append((source, target))
+        if len(pairs) < 2:
+            raise DataError(f"--text {path}: {len(pairs)} sentence pair; give at least 2 (a tenth is held out)")
+        cut = len(pairs) - max(len(pairs) // 10, 1)
+        vocab = vocab or text_vocabulary(tokenizer or "bytes", "\n".join(s + "\n" + t for s, t in pairs[:cut]))
+        encoded = [(tuple(vocab.encode_input(s)), tuple(vocab.encode(t))) for s, t in pairs]
+        fits = [len(s) <= longest and len(t) + 1 <= longest for s, t in encoded]  # the decoder reads start + target
+        train = tuple(p for p, ok in zip(encoded[:cut], fits[:cut]) if ok)
+        held = tuple(p for p, ok in zip(encoded[cut:], fits[cut:]) if ok)
+        if not train or not held:
+            raise DataError(f"--text {path}: no {'training' if not train else 'held-out'} pair fits in {longest} "
+                            "tokens a side; raise --seq-len (and the spec's positions if they are learned)")
+        return cls(vocab, train, held, len(encoded) - len(train) - len(held))
+
+    def batch(self, count: int, generator: torch.Generator, evaluation: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(src, tgt, src lengths, tgt lengths) of ``count`` random pairs, padded with the pad id (or 0)."""
+        pairs = self.eval_pairs if evaluation else self.train_pairs
+        chosen = [pairs[i] for i in torch.randint(0, len(pairs), (count,), generator=generator).tolist()]
+        filler = self.vocab.pad if self.vocab.pad is not None else 0
+        src_lengths = torch.tensor([len(s) for s, _ in chosen])
+        tgt_lengths = torch.tensor([len(t) for _, t in chosen])
+        src = torch.full((count, int(src_lengths.max())), filler)
+        tgt = torch.full((count, max(int(tgt_lengths.max()), 1)), filler)
+        for row, (s, t) in enumerate(chosen):
+            src[row, : len(s)] = torch.tensor(s)
+            tgt[row, : len(t)] = torch.tensor(t, dtype=torch.long)
+        return src, tgt, src_lengths, tgt_lengths

@@ -315,26 +315,29 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
 
     ``prompted``: the model learned "source SEP target EOS" sequences (a task),
     so a text becomes "text SEP" and decoding stops at EOS; otherwise the text
-    is a prompt to continue for ``max_new`` tokens. ``vocab`` is a
-    ``tfspec.data.Vocabulary``.
+    is a prompt to continue for ``max_new`` tokens (or to a tokenizer's end
+    token). ``vocab`` is a ``tfspec.data`` vocabulary: it encodes the texts as
+    model inputs and names the start and end ids.
     """
-    from .data import BOS, EOS, PAD, SEP
-
     device = model.device
     results = []
     for text in texts:  # one at a time: prompts need not share a length
-        ids = vocab.encode(text)
+        ids = vocab.encode_input(text)
         if model.spec.kind == "encoder-decoder":
             if not ids:
                 raise ValueError("an encoder-decoder model needs a non-empty input")
+            if vocab.start is None:
+                raise ValueError(f"{vocab.describe()} names no token to start the decoder with "
+                                 "(a Hugging Face config.json's decoder_start_token_id)")
             src = torch.tensor([ids], device=device)
-            steps = Continuation(model, src, (src == PAD) if _reads_src_padding(model) else None, use_cache)
-            start, eos, budget = torch.tensor([[BOS]], device=device), EOS, min(max_new, room(model, 1))
+            padding = torch.zeros_like(src, dtype=torch.bool) if _reads_src_padding(model) else None
+            steps = Continuation(model, src, padding, use_cache)
+            start, eos, budget = torch.tensor([[vocab.start]], device=device), vocab.eos, min(max_new, room(model, 1))
         else:
-            prompt = ids + [SEP] if prompted else ids
+            prompt = ids + [vocab.sep] if prompted else ids
             if not prompt:
                 raise ValueError("give a prompt (--input TEXT) to continue")
-            start, eos = torch.tensor([prompt], device=device), (EOS if prompted else None)
+            start, eos = torch.tensor([prompt], device=device), (vocab.eos if prompted else vocab.ends_text)
             budget = min(max_new, room(model, len(prompt)))
             if budget <= 0:
                 raise ValueError(f"the prompt has {len(prompt)} tokens; the learned positions "

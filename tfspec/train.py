@@ -2,10 +2,15 @@
 
 What a model learns follows from its kind:
 
-- encoder-decoder: a synthetic task (``copy``, ``reverse``, ``sort``) as source -> target;
+- encoder-decoder: a synthetic task (``copy``, ``reverse``, ``sort``) as source -> target, or ``--text FILE``
+  of ``source<TAB>target`` sentence pairs;
 - decoder-only: the same tasks as "source SEP target" (loss on the target), or ``--text FILE`` as a
-  byte- or character-level language model;
+  language model;
 - encoder-only: masked-language modelling (BERT's 15%; 80/10/10) on task sequences or a text.
+
+A text's tokens are bytes, characters, a byte-level BPE learned from it (``bpe:N``) or a Hugging Face
+``tokenizer.json``; whichever it is travels in every checkpoint. ``init`` starts from the weights of a run, a
+checkpoint or a Hugging Face model directory (fine-tuning), with the vocabulary they came with.
 
 Defaults follow each kind's paper (``paper_defaults``); every one can be
 overridden. Batches are a function of (seed, step), and the optimizer and RNG
@@ -38,8 +43,8 @@ from . import checkpoint as ckpt
 from .api import load, parse
 from .compiler import compile as compile_spec
 from .compiler import looks_like_path
-from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, TextData,
-                   Vocabulary, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
+from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, PairData, TaskData,
+                   TextData, TokenizerVocabulary, Vocabulary, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
 from .errors import RunError
 from .files import write_atomically
@@ -50,8 +55,9 @@ class TrainConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     task: str = "reverse"  # a name in tfspec.data.TASKS
-    text: str | None = None  # a text file: language modelling (decoder-only) or MLM (encoder-only)
-    tokens: Literal["bytes", "chars"] = "bytes"
+    text: str | None = None  # a text file: language model (decoder-only), MLM (encoder-only), pairs (encoder-decoder)
+    tokenizer: str | None = None  # bytes | chars | bpe:N | a tokenizer.json path; None: the weights' own, or bytes
+    init: str | None = None  # start from these weights: a run, a checkpoint or a Hugging Face model directory
     symbols: int = Field(26, ge=2, le=len(LETTERS))  # task alphabet
     min_len: int = Field(4, ge=1)
     max_len: int = Field(24, ge=1)  # task source lengths
@@ -71,12 +77,31 @@ class TrainConfig(BaseModel):
     eval_size: int = Field(500, ge=1)  # held-out sequences per evaluation
     save_every: int = Field(500, ge=1)
 
+    @classmethod
+    def saved(cls, settings: dict) -> "TrainConfig":
+        """The configuration a checkpoint holds."""
+        settings = dict(settings)
+        if "tokens" in settings:  # runs saved before --tokenizer named their text units "tokens"
+            settings["tokenizer"] = settings.pop("tokens")
+        return cls(**settings)
+
     @field_validator("task")
     @classmethod
     def _known_task(cls, task: str) -> str:
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; the tasks are {', '.join(sorted(TASKS))}")
         return task
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, tokenizer: str | None) -> str | None:
+        if tokenizer is None:
+            return None
+        if tokenizer.startswith("bpe:") and not tokenizer[4:].isdigit():
+            raise ValueError(f"{tokenizer!r}: bpe:N takes the number of tokens, e.g. bpe:1000")
+        if not tokenizer.strip():
+            raise ValueError("name a tokenizer: bytes, chars, bpe:N or the path of a tokenizer.json")
+        return tokenizer
 
     @model_validator(mode="after")
     def _lengths_in_order(self):
@@ -150,27 +175,48 @@ def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
 class Objective:
     """Makes batches for a model kind and data source, and evaluates on held-out data."""
 
-    def __init__(self, model, config: TrainConfig):
+    def __init__(self, model, config: TrainConfig, vocab=None):
+        """``vocab``: the vocabulary the weights already use (a resumed or fine-tuned run's)."""
         spec = model.spec
         self.model, self.config, self.kind = model, config, spec.kind
+        self.text = self.pairs = self.tasks = None
+        self.notes: list[str] = []
         if spec.head is None:
             raise DataError(f"{spec.name} has no head, so there are no logits to train; add one, e.g. "
                             "`head tied(tokens)` (a pooler alone is not an output layer)")
-        if config.text is not None:
-            if spec.kind == "encoder-decoder":
-                raise DataError("--text trains decoder-only (language model) or encoder-only (MLM) specs; "
-                                "an encoder-decoder spec learns a task (--task)")
-            self.text = TextData.read(config.text, config.tokens, self.window(model))
-            self.vocab, self.tasks = self.text.vocab, None
+        if config.text is None and config.tokenizer is not None:
+            raise DataError("--tokenizer says how to read a --text; a task's sequences are letters")
+        if config.text is not None and spec.kind == "encoder-decoder":
+            self.pairs = PairData.read(config.text, config.tokenizer, self.window(model), vocab)
+            self.vocab = self.pairs.vocab
+            if self.pairs.skipped:
+                self.notes.append(f"left out {self.pairs.skipped} sentence pairs longer than {self.window(model)} "
+                                  "tokens a side (--seq-len)")
+        elif config.text is not None:
+            self.text = TextData.read(config.text, config.tokenizer, self.window(model), vocab)
+            self.vocab = self.text.vocab
         else:
-            self.vocab = Vocabulary.letters(config.symbols)
-            self.tasks, self.text = TaskData(config.task, self.vocab, config.min_len, config.max_len), None
+            if vocab is not None and vocab.kind != "letters":
+                raise DataError(f"these weights read {vocab.describe()}, not a task's letters; "
+                                "train them on a text: --text FILE")
+            self.vocab = vocab or Vocabulary.letters(config.symbols)
+            self.tasks = TaskData(config.task, self.vocab, config.min_len, config.max_len)
+        self.check_specials()
         self.check_fits(model)
         encoder, decoder = getattr(model, "encoder", None), getattr(model, "decoder", None)
         self.padding = {  # which padding masks the model reads (it rejects one it would ignore)
             "src": encoder is not None and (encoder.masks_padding or (decoder is not None and decoder.memory_masks_padding)),
             "tgt": spec.kind == "encoder-decoder" and decoder.masks_padding}
         self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / config.batch))]
+
+    def check_specials(self) -> None:
+        """The special ids this objective puts in batches exist in the vocabulary."""
+        needed = {"encoder-only": ("mask",), "encoder-decoder": ("start", "eos")}.get(self.kind, ())
+        missing = [role for role in needed if getattr(self.vocab, role) is None]
+        if missing:
+            purpose = "masked-language modelling" if self.kind == "encoder-only" else "an encoder-decoder's targets"
+            raise DataError(f"{self.vocab.describe()} has no {' or '.join(missing)} token, which {purpose} needs "
+                            "(tokenizer_config.json names it, e.g. \"mask_token\": \"[MASK]\")")
 
     def window(self, model) -> int:
         role = model.spec.stacks[0].role
@@ -182,6 +228,8 @@ class Objective:
     def lengths(self) -> dict[str, int]:
         """The longest input each stack sees."""
         c = self.config
+        if self.pairs is not None:
+            return {"encoder": self.window(self.model), "decoder": self.window(self.model)}
         if self.text is not None:
             return {self.model.spec.stacks[0].role: self.window(self.model)}
         if self.kind == "encoder-decoder":
@@ -195,21 +243,25 @@ class Objective:
         for role, length in self.lengths().items():
             limit = model.max_len[role]
             if limit is not None and length > limit:
-                what = "--seq-len" if self.text is not None else "--max-len"
+                what = "--seq-len" if self.config.text is not None else "--max-len"
                 raise DataError(f"sequences reach length {length} in the {role}, beyond its learned positions "
                                 f"(learned({limit})); lower {what} or raise max_len in the spec")
         needed = self.vocab.size
         for name, embedding in model.embeddings.items():
             if embedding.vocab < needed:
                 raise DataError(f"embedding '{name}' has vocab {embedding.vocab}, but this data needs {needed} ids "
-                                f"(5 specials + {needed - 5} {self.vocab.describe()}); raise its vocab")
+                                f"({self.vocab.needs()}); raise its vocab")
         if spec.head.out < needed:
-            raise DataError(f"the head has {spec.head.out} outputs, but this data needs {needed}")
+            raise DataError(f"the head has {spec.head.out} outputs, but this data needs {needed} "
+                            f"({self.vocab.needs()})")
 
     def batch(self, stream: int, index: int, micro: int = 0) -> Batch:
         c = self.config
         generator = generator_for(c.seed, stream, index * c.accumulate + micro if stream == TRAIN else index)
         evaluation = stream == EVAL
+        if self.pairs is not None:
+            src, tgt, src_lengths, tgt_lengths = self.pairs.batch(c.batch, generator, evaluation)
+            return seq2seq_batch(src, tgt, src_lengths, self.padding, tgt_lengths, self.vocab)
         if self.text is not None:
             windows = self.text.windows(c.batch, self.window(self.model), generator, evaluation)
             if self.kind == "decoder-only":
@@ -342,26 +394,73 @@ class _StopFlag:
             signal.signal(signal.SIGINT, self.previous)
 
 
+@dataclass
+class Initial:
+    """The weights a run starts from (``--init``), with the spec and vocabulary that came with them."""
+
+    source: str
+    spec_text: str
+    name: str
+    overrides: dict
+    weights: dict
+    vocab: object | None  # a tfspec.data vocabulary, or None when the weights came without one
+
+
+def initial_weights(source: str | Path) -> Initial:
+    """Read ``source``: a run directory (its latest checkpoint), a checkpoint, or a Hugging Face model directory."""
+    path = Path(source)
+    if not path.exists():
+        raise DataError(f"--init {source}: no such run, checkpoint or Hugging Face model directory")
+    if path.is_dir() and (path / "config.json").is_file() and not (path / "checkpoint.json").exists():
+        from .interop.families import import_config, from_pretrained, tokenizer_of
+        from .interop.mapping import InteropError
+        try:
+            text = import_config(path)
+            model = from_pretrained(path)
+            vocab = tokenizer_of(path, model)
+        except InteropError as exc:
+            raise DataError(f"--init {source}: {exc}") from None
+        return Initial(str(source), text, str(path / "config.json"), {}, model.state_dict(), vocab)
+    saved = ckpt.load(path)
+    vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path) if "vocab" in saved.meta else None
+    return Initial(str(source), saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or {},
+                   saved.weights, vocab)
+
+
 def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = None, *,
           overrides: dict | None = None, stop_after: int | None = None, until: Callable[[dict], bool] | None = None,
-          progress: bool = True, log: Callable[[str], None] = print) -> Run:
+          progress: bool = True, log: Callable[[str], None] = print, initial: Initial | None = None) -> Run:
     """Train ``spec`` (a ``.tfs`` path or spec text) by ``config``; checkpoints, metrics and plots go to ``run_dir``.
 
     ``overrides`` replace ``let`` parameters; ``stop_after`` stops (and saves)
     after that many steps, as Ctrl-C would; ``until(metrics)`` is asked after each
     evaluation and stops the run when it returns True (early stopping). Without
-    ``run_dir`` nothing is written.
+    ``run_dir`` nothing is written. With ``config.init``, ``spec`` may be None:
+    the spec is the one the initial weights came with (``initial``: those weights, when already read).
     """
     config = config or TrainConfig()
-    spec_text, name = _spec_text(spec)
     if run_dir is not None and ckpt.latest(run_dir) is not None:
         raise DataError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
-    return _run(spec_text, name, overrides, config, run_dir, None, stop_after, until, progress, log)
+    if config.init and initial is None:
+        initial = initial_weights(config.init)
+    if spec is None:
+        if initial is None:
+            raise DataError("give a spec to train, or --init weights to start from")
+        spec_text, name, overrides = initial.spec_text, initial.name, {**initial.overrides, **(overrides or {})}
+    else:
+        spec_text, name = _spec_text(spec)
+    if initial is not None and initial.vocab is not None and config.tokenizer is not None:
+        raise DataError(f"--init {config.init}: its weights come with their vocabulary ({initial.vocab.describe()}); "
+                        "drop --tokenizer")
+    if initial is not None and initial.vocab is None and config.tokenizer is None:
+        raise DataError(f"--init {config.init}: the weights come without a tokenizer; name the one they were "
+                        "trained with: --tokenizer PATH/tokenizer.json")
+    return _run(spec_text, name, overrides, config, run_dir, None, initial, stop_after, until, progress, log)
 
 
 def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None = None,
            stop_after: int | None = None, progress: bool = True, log: Callable[[str], None] = print) -> Run:
-    """Continue ``run_dir`` from its latest checkpoint with its spec and configuration.
+    """Continue ``run_dir`` from its latest checkpoint with its spec, configuration and vocabulary.
 
     ``steps`` may extend the run (a cosine or linear schedule then stretches);
     ``device`` may move it.
@@ -370,24 +469,31 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
     if (Path(run_dir) / "checkpoint.json").exists():
         raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
     if "config" not in saved.meta:
-        raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume")
-    config = TrainConfig(**saved.meta["config"])
+        raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume; "
+                        f"fine-tune them with --init {run_dir}")
+    config = TrainConfig.saved(saved.meta["config"])
     config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
     if saved.step >= config.steps:
         raise DataError(f"{run_dir} already finished its {config.steps} steps; give more with --steps")
     return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
-                Path(run_dir), saved, stop_after, None, progress, log)
+                Path(run_dir), saved, None, stop_after, None, progress, log)
 
 
 def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig, run_dir: str | Path | None,
-         saved: ckpt.Checkpoint | None, stop_after: int | None, until: Callable[[dict], bool] | None, progress: bool,
-         log: Callable[[str], None]) -> Run:
+         saved: ckpt.Checkpoint | None, initial: Initial | None, stop_after: int | None,
+         until: Callable[[dict], bool] | None, progress: bool, log: Callable[[str], None]) -> Run:
     run_dir = Path(run_dir) if run_dir is not None else None
     parsed = parse(spec_text, file=name, overrides=overrides)
     device = torch.device(config.device)
     dtype = getattr(torch, config.dtype)
     model = compile_spec(parsed, device=device, seed=config.seed)
-    objective = Objective(model, config)
+    if saved is not None:
+        vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path)
+    else:
+        vocab = initial.vocab if initial is not None else None
+    objective = Objective(model, config, vocab)
+    if initial is not None:
+        _load_initial(model, initial, name)
     width = model.embeddings[model.stack_embedding[parsed.stacks[-1].role]].dim
     recipe = paper_defaults(parsed.kind, width, config)
     optimizer = _optimizer(model, recipe)
@@ -414,6 +520,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     run = Run(model, objective, recipe, step)
     meta = {"config": config.model_dump(), "overrides": overrides or {}, "vocab": objective.vocab.to_dict(),
             "spec_file": name, "kind": parsed.kind, "recipe": recipe.__dict__}
+    files = {"tokenizer.json": objective.vocab.to_json()} if isinstance(objective.vocab, TokenizerVocabulary) else {}
 
     def save():
         if run_dir is None:
@@ -421,7 +528,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
         state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": torch.get_rng_state(),
                  "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
         last = run.evaluations[-1] if run.evaluations else None
-        run.checkpoint = ckpt.save(run_dir, run.step, model, spec_text, {**meta, "evaluation": last}, state)
+        run.checkpoint = ckpt.save(run_dir, run.step, model, spec_text, {**meta, "evaluation": last}, state, files)
 
     def record(entry: dict):
         if metrics_path is not None:
@@ -439,7 +546,10 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
             plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
         return until is not None and until(metrics)
 
-    log(recipe.describe() + (f"; resuming at step {run.step}" if saved is not None else ""))
+    for note in objective.notes:
+        log(note)
+    log(recipe.describe() + (f"; resuming at step {run.step}" if saved is not None else "")
+        + (f"; starting from the weights of {initial.source}" if initial is not None else ""))
     last_step = config.steps if stop_after is None else min(stop_after, config.steps)
     model.train()
     started = time.perf_counter()
@@ -490,6 +600,21 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     if run_dir is not None and metrics_path.exists():
         plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
     return run
+
+
+def _load_initial(model, initial: Initial, name: str) -> None:
+    """Copy ``initial``'s weights into ``model``; every tensor must be there, with its shape."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(initial.weights))
+    extra = sorted(set(initial.weights) - set(own))
+    shapes = [f"{k} {tuple(initial.weights[k].shape)} vs {tuple(own[k].shape)}" for k in own
+              if k in initial.weights and initial.weights[k].shape != own[k].shape]
+    if missing or extra or shapes:
+        details = [f"{what}: {', '.join(items[:6])}" + (" …" if len(items) > 6 else "")
+                   for what, items in (("missing", missing), ("not in the spec", extra), ("shapes differ", shapes))
+                   if items]
+        raise DataError(f"--init {initial.source}: its weights do not fit {name}: " + "; ".join(details))
+    model.load_state_dict(initial.weights)
 
 
 def _progress(enabled: bool, done: int, total: int):

@@ -228,6 +228,25 @@ def from_pretrained(directory, *, device=None):
     return (model.to(device) if device is not None else model).eval()
 
 
+def tokenizer_of(directory, model):
+    """The ``tokenizer.json`` of a model directory as a vocabulary (special ids from its ``config.json``), or None
+    without one; a tokenizer with more tokens than ``model``'s embedding has rows is refused."""
+    from ..data import DataError, TokenizerVocabulary
+
+    path = Path(directory) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+        vocab = TokenizerVocabulary.load(path, config if isinstance(config, dict) else {})
+    except (OSError, ValueError, DataError) as exc:
+        raise InteropError(str(exc)) from None
+    rows = model.spec.embeddings[0].vocab
+    if vocab.size > rows:
+        raise InteropError(f"{path}: {vocab.size:,} tokens, but the model's embedding has {rows:,} rows")
+    return vocab
+
+
 def _spec_name(source, config) -> str:
     """A model name for the spec: the directory's (as an identifier), else the model type's."""
     if isinstance(source, (str, Path)):
