@@ -401,6 +401,8 @@ def test_import_generate_fine_tune_export_for_every_family(tmp_path, capsys, cls
     directory, reference = saved(tmp_path, cls)
     tokenizer = lifecycle_tokenizer(directory, encoder_decoder)
     cli(capsys, "import", directory, "--run", tmp_path / "imported")
+    parameters = f"{sum(p.numel() for p in reference.parameters()):,} parameters"
+    assert parameters in cli(capsys, "check", tmp_path / "imported")  # a run is read as the spec of its weights
 
     prompt = "the quick brown fox"
     if cls.endswith("MaskedLM"):  # an encoder-only model has no decoder to generate with
@@ -433,5 +435,9 @@ def test_import_generate_fine_tune_export_for_every_family(tmp_path, capsys, cls
 
     cli(capsys, "export", tmp_path / "tuned", "--to", "hf", "-o", tmp_path / "exported")
     exported = getattr(T, cls).from_pretrained(tmp_path / "exported").eval()
+    hf_tokenizer = T.AutoTokenizer.from_pretrained(tmp_path / "exported")
+    assert hf_tokenizer(prompt).input_ids == tokenizer.encode(prompt).ids
+    if encoder_decoder:
+        assert exported.config.decoder_start_token_id == 0 and exported.config.eos_token_id == 1
     ours, theirs, real = outputs(tuned.model(), exported, cls)
     assert (ours - theirs)[real].abs().max().item() <= TOL

@@ -27,18 +27,24 @@ def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None =
 
 
 def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec:
-    """Read and validate a ``.tfs`` file; ``overrides`` replace ``let`` parameters by name.
+    """Read and validate a ``.tfs`` file; ``overrides`` replace ``let`` parameters by name. A run directory or a
+    checkpoint gives the spec its weights belong to, with the run's own overrides.
 
     >>> load("examples/gpt2_small.tfs", overrides={"layers": 2, "d_model": 64, "heads": 4}).parameter_count()
     3382080
     """
+    from .checkpoint import spec_of
+
     path = Path(path)
+    saved = spec_of(path) if path.is_dir() else None
+    if saved is not None:
+        path, overrides = saved[0], {**saved[1], **(overrides or {})} or None
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError([Diagnostic("io", f"{path}: no such file", None)]) from None
     except IsADirectoryError:
-        raise SpecError([Diagnostic("io", f"{path}: is a directory, not a spec file", None)]) from None
+        raise SpecError([Diagnostic("io", f"{path}: is a directory, not a spec file nor a tfspec run", None)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         raise SpecError([Diagnostic("io", f"{path}: cannot read: {reason}", None)]) from None

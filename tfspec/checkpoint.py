@@ -120,6 +120,21 @@ def latest(run_dir: Path) -> Path | None:
     return Path(run_dir) / "checkpoints" / pointer.read_text().strip()
 
 
+def spec_of(path: str | Path) -> tuple[Path, dict] | None:
+    """(spec.tfs, ``let`` overrides) of a checkpoint or a run directory's latest one, without reading the weights;
+    None when ``path`` is neither."""
+    path = Path(path)
+    found = path if (path / "checkpoint.json").is_file() else latest(path)
+    if found is None or not (found / "checkpoint.json").is_file():
+        return None
+    try:
+        meta = json.loads((found / "checkpoint.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{found}: unreadable checkpoint: {exc}") from None
+    overrides = meta.get("overrides") if isinstance(meta, dict) else None
+    return found / "spec.tfs", overrides if isinstance(overrides, dict) else {}
+
+
 def load(path: str | Path) -> Checkpoint:
     """Read a checkpoint directory, or a run directory's latest checkpoint."""
     path = Path(path)

@@ -411,7 +411,7 @@ def _import_run(source, text: str, run_dir: str) -> None:
     meta, files = {"hf_class": model.hf_class, "imported_from": str(source)}, {}
     vocab = tokenizer_of(source, model)
     if vocab is not None:
-        meta["vocab"], files["tokenizer.json"] = vocab.to_dict(), vocab.to_json()
+        meta["vocab"], files = vocab.to_dict(), vocab.files()
     path = ckpt.save(Path(run_dir), 0, model, text, meta, {}, files)
     with_tokenizer = " and its tokenizer.json" if files else " (no tokenizer.json beside them)"
     print(f"wrote {path}: the {model.hf_class} weights{with_tokenizer}, "
@@ -433,12 +433,20 @@ def cmd_export(args) -> int:
         from .interop.families import export_pretrained
         from .interop.mapping import InteropError
 
+        from .data import Vocabulary, hugging_face_tokenizer
+
         _quiet_transformers()
+        vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path) if "vocab" in saved.meta else None
         try:
-            cls = export_pretrained(model, out, prefer=saved.meta.get("hf_class"))
+            cls = export_pretrained(model, out, prefer=saved.meta.get("hf_class"),
+                                    token_ids=_token_ids(vocab, model.spec.kind) if vocab else None)
         except InteropError as exc:
             raise RunError(f"{saved.path}: {exc}") from None
-        print(f"wrote {out}: a Hugging Face {cls} (config.json, model.safetensors); "
+        written = ["config.json", "model.safetensors"]
+        for name, data in (hugging_face_tokenizer(vocab) if vocab else {}).items():
+            write_atomically(out / name, data)
+            written.append(name)
+        print(f"wrote {out}: a Hugging Face {cls} ({', '.join(written)}); "
               f"transformers.{cls}.from_pretrained({str(out)!r}) loads it")
     elif args.to == "torch":
         from safetensors.torch import save_file
@@ -453,6 +461,13 @@ def cmd_export(args) -> int:
     else:
         _export_onnx(model, out)
     return 0
+
+
+def _token_ids(vocab, kind: str) -> dict[str, int]:
+    """The configuration fields that name ``vocab``'s special tokens (an encoder-decoder's start is its decoder's)."""
+    start = "decoder_start_token_id" if kind == "encoder-decoder" else "bos_token_id"
+    fields = {"pad_token_id": vocab.pad, start: vocab.start, "eos_token_id": vocab.eos}
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def _export_onnx(model, out) -> None:
@@ -800,7 +815,8 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--task", choices=sorted(TASKS), help="built-in task: " +
                       "; ".join(f"{k}: {v}" for k, v in sorted(TASK_HELP.items())))
     data.add_argument("--text", metavar="FILE", help="learn a text file: decoder-only as a language model, "
-                                                     "encoder-only by masked-language modelling")
+                                                     "encoder-only by masked-language modelling, encoder-decoder "
+                                                     "from lines of source<TAB>target")
     data.add_argument("--tokenizer", metavar="KIND", help="how a text becomes tokens: bytes (default), chars, "
                       "bpe:N (a byte-level BPE of N tokens learned from the text) or PATH/tokenizer.json; "
                       "saved in every checkpoint")

@@ -114,6 +114,38 @@ class Vocabulary:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "symbols": "".join(self.symbols)}
 
+    def as_tokenizer(self):
+        """A Hugging Face ``tokenizers.Tokenizer`` with these ids: one token per byte (as GPT-2 spells bytes) or
+        per character, after the five specials, so a model trained here ships with a tokenizer others load.
+
+        >>> Vocabulary("bytes").as_tokenizer().encode("hé").ids == Vocabulary("bytes").encode("hé")
+        True
+        """
+        from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+        each = pre_tokenizers.Split(Regex("[\\s\\S]"), "isolated")  # every character a word, newlines too
+        if self.kind == "bytes":
+            spelled = _byte_characters()
+            tokens = {spelled[b]: len(SPECIALS) + b for b in range(256)}
+            splitter = pre_tokenizers.Sequence([pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+                                                each])
+            decoder = decoders.ByteLevel()
+        else:
+            tokens = {c: i for i, c in enumerate(self.symbols, len(SPECIALS))}
+            splitter, decoder = each, decoders.Fuse()
+        tokenizer = Tokenizer(models.WordLevel({**dict(zip(SPECIALS, range(len(SPECIALS)))), **tokens},
+                                               unk_token=SPECIALS[PAD]))
+        tokenizer.pre_tokenizer, tokenizer.decoder = splitter, decoder
+        tokenizer.add_special_tokens([AddedToken(token, special=True) for token in SPECIALS])
+        return tokenizer
+
+    def tokenizer_json(self) -> bytes:
+        return self.as_tokenizer().to_str(pretty=True).encode("utf-8")
+
+    def files(self) -> dict[str, bytes]:
+        """Files a checkpoint keeps for this vocabulary: none, checkpoint.json describes it."""
+        return {}
+
     @classmethod
     def from_dict(cls, d: dict, directory: Path | None = None) -> "Vocabulary | TokenizerVocabulary":
         """The vocabulary a checkpoint names (``directory``: the checkpoint's, where a tokenizer file lies)."""
@@ -132,6 +164,16 @@ _ROLE_NAMES = {  # the tokens that commonly play each role, when no configuratio
     "mask": ("<mask>", "[MASK]")}
 
 
+def _byte_characters() -> dict[int, str]:
+    """GPT-2's printable spelling of each byte, the one ``tokenizers``' ByteLevel steps use."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = iter(range(256, 512))
+    return {b: chr(b if b in printable else next(others)) for b in range(256)}
+
+
+TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")  # kept beside a tokenizer.json
+
+
 class TokenizerVocabulary:
     """A Hugging Face ``tokenizers`` tokenizer (a ``tokenizer.json``) as a vocabulary: its own ids, every id a
     possible output, and its special ids by role (``ROLES``; None where it has none).
@@ -144,9 +186,10 @@ class TokenizerVocabulary:
     kind = "tokenizer"
 
     def __init__(self, tokenizer, file: str = "tokenizer.json", specials: dict[str, int | None] | None = None,
-                 data: bytes | None = None):
+                 data: bytes | None = None, settings: dict[str, bytes] | None = None):
         self.tokenizer, self.file = tokenizer, file
         self.data = data if data is not None else tokenizer.to_str(pretty=True).encode("utf-8")
+        self.settings = settings or {}  # TOKENIZER_SETTINGS files found beside it, by name
         self.specials = {role: (specials or {}).get(role) for role in ROLES}
         self.special_ids = sorted(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
 
@@ -190,7 +233,9 @@ class TokenizerVocabulary:
             raise
         except Exception as exc:  # tokenizers raises its own exception type for a foreign file
             raise DataError(f"{path}: not a readable tokenizer.json: {exc}") from None
-        return cls(tokenizer, path.name, _find_specials(tokenizer, path.parent, config or {}), data)
+        settings = {name: (path.parent / name).read_bytes() for name in TOKENIZER_SETTINGS
+                    if (path.parent / name).is_file()}
+        return cls(tokenizer, path.name, _find_specials(tokenizer, path.parent, config or {}), data, settings)
 
     @classmethod
     def train_bpe(cls, texts, size: int) -> "TokenizerVocabulary":
@@ -242,9 +287,16 @@ class TokenizerVocabulary:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "file": self.file, "specials": self.specials}
 
-    def to_json(self) -> bytes:
-        """The ``tokenizer.json`` a checkpoint keeps: the file it was read from, byte for byte."""
+    def as_tokenizer(self):
+        return self.tokenizer
+
+    def tokenizer_json(self) -> bytes:
+        """The file it was read from, byte for byte."""
         return self.data
+
+    def files(self) -> dict[str, bytes]:
+        """What a checkpoint keeps: the files it was read from."""
+        return {self.file: self.data, **self.settings}
 
 
 def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | None]:
@@ -271,6 +323,22 @@ def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | 
         if isinstance(config.get(key), int) and 0 <= config[key] < size:
             found[role] = config[key]
     return found
+
+
+def hugging_face_tokenizer(vocab) -> dict[str, bytes]:
+    """``tokenizer.json`` and ``tokenizer_config.json`` for a Hugging Face model directory: ``transformers``'
+    ``AutoTokenizer`` then reads ``vocab``'s ids and special tokens. A tokenizer's own settings files are kept."""
+    tokenizer = vocab.as_tokenizer()
+    files = {name: data for name, data in vocab.files().items() if name in TOKENIZER_SETTINGS}
+    files["tokenizer.json"] = vocab.tokenizer_json()
+    if "tokenizer_config.json" not in files:
+        names = {"pad": "pad_token", "start": "bos_token", "eos": "eos_token", "sep": "sep_token",
+                 "mask": "mask_token"}
+        settings = {"tokenizer_class": "PreTrainedTokenizerFast"}
+        settings.update({names[role]: tokenizer.id_to_token(getattr(vocab, role)) for role in ROLES
+                         if getattr(vocab, role) is not None})
+        files["tokenizer_config.json"] = json.dumps(settings, indent=2).encode("utf-8")
+    return files
 
 
 def generator_for(seed: int, stream: int, index: int) -> torch.Generator:
@@ -430,15 +498,15 @@ def read_text(path: str | Path, binary: bool = False) -> str | bytes:
         raise DataError(f"--text {path}: not UTF-8 at byte {exc.start}; use --tokenizer bytes") from None
 
 
-def text_vocabulary(choice: str, text: str) -> "Vocabulary | TokenizerVocabulary":
-    """The vocabulary ``--tokenizer`` names: ``bytes``, ``chars`` (``text``'s characters), ``bpe:N`` (a byte-level
-    BPE learned from ``text``) or the path of a ``tokenizer.json``."""
+def text_vocabulary(choice: str, text: str, training: str) -> "Vocabulary | TokenizerVocabulary":
+    """The vocabulary ``--tokenizer`` names: ``bytes``, ``chars`` (every character of ``text``), ``bpe:N`` (a
+    byte-level BPE learned from the ``training`` part) or the path of a ``tokenizer.json``."""
     if choice == "bytes":
         return Vocabulary("bytes")
     if choice == "chars":
         return Vocabulary("chars", tuple(sorted(set(text))))
     if choice.startswith("bpe:"):
-        lines = text.splitlines(keepends=True)
+        lines = training.splitlines(keepends=True)
         return TokenizerVocabulary.train_bpe(["".join(lines[i: i + 1000]) for i in range(0, len(lines), 1000)],
                                              int(choice[4:]))
     return TokenizerVocabulary.load(Path(choice))
@@ -464,7 +532,7 @@ class TextData:
             ids = torch.tensor(list(read_text(path, binary=True)), dtype=torch.long) + len(SPECIALS)
         else:
             text = read_text(path)
-            vocab = vocab or text_vocabulary(tokenizer, text[: len(text) - len(text) // 10])
+            vocab = vocab or text_vocabulary(tokenizer, text, text[: len(text) - len(text) // 10])
             ids = torch.tensor(vocab.encode(text), dtype=torch.long)
         split = len(ids) - max(len(ids) // 10, window + 1)
         if split < window + 1:
@@ -509,7 +577,7 @@ class PairData:
         if len(pairs) < 2:
             raise DataError(f"--text {path}: {len(pairs)} sentence pair; give at least 2 (a tenth is held out)")
         cut = len(pairs) - max(len(pairs) // 10, 1)
-        vocab = vocab or text_vocabulary(tokenizer or "bytes", "\n".join(s + "\n" + t for s, t in pairs[:cut]))
+        vocab = vocab or text_vocabulary(tokenizer or "bytes", text, "\n".join(s + "\n" + t for s, t in pairs[:cut]))
         encoded = [(tuple(vocab.encode_input(s)), tuple(vocab.encode(t))) for s, t in pairs]
         fits = [len(s) <= longest and len(t) + 1 <= longest for s, t in encoded]  # the decoder reads start + target
         train = tuple(p for p, ok in zip(encoded[:cut], fits[:cut]) if ok)

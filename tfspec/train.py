@@ -44,7 +44,7 @@ from .api import load, parse
 from .compiler import compile as compile_spec
 from .compiler import looks_like_path
 from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, PairData, TaskData,
-                   TextData, TokenizerVocabulary, Vocabulary, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
+                   TextData, Vocabulary, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
 from .errors import RunError
 from .files import write_atomically
@@ -520,7 +520,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     run = Run(model, objective, recipe, step)
     meta = {"config": config.model_dump(), "overrides": overrides or {}, "vocab": objective.vocab.to_dict(),
             "spec_file": name, "kind": parsed.kind, "recipe": recipe.__dict__}
-    files = {"tokenizer.json": objective.vocab.to_json()} if isinstance(objective.vocab, TokenizerVocabulary) else {}
+    files = objective.vocab.files()
 
     def save():
         if run_dir is None:

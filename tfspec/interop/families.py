@@ -311,11 +311,14 @@ def hf_equivalent(model, prefer: str | None = None) -> tuple[Family, str, Any]:
                        "differs:\n" + "\n".join(f"  {p}" for p in problems))
 
 
-def export_pretrained(model, directory, prefer: str | None = None) -> str:
+def export_pretrained(model, directory, prefer: str | None = None, token_ids: dict[str, int] | None = None) -> str:
     """Write ``model`` as a Hugging Face model directory (``config.json``, ``model.safetensors``) that
     ``transformers``' ``from_pretrained`` loads; returns the class it is (``prefer``'s where it fits; by
-    default the class ``from_pretrained`` read it from)."""
+    default the class ``from_pretrained`` read it from). ``token_ids``: configuration fields naming special
+    tokens (``eos_token_id`` ...), which ``generate`` reads."""
     family, cls, config = hf_equivalent(model, prefer or getattr(model, "hf_class", None))
+    for key, value in (token_ids or {}).items():
+        setattr(config, key, value)
     transformers = _transformers()
     reference = getattr(transformers, cls)(config)
     output, embedding = reference.get_output_embeddings(), reference.get_input_embeddings()
