@@ -28,6 +28,26 @@ def quiet(*_):
     pass
 
 
+class Result:
+    """What a command did: ``returncode``, ``stdout``, ``stderr`` (as subprocess gives them)."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def cli(capsys):
+    """The CLI in this process: a chain of commands without a Python start-up each (an uncaught exception
+    fails the test, as a traceback would)."""
+    from tfspec.cli import main
+
+    def run(*args) -> Result:
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+    return run
+
+
 def sets(values: dict) -> list[str]:
     return [a for k, v in values.items() for a in ("--set", f"{k}={v}")]
 
@@ -133,15 +153,15 @@ def test_a_tokenizer_file_gives_the_training_ids(tmp_path, text):
     assert data.vocab.size == tokenizer.get_vocab_size()
 
 
-def test_generate_and_export_use_the_trained_tokenizer(tmp_path, text, tfspec_cli):
+def test_generate_and_export_use_the_trained_tokenizer(tmp_path, text, cli):
     run = tmp_path / "run"
-    trained = tfspec_cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--text", str(text), "--tokenizer",
+    trained = cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--text", str(text), "--tokenizer",
                          "bpe:300", "--seq-len", "16", "--steps", "30", "--batch", "8", "--eval-size", "8",
                          "--lr", "3e-3", "--no-progress", "--out", str(run))
     assert trained.returncode == 0, trained.stderr
-    generated = tfspec_cli("generate", str(run), "--input", "The compiler", "--max-new", "8")
+    generated = cli("generate", str(run), "--input", "The compiler", "--max-new", "8")
     assert generated.returncode == 0, generated.stderr
-    exported = tfspec_cli("export", str(run), "--to", "hf", "-o", str(tmp_path / "hf"))
+    exported = cli("export", str(run), "--to", "hf", "-o", str(tmp_path / "hf"))
     assert exported.returncode == 0, exported.stderr
     assert "tokenizer.json" in exported.stdout
     hf_tokenizer = T.AutoTokenizer.from_pretrained(tmp_path / "hf")
@@ -240,30 +260,30 @@ def test_masked_language_modelling_needs_a_mask_token(tmp_path, text):
         train(spec, config, None, progress=False, log=quiet)
 
 
-def test_init_refusals(tmp_path, text, tfspec_cli):
+def test_init_refusals(tmp_path, text, cli):
     run = tmp_path / "run"
     config = TrainConfig(text=str(text), tokenizer="bpe:300", seq_len=16, steps=1, batch=2, eval_size=2)
     train(GPT_SPEC, config, run, overrides={**GPT, "vocab": 300}, progress=False, log=quiet)
     base = ["train", "--text", str(text), "--seq-len", "16", "--steps", "1"]
 
-    again = tfspec_cli(*base, "--init", str(run), "--tokenizer", "bytes", "--out", str(tmp_path / "a"))
+    again = cli(*base, "--init", str(run), "--tokenizer", "bytes", "--out", str(tmp_path / "a"))
     assert again.returncode == 1 and "come with their vocabulary (tokenizer.json (300 tokens)); drop --tokenizer" \
         in again.stderr
 
-    bigger = tfspec_cli(*base, GPT_SPEC, *sets({**GPT, "vocab": 300, "d_model": 48}), "--init", str(run),
+    bigger = cli(*base, GPT_SPEC, *sets({**GPT, "vocab": 300, "d_model": 48}), "--init", str(run),
                         "--out", str(tmp_path / "b"))
     assert bigger.returncode == 1 and "its weights do not fit" in bigger.stderr and "shapes differ" in bigger.stderr
 
-    nowhere = tfspec_cli(*base, "--init", str(tmp_path / "nowhere"), "--out", str(tmp_path / "c"))
+    nowhere = cli(*base, "--init", str(tmp_path / "nowhere"), "--out", str(tmp_path / "c"))
     assert nowhere.returncode == 1 and "no such run, checkpoint or Hugging Face model directory" in nowhere.stderr
 
     directory = tmp_path / "hf"
     T.GPT2LMHeadModel(T.GPT2Config(vocab_size=300, n_embd=32, n_layer=1, n_head=2, n_positions=32)).save_pretrained(
         directory)
-    untokenized = tfspec_cli(*base, "--init", str(directory), "--out", str(tmp_path / "d"))
+    untokenized = cli(*base, "--init", str(directory), "--out", str(tmp_path / "d"))
     assert untokenized.returncode == 1 and "come without a tokenizer" in untokenized.stderr
 
-    task = tfspec_cli("train", "--init", str(run), "--steps", "1", "--out", str(tmp_path / "e"))
+    task = cli("train", "--init", str(run), "--steps", "1", "--out", str(tmp_path / "e"))
     assert task.returncode == 1 and "train them on a text: --text FILE" in task.stderr
 
     for result in (again, bigger, nowhere, untokenized, task):

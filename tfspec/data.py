@@ -178,9 +178,9 @@ class TokenizerVocabulary:
     """A Hugging Face ``tokenizers`` tokenizer (a ``tokenizer.json``) as a vocabulary: its own ids, every id a
     possible output, and its special ids by role (``ROLES``; None where it has none).
 
-    >>> vocab = TokenizerVocabulary.train_bpe(["abc abd abe " * 50], 270)
+    >>> vocab = TokenizerVocabulary.train_bpe(["abc abd abe " * 50], 270)  # 267: all the merges this text has
     >>> vocab.size, vocab.mask, vocab.decode(vocab.encode("abd abc"))
-    (270, 4, 'abd abc')
+    (267, 4, 'abd abc')
     """
 
     kind = "tokenizer"
