@@ -153,6 +153,17 @@ def test_a_tokenizer_file_gives_the_training_ids(tmp_path, text):
     assert data.vocab.size == tokenizer.get_vocab_size()
 
 
+def test_a_tokenizer_of_any_name_is_kept_as_the_checkpoints_tokenizer_json(tmp_path, text):
+    word_tokenizer(tmp_path / "spec.tfs")  # a name a checkpoint uses for something else
+    (tmp_path / "tokenizer_config.json").write_text('{"mask_token": "[MASK]"}')
+    config = TrainConfig(text=str(text), tokenizer=str(tmp_path / "spec.tfs"), seq_len=16, steps=1, batch=2,
+                         eval_size=2)
+    run = train(GPT_SPEC, config, tmp_path / "run", overrides={**GPT, "vocab": 100}, progress=False, log=quiet)
+    assert (run.checkpoint / "tokenizer.json").read_bytes() == (tmp_path / "spec.tfs").read_bytes()
+    assert (run.checkpoint / "tokenizer_config.json").read_text() == '{"mask_token": "[MASK]"}'
+    assert ckpt.load(run.checkpoint).spec().name == "gpt2_small"  # the spec is still the spec
+
+
 def test_generate_and_export_use_the_trained_tokenizer(tmp_path, text, cli):
     run = tmp_path / "run"
     trained = cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--text", str(text), "--tokenizer",
@@ -288,3 +299,19 @@ def test_init_refusals(tmp_path, text, cli):
 
     for result in (again, bigger, nowhere, untokenized, task):
         assert "Traceback" not in result.stderr
+
+
+def test_init_from_a_hugging_face_directory_starts_from_its_weights_and_tokenizer(tmp_path, text):
+    directory = tmp_path / "hf"
+    torch.manual_seed(0)
+    reference = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=2, n_positions=32))
+    reference.save_pretrained(directory)
+    tokenizer = word_tokenizer(directory / "tokenizer.json")
+    config = TrainConfig(text=str(text), init=str(directory), seq_len=16, steps=1, batch=2, eval_size=2, lr=1e-6,
+                         warmup=1)
+    run = train(None, config, tmp_path / "run", progress=False, log=quiet)
+    assert run.objective.text.train_ids[:20].tolist() == tokenizer.encode(TEXT).ids[:20]  # the directory's tokens
+    assert (run.checkpoint / "tokenizer.json").read_bytes() == (directory / "tokenizer.json").read_bytes()
+    theirs = reference.transformer.wte.weight.detach()
+    ours = ckpt.load(run.checkpoint).weights["embeddings.tokens.tokens.weight"]
+    assert (ours - theirs).abs().max().item() < 1e-4  # one step at lr 1e-6 from the checkpoint's weights

@@ -285,7 +285,7 @@ class TokenizerVocabulary:
         return f"the {self.size:,} tokens of {self.file}"
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "file": self.file, "specials": self.specials}
+        return {"kind": self.kind, "file": "tokenizer.json", "specials": self.specials}
 
     def as_tokenizer(self):
         return self.tokenizer
@@ -295,8 +295,8 @@ class TokenizerVocabulary:
         return self.data
 
     def files(self) -> dict[str, bytes]:
-        """What a checkpoint keeps: the files it was read from."""
-        return {self.file: self.data, **self.settings}
+        """What a checkpoint keeps: the files it was read from (as ``tokenizer.json``, whatever its name was)."""
+        return {"tokenizer.json": self.data, **self.settings}
 
 
 def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | None]:
