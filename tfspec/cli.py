@@ -591,6 +591,8 @@ def cmd_train(args) -> int:
         args.device = args.device or "cpu"
         config = _train_config(args)
         initial = None
+        if args.init:
+            _quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
         if args.file:
             spec = load(args.file, overrides=_overrides(args))
         else:  # the spec the initial weights came with
