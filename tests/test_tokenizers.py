@@ -271,6 +271,18 @@ def test_masked_language_modelling_needs_a_mask_token(tmp_path, text):
         train(spec, config, None, progress=False, log=quiet)
 
 
+def test_an_encoder_decoder_needs_start_and_end_tokens(tmp_path):
+    word_tokenizer(tmp_path / "tokenizer.json", specials=("[PAD]", "[UNK]"))
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a spec says\twhat a model is\n" * 10)
+    config = TrainConfig(text=str(pairs), tokenizer=str(tmp_path / "tokenizer.json"), steps=1)
+    with pytest.raises(DataError, match="has no start or eos token, which training an encoder-decoder needs "
+                                        r"\(named by config.json's decoder_start_token_id"):
+        train("examples/vaswani_base.tfs", config, None, overrides={"layers": 1, "d_model": 32, "heads": 2,
+                                                                    "d_ff": 64, "vocab": 100},
+              progress=False, log=quiet)
+
+
 def test_init_refusals(tmp_path, text, cli):
     run = tmp_path / "run"
     config = TrainConfig(text=str(text), tokenizer="bpe:300", seq_len=16, steps=1, batch=2, eval_size=2)

@@ -430,10 +430,9 @@ def cmd_export(args) -> int:
     _writable(str(out), "-o")
     model = saved.model()
     if args.to == "hf":
+        from .data import Vocabulary, hugging_face_tokenizer
         from .interop.families import export_pretrained
         from .interop.mapping import InteropError
-
-        from .data import Vocabulary, hugging_face_tokenizer
 
         _quiet_transformers()
         vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path) if "vocab" in saved.meta else None

@@ -14,10 +14,9 @@ Token ids: five specials, then the symbols (task letters, bytes or characters).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import json
 
 import torch
 from torch import Tensor
@@ -150,14 +149,13 @@ class Vocabulary:
     def from_dict(cls, d: dict, directory: Path | None = None) -> "Vocabulary | TokenizerVocabulary":
         """The vocabulary a checkpoint names (``directory``: the checkpoint's, where a tokenizer file lies)."""
         if d["kind"] == "tokenizer":
-            vocab = TokenizerVocabulary.load(Path(directory or ".") / d["file"])
-            if "specials" in d:
-                vocab.specials = {role: d["specials"].get(role) for role in ROLES}
-            return vocab
+            return TokenizerVocabulary.load(Path(directory or ".") / d["file"], specials=d.get("specials"))
         return cls(d["kind"], tuple(d["symbols"]))
 
 
 ROLES = ("pad", "start", "eos", "sep", "mask")  # what a special id is for; "start" begins a decoder's output
+ROLE_SETTINGS = {"pad": "pad_token", "start": "bos_token", "eos": "eos_token", "sep": "sep_token",
+                 "mask": "mask_token"}  # each role's key in a tokenizer_config.json
 _ROLE_NAMES = {  # the tokens that commonly play each role, when no configuration says
     "pad": ("<pad>", "[PAD]", "<|pad|>"), "start": ("<bos>", "<s>", "[CLS]", "<|startoftext|>", "<|begin_of_text|>"),
     "eos": ("<eos>", "</s>", "[SEP]", "<|endoftext|>", "<|end_of_text|>"), "sep": ("<sep>", "[SEP]"),
@@ -190,38 +188,19 @@ class TokenizerVocabulary:
         self.tokenizer, self.file = tokenizer, file
         self.data = data if data is not None else tokenizer.to_str(pretty=True).encode("utf-8")
         self.settings = settings or {}  # TOKENIZER_SETTINGS files found beside it, by name
-        self.specials = {role: (specials or {}).get(role) for role in ROLES}
+        self.pad, self.start, self.eos, self.sep, self.mask = ((specials or {}).get(role) for role in ROLES)
+        self.ends_text = self.eos  # a continuation stops at the end token, as transformers' generate does
         self.special_ids = sorted(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
 
     @property
-    def pad(self) -> int | None:
-        return self.specials["pad"]
-
-    @property
-    def start(self) -> int | None:
-        return self.specials["start"]
-
-    @property
-    def eos(self) -> int | None:
-        return self.specials["eos"]
-
-    @property
-    def sep(self) -> int | None:
-        return self.specials["sep"]
-
-    @property
-    def mask(self) -> int | None:
-        return self.specials["mask"]
-
-    @property
-    def ends_text(self) -> int | None:
-        """A continuation stops at the end token, as ``transformers``' ``generate`` does."""
-        return self.specials["eos"]
+    def specials(self) -> dict[str, int | None]:
+        return {role: getattr(self, role) for role in ROLES}
 
     @classmethod
-    def load(cls, path: Path, config: dict | None = None) -> "TokenizerVocabulary":
-        """Read ``path``; the special ids come from ``config`` (a model's ``config.json``: ``pad_token_id`` ...),
-        then the ``tokenizer_config.json`` beside it, then the tokens' usual names."""
+    def load(cls, path: Path, config: dict | None = None, specials: dict | None = None) -> "TokenizerVocabulary":
+        """Read ``path``; the special ids are ``specials`` (a checkpoint's), or found: from ``config`` (a model's
+        ``config.json``: ``pad_token_id`` ...), then the ``tokenizer_config.json`` beside it, then the tokens'
+        usual names."""
         from tokenizers import Tokenizer
         path = Path(path)
         try:
@@ -235,7 +214,9 @@ class TokenizerVocabulary:
             raise DataError(f"{path}: not a readable tokenizer.json: {exc}") from None
         settings = {name: (path.parent / name).read_bytes() for name in TOKENIZER_SETTINGS
                     if (path.parent / name).is_file()}
-        return cls(tokenizer, path.name, _find_specials(tokenizer, path.parent, config or {}), data, settings)
+        if specials is None:
+            specials = _find_specials(tokenizer, path.parent, config or {})
+        return cls(tokenizer, path.name, specials, data, settings)
 
     @classmethod
     def train_bpe(cls, texts, size: int) -> "TokenizerVocabulary":
@@ -302,7 +283,6 @@ class TokenizerVocabulary:
 def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | None]:
     """Each role's id: the model configuration's, else tokenizer_config.json's token, else a usual name's."""
     found: dict[str, int | None] = {role: None for role in ROLES}
-    names = {"pad": "pad_token", "start": "bos_token", "eos": "eos_token", "sep": "sep_token", "mask": "mask_token"}
     settings = {}
     try:
         settings = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
@@ -310,7 +290,7 @@ def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | 
         pass  # no tokenizer_config.json: the names below decide
     special = {token.content: i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special}
     for role in ROLES:
-        token = settings.get(names[role]) if isinstance(settings, dict) else None
+        token = settings.get(ROLE_SETTINGS[role]) if isinstance(settings, dict) else None
         token = token.get("content") if isinstance(token, dict) else token
         if isinstance(token, str) and tokenizer.token_to_id(token) is not None:
             found[role] = tokenizer.token_to_id(token)
@@ -332,10 +312,8 @@ def hugging_face_tokenizer(vocab) -> dict[str, bytes]:
     files = {name: data for name, data in vocab.files().items() if name in TOKENIZER_SETTINGS}
     files["tokenizer.json"] = vocab.tokenizer_json()
     if "tokenizer_config.json" not in files:
-        names = {"pad": "pad_token", "start": "bos_token", "eos": "eos_token", "sep": "sep_token",
-                 "mask": "mask_token"}
         settings = {"tokenizer_class": "PreTrainedTokenizerFast"}
-        settings.update({names[role]: tokenizer.id_to_token(getattr(vocab, role)) for role in ROLES
+        settings.update({ROLE_SETTINGS[role]: tokenizer.id_to_token(getattr(vocab, role)) for role in ROLES
                          if getattr(vocab, role) is not None})
         files["tokenizer_config.json"] = json.dumps(settings, indent=2).encode("utf-8")
     return files
@@ -473,7 +451,8 @@ def mlm_batch(tokens: Tensor, generator: torch.Generator, vocab, padding: bool) 
     inputs, labels = mask_tokens(tokens, generator, vocab)
     model_inputs = {"tokens": inputs}
     if padding:
-        model_inputs["padding_mask"] = tokens == vocab.pad if vocab.pad is not None else torch.zeros_like(tokens) > 0
+        model_inputs["padding_mask"] = (tokens == vocab.pad if vocab.pad is not None
+                                        else torch.zeros_like(tokens, dtype=torch.bool))
     return Batch(model_inputs, labels)
 
 
@@ -498,10 +477,10 @@ def read_text(path: str | Path, binary: bool = False) -> str | bytes:
         raise DataError(f"--text {path}: not UTF-8 at byte {exc.start}; use --tokenizer bytes") from None
 
 
-def text_vocabulary(choice: str, text: str, training: str) -> "Vocabulary | TokenizerVocabulary":
-    """The vocabulary ``--tokenizer`` names: ``bytes``, ``chars`` (every character of ``text``), ``bpe:N`` (a
-    byte-level BPE learned from the ``training`` part) or the path of a ``tokenizer.json``."""
-    if choice == "bytes":
+def text_vocabulary(choice: str | None, text: str, training: str) -> "Vocabulary | TokenizerVocabulary":
+    """The vocabulary ``--tokenizer`` names: ``bytes`` (also None), ``chars`` (every character of ``text``),
+    ``bpe:N`` (a byte-level BPE learned from the ``training`` part) or the path of a ``tokenizer.json``."""
+    if choice in (None, "bytes"):
         return Vocabulary("bytes")
     if choice == "chars":
         return Vocabulary("chars", tuple(sorted(set(text))))
@@ -526,8 +505,7 @@ class TextData:
         """``vocab``: the one to use (a resumed or fine-tuned run's); otherwise ``tokenizer`` names it, and a BPE
         learns from the first nine tenths of the text only."""
         path = Path(path)
-        tokenizer = tokenizer or "bytes"
-        if (vocab.kind if vocab else tokenizer) == "bytes":
+        if (vocab.kind if vocab else tokenizer or "bytes") == "bytes":
             vocab = vocab or Vocabulary("bytes")
             ids = torch.tensor(list(read_text(path, binary=True)), dtype=torch.long) + len(SPECIALS)
         else:
@@ -577,7 +555,7 @@ class PairData:
         if len(pairs) < 2:
             raise DataError(f"--text {path}: {len(pairs)} sentence pair; give at least 2 (a tenth is held out)")
         cut = len(pairs) - max(len(pairs) // 10, 1)
-        vocab = vocab or text_vocabulary(tokenizer or "bytes", text, "\n".join(s + "\n" + t for s, t in pairs[:cut]))
+        vocab = vocab or text_vocabulary(tokenizer, text, "\n".join(s + "\n" + t for s, t in pairs[:cut]))
         encoded = [(tuple(vocab.encode_input(s)), tuple(vocab.encode(t))) for s, t in pairs]
         fits = [len(s) <= longest and len(t) + 1 <= longest for s, t in encoded]  # the decoder reads start + target
         train = tuple(p for p, ok in zip(encoded[:cut], fits[:cut]) if ok)

@@ -214,9 +214,14 @@ class Objective:
         needed = {"encoder-only": ("mask",), "encoder-decoder": ("start", "eos")}.get(self.kind, ())
         missing = [role for role in needed if getattr(self.vocab, role) is None]
         if missing:
-            purpose = "masked-language modelling" if self.kind == "encoder-only" else "an encoder-decoder's targets"
+            if self.kind == "encoder-only":
+                purpose, hint = "masked-language modelling", 'tokenizer_config.json\'s "mask_token", e.g. "[MASK]"'
+            else:
+                purpose, hint = "training an encoder-decoder", ("config.json's decoder_start_token_id and "
+                                                                 "eos_token_id, or tokenizer_config.json's "
+                                                                 "bos_token and eos_token")
             raise DataError(f"{self.vocab.describe()} has no {' or '.join(missing)} token, which {purpose} needs "
-                            "(tokenizer_config.json names it, e.g. \"mask_token\": \"[MASK]\")")
+                            f"(named by {hint})")
 
     def window(self, model) -> int:
         role = model.spec.stacks[0].role
