@@ -125,6 +125,101 @@ def test_every_family_class_is_covered():
     assert {cls for family in FAMILIES for cls in family.classes} - set(CONFIGS) == {"MistralModel"}
 
 
+@pytest.mark.parametrize("cls, tied", [("GPT2LMHeadModel", False), ("BertForMaskedLM", False),
+                                       ("BigBirdForMaskedLM", False), ("LlamaForCausalLM", True),
+                                       ("GPTNeoXForCausalLM", True)])
+def test_the_head_is_tied_or_not_as_the_configuration_says(tmp_path, cls, tied):
+    """The other way from the family's usual: imported with the same logits, exported with the same tensors."""
+    from tfspec.interop.families import export_pretrained
+    directory, reference = saved(tmp_path, cls, tie_word_embeddings=tied)
+    assert (reference.get_output_embeddings().weight is reference.get_input_embeddings().weight) == tied
+    model = tfspec.from_pretrained(directory)
+    assert (model.head.weight is None) == tied
+    ours, theirs, real = outputs(model, reference, cls)
+    assert (ours - theirs)[real].abs().max().item() <= TOL
+    assert export_pretrained(model, tmp_path / "exported") == cls
+    back = getattr(T, cls).from_pretrained(tmp_path / "exported")
+    assert back.config.tie_word_embeddings == tied
+    theirs_state, back_state = reference.state_dict(), back.state_dict()
+    assert theirs_state.keys() == back_state.keys()
+    assert all(torch.equal(theirs_state[k], back_state[k]) for k in theirs_state)
+
+
+def _field_values(table, config) -> dict:
+    return {f.name: f.value(config) for f in table.fields}
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_every_configuration_field_is_accounted_for(family):
+    """Each field a transformers configuration of the family has is in the family's table: a setting both
+    directions read, a value the spec must have, or one that does not change the computation (with why)."""
+    accounted = family.fields.accounted()
+    for model_type in family.model_types:
+        for key, value in T.AutoConfig.for_model(model_type).to_dict().items():
+            if key in accounted:
+                continue
+            assert isinstance(value, dict), f"{model_type}: {key} is not in {family.module}.FIELDS"
+            missing = [f"{key}.{inner}" for inner in value if f"{key}.{inner}" not in accounted]
+            assert not missing, f"{model_type}: {missing} are not in {family.module}.FIELDS"
+    assert all(reason for reason in family.fields.ignored.values())
+
+
+# every field of each table away from its default; a family's table is exercised by its configurations together
+EVERY_FIELD = {
+    "hf_bert": [dict(model_type="bert", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                     intermediate_size=40, max_position_embeddings=33, layer_norm_eps=1e-7, hidden_dropout_prob=0.2,
+                     attention_probs_dropout_prob=0.3, initializer_range=0.05, type_vocab_size=3,
+                     hidden_act="relu", tie_word_embeddings=False, architectures=["BertForMaskedLM"])],
+    "hf_big_bird": [dict(model_type="big_bird", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                         num_attention_heads=3, intermediate_size=40, max_position_embeddings=96, layer_norm_eps=1e-7,
+                         hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                         type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, block_size=4,
+                         num_random_blocks=2, use_bias=False, rescale_embeddings=True,
+                         architectures=["BigBirdForMaskedLM"]),
+                    dict(model_type="big_bird", vocab_size=91, hidden_size=24, num_hidden_layers=1,
+                         num_attention_heads=3, intermediate_size=40, attention_type="original_full")],
+    "hf_gpt2": [dict(model_type="gpt2", vocab_size=91, n_embd=24, n_layer=3, n_head=3, n_positions=33, n_inner=40,
+                     layer_norm_epsilon=1e-6, resid_pdrop=0.2, embd_pdrop=0.25, attn_pdrop=0.3,
+                     initializer_range=0.05, activation_function="relu", tie_word_embeddings=False)],
+    "hf_llama": [dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                      num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
+                      rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                      attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
+                      mlp_bias=True, tie_word_embeddings=True),
+                 dict(model_type="mistral", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                      num_key_value_heads=3, intermediate_size=40, sliding_window=7)],
+    "hf_gpt_neox": [dict(model_type="gpt_neox", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                         num_attention_heads=3, intermediate_size=40, layer_norm_eps=1e-6,
+                         rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                         attention_dropout=0.1, hidden_dropout=0.2, initializer_range=0.05, hidden_act="relu",
+                         attention_bias=False, use_parallel_residual=False, tie_word_embeddings=True)],
+    "hf_t5": [dict(model_type="t5", vocab_size=91, d_model=24, d_kv=6, num_heads=3, d_ff=40, num_layers=2,
+                   num_decoder_layers=3, layer_norm_epsilon=1e-5, dropout_rate=0.2,
+                   relative_attention_num_buckets=16, relative_attention_max_distance=64, initializer_factor=0.5,
+                   feed_forward_proj="gated-silu", tie_word_embeddings=False)],
+}
+
+
+@pytest.mark.parametrize("module", sorted(EVERY_FIELD))
+def test_every_field_survives_import_then_export(module):
+    """config -> import_config -> compiled spec -> the configuration export writes: every field of the family's
+    table reads the same; each one was away from its default in one of the configurations."""
+    from tfspec.interop.families import family_of, hf_equivalent, read_config
+    table = next(f for f in FAMILIES if f.module == module).fields
+    exercised = set()
+    for values in EVERY_FIELD[module]:
+        config = read_config(values)
+        default = _field_values(table, read_config({"model_type": values["model_type"]}))
+        before = _field_values(table, config)
+        exercised |= {name for name, value in before.items() if value != default[name]}
+        _, cls, exported = hf_equivalent(tfspec.compile(import_config(values)))
+        default_class = next(iter(family_of(values["model_type"]).classes))
+        assert cls == values.get("architectures", [default_class])[0]
+        after = _field_values(table, exported)
+        assert after == before, {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    assert exercised == {f.name for f in table.fields}
+
+
 def test_the_imported_spec_reads_well(tmp_path):
     directory, _ = saved(tmp_path, "BertModel")
     text = import_config(directory / "config.json")
@@ -143,6 +238,13 @@ def test_the_imported_spec_reads_well(tmp_path):
      "rope scaling 'linear' is not supported"),
     ({"model_type": "gpt2", "activation_function": "mish"}, "activation_function 'mish' has no tfspec activation"),
     ({"model_type": "gpt2", "scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
+    ({"model_type": "bert", "is_decoder": True}, "is_decoder=True makes the self-attention causal"),
+    ({"model_type": "big_bird", "is_decoder": True, "add_cross_attention": True}, "add_cross_attention=True"),
+    ({"model_type": "gpt2", "add_cross_attention": True}, "add_cross_attention=True makes GPT-2"),
+    ({"model_type": "t5", "is_decoder": True}, "is_decoder=True makes T5's encoder stack causal"),
+    ({"model_type": "t5", "feed_forward_proj": "gated-relu"}, "feed_forward_proj 'gated-relu' has no tfspec"),
+    ({"model_type": "llama", "hidden_act": "relu"}, "hidden_act 'relu' has no tfspec activation (supported: gelu"),
+    ({"model_type": "bert", "hidden_act": "mish"}, "hidden_act 'mish' has no tfspec activation"),
     ({"model_type": "bert", "architectures": ["BertForQuestionAnswering"]},
      "BertForQuestionAnswering: not a BERT class tfspec reads (it reads BertForMaskedLM, BertModel)"),
 ])

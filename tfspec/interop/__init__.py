@@ -10,7 +10,9 @@
 
 Families (``families.FAMILIES``): BERT, GPT-2, Llama, Mistral, GPT-NeoX, T5, BigBird; one module each
 (``hf_bert``, ``hf_gpt2``, ``hf_llama`` for Llama and Mistral, ``hf_gpt_neox``, ``hf_t5``, ``hf_big_bird``)
-with the spec its configuration describes (``spec_text``) and the mapping of every tensor (``Rule``s);
+with one table of its configuration fields (``FIELDS``: which spec setting each is, read by import's
+``spec_text`` and export's ``hf_config`` alike; see ``fields``) and one mapping of every tensor (``Rule``s,
+read by ``from_hf_*`` and ``to_hf_*`` alike);
 ``torch_transformer`` for ``torch.nn.Transformer``. Copying in checks every tensor on both sides and
 compares the spec with the one the reference's configuration describes, fact by fact
 (``mapping.architecture_problems``): anything unmapped, mismatched or not expressible is an

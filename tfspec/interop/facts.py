@@ -46,6 +46,15 @@ class Facts:
     def attention(self, role: str, reads: str = "self"):
         return self.node(role, "attention", reads)["spec"]
 
+    def geometry(self, role: str, reads: str = "self"):
+        """The first attention's shape (heads, kv heads, head dim) of ``role``'s layer."""
+        return self.node(role, "attention", reads)["geometry"]
+
+    @property
+    def tied(self) -> bool | None:
+        """Does the head share the token embedding (None: the spec has no head)?"""
+        return None if self.spec.head is None else self.spec.head.tied_to is not None
+
     def feedforward(self, role: str):
         return self.node(role, "feedforward")["spec"]
 
@@ -58,6 +67,12 @@ class Facts:
 
     def norm_option(self, role: str, option: str, default=None):
         return self.node(role, "norm")["spec"].options.get(option, default)
+
+    def embedding_norm_option(self, option: str, default=None):
+        norm = self.embedding.norm
+        if norm is None:
+            raise self.refuse("its embedding has no norm")
+        return norm.options.get(option, default)
 
     def learned_positions(self) -> int:
         position = self.embedding.position

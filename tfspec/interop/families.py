@@ -28,8 +28,8 @@ from .mapping import InteropError
 class Family:
     """One family: its ``model_type``s, its Hugging Face model classes (each with the ``spec_text`` arguments
     that describe it; the first is the default), the conventions its imported spec states, and its module
-    under ``tfspec.interop`` (``spec_text``, ``unsupported`` when some configurations cannot be expressed, and
-    the ``load``/``export`` weight functions)."""
+    under ``tfspec.interop`` (its ``FIELDS`` table, ``spec_text``, ``hf_config``, and the ``load``/``export``
+    weight functions)."""
 
     name: str
     model_types: tuple[str, ...]
@@ -55,9 +55,14 @@ class Family:
         read: Callable | None = getattr(self.functions(), "options_from_model", None)
         return read(model) if read else {}
 
+    @property
+    def fields(self):
+        """The family's table of configuration fields (``tfspec.interop.fields``)."""
+        return self.functions().FIELDS
+
     def unsupported(self, config) -> list[str]:
-        check: Callable | None = getattr(self.functions(), "unsupported", None)
-        return check(config) if check else []
+        """The configuration's values the family's specs cannot express, each with the reason."""
+        return self.fields.unsupported(config)
 
     def load_weights(self, model, reference) -> None:
         getattr(self.functions(), self.load)(model, reference)

@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule
 from .facts import Facts
+from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
 
 REFERENCE = "Hugging Face BERT"
@@ -45,55 +46,77 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
         rules += [*_linear("head.transform", "cls.predictions.transform.dense"),
                   *_linear("head.transform_norm", "cls.predictions.transform.LayerNorm"),
                   rule("head.bias", "cls.predictions.bias")]
-        aliases = {"cls.predictions.decoder.weight": f"{e}.tokens.weight", "cls.predictions.decoder.bias": "head.bias"}
+        aliases = {"cls.predictions.decoder.bias": "head.bias"}
+        if model.tied_to is not None:
+            aliases["cls.predictions.decoder.weight"] = f"{e}.tokens.weight"
+        else:
+            rules.append(rule("head.weight", "cls.predictions.decoder.weight"))
     return rules, aliases
+
+
+FIELDS = Fields(
+    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    Field("heads", "num_attention_heads", lambda f: f.attention("encoder").heads),
+    Field("layers", "num_hidden_layers", lambda f: f.layers("encoder")),
+    Field("d_ff", "intermediate_size", lambda f: f.feedforward("encoder").d_ff),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("max_len", "max_position_embeddings", lambda f: f.learned_positions()),
+    Field("eps", "layer_norm_eps", lambda f: f.embedding_norm_option("eps", 1e-12)),
+    Field("p_dropout", "hidden_dropout_prob", lambda f: f.residual_dropout("encoder")),
+    Field("p_attn_dropout", "attention_probs_dropout_prob", lambda f: f.attention("encoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("segments", "type_vocab_size", lambda f: f.embedding.segments),
+    Field("activation", "hidden_act", lambda f: f.feedforward("encoder").activation.name, names=ACTIVATIONS),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),  # the MLM head's decoder
+    Fixed("position_embedding_type", "absolute",
+          "reference uses {value} positions; only absolute maps (tfspec's relative schemes are not BERT's)"),
+    Fixed("is_decoder", False, "is_decoder=True makes the self-attention causal, a decoder's; tfspec imports "
+                               "this family as the encoder it is"),
+    Fixed("add_cross_attention", False, "add_cross_attention=True adds cross-attention to an encoder-decoder's "
+                                        "decoder; tfspec imports this family as an encoder"),
+)
 
 
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               attention: str = "", embedding: tuple[str, ...] = (), writer: SpecWriter | None = None,
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
-    ``head`` (its transform and tied decoder). ``attention`` and ``embedding``: further arguments of the
-    self-attention and lines of the embedding, for BERT's relatives (BigBird's ``kind=bigbird(...)``), written
-    with ``writer``'s ``let`` parameters; ``heading``: comment lines above it."""
+    ``head`` (its transform and decoder, tied to the token embedding unless ``tie_word_embeddings`` is false).
+    ``attention`` and ``embedding``: further arguments of the self-attention and lines of the embedding, for
+    BERT's relatives (BigBird's ``kind=bigbird(...)``), written with ``writer``'s ``let`` parameters;
+    ``heading``: comment lines above it."""
     w = writer or SpecWriter()
-    d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
-                                                                         "num_attention_heads")
-    layers, d_ff = w("layers", config.num_hidden_layers, "num_hidden_layers"), w("d_ff", config.intermediate_size,
-                                                                                 "intermediate_size")
-    vocab, max_len = w("vocab", config.vocab_size, "vocab_size"), w("max_len", config.max_position_embeddings,
-                                                                    "max_position_embeddings")
-    eps = w("eps", config.layer_norm_eps, "layer_norm_eps")
-    activation = ACTIVATIONS.get(config.hidden_act, "gelu")
+    s = FIELDS.write(config, w)
     extra = "".join(f"\n  {line}" for line in embedding)
     text = f"""model {name}
 
 defaults {{
   residual post
-  norm layernorm(eps={eps})
-  dropout {w("p_dropout", config.hidden_dropout_prob, "hidden_dropout_prob")}
-  attn_dropout {w("p_attn_dropout", config.attention_probs_dropout_prob, "attention_probs_dropout_prob")}
-  init normal(std={w("init_std", config.initializer_range, "initializer_range")})
+  norm layernorm(eps={s.eps})
+  dropout {s.p_dropout}
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
 }}
 
 embedding tokens {{
-  vocab {vocab}
-  dim {d_model}
-  position learned({max_len})
-  segments {w("segments", config.type_vocab_size, "type_vocab_size")}
-  norm layernorm(eps={eps}){extra}
+  vocab {s.vocab}
+  dim {s.d_model}
+  position learned({s.max_len})
+  segments {s.segments}
+  norm layernorm(eps={s.eps}){extra}
 }}
 
-encoder x {layers} {{
-  attention self heads={heads} {attention}mask={'padding' if padding else 'none'}
-  feedforward d_ff={d_ff} activation={activation}
+encoder x {s.layers} {{
+  attention self heads={s.heads} {attention}mask={'padding' if padding else 'none'}
+  feedforward d_ff={s.d_ff} activation={s.activation}
 }}
 
 """
     if pooler:
         text += "pooler tanh\n"
     if head:
-        text += f"head tied(tokens) transform={activation} norm=layernorm(eps={eps}) bias=true  # the MLM head\n"
+        decoder = "tied(tokens)" if s.value("tied") else f"linear({s.vocab})"
+        text += f"head {decoder} transform={s.activation} norm=layernorm(eps={s.eps}) bias=true  # the MLM head\n"
     return w.text(text, list(heading))
 
 
@@ -101,38 +124,26 @@ def hf_config(spec, model_type: str = "bert") -> dict:
     """The BERT configuration ``spec`` would be (exported after ``architecture_problems`` finds no difference)."""
     f = Facts(spec, "BERT")
     f.kind("encoder-only")
-    attention, feedforward, e = f.attention("encoder"), f.feedforward("encoder"), f.embedding
-    return dict(model_type=model_type, vocab_size=e.vocab, hidden_size=e.dim,
-                num_hidden_layers=f.layers("encoder"), num_attention_heads=attention.heads,
-                intermediate_size=feedforward.d_ff, max_position_embeddings=f.learned_positions(),
-                type_vocab_size=e.segments, layer_norm_eps=e.norm.options.get("eps", 1e-12),
-                hidden_act=f.theirs(ACTIVATIONS, feedforward.activation.name, "activation"),
-                hidden_dropout_prob=f.residual_dropout("encoder"), attention_probs_dropout_prob=attention.dropout,
-                initializer_range=f.init_option("std", 0.02))
-
-
-def _config_problems(model, reference) -> list[str]:
-    config = reference.config
-    problems = []
-    if getattr(config, "position_embedding_type", "absolute") != "absolute":
-        problems.append(f"reference uses {config.position_embedding_type} positions; only absolute maps")
-    if config.hidden_act not in ACTIVATIONS:
-        problems.append(f"hidden_act '{config.hidden_act}' has no tfspec activation")
-    if problems:
-        return problems
-    base = getattr(reference, "bert", reference)
-    expected = spec_text(config, pooler=getattr(base, "pooler", None) is not None, head=hasattr(reference, "cls"),
-                         padding=model.encoder.masks_padding)
-    # embedding norm eps and scale, pooler activation, head transform: every fact, not only the sublayers'
-    return architecture_problems(model.spec, expected, type(reference).__name__)
+    return {"model_type": model_type, **FIELDS.config(f)}
 
 
 def from_hf_bert(model, reference) -> None:
     """Copy a ``BertModel`` or ``BertForMaskedLM``'s weights into ``model`` (every tensor accounted for)."""
-    prefix = "bert." if hasattr(reference, "bert") else ""
-    rules, aliases = _rules(model, prefix)
-    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases,
-               config_problems=_config_problems(model, reference))
+    check_reference(model, reference, FIELDS, spec_text)
+    rules, aliases = _rules(model, "bert." if hasattr(reference, "bert") else "")
+    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
+
+
+def check_reference(model, reference, fields, describe) -> None:
+    """The checks of BERT and its relatives: ``describe`` (a ``spec_text``) writes the spec the reference's
+    configuration describes, with its pooler and head; the embedding norm's eps and scale, the pooler's
+    activation and the head's transform are compared with the rest."""
+    if model.spec.kind != "encoder-only":
+        raise InteropError(f"{type(reference).__name__} is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
+    base = getattr(reference, "bert", reference)
+    refuse_other_architecture(model, reference, fields, lambda: describe(
+        reference.config, pooler=getattr(base, "pooler", None) is not None, head=hasattr(reference, "cls"),
+        padding=model.encoder.masks_padding))
 
 
 def to_hf_bert(model) -> dict:

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .facts import Facts
-from .hf_bert import ACTIVATIONS, _rules
-from .hf_bert import hf_config as bert_hf_config
+from .fields import Field, Fields
+from .hf_bert import FIELDS as BERT_FIELDS
+from .hf_bert import _rules, check_reference
 from .hf_bert import spec_text as bert_spec_text
-from .mapping import InteropError, architecture_problems, export_state, load_state
+from .mapping import export_state, load_state
 from .writer import SpecWriter
 
 REFERENCE = "Hugging Face BigBird"
@@ -31,52 +32,56 @@ def _big_bird_rules(model, reference_has_lm: bool):
             if all(o in ours for o in r.ours)], aliases
 
 
+def _kind(f):
+    return f.attention("encoder").kind
+
+
+def _blocks(option: str):
+    """A block-sparse attention's option, for export (None with full attention)."""
+    return lambda f: _kind(f).options[option] if _kind(f).name == "bigbird" else None
+
+
+def _when_sparse(field: str):
+    """A configuration's block field, for import: it only counts with block-sparse attention."""
+    return lambda c: getattr(c, field) if c.attention_type == "block_sparse" else None
+
+
+OWN_FIELDS = Fields(  # BigBird's own; the rest are BERT's (written by BERT's spec_text)
+    Field("block", "block_size", _blocks("block"), read=_when_sparse("block_size")),
+    Field("random_blocks", "num_random_blocks", _blocks("random"), read=_when_sparse("num_random_blocks")),
+    Field("attention", "attention_type", lambda f: _kind(f).name,
+          names={"block_sparse": "bigbird", "original_full": "dot"}),
+    Field("qkv_bias", "use_bias", lambda f: f.attention("encoder").bias, let=False),
+    Field("rescale", "rescale_embeddings", lambda f: f.embedding.scale != 1.0, let=False),
+)
+FIELDS = OWN_FIELDS + BERT_FIELDS
+
+
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a BigBird configuration describes: ``BigBirdModel`` with ``pooler``, ``BigBirdForMaskedLM``
     with ``head`` (BERT's, with BigBird's attention and embedding scale)."""
     w = SpecWriter()
-    kind = (f"bigbird({w('block', config.block_size, 'block_size')}, "
-            f"random={w('random_blocks', config.num_random_blocks, 'num_random_blocks')})"
-            if config.attention_type == "block_sparse" else "dot")
-    attention = f"kind={kind} bias={str(bool(config.use_bias)).lower()} out_bias=true "
-    scale = (f"scale {float(config.hidden_size) ** 0.5!r}",) if config.rescale_embeddings else ()
+    s = OWN_FIELDS.write(config, w)
+    kind = f"bigbird({s.block}, random={s.random_blocks})" if s.attention == "bigbird" else s.attention
+    attention = f"kind={kind} bias={s.qkv_bias} out_bias=true "
+    scale = (f"scale {float(config.hidden_size) ** 0.5!r}",) if s.value("rescale") else ()
     return bert_spec_text(config, pooler=pooler, head=head, padding=padding, name=name, attention=attention,
                           embedding=scale, writer=w, heading=heading)
 
 
 def hf_config(spec) -> dict:
     """The BigBird configuration ``spec`` would be: BERT's, with its attention kind and embedding scale."""
-    config = bert_hf_config(spec, "big_bird")
     f = Facts(spec, "BigBird")
-    attention = f.attention("encoder")
-    if attention.kind.name == "bigbird":
-        config.update(attention_type="block_sparse", block_size=attention.kind.options["block"],
-                      num_random_blocks=attention.kind.options["random"])
-    else:
-        config.update(attention_type="original_full")
-    return {**config, "use_bias": attention.bias, "rescale_embeddings": f.embedding.scale != 1.0}
-
-
-def _config_problems(model, reference) -> list[str]:
-    config = reference.config
-    if config.hidden_act not in ACTIVATIONS:
-        return [f"hidden_act '{config.hidden_act}' has no tfspec activation"]
-    if getattr(config, "is_decoder", False):
-        return ["a BigBird decoder (is_decoder) has no tfspec equivalent: tfspec's BigBird is an encoder's"]
-    base = getattr(reference, "bert", reference)
-    expected = spec_text(config, pooler=getattr(base, "pooler", None) is not None, head=hasattr(reference, "cls"),
-                         padding=model.encoder.masks_padding)
-    return architecture_problems(model.spec, expected, type(reference).__name__)
+    f.kind("encoder-only")
+    return {"model_type": "big_bird", **FIELDS.config(f)}
 
 
 def from_hf_big_bird(model, reference) -> None:
     """Copy a ``BigBirdModel`` or ``BigBirdForMaskedLM``'s weights into ``model`` (every tensor accounted for)."""
-    if model.spec.kind != "encoder-only":
-        raise InteropError(f"BigBird is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
+    check_reference(model, reference, FIELDS, spec_text)
     rules, aliases = _big_bird_rules(model, hasattr(reference, "bert"))
-    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases,
-               config_problems=_config_problems(model, reference))
+    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
 
 
 def to_hf_big_bird(model) -> dict:

@@ -6,8 +6,10 @@ transposed on the way; ``lm_head.weight`` is the token embedding (tied).
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .mapping import (InteropError, Rule, export_state, load_state, refuse_other_architecture, rule,
+                      same_head)
 from .facts import Facts
+from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
 
 REFERENCE = "Hugging Face GPT-2"
@@ -29,22 +31,51 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
         for ours_part, theirs_part in (("self_attn_norm", "ln_1"), ("ffn_norm", "ln_2")):
             rules += [rule(f"{ours}.{ours_part}.{p}", f"{theirs}.{theirs_part}.{p}") for p in ("weight", "bias")]
     rules += [rule(f"decoder.final_norm.{p}", f"{prefix}ln_f.{p}") for p in ("weight", "bias")]
-    aliases = {"lm_head.weight": "embeddings.tokens.tokens.weight"} if prefix else {}
+    aliases = {}
+    if prefix and model.tied_to is not None:
+        aliases["lm_head.weight"] = "embeddings.tokens.tokens.weight"
+    elif prefix:
+        rules.append(rule("head.weight", "lm_head.weight"))
     return rules, aliases
 
 
-def unsupported(config) -> list[str]:
-    """Configuration values tfspec cannot express (reported rather than approximated)."""
-    problems = []
-    if config.activation_function not in ACTIVATIONS:
-        problems.append(f"activation_function '{config.activation_function}' has no tfspec activation "
-                        f"(supported: {', '.join(sorted(ACTIVATIONS))})")
-    if getattr(config, "scale_attn_by_inverse_layer_idx", False):
-        problems.append("scale_attn_by_inverse_layer_idx scales each layer's scores by 1/(layer + 1); "
-                        "tfspec's softmax scale is one per sublayer, the same in every layer")
-    if not getattr(config, "scale_attn_weights", True):
-        problems.append("scale_attn_weights=False leaves scores unscaled: write it as `scale=1` by hand")
-    return problems
+def _d_ff(f):
+    """n_inner: None stands for 4 * n_embd."""
+    d_ff = f.feedforward("decoder").d_ff
+    return None if d_ff == 4 * f.embedding.dim else d_ff
+
+
+FIELDS = Fields(
+    Field("d_model", "n_embd", lambda f: f.embedding.dim),
+    Field("heads", "n_head", lambda f: f.attention("decoder").heads),
+    Field("layers", "n_layer", lambda f: f.layers("decoder")),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("context", "n_positions", lambda f: f.learned_positions()),
+    Field("d_ff", "n_inner", _d_ff, read=lambda c: c.n_inner or None),
+    Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
+    Field("p_dropout", "resid_pdrop", lambda f: f.residual_dropout("decoder")),
+    Field("p_embd_dropout", "embd_pdrop", lambda f: f.embedding.dropout,  # written when it differs
+          read=lambda c: c.embd_pdrop if c.embd_pdrop != c.resid_pdrop else None),
+    Field("p_attn_dropout", "attn_pdrop", lambda f: f.attention("decoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "activation_function", lambda f: f.feedforward("decoder").activation.name,
+          names=ACTIVATIONS),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
+    Fixed("scale_attn_by_inverse_layer_idx", False,
+          "scale_attn_by_inverse_layer_idx scales each layer's scores by 1/(layer + 1); tfspec's softmax scale is "
+          "one per sublayer, the same in every layer"),
+    Fixed("scale_attn_weights", True, "scale_attn_weights=False leaves scores unscaled: write it as `scale=1` by "
+                                      "hand"),
+    Fixed("add_cross_attention", False, "add_cross_attention=True makes GPT-2 an encoder-decoder's decoder; tfspec "
+                                        "imports it decoder-only"),
+    ignored={"summary_type": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_use_proj": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_activation": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_proj_to_labels": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_first_dropout": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "reorder_and_upcast_attn": "computes the scores in float32 under half precision; in float32, as "
+                                        "tfspec computes them, the result is the same"},
+)
 
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
@@ -52,38 +83,32 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a GPT-2 configuration describes: ``GPT2LMHeadModel``'s, or ``GPT2Model``'s with
     ``head=False`` (``padding``: mask padded keys)."""
     w = SpecWriter()
-    d_model = w("d_model", config.n_embd, "n_embd")
-    heads, layers = w("heads", config.n_head, "n_head"), w("layers", config.n_layer, "n_layer")
-    vocab, context = w("vocab", config.vocab_size, "vocab_size"), w("context", config.n_positions, "n_positions")
-    d_ff = w("d_ff", config.n_inner, "n_inner") if config.n_inner else "4 * d_model"
-    eps = w("eps", config.layer_norm_epsilon, "layer_norm_epsilon")
-    dropout = w("p_dropout", config.resid_pdrop, "resid_pdrop")
-    embedding_dropout = (f"\n  dropout {w('p_embd_dropout', config.embd_pdrop, 'embd_pdrop')}"
-                         if config.embd_pdrop != config.resid_pdrop else "")
+    s = FIELDS.write(config, w)
+    embedding_dropout = f"\n  dropout {s.p_embd_dropout}" if s.p_embd_dropout else ""
     text = f"""model {name}
 
 defaults {{
   residual pre                  # x = x + Dropout(Sublayer(LayerNorm(x)))
-  norm layernorm(eps={eps})
-  dropout {dropout}
-  attn_dropout {w("p_attn_dropout", config.attn_pdrop, "attn_pdrop")}
-  init gpt2(std={w("init_std", config.initializer_range, "initializer_range")})
+  norm layernorm(eps={s.eps})
+  dropout {s.p_dropout}
+  attn_dropout {s.p_attn_dropout}
+  init gpt2(std={s.init_std})
 }}
 
 embedding tokens {{
-  vocab {vocab}
-  dim {d_model}
-  position learned({context}){embedding_dropout}
+  vocab {s.vocab}
+  dim {s.d_model}
+  position learned({s.context}){embedding_dropout}
 }}
 
-decoder x {layers} {{
-  attention self heads={heads} mask={"causal + padding" if padding else "causal"}
-  feedforward d_ff={d_ff} activation={ACTIVATIONS.get(config.activation_function, "gelu_tanh")}
-  final layernorm(eps={eps})
+decoder x {s.layers} {{
+  attention self heads={s.heads} mask={"causal + padding" if padding else "causal"}
+  feedforward d_ff={s.d_ff or "4 * d_model"} activation={s.activation}
+  final layernorm(eps={s.eps})
 }}
 """
     if head:
-        text += "\nhead tied(tokens)\n"
+        text += "\nhead tied(tokens)\n" if s.value("tied") else f"\nhead linear({s.vocab}) bias=false\n"
     return w.text(text, list(heading))
 
 
@@ -91,35 +116,17 @@ def hf_config(spec) -> dict:
     """The GPT-2 configuration ``spec`` would be (exported after ``architecture_problems`` finds no difference)."""
     f = Facts(spec, "GPT-2")
     f.kind("decoder-only")
-    attention, feedforward = f.attention("decoder"), f.feedforward("decoder")
-    return dict(model_type="gpt2", vocab_size=f.embedding.vocab, n_embd=f.embedding.dim,
-                n_layer=f.layers("decoder"), n_head=attention.heads, n_positions=f.learned_positions(),
-                n_inner=None if feedforward.d_ff == 4 * f.embedding.dim else feedforward.d_ff, activation_function=f.theirs(ACTIVATIONS, feedforward.activation.name,
-                                                                      "activation"),
-                layer_norm_epsilon=f.norm_option("decoder", "eps", 1e-5),
-                resid_pdrop=f.residual_dropout("decoder"), embd_pdrop=f.embedding.dropout,
-                attn_pdrop=attention.dropout, initializer_range=f.init_option("std", 0.02),
-                tie_word_embeddings=True)
-
-
-def _config_problems(model, reference) -> list[str]:
-    config = reference.config
-    problems = unsupported(config)
-    if problems:
-        return problems
-    expected = spec_text(config, head=hasattr(reference, "transformer"), padding=model.decoder.masks_padding)
-    return architecture_problems(model.spec, expected, type(reference).__name__)
+    return {"model_type": "gpt2", **FIELDS.config(f)}
 
 
 def from_hf_gpt2(model, reference) -> None:
     """Copy a ``GPT2Model`` or ``GPT2LMHeadModel``'s weights into ``model`` (every tensor accounted for)."""
     lm = hasattr(reference, "transformer")
-    if lm != (model.head is not None):
-        raise InteropError(f"{type(reference).__name__} {'has' if lm else 'has no'} LM head, but spec "
-                           f"'{model.spec.name}' {'has none' if lm else 'has one'}")
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
     rules, aliases = _rules(model, "transformer." if lm else "")
-    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases,
-               config_problems=_config_problems(model, reference))
+    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
 
 
 def to_hf_gpt2(model) -> dict:

@@ -12,10 +12,10 @@ tying, dropout) and refuses any difference with an ``InteropError``.
 
 from __future__ import annotations
 
-from .mapping import (InteropError, Rule, architecture_problems, export_state, layer_modules, linear_rules,
-                      load_state, rule)
+from .mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
+                      refuse_other_architecture, rule, same_head)
 from .facts import Facts
-from .hf_llama import rope_parameters
+from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
@@ -31,57 +31,72 @@ def rope(config) -> tuple[float, float]:
     return float(theta), float(fraction)
 
 
-def unsupported(config) -> list[str]:
-    problems = []
-    params = dict(getattr(config, "rope_parameters", None) or {})
-    if params.get("rope_type", "default") != "default":
-        problems.append(f"rope scaling '{params['rope_type']}' is not supported (only unscaled RoPE)")
-    if config.hidden_act not in ACTIVATIONS:
-        problems.append(f"hidden_act '{config.hidden_act}' has no tfspec activation "
-                        f"(supported: {', '.join(sorted(ACTIVATIONS))})")
-    return problems
+def _parallel(f) -> bool:
+    """Parallel residual: the feed-forward's norm reads the layer's input, as the attention's does."""
+    g = f.g
+    norm_input = [g.nodes[g.nodes[n]["inputs"][0]]["inputs"][0] for n, a in g.nodes(data=True)
+                  if a["in_block"] and a["stack"] == "decoder" and a["op"] in ("attention", "feedforward")]
+    return len(set(norm_input)) == 1
+
+
+FIELDS = Fields(
+    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    Field("heads", "num_attention_heads", lambda f: f.attention("decoder").heads),
+    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
+    Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
+          read=lambda c: rope(c)[0]),
+    # always exported: GPT-NeoX's default fraction is 0.25, not 1
+    Field("rotary_fraction", "rope_parameters.partial_rotary_factor",
+          lambda f: f.rotary("decoder").get("fraction", 1.0), read=lambda c: rope(c)[1] if rope(c)[1] != 1.0 else None),
+    Field("eps", "layer_norm_eps", lambda f: f.norm_option("decoder", "eps", 1e-5)),
+    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
+    Field("p_dropout", "hidden_dropout", lambda f: f.residual_dropout("decoder"),
+          read=lambda c: float(getattr(c, "hidden_dropout", 0.0) or 0.0) or None),  # written where it acts
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "hidden_act", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
+    Field("bias", "attention_bias", lambda f: f.attention("decoder").bias,
+          read=lambda c: bool(getattr(c, "attention_bias", True)), let=False),
+    Field("parallel", "use_parallel_residual", _parallel, let=False),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not supported (only unscaled RoPE)",
+          read=lambda c: dict(getattr(c, "rope_parameters", None) or {}).get("rope_type", "default"), exported=True),
+    ignored={"max_position_embeddings": "the longest sequence trained on; unscaled rotary positions compute the "
+                                        "same at any length",
+             "is_decoder": "not read by GPT-NeoX's model, which is always causal"},
+)
 
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a GPT-NeoX configuration describes (``padding``: mask padded keys)."""
     w = SpecWriter()
-    d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
-                                                                         "num_attention_heads")
-    layers, d_ff = w("layers", config.num_hidden_layers, "num_hidden_layers"), w("d_ff", config.intermediate_size,
-                                                                                 "intermediate_size")
-    vocab = w("vocab", config.vocab_size, "vocab_size")
-    theta, fraction = rope(config)
-    theta = w("rope_theta", theta, "rope_theta")
-    fraction = w("rotary_fraction", fraction, "rotary_pct") if fraction != 1.0 else None
-    eps = w("eps", config.layer_norm_eps, "layer_norm_eps")
-    bias = str(bool(getattr(config, "attention_bias", True))).lower()
+    s = FIELDS.write(config, w)
     masks = "causal + padding" if padding else "causal"
-    drop = float(getattr(config, "hidden_dropout", 0.0) or 0.0)
 
     def out(t: str) -> str:  # HF's post_attention_dropout / post_mlp_dropout
-        return f"dropout({t}, {w('p_dropout', drop, 'hidden_dropout')})" if drop else t
+        return f"dropout({t}, {s.p_dropout})" if s.p_dropout else t
 
-    attention = out(f"attention(layernorm(x, eps={eps}), heads={heads}, mask={masks}, bias={bias})")
-    feedforward = out(f"feedforward(layernorm(x, eps={eps}), d_ff={d_ff}, "
-                      f"activation={ACTIVATIONS.get(config.hidden_act, 'gelu')})")
-    wiring = (f"x = x + {attention} + {feedforward}   # parallel residual" if config.use_parallel_residual
+    attention = out(f"attention(layernorm(x, eps={s.eps}), heads={s.heads}, mask={masks}, bias={s.bias})")
+    feedforward = out(f"feedforward(layernorm(x, eps={s.eps}), d_ff={s.d_ff}, activation={s.activation})")
+    wiring = (f"x = x + {attention} + {feedforward}   # parallel residual" if s.value("parallel")
               else f"x = x + {attention}\n  x = x + {feedforward}")
-    projection = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
-    position = f"rotary(theta={theta}" + (f", fraction={fraction})" if fraction else ")")
+    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    position = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
     text = f"""model {name}
 
 defaults {{
-  attn_dropout {w("p_attn_dropout", config.attention_dropout, "attention_dropout")}
-  init normal(std={w("init_std", config.initializer_range, "initializer_range")})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
 }}
 
-embedding tokens {{ vocab {vocab}; dim {d_model}; position none }}
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
 
-decoder x {layers} {{
+decoder x {s.layers} {{
   position {position}
   {wiring}
-  final layernorm(eps={eps})
+  final layernorm(eps={s.eps})
 }}
 """
     if head:  # the causal LM's; the base model has none
@@ -90,24 +105,10 @@ decoder x {layers} {{
 
 
 def hf_config(spec) -> dict:
-    """The GPT-NeoX configuration ``spec`` would be; parallel residual when the feed-forward's norm reads the
-    layer's input, as the attention's does."""
+    """The GPT-NeoX configuration ``spec`` would be."""
     f = Facts(spec, "GPT-NeoX")
     f.kind("decoder-only")
-    attention, feedforward, e = f.attention("decoder"), f.feedforward("decoder"), f.embedding
-    rotary = f.rotary("decoder")
-    g = f.g
-    norm_input = [g.nodes[g.nodes[n]["inputs"][0]]["inputs"][0] for n, a in g.nodes(data=True)
-                  if a["in_block"] and a["stack"] == "decoder" and a["op"] in ("attention", "feedforward")]
-    return dict(model_type="gpt_neox", vocab_size=e.vocab, hidden_size=e.dim, num_hidden_layers=f.layers("decoder"),
-                num_attention_heads=attention.heads, intermediate_size=feedforward.d_ff,
-                layer_norm_eps=f.norm_option("decoder", "eps", 1e-5),
-                hidden_act=f.theirs(ACTIVATIONS, feedforward.activation.name, "activation"),
-                attention_bias=attention.bias, attention_dropout=attention.dropout,
-                hidden_dropout=f.residual_dropout("decoder"), use_parallel_residual=len(set(norm_input)) == 1,
-                tie_word_embeddings=spec.head is not None and spec.head.tied_to is not None,
-                rope_parameters=rope_parameters(rotary),
-                initializer_range=f.init_option("std", 0.02))
+    return {"model_type": "gpt_neox", **FIELDS.config(f)}
 
 
 def qkv_rows(heads: int, head_dim: int) -> tuple[int, ...]:
@@ -148,21 +149,12 @@ def from_hf_gpt_neox(model, reference) -> None:
     # transformers 5 names the output projection lm_head; earlier versions (and Pythia's files) embed_out
     head = "lm_head" if hasattr(reference, "lm_head") else "embed_out"
     lm = hasattr(reference, head)
-    if lm != (model.head is not None):
-        raise InteropError(f"{type(reference).__name__} {'has' if lm else 'has no'} LM head, but spec "
-                           f"'{model.spec.name}' {'has none' if lm else 'has one'}")
-    name = type(reference).__name__
-    problems = unsupported(reference.config)
-    if not problems:
-        problems = architecture_problems(model.spec, spec_text(reference.config, head=lm,
-                                                                   padding=model.decoder.masks_padding),
-                                         name)
-    if problems:
-        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
-                           + "\n".join(f"  {p}" for p in problems))
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
     state = reference.state_dict()
     rules, aliases = _rules(model, "gpt_neox." if lm else "", state, lm, head)
-    load_state(model, state, rules, reference=name, aliases=aliases)
+    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
 
 
 def to_hf_gpt_neox(model, head: str = "lm_head") -> dict:

@@ -11,10 +11,11 @@ sliding window, bias or tying is an ``InteropError``, never a silent copy.
 
 from __future__ import annotations
 
-from .mapping import (InteropError, Rule, architecture_problems, export_state, layer_modules, linear_rules,
-                      load_state, rule)
+from .mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
+                      refuse_other_architecture, rule, same_head)
 from .facts import Facts
-from .writer import SpecWriter, number
+from .fields import Field, Fields, Fixed
+from .writer import SpecWriter
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
 
@@ -29,62 +30,79 @@ def rope(config) -> dict:
     return params
 
 
-def unsupported(config) -> list[str]:
-    """Configuration values tfspec cannot express (reported rather than approximated)."""
-    problems = []
-    if rope(config)["rope_type"] != "default":
-        problems.append(f"rope scaling '{rope(config)['rope_type']}' is not supported (only unscaled RoPE)")
-    if config.hidden_act not in ACTIVATIONS:
-        problems.append(f"hidden_act '{config.hidden_act}' has no gated tfspec activation "
-                        f"(supported: {', '.join(sorted(ACTIVATIONS))})")
-    if getattr(config, "pretraining_tp", 1) not in (None, 1):
-        problems.append(f"pretraining_tp={config.pretraining_tp} splits the projections' matmuls; use 1")
-    return problems
+def _head_dim(config):
+    """head_dim, written only where it is not hidden_size / num_attention_heads."""
+    head_dim = getattr(config, "head_dim", None)
+    return head_dim if head_dim and head_dim != config.hidden_size // config.num_attention_heads else None
+
+
+def _fraction(fraction) -> float | None:
+    return float(fraction) if fraction != 1.0 else None
+
+
+def _window(config):
+    window = getattr(config, "sliding_window", None)
+    return int(window) if window is not None and getattr(config, "use_sliding_window", True) is not False else None
+
+
+FIELDS = Fields(
+    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
+    Field("kv_heads", "num_key_value_heads", lambda f: f.geometry("decoder").kv_heads),
+    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
+    Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim, read=_head_dim),
+    Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
+          read=lambda c: float(rope(c)["rope_theta"])),
+    Field("rotary_fraction", "rope_parameters.partial_rotary_factor",
+          lambda f: _fraction(f.rotary("decoder").get("fraction", 1.0)),
+          read=lambda c: _fraction(rope(c)["partial_rotary_factor"])),
+    Field("window", "sliding_window", lambda f: f.window("decoder"), read=_window),
+    Field("eps", "rms_norm_eps", lambda f: f.norm_option("decoder", "eps", 1e-6)),
+    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "hidden_act", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
+    # exported only where set: Mistral has no such fields (a bias there is then a weight it cannot take)
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias or None,
+          read=lambda c: bool(getattr(c, "attention_bias", False)), let=False),
+    Field("mlp_bias", "mlp_bias", lambda f: f.feedforward("decoder").bias or None,
+          read=lambda c: bool(getattr(c, "mlp_bias", False)), let=False),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not supported (only unscaled RoPE)",
+          read=lambda c: rope(c)["rope_type"], exported=True),
+    Fixed("pretraining_tp", 1, "pretraining_tp={value} splits the projections' matmuls; use 1",
+          read=lambda c: getattr(c, "pretraining_tp", 1) or 1),
+    ignored={"max_position_embeddings": "the longest sequence trained on; unscaled rotary positions compute the "
+                                        "same at any length"},
+)
 
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
     w = SpecWriter()
-    d_model, heads = w("d_model", config.hidden_size, "hidden_size"), w("heads", config.num_attention_heads,
-                                                                         "num_attention_heads")
-    kv_heads = w("kv_heads", config.num_key_value_heads, "num_key_value_heads")
-    layers, d_ff = w("layers", config.num_hidden_layers, "num_hidden_layers"), w("d_ff", config.intermediate_size,
-                                                                                 "intermediate_size")
-    vocab = w("vocab", config.vocab_size, "vocab_size")
-    head_dim = getattr(config, "head_dim", None)
-    head_dim = (f" head_dim={w('head_dim', head_dim, 'head_dim')}"
-                if head_dim and head_dim != config.hidden_size // config.num_attention_heads else "")
-    rotary = rope(config)
-    fraction = float(rotary["partial_rotary_factor"])
-    theta = w("rope_theta", float(rotary["rope_theta"]), "rope_theta")
-    position = f"rotary(theta={theta}" + (f", fraction={number(fraction)})" if fraction != 1.0 else ")")
-    masks = ["causal"]
-    window = getattr(config, "sliding_window", None)
-    if window is not None and getattr(config, "use_sliding_window", True) is not False:
-        masks.append(f"window({w('window', int(window), 'sliding_window')})")
-    if padding:
-        masks.append("padding")
-    eps = w("eps", config.rms_norm_eps, "rms_norm_eps")
-    attention_bias = str(bool(getattr(config, "attention_bias", False))).lower()
-    mlp_bias = str(bool(getattr(config, "mlp_bias", False))).lower()
-    projection = "tied(tokens)" if config.tie_word_embeddings else f"linear({vocab}) bias=false"
+    s = FIELDS.write(config, w)
+    head_dim = f" head_dim={s.head_dim}" if s.head_dim else ""
+    position = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
+    masks = ["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else [])
+    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
 defaults {{
   residual pre
-  norm rmsnorm(eps={eps})
-  attn_dropout {w("p_attn_dropout", config.attention_dropout, "attention_dropout")}
-  init normal(std={w("init_std", config.initializer_range, "initializer_range")})
+  norm rmsnorm(eps={s.eps})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
 }}
 
-embedding tokens {{ vocab {vocab}; dim {d_model}; position none }}
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
 
-decoder x {layers} {{
+decoder x {s.layers} {{
   position {position}
-  attention self heads={heads} kv_heads={kv_heads}{head_dim} mask={' + '.join(masks)} bias={attention_bias}
-  feedforward d_ff={d_ff} activation={ACTIVATIONS.get(config.hidden_act, 'swiglu')} bias={mlp_bias}
-  final rmsnorm(eps={eps})
+  attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={' + '.join(masks)} bias={s.attention_bias}
+  feedforward d_ff={s.d_ff} activation={s.activation} bias={s.mlp_bias}
+  final rmsnorm(eps={s.eps})
 }}
 """
     if head:  # the causal LM's; the base model has none
@@ -96,30 +114,7 @@ def hf_config(spec) -> dict:
     """The Llama configuration ``spec`` would be (Mistral's when its self-attention has a sliding window)."""
     f = Facts(spec, "Llama or Mistral")
     f.kind("decoder-only")
-    attention, feedforward, e = f.attention("decoder"), f.feedforward("decoder"), f.embedding
-    rotary, window = f.rotary("decoder"), f.window("decoder")
-    shape = f.node("decoder", "attention")["geometry"]
-    config = dict(model_type="mistral" if window is not None else "llama", vocab_size=e.vocab, hidden_size=e.dim,
-                  num_hidden_layers=f.layers("decoder"), num_attention_heads=shape.heads,
-                  num_key_value_heads=shape.kv_heads, head_dim=shape.head_dim,
-                  intermediate_size=feedforward.d_ff, rms_norm_eps=f.norm_option("decoder", "eps", 1e-6),
-                  hidden_act=f.theirs(ACTIVATIONS, feedforward.activation.name, "activation"),
-                  attention_dropout=attention.dropout,
-                  tie_word_embeddings=spec.head is not None and spec.head.tied_to is not None,
-                  rope_parameters=rope_parameters(rotary),
-                  initializer_range=f.init_option("std", 0.02))
-    if window is not None:
-        config["sliding_window"] = window
-    # only where set: Mistral has no such fields (a bias there is then a weight it cannot take)
-    config.update({k: True for k, v in (("attention_bias", attention.bias), ("mlp_bias", feedforward.bias)) if v})
-    return config
-
-
-def rope_parameters(rotary: dict) -> dict:
-    """Hugging Face's ``rope_parameters`` for our rotary options (the fraction only when partial)."""
-    fraction = rotary.get("fraction", 1.0)
-    return {"rope_type": "default", "rope_theta": rotary.get("theta", 10000.0),
-            **({"partial_rotary_factor": fraction} if fraction != 1.0 else {})}
+    return {"model_type": "mistral" if f.window("decoder") is not None else "llama", **FIELDS.config(f)}
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
@@ -156,21 +151,12 @@ def from_hf_llama(model, reference) -> None:
     reference's configuration describes; otherwise an ``InteropError`` lists every difference.
     """
     lm = hasattr(reference, "lm_head")
-    if lm != (model.head is not None):
-        raise InteropError(f"{type(reference).__name__} {'has' if lm else 'has no'} LM head, but spec "
-                           f"'{model.spec.name}' {'has none' if lm else 'has one'}")
-    config = reference.config
-    name = type(reference).__name__
-    problems = unsupported(config)
-    if not problems:
-        padding = model.decoder.masks_padding
-        problems = architecture_problems(model.spec, spec_text(config, head=lm, padding=padding), name)
-    if problems:  # the mapping below assumes this architecture: stop before naming tensors
-        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
-                           + "\n".join(f"  {p}" for p in problems))
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
     state = reference.state_dict()
     rules, aliases = _rules(model, "model." if lm else "", state, lm)
-    load_state(model, state, rules, reference=name, aliases=aliases)
+    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
 
 
 def to_hf_llama(model) -> dict:

@@ -15,16 +15,16 @@ scale or tying is an ``InteropError``, never a silent copy.
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
 from .facts import Facts
+from .fields import Field, Fields, Fixed
 from .writer import SpecWriter, number
 
-# HF's dense_act_fn -> our activation, plain and gated (``feed_forward_proj = "gated-..."``)
+# feed_forward_proj -> our activation. "gated-gelu" is the tanh-approximated GELU (T5Config reads it as
+# gelu_new); the exact gated GELU has no feed_forward_proj.
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-               "silu": "silu", "swish": "silu"}
-GATED = {"gelu": "geglu", "gelu_new": "geglu_tanh", "gelu_pytorch_tanh": "geglu_tanh", "silu": "swiglu",
-         "swish": "swiglu"}
-
+               "silu": "silu", "swish": "silu", "gated-gelu": "geglu_tanh", "gated-gelu_new": "geglu_tanh",
+               "gated-gelu_pytorch_tanh": "geglu_tanh", "gated-silu": "swiglu", "gated-swish": "swiglu"}
 
 
 def scales_decoder_output(config) -> bool:
@@ -32,28 +32,50 @@ def scales_decoder_output(config) -> bool:
     return bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
 
 
+def _bias(f):
+    """The encoder's relative attention bias (its options: buckets, distance)."""
+    bias = f.attention("encoder").position
+    if bias.name != "t5":
+        raise f.refuse(f"its attention's positions are {bias.name}, not T5's relative bias")
+    return bias
+
+
+def _scaled(f) -> bool:
+    """T5 v1.0 scales exactly when its config ties; without a head nothing shows it (Hugging Face's default)."""
+    return f.spec.head.scale != 1.0 if f.spec.head is not None else True
+
+
+FIELDS = Fields(
+    Field("d_model", "d_model", lambda f: f.embedding.dim),
+    Field("d_kv", "d_kv", lambda f: f.geometry("encoder").head_dim),
+    Field("heads", "num_heads", lambda f: f.geometry("encoder").heads),
+    Field("d_ff", "d_ff", lambda f: f.feedforward("encoder").d_ff),
+    Field("layers", "num_layers", lambda f: f.layers("encoder")),
+    Field("decoder_layers", "num_decoder_layers", lambda f: f.layers("decoder"),
+          read=lambda c: c.num_decoder_layers if c.num_decoder_layers != c.num_layers else None),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("encoder", "eps", 1e-6)),
+    Field("p_dropout", "dropout_rate", lambda f: f.embedding.dropout),
+    Field("buckets", "relative_attention_num_buckets", lambda f: _bias(f).options.get("num_buckets", 32)),
+    Field("max_distance", "relative_attention_max_distance", lambda f: _bias(f).options.get("max_distance", 128)),
+    Field("init_factor", "initializer_factor", lambda f: f.init_option("factor", 1.0)),
+    Field("activation", "feed_forward_proj", lambda f: f.feedforward("encoder").activation.name,
+          names=ACTIVATIONS),
+    # T5Config reads tie_word_embeddings as "scale the decoder's output" (and then ties the head whatever it says)
+    Field("scaled", "tie_word_embeddings", _scaled, read=scales_decoder_output, let=False),
+    Fixed("is_decoder", False, "is_decoder=True makes T5's encoder stack causal; tfspec imports T5 as the "
+                               "encoder-decoder it is"),
+    ignored={"dense_act_fn": "T5Config derives it from feed_forward_proj",
+             "is_gated_act": "T5Config derives it from feed_forward_proj",
+             "scale_decoder_outputs": "T5Config derives it from tie_word_embeddings"},
+)
+
+
 def hf_config(spec) -> dict:
     """The T5 configuration ``spec`` would be (v1.0 when its head is tied and scaled, v1.1 untied)."""
     f = Facts(spec, "T5")
     f.kind("encoder-decoder")
-    attention, feedforward, e = f.attention("encoder"), f.feedforward("encoder"), f.embedding
-    shape = f.node("encoder", "attention")["geometry"]
-    bias = attention.position
-    if bias.name != "t5":
-        raise f.refuse(f"its attention's positions are {bias.name}, not T5's relative bias")
-    activation = feedforward.activation.name
-    gated = activation in GATED.values()
-    act = f.theirs(GATED if gated else ACTIVATIONS, activation, "activation")
-    # T5 v1.0 scales exactly when its config ties; without a head nothing shows it (Hugging Face's default: tied)
-    scaled = spec.head.scale != 1.0 if spec.head is not None else True
-    return dict(model_type="t5", vocab_size=e.vocab, d_model=e.dim, d_kv=shape.head_dim, d_ff=feedforward.d_ff,
-                num_layers=f.layers("encoder"), num_decoder_layers=f.layers("decoder"), num_heads=shape.heads,
-                relative_attention_num_buckets=bias.options.get("num_buckets", 32),
-                relative_attention_max_distance=bias.options.get("max_distance", 128),
-                layer_norm_epsilon=f.norm_option("encoder", "eps", 1e-6), dropout_rate=e.dropout,
-                feed_forward_proj="gated-gelu" if gated and act == "gelu_new" else ("gated-" if gated else "") + act,
-                tie_word_embeddings=scaled,
-                initializer_factor=f.init_option("factor", 1.0), is_encoder_decoder=True)
+    return {"model_type": "t5", **FIELDS.config(f)}
 
 
 def options_from_model(model) -> dict:
@@ -68,55 +90,35 @@ def options_from_tensors(names: set[str]) -> dict:
     return {"tied": "lm_head.weight" not in names}
 
 
-def unsupported(config) -> list[str]:
-    """Configuration values tfspec cannot express (reported rather than approximated)."""
-    act, gated = config.dense_act_fn, config.is_gated_act
-    table = GATED if gated else ACTIVATIONS
-    if act not in table:
-        kind = "gated " if gated else ""
-        return [f"feed_forward_proj '{config.feed_forward_proj}' has no {kind}tfspec activation "
-                f"(supported: {', '.join(sorted(table))}{' gated' if gated else ''})"]
-    return []
-
-
 def spec_text(config, *, head: bool = True, tied: bool | None = None, padding: bool = True,
               name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a T5 configuration describes: ``T5ForConditionalGeneration``'s, or ``T5Model``'s with
     ``head=False``. ``tied``: the head shares the embedding (default: as T5 v1.0 and v1.1 do, tied exactly when
     the decoder's output is scaled); ``padding``: mask padded keys."""
-    tied = scales_decoder_output(config) if tied is None else tied
     w = SpecWriter()
-    d_model, d_kv = w("d_model", config.d_model, "d_model"), w("d_kv", config.d_kv, "d_kv")
-    heads, d_ff = w("heads", config.num_heads, "num_heads"), w("d_ff", config.d_ff, "d_ff")
-    layers = w("layers", config.num_layers, "num_layers")
-    decoder_layers = (w("decoder_layers", config.num_decoder_layers, "num_decoder_layers")
-                      if config.num_decoder_layers != config.num_layers else layers)
-    vocab = w("vocab", config.vocab_size, "vocab_size")
-    eps, drop = w("eps", config.layer_norm_epsilon, "layer_norm_epsilon"), w("p_dropout", config.dropout_rate,
-                                                                             "dropout_rate")
-    activation = (GATED if config.is_gated_act else ACTIVATIONS).get(config.dense_act_fn, "relu")
-    position = (f"t5(num_buckets={w('buckets', config.relative_attention_num_buckets, 'relative_attention_num_buckets')}"
-                f", max_distance={w('max_distance', config.relative_attention_max_distance, 'relative_attention_max_distance')})")
+    s = FIELDS.write(config, w)
+    tied = s.value("scaled") if tied is None else tied
+    position = f"t5(num_buckets={s.buckets}, max_distance={s.max_distance})"
     pad = " + padding" if padding else ""
-    attention = f"heads={heads} head_dim={d_kv} scale=1"  # T5 folds 1/sqrt(d_kv) into its initialisation
-    projection = "tied(tokens)" if tied else f"linear({vocab})"
-    scale = f" scale={number(config.d_model ** -0.5)}" if scales_decoder_output(config) else ""
+    attention = f"heads={s.heads} head_dim={s.d_kv} scale=1"  # T5 folds 1/sqrt(d_kv) into its initialisation
+    projection = "tied(tokens)" if tied else f"linear({s.vocab})"
+    scale = f" scale={number(config.d_model ** -0.5)}" if s.value("scaled") else ""
+    drop = s.p_dropout
 
     def stack(role: str, repeat: str, sublayers: str) -> str:
         return (f"{role} x {repeat} {{\n  position {position}\n{sublayers}"
-                f"  feedforward d_ff={d_ff} activation={activation}\n"
-                f"  final rmsnorm(eps={eps})\n  final_dropout {drop}\n}}\n")
+                f"  feedforward d_ff={s.d_ff} activation={s.activation}\n"
+                f"  final rmsnorm(eps={s.eps})\n  final_dropout {drop}\n}}\n")
 
     encoder = f"  attention self {attention} mask={'padding' if padding else 'none'}\n"
     decoder = (f"  attention self {attention} mask=causal{pad}\n"
                f"  attention cross {attention} memory=encoder mask={'padding' if padding else 'none'}\n")
-    factor = w("init_factor", config.initializer_factor, "initializer_factor")
     text = (f"model {name}\n\n"
-            f"defaults {{\n  residual pre\n  norm rmsnorm(eps={eps})\n  bias false\n  dropout {drop}\n"
-            f"  attn_dropout {drop}\n  act_dropout {drop}\n  init t5(factor={factor})\n}}\n\n"
-            f"embedding tokens {{ vocab {vocab}; dim {d_model}; position none; dropout {drop} }}\n\n"
-            + stack("encoder", layers, encoder) + "\n"
-            + stack("decoder", decoder_layers, decoder)
+            f"defaults {{\n  residual pre\n  norm rmsnorm(eps={s.eps})\n  bias false\n  dropout {drop}\n"
+            f"  attn_dropout {drop}\n  act_dropout {drop}\n  init t5(factor={s.init_factor})\n}}\n\n"
+            f"embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; dropout {drop} }}\n\n"
+            + stack("encoder", s.layers, encoder) + "\n"
+            + stack("decoder", s.decoder_layers or s.layers, decoder)
             + (f"\nhead {projection} bias=false{scale}\n" if head else ""))
     return w.text(text, list(heading))
 
@@ -184,35 +186,21 @@ def _template(g, role: str) -> list[str]:
     return layer_template(g, role)
 
 
-def _check(model, reference) -> tuple[bool, str]:
-    lm = hasattr(reference, "lm_head")
-    name = type(reference).__name__
-    if model.spec.kind != "encoder-decoder":
-        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
-    if lm != (model.head is not None):
-        raise InteropError(f"{name} {'has' if lm else 'has no'} LM head, but spec '{model.spec.name}' "
-                           f"{'has none' if lm else 'has one'}")
-    config = reference.config
-    problems = unsupported(config)
-    if not problems:
-        tied = lm and reference.lm_head.weight is reference.shared.weight
-        padding = model.encoder.masks_padding
-        problems = architecture_problems(model.spec, spec_text(config, head=lm, tied=tied, padding=padding), name)
-    if problems:  # the mapping below assumes this architecture: stop before naming tensors
-        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
-                           + "\n".join(f"  {p}" for p in problems))
-    return lm, name
-
-
 def from_hf_t5(model, reference) -> None:
     """Copy a ``T5ForConditionalGeneration`` (or ``T5Model``)'s weights into ``model``.
 
     Every tensor must be accounted for and the spec must be the architecture the reference's configuration
     describes (its head tied or not as the reference's is); otherwise an ``InteropError`` lists every difference.
     """
-    lm, name = _check(model, reference)
+    lm = hasattr(reference, "lm_head")
+    if model.spec.kind != "encoder-decoder":
+        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
+    same_head(model, reference, lm)
+    tied = lm and reference.lm_head.weight is reference.shared.weight
+    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+        reference.config, head=lm, tied=tied, padding=model.encoder.masks_padding))
     rules, aliases = _rules(model, lm)
-    load_state(model, reference.state_dict(), rules, reference=name, aliases=aliases)
+    load_state(model, reference.state_dict(), rules, reference=type(reference).__name__, aliases=aliases)
 
 
 def to_hf_t5(model) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -58,6 +59,24 @@ def architecture_problems(spec, expected_text: str, reference: str) -> list[str]
 
     expected = parse(expected_text)
     return [f"{c} (ours → {reference})" for c in architecture_changes(spec, expected) if c.what != "init"]
+
+
+def same_head(model, reference, lm: bool) -> None:
+    """Refuse a reference with an LM head (``lm``) for a spec without one, and the other way round."""
+    if lm != (model.head is not None):
+        raise InteropError(f"{type(reference).__name__} {'has' if lm else 'has no'} LM head, but spec "
+                           f"'{model.spec.name}' {'has none' if lm else 'has one'}")
+
+
+def refuse_other_architecture(model, reference, fields, expected: Callable[[], str]) -> None:
+    """Stop before any tensor is named when the reference's configuration holds a value its family cannot
+    express (``fields.unsupported``) or describes a spec (``expected()``) that differs from ``model``'s in an
+    architectural fact: the tensor mapping assumes that architecture. The ``InteropError`` lists every one."""
+    name = type(reference).__name__
+    problems = fields.unsupported(reference.config) or architecture_problems(model.spec, expected(), name)
+    if problems:
+        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
 
 
 def layer_modules(model, role: str = "decoder") -> dict[str, str]:

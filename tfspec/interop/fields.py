@@ -1,0 +1,194 @@
+"""One table per family: every configuration field that changes what a model computes, the spec setting it
+is, and how each direction reads it.
+
+A family's ``FIELDS`` is the one description of its configuration. Import (``spec_text``) reads each field
+from a configuration and writes it into the spec: as a ``let`` parameter that cites the field, or in place
+for names and switches (``activation=swiglu``, ``bias=true``). Export (``hf_config``) reads the same setting
+back from a compiled spec's facts. A value the language cannot express is named by ``unsupported``, never
+approximated. Fields that never change the computation (token ids, output switches, the dropout of
+classification heads) are ``ignored`` with the reason, so every field a configuration has is accounted for.
+
+    >>> from types import SimpleNamespace
+    >>> from .writer import SpecWriter
+    >>> table = Fields(Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    ...                Field("activation", "hidden_act", lambda f: "gelu", names={"gelu": "gelu"}))
+    >>> w = SpecWriter()
+    >>> s = table.write(SimpleNamespace(hidden_size=64, hidden_act="gelu"), w)
+    >>> s.d_model, s.activation, w.values
+    ('d_model', 'gelu', {'d_model': '64'})
+    >>> table.unsupported(SimpleNamespace(hidden_size=64, hidden_act="mish"))
+    ["hidden_act 'mish' has no tfspec activation (supported: gelu)"]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .writer import SpecWriter, number
+
+# fields of every transformers configuration that do not change what the model computes
+COMMON_IGNORED = {
+    "_name_or_path": "where the configuration was read from",
+    "transformers_version": "the version that wrote it",
+    "architectures": "the class, chosen by the family's classes",
+    "model_type": "the family, chosen by family_of",
+    "dtype": "the weights' storage type; tfspec loads them as float32",
+    "torch_dtype": "the weights' storage type; tfspec loads them as float32",
+    "output_attentions": "what a forward call returns, not what it computes",
+    "output_hidden_states": "what a forward call returns, not what it computes",
+    "return_dict": "what a forward call returns, not what it computes",
+    "use_cache": "whether decoding keeps a cache; the result is the same",
+    "chunk_size_feed_forward": "splits the feed-forward's work into chunks; the result is the same",
+    "id2label": "labels of classification heads, which tfspec does not import",
+    "label2id": "labels of classification heads, which tfspec does not import",
+    "problem_type": "the loss of classification heads, which tfspec does not import",
+    "classifier_dropout": "dropout of classification heads, which tfspec does not import",
+    "is_encoder_decoder": "the family's kind, which its spec states",
+    "pad_token_id": "a token id, which the tokenizer and generation read (exported with the run's tokenizer)",
+    "bos_token_id": "a token id, which the tokenizer and generation read (exported with the run's tokenizer)",
+    "eos_token_id": "a token id, which the tokenizer and generation read (exported with the run's tokenizer)",
+    "sep_token_id": "a token id, which the tokenizer and generation read (exported with the run's tokenizer)",
+    "decoder_start_token_id": "a token id, which generation reads (exported with the run's tokenizer)",
+    "_attn_implementation_autoset": "which attention kernel transformers picks; the result is the same",
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    """A configuration field that is a spec setting.
+
+    ``name``: the imported spec's ``let`` parameter (or, with ``let=False``, the setting its template reads);
+    ``config``: the configuration's field (``"rope_parameters.rope_theta"`` for one inside a dict);
+    ``fact``: export, the field's value read from a spec's ``Facts`` (None: the field is left out);
+    ``read``: import, the value from a configuration, when it is not the field itself (older names, fields
+    that only matter when another is set; None: the spec has no such setting); ``names``: ``{theirs: ours}``
+    when the value names something (an activation), the first of ours being the one exported."""
+
+    name: str
+    config: str
+    fact: Callable[[Any], Any]
+    read: Callable[[Any], Any] | None = None
+    names: Mapping[str, str] | None = None
+    let: bool = True
+
+    def value(self, config) -> Any:
+        return self.read(config) if self.read is not None else _lookup(config, self.config)
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """A field whose value every spec of the family has (``value``); any other cannot be expressed, for the
+    reason ``why`` (``{value}``: the configuration's). ``exported``: written by export (otherwise it is the
+    configuration's default, and left to it)."""
+
+    config: str
+    value: Any
+    why: str
+    read: Callable[[Any], Any] | None = None
+    exported: bool = False
+
+    def current(self, config) -> Any:
+        return self.read(config) if self.read is not None else _lookup(config, self.config, self.value)
+
+
+class Settings:
+    """A configuration's settings as an imported spec writes them: ``s.d_model`` is the text to write (a
+    ``let`` name, or the value in place), None where the spec has no such setting; ``s.value(name)`` is the
+    configuration's value."""
+
+    def __init__(self, text: dict[str, str | None], values: dict[str, Any]):
+        self._text, self._values = text, values
+
+    def __getattr__(self, name: str) -> str | None:
+        try:
+            return self._text[name]
+        except KeyError:
+            raise AttributeError(f"no setting {name!r}") from None
+
+    def value(self, name: str) -> Any:
+        return self._values[name]
+
+
+@dataclass(frozen=True)
+class Fields:
+    """A family's table (see the module's docstring); ``+`` joins two (BigBird's fields and BERT's)."""
+
+    entries: tuple[Field | Fixed, ...]
+    ignored: dict[str, str] = field(default_factory=dict)
+
+    def __init__(self, *entries: Field | Fixed, ignored: Mapping[str, str] | None = None):
+        object.__setattr__(self, "entries", entries)
+        object.__setattr__(self, "ignored", {**COMMON_IGNORED, **(ignored or {})})
+
+    def __add__(self, other: Fields) -> Fields:
+        return Fields(*self.entries, *other.entries, ignored={**self.ignored, **other.ignored})
+
+    @property
+    def fields(self) -> list[Field]:
+        return [e for e in self.entries if isinstance(e, Field)]
+
+    def accounted(self) -> set[str]:
+        """Every configuration field the table names (a dict's as ``outer.inner``), ignored ones included."""
+        return {e.config for e in self.entries} | set(self.ignored)
+
+    def unsupported(self, config) -> list[str]:
+        """The configuration's values the family's specs cannot express, each with the reason."""
+        problems = []
+        for e in self.entries:
+            if isinstance(e, Fixed):
+                value = e.current(config)
+                if value != e.value:
+                    problems.append(e.why.format(value=value))
+            elif e.names is not None:
+                value = e.value(config)
+                if value is not None and value not in e.names:
+                    problems.append(f"{e.config} '{value}' has no tfspec {e.name} "
+                                    f"(supported: {', '.join(sorted(e.names))})")
+        return problems
+
+    def write(self, config, writer: SpecWriter) -> Settings:
+        """Each field's value from ``config``, registered with ``writer`` as a ``let`` where it is one."""
+        text: dict[str, str | None] = {}
+        values: dict[str, Any] = {}
+        for f in self.fields:
+            value = values[f.name] = f.value(config)
+            if value is None:
+                text[f.name] = None
+            elif f.names is not None:
+                text[f.name] = f.names.get(value)
+            elif f.let:
+                text[f.name] = writer(f.name, value, f.config.rsplit(".", 1)[-1])
+            else:
+                text[f.name] = number(value)
+        return Settings(text, values)
+
+    def config(self, facts) -> dict:
+        """The configuration a spec's ``facts`` give: every field's value, read back by its ``fact``."""
+        out: dict = {}
+        for e in self.entries:
+            if isinstance(e, Fixed):
+                if e.exported:
+                    _put(out, e.config, e.value)
+                continue
+            value = e.fact(facts)
+            if value is not None and e.names is not None:
+                value = facts.theirs(e.names, value, e.name)
+            if value is not None:
+                _put(out, e.config, value)
+        return out
+
+
+def _lookup(config, path: str, default=None):
+    """A configuration's field; ``outer.inner`` for one inside a dict field."""
+    value: Any = config
+    for part in path.split("."):
+        value = value.get(part, default) if isinstance(value, dict) else getattr(value, part, default)
+    return value
+
+
+def _put(config: dict, path: str, value) -> None:
+    *outer, last = path.split(".")
+    for part in outer:
+        config = config.setdefault(part, {})
+    config[last] = value
