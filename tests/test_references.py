@@ -138,6 +138,8 @@ def test_gpt2_mismatches_are_listed():
     text = str(info.value)
     assert "decoder.ffn: activation GELU (tanh) → ReLU (ours → GPT2LMHeadModel)" in text
     assert "decoder: layers 2 → 3 (ours → GPT2LMHeadModel)" in text
+    assert "n_layer: 3 in the configuration, 2 in the spec" in text  # and the configuration fields, first
+    assert "activation_function: 'relu' in the configuration, 'gelu_new' in the spec" in text
     assert "transformer.h" not in text  # the architecture is refused before any tensor is named
     untied = gpt2_reference(tie_word_embeddings=False)
     with pytest.raises(InteropError) as info:
@@ -186,12 +188,16 @@ def test_cached_greedy_generation_matches_hf_gpt2_generate():
         assert (a - b).abs().max().item() <= TOL
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (("  norm layernorm(eps=1e-12)\n}", "  norm layernorm(eps=1e-6)\n}"), "embedding tokens: norm layernorm(eps=1e-06) → "),
-    (("  segments 2\n", "  segments 2\n  scale 2.0\n"), "embedding tokens: scale 2 → 1"),
-    (("pooler tanh", "pooler relu"), "pooler: activation relu → tanh"),
+@pytest.mark.parametrize("edit, expected, field", [
+    (("  norm layernorm(eps=1e-12)\n}", "  norm layernorm(eps=1e-6)\n}"), "embedding tokens: norm layernorm(eps=1e-06) → ",
+     "layer_norm_eps: 1e-12 in the configuration, 1e-06 in the spec"),
+    (("  segments 2\n", "  segments 2\n  scale 2.0\n"), "embedding tokens: scale 2 → 1", None),
+    (("pooler tanh", "pooler relu"), "pooler: activation relu → tanh", None),  # no field: BERT's pooler is tanh
+    (("activation=gelu", "activation=relu"), "encoder.ffn: activation ReLU → GELU",
+     "hidden_act: 'gelu' in the configuration, 'relu' in the spec"),
 ])
-def test_bert_interop_refuses_embedding_and_pooler_differences_that_change_outputs(edit, expected):
+def test_bert_interop_refuses_embedding_and_pooler_differences_that_change_outputs(edit, expected, field):
+    """Every differing fact is listed, and first the configuration field that differs, where one does."""
     torch.manual_seed(0)
     reference = transformers.BertModel(bert_config()).eval()
     text = open("examples/bert_base.tfs").read()
@@ -200,3 +206,5 @@ def test_bert_interop_refuses_embedding_and_pooler_differences_that_change_outpu
     with pytest.raises(InteropError) as info:
         from_hf_bert(model, reference)
     assert expected in str(info.value), str(info.value)
+    lines = str(info.value).splitlines()
+    assert (lines[1].strip() == field) if field else "in the configuration" not in str(info.value)

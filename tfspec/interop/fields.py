@@ -163,6 +163,11 @@ class Fields:
                 text[f.name] = number(value)
         return Settings(text, values)
 
+    def differences(self, config, other) -> list[str]:
+        """The fields in which two configurations differ, as import reads them: ``field: a here, b there``."""
+        return [f"{f.config}: {f.value(config)!r} in the configuration, {f.value(other)!r} in the spec"
+                for f in self.fields if f.value(config) != f.value(other)]
+
     def config(self, facts) -> dict:
         """The configuration a spec's ``facts`` give: every field's value, read back by its ``fact``."""
         out: dict = {}

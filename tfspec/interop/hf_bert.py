@@ -129,19 +129,19 @@ def hf_config(spec, model_type: str = "bert") -> dict:
 
 def from_hf_bert(model, reference) -> None:
     """Copy a ``BertModel`` or ``BertForMaskedLM``'s weights into ``model`` (every tensor accounted for)."""
-    check_reference(model, reference, FIELDS, spec_text)
+    check_reference(model, reference, FIELDS, hf_config, spec_text)
     rules, aliases = _rules(model, "bert." if hasattr(reference, "bert") else "")
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
 
 
-def check_reference(model, reference, fields, describe) -> None:
+def check_reference(model, reference, fields, exported, describe) -> None:
     """The checks of BERT and its relatives: ``describe`` (a ``spec_text``) writes the spec the reference's
     configuration describes, with its pooler and head; the embedding norm's eps and scale, the pooler's
     activation and the head's transform are compared with the rest."""
     if model.spec.kind != "encoder-only":
         raise InteropError(f"{type(reference).__name__} is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
     base = getattr(reference, "bert", reference)
-    refuse_other_architecture(model, reference, fields, lambda: describe(
+    refuse_other_architecture(model, reference, fields, exported, lambda: describe(
         reference.config, pooler=getattr(base, "pooler", None) is not None, head=hasattr(reference, "cls"),
         padding=model.encoder.masks_padding))
 

@@ -79,7 +79,7 @@ def hf_config(spec) -> dict:
 
 def from_hf_big_bird(model, reference) -> None:
     """Copy a ``BigBirdModel`` or ``BigBirdForMaskedLM``'s weights into ``model`` (every tensor accounted for)."""
-    check_reference(model, reference, FIELDS, spec_text)
+    check_reference(model, reference, FIELDS, hf_config, spec_text)
     rules, aliases = _big_bird_rules(model, hasattr(reference, "bert"))
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
 

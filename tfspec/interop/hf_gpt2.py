@@ -123,7 +123,7 @@ def from_hf_gpt2(model, reference) -> None:
     """Copy a ``GPT2Model`` or ``GPT2LMHeadModel``'s weights into ``model`` (every tensor accounted for)."""
     lm = hasattr(reference, "transformer")
     same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
         reference.config, head=lm, padding=model.decoder.masks_padding))
     rules, aliases = _rules(model, "transformer." if lm else "")
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)

@@ -150,7 +150,7 @@ def from_hf_gpt_neox(model, reference) -> None:
     head = "lm_head" if hasattr(reference, "lm_head") else "embed_out"
     lm = hasattr(reference, head)
     same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
         reference.config, head=lm, padding=model.decoder.masks_padding))
     state = reference.state_dict()
     rules, aliases = _rules(model, "gpt_neox." if lm else "", state, lm, head)

@@ -152,7 +152,7 @@ def from_hf_llama(model, reference) -> None:
     """
     lm = hasattr(reference, "lm_head")
     same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
         reference.config, head=lm, padding=model.decoder.masks_padding))
     state = reference.state_dict()
     rules, aliases = _rules(model, "model." if lm else "", state, lm)

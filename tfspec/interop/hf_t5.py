@@ -197,7 +197,7 @@ def from_hf_t5(model, reference) -> None:
         raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
     same_head(model, reference, lm)
     tied = lm and reference.lm_head.weight is reference.shared.weight
-    refuse_other_architecture(model, reference, FIELDS, lambda: spec_text(
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
         reference.config, head=lm, tied=tied, padding=model.encoder.masks_padding))
     rules, aliases = _rules(model, lm)
     load_state(model, reference.state_dict(), rules, reference=type(reference).__name__, aliases=aliases)

@@ -68,15 +68,31 @@ def same_head(model, reference, lm: bool) -> None:
                            f"'{model.spec.name}' {'has none' if lm else 'has one'}")
 
 
-def refuse_other_architecture(model, reference, fields, expected: Callable[[], str]) -> None:
-    """Stop before any tensor is named when the reference's configuration holds a value its family cannot
-    express (``fields.unsupported``) or describes a spec (``expected()``) that differs from ``model``'s in an
-    architectural fact: the tensor mapping assumes that architecture. The ``InteropError`` lists every one."""
-    name = type(reference).__name__
-    problems = fields.unsupported(reference.config) or architecture_problems(model.spec, expected(), name)
+def refuse_other_architecture(model, reference, fields, exported: Callable, expected: Callable[[], str]) -> None:
+    """Stop before any tensor is named when the reference's configuration holds a value the family's
+    ``fields`` cannot express, or describes a spec (``expected()``) that differs from ``model``'s in an
+    architectural fact: the tensor mapping assumes that architecture. The ``InteropError`` names each
+    configuration field that differs from the one the spec is ``exported`` as (the family's ``hf_config``),
+    then every differing fact."""
+    name, config = type(reference).__name__, reference.config
+    problems = fields.unsupported(config)
+    if not problems:
+        problems = architecture_problems(model.spec, expected(), name)
+        problems = (_field_differences(model, config, fields, exported) + problems) if problems else []
     if problems:
         raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
                            + "\n".join(f"  {p}" for p in problems))
+
+
+def _field_differences(model, config, fields, exported: Callable) -> list[str]:
+    """The configuration fields in which ``config`` differs from the configuration the spec would be exported
+    as (none when the spec is too far from the family to be read as one: the facts then say how)."""
+    try:
+        values = exported(model.spec)
+        ours = type(config)(**{k: v for k, v in values.items() if k != "model_type"})
+    except (InteropError, TypeError, ValueError):
+        return []
+    return fields.differences(config, ours)
 
 
 def layer_modules(model, role: str = "decoder") -> dict[str, str]:
