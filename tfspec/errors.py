@@ -12,6 +12,7 @@ All codes live in ``CODES`` so messages and tests cannot drift apart.
 from __future__ import annotations
 
 import difflib
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -75,15 +76,38 @@ class Diagnostic:
         return "\n".join(lines)
 
 
+EXCERPT_WIDTH = 100  # characters of a source line shown around the caret
+MAX_SHOWN = 50  # diagnostics rendered in full; the rest are counted
+
+
+def source_lines(text: str) -> list[str]:
+    """A spec's lines as the parser numbers them: split at '\\n' only (a form feed, '\\u2028', '\\x85' or a
+    lone '\\r' is inside a line), without the '\\r' of a '\\r\\n'."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
+def _shown(ch: str) -> str:
+    """One character as an excerpt shows it: tabs as a space, other control characters as '?', so every
+    character keeps one column under the caret."""
+    return ch if ch.isprintable() and not "\ud800" <= ch <= "\udfff" else (" " if ch == "\t" else "?")
+
+
 def _excerpt(text: str, span: Span) -> list[str]:
-    source_lines = text.splitlines() or [""]
-    if not 1 <= span.line <= len(source_lines):
+    lines = source_lines(text)
+    if not 1 <= span.line <= len(lines):
         return []
-    line = source_lines[span.line - 1].expandtabs(1)
+    line = lines[span.line - 1]
     start = max(span.column - 1, 0)
     # A span over several lines is underlined to the end of its first line.
     end = span.end_column - 1 if span.end_line == span.line else len(line)
-    width = max(end - start, 1)
+    width = max(min(end, len(line)) - start, 1)
+    if len(line) > EXCERPT_WIDTH:  # a long line is clipped around the caret
+        left = max(0, min(start - EXCERPT_WIDTH // 3, len(line) - EXCERPT_WIDTH))
+        clipped = line[left:left + EXCERPT_WIDTH]
+        prefix, suffix = ("…" if left else ""), ("…" if left + EXCERPT_WIDTH < len(line) else "")
+        line, start = prefix + clipped + suffix, start - left + len(prefix)
+        width = max(min(width, EXCERPT_WIDTH - (start - len(prefix))), 1)
+    line = "".join(_shown(c) for c in line)
     number = str(span.line)
     pad = " " * len(number)
     return [
@@ -104,7 +128,16 @@ class SpecError(Exception):
             raise ValueError("SpecError needs at least one diagnostic")
         self.diagnostics = list(diagnostics)
         self.sources = dict(sources or {})
-        super().__init__(self.render())
+        self._rendered: str | None = None
+        super().__init__()
+
+    def __repr__(self) -> str:
+        return f"SpecError({self.message!r}, {len(self.diagnostics)} diagnostic(s))"
+
+    def __str__(self) -> str:  # rendered when shown, not each time a stage adds the sources and raises again
+        if self._rendered is None:
+            self._rendered = self.render()
+        return self._rendered
 
     @property
     def first(self) -> Diagnostic:
@@ -131,9 +164,12 @@ class SpecError(Exception):
         return [d.code for d in self.diagnostics]
 
     def render(self) -> str:
-        body = "\n\n".join(d.render(self.sources) for d in self.diagnostics)
+        """Every diagnostic with its excerpt, up to ``MAX_SHOWN``; then how many there are in all."""
+        body = "\n\n".join(d.render(self.sources) for d in self.diagnostics[:MAX_SHOWN])
         count = len(self.diagnostics)
-        if count > 1:
+        if count > MAX_SHOWN:
+            body += f"\n\n{count} errors ({MAX_SHOWN} shown)"
+        elif count > 1:
             body += f"\n\n{count} errors"
         return body
 
@@ -170,13 +206,29 @@ def _dedupe(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
+# How many candidate names the close-match searches of one spec may compare, in all: a spec with thousands of
+# misspellings of thousands of names gets suggestions for its first errors (those shown) and stays fast.
+SUGGESTION_BUDGET = 20_000
+_suggestions_left: ContextVar[int] = ContextVar("suggestions_left", default=SUGGESTION_BUDGET)
+
+
+def reset_suggestions() -> None:
+    """Give the next spec the whole suggestion budget (each parse starts with it)."""
+    _suggestions_left.set(SUGGESTION_BUDGET)
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
-    """A "did you mean 'x'?" hint for a misspelled ``word``, or None when nothing is close.
+    """A "did you mean 'x'?" hint for a misspelled ``word``, or None when nothing is close (or the spec's
+    suggestion budget is spent).
 
     >>> did_you_mean("atention", ["attention", "feedforward"])
     "did you mean 'attention'?"
     """
     pool = sorted(set(candidates))
+    left = _suggestions_left.get()
+    if len(pool) > left:
+        return None
+    _suggestions_left.set(left - len(pool))
     matches = difflib.get_close_matches(word, pool, n=1, cutoff=0.6)
     if not matches:
         lowered = {c.lower(): c for c in pool}
@@ -185,9 +237,20 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     return f"did you mean '{matches[0]}'?" if matches else None
 
 
+def listing(names: Iterable[str], limit: int = 30) -> str:
+    """``names`` comma-separated in their order, the first ``limit`` of them and how many more.
+
+    >>> listing(["b", "a", "c"], limit=2)
+    'b, a (and 1 more)'
+    """
+    names = list(dict.fromkeys(names))
+    more = f" (and {len(names) - limit} more)" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
 def one_of(candidates: Iterable[str]) -> str:
     """'expected one of: a, b, c' for hints when no single suggestion is close."""
-    return "expected one of: " + ", ".join(sorted(set(candidates)))
+    return "expected one of: " + listing(sorted(set(candidates)))
 
 
 class RunError(ValueError):

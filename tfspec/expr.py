@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import Diagnostic, SpecError, did_you_mean
+from .errors import Diagnostic, SpecError, did_you_mean, listing
 from .syntax import BinOp, Call, Expr, Name, Neg, Number, String
 
 LIMIT = 1e18
@@ -24,6 +24,8 @@ POISON = object()
 
 
 def _check(value: Num, span) -> Num:
+    if not isinstance(value, (int, float)):  # a complex number never gets here; kept as a guard for new functions
+        raise SpecError([Diagnostic("arithmetic", f"not a real number ({value})", span)])
     if isinstance(value, float) and not math.isfinite(value) or abs(value) > LIMIT:
         raise SpecError([Diagnostic("arithmetic", "number is too large (beyond 1e18)", span)])
     return value
@@ -76,7 +78,7 @@ def evaluate(e: Expr, env: dict[str, object]) -> Num:
     12
     """
     if isinstance(e, Number):
-        return e.value
+        return _check(e.value, e.span)
     if isinstance(e, Name):
         if e.id not in env:
             if e.id in ("true", "false"):
@@ -99,28 +101,37 @@ def evaluate(e: Expr, env: dict[str, object]) -> Num:
         for a in e.args:
             if a.name is not None:
                 raise SpecError([Diagnostic("unknown-argument", f"{e.func}() takes no keyword arguments", a.span)])
-        return _check(fn([evaluate(a.value, env) for a in e.args], e.span), e.span)
+        try:
+            return _check(fn([evaluate(a.value, env) for a in e.args], e.span), e.span)
+        except OverflowError:
+            raise SpecError([Diagnostic("arithmetic", "number is too large (beyond 1e18)", e.span)]) from None
     assert isinstance(e, BinOp)
     left, right = evaluate(e.left, env), evaluate(e.right, env)
     if e.op in ("/", "//", "%") and right == 0:
         raise SpecError([Diagnostic("arithmetic", "division by zero", e.span)])
     if e.op == "**":
-        if left != 0 and abs(right) * math.log10(max(abs(left), 1e-300)) > 18:
-            raise SpecError([Diagnostic("arithmetic", "number is too large (beyond 1e18)", e.span)])
         if left == 0 and right < 0:
             raise SpecError([Diagnostic("arithmetic", "division by zero", e.span)])
-        return _check(left ** right, e.span)
-    result = {
-        "+": lambda: left + right,
-        "-": lambda: left - right,
-        "*": lambda: left * right,
-        "/": lambda: left / right,
-        "//": lambda: left // right,
-        "%": lambda: left % right,
-    }[e.op]()
+        if left < 0 and right != int(right):
+            raise SpecError([Diagnostic("arithmetic", f"a negative number to a fractional power ({left} ** {right}) "
+                                                      "is not a real number", e.span)])
+        if left != 0 and right * math.log10(abs(left)) > 18:  # decided before computing: 9 ** 9 ** 9 never runs
+            raise SpecError([Diagnostic("arithmetic", "number is too large (beyond 1e18)", e.span)])
+    try:
+        result = {
+            "+": lambda: left + right,
+            "-": lambda: left - right,
+            "*": lambda: left * right,
+            "/": lambda: left / right,
+            "//": lambda: left // right,
+            "%": lambda: left % right,
+            "**": lambda: left ** right,
+        }[e.op]()
+    except OverflowError:  # operands within 1e18 whose float result is not (1e18 / 1e-300)
+        raise SpecError([Diagnostic("arithmetic", "number is too large (beyond 1e18)", e.span)]) from None
     return _check(result, e.span)
 
 
 def _defined(env) -> str | None:
     names = [n for n, v in env.items() if v is not POISON]
-    return ("defined parameters: " + ", ".join(names)) if names else "no parameters are defined; add `let name = value`"
+    return ("defined parameters: " + listing(names)) if names else "no parameters are defined; add `let name = value`"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ValidationError
 
 from . import schema as S
-from .errors import Collector, Diagnostic, Span, SpecError, did_you_mean, one_of
+from .errors import Collector, Diagnostic, Span, SpecError, did_you_mean, listing, one_of
 from .expr import POISON, Poisoned, evaluate
 from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
 from .syntax import (Arg, Assignment, BinOp, Binding, Call, Defaults, EmbeddingDecl, Expr, HeadDecl, Let,
@@ -576,7 +576,7 @@ class _Resolver:
                 if isinstance(e, Name):
                     if e.id not in defined:
                         raise _err("unknown-name", f"unknown tensor '{e.id}'", e.span,
-                                   did_you_mean(e.id, defined) or f"defined so far: {', '.join(defined)}")
+                                   did_you_mean(e.id, defined) or f"defined so far: {listing(defined)}")
                     if e.id in last_def:
                         used.add(last_def[e.id])
                     return S.Var(name=e.id, span=e.span)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Union
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from .errors import Diagnostic, Span, SpecError, did_you_mean
+from .errors import Diagnostic, Span, SpecError, did_you_mean, reset_suggestions
 
 
 # ---------------------------------------------------------------- AST nodes
@@ -180,13 +181,25 @@ def grammar_text() -> str:
     return resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
 
 
+MAX_DEPTH = 200  # nesting levels of a spec's syntax tree; later stages walk it recursively
+MAX_INCLUDE_BYTES = 1 << 20
+MAX_INCLUDES = 100  # files one spec reads, itself included
+
+
 def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...] = (),
                  _expand_includes: bool = True) -> Module:
-    """Parse spec text into a ``Module``; includes are read relative to ``file``."""
+    """Parse spec text into a ``Module``; includes are read relative to ``file`` (see ``_read_include``)."""
+    if not _including:
+        reset_suggestions()
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
         raise SpecError([_syntax_diagnostic(exc, text, file)], {file: text}) from None
+    too_deep = _too_deep(tree)
+    if too_deep is not None:
+        raise SpecError([Diagnostic("syntax", f"nested too deeply (more than {MAX_DEPTH} levels)",
+                                    _span(file, too_deep), "name a part with `let`, or write it flatter")],
+                        {file: text})
     try:
         items = _ToAst(file).transform(tree)
     except VisitError as exc:  # our own callbacks raise SpecError; Lark wraps them
@@ -205,21 +218,72 @@ def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...]
     return Module(tuple(expanded), file, sources)
 
 
+def _too_deep(tree: Tree):
+    """The position (``meta``) of the first node nested deeper than ``MAX_DEPTH``, or None; iterative, so a
+    deep tree cannot overflow the stack that measures it."""
+    stack = [(tree, 1, tree.meta)]
+    while stack:
+        node, depth, meta = stack.pop()
+        meta = node.meta if not getattr(node.meta, "empty", True) else meta
+        if depth > MAX_DEPTH:
+            return meta
+        stack.extend((child, depth + 1, meta) for child in node.children if isinstance(child, Tree))
+    return None
+
+
 def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...]) -> Module:
-    base = Path(file).parent if not file.startswith("<") else Path.cwd()
+    """The module an ``include`` names. The policy: a relative path to a regular UTF-8 file of at most 1 MiB
+    inside the directory tree of the spec that names it (a spec given as text: the working directory); no
+    absolute paths, no ``..`` or link out of that tree, no devices, FIFOs or directories, no cycles, and at
+    most ``MAX_INCLUDES`` files in all. A refused file is never read, so no error quotes it."""
+    def refuse(code: str, why: str) -> SpecError:
+        return SpecError([Diagnostic(code, f"include '{_printable(item.path)}': {why}", item.span)], sources)
+
+    if not item.path or "\x00" in item.path or any("\ud800" <= c <= "\udfff" for c in item.path):
+        raise refuse("value", "not a file name (empty, a NUL byte or a lone surrogate)")
+    if Path(item.path).is_absolute():
+        raise refuse("value", "an absolute path; includes are relative to the spec's directory")
+    base = (Path(file).parent if not file.startswith("<") else Path.cwd()).resolve()
     path = base / item.path
-    key = str(path)
-    if key in chain or str(path.resolve()) in {str(Path(c).resolve()) for c in chain if not c.startswith("<")}:
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise refuse("io", f"cannot resolve the path: {exc}") from None
+    if real != base and base not in real.parents:
+        raise refuse("value", "outside the spec's directory tree; includes stay inside it")
+    if str(real) in {str(Path(c).resolve()) for c in chain if not c.startswith("<")}:
         raise SpecError([Diagnostic("structure", f"include cycle: '{item.path}' includes itself", item.span)], sources)
+    if len(sources) + len(chain) > MAX_INCLUDES:
+        raise refuse("structure", f"more than {MAX_INCLUDES} files are included")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise SpecError([Diagnostic("io", f"cannot read included file '{item.path}': {reason}", item.span)], sources) from None
+        info = real.stat()
+    except OSError as exc:
+        raise SpecError([Diagnostic("io", f"cannot read included file '{_printable(item.path)}': "
+                                          f"{exc.strerror or type(exc).__name__}", item.span)], sources) from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
+        raise refuse("io", f"{kind}; an include names a spec file")
+    if info.st_size > MAX_INCLUDE_BYTES:
+        raise refuse("io", f"{info.st_size:,} bytes; an included spec may have at most {MAX_INCLUDE_BYTES:,}")
     try:
-        return parse_module(text, key, _including=chain)
+        with open(real, "rb") as handle:
+            data = handle.read(MAX_INCLUDE_BYTES + 1)
+        if len(data) > MAX_INCLUDE_BYTES:
+            raise refuse("io", f"more than {MAX_INCLUDE_BYTES:,} bytes; an included spec may have at most that")
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise refuse("io", "not UTF-8 text") from None
+    except OSError as exc:
+        raise refuse("io", f"cannot read: {exc.strerror or type(exc).__name__}") from None
+    try:
+        return parse_module(text, str(path), _including=chain)
     except SpecError as exc:
         raise SpecError(exc.diagnostics, {**sources, **exc.sources}) from None
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters and lone surrogates escaped, for messages."""
+    return "".join(c if c.isprintable() and not "\ud800" <= c <= "\udfff" else ascii(c)[1:-1] for c in text)
 
 
 # ---------------------------------------------------------------- syntax errors

@@ -1,0 +1,196 @@
+"""Hostile input to the front end: every one a located ``SpecError`` (or a valid spec), never another exception,
+a hang, or an error that quotes a file it should not have read.
+
+The families are those of issue "Hardening": nesting, arithmetic, includes, diagnostics at scale and line
+positions; then ``benchmarks/fuzz.py``'s generator (mutated examples and adversarial texts), driven by
+Hypothesis. ``python benchmarks/fuzz.py --n 100000`` is the long campaign.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tfspec
+from tfspec.errors import MAX_SHOWN, SpecError
+from tfspec.syntax import MAX_DEPTH, MAX_INCLUDE_BYTES
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("fuzz", ROOT / "benchmarks" / "fuzz.py")
+fuzz = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fuzz)
+
+
+def refused(text: str, file: str = "<spec>") -> SpecError:
+    with pytest.raises(SpecError) as info:
+        tfspec.parse(text, file=file)
+    str(info.value)  # renders
+    return info.value
+
+
+NESTINGS = {
+    "unary minus": lambda d: "-" * d + "1",
+    "parentheses": lambda d: "(" * d + "1" + ")" * d,
+    "a + chain": lambda d: " + ".join(["1"] * d),
+    "a ** chain": lambda d: " ** ".join(["1"] * d),
+    "nested calls": lambda d: "min(" * d + "1" + ")" * d,
+    "nested wiring calls": lambda d: "layernorm(" * d + "x" + ")" * d,
+}
+
+
+@pytest.mark.parametrize("shape", [n for n in NESTINGS if n != "parentheses"])
+def test_deep_nesting_is_refused_where_it_starts(shape):
+    text = f"embedding t {{ vocab 10; dim 8 }}\nlet a = 1\nlet b = {NESTINGS[shape](5000)}\n"
+    error = refused(text)
+    assert error.codes == ["syntax"] and f"nested too deeply (more than {MAX_DEPTH} levels)" in error.message
+    assert error.line == 3
+
+
+@pytest.mark.parametrize("shape, depth", [("unary minus", 40), ("a + chain", 40), ("nested calls", 40),
+                                          ("parentheses", 5000)])  # parentheses add no level to the tree
+def test_reasonable_nesting_still_evaluates(shape, depth):
+    spec = tfspec.parse(f"let a = {NESTINGS[shape](depth)}\nembedding t {{ vocab 10 + a; dim 8 }}\n"
+                        "decoder x 1 { feedforward d_ff=8 }")
+    assert spec.embeddings[0].vocab == 10 + {"unary minus": 1, "a + chain": 40}.get(shape, 1)
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("0.5 ** -2000", "number is too large"),
+    ("2 ** 10**400", "number is too large"),
+    ("9 ** 9 ** 9", "number is too large"),
+    ("sqrt(" + "9" * 400 + ")", "number is too large"),
+    ("9" * 400, "number is too large"),
+    ("1e300 * 1e300", "number is too large"),
+    ("10**18 * 10**18", "number is too large"),
+    ("1e18 // 1e-18", "number is too large"),
+    ("(10**18) / 1e-300", "number is too large"),
+    ("floor(1e300)", "number is too large"),
+    ("(-8) ** 0.5", "a negative number to a fractional power"),
+    ("floor((-1) ** (1 / 3))", "a negative number to a fractional power"),
+    ("min((-2) ** 0.5, 1)", "a negative number to a fractional power"),
+    ("1e400", "too large"),
+    ("5 % 0", "division by zero"),
+    ("0 ** -1", "division by zero"),
+])
+def test_arithmetic_errors_are_located(expression, message):
+    start = time.perf_counter()
+    error = refused(f"let a = {expression}\nembedding t {{ vocab 10; dim 8 }}\ndecoder x 1 {{ feedforward d_ff=8 }}")
+    assert error.line == 1 and error.column >= 9 and message in error.message, str(error)
+    assert error.codes == ["arithmetic"] or error.codes == ["syntax"] and expression == "1e400"
+    assert time.perf_counter() - start < 5  # nothing computes 9 ** 387420489 (a hang guard, not a speed target)
+
+
+@pytest.mark.parametrize("where", ["dropout {v}", "feedforward d_ff={v}", "attention self heads={v}"])
+def test_a_complex_value_never_reaches_a_setting(where):
+    text = f"embedding t {{ vocab 10; dim 8 }}\ndecoder x 1 {{ {where.format(v='(-8) ** 0.5 + 1')} }}\n"
+    error = refused(text)
+    assert [(d.code, d.span.line) for d in error.diagnostics if d.code != "structure"] == [("arithmetic", 2)]
+
+
+@pytest.fixture()
+def spec_dir(tmp_path):
+    return fuzz.include_directory(tmp_path)
+
+
+@pytest.mark.parametrize("target, message", [
+    ("/etc/passwd", "an absolute path"),
+    ("/dev/zero", "an absolute path"),
+    ("../secret.tfs", "outside the spec's directory tree"),
+    ("sub/../../secret.tfs", "outside the spec's directory tree"),
+    ("escape_link.tfs", "outside the spec's directory tree"),
+    ("zero_link.tfs", "outside the spec's directory tree"),
+    ("sub", "a directory"),
+    ("fifo", "not a regular file"),
+    ("device_link.tfs", "not a regular file"),
+    ("big.tfs", f"an included spec may have at most {MAX_INCLUDE_BYTES:,}"),
+    ("binary.tfs", "not UTF-8 text"),
+    ("a\\x00b.tfs", None),  # written with the escape, as the spec has it: a plain name that is missing
+    ("self.tfs", "include cycle"),
+    ("nested.tfs", "include cycle"),
+    ("", "not a file name"),
+])
+def test_the_include_policy(spec_dir, target, message):
+    """Includes are regular UTF-8 files of at most 1 MiB under the including spec's directory; nothing else is
+    opened, so no error quotes a file outside it."""
+    os.symlink(spec_dir.parent / "secret.tfs", spec_dir / "escape_link.tfs")
+    os.symlink("/dev/zero", spec_dir / "zero_link.tfs")
+    os.mkfifo(spec_dir / "sub" / "pipe")
+    os.symlink(spec_dir / "sub" / "pipe", spec_dir / "device_link.tfs")
+    error = refused(f'include "{target}"\nembedding t {{ vocab 10; dim 8 }}\n', str(spec_dir / "main.tfs"))
+    assert error.line == 1 and error.codes[0] in ("io", "value", "structure")
+    assert message is None or message in error.message, error.message
+    assert "root:" not in str(error) and "secret = 1" not in str(error)
+
+
+@pytest.mark.parametrize("character", ["\x00", "\ud800"])
+def test_an_include_path_that_is_no_file_name_is_refused(spec_dir, character):
+    error = refused(f'include "a{character}b.tfs"\n', str(spec_dir / "main.tfs"))
+    assert error.codes == ["value"] and "not a file name" in error.message
+
+
+def test_an_include_inside_the_tree_still_works(spec_dir):
+    (spec_dir / "sub" / "common.tfs").write_text("let d_model = 16\n")
+    spec = tfspec.parse('include "sub/common.tfs"\nembedding t { vocab 10; dim d_model }\n'
+                        "decoder x 1 { feedforward d_ff=8 }", file=str(spec_dir / "main.tfs"))
+    assert spec.embeddings[0].dim == 16
+
+
+def test_thousands_of_errors_on_one_line_print_a_bounded_report():
+    text = "embedding t { " + "; ".join(f"atention{k} self" for k in range(5000)) + " }"
+    error = refused(text)
+    rendered = str(error)
+    assert len(error.diagnostics) > 5000 - 1 and f"errors ({MAX_SHOWN} shown)" in rendered
+    assert rendered.count(": error: ") == MAX_SHOWN
+    assert max(len(line) for line in rendered.splitlines()) < 130  # each excerpt clipped around its caret
+    assert len(rendered) < 40_000
+
+
+def test_a_long_line_is_clipped_around_the_caret():
+    text = "let a = " + " + ".join(["1"] * 60) + " + nope + " + " + ".join(["1"] * 60)
+    error = refused(text + "\nembedding t { vocab 10; dim 8 }\ndecoder x 1 { feedforward d_ff=8 }")
+    lines = str(error).splitlines()
+    assert lines[0].startswith("<spec>:1:249: error: unknown parameter 'nope'")
+    source, caret = lines[2], lines[3]
+    assert "nope" in source and source.startswith("    1 | …") and source.endswith("…")
+    assert source[caret.index("^"):caret.index("^") + 4] == "nope"
+
+
+def test_a_thousand_misspelled_names_are_reported_without_a_long_search():
+    text = "let " + ", ".join(f"name{k} = {k}" for k in range(1000)) + "\n" + "\n".join(
+        f"let b{k} = nmae{k}" for k in range(1000))
+    start = time.perf_counter()
+    error = refused(text)
+    assert time.perf_counter() - start < 10  # a hang guard: one full close-match search per error took minutes
+    assert "did you mean 'name0'?" in str(error) and "(and " in str(error.diagnostics[-1].hint or "(and ")
+
+
+@pytest.mark.parametrize("separator", ["\f", "\u2028", "\u2029", "\x85", "\r", "\v", "\x1c"])
+def test_line_numbers_agree_with_the_parser_whatever_the_comment_holds(separator):
+    text = f"# a comment{separator}with a separator\nembedding t {{ vocab 10; dim 8 }}\ndecoder x 1 {{ atention self }}\n"
+    error = refused(text)
+    assert (error.line, error.column) == (3, 15)
+    lines = str(error).splitlines()
+    assert lines[2] == "    3 | decoder x 1 { atention self }" and lines[3].index("^") == lines[2].index("atention")
+
+
+def test_a_control_character_in_the_excerpt_keeps_the_caret_aligned():
+    error = refused("let a = 1\f+ nope\nembedding t { vocab 10; dim 8 }\ndecoder x 1 { feedforward d_ff=8 }")
+    lines = str(error).splitlines()
+    assert lines[2] == "    1 | let a = 1?+ nope" and lines[3].index("^") == lines[2].index("nope")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2 ** 32 - 1))
+def test_fuzzed_specs_end_in_a_spec_error_or_a_spec(tmp_path_factory, seed):
+    """benchmarks/fuzz.py's generator: a handful of inputs per example, each a SpecError or a valid spec."""
+    directory = fuzz.include_directory(tmp_path_factory.getbasetemp() / "fuzz")
+    stream = fuzz.inputs(random.Random(seed), directory)
+    for _ in range(5):
+        assert fuzz.check(next(stream), str(directory / "fuzz.tfs")) in ("spec_error", "ok")
