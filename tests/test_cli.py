@@ -92,8 +92,8 @@ def test_build_gpt2_small_prints_the_parameter_count_and_runs():
 
 def test_build_errors():
     too_long = tfspec_cli("build", "examples/gpt2_small.tfs", "--seq-len", "2000", "--set", "layers=1")
-    assert too_long.returncode == 1
-    assert "tokens has length 2000, but the learned positions cover 1024" in too_long.stderr
+    assert too_long.returncode == 2  # an option value the spec cannot serve: refused before building
+    assert "the decoder sees 2000 positions, but its learned positions cover 1024" in too_long.stderr
     assert "Traceback" not in too_long.stderr
     bad_device = tfspec_cli("build", "examples/gpt2_small.tfs", "--device", "tpu9")
     assert bad_device.returncode == 2 and "--device tpu9" in bad_device.stderr

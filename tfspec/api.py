@@ -6,9 +6,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import Diagnostic, SpecError
+from .files import NotAFile, read_regular
 from .resolve import resolve
 from .schema import Spec
 from .syntax import parse_module
+
+
+MAX_SPEC_BYTES = 8 << 20  # a spec file; larger ones are refused before they are read
 
 
 def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None = None) -> Spec:
@@ -40,11 +44,13 @@ def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec:
     if saved is not None:
         path, overrides = saved[0], {**saved[1], **(overrides or {})} or None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_SPEC_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise SpecError([Diagnostic("io", f"{path}: no such file", None)]) from None
     except IsADirectoryError:
         raise SpecError([Diagnostic("io", f"{path}: is a directory, not a spec file nor a tfspec run", None)]) from None
+    except NotAFile as exc:
+        raise SpecError([Diagnostic("io", f"{path}: {exc.strerror}", None)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         raise SpecError([Diagnostic("io", f"{path}: cannot read: {reason}", None)]) from None

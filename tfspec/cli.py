@@ -11,9 +11,9 @@ import json
 import sys
 from typing import Any
 
-from .api import load, parse
+from .api import MAX_SPEC_BYTES, load, parse
 from .errors import RunError, SpecError
-from .files import write_atomically
+from .files import check_writable, read_regular, write_atomically
 
 TASKS = ("copy", "reverse", "sort")  # tfspec.data.TASKS, named here so --help does not import torch
 TASK_HELP = {"copy": "the target is the source", "reverse": "the source backwards",
@@ -28,9 +28,11 @@ def parse_set(item: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {item!r}")
     for kind in (int, float):
         try:
-            return name, kind(value)
+            number = kind(value)
         except ValueError:
-            pass
+            continue
+        # beyond a float (1e400) it stays as written: the spec's parser names it, as the user wrote it
+        return name, number if number == number and abs(number) != float("inf") else value
     return name, value
 
 
@@ -71,8 +73,7 @@ def cmd_fmt(args) -> int:
     failed = 0
     for path in args.files:
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_regular(path, MAX_SPEC_BYTES).decode("utf-8")
             formatted = format_text(text, path)
         except SpecError as exc:
             print(exc.render(), file=sys.stderr)
@@ -105,6 +106,8 @@ def _device(name: str):
         device = torch.device(name)
     except RuntimeError:
         raise UsageError(f"--device {name}: not a device name (cpu, cuda, cuda:1, mps)") from None
+    if device.type == "meta":
+        raise UsageError(f"--device {name}: meta tensors hold no values, so nothing can run on them; use cpu or cuda")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"--device {name}: CUDA is not available on this machine")
     if device.type == "mps" and not torch.backends.mps.is_available():
@@ -137,6 +140,7 @@ def cmd_build(args) -> int:
 
     spec = load(args.file, overrides=_overrides(args))
     device = _device(args.device)
+    _fits(spec, args.batch, args.seq_len, "--batch × --seq-len", device)
     dtype = getattr(torch, args.dtype)
     model = compile_spec(spec, device=device, dtype=dtype, seed=args.seed).eval()
     print(model)
@@ -201,11 +205,45 @@ def _lengths_list(text: str) -> list[int]:
 
 
 def _writable(path: str, what: str) -> None:
+    problem = check_writable(path)
+    if problem is not None:
+        raise UsageError(f"{what} {path}: {problem}")
+
+
+def _plot_format(path: str) -> None:
     import os
 
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UsageError(f"{what} {path}: directory {directory} does not exist")
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    if extension not in formats:
+        raise UsageError(f"--plot {path}: cannot tell the picture's format; end the name in "
+                         + ", ".join(f".{f}" for f in sorted(formats)))
+
+
+def _fits(spec, batch: int, length: int, what: str, device=None, beyond_positions_ok: bool = False) -> None:
+    """Refuse up front a batch of ``length``-token sequences that the analysis says will not fit: its activation
+    memory (``tfspec summary``'s estimate, an upper bound for a forward pass) and the token ids, against the
+    memory left on ``device``; the message gives the figures."""
+    from .analysis import AnalysisError, analyse
+    from .compiler import available_memory_bytes
+
+    try:
+        activations = analyse(spec, seq_len=length, batch=batch).total.memory
+    except AnalysisError as exc:  # a length past the learned positions
+        if beyond_positions_ok:  # the command stops there, or says why in its own words
+            return
+        raise UsageError(f"{what}: {exc}") from None
+    need, have = activations + 16 * batch * length, available_memory_bytes(device)
+    if need > have:
+        raise UsageError(f"{what}: a batch of {batch:,} × {length:,} tokens needs about {_gib(need)} of memory "
+                         f"(activations, as tfspec summary estimates them), but {_gib(have)} is available; "
+                         "use fewer or shorter sequences")
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2 ** 30:,.1f} GiB" if n < 2 ** 50 else f"{n / 2 ** 30:.2e} GiB"
 
 
 def cmd_summary(args) -> int:
@@ -216,7 +254,14 @@ def cmd_summary(args) -> int:
         raise UsageError("--measure checks one spec against the counter: give one FILE")
     if args.plot:
         _writable(args.plot, "--plot")
+        _plot_format(args.plot)
     specs = [load(path, overrides=_overrides(args)) for path in args.files]
+    if args.measure:
+        from .analysis import default_length
+
+        length = max(n for n in (args.seq_len, args.src_len, args.tgt_len) if n) if (
+            args.seq_len or args.src_len or args.tgt_len) else default_length(specs[0].graph())
+        _fits(specs[0], args.batch, length, "--measure", None)
     options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
     analyses, curves = [], []
     for path, spec in zip(args.files, specs):
@@ -304,6 +349,7 @@ def cmd_render(args) -> int:
     from .diagram import RenderError, render
 
     spec = load(args.file, overrides=_overrides(args))
+    _writable(args.output, "-o")
     try:
         path = render(spec, args.output, expand=args.expand, detail=args.detail)
     except RenderError as exc:
@@ -572,6 +618,9 @@ def _fresh_run_dir(spec_name: str, what: str) -> str:
 
 
 def cmd_train(args) -> int:
+    import os
+
+    from .compiler import available_memory_bytes
     from .train import resume, train
 
     if args.resume:
@@ -598,6 +647,13 @@ def cmd_train(args) -> int:
             from .train import initial_weights
             initial = initial_weights(args.init)
             spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **_overrides(args)})
+        if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise UsageError(f"--out {args.out}: a file, not a run directory")
+        length = (config.seq_len or 256) if config.text else config.max_len + 2
+        _fits(spec, config.batch, length, "--batch × --seq-len", config.device, beyond_positions_ok=True)
+        if config.eval_size * length * 16 > available_memory_bytes(config.device) // 4:
+            raise UsageError(f"--eval-size {config.eval_size:,}: the held-out set alone would take "
+                             f"{_gib(config.eval_size * length * 16)}; use fewer sequences")
         run_dir = args.out or _fresh_run_dir(spec.name, "text" if config.text else config.task)
         data = f"text {config.text}" if config.text else f"the {config.task} task"
         start = f", from the weights of {config.init}" if config.init else ""
@@ -619,6 +675,13 @@ def _report(run, run_dir) -> None:
     if run.checkpoint is not None:
         print(f"checkpoint: {run.checkpoint}")
     print(f"metrics: {run_dir}/metrics.jsonl, loss curve: {run_dir}/loss.png")
+
+
+MAX_COUNT = 10_000
+
+
+def model_device(model):
+    return next(model.parameters()).device
 
 
 def cmd_generate(args) -> int:
@@ -647,6 +710,11 @@ def cmd_generate(args) -> int:
     strategy = Strategy(temperature, args.top_k, args.top_p, args.beam, args.alpha)
     generator = torch.Generator().manual_seed(args.seed)
     max_new = args.max_new or ((config.max_len + 1) if prompted else 200)
+    if args.count > MAX_COUNT:
+        raise UsageError(f"--count {args.count:,}: at most {MAX_COUNT:,} held-out examples are decoded in one call")
+    longest = max([len(x.encode("utf-8")) for x in args.input or []] + [config.max_len if config else 0])
+    _fits(model.spec, len(args.input or []) or args.count, longest + max_new + 2, "--max-new", model_device(model),
+          beyond_positions_ok=True)
     references = {}
     inputs = args.input
     if not inputs:
@@ -724,15 +792,15 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--seq-len", type=_positive, default=16, help="sequence length of the test pass (default 16)")
     build.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps")
     build.add_argument("--dtype", choices=DTYPES, default="float32")
-    build.add_argument("--seed", type=int, default=0, help="seed for initialisation and inputs (default 0)")
+    build.add_argument("--seed", type=_seed, default=0, help="seed for initialisation and inputs (default 0)")
     build.add_argument("--code", action="store_true", help="also print each stack's generated layer code")
     build.set_defaults(run=cmd_build)
 
     verify = with_set(sub.add_parser("verify", help="check causality, permutation equivariance, padding "
                                                     "invariance, window locality and gradients on the compiled spec"))
     verify.add_argument("file", metavar="FILE")
-    verify.add_argument("--examples", type=_positive, default=25, help="Hypothesis examples per property (default 25)")
-    verify.add_argument("--seed", type=int, default=0)
+    verify.add_argument("--examples", type=_examples, default=25, help="Hypothesis examples per property (default 25)")
+    verify.add_argument("--seed", type=_seed, default=0)
     verify.add_argument("--full-size", action="store_true", help="check the spec at its own sizes (slow for big "
                                                                  "models); by default widths, vocabularies and "
                                                                  "layer counts are reduced")
@@ -837,7 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--grad-clip", type=_natural_float, help="clip the gradient norm (0: never)")
     opt.add_argument("--label-smoothing", type=_natural_float)
     opt.add_argument("--weight-decay", type=_natural_float)
-    opt.add_argument("--seed", type=int, help="seed of initialisation, data and dropout (default 0)")
+    opt.add_argument("--seed", type=_seed, help="seed of initialisation, data and dropout (default 0)")
     opt.add_argument("--device", help="cpu (default), cuda, cuda:N, mps")
     opt.add_argument("--dtype", choices=DTYPES, help="float32 (default); bfloat16/float16 train under autocast")
     run = train.add_argument_group("run")
@@ -858,13 +926,13 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--count", type=_positive, default=5, help="held-out examples without --input (default 5)")
     generate.add_argument("--max-new", type=_positive, help="most tokens to generate (default: the task's "
                                                             "longest target + 1, or 200 for text)")
-    generate.add_argument("--temperature", type=_natural_float, help="sample at this temperature (0: greedy; "
+    generate.add_argument("--temperature", type=_temperature, help="sample at this temperature (0: greedy; "
                                                                    "1 when only --top-k/--top-p are given)")
     generate.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens")
     generate.add_argument("--top-p", type=_unit, help="sample from the smallest set holding this much probability")
     generate.add_argument("--beam", type=_positive, nargs="?", const=4, help="beam search (default width 4)")
     generate.add_argument("--alpha", type=_natural_float, default=0.6, help="beam length penalty (default 0.6)")
-    generate.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    generate.add_argument("--seed", type=_seed, default=0, help="sampling seed (default 0)")
     generate.add_argument("--device", default="cpu")
     generate.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step "
                                                                   "(slower; the KV cache gives the same logits)")
@@ -902,6 +970,27 @@ def _unit(text: str) -> float:
     return _number(text, lambda v: 0 < v <= 1, "a probability in (0, 1]")
 
 
+def _examples(text: str) -> int:
+    value = _positive(text)
+    if value > 10_000:
+        raise argparse.ArgumentTypeError(f"expected at most 10000 examples per property, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value < 2 ** 63:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2**63 - 1, got {text}")
+    return value
+
+
+def _temperature(text: str) -> float:
+    return _number(text, lambda v: 0 <= v <= 1e4, "a temperature from 0 (greedy) to 10000")
+
+
 def _natural(text: str) -> int:
     return 0 if text.strip() == "0" else _positive(text)
 
@@ -934,6 +1023,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path the checks before could not foresee (a disk full, a file removed meanwhile)
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"tfspec {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from .errors import RunError
+from .files import read_regular
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>", "<mask>")
 PAD, BOS, EOS, SEP, MASK = range(len(SPECIALS))
@@ -462,7 +463,7 @@ def read_text(path: str | Path, binary: bool = False) -> str | bytes:
     DataError naming it."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         raise DataError(f"--text {path}: no such file") from None
     except OSError as exc:

@@ -1,8 +1,10 @@
-"""Writing files whole or not at all."""
+"""Files: writing them whole or not at all, reading only regular ones, knowing a path can be written."""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -30,3 +32,51 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+class NotAFile(OSError):
+    """A path that names something other than a regular file (a directory, a device, a FIFO)."""
+
+
+def read_regular(path: str | Path, limit: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, refusing before any read a directory, a device (``/dev/zero``
+    never ends) or a FIFO (it blocks until a writer comes), and a file over ``limit`` bytes; ``OSError``s
+    (``NotAFile`` among them) carry the reason in ``strerror``.
+
+    >>> read_regular("/dev/zero")
+    Traceback (most recent call last):
+    ...
+    tfspec.files.NotAFile: [Errno 22] not a regular file (a device, a FIFO or a socket): '/dev/zero'
+    """
+    path = Path(path)
+    info = path.stat()
+    if stat.S_ISDIR(info.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a file", str(path))
+    if not stat.S_ISREG(info.st_mode):
+        raise NotAFile(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)", str(path))
+    if limit is not None and info.st_size > limit:
+        raise NotAFile(errno.EFBIG, f"{info.st_size:,} bytes, more than the {limit:,} a spec may have", str(path))
+    with open(path, "rb") as handle:
+        data = handle.read() if limit is None else handle.read(limit + 1)
+    if limit is not None and len(data) > limit:  # it grew after stat
+        raise NotAFile(errno.EFBIG, f"more than the {limit:,} bytes a spec may have", str(path))
+    return data
+
+
+def check_writable(path: str | Path) -> str | None:
+    """Why a new file cannot be written at ``path`` (its directory missing, not a directory, or refusing a new
+    file, as ``/proc`` does), or None: a file is created beside it and removed, so the answer is the
+    filesystem's. (Whether ``path`` itself is a directory is the caller's to say.)"""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.exists():
+        return f"directory {directory} does not exist"
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+    except OSError as exc:
+        return f"cannot write in {directory}: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    return None

@@ -6,18 +6,33 @@ from .analysis import Analysis
 
 
 def si(value: float, unit: str = "") -> str:
-    """1234567 -> '1.23 M'."""
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    """1234567 -> '1.23 M'; past the prefixes, powers of ten: 1.68e+28 (and never more than four digits before
+    the point).
+
+    >>> si(1234567), si(2.5e30, "B")
+    ('1.23 M', '2.50e+30 B')
+    """
+    if abs(value) >= 1e27:
+        return f"{value:.2e} {unit}".rstrip()
+    for factor, prefix in ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"),
+                           (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
             return f"{value / factor:.2f} {prefix}{unit}"
     return f"{value:.0f} {unit}".rstrip()
 
 
 def binary(nbytes: float) -> str:
-    """Bytes in KiB/MiB/GiB."""
-    for factor, prefix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if nbytes >= factor:
-            return f"{nbytes / factor:.2f} {prefix}"
+    """Bytes in KiB ... YiB; past them, powers of ten.
+
+    >>> binary(3 * 2 ** 20), binary(2 ** 90)
+    ('3.00 MiB', '1.24e+27 B')
+    """
+    if nbytes >= 1 << 90:
+        return f"{nbytes:.2e} B"
+    for power, prefix in ((80, "YiB"), (70, "ZiB"), (60, "EiB"), (50, "PiB"), (40, "TiB"), (30, "GiB"), (20, "MiB"),
+                          (10, "KiB")):
+        if nbytes >= 1 << power:
+            return f"{nbytes / (1 << power):.2f} {prefix}"
     return f"{nbytes:.0f} B"
 
 

@@ -70,7 +70,7 @@ class TrainConfig(BaseModel):
     grad_clip: float | None = Field(None, ge=0)  # 0: no clipping
     label_smoothing: float | None = Field(None, ge=0, lt=1)
     weight_decay: float | None = Field(None, ge=0)
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2 ** 63)
     device: str = "cpu"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     eval_every: int = Field(250, ge=1)

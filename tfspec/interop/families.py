@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..files import read_regular
 from .mapping import InteropError
 
 
@@ -133,7 +134,7 @@ def read_config(source) -> Any:
         path = Path(source)
         path = path / "config.json" if path.is_dir() else path
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(path, 64 << 20).decode("utf-8"))
         except FileNotFoundError:
             raise InteropError(f"{path}: no such file (a Hugging Face model directory has a config.json)") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

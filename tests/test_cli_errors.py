@@ -1,0 +1,110 @@
+"""Hostile command lines: every one a one-line error and exit 1 (the input is wrong) or 2 (the invocation is
+wrong), never a traceback, an allocation that exhausts memory, or a read that never ends."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tfspec.cli import main
+
+REVERSE = "examples/reverse.tfs"
+GPT2 = "examples/gpt2_small.tfs"
+SMALL = ["--set", "layers=1", "--set", "d_model=32", "--set", "heads=2", "--set", "d_ff=32"]
+HUGE_SEED = str(2 ** 70)
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    os.mkfifo(root / "fifo")
+    (root / "afile").write_text("x")
+    run = root / "run"
+    assert main(["train", REVERSE, *SMALL, "--steps", "1", "--batch", "4", "--eval-size", "4", "--no-progress",
+                 "--out", str(run)]) == 0
+    return root
+
+
+CASES = [  # (arguments, exit status, what the message says)
+    (["render", REVERSE, "-o", "/proc/x.svg"], 2, "-o /proc/x.svg: cannot write in /proc"),
+    (["render", REVERSE, "-o", "{root}/missing/x.svg"], 2, "does not exist"),
+    (["render", REVERSE, "-o", "{root}/x.unknown"], 2, "cannot tell the format"),
+    (["mask", REVERSE, "-o", "/proc/x.png"], 2, "cannot write in /proc"),
+    (["emit", REVERSE, "-o", "{root}"], 2, "is a directory; name the .py file to write"),
+    (["summary", REVERSE, "--plot", "{root}/x.unknown"], 2, "cannot tell the picture's format"),
+    (["summary", REVERSE, "--plot", "/proc/x.png"], 2, "cannot write in /proc"),
+    (["export", "{root}/run", "--to", "torch", "-o", "/proc/x"], 2, "cannot write in /proc"),
+    (["train", REVERSE, "--steps", "1", "--out", "{root}/afile"], 2, "a file, not a run directory"),
+    (["train", REVERSE, "--seq-len", str(10 ** 12), "--steps", "1"], 2, "GiB is available"),
+    (["train", REVERSE, "--batch", str(10 ** 9), "--steps", "1"], 2, "GiB is available"),
+    (["train", REVERSE, "--eval-size", str(10 ** 9), "--steps", "1"], 2, "the held-out set alone would take"),
+    (["train", REVERSE, "--seed", HUGE_SEED], 2, "expected a seed from 0 to 2**63 - 1"),
+    (["train", REVERSE, "--device", "meta"], 2, "meta tensors hold no values"),
+    (["train", GPT2, "--text", "/dev/zero"], 1, "--text /dev/zero: cannot read: not a regular file"),
+    (["train", GPT2, "--text", "{root}/fifo"], 1, "not a regular file"),
+    (["train", GPT2, "--text", "{root}"], 1, "a directory, not a file"),
+    (["check", REVERSE, "--set", "layers=1e400"], 1, "number '1e400' is too large"),
+    (["generate", "{root}/run", "--count", str(10 ** 7)], 2, "at most 10,000 held-out examples"),
+    (["generate", "{root}/run", "--seed", HUGE_SEED], 2, "expected a seed"),
+    (["generate", "{root}/run", "--temperature", "1e308"], 2, "a temperature from 0 (greedy) to 10000"),
+    (["generate", "{root}/run", "--device", "meta"], 2, "meta tensors hold no values"),
+    (["generate", "{root}/run", "--max-new", str(10 ** 9)], 2, "GiB is available"),
+    (["build", REVERSE, "--seq-len", "100000"], 2, "a batch of 2 × 100,000 tokens needs about"),
+    (["build", REVERSE, "--batch", str(10 ** 9)], 2, "GiB is available"),
+    (["build", REVERSE, "--seed", HUGE_SEED], 2, "expected a seed"),
+    (["build", REVERSE, "--device", "meta"], 2, "meta tensors hold no values"),
+    (["summary", REVERSE, "--measure", "--seq-len", str(10 ** 9)], 2, "GiB is available"),
+    (["verify", REVERSE, "--examples", str(10 ** 8)], 2, "at most 10000 examples"),
+    (["check", "/dev/zero"], 1, "/dev/zero: not a regular file"),
+    (["check", "{root}/fifo"], 1, "not a regular file"),
+    (["fmt", "/dev/zero"], 1, "not a regular file"),
+    (["diff", REVERSE, "{root}/fifo"], 1, "not a regular file"),
+    (["import", "/dev/zero"], 1, "not a regular file"),
+]
+
+
+@pytest.mark.parametrize("args, code, message", CASES, ids=[" ".join(c[0])[:60] for c in CASES])
+def test_a_bad_command_line_is_one_clear_error(paths, capsys, args, code, message):
+    argv = [a.format(root=paths) for a in args]
+    try:
+        status = main(argv)
+    except SystemExit as exc:  # argparse: a bad option value
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == code, err
+    assert message.format(root=paths) in err and "Traceback" not in err
+
+
+def test_summary_prints_sane_units_at_absurd_sizes(capsys):
+    assert main(["summary", REVERSE, "--batch", str(10 ** 9), "--sweep", "64,100000000000"]) == 0
+    out = capsys.readouterr().out
+    figures = [cell for line in out.splitlines() for cell in line.split("  ") if cell.strip()]
+    assert "ZiB" in out or "YiB" in out or "e+" in out
+    assert all(len(cell.strip().split(" ")[0]) <= 12 for cell in figures if cell.strip()[:1].isdigit())
+
+
+OPTION_VALUES = st.sampled_from(["0", "-1", "1", "3", "1e400", "nan", "inf", "-inf", "", "abc", str(2 ** 70),
+                                 "99999999999", "1.5", "/dev/zero", "/proc/x.svg", "meta", "cuda:7", "\x00", "é"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(command=st.sampled_from(["check", "summary", "mask", "render", "emit", "diff", "build"]),
+       options=st.lists(st.tuples(st.sampled_from(["--seq-len", "--batch", "--seed", "--device", "--set",
+                                                   "--src-len", "--dtype", "-o", "--sweep", "--head"]),
+                                  OPTION_VALUES), max_size=3))
+def test_any_option_value_ends_in_a_status_not_a_traceback(tmp_path_factory, capsys, command, options):
+    out = tmp_path_factory.getbasetemp() / "out.svg"
+    argv = [command, REVERSE] + (["examples/vaswani_base.tfs"] if command == "diff" else []) + SMALL
+    if command in ("mask", "render"):
+        argv += ["-o", str(out)]
+    for option, value in options:
+        argv += [option, value if option != "--set" else f"layers={value}"]
+    try:
+        status = main(argv)
+    except SystemExit as exc:
+        status = exc.code
+    assert status in (0, 1, 2)
+    assert "Traceback" not in capsys.readouterr().err
