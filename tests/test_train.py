@@ -205,6 +205,27 @@ def test_resumed_run_reproduces_the_uninterrupted_losses_exactly(tmp_path):
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("stop", [6, 2])  # stopped while decaying, and while still warming up
+def test_resuming_with_more_steps_continues_the_schedule(tmp_path, stop):
+    """--steps on resume moves the end: the warm-up stays, and the decay goes on from the learning rate the run
+    had reached down to its floor at the new end (it used to restart the warm-up)."""
+    spec, overrides = "examples/gpt2_small.tfs", {"layers": 1, "d_model": 16, "heads": 2, "context": 32}
+    config = TrainConfig(task="reverse", steps=12, save_every=100, eval_every=100, eval_size=4, batch=4,
+                         max_len=6, min_len=2)  # the warm-up comes from the paper's 2000, cut to steps // 4 = 3
+    whole = train(spec, config, tmp_path / "whole", overrides=overrides, progress=False, log=quiet)
+    train(spec, config, tmp_path / "split", overrides=overrides, progress=False, log=quiet, stop_after=stop)
+    resume(tmp_path / "split", steps=40, progress=False, log=quiet)
+    lrs = [r["lr"] for r in read_metrics(tmp_path / "split" / "metrics.jsonl")[0]]
+    planned = [r["lr"] for r in read_metrics(tmp_path / "whole" / "metrics.jsonl")[0]]
+    assert lrs[:stop] == planned[:stop] and len(lrs) == 40
+    peak = max(planned)
+    assert lrs.index(peak) == planned.index(peak) == 2  # the warm-up the run started with: 3 steps
+    decaying = lrs[2:]  # from the peak on
+    assert all(later <= earlier for earlier, later in zip(decaying, decaying[1:]))
+    assert abs(lrs[stop] - planned[stop]) <= 1e-12  # the first resumed step keeps the planned rate
+    assert lrs[-1] == pytest.approx(0.1 * peak)  # and the decay ends at its floor at the new end
+
+
 def test_resume_with_dropout_is_exact_too(tmp_path):
     """Dropout draws from torch's global generator, whose state the checkpoint carries."""
     spec = """model drop

@@ -76,6 +76,9 @@ class TrainConfig(BaseModel):
     eval_every: int = Field(250, ge=1)
     eval_size: int = Field(500, ge=1)  # held-out sequences per evaluation
     save_every: int = Field(500, ge=1)
+    # set by resume when --steps changes: the decay goes on from (step, progress) to the new last step, so the
+    # learning rate continues where the run stopped
+    decay_from: tuple[int, float] | None = None
 
     @classmethod
     def saved(cls, settings: dict) -> "TrainConfig":
@@ -130,14 +133,23 @@ class Recipe:
                 f"schedule, peak lr {self.lr:.3g}, warmup {self.warmup}, label smoothing {self.label_smoothing:g}, "
                 f"weight decay {self.weight_decay:g}, grad clip {self.grad_clip or 'none'}")
 
-    def learning_rate(self, step: int, steps: int) -> float:
-        """Learning rate of optimizer step ``step`` (1-based) out of ``steps``."""
+    def learning_rate(self, step: int, steps: int, decay_from: tuple[int, float] | None = None) -> float:
+        """Learning rate of optimizer step ``step`` (1-based) out of ``steps``; ``decay_from`` = (step s,
+        progress p): from step s on, the decay goes from p to its end at ``steps`` (a resumed, longer run)."""
         warmup = max(self.warmup, 1)
         if self.schedule == "noam":  # d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), peak scaled to lr
             return self.lr * math.sqrt(warmup) * min(step ** -0.5, step * warmup ** -1.5)
         if step < warmup:
             return self.lr * step / warmup
-        progress = min((step - warmup) / max(steps - warmup, 1), 1.0)
+        return self._decayed(self.progress(step, steps, decay_from))
+
+    def progress(self, step: int, steps: int, decay_from: tuple[int, float] | None = None) -> float:
+        """How far the decay after warm-up is at ``step``, from 0 to 1."""
+        warmup = max(self.warmup, 1)
+        start, done = decay_from if decay_from is not None and step >= decay_from[0] else (warmup, 0.0)
+        return min(done + (1 - done) * (step - start) / max(steps - start, 1), 1.0)
+
+    def _decayed(self, progress: float) -> float:
         if self.schedule == "cosine":  # down to a tenth of the peak (GPT-3, nanoGPT)
             return self.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         return self.lr * (1 - progress)
@@ -467,7 +479,7 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
            stop_after: int | None = None, progress: bool = True, log: Callable[[str], None] = print) -> Run:
     """Continue ``run_dir`` from its latest checkpoint with its spec, configuration and vocabulary.
 
-    ``steps`` may extend the run (a cosine or linear schedule then stretches);
+    ``steps`` may move the end (the warm-up stays; the decay goes on from where it is to the new end);
     ``device`` may move it.
     """
     saved = ckpt.load(run_dir)
@@ -477,11 +489,25 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
         raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume; "
                         f"fine-tune them with --init {run_dir}")
     config = TrainConfig.saved(saved.meta["config"])
+    if saved.step >= (steps or config.steps):
+        raise DataError(f"{run_dir} already finished: it is at step {saved.step}, and --steps {steps or config.steps} "
+                        "is where it ends; give more with --steps")
+    if steps is not None and steps != config.steps:
+        config = _continued_schedule(config, saved, steps)
     config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
-    if saved.step >= config.steps:
-        raise DataError(f"{run_dir} already finished its {config.steps} steps; give more with --steps")
     return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
                 Path(run_dir), saved, None, stop_after, None, progress, log)
+
+
+def _continued_schedule(config: TrainConfig, saved, steps: int) -> TrainConfig:
+    """``config`` for a run that stopped at ``saved.step`` and now ends at ``steps``: the warm-up stays the one
+    it started with, and the decay goes on from where it is to the new end (the learning rate continues)."""
+    parsed = parse(saved.spec_text, file=str(saved.path / "spec.tfs"), overrides=saved.meta.get("overrides") or None)
+    recipe = paper_defaults(parsed.kind, 1, config)  # the warm-up does not depend on the width
+    step = saved.step + 1
+    decay_from = ((step, recipe.progress(step, config.steps, config.decay_from))
+                  if step > recipe.warmup else None)  # still warming up: the decay starts after it, as planned
+    return config.model_copy(update={"warmup": recipe.warmup, "decay_from": decay_from})
 
 
 def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig, run_dir: str | Path | None,
@@ -572,7 +598,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
                 scaler.scale(loss / config.accumulate).backward()
                 loss_sum += loss.item()
                 tokens += batch.tokens
-            lr = recipe.learning_rate(run.step + 1, config.steps)
+            lr = recipe.learning_rate(run.step + 1, config.steps, config.decay_from)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             if recipe.grad_clip:
