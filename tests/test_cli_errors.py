@@ -34,6 +34,10 @@ CASES = [  # (arguments, exit status, what the message says)
     (["render", REVERSE, "-o", "{root}/x.unknown"], 2, "cannot tell the format"),
     (["mask", REVERSE, "-o", "/proc/x.png"], 2, "cannot write in /proc"),
     (["emit", REVERSE, "-o", "{root}"], 2, "is a directory; name the .py file to write"),
+    (["emit", REVERSE, "-o", "/dev/null"], 2, "-o /dev/null: not a regular file"),  # as root it was replaced
+    (["render", REVERSE, "-o", "{root}/fifo"], 2, "not a regular file"),
+    (["summary", REVERSE, "--plot", "/dev/zero"], 2, "not a regular file"),
+    (["fmt", "--write", "{root}/fifo"], 1, "not a regular file"),
     (["summary", REVERSE, "--plot", "{root}/x.unknown"], 2, "cannot tell the picture's format"),
     (["summary", REVERSE, "--plot", "/proc/x.png"], 2, "cannot write in /proc"),
     (["export", "{root}/run", "--to", "torch", "-o", "/proc/x"], 2, "cannot write in /proc"),
@@ -87,24 +91,33 @@ def test_summary_prints_sane_units_at_absurd_sizes(capsys):
 
 
 OPTION_VALUES = st.sampled_from(["0", "-1", "1", "3", "1e400", "nan", "inf", "-inf", "", "abc", str(2 ** 70),
-                                 "99999999999", "1.5", "/dev/zero", "/proc/x.svg", "meta", "cuda:7", "\x00", "é"])
+                                 "99999999999", "1.5", "/dev/zero", "/dev/null", "/proc/x.svg", "meta", "cuda:7", "\x00", "é"])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(command=st.sampled_from(["check", "summary", "mask", "render", "emit", "diff", "build"]),
        options=st.lists(st.tuples(st.sampled_from(["--seq-len", "--batch", "--seed", "--device", "--set",
-                                                   "--src-len", "--dtype", "-o", "--sweep", "--head"]),
+                                                   "--src-len", "--dtype", "-o", "--output", "--sweep",
+                                                   "--head"]),
                                   OPTION_VALUES), max_size=3))
 def test_any_option_value_ends_in_a_status_not_a_traceback(tmp_path_factory, capsys, command, options):
-    out = tmp_path_factory.getbasetemp() / "out.svg"
-    argv = [command, REVERSE] + (["examples/vaswani_base.tfs"] if command == "diff" else []) + SMALL
+    scratch = tmp_path_factory.getbasetemp() / "scratch"
+    scratch.mkdir(exist_ok=True)
+    out = scratch / "out.svg"
+    here = os.getcwd()
+    argv = [command, os.path.abspath(REVERSE)] + (
+        [os.path.abspath("examples/vaswani_base.tfs")] if command == "diff" else []) + SMALL
     if command in ("mask", "render"):
         argv += ["-o", str(out)]
     for option, value in options:
         argv += [option, value if option != "--set" else f"layers={value}"]
+    os.chdir(scratch)  # a relative -o lands here, not in the repository
     try:
         status = main(argv)
     except SystemExit as exc:
         status = exc.code
+    finally:
+        os.chdir(here)
     assert status in (0, 1, 2)
     assert "Traceback" not in capsys.readouterr().err
+    assert all(os.path.exists(d) and not os.path.isfile(d) for d in ("/dev/zero", "/dev/null"))  # never replaced

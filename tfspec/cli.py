@@ -632,7 +632,8 @@ def cmd_train(args) -> int:
                              "(only --steps and --device may change)")
         run_dir = args.resume
         run = resume(run_dir, steps=args.steps, device=str(_device(args.device)) if args.device else None,
-                     progress=not args.no_progress, log=lambda line: print(line, flush=True))
+                     progress=not args.no_progress, log=lambda line: print(line, flush=True),
+                     accept_edits=args.accept_edits)
     else:
         if not args.file and not args.init:
             raise UsageError("give a SPEC to train, --init weights to fine-tune, or --resume DIR")
@@ -640,12 +641,13 @@ def cmd_train(args) -> int:
         config = _train_config(args)
         initial = None
         if args.init:
+            from .train import initial_weights
+
             _quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
+            initial = initial_weights(args.init, accept_edits=args.accept_edits)
         if args.file:
             spec = load(args.file, overrides=_overrides(args))
         else:  # the spec the initial weights came with
-            from .train import initial_weights
-            initial = initial_weights(args.init)
             spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **_overrides(args)})
         if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
             raise UsageError(f"--out {args.out}: a file, not a run directory")
@@ -692,7 +694,7 @@ def cmd_generate(args) -> int:
     from .decoding import Strategy, complete
     from .train import TrainConfig
 
-    saved = ckpt.load(args.checkpoint)
+    saved = ckpt.load(args.checkpoint, accept_edits=args.accept_edits)
     if "vocab" not in saved.meta:
         raise RunError(f"{saved.path}: imported from {saved.meta.get('imported_from', 'elsewhere')} without a "
                        "tokenizer.json, so there is no vocabulary to encode text with")
@@ -915,6 +917,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--eval-size", type=_positive, help="held-out sequences per evaluation (default 500)")
     run.add_argument("--save-every", type=_positive, help="steps between checkpoints (default 500)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--accept-edits", action="store_true", help="--resume/--init: take a checkpoint whose spec.tfs "
+                                                                  "or weights changed since it was saved")
     train.set_defaults(run=cmd_train)
 
     generate = sub.add_parser("generate", help="decode from a trained checkpoint: greedy, sampling or beam search")
@@ -934,6 +938,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--alpha", type=_natural_float, default=0.6, help="beam length penalty (default 0.6)")
     generate.add_argument("--seed", type=_seed, default=0, help="sampling seed (default 0)")
     generate.add_argument("--device", default="cpu")
+    generate.add_argument("--accept-edits", action="store_true", help="take a checkpoint whose spec.tfs or "
+                                                                       "weights changed since it was saved")
     generate.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step "
                                                                   "(slower; the KV cache gives the same logits)")
     generate.set_defaults(run=cmd_generate)

@@ -17,6 +17,8 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     not ``mkstemp``'s private 0600.
     """
     path = Path(path)
+    if path.exists() and not path.is_file():  # renaming over a device or a FIFO would replace it (as root: /dev/null)
+        raise NotAFile(errno.EINVAL, "not a regular file; tfspec writes regular files only", str(path))
     try:
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
@@ -69,6 +71,8 @@ def check_writable(path: str | Path) -> str | None:
     filesystem's. (Whether ``path`` itself is a directory is the caller's to say.)"""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
+    if path.exists() and not path.is_file() and not path.is_dir():
+        return "not a regular file (a device, a FIFO or a socket); tfspec writes regular files only"
     if not directory.exists():
         return f"directory {directory} does not exist"
     if not directory.is_dir():

@@ -37,7 +37,7 @@ from typing import Callable, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import checkpoint as ckpt
 from .api import load, parse
@@ -87,6 +87,15 @@ class TrainConfig(BaseModel):
         if "tokens" in settings:  # runs saved before --tokenizer named their text units "tokens"
             settings["tokenizer"] = settings.pop("tokens")
         return cls(**settings)
+
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, device: str) -> str:
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"{device!r} is not a device name (cpu, cuda, cuda:1, mps)") from None
+        return device
 
     @field_validator("task")
     @classmethod
@@ -423,8 +432,9 @@ class Initial:
     vocab: object | None  # a tfspec.data vocabulary, or None when the weights came without one
 
 
-def initial_weights(source: str | Path) -> Initial:
-    """Read ``source``: a run directory (its latest checkpoint), a checkpoint, or a Hugging Face model directory."""
+def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
+    """Read ``source``: a run directory (its latest checkpoint), a checkpoint, or a Hugging Face model directory
+    (``accept_edits``: a checkpoint whose spec.tfs or weights changed since its save)."""
     path = Path(source)
     if not path.exists():
         raise DataError(f"--init {source}: no such run, checkpoint or Hugging Face model directory")
@@ -438,7 +448,7 @@ def initial_weights(source: str | Path) -> Initial:
         except InteropError as exc:
             raise DataError(f"--init {source}: {exc}") from None
         return Initial(str(source), text, str(path / "config.json"), {}, model.state_dict(), vocab)
-    saved = ckpt.load(path)
+    saved = ckpt.load(path, accept_edits=accept_edits)
     vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path) if "vocab" in saved.meta else None
     return Initial(str(source), saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or {},
                    saved.weights, vocab)
@@ -476,19 +486,26 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
 
 
 def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None = None,
-           stop_after: int | None = None, progress: bool = True, log: Callable[[str], None] = print) -> Run:
+           stop_after: int | None = None, progress: bool = True, log: Callable[[str], None] = print,
+           accept_edits: bool = False) -> Run:
     """Continue ``run_dir`` from its latest checkpoint with its spec, configuration and vocabulary.
 
     ``steps`` may move the end (the warm-up stays; the decay goes on from where it is to the new end);
-    ``device`` may move it.
+    ``device`` may move it; ``accept_edits``: continue with a spec.tfs edited since the save.
     """
-    saved = ckpt.load(run_dir)
+    saved = ckpt.load(run_dir, accept_edits=accept_edits)
     if (Path(run_dir) / "checkpoint.json").exists():
         raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
     if "config" not in saved.meta:
         raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume; "
                         f"fine-tune them with --init {run_dir}")
-    config = TrainConfig.saved(saved.meta["config"])
+    try:
+        config = TrainConfig.saved(saved.meta["config"])
+    except (ValidationError, TypeError) as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
+            if isinstance(exc, ValidationError) else str(exc)
+        raise ckpt.CheckpointError(f"{saved.path / 'checkpoint.json'}: its training configuration is not valid: "
+                                   f"{problems}") from None
     if saved.step >= (steps or config.steps):
         raise DataError(f"{run_dir} already finished: it is at step {saved.step}, and --steps {steps or config.steps} "
                         "is where it ends; give more with --steps")
