@@ -259,9 +259,8 @@ def cmd_summary(args) -> int:
     if args.measure:
         from .analysis import default_length
 
-        length = max(n for n in (args.seq_len, args.src_len, args.tgt_len) if n) if (
-            args.seq_len or args.src_len or args.tgt_len) else default_length(specs[0].graph())
-        _fits(specs[0], args.batch, length, "--measure", None)
+        given = [n for n in (args.seq_len, args.src_len, args.tgt_len) if n]
+        _fits(specs[0], args.batch, max(given) if given else default_length(specs[0].graph()), "--measure")
     options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
     analyses, curves = [], []
     for path, spec in zip(args.files, specs):
@@ -682,7 +681,7 @@ def _report(run, run_dir) -> None:
 MAX_COUNT = 10_000
 
 
-def model_device(model):
+def _device_of(model):
     return next(model.parameters()).device
 
 
@@ -714,8 +713,9 @@ def cmd_generate(args) -> int:
     max_new = args.max_new or ((config.max_len + 1) if prompted else 200)
     if args.count > MAX_COUNT:
         raise UsageError(f"--count {args.count:,}: at most {MAX_COUNT:,} held-out examples are decoded in one call")
+    # a prompt has at most as many tokens as bytes: an upper bound for any tokenizer
     longest = max([len(x.encode("utf-8")) for x in args.input or []] + [config.max_len if config else 0])
-    _fits(model.spec, len(args.input or []) or args.count, longest + max_new + 2, "--max-new", model_device(model),
+    _fits(model.spec, len(args.input or []) or args.count, longest + max_new + 2, "--max-new", _device_of(model),
           beyond_positions_ok=True)
     references = {}
     inputs = args.input

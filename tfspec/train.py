@@ -519,8 +519,8 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
 def _continued_schedule(config: TrainConfig, saved, steps: int) -> TrainConfig:
     """``config`` for a run that stopped at ``saved.step`` and now ends at ``steps``: the warm-up stays the one
     it started with, and the decay goes on from where it is to the new end (the learning rate continues)."""
-    parsed = parse(saved.spec_text, file=str(saved.path / "spec.tfs"), overrides=saved.meta.get("overrides") or None)
-    recipe = paper_defaults(parsed.kind, 1, config)  # the warm-up does not depend on the width
+    kind = saved.meta.get("kind") or saved.spec().kind
+    recipe = paper_defaults(kind, 1, config)  # the warm-up does not depend on the width
     step = saved.step + 1
     decay_from = ((step, recipe.progress(step, config.steps, config.decay_from))
                   if step > recipe.warmup else None)  # still warming up: the decay starts after it, as planned

@@ -22,7 +22,7 @@ classification heads) are ``ignored`` with the reason, so every field a configur
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .writer import SpecWriter, number
@@ -110,16 +110,12 @@ class Settings:
         return self._values[name]
 
 
-@dataclass(frozen=True)
 class Fields:
     """A family's table (see the module's docstring); ``+`` joins two (BigBird's fields and BERT's)."""
 
-    entries: tuple[Field | Fixed, ...]
-    ignored: dict[str, str] = field(default_factory=dict)
-
     def __init__(self, *entries: Field | Fixed, ignored: Mapping[str, str] | None = None):
-        object.__setattr__(self, "entries", entries)
-        object.__setattr__(self, "ignored", {**COMMON_IGNORED, **(ignored or {})})
+        self.entries = entries
+        self.ignored = {**COMMON_IGNORED, **(ignored or {})}
 
     def __add__(self, other: Fields) -> Fields:
         return Fields(*self.entries, *other.entries, ignored={**self.ignored, **other.ignored})
