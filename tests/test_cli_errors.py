@@ -14,6 +14,7 @@ from tfspec.cli import main
 REVERSE = "examples/reverse.tfs"
 GPT2 = "examples/gpt2_small.tfs"
 SMALL = ["--set", "layers=1", "--set", "d_model=32", "--set", "heads=2", "--set", "d_ff=32"]
+SHORT_GPT2 = ["--set", "layers=1", "--set", "d_model=32", "--set", "heads=2", "--set", "context=16"]
 HUGE_SEED = str(2 ** 70)
 
 
@@ -25,6 +26,9 @@ def paths(tmp_path_factory):
     run = root / "run"
     assert main(["train", REVERSE, *SMALL, "--steps", "1", "--batch", "4", "--eval-size", "4", "--no-progress",
                  "--out", str(run)]) == 0
+    (root / "text.txt").write_text("hello world " * 20)
+    assert main(["train", GPT2, *SHORT_GPT2, "--text", str(root / "text.txt"), "--seq-len", "8",
+                 "--steps", "1", "--batch", "2", "--eval-size", "2", "--no-progress", "--out", str(root / "lm")]) == 0
     return root
 
 
@@ -56,6 +60,12 @@ CASES = [  # (arguments, exit status, what the message says)
     (["generate", "{root}/run", "--temperature", "1e308"], 2, "a temperature from 0 (greedy) to 10000"),
     (["generate", "{root}/run", "--device", "meta"], 2, "meta tensors hold no values"),
     (["generate", "{root}/run", "--max-new", str(10 ** 9)], 2, "GiB is available"),
+    # a length past the learned positions is the invocation's, whichever command is asked
+    (["build", GPT2, *SHORT_GPT2, "--seq-len", "17"], 2, "its learned positions cover 16"),
+    (["summary", GPT2, *SHORT_GPT2, "--seq-len", "17"], 2, "its learned positions cover 16"),
+    (["train", GPT2, *SHORT_GPT2, "--text", "{root}/text.txt", "--seq-len", "17", "--steps", "1"], 2,
+     "beyond its learned positions (learned(16))"),
+    (["generate", "{root}/lm", "--input", "x" * 20], 2, "the learned positions (16) leave no room to generate"),
     (["build", REVERSE, "--seq-len", "100000"], 2, "a batch of 2 × 100,000 tokens needs about"),
     (["build", REVERSE, "--batch", str(10 ** 9)], 2, "GiB is available"),
     (["build", REVERSE, "--seed", HUGE_SEED], 2, "expected a seed"),

@@ -45,7 +45,7 @@ NESTINGS = {
 }
 
 
-@pytest.mark.parametrize("shape", [n for n in NESTINGS if n != "parentheses"])
+@pytest.mark.parametrize("shape", NESTINGS)
 def test_deep_nesting_is_refused_where_it_starts(shape):
     text = f"embedding t {{ vocab 10; dim 8 }}\nlet a = 1\nlet b = {NESTINGS[shape](5000)}\n"
     error = refused(text)
@@ -54,11 +54,22 @@ def test_deep_nesting_is_refused_where_it_starts(shape):
 
 
 @pytest.mark.parametrize("shape, depth", [("unary minus", 40), ("a + chain", 40), ("nested calls", 40),
-                                          ("parentheses", 5000)])  # parentheses add no level to the tree
+                                          ("parentheses", MAX_DEPTH)])  # parentheses add no level to the tree
 def test_reasonable_nesting_still_evaluates(shape, depth):
     spec = tfspec.parse(f"let a = {NESTINGS[shape](depth)}\nembedding t {{ vocab 10 + a; dim 8 }}\n"
                         "decoder x 1 { feedforward d_ff=8 }")
     assert spec.embeddings[0].vocab == 10 + {"unary minus": 1, "a + chain": 40}.get(shape, 1)
+
+
+def test_brackets_too_deep_are_found_before_parsing():
+    """One scan finds the first bracket past the limit, even in text the parser would stop at first (unclosed),
+    and brackets inside strings and comments do not count."""
+    opening = "let a = 1\n# " + "(" * 5000 + "\nlet s = \"" + "{" * 300 + "\"\nlet b = " + "f(" * 5000
+    error = refused(opening)
+    assert error.codes == ["syntax"] and "nested too deeply" in error.message
+    assert (error.line, error.column) == (4, len("let b = ") + 2 * (MAX_DEPTH + 1))  # the 201st "("
+    closed = "let a = 1\n# " + "(" * 5000 + "\nembedding t { vocab 10; dim 8 }\ndecoder x 1 { feedforward d_ff=8 }\n"
+    assert tfspec.parse(closed).embeddings[0].vocab == 10
 
 
 @pytest.mark.parametrize("expression, message", [
@@ -127,6 +138,22 @@ def test_the_include_policy(spec_dir, target, message):
     assert error.line == 1 and error.codes[0] in ("io", "value", "structure")
     assert message in error.message, error.message
     assert "root:" not in str(error) and "secret = 1" not in str(error)
+
+
+def test_includes_fanned_out_have_one_budget(spec_dir):
+    """A file named many times, or many files each under the 1 MiB cap, cannot add up past the spec's budget."""
+    from tfspec.syntax import MAX_INCLUDED_BYTES, MAX_INCLUDES
+
+    (spec_dir / "empty.tfs").write_text("# nothing\n")
+    error = refused('include "empty.tfs"\n' * (MAX_INCLUDES + 1), str(spec_dir / "main.tfs"))
+    assert error.line == MAX_INCLUDES + 1 and f"more than {MAX_INCLUDES} includes" in error.message
+    (spec_dir / "wide.tfs").write_text('include "empty.tfs"\n' * 60)  # each level counts: 1 + 60 + 1 + 60 > 100
+    error = refused('include "wide.tfs"\ninclude "wide.tfs"\n', str(spec_dir / "main.tfs"))
+    assert f"more than {MAX_INCLUDES} includes" in error.message
+    piece = MAX_INCLUDE_BYTES - 1000
+    (spec_dir / "piece.tfs").write_text("#" * (piece - 1) + "\n")
+    error = refused('include "piece.tfs"\n' * 12, str(spec_dir / "main.tfs"))
+    assert error.line == MAX_INCLUDED_BYTES // piece + 1 and f"at most {MAX_INCLUDED_BYTES:,} bytes in all" in error.message
 
 
 @pytest.mark.parametrize("character", ["\x00", "\ud800"])

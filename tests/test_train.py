@@ -355,7 +355,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     assert steps[-1]["step"] == saved.step  # nothing after the checkpoint
 
 
-def test_bad_arguments_exit_1_with_the_reason(tmp_path, tfspec_cli):
+def test_bad_arguments_exit_with_the_reason(tmp_path, tfspec_cli):
     headless = tmp_path / "headless.tfs"
     headless.write_text("embedding tokens { vocab 40; dim 16 }\n"
                         "decoder x 1 { attention self heads=2 mask=causal; feedforward d_ff=16 }\n")
@@ -369,13 +369,13 @@ def test_bad_arguments_exit_1_with_the_reason(tmp_path, tfspec_cli):
 
     result = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--seq-len",
                         "12", "--out", str(tmp_path / "c"))  # a task: "src SEP tgt EOS" needs 25 positions
-    assert result.returncode == 1 and "beyond its learned positions" in result.stderr and "learned(16)" in result.stderr
+    assert result.returncode == 2 and "beyond its learned positions" in result.stderr and "learned(16)" in result.stderr
 
     text = tmp_path / "t.txt"
     text.write_text("hello " * 100)
     result = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--text",
                         str(text), "--seq-len", "64", "--out", str(tmp_path / "d"))
-    assert result.returncode == 1 and "beyond its learned positions" in result.stderr
+    assert result.returncode == 2 and "beyond its learned positions" in result.stderr  # as build --seq-len says it
 
     result = tfspec_cli("generate", str(tmp_path / "nowhere"))
     assert result.returncode == 1 and "no such checkpoint" in result.stderr

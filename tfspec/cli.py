@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from .api import MAX_SPEC_BYTES, load, parse
-from .errors import RunError, SpecError
+from .errors import LengthError, RunError, SpecError
 from .files import check_writable, read_regular, write_atomically
 
 TASKS = ("copy", "reverse", "sort")  # tfspec.data.TASKS, named here so --help does not import torch
@@ -736,7 +736,9 @@ def cmd_generate(args) -> int:
     try:
         results = complete(model, vocab, inputs, prompted=prompted, max_new=max_new, strategy=strategy,
                            generator=generator, use_cache=False if args.no_cache else None)
-    except ValueError as exc:  # text outside the vocabulary, an empty prompt, no room left
+    except LengthError:  # no room left after the prompt
+        raise
+    except ValueError as exc:  # text outside the vocabulary, an empty prompt
         raise RunError(str(exc)) from None
     for r in results:
         if prompted or kind == "encoder-decoder":  # an input mapped to an output
@@ -1018,7 +1020,7 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:  # a spec that does not load: compiler-style message, exit 1
         print(exc.render(), file=sys.stderr)
         return 1
-    except UsageError as exc:
+    except (UsageError, LengthError) as exc:
         print(f"tfspec {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except RunError as exc:  # data or a checkpoint that cannot serve: the reason, exit 1

@@ -25,6 +25,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from .errors import LengthError
+
 
 
 class Steps(Protocol):
@@ -340,7 +342,7 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
             start, eos = torch.tensor([prompt], device=device), (vocab.eos if prompted else vocab.ends_text)
             budget = min(max_new, room(model, len(prompt)))
             if budget <= 0:
-                raise ValueError(f"the prompt has {len(prompt)} tokens; the learned positions "
+                raise LengthError(f"the prompt has {len(prompt)} tokens; the learned positions "
                                  f"({model.max_len['decoder']}) leave no room to generate")
             steps = Continuation(model, use_cache=use_cache)
         steps = Restricted(steps, vocab.output_ids(model.spec.head.out, end=eos is not None))

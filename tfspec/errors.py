@@ -258,3 +258,8 @@ class RunError(ValueError):
 
     The command line prints the message and exits 1; it never means a bug.
     """
+
+
+class LengthError(RunError):
+    """Sequences longer than the spec's learned positions, as a length option (``--seq-len``, ``--max-len``, a
+    prompt) asks: the command line exits 2, as it does when ``build`` or ``summary`` refuse the same length."""

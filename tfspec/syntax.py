@@ -182,24 +182,35 @@ def grammar_text() -> str:
 
 
 MAX_DEPTH = 200  # nesting levels of a spec's syntax tree; later stages walk it recursively
-MAX_INCLUDE_BYTES = 1 << 20
-MAX_INCLUDES = 100  # files one spec reads, itself included
+MAX_INCLUDE_BYTES = 1 << 20  # one included file
+MAX_INCLUDES = 100  # include reads for one spec, a file named twice counted twice
+MAX_INCLUDED_BYTES = 8 << 20  # text read through includes for one spec, all files together
+
+
+@dataclass
+class _IncludeReads:
+    """What one spec's includes have read so far, all levels together: a file named many times, or many
+    files each under the cap, cannot add up to more than the budget."""
+    files: int = 0
+    bytes: int = 0
 
 
 def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...] = (),
-                 _expand_includes: bool = True) -> Module:
+                 _expand_includes: bool = True, _reads: _IncludeReads | None = None) -> Module:
     """Parse spec text into a ``Module``; includes are read relative to ``file`` (see ``_read_include``)."""
     if not _including:
         reset_suggestions()
+    reads = _reads if _reads is not None else _IncludeReads()
+    deep_bracket = _bracket_too_deep(text, file)
+    if deep_bracket is not None:  # found by one regular-expression scan, before Lark builds a tree that deep
+        raise _too_deep_error(deep_bracket, text)
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
         raise SpecError([_syntax_diagnostic(exc, text, file)], {file: text}) from None
     too_deep = _too_deep(tree)
     if too_deep is not None:
-        raise SpecError([Diagnostic("syntax", f"nested too deeply (more than {MAX_DEPTH} levels)",
-                                    _span(file, too_deep), "name a part with `let`, or write it flatter")],
-                        {file: text})
+        raise _too_deep_error(_span(file, too_deep), text)
     try:
         items = _ToAst(file).transform(tree)
     except VisitError as exc:  # our own callbacks raise SpecError; Lark wraps them
@@ -210,12 +221,37 @@ def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...]
     expanded: list[Item] = []
     for item in items:
         if isinstance(item, Include) and _expand_includes:
-            included = _read_include(item, file, sources, _including + (file,))
+            included = _read_include(item, file, sources, _including + (file,), reads)
             expanded.extend(included.items)
             sources.update(included.sources)
         else:
             expanded.append(item)
     return Module(tuple(expanded), file, sources)
+
+
+def _too_deep_error(span: Span, text: str) -> SpecError:
+    return SpecError([Diagnostic("syntax", f"nested too deeply (more than {MAX_DEPTH} levels)", span,
+                                 "name a part with `let`, or write it flatter")], {span.file: text})
+
+
+_BRACKETS_STRINGS_COMMENTS = re.compile(r'[(){}\[\]]|"[^"\n]*"|#[^\n]*')
+
+
+def _bracket_too_deep(text: str, file: str) -> Span | None:
+    """Where brackets first open more than ``MAX_DEPTH`` deep (outside strings and comments), or None."""
+    depth = 0
+    for match in _BRACKETS_STRINGS_COMMENTS.finditer(text):
+        bracket = match.group()
+        if bracket in "({[":
+            depth += 1
+            if depth > MAX_DEPTH:
+                offset = match.start()
+                line = text.count("\n", 0, offset) + 1
+                column = offset - text.rfind("\n", 0, offset)
+                return Span(file, line, column, line, column + 1)
+        elif bracket in ")}]":
+            depth = max(depth - 1, 0)
+    return None
 
 
 def _too_deep(tree: Tree):
@@ -231,11 +267,11 @@ def _too_deep(tree: Tree):
     return None
 
 
-def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...]) -> Module:
+def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...], reads: _IncludeReads) -> Module:
     """The module an ``include`` names. The policy: a relative path to a regular UTF-8 file of at most 1 MiB
     inside the directory tree of the spec that names it (a spec given as text: the working directory); no
     absolute paths, no ``..`` or link out of that tree, no devices, FIFOs or directories, no cycles, and at
-    most ``MAX_INCLUDES`` files in all. A refused file is never read, so no error quotes it."""
+    most ``MAX_INCLUDES`` reads and ``MAX_INCLUDED_BYTES`` in all. A refused file is never read, so no error quotes it."""
     def refuse(code: str, why: str) -> SpecError:
         return SpecError([Diagnostic(code, f"include '{_printable(item.path)}': {why}", item.span)], sources)
 
@@ -253,8 +289,9 @@ def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...
         raise refuse("value", "outside the spec's directory tree; includes stay inside it")
     if str(real) in {str(Path(c).resolve()) for c in chain if not c.startswith("<")}:
         raise SpecError([Diagnostic("structure", f"include cycle: '{item.path}' includes itself", item.span)], sources)
-    if len(sources) + len(chain) > MAX_INCLUDES:
-        raise refuse("structure", f"more than {MAX_INCLUDES} files are included")
+    reads.files += 1
+    if reads.files > MAX_INCLUDES:
+        raise refuse("structure", f"more than {MAX_INCLUDES} includes are read for one spec")
     try:
         info = real.stat()
     except OSError as exc:
@@ -265,18 +302,22 @@ def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...
         raise refuse("io", f"{kind}; an include names a spec file")
     if info.st_size > MAX_INCLUDE_BYTES:
         raise refuse("io", f"{info.st_size:,} bytes; an included spec may have at most {MAX_INCLUDE_BYTES:,}")
+    if reads.bytes + info.st_size > MAX_INCLUDED_BYTES:
+        raise refuse("io", f"the includes of one spec may read at most {MAX_INCLUDED_BYTES:,} bytes in all, and "
+                           f"{reads.bytes:,} were read before this file of {info.st_size:,}")
     try:
         with open(real, "rb") as handle:
             data = handle.read(MAX_INCLUDE_BYTES + 1)
         if len(data) > MAX_INCLUDE_BYTES:
             raise refuse("io", f"more than {MAX_INCLUDE_BYTES:,} bytes; an included spec may have at most that")
+        reads.bytes += len(data)
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise refuse("io", "not UTF-8 text") from None
     except OSError as exc:
         raise refuse("io", f"cannot read: {exc.strerror or type(exc).__name__}") from None
     try:
-        return parse_module(text, str(path), _including=chain)
+        return parse_module(text, str(path), _including=chain, _reads=reads)
     except SpecError as exc:
         raise SpecError(exc.diagnostics, {**sources, **exc.sources}) from None
 

@@ -46,7 +46,7 @@ from .compiler import looks_like_path
 from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, PairData, TaskData,
                    TextData, Vocabulary, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
-from .errors import RunError
+from .errors import LengthError, RunError
 from .files import write_atomically
 
 
@@ -270,7 +270,7 @@ class Objective:
             limit = model.max_len[role]
             if limit is not None and length > limit:
                 what = "--seq-len" if self.config.text is not None else "--max-len"
-                raise DataError(f"sequences reach length {length} in the {role}, beyond its learned positions "
+                raise LengthError(f"sequences reach length {length} in the {role}, beyond its learned positions "
                                 f"(learned({limit})); lower {what} or raise max_len in the spec")
         needed = self.vocab.size
         for name, embedding in model.embeddings.items():
