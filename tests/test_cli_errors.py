@@ -22,6 +22,7 @@ HUGE_SEED = str(2 ** 70)
 def paths(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     os.mkfifo(root / "fifo")
+    (root / "nothing").mkdir()
     (root / "afile").write_text("x")
     run = root / "run"
     assert main(["train", REVERSE, *SMALL, "--steps", "1", "--batch", "4", "--eval-size", "4", "--no-progress",
@@ -51,9 +52,15 @@ CASES = [  # (arguments, exit status, what the message says)
     (["train", REVERSE, "--eval-size", str(10 ** 9), "--steps", "1"], 2, "the held-out set alone would take"),
     (["train", REVERSE, "--seed", HUGE_SEED], 2, "expected a seed from 0 to 2**63 - 1"),
     (["train", REVERSE, "--device", "meta"], 2, "meta tensors hold no values"),
-    (["train", GPT2, "--text", "/dev/zero"], 1, "--text /dev/zero: cannot read: not a regular file"),
+    (["train", GPT2, "--text", "/dev/zero"], 1, "--data /dev/zero: not a regular file"),
     (["train", GPT2, "--text", "{root}/fifo"], 1, "not a regular file"),
-    (["train", GPT2, "--text", "{root}"], 1, "a directory, not a file"),
+    (["train", GPT2, "--data", "{root}/nothing"], 1, "no file under it matches --glob '*.txt'"),
+    (["train", GPT2, "--data", "{root}/text.txt", "{root}/text.txt"], 1, "two aligned files are sentence pairs"),
+    (["train", GPT2, "--data", "a", "b", "c"], 2, "--data takes one path, or two aligned files"),
+    (["train", GPT2, "--glob", "*.md"], 2, "--glob says how to read --data"),
+    (["train", GPT2, "--data", ""], 2, "not a path"),
+    (["prepare", "{root}/fifo", "-o", "{root}/prepared"], 1, "not a regular file"),
+    (["prepare", "{root}/text.txt", "-o", "{root}/afile"], 2, "a file; name a directory"),
     (["check", REVERSE, "--set", "layers=1e400"], 1, "number '1e400' is too large"),
     (["generate", "{root}/run", "--count", str(10 ** 7)], 2, "at most 10,000 held-out examples"),
     (["generate", "{root}/run", "--seed", HUGE_SEED], 2, "expected a seed"),

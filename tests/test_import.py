@@ -527,7 +527,7 @@ def test_import_generate_fine_tune_export_for_every_family(tmp_path, capsys, cls
                                 for i in range(len(words) - 5)) * 3 if encoder_decoder else (WORDS + " ") * 30)
 
     before = checkpoint.load(tmp_path / "imported").weights
-    cli(capsys, "train", "--init", tmp_path / "imported", "--text", data, "--seq-len", 16, "--steps", 3,
+    cli(capsys, "train", "--init", tmp_path / "imported", "--data", data, "--seq-len", 16, "--steps", 3,
         "--batch", 4, "--eval-size", 4, "--lr", "1e-3", "--warmup", 1, "--no-progress", "--out", tmp_path / "tuned")
     tuned = checkpoint.load(tmp_path / "tuned")
     assert (tuned.path / "tokenizer.json").read_bytes() == (directory / "tokenizer.json").read_bytes()

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import tfspec.checkpoint as ckpt
-from tfspec.data import (EOS, IGNORE, MASK, SPECIALS, DataError, PairData, TextData, TokenizerVocabulary, Vocabulary,
-                         mask_tokens, seq2seq_batch)
+from tfspec.corpus import PairData, Source, TextData
+from tfspec.data import (EOS, IGNORE, MASK, SPECIALS, DataError, TokenizerVocabulary, Vocabulary, mask_tokens,
+                         seq2seq_batch)
 from tfspec.train import TrainConfig, resume, train
 
 T = pytest.importorskip("transformers")
@@ -119,7 +120,7 @@ def test_masking_with_a_tokenizer_never_masks_its_special_tokens():
 
 # ---------------------------------------------------------------- training with a tokenizer
 def test_bpe_training_saves_the_tokenizer_in_every_checkpoint_and_resumes_with_it(tmp_path, text):
-    config = TrainConfig(text=str(text), tokenizer="bpe:300", seq_len=16, steps=6, batch=4, eval_size=4,
+    config = TrainConfig(data=[str(text)], tokenizer="bpe:300", seq_len=16, steps=6, batch=4, eval_size=4,
                          eval_every=3, save_every=3, lr=3e-3, warmup=1)
     whole = train(GPT_SPEC, config, tmp_path / "whole", overrides={**GPT, "vocab": 300}, progress=False, log=quiet)
     first = train(GPT_SPEC, config, tmp_path / "run", overrides={**GPT, "vocab": 300}, stop_after=3,
@@ -134,7 +135,7 @@ def test_bpe_training_saves_the_tokenizer_in_every_checkpoint_and_resumes_with_i
 
 def test_a_run_directory_reads_as_its_spec_with_its_overrides(tmp_path, text, tfspec_cli):
     import tfspec
-    config = TrainConfig(text=str(text), seq_len=16, steps=1, batch=2, eval_size=2)
+    config = TrainConfig(data=[str(text)], seq_len=16, steps=1, batch=2, eval_size=2)
     run = train(GPT_SPEC, config, tmp_path / "run", overrides={**GPT, "vocab": 261}, progress=False, log=quiet)
     spec = tfspec.load(tmp_path / "run")
     assert spec == ckpt.load(tmp_path / "run").spec() == tfspec.load(run.checkpoint)
@@ -148,15 +149,15 @@ def test_a_run_directory_reads_as_its_spec_with_its_overrides(tmp_path, text, tf
 
 def test_a_tokenizer_file_gives_the_training_ids(tmp_path, text):
     tokenizer = word_tokenizer(tmp_path / "tokenizer.json")
-    data = TextData.read(text, str(tmp_path / "tokenizer.json"), 16)
-    assert data.train_ids.tolist() == tokenizer.encode(TEXT).ids[: len(data.train_ids)]
+    data = TextData.read(Source((str(text),)), str(tmp_path / "tokenizer.json"), 16)
+    assert data.train.ids.tolist() == tokenizer.encode(TEXT).ids[: len(data.train)]
     assert data.vocab.size == tokenizer.get_vocab_size()
 
 
 def test_a_tokenizer_of_any_name_is_kept_as_the_checkpoints_tokenizer_json(tmp_path, text):
     word_tokenizer(tmp_path / "spec.tfs")  # a name a checkpoint uses for something else
     (tmp_path / "tokenizer_config.json").write_text('{"mask_token": "[MASK]"}')
-    config = TrainConfig(text=str(text), tokenizer=str(tmp_path / "spec.tfs"), seq_len=16, steps=1, batch=2,
+    config = TrainConfig(data=[str(text)], tokenizer=str(tmp_path / "spec.tfs"), seq_len=16, steps=1, batch=2,
                          eval_size=2)
     run = train(GPT_SPEC, config, tmp_path / "run", overrides={**GPT, "vocab": 100}, progress=False, log=quiet)
     assert (run.checkpoint / "tokenizer.json").read_bytes() == (tmp_path / "spec.tfs").read_bytes()
@@ -166,7 +167,7 @@ def test_a_tokenizer_of_any_name_is_kept_as_the_checkpoints_tokenizer_json(tmp_p
 
 def test_generate_and_export_use_the_trained_tokenizer(tmp_path, text, cli):
     run = tmp_path / "run"
-    trained = cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--text", str(text), "--tokenizer",
+    trained = cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--data", str(text), "--tokenizer",
                          "bpe:300", "--seq-len", "16", "--steps", "30", "--batch", "8", "--eval-size", "8",
                          "--lr", "3e-3", "--no-progress", "--out", str(run))
     assert trained.returncode == 0, trained.stderr
@@ -188,7 +189,7 @@ def test_generate_and_export_use_the_trained_tokenizer(tmp_path, text, cli):
 
 def test_a_byte_level_run_exports_a_tokenizer_transformers_reads(tmp_path, text):
     from tfspec.cli import main
-    config = TrainConfig(text=str(text), seq_len=16, steps=2, batch=4, eval_size=4, eval_every=2)
+    config = TrainConfig(data=[str(text)], seq_len=16, steps=2, batch=4, eval_size=4, eval_every=2)
     train(GPT_SPEC, config, tmp_path / "run", overrides={**GPT, "vocab": 261}, progress=False, log=quiet)
     assert main(["export", str(tmp_path / "run"), "--to", "hf", "-o", str(tmp_path / "hf")]) == 0
     hf_tokenizer = T.AutoTokenizer.from_pretrained(tmp_path / "hf")
@@ -202,7 +203,7 @@ def test_pairs_are_read_encoded_and_held_out(tmp_path):
     path = tmp_path / "pairs.tsv"
     lines = [f"{'ab' * (i % 5 + 1)}\t{'ba' * (i % 3 + 1)}" for i in range(40)] + ["x" * 50 + "\ty"]
     path.write_text("\n".join(lines) + "\n\n")
-    data = PairData.read(path, "chars", 12)
+    data = PairData.read(Source((str(path),)), "chars", 12)
     assert data.skipped == 1  # the pair with 50 source characters
     assert len(data.train_pairs) == 37 and len(data.eval_pairs) == 3  # the last tenth of 41, less the long one
     assert data.train_pairs[0] == (tuple(data.vocab.encode("ab")), tuple(data.vocab.encode("ba")))
@@ -224,14 +225,14 @@ def test_bad_pair_files_are_named_with_the_line(tmp_path, content, message):
     path = tmp_path / "pairs.tsv"
     path.write_text(content)
     with pytest.raises(DataError, match=message.replace("(", r"\(")):
-        PairData.read(path, "chars", 12)
+        PairData.read(Source((str(path),)), "chars", 12)
 
 
 def test_an_encoder_decoder_learns_sentence_pairs(tmp_path):
     words = sorted(set(TEXT.lower().replace(".", "").replace(",", "").replace(":", "").replace(";", "").split()))
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words * 4))
-    config = TrainConfig(text=str(path), tokenizer="chars", steps=120, batch=16, lr=3e-3, warmup=10, eval_size=32,
+    config = TrainConfig(data=[str(path)], tokenizer="chars", steps=120, batch=16, lr=3e-3, warmup=10, eval_size=32,
                          eval_every=120, label_smoothing=0.0)
     run = train("examples/vaswani_base.tfs", config, None, overrides={"layers": 1, "d_model": 32, "heads": 2,
                                                                       "d_ff": 64, "vocab": 40}, progress=False,
@@ -248,7 +249,7 @@ def test_an_encoder_decoder_learns_sentence_pairs(tmp_path):
     (["--tokenizer", "bpe:340"], "has vocab 300, but this data needs 340 ids (the 340 tokens of tokenizer.json)", 1),
 ])
 def test_tokenizer_errors(tmp_path, text, tfspec_cli, args, message, code):
-    result = tfspec_cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--text", str(text), "--seq-len", "16",
+    result = tfspec_cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--data", str(text), "--seq-len", "16",
                         "--steps", "1", *args, "--out", str(tmp_path / "run"))
     assert result.returncode == code and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "run" / "latest").exists()
@@ -257,7 +258,7 @@ def test_tokenizer_errors(tmp_path, text, tfspec_cli, args, message, code):
 def test_a_tokenizer_that_is_not_one_is_refused(tmp_path, text):
     (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
     with pytest.raises(DataError, match="not a readable tokenizer.json"):
-        TextData.read(text, str(tmp_path / "tokenizer.json"), 16)
+        TextData.read(Source((str(text),)), str(tmp_path / "tokenizer.json"), 16)
 
 
 def test_masked_language_modelling_needs_a_mask_token(tmp_path, text):
@@ -266,7 +267,7 @@ def test_masked_language_modelling_needs_a_mask_token(tmp_path, text):
         embedding tokens { vocab 100; dim 32; position learned(32) }
         encoder x 1 { attention self heads=2 mask=padding; feedforward d_ff=64 }
         head tied(tokens)"""
-    config = TrainConfig(text=str(text), tokenizer=str(tmp_path / "tokenizer.json"), seq_len=16, steps=1)
+    config = TrainConfig(data=[str(text)], tokenizer=str(tmp_path / "tokenizer.json"), seq_len=16, steps=1)
     with pytest.raises(DataError, match="has no mask token, which masked-language modelling needs"):
         train(spec, config, None, progress=False, log=quiet)
 
@@ -275,7 +276,7 @@ def test_an_encoder_decoder_needs_start_and_end_tokens(tmp_path):
     word_tokenizer(tmp_path / "tokenizer.json", specials=("[PAD]", "[UNK]"))
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("a spec says\twhat a model is\n" * 10)
-    config = TrainConfig(text=str(pairs), tokenizer=str(tmp_path / "tokenizer.json"), steps=1)
+    config = TrainConfig(data=[str(pairs)], tokenizer=str(tmp_path / "tokenizer.json"), steps=1)
     with pytest.raises(DataError, match="has no start or eos token, which training an encoder-decoder needs "
                                         r"\(named by config.json's decoder_start_token_id"):
         train("examples/vaswani_base.tfs", config, None, overrides={"layers": 1, "d_model": 32, "heads": 2,
@@ -285,9 +286,9 @@ def test_an_encoder_decoder_needs_start_and_end_tokens(tmp_path):
 
 def test_init_refusals(tmp_path, text, cli):
     run = tmp_path / "run"
-    config = TrainConfig(text=str(text), tokenizer="bpe:300", seq_len=16, steps=1, batch=2, eval_size=2)
+    config = TrainConfig(data=[str(text)], tokenizer="bpe:300", seq_len=16, steps=1, batch=2, eval_size=2)
     train(GPT_SPEC, config, run, overrides={**GPT, "vocab": 300}, progress=False, log=quiet)
-    base = ["train", "--text", str(text), "--seq-len", "16", "--steps", "1"]
+    base = ["train", "--data", str(text), "--seq-len", "16", "--steps", "1"]
 
     again = cli(*base, "--init", str(run), "--tokenizer", "bytes", "--out", str(tmp_path / "a"))
     assert again.returncode == 1 and "come with their vocabulary (tokenizer.json (300 tokens)); drop --tokenizer" \
@@ -307,7 +308,7 @@ def test_init_refusals(tmp_path, text, cli):
     assert untokenized.returncode == 1 and "come without a tokenizer" in untokenized.stderr
 
     task = cli("train", "--init", str(run), "--steps", "1", "--out", str(tmp_path / "e"))
-    assert task.returncode == 1 and "train them on a text: --text FILE" in task.stderr
+    assert task.returncode == 1 and "train them on a text: --data PATH" in task.stderr
 
     for result in (again, bigger, nowhere, untokenized, task):
         assert "Traceback" not in result.stderr
@@ -319,10 +320,10 @@ def test_init_from_a_hugging_face_directory_starts_from_its_weights_and_tokenize
     reference = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=2, n_positions=32))
     reference.save_pretrained(directory)
     tokenizer = word_tokenizer(directory / "tokenizer.json")
-    config = TrainConfig(text=str(text), init=str(directory), seq_len=16, steps=1, batch=2, eval_size=2, lr=1e-6,
+    config = TrainConfig(data=[str(text)], init=str(directory), seq_len=16, steps=1, batch=2, eval_size=2, lr=1e-6,
                          warmup=1)
     run = train(None, config, tmp_path / "run", progress=False, log=quiet)
-    assert run.objective.text.train_ids[:20].tolist() == tokenizer.encode(TEXT).ids[:20]  # the directory's tokens
+    assert run.objective.text.train.ids[:20].tolist() == tokenizer.encode(TEXT).ids[:20]  # the directory's tokens
     assert (run.checkpoint / "tokenizer.json").read_bytes() == (directory / "tokenizer.json").read_bytes()
     theirs = reference.transformer.wte.weight.detach()
     ours = ckpt.load(run.checkpoint).weights["embeddings.tokens.tokens.weight"]

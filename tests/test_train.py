@@ -145,7 +145,7 @@ def test_decoder_only_learns_the_prompted_task():
 def test_masked_language_model_trains_an_encoder_only_spec(tmp_path):
     text = tmp_path / "t.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
-    config = TrainConfig(text=str(text), tokenizer="chars", seq_len=16, steps=80, batch=16, lr=3e-3, warmup=10,
+    config = TrainConfig(data=[str(text)], tokenizer="chars", seq_len=16, steps=80, batch=16, lr=3e-3, warmup=10,
                          eval_size=32, eval_every=80)
     spec = """model mlm
         embedding tokens { vocab 40; dim 32; position learned(32) }
@@ -302,7 +302,7 @@ def test_train_then_generate_on_a_text_file(tmp_path, tfspec_cli):
     text.write_text("to be or not to be, that is the question. " * 30)
     out = tmp_path / "run"
     trained = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "layers=1", "--set", "d_model=32",
-                         "--set", "heads=2", "--set", "context=64", "--set", "vocab=300", "--text", str(text),
+                         "--set", "heads=2", "--set", "context=64", "--set", "vocab=300", "--data", str(text),
                          "--seq-len", "32", "--steps", "30", "--batch", "8", "--eval-every", "15", "--eval-size", "16",
                          "--out", str(out), "--no-progress")
     assert trained.returncode == 0, trained.stderr
@@ -364,7 +364,7 @@ def test_bad_arguments_exit_with_the_reason(tmp_path, tfspec_cli):
 
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    result = tfspec_cli("train", "examples/gpt2_small.tfs", "--text", str(empty), "--out", str(tmp_path / "b"))
+    result = tfspec_cli("train", "examples/gpt2_small.tfs", "--data", str(empty), "--out", str(tmp_path / "b"))
     assert result.returncode == 1 and "is empty" in result.stderr
 
     result = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--seq-len",
@@ -373,14 +373,14 @@ def test_bad_arguments_exit_with_the_reason(tmp_path, tfspec_cli):
 
     text = tmp_path / "t.txt"
     text.write_text("hello " * 100)
-    result = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--text",
+    result = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--data",
                         str(text), "--seq-len", "64", "--out", str(tmp_path / "d"))
     assert result.returncode == 2 and "beyond its learned positions" in result.stderr  # as build --seq-len says it
 
     result = tfspec_cli("generate", str(tmp_path / "nowhere"))
     assert result.returncode == 1 and "no such checkpoint" in result.stderr
 
-    result = tfspec_cli("train", "examples/vaswani_base.tfs", "--text", str(text), "--out", str(tmp_path / "e"))
+    result = tfspec_cli("train", "examples/vaswani_base.tfs", "--data", str(text), "--out", str(tmp_path / "e"))
     assert result.returncode == 1 and "lines of 'source<TAB>target'" in result.stderr
     assert not (tmp_path / "e" / "latest").exists()
 
@@ -389,7 +389,7 @@ def test_usage_errors_exit_2_before_anything_is_written(tmp_path, tfspec_cli):
     out = tmp_path / "run"
     for args, message in [(("--symbols", "60"), "--symbols: Input should be less than or equal to 52"),
                           (("--min-len", "30"), "min_len 30 is above max_len 24"),
-                          (("--text", "README.md", "--task", "copy"), "--text and --task are alternatives"),
+                          (("--data", "README.md", "--task", "copy"), "--data and --task are alternatives"),
                           (("--resume", str(out)), "not both"),
                           (("--top-p", "0.5"), "unrecognized arguments")]:
         result = tfspec_cli("train", "examples/reverse.tfs", "--out", str(out), *args)

@@ -16,6 +16,7 @@ from .errors import LengthError, RunError, SpecError
 from .files import check_writable, read_regular, write_atomically
 
 TASKS = ("copy", "reverse", "sort")  # tfspec.data.TASKS, named here so --help does not import torch
+DEFAULT_GLOB = "*.txt"  # tfspec.corpus.DEFAULT_GLOB, likewise
 TASK_HELP = {"copy": "the target is the source", "reverse": "the source backwards",
              "sort": "the source's symbols in ascending order"}
 
@@ -578,7 +579,7 @@ def cmd_diff(args) -> int:
     return 0
 
 
-TRAIN_OPTIONS = ("task", "text", "tokenizer", "init", "symbols", "min_len", "max_len", "seq_len", "steps", "batch", "accumulate",
+TRAIN_OPTIONS = ("task", "data", "glob", "field", "eval_data", "tokenizer", "init", "symbols", "min_len", "max_len", "seq_len", "steps", "batch", "accumulate",
                  "lr", "warmup", "grad_clip", "label_smoothing", "weight_decay", "seed", "dtype", "eval_every",
                  "eval_size", "save_every")
 
@@ -587,12 +588,16 @@ def _train_config(args):
     from .train import TrainConfig
 
     given = {k: getattr(args, k) for k in TRAIN_OPTIONS if getattr(args, k) is not None}
-    if args.text is None and "seq_len" in given:  # for a task, the sequence length is the longest source
+    if args.data is None and "seq_len" in given:  # for a task, the sequence length is the longest source
         given["max_len"] = given.pop("seq_len")
         if "min_len" not in given:
             given["min_len"] = min(TrainConfig.model_fields["min_len"].default, given["max_len"])
-    if args.text is not None and "task" in given:
-        raise UsageError("--text and --task are alternatives: a text file, or a built-in task")
+    if args.data is not None and "task" in given:
+        raise UsageError("--data and --task are alternatives: text to learn, or a built-in task")
+    if args.data is not None and len(args.data) > 2:
+        raise UsageError(f"--data takes one path, or two aligned files of sentence pairs; got {len(args.data)}")
+    if args.data is None and (args.glob or args.field):
+        raise UsageError(f"--{'glob' if args.glob else 'field'} says how to read --data; give --data")
     from pydantic import ValidationError
 
     try:
@@ -650,13 +655,13 @@ def cmd_train(args) -> int:
             spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **_overrides(args)})
         if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
             raise UsageError(f"--out {args.out}: a file, not a run directory")
-        length = (config.seq_len or 256) if config.text else config.max_len + 2
+        length = (config.seq_len or 256) if config.data else config.max_len + 2
         _fits(spec, config.batch, length, "--batch × --seq-len", config.device, beyond_positions_ok=True)
         if config.eval_size * length * 16 > available_memory_bytes(config.device) // 4:
             raise UsageError(f"--eval-size {config.eval_size:,}: the held-out set alone would take "
                              f"{_gib(config.eval_size * length * 16)}; use fewer sequences")
-        run_dir = args.out or _fresh_run_dir(spec.name, "text" if config.text else config.task)
-        data = f"text {config.text}" if config.text else f"the {config.task} task"
+        run_dir = args.out or _fresh_run_dir(spec.name, "text" if config.data else config.task)
+        data = f"--data {' '.join(config.data)}" if config.data else f"the {config.task} task"
         start = f", from the weights of {config.init}" if config.init else ""
         print(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on {data}{start}; "
               f"run directory {run_dir}")
@@ -706,7 +711,7 @@ def cmd_generate(args) -> int:
         raise RunError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
     if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):
         raise UsageError("--beam searches for the most likely output; it does not combine with sampling options")
-    prompted = config is not None and config.text is None
+    prompted = config is not None and config.data is None
     temperature = args.temperature if args.temperature is not None else (1.0 if args.top_k or args.top_p else 0.0)
     strategy = Strategy(temperature, args.top_k, args.top_p, args.beam, args.alpha)
     generator = torch.Generator().manual_seed(args.seed)
@@ -751,6 +756,21 @@ def cmd_generate(args) -> int:
         if r.score is not None:
             line += f"  [score {r.score:.3f}]"
         print(line)
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    import os
+
+    from .corpus import DEFAULT_GLOB as glob, Source, prepare
+
+    if len(args.data) > 1:
+        raise UsageError("prepare reads one PATH (a file, a JSONL file or a directory); sentence pairs are read "
+                         "as they are, by train --data")
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"-o {args.output}: a file; name a directory to prepare into")
+    source = Source(tuple(args.data), args.glob or glob, args.field or "text")
+    prepare(source, args.tokenizer, args.output, log=lambda line: print(line, flush=True))
     return 0
 
 
@@ -887,9 +907,15 @@ def build_parser() -> argparse.ArgumentParser:
     data = train.add_argument_group("data (default: the reverse task)")
     data.add_argument("--task", choices=sorted(TASKS), help="built-in task: " +
                       "; ".join(f"{k}: {v}" for k, v in sorted(TASK_HELP.items())))
-    data.add_argument("--text", metavar="FILE", help="learn a text file: decoder-only as a language model, "
-                                                     "encoder-only by masked-language modelling, encoder-decoder "
-                                                     "from lines of source<TAB>target")
+    data.add_argument("--data", "--text", nargs="+", metavar="PATH", type=_data_path,
+                      help="learn text: decoder-only as a language model, encoder-only by masked-language "
+                           "modelling, encoder-decoder from sentence pairs. PATH: a text file, a JSONL file, a "
+                           "directory (its files matching --glob, recursively), a directory made by tfspec "
+                           "prepare; pairs: lines of source<TAB>target, or two aligned files (PATH TARGET)")
+    data.add_argument("--glob", help=f"a directory's files to read (default {DEFAULT_GLOB!r})")
+    data.add_argument("--field", help="a JSONL record's text (default 'text'; pairs: SOURCE,TARGET)")
+    data.add_argument("--eval-data", metavar="PATH", type=_data_path,
+                      help="held-out text or pairs, read as --data (default: the last tenth of --data)")
     data.add_argument("--tokenizer", metavar="KIND", help="how a text becomes tokens: bytes (default), chars, "
                       "bpe:N (a byte-level BPE of N tokens learned from the text) or PATH/tokenizer.json; "
                       "saved in every checkpoint")
@@ -946,6 +972,17 @@ def build_parser() -> argparse.ArgumentParser:
                                                                   "(slower; the KV cache gives the same logits)")
     generate.set_defaults(run=cmd_generate)
 
+    prep = sub.add_parser("prepare", help="tokenise text once into a memory-mapped token file that train --data "
+                                         "streams (a corpus larger than memory trains)")
+    prep.add_argument("data", nargs="+", metavar="PATH", type=_data_path,
+                      help="a text file, a JSONL file or a directory (its files matching --glob, recursively)")
+    prep.add_argument("-o", "--output", required=True, metavar="DIR", help="the prepared directory; made again "
+                      "only when the files or the tokenizer changed")
+    prep.add_argument("--tokenizer", metavar="KIND", help="bytes (default), chars, bpe:N or PATH/tokenizer.json")
+    prep.add_argument("--glob", help=f"a directory's files to read (default {DEFAULT_GLOB!r})")
+    prep.add_argument("--field", help="a JSONL record's text (default 'text')")
+    prep.set_defaults(run=cmd_prepare)
+
     demo = sub.add_parser("demo", help="the tour: check the examples, summarise and draw Vaswani et al.'s model, "
                                        "train a small one to reverse sequences and decode with it")
     demo.add_argument("--out", default="out/demo", metavar="DIR", help="output directory (default out/demo)")
@@ -997,6 +1034,12 @@ def _seed(text: str) -> int:
 
 def _temperature(text: str) -> float:
     return _number(text, lambda v: 0 <= v <= 1e4, "a temperature from 0 (greedy) to 10000")
+
+
+def _data_path(text: str) -> str:
+    if not text or "\x00" in text:
+        raise argparse.ArgumentTypeError(f"not a path: {text!r}")
+    return text
 
 
 def _natural(text: str) -> int:

@@ -1,5 +1,6 @@
-"""Training data with no downloads: synthetic sequence tasks, a user's text file or sentence pairs, MLM masking,
-and the vocabularies that turn text into ids (bytes, characters, or a Hugging Face ``tokenizer.json``).
+"""Training data with no downloads: synthetic sequence tasks, batches (MLM masking among them), and the
+vocabularies that turn text into ids (bytes, characters, or a Hugging Face ``tokenizer.json``); a user's
+text and sentence pairs are read by ``tfspec.corpus``.
 
 Every batch is a pure function of ``(seed, stream, index)``, so a resumed run
 sees exactly the batches an uninterrupted one would, and no data-loader state
@@ -22,7 +23,6 @@ import torch
 from torch import Tensor
 
 from .errors import RunError
-from .files import read_regular
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>", "<mask>")
 PAD, BOS, EOS, SEP, MASK = range(len(SPECIALS))
@@ -455,127 +455,3 @@ def mlm_batch(tokens: Tensor, generator: torch.Generator, vocab, padding: bool) 
         model_inputs["padding_mask"] = (tokens == vocab.pad if vocab.pad is not None
                                         else torch.zeros_like(tokens, dtype=torch.bool))
     return Batch(model_inputs, labels)
-
-
-# ---------------------------------------------------------------- text files
-def read_text(path: str | Path, binary: bool = False) -> str | bytes:
-    """A training file's contents (``binary``: its bytes); a missing, unreadable, empty or non-UTF-8 file is a
-    DataError naming it."""
-    path = Path(path)
-    try:
-        raw = read_regular(path)
-    except FileNotFoundError:
-        raise DataError(f"--text {path}: no such file") from None
-    except OSError as exc:
-        raise DataError(f"--text {path}: cannot read: {exc.strerror}") from None
-    if not raw.strip():
-        raise DataError(f"--text {path}: the file is empty; give a text to learn from")
-    if binary:
-        return raw
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"--text {path}: not UTF-8 at byte {exc.start}; use --tokenizer bytes") from None
-
-
-def text_vocabulary(choice: str | None, text: str, training: str) -> "Vocabulary | TokenizerVocabulary":
-    """The vocabulary ``--tokenizer`` names: ``bytes`` (also None), ``chars`` (every character of ``text``),
-    ``bpe:N`` (a byte-level BPE learned from the ``training`` part) or the path of a ``tokenizer.json``."""
-    if choice in (None, "bytes"):
-        return Vocabulary("bytes")
-    if choice == "chars":
-        return Vocabulary("chars", tuple(sorted(set(text))))
-    if choice.startswith("bpe:"):
-        lines = training.splitlines(keepends=True)
-        return TokenizerVocabulary.train_bpe(["".join(lines[i: i + 1000]) for i in range(0, len(lines), 1000)],
-                                             int(choice[4:]))
-    return TokenizerVocabulary.load(Path(choice))
-
-
-@dataclass(frozen=True)
-class TextData:
-    """Windows of a text file's tokens; the last tenth is held out for evaluation."""
-
-    vocab: "Vocabulary | TokenizerVocabulary"
-    train_ids: Tensor
-    eval_ids: Tensor
-
-    @classmethod
-    def read(cls, path: str | Path, tokenizer: str | None, window: int,
-             vocab: "Vocabulary | TokenizerVocabulary | None" = None) -> "TextData":
-        """``vocab``: the one to use (a resumed or fine-tuned run's); otherwise ``tokenizer`` names it, and a BPE
-        learns from the first nine tenths of the text only."""
-        path = Path(path)
-        if (vocab.kind if vocab else tokenizer or "bytes") == "bytes":
-            vocab = vocab or Vocabulary("bytes")
-            ids = torch.tensor(list(read_text(path, binary=True)), dtype=torch.long) + len(SPECIALS)
-        else:
-            text = read_text(path)
-            vocab = vocab or text_vocabulary(tokenizer, text, text[: len(text) - len(text) // 10])
-            ids = torch.tensor(vocab.encode(text), dtype=torch.long)
-        split = len(ids) - max(len(ids) // 10, window + 1)
-        if split < window + 1:
-            raise DataError(f"--text {path}: {len(ids)} tokens is too short for windows of {window} "
-                            f"(needs at least {2 * (window + 1)}); use a longer text or a smaller --seq-len")
-        return cls(vocab, ids[:split], ids[split:])
-
-    def windows(self, count: int, window: int, generator: torch.Generator, evaluation: bool) -> Tensor:
-        """(count, window + 1) random slices of the training or held-out ids."""
-        ids = self.eval_ids if evaluation else self.train_ids
-        starts = torch.randint(0, len(ids) - window, (count,), generator=generator)
-        return ids[starts[:, None] + torch.arange(window + 1)]
-
-
-@dataclass(frozen=True)
-class PairData:
-    """Sentence pairs for an encoder-decoder: a file of ``source<TAB>target`` lines; the last tenth is held out.
-
-    Sources are encoded as a model's inputs are (a tokenizer adds its own specials, T5's ``</s>``); targets get
-    the vocabulary's start and end ids in the batch. A pair whose source, or target with its start, is longer
-    than ``longest`` tokens is left out (``skipped`` counts them)."""
-
-    vocab: "Vocabulary | TokenizerVocabulary"
-    train_pairs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
-    eval_pairs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
-    skipped: int
-
-    @classmethod
-    def read(cls, path: str | Path, tokenizer: str | None, longest: int,
-             vocab: "Vocabulary | TokenizerVocabulary | None" = None) -> "PairData":
-        path = Path(path)
-        text = read_text(path)
-        pairs: list[tuple[str, str]] = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            source, tab, target = line.partition("\t")
-            if not tab or "\t" in target or not source.strip() or not target.strip():
-                raise DataError(f"--text {path}:{number}: an encoder-decoder learns from lines of "
-                                "'source<TAB>target' (one tab, both sides non-empty)")
-            pairs.append((source, target))
-        if len(pairs) < 2:
-            raise DataError(f"--text {path}: {len(pairs)} sentence pair; give at least 2 (a tenth is held out)")
-        cut = len(pairs) - max(len(pairs) // 10, 1)
-        vocab = vocab or text_vocabulary(tokenizer, text, "\n".join(s + "\n" + t for s, t in pairs[:cut]))
-        encoded = [(tuple(vocab.encode_input(s)), tuple(vocab.encode(t))) for s, t in pairs]
-        fits = [len(s) <= longest and len(t) + 1 <= longest for s, t in encoded]  # the decoder reads start + target
-        train = tuple(p for p, ok in zip(encoded[:cut], fits[:cut]) if ok)
-        held = tuple(p for p, ok in zip(encoded[cut:], fits[cut:]) if ok)
-        if not train or not held:
-            raise DataError(f"--text {path}: no {'training' if not train else 'held-out'} pair fits in {longest} "
-                            "tokens a side; raise --seq-len (and the spec's positions if they are learned)")
-        return cls(vocab, train, held, len(encoded) - len(train) - len(held))
-
-    def batch(self, count: int, generator: torch.Generator, evaluation: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(src, tgt, src lengths, tgt lengths) of ``count`` random pairs, padded with the pad id (or 0)."""
-        pairs = self.eval_pairs if evaluation else self.train_pairs
-        chosen = [pairs[i] for i in torch.randint(0, len(pairs), (count,), generator=generator).tolist()]
-        filler = self.vocab.pad if self.vocab.pad is not None else 0
-        src_lengths = torch.tensor([len(s) for s, _ in chosen])
-        tgt_lengths = torch.tensor([len(t) for _, t in chosen])
-        src = torch.full((count, int(src_lengths.max())), filler)
-        tgt = torch.full((count, max(int(tgt_lengths.max()), 1)), filler)
-        for row, (s, t) in enumerate(chosen):
-            src[row, : len(s)] = torch.tensor(s)
-            tgt[row, : len(t)] = torch.tensor(t, dtype=torch.long)
-        return src, tgt, src_lengths, tgt_lengths

@@ -51,13 +51,15 @@ class RuntimeInput:
 
     ``per``: one value per sequence, shape ``(batch,)``, or per position, ``(batch, length)``. ``example``:
     a typical value for one sequence of a given length (an int, or a list of ints per position), which
-    pictures of the masks that read it use (``tfspec mask``).
+    pictures of the masks that read it use (``tfspec mask``). ``documents``: the input is the document each
+    token belongs to, which the trainer fills when it packs several documents into one row.
     """
 
     name: str
     doc: str
     per: Literal["sequence", "position"] = "sequence"
     example: Callable[[int], int | list[int]] | None = None
+    documents: bool = False
 
 
 # Every model reads these; variants add their own (see Mask.inputs).

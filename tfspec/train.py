@@ -43,8 +43,9 @@ from . import checkpoint as ckpt
 from .api import load, parse
 from .compiler import compile as compile_spec
 from .compiler import looks_like_path
-from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, PairData, TaskData,
-                   TextData, Vocabulary, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
+from .corpus import DEFAULT_GLOB, PairData, Source, TextData, positions_in_documents
+from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, Vocabulary,
+                   generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
 from .errors import LengthError, RunError
 from .files import write_atomically
@@ -55,7 +56,11 @@ class TrainConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     task: str = "reverse"  # a name in tfspec.data.TASKS
-    text: str | None = None  # a text file: language model (decoder-only), MLM (encoder-only), pairs (encoder-decoder)
+    # text: language model (decoder-only), MLM (encoder-only), sentence pairs (encoder-decoder); see tfspec.corpus
+    data: tuple[str, ...] | None = Field(None, min_length=1, max_length=2)  # a path, or two aligned files
+    glob: str = DEFAULT_GLOB  # a directory's files
+    field: str = "text"  # a JSONL record's string (source,target for pairs)
+    eval_data: str | None = None  # held out (default: the end of the data)
     tokenizer: str | None = None  # bytes | chars | bpe:N | a tokenizer.json path; None: the weights' own, or bytes
     init: str | None = None  # start from these weights: a run, a checkpoint or a Hugging Face model directory
     symbols: int = Field(26, ge=2, le=len(LETTERS))  # task alphabet
@@ -86,6 +91,9 @@ class TrainConfig(BaseModel):
         settings = dict(settings)
         if "tokens" in settings:  # runs saved before --tokenizer named their text units "tokens"
             settings["tokenizer"] = settings.pop("tokens")
+        if "text" in settings:  # runs saved before --data read one --text file
+            text = settings.pop("text")
+            settings["data"] = [text] if text is not None else None
         return cls(**settings)
 
     @field_validator("device")
@@ -120,6 +128,13 @@ class TrainConfig(BaseModel):
         if self.min_len > self.max_len:
             raise ValueError(f"min_len {self.min_len} is above max_len {self.max_len}")
         return self
+
+    def source(self) -> Source | None:
+        """Where the text comes from (None: a task)."""
+        return Source(self.data, self.glob, self.field) if self.data is not None else None
+
+    def eval_source(self) -> Source | None:
+        return Source((self.eval_data,), self.glob, self.field, "--eval-data") if self.eval_data else None
 
 
 @dataclass(frozen=True)
@@ -205,21 +220,31 @@ class Objective:
         if spec.head is None:
             raise DataError(f"{spec.name} has no head, so there are no logits to train; add one, e.g. "
                             "`head tied(tokens)` (a pooler alone is not an output layer)")
-        if config.text is None and config.tokenizer is not None:
-            raise DataError("--tokenizer says how to read a --text; a task's sequences are letters")
-        if config.text is not None and spec.kind == "encoder-decoder":
-            self.pairs = PairData.read(config.text, config.tokenizer, self.window(model), vocab)
+        source, held_out = config.source(), config.eval_source()
+        if source is None and (config.tokenizer is not None or held_out is not None):
+            raise DataError(f"--{'tokenizer' if config.tokenizer else 'eval-data'} goes with --data; a task's "
+                            "sequences are letters")
+        stack = getattr(model, spec.stacks[0].role)
+        # the run-time input that keeps packed documents apart, when the spec's masks read one
+        self.documents_input = next((name for name, i in stack.inputs.items() if i.documents), None)
+        if source is not None and spec.kind == "encoder-decoder":
+            self.pairs = PairData.read(source, config.tokenizer, self.window(model), vocab, held_out)
             self.vocab = self.pairs.vocab
             if self.pairs.skipped:
                 self.notes.append(f"left out {self.pairs.skipped} sentence pairs longer than {self.window(model)} "
                                   "tokens a side (--seq-len)")
-        elif config.text is not None:
-            self.text = TextData.read(config.text, config.tokenizer, self.window(model), vocab)
+        elif source is not None:
+            if len(source.paths) == 2:
+                raise DataError(f"--data {' '.join(source.paths)}: two aligned files are sentence pairs, for an "
+                                f"encoder-decoder; {spec.name} is {spec.kind} and learns from one")
+            self.text = TextData.read(source, config.tokenizer, self.window(model), vocab, held_out)
             self.vocab = self.text.vocab
+            if self.text.documents > 1:
+                self.notes.append(self._packing_note())
         else:
             if vocab is not None and vocab.kind != "letters":
                 raise DataError(f"these weights read {vocab.describe()}, not a task's letters; "
-                                "train them on a text: --text FILE")
+                                "train them on a text: --data PATH")
             self.vocab = vocab or Vocabulary.letters(config.symbols)
             self.tasks = TaskData(config.task, self.vocab, config.min_len, config.max_len)
         self.check_specials()
@@ -229,6 +254,17 @@ class Objective:
             "src": encoder is not None and (encoder.masks_padding or (decoder is not None and decoder.memory_masks_padding)),
             "tgt": spec.kind == "encoder-decoder" and decoder.masks_padding}
         self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / config.batch))]
+
+    def _packing_note(self) -> str:
+        from .registry import MASKS
+
+        packed = f"{self.text.documents:,} documents are packed into rows" + (
+            " with the end token between them" if self.vocab.eos is not None else "")
+        if self.documents_input is not None:
+            return f"{packed}; each attends within itself ({self.documents_input}), positions restarting at 0"
+        masks = [name for name in MASKS if any(i.documents for i in MASKS[name].inputs)]
+        return (f"{packed}; attention crosses their boundaries, as in GPT-2 and nanoGPT (a mask that keeps each "
+                f"to itself: {', '.join(masks)})")
 
     def check_specials(self) -> None:
         """The special ids this objective puts in batches exist in the vocabulary."""
@@ -269,7 +305,7 @@ class Objective:
         for role, length in self.lengths().items():
             limit = model.max_len[role]
             if limit is not None and length > limit:
-                what = "--seq-len" if self.config.text is not None else "--max-len"
+                what = "--seq-len" if self.config.data is not None else "--max-len"
                 raise LengthError(f"sequences reach length {length} in the {role}, beyond its learned positions "
                                 f"(learned({limit})); lower {what} or raise max_len in the spec")
         needed = self.vocab.size
@@ -289,10 +325,15 @@ class Objective:
             src, tgt, src_lengths, tgt_lengths = self.pairs.batch(c.batch, generator, evaluation)
             return seq2seq_batch(src, tgt, src_lengths, self.padding, tgt_lengths, self.vocab)
         if self.text is not None:
-            windows = self.text.windows(c.batch, self.window(self.model), generator, evaluation)
+            windows, documents = self.text.windows(c.batch, self.window(self.model), generator, evaluation)
             if self.kind == "decoder-only":
-                return Batch({"tokens": windows[:, :-1]}, windows[:, 1:])
-            return mlm_batch(windows[:, :-1], generator, self.vocab, self.padding["src"])
+                batch = Batch({"tokens": windows[:, :-1]}, windows[:, 1:])
+            else:
+                batch = mlm_batch(windows[:, :-1], generator, self.vocab, self.padding["src"])
+            if self.documents_input is not None:  # each document its own sequence, as if it had a row to itself
+                documents = documents[:, :-1]
+                batch.inputs.update({self.documents_input: documents, "position_ids": positions_in_documents(documents)})
+            return batch
         src, tgt, lengths = self.tasks.pairs(c.batch, generator, evaluation)
         if self.kind == "encoder-decoder":
             return seq2seq_batch(src, tgt, lengths, self.padding)

@@ -18,7 +18,8 @@ from ..registry import MASKS, Mask, RuntimeInput
 
 DOCUMENT_IDS = RuntimeInput("document_ids", "the document each token belongs to, for packed sequences "
                             "(default: one document per row)", "position",
-                            example=lambda n: [0] * (n // 4) + [1] * (n // 2) + [2] * (n - n // 4 - n // 2))
+                            example=lambda n: [0] * (n // 4) + [1] * (n // 2) + [2] * (n - n // 4 - n // 2),
+                            documents=True)
 
 
 def same_document(queries, keys, document_ids=None):
