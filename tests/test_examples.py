@@ -15,6 +15,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PUBLISHED = {
     "gpt2_small": 124_439_808,
     "bert_base": 109_482_240,
+    "bert_base_mlm": 109_514_298,  # BertForMaskedLM, the decoder tied to the word embeddings
     "gpt1": 116_534_784,
     "vaswani_base": 63_082_496,
     "vaswani_big": 214_245_376,

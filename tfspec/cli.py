@@ -581,7 +581,7 @@ def cmd_diff(args) -> int:
 
 TRAIN_OPTIONS = ("task", "data", "glob", "field", "eval_data", "tokenizer", "init", "symbols", "min_len", "max_len", "seq_len", "steps", "batch", "accumulate",
                  "lr", "warmup", "grad_clip", "label_smoothing", "weight_decay", "seed", "dtype", "eval_every",
-                 "eval_size", "save_every")
+                 "eval_size", "save_every", "log_every")
 
 
 def _train_config(args):
@@ -944,6 +944,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--eval-every", type=_positive, help="steps between held-out evaluations (default 250)")
     run.add_argument("--eval-size", type=_positive, help="held-out sequences per evaluation (default 500)")
     run.add_argument("--save-every", type=_positive, help="steps between checkpoints (default 500)")
+    run.add_argument("--log-every", type=_positive, help="without a progress bar (output not a terminal, or "
+                     "--no-progress): a line every N steps with loss, lr, tokens/s and ETA (default: 100 a run)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--accept-edits", action="store_true", help="--resume/--init: take a checkpoint whose spec.tfs "
                                                                   "or weights changed since it was saved")

@@ -16,6 +16,7 @@ Token ids: five specials, then the symbols (task letters, bytes or characters).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +115,12 @@ class Vocabulary:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "symbols": "".join(self.symbols)}
 
+    def byte_lengths(self) -> Tensor:
+        """The UTF-8 bytes each id stands for (0 for the specials): what bits per byte divide by."""
+        lengths = torch.zeros(self.size, dtype=torch.long)
+        lengths[len(SPECIALS):] = 1 if self.kind == "bytes" else torch.tensor([len(s.encode()) for s in self.symbols])
+        return lengths
+
     def as_tokenizer(self):
         """A Hugging Face ``tokenizers.Tokenizer`` with these ids: one token per byte (as GPT-2 spells bytes) or
         per character, after the five specials, so a model trained here ships with a tokenizer others load.
@@ -192,6 +199,7 @@ class TokenizerVocabulary:
         self.pad, self.start, self.eos, self.sep, self.mask = ((specials or {}).get(role) for role in ROLES)
         self.ends_text = self.eos  # a continuation stops at the end token, as transformers' generate does
         self.special_ids = sorted(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
+        self._byte_lengths: Tensor | None = None
 
     @property
     def specials(self) -> dict[str, int | None]:
@@ -268,6 +276,27 @@ class TokenizerVocabulary:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "file": "tokenizer.json", "specials": self.specials}
+
+    def byte_lengths(self) -> Tensor:
+        """The UTF-8 bytes each id stands for (0 for special tokens): exact for a byte-level BPE (each character
+        of a token is a byte) and byte-fallback tokens (``<0x0A>``); otherwise the bytes of the token decoded
+        alone."""
+        if self._byte_lengths is None:
+            decoder = json.loads(self.data).get("decoder") or {}
+            byte_level, specials = decoder.get("type") == "ByteLevel", set(self.special_ids)
+            lengths = []
+            for i in range(self.size):
+                token = self.tokenizer.id_to_token(i)
+                if i in specials or token is None:
+                    lengths.append(0)
+                elif byte_level:
+                    lengths.append(len(token))
+                elif re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", token):
+                    lengths.append(1)
+                else:
+                    lengths.append(len(self.tokenizer.decode([i], skip_special_tokens=False).encode("utf-8")))
+            self._byte_lengths = torch.tensor(lengths)
+        return self._byte_lengths
 
     def as_tokenizer(self):
         return self.tokenizer

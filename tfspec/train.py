@@ -81,6 +81,7 @@ class TrainConfig(BaseModel):
     eval_every: int = Field(250, ge=1)
     eval_size: int = Field(500, ge=1)  # held-out sequences per evaluation
     save_every: int = Field(500, ge=1)
+    log_every: int | None = Field(None, ge=1)  # a plain line every N steps without a progress bar (None: ~100 a run)
     # set by resume when --steps changes: the decay goes on from (step, progress) to the new last step, so the
     # learning rate continues where the run stopped
     decay_from: tuple[int, float] | None = None
@@ -151,6 +152,9 @@ class Recipe:
     label_smoothing: float
     grad_clip: float | None
     source: str
+    paper_steps: int | None = None  # the run the paper's learning rate was chosen for
+    paper_parameters: str | None = None
+    paper_warmup: int | None = None
 
     def describe(self) -> str:
         return (f"recipe ({self.source}): {self.optimizer} betas {self.betas} eps {self.eps:g}, {self.schedule} "
@@ -179,6 +183,26 @@ class Recipe:
         return self.lr * (1 - progress)
 
 
+SMALL_RUN_LR = 1e-3  # nanoGPT's for its 10M-parameter character model: what small, short runs usually need
+
+
+def recipe_notes(recipe: Recipe, config: TrainConfig, parameters: int) -> list[str]:
+    """What a person should know when the paper's defaults were chosen for a much longer or larger run: the
+    warm-up shortened to fit, a peak learning rate far below what a small, short run needs; each with the
+    option that sets it."""
+    notes = []
+    if config.warmup is None and recipe.paper_warmup and recipe.warmup < recipe.paper_warmup:
+        notes.append(f"warm-up {recipe.warmup:,} steps: the paper's {recipe.paper_warmup:,}, shortened to a quarter "
+                     f"of --steps {config.steps:,}; set it with --warmup")
+    small_short = parameters < 20_000_000 and recipe.paper_steps and config.steps * 20 <= recipe.paper_steps
+    if config.lr is None and recipe.schedule != "noam" and small_short and recipe.lr * 5 <= SMALL_RUN_LR:
+        notes.append(f"peak lr {recipe.lr:g} is the paper's, chosen for {recipe.paper_steps:,} steps of a "
+                     f"{recipe.paper_parameters}-parameter model; this run is {config.steps:,} steps of "
+                     f"{parameters / 1e6:.1f}M, and runs that small and short usually learn far faster with "
+                     f"--lr {SMALL_RUN_LR:g}")
+    return notes
+
+
 def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
     """Vaswani et al. for encoder-decoder, GPT-2/3 for decoder-only, BERT for encoder-only.
 
@@ -187,14 +211,17 @@ def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
     """
     if kind == "encoder-decoder":  # lr None: the schedule's own peak, d_model^-0.5 * warmup^-0.5
         base = dict(optimizer="adam", betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, schedule="noam", warmup=4000,
-                    lr=None, label_smoothing=0.1, grad_clip=None, source="Vaswani et al. 2017, 5.3-5.4")
+                    lr=None, label_smoothing=0.1, grad_clip=None, source="Vaswani et al. 2017, 5.3-5.4",
+                    paper_steps=100_000, paper_parameters="65M")
     elif kind == "decoder-only":
         base = dict(optimizer="adamw", betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, schedule="cosine",
                     warmup=2000, lr=6e-4, label_smoothing=0.0, grad_clip=1.0,
-                    source="GPT-3 (Brown et al. 2020) / nanoGPT")
+                    source="GPT-3 (Brown et al. 2020) / nanoGPT", paper_steps=600_000, paper_parameters="124M")
     else:
         base = dict(optimizer="adamw", betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01, schedule="linear",
-                    warmup=10000, lr=1e-4, label_smoothing=0.0, grad_clip=1.0, source="BERT (Devlin et al. 2018), A.2")
+                    warmup=10000, lr=1e-4, label_smoothing=0.0, grad_clip=1.0, source="BERT (Devlin et al. 2018), A.2",
+                    paper_steps=1_000_000, paper_parameters="110M")
+    base["paper_warmup"] = base["warmup"]
     warmup = config.warmup if config.warmup is not None else min(base["warmup"], max(config.steps // 4, 1))
     lr = base["lr"] if base["lr"] is not None else d_model ** -0.5 * max(warmup, 1) ** -0.5
     base.update(warmup=warmup, lr=config.lr if config.lr is not None else lr)
@@ -218,8 +245,10 @@ class Objective:
         self.text = self.pairs = self.tasks = None
         self.notes: list[str] = []
         if spec.head is None:
+            shipped = ("; examples/bert_base_mlm.tfs is BERT-base with its masked-language-modelling head"
+                       if spec.kind == "encoder-only" else "")
             raise DataError(f"{spec.name} has no head, so there are no logits to train; add one, e.g. "
-                            "`head tied(tokens)` (a pooler alone is not an output layer)")
+                            f"`head tied(tokens)` (a pooler alone is not an output layer){shipped}")
         source, held_out = config.source(), config.eval_source()
         if source is None and (config.tokenizer is not None or held_out is not None):
             raise DataError(f"--{'tokenizer' if config.tokenizer else 'eval-data'} goes with --data; a task's "
@@ -349,7 +378,9 @@ class Objective:
         """Held-out loss and token accuracy; exact match of greedy decoding for the tasks."""
         was_training = model.training
         model.eval()
-        nll = correct = total = 0.0
+        nll = correct = total = text_bytes = 0.0
+        language_model = self.text is not None and self.kind == "decoder-only"
+        byte_lengths = self.vocab.byte_lengths() if language_model else None
         for batch in self.eval_set:
             batch = batch.to(device)
             with autocast():
@@ -358,7 +389,12 @@ class Objective:
             nll += F.cross_entropy(logits.float()[labelled], batch.labels[labelled], reduction="sum").item()
             correct += (logits.argmax(-1)[labelled] == batch.labels[labelled]).sum().item()
             total += labelled.sum().item()
+            if language_model:
+                text_bytes += byte_lengths[batch.labels[labelled].cpu()].sum().item()
         metrics = {"eval_loss": nll / total, "token_accuracy": correct / total}
+        if language_model:  # per token, and per byte of text: comparable across tokenizers
+            metrics["perplexity"] = math.exp(min(nll / total, 700.0))
+            metrics["bits_per_byte"] = nll / math.log(2) / max(text_bytes, 1.0)
         if self.tasks is not None and self.kind != "encoder-only":
             metrics["exact_match"] = self.exact_match(model, device, autocast)
         model.train(was_training)
@@ -639,10 +675,17 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
         log(note)
     log(recipe.describe() + (f"; resuming at step {run.step}" if saved is not None else "")
         + (f"; starting from the weights of {initial.source}" if initial is not None else ""))
+    for note in recipe_notes(recipe, config, sum(p.numel() for p in model.parameters())):
+        log(note)
     last_step = config.steps if stop_after is None else min(stop_after, config.steps)
+    if run.step < last_step:
+        for line in _estimate(model, objective, config, device, autocast, parsed, config.steps - run.step):
+            log(line)
     model.train()
     started = time.perf_counter()
+    first_step = run.step
     bar = _progress(progress, step, config.steps)
+    log_every = config.log_every or max(config.steps // 100, 1)
     with _StopFlag() as stop:
         while run.step < last_step and not stop.requested:
             tick = time.perf_counter()
@@ -676,6 +719,10 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+            elif run.step % log_every == 0 or run.step in (first_step + 1, last_step):  # a log, not a terminal
+                per_step = (time.perf_counter() - started) / (run.step - first_step)
+                log(f"step {run.step:,}/{config.steps:,}: loss {loss_value:.4f}, lr {lr:.2e}, {speed:,.0f} tokens/s, "
+                    f"ETA {duration(per_step * (last_step - run.step))}")
             if (run.step % config.eval_every == 0 or run.step == config.steps) and evaluate():
                 break
             if run.step % config.save_every == 0 or run.step == config.steps:
@@ -689,6 +736,61 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     if run_dir is not None and metrics_path.exists():
         plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
     return run
+
+
+def _estimate(model, objective: Objective, config: TrainConfig, device, autocast, spec, steps: int) -> list[str]:
+    """Before the first step: the time a step will take, from a timed forward pass of a few rows of the first
+    batch (after one to warm up; dropout off, so no random stream moves) scaled to the batch and the
+    accumulation, with backward at twice the forward; and the analysis' FLOPs per step. A warning when the
+    run would take more than an hour."""
+    from .analysis import AnalysisError, analyse
+
+    batch = objective.batch(TRAIN, 0).to(device)
+    rows = min(config.batch, 4)
+    inputs = {k: v[:rows] if v.dim() and v.shape[0] == config.batch else v for k, v in batch.inputs.items()}
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(), autocast():
+        model(**inputs)
+        _synchronize(device)
+        start = time.perf_counter()
+        model(**inputs)
+        _synchronize(device)
+        forward = time.perf_counter() - start
+    model.train(was_training)
+    per_step = 3 * forward * config.batch / rows * config.accumulate
+    lengths = objective.lengths()
+    try:
+        sizes = ({"src_len": lengths["encoder"], "tgt_len": lengths["decoder"]} if len(lengths) == 2
+                 else {"seq_len": next(iter(lengths.values()))})
+        flops = analyse(spec, batch=config.batch, **sizes).training()["flops_forward_backward"] * config.accumulate
+        work = f"{flops / 1e9:,.1f} GFLOP a step at most, "
+    except AnalysisError:
+        work = ""
+    lines = [f"estimated {duration(per_step)} a step, {duration(per_step * steps)} for {steps:,} steps ({work}timed "
+             f"on a forward pass of {rows} sequences on {device.type})"]
+    if per_step * steps > 3600:
+        lines.append(f"warning: this run would take about {duration(per_step * steps)} on {device.type}; use fewer "
+                     "--steps, a smaller model (--set) or a GPU (--device cuda)")
+    return lines
+
+
+def _synchronize(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def duration(seconds: float) -> str:
+    """'0.42 s', '4 min 12 s', '3 h 05 min'.
+
+    >>> duration(0.4237), duration(252), duration(11100)
+    ('0.42 s', '4 min 12 s', '3 h 05 min')
+    """
+    if seconds < 60:
+        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60):02d} s"
+    return f"{int(seconds // 3600):,} h {int(seconds % 3600 // 60):02d} min"
 
 
 def _load_initial(model, initial: Initial, name: str) -> None:
@@ -711,7 +813,8 @@ def _progress(enabled: bool, done: int, total: int):
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=done, unit="step", dynamic_ncols=True, disable=None)
+    bar = tqdm(total=total, initial=done, unit="step", dynamic_ncols=True, disable=None)
+    return None if bar.disable else bar  # not a terminal: plain log lines instead
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
