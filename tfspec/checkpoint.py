@@ -96,7 +96,8 @@ def _write(path: Path, data: bytes) -> None:
 def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dict,
          files: dict[str, bytes] | None = None) -> Path:
     """Write the checkpoint of ``step`` into ``run_dir`` and point ``latest`` at it; returns its path.
-    ``files``: more files it holds, by name (an imported model's ``tokenizer.json``)."""
+    ``model``: a module or its full state dict; ``files``: more files it holds, by name (an imported model's
+    ``tokenizer.json``)."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{step:07d}"
@@ -104,7 +105,8 @@ def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dic
     if not (final / "checkpoint.json").exists():
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
         try:
-            weights = {k: v.detach().to("cpu").contiguous() for k, v in model.state_dict().items()}
+            state_dict = model if isinstance(model, dict) else model.state_dict()
+            weights = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
             save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
             _write(tmp / "spec.tfs", spec_text.encode("utf-8"))
             for file_name, data in (files or {}).items():

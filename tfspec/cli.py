@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -212,8 +213,6 @@ def _writable(path: str, what: str) -> None:
 
 
 def _plot_format(path: str) -> None:
-    import os
-
     from matplotlib.figure import Figure
 
     formats = Figure().canvas.get_supported_filetypes()
@@ -359,8 +358,6 @@ def cmd_render(args) -> int:
 
 
 def cmd_mask(args) -> int:
-    import os
-
     from .analysis import AnalysisError
     from .patterns import MAX_LENGTH, attention_patterns, describe, plot_patterns
 
@@ -412,8 +409,6 @@ def cmd_import(args) -> int:
 
 def _check_output(output: str | None, suffix: str) -> None:
     """``-o``: standard output (None or -), or a file that can be written (not a directory)."""
-    import os
-
     if output is None or output == "-":
         return
     _writable(output, "-o")
@@ -579,7 +574,8 @@ def cmd_diff(args) -> int:
     return 0
 
 
-TRAIN_OPTIONS = ("task", "data", "glob", "field", "eval_data", "tokenizer", "init", "symbols", "min_len", "max_len", "seq_len", "steps", "batch", "accumulate",
+TRAIN_OPTIONS = ("task", "data", "glob", "field", "eval_data", "tokenizer", "init", "symbols", "min_len", "max_len",
+                 "seq_len", "steps", "batch", "accumulate",
                  "lr", "warmup", "grad_clip", "label_smoothing", "weight_decay", "seed", "dtype", "eval_every",
                  "eval_size", "save_every", "log_every")
 
@@ -611,8 +607,6 @@ def _train_config(args):
 
 
 def _fresh_run_dir(spec_name: str, what: str) -> str:
-    import os
-
     base = os.path.join("runs", f"{spec_name}-{what}")
     path, n = base, 1
     while os.path.exists(path):
@@ -622,53 +616,104 @@ def _fresh_run_dir(spec_name: str, what: str) -> str:
 
 
 def cmd_train(args) -> int:
-    import os
-
-    from .compiler import available_memory_bytes
+    from .distributed import World, broadcast, join, launched, leave
     from .train import resume, train
 
+    if args.nproc is not None and args.nproc > 1 and not launched():
+        return _launch_workers(args)
+    if args.strategy is not None and not launched():
+        raise UsageError(f"--strategy {args.strategy} shares a run among workers; give --nproc N as well")
+    world = World()
+    if launched():
+        world = join(args.strategy or "ddp", str(_device(args.device or "cpu")))
+        if args.nproc is not None and args.nproc != world.size:
+            raise UsageError(f"--nproc {args.nproc}: torchrun started {world.size} workers; drop --nproc")
+    say = (lambda line: print(line, flush=True)) if world.main else (lambda line: None)
     if args.resume:
-        if args.file:
-            raise UsageError("give either a SPEC to start a run or --resume DIR to continue one, not both")
-        given = [k for k in TRAIN_OPTIONS if getattr(args, k) is not None and k != "steps"] + (["set"] if args.set else [])
-        if given:
-            raise UsageError(f"--resume continues the saved configuration; drop --{given[0].replace('_', '-')} "
-                             "(only --steps and --device may change)")
+        _check_resume(args)
         run_dir = args.resume
         run = resume(run_dir, steps=args.steps, device=str(_device(args.device)) if args.device else None,
-                     progress=not args.no_progress, log=lambda line: print(line, flush=True),
-                     accept_edits=args.accept_edits)
+                     progress=not args.no_progress, log=say, accept_edits=args.accept_edits, world=world)
     else:
-        if not args.file and not args.init:
-            raise UsageError("give a SPEC to train, --init weights to fine-tune, or --resume DIR")
-        args.device = args.device or "cpu"
-        config = _train_config(args)
-        initial = None
-        if args.init:
-            from .train import initial_weights
-
-            _quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
-            initial = initial_weights(args.init, accept_edits=args.accept_edits)
-        if args.file:
-            spec = load(args.file, overrides=_overrides(args))
-        else:  # the spec the initial weights came with
-            spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **_overrides(args)})
-        if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
-            raise UsageError(f"--out {args.out}: a file, not a run directory")
-        length = (config.seq_len or 256) if config.data else config.max_len + 2
-        _fits(spec, config.batch, length, "--batch × --seq-len", config.device, beyond_positions_ok=True)
-        if config.eval_size * length * 16 > available_memory_bytes(config.device) // 4:
-            raise UsageError(f"--eval-size {config.eval_size:,}: the held-out set alone would take "
-                             f"{_gib(config.eval_size * length * 16)}; use fewer sequences")
-        run_dir = args.out or _fresh_run_dir(spec.name, "text" if config.data else config.task)
+        spec, config, initial, run_dir = _new_run(args, load_initial=True)
+        run_dir = broadcast(run_dir, world)  # one directory, named by rank 0
         data = f"--data {' '.join(config.data)}" if config.data else f"the {config.task} task"
         start = f", from the weights of {config.init}" if config.init else ""
-        print(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on {data}{start}; "
-              f"run directory {run_dir}")
+        say(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on {data}{start}; "
+            f"run directory {run_dir}")
         run = train(args.file, config, run_dir, overrides=_overrides(args), progress=not args.no_progress,
-                    log=lambda line: print(line, flush=True), initial=initial)
-    _report(run, run_dir)
+                    log=say, initial=initial, world=world)
+    if world.main:
+        _report(run, run_dir)
+    leave(world)  # only when the run went well: a worker that fails exits, and torchrun stops the others
     return 130 if run.interrupted else 0
+
+
+def _check_resume(args) -> None:
+    if args.file:
+        raise UsageError("give either a SPEC to start a run or --resume DIR to continue one, not both")
+    given = [k for k in TRAIN_OPTIONS if getattr(args, k) is not None and k != "steps"] + (["set"] if args.set else [])
+    if given:
+        raise UsageError(f"--resume continues the saved configuration; drop --{given[0].replace('_', '-')} "
+                         "(only --steps, --device, --nproc and --strategy may change)")
+
+
+def _new_run(args, load_initial: bool):
+    """(spec, config, initial weights, run directory) of a new run, every option checked; without
+    ``load_initial`` (the launcher) ``--init`` weights are left for the workers to read."""
+    from .compiler import available_memory_bytes
+
+    if not args.file and not args.init:
+        raise UsageError("give a SPEC to train, --init weights to fine-tune, or --resume DIR")
+    args.device = args.device or "cpu"
+    config = _train_config(args)
+    initial = None
+    if args.init and load_initial:
+        from .train import initial_weights
+
+        _quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
+        initial = initial_weights(args.init, accept_edits=args.accept_edits)
+    if args.file:
+        spec = load(args.file, overrides=_overrides(args))
+    elif initial is not None:  # the spec the initial weights came with
+        spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **_overrides(args)})
+    else:
+        return None, config, None, args.out
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out}: a file, not a run directory")
+    length = (config.seq_len or 256) if config.data else config.max_len + 2
+    _fits(spec, config.batch, length, "--batch × --seq-len", config.device, beyond_positions_ok=True)
+    if config.eval_size * length * 16 > available_memory_bytes(config.device) // 4:
+        raise UsageError(f"--eval-size {config.eval_size:,}: the held-out set alone would take "
+                         f"{_gib(config.eval_size * length * 16)}; use fewer sequences")
+    return spec, config, initial, args.out or _fresh_run_dir(spec.name, "text" if config.data else config.task)
+
+
+def _launch_workers(args) -> int:
+    """``--nproc N``: the options checked here, then the same command in N workers started by torchrun."""
+    from .distributed import launch
+
+    if args.strategy == "fsdp" and args.dtype == "float16":
+        raise UsageError("--strategy fsdp trains in float32 or bfloat16; float16's gradient scaler does not shard "
+                         "(use --dtype bfloat16)")
+    if args.resume:
+        _check_resume(args)
+        extra = []
+    else:
+        _, config, _, run_dir = _new_run(args, load_initial=False)
+        if config.batch % args.nproc:
+            raise UsageError(f"--batch {config.batch} is the global batch, shared equally among --nproc "
+                             f"{args.nproc} workers; make it a multiple of {args.nproc}")
+        extra = [] if args.out or run_dir is None else ["--out", run_dir]
+    argv, skip = [], False
+    for i, arg in enumerate(args.argv):  # the command as given, less --nproc N
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            argv.append(arg)
+    return launch(argv + extra, args.nproc)
 
 
 def _report(run, run_dir) -> None:
@@ -760,8 +805,6 @@ def cmd_generate(args) -> int:
 
 
 def cmd_prepare(args) -> int:
-    import os
-
     from .corpus import DEFAULT_GLOB as glob, Source, prepare
 
     if len(args.data) > 1:
@@ -928,7 +971,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "positions); task: the longest source")
     opt = train.add_argument_group("optimisation (defaults: the architecture's paper)")
     opt.add_argument("--steps", type=_positive, help="optimizer steps (default 2000)")
-    opt.add_argument("--batch", type=_positive, help="sequences per micro-batch (default 64)")
+    opt.add_argument("--batch", type=_positive, help="sequences per micro-batch, all workers together (default 64)")
     opt.add_argument("--accumulate", type=_positive, help="micro-batches per optimizer step (default 1)")
     opt.add_argument("--lr", type=_positive_float, help="peak learning rate")
     opt.add_argument("--warmup", type=_natural, help="warm-up steps")
@@ -941,6 +984,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = train.add_argument_group("run")
     run.add_argument("--out", metavar="DIR", help="run directory (default runs/NAME-TASK, numbered if taken)")
     run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    run.add_argument("--nproc", type=_positive, help="train in N worker processes started by torchrun (as "
+                     "`torchrun --nproc-per-node N -m tfspec train ...` does); each takes 1/N of every --batch")
+    run.add_argument("--strategy", choices=("ddp", "fsdp"), help="several workers: DistributedDataParallel "
+                     "(default) or FSDP2's fully_shard")
     run.add_argument("--eval-every", type=_positive, help="steps between held-out evaluations (default 250)")
     run.add_argument("--eval-size", type=_positive, help="held-out sequences per evaluation (default 500)")
     run.add_argument("--save-every", type=_positive, help="steps between checkpoints (default 500)")
@@ -1038,6 +1085,14 @@ def _temperature(text: str) -> float:
     return _number(text, lambda v: 0 <= v <= 1e4, "a temperature from 0 (greedy) to 10000")
 
 
+def _lost_worker(exc: BaseException) -> str | None:
+    if "WORLD_SIZE" not in os.environ:  # not a torchrun worker
+        return None
+    from .distributed import lost_worker
+
+    return lost_worker(exc)
+
+
 def _data_path(text: str) -> str:
     if not text or "\x00" in text:
         raise argparse.ArgumentTypeError(f"not a path: {text!r}")
@@ -1060,6 +1115,7 @@ def _positive(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.run(args)
     except SpecError as exc:  # a spec that does not load: compiler-style message, exit 1
@@ -1076,6 +1132,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - a worker whose peer died sees its collective fail
+        lost = _lost_worker(exc)
+        if lost is None:
+            raise
+        print(f"tfspec {args.command}: error: [rank {os.environ['RANK']}] another worker is gone ({lost}); "
+              "the run stops at its last checkpoint", file=sys.stderr)
+        return 1
     except OSError as exc:  # a path the checks before could not foresee (a disk full, a file removed meanwhile)
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"tfspec {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)

@@ -515,9 +515,11 @@ class PairData:
             raise DataError(f"{(source if not pairs else eval_source).where()}: no sentence pairs")
         if vocab is None:
             vocab = _pair_vocabulary(tokenizer, pairs, held)
-        encode = lambda ps: [(tuple(vocab.encode_input(s)), tuple(vocab.encode(t))) for s, t in ps]  # noqa: E731
-        fits = lambda p: len(p[0]) <= longest and len(p[1]) + 1 <= longest  # noqa: E731 - the decoder reads start + target
-        train, held_out = [p for p in encode(pairs) if fits(p)], [p for p in encode(held) if fits(p)]
+        def encoded(part):  # those that fit: the decoder reads the start token and the target
+            both = [(tuple(vocab.encode_input(s)), tuple(vocab.encode(t))) for s, t in part]
+            return [(s, t) for s, t in both if len(s) <= longest and len(t) + 1 <= longest]
+
+        train, held_out = encoded(pairs), encoded(held)
         if not train or not held_out:
             raise DataError(f"{source.where()}: no {'training' if not train else 'held-out'} pair fits in {longest} "
                             "tokens a side; raise --seq-len (and the spec's positions if they are learned)")

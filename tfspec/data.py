@@ -424,6 +424,10 @@ class Batch:
     def to(self, device) -> "Batch":
         return Batch({k: v.to(device) for k, v in self.inputs.items()}, self.labels.to(device))
 
+    def rows(self, which: slice) -> "Batch":
+        """The sequences ``which`` selects (a worker's share of a global batch); every input is batch-first."""
+        return Batch({k: v[which] for k, v in self.inputs.items()}, self.labels[which])
+
     @property
     def tokens(self) -> int:
         """Positions with a loss: the batch's size in training tokens."""

@@ -2,10 +2,9 @@
 
 What a model learns follows from its kind:
 
-- encoder-decoder: a synthetic task (``copy``, ``reverse``, ``sort``) as source -> target, or ``--text FILE``
-  of ``source<TAB>target`` sentence pairs;
-- decoder-only: the same tasks as "source SEP target" (loss on the target), or ``--text FILE`` as a
-  language model;
+- encoder-decoder: a synthetic task (``copy``, ``reverse``, ``sort``) as source -> target, or sentence pairs
+  from ``--data`` (see ``tfspec.corpus``);
+- decoder-only: the same tasks as "source SEP target" (loss on the target), or ``--data`` as a language model;
 - encoder-only: masked-language modelling (BERT's 15%; 80/10/10) on task sequences or a text.
 
 A text's tokens are bytes, characters, a byte-level BPE learned from it (``bpe:N``) or a Hugging Face
@@ -15,7 +14,7 @@ checkpoint or a Hugging Face model directory (fine-tuning), with the vocabulary 
 Defaults follow each kind's paper (``paper_defaults``); every one can be
 overridden. Batches are a function of (seed, step), and the optimizer and RNG
 states travel in the checkpoint, so on a CPU a resumed run's losses equal an
-uninterrupted run's exactly.
+uninterrupted run's exactly. Several workers share each global batch (``tfspec.distributed``).
 
 >>> config = TrainConfig(task="copy", steps=2, batch=4, max_len=6)
 >>> run = train("examples/reverse.tfs", config, None, overrides={"layers": 1, "d_model": 32},
@@ -47,6 +46,7 @@ from .corpus import DEFAULT_GLOB, PairData, Source, TextData, positions_in_docum
 from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, Vocabulary,
                    generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
+from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
 from .errors import LengthError, RunError
 from .files import write_atomically
 
@@ -192,8 +192,9 @@ def recipe_notes(recipe: Recipe, config: TrainConfig, parameters: int) -> list[s
     option that sets it."""
     notes = []
     if config.warmup is None and recipe.paper_warmup and recipe.warmup < recipe.paper_warmup:
-        notes.append(f"warm-up {recipe.warmup:,} steps: the paper's {recipe.paper_warmup:,}, shortened to a quarter "
-                     f"of --steps {config.steps:,}; set it with --warmup")
+        steps = f"{recipe.warmup:,} step{'s' if recipe.warmup != 1 else ''}"
+        notes.append(f"warm-up {steps}: the paper's {recipe.paper_warmup:,}, shortened to a quarter of --steps "
+                     f"{config.steps:,}; set it with --warmup")
     small_short = parameters < 20_000_000 and recipe.paper_steps and config.steps * 20 <= recipe.paper_steps
     if config.lr is None and recipe.schedule != "noam" and small_short and recipe.lr * 5 <= SMALL_RUN_LR:
         notes.append(f"peak lr {recipe.lr:g} is the paper's, chosen for {recipe.paper_steps:,} steps of a "
@@ -238,10 +239,15 @@ def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
 class Objective:
     """Makes batches for a model kind and data source, and evaluates on held-out data."""
 
-    def __init__(self, model, config: TrainConfig, vocab=None):
-        """``vocab``: the vocabulary the weights already use (a resumed or fine-tuned run's)."""
+    def __init__(self, model, config: TrainConfig, vocab=None, world: World = World()):
+        """``vocab``: the vocabulary the weights already use (a resumed or fine-tuned run's); ``world``: the
+        workers each global batch of ``config.batch`` rows is shared among."""
         spec = model.spec
-        self.model, self.config, self.kind = model, config, spec.kind
+        self.model, self.config, self.kind, self.world = model, config, spec.kind, world
+        self.rows = config.batch
+        if config.batch % world.size:
+            raise DataError(f"--batch {config.batch} is the global batch, shared equally among {world.size} "
+                            f"workers; make it a multiple of {world.size}")
         self.text = self.pairs = self.tasks = None
         self.notes: list[str] = []
         if spec.head is None:
@@ -282,7 +288,7 @@ class Objective:
         self.padding = {  # which padding masks the model reads (it rejects one it would ignore)
             "src": encoder is not None and (encoder.masks_padding or (decoder is not None and decoder.memory_masks_padding)),
             "tgt": spec.kind == "encoder-decoder" and decoder.masks_padding}
-        self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / config.batch))]
+        self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / self.rows))]
 
     def _packing_note(self) -> str:
         from .registry import MASKS
@@ -351,10 +357,10 @@ class Objective:
         generator = generator_for(c.seed, stream, index * c.accumulate + micro if stream == TRAIN else index)
         evaluation = stream == EVAL
         if self.pairs is not None:
-            src, tgt, src_lengths, tgt_lengths = self.pairs.batch(c.batch, generator, evaluation)
+            src, tgt, src_lengths, tgt_lengths = self.pairs.batch(self.rows, generator, evaluation)
             return seq2seq_batch(src, tgt, src_lengths, self.padding, tgt_lengths, self.vocab)
         if self.text is not None:
-            windows, documents = self.text.windows(c.batch, self.window(self.model), generator, evaluation)
+            windows, documents = self.text.windows(self.rows, self.window(self.model), generator, evaluation)
             if self.kind == "decoder-only":
                 batch = Batch({"tokens": windows[:, :-1]}, windows[:, 1:])
             else:
@@ -363,7 +369,7 @@ class Objective:
                 documents = documents[:, :-1]
                 batch.inputs.update({self.documents_input: documents, "position_ids": positions_in_documents(documents)})
             return batch
-        src, tgt, lengths = self.tasks.pairs(c.batch, generator, evaluation)
+        src, tgt, lengths = self.tasks.pairs(self.rows, generator, evaluation)
         if self.kind == "encoder-decoder":
             return seq2seq_batch(src, tgt, lengths, self.padding)
         prompted = prompted_batch(src, tgt, lengths)
@@ -375,14 +381,16 @@ class Objective:
     # ------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self, model, device, autocast) -> dict[str, float]:
-        """Held-out loss and token accuracy; exact match of greedy decoding for the tasks."""
+        """Held-out loss and token accuracy; exact match of greedy decoding for the tasks. Each worker evaluates
+        its rows of the held-out batches and the sums are added up, so every worker gets the same figures."""
+        model = unwrap(model)
         was_training = model.training
         model.eval()
         nll = correct = total = text_bytes = 0.0
         language_model = self.text is not None and self.kind == "decoder-only"
         byte_lengths = self.vocab.byte_lengths() if language_model else None
         for batch in self.eval_set:
-            batch = batch.to(device)
+            batch = batch.rows(self.world.rows(self.rows)).to(device)
             with autocast():
                 logits = output_logits(model(**batch.inputs))
             labelled = batch.labels != IGNORE
@@ -391,6 +399,7 @@ class Objective:
             total += labelled.sum().item()
             if language_model:
                 text_bytes += byte_lengths[batch.labels[labelled].cpu()].sum().item()
+        nll, correct, total, text_bytes = all_sum([nll, correct, total, text_bytes], self.world)
         metrics = {"eval_loss": nll / total, "token_accuracy": correct / total}
         if language_model:  # per token, and per byte of text: comparable across tokenizers
             metrics["perplexity"] = math.exp(min(nll / total, 700.0))
@@ -533,7 +542,8 @@ def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
 
 def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = None, *,
           overrides: dict | None = None, stop_after: int | None = None, until: Callable[[dict], bool] | None = None,
-          progress: bool = True, log: Callable[[str], None] = print, initial: Initial | None = None) -> Run:
+          progress: bool = True, log: Callable[[str], None] = print, initial: Initial | None = None,
+          world: World = World()) -> Run:
     """Train ``spec`` (a ``.tfs`` path or spec text) by ``config``; checkpoints, metrics and plots go to ``run_dir``.
 
     ``overrides`` replace ``let`` parameters; ``stop_after`` stops (and saves)
@@ -559,13 +569,14 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
     if initial is not None and initial.vocab is None and config.tokenizer is None:
         raise DataError(f"--init {config.init}: the weights come without a tokenizer; name the one they were "
                         "trained with: --tokenizer PATH/tokenizer.json")
-    return _run(spec_text, name, overrides, config, run_dir, None, initial, stop_after, until, progress, log)
+    return _run(spec_text, name, overrides, config, run_dir, None, initial, stop_after, until, progress, log, world)
 
 
 def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None = None,
            stop_after: int | None = None, progress: bool = True, log: Callable[[str], None] = print,
-           accept_edits: bool = False) -> Run:
-    """Continue ``run_dir`` from its latest checkpoint with its spec, configuration and vocabulary.
+           accept_edits: bool = False, world: World = World()) -> Run:
+    """Continue ``run_dir`` from its latest checkpoint with its spec, configuration and vocabulary (on any
+    number of workers: ``world``).
 
     ``steps`` may move the end (the warm-up stays; the decay goes on from where it is to the new end);
     ``device`` may move it; ``accept_edits``: continue with a spec.tfs edited since the save.
@@ -590,7 +601,7 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
         config = _continued_schedule(config, saved, steps)
     config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
     return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
-                Path(run_dir), saved, None, stop_after, None, progress, log)
+                Path(run_dir), saved, None, stop_after, None, progress, log, world)
 
 
 def _continued_schedule(config: TrainConfig, saved, steps: int) -> TrainConfig:
@@ -606,54 +617,68 @@ def _continued_schedule(config: TrainConfig, saved, steps: int) -> TrainConfig:
 
 def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig, run_dir: str | Path | None,
          saved: ckpt.Checkpoint | None, initial: Initial | None, stop_after: int | None,
-         until: Callable[[dict], bool] | None, progress: bool, log: Callable[[str], None]) -> Run:
+         until: Callable[[dict], bool] | None, progress: bool, log: Callable[[str], None],
+         world: World = World()) -> Run:
     run_dir = Path(run_dir) if run_dir is not None else None
+    if not world.main:  # metrics, progress, plots and checkpoints come from rank 0
+        run_dir, progress, log = None, False, lambda line: None
     parsed = parse(spec_text, file=name, overrides=overrides)
-    device = torch.device(config.device)
+    device = world.device(config.device)
     dtype = getattr(torch, config.dtype)
-    model = compile_spec(parsed, device=device, seed=config.seed)
+    if world.distributed and world.strategy == "fsdp" and config.dtype == "float16":
+        raise DataError("--strategy fsdp trains in float32 or bfloat16; float16's gradient scaler does not "
+                        "shard (use --dtype bfloat16)")
+    model = compile_spec(parsed, device=device, seed=config.seed)  # the same weights on every worker
     if saved is not None:
         vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path)
     else:
         vocab = initial.vocab if initial is not None else None
-    objective = Objective(model, config, vocab)
+    objective = Objective(model, config, vocab, world)
     if initial is not None:
         _load_initial(model, initial, name)
     width = model.embeddings[model.stack_embedding[parsed.stacks[-1].role]].dim
     recipe = paper_defaults(parsed.kind, width, config)
-    optimizer = _optimizer(model, recipe)
-    scaler = torch.amp.GradScaler(device.type, enabled=config.dtype == "float16")
     step = 0
-    torch.manual_seed(config.seed)  # dropout's stream
+    state = saved.training_state() if saved is not None else None
     if saved is not None:
-        state = saved.training_state()
         model.load_state_dict(saved.weights)
-        optimizer.load_state_dict(state["optimizer"])
-        scaler.load_state_dict(state["scaler"])
-        torch.set_rng_state(state["rng"])
-        if device.type == "cuda" and state.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"], device)
         step = saved.step
     if config.dtype != "float32":
         autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
     else:
         autocast = nullcontext
+    last_step = config.steps if stop_after is None else min(stop_after, config.steps)
+    estimate = (_estimate(model, objective, config, device, autocast, parsed, config.steps - step, world.size)
+                if step < last_step else [])
+    parameters = sum(p.numel() for p in model.parameters())
+    model = wrap(model, world, objective.batch(TRAIN, 0).rows(slice(0, 1)).to(device).inputs)
+    optimizer = _optimizer(model, recipe)
+    scaler = torch.amp.GradScaler(device.type, enabled=config.dtype == "float16")
+    torch.manual_seed(config.seed + world.rank)  # dropout's stream: the seed itself on one worker
+    if state is not None:
+        load_optimizer_state(model, optimizer, state["optimizer"], world)
+        scaler.load_state_dict(state["scaler"])
+        _restore_rng(state, world, device, config.seed, step)
     metrics_path = run_dir / "metrics.jsonl" if run_dir is not None else None
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
         _truncate_metrics(metrics_path, step)
     run = Run(model, objective, recipe, step)
     meta = {"config": config.model_dump(), "overrides": overrides or {}, "vocab": objective.vocab.to_dict(),
-            "spec_file": name, "kind": parsed.kind, "recipe": recipe.__dict__}
+            "spec_file": name, "kind": parsed.kind, "recipe": recipe.__dict__, "workers": world.size,
+            "strategy": world.strategy if world.distributed else None}
     files = objective.vocab.files()
 
     def save():
+        weights, optimizer_state = full_state(model, optimizer, world)  # every worker takes part
+        rngs = gathered((torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None),
+                        world)
         if run_dir is None:
             return
-        state = {"optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(), "rng": torch.get_rng_state(),
-                 "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None}
+        state = {"optimizer": optimizer_state, "scaler": scaler.state_dict(), "rng": rngs[0][0], "cuda_rng": rngs[0][1],
+                 "rng_per_worker": [r for r, _ in rngs] if world.distributed else None}
         last = run.evaluations[-1] if run.evaluations else None
-        run.checkpoint = ckpt.save(run_dir, run.step, model, spec_text, {**meta, "evaluation": last}, state, files)
+        run.checkpoint = ckpt.save(run_dir, run.step, weights, spec_text, {**meta, "evaluation": last}, state, files)
 
     def record(entry: dict):
         if metrics_path is not None:
@@ -675,30 +700,36 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
         log(note)
     log(recipe.describe() + (f"; resuming at step {run.step}" if saved is not None else "")
         + (f"; starting from the weights of {initial.source}" if initial is not None else ""))
-    for note in recipe_notes(recipe, config, sum(p.numel() for p in model.parameters())):
+    for note in recipe_notes(recipe, config, parameters):
         log(note)
-    last_step = config.steps if stop_after is None else min(stop_after, config.steps)
-    if run.step < last_step:
-        for line in _estimate(model, objective, config, device, autocast, parsed, config.steps - run.step):
-            log(line)
+    if world.distributed:
+        log(f"{world.size} workers ({world.strategy}, {'nccl' if device.type == 'cuda' else 'gloo'}), "
+            f"{config.batch // world.size} sequences each of every global batch of {config.batch}")
+    for line in estimate:
+        log(line)
     model.train()
     started = time.perf_counter()
     first_step = run.step
     bar = _progress(progress, step, config.steps)
     log_every = config.log_every or max(config.steps // 100, 1)
     with _StopFlag() as stop:
-        while run.step < last_step and not stop.requested:
+        while run.step < last_step and not _agreed(stop.requested, world):
             tick = time.perf_counter()
-            loss_sum, tokens = 0.0, 0
+            sums, counts = [], []
             for micro in range(config.accumulate):
-                batch = objective.batch(TRAIN, run.step, micro).to(device)
-                with autocast():
+                whole = objective.batch(TRAIN, run.step, micro)
+                counts.append(max(whole.tokens, 1))  # the global batch's labelled tokens: what the loss averages
+                batch = whole.rows(world.rows(objective.rows)).to(device)
+                with gradients_synced(model, world, micro == config.accumulate - 1), autocast():
                     logits = output_logits(model(**batch.inputs))
-                    loss = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE,
-                                           label_smoothing=recipe.label_smoothing)
-                scaler.scale(loss / config.accumulate).backward()
-                loss_sum += loss.item()
-                tokens += batch.tokens
+                    summed = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(),
+                                             ignore_index=IGNORE, label_smoothing=recipe.label_smoothing,
+                                             reduction="sum")
+                    # workers' gradients are averaged: scaled by their number, they add up to the global mean's
+                    scaler.scale(summed * world.size / (counts[-1] * config.accumulate)).backward()
+                sums.append(summed.item())
+            sums = all_sum(sums, world)
+            loss_sum, tokens = sum(s / n for s, n in zip(sums, counts)), sum(counts)
             lr = recipe.learning_rate(run.step + 1, config.steps, config.decay_from)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -735,19 +766,39 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
         save()
     if run_dir is not None and metrics_path.exists():
         plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
+    run.model = unwrap(model)
     return run
 
 
-def _estimate(model, objective: Objective, config: TrainConfig, device, autocast, spec, steps: int) -> list[str]:
+def _agreed(stop: bool, world: World) -> bool:
+    """Whether any worker was asked to stop (Ctrl-C reaches them at different moments; they stop together)."""
+    return stop if not world.distributed else all_sum([float(stop)], world)[0] > 0
+
+
+def _restore_rng(state: dict, world: World, device, seed: int, step: int) -> None:
+    """Each worker's random state as saved; a worker the saved run did not have draws a fresh one."""
+    per_worker = state.get("rng_per_worker") or [state["rng"]]
+    if len(per_worker) == world.size:
+        torch.set_rng_state(per_worker[world.rank])
+    elif world.rank == 0:
+        torch.set_rng_state(state["rng"])
+    else:
+        torch.manual_seed(generator_for(seed, world.rank, step).initial_seed())
+    if device.type == "cuda" and state.get("cuda_rng") is not None and world.rank == 0:
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
+
+
+def _estimate(model, objective: Objective, config: TrainConfig, device, autocast, spec, steps: int,
+              workers: int = 1) -> list[str]:
     """Before the first step: the time a step will take, from a timed forward pass of a few rows of the first
     batch (after one to warm up; dropout off, so no random stream moves) scaled to the batch and the
     accumulation, with backward at twice the forward; and the analysis' FLOPs per step. A warning when the
     run would take more than an hour."""
     from .analysis import AnalysisError, analyse
 
-    batch = objective.batch(TRAIN, 0).to(device)
-    rows = min(config.batch, 4)
-    inputs = {k: v[:rows] if v.dim() and v.shape[0] == config.batch else v for k, v in batch.inputs.items()}
+    share = config.batch // workers  # each worker's rows of a global batch
+    rows = min(share, 4)
+    inputs = objective.batch(TRAIN, 0).rows(slice(0, rows)).to(device).inputs
     was_training = model.training
     model.eval()
     with torch.no_grad(), autocast():
@@ -758,13 +809,13 @@ def _estimate(model, objective: Objective, config: TrainConfig, device, autocast
         _synchronize(device)
         forward = time.perf_counter() - start
     model.train(was_training)
-    per_step = 3 * forward * config.batch / rows * config.accumulate
+    per_step = 3 * forward * share / rows * config.accumulate
     lengths = objective.lengths()
     try:
         sizes = ({"src_len": lengths["encoder"], "tgt_len": lengths["decoder"]} if len(lengths) == 2
                  else {"seq_len": next(iter(lengths.values()))})
-        flops = analyse(spec, batch=config.batch, **sizes).training()["flops_forward_backward"] * config.accumulate
-        work = f"{flops / 1e9:,.1f} GFLOP a step at most, "
+        flops = analyse(spec, batch=share, **sizes).training()["flops_forward_backward"] * config.accumulate
+        work = f"{flops / 1e9:,.3g} GFLOP a step at most, "
     except AnalysisError:
         work = ""
     lines = [f"estimated {duration(per_step)} a step, {duration(per_step * steps)} for {steps:,} steps ({work}timed "
