@@ -257,17 +257,12 @@ def positions_in_documents(documents: Tensor) -> Tensor:
     return index - first
 
 
-def encode_documents(source: Source, vocab, *, before: int | None = None) -> Tokens:
-    """``source``'s documents as token ids in memory, the end token between documents (``before``: stop after
-    that many bytes of text, for what a BPE learns from)."""
+def encode_documents(source: Source, vocab) -> Tokens:
+    """``source``'s documents as token ids in memory, the end token between documents."""
     ids, starts, length = [], [], 0
-    for begins, piece in _pieces_for(source, vocab):
+    for begins, encoded in _laid_out(source, vocab):
         if begins:
-            if starts and vocab.eos is not None:
-                ids.append(np.array([vocab.eos], dtype=np.int64))
-                length += 1
             starts.append(length)
-        encoded = _encode(vocab, piece)
         ids.append(encoded)
         length += len(encoded)
     if not length:
@@ -275,8 +270,15 @@ def encode_documents(source: Source, vocab, *, before: int | None = None) -> Tok
     return Tokens(np.concatenate(ids), np.array(starts, dtype=np.int64))
 
 
-def _pieces_for(source: Source, vocab) -> Iterator[tuple[bool, str | bytes]]:
-    return source.pieces(binary=vocab.kind == "bytes")
+def _laid_out(source: Source, vocab) -> Iterator[tuple[bool, np.ndarray]]:
+    """The source's ids a piece at a time, as ``(begins a document, ids)``, the end token closing every
+    document that another follows."""
+    first = True
+    for begins, piece in source.pieces(binary=vocab.kind == "bytes"):
+        if begins and not first and vocab.eos is not None:
+            yield False, np.array([vocab.eos], dtype=np.int64)
+        first = False
+        yield begins, _encode(vocab, piece)
 
 
 def _encode(vocab, piece: str | bytes) -> np.ndarray:
@@ -398,13 +400,9 @@ def prepare(source: Source, tokenizer: str | None, out: str | Path,
     try:
         count, starts = 0, []
         with open(work / "tokens.bin", "wb") as tokens:
-            for begins, piece in _pieces_for(source, vocab):
+            for begins, encoded in _laid_out(source, vocab):
                 if begins:
-                    if starts and vocab.eos is not None:
-                        np.array([vocab.eos], dtype=dtype).tofile(tokens)
-                        count += 1
                     starts.append(count)
-                encoded = _encode(vocab, piece)
                 encoded.astype(dtype, copy=False).tofile(tokens)
                 count += len(encoded)
         if not count:
