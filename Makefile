@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_FLAGS := --disable-pip-version-check --progress-bar off -q
 
-.PHONY: setup demo test graphviz clean
+.PHONY: setup demo test test-gpu gpu-wheels graphviz clean
 
 setup: $(STAMP) graphviz
 
@@ -35,5 +35,23 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+# The GPU tier (tests marked gpu; skipped by `make test` where there is no CUDA), on a machine with CUDA
+# such as the device machine. That machine reaches no package index, and the CUDA wheel of the pinned
+# torch 2.13.0 is far larger than what can be carried to it, so the tier runs on the machine's own CUDA
+# build of PyTorch (its version is printed first) with tfspec from this checkout; the few small packages
+# that machine lacks travel as wheels in .whl/ (`make gpu-wheels`, here, fetches them).
+GPU_PYTHON ?= python3
+GPU_WHEELS := lark pydantic pydantic-core annotated-types typing-inspection typing-extensions graphviz
+
+test-gpu:
+	@$(GPU_PYTHON) -c "import sys, torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else ''); sys.exit(0 if torch.cuda.is_available() else 'no CUDA device here: the GPU tier needs one')"
+	test ! -d .whl || $(GPU_PYTHON) -m pip install -q --no-index --no-deps --no-compile --upgrade --target .gpu-site .whl/*.whl
+	PYTHONPATH=.gpu-site:. $(GPU_PYTHON) -m pytest -q -m gpu -p no:cacheprovider tests
+
+gpu-wheels:
+	rm -rf .whl && $(PY) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .gpu-site

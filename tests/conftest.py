@@ -15,6 +15,25 @@ settings.register_profile("thorough", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: the GPU tier (make test-gpu); skipped where CUDA is not available")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The GPU tier runs where CUDA is (``TFSPEC_GPU_DEVICE=cpu``: its logic, on the CPU); elsewhere it is
+    skipped, so ``make test`` stays green on CPU machines."""
+    if os.environ.get("TFSPEC_GPU_DEVICE") == "cpu":
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="the GPU tier needs CUDA (make test-gpu on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def tfspec_cli():
     """Run the CLI as a user does: a subprocess in the repository root (``env`` replaces the environment)."""

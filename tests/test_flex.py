@@ -101,6 +101,7 @@ def test_training_with_attention_dropout_keeps_sdpa(counted):
     assert len(counted) == 2
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention's fused kernel runs on CUDA")
 @pytest.mark.parametrize("attention", PATTERNS)
 def test_on_cuda_flex_attention_equals_the_dense_path_with_gradients(attention, monkeypatch):

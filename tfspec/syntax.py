@@ -172,13 +172,16 @@ class Module:
 # ---------------------------------------------------------------- parsing
 @functools.cache
 def _parser() -> Lark:
-    grammar = resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return Lark(grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
 def grammar_text() -> str:
-    """The grammar as shipped, for docs and `tfspec grammar`."""
-    return resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
+    """The grammar as shipped, for docs and `tfspec grammar`: the installed package's, or a source checkout's
+    ``grammars/`` when tfspec runs from one uninstalled (``PYTHONPATH=.`` on the GPU machine)."""
+    try:
+        return resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        return (Path(__file__).resolve().parent.parent / "grammars" / "tfspec.lark").read_text(encoding="utf-8")
 
 
 MAX_DEPTH = 200  # nesting levels of a spec's syntax tree; later stages walk it recursively

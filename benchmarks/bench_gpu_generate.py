@@ -1,0 +1,73 @@
+"""GPT-2 generation speed on a GPU: tfspec's cached decoding against Hugging Face ``generate`` with its static
+cache and ``torch.compile``, as transformers' docs recommend, on the same weights.
+
+    python benchmarks/bench_gpu_generate.py [--size 124m] [--new 256] [--batches 1 32] [--dtype bfloat16]
+                                            [--device cuda] [--no-compile] [--repeats 5]
+    python benchmarks/bench_gpu_generate.py --size tiny --device cpu --no-compile     # the script, on a CPU
+
+Greedy decoding of ``--new`` tokens after a 16-token prompt, at each batch size; tokens/s is batch × new
+tokens over the median of ``--repeats`` alternating runs after a warm-up (which also compiles). Hugging Face
+runs with ``cache_implementation="static"`` and its forward compiled in "reduce-overhead" mode (CUDA graphs)
+unless ``--no-compile`` (then its dynamic cache, uncompiled). In float32 the two must produce the same tokens,
+which the script checks; in bf16 they may part where two logits round alike, so only the speed is compared.
+Ratios above 1 mean tfspec is faster (target ≥ 1.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from bench_generate import PROMPT, timed
+from bench_gpu_train import SIZES, _device_name, models
+from tfspec.decoding import Continuation, sample
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=SIZES, default="124m")
+    parser.add_argument("--new", type=int, default=256)
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    device, size, dtype = torch.device(args.device), SIZES[args.size], getattr(torch, args.dtype)
+    torch.manual_seed(0)
+    built = models(size)
+    ours = built["tfspec"].to(device=device, dtype=dtype).eval()
+    reference = built["HF GPT2LMHeadModel"].to(device=device, dtype=dtype).eval()
+    reference.generation_config.eos_token_id = None
+    reference.generation_config.pad_token_id = 0
+    if not args.no_compile:
+        reference.generation_config.cache_implementation = "static"
+        reference.forward = torch.compile(reference.forward, mode="reduce-overhead", fullgraph=True)
+    print(f"greedy decoding, GPT-2 {args.size}, {PROMPT}-token prompt + {args.new} new tokens, {args.dtype}, "
+          f"{_device_name(device)}, torch {torch.__version__}; Hugging Face: "
+          f"{'dynamic cache, eager' if args.no_compile else 'static cache, torch.compile (reduce-overhead)'}")
+    print(f"{'batch':>5}  {'tfspec tok/s':>12}  {'HF tok/s':>10}  {'tfspec / HF':>11}")
+    for batch in args.batches:
+        prompt = torch.randint(0, size["vocab"], (batch, PROMPT), device=device)
+        runs = {
+            "tfspec": lambda: sample(Continuation(ours, use_cache=True), prompt, args.new),
+            "hf": lambda: reference.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                                             max_new_tokens=args.new, min_new_tokens=args.new)[:, PROMPT:].tolist(),
+        }
+        times, outputs = {name: [] for name in runs}, {}
+        with torch.no_grad():
+            for name, fn in runs.items():  # warm-up, and the compile
+                outputs[name] = fn()
+            for _ in range(args.repeats):
+                for name, fn in runs.items():
+                    times[name].append(timed(fn, device)[0])
+        if dtype == torch.float32 and outputs["tfspec"] != outputs["hf"]:
+            raise SystemExit("tfspec and Hugging Face decode different tokens in float32")
+        speed = {name: batch * args.new / statistics.median(t) for name, t in times.items()}
+        print(f"{batch:>5}  {speed['tfspec']:>12,.0f}  {speed['hf']:>10,.0f}  {speed['tfspec'] / speed['hf']:>10.2f}×")
+
+
+if __name__ == "__main__":
+    main()
