@@ -49,6 +49,9 @@ def test_a_directory_is_its_matching_files_in_sorted_order_with_the_end_token_be
     assert len(everything.starts) == 4  # notes.md too
     with pytest.raises(DataError, match=r"no file under it matches --glob '\*.rst'"):
         encode_documents(Source((str(tree),), glob="*.rst"), BYTES)
+    for pattern in ("", "/etc/*", "../*", "deeper/../../*"):  # nothing outside the directory is read
+        with pytest.raises(DataError, match="a pattern of file names under"):
+            encode_documents(Source((str(tree),), glob=pattern), BYTES)
 
 
 def test_jsonl_is_one_document_per_line_under_the_field(tmp_path):
@@ -144,6 +147,9 @@ def test_preparing_again_reuses_what_is_up_to_date_and_redoes_what_changed(tree,
     (tree / "a.txt").write_text("ay, and more")
     again = prepare(Source((str(tree),)), None, out, log=lines.append)
     assert "up to date" not in lines[-1] and again.tokens.ids[: 12].tolist() == ids("ay, and more")
+    with pytest.raises(DataError, match="inside .*corpus, which it reads; prepare into a directory outside"):
+        prepare(Source((str(tree),), glob="*"), None, tree / "prepared", log=quiet)
+    assert not (tree / "prepared").exists()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "keep.txt").write_text("precious")
     with pytest.raises(DataError, match="exists and is not a prepared directory"):

@@ -163,7 +163,8 @@ def test_a_worker_that_dies_stops_the_run_with_its_rank_and_the_last_checkpoint_
 def test_distributed_options_are_checked_before_any_worker_starts(tmp_path):
     for args, message in [(["--strategy", "fsdp"], "give --nproc N as well"),
                           (["--nproc", "2", "--batch", "7"], "make it a multiple of 2"),
-                          (["--nproc", "2", "--strategy", "fsdp", "--dtype", "float16"], "use --dtype bfloat16")]:
+                          (["--nproc", "2", "--strategy", "fsdp", "--dtype", "float16"], "use --dtype bfloat16"),
+                          (["--nproc", str((os.cpu_count() or 1) + 1)], "CPU cores, and each worker takes one")]:
         result = tfspec("train", "examples/reverse.tfs", *SETS, "--steps", 1, *args, "--out", tmp_path / "x")
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert not (tmp_path / "x").exists()

@@ -693,6 +693,11 @@ def _launch_workers(args) -> int:
     """``--nproc N``: the options checked here, then the same command in N workers started by torchrun."""
     from .distributed import launch
 
+    device = _device(args.device or "cpu")
+    available = (_cuda_devices() if device.type == "cuda" else os.cpu_count() or 1)
+    if args.nproc > available:
+        what = "GPUs" if device.type == "cuda" else "CPU cores"
+        raise UsageError(f"--nproc {args.nproc}: this machine has {available} {what}, and each worker takes one")
     if args.strategy == "fsdp" and args.dtype == "float16":
         raise UsageError("--strategy fsdp trains in float32 or bfloat16; float16's gradient scaler does not shard "
                          "(use --dtype bfloat16)")
@@ -1083,6 +1088,12 @@ def _seed(text: str) -> int:
 
 def _temperature(text: str) -> float:
     return _number(text, lambda v: 0 <= v <= 1e4, "a temperature from 0 (greedy) to 10000")
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def _lost_worker(exc: BaseException) -> str | None:

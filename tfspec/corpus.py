@@ -76,7 +76,13 @@ class Source:
             if stat.S_ISDIR(info.st_mode):
                 if len(self.paths) > 1:
                     raise DataError(f"{self.option} {name}: a directory; aligned sentence pairs are two files")
-                matched = sorted(p for p in path.rglob(self.glob) if p.is_file())
+                if not self.glob or Path(self.glob).is_absolute() or ".." in Path(self.glob).parts:
+                    raise DataError(f"--glob '{self.glob}': a pattern of file names under {name}, such as "
+                                    "'*.txt' (not empty, absolute, nor reaching out with ..)")
+                try:
+                    matched = sorted(p for p in path.rglob(self.glob) if p.is_file())
+                except (ValueError, NotImplementedError) as exc:
+                    raise DataError(f"--glob '{self.glob}': {exc}") from None
                 if not matched:
                     raise DataError(f"{self.option} {name}: no file under it matches --glob '{self.glob}'")
                 found.extend(matched)
@@ -380,6 +386,10 @@ def prepare(source: Source, tokenizer: str | None, out: str | Path,
     [109, 106, 113, 113, 116]
     """
     out = Path(out)
+    for name in source.paths:  # its own output among the files it reads would feed on itself
+        folder = Path(name).resolve()
+        if folder.is_dir() and (out.resolve() == folder or folder in out.resolve().parents):
+            raise DataError(f"-o {out}: inside {name}, which it reads; prepare into a directory outside the data")
     made_from = {"sources": source.fingerprint(), "glob": source.glob, "field": source.field,
                  "tokenizer": tokenizer or "bytes", "tokenizer_digest": _digest(tokenizer)}
     if out.exists():
