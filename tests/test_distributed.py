@@ -132,18 +132,26 @@ def _worker(launcher: int, rank: int) -> int | None:
     return None
 
 
-def test_a_worker_that_dies_stops_the_run_with_its_rank_and_the_last_checkpoint_loads(tmp_path):
-    run_dir = tmp_path / "run"
+def _long_run(run_dir: Path) -> subprocess.Popen:
+    """A two-worker run that would go on for a long time, once it has saved a checkpoint."""
     launcher = subprocess.Popen([sys.executable, "-m", "tfspec", "train", "examples/reverse.tfs", *SETS, "--steps",
                                  "100000", "--batch", str(BATCH), "--save-every", "5", "--eval-every", "1000",
                                  "--no-progress", "--nproc", str(WORKERS), "--out", str(run_dir)],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 120
+    while time.time() < deadline and not (run_dir / "latest").exists() and launcher.poll() is None:
+        time.sleep(0.2)
+    if not (run_dir / "latest").exists():
+        launcher.kill()
+        pytest.fail(f"no checkpoint within two minutes: {launcher.communicate()[1]}")
+    return launcher
+
+
+def test_a_worker_that_dies_stops_the_run_with_its_rank_and_the_last_checkpoint_loads(tmp_path):
+    run_dir = tmp_path / "run"
+    launcher = _long_run(run_dir)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline and not (run_dir / "latest").exists():
-            time.sleep(0.2)
-        assert (run_dir / "latest").exists(), "no checkpoint within two minutes"
         victim = _worker(launcher.pid, 1)
         assert victim is not None
         os.kill(victim, signal.SIGKILL)
@@ -158,6 +166,21 @@ def test_a_worker_that_dies_stops_the_run_with_its_rank_and_the_last_checkpoint_
     assert saved.step % 5 == 0 and saved.step > 0
     continued = resume(run_dir, steps=saved.step + 2, progress=False, log=lambda line: None)
     assert continued.step == saved.step + 2 and all(map(float.__abs__, continued.losses))
+
+
+def test_a_launcher_told_to_stop_stops_its_workers_in_one_line(tmp_path):
+    launcher = _long_run(tmp_path / "run")
+    try:
+        launcher.send_signal(signal.SIGTERM)
+        _, err = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode == 128 + signal.SIGTERM
+    assert err.strip().splitlines()[-1] == ("tfspec train: stopped by SIGTERM; the workers were stopped with it, "
+                                            "and the run resumes from its last checkpoint"), err
+    assert "Traceback" not in err
+    assert ckpt.load(tmp_path / "run").step % 5 == 0
 
 
 def test_distributed_options_are_checked_before_any_worker_starts(tmp_path):

@@ -230,12 +230,14 @@ def launch(argv: list[str], nproc: int) -> int:
     0, or the first failed worker's, after a line naming its rank and reason."""
     import logging
 
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
     threads = max((os.cpu_count() or 1) // nproc, 1)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))  # torchrun would set 1, with a warning
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)  # the line below says it once
+    for name in ("torch.distributed.elastic", "torch.distributed.elastic.agent.server.api"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # the lines below say it once
     args = get_args_parser().parse_args(["--standalone", "--nproc-per-node", str(nproc), "--max-restarts", "0",
                                          "--module", "tfspec.cli", *argv])
     try:
@@ -249,4 +251,8 @@ def launch(argv: list[str], nproc: int) -> int:
         print(f"tfspec {argv[0]}: error: worker rank {rank} of {nproc} {how}; the run stopped", file=sys.stderr,
               flush=True)
         return failure.exitcode if failure.exitcode > 0 else 1
+    except SignalException as exc:  # the launcher itself was told to stop (SIGTERM, SIGHUP): so were its workers
+        print(f"tfspec {argv[0]}: stopped by {exc.sigval.name}; the workers were stopped with it, and the run "
+              "resumes from its last checkpoint", file=sys.stderr, flush=True)
+        return 128 + int(exc.sigval)
     return 0
