@@ -698,9 +698,6 @@ def _launch_workers(args) -> int:
     if args.nproc > available:
         what = "GPUs" if device.type == "cuda" else "CPU cores"
         raise UsageError(f"--nproc {args.nproc}: this machine has {available} {what}, and each worker takes one")
-    if args.strategy == "fsdp" and args.dtype == "float16":
-        raise UsageError("--strategy fsdp trains in float32 or bfloat16; float16's gradient scaler does not shard "
-                         "(use --dtype bfloat16)")
     if args.resume:
         _check_resume(args)
         extra = []

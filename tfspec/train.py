@@ -625,9 +625,6 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     parsed = parse(spec_text, file=name, overrides=overrides)
     device = world.device(config.device)
     dtype = getattr(torch, config.dtype)
-    if world.distributed and world.strategy == "fsdp" and config.dtype == "float16":
-        raise DataError("--strategy fsdp trains in float32 or bfloat16; float16's gradient scaler does not "
-                        "shard (use --dtype bfloat16)")
     model = compile_spec(parsed, device=device, seed=config.seed)  # the same weights on every worker
     if saved is not None:
         vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path)
