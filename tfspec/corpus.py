@@ -26,6 +26,7 @@ otherwise the end of the tokens (of the pairs): a tenth, and at least one window
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import itertools
 import json
@@ -33,16 +34,16 @@ import os
 import shutil
 import stat
 import tempfile
-import codecs
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from .data import SPECIALS, DataError, TokenizerVocabulary, Vocabulary
+from .errors import listing
 
 PIECE_BYTES = 4 << 20  # a text file is read, and tokenised, this much at a time
 DEFAULT_GLOB = "*.txt"
@@ -201,7 +202,7 @@ def _jsonl_strings(path: Path, fields: tuple[str, ...], option: str) -> Iterator
         values = tuple(record.get(f) if isinstance(record, dict) else None for f in fields)
         missing = [f for f, v in zip(fields, values) if not isinstance(v, str)]
         if missing:
-            keys = ", ".join(sorted(record)) if isinstance(record, dict) else type(record).__name__
+            keys = listing(sorted(record)) if isinstance(record, dict) else type(record).__name__
             raise DataError(f"{option} {path}:{number}: no string field '{missing[0]}' (it has: {keys}); "
                             "name the field with --field")
         yield number, values
@@ -295,23 +296,30 @@ def _encode(vocab, piece: str | bytes) -> np.ndarray:
     return np.array(vocab.encode(piece), dtype=np.int64)
 
 
-def text_vocabulary(choice: str | None, source: Source, held_out: float = 0.1):
-    """The vocabulary ``--tokenizer`` names: ``bytes`` (also None), ``chars`` (every character of the source),
-    ``bpe:N`` (a byte-level BPE learned from the text before its held-out last tenth, ``held_out``: 0 when the
-    held-out text comes from elsewhere) or the path of a ``tokenizer.json``."""
+def vocabulary(choice: str | None, every: Callable[[], Iterable[str]], training: Callable[[], Iterable[str]]):
+    """The vocabulary ``--tokenizer`` names: ``bytes`` (also None), ``chars`` (every character ``every()``
+    yields), ``bpe:N`` (a byte-level BPE learned from what ``training()`` yields) or the path of a
+    ``tokenizer.json``. The texts are asked for only when the choice reads them."""
     if choice in (None, "bytes"):
         return Vocabulary("bytes")
     if choice == "chars":
         characters: set[str] = set()
-        for _, piece in source.pieces():
-            characters.update(piece)
+        for text in every():
+            characters.update(text)
         return Vocabulary("chars", tuple(sorted(characters)))
     if choice.startswith("bpe:"):
         if not choice[4:].isdigit():
             raise DataError(f"--tokenizer {choice}: bpe:N takes the number of tokens, e.g. bpe:1000")
-        budget = sum(p.stat().st_size for p in source.files()) * (1 - held_out)
-        return TokenizerVocabulary.train_bpe(_text_until(source, budget), int(choice[4:]))
+        return TokenizerVocabulary.train_bpe(training(), int(choice[4:]))
     return TokenizerVocabulary.load(Path(choice))
+
+
+def text_vocabulary(choice: str | None, source: Source, held_out: float = 0.1):
+    """``vocabulary`` of a source's text: a BPE learns from the text before its held-out last tenth
+    (``held_out``: 0 when the held-out text comes from elsewhere)."""
+    budget = lambda: sum(p.stat().st_size for p in source.files()) * (1 - held_out)  # noqa: E731
+    return vocabulary(choice, lambda: (piece for _, piece in source.pieces()),
+                      lambda: _text_until(source, budget()))
 
 
 def _text_until(source: Source, budget: float) -> Iterator[str]:
@@ -423,9 +431,13 @@ def prepare(source: Source, tokenizer: str | None, out: str | Path,
         meta = {"format": FORMAT, "dtype": np.dtype(dtype).name, "tokens": count, "documents": len(starts),
                 "vocab": vocab.to_dict(), "made_from": made_from}
         (work / PREPARED).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        if out.exists():  # a prepared directory made from other files: replaced whole, never half
-            shutil.rmtree(out)
+        old = out.parent / f".{out.name}.old" if out.exists() else None
+        if old is not None:  # a prepared directory made from other files: set aside, then replaced whole
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out, old)
         os.replace(work, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -477,19 +489,18 @@ class TextData:
         """``vocab``: the one to use (a resumed or fine-tuned run's); otherwise ``tokenizer`` names it (a BPE
         learns from the training part only), or a prepared directory's own."""
         vocab, tokens = tokens_of(source, tokenizer, vocab, held_out=0.0 if eval_source else 0.1)
-        if eval_source is not None:
-            train, held_out = tokens, tokens_of(eval_source, None, vocab)[1]
-        else:
+        if eval_source is None:
             split = len(tokens) - max(len(tokens) // 10, window + 1)
             if split < window + 1:
                 raise DataError(f"{source.where()}: {len(tokens)} tokens is too short for windows of {window} "
                                 f"(needs at least {2 * (window + 1)}); use a longer text or a smaller --seq-len")
-            train, held_out = tokens.split(split)
-        for part, what in ((train, source.where()), (held_out, eval_source.where() if eval_source else None)):
-            if what and len(part) < window + 1:
-                raise DataError(f"{what}: {len(part)} tokens is too short for windows of {window}; "
+            return cls(vocab, *tokens.split(split), len(tokens.starts))
+        held_out = tokens_of(eval_source, None, vocab)[1]
+        for part, where in ((tokens, source.where()), (held_out, eval_source.where())):
+            if len(part) < window + 1:
+                raise DataError(f"{where}: {len(part)} tokens is too short for windows of {window}; "
                                 "use a longer text or a smaller --seq-len")
-        return cls(vocab, train, held_out, len(tokens.starts))
+        return cls(vocab, tokens, held_out, len(tokens.starts))
 
     def windows(self, count: int, window: int, generator: torch.Generator, evaluation: bool) -> tuple[Tensor, Tensor]:
         """(count, window + 1) random slices of the training or held-out ids, and their documents."""
@@ -549,15 +560,10 @@ class PairData:
 
 
 def _pair_vocabulary(choice: str | None, train: list[tuple[str, str]], held: list[tuple[str, str]]):
-    """``text_vocabulary`` for sentence pairs: characters of both sides of all pairs; a BPE learns from the
-    training pairs only."""
-    if choice in (None, "bytes"):
-        return Vocabulary("bytes")
-    if choice == "chars":
-        return Vocabulary("chars", tuple(sorted({c for s, t in train + held for c in s + "\t" + t + "\n"})))
-    if choice.startswith("bpe:"):
-        text = "\n".join(s + "\n" + t for s, t in train)
-        lines = text.splitlines(keepends=True)
-        return TokenizerVocabulary.train_bpe(["".join(lines[i: i + 1000]) for i in range(0, len(lines), 1000)],
-                                             int(choice[4:]))
-    return TokenizerVocabulary.load(Path(choice))
+    """``vocabulary`` of sentence pairs: characters of both sides of all pairs; a BPE learns from the training
+    pairs only."""
+    def training():
+        lines = "\n".join(s + "\n" + t for s, t in train).splitlines(keepends=True)
+        return ["".join(lines[i: i + 1000]) for i in range(0, len(lines), 1000)]
+
+    return vocabulary(choice, lambda: (s + "\t" + t + "\n" for s, t in train + held), training)

@@ -779,8 +779,8 @@ def _restore_rng(state: dict, world: World, device, seed: int, step: int) -> Non
         torch.set_rng_state(per_worker[world.rank])
     elif world.rank == 0:
         torch.set_rng_state(state["rng"])
-    else:
-        torch.manual_seed(generator_for(seed, world.rank, step).initial_seed())
+    else:  # a seed of its own, from the run's seed, its rank and the step it joins at
+        torch.manual_seed(hash((seed, world.rank, step)) % 2 ** 63)
     if device.type == "cuda" and state.get("cuda_rng") is not None and world.rank == 0:
         torch.cuda.set_rng_state(state["cuda_rng"], device)
 
