@@ -215,3 +215,33 @@ def test_attention_shape_widths():
     shape = AttentionShape(width=48, heads=8, kv_heads=2, head_dim=16, memory_width=48, cross=False, bias=False,
                            out_bias=False)
     assert (shape.q_width, shape.kv_width) == (128, 32)
+
+
+NORM_PLACES = ("defaults {{ init {init} }}\n"
+               "embedding tokens {{ vocab 40; dim 16; position none; norm {norm} }}\n"
+               "decoder x 2 {{ residual pre; norm {norm}; attention self heads=2 mask=causal qk_norm={norm}; "
+               "feedforward d_ff=32; final {norm} }}\n"
+               "head tied(tokens) transform=gelu norm={norm}")
+PRESENT_NORMS = [(n, o) for n in NORMS if not NORMS[n].absent for o in NORMS[n].examples]
+
+
+@pytest.mark.parametrize("init, init_options", [(n, o) for n in INITS for o in INITS[n].examples])
+@pytest.mark.parametrize("norm, norm_options", PRESENT_NORMS)
+def test_every_norm_initialises_as_a_norm_wherever_it_stands_under_every_init(init, init_options, norm,
+                                                                             norm_options):
+    """Embedding norm, sublayer norms, qk-norm, final norm and the head transform's norm: scales start at 1
+    (T5's at its factor), shifts at 0, under every scheme (qk-norm's used to be drawn like a matrix)."""
+    spec = tfspec.parse(NORM_PLACES.format(init=choice_text(init, init_options),
+                                           norm=choice_text(norm, norm_options)))
+    model = tfspec.compile(spec, seed=0)
+    norm_type = type(NORMS[norm].build(4, NORMS[norm].options(norm_options)))
+    scale = init_options.get("factor", 1.0) if init == "t5" else 1.0
+    places = set()
+    for path, module in model.named_modules():
+        if type(module) is not norm_type:
+            continue
+        places.add(path.rsplit(".", 1)[-1])
+        for name, p in module.named_parameters():
+            expected = 0.0 if name == "bias" else scale
+            assert torch.equal(p, torch.full_like(p, expected)), (path, name, p.flatten()[:4])
+    assert places == {"norm", "self_attn_norm", "q_norm", "k_norm", "ffn_norm", "final_norm", "transform_norm"}

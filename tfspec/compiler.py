@@ -361,10 +361,10 @@ def _role(a: dict, name: str, branches: int) -> ParamRole:
         op = "attention"
     where = dict(owner="head transform" if op == "head" and name.startswith("transform") else op,
                  width=a.get("width") or 0)
+    if name in a["norm_roles"]:  # declared by the norm variant, wherever the norm stands
+        return ParamRole(a["norm_roles"][name], **where)
     if op in ("embedding", "position"):
         return ParamRole("embedding", **where)
-    if op == "norm" or name.startswith("transform_norm."):
-        return ParamRole("norm_weight" if last == "weight" else "norm_bias", **where)
     if last == "bias":
         return ParamRole("bias", **where)
     if last == "weight":

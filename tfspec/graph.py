@@ -13,6 +13,8 @@ Node attributes:
   stack     "encoder" / "decoder" / None;  in_block: part of the repeated template
   module    parameter path prefix ("decoder.layers.{i}.self_attn"); None when parameter-free
   params    {name: shape} owned by the node;  ties: {name: full name of a weight it shares}
+  norm_roles  {name: "norm_weight" | "norm_bias"} for the params a norm variant declares (a norm node's,
+            qk-norm's, a head transform's norm), so every init scheme sets them as norms
   width     the residual-stream width it works at;  span: where in the source it came from
   geometry  (attention, and a stack-owned score bias) the ``AttentionShape``: heads, kv heads, head dim, ...
   shape     output shape, filled in by validate.infer_shapes
@@ -62,6 +64,7 @@ class _Builder:
         attrs.setdefault("module", None)
         attrs.setdefault("params", {})
         attrs.setdefault("ties", {})
+        attrs.setdefault("norm_roles", {})
         attrs.setdefault("span", None)
         self.g.add_node(node_id, op=op, label=label, inputs=list(inputs), **attrs)
         for i, src in enumerate(inputs):
@@ -128,11 +131,11 @@ class _Builder:
 
     # ----------------------------------------------------------- pieces
     def norm(self, node_id, choice: S.Choice, x, width, stack, in_block, module, title="Norm") -> str:
-        variant = NORMS[choice.name]
-        params = variant.params(width, variant.options(choice.options))
+        variant, options = NORMS.of(choice)
+        params = variant.params(width, options)
         return self.node(node_id, "norm", f"{title} ({choice})", [x], stack=stack, in_block=in_block,
                          module=module if params else None, params=params, spec=choice, width=width,
-                         span=choice.span)
+                         norm_roles=variant.param_roles(width, options), span=choice.span)
 
     def dropout(self, node_id, p: float, x, stack, in_block, width) -> str:
         if p == 0:
@@ -162,8 +165,8 @@ class _Builder:
                                         width=shape.width, geometry=shape, shape=(), span=body.span))
             return self.node(node_id, "attention", attention_label(body, shape), inputs,
                              ports=ports, stack=role, in_block=True, module=module,
-                             params=attention_params(body, shape), spec=body, width=width, geometry=shape,
-                             memory=memory if cross else None, span=body.span)
+                             params=attention_params(body, shape), norm_roles=qk_norm_roles(body, shape), spec=body,
+                             width=width, geometry=shape, memory=memory if cross else None, span=body.span)
         if isinstance(body, S.FeedForward):
             gated = ACTIVATIONS[body.activation.name].gated
             up = 2 * body.d_ff if gated else body.d_ff
@@ -238,13 +241,13 @@ class _Builder:
         spec = self.spec
         if spec.head is not None:
             head = spec.head
-            params, ties = {}, {}
+            params, ties, norm_roles = {}, {}, {}
             if head.transform is not None:
                 params.update({"transform.weight": (width, width), "transform.bias": (width,)})
                 if head.transform_norm is not None and not NORMS[head.transform_norm.name].absent:
-                    variant = NORMS[head.transform_norm.name]
-                    norm_params = variant.params(width, variant.options(head.transform_norm.options))
-                    params.update({f"transform_norm.{k}": v for k, v in norm_params.items()})
+                    variant, options = NORMS.of(head.transform_norm)
+                    params.update({f"transform_norm.{k}": v for k, v in variant.params(width, options).items()})
+                    norm_roles = {f"transform_norm.{k}": v for k, v in variant.param_roles(width, options).items()}
             if head.tied_to is not None:
                 ties["weight"] = f"embeddings.{head.tied_to}.tokens.weight"
             else:
@@ -254,7 +257,7 @@ class _Builder:
             how = f"tied to '{head.tied_to}'" if head.tied_to else "linear"
             how += f", input ×{head.scale:.4g}" if head.scale != 1.0 else ""
             node = self.node("head", "head", f"Linear ({how}, {head.out:,})", [x], module="head", params=params,
-                             ties=ties, spec=head, width=width, span=head.span)
+                             ties=ties, norm_roles=norm_roles, spec=head, width=width, span=head.span)
             self.node("logits", "output", "logits", [node], shape=("batch", length, head.out))
         else:
             self.node("hidden", "output", "hidden states", [x], width=width)
@@ -285,6 +288,13 @@ def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     if position.acts == "attention" and not position.per_stack:  # a per-stack scheme's are its own node's
         params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
     return params
+
+
+def qk_norm_roles(body: S.Attention, shape: AttentionShape) -> dict[str, str]:
+    """The initialisation roles of qk-norm's parameters (``q_norm.weight``: ``norm_weight``, ...)."""
+    norm, options = NORMS.of(body.qk_norm)
+    return {f"{side}.{k}": role for side in ("q_norm", "k_norm") for k, role in norm.param_roles(shape.head_dim,
+                                                                                                    options).items()}
 
 
 def attention_label(body: S.Attention, shape: AttentionShape) -> str:

@@ -183,6 +183,14 @@ class Norm(Variant):
     def params(self, dim: int, options) -> dict[str, Shape]:
         return {}
 
+    def param_roles(self, dim: int, options) -> dict[str, str]:
+        """Each parameter's initialisation role: ``norm_weight`` (a scale, 1) or ``norm_bias`` (a shift, 0).
+
+        Every scheme initialises norm parameters by these roles, wherever the norm
+        stands (a sublayer's, a stack's final norm, qk-norm, a head's transform).
+        """
+        return {name: "norm_bias" if name == "bias" else "norm_weight" for name in self.params(dim, options)}
+
     def module(self, dim: int, options) -> Constructor:
         """An ``nn.Module`` normalising the last dimension, owning exactly ``params``."""
         raise NotImplementedError
