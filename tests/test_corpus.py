@@ -4,6 +4,8 @@ asks for it."""
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 import tracemalloc
@@ -180,6 +182,26 @@ def test_a_damaged_prepared_directory_is_named(tree, tmp_path, damage, message):
     damage(tmp_path / "p")
     with pytest.raises(DataError, match=message):
         Prepared.open(tmp_path / "p")
+
+
+@pytest.mark.parametrize("bad", [65535, 261, 280])  # past any embedding; the byte tokenizer's first id past it
+def test_prepared_ids_outside_the_tokenizer_are_named_before_training(tree, tmp_path, capsys, bad):
+    """An id the model cannot embed was a traceback; one it embeds but the tokenizer lacks trained silently and
+    failed at evaluation. Both are refused when the directory opens, at the first bad offset."""
+    prepare(Source((str(tree),)), None, tmp_path / "p", log=quiet)
+    ids = np.fromfile(tmp_path / "p" / "tokens.bin", dtype=np.uint16)
+    ids[7] = bad
+    ids[9] = bad
+    ids.tofile(tmp_path / "p" / "tokens.bin")
+    message = f"tokens.bin: id {bad} at token 7 (byte 14) is outside its vocabulary of 261 ids"
+    with pytest.raises(DataError, match=re.escape(message)):
+        Prepared.open(tmp_path / "p")
+    from tfspec.cli import main
+    assert main(["train", "examples/gpt2_small.tfs", "--set", "layers=1", "--set", "d_model=32", "--set", "heads=2",
+                 "--set", "vocab=300", "--data", str(tmp_path / "p"), "--seq-len", "8", "--steps", "1",
+                 "--no-progress", "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and not (tmp_path / "run").exists(), err
 
 
 def test_preparing_streams_in_bounded_memory(tmp_path, monkeypatch):

@@ -544,3 +544,27 @@ def test_import_generate_fine_tune_export_for_every_family(tmp_path, capsys, cls
         assert exported.config.decoder_start_token_id == 0 and exported.config.eos_token_id == 1
     ours, theirs, real = outputs(tuned.model(), exported, cls)
     assert (ours - theirs)[real].abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("32", '"32"; transformers expects int'), (32.5, "32.5; transformers expects int"),
+    (True, "true; transformers expects int"), ([32], "[32]; transformers expects int"),
+    (float("nan"), "NaN, not a number a model can use"), (float("inf"), "infinite, not a number a model can use"),
+])
+def test_a_configuration_field_of_the_wrong_type_is_one_sentence(tmp_path, capsys, value, shown):
+    """transformers' own StrictDataclassFieldValidationError used to end the command in a traceback; JSON's NaN,
+    Infinity and 1e400 (read as inf) are refused before transformers sees them."""
+    from tfspec.cli import main
+    import transformers as T
+
+    config = T.GPT2Config(n_layer=1, n_embd=16, n_head=2, n_positions=16, vocab_size=50, bos_token_id=0,
+                          eos_token_id=0).to_dict()
+    config["n_embd"] = value
+    text = json.dumps(config)
+    if value == float("inf"):
+        text = text.replace("Infinity", "1e400")
+    (tmp_path / "config.json").write_text(text)
+    assert main(["import", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "n_embd is " + shown in err, err

@@ -4,9 +4,10 @@ A run directory holds ``checkpoints/step-0001234/`` with
 
 - ``model.safetensors``  the weights (``safetensors.torch.load_file`` reads them anywhere),
 - ``spec.tfs``           the spec text the weights belong to,
-- ``checkpoint.json``    step, training configuration, vocabulary, ``let`` overrides, last evaluation, and the
-                         SHA-256 of ``spec.tfs`` and ``model.safetensors`` (checked on load: an edited spec or
-                         swapped weights are refused unless the caller accepts them),
+- ``checkpoint.json``    step, training configuration, vocabulary, ``let`` overrides, last evaluation, the
+                         SHA-256 of every other file, and its own (of its other entries): checked on load, so a
+                         flipped byte anywhere, an edited spec or swapped weights are refused unless the caller
+                         accepts them,
 - ``state.pt``           optimizer, gradient scaler and RNG states (loaded with ``weights_only=True``),
 
 and ``latest`` naming the newest one. A save writes a hidden temporary
@@ -16,6 +17,8 @@ stops at any point, ``latest`` still names a complete checkpoint.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -23,14 +26,16 @@ import re
 import shutil
 import tempfile
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from .errors import RunError
-from .files import write_atomically
+from .files import moved_error, naming, write_atomically
 
 FORMAT = 1
 KEEP = 3  # checkpoints kept per run (the newest ones)
@@ -46,6 +51,7 @@ class Checkpoint:
     spec_text: str
     meta: dict  # checkpoint.json
     weights: dict[str, torch.Tensor]
+    accept_edits: bool = False  # files that differ from their digests are taken as they are
 
     @property
     def step(self) -> int:
@@ -53,7 +59,10 @@ class Checkpoint:
 
     def training_state(self) -> dict:
         """The optimizer, scaler and RNG states; a missing, damaged or foreign ``state.pt`` is a
-        ``CheckpointError`` (a pickle that is not plain tensors and containers is refused by ``weights_only``)."""
+        ``CheckpointError`` (a pickle that is not plain tensors and containers is refused by ``weights_only``).
+        It is checked against its digest here, where it is read: ``--init`` and ``generate`` never read it."""
+        if not self.accept_edits:
+            _check_digests(self.path, self.meta, only=(STATE,))
         try:
             with warnings.catch_warnings():  # a foreign pickle's protocol warning: the error below says it all
                 warnings.simplefilter("ignore")
@@ -68,6 +77,35 @@ class Checkpoint:
             raise CheckpointError(f"{self.path / 'state.pt'}: not a training state tfspec wrote (no optimizer "
                                   "and RNG states)")
         return state
+
+    def vocabulary(self):
+        """The vocabulary checkpoint.json names (None when it names none); an entry tfspec did not write, or a
+        tokenizer file that is missing or damaged, is a ``CheckpointError``."""
+        from .data import DataError, Vocabulary
+
+        if self.meta.get("vocab") is None:
+            return None
+        try:
+            return Vocabulary.from_dict(self.meta["vocab"], self.path)
+        except (ValueError, DataError) as exc:
+            raise CheckpointError(f"{self.path / 'checkpoint.json'}: {exc}") from None
+
+    def config(self):
+        """The training configuration (a ``TrainConfig``; None for imported weights); one that is not valid is a
+        ``CheckpointError`` naming its fields."""
+        from pydantic import ValidationError
+
+        from .train import TrainConfig
+
+        if "config" not in self.meta:
+            return None
+        try:
+            return TrainConfig.saved(self.meta["config"])
+        except (ValidationError, TypeError, ValueError) as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
+                if isinstance(exc, ValidationError) else str(exc)
+            raise CheckpointError(f"{self.path / 'checkpoint.json'}: its training configuration is not valid: "
+                                  f"{problems}") from None
 
     def model(self, device=None):
         """The compiled model with these weights, in eval mode."""
@@ -87,7 +125,7 @@ class Checkpoint:
 
 
 def _write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
+    with naming(path), open(path, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -107,23 +145,78 @@ def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dic
         try:
             state_dict = model if isinstance(model, dict) else model.state_dict()
             weights = {k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()}
-            save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            with naming(tmp / "model.safetensors"):
+                save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
             _write(tmp / "spec.tfs", spec_text.encode("utf-8"))
             for file_name, data in (files or {}).items():
                 _write(tmp / file_name, data)
-            torch.save(state, tmp / "state.pt")
-            digests = {f: _digest(tmp / f) for f in DIGESTED}
-            _write(tmp / "checkpoint.json", json.dumps({"format": FORMAT, **meta, "step": step, "digests": digests},
-                                                       indent=2).encode())
+            with naming(tmp / "state.pt"):
+                torch.save(state, tmp / "state.pt")
+            digests = {f.name: _digest(f) for f in sorted(tmp.iterdir())}  # every file it holds
+            record = {"format": FORMAT, **meta, "step": step, "digests": digests}
+            record[SELF_DIGEST] = _record_digest(record)
+            _write(tmp / "checkpoint.json", json.dumps(record, indent=2).encode())
             if final.exists():  # a leftover without checkpoint.json: never published, safe to replace
                 shutil.rmtree(final)
             os.rename(tmp, final)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            error = moved_error(exc, tmp, final)
+            if error is None:
+                raise
+            try:
+                previous = latest(run_dir)
+            except CheckpointError:
+                previous = None
+            kept = f"the previous one, {previous.name}, is intact" if previous else "no earlier checkpoint exists"
+            file = str(error.filename)
+            file = file[len(str(final)) + 1:] if file.startswith(str(final) + os.sep) else file
+            raise CheckpointError(f"cannot save checkpoint {final} ({file}: {error.strerror}); {kept}") from None
     write_atomically(Path(run_dir) / "latest", f"{name}\n".encode())
     _prune(root, keep=name)
     return final
+
+
+LOCK = ".lock"  # in a run directory: held (flock) by the one process writing it
+RUN_FILES = ("latest", "checkpoints", "metrics.jsonl", LOCK)  # any of them marks a directory as a run
+
+
+class RunBusy(CheckpointError):
+    """A run directory another live process is writing."""
+
+
+def is_run(path: str | Path) -> bool:
+    """Whether ``path`` is a tfspec run directory (or one begun: metrics, a lock)."""
+    return any((Path(path) / name).exists() for name in RUN_FILES)
+
+
+@contextmanager
+def sole_writer(run_dir: str | Path) -> Iterator[None]:
+    """Hold ``run_dir`` for this process: an exclusive ``flock`` on ``run_dir/.lock`` (made with the directory),
+    which records the holder's PID. Another process holding it is a ``RunBusy`` naming that PID; the kernel
+    drops the lock of a process that dies, so a killed run never blocks the next.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            who = f"process {holder}" if holder.isdigit() else "another process"
+            raise RunBusy(f"{run_dir}: {who} is writing this run (tfspec train); wait for it to end, or choose "
+                          "another --out") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # a full disk: the PID only helps a message; the lock holds without it
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _prune(root: Path, keep: str) -> None:
@@ -136,7 +229,14 @@ def _prune(root: Path, keep: str) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-DIGESTED = ("spec.tfs", "model.safetensors")
+STATE = "state.pt"
+SELF_DIGEST = "record_digest"  # checkpoint.json's own: the SHA-256 of its other entries, written canonically
+EDITABLE = {"spec.tfs": "was edited", "model.safetensors": "are not the weights it was saved with"}
+
+
+def _record_digest(record: dict) -> str:
+    rest = {k: v for k, v in record.items() if k != SELF_DIGEST}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
 
 
 def _digest(path: Path) -> str:
@@ -194,7 +294,7 @@ def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:
         meta = json.loads((path / "checkpoint.json").read_text())
         _check_meta(path, meta)
         if not accept_edits:
-            _check_digests(path, meta)
+            _check_digests(path, meta, skip=(STATE,))
         spec_text = (path / "spec.tfs").read_text(encoding="utf-8")
         weights = load_file(str(path / "model.safetensors"))
     except CheckpointError:
@@ -205,7 +305,7 @@ def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:
     if broken:
         raise CheckpointError(f"{path / 'model.safetensors'}: non-finite values (inf or NaN) in "
                               f"{', '.join(broken[:8])}" + (f" and {len(broken) - 8} more" if len(broken) > 8 else ""))
-    return Checkpoint(path, spec_text, meta, weights)
+    return Checkpoint(path, spec_text, meta, weights, accept_edits)
 
 
 def _check_meta(path: Path, meta) -> None:
@@ -223,10 +323,23 @@ def _check_meta(path: Path, meta) -> None:
             raise CheckpointError(f"{where}: {key} is {type(meta[key]).__name__}, not an object")
 
 
-def _check_digests(path: Path, meta: dict) -> None:
-    """The files are those the checkpoint was saved with (checkpoints from before digests are taken as they are)."""
+def _check_digests(path: Path, meta: dict, skip: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
+    """checkpoint.json and every file it lists are as they were saved: a flipped byte anywhere is refused.
+    (Checkpoints from before digests are taken as they are; those from before the record's own digest and
+    state.pt's have those unchecked.)"""
+    where = path / "checkpoint.json"
+    if only is None and SELF_DIGEST in meta and meta[SELF_DIGEST] != _record_digest(meta):
+        raise CheckpointError(f"{where}: damaged or edited since the checkpoint was saved (its SHA-256 differs from "
+                              "the one it records); to use it as it is, pass --accept-edits")
     for name, expected in (meta.get("digests") or {}).items():
-        if name in DIGESTED and (path / name).is_file() and _digest(path / name) != expected:
-            what = "was edited" if name == "spec.tfs" else "are not the weights it was saved with"
-            raise CheckpointError(f"{path / name}: {what} since the checkpoint was saved (its SHA-256 differs "
+        if not isinstance(name, str) or Path(name).name != name or name in (".", "..", "checkpoint.json"):
+            raise CheckpointError(f"{where}: its digests name {str(name)[:80]!r}, not a file of the checkpoint")
+        if name in skip or only is not None and name not in only:
+            continue
+        file = path / name
+        if not file.is_file() or file.is_symlink():
+            raise CheckpointError(f"{file}: missing (checkpoint.json lists it); the checkpoint is incomplete")
+        if _digest(file) != expected:
+            what = EDITABLE.get(name, "is damaged or was replaced")
+            raise CheckpointError(f"{file}: {what} since the checkpoint was saved (its SHA-256 differs "
                                   "from checkpoint.json's); to use it as it is, pass --accept-edits")

@@ -14,7 +14,7 @@ from typing import Any
 
 from .api import MAX_SPEC_BYTES, load, parse
 from .errors import LengthError, RunError, SpecError
-from .files import check_writable, read_regular, write_atomically
+from .files import check_writable, new_directory, read_regular, removed_on_failure, write_atomically
 
 TASKS = ("copy", "reverse", "sort")  # tfspec.data.TASKS, named here so --help does not import torch
 DEFAULT_GLOB = "*.txt"  # tfspec.corpus.DEFAULT_GLOB, likewise
@@ -381,10 +381,7 @@ def cmd_mask(args) -> int:
         raise UsageError(f"{args.file}: {spec.name} has no attention to draw")
     for pattern in patterns:
         print(describe(pattern))
-    try:
-        plot_patterns(patterns, args.output, f"{spec.name}: which key each query sees")
-    except OSError as exc:
-        raise UsageError(f"-o {args.output}: cannot write: {exc.strerror or exc}") from None
+    plot_patterns(patterns, args.output, f"{spec.name}: which key each query sees")
     print(f"wrote {args.output}")
     return 0
 
@@ -421,10 +418,7 @@ def _write_output(output: str | None, text: str) -> bool:
     if output is None or output == "-":
         sys.stdout.write(text)
         return False
-    try:
-        write_atomically(output, text.encode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    write_atomically(output, text.encode("utf-8"))  # a failure names the file: exit 1, the old file kept
     return True
 
 
@@ -453,7 +447,8 @@ def _import_run(source, text: str, run_dir: str) -> None:
     vocab = tokenizer_of(source, model)
     if vocab is not None:
         meta["vocab"], files = vocab.to_dict(), vocab.files()
-    path = ckpt.save(Path(run_dir), 0, model, text, meta, {}, files)
+    with removed_on_failure(run_dir):  # a failed write leaves no half-made run
+        path = ckpt.save(Path(run_dir), 0, model, text, meta, {}, files)
     with_tokenizer = " and its tokenizer.json" if files else " (no tokenizer.json beside them)"
     print(f"wrote {path}: the {model.hf_class} weights{with_tokenizer}, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters")
@@ -470,13 +465,24 @@ def cmd_export(args) -> int:
         raise UsageError(f"-o {out}: already exists{'' if out.is_dir() else ' (a file)'}; name a new directory")
     _writable(str(out), "-o")
     model = saved.model()
-    if args.to == "hf":
-        from .data import Vocabulary, hugging_face_tokenizer
+    with new_directory(out) as work:  # written whole or not at all
+        written = _export(args.to, saved, model, work, out)
+    print(f"wrote {out}: {written}")
+    return 0
+
+
+def _export(to: str, saved, model, out, final) -> str:
+    """Write ``model`` (from the checkpoint ``saved``) into the directory ``out`` as ``to`` says (to become
+    ``final``); what was written."""
+    from pathlib import Path
+
+    if to == "hf":
+        from .data import hugging_face_tokenizer
         from .interop.families import export_pretrained
         from .interop.mapping import InteropError
 
         _quiet_transformers()
-        vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path) if "vocab" in saved.meta else None
+        vocab = saved.vocabulary()
         try:
             cls = export_pretrained(model, out, prefer=saved.meta.get("hf_class"),
                                     token_ids=_token_ids(vocab, model.spec.kind) if vocab else None)
@@ -484,23 +490,21 @@ def cmd_export(args) -> int:
             raise RunError(f"{saved.path}: {exc}") from None
         written = ["config.json", "model.safetensors"]
         for name, data in (hugging_face_tokenizer(vocab) if vocab else {}).items():
-            write_atomically(out / name, data)
+            write_atomically(Path(out) / name, data)
             written.append(name)
-        print(f"wrote {out}: a Hugging Face {cls} ({', '.join(written)}); "
-              f"transformers.{cls}.from_pretrained({str(out)!r}) loads it")
-    elif args.to == "torch":
+        return (f"a Hugging Face {cls} ({', '.join(written)}); "
+                f"transformers.{cls}.from_pretrained({str(final)!r}) loads it")
+    if to == "torch":
         from safetensors.torch import save_file
 
         from .standalone import emit
 
-        out.mkdir(parents=True, exist_ok=True)
         write_atomically(out / "model.py", emit(saved.spec(), origin=str(saved.path / "spec.tfs")).encode("utf-8"))
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
-        print(f"wrote {out}: model.py (torch only) and model.safetensors; "
-              "Model().load_state_dict(safetensors.torch.load_file(...)) gives the trained model")
-    else:
-        _export_onnx(model, out)
-    return 0
+        return ("model.py (torch only) and model.safetensors; "
+                "Model().load_state_dict(safetensors.torch.load_file(...)) gives the trained model")
+    _export_onnx(model, out)
+    return "model.onnx"
 
 
 def _token_ids(vocab, kind: str) -> dict[str, int]:
@@ -519,7 +523,6 @@ def _export_onnx(model, out) -> None:
     if missing:
         raise RunError(f"--to onnx needs the {' and '.join(missing)} package{'s' if len(missing) > 1 else ''}: "
                        f"pip install {' '.join(missing)}")
-    out.mkdir(parents=True, exist_ok=True)
     kind = model.spec.kind
     tokens = torch.zeros(1, 8, dtype=torch.long)
     inputs = (tokens, tokens) if kind == "encoder-decoder" else (tokens,)
@@ -527,9 +530,10 @@ def _export_onnx(model, out) -> None:
     try:
         torch.onnx.export(model, inputs, str(out / "model.onnx"), input_names=names, dynamo=True,
                           dynamic_shapes={n: {0: "batch", 1: f"{n}_length"} for n in names})
+    except OSError:  # writing the file: named by the caller
+        raise
     except Exception as exc:  # the exporter's own errors: an operator it cannot write, a graph break
         raise RunError(f"torch.onnx.export could not write this model: {exc}") from None
-    print(f"wrote {out / 'model.onnx'}")
 
 
 def cmd_emit(args) -> int:
@@ -741,19 +745,17 @@ def cmd_generate(args) -> int:
     import torch
 
     from . import checkpoint as ckpt
-    from .data import Vocabulary
     from .decoding import Strategy, complete
-    from .train import TrainConfig
 
     saved = ckpt.load(args.checkpoint, accept_edits=args.accept_edits)
     if "vocab" not in saved.meta:
         raise RunError(f"{saved.path}: imported from {saved.meta.get('imported_from', 'elsewhere')} without a "
                        "tokenizer.json, so there is no vocabulary to encode text with")
     model = saved.model(device=_device(args.device))
-    vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path)
+    vocab = saved.vocabulary()
     kind = model.spec.kind
     # an imported model (no training configuration) continues a prompt, or maps an input to an output
-    config = TrainConfig.saved(saved.meta["config"]) if "config" in saved.meta else None
+    config = saved.config()
     if kind == "encoder-only":
         raise RunError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
     if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):
@@ -787,7 +789,8 @@ def cmd_generate(args) -> int:
     print(f"{saved.path} (step {saved.step}): {model.spec.name}, {kind}; {how}")
     try:
         results = complete(model, vocab, inputs, prompted=prompted, max_new=max_new, strategy=strategy,
-                           generator=generator, use_cache=False if args.no_cache else None)
+                           generator=generator, use_cache=False if args.no_cache else None,
+                           strict=args.max_new is not None)  # asked for: all of it, or a refusal up front
     except LengthError:  # no room left after the prompt
         raise
     except ValueError as exc:  # text outside the vocabulary, an empty prompt
@@ -803,6 +806,9 @@ def cmd_generate(args) -> int:
         if r.score is not None:
             line += f"  [score {r.score:.3f}]"
         print(line)
+        if r.cut_at is not None:
+            print(f"note: stopped after {r.cut_at} tokens, where the learned positions "
+                  f"({model.max_len['decoder']}) end; give --max-new to have all of it or a refusal", file=sys.stderr)
     return 0
 
 
@@ -975,11 +981,11 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--steps", type=_positive, help="optimizer steps (default 2000)")
     opt.add_argument("--batch", type=_positive, help="sequences per micro-batch, all workers together (default 64)")
     opt.add_argument("--accumulate", type=_positive, help="micro-batches per optimizer step (default 1)")
-    opt.add_argument("--lr", type=_positive_float, help="peak learning rate")
+    opt.add_argument("--lr", type=_range(0, 10, low_open=True), help="peak learning rate, in (0, 10]")
     opt.add_argument("--warmup", type=_natural, help="warm-up steps")
-    opt.add_argument("--grad-clip", type=_natural_float, help="clip the gradient norm (0: never)")
-    opt.add_argument("--label-smoothing", type=_natural_float)
-    opt.add_argument("--weight-decay", type=_natural_float)
+    opt.add_argument("--grad-clip", type=_range(0, 1e6), help="clip the gradient norm (0: never), at most 1e6")
+    opt.add_argument("--label-smoothing", type=_range(0, 1, high_open=True), help="in [0, 1)")
+    opt.add_argument("--weight-decay", type=_range(0, 10), help="in [0, 10]")
     opt.add_argument("--seed", type=_seed, help="seed of initialisation, data and dropout (default 0)")
     opt.add_argument("--device", help="cpu (default), cuda, cuda:N, mps")
     opt.add_argument("--dtype", choices=DTYPES, help="float32 (default); bfloat16/float16 train under autocast")
@@ -1011,10 +1017,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                             "longest target + 1, or 200 for text)")
     generate.add_argument("--temperature", type=_temperature, help="sample at this temperature (0: greedy; "
                                                                    "1 when only --top-k/--top-p are given)")
-    generate.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens")
+    generate.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens (more than the "
+                                                          "vocabulary: all of them)")
     generate.add_argument("--top-p", type=_unit, help="sample from the smallest set holding this much probability")
-    generate.add_argument("--beam", type=_positive, nargs="?", const=4, help="beam search (default width 4)")
-    generate.add_argument("--alpha", type=_natural_float, default=0.6, help="beam length penalty (default 0.6)")
+    generate.add_argument("--beam", type=_beam, nargs="?", const=4, help=f"beam search (default width 4, at most "
+                                                                         f"{MAX_BEAM})")
+    generate.add_argument("--alpha", type=_range(0, 10), default=0.6, help="beam length penalty in [0, 10] "
+                                                                          "(default 0.6)")
     generate.add_argument("--seed", type=_seed, default=0, help="sampling seed (default 0)")
     generate.add_argument("--device", default="cpu")
     generate.add_argument("--accept-edits", action="store_true", help="take a checkpoint whose spec.tfs or "
@@ -1054,12 +1063,23 @@ def _number(text: str, ok, what: str) -> float:
     return value
 
 
-def _positive_float(text: str) -> float:
-    return _number(text, lambda v: 0 < v < float("inf"), "a positive number")
+def _range(low: float, high: float, low_open: bool = False, high_open: bool = False):
+    """An argparse type for a number in [low, high] (``low_open``: above low; ``high_open``: below high)."""
+    what = f"a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+    def check(v: float) -> bool:
+        return (low < v if low_open else low <= v) and (v < high if high_open else v <= high)
+    return lambda text: _number(text, check, what)
 
 
-def _natural_float(text: str) -> float:
-    return _number(text, lambda v: 0 <= v < float("inf"), "a number >= 0")
+MAX_BEAM = 100  # hypotheses per input: each is a forward pass per step (a million took minutes without end)
+
+
+def _beam(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_BEAM:
+        raise argparse.ArgumentTypeError(f"expected a beam width from 1 to {MAX_BEAM}, got {value}")
+    return value
 
 
 def _unit(text: str) -> float:
@@ -1140,16 +1160,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path the checks before could not foresee (a disk full, a file removed meanwhile)
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"tfspec {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except Exception as exc:  # noqa: BLE001 - a worker whose peer died sees its collective fail
         lost = _lost_worker(exc)
         if lost is None:
             raise
         print(f"tfspec {args.command}: error: [rank {os.environ['RANK']}] another worker is gone ({lost}); "
               "the run stops at its last checkpoint", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a path the checks before could not foresee (a disk full, a file removed meanwhile)
-        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        print(f"tfspec {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
 
 

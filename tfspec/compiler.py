@@ -55,8 +55,13 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
 
     ``device="meta"`` builds without allocating (for counting); ``seed`` seeds the
     initialisation (otherwise it draws from torch's global generator, so
-    ``torch.manual_seed`` makes it reproducible).
+    ``torch.manual_seed`` makes it reproducible). ``dtype``: a floating-point
+    ``torch.dtype`` or its name (``"bfloat16"``). An argument out of its range is a
+    ``ValueError`` (``TypeError`` for the wrong kind of value) naming it.
     """
+    device, dtype = _device_argument(device), _dtype_argument(dtype)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 63):
+        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
     spec = _spec_of(source, overrides)
     check_fits(spec, device, dtype)
     with torch.device(device) if device is not None else nullcontext():
@@ -69,6 +74,43 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
     if dtype is not None:
         model = model.to(dtype=dtype)
     return model
+
+
+FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                "float64": torch.float64}
+
+
+def _dtype_argument(dtype) -> torch.dtype | None:
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        if dtype.removeprefix("torch.") not in FLOAT_DTYPES:
+            raise ValueError(f"dtype {dtype!r} is not one a model's weights can have ({', '.join(FLOAT_DTYPES)})")
+        return FLOAT_DTYPES[dtype.removeprefix("torch.")]
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype or its name, not {type(dtype).__name__}")
+    if dtype not in FLOAT_DTYPES.values():
+        raise ValueError(f"dtype {dtype} is not one a model's weights can have ({', '.join(FLOAT_DTYPES)})")
+    return dtype
+
+
+def _device_argument(device) -> torch.device | None:
+    """``device`` as a ``torch.device`` that exists here: a bad name or a CUDA device without CUDA is a ValueError."""
+    if device is None:
+        return None
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {device!r} is not a device name (cpu, cuda, cuda:1, mps, meta)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {str(device)!r}: this torch sees no CUDA device (torch.cuda.is_available() "
+                             "is False)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {str(device)!r}: there are {torch.cuda.device_count()} CUDA devices")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {str(device)!r}: MPS is not available here")
+    return device
 
 
 def available_memory_bytes(device=None) -> int:

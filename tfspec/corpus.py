@@ -44,6 +44,7 @@ from torch import Tensor
 
 from .data import SPECIALS, DataError, TokenizerVocabulary, Vocabulary
 from .errors import listing
+from .files import moved_error, naming
 
 PIECE_BYTES = 4 << 20  # a text file is read, and tokenised, this much at a time
 DEFAULT_GLOB = "*.txt"
@@ -377,10 +378,25 @@ class Prepared:
                 raise DataError(f"{option} {path / name}: {'missing' if actual is None else f'{actual:,} bytes'}, "
                                 f"but {PREPARED} says {size:,}; prepare it again")
         ids = np.memmap(path / "tokens.bin", dtype=dtype, mode="r", shape=(count,))
+        _check_ids(ids, vocab, f"{option} {path / 'tokens.bin'}")
         starts = np.fromfile(path / "starts.bin", dtype=np.int64)
         if len(starts) != documents or starts[0] != 0 or np.any(np.diff(starts) < 0) or starts[-1] > count:
             raise DataError(f"{option} {path / 'starts.bin'}: document starts out of order; prepare it again")
         return cls(path, meta, vocab, Tokens(ids, starts))
+
+
+def _check_ids(ids: np.ndarray, vocab, where: str, piece: int = 1 << 24) -> None:
+    """Every id is one of ``vocab``'s (and so one the model embeds: training checks the vocabulary fits the
+    embedding), or a ``DataError`` names the first offset that is not: one pass over the mapped file."""
+    if int(ids.max()) < vocab.size:
+        return
+    for begin in range(0, len(ids), piece):
+        bad = np.flatnonzero(ids[begin: begin + piece] >= vocab.size)
+        if len(bad):
+            offset = begin + int(bad[0])
+            raise DataError(f"{where}: id {int(ids[offset])} at token {offset:,} (byte {offset * ids.itemsize:,}) is "
+                            f"outside its vocabulary of {vocab.size:,} ids ({vocab.describe()}); the file is damaged "
+                            "or was prepared with another tokenizer: prepare it again")
 
 
 def prepare(source: Source, tokenizer: str | None, out: str | Path,
@@ -417,20 +433,21 @@ def prepare(source: Source, tokenizer: str | None, out: str | Path,
     work = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
         count, starts = 0, []
-        with open(work / "tokens.bin", "wb") as tokens:
+        with naming(work / "tokens.bin"), open(work / "tokens.bin", "wb") as tokens:
             for begins, encoded in _laid_out(source, vocab):
                 if begins:
                     starts.append(count)
-                encoded.astype(dtype, copy=False).tofile(tokens)
+                tokens.write(encoded.astype(dtype, copy=False).tobytes())  # tofile's C stdio would hide a full disk
                 count += len(encoded)
         if not count:
             raise DataError(f"{source.where()}: the text is empty; give a text to learn from")
-        np.array(starts, dtype=np.int64).tofile(work / "starts.bin")
-        for name, data in vocab.files().items():
-            (work / name).write_bytes(data)
+        with naming(work / "starts.bin"):
+            np.array(starts, dtype=np.int64).tofile(work / "starts.bin")
         meta = {"format": FORMAT, "dtype": np.dtype(dtype).name, "tokens": count, "documents": len(starts),
                 "vocab": vocab.to_dict(), "made_from": made_from}
-        (work / PREPARED).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        for name, data in {**vocab.files(), PREPARED: (json.dumps(meta, indent=2) + "\n").encode()}.items():
+            with naming(work / name):
+                (work / name).write_bytes(data)
         old = out.parent / f".{out.name}.old" if out.exists() else None
         if old is not None:  # a prepared directory made from other files: set aside, then replaced whole
             shutil.rmtree(old, ignore_errors=True)
@@ -438,9 +455,12 @@ def prepare(source: Source, tokenizer: str | None, out: str | Path,
         os.replace(work, out)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(work, ignore_errors=True)
-        raise
+        error = moved_error(exc, work, out)  # a full disk names the file it was writing, not the temporary one
+        if error is None:
+            raise
+        raise error from None
     prepared = Prepared.open(out)
     log(f"{out}: {count:,} tokens of {len(starts):,} documents, {vocab.describe()}, {np.dtype(dtype).name}")
     return prepared

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from .errors import RunError
+from .schema import MAX_DIM
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>", "<mask>")
 PAD, BOS, EOS, SEP, MASK = range(len(SPECIALS))
@@ -155,10 +156,32 @@ class Vocabulary:
 
     @classmethod
     def from_dict(cls, d: dict, directory: Path | None = None) -> "Vocabulary | TokenizerVocabulary":
-        """The vocabulary a checkpoint names (``directory``: the checkpoint's, where a tokenizer file lies)."""
-        if d["kind"] == "tokenizer":
-            return TokenizerVocabulary.load(Path(directory or ".") / d["file"], specials=d.get("specials"))
-        return cls(d["kind"], tuple(d["symbols"]))
+        """The vocabulary a checkpoint names (``directory``: the checkpoint's, where a tokenizer file lies); an
+        entry tfspec did not write is a ``ValueError`` saying what is wrong with it.
+
+        >>> Vocabulary.from_dict({"kind": "florp"})
+        Traceback (most recent call last):
+        ...
+        ValueError: vocabulary kind 'florp' is none of letters, bytes, chars, tokenizer
+        """
+        kind = d.get("kind") if isinstance(d, dict) else None
+        if kind not in VOCABULARY_KINDS:
+            raise ValueError(f"vocabulary kind {kind!r} is none of {', '.join(VOCABULARY_KINDS)}")
+        if kind == "tokenizer":
+            file, specials = d.get("file"), d.get("specials")
+            if not isinstance(file, str) or not file or Path(file).name != file or file in (".", ".."):
+                raise ValueError(f"the vocabulary's tokenizer file {file!r} is not a file name")
+            if specials is not None and not (isinstance(specials, dict) and set(specials) <= set(ROLES) and all(
+                    v is None or type(v) is int and v >= 0 for v in specials.values())):
+                raise ValueError(f"the vocabulary's special ids {str(specials)[:100]} are not role: id pairs")
+            return TokenizerVocabulary.load(Path(directory or ".") / file, specials=specials)
+        symbols = d.get("symbols", "")
+        if not isinstance(symbols, str) or kind != "bytes" and (not symbols or len(set(symbols)) != len(symbols)):
+            raise ValueError(f"the vocabulary's symbols {str(symbols)[:60]!r} are not a string of distinct characters")
+        return cls(kind, tuple(symbols))
+
+
+VOCABULARY_KINDS = ("letters", "bytes", "chars", "tokenizer")
 
 
 ROLES = ("pad", "start", "eos", "sep", "mask")  # what a special id is for; "start" begins a decoder's output
@@ -233,6 +256,8 @@ class TokenizerVocabulary:
         ``texts``; tfspec's five specials are its first ids, so batches read them where they always are."""
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
         smallest = len(SPECIALS) + 256
+        if size > MAX_DIM:  # the trainer would allocate for all of them (bpe:1000000000 aborted the process)
+            raise DataError(f"bpe:{size}: at most {MAX_DIM:,} tokens, the largest vocabulary a spec may embed")
         if size < smallest:
             raise DataError(f"bpe:{size}: a byte-level BPE needs at least {smallest} tokens "
                             f"({len(SPECIALS)} specials + 256 bytes)")

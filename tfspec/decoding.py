@@ -19,6 +19,8 @@ probabilities it controls.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -182,7 +184,9 @@ def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, te
 
     ``temperature`` 0 is greedy decoding; otherwise logits are divided by it,
     filtered by ``top_k`` / ``top_p``, and a token drawn from ``generator``.
+    An argument out of its range is a ``ValueError`` naming it.
     """
+    check_choice(max_new=max_new, temperature=temperature, top_k=top_k, top_p=top_p)
     logits = steps.feed(start)
     batch = start.shape[0]
     done = torch.zeros(batch, dtype=torch.bool, device=start.device)
@@ -192,7 +196,10 @@ def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, te
         if temperature == 0.0:
             token = logits.argmax(dim=-1)
         else:
-            probs = filter_logits(logits / temperature, top_k, top_p).softmax(dim=-1)
+            scaled = logits / temperature
+            if not torch.isfinite(scaled[logits.isfinite()]).all():  # so small a temperature overflows: the top
+                scaled = (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # tokens keep all the mass
+            probs = filter_logits(scaled, top_k, top_p).softmax(dim=-1)
             token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
         if eos is not None:
             token = token.masked_fill(done, eos)
@@ -203,6 +210,30 @@ def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, te
         logits = steps.feed(token[:, None])
     rows = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(batch)]
     return [row[: row.index(eos)] if eos is not None and eos in row else row for row in rows]
+
+
+def check_choice(*, max_new: int, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
+                 beam: int = 1, alpha: float = 0.0) -> None:
+    """A ``ValueError`` naming the first decoding argument outside its range (``temperature=nan``, ``top_p=0``).
+
+    >>> check_choice(max_new=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_new must be a whole number >= 0, got -1
+    """
+    def whole(name, value, low):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be a whole number >= {low}, got {value!r}")
+    whole("max_new", max_new, 0)
+    whole("beam", beam, 1)
+    if top_k is not None:
+        whole("top_k", top_k, 1)
+    if not isinstance(temperature, (int, float)) or not 0 <= temperature < math.inf:
+        raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {temperature!r}")
+    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be a probability in (0, 1], got {top_p!r}")
+    if not isinstance(alpha, (int, float)) or not 0 <= alpha < math.inf:
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
 
 
 # ---------------------------------------------------------------- beam search
@@ -229,6 +260,7 @@ def beam_search(steps: Steps, start: Tensor, max_new: int, eos: int, beam: int =
     fall as a hypothesis grows, so its best reachable score is its current one
     divided by the largest penalty ahead.
     """
+    check_choice(max_new=max_new, beam=beam, alpha=alpha)
     batch = start.shape[0]
     logits = steps.feed(start)
     rows = torch.arange(batch, device=start.device).repeat_interleave(beam)
@@ -302,6 +334,7 @@ class Completion:
     input: str
     output: str
     score: float | None = None  # beam search: length-normalised log-probability
+    cut_at: int | None = None  # the output stopped here, short of max_new, where the learned positions end
 
 
 def room(model, prompt_length: int) -> int:
@@ -312,7 +345,8 @@ def room(model, prompt_length: int) -> int:
 
 @torch.no_grad()
 def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, strategy: Strategy = Strategy(),
-             generator: torch.Generator | None = None, use_cache: bool | None = None) -> list[Completion]:
+             generator: torch.Generator | None = None, use_cache: bool | None = None,
+             strict: bool = False) -> list[Completion]:
     """Decode from text: encoder-decoder models map each text to an output; decoder-only models continue it.
 
     ``prompted``: the model learned "source SEP target EOS" sequences (a task),
@@ -320,11 +354,24 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
     is a prompt to continue for ``max_new`` tokens (or to a tokenizer's end
     token). ``vocab`` is a ``tfspec.data`` vocabulary: it encodes the texts as
     model inputs and names the start and end ids.
+
+    Past the learned positions: no room at all is a ``LengthError``; with ``strict``, so is less room than
+    ``max_new`` (checked for every text before any is decoded); otherwise the output stops where the positions
+    end and its ``cut_at`` says so.
     """
+    check_choice(max_new=max_new, temperature=strategy.temperature, top_k=strategy.top_k, top_p=strategy.top_p,
+                 beam=strategy.beam or 1, alpha=strategy.alpha)
+    encoded = [vocab.encode_input(text) for text in texts]
+    for ids in encoded:
+        room_left = room(model, 1 if model.spec.kind == "encoder-decoder" else len(ids) + prompted)
+        if room_left <= 0 or strict and room_left < max_new:
+            tokens = f"the prompt has {len(ids) + prompted} tokens; " if model.spec.kind != "encoder-decoder" else ""
+            leave = "leave no room to generate" if room_left <= 0 else f"leave room for {room_left} new tokens"
+            raise LengthError(f"{tokens}the learned positions ({model.max_len['decoder']}) {leave}"
+                              + (f", not {max_new}" if room_left > 0 else ""))
     device = model.device
     results = []
-    for text in texts:  # one at a time: prompts need not share a length
-        ids = vocab.encode_input(text)
+    for text, ids in zip(texts, encoded):  # one at a time: prompts need not share a length
         if model.spec.kind == "encoder-decoder":
             if not ids:
                 raise ValueError("an encoder-decoder model needs a non-empty input")
@@ -341,17 +388,16 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
                 raise ValueError("give a prompt (--input TEXT) to continue")
             start, eos = torch.tensor([prompt], device=device), (vocab.eos if prompted else vocab.ends_text)
             budget = min(max_new, room(model, len(prompt)))
-            if budget <= 0:
-                raise LengthError(f"the prompt has {len(prompt)} tokens; the learned positions "
-                                 f"({model.max_len['decoder']}) leave no room to generate")
             steps = Continuation(model, use_cache=use_cache)
         steps = Restricted(steps, vocab.output_ids(model.spec.head.out, end=eos is not None))
         if strategy.beam:
             best = beam_search(steps, start, budget, eos if eos is not None else -1, strategy.beam, strategy.alpha)[0][0]
-            results.append(Completion(text, vocab.decode(best.tokens), best.score))
+            out, score = best.tokens, best.score
         else:
             out = sample(steps, start, budget, eos, strategy.temperature, strategy.top_k, strategy.top_p, generator)[0]
-            results.append(Completion(text, vocab.decode(out)))
+            score = None
+        cut = budget if budget < max_new and len(out) == budget else None
+        results.append(Completion(text, vocab.decode(out), score, cut))
     return results
 
 

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
+import re
+import shutil
 import stat
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def write_atomically(path: str | Path, data: bytes) -> None:
@@ -25,14 +30,113 @@ def write_atomically(path: str | Path, data: bytes) -> None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with naming(path):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
+def save_figure(fig, path: str | Path, **options) -> None:
+    """``fig.savefig`` whole or not at all: drawn in memory (format from the suffix), then ``write_atomically``."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=Path(path).suffix.lstrip(".").lower() or "png", **options)
+    write_atomically(path, buffer.getvalue())
+
+
+def as_os_error(exc: BaseException, path: str | Path) -> OSError | None:
+    """``exc`` as an ``OSError`` naming ``path``: an ``OSError`` without a file name (a full disk seen by
+    ``write``), or safetensors' ``SafetensorError`` wrapping one (``... (os error 28)``); None for other errors."""
+    if isinstance(exc, OSError):
+        if exc.filename is not None:
+            return exc
+        return OSError(exc.errno, exc.strerror or str(exc) or type(exc).__name__, str(path))
+    if type(exc).__name__ == "SafetensorError":
+        found = re.search(r"os error (\d+)", str(exc))
+        code = int(found.group(1)) if found else errno.EIO
+        return OSError(code, os.strerror(code) if found else str(exc), str(path))
+    return None
+
+
+def moved_error(exc: BaseException, tmp: Path, final: Path) -> OSError | None:
+    """``as_os_error(exc)``, naming a file under the temporary directory ``tmp`` by where it was going (``final``)."""
+    error = as_os_error(exc, tmp) if isinstance(exc, Exception) else None
+    if error is None:
+        return None
+    where = str(error.filename)
+    if where == str(tmp) or where.startswith(str(tmp) + os.sep):
+        where = str(final) + where[len(str(tmp)):]
+    return OSError(error.errno, error.strerror, where)
+
+
+@contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """Errors of writing ``path`` (``OSError``, safetensors' I/O errors) leave as ``OSError``s that name it."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        yield
+    except Exception as exc:
+        error = as_os_error(exc, path)
+        if error is None or error is exc:
+            raise
+        raise error from None
+
+
+@contextmanager
+def removed_on_failure(path: str | Path) -> Iterator[None]:
+    """When the block fails, ``path`` goes back to how it was found if that was absent (removed) or an empty
+    directory (emptied): a command that fails leaves no half-made output directory."""
+    path = Path(path)
+    existed = path.exists()
+    if existed and (not path.is_dir() or any(path.iterdir())):
+        yield
+        return
+    try:
+        yield
     except BaseException:
-        os.unlink(tmp)
+        undo_directory(path, existed)
+        raise
+
+
+def undo_directory(path: Path, keep_empty: bool) -> None:
+    """Remove ``path`` with everything in it, or (``keep_empty``) only what is in it."""
+    if not keep_empty:
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.is_dir():
+        for child in path.iterdir():
+            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+
+
+@contextmanager
+def new_directory(path: str | Path) -> Iterator[Path]:
+    """A directory written whole or not at all: the block fills a hidden temporary sibling, renamed to ``path``
+    when it ends without error and removed otherwise (``path``: absent or an empty directory). An ``OSError``
+    inside names the file as it would be under ``path``, not the temporary one.
+    """
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{path.name}."))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for secrets; an output directory is ordinary
+        try:
+            yield tmp
+        except Exception as exc:
+            error = moved_error(exc, tmp, path)
+            if error is None:
+                raise
+            raise error from None
+        with naming(path):
+            if path.is_dir():
+                path.rmdir()  # empty: the caller refuses any other
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from .analysis import AnalysisError, _graph_of, length_limit, stack_lengths
 from .compiler import attention_config
+from .files import save_figure
 from .nn.context import Context
 from .nn.masking import MaskSet
 from .registry import ATTENTION_KINDS
@@ -165,5 +166,7 @@ def plot_patterns(patterns: list[AttentionPattern], path: str, title: str) -> No
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=110)
+    finally:
+        plt.close(fig)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .analysis import Analysis
+from .files import save_figure
 
 
 def si(value: float, unit: str = "") -> str:
@@ -173,5 +174,7 @@ def plot(curves: dict[str, list[Analysis]], path: str) -> None:
     title = f"{a.name}: " if len(curves) == 1 else ""
     fig.suptitle(f"{title}batch {a.batch}, {a.dtype}{fused}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=120)
+    finally:
+        plt.close(fig)

@@ -29,14 +29,14 @@ import json
 import math
 import signal
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Iterator, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import checkpoint as ckpt
 from .api import load, parse
@@ -48,7 +48,12 @@ from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batc
 from .decoding import Continuation, Restricted, sample
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
 from .errors import LengthError, RunError
-from .files import write_atomically
+from .files import naming, save_figure, undo_directory, write_atomically
+from .schema import MAX_DIM
+
+
+MAX_COUNT = 10 ** 9  # steps, sequences, lengths: beyond this a number is a typo, not a run
+MAX_LR = 10.0
 
 
 class TrainConfig(BaseModel):
@@ -64,24 +69,25 @@ class TrainConfig(BaseModel):
     tokenizer: str | None = None  # bytes | chars | bpe:N | a tokenizer.json path; None: the weights' own, or bytes
     init: str | None = None  # start from these weights: a run, a checkpoint or a Hugging Face model directory
     symbols: int = Field(26, ge=2, le=len(LETTERS))  # task alphabet
-    min_len: int = Field(4, ge=1)
-    max_len: int = Field(24, ge=1)  # task source lengths
-    seq_len: int | None = Field(None, ge=1)  # text window (default: 256, or the learned positions if fewer)
-    steps: int = Field(2000, ge=1)
-    batch: int = Field(64, ge=1)
-    accumulate: int = Field(1, ge=1)
-    lr: float | None = Field(None, gt=0)  # peak learning rate
-    warmup: int | None = Field(None, ge=0)
-    grad_clip: float | None = Field(None, ge=0)  # 0: no clipping
+    # Every number has a range (the README's table), checked before any work: Adam overflowed at lr 1e39
+    min_len: int = Field(4, ge=1, le=MAX_COUNT)
+    max_len: int = Field(24, ge=1, le=MAX_COUNT)  # task source lengths
+    seq_len: int | None = Field(None, ge=1, le=MAX_COUNT)  # text window (default: 256, or the learned positions if fewer)
+    steps: int = Field(2000, ge=1, le=MAX_COUNT)
+    batch: int = Field(64, ge=1, le=MAX_COUNT)
+    accumulate: int = Field(1, ge=1, le=MAX_COUNT)
+    lr: float | None = Field(None, gt=0, le=MAX_LR)  # peak learning rate
+    warmup: int | None = Field(None, ge=0, le=MAX_COUNT)
+    grad_clip: float | None = Field(None, ge=0, le=1e6)  # 0: no clipping
     label_smoothing: float | None = Field(None, ge=0, lt=1)
-    weight_decay: float | None = Field(None, ge=0)
+    weight_decay: float | None = Field(None, ge=0, le=10)
     seed: int = Field(0, ge=0, lt=2 ** 63)
     device: str = "cpu"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    eval_every: int = Field(250, ge=1)
-    eval_size: int = Field(500, ge=1)  # held-out sequences per evaluation
-    save_every: int = Field(500, ge=1)
-    log_every: int | None = Field(None, ge=1)  # a plain line every N steps without a progress bar (None: ~100 a run)
+    eval_every: int = Field(250, ge=1, le=MAX_COUNT)
+    eval_size: int = Field(500, ge=1, le=MAX_COUNT)  # held-out sequences per evaluation
+    save_every: int = Field(500, ge=1, le=MAX_COUNT)
+    log_every: int | None = Field(None, ge=1, le=MAX_COUNT)  # a plain line every N steps without a progress bar (None: ~100 a run)
     # set by resume when --steps changes: the decay goes on from (step, progress) to the new last step, so the
     # learning rate continues where the run stopped
     decay_from: tuple[int, float] | None = None
@@ -120,6 +126,8 @@ class TrainConfig(BaseModel):
             return None
         if tokenizer.startswith("bpe:") and not tokenizer[4:].isdigit():
             raise ValueError(f"{tokenizer!r}: bpe:N takes the number of tokens, e.g. bpe:1000")
+        if tokenizer.startswith("bpe:") and int(tokenizer[4:]) > MAX_DIM:
+            raise ValueError(f"{tokenizer!r}: at most bpe:{MAX_DIM}, the largest vocabulary a spec may embed")
         if not tokenizer.strip():
             raise ValueError("name a tokenizer: bytes, chars, bpe:N or the path of a tokenizer.json")
         return tokenizer
@@ -535,7 +543,7 @@ def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
             raise DataError(f"--init {source}: {exc}") from None
         return Initial(str(source), text, str(path / "config.json"), {}, model.state_dict(), vocab)
     saved = ckpt.load(path, accept_edits=accept_edits)
-    vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path) if "vocab" in saved.meta else None
+    vocab = saved.vocabulary()
     return Initial(str(source), saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or {},
                    saved.weights, vocab)
 
@@ -553,8 +561,20 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
     the spec is the one the initial weights came with (``initial``: those weights, when already read).
     """
     config = config or TrainConfig()
-    if run_dir is not None and ckpt.latest(run_dir) is not None:
-        raise DataError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+    if run_dir is not None and world.main:
+        path = Path(run_dir)
+        if path.exists() and not path.is_dir():
+            raise DataError(f"--out {run_dir}: a file, not a run directory")
+        if path.is_dir() and not ckpt.is_run(path) and any(path.iterdir()):
+            raise DataError(f"--out {run_dir}: holds files that are not a tfspec run; train into a new or empty "
+                            "directory")
+    with _sole_writer(run_dir, world, new=True):
+        if run_dir is not None and ckpt.latest(run_dir) is not None:
+            raise DataError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+        return _train(spec, config, run_dir, overrides, stop_after, until, progress, log, initial, world)
+
+
+def _train(spec, config, run_dir, overrides, stop_after, until, progress, log, initial, world) -> Run:
     if config.init and initial is None:
         initial = initial_weights(config.init)
     if spec is None:
@@ -581,19 +601,18 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
     ``steps`` may move the end (the warm-up stays; the decay goes on from where it is to the new end);
     ``device`` may move it; ``accept_edits``: continue with a spec.tfs edited since the save.
     """
+    with _sole_writer(run_dir, world, new=False):
+        return _resume(run_dir, steps, device, stop_after, progress, log, accept_edits, world)
+
+
+def _resume(run_dir, steps, device, stop_after, progress, log, accept_edits, world) -> Run:
     saved = ckpt.load(run_dir, accept_edits=accept_edits)
     if (Path(run_dir) / "checkpoint.json").exists():
         raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
     if "config" not in saved.meta:
         raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume; "
                         f"fine-tune them with --init {run_dir}")
-    try:
-        config = TrainConfig.saved(saved.meta["config"])
-    except (ValidationError, TypeError) as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
-            if isinstance(exc, ValidationError) else str(exc)
-        raise ckpt.CheckpointError(f"{saved.path / 'checkpoint.json'}: its training configuration is not valid: "
-                                   f"{problems}") from None
+    config = saved.config()
     if saved.step >= (steps or config.steps):
         raise DataError(f"{run_dir} already finished: it is at step {saved.step}, and --steps {steps or config.steps} "
                         "is where it ends; give more with --steps")
@@ -602,6 +621,35 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
     config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
     return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
                 Path(run_dir), saved, None, stop_after, None, progress, log, world)
+
+
+@contextmanager
+def _sole_writer(run_dir: str | Path | None, world: World, new: bool) -> Iterator[None]:
+    """This process alone writes ``run_dir`` (rank 0 of several workers) while the block runs; a ``new`` run
+    that fails before its first checkpoint leaves no directory behind (or an empty one as it found it)."""
+    if run_dir is None or not world.main:
+        yield
+        return
+    run_dir = Path(run_dir)
+    if not new and (not ckpt.is_run(run_dir) or (run_dir / "checkpoint.json").exists()):
+        yield  # not a run to resume: the block says why, and nothing is made
+        return
+    found = run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir()))
+    existed = run_dir.exists()
+    with ckpt.sole_writer(run_dir):
+        try:
+            yield
+        except BaseException:
+            if new and not found and _no_checkpoint(run_dir):  # undone while the lock is held
+                undo_directory(run_dir, keep_empty=existed)
+            raise
+
+
+def _no_checkpoint(run_dir: Path) -> bool:
+    try:
+        return ckpt.latest(run_dir) is None
+    except ckpt.CheckpointError:
+        return False
 
 
 def _continued_schedule(config: TrainConfig, saved, steps: int) -> TrainConfig:
@@ -627,7 +675,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
     dtype = getattr(torch, config.dtype)
     model = compile_spec(parsed, device=device, seed=config.seed)  # the same weights on every worker
     if saved is not None:
-        vocab = Vocabulary.from_dict(saved.meta["vocab"], saved.path)
+        vocab = saved.vocabulary()
     else:
         vocab = initial.vocab if initial is not None else None
     objective = Objective(model, config, vocab, world)
@@ -679,7 +727,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
 
     def record(entry: dict):
         if metrics_path is not None:
-            with open(metrics_path, "a") as f:
+            with naming(metrics_path), open(metrics_path, "a") as f:
                 f.write(json.dumps(entry) + "\n")
 
     def evaluate():
@@ -881,7 +929,6 @@ def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
 
 def plot_losses(metrics_path: Path, png: Path, label_smoothing: float = 0.0) -> None:
     """Training loss per step (and its running mean) with held-out loss, log scale, written atomically."""
-    import io
 
     import matplotlib
     matplotlib.use("Agg")
@@ -907,10 +954,10 @@ def plot_losses(metrics_path: Path, png: Path, label_smoothing: float = 0.0) -> 
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    write_atomically(png, buffer.getvalue())
+    try:
+        save_figure(fig, png)
+    finally:
+        plt.close(fig)
 
 
 __all__ = ["Objective", "Recipe", "Run", "TrainConfig", "paper_defaults", "plot_losses", "read_metrics",

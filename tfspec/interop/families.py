@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..files import read_regular
+from ..files import as_os_error, read_regular
 from .mapping import InteropError
 
 
@@ -140,6 +141,9 @@ def read_config(source) -> Any:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InteropError(f"{path}: not a readable JSON configuration: {exc}") from None
         source = data
+        unusable = _non_finite(source)
+        if unusable is not None:
+            raise InteropError(f"{path}: {unusable[0]} is {unusable[1]}, not a number a model can use")
     if not isinstance(source, dict):
         raise InteropError(f"expected a configuration (a dict, a config.json, a directory), got {type(source).__name__}")
     if "model_type" not in source:
@@ -150,6 +154,30 @@ def read_config(source) -> Any:
         return transformers.AutoConfig.for_model(source["model_type"], **values)
     except (TypeError, ValueError) as exc:
         raise InteropError(f"transformers cannot read this {source['model_type']} configuration: {exc}") from None
+    except Exception as exc:  # huggingface_hub's StrictDataclassFieldValidationError: a field of the wrong type
+        if "StrictDataclass" not in type(exc).__name__:
+            raise
+        field = getattr(exc, "field", None) or str(exc).split("'")[1]
+        types = re.findall(r"<class '(\w+)'>", str(exc)) or re.findall(r"expected (\w+)", str(exc))
+        expected = f"; transformers expects {' or '.join(dict.fromkeys(types))}" if types else ""
+        raise InteropError(f"config.json's field {field} is {_shown(source.get(field))}{expected}") from None
+
+
+def _non_finite(value, where: str = "") -> tuple[str, str] | None:
+    """(field, 'NaN' or 'inf') for the first non-finite number in a parsed config.json (JSON's NaN, Infinity, 1e400)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where or "the configuration", "NaN" if math.isnan(value) else "infinite"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _shown(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def model_class(config, family: Family) -> str:
@@ -335,5 +363,10 @@ def export_pretrained(model, directory, prefer: str | None = None, token_ids: di
         reference.load_state_dict(family.export_weights(model), strict=True)
     except RuntimeError as exc:
         raise InteropError(f"{cls} does not take these weights: {exc}") from None
-    reference.save_pretrained(str(directory))
+    try:
+        reference.save_pretrained(str(directory))
+    except Exception as exc:  # safetensors' I/O errors name no file: it is the weights' file
+        if type(exc).__name__ != "SafetensorError":
+            raise
+        raise as_os_error(exc, Path(directory) / "model.safetensors") from None
     return cls

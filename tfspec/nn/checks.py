@@ -27,6 +27,8 @@ def _same_device(name: str, value: Tensor, device: torch.device) -> None:
 def check_ids(name: str, ids, vocab: int, device: torch.device, max_len: int | None = None, offset: int = 0,
               what: str = "token ids", table: str = "the vocabulary", limited_by: str = "learned positions") -> Tensor:
     ids = _tensor(name, ids, what)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a whole number >= 0 (the positions already in the cache), got {offset!r}")
     if ids.dtype not in INTEGER_DTYPES:
         raise ValueError(f"{name} must hold integer {what} (torch.long), got {ids.dtype}")
     if ids.dim() != 2:
@@ -58,14 +60,19 @@ def check_padding_mask(name: str, mask, like: Tensor, like_name: str, used: bool
         raise ValueError(f"{name} was given, but no attention here masks padding; {hint}")
 
 
-def check_memory(memory, batch: int, width: int, device: torch.device) -> None:
+def check_memory(memory, batch: int, width: int, device: torch.device, dtype: torch.dtype | None = None) -> None:
     memory = _tensor("memory", memory, "encoder states")
     if memory.dim() != 3 or memory.shape[0] != batch or memory.shape[2] != width:
         raise ValueError(f"memory must be the encoder's output shaped (batch={batch}, src_len, {width}), "
                          f"got {tuple(memory.shape)}")
     if not memory.is_floating_point():
         raise ValueError(f"memory must be floating point, got {memory.dtype}")
+    if dtype is not None and memory.dtype != dtype and not torch.is_autocast_enabled(memory.device.type):
+        raise ValueError(f"memory is {memory.dtype} but the model computes in {dtype}; pass the encoder's output, "
+                         f"or memory.to({dtype})")
     _same_device("memory", memory, device)
+    if memory.device.type != "meta" and not torch.compiler.is_compiling() and not torch.isfinite(memory).all():
+        raise ValueError("memory holds inf or NaN values: the decoder would give non-finite logits")
 
 
 def check_runtime_inputs(inputs: dict, declared: dict, ids: Tensor, device: torch.device, max_len: int | None) -> None:

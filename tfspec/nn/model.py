@@ -187,7 +187,8 @@ class EncoderDecoderModel(CompiledModel):
                tgt_padding_mask: Tensor | None = None, **inputs):
         """Decoder over ``tgt`` attending to ``memory`` -> logits or hidden states."""
         if self.check_inputs:
-            check_memory(memory, tgt.shape[0], self.encoder_width, self.device)
+            check_memory(memory, tgt.shape[0], self.encoder_width, self.device,
+                         next(self.embeddings.parameters()).dtype)
             check_padding_mask("src_padding_mask", src_padding_mask, memory[..., 0], "memory's (batch, src_len)",
                                True, "")
         ctx = self.context("decoder", "tgt", tgt, inputs, tgt_padding_mask, memory=memory,
