@@ -47,7 +47,8 @@ CASES = [  # (arguments, exit status, what the message says)
     (["summary", REVERSE, "--plot", "/proc/x.png"], 2, "cannot write in /proc"),
     (["export", "{root}/run", "--to", "torch", "-o", "/proc/x"], 2, "cannot write in /proc"),
     (["train", REVERSE, "--steps", "1", "--out", "{root}/afile"], 2, "a file, not a run directory"),
-    (["train", REVERSE, "--seq-len", str(10 ** 12), "--steps", "1"], 2, "GiB is available"),
+    (["train", REVERSE, "--seq-len", str(10 ** 12), "--steps", "1"], 2, "--seq-len: Input should be less than"),
+    (["train", REVERSE, "--seq-len", str(10 ** 8), "--steps", "1"], 2, "GiB is available"),
     (["train", REVERSE, "--batch", str(10 ** 9), "--steps", "1"], 2, "GiB is available"),
     (["train", REVERSE, "--eval-size", str(10 ** 9), "--steps", "1"], 2, "the held-out set alone would take"),
     (["train", REVERSE, "--seed", HUGE_SEED], 2, "expected a seed from 0 to 2**63 - 1"),
@@ -84,6 +85,24 @@ CASES = [  # (arguments, exit status, what the message says)
     (["fmt", "/dev/zero"], 1, "not a regular file"),
     (["diff", REVERSE, "{root}/fifo"], 1, "not a regular file"),
     (["import", "/dev/zero"], 1, "not a regular file"),
+    # every number has a range, checked before any work (Hardening II)
+    (["train", REVERSE, "--lr", "1e308"], 2, "expected a number in (0, 10], got 1e308"),
+    (["train", REVERSE, "--lr", "1e39"], 2, "expected a number in (0, 10], got 1e39"),
+    (["train", REVERSE, "--weight-decay", "1e9"], 2, "expected a number in [0, 10]"),
+    (["train", REVERSE, "--label-smoothing", "1"], 2, "expected a number in [0, 1)"),
+    (["train", REVERSE, "--steps", str(10 ** 12)], 2, "--steps: Input should be less than or equal to 1000000000"),
+    (["train", GPT2, "--text", "{root}/text.txt", "--tokenizer", "bpe:1000000000"], 2, "at most bpe:1048576"),
+    (["prepare", "{root}/text.txt", "-o", "{root}/p2", "--tokenizer", "bpe:1000000000"], 1,
+     "at most 1,048,576 tokens"),
+    (["generate", "{root}/run", "--beam", "1000000"], 2, "expected a beam width from 1 to 100"),
+    (["generate", "{root}/run", "--beam", "--alpha", "1e308"], 2, "expected a number in [0, 10]"),
+    (["demo", "--out", "{root}/afile"], 1, "a file, not a directory"),
+    (["generate", "{root}/lm", "--input", "a\udcff"], 2, "--input: not UTF-8 text (byte 0xff at character 1)"),
+    (["render", REVERSE, "-o", "\x00"], 2, "--output: '\\x00' holds a NUL byte"),
+    (["check", "a\x00b"], 2, "files: 'a\\x00b' holds a NUL byte"),
+    # --max-new asked for more than the positions leave: refused before anything is generated
+    (["generate", "{root}/lm", "--input", "hello", "--max-new", "50"], 2,
+     "the prompt has 5 tokens; the learned positions (16) leave room for 12 new tokens, not 50"),
 ]
 
 
@@ -97,6 +116,25 @@ def test_a_bad_command_line_is_one_clear_error(paths, capsys, args, code, messag
     err = capsys.readouterr().err
     assert status == code, err
     assert message.format(root=paths) in err and "Traceback" not in err
+
+
+def test_a_prompt_past_the_positions_without_max_new_is_cut_and_says_so(paths, capsys):
+    """The README's rule: --max-new asked for is all generated or refused up front (exit 2); the default length
+    stops where the learned positions end, with a note on standard error."""
+    assert main(["generate", str(paths / "lm"), "--input", "hello"]) == 0
+    captured = capsys.readouterr()
+    continuation = captured.out.splitlines()[-1]
+    assert continuation.startswith("hello") and len(continuation) - 5 <= 12  # bytes: one character each, or U+FFFD
+    assert "note: stopped after" in captured.err and "learned positions (16) end" in captured.err, captured.err
+    assert main(["generate", str(paths / "lm"), "--input", "hello", "--max-new", "12"]) == 0  # fits exactly
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_a_tiny_temperature_samples_the_most_likely_tokens_not_nan(paths, capsys):
+    assert main(["generate", str(paths / "lm"), "--input", "hello", "--max-new", "8", "--temperature", "1e-300"]) == 0
+    sampled = capsys.readouterr().out.splitlines()[-1]
+    assert main(["generate", str(paths / "lm"), "--input", "hello", "--max-new", "8"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == sampled  # greedy: nothing else keeps any probability
 
 
 def test_summary_prints_sane_units_at_absurd_sizes(capsys):

@@ -192,3 +192,44 @@ def test_an_error_in_a_temporary_directory_names_where_the_file_was_going(tmp_pa
     error = moved_error(OSError(28, NO_SPACE, str(tmp / "model.safetensors")), tmp, final)
     assert (error.errno, error.filename) == (28, str(final / "model.safetensors"))
     assert moved_error(ValueError("not I/O"), tmp, final) is None
+
+
+def test_a_run_on_relative_paths_resumes_from_another_directory(tmp_path, monkeypatch):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "text.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 40)
+    spec = os.path.abspath(GPT2)
+    monkeypatch.chdir(tmp_path / "corpus")
+    assert main(["train", spec, "--set", "layers=1", "--set", "d_model=32", "--set", "heads=2", "--set",
+                 "context=16", "--data", "text.txt", "--seq-len", "8", "--steps", "4", "--save-every", "2",
+                 "--batch", "2", "--eval-size", "2", "--no-progress", "--out", str(tmp_path / "run")]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--resume", "run", "--steps", "6", "--no-progress"]) == 0
+    assert ckpt.load(tmp_path / "run").step == 6
+    assert ckpt.load(tmp_path / "run").config().data == (str(tmp_path / "corpus" / "text.txt"),)
+
+
+@pytest.mark.parametrize("dtype, advice", [("float32", "lower --lr"), ("bfloat16", "lower --lr or use --dtype float32")])
+def test_a_diverged_run_suggests_float32_only_when_it_is_not(tmp_path, capsys, monkeypatch, dtype, advice):
+    import math
+    import types
+
+    import tfspec.train as training
+
+    diverged = types.SimpleNamespace(**{k: getattr(math, k) for k in dir(math) if not k.startswith("_")})
+    diverged.isfinite = lambda value: False  # every loss is taken for NaN
+    monkeypatch.setattr(training, "math", diverged)
+    assert main([*TRAIN, "--steps", "3", "--dtype", dtype, "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tfspec train: error: the loss became") and err.endswith(f"at step 1; {advice}"), err
+
+
+def test_export_prints_no_warning_about_token_ids_the_model_does_not_have(tmp_path, capfd):
+    """GPT-2's configuration defaults bos/eos to 50256; a 40-id model exported has its own ids or none."""
+    assert main(["train", GPT2, "--set", "layers=1", "--set", "d_model=32", "--set", "heads=2", "--set", "context=64",
+                 "--set", "vocab=40", "--steps", "1", "--batch", "2", "--eval-size", "2", "--no-progress",
+                 "--out", str(tmp_path / "run")]) == 0
+    capfd.readouterr()
+    assert main(["export", str(tmp_path / "run"), "--to", "hf", "-o", str(tmp_path / "hf")]) == 0
+    assert capfd.readouterr().err == ""
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert all(value is None or value < 40 for key, value in config.items() if key.endswith("_token_id"))

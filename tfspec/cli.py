@@ -588,8 +588,10 @@ def _train_config(args):
     from .train import TrainConfig
 
     given = {k: getattr(args, k) for k in TRAIN_OPTIONS if getattr(args, k) is not None}
-    if args.data is None and "seq_len" in given:  # for a task, the sequence length is the longest source
+    spelled = {}  # the option the user wrote, for a field it sets under another name
+    if args.data is None and "seq_len" in given and "max_len" not in given:  # a task's longest source
         given["max_len"] = given.pop("seq_len")
+        spelled["max_len"] = "seq_len"
         if "min_len" not in given:
             given["min_len"] = min(TrainConfig.model_fields["min_len"].default, given["max_len"])
     if args.data is not None and "task" in given:
@@ -606,7 +608,8 @@ def _train_config(args):
         problems = []
         for error in exc.errors():
             message = error["msg"].removeprefix("Value error, ")
-            problems.append(f"--{str(error['loc'][0]).replace('_', '-')}: {message}" if error["loc"] else message)
+            field = spelled.get(str(error["loc"][0]), str(error["loc"][0])) if error["loc"] else ""
+            problems.append(f"--{field.replace('_', '-')}: {message}" if field else message)
         raise UsageError("; ".join(problems)) from None
 
 
@@ -747,6 +750,13 @@ def cmd_generate(args) -> int:
     from . import checkpoint as ckpt
     from .decoding import Strategy, complete
 
+    for text in args.input or []:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # bytes that are not UTF-8 arrive as surrogates
+            byte = text[exc.start].encode("utf-8", "surrogateescape")
+            raise UsageError(f"--input: not UTF-8 text (byte 0x{byte.hex()} at character {exc.start}); the model "
+                             "reads text") from None
     saved = ckpt.load(args.checkpoint, accept_edits=args.accept_edits)
     if "vocab" not in saved.meta:
         raise RunError(f"{saved.path}: imported from {saved.meta.get('imported_from', 'elsewhere')} without a "
@@ -1141,10 +1151,30 @@ def _positive(text: str) -> int:
     return value
 
 
+def _no_nul(args) -> None:
+    """No path or text holds a NUL byte (open() and friends raise on one): a usage error naming the option."""
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and "\x00" in item:
+                option = name if name in ("file", "files", "source", "checkpoint", "first", "second", "data") \
+                    else "--" + name.replace("_", "-")
+                raise UsageError(f"{option}: {item!r} holds a NUL byte, which no path or text can")
+
+
+def _keep_undecodable_bytes() -> None:
+    """A path or text given as bytes that are not UTF-8 (Python keeps them as surrogates) prints as those
+    bytes, instead of ending the command with a UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    _keep_undecodable_bytes()
     try:
+        _no_nul(args)
         return args.run(args)
     except SpecError as exc:  # a spec that does not load: compiler-style message, exit 1
         print(exc.render(), file=sys.stderr)
@@ -1160,6 +1190,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except UnicodeError as exc:  # a name given in bytes that are not UTF-8, where tfspec must write it as text
+        where = getattr(exc, "object", None)
+        what = f"{where[exc.start:exc.end]!r} in " if where is not None else ""
+        print(f"tfspec {args.command}: error: {what}a name or text given is not UTF-8; tfspec writes names and "
+              "text as UTF-8", file=sys.stderr)
+        return 1
     except OSError as exc:  # a path the checks before could not foresee (a disk full, a file removed meanwhile)
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"tfspec {args.command}: error: {where}{exc.strerror or exc}", file=sys.stderr)

@@ -197,8 +197,9 @@ def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, te
             token = logits.argmax(dim=-1)
         else:
             scaled = logits / temperature
-            if not torch.isfinite(scaled[logits.isfinite()]).all():  # so small a temperature overflows: the top
-                scaled = (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # tokens keep all the mass
+            if not torch.isfinite(scaled[logits.isfinite()]).all():  # so small a temperature overflows: its limit,
+                top = logits == logits.amax(dim=-1, keepdim=True)  # the most likely tokens share all the mass
+                scaled = torch.zeros_like(logits).masked_fill(~top, float("-inf"))
             probs = filter_logits(scaled, top_k, top_p).softmax(dim=-1)
             token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
         if eos is not None:

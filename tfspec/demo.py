@@ -116,6 +116,10 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
 
 def _prepare(out: Path) -> None:
     """A fresh output directory; an earlier demo's is replaced, anything else is never touched."""
+    if out.exists() and not out.is_dir():
+        from .errors import RunError
+
+        raise RunError(f"--out {out}: a file, not a directory; name a directory for the demo's outputs")
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
             from .errors import RunError

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import time
 from contextlib import contextmanager, nullcontext
@@ -560,7 +561,7 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
     ``run_dir`` nothing is written. With ``config.init``, ``spec`` may be None:
     the spec is the one the initial weights came with (``initial``: those weights, when already read).
     """
-    config = config or TrainConfig()
+    config = _absolute_paths(config or TrainConfig())
     if run_dir is not None and world.main:
         path = Path(run_dir)
         if path.exists() and not path.is_dir():
@@ -621,6 +622,18 @@ def _resume(run_dir, steps, device, stop_after, progress, log, accept_edits, wor
     config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
     return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
                 Path(run_dir), saved, None, stop_after, None, progress, log, world)
+
+
+def _absolute_paths(config: TrainConfig) -> TrainConfig:
+    """The files a run reads, as absolute paths: ``--resume`` from another directory reads the same data."""
+    def absolute(path: str | None) -> str | None:
+        return os.path.abspath(path) if path else path
+
+    tokenizer = config.tokenizer
+    if tokenizer is not None and tokenizer not in ("bytes", "chars") and not tokenizer.startswith("bpe:"):
+        tokenizer = absolute(tokenizer)
+    return config.model_copy(update={"data": tuple(map(absolute, config.data)) if config.data else config.data,
+                                     "eval_data": absolute(config.eval_data), "tokenizer": tokenizer})
 
 
 @contextmanager
@@ -787,8 +800,8 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
             run.step += 1
             loss_value = loss_sum / config.accumulate
             if not math.isfinite(loss_value):
-                raise RunError(f"the loss became {loss_value} at step {run.step}; lower --lr or use "
-                                         "--dtype float32")
+                wider = " or use --dtype float32" if config.dtype != "float32" else ""
+                raise RunError(f"the loss became {loss_value} at step {run.step}; lower --lr{wider}")
             run.losses.append(loss_value)
             speed = tokens / max(time.perf_counter() - tick, 1e-9)
             record({"step": run.step, "loss": loss_value, "lr": lr, "tokens_per_s": round(speed, 1)})

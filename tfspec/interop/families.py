@@ -301,7 +301,18 @@ def _transformers():
     return transformers
 
 
-def hf_equivalent(model, prefer: str | None = None) -> tuple[Family, str, Any]:
+def _without_foreign_token_ids(values: dict) -> dict:
+    """``values`` with each special id its class would default to outside the vocabulary (GPT-2's 50256 in a
+    model of 40 ids) set to None: the model has no such token, and transformers would warn about it."""
+    defaults = _transformers().AutoConfig.for_model(values["model_type"])
+    vocab = values.get("vocab_size", getattr(defaults, "vocab_size", None))
+    foreign = {key: None for key in defaults.to_dict() if key.endswith("_token_id") and key not in values
+               and isinstance(getattr(defaults, key), int) and vocab is not None and getattr(defaults, key) >= vocab}
+    return {**values, **foreign}
+
+
+def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | None = None
+                  ) -> tuple[Family, str, Any]:
     """The family, Hugging Face class and configuration that compute what the compiled ``model`` computes.
 
     Each family reads the spec's settings into its configuration (``hf_config``); the spec that configuration
@@ -322,7 +333,7 @@ def hf_equivalent(model, prefer: str | None = None) -> tuple[Family, str, Any]:
         except InteropError as exc:
             tried.append((0 if isinstance(exc, OtherKind) else 1, candidate.name, [str(exc)]))
             continue
-        config = read_config(values)
+        config = read_config(_without_foreign_token_ids({**values, **(token_ids or {})}))
         family = family_of(config.model_type)
         has = {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
         classes = sorted((c for c, options in family.classes.items()
@@ -350,9 +361,7 @@ def export_pretrained(model, directory, prefer: str | None = None, token_ids: di
     ``transformers``' ``from_pretrained`` loads; returns the class it is (``prefer``'s where it fits; by
     default the class ``from_pretrained`` read it from). ``token_ids``: configuration fields naming special
     tokens (``eos_token_id`` ...), which ``generate`` reads."""
-    family, cls, config = hf_equivalent(model, prefer or getattr(model, "hf_class", None))
-    for key, value in (token_ids or {}).items():
-        setattr(config, key, value)
+    family, cls, config = hf_equivalent(model, prefer or getattr(model, "hf_class", None), token_ids)
     transformers = _transformers()
     reference = getattr(transformers, cls)(config)
     output, embedding = reference.get_output_embeddings(), reference.get_input_embeddings()
