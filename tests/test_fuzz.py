@@ -156,6 +156,40 @@ def test_includes_fanned_out_have_one_budget(spec_dir):
     assert error.line == MAX_INCLUDED_BYTES // piece + 1 and f"at most {MAX_INCLUDED_BYTES:,} bytes in all" in error.message
 
 
+@pytest.mark.parametrize("shape", [";" * 10 ** 6, "\n".join(f"let x{k} = {k}" for k in range(200_000)),
+                                   "let a = " + " + ".join(["1"] * 500_000)],
+                         ids=["a million semicolons", "200,000 lets", "a million-token line"])
+def test_a_spec_past_the_token_budget_is_refused_where_the_budget_ends(shape):
+    """Lark spends ~10 µs a token and the later stages more: past ``MAX_TOKENS`` a spec is refused by one
+    bounded scan, located at the first token over (these took 10 to 110 s of CPU)."""
+    from tfspec.syntax import MAX_TOKENS, _TOKEN
+
+    start = time.process_time()
+    error = refused(shape)
+    assert time.process_time() - start < 5  # a hang guard; benchmarks/fuzz.py --cost measures the budget itself
+    assert error.codes == ["too-long"] and f"more than {MAX_TOKENS:,} tokens" in error.message
+    first_over = list(_TOKEN.finditer(shape))[MAX_TOKENS].start()
+    assert (error.line, error.column) == (shape.count("\n", 0, first_over) + 1,
+                                          first_over - shape.rfind("\n", 0, first_over))
+
+
+def test_included_tokens_count_toward_the_spec_s_budget(spec_dir):
+    from tfspec.syntax import MAX_TOKENS
+
+    half = MAX_TOKENS // 2 + 10
+    (spec_dir / "half.tfs").write_text(";" * half + "\n")
+    reverse = (ROOT / "examples" / "reverse.tfs").read_text()
+    tfspec.parse('include "half.tfs"\n' + reverse, file=str(spec_dir / "one.tfs"))  # one half: fine
+    error = refused('include "half.tfs"\ninclude "half.tfs"\n', str(spec_dir / "main.tfs"))
+    assert error.codes == ["too-long"] and error.file.endswith("half.tfs")
+
+
+def test_every_example_is_far_under_the_token_budget():
+    from tfspec.syntax import MAX_TOKENS, _TOKEN
+
+    assert max(len(_TOKEN.findall(p.read_text())) for p in fuzz.EXAMPLES) * 50 < MAX_TOKENS
+
+
 @pytest.mark.parametrize("character", ["\x00", "\ud800"])
 def test_an_include_path_that_is_no_file_name_is_refused(spec_dir, character):
     error = refused(f'include "a{character}b.tfs"\n', str(spec_dir / "main.tfs"))

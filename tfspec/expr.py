@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import Diagnostic, SpecError, did_you_mean, listing
+from .errors import Diagnostic, SpecError, did_you_mean, listing, spend_listing
 from .syntax import BinOp, Call, Expr, Name, Neg, Number, String
 
 LIMIT = 1e18
@@ -133,5 +133,7 @@ def evaluate(e: Expr, env: dict[str, object]) -> Num:
 
 
 def _defined(env) -> str | None:
+    if not spend_listing(len(env)):
+        return "no parameter of that name is defined"
     names = [n for n, v in env.items() if v is not POISON]
     return ("defined parameters: " + listing(names)) if names else "no parameters are defined; add `let name = value`"

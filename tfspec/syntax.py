@@ -188,6 +188,7 @@ MAX_DEPTH = 200  # nesting levels of a spec's syntax tree; later stages walk it 
 MAX_INCLUDE_BYTES = 1 << 20  # one included file
 MAX_INCLUDES = 100  # include reads for one spec, a file named twice counted twice
 MAX_INCLUDED_BYTES = 8 << 20  # text read through includes for one spec, all files together
+MAX_TOKENS = 20_000  # tokens of one spec, its includes counted in: parsing and checking take up to ~65 µs each
 
 
 @dataclass
@@ -196,6 +197,7 @@ class _IncludeReads:
     files each under the cap, cannot add up to more than the budget."""
     files: int = 0
     bytes: int = 0
+    tokens: int = 0  # of the spec and every file it includes
 
 
 def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...] = (),
@@ -204,6 +206,11 @@ def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...]
     if not _including:
         reset_suggestions()
     reads = _reads if _reads is not None else _IncludeReads()
+    too_long = _past_token_budget(text, file, reads)
+    if too_long is not None:  # counted by one bounded scan, before Lark spends ~10 µs on each token
+        raise SpecError([Diagnostic("too-long", f"more than {MAX_TOKENS:,} tokens in one spec (its includes counted "
+                                            "in)", too_long, "split the model into smaller specs, or name repeated "
+                                            "parts with `let`")], {file: text})
     deep_bracket = _bracket_too_deep(text, file)
     if deep_bracket is not None:  # found by one regular-expression scan, before Lark builds a tree that deep
         raise _too_deep_error(deep_bracket, text)
@@ -235,6 +242,22 @@ def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...]
 def _too_deep_error(span: Span, text: str) -> SpecError:
     return SpecError([Diagnostic("syntax", f"nested too deeply (more than {MAX_DEPTH} levels)", span,
                                  "name a part with `let`, or write it flatter")], {span.file: text})
+
+
+_TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|[\w.]+|\S')  # at least one per token Lark sees; comments and strings one
+
+
+def _past_token_budget(text: str, file: str, reads: _IncludeReads) -> Span | None:
+    """Where ``text`` takes the spec past ``MAX_TOKENS`` (adding its tokens to ``reads``), or None; the scan
+    stops there, so a huge file costs no more than the budget."""
+    for match in _TOKEN.finditer(text):
+        reads.tokens += 1
+        if reads.tokens > MAX_TOKENS:
+            offset = match.start()
+            line = text.count("\n", 0, offset) + 1
+            column = offset - text.rfind("\n", 0, offset)
+            return Span(file, line, column, line, column + 1)
+    return None
 
 
 _BRACKETS_STRINGS_COMMENTS = re.compile(r'[(){}\[\]]|"[^"\n]*"|#[^\n]*')
