@@ -257,3 +257,32 @@ def test_fuzzed_specs_end_in_a_spec_error_or_a_spec(tmp_path_factory, seed):
     stream = fuzz.inputs(random.Random(seed), directory)
     for _ in range(5):
         assert fuzz.check(next(stream), str(directory / "fuzz.tfs")) in ("spec_error", "ok")
+
+
+def test_the_cli_campaign_tells_a_traceback_an_abort_and_a_hang_from_an_answer(tmp_path, monkeypatch):
+    """benchmarks/fuzz_cli.py's verdicts, on a refusal and on the failures it counts (a forked child each)."""
+    import signal as signals
+
+    import tfspec.cli
+
+    _cli = importlib.util.spec_from_file_location("fuzz_cli", ROOT / "benchmarks" / "fuzz_cli.py")
+    fuzz_cli = importlib.util.module_from_spec(_cli)
+    _cli.loader.exec_module(fuzz_cli)
+    assert fuzz_cli.run_child(["check", str(ROOT / "examples" / "reverse.tfs")], tmp_path, 20)[:2] == ("ok", 0)
+    outcome, status, err = fuzz_cli.run_child(["check", "a\x00b"], tmp_path, 20)
+    assert (outcome, status) == ("ok", 2) and "holds a NUL byte" in err
+
+    def broken(argv):
+        raise KeyError("a bug")
+    monkeypatch.setattr(tfspec.cli, "main", broken)
+    outcome, _, err = fuzz_cli.run_child(["check"], tmp_path, 20)
+    assert outcome == "traceback" and "KeyError: 'a bug'" in err
+
+    def spinning(argv):
+        while True:
+            pass
+    monkeypatch.setattr(tfspec.cli, "main", spinning)
+    assert fuzz_cli.run_child(["check"], tmp_path, 1)[0] == "hang"
+
+    monkeypatch.setattr(tfspec.cli, "main", lambda argv: os.kill(os.getpid(), signals.SIGABRT))
+    assert fuzz_cli.run_child(["check"], tmp_path, 20)[0] == "abort"

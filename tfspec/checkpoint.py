@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .errors import RunError
-from .files import moved_error, naming, write_atomically
+from .files import moved_error, naming, read_regular, write_atomically
 
 FORMAT = 1
 KEEP = 3  # checkpoints kept per run (the newest ones)
@@ -291,11 +291,11 @@ def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:
             raise CheckpointError(f"{path}: not a checkpoint (no checkpoint.json) nor a run directory (no 'latest')")
         path = found
     try:
-        meta = json.loads((path / "checkpoint.json").read_text())
+        meta = json.loads(read_regular(path / "checkpoint.json", 64 << 20))  # never a FIFO, a device
         _check_meta(path, meta)
         if not accept_edits:
             _check_digests(path, meta, skip=(STATE,))
-        spec_text = (path / "spec.tfs").read_text(encoding="utf-8")
+        spec_text = read_regular(path / "spec.tfs", 64 << 20).decode("utf-8")
         weights = load_file(str(path / "model.safetensors"))
     except CheckpointError:
         raise

@@ -44,7 +44,7 @@ from torch import Tensor
 
 from .data import SPECIALS, DataError, TokenizerVocabulary, Vocabulary
 from .errors import listing
-from .files import moved_error, naming
+from .files import moved_error, naming, read_regular
 
 PIECE_BYTES = 4 << 20  # a text file is read, and tokenised, this much at a time
 DEFAULT_GLOB = "*.txt"
@@ -470,8 +470,8 @@ def _digest(tokenizer: str | None) -> str | None:
     """A tokenizer file's SHA-256 (an edited tokenizer.json prepares the tokens again)."""
     if tokenizer is None or tokenizer in ("bytes", "chars") or tokenizer.startswith("bpe:"):
         return None
-    try:
-        return hashlib.sha256(Path(tokenizer).read_bytes()).hexdigest()
+    try:  # a regular file only: /dev/zero never ends, a FIFO blocks
+        return hashlib.sha256(read_regular(tokenizer)).hexdigest()
     except OSError:
         return None  # TokenizerVocabulary.load says why
 

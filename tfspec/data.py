@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from .errors import RunError
+from .files import read_regular
 from .schema import MAX_DIM
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>", "<mask>")
@@ -236,12 +237,14 @@ class TokenizerVocabulary:
         from tokenizers import Tokenizer
         path = Path(path)
         try:
-            if not path.is_file():
+            if not path.exists():
                 raise DataError(f"{path}: no such tokenizer file")
-            data = path.read_bytes()
+            data = read_regular(path)  # a device or a FIFO is refused before it is read
             tokenizer = Tokenizer.from_str(data.decode("utf-8"))
         except DataError:
             raise
+        except OSError as exc:
+            raise DataError(f"{path}: {exc.strerror or exc}") from None
         except Exception as exc:  # tokenizers raises its own exception type for a foreign file
             raise DataError(f"{path}: not a readable tokenizer.json: {exc}") from None
         settings = {name: (path.parent / name).read_bytes() for name in TOKENIZER_SETTINGS
