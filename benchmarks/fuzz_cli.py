@@ -256,8 +256,8 @@ def full_disk_faults(root: Path) -> tuple[int, int]:
             outcome, status, err = run_child(argv, root, 60)
             lines = [line for line in err.splitlines() if line.strip()]
             clean = sorted(p.name for p in mount.iterdir()) == ["filler"]
-            if outcome == "ok" and status == 1 and len(lines) == 1 and "No space left" in lines[0] and full in lines[0] \
-                    and clean:
+            named = len(lines) == 1 and "No space left" in lines[0] and full in lines[0]
+            if outcome == "ok" and status == 1 and named and clean:
                 passed += 1
             else:
                 print(f"  full disk: {argv[0]} gave {outcome} {status}, left {sorted(p.name for p in mount.iterdir())}:"
@@ -271,11 +271,11 @@ def killed_writer_faults(root: Path, rounds: int, rng: random.Random) -> tuple[i
     """(runs that loaded and resumed after a SIGKILL, rounds)."""
     from tfspec import checkpoint as ckpt
 
-    passed = 0
+    passed = before_first = 0
     for k in range(rounds):
         out = root / f"killed{k}"
         trainer = subprocess.Popen([sys.executable, "-m", "tfspec", "train", REVERSE, *SMALL, *TINY_TRAIN,
-                                    "--steps", "40", "--save-every", "1", "--eval-every", "40", "--out", str(out)],
+                                    "--steps", "1000", "--save-every", "1", "--eval-every", "1000", "--out", str(out)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(2.5, 6.0))
         trainer.kill()
@@ -284,16 +284,20 @@ def killed_writer_faults(root: Path, rounds: int, rng: random.Random) -> tuple[i
             saved = ckpt.load(out) if ckpt.latest(out) is not None else None
             if saved is not None:
                 saved.training_state()
+                end = saved.step + 3  # a few steps more than it saved, not the whole run
                 resumed = subprocess.run([sys.executable, "-m", "tfspec", "train", "--resume", str(out),
-                                          "--no-progress"], capture_output=True, text=True)
-                ok = resumed.returncode == 0 and ckpt.load(out).step == 40
+                                          "--steps", str(end), "--no-progress"], capture_output=True, text=True)
+                ok = resumed.returncode == 0 and ckpt.load(out).step == end
                 if not ok:
                     print(f"  killed writer: resume failed: {resumed.stderr.strip()[-300:]}")
             else:  # killed before its first checkpoint: the next run may use the directory
+                before_first += 1
                 ok = not out.exists() or not any(p.name == "checkpoints" and any(p.iterdir()) for p in out.iterdir())
             passed += ok
         except ckpt.CheckpointError as exc:
             print(f"  killed writer: the run does not load: {exc}")
+    print(f"  killed writer: {rounds - before_first} killed after a checkpoint (loaded, resumed), {before_first} "
+          "before the first")
     return passed, rounds
 
 
@@ -303,13 +307,13 @@ def concurrent_faults(root: Path, rounds: int) -> tuple[int, int]:
     for k in range(rounds):
         out = root / f"shared{k}"
         first = subprocess.Popen([sys.executable, "-m", "tfspec", "train", REVERSE, *SMALL, *TINY_TRAIN,
-                                  "--steps", "60", "--out", str(out)], stdout=subprocess.DEVNULL,
+                                  "--steps", "800", "--eval-every", "800", "--out", str(out)], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         second = subprocess.run([sys.executable, "-m", "tfspec", "train", REVERSE, *SMALL, *TINY_TRAIN,
-                                 "--steps", "60", "--out", str(out)], capture_output=True, text=True)
+                                 "--steps", "800", "--out", str(out)], capture_output=True, text=True)
         refused = second.returncode == 1 and f"process {first.pid} is writing this run" in second.stderr
         finished = first.wait() == 0
         passed += refused and finished

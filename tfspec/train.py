@@ -73,7 +73,7 @@ class TrainConfig(BaseModel):
     # Every number has a range (the README's table), checked before any work: Adam overflowed at lr 1e39
     min_len: int = Field(4, ge=1, le=MAX_COUNT)
     max_len: int = Field(24, ge=1, le=MAX_COUNT)  # task source lengths
-    seq_len: int | None = Field(None, ge=1, le=MAX_COUNT)  # text window (default: 256, or the learned positions if fewer)
+    seq_len: int | None = Field(None, ge=1, le=MAX_COUNT)  # text window (default 256, or the learned positions)
     steps: int = Field(2000, ge=1, le=MAX_COUNT)
     batch: int = Field(64, ge=1, le=MAX_COUNT)
     accumulate: int = Field(1, ge=1, le=MAX_COUNT)
@@ -88,7 +88,7 @@ class TrainConfig(BaseModel):
     eval_every: int = Field(250, ge=1, le=MAX_COUNT)
     eval_size: int = Field(500, ge=1, le=MAX_COUNT)  # held-out sequences per evaluation
     save_every: int = Field(500, ge=1, le=MAX_COUNT)
-    log_every: int | None = Field(None, ge=1, le=MAX_COUNT)  # a plain line every N steps without a progress bar (None: ~100 a run)
+    log_every: int | None = Field(None, ge=1, le=MAX_COUNT)  # a line every N steps without a bar (None: ~100 a run)
     # set by resume when --steps changes: the decay goes on from (step, progress) to the new last step, so the
     # learning rate continues where the run stopped
     decay_from: tuple[int, float] | None = None
@@ -569,28 +569,24 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
         if path.is_dir() and not ckpt.is_run(path) and any(path.iterdir()):
             raise DataError(f"--out {run_dir}: holds files that are not a tfspec run; train into a new or empty "
                             "directory")
-    with _sole_writer(run_dir, world, new=True):
+    with _sole_writer(run_dir, world, new=True):  # checked and run under the run directory's lock
         if run_dir is not None and ckpt.latest(run_dir) is not None:
             raise DataError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
-        return _train(spec, config, run_dir, overrides, stop_after, until, progress, log, initial, world)
-
-
-def _train(spec, config, run_dir, overrides, stop_after, until, progress, log, initial, world) -> Run:
-    if config.init and initial is None:
-        initial = initial_weights(config.init)
-    if spec is None:
-        if initial is None:
-            raise DataError("give a spec to train, or --init weights to start from")
-        spec_text, name, overrides = initial.spec_text, initial.name, {**initial.overrides, **(overrides or {})}
-    else:
-        spec_text, name = _spec_text(spec)
-    if initial is not None and initial.vocab is not None and config.tokenizer is not None:
-        raise DataError(f"--init {config.init}: its weights come with their vocabulary ({initial.vocab.describe()}); "
-                        "drop --tokenizer")
-    if initial is not None and initial.vocab is None and config.tokenizer is None:
-        raise DataError(f"--init {config.init}: the weights come without a tokenizer; name the one they were "
-                        "trained with: --tokenizer PATH/tokenizer.json")
-    return _run(spec_text, name, overrides, config, run_dir, None, initial, stop_after, until, progress, log, world)
+        if config.init and initial is None:
+            initial = initial_weights(config.init)
+        if spec is None:
+            if initial is None:
+                raise DataError("give a spec to train, or --init weights to start from")
+            spec_text, name, overrides = initial.spec_text, initial.name, {**initial.overrides, **(overrides or {})}
+        else:
+            spec_text, name = _spec_text(spec)
+        if initial is not None and initial.vocab is not None and config.tokenizer is not None:
+            raise DataError(f"--init {config.init}: its weights come with their vocabulary "
+                            f"({initial.vocab.describe()}); drop --tokenizer")
+        if initial is not None and initial.vocab is None and config.tokenizer is None:
+            raise DataError(f"--init {config.init}: the weights come without a tokenizer; name the one they were "
+                            "trained with: --tokenizer PATH/tokenizer.json")
+        return _run(spec_text, name, overrides, config, run_dir, None, initial, stop_after, until, progress, log, world)
 
 
 def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None = None,
@@ -603,25 +599,21 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
     ``device`` may move it; ``accept_edits``: continue with a spec.tfs edited since the save.
     """
     with _sole_writer(run_dir, world, new=False):
-        return _resume(run_dir, steps, device, stop_after, progress, log, accept_edits, world)
-
-
-def _resume(run_dir, steps, device, stop_after, progress, log, accept_edits, world) -> Run:
-    saved = ckpt.load(run_dir, accept_edits=accept_edits)
-    if (Path(run_dir) / "checkpoint.json").exists():
-        raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
-    if "config" not in saved.meta:
-        raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume; "
-                        f"fine-tune them with --init {run_dir}")
-    config = saved.config()
-    if saved.step >= (steps or config.steps):
-        raise DataError(f"{run_dir} already finished: it is at step {saved.step}, and --steps {steps or config.steps} "
-                        "is where it ends; give more with --steps")
-    if steps is not None and steps != config.steps:
-        config = _continued_schedule(config, saved, steps)
-    config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
-    return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
-                Path(run_dir), saved, None, stop_after, None, progress, log, world)
+        saved = ckpt.load(run_dir, accept_edits=accept_edits)
+        if (Path(run_dir) / "checkpoint.json").exists():
+            raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
+        if "config" not in saved.meta:
+            raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume; "
+                            f"fine-tune them with --init {run_dir}")
+        config = saved.config()
+        if saved.step >= (steps or config.steps):
+            raise DataError(f"{run_dir} already finished: it is at step {saved.step}, and --steps "
+                            f"{steps or config.steps} is where it ends; give more with --steps")
+        if steps is not None and steps != config.steps:
+            config = _continued_schedule(config, saved, steps)
+        config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
+        return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
+                    Path(run_dir), saved, None, stop_after, None, progress, log, world)
 
 
 def _absolute_paths(config: TrainConfig) -> TrainConfig:
