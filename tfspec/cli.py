@@ -1154,8 +1154,9 @@ def _positive(text: str) -> int:
 def _no_nul(args) -> None:
     """No path or text holds a NUL byte (open() and friends raise on one): a usage error naming the option."""
     for name, value in vars(args).items():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str) and "\x00" in item:
+        items = value if isinstance(value, list) else [value]
+        for item in [part for i in items for part in (i if isinstance(i, tuple) else (i,))]:  # --set's pairs
+            if name != "argv" and isinstance(item, str) and "\x00" in item:
                 option = name if name in ("file", "files", "source", "checkpoint", "first", "second", "data") \
                     else "--" + name.replace("_", "-")
                 raise UsageError(f"{option}: {item!r} holds a NUL byte, which no path or text can")

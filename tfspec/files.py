@@ -27,9 +27,7 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     try:
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = _usual_mode(0o666)
     with naming(path):
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         try:
@@ -40,6 +38,13 @@ def write_atomically(path: str | Path, data: bytes) -> None:
         except BaseException:
             os.unlink(tmp)
             raise
+
+
+def _usual_mode(bits: int) -> int:
+    """``bits`` less the process's umask: the mode a plain ``open``/``mkdir`` would give."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return bits & ~umask
 
 
 def save_figure(fig, path: str | Path, **options) -> None:
@@ -108,7 +113,10 @@ def undo_directory(path: Path, keep_empty: bool) -> None:
         shutil.rmtree(path, ignore_errors=True)
     elif path.is_dir():
         for child in path.iterdir():
-            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
 @contextmanager
@@ -121,9 +129,7 @@ def new_directory(path: str | Path) -> Iterator[Path]:
     parent = path.parent if str(path.parent) else Path(".")
     tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{path.name}."))
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for secrets; an output directory is ordinary
+        os.chmod(tmp, _usual_mode(0o777))  # mkdtemp's 0700 is for secrets; an output directory is ordinary
         try:
             yield tmp
         except Exception as exc:
