@@ -47,7 +47,7 @@ NESTINGS = {
 
 @pytest.mark.parametrize("shape", NESTINGS)
 def test_deep_nesting_is_refused_where_it_starts(shape):
-    text = f"embedding t {{ vocab 10; dim 8 }}\nlet a = 1\nlet b = {NESTINGS[shape](5000)}\n"
+    text = f"embedding t {{ vocab 10; dim 8 }}\nlet a = 1\nlet b = {NESTINGS[shape](3000)}\n"  # within the tokens
     error = refused(text)
     assert error.codes == ["syntax"] and f"nested too deeply (more than {MAX_DEPTH} levels)" in error.message
     assert error.line == 3
@@ -187,7 +187,7 @@ def test_included_tokens_count_toward_the_spec_s_budget(spec_dir):
 def test_every_example_is_far_under_the_token_budget():
     from tfspec.syntax import MAX_TOKENS, _TOKEN
 
-    assert max(len(_TOKEN.findall(p.read_text())) for p in fuzz.EXAMPLES) * 50 < MAX_TOKENS
+    assert max(len(_TOKEN.findall(p.read_text())) for p in fuzz.EXAMPLES) * 40 < MAX_TOKENS
 
 
 @pytest.mark.parametrize("character", ["\x00", "\ud800"])
@@ -204,10 +204,10 @@ def test_an_include_inside_the_tree_still_works(spec_dir):
 
 
 def test_thousands_of_errors_on_one_line_print_a_bounded_report():
-    text = "embedding t { " + "; ".join(f"atention{k} self" for k in range(5000)) + " }"
+    text = "embedding t { " + "; ".join(f"atention{k} self" for k in range(3000)) + " }"  # within the token budget
     error = refused(text)
     rendered = str(error)
-    assert len(error.diagnostics) > 5000 - 1 and f"errors ({MAX_SHOWN} shown)" in rendered
+    assert len(error.diagnostics) > 3000 - 1 and f"errors ({MAX_SHOWN} shown)" in rendered
     assert rendered.count(": error: ") == MAX_SHOWN
     assert max(len(line) for line in rendered.splitlines()) < 130  # each excerpt clipped around its caret
     assert len(rendered) < 40_000

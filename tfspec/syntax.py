@@ -188,7 +188,7 @@ MAX_DEPTH = 200  # nesting levels of a spec's syntax tree; later stages walk it 
 MAX_INCLUDE_BYTES = 1 << 20  # one included file
 MAX_INCLUDES = 100  # include reads for one spec, a file named twice counted twice
 MAX_INCLUDED_BYTES = 8 << 20  # text read through includes for one spec, all files together
-MAX_TOKENS = 20_000  # tokens of one spec, its includes counted in: parsing and checking take up to ~65 µs each
+MAX_TOKENS = 10_000  # tokens of one spec, its includes counted in: checking and formatting take up to ~90 µs each
 
 
 @dataclass
@@ -206,14 +206,14 @@ def parse_module(text: str, file: str = "<spec>", *, _including: tuple[str, ...]
     if not _including:
         reset_suggestions()
     reads = _reads if _reads is not None else _IncludeReads()
+    deep_bracket = _bracket_too_deep(text, file)
+    if deep_bracket is not None:  # found by one regular-expression scan, before Lark builds a tree that deep
+        raise _too_deep_error(deep_bracket, text)
     too_long = _past_token_budget(text, file, reads)
     if too_long is not None:  # counted by one bounded scan, before Lark spends ~10 µs on each token
         raise SpecError([Diagnostic("too-long", f"more than {MAX_TOKENS:,} tokens in one spec (its includes counted "
                                             "in)", too_long, "split the model into smaller specs, or name repeated "
                                             "parts with `let`")], {file: text})
-    deep_bracket = _bracket_too_deep(text, file)
-    if deep_bracket is not None:  # found by one regular-expression scan, before Lark builds a tree that deep
-        raise _too_deep_error(deep_bracket, text)
     try:
         tree = _parser().parse(text)
     except UnexpectedInput as exc:
