@@ -20,7 +20,6 @@ probabilities it controls.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -197,7 +196,7 @@ def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, te
             token = logits.argmax(dim=-1)
         else:
             scaled = logits / temperature
-            if not torch.isfinite(scaled[logits.isfinite()]).all():  # so small a temperature overflows: its limit,
+            if temperature < 1e-3 and not torch.isfinite(scaled[logits.isfinite()]).all():  # overflowed: the limit,
                 top = logits == logits.amax(dim=-1, keepdim=True)  # the most likely tokens share all the mass
                 scaled = torch.zeros_like(logits).masked_fill(~top, float("-inf"))
             probs = filter_logits(scaled, top_k, top_p).softmax(dim=-1)

@@ -141,9 +141,9 @@ def read_config(source) -> Any:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InteropError(f"{path}: not a readable JSON configuration: {exc}") from None
         source = data
-        unusable = _non_finite(source)
-        if unusable is not None:
-            raise InteropError(f"{path}: {unusable[0]} is {unusable[1]}, not a number a model can use")
+    unusable = _non_finite(source)
+    if unusable is not None:  # JSON's NaN, Infinity and 1e400 (inf): transformers takes some of them
+        raise InteropError(f"{unusable[0]} is {unusable[1]}, not a number a model can use")
     if not isinstance(source, dict):
         raise InteropError(f"expected a configuration (a dict, a config.json, a directory), got {type(source).__name__}")
     if "model_type" not in source:
