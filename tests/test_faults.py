@@ -233,3 +233,39 @@ def test_export_prints_no_warning_about_token_ids_the_model_does_not_have(tmp_pa
     assert capfd.readouterr().err == ""
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert all(value is None or value < 40 for key, value in config.items() if key.endswith("_token_id"))
+
+
+def test_a_metrics_line_cut_short_is_passed_over_when_the_run_resumes(tmp_path):
+    """A trainer killed, or a disk filled, in the middle of a line: the run resumes, plots and reads its metrics."""
+    from tfspec.train import read_metrics
+
+    out = tmp_path / "run"
+    assert main([*TRAIN, "--steps", "4", "--save-every", "2", "--eval-every", "2", "--out", str(out)]) == 0
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "loss": 1.2, "l')  # cut short
+    assert main(["train", "--resume", str(out), "--steps", "6", "--no-progress"]) == 0
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["step"] <= 6 for line in lines)
+    losses, _ = read_metrics(out / "metrics.jsonl")
+    assert [r["step"] for r in losses] == [1, 2, 3, 4, 5, 6]
+
+
+def test_an_appended_line_that_does_not_fit_is_cut_back_off(tmp_path, monkeypatch):
+    from tfspec.files import append_line
+
+    path = tmp_path / "metrics.jsonl"
+    append_line(path, '{"step": 1}')
+    real, calls = os.write, []
+
+    def half_then_full(fd, data):
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real(fd, data[: len(data) // 2])
+        raise OSError(28, NO_SPACE)
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(OSError) as info:
+        append_line(path, '{"step": 2, "loss": 0.5}')
+    monkeypatch.undo()
+    assert (info.value.errno, info.value.filename) == (28, str(path))
+    assert path.read_text() == '{"step": 1}\n'  # the half line is gone

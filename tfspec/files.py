@@ -40,6 +40,25 @@ def write_atomically(path: str | Path, data: bytes) -> None:
             raise
 
 
+def append_line(path: str | Path, line: str) -> None:
+    """Append ``line`` and a newline to ``path`` whole or not at all: a write that fails (a full disk) is cut
+    back off, so the file never ends in half a line."""
+    data = (line + "\n").encode("utf-8")
+    with naming(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _usual_mode(0o666))
+        try:
+            start = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            except OSError:
+                os.ftruncate(fd, start)
+                raise
+        finally:
+            os.close(fd)
+
+
 def _usual_mode(bits: int) -> int:
     """``bits`` less the process's umask: the mode a plain ``open``/``mkdir`` would give."""
     umask = os.umask(0)

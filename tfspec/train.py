@@ -49,7 +49,7 @@ from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batc
 from .decoding import Continuation, Restricted, sample
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
 from .errors import LengthError, RunError
-from .files import naming, save_figure, undo_directory, write_atomically
+from .files import append_line, save_figure, undo_directory, write_atomically
 from .schema import MAX_DIM
 
 
@@ -732,8 +732,7 @@ def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig,
 
     def record(entry: dict):
         if metrics_path is not None:
-            with naming(metrics_path), open(metrics_path, "a") as f:
-                f.write(json.dumps(entry) + "\n")
+            append_line(metrics_path, json.dumps(entry))
 
     def evaluate():
         metrics = objective.evaluate(model, device, autocast)
@@ -922,14 +921,25 @@ def _truncate_metrics(path: Path, step: int) -> None:
     """Drop records past ``step``: after a resume they belong to a future that was not saved."""
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    kept = [json.dumps(record) for record in _records(path) if record["step"] <= step]
     write_atomically(path, "".join(line + "\n" for line in kept).encode())
 
 
 def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
     """(training records, evaluation records) of a metrics.jsonl."""
-    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    records = list(_records(path))
     return [r for r in records if "loss" in r], [r for r in records if "eval_loss" in r]
+
+
+def _records(path: Path) -> Iterator[dict]:
+    """metrics.jsonl's records; a line that is not one (cut short by a kill, edited by hand) is passed over."""
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and type(record.get("step")) is int:
+            yield record
 
 
 def plot_losses(metrics_path: Path, png: Path, label_smoothing: float = 0.0) -> None:
