@@ -171,8 +171,8 @@ class EncoderDecoderModel(CompiledModel):
         if unknown:
             raise ValueError(f"an encoder-decoder model takes run-time inputs named src_... or tgt_..., got {unknown}")
         memory = self.encode(src, src_padding_mask, **{k[4:]: v for k, v in inputs.items() if k.startswith("src_")})
-        return self.decode(tgt, memory, src_padding_mask, tgt_padding_mask,
-                           **{k[4:]: v for k, v in inputs.items() if k.startswith("tgt_")})
+        return self._decode(tgt, memory, src_padding_mask, tgt_padding_mask,  # memory is the encoder's own
+                            **{k[4:]: v for k, v in inputs.items() if k.startswith("tgt_")})
 
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None, **inputs) -> Tensor:
         """The encoder's output (after its final norm): the decoder's memory."""
@@ -191,6 +191,10 @@ class EncoderDecoderModel(CompiledModel):
                          next(self.embeddings.parameters()).dtype)
             check_padding_mask("src_padding_mask", src_padding_mask, memory[..., 0], "memory's (batch, src_len)",
                                True, "")
+        return self._decode(tgt, memory, src_padding_mask, tgt_padding_mask, **inputs)
+
+    def _decode(self, tgt: Tensor, memory: Tensor, src_padding_mask: Tensor | None,
+                tgt_padding_mask: Tensor | None, **inputs):
         ctx = self.context("decoder", "tgt", tgt, inputs, tgt_padding_mask, memory=memory,
                            memory_padding=src_padding_mask)
         x = self.embed("decoder", "tgt", tgt, ctx)
