@@ -116,14 +116,12 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
 
 def _prepare(out: Path) -> None:
     """A fresh output directory; an earlier demo's is replaced, anything else is never touched."""
-    if out.exists() and not out.is_dir():
-        from .errors import RunError
+    from .errors import RunError
 
+    if out.exists() and not out.is_dir():
         raise RunError(f"--out {out}: a file, not a directory; name a directory for the demo's outputs")
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
-            from .errors import RunError
-
             raise RunError(f"{out} exists and was not written by tfspec demo; choose another --out")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -253,11 +253,15 @@ def _past_token_budget(text: str, file: str, reads: _IncludeReads) -> Span | Non
     for match in _TOKEN.finditer(text):
         reads.tokens += 1
         if reads.tokens > MAX_TOKENS:
-            offset = match.start()
-            line = text.count("\n", 0, offset) + 1
-            column = offset - text.rfind("\n", 0, offset)
-            return Span(file, line, column, line, column + 1)
+            return _span_at(text, file, match.start())
     return None
+
+
+def _span_at(text: str, file: str, offset: int) -> Span:
+    """The one-character span at ``offset``, lines counted as the parser counts them (at ``\\n`` only)."""
+    line = text.count("\n", 0, offset) + 1
+    column = offset - text.rfind("\n", 0, offset)
+    return Span(file, line, column, line, column + 1)
 
 
 _BRACKETS_STRINGS_COMMENTS = re.compile(r'[(){}\[\]]|"[^"\n]*"|#[^\n]*')
@@ -271,10 +275,7 @@ def _bracket_too_deep(text: str, file: str) -> Span | None:
         if bracket in "({[":
             depth += 1
             if depth > MAX_DEPTH:
-                offset = match.start()
-                line = text.count("\n", 0, offset) + 1
-                column = offset - text.rfind("\n", 0, offset)
-                return Span(file, line, column, line, column + 1)
+                return _span_at(text, file, match.start())
         elif bracket in ")}]":
             depth = max(depth - 1, 0)
     return None
