@@ -38,7 +38,7 @@ def test_examples_match_flop_counter_and_saved_tensors_at_full_size(path):
     # the systematic difference: element-wise work the counter does not see. It is O(n·d) per
     # sublayer against O(n·d²) for the products, so its share falls with width: under 2% for the
     # paper-sized examples, about 4% for the 64-wide reverse.tfs
-    bound = 0.02 if spec.graph().graph["stacks"][spec.stacks[0].role]["width"] >= 512 else 0.06
+    bound = 0.02 if spec.graph().stacks[spec.stacks[0].role].width >= 512 else 0.06
     assert 0 < a.total.elementwise < bound * m.flops
     assert abs(a.total.flops - m.flops) / m.flops < bound
     assert m.saved_bytes == a.total.memory

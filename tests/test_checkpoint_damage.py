@@ -13,6 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from tfspec import ir
 from tfspec import checkpoint as ckpt
 from tfspec.cli import main
 from tfspec.train import TrainConfig, resume, train
@@ -170,7 +171,7 @@ def test_an_edited_spec_is_refused_unless_accepted(run, capsys):
     assert "pass --accept-edits" in capsys.readouterr().err
     resumed = resume(run, progress=False, log=quiet, accept_edits=True)
     g = resumed.model.spec.graph()
-    masks = [m.name for _, a in g.nodes(data=True) if a["op"] == "attention" for m in a["spec"].mask]
+    masks = [m.name for a in g.of(ir.Attention) for m in a.spec.mask]
     assert resumed.step == 4 and masks == ["padding"]  # what the user accepted: the edited spec
 
 

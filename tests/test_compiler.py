@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tfspec import ir
 import tfspec
 from tfspec.nn.context import Context
 from tfspec.analysis import parameter_table
@@ -301,10 +302,10 @@ def test_a_residual_scale_in_the_wiring_form_is_deepnets_update():
     expected = layer.norm_1(alpha * h + layer.ffn(h))
     assert torch.allclose(layer(x), expected, atol=1e-6)
     g = model.spec.graph()
-    assert {g.nodes[n]["label"] for n in g if g.nodes[n]["op"] == "scale"} == {f"Scale (×{alpha:g})"}
-    residual_into = {g.nodes[dst]["op"] for src, dst, d in g.edges(data=True)
-                     if d["port"] == "residual" and g.nodes[src]["op"] == "scale"}
-    assert residual_into == {"add"}  # the scaled stream is the residual branch of each sum
+    assert {n.label for n in g.of(ir.Scale)} == {f"Scale (×{alpha:g})"}
+    residual_into = {type(n) for n in g.ordered() for src, port in zip(n.inputs, n.ports)
+                     if port == "residual" and isinstance(g.node(src), ir.Scale)}
+    assert residual_into == {ir.Add}  # the scaled stream is the residual branch of each sum
 
 
 def test_a_residual_scale_shows_in_diff_and_two_tensors_cannot_multiply():

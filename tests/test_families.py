@@ -89,7 +89,7 @@ def test_llama_with_grouped_query_attention_equals_hugging_face_on_a_left_padded
 def test_mistral_with_a_sliding_window_shorter_than_the_sequence_equals_hugging_face():
     config = T.MistralConfig(**{**TINY_LLAMA, "sliding_window": 4})
     ours, reference = pair(config, T.MistralForCausalLM, llama_spec, from_hf_llama)
-    assert "window(4)" in ours.spec.graph().nodes["decoder.self_attn"]["label"]
+    assert "window(4)" in ours.spec.graph().node("decoder.self_attn").label
     assert_same_logits(ours, reference, 96, length=13)
 
 

@@ -79,7 +79,7 @@ def test_only_plain_softmax_over_a_structural_pattern_takes_it():
         spec = tfspec.parse(SPEC.format(attention=attention).replace("learned(320)", "none")
                             .replace("encoder x 2 {", f"encoder x 2 {{ position {position};"))
         g = spec.graph()
-        return attention_config(g.nodes["encoder.self_attn"]).flex
+        return attention_config(g.node("encoder.self_attn")).flex
 
     assert applies("mask=window(5)") and applies("mask=causal + padding") and applies("mask=document")
     assert applies("mask=window(5)", "rotary")  # rotary turns q and k before scoring: still a plain softmax

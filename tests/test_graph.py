@@ -1,10 +1,13 @@
 """The graph IR: closed op set, one template per stack, residual wiring, sharing, shapes."""
 
+from dataclasses import replace
+
 import pytest
 
 import tfspec
 from tfspec.analysis import count_parameters, parameter_table
-from tfspec.graph import OPS, format_graph
+from tfspec import ir
+from tfspec.ir import OPS
 
 EMB = "embedding tokens { vocab 50; dim 16 }\n"
 
@@ -15,9 +18,9 @@ def graph(text):
 
 def test_template_not_copies_and_repeat_attribute():
     g = graph(EMB + "decoder x 5 { attention self heads=2 mask=causal; feedforward d_ff=32 }")
-    assert g.graph["stacks"]["decoder"]["repeat"] == 5
-    assert sum(1 for _, a in g.nodes(data=True) if a["op"] == "attention") == 1
-    assert all(a["op"] in OPS for _, a in g.nodes(data=True))
+    assert g.stacks["decoder"].repeat == 5
+    assert len(g.of(ir.Attention)) == 1
+    assert all(type(node) in ir.NODE_TYPES and node.kind in OPS for node in g.ordered())
     table = parameter_table(g)
     assert {f"decoder.layers.{i}.self_attn.qkv.weight" for i in range(5)} <= set(table)
     assert table["decoder.layers.4.ffn.up.weight"] == (32, 16)
@@ -26,7 +29,7 @@ def test_template_not_copies_and_repeat_attribute():
 def test_post_and_pre_norm_are_wired_differently():
     post = graph(EMB + "encoder x 1 { residual post; attention self heads=2 }")
     pre = graph(EMB + "encoder x 1 { residual pre; attention self heads=2 }")
-    inputs = lambda g, n: g.nodes[n]["inputs"]  # noqa: E731
+    inputs = lambda g, n: list(g.node(n).inputs)  # noqa: E731
     # post: x = Norm(x + Attn(x))
     assert inputs(post, "encoder.block_output") == ["encoder.self_attn_norm"]
     assert inputs(post, "encoder.self_attn_norm") == ["encoder.self_attn_add"]
@@ -37,20 +40,20 @@ def test_post_and_pre_norm_are_wired_differently():
     assert inputs(pre, "encoder.self_attn_add") == ["encoder.block_input", "encoder.self_attn"]
     assert inputs(pre, "encoder.self_attn") == ["encoder.self_attn_norm"]
     assert inputs(pre, "encoder.self_attn_norm") == ["encoder.block_input"]
-    assert pre.edges["encoder.block_input", "encoder.self_attn_add"]["port"] == "residual"
-    assert post.nodes["encoder.self_attn_add"]["residual"] == "post"
+    assert pre.node("encoder.self_attn_add").port("encoder.block_input") == "residual"
+    assert post.node("encoder.self_attn_add").residual == "post"
 
 
 def test_residual_none_has_no_add():
     g = graph(EMB + "encoder x 1 { attention self heads=2 residual=none }")
-    assert not any(a["op"] == "add" for n, a in g.nodes(data=True) if a["in_block"])
+    assert not g.of(ir.Add, in_block=True)
 
 
 def test_parallel_block_in_wiring_form():
     g = graph(EMB + "decoder x 2 {\n h = norm(x)\n x = x + attention(h, heads=2, mask=causal) + feedforward(h, d_ff=32)\n}")
-    add = next(n for n, a in g.nodes(data=True) if a["op"] == "add" and a["in_block"])
-    assert g.nodes[add]["inputs"] == ["decoder.block_input", "decoder.self_attn", "decoder.ffn"]
-    assert g.nodes["decoder.self_attn"]["inputs"] == g.nodes["decoder.ffn"]["inputs"] == ["decoder.norm"]
+    (add,) = g.of(ir.Add, in_block=True)
+    assert add.inputs == ("decoder.block_input", "decoder.self_attn", "decoder.ffn")
+    assert g.node("decoder.self_attn").inputs == g.node("decoder.ffn").inputs == ("decoder.norm",)
     same_as_sequential_sizes = graph(EMB + "decoder x 2 { residual pre; attention self heads=2; feedforward d_ff=32 }")
     # the parallel block has one norm where the sequential pre-norm block has two: 2 layers x 32 fewer
     assert count_parameters(same_as_sequential_sizes) - count_parameters(g) == 2 * 32
@@ -59,10 +62,10 @@ def test_parallel_block_in_wiring_form():
 def test_cross_attention_reads_encoder_output_after_final_norm():
     g = graph(EMB + "encoder x 2 { attention self heads=2; final layernorm }\n"
                     "decoder x 2 { attention self heads=2 mask=causal; attention cross heads=2 }")
-    assert g.nodes["decoder.cross_attn"]["inputs"][1] == "encoder.final_norm"
-    assert g.edges["encoder.final_norm", "decoder.cross_attn"]["port"] == "memory"
-    assert g.graph["stacks"]["encoder"]["length"] == "src_len"
-    assert g.nodes["decoder.cross_attn"]["shape"] == ("batch", "tgt_len", 16)
+    assert g.node("decoder.cross_attn").inputs[1] == "encoder.final_norm"
+    assert g.node("decoder.cross_attn").port("encoder.final_norm") == "memory"
+    assert g.stacks["encoder"].length == "src_len"
+    assert g.node("decoder.cross_attn").shape == ("batch", "tgt_len", 16)
 
 
 def test_shared_embedding_and_tied_head_counted_once():
@@ -70,38 +73,38 @@ def test_shared_embedding_and_tied_head_counted_once():
     tied = graph(text + "head tied(tokens)")
     untied = graph(text + "head linear")
     assert count_parameters(untied) - count_parameters(tied) == 50 * 16 + 50  # weight + default bias
-    assert tied.nodes["head"]["ties"] == {"weight": "embeddings.tokens.tokens.weight"}
+    assert tied.node("head").ties == {"weight": "embeddings.tokens.tokens.weight"}
     # both stacks apply the same embedding module
-    assert tied.nodes["encoder.embed"]["module"] == tied.nodes["decoder.embed"]["module"]
+    assert tied.node("encoder.embed").module == tied.node("decoder.embed").module
 
 
 def test_separate_embeddings_and_cross_width():
     g = graph("embedding src { vocab 30; dim 16 }\nembedding tgt { vocab 40; dim 8 }\n"
               "encoder x 1 { embedding src; attention self heads=2 }\n"
               "decoder x 1 { embedding tgt; attention cross heads=2 }\nhead tied(tgt)")
-    assert g.nodes["decoder.cross_attn"]["params"]["kv.weight"] == (16, 16)  # 2 x width(8) from memory width 16
-    assert g.nodes["logits"]["shape"] == ("batch", "tgt_len", 40)
+    assert g.node("decoder.cross_attn").params["kv.weight"] == (16, 16)  # 2 x width(8) from memory width 16
+    assert g.node("logits").shape == ("batch", "tgt_len", 40)
 
 
 def test_gated_and_additive_parameter_shapes():
     g = graph(EMB + "encoder x 1 { attention self heads=4 kind=additive bias=false; feedforward d_ff=8 activation=swiglu }")
-    attn = g.nodes["encoder.self_attn"]["params"]
+    attn = g.node("encoder.self_attn").params
     assert attn == {"qkv.weight": (48, 16), "out.weight": (16, 16), "score": (4, 4)}
-    assert g.nodes["encoder.ffn"]["params"]["up.weight"] == (16, 16)  # two halves of d_ff=8
+    assert g.node("encoder.ffn").params["up.weight"] == (16, 16)  # two halves of d_ff=8
 
 
 def test_embedding_parts_and_shapes():
     g = graph("embedding tokens { vocab 50; dim 16; position learned(20); segments 2; norm layernorm; dropout 0.1 }\n"
               "encoder x 1 { attention self heads=2 }\npooler tanh")
-    assert g.nodes["encoder.embed_sum"]["inputs"] == ["encoder.embed", "encoder.position", "encoder.segments"]
-    assert g.nodes["encoder.position"]["shape"] == ("seq_len", 16)
-    assert g.nodes["pooled"]["shape"] == ("batch", 16)
+    assert g.node("encoder.embed_sum").inputs == ("encoder.embed", "encoder.position", "encoder.segments")
+    assert g.node("encoder.position").shape == ("seq_len", 16)
+    assert g.node("pooled").shape == ("batch", 16)
     assert parameter_table(g)["embeddings.tokens.positions.weight"] == (20, 16)
 
 
 def test_format_graph_one_line_per_node():
     g = graph(EMB + "decoder x 2 { attention self heads=2 mask=causal }")
-    text = format_graph(g)
+    text = g.format()
     assert text.splitlines()[0] == "graph model (decoder-only)"
     assert "decoder.self_attn = attention(decoder.block_input) -> (batch, seq_len, 16)" in text
     assert len(text.splitlines()) == 2 + g.number_of_nodes()
@@ -135,3 +138,55 @@ def test_only_materialising_weights_is_refused_for_size(monkeypatch):
     c.compile(EMB + "decoder x 1 { attention self heads=2; feedforward d_ff=1000000 }", device="meta")
 
 
+
+
+def test_an_embedding_position_and_a_stack_score_bias_are_distinct_node_types():
+    g = graph("embedding tokens { vocab 50; dim 16; position sinusoidal }\n"
+              "encoder x 2 { attention self heads=2 position=t5 }")
+    assert [type(n) for n in g.of((ir.PositionEncoding, ir.ScoreBias))] == [ir.PositionEncoding, ir.ScoreBias]
+    bias = g.node("encoder.self_attn_position")
+    assert bias.shape == (2, "seq_len", "seq_len") and str(bias.module) == "encoder.positions.self_attn"
+    assert g.node("encoder.self_attn").port(bias.id) == "positions"
+
+
+def test_module_paths_are_structured():
+    g = graph(EMB + "decoder x 3 { attention self heads=2 mask=causal; feedforward d_ff=32 }")
+    ffn = g.node("decoder.ffn")
+    assert ffn.module.name == "ffn" and ffn.module.per_layer and ffn.module.at(2) == "decoder.layers.2.ffn"
+    assert not g.node("decoder.embed").module.per_layer
+    with pytest.raises(ValueError, match="say which layer"):
+        ffn.module.at(None)
+
+
+def test_norm_nodes_keep_their_title_and_declared_roles():
+    g = graph(EMB + "decoder x 1 { residual pre; attention self heads=2 mask=causal; final layernorm }")
+    assert [(n.title, n.roles) for n in g.of(ir.Norm)] == [
+        ("Norm", {"weight": "norm_weight", "bias": "norm_bias"}),
+        ("Final Norm", {"weight": "norm_weight", "bias": "norm_bias"})]
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (lambda g: g.add_edge("decoder.embed", "decoder.ffn"), "differ from inputs"),
+    (lambda g: g.replace(replace(g.node("decoder.ffn"), ports=())), "1 inputs but 0 ports"),
+    (lambda g: g.replace(replace(g.node("decoder.ffn"), module=None)), "parameters without a module path"),
+    (lambda g: g.replace(replace(g.node("decoder.ffn"), in_block=False)), "is a layer's"),
+    (lambda g: g.replace(replace(g.node("decoder.ffn"), roles={"gate.weight": "matrix"})), "does not own"),
+    (lambda g: g.add_edge("decoder.ffn", "decoder.block_input"), "differ from inputs"),
+    (lambda g: g.add(ir.Add(id="decoder.extra", label="+", inputs=("decoder.ffn",), ports=("input",),
+                            stack="decoder", in_block=True)), "a sum of 1 term"),
+    (lambda g: g.add(ir.Norm(id="final2", label="Norm", inputs=("decoder.ffn",), ports=("input",), choice=None)),
+     "from inside a layer"),
+])
+def test_lint_finds_each_broken_invariant(break_it, message):
+    g = graph(EMB + "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }")
+    g.lint()  # a validated graph holds every invariant
+    broken = g.copy()
+    break_it(broken)
+    with pytest.raises(ir.IRError, match=message):
+        broken.lint()
+
+
+def test_lint_refuses_a_node_that_is_not_an_ir_type():
+    g = graph(EMB + "decoder x 1 { attention self heads=2 mask=causal }")
+    with pytest.raises(ir.IRError, match="not an IR node type"):
+        g.add(ir.Node(id="stray", label="?"))

@@ -17,5 +17,8 @@ def test_wheel_contains_grammar_and_variants(tmp_path):
     assert "tfspec/grammars/tfspec.lark" in names
     assert "tfspec/variants/layernorm.py" in names
     assert "tfspec/nn/attention.py" in names and "tfspec/interop/hf_gpt2.py" in names
+    # every module of the source tree, in whatever subpackage: none silently drops out of the wheel
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tfspec").rglob("*.py")}
+    assert sources - set(names) == set()
     shipped = zipfile.ZipFile(wheel).read("tfspec/grammars/tfspec.lark").decode()
     assert shipped == (ROOT / "grammars" / "tfspec.lark").read_text()

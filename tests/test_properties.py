@@ -4,6 +4,7 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tfspec import ir
 import tfspec
 from strategies import Generated, mutated, valid_specs
 from tfspec.analysis import count_parameters, parameter_table
@@ -17,15 +18,15 @@ def test_generated_specs_parse_validate_and_lower(gen: Generated):
     assert spec.kind == gen.kind
     g = spec.graph()
     assert nx.is_directed_acyclic_graph(g)
-    assert {role: info["repeat"] for role, info in g.graph["stacks"].items()} == gen.layers
-    # every edge carries an inferred shape whose last dim is the model width inside the stacks
-    for u, v, data in g.edges(data=True):
-        assert data["shape"] is not None
-    for n, a in g.nodes(data=True):
-        if a["in_block"]:
-            assert a["shape"][-1] == gen.width
+    g.lint()
+    assert {role: info.repeat for role, info in g.stacks.items()} == gen.layers
+    # every node has an inferred shape, whose last dim is the model width inside the stacks
+    for node in g.ordered():
+        assert node.shape is not None
+        if node.in_block:
+            assert node.shape[-1] == gen.width
     # one template per stack, not one copy per layer
-    assert sum(1 for _, a in g.nodes(data=True) if a["op"] == "block_input") == len(gen.layers)
+    assert len(g.of(ir.BlockInput)) == len(gen.layers)
     table = parameter_table(g)
     tied = spec.head is not None and spec.head.tied_to is not None
     assert sum(_numel(s) for s in table.values()) == count_parameters(g) == spec.parameter_count()

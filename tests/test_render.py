@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tfspec import ir
 from tfspec import load, render
 from tfspec.diagram import MEMORY_COLOUR, RESIDUAL_COLOUR, RenderError, to_graphviz
 
@@ -42,17 +43,16 @@ def test_every_example_renders_with_its_structure(path, tmp_path):
     g = spec.graph()
     out = render(spec, tmp_path / "diagram.svg")
     parts = parse_svg(out)
-    for role, info in g.graph["stacks"].items():  # each stack drawn once, in an "N×" box
-        assert f"{info['repeat']}×" in texts(parts, "cluster")
+    for role, info in g.stacks.items():  # each stack drawn once, in an "N×" box
+        assert f"{info.repeat}×" in texts(parts, "cluster")
     node_text = " | ".join(texts(parts, "node"))
-    for n, a in g.nodes(data=True):
-        if a["op"] in ("attention", "feedforward"):
-            assert a["label"] in node_text
-    residual_adds = [n for n, a in g.nodes(data=True) if a["op"] == "add" and a["in_block"]]
+    for node in g.of(ir.Sublayer):
+        assert node.label in node_text
+    residual_adds = g.of(ir.Add, in_block=True)
     residual_edges = [e for e in parts["edge"] if RESIDUAL_COLOUR in e["strokes"]]
     assert len(residual_edges) == len(residual_adds) > 0
     memory = [e for e in parts["edge"] if e["text"] == "memory"]
-    cross = [n for n, a in g.nodes(data=True) if a["op"] == "attention" and a["spec"].reads == "cross"]
+    cross = [n.id for n in g.of(ir.Attention) if n.spec.reads == "cross"]
     assert [e["title"].split("->")[1] for e in memory] == cross
     assert all(MEMORY_COLOUR in e["strokes"] for e in memory)
     tied = spec.head is not None and spec.head.tied_to is not None

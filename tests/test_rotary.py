@@ -133,7 +133,7 @@ def test_diagram_and_labels_show_where_rotary_positions_enter():
     source = to_graphviz(spec).source
     assert "Positions\n(rotary(theta=500000, fraction=0.5))" in source
     assert 'label="rotates q, k"' in source
-    label = spec.graph().nodes["decoder.self_attn"]["label"]
+    label = spec.graph().node("decoder.self_attn").label
     assert label == "Multi-Head Attention (causal, padding, rotary(theta=500000, fraction=0.5), 4 heads, 2 kv heads)"
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tfspec import ir
 import tfspec
 from tfspec.nn.shaw import RelativeRepresentations
 
@@ -70,7 +71,7 @@ def test_kv_cached_decoding_reproduces_recomputation():
 
 def test_the_papers_base_model_example():
     spec = tfspec.load(EXAMPLES / "shaw_relative.tfs")
-    labels = [a["label"] for _, a in spec.graph().nodes(data=True) if a["op"] == "attention"]
+    labels = [a.label for a in spec.graph().of(ir.Attention)]
     assert sum("Shaw relative(16)" in label for label in labels) == 2  # encoder and decoder self-attention
     # the base model without its (parameter-free) sinusoids, plus two tables of 33 x 64 per self-attention
     base = tfspec.load(EXAMPLES / "vaswani_base.tfs").parameter_count()

@@ -45,9 +45,9 @@ def test_the_test_size_model_is_never_larger_than_the_spec(path):
     spec = tfspec.load(path)
     small, changes = small_version(spec)
     assert count_parameters(small.graph()) <= count_parameters(spec.graph())
-    for role, info in small.graph().graph["stacks"].items():
-        original = spec.graph().graph["stacks"][role]
-        assert info["width"] <= original["width"] and info["repeat"] <= original["repeat"]
+    for role, info in small.graph().stacks.items():
+        original = spec.graph().stacks[role]
+        assert info.width <= original.width and info.repeat <= original.repeat
 
 
 def test_verify_tests_a_4096_token_sliding_window_past_its_end():

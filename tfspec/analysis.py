@@ -27,50 +27,16 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-import networkx as nx
-
+from .ir import nodes as ir
+from .ir.graph import Graph
+from .ir.queries import (count_parameters, default_length, layer_repeat, length_limit, max_length,  # noqa: F401
+                         parameter_table, source)
 from .registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, attention_band, band_chunk,
                        combined_reach, fused_causal_kernel)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
 STAT_BYTES = 4  # norm statistics and log-sum-exps stay float32
-
-
-def layer_repeat(g: nx.DiGraph, node: str) -> int:
-    a = g.nodes[node]
-    return g.graph["stacks"][a["stack"]]["repeat"] if a["in_block"] else 1
-
-
-def parameter_table(g: nx.DiGraph) -> dict[str, tuple[int, ...]]:
-    """Every parameter tensor by its full name (the compiled module's state-dict name).
-
-    Shared weights appear once, under their owner's name; a template layer's
-    tensors are listed once per repeat (``decoder.layers.0.ffn.up.weight``, ...).
-    """
-    table: dict[str, tuple[int, ...]] = {}
-    for n in nx.topological_sort(g):
-        a = g.nodes[n]
-        if not a["params"]:
-            continue
-        repeats = range(layer_repeat(g, n)) if a["in_block"] else [None]
-        for i in repeats:
-            module = a["module"].format(i=i) if i is not None else a["module"]
-            for name, shape in a["params"].items():
-                table.setdefault(f"{module}.{name}", tuple(shape))
-    return table
-
-
-def count_parameters(g: nx.DiGraph) -> int:
-    """Total parameters, shared (tied) weights counted once."""
-    seen: set[str] = set()
-    total = 0
-    for n, a in g.nodes(data=True):
-        if not a["params"] or a["module"] in seen:
-            continue
-        seen.add(a["module"])
-        total += sum(math.prod(s) for s in a["params"].values()) * layer_repeat(g, n)
-    return total
 
 
 # ------------------------------------------------------------------ masks
@@ -223,48 +189,20 @@ def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = 
         raise AnalysisError(f"batch must be positive, got {batch}")
     lengths = stack_lengths(g, seq_len, src_len, tgt_len)
     counter = _Counter(g, lengths, batch, DTYPE_BYTES[dtype], fused_attention)
-    rows = [row for n in nx.topological_sort(g) if (row := counter.row(n)) is not None]
-    order = {role: i for i, role in enumerate(g.graph["stacks"])}
+    rows = [row for node in g.ordered() if (row := counter.row(node)) is not None]
+    order = {role: i for i, role in enumerate(g.stacks)}
     rows.sort(key=lambda r: order.get(r.stack, len(order)))  # stack by stack, each in data-flow order
-    return Analysis(g.graph["name"], g.graph["kind"], batch, lengths, dtype, fused_attention, rows,
+    return Analysis(g.name, g.kind, batch, lengths, dtype, fused_attention, rows,
                     complexity_classes(g))
 
 
-def _graph_of(spec_or_graph) -> nx.DiGraph:
-    return spec_or_graph if isinstance(spec_or_graph, nx.DiGraph) else spec_or_graph.graph()
+def _graph_of(spec_or_graph) -> Graph:
+    return spec_or_graph if isinstance(spec_or_graph, Graph) else spec_or_graph.graph()
 
 
-def max_length(g: nx.DiGraph, role: str) -> int | None:
-    """The longest sequence a stack accepts, or None (see ``length_limit``)."""
-    limit = length_limit(g, role)
-    return limit[0] if limit is not None else None
-
-
-def length_limit(g: nx.DiGraph, role: str) -> tuple[int, str] | None:
-    """The longest sequence a stack accepts and what sets it: ``(512, "learned positions")`` from a table of
-    learned positions, or a self-attention kind's (a Linformer projection's) ``max_len``; None: unbounded."""
-    limits = []
-    for n, a in g.nodes(data=True):
-        if a["stack"] != role:
-            continue
-        if a["op"] == "position":
-            variant, options = POSITIONS.of(a["spec"])
-            limits.append((variant.max_len(options), f"{variant.name} positions"))
-        elif a["op"] == "attention" and not a["geometry"].cross:
-            variant, options = ATTENTION_KINDS.of(a["spec"].kind)
-            limits.append((variant.max_len(options), f"{variant.name} attention's projections"))
-    limits = [(limit, source) for limit, source in limits if limit is not None]
-    return min(limits) if limits else None
-
-
-def default_length(g: nx.DiGraph) -> int:
-    limits = [m for role in g.graph["stacks"] if (m := max_length(g, role)) is not None]
-    return min(limits) if limits else 512
-
-
-def stack_lengths(g: nx.DiGraph, seq_len=None, src_len=None, tgt_len=None) -> dict[str, int]:
-    roles = list(g.graph["stacks"])
-    if (src_len is not None or tgt_len is not None) and g.graph["kind"] != "encoder-decoder":
+def stack_lengths(g: Graph, seq_len=None, src_len=None, tgt_len=None) -> dict[str, int]:
+    roles = list(g.stacks)
+    if (src_len is not None or tgt_len is not None) and g.kind != "encoder-decoder":
         raise AnalysisError("src_len/tgt_len apply to encoder-decoder specs; use seq_len")
     base = seq_len if seq_len is not None else default_length(g)
     chosen = {"encoder": src_len, "decoder": tgt_len}
@@ -282,48 +220,45 @@ def stack_lengths(g: nx.DiGraph, seq_len=None, src_len=None, tgt_len=None) -> di
 class _Counter:
     """Per-node cost rules. Memory: each saved tensor once, keyed by the node that made it."""
 
-    def __init__(self, g, lengths, batch, element_bytes, fused):
+    def __init__(self, g: Graph, lengths, batch, element_bytes, fused):
         self.g, self.lengths, self.batch, self.s, self.fused = g, lengths, batch, element_bytes, fused
-        self.seen_modules: set[str] = set()
+        self.seen_modules: set = set()
         self.kept: set[tuple] = set()
+        self.rules = {ir.Embedding: self.cost_embedding, ir.PositionEncoding: self.cost_position,
+                      ir.ScoreBias: self.cost_score_bias, ir.StackParameters: self.cost_parameters,
+                      ir.Add: self.cost_add, ir.Scale: self.cost_scale, ir.Norm: self.cost_norm,
+                      ir.Dropout: self.cost_dropout, ir.Attention: self.cost_attention,
+                      ir.FeedForward: self.cost_feedforward, ir.Head: self.cost_head, ir.Pooler: self.cost_pooler}
 
     # -- helpers
-    def source(self, node: str) -> str:
-        """The node whose tensor this one passes through unchanged (a block's exit is its last node)."""
-        while self.g.nodes[node]["op"] == "block_output":
-            node = self.g.nodes[node]["inputs"][0]
-        return node
-
     def keep(self, key: tuple, nbytes: int) -> int:
         if key in self.kept:
             return 0
         self.kept.add(key)
         return nbytes
 
-    def keep_input(self, node: str, producer: str, nbytes: int, repeat: int) -> int:
+    def keep_input(self, node: ir.Node, producer: str, nbytes: int, repeat: int) -> int:
         """A saved input; the encoder's output read by every cross-attention is one tensor, kept once."""
-        producer = self.source(producer)
-        p = self.g.nodes[producer]
-        per_layer = p["in_block"] and p["stack"] == self.g.nodes[node]["stack"]
-        return self.keep(("input", producer), nbytes) * (repeat if per_layer else 1)
+        p = source(self.g, self.g.node(producer))
+        per_layer = p.in_block and p.stack == node.stack
+        return self.keep(("input", p.id), nbytes) * (repeat if per_layer else 1)
 
-    def params(self, a) -> int:
-        if not a["params"] or a["module"] in self.seen_modules:
+    def params(self, node: ir.Node) -> int:
+        if not node.params or node.module in self.seen_modules:
             return 0
-        self.seen_modules.add(a["module"])
-        return sum(math.prod(s) for s in a["params"].values())
+        self.seen_modules.add(node.module)
+        return sum(math.prod(s) for s in node.params.values())
 
     # -- rows
-    def row(self, node: str) -> Row | None:
-        a = self.g.nodes[node]
-        rule = getattr(self, f"cost_{a['op']}", None)
+    def row(self, node: ir.Node) -> Row | None:
+        rule = self.rules.get(type(node))
         if rule is None:
             return None
         repeat = layer_repeat(self.g, node)
-        n = self.lengths[a["stack"]] if a["stack"] else self.lengths[next(reversed(self.lengths))]
-        cost = rule(node, a, n, repeat)
-        cost.params = self.params(a) * repeat
-        return Row(node, a["label"], a["op"], a["stack"], repeat, cost)
+        n = self.lengths[node.stack] if node.stack else self.lengths[next(reversed(self.lengths))]
+        cost = rule(node, n, repeat)
+        cost.params = self.params(node) * repeat
+        return Row(node.id, node.label, node.kind, node.stack, repeat, cost)
 
     def scaled(self, cost: Cost, repeat: int) -> Cost:
         """Per-sequence FLOPs of one instance -> the whole batch, every repeat (memory is already done)."""
@@ -335,43 +270,40 @@ class _Counter:
     def dense(self, matmul: int, elementwise: int, memory: int, repeat: int) -> Cost:
         return self.scaled(Cost(0, matmul, elementwise, matmul, elementwise, memory), repeat)
 
-    def cost_embedding(self, node, a, n, repeat):
-        spec = a.get("spec")
-        scale = n * a["width"] if spec is not None and spec.scale != 1 else 0
-        memory = self.keep_input(node, a["inputs"][0], self.batch * n * ID_BYTES, repeat)
+    def cost_embedding(self, node: ir.Embedding, n, repeat):
+        scale = n * node.width if node.scale != 1 else 0
+        memory = self.keep_input(node, node.inputs[0], self.batch * n * ID_BYTES, repeat)
         return self.dense(0, scale, memory, repeat)
 
-    def cost_position(self, node, a, n, repeat):
-        if "geometry" in a:
-            return self.cost_stack_bias(node, a, n)
-        memory = self.keep(("positions", node), n * ID_BYTES) if a["params"] else 0  # learned: index lookup
+    def cost_position(self, node: ir.PositionEncoding, n, repeat):
+        memory = self.keep(("positions", node.id), n * ID_BYTES) if node.params else 0  # learned: index lookup
         return self.dense(0, 0, memory, repeat)
 
-    def cost_stack_bias(self, node, a, n):
+    def cost_score_bias(self, node: ir.ScoreBias, n, repeat):
         """A score bias the stack owns (T5's), built once per call; each layer's attention counts its additions.
         What it keeps is the variant's; when masks join it, their ``where`` keeps its bool condition too
         (the bias, unlike a mask alone, needs gradients)."""
-        variant, options = POSITIONS.of(a["spec"])
-        kept, words = variant.stack_saved(options, a["geometry"], n, n)
-        readers = [self.g.nodes[s]["spec"] for s in self.g.successors(node)]
+        variant, options = POSITIONS.of(node.choice)
+        kept, words = variant.stack_saved(options, node.geometry, n, n)
+        readers = [r.spec for r in self.g.consumers(node.id)]
         masked = any(MASKS[m.name].structural for body in readers for m in body.mask)
         memory = kept * self.s + words * STAT_BYTES + (n * n if masked else 0)  # default ids: (1, n, n)
-        return self.dense(0, 0, self.keep(("own", node), memory), 1)
+        return self.dense(0, 0, self.keep(("own", node.id), memory), 1)
 
-    def cost_parameters(self, node, a, n, repeat):
+    def cost_parameters(self, node: ir.StackParameters, n, repeat):
         """Parameters a stack owns for its layers (Linformer's E, F): the readers count their use."""
         return self.dense(0, 0, 0, 1)
 
-    def cost_add(self, node, a, n, repeat):
-        return self.dense(0, (len(a["inputs"]) - 1) * n * a["width"], 0, repeat)
+    def cost_add(self, node: ir.Add, n, repeat):
+        return self.dense(0, (len(node.inputs) - 1) * n * node.width, 0, repeat)
 
-    def cost_scale(self, node, a, n, repeat):
-        return self.dense(0, n * a["width"], 0, repeat)  # a product with a constant keeps nothing for backward
+    def cost_scale(self, node: ir.Scale, n, repeat):
+        return self.dense(0, n * node.width, 0, repeat)  # a product with a constant keeps nothing for backward
 
-    def cost_norm(self, node, a, n, repeat):
-        variant = NORMS[a["spec"].name]
-        return self.dense(0, variant.flops_per_element * n * a["width"],
-                          self.norm_memory(node, a["inputs"][0], variant, a["width"], n, repeat), repeat)
+    def cost_norm(self, node: ir.Norm, n, repeat):
+        variant = NORMS[node.choice.name]
+        return self.dense(0, variant.flops_per_element * n * node.width,
+                          self.norm_memory(node, node.inputs[0], variant, node.width, n, repeat), repeat)
 
     def norm_memory(self, node, producer, variant, width, n, repeat):
         kept, stats = variant.saved(width)
@@ -379,15 +311,15 @@ class _Counter:
             return 0
         rows = self.batch * n
         own = ((kept - width) * rows * self.s + stats * rows * STAT_BYTES) * repeat
-        return self.keep_input(node, producer, rows * width * self.s, repeat) + self.keep(("own", node), own)
+        return self.keep_input(node, producer, rows * width * self.s, repeat) + self.keep(("own", node.id), own)
 
-    def cost_dropout(self, node, a, n, repeat):
+    def cost_dropout(self, node: ir.Dropout, n, repeat):
         # CPU dropout multiplies by a mask of the input's dtype (CUDA's fused kernel keeps a byte mask)
-        memory = self.keep(("own", node), self.batch * n * a["width"] * self.s * repeat)
-        return self.dense(0, n * a["width"], memory, repeat)
+        memory = self.keep(("own", node.id), self.batch * n * node.width * self.s * repeat)
+        return self.dense(0, n * node.width, memory, repeat)
 
-    def cost_attention(self, node, a, n, repeat):
-        spec, shape = a["spec"], a["geometry"]
+    def cost_attention(self, node: ir.Attention, n, repeat):
+        spec, shape = node.spec, node.geometry
         kind, options = ATTENTION_KINDS.of(spec.kind)
         cross = shape.cross
         m = self.lengths["encoder"] if cross else n
@@ -403,7 +335,7 @@ class _Counter:
         if position.acts == "attention":
             bias += position.attention_flops(position_options, shape, n, m)
             projections += position.attention_matmul_flops(position_options, shape, n, m)
-            shared = self.keep(("position", a["stack"], POSITIONS.label(spec.position), head_dim),
+            shared = self.keep(("position", node.stack, POSITIONS.label(spec.position), head_dim),
                                position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path (a score
         # bias such as ALiBi's carries the mask with it, and is counted by the position scheme)
@@ -443,16 +375,16 @@ class _Counter:
                          else kind.keeps_projection(shape, options, self.batch, in_bands=chunk is not None))
                 if not keeps:
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
-        memory = self.keep(("own", node), (kept * self.s + stats * STAT_BYTES) * repeat) + shared
-        memory += self.keep_input(node, a["inputs"][0], self.batch * n * shape.width * self.s, repeat)
+        memory = self.keep(("own", node.id), (kept * self.s + stats * STAT_BYTES) * repeat) + shared
+        memory += self.keep_input(node, node.inputs[0], self.batch * n * shape.width * self.s, repeat)
         if cross:
-            memory += self.keep_input(node, a["inputs"][1], self.batch * m * shape.memory_width * self.s, repeat)
+            memory += self.keep_input(node, node.inputs[1], self.batch * m * shape.memory_width * self.s, repeat)
         k = self.batch * repeat
         return Cost(0, (projections + matmul) * k, (bias + mask_add + elementwise) * k,
                     (projections + matmul_aware) * k, (bias + elementwise_aware) * k, memory)
 
-    def cost_feedforward(self, node, a, n, repeat):
-        spec, d = a["spec"], a["width"]
+    def cost_feedforward(self, node: ir.FeedForward, n, repeat):
+        spec, d = node.spec, node.width
         activation = ACTIVATIONS[spec.activation.name]
         d_ff, up = spec.d_ff, (2 * spec.d_ff if activation.gated else spec.d_ff)
         matmul = 2 * n * d * up + 2 * n * d_ff * d
@@ -467,19 +399,19 @@ class _Counter:
             units = 1 + after
         else:  # the activation's output is the down projection's input when there is no dropout
             units = 1 + (2 if spec.dropout else 0)
-        memory = self.keep(("own", node), units * self.batch * n * d_ff * self.s * repeat)
-        memory += self.keep_input(node, a["inputs"][0], self.batch * n * d * self.s, repeat)
+        memory = self.keep(("own", node.id), units * self.batch * n * d_ff * self.s * repeat)
+        memory += self.keep_input(node, node.inputs[0], self.batch * n * d * self.s, repeat)
         return self.dense(matmul, elementwise, memory, repeat)
 
-    def cost_head(self, node, a, n, repeat):
-        spec, d = a["spec"], a["width"]
+    def cost_head(self, node: ir.Head, n, repeat):
+        spec, d = node.spec, node.width
         rows = self.batch * n
         matmul, elementwise, memory = 2 * n * d * spec.out, (n * spec.out if spec.bias else 0), 0
         if spec.scale != 1.0:  # a product with a constant keeps nothing; what reads it keeps the product
             elementwise += n * d
-            memory += self.keep(("scaled", node), rows * d * self.s)
+            memory += self.keep(("scaled", node.id), rows * d * self.s)
         else:
-            memory += self.keep_input(node, a["inputs"][0], rows * d * self.s, repeat)
+            memory += self.keep_input(node, node.inputs[0], rows * d * self.s, repeat)
         if spec.transform is not None:  # dense (+bias), activation, norm, then the projection's input
             activation = ACTIVATIONS[spec.transform.name]
             norm_flops, (kept, stats) = 0, (0, 0)
@@ -492,38 +424,38 @@ class _Counter:
             elements = d * (2 if activation.saves == "input" else 1)
             if kept or stats:  # the norm's own tensors beyond its input, then its output for the projection
                 elements += kept
-            memory += self.keep(("transform", node), rows * (elements * self.s + stats * STAT_BYTES))
-        memory += self.keep(("logits", node), rows * spec.out * self.s)  # the output, kept by the loss
+            memory += self.keep(("transform", node.id), rows * (elements * self.s + stats * STAT_BYTES))
+        memory += self.keep(("logits", node.id), rows * spec.out * self.s)  # the output, kept by the loss
         return self.dense(matmul, elementwise, memory, repeat)
 
-    def cost_pooler(self, node, a, n, repeat):
-        d = a["width"]
-        activation = ACTIVATIONS[a["spec"].activation.name]
+    def cost_pooler(self, node: ir.Pooler, n, repeat):
+        d = node.width
+        activation = ACTIVATIONS[node.spec.activation.name]
         # x[:, 0] is a view: the dense layer keeps the whole last hidden state alive
-        memory = self.keep_input(node, a["inputs"][0], self.batch * n * d * self.s, repeat)
-        memory += self.keep(("own", node), self.batch * d * self.s)
+        memory = self.keep_input(node, node.inputs[0], self.batch * n * d * self.s, repeat)
+        memory += self.keep(("own", node.id), self.batch * d * self.s)
         return self.dense(2 * d * d, d + activation.flops_per_element * d, memory, 1)  # one position
 
 
 # ------------------------------------------------------------------ complexity
 
 
-def complexity_classes(g: nx.DiGraph) -> list[Complexity]:
+def complexity_classes(g: Graph) -> list[Complexity]:
     """Table 1 of the paper for the sublayer kinds this spec uses, from attention kinds and masks.
 
     n: sequence length, m: source length (cross-attention), d: width, r: window size.
     """
     rows: dict[str, Complexity] = {}
-    for _, a in g.nodes(data=True):
-        spec = a.get("spec")
-        if a["op"] == "attention":
+    for node in g.ordered():
+        if isinstance(node, ir.Attention):
+            spec = node.spec
             kind, options = ATTENTION_KINDS.of(spec.kind)
             masks = "+".join(MASKS.label(m) for m in spec.mask) if spec.mask else "none"
             cross = spec.reads == "cross"
             layer = f"{'Cross' if cross else 'Self'}-attention ({kind.label(options)}, mask {masks})"
             c = kind.complexity(options, cross, mask_reach(spec.mask))
             rows.setdefault(layer, Complexity(layer, c.per_layer, c.sequential, c.path, c.note))
-        elif a["op"] == "feedforward":
+        elif isinstance(node, ir.FeedForward):
             rows.setdefault("ffn", Complexity("Feed-forward (position-wise)", "O(n·d·d_ff)", "O(1)", "none",
                                               "mixes no positions"))
     return list(rows.values())
@@ -532,9 +464,9 @@ def complexity_classes(g: nx.DiGraph) -> list[Complexity]:
 # ------------------------------------------------------------------ sweeps
 
 
-def sweep_lengths(g: nx.DiGraph, lengths: list[int] | None = None) -> list[int]:
+def sweep_lengths(g: Graph, lengths: list[int] | None = None) -> list[int]:
     """The sequence lengths a sweep covers: powers of two from 64 up to 8192, within learned positions."""
-    limits = [m for role in g.graph["stacks"] if (m := max_length(g, role)) is not None]
+    limits = [m for role in g.stacks if (m := max_length(g, role)) is not None]
     limit = min(limits) if limits else None
     chosen = lengths if lengths else [2 ** k for k in range(6, 14)]
     return [n for n in chosen if limit is None or n <= limit]

@@ -15,6 +15,7 @@ from typing import Any
 from .api import MAX_SPEC_BYTES, load, parse
 from .errors import LengthError, RunError, SpecError
 from .files import check_writable, new_directory, read_regular, removed_on_failure, write_atomically
+from .ir.queries import attentions
 
 TASKS = ("copy", "reverse", "sort")  # tfspec.data.TASKS, named here so --help does not import torch
 DEFAULT_GLOB = "*.txt"  # tfspec.corpus.DEFAULT_GLOB, likewise
@@ -44,10 +45,9 @@ def _overrides(args) -> dict[str, Any]:
 
 def summary_line(path: str, spec) -> str:
     g = spec.graph()
-    stacks = g.graph["stacks"]
-    layers = "+".join(str(stacks[s.role]["repeat"]) for s in spec.stacks)
-    heads = sorted({a["spec"].heads for _, a in g.nodes(data=True) if a["op"] == "attention"})
-    widths = sorted({info["width"] for info in stacks.values()})
+    layers = "+".join(str(g.stacks[s.role].repeat) for s in spec.stacks)
+    heads = sorted({node.spec.heads for node in attentions(g)})
+    widths = sorted({info.width for info in g.stacks.values()})
     head_text = "/".join(map(str, heads)) + " heads" if heads else "no attention"
     return (f"{path}: {spec.name}: {spec.kind}, {layers} layers, d_model {'/'.join(map(str, widths))}, "
             f"{head_text}, {spec.parameter_count():,} parameters")
@@ -844,9 +844,7 @@ def cmd_demo(args) -> int:
 def _dump(spec, what: str) -> str:
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
-    from .graph import format_graph
-
-    return format_graph(spec.graph())
+    return spec.graph().format()
 
 
 def build_parser() -> argparse.ArgumentParser:

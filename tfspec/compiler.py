@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import networkx as nx
 import torch
 from torch import fx, nn
 
 from . import schema as S
-from .analysis import count_parameters, layer_repeat, length_limit
 from .api import load, parse
+from .ir import nodes as ir
+from .ir.graph import Graph
+from .ir.queries import count_parameters, layer_repeat, layer_template, length_limit, module_copies, sublayers
 from .errors import Diagnostic, SpecError
 from .nn.attention import cache_slot
 from .nn.embedding import Embeddings
@@ -145,11 +146,11 @@ def check_fits(spec: S.Spec, device=None, dtype=None) -> None:
     need = params * torch.empty((), dtype=torch.get_default_dtype(), device="meta").element_size()
     have = available_memory_bytes(device)
     if need > have:
-        biggest = max((n for n in g if g.nodes[n]["params"]),
-                      key=lambda n: sum(math.prod(s) for s in g.nodes[n]["params"].values()) * layer_repeat(g, n))
+        biggest = max((n for n in g.ordered() if n.params),
+                      key=lambda n: sum(math.prod(s) for s in n.params.values()) * layer_repeat(g, n))
         raise SpecError([Diagnostic("size", f"the model's {params:,} parameters need {need / 2**30:,.1f} GiB "
                                             f"({torch.get_default_dtype()}), but only {have / 2**30:,.1f} GiB of "
-                                            "memory is available", g.nodes[biggest]["span"] or spec.span,
+                                            "memory is available", biggest.span or spec.span,
                                     "shrink it (e.g. with --set), or inspect it without weights: "
                                     "check, summary and render need no memory for them")], spec._sources)
 
@@ -184,26 +185,26 @@ def build_model(spec: S.Spec) -> CompiledModel:
     embeddings = {e.name: embeddings_constructor(e).build() for e in spec.embeddings
                   if any(s.embedding == e.name for s in spec.stacks)}
     stacks, max_len, limited_by, table = {}, {}, {}, {}
-    for role, info in g.graph["stacks"].items():
+    for role, info in g.stacks.items():
         template = layer_template(g, role)
-        layers = [_layer(g, template, role, i) for i in range(info["repeat"])]
+        layers = [_layer(template, role) for _ in range(info.repeat)]
         stack = spec.decoder if role == "decoder" else spec.encoder
-        attentions = [g.nodes[n]["spec"] for n in template if g.nodes[n]["op"] == "attention"]
+        attentions = [n.spec for n in template if isinstance(n, ir.Attention)]
 
         def reads_padding(reads: str) -> bool:
             return any(MASKS[m.name].reads_padding for a in attentions if a.reads == reads for m in a.mask)
 
         inputs = {i.name: i for a in attentions for m in a.mask for i in MASKS[m.name].inputs}
-        stacks[role] = Stack(layers, _norm(stack.final_norm, info["width"]), stack.final_dropout,
+        stacks[role] = Stack(layers, _norm(stack.final_norm, info.width), stack.final_dropout,
                              masks_padding=reads_padding("self"),
                              memory_masks_padding=reads_padding("cross"), inputs=inputs,
                              positions={k: c.build() for k, c in stack_positions(g, role).items()},
                              shared={k: c.build() for k, c in stack_shared(g, role).items()})
-        position, options = POSITIONS.of(spec.embedding(info["embedding"]).position)
+        position, options = POSITIONS.of(spec.embedding(info.embedding).position)
         table[role] = position.max_len(options)
         limit = length_limit(g, role)
         max_len[role], limited_by[role] = limit if limit is not None else (None, "")
-    width = g.graph["stacks"][spec.stacks[-1].role]["width"]
+    width = g.stacks[spec.stacks[-1].role].width
     head = head_constructor(spec.head, width).build() if spec.head is not None else None
     pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
@@ -227,46 +228,40 @@ def embeddings_constructor(e: S.Embedding) -> Constructor:
                                     norm_constructor(e.norm, e.dim), e.dropout))
 
 
-def attention_config(a: dict) -> AttentionConfig:
+def attention_config(node: ir.Attention) -> AttentionConfig:
     """What an attention node's runtime module is built from (its variants resolved, ``none``s dropped)."""
-    body = a["spec"]
+    body = node.spec
     position, position_options = POSITIONS.of(body.position)
     norm, norm_options = NORMS.of(body.qk_norm)
     masks = tuple(MASKS.of(m) for m in body.mask)
     kind = ATTENTION_KINDS[body.kind.name]
     fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
-    band = attention_band(masks, kind, position, a["geometry"].cross)
-    flex = flex_attention_applies(masks, kind, position, a["geometry"].cross, position.per_stack)
+    band = attention_band(masks, kind, position, node.geometry.cross)
+    flex = flex_attention_applies(masks, kind, position, node.geometry.cross, position.per_stack)
     own = not position.absent and not position.per_stack
-    return AttentionConfig(shape=a["geometry"], dropout=body.dropout, masks=masks,
+    return AttentionConfig(shape=node.geometry, dropout=body.dropout, masks=masks,
                            position=(position, position_options) if own else None,
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
                            fused_causal=fused, band=band, flex=flex,
-                           stack_bias=a["module"].rsplit(".", 1)[1] if position.per_stack else None)
+                           stack_bias=node.name if position.per_stack else None)
 
 
-def stack_shared(g: nx.DiGraph, role: str) -> dict[str, Constructor]:
+def stack_shared(g: Graph, role: str) -> dict[str, Constructor]:
     """The parameters ``role``'s stack owns for a sublayer of every layer (``AttentionKind.stack_params``), by
     that sublayer's name."""
     owned = {}
-    for n in layer_template(g, role):
-        a = g.nodes[n]
-        if a["op"] == "attention":
-            kind, options = ATTENTION_KINDS.of(a["spec"].kind)
-            module = kind.stack_module(a["geometry"], options)
-            if module is not None:
-                owned[n.rsplit(".", 1)[1]] = module
+    for node in g.of(ir.StackParameters, stack=role):
+        kind, options = ATTENTION_KINDS.of(node.choice)
+        owned[node.module.name] = kind.stack_module(node.geometry, options)
     return owned
 
 
-def stack_positions(g: nx.DiGraph, role: str) -> dict[str, Constructor]:
+def stack_positions(g: Graph, role: str) -> dict[str, Constructor]:
     """The position schemes ``role``'s stack owns (``Position.per_stack``), by the sublayer that adds their bias."""
     owned = {}
-    for n in layer_template(g, role):
-        a = g.nodes[n]
-        if a["op"] == "attention" and attention_config(a).stack_bias is not None:
-            variant, options = POSITIONS.of(a["spec"].position)
-            owned[attention_config(a).stack_bias] = variant.module(a["geometry"], options)
+    for node in g.of(ir.ScoreBias, stack=role):
+        variant, options = POSITIONS.of(node.choice)
+        owned[node.module.name] = variant.module(node.geometry, options)
     return owned
 
 
@@ -281,44 +276,40 @@ def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:
     return Constructor(Pooler, (width, ACTIVATIONS[pooler.activation.name].module()))
 
 
-def sublayer_constructor(a: dict) -> Constructor:
+def sublayer_constructor(node: ir.Node) -> Constructor:
     """The module of a feed-forward, norm or dropout node of a layer; for attention, its kind's torch-only
     core (the compiled model builds the kind's runtime module instead, see ``_sublayer_module``)."""
-    body, width = a["spec"], a["width"]
-    if a["op"] == "attention":
-        kind, options = ATTENTION_KINDS.of(body.kind)
-        return kind.core(attention_config(a), options)
-    if a["op"] == "feedforward":
+    if isinstance(node, ir.Attention):
+        kind, options = ATTENTION_KINDS.of(node.spec.kind)
+        return kind.core(attention_config(node), options)
+    if isinstance(node, ir.FeedForward):
+        body = node.spec
         activation = ACTIVATIONS[body.activation.name]
-        return Constructor(FeedForward, (width, body.d_ff, activation.module(), activation.gated, body.bias,
+        return Constructor(FeedForward, (node.width, body.d_ff, activation.module(), activation.gated, body.bias,
                                          body.dropout))
-    if a["op"] == "norm":
-        return norm_constructor(body, width)
-    if a["op"] == "dropout":
-        return Constructor("Dropout", (body.p,))
-    raise AssertionError(f"no module for op {a['op']}")
+    if isinstance(node, ir.Norm):
+        return norm_constructor(node.choice, node.width)
+    if isinstance(node, ir.Dropout):
+        return Constructor("Dropout", (node.p,))
+    raise AssertionError(f"no module for a {node.kind} node")
 
 
-def _sublayer_module(a: dict) -> nn.Module:
-    if a["op"] == "attention":
-        kind, options = ATTENTION_KINDS.of(a["spec"].kind)
-        return kind.build(attention_config(a), options)
-    return sublayer_constructor(a).build()
+def _sublayer_module(node: ir.Node) -> nn.Module:
+    if isinstance(node, ir.Attention):
+        kind, options = ATTENTION_KINDS.of(node.spec.kind)
+        return kind.build(attention_config(node), options)
+    return sublayer_constructor(node).build()
 
 
-def sublayer_name(node: str, a: dict) -> str:
-    """A layer's attribute for IR node ``node`` ("self_attn"): the last part of its module path."""
-    name = a["module"].rsplit(".", 1)[1] if a["module"] else node.split(".", 1)[1]
+def sublayer_name(node: ir.Node) -> str:
+    """A layer's attribute for a node of its template ("self_attn", "ffn_dropout"): its module's name, or for a
+    parameter-free node its id within the stack."""
+    name = node.module.name if node.module is not None else node.id.split(".", 1)[1]
     assert name.isidentifier(), name  # names come from the IR's own naming, never from spec text
     return name
 
 
-def layer_template(g: nx.DiGraph, role: str) -> list[str]:
-    """The IR nodes of ``role``'s repeated layer, in the order its forward runs them."""
-    return [n for n in nx.topological_sort(g) if g.nodes[n]["in_block"] and g.nodes[n]["stack"] == role]
-
-
-def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.GraphModule:
+def _layer(template: list[ir.Node], role: str) -> fx.GraphModule:
     """One layer: fresh sublayer modules, and a generated forward wiring them as the IR says."""
     graph = fx.Graph()
     x = graph.placeholder("x")
@@ -327,32 +318,31 @@ def _layer(g: nx.DiGraph, template: list[str], role: str, index: int) -> fx.Grap
     cache = graph.placeholder("cache", default_value=None)  # incremental decoding: {sublayer: KVCache}
     root = nn.Module()
     values: dict[str, fx.Node] = {}
-    for n in template:
-        a = g.nodes[n]
-        if a["op"] == "block_input":
-            values[n] = x
+    for node in template:
+        if isinstance(node, ir.BlockInput):
+            values[node.id] = x
             continue
-        inputs = [values[i] for i in a["inputs"] if i in values]
-        if a["op"] == "block_output":
+        inputs = [values[i] for i in node.inputs if i in values]
+        if isinstance(node, ir.BlockOutput):
             graph.output(inputs[0])
             break
-        if a["op"] == "scale":
-            values[n] = graph.call_function(operator.mul, (inputs[0], a["spec"].factor))
+        if isinstance(node, ir.Scale):
+            values[node.id] = graph.call_function(operator.mul, (inputs[0], node.factor))
             continue
-        if a["op"] == "add":
+        if isinstance(node, ir.Add):
             total = inputs[0]
             for term in inputs[1:]:
                 total = graph.call_function(operator.add, (total, term))
-            values[n] = total
+            values[node.id] = total
             continue
-        name = sublayer_name(n, a)
+        name = sublayer_name(node)
         if not hasattr(root, name):
-            root.add_module(name, _sublayer_module(a))
-        if a["op"] == "attention":
+            root.add_module(name, _sublayer_module(node))
+        if isinstance(node, ir.Attention):
             slot = graph.call_function(cache_slot, (cache, name, getattr(root, name).keep))
-            values[n] = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
+            values[node.id] = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
         else:
-            values[n] = graph.call_module(name, (inputs[0],))
+            values[node.id] = graph.call_module(name, (inputs[0],))
     return fx.GraphModule(root, graph, class_name=f"{role.capitalize()}Layer")
 
 
@@ -380,40 +370,34 @@ class ParamRole:
     head_dim: int = 0
 
 
-def parameter_roles(g: nx.DiGraph) -> dict[str, ParamRole]:
+def parameter_roles(g: Graph) -> dict[str, ParamRole]:
     """Full parameter name -> role, from the IR."""
-    branches = {role: info["repeat"] * sum(1 for n, a in g.nodes(data=True) if a["in_block"] and a["stack"] == role
-                                            and a["op"] in ("attention", "feedforward"))
-                for role, info in g.graph["stacks"].items()}
+    branches = {role: info.repeat * len(sublayers(g, role)) for role, info in g.stacks.items()}
     roles: dict[str, ParamRole] = {}
-    for n in nx.topological_sort(g):
-        a = g.nodes[n]
-        if not a["params"]:
-            continue
-        for i in (range(layer_repeat(g, n)) if a["in_block"] else [None]):
-            module = a["module"].format(i=i) if i is not None else a["module"]
-            for name in a["params"]:
-                roles.setdefault(f"{module}.{name}", _role(a, name, branches.get(a["stack"], 0)))
+    for node in g.ordered():
+        for module in module_copies(g, node):
+            for name in node.params:
+                roles.setdefault(f"{module}.{name}", _role(node, name, branches.get(node.stack, 0)))
     return roles
 
 
-def _role(a: dict, name: str, branches: int) -> ParamRole:
-    op, last = a["op"], name.rsplit(".", 1)[-1]
-    if op == "parameters":  # a stack's, for a sublayer of each layer: initialised as the sublayer's own would be
-        op = "attention"
-    where = dict(owner="head transform" if op == "head" and name.startswith("transform") else op,
-                 width=a.get("width") or 0)
-    if name in a["norm_roles"]:  # declared by the norm variant, wherever the norm stands
-        return ParamRole(a["norm_roles"][name], **where)
-    if op in ("embedding", "position"):
+def _role(node: ir.Node, name: str, branches: int) -> ParamRole:
+    last = name.rsplit(".", 1)[-1]
+    # a stack's parameters for a sublayer of each layer are initialised as the sublayer's own would be
+    owner = ("attention" if isinstance(node, ir.StackParameters) else
+             "position" if isinstance(node, ir.ScoreBias) else node.kind)
+    where = dict(owner="head transform" if isinstance(node, ir.Head) and name.startswith("transform") else owner,
+                 width=node.width)
+    if name in node.roles:  # declared by the variant, wherever it stands
+        return ParamRole(node.roles[name], **where)
+    if isinstance(node, (ir.Embedding, ir.PositionEncoding, ir.ScoreBias)):
         return ParamRole("embedding", **where)
     if last == "bias":
         return ParamRole("bias", **where)
     if last == "weight":
-        residual = op in ("attention", "feedforward") and name in ("out.weight", "down.weight")
-        if op == "attention" and name in ("qkv.weight", "q.weight"):
-            shape = a["geometry"]
-            where.update(query_rows=shape.q_width, head_dim=shape.head_dim)
+        residual = isinstance(node, ir.Sublayer) and name in ("out.weight", "down.weight")
+        if isinstance(node, ir.Attention) and name in ("qkv.weight", "q.weight"):
+            where.update(query_rows=node.geometry.q_width, head_dim=node.geometry.head_dim)
         return ParamRole("matrix", branches if residual else 0, **where)
     return ParamRole("vector", **where)
 

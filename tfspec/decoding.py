@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .errors import LengthError
+from .ir.queries import causal_from
 
 
 
@@ -41,9 +42,7 @@ class Steps(Protocol):
 def cache_supported(spec) -> bool:
     """Does caching keys and values reproduce full recomputation? Only if every decoder self-attention stops
     looking ahead -- from the start (causal) or after a prefix fed whole in the first step (prefix-LM)."""
-    from .verify import causal_from
-
-    return causal_from(spec) is not None
+    return causal_from(spec.graph()) is not None
 
 
 class Continuation:
@@ -57,8 +56,6 @@ class Continuation:
 
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
                  use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None):
-        from .verify import causal_from
-
         spec = model.spec
         if spec.kind == "encoder-only" or spec.head is None:
             raise ValueError(f"{spec.name} cannot generate: generation needs a decoder and a head "
@@ -78,7 +75,7 @@ class Continuation:
         self.memory_padding_mask = src_padding_mask
         self.cache = [{} for _ in model.decoder.layers] if self.use_cache else None
         self.tokens: Tensor | None = None  # everything fed so far, (batch, length)
-        self.prefix_inputs = sorted((causal_from(spec) or set()) - {"start"})  # e.g. prefix_lengths
+        self.prefix_inputs = sorted((causal_from(spec.graph()) or set()) - {"start"})  # e.g. prefix_lengths
         self.inputs: dict[str, Tensor] = {}
         # a left-padded prompt: True at its pads; positions then count real tokens only (as HF generate does)
         self.prompt_padding = prompt_padding_mask

@@ -22,6 +22,9 @@ import graphviz
 import networkx as nx
 
 from .files import write_atomically
+from .ir import nodes as ir
+from .ir.graph import Graph
+from .ir.queries import owner_of, post_norm
 from .registry import POSITIONS
 
 FORMATS = ("svg", "png", "pdf", "dot")
@@ -30,22 +33,26 @@ INSTALL_HINT = ("Graphviz's 'dot' program was not found; install it (Debian/Ubun
 
 FONT = "Helvetica"
 STYLES = {  # one colour per kind of node: (fill, border)
-    "attention": ("#FCE3C3", "#D98E1F"),
-    "feedforward": ("#CFE8F7", "#3C8DBC"),
-    "norm": ("#F4F2C1", "#A9A337"),
-    "embedding": ("#F8D7D6", "#C9534F"),
-    "position": ("#FFFFFF", "#C9534F"),
-    "head": ("#E3DAF3", "#7B5EA7"),
-    "pooler": ("#E3DAF3", "#7B5EA7"),
-    "dropout": ("#EEEEEE", "#999999"),
-    "scale": ("#FFFFFF", "#555555"),
-    "add": ("#FFFFFF", "#555555"),
-    "parameters": ("#FFFFFF", "#D98E1F"),  # a stack's, read by an attention of every layer
+    ir.Attention: ("#FCE3C3", "#D98E1F"),
+    ir.FeedForward: ("#CFE8F7", "#3C8DBC"),
+    ir.Norm: ("#F4F2C1", "#A9A337"),
+    ir.Embedding: ("#F8D7D6", "#C9534F"),
+    ir.PositionEncoding: ("#FFFFFF", "#C9534F"),
+    ir.ScoreBias: ("#FFFFFF", "#C9534F"),
+    ir.Head: ("#E3DAF3", "#7B5EA7"),
+    ir.Pooler: ("#E3DAF3", "#7B5EA7"),
+    ir.Dropout: ("#EEEEEE", "#999999"),
+    ir.Scale: ("#FFFFFF", "#555555"),
+    ir.Add: ("#FFFFFF", "#555555"),
+    ir.StackParameters: ("#FFFFFF", "#D98E1F"),  # a stack's, read by an attention of every layer
 }
+SHAPES = {ir.PositionEncoding: "ellipse", ir.ScoreBias: "ellipse", ir.StackParameters: "note"}
+POSITION_NODES = (ir.PositionEncoding, ir.ScoreBias)  # drawn first, left of their embedding
 RESIDUAL_COLOUR = "#8A8A8A"
 MEMORY_COLOUR = "#C0392B"
 TIE_COLOUR = "#7B5EA7"
 INPUT_NAMES = {"src": "Inputs", "tgt": "Outputs (shifted right)", "tokens": "Tokens", "token_types": "Token types"}
+OUTPUT_NAMES = {"logits": "Output logits", "hidden": "Hidden states", "pooled": "Pooled output"}
 
 
 class RenderError(Exception):
@@ -83,80 +90,68 @@ def to_graphviz(spec, *, expand: bool = False, detail: bool = False) -> graphviz
 
 
 class _Diagram:
-    def __init__(self, g: nx.DiGraph, expand: bool, detail: bool):
+    def __init__(self, g: Graph, expand: bool, detail: bool):
         self.g, self.expand, self.detail = g, expand, detail
-        self.merged = self._add_and_norm_pairs()  # norm node -> the residual add drawn with it
-        self.norm_after = {add: norm for norm, add in self.merged.items()}
+        # post-norm: a residual sum whose only reader is a norm is drawn with it, as one "Add & Norm" node
+        self.norm_after = {add.id: norm for add in g.of(ir.Add) if (norm := post_norm(g, add)) is not None}
+        self.merged = {norm.id: add for add, norm in self.norm_after.items()}  # norm -> the add drawn with it
         self.dot = graphviz.Digraph(
-            g.graph["name"],
+            g.name,
             graph_attr={"rankdir": "BT", "fontname": FONT, "fontsize": "12", "nodesep": "0.35", "ranksep": "0.3",
-                        "newrank": "true", "label": f"{g.graph['name']} ({g.graph['kind']})", "labelloc": "t",
+                        "newrank": "true", "label": f"{g.name} ({g.kind})", "labelloc": "t",
                         "splines": "spline", "bgcolor": "white", "pad": "0.2"},
             node_attr={"fontname": FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
                        "penwidth": "1.3", "margin": "0.15,0.06"},
             edge_attr={"fontname": FONT, "fontsize": "9", "arrowsize": "0.7", "color": "#333333"})
 
     # ---------------------------------------------------------------- structure
-    def _add_and_norm_pairs(self) -> dict[str, str]:
-        pairs = {}
-        for n, a in self.g.nodes(data=True):
-            if a["op"] != "norm" or not a["in_block"]:
-                continue
-            (src,) = a["inputs"]
-            s = self.g.nodes[src]
-            if s["op"] == "add" and s["in_block"] and "residual" in {d["port"] for _, _, d in
-                                                                     self.g.in_edges(src, data=True)} \
-                    and self.g.out_degree(src) == 1:
-                pairs[n] = src
-        return pairs
-
-    def hidden(self, n: str) -> bool:
-        op = self.g.nodes[n]["op"]
-        return op == "block_output" or (op == "dropout" and not self.detail) or n in self.merged
+    def hidden(self, node: ir.Node) -> bool:
+        return (isinstance(node, ir.BlockOutput) or (isinstance(node, ir.Dropout) and not self.detail)
+                or node.id in self.merged)
 
     def layers(self, role: str) -> list[int | None]:
-        return list(range(self.g.graph["stacks"][role]["repeat"])) if self.expand else [None]
+        return list(range(self.g.stacks[role].repeat)) if self.expand else [None]
 
     def dot_id(self, n: str, layer: int | None) -> str:
         return n if layer is None else f"{n}@{layer}"
 
     def source(self, n: str, layer: int | None) -> str:
         """The drawn node that carries IR node ``n``'s output, seen from copy ``layer`` of its stack."""
-        a = self.g.nodes[n]
-        if not a["in_block"]:
+        node = self.g.node(n)
+        if not node.in_block:
             layer = None
-        if a["op"] == "block_output":
-            return self.source(a["inputs"][0], layer if layer is not None else self.layers(a["stack"])[-1])
+        if isinstance(node, ir.BlockOutput):
+            return self.source(node.inputs[0], layer if layer is not None else self.layers(node.stack)[-1])
         if n in self.merged:
             return self.dot_id(self.merged[n], layer)
-        if self.hidden(n):
-            return self.source(a["inputs"][0], layer)
+        if self.hidden(node):
+            return self.source(node.inputs[0], layer)
         return self.dot_id(n, layer)
 
     # ---------------------------------------------------------------- drawing
     def draw(self) -> graphviz.Digraph:
-        for role, info in self.g.graph["stacks"].items():
+        for role, info in self.g.stacks.items():
             for layer in self.layers(role):
-                label = f"{info['repeat']}×" if layer is None else f"layer {layer}"
+                label = f"{info.repeat}×" if layer is None else f"layer {layer}"
                 with self.dot.subgraph(name=f"cluster_{role}" + ("" if layer is None else f"_{layer}")) as box:
                     box.attr(label=label, labeljust="r", labelloc="b", style="rounded,filled", fillcolor="#F4F4F4",
                              color="#9A9A9A", fontsize="14" if layer is None else "11", margin="12")
-                    for n, a in self.g.nodes(data=True):
-                        if a["in_block"] and a["stack"] == role and not self.hidden(n):
-                            self.node(box, n, a, layer)
+                    for node in self.g.of(ir.Node, stack=role, in_block=True):
+                        if not self.hidden(node):
+                            self.node(box, node, layer)
         # positional encodings first, so they sit left of their embedding and the tied-weight edge
         # can run up the right-hand side
-        outside = sorted((n for n, a in self.g.nodes(data=True) if not a["in_block"] and not self.hidden(n)),
-                         key=lambda n: self.g.nodes[n]["op"] != "position")
-        for n in outside:
-            self.node(self.dot, n, self.g.nodes[n], None)
-        for n, a in sorted(self.g.nodes(data=True), key=lambda item: item[1]["op"] != "position"):
-            if self.hidden(n):
+        outside = sorted((n for n in self.g.of(ir.Node, in_block=False) if not self.hidden(n)),
+                         key=lambda n: not isinstance(n, POSITION_NODES))
+        for node in outside:
+            self.node(self.dot, node, None)
+        for node in sorted(self.g.ordered(), key=lambda n: not isinstance(n, POSITION_NODES)):
+            if self.hidden(node):
                 continue
-            for layer in (self.layers(a["stack"]) if a["in_block"] else [None]):
-                self.edges(n, a, layer)
+            for layer in (self.layers(node.stack) if node.in_block else [None]):
+                self.edges(node, layer)
         self.tie_edges()
-        inputs = [n for n, a in self.g.nodes(data=True) if a["op"] == "input"]
+        inputs = [n.id for n in self.g.of(ir.Input)]
         with self.dot.subgraph() as bottom:  # every stack starts from the same baseline, as in the paper
             bottom.attr(rank="same")
             for n in inputs:
@@ -165,96 +160,91 @@ class _Diagram:
                 bottom.edge(left, right, style="invis")
         return self.dot
 
-    def node(self, graph, n: str, a: dict, layer: int | None) -> None:
-        op = a["op"]
-        node_id = self.dot_id(n, layer)
-        tooltip = n
-        if op == "input":
-            graph.node(node_id, INPUT_NAMES.get(a["label"], a["label"]), shape="plaintext", style="", tooltip=tooltip)
-        elif op == "output":
-            graph.node(node_id, {"logits": "Output logits", "hidden states": "Hidden states",
-                                 "pooled": "Pooled output"}.get(a["label"], a["label"]),
-                       shape="plaintext", style="", tooltip=tooltip)
-        elif op == "block_input":
+    def node(self, graph, node: ir.Node, layer: int | None) -> None:
+        node_id = self.dot_id(node.id, layer)
+        tooltip = node.id
+        if isinstance(node, ir.Input):
+            graph.node(node_id, INPUT_NAMES.get(node.name, node.name), shape="plaintext", style="", tooltip=tooltip)
+        elif isinstance(node, ir.Output):
+            graph.node(node_id, OUTPUT_NAMES[node.name], shape="plaintext", style="", tooltip=tooltip)
+        elif isinstance(node, ir.BlockInput):
             graph.node(node_id, "", shape="point", width="0.06", style="filled", color="#555555", tooltip=tooltip)
-        elif op == "add":
-            norm = self.norm_after.get(n)
+        elif isinstance(node, ir.Add):
+            norm = self.norm_after.get(node.id)
             if norm is not None:
-                fill, border = STYLES["norm"]
-                graph.node(node_id, f"Add & Norm ({self.g.nodes[norm]['spec'].name})", fillcolor=fill, color=border,
+                fill, border = STYLES[ir.Norm]
+                graph.node(node_id, f"Add & Norm ({norm.choice.name})", fillcolor=fill, color=border,
                            tooltip=tooltip)
             else:
                 graph.node(node_id, "+", shape="circle", width="0.3", fixedsize="true", fontsize="14",
-                           style="filled", fillcolor=STYLES["add"][0], color=STYLES["add"][1], tooltip=tooltip)
+                           style="filled", fillcolor=STYLES[ir.Add][0], color=STYLES[ir.Add][1], tooltip=tooltip)
         else:
-            fill, border = STYLES[op]
-            shape = {"position": "ellipse", "parameters": "note"}.get(op, "box")
-            graph.node(node_id, self.label(n, a), fillcolor=fill, color=border, shape=shape, tooltip=tooltip)
-            if op == "attention":
-                self.position_in_attention(graph, n, a, node_id)
+            fill, border = STYLES[type(node)]
+            graph.node(node_id, self.label(node), fillcolor=fill, color=border, shape=SHAPES.get(type(node), "box"),
+                       tooltip=tooltip)
+            if isinstance(node, ir.Attention):
+                self.position_in_attention(graph, node, node_id)
 
-    def position_in_attention(self, graph, n: str, a: dict, node_id: str) -> None:
+    def position_in_attention(self, graph, node: ir.Attention, node_id: str) -> None:
         """A scheme acting inside attention (rotary, ALiBi) is drawn beside it, entering where it acts."""
-        scheme, options = POSITIONS.of(a["spec"].position)
+        scheme, options = POSITIONS.of(node.spec.position)
         if scheme.absent or scheme.per_stack:  # one the stack owns is a node of its own, outside the layers
             return
-        fill, border = STYLES["position"]
+        fill, border = STYLES[ir.PositionEncoding]
         graph.node(f"{node_id}.position", f"Positions\n({scheme.label(options)})", shape="ellipse",
-                   fillcolor=fill, color=border, tooltip=f"{n}: {scheme.doc}")
+                   fillcolor=fill, color=border, tooltip=f"{node.id}: {scheme.doc}")
         self.dot.edge(f"{node_id}.position", node_id, label=scheme.enters, style="dashed", color=border,
                       fontcolor=border)
 
-    def label(self, n: str, a: dict) -> str:
-        if a["op"] == "norm":
-            title = a["label"].split(" (")[0]
-            return a["label"] if self.detail else f"{title} ({a['spec'].name})"
-        if a["op"] == "position" and "geometry" in a:  # a score bias the stack owns (T5's)
-            return f"Position Bias\n({POSITIONS.label(a['spec'])})\none table, shared by every layer"
-        if a["op"] == "position":
-            return f"Positional Encoding\n({POSITIONS.label(a['spec'])})" if not self.detail else a["label"]
-        if a["op"] == "embedding" and any(b["module"] == a["module"] and m != n for m, b in self.g.nodes(data=True)):
-            return f"{a['label']}\nshared by both stacks"
-        if a["op"] == "head" and a["ties"]:
-            return f"Linear ({a['spec'].out:,})\nshares the embedding's weights"
-        return a["label"]
+    def label(self, node: ir.Node) -> str:
+        if isinstance(node, ir.Norm):
+            return node.label if self.detail else f"{node.title} ({node.choice.name})"
+        if isinstance(node, ir.ScoreBias):
+            return f"Position Bias\n({POSITIONS.label(node.choice)})\none table, shared by every layer"
+        if isinstance(node, ir.PositionEncoding):
+            return f"Positional Encoding\n({POSITIONS.label(node.choice)})" if not self.detail else node.label
+        if isinstance(node, ir.Embedding) and len(owner_of(self.g, f"{node.module}.weight")) > 1:
+            return f"{node.label}\nshared by both stacks"
+        if isinstance(node, ir.Head) and node.ties:
+            return f"Linear ({node.spec.out:,})\nshares the embedding's weights"
+        return node.label
 
-    def edges(self, n: str, a: dict, layer: int | None) -> None:
-        node_id = self.dot_id(n, layer)
-        for inp in dict.fromkeys(a["inputs"]):  # x + x is one flow
-            data = self.g.edges[inp, n]
-            if a["op"] == "block_input" and layer:  # layer i reads layer i-1's output
-                src = self.source(self.g.graph["stacks"][a["stack"]]["exit"], layer - 1)
+    def edges(self, node: ir.Node, layer: int | None) -> None:
+        node_id = self.dot_id(node.id, layer)
+        for inp in dict.fromkeys(node.inputs):  # x + x is one flow
+            if isinstance(node, ir.BlockInput) and layer:  # layer i reads layer i-1's output
+                src = self.source(self.g.stacks[node.stack].exit, layer - 1)
             else:  # a flow from another stack (the encoder's memory) leaves that stack's last layer
-                b = self.g.nodes[inp]
-                src = self.source(inp, layer if b["in_block"] and b["stack"] == a["stack"] else None)
+                b = self.g.node(inp)
+                src = self.source(inp, layer if b.in_block and b.stack == node.stack else None)
             attrs = {}
-            port = data.get("port", "input")
+            port = node.port(inp)
             if port == "residual":
                 attrs.update(color=RESIDUAL_COLOUR, penwidth="1.4")
             elif port == "memory":
                 attrs.update(color=MEMORY_COLOUR, penwidth="2", label="memory", fontcolor=MEMORY_COLOUR)
             elif port == "shared":  # parameters the stack owns, read by every layer
-                border = STYLES["parameters"][1]
+                border = STYLES[ir.StackParameters][1]
                 attrs.update(style="dashed", color=border, fontcolor=border, label="shared")
-            elif port == "positions" and a["op"] == "attention":  # a stack's score bias, entering every layer
-                border = STYLES["position"][1]
+            elif port == "positions" and isinstance(node, ir.Attention):  # a stack's score bias, in every layer
+                border = STYLES[ir.ScoreBias][1]
                 attrs.update(style="dashed", color=border, fontcolor=border,
-                             label=POSITIONS[self.g.nodes[inp]["spec"].name].enters)
-            if self.detail and data.get("shape"):
-                shape = "×".join(map(str, data["shape"]))
+                             label=POSITIONS[self.g.node(inp).choice.name].enters)
+            shape = self.g.node(inp).shape
+            if self.detail and shape:
+                shape = "×".join(map(str, shape))
                 attrs["label"] = f"{attrs['label']}\n{shape}" if "label" in attrs else shape
             self.dot.edge(src, node_id, **attrs)
 
     def tie_edges(self) -> None:
         """A dashed edge from each borrowed weight's embedding to its borrower."""
-        for n, a in self.g.nodes(data=True):
-            for full_name in a["ties"].values():
-                module = full_name.rsplit(".", 1)[0]
-                owners = [m for m, b in self.g.nodes(data=True) if b["module"] == module]
+        for node in self.g.ordered():
+            for full_name in node.ties.values():
+                owners = [m.id for m in owner_of(self.g, full_name)]
                 # an embedding shared by both stacks is drawn in each: join the one feeding the head
-                feeding = [m for m in owners if nx.has_path(self.g, m, n)]
+                feeding = [m for m in owners if nx.has_path(self.g, m, node.id)]
                 owner = (feeding or owners or [None])[-1]
                 if owner is not None:
-                    self.dot.edge(owner, n, style="dashed", color=TIE_COLOUR, fontcolor=TIE_COLOUR,
+                    self.dot.edge(owner, node.id, style="dashed", color=TIE_COLOUR, fontcolor=TIE_COLOUR,
                                   label="shared weights", dir="both", arrowsize="0.5", weight="0",
                                   tailport="e", headport="e")  # a ranked edge: dot routes it round nodes

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
-
-from .analysis import analyse, default_length
+from .analysis import analyse
+from .ir import nodes as ir
+from .ir.graph import Graph
+from .ir.queries import default_length, residual_placement, sublayers
 from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
@@ -77,7 +78,7 @@ def architecture_changes(first, second) -> list[Change]:
 def describe(spec) -> Facts:
     """The architectural facts of a spec, from its IR."""
     g = spec.graph()
-    facts: Facts = {("model", "kind"): g.graph["kind"]}
+    facts: Facts = {("model", "kind"): g.kind}
     if spec.init is not None:
         facts[("model", "init")] = str(spec.init)
     for emb in spec.embeddings:
@@ -87,14 +88,14 @@ def describe(spec) -> Facts:
                       (where, "norm"): NORMS.label(emb.norm), (where, "dropout"): f"{emb.dropout:g}"})
         if emb.segments:
             facts[(where, "segments")] = str(emb.segments)
-    for role, info in g.graph["stacks"].items():
-        facts[(role, "layers")] = str(info["repeat"])
-        facts[(role, "width")] = str(info["width"])
-        facts[(role, "reads embedding")] = info["embedding"]
+    for role, info in g.stacks.items():
+        facts[(role, "layers")] = str(info.repeat)
+        facts[(role, "width")] = str(info.width)
+        facts[(role, "reads embedding")] = info.embedding
         stack = spec.decoder if role == "decoder" else spec.encoder
         facts[(role, "final norm")] = NORMS.label(stack.final_norm)
         facts[(role, "final dropout")] = f"{stack.final_dropout:g}"
-        for node in _block_nodes(g, role):
+        for node in sublayers(g, role):
             facts.update(_sublayer_facts(g, node))
     if spec.head is not None:
         head = spec.head
@@ -110,81 +111,35 @@ def describe(spec) -> Facts:
     return facts
 
 
-def _block_nodes(g: nx.DiGraph, role: str) -> list[str]:
-    return [n for n in nx.topological_sort(g) if g.nodes[n]["in_block"] and g.nodes[n]["stack"] == role
-            and g.nodes[n]["op"] in ("attention", "feedforward")]
-
-
-def _sublayer_facts(g: nx.DiGraph, node: str) -> Facts:
-    a = g.nodes[node]
-    spec = a["spec"]
+def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward) -> Facts:
+    spec, where = node.spec, node.id
     facts: Facts = {}
-    if a["op"] == "attention":
-        facts[(node, "reads")] = spec.reads
-        shape = a["geometry"]
-        facts[(node, "heads")] = str(spec.heads)
-        facts[(node, "kv heads")] = str(shape.kv_heads)
-        facts[(node, "head dim")] = str(shape.head_dim)
-        facts[(node, "kind")] = ATTENTION_KINDS.label(spec.kind)
+    if isinstance(node, ir.Attention):
+        facts[(where, "reads")] = spec.reads
+        shape = node.geometry
+        facts[(where, "heads")] = str(spec.heads)
+        facts[(where, "kv heads")] = str(shape.kv_heads)
+        facts[(where, "head dim")] = str(shape.head_dim)
+        facts[(where, "kind")] = ATTENTION_KINDS.label(spec.kind)
         # masks combine by intersection: the order they are written in means nothing
-        facts[(node, "mask")] = " + ".join(sorted(MASKS.label(m) for m in spec.mask)) if spec.mask else "none"
-        facts[(node, "position")] = POSITIONS.label(spec.position)
-        facts[(node, "qk norm")] = NORMS.label(spec.qk_norm)
-        facts[(node, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
-        facts[(node, "attention dropout")] = f"{spec.dropout:g}"
-        facts[(node, "output bias")] = str(spec.out_bias).lower()
+        facts[(where, "mask")] = " + ".join(sorted(MASKS.label(m) for m in spec.mask)) if spec.mask else "none"
+        facts[(where, "position")] = POSITIONS.label(spec.position)
+        facts[(where, "qk norm")] = NORMS.label(spec.qk_norm)
+        facts[(where, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
+        facts[(where, "attention dropout")] = f"{spec.dropout:g}"
+        facts[(where, "output bias")] = str(spec.out_bias).lower()
     else:
-        facts[(node, "d_ff")] = str(spec.d_ff)
+        facts[(where, "d_ff")] = str(spec.d_ff)
         activation = ACTIVATIONS[spec.activation.name].title or str(spec.activation)
-        facts[(node, "activation")] = activation
-        facts[(node, "inner dropout")] = f"{spec.dropout:g}"
-    facts[(node, "bias")] = str(spec.bias).lower()
-    residual, norm, dropout = _residual(g, node)
-    facts[(node, "residual")] = residual
-    facts[(node, "residual scale")] = _residual_scale(g, node)
-    facts[(node, "norm")] = norm
-    facts[(node, "dropout")] = dropout
+        facts[(where, "activation")] = activation
+        facts[(where, "inner dropout")] = f"{spec.dropout:g}"
+    facts[(where, "bias")] = str(spec.bias).lower()
+    placement = residual_placement(g, node)
+    facts[(where, "residual")] = placement.placement
+    facts[(where, "residual scale")] = f"{placement.scale:g}"
+    facts[(where, "norm")] = NORMS.label(placement.norm) if placement.norm is not None else "none"
+    facts[(where, "dropout")] = f"{placement.dropout:g}"
     return facts
-
-
-def _residual_add(g: nx.DiGraph, node: str) -> tuple[str | None, str]:
-    """The residual add a sublayer's output flows into (through its dropout, if any), and that dropout's rate."""
-    out, dropout = node, "0"
-    consumers = list(g.successors(out))
-    if len(consumers) == 1 and g.nodes[consumers[0]]["op"] == "dropout":
-        out = consumers[0]
-        dropout = f"{g.nodes[out]['spec'].p:g}"
-        consumers = list(g.successors(out))
-    adds = [c for c in consumers if g.nodes[c]["op"] == "add"
-            and any(d["port"] == "residual" for _, _, d in g.in_edges(c, data=True))]
-    return (adds[0] if adds else None), dropout
-
-
-def _residual(g: nx.DiGraph, node: str) -> tuple[str, str, str]:
-    """(placement, norm, output dropout) of a sublayer, read from the wiring around it."""
-    before = g.nodes[g.nodes[node]["inputs"][0]]
-    add, dropout = _residual_add(g, node)
-    if add is None:
-        norm = NORMS.label(before["spec"]) if before["op"] == "norm" else "none"
-        return "none", norm, dropout
-    after = [c for c in g.successors(add) if g.nodes[c]["op"] == "norm"]
-    if len(g.nodes[add]["inputs"]) > 2:
-        placement = "parallel (one sum of several sublayers)"
-    elif after and g.out_degree(add) == 1:
-        return "post-norm", NORMS.label(g.nodes[after[0]]["spec"]), dropout
-    else:
-        placement = "pre-norm" if before["op"] == "norm" else "no norm"
-    return placement, NORMS.label(before["spec"]) if before["op"] == "norm" else "none", dropout
-
-
-def _residual_scale(g: nx.DiGraph, node: str) -> str:
-    """The constant the residual stream is multiplied by where a sublayer adds to it (DeepNet's alpha)."""
-    add, _ = _residual_add(g, node)
-    if add is None:
-        return "1"
-    scales = [g.nodes[src]["spec"].factor for src, _, d in g.in_edges(add, data=True)
-              if d["port"] == "residual" and g.nodes[src]["op"] == "scale"]
-    return f"{scales[0]:g}" if scales else "1"
 
 
 def _compare(f1: Facts, f2: Facts) -> list[Change]:
@@ -193,20 +148,20 @@ def _compare(f1: Facts, f2: Facts) -> list[Change]:
             for where, what in keys if f1.get((where, what)) != f2.get((where, what))]
 
 
-def _collapse(changes: list[Change], g1: nx.DiGraph, g2: nx.DiGraph) -> list[Change]:
+def _collapse(changes: list[Change], g1: Graph, g2: Graph) -> list[Change]:
     """One line for a change every sublayer of a stack shares; whole missing sublayers as one line each."""
     out: list[Change] = []
     done: set[int] = set()
-    for role in dict.fromkeys([*g1.graph["stacks"], *g2.graph["stacks"]]):
-        sublayers = set(_block_nodes(g1, role)) | set(_block_nodes(g2, role))
-        if len(sublayers) < 2:
+    for role in dict.fromkeys([*g1.stacks, *g2.stacks]):
+        both = {n.id for n in sublayers(g1, role)} | {n.id for n in sublayers(g2, role)}
+        if len(both) < 2:
             continue
         groups: dict[tuple, list[int]] = {}
         for i, c in enumerate(changes):
-            if c.where in sublayers:
+            if c.where in both:
                 groups.setdefault((c.what, c.before, c.after), []).append(i)
         for (what, before, after), members in groups.items():
-            if {changes[i].where for i in members} == sublayers and before is not None and after is not None:
+            if {changes[i].where for i in members} == both and before is not None and after is not None:
                 out.append(Change(role, what, before, after + " (every sublayer)"))
                 done.update(members)
     by_node: dict[str, list[int]] = {}

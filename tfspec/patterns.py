@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .analysis import AnalysisError, _graph_of, length_limit, stack_lengths
+from .analysis import AnalysisError, _graph_of, stack_lengths
 from .compiler import attention_config
+from .ir.queries import attentions, length_limit
 from .files import save_figure
 from .nn.context import Context
 from .nn.masking import MaskSet
@@ -57,12 +58,11 @@ def default_length(g) -> int:
     """The length at which every pattern shows: the largest its masks and kinds ask for (at least 64), within
     the stacks' limits (learned positions, Linformer's projections) and 8192."""
     wanted = [SMALLEST]
-    for _, a in g.nodes(data=True):
-        if a["op"] == "attention":
-            config, (kind, options) = attention_config(a), ATTENTION_KINDS.of(a["spec"].kind)
-            wanted += [kind.pattern_length(options)] + [m.pattern_length(o) for m, o in config.masks]
+    for node in attentions(g):
+        config, (kind, options) = attention_config(node), ATTENTION_KINDS.of(node.spec.kind)
+        wanted += [kind.pattern_length(options)] + [m.pattern_length(o) for m, o in config.masks]
     length = min(max(wanted), LARGEST)
-    limits = [limit[0] for role in g.graph["stacks"] if (limit := length_limit(g, role)) is not None]
+    limits = [limit[0] for role in g.stacks if (limit := length_limit(g, role)) is not None]
     return min([length] + limits)
 
 
@@ -76,11 +76,9 @@ def attention_patterns(spec_or_graph, seq_len: int | None = None, src_len: int |
         seq_len = default_length(g)
     lengths = stack_lengths(g, seq_len, src_len, tgt_len)
     patterns = []
-    for node, a in g.nodes(data=True):
-        if a["op"] != "attention":
-            continue
-        config, (kind, options) = attention_config(a), ATTENTION_KINDS.of(a["spec"].kind)
-        queries = lengths[a["stack"]]
+    for node in attentions(g):
+        config, (kind, options) = attention_config(node), ATTENTION_KINDS.of(node.spec.kind)
+        queries = lengths[node.stack]
         cross = config.shape.cross
         keys = lengths["encoder"] if cross else queries
         masks = MaskSet(config.masks, cross)
@@ -90,14 +88,14 @@ def attention_patterns(spec_or_graph, seq_len: int | None = None, src_len: int |
         structure = masks.structure(ctx, queries, keys, "cpu")
         allowed = torch.ones(queries, keys, dtype=torch.bool) if structure is None else structure[0, 0]
         if not 0 <= head < config.shape.heads:
-            raise AnalysisError(f"{node} has {config.shape.heads} query heads; there is no head {head + 1}")
+            raise AnalysisError(f"{node.id} has {config.shape.heads} query heads; there is no head {head + 1}")
         own = kind.sees(options, config.shape, queries, head=head)
         if own is not None:
             allowed = allowed & own
         notes = [note] if (note := kind.pattern_note(options)) else []
         if masks.reads_padding:
             notes.append("padding (not drawn) hides the padded keys")
-        patterns.append(AttentionPattern(node, a["label"], allowed, config.shape.heads, head if own is not None
+        patterns.append(AttentionPattern(node.id, node.label, allowed, config.shape.heads, head if own is not None
                                          else None, inputs, notes))
     return patterns
 

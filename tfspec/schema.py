@@ -210,7 +210,7 @@ class Spec(Node):
     def graph(self):
         """The validated graph IR (a ``networkx.DiGraph``); see docs/ir.md."""
         if self._graph is None:
-            from .validate import lower_and_validate
+            from .ir.validate import lower_and_validate
 
             self._graph = lower_and_validate(self, self._sources)
         return self._graph

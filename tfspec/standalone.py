@@ -31,12 +31,15 @@ from typing import Any
 
 from . import __version__
 from . import schema as S
-from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_template,
-                       looks_like_path, norm_constructor, pooler_constructor, stack_positions, stack_shared,
-                       sublayer_constructor, sublayer_name)
+from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, looks_like_path,
+                       norm_constructor, pooler_constructor, stack_positions, stack_shared, sublayer_constructor,
+                       sublayer_name)
+from .ir import nodes as ir
+from .ir.queries import attentions, layer_template
 from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
 from .registry import MASKS, Constructor, band_chunk, lone_causal
 
+MODULE_NODES = (ir.Attention, ir.FeedForward, ir.Norm, ir.Dropout)  # the nodes a layer holds a module for
 HEADER = '''from __future__ import annotations
 
 import math
@@ -108,7 +111,7 @@ class _Writer:
 
     # ------------------------------------------------------------ the file
     def file(self) -> str:
-        layers = [self.layer_class(role) for role in self.g.graph["stacks"]]
+        layers = [self.layer_class(role) for role in self.g.stacks]
         model = self.model_class()
         spec_lines = "\n".join(f"#   {_printable(line)}".rstrip() for line in self.spec_text().splitlines())
         # in the docstring: no quote, backslash or line break of a file name can end it early
@@ -134,105 +137,100 @@ class _Writer:
 
     # ------------------------------------------------------------ one layer of a stack
     def layer_class(self, role: str) -> str:
-        g, info = self.g, self.g.graph["stacks"][role]
+        g, info = self.g, self.g.stacks[role]
         template = layer_template(g, role)
         modules: dict[str, str] = {}
-        for n in template:
-            a = g.nodes[n]
-            if a["op"] in ("attention", "feedforward", "norm", "dropout"):
-                name = sublayer_name(n, a)
+        for node in template:
+            if isinstance(node, MODULE_NODES):
+                name = sublayer_name(node)
                 if name not in modules:
-                    modules[name] = self.value(sublayer_constructor(a))
+                    modules[name] = self.value(sublayer_constructor(node))
         body = self.layer_forward(template)
         init = "\n".join(f"        self.{name} = {code}" for name, code in modules.items()) or "        pass"
-        cross = any(g.nodes[n]["op"] == "attention" and g.nodes[n]["geometry"].cross for n in template)
+        cross = any(n.geometry.cross for n in attentions(g, role))
         memory = ", memory: Tensor | None = None" if cross else ""
-        shape = _shape(g.nodes[info["entry"]].get("shape"))
+        shape = _shape(g.node(info.entry).shape)
         return (f"class {role.capitalize()}Layer(nn.Module):\n"
-                f'    """One of the {role}\'s {info["repeat"]} layers, as the spec wires it."""\n\n'
+                f'    """One of the {role}\'s {info.repeat} layers, as the spec wires it."""\n\n'
                 "    def __init__(self) -> None:\n        super().__init__()\n"
                 f"{init}\n\n"
                 f"    def forward(self, x: Tensor, positions: Tensor, masks: dict[str, Tensor | None]{memory}) -> Tensor:\n"
                 f'        """``x`` {shape} at position ids ``positions``; ``masks``: additive masks by name."""\n'
                 f"{body}")
 
-    def fused(self, a: dict) -> bool:
+    def fused(self, node: ir.Attention) -> bool:
         """Does this attention run SDPA's fused causal kernel (as the compiled one does) when unpadded?"""
-        return attention_config(a).fused_causal
+        return attention_config(node).fused_causal
 
-    def mask_key(self, a: dict) -> str:
-        body = a["spec"]
+    def mask_key(self, node: ir.Attention) -> str:
+        body = node.spec
         label = " + ".join(MASKS.label(m) for m in body.mask) or "none"
-        if lone_causal([MASKS[m.name] for m in body.mask]) and not self.fused(a):
+        if lone_causal([MASKS[m.name] for m in body.mask]) and not self.fused(node):
             label += " (as a tensor)"  # the same masks, for a kind or position scheme with no fused kernel
-        if attention_config(a).stack_bias is not None:
-            label += f" + the {attention_config(a).stack_bias} bias"
-        return f"cross: {label}" if a["geometry"].cross else label
+        if attention_config(node).stack_bias is not None:
+            label += f" + the {attention_config(node).stack_bias} bias"
+        return f"cross: {label}" if node.geometry.cross else label
 
-    def layer_forward(self, template: list[str]) -> str:
+    def layer_forward(self, template: list[ir.Node]) -> str:
         """Statements in the compiled layer's order; a value used once, by the next statement, is inlined."""
-        g = self.g
-        consumers = {n: [m for m in template if n in g.nodes[m]["inputs"]] for n in template}
+        consumers = {n.id: [m.id for m in template if n.id in m.inputs] for n in template}
         expressions: dict[str, str] = {}
         names: dict[str, str] = {}
         lines: list[str] = []
         stream: list[str] = []
-        order = [n for n in template if g.nodes[n]["op"] not in ("block_input", "block_output")]
+        order = [n for n in template if not isinstance(n, (ir.BlockInput, ir.BlockOutput))]
         for n in template:
-            if g.nodes[n]["op"] == "block_input":
-                names[n], stream = "x", [n]  # stream[0]: the node whose value the variable x holds
-        for i, n in enumerate(order):
-            a = g.nodes[n]
-            args = [expressions.pop(i_) if i_ in expressions else names[i_] for i_ in a["inputs"] if i_ in names
+            if isinstance(n, ir.BlockInput):
+                names[n.id], stream = "x", [n.id]  # stream[0]: the node whose value the variable x holds
+        for i, node in enumerate(order):
+            args = [expressions.pop(i_) if i_ in expressions else names[i_] for i_ in node.inputs if i_ in names
                     or i_ in expressions]
-            code = self.node_expression(n, a, args)
-            nxt = order[i + 1] if i + 1 < len(order) else None
-            if len(consumers[n]) == 1 and consumers[n][0] == nxt:
-                expressions[n] = code
+            code = self.node_expression(node, args)
+            nxt = order[i + 1].id if i + 1 < len(order) else None
+            if len(consumers[node.id]) == 1 and consumers[node.id][0] == nxt:
+                expressions[node.id] = code
                 continue
-            target = self.variable(n, stream, consumers, order[i + 1:])
-            names[n] = target
-            lines.append(f"        {target} = {code}  # {_shape(a.get('shape'))}")
-        out = [n for n in template if g.nodes[n]["op"] == "block_output"][0]
-        result = g.nodes[out]["inputs"][0]
+            target = self.variable(node, stream, consumers, [n.id for n in order[i + 1:]])
+            names[node.id] = target
+            lines.append(f"        {target} = {code}  # {_shape(node.shape)}")
+        out = next(n for n in template if isinstance(n, ir.BlockOutput))
+        result = out.inputs[0]
         lines.append(f"        return {expressions.get(result, names.get(result))}")
         return "\n".join(lines)
 
-    def node_expression(self, n: str, a: dict, args: list[str]) -> str:
-        op = a["op"]
-        if op == "add":
+    def node_expression(self, node: ir.Node, args: list[str]) -> str:
+        if isinstance(node, ir.Add):
             return " + ".join(args)
-        if op == "scale":
-            return f"{args[0]} * {self.value(a['spec'].factor)}"
-        name = sublayer_name(n, a)
-        if op == "attention":
-            memory = ", memory" if a["geometry"].cross else ""
-            return f"self.{name}({args[0]}, positions, masks[{self.mask_key(a)!r}]{memory})"
+        if isinstance(node, ir.Scale):
+            return f"{args[0]} * {self.value(node.factor)}"
+        name = sublayer_name(node)
+        if isinstance(node, ir.Attention):
+            memory = ", memory" if node.geometry.cross else ""
+            return f"self.{name}({args[0]}, positions, masks[{self.mask_key(node)!r}]{memory})"
         return f"self.{name}({args[0]})"
 
-    def variable(self, n: str, stream: list[str], consumers: dict, later: list[str]) -> str:
+    def variable(self, node: ir.Node, stream: list[str], consumers: dict, later: list[str]) -> str:
         """Where a statement's value goes: ``x`` when it replaces the residual stream and the old ``x`` is not
         read again, else the node's own name."""
-        a = self.g.nodes[n]
-        if a["op"] == "add" and stream[0] in a["inputs"] and not any(c in later for c in consumers[stream[0]]):
-            stream[0] = n
+        if isinstance(node, ir.Add) and stream[0] in node.inputs and not any(c in later for c in consumers[stream[0]]):
+            stream[0] = node.id
             return "x"
-        local = n.split(".", 1)[1]
+        local = node.id.split(".", 1)[1]
         return local + "_" if keyword.iskeyword(local) or local in ("x", "positions", "masks", "memory",
                                                                      "self") else local
 
     # ------------------------------------------------------------ the model
     def model_class(self) -> str:
         spec, g = self.spec, self.g
-        stacks = g.graph["stacks"]
+        stacks = g.stacks
         used = [e for e in spec.embeddings if any(s.embedding == e.name for s in spec.stacks)]
         init = ["        self.embeddings = nn.ModuleDict({"]
         init += [f"            {e.name!r}: {self.value(embeddings_constructor(e))}," for e in used]
         init.append("        })")
         for role, info in stacks.items():
             stack = spec.decoder if role == "decoder" else spec.encoder
-            final = self.value(norm_constructor(stack.final_norm, info["width"]))
-            parts = [f"\"layers\": nn.ModuleList({role.capitalize()}Layer() for _ in range({info['repeat']}))",
+            final = self.value(norm_constructor(stack.final_norm, info.width))
+            parts = [f"\"layers\": nn.ModuleList({role.capitalize()}Layer() for _ in range({info.repeat}))",
                      f"\"final_norm\": {final}"]
             if stack.final_dropout:
                 parts.append(f"\"final_dropout\": nn.Dropout({stack.final_dropout!r})")
@@ -249,7 +247,7 @@ class _Writer:
             for name in shared:  # every layer reads the stack's parameters
                 init.append(f"        for layer in self.{role}[\"layers\"]:\n"
                             f"            layer.{name}.share(self.{role}[\"shared\"][{name!r}])")
-        width = stacks[spec.stacks[-1].role]["width"]
+        width = stacks[spec.stacks[-1].role].width
         init.append(f"        self.head = {self.value(head_constructor(spec.head, width))}" if spec.head else
                     "        self.head = None")
         init.append(f"        self.pooler = {self.value(pooler_constructor(spec.pooler, width))}" if spec.pooler else
@@ -265,19 +263,19 @@ class _Writer:
         signature = ", ".join([f"{a}: Tensor" for a in arguments] +
                               [f"{a}: Tensor | None = None" for a in padding_args + other_args])
         final_role = spec.stacks[-1].role
-        outputs = [n for n in g if g.nodes[n]["op"] == "output"]
+        outputs = g.of(ir.Output)
         body.append("        hidden = x")
         result = "hidden"
         if spec.head is not None:
             tied = (f"self.embeddings[{spec.head.tied_to!r}].tokens.weight" if spec.head.tied_to is not None
                     else "None")
-            body.append(f"        logits = self.head(hidden, {tied})  # {_shape(g.nodes['logits'].get('shape'))}")
+            body.append(f"        logits = self.head(hidden, {tied})  # {_shape(g.node('logits').shape)}")
             result = "logits"
         if spec.pooler is not None:
             body.append("        pooled = self.pooler(hidden)  # (batch, width): the first position's summary")
             result = f"{result}, pooled"
         body.append(f"        return {result}")
-        returns = " and ".join(g.nodes[n]["label"] for n in outputs)
+        returns = " and ".join(n.label for n in outputs)
         inputs = ", ".join(f"``{a}``" for a in arguments)
         return ("class Model(nn.Module):\n"
                 f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions."""\n\n'
@@ -287,13 +285,12 @@ class _Writer:
     def stack_forward(self, stack: S.Stack) -> tuple[str, str, list[str], list[str]]:
         """One stack's part of the model's forward: its arguments, and lines leaving its output in ``x``."""
         g, role = self.g, stack.role
-        ids = g.nodes[f"{role}.tokens"]["label"]
+        ids = g.node(f"{role}.tokens").name
         prefix = "" if ids == "tokens" else f"{ids}_"
         padding, positions = f"{prefix}padding_mask", f"{prefix}position_ids"
         index = f"{prefix}index"
-        template = layer_template(g, role)
-        attentions = [g.nodes[n] for n in template if g.nodes[n]["op"] == "attention"]
-        inputs = sorted({i.name for a in attentions for m in a["spec"].mask for i in MASKS[m.name].inputs})
+        readers = attentions(g, role)
+        inputs = sorted({i.name for a in readers for m in a.spec.mask for i in MASKS[m.name].inputs})
         embedding = self.spec.embedding(stack.embedding)
         types = f"{prefix}token_types" if embedding.segments else None
         extra = [positions] + ([types] if types else []) + [f"{prefix}{name}" for name in inputs]
@@ -302,10 +299,10 @@ class _Writer:
                  f"        positions = torch.arange({ids}.shape[1], device={where})[None] if {positions} is None "
                  f"else {positions}",
                  f"        x = self.embeddings[{embedding.name!r}]({ids}, positions{', ' + types if types else ''})"
-                 f"  # {_shape(g.nodes[g.graph['stacks'][role]['entry']].get('shape'))}",
+                 f"  # {_shape(g.node(g.stacks[role].entry).shape)}",
                  f"        {index} = torch.arange({ids}.shape[1], device={where})"]
         masks = {}
-        for a in attentions:
+        for a in readers:
             key = self.mask_key(a)
             if key not in masks:
                 masks[key] = self.mask_expression(a, index, padding, prefix)
@@ -314,7 +311,7 @@ class _Writer:
         lines.append("        masks = {")
         lines += [f"            {key!r}: {code}," for key, code in masks.items()]
         lines.append("        }")
-        cross = any(a["geometry"].cross for a in attentions)
+        cross = any(a.geometry.cross for a in readers)
         lines.append(f"        for layer in self.{role}[\"layers\"]:")
         lines.append(f"            x = layer(x, positions, masks{', memory' if cross else ''})")
         lines.append(f"        x = self.{role}[\"final_norm\"](x)")
@@ -325,10 +322,10 @@ class _Writer:
             lines.append("        memory = x")
         return ids, padding, extra, lines
 
-    def mask_expression(self, a: dict, index: str, padding: str, prefix: str) -> str:
+    def mask_expression(self, a: ir.Attention, index: str, padding: str, prefix: str) -> str:
         """The additive mask of an attention's masks (None where it needs none), for the whole sequence; in the
         banded layout where the attention runs in bands at this length (see ``MultiHeadAttention.band``)."""
-        body, cross = a["spec"], a["geometry"].cross
+        body, cross = a.spec, a.geometry.cross
         keys, key_padding = (("torch.arange(memory.shape[1], device=memory.device)", self.memory_padding) if cross
                              else (index, padding))
         rules = []  # each rule's call, with "{queries}, {keys}" left to fill in
@@ -344,7 +341,7 @@ class _Writer:
         if reads_padding:
             allowed = f"{self.need(with_padding)}({allowed}, {key_padding})"
         stack_bias = attention_config(a).stack_bias
-        bias = f", self.{a['stack']}[\"positions\"][{stack_bias!r}](positions, positions)" if stack_bias else ""
+        bias = f", self.{a.stack}[\"positions\"][{stack_bias!r}](positions, positions)" if stack_bias else ""
         if allowed == "None" and not bias:
             return "None"
         mask = f"{self.need(additive_mask)}({allowed}, x.dtype{bias})"

@@ -31,6 +31,8 @@ from hypothesis import strategies as st
 from . import schema as S
 from .analysis import mask_reach
 from .errors import SpecError
+from .ir import queries
+from .ir.queries import attentions
 from .registry import ATTENTION_KINDS, MASKS, POSITIONS
 
 TOLERANCE = 1e-5
@@ -58,9 +60,7 @@ def max_length(model, role: str, cap: int) -> int:
 
 
 def self_attentions(spec: S.Spec, role: str) -> list[S.Attention]:
-    g = spec.graph()
-    return [a["spec"] for _, a in g.nodes(data=True)
-            if a["op"] == "attention" and a["stack"] == role and a["spec"].reads == "self"]
+    return [node.spec for node in attentions(spec.graph(), role, reads="self")]
 
 
 def run(model, tokens: torch.Tensor, padding_mask=None, src=None, src_padding_mask=None, **inputs) -> torch.Tensor:
@@ -215,9 +215,8 @@ def check_dropout_active(model, tokens: torch.Tensor, src=None, calls: int = 10)
 
 # ---------------------------------------------------------------- which properties apply
 def has_dropout(spec: S.Spec) -> bool:
-    """Any dropout at all: the IR has a dropout node only where p > 0, and sublayers carry their own rates."""
-    return any(a["op"] == "dropout" or (a["op"] in ("attention", "feedforward") and a["spec"].dropout > 0)
-               for _, a in spec.graph().nodes(data=True))
+    """Any dropout at all (``tfspec.ir.queries.has_dropout``)."""
+    return queries.has_dropout(spec.graph())
 
 
 def window_reach(spec: S.Spec, role: str) -> int | None:
@@ -229,19 +228,6 @@ def window_reach(spec: S.Spec, role: str) -> int | None:
             return None
         reach += max(behind, ahead)
     return reach
-
-
-def causal_from(spec: S.Spec) -> set[str] | None:
-    """Where the decoder's self-attentions stop looking ahead: {"start"} when causal throughout, the names of
-    run-time inputs that end a bidirectional prefix (prefix-LM), or None when some attention looks ahead."""
-    points: set[str] = set()
-    for attention in self_attentions(spec, "decoder"):
-        found = {MASKS.of(m)[0].causal_from(MASKS.of(m)[1]) for m in attention.mask} - {None}
-        if not found:
-            return None
-        if "start" not in found:  # masks combine by intersection: one causal mask makes the whole causal
-            points |= found
-    return points or {"start"}
 
 
 def position_schemes(spec: S.Spec, role: str) -> list:
@@ -321,7 +307,7 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
     src_strategy = sources(1)
 
     # causality
-    causal = causal_from(spec) if spec.decoder is not None else None
+    causal = queries.causal_from(spec.graph())
     if spec.decoder is None:
         results.append(Result("causality", "not applicable", "no decoder: an encoder sees the whole sequence"))
     elif length < 2:
@@ -535,4 +521,4 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
 
 
 def _attentions(spec: S.Spec, role: str) -> list[S.Attention]:
-    return [a["spec"] for _, a in spec.graph().nodes(data=True) if a["op"] == "attention" and a["stack"] == role]
+    return [node.spec for node in attentions(spec.graph(), role)]

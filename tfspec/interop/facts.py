@@ -5,6 +5,7 @@ the configuration describes and compares every architectural fact with the spec'
 
 from __future__ import annotations
 
+from ..ir import nodes as ir
 from .mapping import InteropError
 
 
@@ -35,20 +36,20 @@ class Facts:
     def layers(self, role: str) -> int:
         return self.stack(role).repeat
 
-    def node(self, role: str, op: str, reads: str = "self") -> dict:
-        """The first ``op`` node (attention, feedforward, norm) of ``role``'s layer (attention: that ``reads``)."""
-        for _, a in self.g.nodes(data=True):
-            if a["in_block"] and a["stack"] == role and a["op"] == op and (
-                    op != "attention" or a["spec"].reads == reads):
-                return a
-        raise self.refuse(f"its {role} layer has no {op}" + (f" ({reads})" if op == "attention" else ""))
+    def node(self, role: str, cls: type[ir.Node], reads: str = "self") -> ir.Node:
+        """The first node of type ``cls`` (Attention, FeedForward, Norm) of ``role``'s layer (attention: that
+        ``reads``)."""
+        for node in self.g.of(cls, stack=role, in_block=True):
+            if not isinstance(node, ir.Attention) or node.spec.reads == reads:
+                return node
+        raise self.refuse(f"its {role} layer has no {cls.kind}" + (f" ({reads})" if cls is ir.Attention else ""))
 
     def attention(self, role: str, reads: str = "self"):
-        return self.node(role, "attention", reads)["spec"]
+        return self.node(role, ir.Attention, reads).spec
 
     def geometry(self, role: str, reads: str = "self"):
         """The first attention's shape (heads, kv heads, head dim) of ``role``'s layer."""
-        return self.node(role, "attention", reads)["geometry"]
+        return self.node(role, ir.Attention, reads).geometry
 
     @property
     def tied(self) -> bool | None:
@@ -56,17 +57,15 @@ class Facts:
         return None if self.spec.head is None else self.spec.head.tied_to is not None
 
     def feedforward(self, role: str):
-        return self.node(role, "feedforward")["spec"]
+        return self.node(role, ir.FeedForward).spec
 
     def residual_dropout(self, role: str) -> float:
         """The dropout on a sublayer's output before its residual sum (0 when the layer has none)."""
-        for _, a in self.g.nodes(data=True):
-            if a["in_block"] and a["stack"] == role and a["op"] == "dropout":
-                return a["spec"].p
-        return 0.0
+        dropouts = self.g.of(ir.Dropout, stack=role, in_block=True)
+        return dropouts[0].p if dropouts else 0.0
 
     def norm_option(self, role: str, option: str, default=None):
-        return self.node(role, "norm")["spec"].options.get(option, default)
+        return self.node(role, ir.Norm).choice.options.get(option, default)
 
     def embedding_norm_option(self, option: str, default=None):
         norm = self.embedding.norm

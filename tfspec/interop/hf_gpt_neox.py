@@ -12,6 +12,7 @@ tying, dropout) and refuses any difference with an ``InteropError``.
 
 from __future__ import annotations
 
+from ..ir.queries import sublayers
 from .mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
                       refuse_other_architecture, rule, same_head)
 from .facts import Facts
@@ -34,8 +35,7 @@ def rope(config) -> tuple[float, float]:
 def _parallel(f) -> bool:
     """Parallel residual: the feed-forward's norm reads the layer's input, as the attention's does."""
     g = f.g
-    norm_input = [g.nodes[g.nodes[n]["inputs"][0]]["inputs"][0] for n, a in g.nodes(data=True)
-                  if a["in_block"] and a["stack"] == "decoder" and a["op"] in ("attention", "feedforward")]
+    norm_input = [g.node(node.inputs[0]).inputs[0] for node in sublayers(g, "decoder")]
     return len(set(norm_input)) == 1
 
 

@@ -15,6 +15,8 @@ scale or tying is an ``InteropError``, never a silent copy.
 
 from __future__ import annotations
 
+from ..ir import nodes as ir
+from ..ir.queries import sublayers
 from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
 from .facts import Facts
 from .fields import Field, Fields, Fixed
@@ -164,26 +166,17 @@ def _parts(model, role: str) -> dict:
     pre-norm before each (read from the graph, so the names in the spec do not matter)."""
     g = model.spec.graph()
     attentions, feedforwards, norms = [], [], {}
-    for n in _template(g, role):
-        a = g.nodes[n]
-        if a["op"] not in ("attention", "feedforward"):
-            continue
-        name = a["module"].rsplit(".", 1)[1]
-        (attentions if a["op"] == "attention" else feedforwards).append(name)
-        before = g.nodes[a["inputs"][0]]
-        if before["op"] != "norm" or not before["module"]:
-            raise InteropError(f"spec '{model.spec.name}': the {role}'s {name} has no norm before it, as T5's has")
-        norms[name] = before["module"].rsplit(".", 1)[1]
+    for node in sublayers(g, role):
+        (attentions if isinstance(node, ir.Attention) else feedforwards).append(node.name)
+        before = g.node(node.inputs[0])
+        if not isinstance(before, ir.Norm) or before.module is None:
+            raise InteropError(f"spec '{model.spec.name}': the {role}'s {node.name} has no norm before it, as T5's has")
+        norms[node.name] = before.module.name
     expected = 1 if role == "encoder" else 2
     if len(attentions) != expected or len(feedforwards) != 1:
         raise InteropError(f"spec '{model.spec.name}': a T5 {role} layer has {expected} attention(s) and one "
                            f"feed-forward; this one has {len(attentions)} and {len(feedforwards)}")
     return {"attentions": attentions, "feedforward": feedforwards[0], "norms": norms}
-
-
-def _template(g, role: str) -> list[str]:
-    from ..compiler import layer_template
-    return layer_template(g, role)
 
 
 def from_hf_t5(model, reference) -> None:

@@ -8,6 +8,8 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from ..ir import nodes as ir
+from ..ir.queries import sublayers
 
 class InteropError(ValueError):
     """A reference and a compiled model do not correspond; the message lists every difference."""
@@ -100,17 +102,15 @@ def layer_modules(model, role: str = "decoder") -> dict[str, str]:
     ``feedforward``, ``feedforward_norm`` (read from the graph, so wiring-form names work too)."""
     g = model.spec.graph()
     found: dict[str, str] = {}
-    for n, a in g.nodes(data=True):
-        if not a["in_block"] or a["stack"] != role or a["op"] not in ("attention", "feedforward"):
-            continue
-        part = "attention" if a["op"] == "attention" else "feedforward"
+    for node in sublayers(g, role):
+        part = "attention" if isinstance(node, ir.Attention) else "feedforward"
         if part in found:
             raise InteropError(f"spec '{model.spec.name}' has more than one {part} per {role} layer; "
                                "the reference has one")
-        found[part] = a["module"].rsplit(".", 1)[1]
-        norm = g.nodes[a["inputs"][0]]
-        if norm["op"] == "norm" and norm["module"]:
-            found[f"{part}_norm"] = norm["module"].rsplit(".", 1)[1]
+        found[part] = node.name
+        norm = g.node(node.inputs[0])
+        if isinstance(norm, ir.Norm) and norm.module is not None:
+            found[f"{part}_norm"] = norm.module.name
     return found
 
 

@@ -6,58 +6,59 @@ reports every independent problem.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import networkx as nx
 
-from . import schema as S
-from .errors import Collector
-from .graph import lower
-from .registry import ATTENTION_KINDS, MASKS, POSITIONS
+from .. import schema as S
+from ..errors import Collector
+from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
+from . import nodes as ir
+from .graph import Graph
+from .lower import lower
 
 
-def check_acyclic(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+def check_acyclic(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """The IR is a DAG: a repeat is an attribute of a stack, never a back-edge."""
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         errors.error("wiring", "the graph has a cycle: " + " -> ".join(u for u, _ in cycle), spec.span)
 
 
-def check_cross_attention_memory(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+def check_cross_attention_memory(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """Every cross-attention reads memory: the output of an encoder, from inside a decoder."""
-    for n, a in g.nodes(data=True):
-        if a["op"] != "attention" or a["spec"].reads != "cross":
+    for node in g.of(ir.Attention):
+        if node.spec.reads != "cross":
             continue
-        if a["stack"] == "encoder":
+        if node.stack == "encoder":
             errors.error("structure", "cross-attention in an encoder stack has no memory to read",
-                         a["span"], "only a decoder attends to an encoder's output; use `attention self ...` here")
-        elif a.get("memory") is None:
+                         node.span, "only a decoder attends to an encoder's output; use `attention self ...` here")
+        elif node.memory is None:
             errors.error("structure", "cross-attention needs an encoder's output as memory, but this model has no encoder",
-                         a["span"], "remove this sublayer for a decoder-only model, or add `encoder x N { ... }`")
+                         node.span, "remove this sublayer for a decoder-only model, or add `encoder x N { ... }`")
 
 
-def check_heads_divide_width(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+def check_heads_divide_width(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """d_model % heads == 0 unless head_dim is given; heads % kv_heads == 0 (each kv head serves a group)."""
-    for n, a in g.nodes(data=True):
-        if a["op"] != "attention":
-            continue
-        body, width, heads = a["spec"], a["width"], a["spec"].heads
+    for node in g.of(ir.Attention):
+        body, width, heads = node.spec, node.width, node.spec.heads
         if body.head_dim is None and width % heads:
             divisors = [h for h in range(1, width + 1) if width % h == 0]
             nearest = min(divisors, key=lambda h: (abs(h - heads), h))
             errors.error("shape", f"d_model {width} is not divisible by heads={heads}",
-                         body.arg_spans.get("heads", a["span"]),
+                         body.arg_spans.get("heads", node.span),
                          f"each head needs d_model / heads dimensions; try heads={nearest}, or set head_dim")
-        kv_heads = a["geometry"].kv_heads
+        kv_heads = node.geometry.kv_heads
         if heads % kv_heads:
             groups = [k for k in range(1, heads + 1) if heads % k == 0]
             nearest = min(groups, key=lambda k: (abs(k - kv_heads), k))
             errors.error("shape", f"heads={heads} is not a multiple of kv_heads={kv_heads}",
-                         body.arg_spans.get("kv_heads", a["span"]),
+                         body.arg_spans.get("kv_heads", node.span),
                          f"each key/value head serves heads / kv_heads query heads; try kv_heads={nearest}")
 
 
-def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """Each variant's own checks where it is used, and position schemes where they act."""
     for emb in spec.embeddings:
         variant, _ = POSITIONS.of(emb.position)
@@ -66,46 +67,44 @@ def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
                          emb.position.span or emb.span,
                          f"write `position {emb.position}` in the stack body (its self-attentions use it) or "
                          f"`position={emb.position}` on an attention, and `position none` here")
-    for n, a in g.nodes(data=True):
-        if a["op"] != "attention":
-            continue
-        body, shape = a["spec"], a["geometry"]
+    for node in g.of(ir.Attention):
+        body, shape = node.spec, node.geometry
         position, position_options = POSITIONS.of(body.position)
         if not position.absent and position.acts != "attention":
             errors.error("variant", f"{position.name} positions are added to the token embeddings, not applied "
-                                    "inside attention", body.position.span or a["span"],
+                                    "inside attention", body.position.span or node.span,
                          f"set `position {body.position}` in the embedding's body")
         kind, _ = ATTENTION_KINDS.of(body.kind)
         if position.needs_dot_product and not kind.scores_by_dot_product and not kind.mixes_positions:
             errors.error("variant", f"{position.name} positions need dot-product scores, but {kind.name} attention "
                                     "scores otherwise: its outputs would depend on absolute positions",
-                         body.position.span or a["span"], "use kind=dot, or another position scheme")
+                         body.position.span or node.span, "use kind=dot, or another position scheme")
         if kind.mixes_positions:
             structural = [m for m in body.mask if MASKS[m.name].structural]
             if structural:
                 errors.error("mask", f"{kind.name} attention cannot take mask={structural[0]}: it projects keys and "
                                      "values along the sequence, so every projected key mixes all positions and a "
                                      "query would see keys its mask forbids (for causal masks, its future)",
-                             structural[0].span or a["span"],
+                             structural[0].span or node.span,
                              "use it where attention is bidirectional (an encoder, mask=padding or none), or "
                              "kind=dot with this mask")
             if position.acts == "attention":
                 errors.error("variant", f"{position.name} positions act on keys by position, but {kind.name} "
                                         "attention projects keys along the sequence first",
-                             body.position.span or a["span"], "add positions to the embedding instead")
+                             body.position.span or node.span, "add positions to the embedding instead")
         if kind.own_pattern:
             structural = [m for m in body.mask if MASKS[m.name].structural]
             if structural:
                 errors.error("mask", f"{kind.name} attention cannot take mask={structural[0]}: it decides itself "
                                      "which keys each query sees (its blocks), and takes only the keys' padding",
-                             structural[0].span or a["span"], "use mask=padding (or none), or kind=dot with this mask")
+                             structural[0].span or node.span, "use mask=padding (or none), or kind=dot with this mask")
             if position.biases_scores:
                 errors.error("variant", f"{position.name} positions bias every query-key score, but {kind.name} "
                                         "attention scores only the pairs of its blocks",
-                             body.position.span or a["span"], "use rotary positions, or positions on the embedding")
+                             body.position.span or node.span, "use rotary positions, or positions on the embedding")
         if position.mixes_values and not kind.plain_softmax:
             errors.error("variant", f"{position.name} positions enter the softmax's value sum, which {kind.name} "
-                                    "attention computes otherwise", body.position.span or a["span"],
+                                    "attention computes otherwise", body.position.span or node.span,
                          "use kind=dot, or another position scheme")
         uses = [(ATTENTION_KINDS, body.kind)] + [(MASKS, m) for m in body.mask]
         if position.acts == "attention":
@@ -113,7 +112,7 @@ def check_variants(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
         for family, choice in uses:
             variant, options = family.of(choice)
             for problem in variant.check(options, shape):
-                errors.error(problem.code, problem.message, choice.span or a["span"], problem.hint)
+                errors.error(problem.code, problem.message, choice.span or node.span, problem.hint)
 
 
 def _broadcast(shapes: list[tuple]) -> tuple | None:
@@ -127,52 +126,48 @@ def _broadcast(shapes: list[tuple]) -> tuple | None:
     return tuple(out)
 
 
-def infer_shapes(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
-    """Symbolic (batch, length, width) shapes along every edge, checked at every node."""
-    for n in nx.topological_sort(g):
-        a = g.nodes[n]
-        ins = [g.nodes[i].get("shape") for i in a["inputs"]]
+def infer_shapes(g: Graph, spec: S.Spec, errors: Collector) -> None:
+    """Symbolic (batch, length, width) shapes along every flow, checked at every node."""
+    for node in g.ordered():
+        ins = [g.node(i).shape for i in node.inputs]
         if any(s is None for s in ins):
             continue  # an earlier node already failed
-        op = a["op"]
-        shape = a.get("shape")
-        if op == "position" and "geometry" in a or op == "parameters":
-            pass  # a stack's score bias (heads, length, length), or its parameters (()), set when lowered
-        elif op == "embedding" or op == "position":
-            shape = (*ins[0], a["width"]) if op == "embedding" else (ins[0][-1], a["width"])
-        elif op == "add":
+        shape = node.shape
+        if isinstance(node, (ir.Input, ir.ScoreBias, ir.StackParameters)):
+            pass  # ids, a stack's score bias (heads, length, length) or its parameters (()): set when lowered
+        elif isinstance(node, ir.Embedding):
+            shape = (*ins[0], node.width)
+        elif isinstance(node, ir.PositionEncoding):
+            shape = (ins[0][-1], node.width)
+        elif isinstance(node, ir.Add):
             shape = _broadcast(ins)
             if shape is None:
-                errors.error("shape", "cannot add tensors of shapes " + " and ".join(map(str, ins)), a["span"])
-        elif op == "head":
-            shape = (*ins[0][:-1], a["spec"].out)
-        elif op == "pooler":
+                errors.error("shape", "cannot add tensors of shapes " + " and ".join(map(str, ins)), node.span)
+        elif isinstance(node, ir.Head):
+            shape = (*ins[0][:-1], node.spec.out)
+        elif isinstance(node, ir.Pooler):
             shape = (ins[0][0], ins[0][-1])
-        elif op in ("output",):
+        else:
             shape = ins[0]
-        elif op != "input":
-            shape = ins[0]
-            if op in ("attention", "feedforward", "norm", "head") and shape[-1] != a["width"]:
-                errors.error("shape", f"{a['label']} expects width {a['width']}, gets {shape[-1]}", a["span"])
+            if isinstance(node, (ir.Attention, ir.FeedForward, ir.Norm)) and shape[-1] != node.width:
+                errors.error("shape", f"{node.label} expects width {node.width}, gets {shape[-1]}", node.span)
                 shape = None
-        a["shape"] = shape
-        for i in a["inputs"]:
-            g.edges[i, n]["shape"] = g.nodes[i]["shape"]
+        g.replace(replace(node, shape=shape))
 
 
-def check_tied_head(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+def check_tied_head(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """A tied head reuses the embedding matrix (vocab x dim): its input width must be that dim."""
     if "head" not in g or spec.head is None or spec.head.tied_to is None:
         return
-    head = g.nodes["head"]
+    head = g.node("head")
     emb = spec.embedding(spec.head.tied_to)
-    if head["width"] != emb.dim:
+    if head.width != emb.dim:
         errors.error("shape", f"head is tied to embedding '{emb.name}' of dim {emb.dim}, "
-                              f"but the last stack's width is {head['width']}", head["span"],
-                     f"tie to an embedding of dim {head['width']}, or use `head linear`")
+                              f"but the last stack's width is {head.width}", head.span,
+                     f"tie to an embedding of dim {head.width}, or use `head linear`")
 
 
-def check_embeddings_read(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> None:
+def check_embeddings_read(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """Every embedding is read by a stack: one that only a head ties to would be an untied head in disguise."""
     read = {s.embedding for s in spec.stacks}
     for emb in spec.embeddings:
@@ -181,7 +176,7 @@ def check_embeddings_read(g: nx.DiGraph, spec: S.Spec, errors: Collector) -> Non
                          f"read it with `embedding {emb.name}` in a stack body, or remove it")
 
 
-PASSES: list[Callable[[nx.DiGraph, S.Spec, Collector], None]] = [
+PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [
     check_acyclic,                 # the IR is a DAG
     check_cross_attention_memory,  # every cross-attention has a memory source
     check_heads_divide_width,      # d_model % heads == 0
@@ -192,11 +187,14 @@ PASSES: list[Callable[[nx.DiGraph, S.Spec, Collector], None]] = [
 ]
 
 
-def lower_and_validate(spec: S.Spec, sources: dict | None = None) -> nx.DiGraph:
-    """Lower a spec and run every pass; raise SpecError listing all problems found."""
+def lower_and_validate(spec: S.Spec, sources: dict | None = None) -> Graph:
+    """Lower a spec and run every pass; raise SpecError listing all problems found. The IR's own invariants
+    (``Graph.lint``) are checked before the passes and after them: a broken one is a bug, not a spec's."""
     g = lower(spec)
+    g.lint()
     errors = Collector()
     for check in PASSES:
         check(g, spec, errors)
     errors.raise_if_any(sources)
+    g.lint()
     return g

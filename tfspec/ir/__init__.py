@@ -1,0 +1,11 @@
+"""The graph IR: typed nodes (``nodes``), their container (``graph``), lowering from a ``Spec`` (``lower``),
+validation passes (``validate``) and the queries several stages share (``queries``). See docs/ir.md."""
+
+from .graph import Graph, IRError
+from .nodes import (NODE_TYPES, OPS, Add, Attention, BlockInput, BlockOutput, Dropout, Embedding, FeedForward, Head,
+                    Input, ModulePath, Node, Norm, Output, Pooler, PositionEncoding, Scale, ScoreBias, StackInfo,
+                    StackParameters, Sublayer)
+
+__all__ = ["Graph", "IRError", "NODE_TYPES", "OPS", "Add", "Attention", "BlockInput", "BlockOutput", "Dropout",
+           "Embedding", "FeedForward", "Head", "Input", "ModulePath", "Node", "Norm", "Output", "Pooler",
+           "PositionEncoding", "Scale", "ScoreBias", "StackInfo", "StackParameters", "Sublayer"]

@@ -1,0 +1,284 @@
+"""Stage 3, lower: ``Spec`` -> the graph IR (``tfspec.ir.Graph`` of typed nodes; docs/ir.md).
+
+Each stack's layer is lowered once, as a template between its ``BlockInput`` and
+``BlockOutput`` nodes, repeated ``g.stacks[role].repeat`` times; there is no
+back-edge, so the IR stays a DAG and diagrams show the structure.
+"""
+
+from __future__ import annotations
+
+from .. import schema as S
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, combined_reach
+from . import nodes as ir
+from .graph import Graph
+from .nodes import ModulePath
+
+
+class _Builder:
+    def __init__(self, spec: S.Spec):
+        self.spec = spec
+        self.g = Graph()
+        self.stacks: dict[str, ir.StackInfo] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, cls: type[ir.Node], node_id: str, label: str, inputs=(), ports=None, **fields) -> str:
+        """Add a node; ``ports`` maps input positions to ports other than ``input``."""
+        if node_id in self.g:  # wiring may reuse a base name: add, add_1, ...
+            n = self.counts.get(node_id, 0) + 1
+            self.counts[node_id] = n
+            node_id = f"{node_id}_{n}"
+        ports = tuple((ports or {}).get(i, "input") for i in range(len(inputs)))
+        return self.g.add(cls(id=node_id, label=label, inputs=tuple(inputs), ports=ports, **fields))
+
+    # ----------------------------------------------------------- top level
+    def build(self) -> Graph:
+        spec = self.spec
+        memory: str | None = None
+        last = None
+        seq_names = {"encoder": "src_len", "decoder": "tgt_len"} if len(spec.stacks) == 2 else {}
+        self.g.set_stacks(spec.name, spec.kind, self.stacks)
+        for stack in spec.stacks:
+            emb = spec.embedding(stack.embedding)
+            length = seq_names.get(stack.role, "seq_len")
+            x = self.embed(stack, emb, length)
+            entry = self.add(ir.BlockInput, f"{stack.role}.block_input", "x", [x], stack=stack.role,
+                             in_block=True, width=emb.dim)
+            # the stack is known (its template is being built) before its exit is
+            self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, entry, "", "", emb.dim, emb.name, length)
+            out = self.block(stack, entry, emb.dim, memory)
+            exit_ = self.add(ir.BlockOutput, f"{stack.role}.block_output", f"{stack.repeat}×", [out],
+                             stack=stack.role, in_block=True, width=emb.dim)
+            cur = exit_
+            if not NORMS[stack.final_norm.name].absent:
+                cur = self.norm(f"{stack.role}.final_norm", stack.final_norm, cur, emb.dim, stack.role, False,
+                                ModulePath((stack.role, "final_norm")), "Final Norm")
+            cur = self.dropout(f"{stack.role}.final_dropout", stack.final_dropout, cur, stack.role, False, emb.dim)
+            self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, entry, exit_, cur, emb.dim, emb.name,
+                                                   length)
+            if stack.role == "encoder":
+                memory = cur
+            last = (cur, emb.dim, length)
+        if last is not None:
+            self.outputs(*last)
+        return self.g
+
+    def embed(self, stack: S.Stack, emb: S.Embedding, length: str) -> str:
+        role = stack.role
+        path = ("embeddings", emb.name)
+        ids_name = {"encoder": "src", "decoder": "tgt"}.get(role, "tokens") if len(self.spec.stacks) == 2 else "tokens"
+        tokens = self.add(ir.Input, f"{role}.tokens", ids_name, name=ids_name, stack=role, shape=("batch", length))
+        scale = f" ×{emb.scale:.4g}" if emb.scale != 1 else ""
+        terms = [self.add(ir.Embedding, f"{role}.embed", f"Embedding ({emb.vocab:,}×{emb.dim}){scale}", [tokens],
+                          stack=role, module=ModulePath((*path, "tokens")), params={"weight": (emb.vocab, emb.dim)},
+                          table=emb.name, scale=emb.scale, width=emb.dim, span=emb.span)]
+        variant, options = POSITIONS.of(emb.position)
+        if not variant.absent and variant.acts == "embedding":  # one acting in attention is refused by validate
+            params = variant.params(emb.dim, options)
+            terms.append(self.add(ir.PositionEncoding, f"{role}.position",
+                                  f"Positional Encoding ({variant.label(options)})", [tokens], ports={0: "positions"},
+                                  stack=role, module=ModulePath((*path, "positions")) if params else None,
+                                  params=params, choice=emb.position, width=emb.dim, span=emb.position.span))
+        if emb.segments:
+            types = self.add(ir.Input, f"{role}.token_types", "token_types", name="token_types", stack=role,
+                             shape=("batch", length))
+            terms.append(self.add(ir.Embedding, f"{role}.segments", f"Segment Embedding ({emb.segments}×{emb.dim})",
+                                  [types], ports={0: "segments"}, stack=role, module=ModulePath((*path, "segments")),
+                                  params={"weight": (emb.segments, emb.dim)}, table=emb.name, segments=True,
+                                  width=emb.dim, span=emb.span))
+        x = terms[0] if len(terms) == 1 else self.add(ir.Add, f"{role}.embed_sum", "+", terms, stack=role,
+                                                       width=emb.dim)
+        if not NORMS[emb.norm.name].absent:
+            x = self.norm(f"{role}.embed_norm", emb.norm, x, emb.dim, role, False, ModulePath((*path, "norm")),
+                          "Embedding Norm")
+        return self.dropout(f"{role}.embed_dropout", emb.dropout, x, role, False, emb.dim)
+
+    # ----------------------------------------------------------- pieces
+    def norm(self, node_id, choice: S.Choice, x, width, stack, in_block, module: ModulePath, title="Norm") -> str:
+        variant, options = NORMS.of(choice)
+        params = variant.params(width, options)
+        return self.add(ir.Norm, node_id, f"{title} ({choice})", [x], stack=stack, in_block=in_block,
+                        module=module if params else None, params=params, choice=choice, title=title, width=width,
+                        roles=variant.param_roles(width, options), span=choice.span)
+
+    def dropout(self, node_id, p: float, x, stack, in_block, width) -> str:
+        if p == 0:
+            return x
+        return self.add(ir.Dropout, node_id, f"Dropout ({p:g})", [x], stack=stack, in_block=in_block, p=p,
+                        width=width)
+
+    def operation(self, role: str, name: str, body, x: str, width: int, memory: str | None) -> str:
+        module = ModulePath.in_layer(role, name)
+        node_id = f"{role}.{name}"
+        if isinstance(body, S.Attention):
+            cross = body.reads == "cross"
+            encoder = self.stacks.get("encoder")
+            shape = attention_shape(body, width, encoder.width if encoder is not None else width)
+            inputs = [x, memory] if cross and memory is not None else [x]
+            ports = {1: "memory"}
+            position, options = POSITIONS.of(body.position)
+            if position.acts == "attention" and position.per_stack:
+                ports[len(inputs)] = "positions"
+                inputs.append(self.score_bias(role, name, position, options, body, shape))
+            kind, kind_options = ATTENTION_KINDS.of(body.kind)
+            if kind.stack_params(shape, kind_options):
+                ports[len(inputs)] = "shared"
+                inputs.append(self.add(ir.StackParameters, f"{role}.{name}_shared", kind.stack_label(kind_options),
+                                       [], stack=role, module=ModulePath((role, "shared", name)),
+                                       params=kind.stack_params(shape, kind_options), choice=body.kind,
+                                       width=shape.width, geometry=shape, shape=(), span=body.span))
+            return self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
+                            ports=ports, stack=role, in_block=True, module=module,
+                            params=attention_params(body, shape), roles=qk_norm_roles(body, shape), spec=body,
+                            width=width, geometry=shape, memory=memory if cross else None, span=body.span)
+        if isinstance(body, S.FeedForward):
+            gated = ACTIVATIONS[body.activation.name].gated
+            up = 2 * body.d_ff if gated else body.d_ff
+            params = {"up.weight": (up, width), "down.weight": (width, body.d_ff)}
+            if body.bias:
+                params.update({"up.bias": (up,), "down.bias": (width,)})
+            activation = ACTIVATIONS[body.activation.name].title or str(body.activation)
+            return self.add(ir.FeedForward, node_id, f"Feed Forward ({activation}, {body.d_ff})", [x],
+                            stack=role, in_block=True, module=module, params=params, spec=body, width=width,
+                            span=body.span)
+        if isinstance(body, S.NormOp):
+            return self.norm(node_id, body.norm, x, width, role, True, module)
+        return self.dropout(node_id, body.p, x, role, True, width)
+
+    def score_bias(self, role: str, name: str, position, options, body: S.Attention, shape) -> str:
+        """The node of a position scheme whose parameters the stack owns (``Position.per_stack``): built from
+        the stack's positions once per call, read by sublayer ``name`` of every layer."""
+        tokens = f"{role}.tokens"
+        length = self.g.node(tokens).shape[-1]
+        return self.add(ir.ScoreBias, f"{role}.{name}_position",
+                        f"Position Bias ({position.label(options)}, {shape.heads} heads)", [tokens],
+                        ports={0: "positions"}, stack=role, module=ModulePath((role, "positions", name)),
+                        params=position.params(shape, options), choice=body.position, width=shape.width,
+                        geometry=shape, shape=(shape.heads, length, length), span=body.position.span)
+
+    def block(self, stack: S.Stack, entry: str, width: int, memory: str | None) -> str:
+        role = stack.role
+        if stack.block.wiring:
+            return self.wiring(stack, entry, width, memory)
+        x = entry
+        for sub in stack.block.sublayers:
+            h = x
+            has_norm = not NORMS[sub.norm.name].absent and sub.residual != "none"
+            norm_module = ModulePath.in_layer(role, f"{sub.name}_norm")
+            if sub.residual == "pre" and has_norm:
+                h = self.norm(f"{role}.{sub.name}_norm", sub.norm, x, width, role, True, norm_module)
+            y = self.operation(role, sub.name, sub.body, h, width, memory)
+            y = self.dropout(f"{role}.{sub.name}_dropout", sub.dropout, y, role, True, width)
+            if sub.residual != "none":
+                y = self.add(ir.Add, f"{role}.{sub.name}_add", "Add", [x, y], ports={0: "residual"}, stack=role,
+                             in_block=True, width=width, residual=sub.residual)
+            if sub.residual == "post" and has_norm:
+                y = self.norm(f"{role}.{sub.name}_norm", sub.norm, y, width, role, True, norm_module)
+            x = y
+        return x
+
+    def wiring(self, stack: S.Stack, entry: str, width: int, memory: str | None) -> str:
+        role = stack.role
+        env = {"x": entry}
+
+        def tensor(t) -> str:
+            if isinstance(t, S.Var):
+                return env[t.name]
+            if isinstance(t, S.Scale):
+                return self.add(ir.Scale, f"{role}.scale", f"Scale (×{t.factor:g})", [tensor(t.input)],
+                                stack=role, in_block=True, width=width, factor=t.factor, span=t.span)
+            if isinstance(t, S.Sum):
+                terms = [tensor(term) for term in t.terms]
+                # the residual stream enters a sum as x itself or scaled (x = alpha * x + f(x))
+                residual = {env["x"]} | {n for n in terms if isinstance(self.g.node(n), ir.Scale)
+                                         and self.g.node(n).inputs == (env["x"],)}
+                ports = {i: "residual" for i, src in enumerate(terms) if src in residual}
+                return self.add(ir.Add, f"{role}.add", "Add", terms, ports=ports, stack=role, in_block=True,
+                                width=width, span=t.span)
+            return self.operation(role, t.name, t.body, tensor(t.input), width, memory)
+
+        for assign in stack.block.wiring:
+            env[assign.target] = tensor(assign.value)
+        return env["x"]
+
+    def outputs(self, x: str, width: int, length: str) -> None:
+        spec = self.spec
+        if spec.head is not None:
+            head = spec.head
+            params, ties, roles = {}, {}, {}
+            if head.transform is not None:
+                params.update({"transform.weight": (width, width), "transform.bias": (width,)})
+                if head.transform_norm is not None and not NORMS[head.transform_norm.name].absent:
+                    variant, options = NORMS.of(head.transform_norm)
+                    params.update({f"transform_norm.{k}": v for k, v in variant.params(width, options).items()})
+                    roles = {f"transform_norm.{k}": v for k, v in variant.param_roles(width, options).items()}
+            if head.tied_to is not None:
+                ties["weight"] = f"embeddings.{head.tied_to}.tokens.weight"
+            else:
+                params["weight"] = (head.out, width)
+            if head.bias:
+                params["bias"] = (head.out,)
+            how = f"tied to '{head.tied_to}'" if head.tied_to else "linear"
+            how += f", input ×{head.scale:.4g}" if head.scale != 1.0 else ""
+            node = self.add(ir.Head, "head", f"Linear ({how}, {head.out:,})", [x], module=ModulePath(("head",)),
+                            params=params, ties=ties, roles=roles, spec=head, width=width, span=head.span)
+            self.add(ir.Output, "logits", "logits", [node], name="logits", shape=("batch", length, head.out))
+        else:
+            self.add(ir.Output, "hidden", "hidden states", [x], name="hidden", width=width)
+        if spec.pooler is not None:
+            pooler = self.add(ir.Pooler, "pooler", f"Pooler ({spec.pooler.activation})", [x],
+                              module=ModulePath(("pooler",)),
+                              params={"dense.weight": (width, width), "dense.bias": (width,)},
+                              spec=spec.pooler, width=width, span=spec.pooler.span)
+            self.add(ir.Output, "pooled", "pooled", [pooler], name="pooled")
+
+
+def attention_shape(body: S.Attention, width: int, memory_width: int) -> AttentionShape:
+    """The geometry of an attention sublayer reading a ``width`` stream (and ``memory_width`` memory)."""
+    return AttentionShape(width=width, heads=body.heads, kv_heads=body.kv_heads or body.heads,
+                          head_dim=body.head_dim or max(1, width // body.heads),
+                          memory_width=memory_width if body.reads == "cross" else width,
+                          cross=body.reads == "cross", bias=body.bias, out_bias=body.out_bias,
+                          causal=combined_reach([MASKS.of(m) for m in body.mask])[1] == 0)
+
+
+def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
+    """The kind's projections and scorers, per-head query/key norms, and the position scheme's own tensors."""
+    kind, options = ATTENTION_KINDS.of(body.kind)
+    params = dict(kind.params(shape, options))
+    norm, norm_options = NORMS.of(body.qk_norm)
+    for side in ("q_norm", "k_norm"):
+        params.update({f"{side}.{k}": v for k, v in norm.params(shape.head_dim, norm_options).items()})
+    position, position_options = POSITIONS.of(body.position)
+    if position.acts == "attention" and not position.per_stack:  # a per-stack scheme's are its own node's
+        params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
+    return params
+
+
+def qk_norm_roles(body: S.Attention, shape: AttentionShape) -> dict[str, str]:
+    """The initialisation roles of qk-norm's parameters (``q_norm.weight``: ``norm_weight``, ...)."""
+    norm, options = NORMS.of(body.qk_norm)
+    return {f"{side}.{k}": role for side in ("q_norm", "k_norm") for k, role in norm.param_roles(shape.head_dim,
+                                                                                                    options).items()}
+
+
+def attention_label(body: S.Attention, shape: AttentionShape) -> str:
+    """"Multi-Head Attention (causal, rotary, 32 heads, 8 kv heads)": every choice that shapes the sublayer."""
+    details = [MASKS.label(m) for m in body.mask] or ["no mask"]
+    for family, choice, what in ((POSITIONS, body.position, ""), (NORMS, body.qk_norm, "qk-norm ")):
+        variant, options = family.of(choice)
+        if not variant.absent:
+            details.append(what + variant.label(options))
+    details.append(f"{shape.heads} heads")
+    if shape.kv_heads != shape.heads:
+        details.append(f"{shape.kv_heads} kv heads")
+    if body.head_dim is not None:
+        details.append(f"head_dim {shape.head_dim}")
+    if body.scale is not None:
+        details.append(f"scale {body.scale:.4g}")
+    cross = "Cross-" if shape.cross else ""
+    return f"{ATTENTION_KINDS.label(body.kind)} {cross}Attention ({', '.join(details)})"
+
+
+def lower(spec: S.Spec) -> Graph:
+    """Lower a resolved spec to the (not yet validated) graph IR."""
+    return _Builder(spec).build()

@@ -1,0 +1,247 @@
+"""The IR's node classes: one frozen class per operation, a closed set (``NODE_TYPES``).
+
+A node says what it computes and where its parameters live; the graph
+(``tfspec.ir.graph.Graph``) holds them and the flows between them. Stages test a
+node by its class (``isinstance(node, Attention)``) and read its fields; no stage
+reads a node by string keys.
+
+>>> Norm(id="decoder.ffn_norm", label="Norm (layernorm)", choice=None, title="Norm").kind
+'norm'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Mapping
+
+from ..errors import Span
+
+LAYER = "{i}"  # a module path's placeholder for the layer index inside a stack's template
+Port = Literal["input", "residual", "memory", "positions", "segments", "shared"]
+
+
+@dataclass(frozen=True)
+class ModulePath:
+    """Where a node's parameters live in the compiled module, as parts: ``decoder.layers.{i}.self_attn``.
+
+    >>> path = ModulePath.in_layer("decoder", "self_attn")
+    >>> path.at(3), path.name, str(path)
+    ('decoder.layers.3.self_attn', 'self_attn', 'decoder.layers.{i}.self_attn')
+    """
+
+    parts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, dotted: str) -> "ModulePath":
+        return cls(tuple(dotted.split(".")))
+
+    @classmethod
+    def in_layer(cls, role: str, name: str) -> "ModulePath":
+        return cls((role, "layers", LAYER, name))
+
+    @property
+    def name(self) -> str:
+        """The last part: a layer's attribute for a sublayer ("self_attn")."""
+        return self.parts[-1]
+
+    @property
+    def per_layer(self) -> bool:
+        return LAYER in self.parts
+
+    def at(self, layer: int | None) -> str:
+        """The dotted state-dict prefix of one layer's copy (``layer`` None: a path outside the layers)."""
+        if self.per_layer and layer is None:
+            raise ValueError(f"{self} is a layer's: say which layer")
+        return ".".join(str(layer) if p == LAYER else p for p in self.parts)
+
+    def __str__(self) -> str:
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Node:
+    """What every node has. ``inputs`` are ordered (query before memory, the terms of a sum) and ``ports``
+    name each one's role; ``module`` is None for a parameter-free node; two nodes with one ``module``
+    share its weights (an embedding both stacks read)."""
+
+    kind: ClassVar[str]
+    id: str
+    label: str  # what a diagram prints
+    inputs: tuple[str, ...] = ()
+    ports: tuple[Port, ...] = ()  # one per input
+    stack: str | None = None  # "encoder" / "decoder"; None outside the stacks (head, pooler, outputs)
+    in_block: bool = False  # part of its stack's repeated layer
+    module: ModulePath | None = None
+    params: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # owned: {name: shape}
+    ties: Mapping[str, str] = field(default_factory=dict)  # borrowed: {name: full name of the owner's weight}
+    roles: Mapping[str, str] = field(default_factory=dict)  # declared initialisation roles of own params
+    width: int = 0  # the residual-stream width it works at
+    span: Span | None = None  # where in the source it came from
+    shape: tuple | None = None  # symbolic output shape, set by validation's ``infer_shapes``
+
+    def port(self, source: str) -> Port:
+        """The port ``source`` enters this node on (its first)."""
+        return self.ports[self.inputs.index(source)]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Input(Node):
+    """Integer ids entering the model (tokens or token types)."""
+
+    kind: ClassVar[str] = "input"
+    name: str  # the forward's argument: "tokens", "src", "tgt", "token_types"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Embedding(Node):
+    """Lookup table from ids to vectors, optionally scaled."""
+
+    kind: ClassVar[str] = "embedding"
+    table: str  # the spec's embedding name
+    scale: float = 1.0
+    segments: bool = False  # the token-type table (BERT's segments A/B), not the tokens'
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PositionEncoding(Node):
+    """A positional encoding for each position of its input, added to the token embeddings."""
+
+    kind: ClassVar[str] = "position"
+    choice: object  # schema.Choice of a position scheme acting on the embedding
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ScoreBias(Node):
+    """A score bias a stack owns, built once per call from its positions, that every layer's attention adds
+    (T5's relative buckets); shape (heads, length, length)."""
+
+    kind: ClassVar[str] = "score_bias"
+    choice: object  # schema.Choice of the position scheme
+    geometry: object  # registry.AttentionShape of the attention reading it
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class StackParameters(Node):
+    """Parameters a stack owns and the same sublayer of each of its layers reads (Linformer's E, F)."""
+
+    kind: ClassVar[str] = "parameters"
+    choice: object  # schema.Choice of the attention kind owning them
+    geometry: object
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Add(Node):
+    """Element-wise sum: a residual connection, or embeddings + positions."""
+
+    kind: ClassVar[str] = "add"
+    residual: Literal["post", "pre"] | None = None  # the sequential form's placement
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Norm(Node):
+    """Layer/RMS normalisation over the last dimension."""
+
+    kind: ClassVar[str] = "norm"
+    choice: object  # schema.Choice of a norm variant
+    title: str = "Norm"  # "Norm", "Final Norm", "Embedding Norm"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Dropout(Node):
+    """Dropout (identity in eval mode)."""
+
+    kind: ClassVar[str] = "dropout"
+    p: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Scale(Node):
+    """Multiplication by a constant (a residual scale: DeepNet's alpha * x)."""
+
+    kind: ClassVar[str] = "scale"
+    factor: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Attention(Node):
+    """Multi-head attention: self (one input) or cross (query + memory)."""
+
+    kind: ClassVar[str] = "attention"
+    spec: object  # schema.Attention
+    geometry: object  # registry.AttentionShape
+    memory: str | None = None  # the node whose output a cross-attention reads
+
+    @property
+    def name(self) -> str:
+        return self.module.name
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class FeedForward(Node):
+    """Position-wise two-layer network (or gated unit)."""
+
+    kind: ClassVar[str] = "feedforward"
+    spec: object  # schema.FeedForward
+
+    @property
+    def name(self) -> str:
+        return self.module.name
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class BlockInput(Node):
+    """Entry of a stack's repeated layer: the residual stream x."""
+
+    kind: ClassVar[str] = "block_input"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class BlockOutput(Node):
+    """Exit of a stack's repeated layer."""
+
+    kind: ClassVar[str] = "block_output"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Head(Node):
+    """Output projection to logits, optionally tied to an embedding."""
+
+    kind: ClassVar[str] = "head"
+    spec: object  # schema.Head
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Pooler(Node):
+    """Dense + activation on the first position."""
+
+    kind: ClassVar[str] = "pooler"
+    spec: object  # schema.Pooler
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Output(Node):
+    """A model output: logits, hidden states or the pooled vector."""
+
+    kind: ClassVar[str] = "output"
+    name: Literal["logits", "hidden", "pooled"]
+
+
+NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, PositionEncoding, ScoreBias, StackParameters, Add, Norm,
+                                      Dropout, Scale, Attention, FeedForward, BlockInput, BlockOutput, Head, Pooler,
+                                      Output)
+OPS: dict[str, str] = {cls.kind: (cls.__doc__ or "").split("\n")[0] for cls in NODE_TYPES}
+Sublayer = (Attention, FeedForward)  # the node types a layer's residual branches compute
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """A stack: its template's entry and exit, the node after its final norm, its width and input length."""
+
+    role: str
+    repeat: int
+    entry: str  # its BlockInput
+    exit: str  # its BlockOutput
+    output: str  # after the final norm and dropout
+    width: int
+    embedding: str
+    length: str  # the symbolic length: "seq_len", or "src_len" / "tgt_len"

@@ -1,0 +1,188 @@
+"""Questions several stages ask of the IR, answered once: a stack's layer, its parameters, its length
+limit, where its attentions stop looking ahead, and how each sublayer meets the residual stream.
+
+>>> from tfspec import parse
+>>> g = parse('''embedding tokens { vocab 100; dim 32 }
+... decoder x 2 { residual pre; attention self heads=4 mask=causal; feedforward d_ff=64 }''').graph()
+>>> [n.id for n in sublayers(g, "decoder")], residual_placement(g, g.node("decoder.ffn")).placement
+(['decoder.self_attn', 'decoder.ffn'], 'pre-norm')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
+from .graph import Graph
+from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Node, Norm, PositionEncoding, Scale,
+                    Sublayer)
+
+
+# ---------------------------------------------------------------- layers and parameters
+def layer_repeat(g: Graph, node: Node) -> int:
+    """How many copies of ``node`` the model has: its stack's layer count inside a layer, else 1."""
+    return g.stacks[node.stack].repeat if node.in_block else 1
+
+
+def layer_template(g: Graph, role: str) -> list[Node]:
+    """The nodes of ``role``'s repeated layer, in the order its forward runs them."""
+    return g.of(Node, stack=role, in_block=True)
+
+
+def sublayers(g: Graph, role: str) -> list[Attention | FeedForward]:
+    """The attention and feed-forward nodes of ``role``'s layer, in order."""
+    return g.of(Sublayer, stack=role, in_block=True)
+
+
+def attentions(g: Graph, role: str | None = None, *, reads: str | None = None) -> list[Attention]:
+    """Attention nodes (of one stack; only self- or cross-attentions)."""
+    return [n for n in g.of(Attention, stack=role) if reads is None or n.spec.reads == reads]
+
+
+def parameter_table(g: Graph) -> dict[str, tuple[int, ...]]:
+    """Every parameter tensor by its full name (the compiled module's state-dict name).
+
+    Shared weights appear once, under their owner's name; a template layer's
+    tensors are listed once per repeat (``decoder.layers.0.ffn.up.weight``, ...).
+    """
+    table: dict[str, tuple[int, ...]] = {}
+    for node in g.ordered():
+        for module in module_copies(g, node):
+            for name, shape in node.params.items():
+                table.setdefault(f"{module}.{name}", tuple(shape))
+    return table
+
+
+def module_copies(g: Graph, node: Node) -> list[str]:
+    """The dotted module prefix of each copy of ``node``'s parameters (one per layer inside a layer)."""
+    if not node.params:
+        return []
+    layers = range(layer_repeat(g, node)) if node.in_block else [None]
+    return [node.module.at(i) for i in layers]
+
+
+def count_parameters(g: Graph) -> int:
+    """Total parameters, shared (tied) weights counted once."""
+    seen, total = set(), 0
+    for node in g.ordered():
+        if node.params and node.module not in seen:
+            seen.add(node.module)
+            total += sum(math.prod(s) for s in node.params.values()) * layer_repeat(g, node)
+    return total
+
+
+def owner_of(g: Graph, full_name: str) -> list[Node]:
+    """The nodes owning the module of parameter ``full_name`` (two for an embedding both stacks read)."""
+    module = full_name.rsplit(".", 1)[0]
+    return [n for n in g.ordered() if n.module is not None and str(n.module) == module]
+
+
+# ---------------------------------------------------------------- lengths
+def length_limit(g: Graph, role: str) -> tuple[int, str] | None:
+    """The longest sequence a stack accepts and what sets it: ``(512, "learned positions")`` from a table of
+    learned positions, or a self-attention kind's (a Linformer projection's) ``max_len``; None: unbounded."""
+    limits = []
+    for node in g.of(PositionEncoding, stack=role):
+        variant, options = POSITIONS.of(node.choice)
+        limits.append((variant.max_len(options), f"{variant.name} positions"))
+    for node in attentions(g, role, reads="self"):
+        variant, options = ATTENTION_KINDS.of(node.spec.kind)
+        limits.append((variant.max_len(options), f"{variant.name} attention's projections"))
+    limits = [(limit, source) for limit, source in limits if limit is not None]
+    return min(limits) if limits else None
+
+
+def max_length(g: Graph, role: str) -> int | None:
+    """The longest sequence a stack accepts, or None (see ``length_limit``)."""
+    limit = length_limit(g, role)
+    return limit[0] if limit is not None else None
+
+
+def default_length(g: Graph) -> int:
+    """The length analyses use by default: the shortest stack limit, else 512."""
+    limits = [m for role in g.stacks if (m := max_length(g, role)) is not None]
+    return min(limits) if limits else 512
+
+
+# ---------------------------------------------------------------- masks and dropout
+def causal_from(g: Graph) -> set[str] | None:
+    """Where the decoder's self-attentions stop looking ahead: {"start"} when causal throughout, the names of
+    run-time inputs that end a bidirectional prefix (prefix-LM), or None when some attention looks ahead."""
+    if "decoder" not in g.stacks:
+        return None
+    points: set[str] = set()
+    for node in attentions(g, "decoder", reads="self"):
+        found = {MASKS.of(m)[0].causal_from(MASKS.of(m)[1]) for m in node.spec.mask} - {None}
+        if not found:
+            return None
+        if "start" not in found:  # masks combine by intersection: one causal mask makes the whole causal
+            points |= found
+    return points or {"start"}
+
+
+def has_dropout(g: Graph) -> bool:
+    """Any dropout at all: the IR has a dropout node only where p > 0, and sublayers carry their own rates."""
+    return bool(g.of(Dropout)) or any(n.spec.dropout > 0 for n in g.of(Sublayer))
+
+
+# ---------------------------------------------------------------- residual placement
+@dataclass(frozen=True)
+class Placement:
+    """How a sublayer meets the residual stream, read from the wiring around it (not from how it was written).
+
+    placement: "pre-norm", "post-norm", "no norm", "none" (no residual) or "parallel (...)"; norm: the norm's
+    choice (None: none); dropout: the rate on the sublayer's output; scale: the residual stream's factor.
+    """
+
+    placement: str
+    norm: object | None
+    dropout: float
+    scale: float
+    add: Add | None  # the residual sum it flows into
+    merged_norm: Norm | None = None  # post-norm: the norm right after the sum (drawn with it)
+
+
+def residual_placement(g: Graph, node: Node) -> Placement:
+    """Pre-norm: a norm feeds the sublayer, the sum follows; post-norm: a norm right after the sum (its only
+    reader); parallel: one sum of several sublayers."""
+    before = g.node(node.inputs[0])
+    add, dropout = _residual_add(g, node)
+    norm_before = before.choice if isinstance(before, Norm) else None
+    if add is None:
+        return Placement("none", norm_before, dropout, 1.0, None)
+    scales = [g.node(src).factor for src, port in zip(add.inputs, add.ports)
+              if port == "residual" and isinstance(g.node(src), Scale)]
+    scale = scales[0] if scales else 1.0
+    after = post_norm(g, add)
+    if len(add.inputs) > 2:
+        return Placement("parallel (one sum of several sublayers)", norm_before, dropout, scale, add)
+    if after is not None:
+        return Placement("post-norm", after.choice, dropout, scale, add, after)
+    return Placement("pre-norm" if norm_before is not None else "no norm", norm_before, dropout, scale, add)
+
+
+def post_norm(g: Graph, add: Node) -> Norm | None:
+    """The norm a residual sum feeds alone (post-norm's "Add & Norm"), if any."""
+    if not isinstance(add, Add) or not add.in_block or "residual" not in add.ports:
+        return None
+    readers = g.consumers(add.id)
+    return readers[0] if len(readers) == 1 and isinstance(readers[0], Norm) and readers[0].in_block else None
+
+
+def _residual_add(g: Graph, node: Node) -> tuple[Add | None, float]:
+    """The residual sum a sublayer's output flows into (through its dropout, if any), and that dropout's rate."""
+    out, dropout = node, 0.0
+    readers = g.consumers(out.id)
+    if len(readers) == 1 and isinstance(readers[0], Dropout):
+        out, dropout = readers[0], readers[0].p
+        readers = g.consumers(out.id)
+    adds = [r for r in readers if isinstance(r, Add) and "residual" in r.ports]
+    return (adds[0] if adds else None), dropout
+
+
+def source(g: Graph, node: Node) -> Node:
+    """The node whose tensor ``node`` passes on unchanged (a layer's exit is its last node)."""
+    while isinstance(node, BlockOutput):
+        node = g.node(node.inputs[0])
+    return node
