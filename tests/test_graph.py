@@ -82,15 +82,15 @@ def test_separate_embeddings_and_cross_width():
     g = graph("embedding src { vocab 30; dim 16 }\nembedding tgt { vocab 40; dim 8 }\n"
               "encoder x 1 { embedding src; attention self heads=2 }\n"
               "decoder x 1 { embedding tgt; attention cross heads=2 }\nhead tied(tgt)")
-    assert g.node("decoder.cross_attn").params["kv.weight"] == (16, 16)  # 2 x width(8) from memory width 16
+    assert g.node("decoder.cross_attn").params["kv.weight"].shape == (16, 16)  # 2 x width(8) from memory width 16
     assert g.node("logits").shape == ("batch", "tgt_len", 40)
 
 
 def test_gated_and_additive_parameter_shapes():
     g = graph(EMB + "encoder x 1 { attention self heads=4 kind=additive bias=false; feedforward d_ff=8 activation=swiglu }")
-    attn = g.node("encoder.self_attn").params
+    attn = {name: p.shape for name, p in g.node("encoder.self_attn").params.items()}
     assert attn == {"qkv.weight": (48, 16), "out.weight": (16, 16), "score": (4, 4)}
-    assert g.node("encoder.ffn").params["up.weight"] == (16, 16)  # two halves of d_ff=8
+    assert g.node("encoder.ffn").params["up.weight"].shape == (16, 16)  # two halves of d_ff=8
 
 
 def test_embedding_parts_and_shapes():
@@ -160,9 +160,25 @@ def test_module_paths_are_structured():
 
 def test_norm_nodes_keep_their_title_and_declared_roles():
     g = graph(EMB + "decoder x 1 { residual pre; attention self heads=2 mask=causal; final layernorm }")
-    assert [(n.title, n.roles) for n in g.of(ir.Norm)] == [
+    roles = lambda n: {name: p.role for name, p in n.params.items()}  # noqa: E731
+    assert [(n.title, roles(n)) for n in g.of(ir.Norm)] == [
         ("Norm", {"weight": "norm_weight", "bias": "norm_bias"}),
         ("Final Norm", {"weight": "norm_weight", "bias": "norm_bias"})]
+
+
+def test_every_parameter_is_declared_with_its_role():
+    g = graph("embedding tokens { vocab 50; dim 16; position learned(32) }\n"
+              "decoder x 2 { attention self heads=2 mask=causal qk_norm=rmsnorm; feedforward d_ff=32 }\nhead linear")
+    declared = {f"{n.id}:{name}": (p.role, p.residual, p.query_rows) for n in g.ordered()
+                for name, p in n.params.items()}
+    assert declared["decoder.self_attn:qkv.weight"] == ("matrix", False, 16)  # its first 16 rows are queries
+    assert declared["decoder.self_attn:out.weight"] == ("matrix", True, 0)  # a branch into the residual stream
+    assert declared["decoder.ffn:down.weight"] == ("matrix", True, 0)
+    assert declared["decoder.ffn:up.weight"] == ("matrix", False, 0)
+    assert declared["decoder.self_attn:q_norm.weight"][0] == "norm_weight"
+    assert declared["decoder.embed:weight"][0] == "embedding"
+    assert declared["decoder.position:weight"][0] == "position_table"
+    assert declared["head:weight"][0] == "unembedding" and declared["head:bias"][0] == "bias"
 
 
 @pytest.mark.parametrize("break_it, message", [
@@ -170,7 +186,7 @@ def test_norm_nodes_keep_their_title_and_declared_roles():
     (lambda g: g.replace(replace(g.node("decoder.ffn"), ports=())), "1 inputs but 0 ports"),
     (lambda g: g.replace(replace(g.node("decoder.ffn"), module=None)), "parameters without a module path"),
     (lambda g: g.replace(replace(g.node("decoder.ffn"), in_block=False)), "is a layer's"),
-    (lambda g: g.replace(replace(g.node("decoder.ffn"), roles={"gate.weight": "matrix"})), "does not own"),
+    (lambda g: g.replace(replace(g.node("decoder.ffn"), params={"up.weight": (32, 16)})), "without its role"),
     (lambda g: g.add_edge("decoder.ffn", "decoder.block_input"), "differ from inputs"),
     (lambda g: g.add(ir.Add(id="decoder.extra", label="+", inputs=("decoder.ffn",), ports=("input",),
                             stack="decoder", in_block=True)), "a sum of 1 term"),

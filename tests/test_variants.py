@@ -245,3 +245,32 @@ def test_every_norm_initialises_as_a_norm_wherever_it_stands_under_every_init(in
             expected = 0.0 if name == "bias" else scale
             assert torch.equal(p, torch.full_like(p, expected)), (path, name, p.flatten()[:4])
     assert places == {"norm", "self_attn_norm", "q_norm", "k_norm", "ffn_norm", "final_norm", "transform_norm"}
+
+
+SCHEMES = [(n, INITS[n].examples[-1]) for n in INITS]  # every scheme, with options that differ from defaults
+
+
+@pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)
+def test_every_parameter_starts_as_its_declaration_says_under_every_scheme(family, name, options):
+    """What a variant declares for each parameter is what the compiled model holds after initialisation:
+    declared constants (biases and shifts 0, scales 1 -- T5's at its factor --, a ``Param.value``) exactly,
+    under every scheme; every drawn parameter drawn (finite, not constant)."""
+    from tfspec.compiler import parameter_roles
+    text = spec_text(family, name, options)
+    schemes = [(name, options)] if family == "init" else SCHEMES
+    for scheme, scheme_options in schemes:
+        spec = tfspec.parse(f"defaults {{ init {choice_text(scheme, scheme_options)} }}\n"
+                            + text.split("\n", 1)[1] if text.startswith("defaults") else
+                            f"defaults {{ init {choice_text(scheme, scheme_options)} }}\n" + text)
+        roles = parameter_roles(spec.graph())
+        model = tfspec.compile(spec, seed=0)
+        norm_scale = scheme_options.get("factor", 1.0) if scheme == "t5" else 1.0
+        for full_name, p in model.named_parameters():
+            role = roles[full_name]
+            constant = (role.value if role.value is not None else 0.0 if role.kind in ("bias", "norm_bias")
+                        else norm_scale if role.kind == "norm_weight" else None)
+            where = (scheme, full_name, role.kind, p.flatten()[:4].tolist())
+            if constant is not None:
+                assert torch.equal(p, torch.full_like(p, constant)), where
+            else:
+                assert torch.isfinite(p).all() and (p.numel() == 1 or p.std() > 0), where

@@ -247,7 +247,7 @@ class _Counter:
         if not node.params or node.module in self.seen_modules:
             return 0
         self.seen_modules.add(node.module)
-        return sum(math.prod(s) for s in node.params.values())
+        return sum(math.prod(p.shape) for p in node.params.values())
 
     # -- rows
     def row(self, node: ir.Node) -> Row | None:

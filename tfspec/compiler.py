@@ -26,7 +26,7 @@ import os
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import fx, nn
@@ -43,7 +43,7 @@ from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
 from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
 from .registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
-                       attention_band, flex_attention_applies, fused_causal_kernel)
+                       Role, attention_band, flex_attention_applies, fused_causal_kernel)
 
 MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
                  "encoder-decoder": EncoderDecoderModel}
@@ -147,7 +147,7 @@ def check_fits(spec: S.Spec, device=None, dtype=None) -> None:
     have = available_memory_bytes(device)
     if need > have:
         biggest = max((n for n in g.ordered() if n.params),
-                      key=lambda n: sum(math.prod(s) for s in n.params.values()) * layer_repeat(g, n))
+                      key=lambda n: sum(math.prod(p.shape) for p in n.params.values()) * layer_repeat(g, n))
         raise SpecError([Diagnostic("size", f"the model's {params:,} parameters need {need / 2**30:,.1f} GiB "
                                             f"({torch.get_default_dtype()}), but only {have / 2**30:,.1f} GiB of "
                                             "memory is available", biggest.span or spec.span,
@@ -349,57 +349,33 @@ def _layer(template: list[ir.Node], role: str) -> fx.GraphModule:
 # ---------------------------------------------------------------- initialisation
 @dataclass(frozen=True)
 class ParamRole:
-    """What a parameter is, for initialisation schemes.
+    """A parameter as an initialisation scheme sees it: its declared ``registry.Param`` and where it stands.
 
-    kind: ``matrix`` (a linear map), ``embedding`` (a lookup table), ``vector``
-    (e.g. additive attention's scorer), ``bias``, ``norm_weight``, ``norm_bias``.
-    residual_branches: for a projection writing into a residual stream (attention
-    ``out``, feed-forward ``down``), how many such branches its stack has in all.
-    owner: the IR op of the node it belongs to (``attention``, ``feedforward``, ``embedding``,
-    ``position``, ``head``, ...; ``head transform`` for a head's dense transform).
-    width: the residual stream's width where it acts.
-    query_rows, head_dim: in an attention's ``qkv`` or ``q`` weight, how many leading rows project queries,
-    and their head dimension (T5 folds 1/sqrt(head_dim) into those rows' initialisation).
+    kind: the declared role (``matrix``, ``unembedding``, ``embedding``, ``position_table``, ``vector``,
+    ``bias``, ``norm_weight``, ``norm_bias``). residual_branches: for a projection declared as writing into
+    the residual stream, how many such branches its stack has in all (0 otherwise). width: the residual
+    stream's width where it acts. query_rows, head_dim, value: as declared.
     """
 
-    kind: Literal["matrix", "embedding", "vector", "bias", "norm_weight", "norm_bias"]
+    kind: Role
     residual_branches: int = 0
-    owner: str = ""
     width: int = 0
     query_rows: int = 0
     head_dim: int = 0
+    value: float | None = None
 
 
 def parameter_roles(g: Graph) -> dict[str, ParamRole]:
-    """Full parameter name -> role, from the IR."""
+    """Full parameter name -> role: what each node's variant declared, with its stack's residual branch count."""
     branches = {role: info.repeat * len(sublayers(g, role)) for role, info in g.stacks.items()}
     roles: dict[str, ParamRole] = {}
     for node in g.ordered():
         for module in module_copies(g, node):
-            for name in node.params:
-                roles.setdefault(f"{module}.{name}", _role(node, name, branches.get(node.stack, 0)))
+            for name, p in node.params.items():
+                roles.setdefault(f"{module}.{name}", ParamRole(
+                    p.role, branches.get(node.stack, 0) if p.residual else 0, node.width, p.query_rows,
+                    p.head_dim, p.value))
     return roles
-
-
-def _role(node: ir.Node, name: str, branches: int) -> ParamRole:
-    last = name.rsplit(".", 1)[-1]
-    # a stack's parameters for a sublayer of each layer are initialised as the sublayer's own would be
-    owner = ("attention" if isinstance(node, ir.StackParameters) else
-             "position" if isinstance(node, ir.ScoreBias) else node.kind)
-    where = dict(owner="head transform" if isinstance(node, ir.Head) and name.startswith("transform") else owner,
-                 width=node.width)
-    if name in node.roles:  # declared by the variant, wherever it stands
-        return ParamRole(node.roles[name], **where)
-    if isinstance(node, (ir.Embedding, ir.PositionEncoding, ir.ScoreBias)):
-        return ParamRole("embedding", **where)
-    if last == "bias":
-        return ParamRole("bias", **where)
-    if last == "weight":
-        residual = isinstance(node, ir.Sublayer) and name in ("out.weight", "down.weight")
-        if isinstance(node, ir.Attention) and name in ("qkv.weight", "q.weight"):
-            where.update(query_rows=node.geometry.q_width, head_dim=node.geometry.head_dim)
-        return ParamRole("matrix", branches if residual else 0, **where)
-    return ParamRole("vector", **where)
 
 
 def initialise(model: CompiledModel, spec: S.Spec) -> None:

@@ -30,6 +30,37 @@ from typing import Callable, ClassVar, Generic, Iterator, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 Shape = tuple[int, ...]
+Role = Literal["matrix", "unembedding", "embedding", "position_table", "vector", "bias", "norm_weight", "norm_bias"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter a variant (or the IR, for the fixed parts) declares: its shape and what it is, which is all an
+    initialisation scheme reads -- no scheme guesses from names.
+
+    role: ``matrix`` (a linear map, drawn by its fan-in), ``unembedding`` (a head's projection to the
+    vocabulary), ``embedding`` (a lookup table of tokens), ``position_table`` (a table indexed by position or
+    by bucketed offset), ``vector`` (a scorer, a projection along the sequence, a relative table), ``bias``
+    (0), ``norm_weight`` (a scale: 1), ``norm_bias`` (a shift: 0).
+    residual: it writes a branch into the residual stream (attention's ``out``, a feed-forward's ``down``),
+    which GPT-2's scheme scales down by the number of such branches.
+    query_rows, head_dim: in a fused projection, how many leading rows project queries, and their head
+    dimension (T5's scheme folds 1/sqrt(head_dim) into those rows).
+    value: a constant it starts at under every scheme (DyT's α: 0.5); None: the scheme's draw for its role.
+    """
+
+    shape: Shape
+    role: Role
+    residual: bool = False
+    query_rows: int = 0
+    head_dim: int = 0
+    value: float | None = None
+
+
+def linear_params(name: str, out: int, inp: int, bias: bool, **matrix) -> dict[str, Param]:
+    """``{name}.weight`` (out × inp), and ``{name}.bias`` when ``bias``: an ``nn.Linear``'s parameters."""
+    return {f"{name}.weight": Param((out, inp), "matrix", **matrix), **({f"{name}.bias": Param((out,), "bias")}
+                                                                         if bias else {})}
 
 
 class NoOptions(BaseModel):
@@ -180,16 +211,10 @@ class Norm(Variant):
         """Per position, the (activation-dtype, float32) elements autograd keeps for backward."""
         return (0, 0)
 
-    def params(self, dim: int, options) -> dict[str, Shape]:
+    def params(self, dim: int, options) -> dict[str, Param]:
+        """Its parameters with their roles (a scale: ``norm_weight``; a shift: ``norm_bias``), so every scheme
+        initialises them as a norm's wherever the norm stands (a sublayer's, a final norm, qk-norm, a head's)."""
         return {}
-
-    def param_roles(self, dim: int, options) -> dict[str, str]:
-        """Each parameter's initialisation role: ``norm_weight`` (a scale, 1) or ``norm_bias`` (a shift, 0).
-
-        Every scheme initialises norm parameters by these roles, wherever the norm
-        stands (a sublayer's, a stack's final norm, qk-norm, a head's transform).
-        """
-        return {name: "norm_bias" if name == "bias" else "norm_weight" for name in self.params(dim, options)}
 
     def module(self, dim: int, options) -> Constructor:
         """An ``nn.Module`` normalising the last dimension, owning exactly ``params``."""
@@ -226,7 +251,7 @@ class Position(Variant):
     # The runtime module then has ``score_bias`` alone, and the graph a node of its own for it.
     per_stack: ClassVar[bool] = False
 
-    def params(self, where, options) -> dict[str, Shape]:
+    def params(self, where, options) -> dict[str, Param]:
         """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""
         return {}
 
@@ -424,7 +449,7 @@ class AttentionKind(Variant):
     # (``(batch, 1, 1, keys)``): masks of structure and position schemes that bias the scores are spec errors.
     own_pattern: ClassVar[bool] = False
 
-    def params(self, shape: AttentionShape, options) -> dict[str, Shape]:
+    def params(self, shape: AttentionShape, options) -> dict[str, Param]:
         raise NotImplementedError
 
     def max_len(self, options) -> int | None:
@@ -434,7 +459,7 @@ class AttentionKind(Variant):
     def check(self, options, shape: AttentionShape) -> list[Problem]:
         return []
 
-    def stack_params(self, shape: AttentionShape, options) -> dict[str, Shape]:
+    def stack_params(self, shape: AttentionShape, options) -> dict[str, Param]:
         """Parameters the stack owns and the sublayer of every layer reads (Linformer's layer-wise E and F),
         by name in ``stack_module``; {}: none. ``params`` leaves them out."""
         return {}

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 import networkx as nx
 
+from ..registry import Param
 from .nodes import (NODE_TYPES, Add, Attention, BlockInput, BlockOutput, Input, Node, ScoreBias, StackInfo,
                     StackParameters)
 
@@ -99,8 +100,8 @@ class Graph(nx.DiGraph):
             if node.module is not None and node.module.per_layer != node.in_block:
                 raise IRError(f"{n}: module {node.module} {'is' if node.module.per_layer else 'is not'} a layer's, "
                               f"but the node {'is not' if not node.in_block else 'is'} in a layer")
-            if not set(node.roles) <= set(node.params):
-                raise IRError(f"{n}: roles for parameters it does not own: {sorted(set(node.roles) - set(node.params))}")
+            if not all(isinstance(p, Param) for p in node.params.values()):
+                raise IRError(f"{n}: a parameter declared without its role (a shape where a Param belongs)")
             if node.in_block and node.stack not in self.stacks:
                 raise IRError(f"{n}: in a layer of stack {node.stack!r}, which the graph does not have")
             if not node.inputs and not isinstance(node, (Input, ScoreBias, StackParameters)):

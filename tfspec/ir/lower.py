@@ -8,7 +8,8 @@ back-edge, so the IR stays a DAG and diagrams show the structure.
 from __future__ import annotations
 
 from .. import schema as S
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, combined_reach
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, Param,
+                        combined_reach, linear_params)
 from . import nodes as ir
 from .graph import Graph
 from .nodes import ModulePath
@@ -69,7 +70,8 @@ class _Builder:
         tokens = self.add(ir.Input, f"{role}.tokens", ids_name, name=ids_name, stack=role, shape=("batch", length))
         scale = f" ×{emb.scale:.4g}" if emb.scale != 1 else ""
         terms = [self.add(ir.Embedding, f"{role}.embed", f"Embedding ({emb.vocab:,}×{emb.dim}){scale}", [tokens],
-                          stack=role, module=ModulePath((*path, "tokens")), params={"weight": (emb.vocab, emb.dim)},
+                          stack=role, module=ModulePath((*path, "tokens")),
+                          params={"weight": Param((emb.vocab, emb.dim), "embedding")},
                           table=emb.name, scale=emb.scale, width=emb.dim, span=emb.span)]
         variant, options = POSITIONS.of(emb.position)
         if not variant.absent and variant.acts == "embedding":  # one acting in attention is refused by validate
@@ -83,7 +85,8 @@ class _Builder:
                              shape=("batch", length))
             terms.append(self.add(ir.Embedding, f"{role}.segments", f"Segment Embedding ({emb.segments}×{emb.dim})",
                                   [types], ports={0: "segments"}, stack=role, module=ModulePath((*path, "segments")),
-                                  params={"weight": (emb.segments, emb.dim)}, table=emb.name, segments=True,
+                                  params={"weight": Param((emb.segments, emb.dim), "embedding")}, table=emb.name,
+                                  segments=True,
                                   width=emb.dim, span=emb.span))
         x = terms[0] if len(terms) == 1 else self.add(ir.Add, f"{role}.embed_sum", "+", terms, stack=role,
                                                        width=emb.dim)
@@ -98,7 +101,7 @@ class _Builder:
         params = variant.params(width, options)
         return self.add(ir.Norm, node_id, f"{title} ({choice})", [x], stack=stack, in_block=in_block,
                         module=module if params else None, params=params, choice=choice, title=title, width=width,
-                        roles=variant.param_roles(width, options), span=choice.span)
+                        span=choice.span)
 
     def dropout(self, node_id, p: float, x, stack, in_block, width) -> str:
         if p == 0:
@@ -128,14 +131,15 @@ class _Builder:
                                        width=shape.width, geometry=shape, shape=(), span=body.span))
             return self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
                             ports=ports, stack=role, in_block=True, module=module,
-                            params=attention_params(body, shape), roles=qk_norm_roles(body, shape), spec=body,
+                            params=attention_params(body, shape), spec=body,
                             width=width, geometry=shape, memory=memory if cross else None, span=body.span)
         if isinstance(body, S.FeedForward):
             gated = ACTIVATIONS[body.activation.name].gated
             up = 2 * body.d_ff if gated else body.d_ff
-            params = {"up.weight": (up, width), "down.weight": (width, body.d_ff)}
-            if body.bias:
-                params.update({"up.bias": (up,), "down.bias": (width,)})
+            up_params = linear_params("up", up, width, body.bias)
+            down_params = linear_params("down", width, body.d_ff, body.bias, residual=True)
+            params = {name: p for name, p in sorted({**up_params, **down_params}.items(),
+                                                    key=lambda item: item[1].role == "bias")}  # weights first
             activation = ACTIVATIONS[body.activation.name].title or str(body.activation)
             return self.add(ir.FeedForward, node_id, f"Feed Forward ({activation}, {body.d_ff})", [x],
                             stack=role, in_block=True, module=module, params=params, spec=body, width=width,
@@ -204,30 +208,29 @@ class _Builder:
         spec = self.spec
         if spec.head is not None:
             head = spec.head
-            params, ties, roles = {}, {}, {}
+            params, ties = {}, {}
             if head.transform is not None:
-                params.update({"transform.weight": (width, width), "transform.bias": (width,)})
+                params.update(linear_params("transform", width, width, True))
                 if head.transform_norm is not None and not NORMS[head.transform_norm.name].absent:
                     variant, options = NORMS.of(head.transform_norm)
                     params.update({f"transform_norm.{k}": v for k, v in variant.params(width, options).items()})
-                    roles = {f"transform_norm.{k}": v for k, v in variant.param_roles(width, options).items()}
             if head.tied_to is not None:
                 ties["weight"] = f"embeddings.{head.tied_to}.tokens.weight"
             else:
-                params["weight"] = (head.out, width)
+                params["weight"] = Param((head.out, width), "unembedding")
             if head.bias:
-                params["bias"] = (head.out,)
+                params["bias"] = Param((head.out,), "bias")
             how = f"tied to '{head.tied_to}'" if head.tied_to else "linear"
             how += f", input ×{head.scale:.4g}" if head.scale != 1.0 else ""
             node = self.add(ir.Head, "head", f"Linear ({how}, {head.out:,})", [x], module=ModulePath(("head",)),
-                            params=params, ties=ties, roles=roles, spec=head, width=width, span=head.span)
+                            params=params, ties=ties, spec=head, width=width, span=head.span)
             self.add(ir.Output, "logits", "logits", [node], name="logits", shape=("batch", length, head.out))
         else:
             self.add(ir.Output, "hidden", "hidden states", [x], name="hidden", width=width)
         if spec.pooler is not None:
             pooler = self.add(ir.Pooler, "pooler", f"Pooler ({spec.pooler.activation})", [x],
                               module=ModulePath(("pooler",)),
-                              params={"dense.weight": (width, width), "dense.bias": (width,)},
+                              params=linear_params("dense", width, width, True),
                               spec=spec.pooler, width=width, span=spec.pooler.span)
             self.add(ir.Output, "pooled", "pooled", [pooler], name="pooled")
 
@@ -252,13 +255,6 @@ def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     if position.acts == "attention" and not position.per_stack:  # a per-stack scheme's are its own node's
         params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
     return params
-
-
-def qk_norm_roles(body: S.Attention, shape: AttentionShape) -> dict[str, str]:
-    """The initialisation roles of qk-norm's parameters (``q_norm.weight``: ``norm_weight``, ...)."""
-    norm, options = NORMS.of(body.qk_norm)
-    return {f"{side}.{k}": role for side in ("q_norm", "k_norm") for k, role in norm.param_roles(shape.head_dim,
-                                                                                                    options).items()}
 
 
 def attention_label(body: S.Attention, shape: AttentionShape) -> str:

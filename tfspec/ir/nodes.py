@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Mapping
 
 from ..errors import Span
+from ..registry import Param
 
 LAYER = "{i}"  # a module path's placeholder for the layer index inside a stack's template
 Port = Literal["input", "residual", "memory", "positions", "segments", "shared"]
@@ -72,9 +73,8 @@ class Node:
     stack: str | None = None  # "encoder" / "decoder"; None outside the stacks (head, pooler, outputs)
     in_block: bool = False  # part of its stack's repeated layer
     module: ModulePath | None = None
-    params: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # owned: {name: shape}
+    params: Mapping[str, Param] = field(default_factory=dict)  # owned, with their shapes and roles
     ties: Mapping[str, str] = field(default_factory=dict)  # borrowed: {name: full name of the owner's weight}
-    roles: Mapping[str, str] = field(default_factory=dict)  # declared initialisation roles of own params
     width: int = 0  # the residual-stream width it works at
     span: Span | None = None  # where in the source it came from
     shape: tuple | None = None  # symbolic output shape, set by validation's ``infer_shapes``

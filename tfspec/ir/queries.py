@@ -49,8 +49,8 @@ def parameter_table(g: Graph) -> dict[str, tuple[int, ...]]:
     table: dict[str, tuple[int, ...]] = {}
     for node in g.ordered():
         for module in module_copies(g, node):
-            for name, shape in node.params.items():
-                table.setdefault(f"{module}.{name}", tuple(shape))
+            for name, param in node.params.items():
+                table.setdefault(f"{module}.{name}", tuple(param.shape))
     return table
 
 
@@ -68,7 +68,7 @@ def count_parameters(g: Graph) -> int:
     for node in g.ordered():
         if node.params and node.module not in seen:
             seen.add(node.module)
-            total += sum(math.prod(s) for s in node.params.values()) * layer_repeat(g, node)
+            total += sum(math.prod(p.shape) for p in node.params.values()) * layer_repeat(g, node)
     return total
 
 

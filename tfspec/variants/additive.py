@@ -1,6 +1,6 @@
 """Additive attention (Bahdanau et al. 2015), per head: score(q, k) = w . tanh(q + k)."""
 
-from ..registry import ATTENTION_KINDS, AttentionKind, Constructor, Problem
+from ..registry import ATTENTION_KINDS, AttentionKind, Constructor, Param, Problem
 from .dot import projection_params
 
 
@@ -12,7 +12,7 @@ class Additive(AttentionKind):
     doc = "Bahdanau attention: a learned vector scores tanh(q_i + k_j) in each head"
 
     def params(self, shape, options):
-        return {**projection_params(shape), "score": (shape.heads, shape.head_dim)}
+        return {**projection_params(shape), "score": Param((shape.heads, shape.head_dim), "vector")}
 
     def check(self, options, shape):
         if shape.kv_heads != shape.heads:

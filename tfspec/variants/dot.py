@@ -5,20 +5,19 @@ With ``kv_heads`` < ``heads`` it is grouped-query attention (Ainslie et al. 2023
 ``heads / kv_heads`` query heads.
 """
 
-from ..registry import ATTENTION_KINDS, AttentionKind, Constructor
+from ..registry import ATTENTION_KINDS, AttentionKind, Constructor, linear_params
 
 
 def projection_params(shape):
-    """Q/K/V/output projections: one fused qkv for self-attention (rows [q; k; v]), q + fused kv for cross."""
-    def linear(name, out, inp, bias):
-        return {f"{name}.weight": (out, inp), **({f"{name}.bias": (out,)} if bias else {})}
-
+    """Q/K/V/output projections: one fused qkv for self-attention (rows [q; k; v]), q + fused kv for cross; the
+    output projection writes the attention's branch into the residual stream."""
+    queries = dict(query_rows=shape.q_width, head_dim=shape.head_dim)
     if shape.cross:
-        shapes = {**linear("q", shape.q_width, shape.width, shape.bias),
-                  **linear("kv", 2 * shape.kv_width, shape.memory_width, shape.bias)}
+        params = {**linear_params("q", shape.q_width, shape.width, shape.bias, **queries),
+                  **linear_params("kv", 2 * shape.kv_width, shape.memory_width, shape.bias)}
     else:
-        shapes = linear("qkv", shape.q_width + 2 * shape.kv_width, shape.width, shape.bias)
-    return {**shapes, **linear("out", shape.width, shape.q_width, shape.out_bias)}
+        params = linear_params("qkv", shape.q_width + 2 * shape.kv_width, shape.width, shape.bias, **queries)
+    return {**params, **linear_params("out", shape.width, shape.q_width, shape.out_bias, residual=True)}
 
 
 @ATTENTION_KINDS.register

@@ -1,9 +1,10 @@
 """Initialisation conventions, chosen per model with ``defaults { init NAME }``.
 
-Every scheme sets biases to 0 and norm scales to 1 (shifts to 0); they differ
-in how they draw matrices, embedding tables and other vectors. Each parameter
-arrives with its role (``tfspec.compiler.ParamRole``), so a scheme never
-guesses from names.
+Every scheme sets biases to 0, norm scales to 1 (shifts to 0) and a parameter
+declared with a constant (``Param.value``) to that constant; they differ in how
+they draw matrices, embedding tables and other vectors. Each parameter arrives
+with the role its variant declared (``tfspec.compiler.ParamRole``), so a scheme
+never guesses from names.
 """
 
 import math
@@ -13,13 +14,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..registry import INITS, Init
 
 
-def _fixed(tensor, role) -> bool:
-    """Biases, norm scales and shifts: the same for every scheme. True when handled."""
+def _fixed(tensor, role, norm_scale: float = 1.0) -> bool:
+    """Declared constants, biases, norm scales and shifts: the same for every scheme. True when handled."""
     from torch import nn
-    if role.kind in ("bias", "norm_bias"):
+    if role.value is not None:
+        nn.init.constant_(tensor, role.value)
+    elif role.kind in ("bias", "norm_bias"):
         nn.init.zeros_(tensor)
     elif role.kind == "norm_weight":
-        nn.init.ones_(tensor)
+        nn.init.constant_(tensor, norm_scale)
     else:
         return False
     return True
@@ -76,9 +79,9 @@ class Xavier(Init):
         for _, tensor, role in parameters:
             if _fixed(tensor, role):
                 continue
-            if role.kind == "matrix":
+            if role.kind in ("matrix", "unembedding"):
                 nn.init.xavier_uniform_(tensor)
-            elif role.kind == "embedding":
+            elif role.kind in ("embedding", "position_table"):
                 nn.init.normal_(tensor, 0.0, tensor.shape[-1] ** -0.5)
             else:
                 nn.init.normal_(tensor, 0.0, 0.02)
@@ -104,14 +107,11 @@ class T5(Init):
         from torch import nn
         factor = options.factor
         for _, tensor, role in parameters:
-            if role.kind == "norm_weight":
-                nn.init.constant_(tensor, factor)
-            elif _fixed(tensor, role):
+            if _fixed(tensor, role, norm_scale=factor):
                 continue
-            elif role.kind == "embedding":
-                std = factor * role.width ** -0.5 if role.owner == "position" else factor
-                nn.init.normal_(tensor, 0.0, std)
-            elif role.kind == "matrix" and role.owner == "head":
+            if role.kind == "position_table":
+                nn.init.normal_(tensor, 0.0, factor * role.width ** -0.5)
+            elif role.kind in ("embedding", "unembedding"):
                 nn.init.normal_(tensor, 0.0, factor)
             elif role.kind == "matrix":
                 nn.init.normal_(tensor, 0.0, factor * tensor.shape[1] ** -0.5)

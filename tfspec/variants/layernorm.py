@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import NORMS, Constructor, Norm
+from ..registry import NORMS, Constructor, Norm, Param
 
 
 @NORMS.register
@@ -22,7 +22,7 @@ class LayerNorm(Norm):
         bias: bool = True
 
     def params(self, dim, options):
-        return {"weight": (dim,), **({"bias": (dim,)} if options.bias else {})}
+        return {"weight": Param((dim,), "norm_weight"), **({"bias": Param((dim,), "norm_bias")} if options.bias else {})}
 
     def module(self, dim, options):
         return Constructor("LayerNorm", (dim,), {"eps": options.eps, "bias": options.bias})

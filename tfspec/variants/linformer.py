@@ -18,7 +18,7 @@ a spec error; padding is honoured by zeroing padded keys and values before the p
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import ATTENTION_KINDS, AttentionKind, ComplexityClass, Constructor, Problem
+from ..registry import ATTENTION_KINDS, AttentionKind, ComplexityClass, Constructor, Param, Problem
 from .dot import projection_params
 
 
@@ -50,7 +50,8 @@ class Linformer(AttentionKind):
 
     def projection_tables(self, shape, options):
         table = (() if options.shared_heads else (shape.kv_heads,)) + (options.k, options.max_len)
-        return {"proj_k": table, **({} if options.shared_kv else {"proj_v": table})}
+        # projections along the sequence: vectors to a scheme (T5's draws them by their last dimension)
+        return {"proj_k": Param(table, "vector"), **({} if options.shared_kv else {"proj_v": Param(table, "vector")})}
 
     def stack_params(self, shape, options):
         return self.projection_tables(shape, options) if options.shared_layers else {}

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import POSITIONS, Constructor, Position
+from ..registry import POSITIONS, Constructor, Param, Position
 
 MAX_POSITIONS = 1 << 20
 
@@ -29,7 +29,7 @@ class Learned(Position):
         max_len: int = Field(gt=0, le=MAX_POSITIONS)
 
     def params(self, dim, options):
-        return {"weight": (options.max_len, dim)}
+        return {"weight": Param((options.max_len, dim), "position_table")}
 
     def max_len(self, options):
         return options.max_len

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import NORMS, Constructor, Norm
+from ..registry import NORMS, Constructor, Norm, Param
 
 
 @NORMS.register
@@ -21,7 +21,7 @@ class RMSNorm(Norm):
         eps: float = Field(1e-6, gt=0, lt=1)
 
     def params(self, dim, options):
-        return {"weight": (dim,)}
+        return {"weight": Param((dim,), "norm_weight")}
 
     def module(self, dim, options):
         return Constructor("RMSNorm", (dim,), {"eps": options.eps})

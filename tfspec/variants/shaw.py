@@ -14,7 +14,7 @@ the two tables and two passes over the n² offsets, and it keeps the n² probabi
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import POSITIONS, Constructor, Position, Problem
+from ..registry import POSITIONS, Constructor, Param, Position, Problem
 
 
 @POSITIONS.register
@@ -34,7 +34,8 @@ class Shaw(Position):
         k: int = Field(gt=0, le=1 << 16)  # offsets beyond ±k share the outermost vector
 
     def params(self, where, options):
-        return {"keys": (2 * options.k + 1, where.head_dim), "values": (2 * options.k + 1, where.head_dim)}
+        table = (2 * options.k + 1, where.head_dim)
+        return {"keys": Param(table, "vector"), "values": Param(table, "vector")}
 
     def check(self, options, shape):
         if shape.cross:

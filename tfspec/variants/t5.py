@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import POSITIONS, Constructor, Position, Problem
+from ..registry import POSITIONS, Constructor, Param, Position, Problem
 
 
 @POSITIONS.register
@@ -40,7 +40,7 @@ class T5RelativeBias(Position):
         max_distance: int = Field(128, gt=0, le=1 << 30)  # offsets at least this far share the last bucket
 
     def params(self, where, options):
-        return {"weight": (options.num_buckets, where.heads)}
+        return {"weight": Param((options.num_buckets, where.heads), "position_table")}
 
     def check(self, options, shape):
         if shape.cross:
