@@ -230,7 +230,8 @@ PRESENT_NORMS = [(n, o) for n in NORMS if not NORMS[n].absent for o in NORMS[n].
 def test_every_norm_initialises_as_a_norm_wherever_it_stands_under_every_init(init, init_options, norm,
                                                                              norm_options):
     """Embedding norm, sublayer norms, qk-norm, final norm and the head transform's norm: scales start at 1
-    (T5's at its factor), shifts at 0, under every scheme (qk-norm's used to be drawn like a matrix)."""
+    (T5's at its factor), shifts at 0, declared constants at their value, under every scheme (qk-norm's used
+    to be drawn like a matrix)."""
     spec = tfspec.parse(NORM_PLACES.format(init=choice_text(init, init_options),
                                            norm=choice_text(norm, norm_options)))
     model = tfspec.compile(spec, seed=0)
@@ -241,8 +242,12 @@ def test_every_norm_initialises_as_a_norm_wherever_it_stands_under_every_init(in
         if type(module) is not norm_type:
             continue
         places.add(path.rsplit(".", 1)[-1])
+        declared = NORMS[norm].params(module.weight.shape[0], NORMS[norm].options(norm_options))
         for name, p in module.named_parameters():
-            expected = 0.0 if name == "bias" else scale
+            role = declared[name]
+            expected = (role.value if role.value is not None else 0.0 if role.role == "norm_bias"
+                        else scale if role.role == "norm_weight" else None)
+            assert expected is not None, (norm, name, "a norm's parameter is a scale, a shift or a constant")
             assert torch.equal(p, torch.full_like(p, expected)), (path, name, p.flatten()[:4])
     assert places == {"norm", "self_attn_norm", "q_norm", "k_norm", "ffn_norm", "final_norm", "transform_norm"}
 
