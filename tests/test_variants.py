@@ -8,6 +8,8 @@ must agree with what its runtime module does.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 import torch
 
@@ -279,3 +281,54 @@ def test_every_parameter_starts_as_its_declaration_says_under_every_scheme(famil
                 assert torch.equal(p, torch.full_like(p, constant)), where
             else:
                 assert torch.isfinite(p).all() and (p.numel() == 1 or p.std() > 0), where
+
+
+# ---------------------------------------------------------------- option types a variant may declare
+@pytest.fixture
+def window_with_optional_and_enumerated_options():
+    """A mask declaring an ``int | None`` option and an enumeration, registered for one test only."""
+    from pydantic import BaseModel, ConfigDict
+
+    from tfspec.registry import Mask
+
+    class Optional(Mask):
+        name = "optional_test"
+        doc = "optional_test(k=none, side=left)"
+        structural = False
+
+        class Options(BaseModel):
+            model_config = ConfigDict(extra="forbid", frozen=True)
+            k: int | None = None
+            side: Literal["left", "both"] = "left"
+
+    MASKS.register(Optional)
+    yield
+    del MASKS._entries["optional_test"]
+
+
+def test_options_may_be_optional_or_enumerated(window_with_optional_and_enumerated_options):
+    def options(text):
+        spec = tfspec.parse(f"embedding tokens {{ vocab 40; dim 16 }}\nencoder x 1 {{ attention self heads=2 "
+                            f"mask={text} }}")
+        return spec.encoder.block.sublayers[0].body.mask[0]
+
+    assert options("optional_test").options == {"k": None, "side": "left"}  # every option filled in
+    assert options("optional_test(k=4, side=both)").options == {"k": 4, "side": "both"}
+    chosen = options("optional_test(k=none)")
+    assert chosen.options == {"k": None, "side": "left"} and MASKS.label(chosen) == "optional_test"
+    assert MASKS.label(options("optional_test(k=4, side=both)")) == "optional_test(k=4, side=both)"
+    assert str(chosen) == "optional_test(k=none, side=left)"  # as a spec writes it, and reads back
+    assert options(str(chosen)) == chosen
+    for text, message in (("optional_test(k=1.5)", "expected a whole number"),
+                          ("optional_test(side=right)", "expected left or both, got 'right'")):
+        with pytest.raises(tfspec.SpecError) as info:
+            options(text)
+        assert message in info.value.message and info.value.line == 2  # located, never a KeyError
+
+
+def test_every_declared_option_type_can_be_written_in_a_spec():
+    from tfspec.resolve import _converter_for
+    for family, registry in FAMILIES.items():
+        for name in registry:
+            for option, info in registry[name].Options.model_fields.items():
+                assert _converter_for(info.annotation), (family, name, option)

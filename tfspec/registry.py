@@ -186,7 +186,7 @@ def _fmt(v) -> str:
         return str(v).lower()
     if isinstance(v, float):
         return str(int(v)) if v.is_integer() and abs(v) < 1e16 else repr(v)
-    return str(v)
+    return "none" if v is None else str(v)  # as a spec writes it
 
 
 class Activation(Variant):

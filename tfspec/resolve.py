@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+import types
+import typing
+from typing import Any, Callable, Literal, Union
 
 from pydantic import BaseModel, ValidationError
 
@@ -98,7 +100,28 @@ def choice(registry: Registry) -> Converter:
 
 
 def _converter_for(annotation) -> Converter:
-    return {int: as_int, float: as_float, bool: as_bool}[annotation]
+    """How a spec writes an option of this type: a number, true/false, one word of an enumeration (a
+    ``Literal`` of strings), or any of these or ``none`` (``int | None``)."""
+    if annotation in SCALARS:
+        return SCALARS[annotation]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is Literal and all(isinstance(a, str) for a in args):
+        return word(*args)
+    if typing.get_origin(annotation) in (Union, types.UnionType) and type(None) in args and len(args) == 2:
+        return optional(_converter_for(next(a for a in args if a is not type(None))))
+    # a variant's mistake, found by the registry contract test before any user meets it
+    raise TypeError(f"an option of type {annotation} cannot be written in a spec (int, float, bool, a Literal of "
+                    "words, or one of these | None)")
+
+
+def optional(convert: Converter) -> Converter:
+    """``none`` -> None; anything else as ``convert`` reads it."""
+    def read(e: Expr, r: "_Resolver"):
+        return None if isinstance(e, Name) and e.id == "none" else convert(e, r)
+    return read
+
+
+SCALARS: dict[type, Converter] = {int: as_int, float: as_float, bool: as_bool}
 
 
 def as_mask(e: Expr, r: "_Resolver") -> tuple[S.Choice, ...]:

@@ -37,7 +37,7 @@ class Choice(Node):
     """A registry variant with its options: ``layernorm(eps=1e-6)`` -> name + options."""
 
     name: str
-    options: dict[str, Union[bool, int, float]] = Field(default_factory=dict)
+    options: dict[str, Union[bool, int, float, str, None]] = Field(default_factory=dict)  # str: an enumeration
 
     def __str__(self) -> str:
         if not self.options:
@@ -46,6 +46,8 @@ class Choice(Node):
 
 
 def _fmt(v) -> str:
+    if v is None:
+        return "none"
     return str(v).lower() if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
 
 
