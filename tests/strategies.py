@@ -131,6 +131,19 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
 
 
 @st.composite
+def layer_section(draw, repeat: int, has_ffn: bool) -> str:
+    """A ``layers`` section making some layers differ in what no property depends on: their norms, their
+    feed-forward's width and activation (a layer schedule)."""
+    selection = draw(st.sampled_from([str(repeat - 1), f"range(0, {repeat - 1})", "every(2)", "every(2, from=1)"]))
+    changes = []
+    if draw(st.booleans()) or not has_ffn:
+        changes.append(f"norm {draw(NORM_TEXT)}")
+    if has_ffn:
+        changes.append(f"ffn d_ff=16 activation={draw(st.sampled_from(ACTIVATIONS.names()))}")
+    return f"layers {selection} {{ {'; '.join(changes)} }}"
+
+
+@st.composite
 def wired_block(draw, role: str, heads: str, has_cross: bool, causal: bool, padding: bool = False,
                 windows: bool = True) -> list[str]:
     mask = draw(self_mask(causal, padding, windows))
@@ -218,6 +231,9 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].mixes_values]
         if schemes and draw(st.integers(0, 2)) == 0:
             body = [f"position {draw(st.sampled_from(schemes))}"] + body
+        sequential = not any(" = " in line for line in body)
+        if sequential and repeat > 1 and draw(st.integers(0, 2)) == 0:
+            body.append(draw(layer_section(repeat, any(line.startswith("feedforward") for line in body))))
         out.append(f"{role} x {repeat} {{" + sep + sep.join(body) + sep + "}")
     head = draw(st.sampled_from(["", "head tied(tokens)", "head linear", "head linear(7) bias=false",
                                  "head tied(tokens) bias=true transform=gelu norm=layernorm"]))

@@ -25,8 +25,9 @@ def test_generated_specs_parse_validate_and_lower(gen: Generated):
         assert node.shape is not None
         if node.in_block:
             assert node.shape[-1] == gen.width
-    # one template per stack, not one copy per layer
-    assert len(g.of(ir.BlockInput)) == len(gen.layers)
+    # one template per kind of layer (one for a uniform stack), not one copy per layer
+    assert len(g.of(ir.BlockInput)) == sum(len(info.kinds) for info in g.stacks.values())
+    assert all(len(info.kinds) == len(getattr(spec, role).blocks) for role, info in g.stacks.items())
     table = parameter_table(g)
     tied = spec.head is not None and spec.head.tied_to is not None
     assert sum(_numel(s) for s in table.values()) == count_parameters(g) == spec.parameter_count()

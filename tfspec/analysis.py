@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from .ir import nodes as ir
 from .ir.graph import Graph
 from .ir.queries import (count_parameters, default_length, layer_repeat, length_limit, max_length,  # noqa: F401
-                         parameter_table, source)
+                         parameter_table, source, weights_key)
 from .registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, attention_band, band_chunk,
                        combined_reach, fused_causal_kernel)
 
@@ -244,9 +244,9 @@ class _Counter:
         return self.keep(("input", p.id), nbytes) * (repeat if per_layer else 1)
 
     def params(self, node: ir.Node) -> int:
-        if not node.params or node.module in self.seen_modules:
+        if not node.params or (key := weights_key(self.g, node)) in self.seen_modules:
             return 0
-        self.seen_modules.add(node.module)
+        self.seen_modules.add(key)
         return sum(math.prod(p.shape) for p in node.params.values())
 
     # -- rows

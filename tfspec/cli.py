@@ -46,10 +46,15 @@ def _overrides(args) -> dict[str, Any]:
 def summary_line(path: str, spec) -> str:
     g = spec.graph()
     layers = "+".join(str(g.stacks[s.role].repeat) for s in spec.stacks)
+    kinds = "+".join(str(len(g.stacks[s.role].kinds)) for s in spec.stacks)
+    if any(len(info.kinds) > 1 for info in g.stacks.values()):  # a schedule: how many kinds of layer
+        layers += f" layers ({kinds} kinds)"
+    else:
+        layers += " layers"
     heads = sorted({node.spec.heads for node in attentions(g)})
     widths = sorted({info.width for info in g.stacks.values()})
     head_text = "/".join(map(str, heads)) + " heads" if heads else "no attention"
-    return (f"{path}: {spec.name}: {spec.kind}, {layers} layers, d_model {'/'.join(map(str, widths))}, "
+    return (f"{path}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, "
             f"{head_text}, {spec.parameter_count():,} parameters")
 
 

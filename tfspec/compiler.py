@@ -186,10 +186,10 @@ def build_model(spec: S.Spec) -> CompiledModel:
                   if any(s.embedding == e.name for s in spec.stacks)}
     stacks, max_len, limited_by, table = {}, {}, {}, {}
     for role, info in g.stacks.items():
-        template = layer_template(g, role)
-        layers = [_layer(template, role) for _ in range(info.repeat)]
+        templates = [layer_template(g, role, k) for k in range(len(info.kinds))]
+        layers = [_layer(templates[info.kind_of(i)], role, info.kind_of(i)) for i in range(info.repeat)]
         stack = spec.decoder if role == "decoder" else spec.encoder
-        attentions = [n.spec for n in template if isinstance(n, ir.Attention)]
+        attentions = [n.spec for n in g.of(ir.Attention, stack=role)]
 
         def reads_padding(reads: str) -> bool:
             return any(MASKS[m.name].reads_padding for a in attentions if a.reads == reads for m in a.mask)
@@ -304,12 +304,12 @@ def _sublayer_module(node: ir.Node) -> nn.Module:
 def sublayer_name(node: ir.Node) -> str:
     """A layer's attribute for a node of its template ("self_attn", "ffn_dropout"): its module's name, or for a
     parameter-free node its id within the stack."""
-    name = node.module.name if node.module is not None else node.id.split(".", 1)[1]
+    name = node.module.name if node.module is not None else node.id.rsplit(".", 1)[1]
     assert name.isidentifier(), name  # names come from the IR's own naming, never from spec text
     return name
 
 
-def _layer(template: list[ir.Node], role: str) -> fx.GraphModule:
+def _layer(template: list[ir.Node], role: str, kind: int = 0) -> fx.GraphModule:
     """One layer: fresh sublayer modules, and a generated forward wiring them as the IR says."""
     graph = fx.Graph()
     x = graph.placeholder("x")
@@ -343,7 +343,12 @@ def _layer(template: list[ir.Node], role: str) -> fx.GraphModule:
             values[node.id] = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
         else:
             values[node.id] = graph.call_module(name, (inputs[0],))
-    return fx.GraphModule(root, graph, class_name=f"{role.capitalize()}Layer")
+    return fx.GraphModule(root, graph, class_name=layer_class_name(role, kind))
+
+
+def layer_class_name(role: str, kind: int) -> str:
+    """``DecoderLayer`` for a stack's first layer kind, ``DecoderLayer1`` for its second, ..."""
+    return f"{role.capitalize()}Layer{kind or ''}"
 
 
 # ---------------------------------------------------------------- initialisation

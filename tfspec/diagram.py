@@ -24,7 +24,7 @@ import networkx as nx
 from .files import write_atomically
 from .ir import nodes as ir
 from .ir.graph import Graph
-from .ir.queries import owner_of, post_norm
+from .ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
 from .registry import POSITIONS
 
 FORMATS = ("svg", "png", "pdf", "dot")
@@ -109,8 +109,14 @@ class _Diagram:
         return (isinstance(node, ir.BlockOutput) or (isinstance(node, ir.Dropout) and not self.detail)
                 or node.id in self.merged)
 
-    def layers(self, role: str) -> list[int | None]:
-        return list(range(self.g.stacks[role].repeat)) if self.expand else [None]
+    def copies(self, node: ir.Node) -> list[int | None]:
+        """The drawn copies of a node: one per layer of its kind when expanded, else the template alone."""
+        return list(layers_of(self.g, node)) if self.expand and node.in_block else [None]
+
+    def last_layer(self, role: str) -> tuple[str, int]:
+        """The exit node of the stack's last layer, and that layer."""
+        info = self.g.stacks[role]
+        return info.kinds[info.kind_of(info.repeat - 1)].exit, info.repeat - 1
 
     def dot_id(self, n: str, layer: int | None) -> str:
         return n if layer is None else f"{n}@{layer}"
@@ -121,7 +127,10 @@ class _Diagram:
         if not node.in_block:
             layer = None
         if isinstance(node, ir.BlockOutput):
-            return self.source(node.inputs[0], layer if layer is not None else self.layers(node.stack)[-1])
+            if layer is None and self.expand:  # read from outside the stack: its last layer
+                exit_, layer = self.last_layer(node.stack)
+                node = self.g.node(exit_)
+            return self.source(node.inputs[0], layer)
         if n in self.merged:
             return self.dot_id(self.merged[n], layer)
         if self.hidden(node):
@@ -131,12 +140,18 @@ class _Diagram:
     # ---------------------------------------------------------------- drawing
     def draw(self) -> graphviz.Digraph:
         for role, info in self.g.stacks.items():
-            for layer in self.layers(role):
-                label = f"{info.repeat}×" if layer is None else f"layer {layer}"
-                with self.dot.subgraph(name=f"cluster_{role}" + ("" if layer is None else f"_{layer}")) as box:
+            # a box per layer when expanded; else one per layer kind, labelled with its count (and, in a
+            # schedule, which layers are of that kind)
+            boxes = ([(i, info.kind_of(i), f"layer {i}") for i in range(info.repeat)] if self.expand else
+                     [(None, k, f"{info.repeat}×" if len(info.kinds) == 1 else
+                       f"{len(kind.layers)}× ({describe_layers(kind.layers, info.repeat)})")
+                      for k, kind in enumerate(info.kinds)])
+            for layer, k, label in boxes:
+                name = f"cluster_{role}" + (f"_{layer}" if layer is not None else f"_kind{k}" if k else "")
+                with self.dot.subgraph(name=name) as box:
                     box.attr(label=label, labeljust="r", labelloc="b", style="rounded,filled", fillcolor="#F4F4F4",
                              color="#9A9A9A", fontsize="14" if layer is None else "11", margin="12")
-                    for node in self.g.of(ir.Node, stack=role, in_block=True):
+                    for node in layer_template(self.g, role, k):
                         if not self.hidden(node):
                             self.node(box, node, layer)
         # positional encodings first, so they sit left of their embedding and the tied-weight edge
@@ -148,7 +163,7 @@ class _Diagram:
         for node in sorted(self.g.ordered(), key=lambda n: not isinstance(n, POSITION_NODES)):
             if self.hidden(node):
                 continue
-            for layer in (self.layers(node.stack) if node.in_block else [None]):
+            for layer in self.copies(node):
                 self.edges(node, layer)
         self.tie_edges()
         inputs = [n.id for n in self.g.of(ir.Input)]
@@ -213,7 +228,8 @@ class _Diagram:
         node_id = self.dot_id(node.id, layer)
         for inp in dict.fromkeys(node.inputs):  # x + x is one flow
             if isinstance(node, ir.BlockInput) and layer:  # layer i reads layer i-1's output
-                src = self.source(self.g.stacks[node.stack].exit, layer - 1)
+                info = self.g.stacks[node.stack]
+                src = self.source(info.kinds[info.kind_of(layer - 1)].exit, layer - 1)
             else:  # a flow from another stack (the encoder's memory) leaves that stack's last layer
                 b = self.g.node(inp)
                 src = self.source(inp, layer if b.in_block and b.stack == node.stack else None)

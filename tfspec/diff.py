@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from .analysis import analyse
 from .ir import nodes as ir
 from .ir.graph import Graph
-from .ir.queries import default_length, residual_placement, sublayers
+from .ir.queries import default_length, describe_layers, residual_placement, sublayers
 from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
@@ -90,12 +90,14 @@ def describe(spec) -> Facts:
             facts[(where, "segments")] = str(emb.segments)
     for role, info in g.stacks.items():
         facts[(role, "layers")] = str(info.repeat)
+        if len(info.kinds) > 1:
+            facts[(role, "schedule")] = _schedule(g, role)
         facts[(role, "width")] = str(info.width)
         facts[(role, "reads embedding")] = info.embedding
         stack = spec.decoder if role == "decoder" else spec.encoder
         facts[(role, "final norm")] = NORMS.label(stack.final_norm)
         facts[(role, "final dropout")] = f"{stack.final_dropout:g}"
-        for node in sublayers(g, role):
+        for node in sublayers(g, role, kind=0):
             facts.update(_sublayer_facts(g, node))
     if spec.head is not None:
         head = spec.head
@@ -109,6 +111,21 @@ def describe(spec) -> Facts:
     if spec.pooler is not None:
         facts[("pooler", "activation")] = str(spec.pooler.activation)
     return facts
+
+
+def _schedule(g: Graph, role: str) -> str:
+    """A layer schedule as what each further kind of layer changes: "layer 3: self_attn mask causal"."""
+    info = g.stacks[role]
+    base = {n.name: _sublayer_facts(g, n) for n in sublayers(g, role, kind=0)}
+    parts = []
+    for k in range(1, len(info.kinds)):
+        changes = []
+        for node in sublayers(g, role, kind=k):
+            theirs = {what: v for (_, what), v in base.get(node.name, {}).items()}
+            changes += [f"{node.name} {what} {v}" for (_, what), v in _sublayer_facts(g, node).items()
+                        if theirs.get(what) != v]
+        parts.append(f"{describe_layers(info.kinds[k].layers, info.repeat)}: {', '.join(changes)}")
+    return "; ".join(parts)
 
 
 def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward) -> Facts:
@@ -153,7 +170,7 @@ def _collapse(changes: list[Change], g1: Graph, g2: Graph) -> list[Change]:
     out: list[Change] = []
     done: set[int] = set()
     for role in dict.fromkeys([*g1.stacks, *g2.stacks]):
-        both = {n.id for n in sublayers(g1, role)} | {n.id for n in sublayers(g2, role)}
+        both = {n.id for n in sublayers(g1, role, kind=0)} | {n.id for n in sublayers(g2, role, kind=0)}
         if len(both) < 2:
             continue
         groups: dict[tuple, list[int]] = {}
@@ -171,9 +188,11 @@ def _collapse(changes: list[Change], g1: Graph, g2: Graph) -> list[Change]:
     for where, members in by_node.items():
         cs = [changes[i] for i in members]
         what = "sublayer" if "." in where else "stack"
-        if all(c.before is None for c in cs) and where not in ("model", "head", "pooler"):
+        if all(c.before is None for c in cs) and where not in g1.stacks and where not in g1 \
+                and where not in ("model", "head", "pooler"):
             out.append(Change(where, what, None, _summary(cs, "after")))
-        elif all(c.after is None for c in cs) and where not in ("model", "head", "pooler"):
+        elif all(c.after is None for c in cs) and where not in g2.stacks and where not in g2 \
+                and where not in ("model", "head", "pooler"):
             out.append(Change(where, what, _summary(cs, "before"), None))
         else:
             out.extend(cs)

@@ -89,15 +89,18 @@ class _Printer:
             keyword = "head" if isinstance(item, HeadDecl) else "pooler"
             self.emit(" ".join([keyword, *map(arg_to_text, item.args)]), span.line, span.end_line)
 
-    def body(self, header: str, body, span) -> None:
+    def body(self, header: str, body, span, indent: str = "") -> None:
         first_stmt = body[0].span.line if body else span.end_line
-        self.emit(header + " {", span.line, first_stmt - 1 if first_stmt > span.line else span.line)
+        self.emit(indent + header + " {", span.line, first_stmt - 1 if first_stmt > span.line else span.line)
         for stmt in body:
-            self.standalone_before(stmt.span.line, INDENT)
+            self.standalone_before(stmt.span.line, indent + INDENT)
+            if isinstance(stmt, Setting) and stmt.body is not None:  # a section: its own body, one level in
+                self.body(" ".join([stmt.name, *map(arg_to_text, stmt.args)]), stmt.body, stmt.span, indent + INDENT)
+                continue
             if isinstance(stmt, Setting):
                 text = " ".join([stmt.name, *map(arg_to_text, stmt.args)])
             else:
                 text = f"{stmt.target} = {expr_to_text(stmt.value)}"
-            self.emit(INDENT + text, stmt.span.line, stmt.span.end_line)
-        self.standalone_before(span.end_line, INDENT)
-        self.emit("}", span.end_line)
+            self.emit(indent + INDENT + text, stmt.span.line, stmt.span.end_line)
+        self.standalone_before(span.end_line, indent + INDENT)
+        self.emit(indent + "}", span.end_line)

@@ -188,6 +188,7 @@ EMBEDDING_SETTINGS: dict[str, Converter] = {
     "segments": as_int, "norm": choice(NORMS), "dropout": as_float,
 }
 SUBLAYERS = ("attention", "feedforward")
+SECTIONS = ("layers",)  # a stack body's statements with a body of their own
 WIRING_FUNCTIONS = ("attention", "feedforward", "norm", "dropout")
 
 
@@ -407,6 +408,11 @@ class _Resolver:
                 continue
             if stmt.name in extra_words:
                 continue
+            if stmt.body is not None:
+                self.errors.error("structure", f"'{stmt.name}' takes no block in {what}", stmt.name_span,
+                                  "`layers SELECTION { ... }` sections belong in a stack body" if stmt.name == "layers"
+                                  else f"write `{stmt.name} VALUE`")
+                continue
             convert = table.get(stmt.name)
             if convert is None:
                 self.errors.error("unknown-keyword", f"unknown setting '{stmt.name}' in {what}", stmt.name_span,
@@ -489,8 +495,8 @@ class _Resolver:
     def _stack(self, decl: StackDecl, defaults: dict, embeddings: dict) -> S.Stack:
         local = Collector()
         repeat = self.attempt(lambda: as_int(decl.repeat, self))
-        settings = self._settings(decl.body, STACK_SETTINGS, f"the {decl.role} stack", extra_words=SUBLAYERS,
-                                  wiring=True)
+        settings = self._settings(decl.body, STACK_SETTINGS, f"the {decl.role} stack",
+                                  extra_words=SUBLAYERS + SECTIONS, wiring=True)
         # A failed setting is already reported; resolve the sublayers anyway to report theirs too.
         poisoned = any(v is FAILED for v, _ in settings.values())
         settings = {k: (v, span) for k, (v, span) in settings.items() if v is not FAILED}
@@ -504,24 +510,143 @@ class _Resolver:
                         assignments[0].span, f"sublayer statement at line {sublayer_stmts[0].span.line}")
             local.raise_if_any()
         unknown = [s for s in decl.body if isinstance(s, Setting) and s.name not in STACK_SETTINGS
-                   and s.name not in SUBLAYERS]
+                   and s.name not in SUBLAYERS + SECTIONS]
+        sections = [s for s in decl.body if isinstance(s, Setting) and s.name in SECTIONS]
         if not sublayer_stmts and not assignments and unknown:
             raise Poisoned  # the unknown statement is reported; "no sublayers" would only echo it
         if not sublayer_stmts and not assignments:
             raise _err("structure", f"the {decl.role} stack has no sublayers", decl.role_span,
                        "add e.g. `attention self heads=8` and `feedforward d_ff=2048`")
         if assignments:
+            if sections:
+                raise _err("structure", "`layers` sections change sublayer statements; this stack is written as "
+                                        "assignments", sections[0].name_span,
+                           "write the stack as sublayer statements (attention ..., feedforward ...)")
             block = S.Block(wiring=self._wiring(assignments, d, decl))
         else:
             block = S.Block(sublayers=tuple(self._sublayers(sublayer_stmts, d)))
         if repeat is None or embedding is None or poisoned:
             raise Poisoned
+        kinds, schedule = (), ()
+        if sections:
+            block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts, block, sections)
         final = settings.get("final", (S.Choice(name="none"), None))[0]
         final_dropout, final_dropout_span = settings.get("final_dropout", (0.0, decl.span))
         return self.validated(S.Stack, {"repeat": repeat, "final_dropout": final_dropout},
                               {"repeat": decl.repeat.span, "final_dropout": final_dropout_span}, decl.span,
                               f"{decl.role} stack", {"role": decl.role, "embedding": embedding, "block": block,
-                                                     "final_norm": final, "span": decl.role_span})
+                                                     "final_norm": final, "span": decl.role_span,
+                                                     "kinds": kinds, "schedule": schedule})
+
+    # --- layer schedules
+    def _schedule(self, decl: StackDecl, repeat: int, d: dict, stmts: list[Setting], base: S.Block,
+                  sections: list[Setting]) -> tuple[S.Block, tuple[S.Block, ...], tuple[int, ...]]:
+        """The layer kinds ``layers`` sections make, in the order layers first have them (the first is the stack's
+        ``block``, the others its ``kinds``), and each layer's kind; no schedule when every layer is alike."""
+        if len(base.sublayers) != len(stmts):
+            raise Poisoned  # a sublayer failed, and is reported: its overrides would only echo that
+        names = [sub.name for sub in base.sublayers]
+        per_layer: list[S.Block] = [base] * repeat
+        chosen_by: dict[int, Setting] = {}
+        for section in sections:
+            layers = self._layer_selection(section, repeat)
+            for i in layers:
+                if i in chosen_by:
+                    raise _err("duplicate", f"layer {i} is chosen by two `layers` sections", section.span,
+                               f"the other is at line {chosen_by[i].span.line}; a layer has one kind")
+                chosen_by[i] = section
+            block = self._layer_kind(section, d, stmts, names)
+            for i in layers:
+                per_layer[i] = block
+        kinds: list[S.Block] = []
+        for block in per_layer:
+            if block not in kinds:
+                kinds.append(block)
+        if len(kinds) == 1:  # every layer alike (sections that change nothing, or every layer the same way)
+            return kinds[0], (), ()
+        return kinds[0], tuple(kinds[1:]), tuple(kinds.index(block) for block in per_layer)
+
+    def _layer_selection(self, section: Setting, repeat: int) -> list[int]:
+        """``layers 3``, ``layers 0 2``, ``layers range(0, 3)``, ``layers every(4, from=3)``: the indices, each
+        checked against the stack's ``repeat`` layers."""
+        if section.body is None:
+            raise _err("structure", "`layers` takes a selection and a block of changes", section.span,
+                       "write e.g. `layers every(2) { self_attn mask=causal }`")
+        if not section.args:
+            raise _err("structure", "`layers` needs a selection of layers", section.name_span,
+                       "e.g. `layers 3`, `layers range(0, 3)`, `layers every(4, from=3)`")
+        chosen: list[int] = []
+        for arg in section.args:
+            e = arg.value
+            if arg.name is not None:
+                raise _err("type", "a layer selection is positional", arg.span,
+                           "e.g. `layers 3`, `layers range(0, 3)`, `layers every(4, from=3)`")
+            if isinstance(e, Call) and e.func in ("every", "range"):
+                params = ([Param("step", as_int, positional=True), Param("from", as_int, 0, positional=True)]
+                          if e.func == "every" else
+                          [Param("start", as_int, positional=True), Param("stop", as_int, None, positional=True)])
+                values, spans = self.bind(e.args, params, f"{e.func}()", e.span)
+                if e.func == "every":
+                    if values["step"] < 1:
+                        raise _err("value", f"every() takes a step of at least 1, got {values['step']}",
+                                   spans["step"])
+                    indices, where = range(values["from"], repeat, values["step"]), spans.get("from", e.span)
+                    if values["from"] < 0 or values["from"] >= repeat:
+                        raise _err("value", f"layer {values['from']} is outside the stack's {repeat} layers "
+                                            f"(0 to {repeat - 1})", where)
+                else:
+                    start, stop = (0, values["start"]) if values["stop"] is None else (values["start"], values["stop"])
+                    if not 0 <= start < stop <= repeat:
+                        raise _err("value", f"range({start}, {stop}) is not a range of the stack's {repeat} layers "
+                                            f"(0 to {repeat - 1}, the end excluded)", e.span)
+                    indices = range(start, stop)
+                chosen += indices
+            elif isinstance(e, Call):
+                raise _err("unknown-keyword", f"unknown layer selection '{e.func}'", e.func_span,
+                           did_you_mean(e.func, ("every", "range")) or "use every(STEP, from=FIRST) or range(START, STOP)")
+            else:
+                i = as_int(e, self)
+                if not 0 <= i < repeat:
+                    raise _err("value", f"layer {i} is outside the stack's {repeat} layers (0 to {repeat - 1})", e.span)
+                chosen.append(i)
+        duplicates = sorted({i for i in chosen if chosen.count(i) > 1})
+        if duplicates:
+            raise _err("duplicate", f"layer {duplicates[0]} is selected twice in one `layers` section", section.span)
+        return chosen
+
+    def _layer_kind(self, section: Setting, d: dict, stmts: list[Setting], names: list[str]) -> S.Block:
+        """The stack's block with a section's changes: block settings (``position none``) as this kind's
+        defaults, and ``SUBLAYER option=value`` overriding those options of the sublayer of that name."""
+        local = Collector()
+        block_settings = [s for s in section.body if isinstance(s, Setting) and s.name in BLOCK_SETTINGS]
+        values = self._settings(block_settings, BLOCK_SETTINGS, "a `layers` section")
+        kind_defaults = {**d, **{k: v for k, (v, span) in values.items() if v is not FAILED}}
+        changes: dict[str, list[Arg]] = {}
+        for stmt in section.body:
+            if isinstance(stmt, Assignment) or stmt.body is not None:
+                local.error("structure", "a `layers` section holds settings and sublayer changes", stmt.span,
+                            "e.g. `self_attn mask=causal` or `position none`")
+            elif stmt.name in BLOCK_SETTINGS:
+                continue
+            elif stmt.name not in names:
+                local.error("unknown-name", f"no sublayer '{stmt.name}' in this stack's layers", stmt.name_span,
+                            did_you_mean(stmt.name, names + list(BLOCK_SETTINGS)) or one_of(names))
+            elif any(a.name is None for a in stmt.args):
+                local.error("type", f"a change to {stmt.name} names its options", stmt.span,
+                            f"e.g. `{stmt.name} mask=causal`")
+            else:
+                changes.setdefault(stmt.name, []).extend(stmt.args)
+        local.raise_if_any()
+        changed = []
+        for stmt, name in zip(stmts, names):
+            extra = changes.get(name, [])
+            replaced = {a.name for a in extra}
+            args = tuple(a for a in stmt.args if a.name is None or a.name not in replaced) + tuple(extra)
+            changed.append(Setting(stmt.name, stmt.name_span, args, stmt.span))
+        sublayers = self._sublayers(changed, kind_defaults)
+        if len(sublayers) != len(changed):
+            raise Poisoned
+        return S.Block(sublayers=tuple(sublayers))
 
     def _stack_embedding(self, decl: StackDecl, settings: dict, embeddings: dict) -> str | None:
         if "embedding" in settings:

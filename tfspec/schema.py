@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from .errors import Span
 
@@ -145,12 +145,50 @@ class Block(Node):
 
 
 class Stack(Node):
+    """``repeat`` layers. A uniform stack's are all ``block``; a scheduled one (``layers every(2) { ... }``)
+    has further layer kinds, ``kinds``, and ``schedule`` says each layer's: 0 for ``block``, k for
+    ``kinds[k - 1]``."""
+
     role: Literal["encoder", "decoder"]
     repeat: Annotated[int, Field(gt=0, le=MAX_LAYERS)]
     embedding: str
     block: Block
     final_norm: Choice
     final_dropout: Rate = 0.0  # after the final norm (T5)
+    kinds: tuple[Block, ...] = ()
+    schedule: tuple[int, ...] = ()  # empty: every layer is ``block``
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        """Every layer kind, ``block`` first."""
+        return (self.block, *self.kinds)
+
+    def kind_of(self, layer: int) -> int:
+        return self.schedule[layer] if self.schedule else 0
+
+    def layers_of(self, kind: int) -> tuple[int, ...]:
+        """The layers of kind ``kind``, in order."""
+        return tuple(i for i in range(self.repeat) if self.kind_of(i) == kind)
+
+    @model_validator(mode="after")
+    def _schedule_fits(self) -> "Stack":
+        if self.schedule and (len(self.schedule) != self.repeat
+                              or set(self.schedule) != set(range(len(self.kinds) + 1))):
+            raise ValueError(f"a schedule of {len(self.schedule)} layers of {len(self.kinds) + 1} kinds does not fit "
+                             f"{self.repeat} layers")
+        return self
+
+    def shrunk(self, layers: int) -> "Stack":
+        """The same stack with at most ``layers`` layers (more where it has more kinds): the first layer of each
+        kind, then the earliest others, in their order."""
+        keep = {self.schedule.index(k) for k in range(len(self.kinds) + 1)} if self.schedule else {0}
+        for i in range(self.repeat):
+            if len(keep) >= layers:
+                break
+            keep.add(i)
+        keep = sorted(keep)
+        schedule = tuple(self.schedule[i] for i in keep) if self.schedule else ()
+        return self.model_copy(update={"repeat": len(keep), "schedule": schedule})
 
 
 class Embedding(Node):

@@ -31,11 +31,11 @@ from typing import Any
 
 from . import __version__
 from . import schema as S
-from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, looks_like_path,
-                       norm_constructor, pooler_constructor, stack_positions, stack_shared, sublayer_constructor,
-                       sublayer_name)
+from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_class_name,
+                       looks_like_path, norm_constructor, pooler_constructor, stack_positions, stack_shared,
+                       sublayer_constructor, sublayer_name)
 from .ir import nodes as ir
-from .ir.queries import attentions, layer_template
+from .ir.queries import attentions, describe_layers, layer_template
 from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
 from .registry import MASKS, Constructor, band_chunk, lone_causal
 
@@ -79,7 +79,8 @@ class _Writer:
             source = textwrap.dedent(inspect.getsource(obj)).rstrip()
             for helper in _helpers(obj, source):
                 self.need(helper)
-            taken = {other.__name__ for other in self.definitions} | {"Model", "EncoderLayer", "DecoderLayer"}
+            taken = {other.__name__ for other in self.definitions} | {"Model"} | {
+                layer_class_name(role, k) for role, info in self.g.stacks.items() for k in range(len(info.kinds))}
             if obj.__name__ in taken:  # two runtime classes of one name would shadow each other in the file
                 raise ValueError(f"{obj.__module__}.{obj.__qualname__}: another definition in the standalone "
                                  f"file is named {obj.__name__}; rename one of them")
@@ -111,7 +112,7 @@ class _Writer:
 
     # ------------------------------------------------------------ the file
     def file(self) -> str:
-        layers = [self.layer_class(role) for role in self.g.stacks]
+        layers = [self.layer_class(role, k) for role, info in self.g.stacks.items() for k in range(len(info.kinds))]
         model = self.model_class()
         spec_lines = "\n".join(f"#   {_printable(line)}".rstrip() for line in self.spec_text().splitlines())
         # in the docstring: no quote, backslash or line break of a file name can end it early
@@ -136,9 +137,9 @@ class _Writer:
         return "\n".join(f"[{name}]\n{text.rstrip()}" for name, text in sources.items())
 
     # ------------------------------------------------------------ one layer of a stack
-    def layer_class(self, role: str) -> str:
+    def layer_class(self, role: str, kind: int) -> str:
         g, info = self.g, self.g.stacks[role]
-        template = layer_template(g, role)
+        template = layer_template(g, role, kind)
         modules: dict[str, str] = {}
         for node in template:
             if isinstance(node, MODULE_NODES):
@@ -150,8 +151,10 @@ class _Writer:
         cross = any(n.geometry.cross for n in attentions(g, role))
         memory = ", memory: Tensor | None = None" if cross else ""
         shape = _shape(g.node(info.entry).shape)
-        return (f"class {role.capitalize()}Layer(nn.Module):\n"
-                f'    """One of the {role}\'s {info.repeat} layers, as the spec wires it."""\n\n'
+        which = (f"One of the {role}'s {info.repeat} layers" if len(info.kinds) == 1 else
+                 f"The {role}'s {describe_layers(info.kinds[kind].layers, info.repeat)} (of {info.repeat})")
+        return (f"class {layer_class_name(role, kind)}(nn.Module):\n"
+                f'    """{which}, as the spec wires it."""\n\n'
                 "    def __init__(self) -> None:\n        super().__init__()\n"
                 f"{init}\n\n"
                 f"    def forward(self, x: Tensor, positions: Tensor, masks: dict[str, Tensor | None]{memory}) -> Tensor:\n"
@@ -215,7 +218,7 @@ class _Writer:
         if isinstance(node, ir.Add) and stream[0] in node.inputs and not any(c in later for c in consumers[stream[0]]):
             stream[0] = node.id
             return "x"
-        local = node.id.split(".", 1)[1]
+        local = node.id.rsplit(".", 1)[1]
         return local + "_" if keyword.iskeyword(local) or local in ("x", "positions", "masks", "memory",
                                                                      "self") else local
 
@@ -230,7 +233,13 @@ class _Writer:
         for role, info in stacks.items():
             stack = spec.decoder if role == "decoder" else spec.encoder
             final = self.value(norm_constructor(stack.final_norm, info.width))
-            parts = [f"\"layers\": nn.ModuleList({role.capitalize()}Layer() for _ in range({info.repeat}))",
+            if len(info.kinds) == 1:
+                layers = f"nn.ModuleList({layer_class_name(role, 0)}() for _ in range({info.repeat}))"
+            else:  # a schedule: each layer of its kind
+                classes = ", ".join(layer_class_name(role, k) for k in range(len(info.kinds)))
+                schedule = ", ".join(str(info.kind_of(i)) for i in range(info.repeat))
+                layers = f"nn.ModuleList(({classes})[kind]() for kind in ({schedule}))"
+            parts = [f"\"layers\": {layers}",
                      f"\"final_norm\": {final}"]
             if stack.final_dropout:
                 parts.append(f"\"final_dropout\": nn.Dropout({stack.final_dropout!r})")

@@ -77,12 +77,14 @@ Expr = Union[Number, Name, String, Call, BinOp, Neg]
 
 @dataclass(frozen=True)
 class Setting:
-    """A statement inside a body: ``attention self heads=8``, ``dropout 0.1``."""
+    """A statement inside a body: ``attention self heads=8``, ``dropout 0.1``; a section has a body of its own
+    (``layers every(2) { self_attn mask=causal }``)."""
 
     name: str
     name_span: Span
     args: tuple[Arg, ...]
     span: Span
+    body: tuple["Statement", ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -528,6 +530,9 @@ class _ToAst(Transformer):
     # statements
     def setting(self, meta, c):
         return Setting(str(c[0]), _tspan(self.file, c[0]), tuple(c[1:]), self._s(meta))
+
+    def section(self, meta, c):
+        return Setting(str(c[0]), _tspan(self.file, c[0]), tuple(c[1:-1]), self._s(meta), c[-1])
 
     def assignment(self, meta, c):
         return Assignment(str(c[0]), _tspan(self.file, c[0]), c[1], self._s(meta))

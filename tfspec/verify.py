@@ -503,9 +503,10 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
         elif isinstance(node, S.FeedForward):
             note("d_ff", node.d_ff, min(node.d_ff, max_d_ff))
             update["d_ff"] = min(node.d_ff, max_d_ff)
-        elif isinstance(node, S.Stack):
-            note(f"{node.role} layers", node.repeat, min(node.repeat, max_layers))
-            update["repeat"] = min(node.repeat, max_layers)
+        elif isinstance(node, S.Stack):  # one layer of each kind at least
+            shrunk = node.shrunk(max_layers)
+            note(f"{node.role} layers", node.repeat, shrunk.repeat)
+            update.update(repeat=shrunk.repeat, schedule=shrunk.schedule)
         elif isinstance(node, S.Head) and node.tied_to is None:
             note("head outputs", node.out, min(node.out, max_vocab))
             update["out"] = min(node.out, max_vocab)

@@ -102,7 +102,7 @@ def layer_modules(model, role: str = "decoder") -> dict[str, str]:
     ``feedforward``, ``feedforward_norm`` (read from the graph, so wiring-form names work too)."""
     g = model.spec.graph()
     found: dict[str, str] = {}
-    for node in sublayers(g, role):
+    for node in sublayers(g, role, kind=0):  # every kind of layer names its sublayers alike
         part = "attention" if isinstance(node, ir.Attention) else "feedforward"
         if part in found:
             raise InteropError(f"spec '{model.spec.name}' has more than one {part} per {role} layer; "

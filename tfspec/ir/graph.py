@@ -14,7 +14,7 @@ import networkx as nx
 
 from ..registry import Param
 from .nodes import (NODE_TYPES, Add, Attention, BlockInput, BlockOutput, Input, Node, ScoreBias, StackInfo,
-                    StackParameters)
+                    StackParameters, describe_layers)
 
 N = TypeVar("N", bound=Node)
 
@@ -110,19 +110,24 @@ class Graph(nx.DiGraph):
                 raise IRError(f"{n}: a self-attention with memory")
             for source in node.inputs:
                 producer = self.node(source)
-                same_layer = node.in_block and producer.stack == node.stack
+                same_layer = node.in_block and producer.stack == node.stack and producer.layer_kind == node.layer_kind
                 if producer.in_block and not same_layer and not isinstance(producer, BlockOutput):
                     raise IRError(f"{n}: reads {source} from inside a layer, not from the layer's exit")
         if not nx.is_directed_acyclic_graph(self):
             raise IRError("the graph has a cycle")
         for role, info in self.stacks.items():
-            entry, exit_ = self.node(info.entry), self.node(info.exit)
-            if not isinstance(entry, BlockInput) or not isinstance(exit_, BlockOutput):
-                raise IRError(f"stack {role}: entry/exit are {entry.kind}/{exit_.kind}")
-            inside = {n.id for n in self.of(Node, stack=role, in_block=True)}
-            reached = nx.descendants(self, info.entry) | {info.entry}
-            if not inside <= reached:
-                raise IRError(f"stack {role}: layer nodes {sorted(inside - reached)} do not depend on its entry")
+            if sorted(i for kind in info.kinds for i in kind.layers) != list(range(info.repeat)):
+                raise IRError(f"stack {role}: its kinds' layers are not each of its {info.repeat} layers once")
+            for k, kind in enumerate(info.kinds):
+                entry, exit_ = self.node(kind.entry), self.node(kind.exit)
+                if not isinstance(entry, BlockInput) or not isinstance(exit_, BlockOutput):
+                    raise IRError(f"stack {role}: kind {k}'s entry/exit are {entry.kind}/{exit_.kind}")
+                inside = {n.id for n in self.of(Node, stack=role, in_block=True) if n.layer_kind == k}
+                if {entry.id, exit_.id} - inside:
+                    raise IRError(f"stack {role}: kind {k}'s entry or exit is not one of its nodes")
+                reached = nx.descendants(self, kind.entry) | {kind.entry}
+                if not inside <= reached:
+                    raise IRError(f"stack {role}: layer nodes {sorted(inside - reached)} do not depend on its entry")
         for node in self.of(Add):
             if len(node.inputs) < 2:
                 raise IRError(f"{node.id}: a sum of {len(node.inputs)} term")
@@ -133,6 +138,9 @@ class Graph(nx.DiGraph):
         lines = [f"graph {self.name} ({self.kind})"]
         for role, info in self.stacks.items():
             lines.append(f"  stack {role}: {info.entry} .. {info.exit} repeated {info.repeat}×")
+            if len(info.kinds) > 1:  # a layer schedule: each kind's template, and the layers it is
+                lines += [f"    kind {k}: {kind.entry} .. {kind.exit}: {describe_layers(kind.layers, info.repeat)}"
+                          for k, kind in enumerate(info.kinds)]
         for node in self.ordered():
             shape = f" -> ({', '.join(map(str, node.shape))})" if node.shape else ""
             tag = "  [×]" if node.in_block else ""

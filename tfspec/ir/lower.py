@@ -21,9 +21,16 @@ class _Builder:
         self.g = Graph()
         self.stacks: dict[str, ir.StackInfo] = {}
         self.counts: dict[str, int] = {}
+        self.kind = 0  # the layer kind whose template is being lowered
+        self.stack_owned: dict[ModulePath, str] = {}  # a stack's score bias or parameters, one node per module
 
     def add(self, cls: type[ir.Node], node_id: str, label: str, inputs=(), ports=None, **fields) -> str:
-        """Add a node; ``ports`` maps input positions to ports other than ``input``."""
+        """Add a node; ``ports`` maps input positions to ports other than ``input``. A layer's node id names its
+        kind after the stack from the second kind on (``decoder.kind1.self_attn``)."""
+        if fields.get("in_block") and self.kind:
+            role, local = node_id.split(".", 1)
+            node_id = f"{role}.kind{self.kind}.{local}"
+            fields["layer_kind"] = self.kind
         if node_id in self.g:  # wiring may reuse a base name: add, add_1, ...
             n = self.counts.get(node_id, 0) + 1
             self.counts[node_id] = n
@@ -42,20 +49,28 @@ class _Builder:
             emb = spec.embedding(stack.embedding)
             length = seq_names.get(stack.role, "seq_len")
             x = self.embed(stack, emb, length)
-            entry = self.add(ir.BlockInput, f"{stack.role}.block_input", "x", [x], stack=stack.role,
-                             in_block=True, width=emb.dim)
-            # the stack is known (its template is being built) before its exit is
-            self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, entry, "", "", emb.dim, emb.name, length)
-            out = self.block(stack, entry, emb.dim, memory)
-            exit_ = self.add(ir.BlockOutput, f"{stack.role}.block_output", f"{stack.repeat}×", [out],
+            # one template per layer kind, chained in the order the kinds first appear; the schedule says
+            # which kind each layer is
+            kinds: list[ir.LayerKind] = []
+            for self.kind, block in enumerate(stack.blocks):
+                layers = stack.layers_of(self.kind)
+                entry = self.add(ir.BlockInput, f"{stack.role}.block_input", "x", [x], stack=stack.role,
+                                 in_block=True, width=emb.dim)
+                # the stack is known (its template is being built) before its exit is
+                self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, entry, "", "", emb.dim, emb.name,
+                                                       length, (*kinds, ir.LayerKind(entry, "", layers)))
+                out = self.block(stack, block, entry, emb.dim, memory)
+                x = self.add(ir.BlockOutput, f"{stack.role}.block_output", f"{len(layers)}×", [out],
                              stack=stack.role, in_block=True, width=emb.dim)
-            cur = exit_
+                kinds.append(ir.LayerKind(entry, x, layers))
+            self.kind = 0
+            exit_ = cur = x
             if not NORMS[stack.final_norm.name].absent:
                 cur = self.norm(f"{stack.role}.final_norm", stack.final_norm, cur, emb.dim, stack.role, False,
                                 ModulePath((stack.role, "final_norm")), "Final Norm")
             cur = self.dropout(f"{stack.role}.final_dropout", stack.final_dropout, cur, stack.role, False, emb.dim)
-            self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, entry, exit_, cur, emb.dim, emb.name,
-                                                   length)
+            self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, kinds[0].entry, exit_, cur, emb.dim,
+                                                   emb.name, length, tuple(kinds))
             if stack.role == "encoder":
                 memory = cur
             last = (cur, emb.dim, length)
@@ -125,10 +140,10 @@ class _Builder:
             kind, kind_options = ATTENTION_KINDS.of(body.kind)
             if kind.stack_params(shape, kind_options):
                 ports[len(inputs)] = "shared"
-                inputs.append(self.add(ir.StackParameters, f"{role}.{name}_shared", kind.stack_label(kind_options),
-                                       [], stack=role, module=ModulePath((role, "shared", name)),
-                                       params=kind.stack_params(shape, kind_options), choice=body.kind,
-                                       width=shape.width, geometry=shape, shape=(), span=body.span))
+                inputs.append(self.stack_owned_node(
+                    ir.StackParameters, ModulePath((role, "shared", name)), f"{role}.{name}_shared",
+                    kind.stack_label(kind_options), [], stack=role, params=kind.stack_params(shape, kind_options),
+                    choice=body.kind, width=shape.width, geometry=shape, shape=(), span=body.span))
             return self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
                             ports=ports, stack=role, in_block=True, module=module,
                             params=attention_params(body, shape), spec=body,
@@ -153,18 +168,25 @@ class _Builder:
         the stack's positions once per call, read by sublayer ``name`` of every layer."""
         tokens = f"{role}.tokens"
         length = self.g.node(tokens).shape[-1]
-        return self.add(ir.ScoreBias, f"{role}.{name}_position",
-                        f"Position Bias ({position.label(options)}, {shape.heads} heads)", [tokens],
-                        ports={0: "positions"}, stack=role, module=ModulePath((role, "positions", name)),
-                        params=position.params(shape, options), choice=body.position, width=shape.width,
-                        geometry=shape, shape=(shape.heads, length, length), span=body.position.span)
+        return self.stack_owned_node(ir.ScoreBias, ModulePath((role, "positions", name)), f"{role}.{name}_position",
+                                     f"Position Bias ({position.label(options)}, {shape.heads} heads)", [tokens],
+                                     ports={0: "positions"}, stack=role, params=position.params(shape, options),
+                                     choice=body.position, width=shape.width, geometry=shape,
+                                     shape=(shape.heads, length, length), span=body.position.span)
 
-    def block(self, stack: S.Stack, entry: str, width: int, memory: str | None) -> str:
+    def stack_owned_node(self, cls, module: ModulePath, node_id: str, label: str, inputs, **fields) -> str:
+        """A stack's own node for a sublayer of its layers: one per module, whatever layer kinds read it (when
+        two kinds differ on it, validation says so)."""
+        if module not in self.stack_owned:
+            self.stack_owned[module] = self.add(cls, node_id, label, inputs, module=module, **fields)
+        return self.stack_owned[module]
+
+    def block(self, stack: S.Stack, block: S.Block, entry: str, width: int, memory: str | None) -> str:
         role = stack.role
-        if stack.block.wiring:
-            return self.wiring(stack, entry, width, memory)
+        if block.wiring:
+            return self.wiring(stack, block, entry, width, memory)
         x = entry
-        for sub in stack.block.sublayers:
+        for sub in block.sublayers:
             h = x
             has_norm = not NORMS[sub.norm.name].absent and sub.residual != "none"
             norm_module = ModulePath.in_layer(role, f"{sub.name}_norm")
@@ -180,7 +202,7 @@ class _Builder:
             x = y
         return x
 
-    def wiring(self, stack: S.Stack, entry: str, width: int, memory: str | None) -> str:
+    def wiring(self, stack: S.Stack, block: S.Block, entry: str, width: int, memory: str | None) -> str:
         role = stack.role
         env = {"x": entry}
 
@@ -200,7 +222,7 @@ class _Builder:
                                 width=width, span=t.span)
             return self.operation(role, t.name, t.body, tensor(t.input), width, memory)
 
-        for assign in stack.block.wiring:
+        for assign in block.wiring:
             env[assign.target] = tensor(assign.value)
         return env["x"]
 

@@ -72,6 +72,7 @@ class Node:
     ports: tuple[Port, ...] = ()  # one per input
     stack: str | None = None  # "encoder" / "decoder"; None outside the stacks (head, pooler, outputs)
     in_block: bool = False  # part of its stack's repeated layer
+    layer_kind: int = 0  # in a layer: which of its stack's layer kinds (StackInfo.kinds)
     module: ModulePath | None = None
     params: Mapping[str, Param] = field(default_factory=dict)  # owned, with their shapes and roles
     ties: Mapping[str, str] = field(default_factory=dict)  # borrowed: {name: full name of the owner's weight}
@@ -234,14 +235,50 @@ Sublayer = (Attention, FeedForward)  # the node types a layer's residual branche
 
 
 @dataclass(frozen=True)
+class LayerKind:
+    """One kind of layer of a stack: its template's entry and exit, and the layers that are of this kind."""
+
+    entry: str  # its BlockInput
+    exit: str  # its BlockOutput
+    layers: tuple[int, ...]
+
+
+def describe_layers(layers: tuple[int, ...], repeat: int) -> str:
+    """A set of a stack's layers as a reader would say it.
+
+    >>> describe_layers((0, 1, 2), 4), describe_layers((3,), 4), describe_layers((1, 3, 5, 7), 8)
+    ('layers 0–2', 'layer 3', 'every 2nd layer from 1')
+    >>> describe_layers(tuple(range(4)), 4), describe_layers((0, 1, 3), 8), describe_layers((0, 4), 12)
+    ('every layer', 'layers 0, 1, 3', 'layers 0, 4')
+    """
+    if len(layers) == repeat:
+        return "every layer"
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    steps = {b - a for a, b in zip(layers, layers[1:])}
+    if steps == {1}:
+        return f"layers {layers[0]}–{layers[-1]}"
+    if len(steps) == 1 and len(layers) > 2 and layers[-1] + min(steps) >= repeat:
+        step = min(steps)
+        return f"every {step}{'nd' if step == 2 else 'rd' if step == 3 else 'th'} layer from {layers[0]}"
+    return "layers " + ", ".join(map(str, layers))
+
+
+@dataclass(frozen=True)
 class StackInfo:
-    """A stack: its template's entry and exit, the node after its final norm, its width and input length."""
+    """A stack: its layer kinds (one template each; one kind for a uniform stack), the node after its final
+    norm, its width and input length. The kinds' templates are chained in the order they first appear:
+    ``entry`` is the first's BlockInput, ``exit`` the last's BlockOutput."""
 
     role: str
     repeat: int
-    entry: str  # its BlockInput
-    exit: str  # its BlockOutput
+    entry: str
+    exit: str
     output: str  # after the final norm and dropout
     width: int
     embedding: str
     length: str  # the symbolic length: "seq_len", or "src_len" / "tgt_len"
+    kinds: tuple[LayerKind, ...] = ()
+
+    def kind_of(self, layer: int) -> int:
+        return next(k for k, kind in enumerate(self.kinds) if layer in kind.layers)

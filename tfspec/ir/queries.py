@@ -16,23 +16,30 @@ from dataclasses import dataclass
 from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
 from .graph import Graph
 from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Node, Norm, PositionEncoding, Scale,
-                    Sublayer)
+                    Sublayer, describe_layers)
+
+__all__ = ["describe_layers"]  # beside the queries defined here; it lives with the node types it describes
 
 
 # ---------------------------------------------------------------- layers and parameters
 def layer_repeat(g: Graph, node: Node) -> int:
-    """How many copies of ``node`` the model has: its stack's layer count inside a layer, else 1."""
-    return g.stacks[node.stack].repeat if node.in_block else 1
+    """How many copies of ``node`` the model has: the number of layers of its kind inside a layer, else 1."""
+    return len(layers_of(g, node)) if node.in_block else 1
 
 
-def layer_template(g: Graph, role: str) -> list[Node]:
-    """The nodes of ``role``'s repeated layer, in the order its forward runs them."""
-    return g.of(Node, stack=role, in_block=True)
+def layers_of(g: Graph, node: Node) -> tuple[int, ...]:
+    """The layers (of its stack) holding a copy of a layer's node."""
+    return g.stacks[node.stack].kinds[node.layer_kind].layers
 
 
-def sublayers(g: Graph, role: str) -> list[Attention | FeedForward]:
-    """The attention and feed-forward nodes of ``role``'s layer, in order."""
-    return g.of(Sublayer, stack=role, in_block=True)
+def layer_template(g: Graph, role: str, kind: int = 0) -> list[Node]:
+    """The nodes of one kind of ``role``'s layers (a uniform stack has one), in the order its forward runs them."""
+    return [n for n in g.of(Node, stack=role, in_block=True) if n.layer_kind == kind]
+
+
+def sublayers(g: Graph, role: str, kind: int | None = None) -> list[Attention | FeedForward]:
+    """The attention and feed-forward nodes of ``role``'s layers (of one kind, or of every kind), in order."""
+    return [n for n in g.of(Sublayer, stack=role, in_block=True) if kind is None or n.layer_kind == kind]
 
 
 def attentions(g: Graph, role: str | None = None, *, reads: str | None = None) -> list[Attention]:
@@ -58,18 +65,23 @@ def module_copies(g: Graph, node: Node) -> list[str]:
     """The dotted module prefix of each copy of ``node``'s parameters (one per layer inside a layer)."""
     if not node.params:
         return []
-    layers = range(layer_repeat(g, node)) if node.in_block else [None]
-    return [node.module.at(i) for i in layers]
+    return [node.module.at(i) for i in (layers_of(g, node) if node.in_block else [None])]
 
 
 def count_parameters(g: Graph) -> int:
     """Total parameters, shared (tied) weights counted once."""
     seen, total = set(), 0
     for node in g.ordered():
-        if node.params and node.module not in seen:
-            seen.add(node.module)
+        if node.params and (key := weights_key(g, node)) not in seen:
+            seen.add(key)
             total += sum(math.prod(p.shape) for p in node.params.values()) * layer_repeat(g, node)
     return total
+
+
+def weights_key(g: Graph, node: Node) -> tuple[str, ...]:
+    """What identifies a node's weights: the modules of its copies. Two nodes with one key share them (an
+    embedding both stacks read); a layer kind's nodes are other layers' modules than another kind's."""
+    return tuple(module_copies(g, node))
 
 
 def owner_of(g: Graph, full_name: str) -> list[Node]:
