@@ -253,3 +253,36 @@ def test_fmt_keeps_a_section_and_its_meaning():
     assert "  layers every(2, from=1) {  # full attention\n    self_attn mask=causal + padding\n    position none\n  }" \
         in formatted
     assert tfspec.parse(formatted) == tfspec.parse(text) and format_source(formatted) == formatted
+
+
+def test_qwen2_and_smollm3_import_as_schedules_and_export_their_layer_types(tmp_path):
+    """Through tfspec.interop: a saved Qwen2 (and SmolLM3) becomes the scheduled spec written above, computes
+    Hugging Face's logits, and exports back with the same layer_types (no_rope_layers) and tensors."""
+    from tfspec.interop.families import export_pretrained, import_config
+    from tfspec.interop.mapping import architecture_problems
+    qwen2 = T.Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                          num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, use_sliding_window=True,
+                          sliding_window=4, layer_types=["sliding_attention"] * 3 + ["full_attention"],
+                          tie_word_embeddings=False)
+    smollm3 = T.SmolLM3Config(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=2000000.0,
+                              pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    for config, cls, written in ((qwen2, T.Qwen2ForCausalLM, QWEN2), (smollm3, T.SmolLM3ForCausalLM, SMOLLM3)):
+        torch.manual_seed(0)
+        reference = perturbed(cls(config)).eval()
+        reference.save_pretrained(tmp_path / cls.__name__)
+        imported = tfspec.parse(import_config(tmp_path / cls.__name__))
+        assert architecture_problems(tfspec.parse(written), import_config(tmp_path / cls.__name__), "it") == []
+        assert imported.decoder.schedule == (0, 0, 0, 1)  # the fourth layer differs in both
+        model = tfspec.from_pretrained(tmp_path / cls.__name__).eval()
+        ids, attention_mask, positions = left_padded(64)
+        with torch.no_grad():
+            expected = reference(ids, attention_mask=attention_mask, position_ids=positions).logits
+            got = model(ids, padding_mask=attention_mask == 0, position_ids=positions)
+        real = attention_mask.bool()
+        assert (got[real] - expected[real]).abs().max() <= 2e-5
+        assert export_pretrained(model, tmp_path / f"{cls.__name__}_exported") == cls.__name__
+        back = cls.from_pretrained(tmp_path / f"{cls.__name__}_exported")
+        assert back.config.layer_types == config.layer_types
+        assert getattr(back.config, "no_rope_layers", None) == getattr(config, "no_rope_layers", None)
+        assert all(torch.equal(v, back.state_dict()[k]) for k, v in reference.state_dict().items())

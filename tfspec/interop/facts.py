@@ -80,10 +80,12 @@ class Facts:
         return position.options["max_len"]
 
     def rotary(self, role: str) -> dict:
-        position = self.attention(role).position
-        if position.name != "rotary":
-            raise self.refuse(f"its attention's positions are {position.name}, not rotary")
-        return position.options
+        """The rotary options of the stack's self-attentions (of the first layer that has them, in a schedule)."""
+        positions = [a.position for a in self.layer_attentions(role)]
+        rotary = next((p for p in positions if p.name == "rotary"), None)
+        if rotary is None:
+            raise self.refuse(f"its attention's positions are {positions[0].name}, not rotary")
+        return rotary.options
 
     def init_option(self, option: str, default):
         init = self.spec.init
@@ -92,6 +94,29 @@ class Facts:
     def window(self, role: str) -> int | None:
         windows = [m.options["k"] for m in self.attention(role).mask if m.name == "window"]
         return windows[0] if windows else None
+
+    def layer_attentions(self, role: str) -> list:
+        """Each layer's first self-attention (a schedule's layers differ), in layer order."""
+        info = self.g.stacks[role]
+        by_kind = {}
+        for node in self.g.of(ir.Attention, stack=role, in_block=True):
+            if node.spec.reads == "self":
+                by_kind.setdefault(node.layer_kind, node.spec)
+        if len(by_kind) != len(info.kinds):
+            raise self.refuse(f"a kind of its {role} layers has no self-attention")
+        return [by_kind[info.kind_of(i)] for i in range(info.repeat)]
+
+    def layer_windows(self, role: str) -> list[int | None]:
+        """Each layer's sliding window (None: it sees every earlier key)."""
+        return [next((m.options["k"] for m in a.mask if m.name == "window"), None)
+                for a in self.layer_attentions(role)]
+
+    def one_window(self, role: str) -> int | None:
+        """The window every sliding layer has (None: no layer slides); layers of different windows are refused."""
+        windows = {w for w in self.layer_windows(role) if w is not None}
+        if len(windows) > 1:
+            raise self.refuse(f"its {role} layers slide over different windows ({', '.join(map(str, sorted(windows)))})")
+        return windows.pop() if windows else None
 
     @staticmethod
     def theirs(table: dict[str, str], ours: str, what: str) -> str:

@@ -91,6 +91,14 @@ FAMILIES = (
     Family("Mistral", ("mistral",), {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
            "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
            "hf_llama", "from_hf_llama", "to_hf_llama"),
+    Family("Qwen2", ("qwen2",), {"Qwen2ForCausalLM": {"head": True}, "Qwen2Model": {"head": False}},
+           "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
+           "(a layer schedule)",
+           "hf_qwen2", "from_hf_qwen2", "to_hf_qwen2"),
+    Family("SmolLM3", ("smollm3",), {"SmolLM3ForCausalLM": {"head": True}, "SmolLM3Model": {"head": False}},
+           "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
+           "schedule), the head tied to the token embedding",
+           "hf_smollm3", "from_hf_smollm3", "to_hf_smollm3"),
     Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
            "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
            "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",

@@ -60,3 +60,27 @@ class SpecWriter:
             lets[-1].append(item)
         lets = ["let " + ", ".join(items) for items in lets if items]
         return "\n".join(lines + [first, ""] + lets + ([""] + rest.rstrip("\n").split("\n") if rest else [])) + "\n"
+
+
+def schedule(per_layer: list) -> tuple[object, list[tuple[str, object]]]:
+    """A stack's per-layer values as a layer schedule: the most common (the stack's own; the first of equals)
+    and, for each other value, the ``layers`` selection of its layers.
+
+    >>> schedule(["sliding", "sliding", "sliding", "full"])
+    ('sliding', [('3', 'full')])
+    >>> schedule([1, 0, 1, 0, 1, 0]), schedule([0, 0, 1, 1, 1, 1])
+    ((1, [('every(2, from=1)', 0)]), (1, [('range(0, 2)', 0)]))
+    """
+    base = max(dict.fromkeys(per_layer), key=per_layer.count)
+    return base, [(selection([i for i, v in enumerate(per_layer) if v == value], len(per_layer)), value)
+                  for value in dict.fromkeys(per_layer) if value != base]
+
+
+def selection(layers: list[int], repeat: int) -> str:
+    """How a ``layers`` section writes a set of layers: ``range(a, b)``, ``every(step, from=a)`` or numbers."""
+    steps = {b - a for a, b in zip(layers, layers[1:])}
+    if len(layers) > 1 and steps == {1}:
+        return f"range({layers[0]}, {layers[-1] + 1})"
+    if len(layers) > 1 and len(steps) == 1 and layers[-1] + min(steps) >= repeat:
+        return f"every({min(steps)}" + (f", from={layers[0]})" if layers[0] else ")")
+    return " ".join(map(str, layers))

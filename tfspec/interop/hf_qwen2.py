@@ -1,0 +1,160 @@
+"""Hugging Face ``Qwen2ForCausalLM`` and ``SmolLM3ForCausalLM`` (and their base models) <-> a compiled spec.
+
+Both are Llama's layout (the same tensor names, ``tfspec.interop.hf_llama``'s weight rules) with layers that
+differ, which the spec writes as a layer schedule: Qwen2's ``layer_types`` put a sliding window on some layers
+(``layers 3 { self_attn mask=causal + padding }``), SmolLM3's ``no_rope_layers`` leave rotary out of every
+4th (``layers every(4, from=3) { position none }``). Qwen2 biases its q/k/v projections but not its output
+projection. ``spec_text(config)`` writes the spec, its stack's own block the most common kind of layer;
+export reads each layer back into ``layer_types`` (and ``no_rope_layers``), and loading compares the model's
+spec with the configuration's fact by fact, so a layer that differs is an ``InteropError``.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama
+from .facts import Facts
+from .fields import Field, Fields
+from .mapping import export_state, load_state, refuse_other_architecture, same_head
+from .writer import SpecWriter, schedule
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+
+
+def _window(config):
+    """The sliding window of the layers that slide (None: none does)."""
+    window = getattr(config, "sliding_window", None)
+    sliding = SLIDING in (getattr(config, "layer_types", None) or [])
+    return int(window) if window is not None and sliding and getattr(config, "use_sliding_window", False) else None
+
+
+def _layer_windows(config) -> list[bool]:
+    """Per layer: does it slide?"""
+    window = _window(config)
+    return [window is not None and t == SLIDING for t in config.layer_types]
+
+
+def _shared(*, exclude: set[str]) -> list:
+    return [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in exclude
+            and getattr(e, "config", None) not in exclude]
+
+
+def _head_dim(f) -> int | None:
+    """head_dim, exported only where it is not hidden_size / num_attention_heads (these configurations have
+    no such field by default)."""
+    shape = f.geometry("decoder")
+    return shape.head_dim if shape.head_dim != shape.width // shape.heads else None
+
+
+def _max_window_layers(windows: list) -> int | None:
+    """Qwen2's other way to say which layers slide, written where it says the same as ``layer_types``: full
+    layers first, sliding ones from this index on (None: it does not, and ``layer_types`` alone says it)."""
+    first = next((i for i, w in enumerate(windows) if w is not None), None)
+    if first is None or any(w is None for w in windows[first:]):
+        return None
+    return first
+
+
+SCHEDULE_FIELDS = [
+    Field("head_dim", "head_dim", _head_dim, read=hf_llama._head_dim),
+    Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=_window),
+    Field("use_sliding_window", "use_sliding_window", lambda f: f.one_window("decoder") is not None or None,
+          read=lambda c: None),
+    Field("max_window_layers", "max_window_layers", lambda f: _max_window_layers(f.layer_windows("decoder")),
+          read=lambda c: None),
+    Field("layer_types", "layer_types", lambda f: [SLIDING if w is not None else FULL
+                                                   for w in f.layer_windows("decoder")], read=lambda c: None),
+]
+
+QWEN2_FIELDS = Fields(*_shared(exclude={"head_dim", "window", "attention_bias", "mlp_bias", "pretraining_tp"}),
+                      *SCHEDULE_FIELDS,
+                      ignored=hf_llama.FIELDS.ignored)
+SMOLLM3_FIELDS = Fields(
+    *_shared(exclude={"head_dim", "window", "pretraining_tp"}), *SCHEDULE_FIELDS,
+    Field("no_rope_layers", "no_rope_layers", lambda f: [int(a.position.name == "rotary")
+                                                         for a in f.layer_attentions("decoder")],
+          read=lambda c: None),
+    ignored={**hf_llama.FIELDS.ignored,
+             "no_rope_layer_interval": "how no_rope_layers is derived when a configuration leaves it out; "
+                                       "tfspec reads no_rope_layers"})
+FIELDS = QWEN2_FIELDS  # the Qwen2 family's table; SmolLM3's (tfspec.interop.hf_smollm3) is SMOLLM3_FIELDS
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Qwen2 or SmolLM3 configuration describes, its layers scheduled as they differ."""
+    smollm3 = config.model_type == "smollm3"
+    w = SpecWriter()
+    s = (SMOLLM3_FIELDS if smollm3 else QWEN2_FIELDS).write(config, w)
+    head_dim = f" head_dim={s.head_dim}" if s.head_dim else ""
+    rotary = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
+
+    def masks(slides: bool) -> str:
+        return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
+
+    ropes = [bool(r) for r in config.no_rope_layers] if smollm3 else [True] * config.num_hidden_layers
+    base, sections = schedule(list(zip(_layer_windows(config), ropes)))
+    lines = []
+    for layers, (slides, rope) in sections:
+        changes = ([f"self_attn mask={masks(slides)}"] if slides != base[0] else []) + \
+                  ([f"position {rotary if rope else 'none'}"] if rope != base[1] else [])
+        lines.append(f"  layers {layers} {{ {'; '.join(changes)} }}\n")
+    # Qwen2 biases q, k and v but not the output; SmolLM3 has Llama's one switch for both
+    attention_bias = f"bias={s.attention_bias}" if smollm3 else "bias=true out_bias=false"
+    mlp_bias = s.mlp_bias if smollm3 else "false"
+    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+  norm rmsnorm(eps={s.eps})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
+
+decoder x {s.layers} {{
+  position {rotary if base[1] else 'none'}
+  attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={masks(base[0])} {attention_bias}
+  feedforward d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}
+  final rmsnorm(eps={s.eps})
+{''.join(lines)}}}
+"""
+    if head:
+        text += f"\nhead {projection}\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec, model_type: str = "qwen2") -> dict:
+    """The Qwen2 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "Qwen2")
+    f.kind("decoder-only")
+    return {"model_type": model_type, **QWEN2_FIELDS.config(f)}
+
+
+def hf_config_smollm3(spec) -> dict:
+    """The SmolLM3 configuration ``spec`` would be: ``layer_types`` and ``no_rope_layers`` from each layer."""
+    f = Facts(spec, "SmolLM3")
+    f.kind("decoder-only")
+    return {"model_type": "smollm3", **SMOLLM3_FIELDS.config(f)}
+
+
+def from_hf_qwen2(model, reference) -> None:
+    """Copy a ``Qwen2ForCausalLM``/``SmolLM3ForCausalLM`` (or base model)'s weights into ``model``; the spec must
+    be the architecture the reference's configuration describes, layer by layer."""
+    lm = hasattr(reference, "lm_head")
+    same_head(model, reference, lm)
+    fields, config = ((SMOLLM3_FIELDS, hf_config_smollm3) if reference.config.model_type == "smollm3"
+                      else (QWEN2_FIELDS, hf_config))
+    refuse_other_architecture(model, reference, fields, config, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
+    state = reference.state_dict()
+    rules, aliases = hf_llama._rules(model, "model." if lm else "", state, lm)
+    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
+
+
+def to_hf_qwen2(model) -> dict:
+    """A state dict for ``Qwen2ForCausalLM``/``SmolLM3ForCausalLM`` (spec with a head) or the base model."""
+    lm = model.head is not None
+    rules, aliases = hf_llama._rules(model, "model." if lm else "", {}, lm)
+    return export_state(model, rules, reference="Hugging Face Qwen2/SmolLM3", aliases=aliases)
