@@ -197,6 +197,13 @@ def test_a_structural_masks_reach_agrees_with_what_it_allows(name, n):
             if row_ahead is not None:
                 band &= offset[i] <= row_ahead
             assert not (allowed[i] & ~band).any(), f"query {i} sees keys beyond its declared reach"
+            declared = torch.zeros(n, dtype=torch.bool)
+            for start, stop in variant.keys_at(options, i, n):
+                declared[start:stop] = True
+            if not variant.inputs:  # decided by positions alone: the declared keys are exactly the allowed
+                assert torch.equal(allowed[i], declared), f"query {i}: keys_at {variant.keys_at(options, i, n)}"
+            else:  # the run-time inputs narrow it: the declared keys bound what they allow
+                assert not (allowed[i] & ~declared).any(), f"query {i} sees keys outside keys_at"
         if not variant.inputs:  # decided by positions alone: the reach is exact
             choice = Choice(name=name, options=example)
             assert int(allowed.sum()) == mask_pairs(n, [choice])

@@ -51,19 +51,41 @@ def mask_pairs(n: int, masks) -> int:
     """Query-key pairs a self-attention over ``n`` positions scores under ``masks`` (``Choice``s).
 
     From each mask's reach: one closed form when every query's reach is the same,
-    else a sum over the queries of their combined reach (``Mask.reach_at``).
+    else a sum over the queries of the keys all masks let them see (``Mask.keys_at``: one band, or several
+    ranges apart).
     """
     bound = [MASKS.of(choice) for choice in masks]
     if all(variant.uniform_reach for variant, _ in bound):
         return allowed_pairs(n, *combined_reach(bound))
     total = 0
     for i in range(n):
-        behind, ahead = n, n
+        seen: tuple[tuple[int, int], ...] = ((0, n),)
         for variant, options in bound:
-            b, a = variant.reach_at(options, i)
-            behind, ahead = min(behind, n if b is None else b), min(ahead, n if a is None else a)
-        total += min(behind, i) + min(ahead, n - 1 - i) + 1
+            seen = _intersection(seen, _merged(variant.keys_at(options, i, n)))
+        total += sum(stop - start for start, stop in seen)
     return total
+
+
+def _merged(ranges) -> tuple[tuple[int, int], ...]:
+    """Ranges ``[start, stop)`` sorted, with those that overlap or touch joined."""
+    out: list[list[int]] = []
+    for start, stop in sorted(r for r in ranges if r[0] < r[1]):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], stop)
+        else:
+            out.append([start, stop])
+    return tuple((start, stop) for start, stop in out)
+
+
+def _intersection(a, b) -> tuple[tuple[int, int], ...]:
+    """The ranges ``[start, stop)`` in both of two sorted lists of disjoint ranges."""
+    out = []
+    for start, stop in a:
+        for other_start, other_stop in b:
+            lo, hi = max(start, other_start), min(stop, other_stop)
+            if lo < hi:
+                out.append((lo, hi))
+    return tuple(sorted(out))
 
 
 def allowed_pairs(n: int, behind: int | None, ahead: int | None) -> int:

@@ -350,10 +350,21 @@ class Mask(Variant):
         analysis counts the pairs a mask allows from it, so it must agree with ``allowed`` exactly."""
         return self.reach(options)
 
+    def keys_at(self, options, position: int, length: int) -> tuple[tuple[int, int], ...]:
+        """The keys the query at ``position`` may see in a sequence of ``length``, as ranges ``[start, stop)``:
+        one band by default (from ``reach_at``); several where the mask allows keys apart (an attention sink's
+        first tokens and its recent window). The analysis counts the pairs a mask allows from these, so they
+        must agree with ``allowed`` exactly (a test checks that they do)."""
+        behind, ahead = self.reach_at(options, position)
+        start = 0 if behind is None else max(0, position - behind)
+        stop = length if ahead is None else min(length, position + ahead + 1)
+        return ((start, stop),) if start < stop else ()
+
     @property
     def uniform_reach(self) -> bool:
-        """Every query has the same reach (``reach_at`` is ``reach``), so pairs have a closed form."""
-        return type(self).reach_at is Mask.reach_at
+        """Every query sees one band of the same reach (neither ``reach_at`` nor ``keys_at`` varies), so pairs
+        have a closed form."""
+        return type(self).reach_at is Mask.reach_at and type(self).keys_at is Mask.keys_at
 
     def pattern_length(self, options) -> int:
         """A sequence length at which its pattern shows in a picture (``tfspec mask``): twice its reach."""
