@@ -56,7 +56,8 @@ def self_mask(draw, causal: bool, padding: bool = False, windows: bool = True) -
     readers = [text for v, o, text in choices if v.reads_padding]
     if padding or draw(st.booleans()):
         parts.append(draw(st.sampled_from(readers)))
-    others = [text for v, o, text in choices if v.structural and text not in parts]
+    taken = {part.split("(")[0] for part in parts}  # a mask is given once: another of its options is no other
+    others = [text for v, o, text in choices if v.structural and v.name not in taken]
     if windows and others and draw(st.integers(0, 3)) == 0:
         parts.append(draw(st.sampled_from(others)))
     draw(st.randoms()).shuffle(parts)
