@@ -339,3 +339,62 @@ def test_every_declared_option_type_can_be_written_in_a_spec():
         for name in registry:
             for option, info in registry[name].Options.model_fields.items():
                 assert _converter_for(info.annotation), (family, name, option)
+
+
+def decoder_text(family: str, name: str, options: dict) -> str | None:
+    """A causal decoder that uses the variant, for cached decoding (None: the variant has no place in one)."""
+    c = choice_text(name, options)
+    variant = FAMILIES[family][name]
+    if family == "attention kind":
+        body = f"attention self heads=2 kind={c} mask=causal"
+    elif family == "mask":
+        if not variant.structural or variant.causal_from(variant.options(options)) == "start":
+            body = f"attention self heads=2 mask={c}" if variant.structural else \
+                f"attention self heads=2 mask=causal + {c}" if not variant.absent else None
+        else:
+            body = f"attention self heads=2 mask=causal + {c}"
+    elif family == "position" and variant.acts == "attention":
+        body = f"position {c}; attention self heads=2 mask=causal"
+    elif family == "position":
+        return EMBEDDING.format(position=c) + "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }\n" \
+            "head linear(40)"
+    else:
+        return None
+    if body is None:
+        return None
+    return EMBEDDING.format(position="none") + f"decoder x 2 {{ residual pre; {body}; feedforward d_ff=32 }}\n" \
+        "head linear(40)"
+
+
+CACHED = [(f, n, o) for f, n, o in ENTRIES if f in ("attention kind", "mask", "position")]
+
+
+@pytest.mark.parametrize("family, name, options", CACHED, ids=[f"{f}:{choice_text(n, o)}" for f, n, o in CACHED])
+def test_cached_decoding_equals_recomputation_at_a_realistic_weight_scale(family, name, options):
+    """Every variant a causal decoder can use: decoding with the KV cache gives the logits of recomputing the
+    whole sequence, with weights drawn at std 0.5 (at 0.02, attention is nearly uniform and hides an inexact
+    cache); where the cache cannot be exact, decoding does not use it."""
+    from tfspec.decoding import Continuation, cache_supported
+    text = decoder_text(family, name, options)
+    if text is None:
+        pytest.skip(f"{name} has no place in a causal decoder")
+    try:
+        spec = tfspec.parse(text)
+    except tfspec.SpecError as exc:
+        pytest.skip(f"{name} refuses a causal decoder: {exc.message}")
+    model = tfspec.compile(spec, seed=0).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(p.numel()))
+    if not cache_supported(spec):
+        assert not Continuation(model).use_cache
+        return
+    tokens = torch.randint(0, 40, (2, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():  # the first feed is a prompt (a prefix-LM's bidirectional prefix), then one at a time
+        cached, full = Continuation(model, use_cache=True), Continuation(model, use_cache=False)
+        first = 3
+        logits = [(cached.feed(tokens[:, :first]), full.feed(tokens[:, :first]))]
+        logits += [(cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1])) for i in range(first, 11)]
+    for a, b in logits:
+        scale = b.abs().max().item()
+        assert (a - b).abs().max().item() <= 1e-4 * max(1.0, scale), (a - b).abs().max()
