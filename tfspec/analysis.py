@@ -140,10 +140,11 @@ class Row:
 
     node: str
     label: str
-    op: str
+    op: str  # the node type's name, for reports (``ir.Attention.kind``)
     stack: str | None
     repeat: int
     cost: Cost
+    node_type: type = field(default=object, repr=False, compare=False)  # the IR node class, for code
 
     def to_dict(self) -> dict:
         return {"node": self.node, "label": self.label, "op": self.op, "stack": self.stack, "repeat": self.repeat,
@@ -175,6 +176,10 @@ class Analysis:
     @property
     def total(self) -> Cost:
         return sum((r.cost for r in self.rows), Cost())
+
+    def cost_of(self, node_type: type) -> Cost:
+        """What the nodes of one IR type cost together (``a.cost_of(ir.Attention)``)."""
+        return sum((r.cost for r in self.rows if issubclass(r.node_type, node_type)), Cost())
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "batch": self.batch, "lengths": self.lengths,
@@ -280,7 +285,7 @@ class _Counter:
         n = self.lengths[node.stack] if node.stack else self.lengths[next(reversed(self.lengths))]
         cost = rule(node, n, repeat)
         cost.params = self.params(node) * repeat
-        return Row(node.id, node.label, node.kind, node.stack, repeat, cost)
+        return Row(node.id, node.label, node.kind, node.stack, repeat, cost, type(node))
 
     def scaled(self, cost: Cost, repeat: int) -> Cost:
         """Per-sequence FLOPs of one instance -> the whole batch, every repeat (memory is already done)."""

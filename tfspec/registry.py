@@ -74,6 +74,7 @@ class Problem:
     message: str
     hint: str | None = None
     code: str = "variant"  # a code of tfspec.errors.CODES
+    about: object = None  # the choice it objects to (a mask, the position scheme); None: the objecting variant
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,29 @@ class Position(Variant):
     def max_len(self, options) -> int | None:
         """The longest sequence it can encode (a learned table's size); None: unbounded."""
         return None
+
+    def misplaced(self, where: Literal["embedding", "attention"], choice) -> Problem | None:
+        """Its objection to standing ``where`` (on an embedding, or in an attention) when it acts elsewhere."""
+        if self.absent or self.acts == where:
+            return None
+        if where == "embedding":
+            return Problem(f"{self.name} positions act inside attention, not on the embedding",
+                           f"write `position {choice}` in the stack body (its self-attentions use it) or "
+                           f"`position={choice}` on an attention, and `position none` here")
+        return Problem(f"{self.name} positions are added to the token embeddings, not applied inside attention",
+                       f"set `position {choice}` in the embedding's body")
+
+    def conflicts(self, options, kind: "AttentionKind") -> list[Problem]:
+        """Its objections to the attention kind it acts in (it needs dot products, or the kind's plain mix)."""
+        problems = []
+        if self.needs_dot_product and not kind.scores_by_dot_product and not kind.mixes_positions:
+            problems.append(Problem(f"{self.name} positions need dot-product scores, but {kind.name} attention "
+                                    "scores otherwise: its outputs would depend on absolute positions",
+                                    "use kind=dot, or another position scheme"))
+        if self.mixes_values and not kind.plain_softmax:
+            problems.append(Problem(f"{self.name} positions enter the softmax's value sum, which {kind.name} "
+                                    "attention computes otherwise", "use kind=dot, or another position scheme"))
+        return problems
 
     def shrunk(self, options, max_len: int):
         """The same scheme for at most ``max_len`` positions (``tfspec verify`` tests at small sizes)."""
@@ -459,6 +483,35 @@ class AttentionKind(Variant):
     # Decides itself which keys each query sees (BigBird's blocks) and takes only the keys' padding as its mask
     # (``(batch, 1, 1, keys)``): masks of structure and position schemes that bias the scores are spec errors.
     own_pattern: ClassVar[bool] = False
+
+    def conflicts(self, options, masks, position, position_choice) -> list[Problem]:
+        """Its objections to the masks (``Choice``s) and the in-attention position scheme (a ``Position``, and the
+        ``Choice`` it was written as) it is combined with: a kind that mixes positions first, or decides its own
+        pattern, can honour neither a mask of structure nor a scheme acting on keys by position."""
+        problems = []
+        structural = [m for m in masks if MASKS[m.name].structural]
+        if self.mixes_positions:
+            if structural:
+                problems.append(Problem(
+                    f"{self.name} attention cannot take mask={structural[0]}: it projects keys and values along the "
+                    "sequence, so every projected key mixes all positions and a query would see keys its mask "
+                    "forbids (for causal masks, its future)", "use it where attention is bidirectional (an encoder, "
+                    "mask=padding or none), or kind=dot with this mask", "mask", structural[0]))
+            if position.acts == "attention" and not position.absent:
+                problems.append(Problem(f"{position.name} positions act on keys by position, but {self.name} "
+                                        "attention projects keys along the sequence first",
+                                        "add positions to the embedding instead", about=position_choice))
+        if self.own_pattern:
+            if structural:
+                problems.append(Problem(
+                    f"{self.name} attention cannot take mask={structural[0]}: it decides itself which keys each "
+                    "query sees (its blocks), and takes only the keys' padding",
+                    "use mask=padding (or none), or kind=dot with this mask", "mask", structural[0]))
+            if position.biases_scores:
+                problems.append(Problem(f"{position.name} positions bias every query-key score, but {self.name} "
+                                        "attention scores only the pairs of its blocks",
+                                        "use rotary positions, or positions on the embedding", about=position_choice))
+        return problems
 
     def params(self, shape: AttentionShape, options) -> dict[str, Param]:
         raise NotImplementedError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .analysis import Analysis
+from .ir import nodes as ir
 from .files import save_figure
 
 
@@ -84,7 +85,7 @@ def format_summary(a: Analysis, label_width: int = 50) -> str:
 
 
 def attention_share(a: Analysis) -> float:
-    attention = sum(r.cost.flops for r in a.rows if r.op == "attention")
+    attention = a.cost_of(ir.Attention).flops
     return attention / a.total.flops if a.total.flops else 0.0
 
 

@@ -59,60 +59,27 @@ def check_heads_divide_width(g: Graph, spec: S.Spec, errors: Collector) -> None:
 
 
 def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
-    """Each variant's own checks where it is used, and position schemes where they act."""
+    """Each variant's own checks where it is used, its objections to the variants it is combined with, and
+    position schemes where they act: every rule is the variant's, asked here."""
     for emb in spec.embeddings:
-        variant, _ = POSITIONS.of(emb.position)
-        if not variant.absent and variant.acts != "embedding":
-            errors.error("variant", f"{variant.name} positions act inside attention, not on the embedding",
-                         emb.position.span or emb.span,
-                         f"write `position {emb.position}` in the stack body (its self-attentions use it) or "
-                         f"`position={emb.position}` on an attention, and `position none` here")
+        problem = POSITIONS.of(emb.position)[0].misplaced("embedding", emb.position)
+        if problem is not None:
+            errors.error(problem.code, problem.message, emb.position.span or emb.span, problem.hint)
     for node in g.of(ir.Attention):
         body, shape = node.spec, node.geometry
-        position, position_options = POSITIONS.of(body.position)
-        if not position.absent and position.acts != "attention":
-            errors.error("variant", f"{position.name} positions are added to the token embeddings, not applied "
-                                    "inside attention", body.position.span or node.span,
-                         f"set `position {body.position}` in the embedding's body")
-        kind, _ = ATTENTION_KINDS.of(body.kind)
-        if position.needs_dot_product and not kind.scores_by_dot_product and not kind.mixes_positions:
-            errors.error("variant", f"{position.name} positions need dot-product scores, but {kind.name} attention "
-                                    "scores otherwise: its outputs would depend on absolute positions",
-                         body.position.span or node.span, "use kind=dot, or another position scheme")
-        if kind.mixes_positions:
-            structural = [m for m in body.mask if MASKS[m.name].structural]
-            if structural:
-                errors.error("mask", f"{kind.name} attention cannot take mask={structural[0]}: it projects keys and "
-                                     "values along the sequence, so every projected key mixes all positions and a "
-                                     "query would see keys its mask forbids (for causal masks, its future)",
-                             structural[0].span or node.span,
-                             "use it where attention is bidirectional (an encoder, mask=padding or none), or "
-                             "kind=dot with this mask")
-            if position.acts == "attention":
-                errors.error("variant", f"{position.name} positions act on keys by position, but {kind.name} "
-                                        "attention projects keys along the sequence first",
-                             body.position.span or node.span, "add positions to the embedding instead")
-        if kind.own_pattern:
-            structural = [m for m in body.mask if MASKS[m.name].structural]
-            if structural:
-                errors.error("mask", f"{kind.name} attention cannot take mask={structural[0]}: it decides itself "
-                                     "which keys each query sees (its blocks), and takes only the keys' padding",
-                             structural[0].span or node.span, "use mask=padding (or none), or kind=dot with this mask")
-            if position.biases_scores:
-                errors.error("variant", f"{position.name} positions bias every query-key score, but {kind.name} "
-                                        "attention scores only the pairs of its blocks",
-                             body.position.span or node.span, "use rotary positions, or positions on the embedding")
-        if position.mixes_values and not kind.plain_softmax:
-            errors.error("variant", f"{position.name} positions enter the softmax's value sum, which {kind.name} "
-                                    "attention computes otherwise", body.position.span or node.span,
-                         "use kind=dot, or another position scheme")
+        (position, position_options), (kind, kind_options) = POSITIONS.of(body.position), ATTENTION_KINDS.of(body.kind)
+        objections = [(p, body.position) for p in filter(None, [position.misplaced("attention", body.position)])]
+        objections += [(p, body.position) for p in position.conflicts(position_options, kind)]
+        objections += [(p, body.kind) for p in kind.conflicts(kind_options, body.mask, position, body.position)]
         uses = [(ATTENTION_KINDS, body.kind)] + [(MASKS, m) for m in body.mask]
         if position.acts == "attention":
             uses.append((POSITIONS, body.position))
         for family, choice in uses:
             variant, options = family.of(choice)
-            for problem in variant.check(options, shape):
-                errors.error(problem.code, problem.message, choice.span or node.span, problem.hint)
+            objections += [(p, choice) for p in variant.check(options, shape)]
+        for problem, choice in objections:
+            about = problem.about if problem.about is not None else choice
+            errors.error(problem.code, problem.message, about.span or node.span, problem.hint)
 
 
 def _broadcast(shapes: list[tuple]) -> tuple | None:
