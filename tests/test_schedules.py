@@ -286,3 +286,16 @@ def test_qwen2_and_smollm3_import_as_schedules_and_export_their_layer_types(tmp_
         assert back.config.layer_types == config.layer_types
         assert getattr(back.config, "no_rope_layers", None) == getattr(config, "no_rope_layers", None)
         assert all(torch.equal(v, back.state_dict()[k]) for k, v in reference.state_dict().items())
+
+
+def test_window_locality_is_checked_for_each_kind_of_layer_at_its_own_reach():
+    from tfspec.verify import PROPERTIES, verify
+    spec = tfspec.parse("embedding tokens { vocab 32; dim 16 }\n"
+                        "encoder x 2 { attention self heads=2 mask=window(2); feedforward d_ff=16\n"
+                        "  layers 1 { self_attn mask=window(4) } }")
+    results = verify(tfspec.compile(spec, seed=0), examples=4)
+    assert [r.name for r in results] == [p.__name__.replace("_", " ").replace("train mode", "train-mode")
+                                         for p in PROPERTIES]
+    window = next(r for r in results if r.name == "window locality")
+    assert window.status == "held"
+    assert "within 1 of i (layer 0)" in window.detail and "within 3 of i (layer 1)" in window.detail

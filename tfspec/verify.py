@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from . import schema as S
 from .analysis import mask_reach
 from .errors import SpecError
+from .ir import nodes as ir
 from .ir import queries
 from .ir.queries import attentions
 from .registry import ATTENTION_KINDS, MASKS, POSITIONS
@@ -219,15 +220,23 @@ def has_dropout(spec: S.Spec) -> bool:
     return queries.has_dropout(spec.graph())
 
 
-def window_reach(spec: S.Spec, role: str) -> int | None:
-    """How far one layer's self-attentions can carry information, when every one is bounded; None if unbounded."""
-    reach = 0
-    for attention in self_attentions(spec, role):
-        behind, ahead = mask_reach(attention.mask)
-        if behind is None or ahead is None:
-            return None
-        reach += max(behind, ahead)
-    return reach
+def window_reaches(spec: S.Spec, role: str) -> dict[int, int] | None:
+    """How far one layer's self-attentions can carry information, for the first layer of each kind (one for a
+    uniform stack), when every one is bounded; None if any is unbounded."""
+    g = spec.graph()
+    info = g.stacks[role]
+    reaches = {}
+    for k, kind in enumerate(info.kinds):
+        reach = 0
+        for node in g.of(ir.Attention, stack=role, in_block=True):
+            if node.layer_kind != k or node.spec.reads != "self":
+                continue
+            behind, ahead = mask_reach(node.spec.mask)
+            if behind is None or ahead is None:
+                return None
+            reach += max(behind, ahead)
+        reaches[kind.layers[0]] = reach
+    return reaches
 
 
 def position_schemes(spec: S.Spec, role: str) -> list:
@@ -289,159 +298,225 @@ def _sequence(draw, v: int, max_len: int, min_len: int = 1):
     return draw(_tokens(v, batch, length))
 
 
-def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> list[Result]:
-    """Check every property that applies to ``model``'s spec; one ``Result`` per property."""
-    spec = model.spec
-    kind = spec.kind
-    role = "decoder" if spec.decoder is not None else "encoder"
-    model.eval()
-    results: list[Result] = []
-    length = max_length(model, role, max_len)
-    v = vocab(model, role)
-    def sources(batch: int):  # an encoder-decoder's source rows for a target batch
-        if kind != "encoder-decoder":
+@dataclass
+class Subject:
+    """What every property reads: the model, its main stack, the inputs' sizes and the search's budget."""
+
+    model: object
+    examples: int
+    seed: int
+    max_len: int
+
+    def __post_init__(self):
+        self.spec = self.model.spec
+        self.kind = self.spec.kind
+        self.role = "decoder" if self.spec.decoder is not None else "encoder"
+        self.length = max_length(self.model, self.role, self.max_len)
+        self.v = vocab(self.model, self.role)
+
+    def sources(self, batch: int):
+        """An encoder-decoder's source rows for a target batch (``None`` for a single stack)."""
+        if self.kind != "encoder-decoder":
             return st.just(None)
-        return st.integers(1, max_length(model, "encoder", max_len)).flatmap(
-            lambda n: _tokens(vocab(model, "encoder"), batch, n))
+        return st.integers(1, max_length(self.model, "encoder", self.max_len)).flatmap(
+            lambda n: _tokens(vocab(self.model, "encoder"), batch, n))
 
-    src_strategy = sources(1)
+    def search(self, prop: Callable, strategy) -> str | None:
+        return _search(prop, strategy, self.examples, self.seed)
 
-    # causality
-    causal = queries.causal_from(spec.graph())
-    if spec.decoder is None:
-        results.append(Result("causality", "not applicable", "no decoder: an encoder sees the whole sequence"))
-    elif length < 2:
-        results.append(Result("causality", "not applicable", "sequences of length 1 have no future"))
-    else:
-        prefixed = sorted((causal or {"start"}) - {"start"})  # None: it looks ahead; the search shows where
+    def fixed_inputs(self):
+        """Random tokens (and source) for the properties that need no search."""
+        generator = torch.Generator().manual_seed(self.seed)
+        tokens = torch.randint(0, self.v, (2, self.length), generator=generator)
+        src = (torch.randint(0, vocab(self.model, "encoder"), (2, max_length(self.model, "encoder", self.max_len)),
+                             generator=generator) if self.kind == "encoder-decoder" else None)
+        return tokens, src
 
-        @st.composite
-        def causal_case(draw):
-            tokens = draw(st.integers(2, max(2, length)).flatmap(lambda n: _tokens(v, 1, n)))
-            # a prefix-LM is causal after its prefix: draw the prefix, then a position at or after it
-            inputs = {name: torch.tensor([draw(st.integers(0, tokens.shape[1] - 2))]) for name in prefixed}
-            start = max([int(t) for t in inputs.values()], default=0)
-            position = draw(st.integers(start, tokens.shape[1] - 2))
-            replacement = draw(_tokens(v, 1, tokens.shape[1] - position - 1))
-            return tokens, position, replacement, draw(src_strategy), inputs
 
-        found = _search(lambda c: check_causal(model, c[0], c[1], c[2], c[3], **c[4]), causal_case(), examples, seed)
-        after = f" after the prefix ({', '.join(prefixed)})" if prefixed else ""
-        results.append(Result("causality", "violated" if found else "held", found or
-                              f"changing later target tokens{after} never changed earlier outputs"))
-    # permutation equivariance
-    schemes = position_schemes(spec, role)
-    structural = structural_masks(spec, role)
-    if kind == "encoder-decoder":
-        results.append(Result("permutation equivariance", "not applicable", "an encoder-decoder's output "
-                              "positions follow the target; checked for single-stack models"))
-    elif schemes or structural or order_mixing_kinds(spec, role):
-        why = (f"the spec has {', '.join(s.name for s in schemes)} positions" if schemes
+def _outcome(name: str, found: str | None, held: str) -> Result:
+    return Result(name, "violated" if found else "held", found or held)
+
+
+def causality(s: Subject) -> Result:
+    """In a decoder, changing tokens after position i never changes outputs at positions <= i (after the
+    prefix, for a prefix-LM)."""
+    if s.spec.decoder is None:
+        return Result("causality", "not applicable", "no decoder: an encoder sees the whole sequence")
+    if s.length < 2:
+        return Result("causality", "not applicable", "sequences of length 1 have no future")
+    prefixed = sorted((queries.causal_from(s.spec.graph()) or {"start"}) - {"start"})  # None: the search shows
+    src_strategy = s.sources(1)
+
+    @st.composite
+    def case(draw):
+        tokens = draw(st.integers(2, max(2, s.length)).flatmap(lambda n: _tokens(s.v, 1, n)))
+        # a prefix-LM is causal after its prefix: draw the prefix, then a position at or after it
+        inputs = {name: torch.tensor([draw(st.integers(0, tokens.shape[1] - 2))]) for name in prefixed}
+        start = max([int(t) for t in inputs.values()], default=0)
+        position = draw(st.integers(start, tokens.shape[1] - 2))
+        replacement = draw(_tokens(s.v, 1, tokens.shape[1] - position - 1))
+        return tokens, position, replacement, draw(src_strategy), inputs
+
+    found = s.search(lambda c: check_causal(s.model, c[0], c[1], c[2], c[3], **c[4]), case())
+    after = f" after the prefix ({', '.join(prefixed)})" if prefixed else ""
+    return _outcome("causality", found, f"changing later target tokens{after} never changed earlier outputs")
+
+
+def permutation_equivariance(s: Subject) -> Result:
+    """Without positions, structural masks or kinds that mix positions by place: f(P x) = P f(x)."""
+    name = "permutation equivariance"
+    schemes, structural = position_schemes(s.spec, s.role), structural_masks(s.spec, s.role)
+    if s.kind == "encoder-decoder":
+        return Result(name, "not applicable", "an encoder-decoder's output positions follow the target; checked "
+                                              "for single-stack models")
+    if schemes or structural or order_mixing_kinds(s.spec, s.role):
+        why = (f"the spec has {', '.join(x.name for x in schemes)} positions" if schemes
                else f"the spec masks with {structural}" if structural
-               else f"{', '.join(order_mixing_kinds(spec, role))} attention mixes positions by their place")
-        results.append(Result("permutation equivariance", "not applicable", f"{why}, so outputs may depend on order"))
-    else:
-        @st.composite
-        def permutation_case(draw):
-            tokens = draw(_sequence(v, length, 2))
-            return tokens, draw(st.permutations(range(tokens.shape[1])))
+               else f"{', '.join(order_mixing_kinds(s.spec, s.role))} attention mixes positions by their place")
+        return Result(name, "not applicable", f"{why}, so outputs may depend on order")
 
-        found = _search(lambda c: check_permutation(model, c[0], list(c[1])), permutation_case(), examples, seed)
-        results.append(Result("permutation equivariance", "violated" if found else "held",
-                              found or "f(P x) = P f(x) for every permutation tried"))
-    # offset invariance
-    absolute = [s.name for s in schemes if not s.relative]
+    @st.composite
+    def case(draw):
+        tokens = draw(_sequence(s.v, s.length, 2))
+        return tokens, draw(st.permutations(range(tokens.shape[1])))
+
+    found = s.search(lambda c: check_permutation(s.model, c[0], list(c[1])), case())
+    return _outcome(name, found, "f(P x) = P f(x) for every permutation tried")
+
+
+def offset_invariance(s: Subject) -> Result:
+    """With relative positions only, shifting every position id by a constant leaves the outputs unchanged."""
+    schemes = position_schemes(s.spec, s.role)
+    absolute = [x.name for x in schemes if not x.relative]
     if not schemes:
-        results.append(Result("offset invariance", "not applicable", "the spec has no positions"))
-    elif absolute:
-        results.append(Result("offset invariance", "not applicable",
-                              f"{', '.join(absolute)} positions are absolute: outputs depend on where a sequence starts"))
-    else:
-        @st.composite
-        def offset_case(draw):
-            tokens = draw(_sequence(v, length, 2))
-            return tokens, draw(st.integers(1, 1000)), draw(sources(tokens.shape[0]))
+        return Result("offset invariance", "not applicable", "the spec has no positions")
+    if absolute:
+        return Result("offset invariance", "not applicable",
+                      f"{', '.join(absolute)} positions are absolute: outputs depend on where a sequence starts")
 
-        found = _search(lambda c: check_offset(model, c[0], c[1], c[2]), offset_case(), examples, seed)
-        results.append(Result("offset invariance", "violated" if found else "held",
-                              found or "shifting every position id by a constant never changed the outputs"))
-    # padding invariance
-    target_pads = accepts_padding(model, role)
-    source_pads = kind == "encoder-decoder" and accepts_padding(model, "encoder")
+    @st.composite
+    def case(draw):
+        tokens = draw(_sequence(s.v, s.length, 2))
+        return tokens, draw(st.integers(1, 1000)), draw(s.sources(tokens.shape[0]))
+
+    found = s.search(lambda c: check_offset(s.model, c[0], c[1], c[2]), case())
+    return _outcome("offset invariance", found, "shifting every position id by a constant never changed the outputs")
+
+
+def padding_invariance(s: Subject) -> Result:
+    """Outputs at real positions ignore what padded positions contain."""
+    target_pads = accepts_padding(s.model, s.role)
+    source_pads = s.kind == "encoder-decoder" and accepts_padding(s.model, "encoder")
     if not (target_pads or source_pads):
-        results.append(Result("padding invariance", "not applicable", "no attention masks padding"))
-    else:
-        @st.composite
-        def padding_case(draw):
-            tokens = draw(_sequence(v, length))
-            lengths = [draw(st.integers(1, tokens.shape[1])) for _ in range(tokens.shape[0])] if target_pads else None
-            filler = draw(_tokens(v, *tokens.shape))
-            src = src_lengths = src_filler = None
-            if kind == "encoder-decoder":
-                src = draw(_tokens(vocab(model, "encoder"), tokens.shape[0],
-                                   draw(st.integers(1, max_length(model, "encoder", max_len)))))
-                if source_pads:
-                    src_lengths = [draw(st.integers(1, src.shape[1])) for _ in range(src.shape[0])]
-                    src_filler = draw(_tokens(vocab(model, "encoder"), *src.shape))
-            return tokens, lengths, filler, src, src_lengths, src_filler
+        return Result("padding invariance", "not applicable", "no attention masks padding")
 
-        found = _search(lambda c: check_padding(model, *c), padding_case(), examples, seed)
-        results.append(Result("padding invariance", "violated" if found else "held",
-                              found or "outputs at real positions never depended on padded content"))
-    # window locality
-    reach = window_reach(spec, role) if kind != "encoder-decoder" else None
-    single_length = max_length(model, role, max(max_len, (reach or 0) + 2))
-    if reach is None:
-        results.append(Result("window locality", "not applicable", "some self-attention sees unboundedly far"))
-    elif single_length < reach + 2:
-        results.append(Result("window locality", "not applicable", f"not testable: a layer reaches {reach} "
-                              f"positions, but the model takes at most {single_length} (learned positions)"))
-    else:
-        single = _single_layer(model)
+    @st.composite
+    def case(draw):
+        tokens = draw(_sequence(s.v, s.length))
+        lengths = [draw(st.integers(1, tokens.shape[1])) for _ in range(tokens.shape[0])] if target_pads else None
+        filler = draw(_tokens(s.v, *tokens.shape))
+        src = src_lengths = src_filler = None
+        if s.kind == "encoder-decoder":
+            src = draw(_tokens(vocab(s.model, "encoder"), tokens.shape[0],
+                               draw(st.integers(1, max_length(s.model, "encoder", s.max_len)))))
+            if source_pads:
+                src_lengths = [draw(st.integers(1, src.shape[1])) for _ in range(src.shape[0])]
+                src_filler = draw(_tokens(vocab(s.model, "encoder"), *src.shape))
+        return tokens, lengths, filler, src, src_lengths, src_filler
+
+    found = s.search(lambda c: check_padding(s.model, *c), case())
+    return _outcome("padding invariance", found, "outputs at real positions never depended on padded content")
+
+
+def window_locality(s: Subject) -> Result:
+    """With bounded self-attention only, one layer's output i depends only on tokens within its reach of i;
+    each kind of layer (of a layer schedule) is checked on its own."""
+    name = "window locality"
+    reaches = window_reaches(s.spec, s.role) if s.kind != "encoder-decoder" else None
+    if reaches is None:
+        return Result(name, "not applicable", "some self-attention sees unboundedly far")
+    held = []
+    for layer, reach in reaches.items():
+        single_length = max_length(s.model, s.role, max(s.max_len, reach + 2))
+        if single_length < reach + 2:
+            return Result(name, "not applicable", f"not testable: a layer reaches {reach} positions, but the model "
+                                                  f"takes at most {single_length} (learned positions)")
+        single = _single_layer(s.model, layer)
 
         @st.composite
-        def window_case(draw):
+        def case(draw, reach=reach, single_length=single_length):
             # longer than the reach, or nothing lies outside it and the check could not fail; drawn from a
             # seed, since a window of thousands of tokens is far beyond what Hypothesis generates element-wise
             n = draw(st.integers(reach + 2, single_length))
             seed = draw(st.integers(0, 2 ** 31 - 1))
-            tokens = torch.randint(0, v, (1, n), generator=torch.Generator().manual_seed(seed))
-            return tokens, draw(st.integers(0, tokens.shape[1] - 1)), draw(st.integers(0, v - 1))
+            tokens = torch.randint(0, s.v, (1, n), generator=torch.Generator().manual_seed(seed))
+            return tokens, draw(st.integers(0, tokens.shape[1] - 1)), draw(st.integers(0, s.v - 1))
 
-        found = _search(lambda c: check_window(single, c[0], c[1], reach, c[2]), window_case(), examples, seed)
-        results.append(Result("window locality", "violated" if found else "held",
-                              found or f"with one layer and sequences of {reach + 2}-{single_length} tokens, "
-                              f"output i depended only on tokens within {reach} of i"))
-    # gradients and determinism (random inputs suffice)
-    generator = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(0, v, (2, length), generator=generator)
-    src = torch.randint(0, vocab(model, "encoder"), (2, max_length(model, "encoder", max_len)),
-                        generator=generator) if kind == "encoder-decoder" else None
-    model.train()
-    found = check_gradients(model, tokens, src)
-    results.append(Result("finite gradients", "violated" if found else "held",
-                          found or f"all {sum(1 for _ in model.parameters())} parameter tensors got finite gradients"))
-    found = check_determinism(model, tokens, src)
-    results.append(Result("eval determinism", "violated" if found else "held", found or "eval-mode outputs repeat exactly"))
-    if has_dropout(spec):
-        found = check_dropout_active(model, tokens, src)
-        results.append(Result("train-mode dropout", "violated" if found else "held",
-                              found or "train-mode outputs differ between calls"))
-    else:
-        results.append(Result("train-mode dropout", "not applicable", "the spec has no dropout"))
+        found = s.search(lambda c: check_window(single, c[0], c[1], reach, c[2]), case())
+        if found:
+            return Result(name, "violated", found if len(reaches) == 1 else f"layer {layer}: {found}")
+        held.append(f"sequences of {reach + 2}-{single_length} tokens, output i depended only on tokens within "
+                    f"{reach} of i" + (f" (layer {layer})" if len(reaches) > 1 else ""))
+    return Result(name, "held", "with one layer and " + "; ".join(held))
+
+
+def finite_gradients(s: Subject) -> Result:
+    """Every parameter gets a finite gradient from one backward pass."""
+    tokens, src = s.fixed_inputs()
+    s.model.train()
+    found = check_gradients(s.model, tokens, src)
+    s.model.eval()
+    count = sum(1 for _ in s.model.parameters())
+    return _outcome("finite gradients", found, f"all {count} parameter tensors got finite gradients")
+
+
+def eval_determinism(s: Subject) -> Result:
+    """In eval mode two calls agree."""
+    tokens, src = s.fixed_inputs()
+    return _outcome("eval determinism", check_determinism(s.model, tokens, src), "eval-mode outputs repeat exactly")
+
+
+def train_mode_dropout(s: Subject) -> Result:
+    """In train mode with dropout, two calls differ."""
+    if not has_dropout(s.spec):
+        return Result("train-mode dropout", "not applicable", "the spec has no dropout")
+    tokens, src = s.fixed_inputs()
+    found = check_dropout_active(s.model, tokens, src)
+    s.model.eval()
+    return _outcome("train-mode dropout", found, "train-mode outputs differ between calls")
+
+
+# The properties ``verify`` checks, in order; each says itself whether it applies.
+PROPERTIES: list[Callable[[Subject], Result]] = [
+    causality,
+    permutation_equivariance,
+    offset_invariance,
+    padding_invariance,
+    window_locality,
+    finite_gradients,
+    eval_determinism,
+    train_mode_dropout,
+]
+
+
+def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> list[Result]:
+    """Check every property that applies to ``model``'s spec; one ``Result`` per property (``PROPERTIES``)."""
+    model.eval()
+    subject = Subject(model, examples, seed, max_len)
+    results = [prop(subject) for prop in PROPERTIES]
     model.eval()
     return results
 
 
-def _single_layer(model):
-    """The same model truncated to its first layer (window reach is per layer)."""
+def _single_layer(model, layer: int = 0):
+    """The same model with one layer, ``layer`` (window reach is per layer)."""
     import copy
 
     single = copy.deepcopy(model)
     for role in ("encoder", "decoder"):
         stack = getattr(single, role, None)
         if stack is not None:
-            stack.layers = stack.layers[:1]
+            stack.layers = stack.layers[layer:layer + 1] if layer < len(stack.layers) else stack.layers[:1]
     return single.eval()
 
 
