@@ -402,7 +402,12 @@ class _Counter:
                          else kind.keeps_projection(shape, options, self.batch, in_bands=chunk is not None))
                 if not keeps:
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
-        memory = self.keep(("own", node.id), (kept * self.s + stats * STAT_BYTES) * repeat) + shared
+        own = kept * self.s + stats * STAT_BYTES
+        if position.biases_scores and not position.per_stack and position.params(shape, position_options):
+            # a learned score bias of the layer's own: what differentiating it keeps, and with a mask of
+            # structure, the bool condition of the mask's where
+            own += position.bias_saved(position_options, shape, n, m) + (n * m if structural else 0)
+        memory = self.keep(("own", node.id), own * repeat) + shared
         memory += self.keep_input(node, node.inputs[0], self.batch * n * shape.width * self.s, repeat)
         if cross:
             memory += self.keep_input(node, node.inputs[1], self.batch * m * shape.memory_width * self.s, repeat)

@@ -313,6 +313,13 @@ class Position(Variant):
         once per call, for the default position ids (an int64 index counts two words)."""
         return (0, 0)
 
+    def bias_saved(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
+        """For a scheme whose score bias has parameters of each layer's (``biases_scores``, learned): the bytes
+        autograd keeps to differentiate that bias in each attention that adds it, for the default position ids.
+        (Where a mask of structure joins such a bias, the mask's ``where`` keeps its bool condition too, which
+        the analysis adds.)"""
+        return 0
+
     def call_saved(self, options, shape: AttentionShape, length: int) -> int:
         """Activation-dtype elements autograd keeps once per forward call for a stack of ``length`` positions
         (tables its attentions share, such as rotary's cos and sin)."""
