@@ -16,16 +16,26 @@ import tfspec.nn.bigbird
 import tfspec.nn.flex as flex
 from tfspec.compiler import attention_config
 from tfspec.nn.flex import flex_mix
+from tfspec.registry import ATTENTION_KINDS, MASKS
 
 SPEC = """
 embedding tokens {{ vocab 50; dim 16; position learned(320) }}
 encoder x 2 {{ attention self heads=4 {attention}; feedforward d_ff=32 }}
 head linear(50)
 """
-PATTERNS = ["mask=window(5)", "mask=window(40) + padding", "mask=block(4) + padding", "mask=causal + padding",
-            "mask=causal + window(6)", "mask=prefix + padding", "mask=causal + document",
-            "kv_heads=2 mask=causal + window(9) + padding", "kind=bigbird(4, random=1) mask=padding",
-            "kind=bigbird(8, random=2) mask=padding"]
+def _choice(name: str, options: dict) -> str:
+    return f"{name}({', '.join(f'{k}={v}' for k, v in options.items())})" if options else name
+
+
+# every structural mask (each with its example options) and every kind that decides its own pattern, from the
+# registry: a new one is tested here by being registered
+PATTERNS = ([f"mask={_choice(n, o)} + padding" for n in MASKS if MASKS[n].structural for o in MASKS[n].examples]
+            + [f"kind={_choice(n, o)} mask=padding" for n in ATTENTION_KINDS if ATTENTION_KINDS[n].own_pattern
+               for o in ATTENTION_KINDS[n].examples]
+            # and combinations: a window dense at one length and banded at the other, causal with others
+            + ["mask=window(40) + padding", "mask=causal + window(6)", "mask=causal + document",
+               "kv_heads=2 mask=causal + window(9) + padding"])
+ROWS = 3
 
 
 @pytest.fixture
@@ -44,19 +54,36 @@ def counted(monkeypatch):
 
 
 def inputs(length: int, device="cpu") -> tuple[torch.Tensor, dict]:
+    """Tokens of three rows (the second and third padded), and every run-time input the masks declare, from its
+    example for each row's real length."""
     g = torch.Generator().manual_seed(length)
-    tokens = torch.randint(0, 50, (3, length), generator=g)
-    real = torch.tensor([[length], [length - 7], [length // 2]])
-    extra = {"padding_mask": torch.arange(length)[None] >= real,
-             "prefix_lengths": torch.tensor([3, 0, length // 3]),
-             "document_ids": torch.arange(length)[None].expand(3, -1) // torch.tensor([[11], [29], [5]])}
+    tokens = torch.randint(0, 50, (ROWS, length), generator=g)
+    real = [length, length - 7, length // 2]
+    extra = {"padding_mask": torch.arange(length)[None] >= torch.tensor(real)[:, None]}
+    for variant in (MASKS[n] for n in MASKS):
+        for declared in variant.inputs:
+            rows = [declared.example(n) for n in real]
+            if declared.per == "position":  # padded rows continue their last value
+                rows = [row + row[-1:] * (length - len(row)) for row in rows]
+            extra[declared.name] = torch.tensor(rows)
     return tokens.to(device), {k: v.to(device) for k, v in extra.items()}
 
 
 def run(model, tokens, extra, attention):
-    wanted = {k: v for k, v in extra.items() if k.removesuffix("_mask") in attention or
-              k == "prefix_lengths" and "prefix" in attention or k == "document_ids" and "document" in attention}
+    declared = {i.name for n in MASKS if n in attention for i in MASKS[n].inputs}
+    wanted = {k: v for k, v in extra.items() if k in declared or k == "padding_mask" and "padding" in attention}
     return model(tokens, **wanted), wanted.get("padding_mask")
+
+
+def attended_densely(attention: str, length: int) -> bool:
+    """A kind that decides its own pattern may attend densely at short lengths (BigBird, as Hugging Face does)."""
+    for name in ATTENTION_KINDS:
+        if f"kind={name}" in attention:
+            variant = ATTENTION_KINDS[name]
+            options = next(o for o in variant.examples if f"kind={_choice(name, o)} " in attention + " ")
+            sparse = getattr(variant, "sparse", None)
+            return sparse is not None and not sparse(variant.options(options), length)
+    return False
 
 
 @pytest.mark.parametrize("attention", PATTERNS)
@@ -66,8 +93,7 @@ def test_flex_attention_equals_the_dense_path(attention, length, counted):
     tokens, extra = inputs(length)
     with torch.no_grad():
         flexed, padding = run(model, tokens, extra, attention)
-        dense_bigbird = "bigbird(8" in attention and length <= (5 + 2 * 2) * 8  # attended densely, as HF does
-        assert len(counted) == (0 if dense_bigbird else 2), "both layers took FlexAttention"
+        assert len(counted) == (0 if attended_densely(attention, length) else 2), "both layers took FlexAttention"
         flex.FLEX_DEVICES.discard("cpu")
         dense, _ = run(model, tokens, extra, attention)
     real = torch.ones_like(tokens, dtype=torch.bool) if padding is None else ~padding
