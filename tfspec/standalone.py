@@ -271,7 +271,6 @@ class _Writer:
             body += lines
         signature = ", ".join([f"{a}: Tensor" for a in arguments] +
                               [f"{a}: Tensor | None = None" for a in padding_args + other_args])
-        final_role = spec.stacks[-1].role
         outputs = g.of(ir.Output)
         body.append("        hidden = x")
         result = "hidden"

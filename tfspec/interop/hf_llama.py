@@ -83,9 +83,21 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    head_dim = f" head_dim={s.head_dim}" if s.head_dim else ""
-    position = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
     masks = ["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else [])
+    return decoder_text(w, s, rotary(s), " + ".join(masks), f"bias={s.attention_bias}", s.mlp_bias, "", head=head,
+                        name=name, heading=heading)
+
+
+def rotary(s) -> str:
+    """The stack's rotary positions, as the configuration's settings ``s`` write them."""
+    return f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
+
+
+def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,
+                 head: bool, name: str, heading: tuple[str, ...]) -> str:
+    """The spec of a Llama-layout decoder (pre-norm RMSNorm, a gated feed-forward), its stack's own layer given by
+    ``position``, ``masks`` and biases, and ``sections`` (``layers`` lines) where layers differ."""
+    head_dim = f" head_dim={s.head_dim}" if s.head_dim else ""
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
@@ -100,10 +112,10 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
 
 decoder x {s.layers} {{
   position {position}
-  attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={' + '.join(masks)} bias={s.attention_bias}
-  feedforward d_ff={s.d_ff} activation={s.activation} bias={s.mlp_bias}
+  attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={masks} {attention_bias}
+  feedforward d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}
   final rmsnorm(eps={s.eps})
-}}
+{sections}}}
 """
     if head:  # the causal LM's; the base model has none
         text += f"\nhead {projection}\n"

@@ -85,8 +85,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     smollm3 = config.model_type == "smollm3"
     w = SpecWriter()
     s = (SMOLLM3_FIELDS if smollm3 else QWEN2_FIELDS).write(config, w)
-    head_dim = f" head_dim={s.head_dim}" if s.head_dim else ""
-    rotary = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
+    rotary = hf_llama.rotary(s)
 
     def masks(slides: bool) -> str:
         return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
@@ -100,29 +99,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         lines.append(f"  layers {layers} {{ {'; '.join(changes)} }}\n")
     # Qwen2 biases q, k and v but not the output; SmolLM3 has Llama's one switch for both
     attention_bias = f"bias={s.attention_bias}" if smollm3 else "bias=true out_bias=false"
-    mlp_bias = s.mlp_bias if smollm3 else "false"
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm rmsnorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {rotary if base[1] else 'none'}
-  attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={masks(base[0])} {attention_bias}
-  feedforward d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}
-  final rmsnorm(eps={s.eps})
-{''.join(lines)}}}
-"""
-    if head:
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
+    return hf_llama.decoder_text(w, s, rotary if base[1] else "none", masks(base[0]), attention_bias,
+                                 s.mlp_bias if smollm3 else "false", "".join(lines), head=head, name=name,
+                                 heading=heading)
 
 
 def hf_config(spec, model_type: str = "qwen2") -> dict:

@@ -16,7 +16,7 @@ scale or tying is an ``InteropError``, never a silent copy.
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.queries import sublayers
+from ..ir import queries
 from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
 from .facts import Facts
 from .fields import Field, Fields, Fixed
@@ -166,7 +166,7 @@ def _parts(model, role: str) -> dict:
     pre-norm before each (read from the graph, so the names in the spec do not matter)."""
     g = model.spec.graph()
     attentions, feedforwards, norms = [], [], {}
-    for node in sublayers(g, role):
+    for node in queries.sublayers(g, role):
         (attentions if isinstance(node, ir.Attention) else feedforwards).append(node.name)
         before = g.node(node.inputs[0])
         if not isinstance(before, ir.Norm) or before.module is None:
