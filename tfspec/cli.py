@@ -58,6 +58,14 @@ def summary_line(path: str, spec) -> str:
             f"{head_text}, {spec.parameter_count():,} parameters")
 
 
+def _add_check(sub) -> None:
+    """The `check` command's arguments."""
+    check = _with_set(sub.add_parser("check", help="parse and validate specs; print a summary line for each"))
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("--dump", choices=["spec", "graph"], help="print the resolved spec (JSON) or the graph IR")
+    check.set_defaults(run=cmd_check)
+
+
 def cmd_check(args) -> int:
     failed = 0
     for path in args.files:
@@ -72,6 +80,16 @@ def cmd_check(args) -> int:
         else:
             print(summary_line(path, spec))
     return 1 if failed else 0
+
+
+def _add_fmt(sub) -> None:
+    """The `fmt` command's arguments."""
+    fmt = sub.add_parser("fmt", help="print specs in canonical form (comments kept)")
+    fmt.add_argument("files", nargs="+", metavar="FILE")
+    mode = fmt.add_mutually_exclusive_group()
+    mode.add_argument("--write", "-w", action="store_true", help="rewrite the files in place")
+    mode.add_argument("--check", action="store_true", help="exit 1 if any file is not formatted")
+    fmt.set_defaults(run=cmd_fmt)
 
 
 def cmd_fmt(args) -> int:
@@ -138,6 +156,20 @@ def _random_inputs(model, batch: int, length: int, device, generator):
     return (ids(model.spec.stacks[0].role),)
 
 
+def _add_build(sub) -> None:
+    """The `build` command's arguments."""
+    build = _with_set(sub.add_parser("build", help="compile a spec, print its module tree and parameter count, "
+                                                  "and run one forward pass on random tokens"))
+    build.add_argument("file", metavar="FILE")
+    build.add_argument("--batch", type=_positive, default=2, help="batch size of the test pass (default 2)")
+    build.add_argument("--seq-len", type=_positive, default=16, help="sequence length of the test pass (default 16)")
+    build.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps")
+    build.add_argument("--dtype", choices=DTYPES, default="float32")
+    build.add_argument("--seed", type=_seed, default=0, help="seed for initialisation and inputs (default 0)")
+    build.add_argument("--code", action="store_true", help="also print each stack's generated layer code")
+    build.set_defaults(run=cmd_build)
+
+
 def cmd_build(args) -> int:
     import time
 
@@ -179,6 +211,19 @@ def cmd_build(args) -> int:
     print(f"forward pass on random tokens {tuple(inputs[-1].shape)}: {names} {shapes} in {elapsed * 1000:.1f} ms"
           f"{'' if finite else ' -- NON-FINITE VALUES'}")
     return 0 if finite else 1
+
+
+def _add_verify(sub) -> None:
+    """The `verify` command's arguments."""
+    verify = _with_set(sub.add_parser("verify", help="check causality, permutation equivariance, padding "
+                                                    "invariance, window locality and gradients on the compiled spec"))
+    verify.add_argument("file", metavar="FILE")
+    verify.add_argument("--examples", type=_examples, default=25, help="Hypothesis examples per property (default 25)")
+    verify.add_argument("--seed", type=_seed, default=0)
+    verify.add_argument("--full-size", action="store_true", help="check the spec at its own sizes (slow for big "
+                                                                 "models); by default widths, vocabularies and "
+                                                                 "layer counts are reduced")
+    verify.set_defaults(run=cmd_verify)
 
 
 def cmd_verify(args) -> int:
@@ -249,6 +294,32 @@ def _fits(spec, batch: int, length: int, what: str, device=None, beyond_position
 
 def _gib(n: float) -> str:
     return f"{n / 2 ** 30:,.1f} GiB" if n < 2 ** 50 else f"{n / 2 ** 30:.2e} GiB"
+
+
+def _add_summary(sub) -> None:
+    """The `summary` command's arguments."""
+    summary = _with_set(sub.add_parser("summary", help="parameters, forward FLOPs and activation memory per "
+                                                      "component, their growth with sequence length, and "
+                                                      "complexity classes"))
+    summary.add_argument("files", nargs="+", metavar="FILE",
+                         help="a spec; several are compared side by side (and drawn on one --plot)")
+    summary.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: the learned positions' "
+                                                           "size, else 512)")
+    summary.add_argument("--src-len", type=_positive, help="encoder-decoder: source length (default --seq-len)")
+    summary.add_argument("--tgt-len", type=_positive, help="encoder-decoder: target length (default --seq-len)")
+    summary.add_argument("--batch", type=_positive, default=1, help="sequences per batch (default 1)")
+    summary.add_argument("--dtype", choices=DTYPES, default="float32", help="activation dtype for memory")
+    summary.add_argument("--fused-attention", action="store_true",
+                         help="count memory for a fused (flash) attention kernel: no T×T probabilities kept")
+    summary.add_argument("--sweep", type=_lengths_list, metavar="N,N,...",
+                         help="sequence lengths of the growth table (default powers of two 64..8192)")
+    summary.add_argument("--json", action="store_true", help="print everything as JSON")
+    summary.add_argument("--plot", metavar="PNG", help="also draw FLOPs and memory against sequence length "
+                                                             "(every FILE on one chart)")
+    summary.add_argument("--measure", action="store_true",
+                         help="also compile on the meta device and compare with FlopCounterMode and the "
+                              "tensors autograd saves")
+    summary.set_defaults(run=cmd_summary)
 
 
 def cmd_summary(args) -> int:
@@ -349,6 +420,17 @@ def _measured_text(analysis, measured) -> str:
             f"  saved for backward: {binary(measured.saved_bytes)} (analysis {binary(total.memory)}, {memory_gap:+.2%})")
 
 
+def _add_render(sub) -> None:
+    """The `render` command's arguments."""
+    render = _with_set(sub.add_parser("render", help="draw the architecture (Figure 1 style) with Graphviz"))
+    render.add_argument("file", metavar="FILE")
+    render.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="output file; the suffix picks the format: .svg, .png, .pdf or .dot")
+    render.add_argument("--expand", action="store_true", help="draw every layer instead of one inside 'N×'")
+    render.add_argument("--detail", action="store_true", help="show tensor shapes on edges, dropout, norm options")
+    render.set_defaults(run=cmd_render)
+
+
 def cmd_render(args) -> int:
     from .diagram import RenderError, render
 
@@ -360,6 +442,20 @@ def cmd_render(args) -> int:
         raise UsageError(str(exc)) from None
     print(f"wrote {path}")
     return 0
+
+
+def _add_mask(sub) -> None:
+    """The `mask` command's arguments."""
+    mask = _with_set(sub.add_parser("mask", help="draw which key each query sees, for every attention sublayer"))
+    mask.add_argument("file", metavar="FILE")
+    mask.add_argument("-o", "--output", required=True, metavar="OUT", help="the picture: .png, .svg or .pdf")
+    mask.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: a length that shows every "
+                                                         "pattern, within the spec's limits)")
+    mask.add_argument("--src-len", type=_positive, help="encoder-decoder: source length")
+    mask.add_argument("--tgt-len", type=_positive, help="encoder-decoder: target length")
+    mask.add_argument("--head", type=_positive, default=1, help="the query head drawn where heads see different "
+                                                                "keys (BigBird's random blocks; default 1)")
+    mask.set_defaults(run=cmd_mask)
 
 
 def cmd_mask(args) -> int:
@@ -389,6 +485,17 @@ def cmd_mask(args) -> int:
     plot_patterns(patterns, args.output, f"{spec.name}: which key each query sees")
     print(f"wrote {args.output}")
     return 0
+
+
+def _add_import(sub) -> None:
+    """The `import` command's arguments."""
+    imports = sub.add_parser("import", help="write the spec a Hugging Face model directory's config.json describes")
+    imports.add_argument("source", metavar="DIR", help="a Hugging Face model directory, or its config.json")
+    imports.add_argument("-o", "--output", metavar="NAME.tfs", help="where to write it (default: standard output)")
+    imports.add_argument("--name", help="the spec's model name (default: the directory's)")
+    imports.add_argument("--run", dest="run_dir", metavar="OUT", help="also write the weights as a run directory (a step-0 "
+                                                      "checkpoint that tfspec export reads)")
+    imports.set_defaults(run=cmd_import)
 
 
 def cmd_import(args) -> int:
@@ -457,6 +564,17 @@ def _import_run(source, text: str, run_dir: str) -> None:
     with_tokenizer = " and its tokenizer.json" if files else " (no tokenizer.json beside them)"
     print(f"wrote {path}: the {model.hf_class} weights{with_tokenizer}, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters")
+
+
+def _add_export(sub) -> None:
+    """The `export` command's arguments."""
+    export = sub.add_parser("export", help="write a run's (or checkpoint's) model for other tools: Hugging Face, "
+                                           "a standalone PyTorch file, ONNX")
+    export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
+    export.add_argument("--to", choices=["hf", "torch", "onnx"], required=True,
+                        help="hf: a transformers model directory; torch: tfspec emit's file and its weights; onnx")
+    export.add_argument("-o", "--output", required=True, metavar="DIR", help="a new directory to write")
+    export.set_defaults(run=cmd_export)
 
 
 def cmd_export(args) -> int:
@@ -541,6 +659,15 @@ def _export_onnx(model, out) -> None:
         raise RunError(f"torch.onnx.export could not write this model: {exc}") from None
 
 
+def _add_emit(sub) -> None:
+    """The `emit` command's arguments."""
+    emit = _with_set(sub.add_parser("emit", help="write the model as one standalone, readable PyTorch file "
+                                                "(torch only) that loads the compiled model's state_dict"))
+    emit.add_argument("file", metavar="SPEC")
+    emit.add_argument("-o", "--output", metavar="MODEL.py", help="where to write it (default: standard output)")
+    emit.set_defaults(run=cmd_emit)
+
+
 def cmd_emit(args) -> int:
     from .standalone import emit
 
@@ -552,6 +679,17 @@ def cmd_emit(args) -> int:
     print(f"wrote {args.output}: class Model, {spec.parameter_count():,} parameters when built; "
           "load a compiled model's state_dict into it")
     return 0
+
+
+def _add_diff(sub) -> None:
+    """The `diff` command's arguments."""
+    diff = _with_set(sub.add_parser("diff", help="what differs architecturally between two specs"))
+    diff.add_argument("first", metavar="A")
+    diff.add_argument("second", metavar="B")
+    diff.add_argument("--seq-len", type=_positive, help="length at which totals are compared (default: the "
+                                                        "shorter of the two specs' defaults)")
+    diff.add_argument("--json", action="store_true", help="print the changes and totals as JSON")
+    diff.set_defaults(run=cmd_diff)
 
 
 def cmd_diff(args) -> int:
@@ -625,6 +763,63 @@ def _fresh_run_dir(spec_name: str, what: str) -> str:
         n += 1
         path = f"{base}-{n}"
     return path
+
+
+def _add_train(sub) -> None:
+    """The `train` command's arguments."""
+    train = _with_set(sub.add_parser("train", help="train a spec on a built-in task or a text file, with "
+                                                  "checkpoints, evaluation and a loss curve"))
+    train.add_argument("file", nargs="?", metavar="SPEC")
+    data = train.add_argument_group("data (default: the reverse task)")
+    data.add_argument("--task", choices=sorted(TASKS), help="built-in task: " +
+                      "; ".join(f"{k}: {v}" for k, v in sorted(TASK_HELP.items())))
+    data.add_argument("--data", "--text", nargs="+", metavar="PATH", type=_data_path,
+                      help="learn text: decoder-only as a language model, encoder-only by masked-language "
+                           "modelling, encoder-decoder from sentence pairs. PATH: a text file, a JSONL file, a "
+                           "directory (its files matching --glob, recursively), a directory made by tfspec "
+                           "prepare; pairs: lines of source<TAB>target, or two aligned files (PATH TARGET)")
+    data.add_argument("--glob", help=f"a directory's files to read (default {DEFAULT_GLOB!r})")
+    data.add_argument("--field", help="a JSONL record's text (default 'text'; pairs: SOURCE,TARGET)")
+    data.add_argument("--eval-data", metavar="PATH", type=_data_path,
+                      help="held-out text or pairs, read as --data (default: the last tenth of --data)")
+    data.add_argument("--tokenizer", metavar="KIND", help="how a text becomes tokens: bytes (default), chars, "
+                      "bpe:N (a byte-level BPE of N tokens learned from the text) or PATH/tokenizer.json; "
+                      "saved in every checkpoint")
+    data.add_argument("--init", metavar="RUN_OR_DIR", help="start from these weights (fine-tuning): a run, a "
+                      "checkpoint or a Hugging Face model directory; SPEC may then be left out")
+    data.add_argument("--symbols", type=_positive, help="task alphabet size, 2-52 (default 26)")
+    data.add_argument("--min-len", type=_positive, help="task: shortest source (default 4)")
+    data.add_argument("--max-len", type=_positive, help="task: longest source (default 24)")
+    data.add_argument("--seq-len", type=_positive, help="text: window length (default 256, or the learned "
+                                                        "positions); task: the longest source")
+    opt = train.add_argument_group("optimisation (defaults: the architecture's paper)")
+    opt.add_argument("--steps", type=_positive, help="optimizer steps (default 2000)")
+    opt.add_argument("--batch", type=_positive, help="sequences per micro-batch, all workers together (default 64)")
+    opt.add_argument("--accumulate", type=_positive, help="micro-batches per optimizer step (default 1)")
+    opt.add_argument("--lr", type=_range(0, 10, low_open=True), help="peak learning rate, in (0, 10]")
+    opt.add_argument("--warmup", type=_natural, help="warm-up steps")
+    opt.add_argument("--grad-clip", type=_range(0, 1e6), help="clip the gradient norm (0: never), at most 1e6")
+    opt.add_argument("--label-smoothing", type=_range(0, 1, high_open=True), help="in [0, 1)")
+    opt.add_argument("--weight-decay", type=_range(0, 10), help="in [0, 10]")
+    opt.add_argument("--seed", type=_seed, help="seed of initialisation, data and dropout (default 0)")
+    opt.add_argument("--device", help="cpu (default), cuda, cuda:N, mps")
+    opt.add_argument("--dtype", choices=DTYPES, help="float32 (default); bfloat16/float16 train under autocast")
+    run = train.add_argument_group("run")
+    run.add_argument("--out", metavar="DIR", help="run directory (default runs/NAME-TASK, numbered if taken)")
+    run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
+    run.add_argument("--nproc", type=_positive, help="train in N worker processes started by torchrun (as "
+                     "`torchrun --nproc-per-node N -m tfspec train ...` does); each takes 1/N of every --batch")
+    run.add_argument("--strategy", choices=("ddp", "fsdp"), help="several workers: DistributedDataParallel "
+                     "(default) or FSDP2's fully_shard")
+    run.add_argument("--eval-every", type=_positive, help="steps between held-out evaluations (default 250)")
+    run.add_argument("--eval-size", type=_positive, help="held-out sequences per evaluation (default 500)")
+    run.add_argument("--save-every", type=_positive, help="steps between checkpoints (default 500)")
+    run.add_argument("--log-every", type=_positive, help="without a progress bar (output not a terminal, or "
+                     "--no-progress): a line every N steps with loss, lr, tokens/s and ETA (default: 100 a run)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--accept-edits", action="store_true", help="--resume/--init: take a checkpoint whose spec.tfs "
+                                                                  "or weights changed since it was saved")
+    train.set_defaults(run=cmd_train)
 
 
 def cmd_train(args) -> int:
@@ -749,6 +944,35 @@ def _device_of(model):
     return next(model.parameters()).device
 
 
+def _add_generate(sub) -> None:
+    """The `generate` command's arguments."""
+    generate = sub.add_parser("generate", help="decode from a trained checkpoint: greedy, sampling or beam search")
+    generate.add_argument("checkpoint", metavar="CHECKPOINT", help="a run directory (its latest checkpoint) or "
+                                                                  "a checkpoint directory")
+    generate.add_argument("--input", "--prompt", action="append", metavar="TEXT",
+                          help="a source to transform (task models) or a prompt to continue (text models); "
+                               "repeatable. Task models default to held-out examples")
+    generate.add_argument("--count", type=_positive, default=5, help="held-out examples without --input (default 5)")
+    generate.add_argument("--max-new", type=_positive, help="most tokens to generate (default: the task's "
+                                                            "longest target + 1, or 200 for text)")
+    generate.add_argument("--temperature", type=_temperature, help="sample at this temperature (0: greedy; "
+                                                                   "1 when only --top-k/--top-p are given)")
+    generate.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens (more than the "
+                                                          "vocabulary: all of them)")
+    generate.add_argument("--top-p", type=_unit, help="sample from the smallest set holding this much probability")
+    generate.add_argument("--beam", type=_beam, nargs="?", const=4, help=f"beam search (default width 4, at most "
+                                                                         f"{MAX_BEAM})")
+    generate.add_argument("--alpha", type=_range(0, 10), default=0.6, help="beam length penalty in [0, 10] "
+                                                                          "(default 0.6)")
+    generate.add_argument("--seed", type=_seed, default=0, help="sampling seed (default 0)")
+    generate.add_argument("--device", default="cpu")
+    generate.add_argument("--accept-edits", action="store_true", help="take a checkpoint whose spec.tfs or "
+                                                                       "weights changed since it was saved")
+    generate.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step "
+                                                                  "(slower; the KV cache gives the same logits)")
+    generate.set_defaults(run=cmd_generate)
+
+
 def cmd_generate(args) -> int:
     import torch
 
@@ -827,6 +1051,20 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def _add_prepare(sub) -> None:
+    """The `prepare` command's arguments."""
+    prep = sub.add_parser("prepare", help="tokenise text once into a memory-mapped token file that train --data "
+                                         "streams (a corpus larger than memory trains)")
+    prep.add_argument("data", nargs="+", metavar="PATH", type=_data_path,
+                      help="a text file, a JSONL file or a directory (its files matching --glob, recursively)")
+    prep.add_argument("-o", "--output", required=True, metavar="DIR", help="the prepared directory; made again "
+                      "only when the files or the tokenizer changed")
+    prep.add_argument("--tokenizer", metavar="KIND", help="bytes (default), chars, bpe:N or PATH/tokenizer.json")
+    prep.add_argument("--glob", help=f"a directory's files to read (default {DEFAULT_GLOB!r})")
+    prep.add_argument("--field", help="a JSONL record's text (default 'text')")
+    prep.set_defaults(run=cmd_prepare)
+
+
 def cmd_prepare(args) -> int:
     from .corpus import DEFAULT_GLOB as glob, Source, prepare
 
@@ -838,6 +1076,17 @@ def cmd_prepare(args) -> int:
     source = Source(tuple(args.data), args.glob or glob, args.field or "text")
     prepare(source, args.tokenizer, args.output, log=lambda line: print(line, flush=True))
     return 0
+
+
+def _add_demo(sub) -> None:
+    """The `demo` command's arguments."""
+    demo = sub.add_parser("demo", help="the tour: check the examples, summarise and draw Vaswani et al.'s model, "
+                                       "train a small one to reverse sequences and decode with it")
+    demo.add_argument("--out", default="out/demo", metavar="DIR", help="output directory (default out/demo)")
+    demo.add_argument("--examples", metavar="DIR", help="the examples directory (default: the repository's)")
+    demo.add_argument("--steps", type=_positive, help="most training steps (default: the demo's budget)")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(run=cmd_demo)
 
 
 def cmd_demo(args) -> int:
@@ -853,217 +1102,19 @@ def _dump(spec, what: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: each command's arguments are added by the function beside its handler."""
     parser = argparse.ArgumentParser(prog="tfspec", description="Define, check and build Transformer architectures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def with_set(p):
-        p.add_argument("--set", action="append", type=parse_set, metavar="NAME=VALUE",
-                       help="override a `let` parameter, e.g. --set layers=2 (repeatable)")
-        return p
-
-    check = with_set(sub.add_parser("check", help="parse and validate specs; print a summary line for each"))
-    check.add_argument("files", nargs="+", metavar="FILE")
-    check.add_argument("--dump", choices=["spec", "graph"], help="print the resolved spec (JSON) or the graph IR")
-    check.set_defaults(run=cmd_check)
-
-    fmt = sub.add_parser("fmt", help="print specs in canonical form (comments kept)")
-    fmt.add_argument("files", nargs="+", metavar="FILE")
-    mode = fmt.add_mutually_exclusive_group()
-    mode.add_argument("--write", "-w", action="store_true", help="rewrite the files in place")
-    mode.add_argument("--check", action="store_true", help="exit 1 if any file is not formatted")
-    fmt.set_defaults(run=cmd_fmt)
-
-    build = with_set(sub.add_parser("build", help="compile a spec, print its module tree and parameter count, "
-                                                  "and run one forward pass on random tokens"))
-    build.add_argument("file", metavar="FILE")
-    build.add_argument("--batch", type=_positive, default=2, help="batch size of the test pass (default 2)")
-    build.add_argument("--seq-len", type=_positive, default=16, help="sequence length of the test pass (default 16)")
-    build.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps")
-    build.add_argument("--dtype", choices=DTYPES, default="float32")
-    build.add_argument("--seed", type=_seed, default=0, help="seed for initialisation and inputs (default 0)")
-    build.add_argument("--code", action="store_true", help="also print each stack's generated layer code")
-    build.set_defaults(run=cmd_build)
-
-    verify = with_set(sub.add_parser("verify", help="check causality, permutation equivariance, padding "
-                                                    "invariance, window locality and gradients on the compiled spec"))
-    verify.add_argument("file", metavar="FILE")
-    verify.add_argument("--examples", type=_examples, default=25, help="Hypothesis examples per property (default 25)")
-    verify.add_argument("--seed", type=_seed, default=0)
-    verify.add_argument("--full-size", action="store_true", help="check the spec at its own sizes (slow for big "
-                                                                 "models); by default widths, vocabularies and "
-                                                                 "layer counts are reduced")
-    verify.set_defaults(run=cmd_verify)
-    summary = with_set(sub.add_parser("summary", help="parameters, forward FLOPs and activation memory per "
-                                                      "component, their growth with sequence length, and "
-                                                      "complexity classes"))
-    summary.add_argument("files", nargs="+", metavar="FILE",
-                         help="a spec; several are compared side by side (and drawn on one --plot)")
-    summary.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: the learned positions' "
-                                                           "size, else 512)")
-    summary.add_argument("--src-len", type=_positive, help="encoder-decoder: source length (default --seq-len)")
-    summary.add_argument("--tgt-len", type=_positive, help="encoder-decoder: target length (default --seq-len)")
-    summary.add_argument("--batch", type=_positive, default=1, help="sequences per batch (default 1)")
-    summary.add_argument("--dtype", choices=DTYPES, default="float32", help="activation dtype for memory")
-    summary.add_argument("--fused-attention", action="store_true",
-                         help="count memory for a fused (flash) attention kernel: no T×T probabilities kept")
-    summary.add_argument("--sweep", type=_lengths_list, metavar="N,N,...",
-                         help="sequence lengths of the growth table (default powers of two 64..8192)")
-    summary.add_argument("--json", action="store_true", help="print everything as JSON")
-    summary.add_argument("--plot", metavar="PNG", help="also draw FLOPs and memory against sequence length "
-                                                             "(every FILE on one chart)")
-    summary.add_argument("--measure", action="store_true",
-                         help="also compile on the meta device and compare with FlopCounterMode and the "
-                              "tensors autograd saves")
-    summary.set_defaults(run=cmd_summary)
-
-    mask = with_set(sub.add_parser("mask", help="draw which key each query sees, for every attention sublayer"))
-    mask.add_argument("file", metavar="FILE")
-    mask.add_argument("-o", "--output", required=True, metavar="OUT", help="the picture: .png, .svg or .pdf")
-    mask.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: a length that shows every "
-                                                         "pattern, within the spec's limits)")
-    mask.add_argument("--src-len", type=_positive, help="encoder-decoder: source length")
-    mask.add_argument("--tgt-len", type=_positive, help="encoder-decoder: target length")
-    mask.add_argument("--head", type=_positive, default=1, help="the query head drawn where heads see different "
-                                                                "keys (BigBird's random blocks; default 1)")
-    mask.set_defaults(run=cmd_mask)
-
-    render = with_set(sub.add_parser("render", help="draw the architecture (Figure 1 style) with Graphviz"))
-    render.add_argument("file", metavar="FILE")
-    render.add_argument("-o", "--output", required=True, metavar="OUT",
-                        help="output file; the suffix picks the format: .svg, .png, .pdf or .dot")
-    render.add_argument("--expand", action="store_true", help="draw every layer instead of one inside 'N×'")
-    render.add_argument("--detail", action="store_true", help="show tensor shapes on edges, dropout, norm options")
-    render.set_defaults(run=cmd_render)
-
-    imports = sub.add_parser("import", help="write the spec a Hugging Face model directory's config.json describes")
-    imports.add_argument("source", metavar="DIR", help="a Hugging Face model directory, or its config.json")
-    imports.add_argument("-o", "--output", metavar="NAME.tfs", help="where to write it (default: standard output)")
-    imports.add_argument("--name", help="the spec's model name (default: the directory's)")
-    imports.add_argument("--run", dest="run_dir", metavar="OUT", help="also write the weights as a run directory (a step-0 "
-                                                      "checkpoint that tfspec export reads)")
-    imports.set_defaults(run=cmd_import)
-
-    export = sub.add_parser("export", help="write a run's (or checkpoint's) model for other tools: Hugging Face, "
-                                           "a standalone PyTorch file, ONNX")
-    export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
-    export.add_argument("--to", choices=["hf", "torch", "onnx"], required=True,
-                        help="hf: a transformers model directory; torch: tfspec emit's file and its weights; onnx")
-    export.add_argument("-o", "--output", required=True, metavar="DIR", help="a new directory to write")
-    export.set_defaults(run=cmd_export)
-
-    emit = with_set(sub.add_parser("emit", help="write the model as one standalone, readable PyTorch file "
-                                                "(torch only) that loads the compiled model's state_dict"))
-    emit.add_argument("file", metavar="SPEC")
-    emit.add_argument("-o", "--output", metavar="MODEL.py", help="where to write it (default: standard output)")
-    emit.set_defaults(run=cmd_emit)
-
-    diff = with_set(sub.add_parser("diff", help="what differs architecturally between two specs"))
-    diff.add_argument("first", metavar="A")
-    diff.add_argument("second", metavar="B")
-    diff.add_argument("--seq-len", type=_positive, help="length at which totals are compared (default: the "
-                                                        "shorter of the two specs' defaults)")
-    diff.add_argument("--json", action="store_true", help="print the changes and totals as JSON")
-    diff.set_defaults(run=cmd_diff)
-
-    train = with_set(sub.add_parser("train", help="train a spec on a built-in task or a text file, with "
-                                                  "checkpoints, evaluation and a loss curve"))
-    train.add_argument("file", nargs="?", metavar="SPEC")
-    data = train.add_argument_group("data (default: the reverse task)")
-    data.add_argument("--task", choices=sorted(TASKS), help="built-in task: " +
-                      "; ".join(f"{k}: {v}" for k, v in sorted(TASK_HELP.items())))
-    data.add_argument("--data", "--text", nargs="+", metavar="PATH", type=_data_path,
-                      help="learn text: decoder-only as a language model, encoder-only by masked-language "
-                           "modelling, encoder-decoder from sentence pairs. PATH: a text file, a JSONL file, a "
-                           "directory (its files matching --glob, recursively), a directory made by tfspec "
-                           "prepare; pairs: lines of source<TAB>target, or two aligned files (PATH TARGET)")
-    data.add_argument("--glob", help=f"a directory's files to read (default {DEFAULT_GLOB!r})")
-    data.add_argument("--field", help="a JSONL record's text (default 'text'; pairs: SOURCE,TARGET)")
-    data.add_argument("--eval-data", metavar="PATH", type=_data_path,
-                      help="held-out text or pairs, read as --data (default: the last tenth of --data)")
-    data.add_argument("--tokenizer", metavar="KIND", help="how a text becomes tokens: bytes (default), chars, "
-                      "bpe:N (a byte-level BPE of N tokens learned from the text) or PATH/tokenizer.json; "
-                      "saved in every checkpoint")
-    data.add_argument("--init", metavar="RUN_OR_DIR", help="start from these weights (fine-tuning): a run, a "
-                      "checkpoint or a Hugging Face model directory; SPEC may then be left out")
-    data.add_argument("--symbols", type=_positive, help="task alphabet size, 2-52 (default 26)")
-    data.add_argument("--min-len", type=_positive, help="task: shortest source (default 4)")
-    data.add_argument("--max-len", type=_positive, help="task: longest source (default 24)")
-    data.add_argument("--seq-len", type=_positive, help="text: window length (default 256, or the learned "
-                                                        "positions); task: the longest source")
-    opt = train.add_argument_group("optimisation (defaults: the architecture's paper)")
-    opt.add_argument("--steps", type=_positive, help="optimizer steps (default 2000)")
-    opt.add_argument("--batch", type=_positive, help="sequences per micro-batch, all workers together (default 64)")
-    opt.add_argument("--accumulate", type=_positive, help="micro-batches per optimizer step (default 1)")
-    opt.add_argument("--lr", type=_range(0, 10, low_open=True), help="peak learning rate, in (0, 10]")
-    opt.add_argument("--warmup", type=_natural, help="warm-up steps")
-    opt.add_argument("--grad-clip", type=_range(0, 1e6), help="clip the gradient norm (0: never), at most 1e6")
-    opt.add_argument("--label-smoothing", type=_range(0, 1, high_open=True), help="in [0, 1)")
-    opt.add_argument("--weight-decay", type=_range(0, 10), help="in [0, 10]")
-    opt.add_argument("--seed", type=_seed, help="seed of initialisation, data and dropout (default 0)")
-    opt.add_argument("--device", help="cpu (default), cuda, cuda:N, mps")
-    opt.add_argument("--dtype", choices=DTYPES, help="float32 (default); bfloat16/float16 train under autocast")
-    run = train.add_argument_group("run")
-    run.add_argument("--out", metavar="DIR", help="run directory (default runs/NAME-TASK, numbered if taken)")
-    run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
-    run.add_argument("--nproc", type=_positive, help="train in N worker processes started by torchrun (as "
-                     "`torchrun --nproc-per-node N -m tfspec train ...` does); each takes 1/N of every --batch")
-    run.add_argument("--strategy", choices=("ddp", "fsdp"), help="several workers: DistributedDataParallel "
-                     "(default) or FSDP2's fully_shard")
-    run.add_argument("--eval-every", type=_positive, help="steps between held-out evaluations (default 250)")
-    run.add_argument("--eval-size", type=_positive, help="held-out sequences per evaluation (default 500)")
-    run.add_argument("--save-every", type=_positive, help="steps between checkpoints (default 500)")
-    run.add_argument("--log-every", type=_positive, help="without a progress bar (output not a terminal, or "
-                     "--no-progress): a line every N steps with loss, lr, tokens/s and ETA (default: 100 a run)")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--accept-edits", action="store_true", help="--resume/--init: take a checkpoint whose spec.tfs "
-                                                                  "or weights changed since it was saved")
-    train.set_defaults(run=cmd_train)
-
-    generate = sub.add_parser("generate", help="decode from a trained checkpoint: greedy, sampling or beam search")
-    generate.add_argument("checkpoint", metavar="CHECKPOINT", help="a run directory (its latest checkpoint) or "
-                                                                  "a checkpoint directory")
-    generate.add_argument("--input", "--prompt", action="append", metavar="TEXT",
-                          help="a source to transform (task models) or a prompt to continue (text models); "
-                               "repeatable. Task models default to held-out examples")
-    generate.add_argument("--count", type=_positive, default=5, help="held-out examples without --input (default 5)")
-    generate.add_argument("--max-new", type=_positive, help="most tokens to generate (default: the task's "
-                                                            "longest target + 1, or 200 for text)")
-    generate.add_argument("--temperature", type=_temperature, help="sample at this temperature (0: greedy; "
-                                                                   "1 when only --top-k/--top-p are given)")
-    generate.add_argument("--top-k", type=_positive, help="sample among the k most likely tokens (more than the "
-                                                          "vocabulary: all of them)")
-    generate.add_argument("--top-p", type=_unit, help="sample from the smallest set holding this much probability")
-    generate.add_argument("--beam", type=_beam, nargs="?", const=4, help=f"beam search (default width 4, at most "
-                                                                         f"{MAX_BEAM})")
-    generate.add_argument("--alpha", type=_range(0, 10), default=0.6, help="beam length penalty in [0, 10] "
-                                                                          "(default 0.6)")
-    generate.add_argument("--seed", type=_seed, default=0, help="sampling seed (default 0)")
-    generate.add_argument("--device", default="cpu")
-    generate.add_argument("--accept-edits", action="store_true", help="take a checkpoint whose spec.tfs or "
-                                                                       "weights changed since it was saved")
-    generate.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step "
-                                                                  "(slower; the KV cache gives the same logits)")
-    generate.set_defaults(run=cmd_generate)
-
-    prep = sub.add_parser("prepare", help="tokenise text once into a memory-mapped token file that train --data "
-                                         "streams (a corpus larger than memory trains)")
-    prep.add_argument("data", nargs="+", metavar="PATH", type=_data_path,
-                      help="a text file, a JSONL file or a directory (its files matching --glob, recursively)")
-    prep.add_argument("-o", "--output", required=True, metavar="DIR", help="the prepared directory; made again "
-                      "only when the files or the tokenizer changed")
-    prep.add_argument("--tokenizer", metavar="KIND", help="bytes (default), chars, bpe:N or PATH/tokenizer.json")
-    prep.add_argument("--glob", help=f"a directory's files to read (default {DEFAULT_GLOB!r})")
-    prep.add_argument("--field", help="a JSONL record's text (default 'text')")
-    prep.set_defaults(run=cmd_prepare)
-
-    demo = sub.add_parser("demo", help="the tour: check the examples, summarise and draw Vaswani et al.'s model, "
-                                       "train a small one to reverse sequences and decode with it")
-    demo.add_argument("--out", default="out/demo", metavar="DIR", help="output directory (default out/demo)")
-    demo.add_argument("--examples", metavar="DIR", help="the examples directory (default: the repository's)")
-    demo.add_argument("--steps", type=_positive, help="most training steps (default: the demo's budget)")
-    demo.add_argument("--no-progress", action="store_true")
-    demo.set_defaults(run=cmd_demo)
+    for add in (_add_check, _add_fmt, _add_build, _add_verify, _add_summary, _add_mask, _add_render, _add_import,
+                _add_export, _add_emit, _add_diff, _add_train, _add_generate, _add_prepare, _add_demo):
+        add(sub)
     return parser
+
+
+def _with_set(p):
+    p.add_argument("--set", action="append", type=parse_set, metavar="NAME=VALUE",
+                   help="override a `let` parameter, e.g. --set layers=2 (repeatable)")
+    return p
 
 
 def _number(text: str, ok, what: str) -> float:
