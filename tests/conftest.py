@@ -36,9 +36,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def tfspec_cli():
-    """Run the CLI as a user does: a subprocess in the repository root (``env`` replaces the environment)."""
+    """Run the CLI as a user does: a subprocess in the repository root (``env`` replaces the environment).
+    ``tfspec_cli.many(args, ...)`` runs independent invocations two at a time (most of each is starting Python
+    and importing torch, so the second core halves a test of many), their results in order."""
     def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "tfspec.cli", *args], capture_output=True, text=True,
                               cwd=Path(__file__).parent.parent, env=env)
 
+    def many(*invocations) -> list[subprocess.CompletedProcess]:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return list(pool.map(lambda args: run(*args), invocations))
+
+    run.many = many
     return run

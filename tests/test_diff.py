@@ -68,13 +68,15 @@ def test_sizes_and_totals_change_together():
 
 
 def test_diff_cli(tfspec_cli):
-    result = tfspec_cli("diff", "examples/gpt1.tfs", "examples/gpt2_small.tfs")
+    result, as_json, bad, too_long = tfspec_cli.many(
+        ("diff", "examples/gpt1.tfs", "examples/gpt2_small.tfs"),
+        ("diff", "examples/gpt1.tfs", "examples/gpt2_small.tfs", "--json"),
+        ("diff", "examples/gpt1.tfs", "examples/missing.tfs"),
+        ("diff", "examples/gpt1.tfs", "examples/bert_base.tfs", "--seq-len", "4096"))
     assert result.returncode == 0, result.stderr
     assert "decoder: residual post-norm → pre-norm (every sublayer)" in result.stdout
     assert "parameters: 116,534,784 → 124,439,808 (+6.8%)" in result.stdout
-    data = json.loads(tfspec_cli("diff", "examples/gpt1.tfs", "examples/gpt2_small.tfs", "--json").stdout)
+    data = json.loads(as_json.stdout)
     assert {"where": "decoder.ffn", "what": "activation", "before": "GELU", "after": "GELU (tanh)"} in data["changes"]
-    bad = tfspec_cli("diff", "examples/gpt1.tfs", "examples/missing.tfs")
     assert bad.returncode == 1 and "no such file" in bad.stderr and "Traceback" not in bad.stderr
-    too_long = tfspec_cli("diff", "examples/gpt1.tfs", "examples/bert_base.tfs", "--seq-len", "4096")
     assert too_long.returncode == 2 and "learned positions cover 512" in too_long.stderr

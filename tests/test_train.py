@@ -359,42 +359,43 @@ def test_bad_arguments_exit_with_the_reason(tmp_path, tfspec_cli):
     headless = tmp_path / "headless.tfs"
     headless.write_text("embedding tokens { vocab 40; dim 16 }\n"
                         "decoder x 1 { attention self heads=2 mask=causal; feedforward d_ff=16 }\n")
-    result = tfspec_cli("train", str(headless), "--steps", "1", "--out", str(tmp_path / "a"))
-    assert result.returncode == 1 and "has no head" in result.stderr and "Traceback" not in result.stderr
-
     empty = tmp_path / "empty.txt"
     empty.write_text("")
-    result = tfspec_cli("train", "examples/gpt2_small.tfs", "--data", str(empty), "--out", str(tmp_path / "b"))
-    assert result.returncode == 1 and "is empty" in result.stderr
-
-    result = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--seq-len",
-                        "12", "--out", str(tmp_path / "c"))  # a task: "src SEP tgt EOS" needs 25 positions
-    assert result.returncode == 2 and "beyond its learned positions" in result.stderr and "learned(16)" in result.stderr
-
     text = tmp_path / "t.txt"
     text.write_text("hello " * 100)
-    result = tfspec_cli("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--data",
-                        str(text), "--seq-len", "64", "--out", str(tmp_path / "d"))
-    assert result.returncode == 2 and "beyond its learned positions" in result.stderr  # as build --seq-len says it
-
-    result = tfspec_cli("generate", str(tmp_path / "nowhere"))
-    assert result.returncode == 1 and "no such checkpoint" in result.stderr
-
-    result = tfspec_cli("train", "examples/vaswani_base.tfs", "--data", str(text), "--out", str(tmp_path / "e"))
-    assert result.returncode == 1 and "lines of 'source<TAB>target'" in result.stderr
+    headless_run, empty_run, task_run, text_run, nowhere, pairs = tfspec_cli.many(
+        ("train", str(headless), "--steps", "1", "--out", str(tmp_path / "a")),
+        ("train", "examples/gpt2_small.tfs", "--data", str(empty), "--out", str(tmp_path / "b")),
+        # a task: "src SEP tgt EOS" needs 25 positions
+        ("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--seq-len", "12", "--out",
+         str(tmp_path / "c")),
+        ("train", "examples/gpt2_small.tfs", "--set", "context=16", "--set", "layers=1", "--data", str(text),
+         "--seq-len", "64", "--out", str(tmp_path / "d")),
+        ("generate", str(tmp_path / "nowhere")),
+        ("train", "examples/vaswani_base.tfs", "--data", str(text), "--out", str(tmp_path / "e")))
+    assert headless_run.returncode == 1 and "has no head" in headless_run.stderr
+    assert "Traceback" not in headless_run.stderr
+    assert empty_run.returncode == 1 and "is empty" in empty_run.stderr
+    assert task_run.returncode == 2 and "beyond its learned positions" in task_run.stderr
+    assert "learned(16)" in task_run.stderr
+    assert text_run.returncode == 2 and "beyond its learned positions" in text_run.stderr  # as build --seq-len says
+    assert nowhere.returncode == 1 and "no such checkpoint" in nowhere.stderr
+    assert pairs.returncode == 1 and "lines of 'source<TAB>target'" in pairs.stderr
     assert not (tmp_path / "e" / "latest").exists()
 
 
 def test_usage_errors_exit_2_before_anything_is_written(tmp_path, tfspec_cli):
     out = tmp_path / "run"
-    for args, message in [(("--symbols", "60"), "--symbols: Input should be less than or equal to 52"),
-                          (("--min-len", "30"), "min_len 30 is above max_len 24"),
-                          (("--data", "README.md", "--task", "copy"), "--data and --task are alternatives"),
-                          (("--resume", str(out)), "not both"),
-                          (("--top-p", "0.5"), "unrecognized arguments")]:
-        result = tfspec_cli("train", "examples/reverse.tfs", "--out", str(out), *args)
+    cases = [(("--symbols", "60"), "--symbols: Input should be less than or equal to 52"),
+             (("--min-len", "30"), "min_len 30 is above max_len 24"),
+             (("--data", "README.md", "--task", "copy"), "--data and --task are alternatives"),
+             (("--resume", str(out)), "not both"),
+             (("--top-p", "0.5"), "unrecognized arguments")]
+    results = tfspec_cli.many(*[("train", "examples/reverse.tfs", "--out", str(out), *args) for args, _ in cases])
+    for (args, message), result in zip(cases, results):
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
-        assert "Traceback" not in result.stderr and not out.exists()
+        assert "Traceback" not in result.stderr
+    assert not out.exists()
 
 
 def test_a_run_directory_is_never_overwritten(tmp_path):
