@@ -304,7 +304,7 @@ def _sublayer_module(node: ir.Node) -> nn.Module:
 def sublayer_name(node: ir.Node) -> str:
     """A layer's attribute for a node of its template ("self_attn", "ffn_dropout"): its module's name, or for a
     parameter-free node its id within the stack."""
-    name = node.module.name if node.module is not None else node.id.rsplit(".", 1)[1]
+    name = node.module.name if node.module is not None else node.local
     assert name.isidentifier(), name  # names come from the IR's own naming, never from spec text
     return name
 

@@ -218,7 +218,7 @@ class _Writer:
         if isinstance(node, ir.Add) and stream[0] in node.inputs and not any(c in later for c in consumers[stream[0]]):
             stream[0] = node.id
             return "x"
-        local = node.id.rsplit(".", 1)[1]
+        local = node.local
         return local + "_" if keyword.iskeyword(local) or local in ("x", "positions", "masks", "memory",
                                                                      "self") else local
 

@@ -80,6 +80,11 @@ class Node:
     span: Span | None = None  # where in the source it came from
     shape: tuple | None = None  # symbolic output shape, set by validation's ``infer_shapes``
 
+    @property
+    def local(self) -> str:
+        """Its name within its stack's layer (``ffn_dropout`` of ``decoder.kind1.ffn_dropout``)."""
+        return self.id.rsplit(".", 1)[-1]
+
     def port(self, source: str) -> Port:
         """The port ``source`` enters this node on (its first)."""
         return self.ports[self.inputs.index(source)]
