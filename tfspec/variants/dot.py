@@ -20,6 +20,26 @@ def projection_params(shape):
     return {**params, **linear_params("out", shape.width, shape.q_width, shape.out_bias, residual=True)}
 
 
+def math_keeps_projection(shape, batch: int, in_bands: bool = False) -> bool:
+    """Does attention computed by matmuls on scaled q and k (SDPA's math path, sigmoid attention) keep the whole
+    (q)kv projection? v needs no copy for its matmul, which then keeps a view of it, for one sequence or one
+    head, without grouped-query expansion or windows copied for bands."""
+    return not in_bands and shape.kv_heads == shape.heads and (batch == 1 or shape.heads == 1)
+
+
+def math_saved(shape, batch: int, queries: int, keys: int, dropout: float, in_bands: bool = False) -> tuple[int, int]:
+    """What such attention keeps for backward: scaled q and k, v and the output; the projection where
+    ``math_keeps_projection``; k's and v's copies where grouped-query attention expands them; the queries x keys
+    weights (with dropout, also its mask and the dropped weights)."""
+    heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
+    vectors = batch * head_dim * (2 * heads * queries + 2 * kv_heads * keys)
+    if kv_heads != heads:
+        vectors = batch * head_dim * (2 * heads * queries + 2 * heads * keys)
+    elif math_keeps_projection(shape, batch, in_bands):
+        vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
+    return vectors + batch * heads * queries * keys * (3 if dropout else 1), 0
+
+
 @ATTENTION_KINDS.register
 class DotProduct(AttentionKind):
     name = "dot"
@@ -36,22 +56,13 @@ class DotProduct(AttentionKind):
         return 4 * shape.heads * pairs * shape.head_dim, 6 * shape.heads * pairs
 
     def keeps_projection(self, shape, options, batch, in_bands=False):
-        # v needs no copy for the math path's matmul, which keeps a view of the whole (q)kv projection
-        return not in_bands and shape.kv_heads == shape.heads and (batch == 1 or shape.heads == 1)
+        return math_keeps_projection(shape, batch, in_bands)
 
     def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
-        # q, k, v and the output; the math path keeps the T x T probabilities (and, with
-        # dropout, its mask and the dropped probabilities), a fused kernel a log-sum-exp per row
-        heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
-        vectors = batch * head_dim * (2 * heads * queries + 2 * kv_heads * keys)
-        if fused:
-            return vectors, batch * heads * queries
-        if kv_heads != heads:  # the math path expands k and v to every query head and keeps the copies instead
-            vectors = batch * head_dim * (2 * heads * queries + 2 * heads * keys)
-        elif self.keeps_projection(shape, options, batch, in_bands):
-            vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
-        scores = batch * heads * queries * keys
-        return vectors + scores * (3 if dropout else 1), 0
+        if fused:  # q, k, v, the output and a log-sum-exp per row
+            return batch * shape.head_dim * (2 * shape.heads * queries + 2 * shape.kv_heads * keys), \
+                batch * shape.heads * queries
+        return math_saved(shape, batch, queries, keys, dropout, in_bands)
 
     def build(self, config, options):
         from ..nn.attention import DotProductAttention

@@ -13,7 +13,7 @@ in bands.
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..registry import ATTENTION_KINDS, AttentionKind, Constructor
-from .dot import projection_params
+from .dot import math_keeps_projection, math_saved, projection_params
 
 
 @ATTENTION_KINDS.register
@@ -38,19 +38,10 @@ class Sigmoid(AttentionKind):
         return 4 * shape.heads * pairs * shape.head_dim, 5 * shape.heads * pairs
 
     def keeps_projection(self, shape, options, batch, in_bands=False):
-        return not in_bands and shape.kv_heads == shape.heads and (batch == 1 or shape.heads == 1)
+        return math_keeps_projection(shape, batch, in_bands)
 
     def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
-        heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
-        # the scaled q and k, v, the output; v's matmul keeps a view of the whole (q)kv projection where it
-        # needs no copy (one sequence, or one head), k and v's copies where grouped-query attention expands them
-        vectors = batch * head_dim * (2 * heads * queries + 2 * kv_heads * keys)
-        if kv_heads != heads:
-            vectors = batch * head_dim * (2 * heads * queries + 2 * heads * keys)
-        elif self.keeps_projection(shape, options, batch, in_bands):
-            vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
-        scores = batch * heads * queries * keys  # the weights (with dropout, also its mask and the dropped ones)
-        return vectors + scores * (3 if dropout else 1), 0
+        return math_saved(shape, batch, queries, keys, dropout, in_bands)  # matmuls on scaled q and k, as SDPA's
 
     def build(self, config, options):
         from ..nn.sigmoid import SigmoidAttentionInContext
