@@ -8,6 +8,7 @@ import tfspec
 from tfspec.analysis import count_parameters, parameter_table
 from tfspec import ir
 from tfspec.ir import OPS
+from tfspec.registry import ATTENTION_KINDS, POSITIONS
 
 EMB = "embedding tokens { vocab 50; dim 16 }\n"
 
@@ -143,10 +144,21 @@ def test_only_materialising_weights_is_refused_for_size(monkeypatch):
 def test_an_embedding_position_and_a_stack_score_bias_are_distinct_node_types():
     g = graph("embedding tokens { vocab 50; dim 16; position sinusoidal }\n"
               "encoder x 2 { attention self heads=2 position=t5 }")
-    assert [type(n) for n in g.of((ir.PositionEncoding, ir.ScoreBias))] == [ir.PositionEncoding, ir.ScoreBias]
-    bias = g.node("encoder.self_attn_position")
-    assert bias.shape == (2, "seq_len", "seq_len") and str(bias.module) == "encoder.positions.self_attn"
-    assert g.node("encoder.self_attn").port(bias.id) == "positions"
+    assert sorted(type(n).__name__ for n in g.of((ir.PositionEncoding, ir.StackParameters))) == [
+        "PositionEncoding", "StackParameters"]
+    bias = g.node("encoder.self_attn_positions")
+    assert bias.variant()[0] is POSITIONS["t5"] and str(bias.module) == "encoder.positions.self_attn"
+    assert list(bias.params) == ["weight"] and bias.params["weight"].shape == (32, 2)
+    assert g.node("encoder.self_attn").port(bias.id) == "shared"
+    assert not any(k.startswith("position") for k in g.node("encoder.self_attn").params)  # the stack's, not each layer's
+
+
+def test_a_stack_owns_a_kinds_and_a_schemes_parameters_by_one_mechanism():
+    g = graph("embedding tokens { vocab 50; dim 16 }\n"
+              "encoder x 2 { attention self heads=2 kind=linformer(k=4, max_len=16, shared_layers=true) }")
+    shared = g.node("encoder.self_attn_shared")
+    assert isinstance(shared, ir.StackParameters) and shared.variant()[0] is ATTENTION_KINDS["linformer"]
+    assert str(shared.module) == "encoder.shared.self_attn" and g.node("encoder.self_attn").port(shared.id) == "shared"
 
 
 def test_module_paths_are_structured():

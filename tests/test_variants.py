@@ -103,21 +103,26 @@ def test_attention_of_bounded_reach_runs_in_bands_that_equal_dense_attention(fam
                          ids=[i for e, i in zip(ENTRIES, IDS) if e[0] in ("attention kind", "position")])
 def test_declared_kernel_properties_are_the_runtime_modules(family, name, options):
     """A kind that declares ``fuses_causal`` computes causal attention from ``is_causal`` alone; a position
-    scheme's declared ``biases_scores`` is its module's (the compiler and ``tfspec emit`` decide from them)."""
+    scheme's module does what the scheme declares (the compiler and ``tfspec emit`` decide kernels from that):
+    it biases the scores if and only if ``biases_scores``, and attends in place of the kind's mix if and only
+    if ``mixes_values``; one its stack owns reaches every layer's attention as the stack's module."""
     variant = FAMILIES[family][name]
     if family == "position":
         if variant.acts == "attention":
             model = tfspec.compile(spec_text(family, name, options), seed=0)
             role = model.spec.stacks[0].role
             attention = model.get_submodule(f"{role}.layers.0.self_attn")
-            if variant.per_stack:  # the stack owns the module, the attention adds its bias (nothing more)
-                assert variant.biases_scores and not variant.mixes_values
-                assert attention.position is None and attention.stack_bias == "self_attn"
-                scheme = model.get_submodule(f"{role}.positions.self_attn")
-            else:
-                scheme = attention.position
-            assert scheme.biases_scores == variant.biases_scores
-            assert scheme.mixes_values == variant.mixes_values
+            scheme = attention.position
+            owned = f"{role}.{variant.stack_attribute}.self_attn"
+            if variant.stack_params(attention_shape_of(model, role), variant.options(options)):
+                assert scheme is model.get_submodule(owned)
+                assert not any(n.startswith(f"{role}.layers.0.self_attn.position") for n, _ in model.named_parameters())
+            positions = torch.arange(6)[None]
+            assert (scheme.score_bias(positions, positions) is not None) == variant.biases_scores
+            q, k, v = (torch.randn(1, attention.heads, 6, attention.head_dim) for _ in range(3))
+            marker = torch.zeros(1, attention.heads, 6, attention.head_dim)
+            mixed = scheme.attend(lambda *args: marker, q, k, v, None, positions, positions, None, 0.0)
+            assert (mixed is not marker) == variant.mixes_values
         return
     if variant.mixes_positions or variant.own_pattern:  # refused with a causal mask, as a spec error that says why
         with pytest.raises(tfspec.SpecError, match="mixes all positions" if variant.mixes_positions
@@ -398,3 +403,9 @@ def test_cached_decoding_equals_recomputation_at_a_realistic_weight_scale(family
     for a, b in logits:
         scale = b.abs().max().item()
         assert (a - b).abs().max().item() <= 1e-4 * max(1.0, scale), (a - b).abs().max()
+
+
+def attention_shape_of(model, role):
+    """The ``AttentionShape`` of ``role``'s first self-attention, as the IR has it."""
+    from tfspec.ir import nodes as ir
+    return next(iter(model.spec.graph().of(ir.Attention, stack=role))).geometry

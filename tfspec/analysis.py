@@ -252,7 +252,7 @@ class _Counter:
         self.seen_modules: set = set()
         self.kept: set[tuple] = set()
         self.rules = {ir.Embedding: self.cost_embedding, ir.PositionEncoding: self.cost_position,
-                      ir.ScoreBias: self.cost_score_bias, ir.StackParameters: self.cost_parameters,
+                      ir.StackParameters: self.cost_parameters,
                       ir.Add: self.cost_add, ir.Scale: self.cost_scale, ir.Norm: self.cost_norm,
                       ir.Dropout: self.cost_dropout, ir.Attention: self.cost_attention,
                       ir.FeedForward: self.cost_feedforward, ir.Head: self.cost_head, ir.Pooler: self.cost_pooler}
@@ -306,20 +306,14 @@ class _Counter:
         memory = self.keep(("positions", node.id), n * ID_BYTES) if node.params else 0  # learned: index lookup
         return self.dense(0, 0, memory, repeat)
 
-    def cost_score_bias(self, node: ir.ScoreBias, n, repeat):
-        """A score bias the stack owns (T5's), built once per call; each layer's attention counts its additions.
-        What it keeps is the variant's; when masks join it, their ``where`` keeps its bool condition too
-        (the bias, unlike a mask alone, needs gradients)."""
-        variant, options = POSITIONS.of(node.choice)
-        kept, words = variant.stack_saved(options, node.geometry, n, n)
-        readers = [r.spec for r in self.g.consumers(node.id)]
-        masked = any(MASKS[m.name].structural for body in readers for m in body.mask)
-        memory = kept * self.s + words * STAT_BYTES + (n * n if masked else 0)  # default ids: (1, n, n)
-        return self.dense(0, 0, self.keep(("own", node.id), memory), 1)
-
     def cost_parameters(self, node: ir.StackParameters, n, repeat):
-        """Parameters a stack owns for its layers (Linformer's E, F): the readers count their use."""
-        return self.dense(0, 0, 0, 1)
+        """Parameters a stack owns for its layers (Linformer's E, F; T5's bias table): what their module computes
+        once per call keeps what the variant says (a mask joining T5's bias in ``where`` keeps its bool condition
+        too: the bias, unlike a mask alone, needs gradients); the readers count their use."""
+        variant, options = node.variant()
+        masked = any(MASKS[m.name].structural for reader in self.g.consumers(node.id) for m in reader.spec.mask)
+        memory = variant.stack_saved(options, node.geometry, n, n, masked, self.s)  # default ids: (1, n, n)
+        return self.dense(0, 0, self.keep(("own", node.id), memory), 1)
 
     def cost_add(self, node: ir.Add, n, repeat):
         return self.dense(0, (len(node.inputs) - 1) * n * node.width, 0, repeat)
@@ -358,18 +352,16 @@ class _Counter:
         norm, _ = NORMS.of(spec.qk_norm)
         bias += norm.flops_per_element * head_dim * (n * heads + m * shape.kv_heads)
         position, position_options = POSITIONS.of(spec.position)
-        shared = 0
-        if position.acts == "attention":
-            bias += position.attention_flops(position_options, shape, n, m)
-            projections += position.attention_matmul_flops(position_options, shape, n, m)
-            shared = self.keep(("position", node.stack, POSITIONS.label(spec.position), head_dim),
-                               position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
+        bias += position.attention_flops(position_options, shape, n, m)
+        projections += position.attention_matmul_flops(position_options, shape, n, m)
+        shared = self.keep(("position", node.stack, POSITIONS.label(spec.position), head_dim),
+                           position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path (a score
         # bias such as ALiBi's carries the mask with it, and is counted by the position scheme)
         masks = [MASKS.of(c) for c in spec.mask]
         structural = any(variant.structural for variant, _ in masks)
         fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
-        mask_add = heads * n * m if structural and not fused and not position.biases_scores else 0
+        mask_add = position.mask_adds(position_options, shape, n, m, structural and not fused)
         pairs = n * m if cross else mask_pairs(n, spec.mask)
         # as executed: every pair, or, where attention runs in bands, each block's queries against its span
         band = attention_band(masks, kind, position, cross)
@@ -379,13 +371,12 @@ class _Counter:
             blocks, span = -(-n // chunk), chunk + sum(band)
             rows, seen = blocks * chunk, span
             mask_add = heads * rows * seen
-            kept, stats = kind.core_saved(shape, options, self.batch * blocks, chunk, span, spec.dropout,
-                                          self.fused, in_bands=True)
+            kept, stats = position.mix_saved(position_options, shape, kind, options, self.batch * blocks, chunk,
+                                             span, spec.dropout, self.fused, in_bands=True)
             kept -= self.batch * (rows - n) * shape.q_width  # the output is kept unpadded
-        elif position.mixes_values:  # the scheme's own mix replaces the kind's
-            kept, stats = position.mix_saved(position_options, shape, self.batch, n, m, spec.dropout)
         else:
-            kept, stats = kind.core_saved(shape, options, self.batch, n, m, spec.dropout, self.fused)
+            kept, stats = position.mix_saved(position_options, shape, kind, options, self.batch, n, m, spec.dropout,
+                                             self.fused)
         executed = rows * seen
         matmul, elementwise = kind.core_flops(shape, options, rows, seen, executed)
         matmul_aware, elementwise_aware = kind.core_flops(shape, options, n, min(m, -(-pairs // n)), pairs)
@@ -397,16 +388,11 @@ class _Counter:
             kept, stats = kept + (norm_kept - head_dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
-                keeps = (position.mix_keeps_projection(position_options, shape, self.batch)
-                         if position.mixes_values
-                         else kind.keeps_projection(shape, options, self.batch, in_bands=chunk is not None))
+                keeps = position.mix_keeps_projection(position_options, shape, kind, options, self.batch,
+                                                      in_bands=chunk is not None)
                 if not keeps:
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
-        own = kept * self.s + stats * STAT_BYTES
-        if position.biases_scores and not position.per_stack and position.params(shape, position_options):
-            # a learned score bias of the layer's own: what differentiating it keeps, and with a mask of
-            # structure, the bool condition of the mask's where
-            own += position.bias_saved(position_options, shape, n, m) + (n * m if structural else 0)
+        own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, shape, n, m, structural)
         memory = self.keep(("own", node.id), own * repeat) + shared
         memory += self.keep_input(node, node.inputs[0], self.batch * n * shape.width * self.s, repeat)
         if cross:

@@ -198,8 +198,8 @@ def build_model(spec: S.Spec) -> CompiledModel:
         stacks[role] = Stack(layers, _norm(stack.final_norm, info.width), stack.final_dropout,
                              masks_padding=reads_padding("self"),
                              memory_masks_padding=reads_padding("cross"), inputs=inputs,
-                             positions={k: c.build() for k, c in stack_positions(g, role).items()},
-                             shared={k: c.build() for k, c in stack_shared(g, role).items()})
+                             owned={attribute: {name: c.build() for name, c in modules.items()}
+                                    for attribute, modules in stack_owned(g, role).items()})
         position, options = POSITIONS.of(spec.embedding(info.embedding).position)
         table[role] = position.max_len(options)
         limit = length_limit(g, role)
@@ -237,31 +237,20 @@ def attention_config(node: ir.Attention) -> AttentionConfig:
     kind = ATTENTION_KINDS[body.kind.name]
     fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
     band = attention_band(masks, kind, position, node.geometry.cross)
-    flex = flex_attention_applies(masks, kind, position, node.geometry.cross, position.per_stack)
-    own = not position.absent and not position.per_stack
+    flex = flex_attention_applies(masks, kind, position, node.geometry.cross)
     return AttentionConfig(shape=node.geometry, dropout=body.dropout, masks=masks,
-                           position=(position, position_options) if own else None,
+                           position=None if position.absent else (position, position_options),
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
-                           fused_causal=fused, band=band, flex=flex,
-                           stack_bias=node.name if position.per_stack else None)
+                           fused_causal=fused, band=band, flex=flex)
 
 
-def stack_shared(g: Graph, role: str) -> dict[str, Constructor]:
-    """The parameters ``role``'s stack owns for a sublayer of every layer (``AttentionKind.stack_params``), by
-    that sublayer's name."""
-    owned = {}
+def stack_owned(g: Graph, role: str) -> dict[str, dict[str, Constructor]]:
+    """The modules ``role``'s stack owns for a sublayer of every layer (``registry.StackOwned``), by the
+    stack's attribute that holds them and the sublayer's name: ``{"shared": {"self_attn": ...}}``."""
+    owned: dict[str, dict[str, Constructor]] = {}
     for node in g.of(ir.StackParameters, stack=role):
-        kind, options = ATTENTION_KINDS.of(node.choice)
-        owned[node.module.name] = kind.stack_module(node.geometry, options)
-    return owned
-
-
-def stack_positions(g: Graph, role: str) -> dict[str, Constructor]:
-    """The position schemes ``role``'s stack owns (``Position.per_stack``), by the sublayer that adds their bias."""
-    owned = {}
-    for node in g.of(ir.ScoreBias, stack=role):
-        variant, options = POSITIONS.of(node.choice)
-        owned[node.module.name] = variant.module(node.geometry, options)
+        variant, options = node.variant()
+        owned.setdefault(variant.stack_attribute, {})[node.module.name] = variant.stack_module(node.geometry, options)
     return owned
 
 

@@ -38,7 +38,6 @@ STYLES = {  # one colour per kind of node: (fill, border)
     ir.Norm: ("#F4F2C1", "#A9A337"),
     ir.Embedding: ("#F8D7D6", "#C9534F"),
     ir.PositionEncoding: ("#FFFFFF", "#C9534F"),
-    ir.ScoreBias: ("#FFFFFF", "#C9534F"),
     ir.Head: ("#E3DAF3", "#7B5EA7"),
     ir.Pooler: ("#E3DAF3", "#7B5EA7"),
     ir.Dropout: ("#EEEEEE", "#999999"),
@@ -46,8 +45,8 @@ STYLES = {  # one colour per kind of node: (fill, border)
     ir.Add: ("#FFFFFF", "#555555"),
     ir.StackParameters: ("#FFFFFF", "#D98E1F"),  # a stack's, read by an attention of every layer
 }
-SHAPES = {ir.PositionEncoding: "ellipse", ir.ScoreBias: "ellipse", ir.StackParameters: "note"}
-POSITION_NODES = (ir.PositionEncoding, ir.ScoreBias)  # drawn first, left of their embedding
+SHAPES = {ir.PositionEncoding: "ellipse", ir.StackParameters: "note"}
+POSITION_NODES = (ir.PositionEncoding,)  # drawn first, left of their embedding
 RESIDUAL_COLOUR = "#8A8A8A"
 MEMORY_COLOUR = "#C0392B"
 TIE_COLOUR = "#7B5EA7"
@@ -203,7 +202,7 @@ class _Diagram:
     def position_in_attention(self, graph, node: ir.Attention, node_id: str) -> None:
         """A scheme acting inside attention (rotary, ALiBi) is drawn beside it, entering where it acts."""
         scheme, options = POSITIONS.of(node.spec.position)
-        if scheme.absent or scheme.per_stack:  # one the stack owns is a node of its own, outside the layers
+        if scheme.absent or scheme.stack_params(node.geometry, options):  # a stack's is its own node, outside
             return
         fill, border = STYLES[ir.PositionEncoding]
         graph.node(f"{node_id}.position", f"Positions\n({scheme.label(options)})", shape="ellipse",
@@ -214,8 +213,6 @@ class _Diagram:
     def label(self, node: ir.Node) -> str:
         if isinstance(node, ir.Norm):
             return node.label if self.detail else f"{node.title} ({node.choice.name})"
-        if isinstance(node, ir.ScoreBias):
-            return f"Position Bias\n({POSITIONS.label(node.choice)})\none table, shared by every layer"
         if isinstance(node, ir.PositionEncoding):
             return f"Positional Encoding\n({POSITIONS.label(node.choice)})" if not self.detail else node.label
         if isinstance(node, ir.Embedding) and len(owner_of(self.g, f"{node.module}.weight")) > 1:
@@ -241,11 +238,8 @@ class _Diagram:
                 attrs.update(color=MEMORY_COLOUR, penwidth="2", label="memory", fontcolor=MEMORY_COLOUR)
             elif port == "shared":  # parameters the stack owns, read by every layer
                 border = STYLES[ir.StackParameters][1]
-                attrs.update(style="dashed", color=border, fontcolor=border, label="shared")
-            elif port == "positions" and isinstance(node, ir.Attention):  # a stack's score bias, in every layer
-                border = STYLES[ir.ScoreBias][1]
-                attrs.update(style="dashed", color=border, fontcolor=border,
-                             label=POSITIONS[self.g.node(inp).choice.name].enters)
+                variant, options = self.g.node(inp).variant()
+                attrs.update(style="dashed", color=border, fontcolor=border, label=variant.stack_edge(options))
             shape = self.g.node(inp).shape
             if self.detail and shape:
                 shape = "×".join(map(str, shape))

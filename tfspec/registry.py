@@ -225,7 +225,40 @@ class Norm(Variant):
         return self.module(dim, options).build()
 
 
-class Position(Variant):
+class StackOwned:
+    """What a variant of an attention sublayer may keep in its stack rather than in each layer: parameters
+    the stack owns and the same sublayer of every layer reads (Linformer's layer-wise E and F, T5's relative
+    bias table). One mechanism for every family: the graph gets one ``StackParameters`` node per sublayer, the
+    stack one module (``stack_module``) under ``<stack>.<stack_attribute>.<sublayer>``, and each layer's
+    attention receives it through ``share(module)``, which must not register it again."""
+
+    stack_attribute: ClassVar[str] = "shared"  # where the stack keeps the module (part of state-dict names)
+
+    def stack_params(self, shape: AttentionShape, options) -> dict[str, Param]:
+        """The parameters the stack owns for this sublayer, by name in ``stack_module``; {}: none (then
+        ``params`` holds them all, in each layer)."""
+        return {}
+
+    def stack_module(self, shape: AttentionShape, options) -> Constructor | None:
+        """The torch-only module holding ``stack_params``."""
+        return None
+
+    def stack_label(self, options) -> str:
+        """What diagrams call the stack's node."""
+        return f"Shared Parameters ({self.label(options)})"
+
+    def stack_edge(self, options) -> str:
+        """What diagrams write on the edge from the stack's node into each layer's attention."""
+        return "shared"
+
+    def stack_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool,
+                    element_bytes: int) -> int:
+        """Bytes autograd keeps once per call for what the stack's module computes (for the default position
+        ids); ``masked``: a mask of structure joins it in the attentions that read it."""
+        return 0
+
+
+class Position(StackOwned, Variant):
     """A position scheme. ``acts`` says where positions enter the model:
 
     - ``"embedding"``: an encoding added to the token embeddings (sinusoidal, learned);
@@ -247,10 +280,7 @@ class Position(Variant):
     # Enters the value sum too (Shaw): its runtime module's ``attend`` replaces the kind's ``mix``, so it
     # needs a kind whose mix is a plain softmax of dot products, and declares that mix's cost itself.
     mixes_values: ClassVar[bool] = False
-    # Its parameters belong to the stack, not to each layer: the stack computes its score bias once per call
-    # and every layer's attention adds it (T5's relative bias, which the first layer owns and the others reuse).
-    # The runtime module then has ``score_bias`` alone, and the graph a node of its own for it.
-    per_stack: ClassVar[bool] = False
+    stack_attribute: ClassVar[str] = "positions"
 
     def params(self, where, options) -> dict[str, Param]:
         """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""
@@ -299,25 +329,27 @@ class Position(Variant):
         """Matrix-product FLOPs per sequence it adds inside one attention (what ``FlopCounterMode`` counts)."""
         return 0
 
-    def mix_saved(self, options, shape: AttentionShape, batch: int, queries: int, keys: int, dropout: float
-                  ) -> tuple[int, int]:
-        """For a scheme that ``mixes_values``: what its ``attend`` keeps, as ``AttentionKind.core_saved``."""
-        raise NotImplementedError
+    def mask_adds(self, options, shape: AttentionShape, queries: int, keys: int, mask_tensor: bool) -> int:
+        """Element-wise additions of a mask tensor to one sequence's scores, given whether the attention needs
+        one (``mask_tensor``): one per score, unless the scheme's own score bias carries the mask (its
+        ``attention_flops`` count that addition)."""
+        return shape.heads * queries * keys if mask_tensor and not self.biases_scores else 0
 
-    def mix_keeps_projection(self, options, shape: AttentionShape, batch: int) -> bool:
-        """For a scheme that ``mixes_values``: as ``AttentionKind.keeps_projection``, for its ``attend``."""
-        raise NotImplementedError
+    def mix_saved(self, options, shape: AttentionShape, kind: "AttentionKind", kind_options, batch: int,
+                  queries: int, keys: int, dropout: float, fused: bool, in_bands: bool = False) -> tuple[int, int]:
+        """What the mix keeps for backward, as ``AttentionKind.core_saved``: the kind's, unless the scheme's
+        ``attend`` computes the mix itself (``mixes_values``, which overrides this)."""
+        return kind.core_saved(shape, kind_options, batch, queries, keys, dropout, fused, in_bands=in_bands)
 
-    def stack_saved(self, options, shape: AttentionShape, queries: int, keys: int) -> tuple[int, int]:
-        """For a ``per_stack`` scheme: (activation-dtype elements, 4-byte words) its score bias keeps for backward
-        once per call, for the default position ids (an int64 index counts two words)."""
-        return (0, 0)
+    def mix_keeps_projection(self, options, shape: AttentionShape, kind: "AttentionKind", kind_options, batch: int,
+                             in_bands: bool = False) -> bool:
+        """As ``AttentionKind.keeps_projection``, for the mix this scheme attends with (see ``mix_saved``)."""
+        return kind.keeps_projection(shape, kind_options, batch, in_bands=in_bands)
 
-    def bias_saved(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
-        """For a scheme whose score bias has parameters of each layer's (``biases_scores``, learned): the bytes
-        autograd keeps to differentiate that bias in each attention that adds it, for the default position ids.
-        (Where a mask of structure joins such a bias, the mask's ``where`` keeps its bool condition too, which
-        the analysis adds.)"""
+    def layer_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool) -> int:
+        """Bytes autograd keeps in each attention that uses the scheme, beyond the mix, for the default position
+        ids: what differentiating a learned score bias of each layer's keeps (KERPLE's), with ``masked`` (a mask
+        of structure joins it in ``where``) the bool condition too."""
         return 0
 
     def call_saved(self, options, shape: AttentionShape, length: int) -> int:
@@ -437,13 +469,12 @@ def _works_on_scores(position) -> bool:
     return position is not None and (position.biases_scores or position.mixes_values)
 
 
-def flex_attention_applies(masks, kind, position=None, cross: bool = False, stack_bias: bool = False) -> bool:
+def flex_attention_applies(masks, kind, position=None, cross: bool = False) -> bool:
     """Can FlexAttention compute attention with these variants from its masks' rules alone (``tfspec.nn.flex``):
     a plain softmax over a pattern of structure (causal, window, block, prefix, document), with no score bias
     or value term of a position scheme, on the queries' own sequence?"""
     structural = any(variant.structural for variant, _ in masks)
-    return (structural and kind.plain_softmax and not cross and not stack_bias
-            and not _works_on_scores(position))
+    return (structural and kind.plain_softmax and not cross and not _works_on_scores(position))
 
 
 def attention_band(masks, kind, position=None, cross: bool = False) -> tuple[int, int] | None:
@@ -473,7 +504,7 @@ def lone_causal(masks) -> bool:
     return len(structural) == 1 and structural[0].fused_causal
 
 
-class AttentionKind(Variant):
+class AttentionKind(StackOwned, Variant):
     """How queries score keys and mix values. Projections and the output are part of the kind's parameters."""
 
     scores_by_dot_product: ClassVar[bool] = False  # scores depend on q and k only through q·k
@@ -529,20 +560,6 @@ class AttentionKind(Variant):
 
     def check(self, options, shape: AttentionShape) -> list[Problem]:
         return []
-
-    def stack_params(self, shape: AttentionShape, options) -> dict[str, Param]:
-        """Parameters the stack owns and the sublayer of every layer reads (Linformer's layer-wise E and F),
-        by name in ``stack_module``; {}: none. ``params`` leaves them out."""
-        return {}
-
-    def stack_module(self, shape: AttentionShape, options) -> Constructor | None:
-        """The torch-only module holding ``stack_params`` (the stack's ``shared[sublayer]``); each layer's
-        attention module receives it through ``share(module)``, which must not register it again."""
-        return None
-
-    def stack_label(self, options) -> str:
-        """What diagrams call the node of ``stack_params``."""
-        return f"Shared Parameters ({self.label(options)})"
 
     def sees(self, options, shape: AttentionShape, length: int, head: int = 0):
         """Bool tensor ``(length, length)``: the keys each query of a sequence of ``length`` positions may see
@@ -628,8 +645,6 @@ class AttentionConfig:
     scale: float | None  # softmax scale; None: 1 / sqrt(head_dim)
     fused_causal: bool = False  # unpadded, it runs SDPA's fused causal kernel (``fused_causal_kernel``)
     band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
-    # the sublayer whose stack-owned score bias it adds (a ``per_stack`` position scheme's), or None
-    stack_bias: str | None = None
     flex: bool = False  # on CUDA, its masks' pattern runs through FlexAttention (``flex_attention_applies``)
 
 

@@ -32,8 +32,8 @@ from typing import Any
 from . import __version__
 from . import schema as S
 from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_class_name,
-                       looks_like_path, norm_constructor, pooler_constructor, stack_positions, stack_shared,
-                       sublayer_constructor, sublayer_name)
+                       looks_like_path, norm_constructor, pooler_constructor, stack_owned, sublayer_constructor,
+                       sublayer_name)
 from .ir import nodes as ir
 from .ir.queries import attentions, describe_layers, layer_template
 from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
@@ -170,8 +170,6 @@ class _Writer:
         label = " + ".join(MASKS.label(m) for m in body.mask) or "none"
         if lone_causal([MASKS[m.name] for m in body.mask]) and not self.fused(node):
             label += " (as a tensor)"  # the same masks, for a kind or position scheme with no fused kernel
-        if attention_config(node).stack_bias is not None:
-            label += f" + the {attention_config(node).stack_bias} bias"
         return f"cross: {label}" if node.geometry.cross else label
 
     def layer_forward(self, template: list[ir.Node]) -> str:
@@ -243,19 +241,16 @@ class _Writer:
                      f"\"final_norm\": {final}"]
             if stack.final_dropout:
                 parts.append(f"\"final_dropout\": nn.Dropout({stack.final_dropout!r})")
-            owned = stack_positions(g, role)
-            if owned:
-                parts.append("\"positions\": nn.ModuleDict({" + ", ".join(
-                    f"{name!r}: {self.value(c)}" for name, c in owned.items()) + "})")
-            shared = stack_shared(g, role)
-            if shared:
-                parts.append("\"shared\": nn.ModuleDict({" + ", ".join(
-                    f"{name!r}: {self.value(c)}" for name, c in shared.items()) + "})")
+            owned = stack_owned(g, role)
+            for attribute, modules in owned.items():
+                parts.append(f"{attribute!r}: nn.ModuleDict({{" + ", ".join(
+                    f"{name!r}: {self.value(c)}" for name, c in modules.items()) + "})")
             init.append(f"        self.{role} = nn.ModuleDict({{\n"
                         + "".join(f"            {part},\n" for part in parts) + "        })")
-            for name in shared:  # every layer reads the stack's parameters
-                init.append(f"        for layer in self.{role}[\"layers\"]:\n"
-                            f"            layer.{name}.share(self.{role}[\"shared\"][{name!r}])")
+            for attribute, modules in owned.items():  # every layer reads what the stack owns for it
+                for name in modules:
+                    init.append(f"        for layer in self.{role}[\"layers\"]:\n"
+                                f"            layer.{name}.share(self.{role}[{attribute!r}][{name!r}])")
         width = stacks[spec.stacks[-1].role].width
         init.append(f"        self.head = {self.value(head_constructor(spec.head, width))}" if spec.head else
                     "        self.head = None")
@@ -348,11 +343,9 @@ class _Writer:
         allowed = f"{self.need(allowed_keys)}({', '.join(dense)})" if rules else "None"
         if reads_padding:
             allowed = f"{self.need(with_padding)}({allowed}, {key_padding})"
-        stack_bias = attention_config(a).stack_bias
-        bias = f", self.{a.stack}[\"positions\"][{stack_bias!r}](positions, positions)" if stack_bias else ""
-        if allowed == "None" and not bias:
+        if allowed == "None":
             return "None"
-        mask = f"{self.need(additive_mask)}({allowed}, x.dtype{bias})"
+        mask = f"{self.need(additive_mask)}({allowed}, x.dtype)"
         band = attention_config(a).band
         if band is not None:
             length = f"{index}.shape[0]"

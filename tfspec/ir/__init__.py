@@ -3,10 +3,9 @@ validation passes (``validate``) and the queries several stages share (``queries
 
 from .graph import Graph, IRError
 from .nodes import (NODE_TYPES, OPS, Add, Attention, BlockInput, BlockOutput, Dropout, Embedding, FeedForward, Head,
-                    Input, ModulePath, Node, Norm, Output, Pooler, PositionEncoding, Scale, ScoreBias, StackInfo,
-                    LayerKind,
+                    Input, LayerKind, ModulePath, Node, Norm, Output, Pooler, PositionEncoding, Scale, StackInfo,
                     StackParameters, Sublayer)
 
 __all__ = ["Graph", "IRError", "NODE_TYPES", "OPS", "Add", "Attention", "BlockInput", "BlockOutput", "Dropout",
            "Embedding", "FeedForward", "Head", "Input", "ModulePath", "Node", "Norm", "Output", "Pooler",
-           "PositionEncoding", "Scale", "ScoreBias", "StackInfo", "LayerKind", "StackParameters", "Sublayer"]
+           "PositionEncoding", "Scale", "StackInfo", "LayerKind", "StackParameters", "Sublayer"]

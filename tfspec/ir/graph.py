@@ -13,7 +13,7 @@ from typing import TypeVar
 import networkx as nx
 
 from ..registry import Param
-from .nodes import (NODE_TYPES, Add, Attention, BlockInput, BlockOutput, Input, Node, ScoreBias, StackInfo,
+from .nodes import (NODE_TYPES, Add, Attention, BlockInput, BlockOutput, Input, Node, StackInfo,
                     StackParameters, describe_layers)
 
 N = TypeVar("N", bound=Node)
@@ -104,7 +104,7 @@ class Graph(nx.DiGraph):
                 raise IRError(f"{n}: a parameter declared without its role (a shape where a Param belongs)")
             if node.in_block and node.stack not in self.stacks:
                 raise IRError(f"{n}: in a layer of stack {node.stack!r}, which the graph does not have")
-            if not node.inputs and not isinstance(node, (Input, ScoreBias, StackParameters)):
+            if not node.inputs and not isinstance(node, (Input, StackParameters)):
                 raise IRError(f"{n}: a {node.kind} node reads nothing")
             if isinstance(node, Attention) and node.memory is not None and not node.geometry.cross:
                 raise IRError(f"{n}: a self-attention with memory")

@@ -89,7 +89,7 @@ class _Builder:
                           params={"weight": Param((emb.vocab, emb.dim), "embedding")},
                           table=emb.name, scale=emb.scale, width=emb.dim, span=emb.span)]
         variant, options = POSITIONS.of(emb.position)
-        if not variant.absent and variant.acts == "embedding":  # one acting in attention is refused by validate
+        if not variant.absent and variant.misplaced("embedding", emb.position) is None:  # (else refused by validate)
             params = variant.params(emb.dim, options)
             terms.append(self.add(ir.PositionEncoding, f"{role}.position",
                                   f"Positional Encoding ({variant.label(options)})", [tokens], ports={0: "positions"},
@@ -133,17 +133,15 @@ class _Builder:
             shape = attention_shape(body, width, encoder.width if encoder is not None else width)
             inputs = [x, memory] if cross and memory is not None else [x]
             ports = {1: "memory"}
-            position, options = POSITIONS.of(body.position)
-            if position.acts == "attention" and position.per_stack:
-                ports[len(inputs)] = "positions"
-                inputs.append(self.score_bias(role, name, position, options, body, shape))
-            kind, kind_options = ATTENTION_KINDS.of(body.kind)
-            if kind.stack_params(shape, kind_options):
-                ports[len(inputs)] = "shared"
-                inputs.append(self.stack_owned_node(
-                    ir.StackParameters, ModulePath((role, "shared", name)), f"{role}.{name}_shared",
-                    kind.stack_label(kind_options), [], stack=role, params=kind.stack_params(shape, kind_options),
-                    choice=body.kind, width=shape.width, geometry=shape, shape=(), span=body.span))
+            for family, choice in ((ATTENTION_KINDS, body.kind), (POSITIONS, body.position)):
+                variant, options = family.of(choice)
+                owned = variant.stack_params(shape, options)
+                if owned:  # the stack's, read by this sublayer of every layer
+                    ports[len(inputs)] = "shared"
+                    inputs.append(self.stack_owned_node(
+                        ModulePath((role, variant.stack_attribute, name)), f"{role}.{name}_{variant.stack_attribute}",
+                        variant.stack_label(options), stack=role, params=owned, family=family, choice=choice,
+                        width=shape.width, geometry=shape, span=choice.span or body.span))
             return self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
                             ports=ports, stack=role, in_block=True, module=module,
                             params=attention_params(body, shape), spec=body,
@@ -163,22 +161,12 @@ class _Builder:
             return self.norm(node_id, body.norm, x, width, role, True, module)
         return self.dropout(node_id, body.p, x, role, True, width)
 
-    def score_bias(self, role: str, name: str, position, options, body: S.Attention, shape) -> str:
-        """The node of a position scheme whose parameters the stack owns (``Position.per_stack``): built from
-        the stack's positions once per call, read by sublayer ``name`` of every layer."""
-        tokens = f"{role}.tokens"
-        length = self.g.node(tokens).shape[-1]
-        return self.stack_owned_node(ir.ScoreBias, ModulePath((role, "positions", name)), f"{role}.{name}_position",
-                                     f"Position Bias ({position.label(options)}, {shape.heads} heads)", [tokens],
-                                     ports={0: "positions"}, stack=role, params=position.params(shape, options),
-                                     choice=body.position, width=shape.width, geometry=shape,
-                                     shape=(shape.heads, length, length), span=body.position.span)
-
-    def stack_owned_node(self, cls, module: ModulePath, node_id: str, label: str, inputs, **fields) -> str:
+    def stack_owned_node(self, module: ModulePath, node_id: str, label: str, **fields) -> str:
         """A stack's own node for a sublayer of its layers: one per module, whatever layer kinds read it (when
         two kinds differ on it, validation says so)."""
         if module not in self.stack_owned:
-            self.stack_owned[module] = self.add(cls, node_id, label, inputs, module=module, **fields)
+            self.stack_owned[module] = self.add(ir.StackParameters, node_id, label, [], module=module, shape=(),
+                                                **fields)
         return self.stack_owned[module]
 
     def block(self, stack: S.Stack, block: S.Block, entry: str, width: int, memory: str | None) -> str:
@@ -274,7 +262,7 @@ def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     for side in ("q_norm", "k_norm"):
         params.update({f"{side}.{k}": v for k, v in norm.params(shape.head_dim, norm_options).items()})
     position, position_options = POSITIONS.of(body.position)
-    if position.acts == "attention" and not position.per_stack:  # a per-stack scheme's are its own node's
+    if position.misplaced("attention", body.position) is None:  # (one acting elsewhere is refused by validate)
         params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
     return params
 

@@ -117,22 +117,18 @@ class PositionEncoding(Node):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class ScoreBias(Node):
-    """A score bias a stack owns, built once per call from its positions, that every layer's attention adds
-    (T5's relative buckets); shape (heads, length, length)."""
-
-    kind: ClassVar[str] = "score_bias"
-    choice: object  # schema.Choice of the position scheme
-    geometry: object  # registry.AttentionShape of the attention reading it
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
 class StackParameters(Node):
-    """Parameters a stack owns and the same sublayer of each of its layers reads (Linformer's E, F)."""
+    """Parameters a stack owns and the same sublayer of each of its layers reads: an attention kind's
+    (Linformer's E, F) or a position scheme's (T5's relative bias table); see ``registry.StackOwned``."""
 
     kind: ClassVar[str] = "parameters"
-    choice: object  # schema.Choice of the attention kind owning them
-    geometry: object
+    family: object  # the registry of the variant owning them (``registry.ATTENTION_KINDS``, ``POSITIONS``)
+    choice: object  # schema.Choice of that variant
+    geometry: object  # registry.AttentionShape of the attention reading them
+
+    def variant(self):
+        """(variant, options) of the owner."""
+        return self.family.of(self.choice)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -232,7 +228,7 @@ class Output(Node):
     name: Literal["logits", "hidden", "pooled"]
 
 
-NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, PositionEncoding, ScoreBias, StackParameters, Add, Norm,
+NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, PositionEncoding, StackParameters, Add, Norm,
                                       Dropout, Scale, Attention, FeedForward, BlockInput, BlockOutput, Head, Pooler,
                                       Output)
 OPS: dict[str, str] = {cls.kind: (cls.__doc__ or "").split("\n")[0] for cls in NODE_TYPES}

@@ -68,11 +68,12 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
     for node in g.of(ir.Attention):
         body, shape = node.spec, node.geometry
         (position, position_options), (kind, kind_options) = POSITIONS.of(body.position), ATTENTION_KINDS.of(body.kind)
-        objections = [(p, body.position) for p in filter(None, [position.misplaced("attention", body.position)])]
+        misplaced = position.misplaced("attention", body.position)
+        objections = [(misplaced, body.position)] if misplaced is not None else []
         objections += [(p, body.position) for p in position.conflicts(position_options, kind)]
         objections += [(p, body.kind) for p in kind.conflicts(kind_options, body.mask, position, body.position)]
         uses = [(ATTENTION_KINDS, body.kind)] + [(MASKS, m) for m in body.mask]
-        if position.acts == "attention":
+        if misplaced is None:  # a scheme acting elsewhere has nothing to check here
             uses.append((POSITIONS, body.position))
         for family, choice in uses:
             variant, options = family.of(choice)
@@ -100,8 +101,8 @@ def infer_shapes(g: Graph, spec: S.Spec, errors: Collector) -> None:
         if any(s is None for s in ins):
             continue  # an earlier node already failed
         shape = node.shape
-        if isinstance(node, (ir.Input, ir.ScoreBias, ir.StackParameters)):
-            pass  # ids, a stack's score bias (heads, length, length) or its parameters (()): set when lowered
+        if isinstance(node, (ir.Input, ir.StackParameters)):
+            pass  # ids, or a stack's parameters (()): set when lowered
         elif isinstance(node, ir.Embedding):
             shape = (*ins[0], node.width)
         elif isinstance(node, ir.PositionEncoding):

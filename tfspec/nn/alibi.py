@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
+
+from .position import InAttentionPositions
 
 
-class LinearBiases(nn.Module):
+class LinearBiases(InAttentionPositions):
     """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
 
-    biases_scores = True
-    mixes_values = False
 
     def __init__(self, slopes: list[float]) -> None:
         super().__init__()
         self.slopes = list(slopes)  # not a buffer: it stays float32 whatever the model's dtype
         self.key = f"alibi:{self.slopes}"
-
-    def tables(self, positions: Tensor, dtype: torch.dtype) -> None:
-        return None
-
-    def rotate(self, q: Tensor, k: Tensor, tables: None) -> tuple[Tensor, Tensor]:
-        return q, k
 
     def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         slopes = torch.tensor(self.slopes, dtype=torch.float32, device=query_positions.device)

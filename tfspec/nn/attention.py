@@ -117,10 +117,9 @@ class MultiHeadAttention(nn.Module):
     q, k and v with one fused ``qkv``; cross-attention (``memory_width`` given)
     projects queries with ``q`` and the memory with a fused ``kv``. ``q_norm`` and
     ``k_norm`` normalise each head's queries and keys; ``position`` is an
-    in-attention position scheme: ``tables(positions, dtype)`` once per call, then
-    ``rotate(q, k, tables)`` (rotary) and, when ``biases_scores``,
-    ``score_bias(query_positions, key_positions)`` added to the scores (ALiBi); a scheme that
-    ``mixes_values`` computes the whole mix itself, ``attend`` in place of ``mix`` (Shaw).
+    in-attention position scheme (``tfspec.nn.position.InAttentionPositions``): its tables once per call,
+    then it rotates q and k (rotary), biases the scores (ALiBi) and attends in place of ``mix`` (Shaw), each
+    step a no-op unless the scheme does it. One its stack owns (T5's bias) arrives through ``share``.
     ``fused_causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``). ``band``: the keys
     ``(behind, ahead)`` a query may see when its masks bound them; over a sequence long enough
     (``band_chunk``), attention then runs block by block (``mix_banded``) and takes its mask in the banded
@@ -153,8 +152,9 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self.project_memory(x, memory) if self.cross else self.project(x)
         if self.position is not None:
             q, k = self.position.rotate(q, k, self.position.tables(positions, q.dtype))
-            if self.position.biases_scores:
-                bias = self.position.score_bias(positions, positions).to(q.dtype)
+            bias = self.position.score_bias(positions, positions)
+            if bias is not None:
+                bias = bias.to(q.dtype)
                 mask = bias if mask is None else mask + bias  # (a masked score stays the dtype's minimum)
         chunk = band_chunk(length, self.band) if self.band is not None else None
         if chunk is not None:
@@ -194,11 +194,19 @@ class MultiHeadAttention(nn.Module):
 
     def mix_at(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
                key_positions: Tensor) -> Tensor:
-        """``mix``, or the position scheme's own where it enters the values (Shaw's relative representations)."""
-        if self.position is not None and self.position.mixes_values:
-            return self.position.attend(q, k, v, mask, query_positions, key_positions, self.scale,
-                                        self.dropout if self.training else 0.0)
-        return self.mix(q, k, v, mask, self.fused_causal and mask is None)
+        """``mix`` as the position scheme attends with it (Shaw's enters the values itself)."""
+        def mix(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+            return self.mix(q, k, v, mask, self.fused_causal and mask is None)
+
+        if self.position is None:
+            return mix(q, k, v, mask)
+        return self.position.attend(mix, q, k, v, mask, query_positions, key_positions, self.scale,
+                                    self.dropout if self.training else 0.0)
+
+    def share(self, position: nn.Module) -> None:
+        """Take the position scheme its stack owns (T5's bias: one table every layer reads) without registering
+        it, so its parameters stay the stack's."""
+        self.__dict__["position"] = position
 
     def mix_banded(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, chunk: int) -> Tensor:
         """``mix`` block by block: each block of ``chunk`` queries against the ``chunk + behind + ahead`` keys
@@ -256,14 +264,19 @@ class InContext:
 
     def in_context(self, config) -> None:
         self.masks = MaskSet(config.masks, config.shape.cross)
-        self.stack_bias = config.stack_bias  # the stack's bias it adds (``ctx.biases[stack_bias]``), or None
         self.flex = config.flex  # its pattern can run through FlexAttention (on CUDA: ``tfspec.nn.flex``)
+        scheme = config.position
+        # its position scheme is its stack's (T5's): ``share`` hands it over when the model is built
+        self.position_from_stack = scheme is not None and bool(scheme[0].stack_params(config.shape, scheme[1]))
         behind, ahead = combined_reach(config.masks)
         self.keep = behind if behind is not None and ahead == 0 else None  # a KV cache needs no older keys
 
     def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
         """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
         batch, length, _ = x.shape
+        if self.position_from_stack and self.position is None:
+            raise ValueError("this attention adds a position bias its stack owns: run it through its model, or "
+                             "hand it the stack's module with share(module)")
         ctx = ctx if ctx is not None else Context(torch.arange(length, device=x.device)[None])
         q, k, v, key_positions, key_padding = self.project_in_context(x, ctx, cache)
         y = self.attend(q, k, v, ctx, key_positions, key_padding)  # (batch, heads, length, head_dim)
@@ -307,14 +320,8 @@ class InContext:
                 mask = self.masks.banded(ctx, query_len, self.band, q.dtype, q.device, padding)
                 return self.mix_banded(q, k, v, mask, chunk)
         bias, bias_key = None, ""
-        if self.position is not None and self.position.biases_scores:
+        if self.position is not None:  # a stack's scheme (T5's) has one key for every layer: built once per call
             bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
-        elif self.stack_bias is not None:  # one per stack: built by the first layer, reused by the others
-            if self.stack_bias not in ctx.biases:
-                raise ValueError(f"this attention adds a position bias its stack owns ('{self.stack_bias}'): run "
-                                 "it through its model, or pass a Context whose biases hold that module")
-            scheme = ctx.biases[self.stack_bias]
-            bias, bias_key = lambda: scheme.score_bias(ctx.positions, key_positions), f"stack:{self.stack_bias}"
         mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
         return self.mix_at(q, k, v, mask, ctx.positions, key_positions)
 

@@ -2,7 +2,7 @@
 
 A layer's generated forward is ``layer(x, ctx, cache)``; attention reads what it
 needs from ``ctx`` -- position ids, the keys' padding, the encoder's memory, the
-run-time inputs its variants declared (``prefix_lengths``, ...), the score biases its stack owns -- so a variant
+run-time inputs its variants declared (``prefix_lengths``, ...) -- so a variant
 that needs a new input adds no argument anywhere. Masks and position tables that
 several layers share are built on first use and kept in ``ctx.shared`` for the
 rest of the call.
@@ -11,7 +11,7 @@ rest of the call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable
 
 from torch import Tensor
 
@@ -24,7 +24,6 @@ class Context:
     memory_padding: Tensor | None = None  # (batch, src_len) True at padded source positions
     inputs: dict[str, Tensor] = field(default_factory=dict)  # run-time inputs variants declared, by name
     offset: int = 0  # positions already in the KV cache (incremental decoding)
-    biases: Mapping = field(default_factory=dict)  # the stack's score-bias modules by sublayer (T5's)
     shared: dict = field(default_factory=dict)  # per-call memo: masks and tables that layers share
 
     def once(self, key: str, build: Callable[[], object]):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .position import InAttentionPositions
 
-class LogKernelBiases(nn.Module):
+
+class LogKernelBiases(InAttentionPositions):
     """-r1_h · log(1 + r2_h · |p_i - p_j|) added to head h's scores, ``r1`` and ``r2`` learned and kept positive;
     an in-attention position scheme (see ``MultiHeadAttention``), torch only so ``tfspec emit`` copies it."""
 
-    biases_scores = True
-    mixes_values = False
 
     def __init__(self, heads: int, r1: float = 1.0, r2: float = 1.0, eps: float = 1e-2) -> None:
         super().__init__()
@@ -19,12 +19,6 @@ class LogKernelBiases(nn.Module):
         self.r2 = nn.Parameter(torch.full((heads,), float(r2)))
         self.eps = eps
         self.key = f"kerple:{id(self)}"  # learned per layer: no other attention shares this bias
-
-    def tables(self, positions: Tensor, dtype: torch.dtype) -> None:
-        return None
-
-    def rotate(self, q: Tensor, k: Tensor, tables: None) -> tuple[Tensor, Tensor]:
-        return q, k
 
     def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         distance = (query_positions[:, :, None] - key_positions[:, None, :]).abs().float()  # (batch or 1, q, k)

@@ -64,12 +64,12 @@ class MaskSet:
         """The additive mask (0 or the dtype's minimum) plus ``bias()``; ``None`` when there is neither.
 
         ``padding``: the keys' padding when a mask reads it (else pass None). ``bias``
-        builds a score bias ``(batch or 1, heads, queries, keys)``, called only the
+        builds a score bias ``(batch or 1, heads, queries, keys)`` or None, called only the
         first time this call needs the mask (``bias_key`` tells equal biases apart).
         """
         def build():
             return additive_mask(self.allowed(ctx, query_len, key_len, device, padding), dtype,
-                                 bias() if bias is not None else None)
+                                 bias() if bias is not None else None)  # (a bias may be None: none added)
 
         return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
 

@@ -26,23 +26,21 @@ class Stack(nn.Module):
     """N generated layers (``torch.fx.GraphModule``s; print ``layer.code``) and a final norm.
 
     ``inputs``: the run-time inputs its variants read (``RuntimeInput``s by name), besides position ids.
-    ``positions``: the score biases it owns for its layers (T5's), by the sublayer that adds them.
-    ``shared``: parameters it owns for one sublayer of every layer (Linformer's layer-wise E and F), by that
-    sublayer's name; each layer's module receives them through ``share``.
+    ``owned``: modules it owns for one sublayer of every layer (Linformer's layer-wise E and F, T5's relative
+    bias), by attribute (``shared``, ``positions``) and sublayer name; each layer's sublayer receives its
+    module through ``share`` (see ``tfspec.registry.StackOwned``).
     """
 
     def __init__(self, layers: list[nn.Module], final_norm: nn.Module, final_dropout: float, masks_padding: bool,
-                 memory_masks_padding: bool, inputs: dict | None = None, positions: dict | None = None,
-                 shared: dict | None = None):
+                 memory_masks_padding: bool, inputs: dict | None = None, owned: dict[str, dict] | None = None):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
         self.final_dropout = nn.Dropout(final_dropout) if final_dropout else nn.Identity()
-        self.positions = nn.ModuleDict(positions or {})
-        if shared:
-            self.shared = nn.ModuleDict(shared)
+        for attribute, modules in (owned or {}).items():
+            setattr(self, attribute, nn.ModuleDict(modules))
             for layer in self.layers:
-                for name, module in shared.items():
+                for name, module in modules.items():
                     layer.get_submodule(name).share(module)
         self.masks_padding = masks_padding  # some self-attention reads the padding mask
         self.memory_masks_padding = memory_masks_padding  # some cross-attention reads the memory's
@@ -106,7 +104,7 @@ class CompiledModel(nn.Module):
         if positions is None:
             positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)[None]
         extra = {k: v for k, v in inputs.items() if k != "position_ids"}
-        return Context(positions, padding, memory, memory_padding, extra, offset, stack.positions)
+        return Context(positions, padding, memory, memory_padding, extra, offset)
 
     def output(self, hidden: Tensor):
         out = hidden

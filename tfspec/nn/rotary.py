@@ -11,12 +11,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .position import InAttentionPositions
 
-class RotaryPositions(nn.Module):
+
+class RotaryPositions(InAttentionPositions):
     """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
 
-    biases_scores = False
-    mixes_values = False
 
     def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False) -> None:
         super().__init__()
@@ -51,9 +51,6 @@ class RotaryPositions(nn.Module):
             return torch.stack((-odd, even), dim=-1).flatten(-2)
         first, second = x.chunk(2, dim=-1)
         return torch.cat((-second, first), dim=-1)
-
-    def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> None:
-        return None
 
     def extra_repr(self) -> str:
         layout = ", interleaved" if self.interleaved else ""

@@ -13,12 +13,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .position import InAttentionPositions
 
-class RelativeRepresentations(nn.Module):
-    """An in-attention position scheme that mixes values itself (see ``MultiHeadAttention.mix_at``)."""
 
-    biases_scores = False
-    mixes_values = True
+class RelativeRepresentations(InAttentionPositions):
+    """An in-attention position scheme that mixes values itself (``attend`` replaces the kind's mix)."""
+
 
     def __init__(self, head_dim: int, clip: int) -> None:
         super().__init__()
@@ -27,15 +27,10 @@ class RelativeRepresentations(nn.Module):
         self.values = nn.Parameter(torch.empty(2 * clip + 1, head_dim))
         self.key = f"shaw:{clip}"
 
-    def tables(self, positions: Tensor, dtype: torch.dtype) -> None:
-        return None
-
-    def rotate(self, q: Tensor, k: Tensor, tables: None) -> tuple[Tensor, Tensor]:
-        return q, k
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
+    def attend(self, mix, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
                key_positions: Tensor, scale: float | None, dropout: float) -> Tensor:
-        """(batch, heads, queries, head_dim); ``mask`` additive; positions (batch or 1, queries / keys)."""
+        """(batch, heads, queries, head_dim), computed here in place of ``mix``; ``mask`` additive; positions
+        (batch or 1, queries / keys)."""
         if k.shape[1] != q.shape[1]:  # grouped-query: each key/value head serves heads / kv_heads queries
             k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
         offsets = (key_positions[:, None, :] - query_positions[:, :, None]).clamp(-self.clip, self.clip) + self.clip

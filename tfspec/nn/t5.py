@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .position import InAttentionPositions
+
 
 def relative_bucket(offset: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
     """The bucket of each offset ``key - query`` (Raffel et al. 2020, as Mesh TensorFlow and Hugging Face compute
@@ -32,25 +34,21 @@ def relative_bucket(offset: Tensor, bidirectional: bool, num_buckets: int, max_d
     return buckets + torch.where(distance < exact, distance, logarithmic)
 
 
-class BucketedRelativeBias(nn.Module):
+class BucketedRelativeBias(InAttentionPositions):
     """``score_bias(query_positions, key_positions)``: (batch or 1, heads, queries, keys) from a
     (num_buckets, heads) table indexed by the bucket of each offset. Torch only, so ``tfspec emit`` copies it."""
 
-    biases_scores = True
-    mixes_values = False
 
     def __init__(self, heads: int, num_buckets: int, max_distance: int, bidirectional: bool) -> None:
         super().__init__()
         self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
         self.weight = nn.Parameter(torch.empty(num_buckets, heads))
+        self.key = f"t5:{id(self)}"  # the stack's one table: every layer's attention reuses its bias in a call
 
     def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         offset = key_positions[:, None, :] - query_positions[:, :, None]  # (batch or 1, queries, keys)
         buckets = relative_bucket(offset, self.bidirectional, self.num_buckets, self.max_distance)
         return F.embedding(buckets, self.weight).permute(0, 3, 1, 2)
-
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        return self.score_bias(query_positions, key_positions)
 
     def extra_repr(self) -> str:
         direction = "bidirectional" if self.bidirectional else "one-directional"

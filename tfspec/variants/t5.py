@@ -30,7 +30,6 @@ class T5RelativeBias(Position):
     enters = "biases scores (relative, shared by the stack)"
     relative = True
     biases_scores = True
-    per_stack = True
     doc = "T5's relative attention bias: a learned scalar per head and log-bucketed offset, one table per stack"
     examples = ({}, {"num_buckets": 8, "max_distance": 20})
 
@@ -39,8 +38,14 @@ class T5RelativeBias(Position):
         num_buckets: int = Field(32, ge=2, le=1 << 16)
         max_distance: int = Field(128, gt=0, le=1 << 30)  # offsets at least this far share the last bucket
 
-    def params(self, where, options):
-        return {"weight": Param((options.num_buckets, where.heads), "position_table")}
+    def stack_params(self, shape, options):  # one table for the stack: each layer's attention adds its bias
+        return {"weight": Param((options.num_buckets, shape.heads), "position_table")}
+
+    def stack_label(self, options):
+        return f"Position Bias ({self.label(options)}, one table shared by every layer)"
+
+    def stack_edge(self, options):
+        return self.enters
 
     def check(self, options, shape):
         if shape.cross:
@@ -60,10 +65,14 @@ class T5RelativeBias(Position):
     def attention_flops(self, options, shape, queries, keys):
         return shape.heads * queries * keys  # one addition per score (the bias is built once per call)
 
-    def stack_saved(self, options, shape, queries, keys):
-        return 0, 2 * queries * keys  # the int64 buckets, which the table lookup keeps to route gradients
+    def stack_saved(self, options, shape, queries, keys, masked, element_bytes):
+        # the int64 buckets, which the table lookup keeps to route gradients; a mask's where keeps its condition
+        return 8 * queries * keys + (queries * keys if masked else 0)
 
     def module(self, where, options):
+        return None  # each layer's attention receives the stack's module (``stack_module``)
+
+    def stack_module(self, shape, options):
         from ..nn.t5 import BucketedRelativeBias
-        return Constructor(BucketedRelativeBias, (where.heads, options.num_buckets, options.max_distance,
-                                                  not where.causal))
+        return Constructor(BucketedRelativeBias, (shape.heads, options.num_buckets, options.max_distance,
+                                                  not shape.causal))
