@@ -100,6 +100,9 @@ def test_a_sliding_window_shorter_than_the_sequence_is_emitted_exactly():
      "head tied(t) transform=gelu norm=layernorm\npooler tanh", {"token_types": torch.tensor([[0] * 6 + [1] * 5] * 2)}),
     ("embedding t { vocab 30; dim 16 }\ndecoder x 2 {\n  h = layernorm(x)\n"
      "  x = 0.5 * x + attention(h, heads=2, mask=causal) + feedforward(h, d_ff=32)\n}", {}),
+    # a scaled sum: the emitted product keeps its parentheses ((x + a) * 0.5, not x + a * 0.5)
+    ("embedding t { vocab 30; dim 16 }\ndecoder x 2 {\n  h = layernorm(x)\n"
+     "  x = 0.5 * (x + attention(h, heads=2, mask=causal)) + feedforward(h, d_ff=32)\n}", {}),
 ])
 def test_variants_and_run_time_inputs_are_emitted_exactly(text, extra):
     assert_emitted_equals_compiled(tfspec.parse(text), **extra)

@@ -37,7 +37,7 @@ from .ir import nodes as ir
 from .ir.graph import Graph
 from .ir.queries import count_parameters, layer_repeat, layer_template, length_limit, module_copies, sublayers
 from .errors import Diagnostic, SpecError
-from .nn.attention import cache_slot
+from .nn.attention import cache_slot, kv_keep
 from .nn.embedding import Embeddings
 from .nn.feedforward import FeedForward
 from .nn.head import Head, Pooler
@@ -299,40 +299,57 @@ def sublayer_name(node: ir.Node) -> str:
 
 
 def _layer(template: list[ir.Node], role: str, kind: int = 0) -> fx.GraphModule:
-    """One layer: fresh sublayer modules, and a generated forward wiring them as the IR says."""
+    """One layer: fresh sublayer modules, and the generated forward (``layer_graph``) wiring them."""
+    graph, modules = layer_graph(template)
+    for value in graph.nodes:
+        value.meta.pop("ir", None)  # the running layer needs no IR (and copies of the model carry none)
+    root = nn.Module()
+    for name, node in modules.items():
+        root.add_module(name, _sublayer_module(node))
+    return fx.GraphModule(root, graph, class_name=layer_class_name(role, kind))
+
+
+def layer_graph(template: list[ir.Node]) -> tuple[fx.Graph, dict[str, ir.Node]]:
+    """A layer's forward, generated once from its IR template for both back ends: ``forward(x, ctx=None,
+    cache=None)`` as a ``torch.fx.Graph`` calling each sublayer in the IR's order, and the sublayers it calls
+    by attribute name (the node each module is built from). The compiled layer runs the graph; ``tfspec
+    emit`` prints it with a standalone file's arguments. Each value's ``meta["ir"]`` is the node it computes
+    (a sum of three terms is two additions of one node).
+    """
     graph = fx.Graph()
     x = graph.placeholder("x")
     # the call's shared inputs (tfspec.nn.context.Context); None: positions 0.., no padding (a layer on its own)
     ctx = graph.placeholder("ctx", default_value=None)
     cache = graph.placeholder("cache", default_value=None)  # incremental decoding: {sublayer: KVCache}
-    root = nn.Module()
+    modules: dict[str, ir.Node] = {}
     values: dict[str, fx.Node] = {}
     for node in template:
         if isinstance(node, ir.BlockInput):
             values[node.id] = x
+            x.meta["ir"] = node
             continue
         inputs = [values[i] for i in node.inputs if i in values]
         if isinstance(node, ir.BlockOutput):
             graph.output(inputs[0])
             break
         if isinstance(node, ir.Scale):
-            values[node.id] = graph.call_function(operator.mul, (inputs[0], node.factor))
-            continue
-        if isinstance(node, ir.Add):
-            total = inputs[0]
+            value = graph.call_function(operator.mul, (inputs[0], node.factor))
+        elif isinstance(node, ir.Add):
+            value = inputs[0]
             for term in inputs[1:]:
-                total = graph.call_function(operator.add, (total, term))
-            values[node.id] = total
-            continue
-        name = sublayer_name(node)
-        if not hasattr(root, name):
-            root.add_module(name, _sublayer_module(node))
-        if isinstance(node, ir.Attention):
-            slot = graph.call_function(cache_slot, (cache, name, getattr(root, name).keep))
-            values[node.id] = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
+                value = graph.call_function(operator.add, (value, term))
+                value.meta["ir"] = node
         else:
-            values[node.id] = graph.call_module(name, (inputs[0],))
-    return fx.GraphModule(root, graph, class_name=layer_class_name(role, kind))
+            name = sublayer_name(node)
+            modules.setdefault(name, node)
+            if isinstance(node, ir.Attention):
+                slot = graph.call_function(cache_slot, (cache, name, kv_keep(attention_config(node).masks)))
+                value = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
+            else:
+                value = graph.call_module(name, (inputs[0],))
+        value.meta["ir"] = node
+        values[node.id] = value
+    return graph, modules
 
 
 def layer_class_name(role: str, kind: int) -> str:

@@ -24,22 +24,25 @@ from __future__ import annotations
 import inspect
 import keyword
 import math
+import operator
 import re
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from torch import fx
+
 from . import __version__
 from . import schema as S
 from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_class_name,
-                       looks_like_path, norm_constructor, pooler_constructor, stack_owned, sublayer_constructor,
-                       sublayer_name)
+                       layer_graph, looks_like_path, norm_constructor, pooler_constructor, stack_owned,
+                       sublayer_constructor)
 from .ir import nodes as ir
 from .ir.queries import attentions, describe_layers, layer_template
+from .nn.attention import cache_slot
 from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
 from .registry import MASKS, Constructor, band_chunk, lone_causal
 
-MODULE_NODES = (ir.Attention, ir.FeedForward, ir.Norm, ir.Dropout)  # the nodes a layer holds a module for
 HEADER = '''from __future__ import annotations
 
 import math
@@ -139,14 +142,9 @@ class _Writer:
     # ------------------------------------------------------------ one layer of a stack
     def layer_class(self, role: str, kind: int) -> str:
         g, info = self.g, self.g.stacks[role]
-        template = layer_template(g, role, kind)
-        modules: dict[str, str] = {}
-        for node in template:
-            if isinstance(node, MODULE_NODES):
-                name = sublayer_name(node)
-                if name not in modules:
-                    modules[name] = self.value(sublayer_constructor(node))
-        body = self.layer_forward(template)
+        graph, sublayers = layer_graph(layer_template(g, role, kind))
+        modules = {name: self.value(sublayer_constructor(node)) for name, node in sublayers.items()}
+        body = self.layer_forward(graph)
         init = "\n".join(f"        self.{name} = {code}" for name, code in modules.items()) or "        pass"
         cross = any(n.geometry.cross for n in attentions(g, role))
         memory = ", memory: Tensor | None = None" if cross else ""
@@ -172,43 +170,47 @@ class _Writer:
             label += " (as a tensor)"  # the same masks, for a kind or position scheme with no fused kernel
         return f"cross: {label}" if node.geometry.cross else label
 
-    def layer_forward(self, template: list[ir.Node]) -> str:
-        """Statements in the compiled layer's order; a value used once, by the next statement, is inlined."""
+    def layer_forward(self, graph: fx.Graph) -> str:
+        """The compiled layer's generated forward (``compiler.layer_graph``), printed with a standalone file's
+        arguments (positions, masks by name, memory) for its ``ctx`` and without its cache: statements in the
+        same order, a value used once, by the next statement, inlined."""
+        steps = [v for v in graph.nodes if v.op in ("call_function", "call_module") and v.target is not cache_slot]
+        entry = next(v for v in graph.nodes if v.op == "placeholder")  # x: the layer's input
+        template = list(dict.fromkeys([entry.meta["ir"]] + [v.meta["ir"] for v in steps]))
         consumers = {n.id: [m.id for m in template if n.id in m.inputs] for n in template}
-        expressions: dict[str, str] = {}
-        names: dict[str, str] = {}
+        names: dict[fx.Node, str] = {entry: "x"}
+        expressions: dict[fx.Node, str] = {}
+        stream = [entry.meta["ir"].id]  # the node whose value the variable x holds
         lines: list[str] = []
-        stream: list[str] = []
-        order = [n for n in template if not isinstance(n, (ir.BlockInput, ir.BlockOutput))]
-        for n in template:
-            if isinstance(n, ir.BlockInput):
-                names[n.id], stream = "x", [n.id]  # stream[0]: the node whose value the variable x holds
-        for i, node in enumerate(order):
-            args = [expressions.pop(i_) if i_ in expressions else names[i_] for i_ in node.inputs if i_ in names
-                    or i_ in expressions]
-            code = self.node_expression(node, args)
-            nxt = order[i + 1].id if i + 1 < len(order) else None
-            if len(consumers[node.id]) == 1 and consumers[node.id][0] == nxt:
-                expressions[node.id] = code
+        for i, step in enumerate(steps):
+            args = [expressions.pop(a) if a in expressions else names[a] for a in step.args
+                    if isinstance(a, fx.Node) and (a in names or a in expressions)]
+            code = self.step_expression(step, args)
+            node = step.meta["ir"]
+            following = next((v.meta["ir"] for v in steps[i + 1:] if v.meta["ir"] is not node), None)
+            users = list(step.users)
+            # used once: within its own sum (a + b + c), or by the next node
+            if len(users) == 1 and users[0].op != "output" and users[0].meta["ir"] in (node, following):
+                expressions[step] = f"({code})" if users[0].target is operator.mul and step.target is operator.add \
+                    else code
                 continue
-            target = self.variable(node, stream, consumers, [n.id for n in order[i + 1:]])
-            names[node.id] = target
+            later = [v.meta["ir"].id for v in steps[i + 1:]]
+            names[step] = target = self.variable(node, stream, consumers, later)
             lines.append(f"        {target} = {code}  # {_shape(node.shape)}")
-        out = next(n for n in template if isinstance(n, ir.BlockOutput))
-        result = out.inputs[0]
+        result = next(v for v in graph.nodes if v.op == "output").args[0]
         lines.append(f"        return {expressions.get(result, names.get(result))}")
         return "\n".join(lines)
 
-    def node_expression(self, node: ir.Node, args: list[str]) -> str:
-        if isinstance(node, ir.Add):
+    def step_expression(self, step: fx.Node, args: list[str]) -> str:
+        if step.target is operator.add:
             return " + ".join(args)
-        if isinstance(node, ir.Scale):
-            return f"{args[0]} * {self.value(node.factor)}"
-        name = sublayer_name(node)
+        if step.target is operator.mul:
+            return f"{args[0]} * {self.value(step.args[1])}"
+        node = step.meta["ir"]
         if isinstance(node, ir.Attention):
             memory = ", memory" if node.geometry.cross else ""
-            return f"self.{name}({args[0]}, positions, masks[{self.mask_key(node)!r}]{memory})"
-        return f"self.{name}({args[0]})"
+            return f"self.{step.target}({args[0]}, positions, masks[{self.mask_key(node)!r}]{memory})"
+        return f"self.{step.target}({args[0]})"
 
     def variable(self, node: ir.Node, stream: list[str], consumers: dict, later: list[str]) -> str:
         """Where a statement's value goes: ``x`` when it replaces the residual stream and the old ``x`` is not

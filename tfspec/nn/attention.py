@@ -109,6 +109,13 @@ def cache_slot(cache: dict[str, KVCache] | None, name: str, keep: int | None = N
     return cache[name]
 
 
+def kv_keep(masks) -> int | None:
+    """How many past keys a KV cache must keep under these ``(Mask, options)``: a causal bound on the look-back
+    (``window(k)`` with ``causal``), or None: all of them."""
+    behind, ahead = combined_reach(masks)
+    return behind if behind is not None and ahead == 0 else None
+
+
 class MultiHeadAttention(nn.Module):
     """softmax(q k^T · scale + mask) v per head, over whole sequences.
 
@@ -268,8 +275,7 @@ class InContext:
         scheme = config.position
         # its position scheme is its stack's (T5's): ``share`` hands it over when the model is built
         self.position_from_stack = scheme is not None and bool(scheme[0].stack_params(config.shape, scheme[1]))
-        behind, ahead = combined_reach(config.masks)
-        self.keep = behind if behind is not None and ahead == 0 else None  # a KV cache needs no older keys
+        self.keep = kv_keep(config.masks)  # a KV cache needs no older keys
 
     def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
         """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
