@@ -586,7 +586,8 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
         if initial is not None and initial.vocab is None and config.tokenizer is None:
             raise DataError(f"--init {config.init}: the weights come without a tokenizer; name the one they were "
                             "trained with: --tokenizer PATH/tokenizer.json")
-        return _run(spec_text, name, overrides, config, run_dir, None, initial, stop_after, until, progress, log, world)
+        return _Trainer(_Start(spec_text, name, overrides, initial=initial), config, run_dir,
+                        _Stops(stop_after, until), progress, log, world).train()
 
 
 def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None = None,
@@ -612,8 +613,8 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
         if steps is not None and steps != config.steps:
             config = _continued_schedule(config, saved, steps)
         config = config.model_copy(update={k: v for k, v in (("steps", steps), ("device", device)) if v is not None})
-        return _run(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, config,
-                    Path(run_dir), saved, None, stop_after, None, progress, log, world)
+        start = _Start(saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or None, saved)
+        return _Trainer(start, config, Path(run_dir), _Stops(stop_after), progress, log, world).train()
 
 
 def _absolute_paths(config: TrainConfig) -> TrainConfig:
@@ -668,155 +669,207 @@ def _continued_schedule(config: TrainConfig, saved, steps: int) -> TrainConfig:
     return config.model_copy(update={"warmup": recipe.warmup, "decay_from": decay_from})
 
 
-def _run(spec_text: str, name: str, overrides: dict | None, config: TrainConfig, run_dir: str | Path | None,
-         saved: ckpt.Checkpoint | None, initial: Initial | None, stop_after: int | None,
-         until: Callable[[dict], bool] | None, progress: bool, log: Callable[[str], None],
-         world: World = World()) -> Run:
-    run_dir = Path(run_dir) if run_dir is not None else None
-    if not world.main:  # metrics, progress, plots and checkpoints come from rank 0
-        run_dir, progress, log = None, False, lambda line: None
-    parsed = parse(spec_text, file=name, overrides=overrides)
-    device = world.device(config.device)
-    dtype = getattr(torch, config.dtype)
-    model = compile_spec(parsed, device=device, seed=config.seed)  # the same weights on every worker
-    if saved is not None:
-        vocab = saved.vocabulary()
-    else:
-        vocab = initial.vocab if initial is not None else None
-    objective = Objective(model, config, vocab, world)
-    if initial is not None:
-        _load_initial(model, initial, name)
-    width = model.embeddings[model.stack_embedding[parsed.stacks[-1].role]].dim
-    recipe = paper_defaults(parsed.kind, width, config)
-    step = 0
-    state = saved.training_state() if saved is not None else None
-    if saved is not None:
-        model.load_state_dict(saved.weights)
-        step = saved.step
-    if config.dtype != "float32":
-        autocast = lambda: torch.autocast(device.type, dtype=dtype)  # noqa: E731
-    else:
-        autocast = nullcontext
-    last_step = config.steps if stop_after is None else min(stop_after, config.steps)
-    estimate = (_estimate(model, objective, config, device, autocast, parsed, config.steps - step, world.size)
-                if step < last_step else [])
-    parameters = sum(p.numel() for p in model.parameters())
-    model = wrap(model, world, objective.batch(TRAIN, 0).rows(slice(0, 1)).to(device).inputs)
-    optimizer = _optimizer(model, recipe)
-    scaler = torch.amp.GradScaler(device.type, enabled=config.dtype == "float16")
-    torch.manual_seed(config.seed + world.rank)  # dropout's stream: the seed itself on one worker
-    if state is not None:
-        load_optimizer_state(model, optimizer, state["optimizer"], world)
-        scaler.load_state_dict(state["scaler"])
-        _restore_rng(state, world, device, config.seed, step)
-    metrics_path = run_dir / "metrics.jsonl" if run_dir is not None else None
-    if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _truncate_metrics(metrics_path, step)
-    run = Run(model, objective, recipe, step)
-    meta = {"config": config.model_dump(), "overrides": overrides or {}, "vocab": objective.vocab.to_dict(),
-            "spec_file": name, "kind": parsed.kind, "recipe": recipe.__dict__, "workers": world.size,
-            "strategy": world.strategy if world.distributed else None}
-    files = objective.vocab.files()
+@dataclass(frozen=True)
+class _Start:
+    """Where a run starts: its spec (text, the name it is read as, ``let`` overrides), and a checkpoint it
+    resumes (``saved``) or weights it starts from (``initial``), if any."""
 
-    def save():
-        weights, optimizer_state = full_state(model, optimizer, world)  # every worker takes part
+    spec_text: str
+    name: str
+    overrides: dict | None
+    saved: ckpt.Checkpoint | None = None
+    initial: Initial | None = None
+
+
+@dataclass(frozen=True)
+class _Stops:
+    """When a run stops before its last step: after ``after`` steps, or when ``until(metrics)`` says so."""
+
+    after: int | None = None
+    until: Callable[[dict], bool] | None = None
+
+
+class _Trainer:
+    """A run in progress, by concern: set-up (model, data, optimiser, restored state), one optimiser step
+    over a global batch (``step``), evaluation, checkpoints, metrics and the log; ``train`` drives them to
+    the last step, an early stop or Ctrl-C."""
+
+    def __init__(self, start: _Start, config: TrainConfig, run_dir: str | Path | None, stops: _Stops,
+                 progress: bool, log: Callable[[str], None], world: World = World()) -> None:
+        self.start, self.config, self.stops, self.world = start, config, stops, world
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.progress, self.log = progress, log
+        if not world.main:  # metrics, progress, plots and checkpoints come from rank 0
+            self.run_dir, self.progress, self.log = None, False, lambda line: None
+        self.build()
+        self.restore()
+        self.metrics_path = self.run_dir / "metrics.jsonl" if self.run_dir is not None else None
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            _truncate_metrics(self.metrics_path, self.run.step)
+        self.bar = None
+
+    # ------------------------------------------------------------ set-up
+    def build(self) -> None:
+        """The model (the same weights on every worker), its objective and data, the recipe and optimiser."""
+        start, config, world = self.start, self.config, self.world
+        self.spec = parse(start.spec_text, file=start.name, overrides=start.overrides)
+        self.device = device = world.device(config.device)
+        model = compile_spec(self.spec, device=device, seed=config.seed)
+        vocab = start.saved.vocabulary() if start.saved is not None else \
+            start.initial.vocab if start.initial is not None else None
+        self.objective = Objective(model, config, vocab, world)
+        if start.initial is not None:
+            _load_initial(model, start.initial, start.name)
+        width = model.embeddings[model.stack_embedding[self.spec.stacks[-1].role]].dim
+        self.recipe = paper_defaults(self.spec.kind, width, config)
+        if start.saved is not None:
+            model.load_state_dict(start.saved.weights)
+        step = start.saved.step if start.saved is not None else 0
+        dtype = getattr(torch, config.dtype)
+        self.autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if config.dtype != "float32" \
+            else nullcontext
+        self.last_step = config.steps if self.stops.after is None else min(self.stops.after, config.steps)
+        self.estimate = (_estimate(model, self.objective, config, device, self.autocast, self.spec,
+                                   config.steps - step, world.size) if step < self.last_step else [])
+        self.parameters = sum(p.numel() for p in model.parameters())
+        self.model = wrap(model, world, self.objective.batch(TRAIN, 0).rows(slice(0, 1)).to(device).inputs)
+        self.optimizer = _optimizer(self.model, self.recipe)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=config.dtype == "float16")
+        self.run = Run(self.model, self.objective, self.recipe, step)
+        self.meta = {"config": config.model_dump(), "overrides": start.overrides or {},
+                     "vocab": self.objective.vocab.to_dict(), "spec_file": start.name, "kind": self.spec.kind,
+                     "recipe": self.recipe.__dict__, "workers": world.size,
+                     "strategy": world.strategy if world.distributed else None}
+
+    def restore(self) -> None:
+        """Dropout's random stream, and a resumed run's optimiser, loss scaler and random states."""
+        torch.manual_seed(self.config.seed + self.world.rank)  # the seed itself on one worker
+        state = self.start.saved.training_state() if self.start.saved is not None else None
+        if state is not None:
+            load_optimizer_state(self.model, self.optimizer, state["optimizer"], self.world)
+            self.scaler.load_state_dict(state["scaler"])
+            _restore_rng(state, self.world, self.device, self.config.seed, self.run.step)
+
+    def introduce(self) -> None:
+        """What the run will do: data notes, the recipe, where it starts, workers and the time it will take."""
+        start, log = self.start, self.log
+        for note in self.objective.notes:
+            log(note)
+        log(self.recipe.describe() + (f"; resuming at step {self.run.step}" if start.saved is not None else "")
+            + (f"; starting from the weights of {start.initial.source}" if start.initial is not None else ""))
+        for note in recipe_notes(self.recipe, self.config, self.parameters):
+            log(note)
+        if self.world.distributed:
+            log(f"{self.world.size} workers ({self.world.strategy}, "
+                f"{'nccl' if self.device.type == 'cuda' else 'gloo'}), {self.config.batch // self.world.size} "
+                f"sequences each of every global batch of {self.config.batch}")
+        for line in self.estimate:
+            log(line)
+
+    # ------------------------------------------------------------ the loop
+    def train(self) -> Run:
+        """Steps to the last one, or until an evaluation, ``stop_after`` or Ctrl-C stops the run (which saves)."""
+        config, run = self.config, self.run
+        self.introduce()
+        self.model.train()
+        started, first_step = time.perf_counter(), run.step
+        self.bar = _progress(self.progress, run.step, config.steps)
+        log_every = config.log_every or max(config.steps // 100, 1)
+        with _StopFlag() as stop:
+            while run.step < self.last_step and not _agreed(stop.requested, self.world):
+                tick = time.perf_counter()
+                loss, lr, tokens = self.step()
+                speed = tokens / max(time.perf_counter() - tick, 1e-9)
+                self.record({"step": run.step, "loss": loss, "lr": lr, "tokens_per_s": round(speed, 1)})
+                if self.bar is not None:
+                    self.bar.update(1)
+                    self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
+                elif run.step % log_every == 0 or run.step in (first_step + 1, self.last_step):  # not a terminal
+                    per_step = (time.perf_counter() - started) / (run.step - first_step)
+                    self.log(f"step {run.step:,}/{config.steps:,}: loss {loss:.4f}, lr {lr:.2e}, {speed:,.0f} "
+                             f"tokens/s, ETA {duration(per_step * (self.last_step - run.step))}")
+                if (run.step % config.eval_every == 0 or run.step == config.steps) and self.evaluate():
+                    break
+                if run.step % config.save_every == 0 or run.step == config.steps:
+                    self.save()
+            run.interrupted = stop.requested and run.step < config.steps
+        if self.bar is not None:
+            self.bar.close()
+        run.seconds = time.perf_counter() - started
+        if 0 < run.step < config.steps:  # stopped early (Ctrl-C or stop_after): keep the place
+            self.save()
+        if self.metrics_path is not None and self.metrics_path.exists():
+            plot_losses(self.metrics_path, self.run_dir / "loss.png", self.recipe.label_smoothing)
+        run.model = unwrap(self.model)
+        return run
+
+    def step(self) -> tuple[float, float, int]:
+        """One optimiser step over a global batch (in ``accumulate`` micro-batches, split among the workers):
+        the mean loss per labelled token, the learning rate, and the labelled tokens it saw."""
+        config, world, model, scaler, optimizer = self.config, self.world, self.model, self.scaler, self.optimizer
+        sums, counts = [], []
+        for micro in range(config.accumulate):
+            whole = self.objective.batch(TRAIN, self.run.step, micro)
+            counts.append(max(whole.tokens, 1))  # the global batch's labelled tokens: what the loss averages
+            batch = whole.rows(world.rows(self.objective.rows)).to(self.device)
+            with gradients_synced(model, world, micro == config.accumulate - 1), self.autocast():
+                logits = output_logits(model(**batch.inputs))
+                summed = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE,
+                                         label_smoothing=self.recipe.label_smoothing, reduction="sum")
+                # workers' gradients are averaged: scaled by their number, they add up to the global mean's
+                scaler.scale(summed * world.size / (counts[-1] * config.accumulate)).backward()
+            sums.append(summed.item())
+        sums = all_sum(sums, world)
+        loss_sum = sum(s / n for s, n in zip(sums, counts))
+        lr = self.recipe.learning_rate(self.run.step + 1, config.steps, config.decay_from)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        if self.recipe.grad_clip:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), self.recipe.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        self.run.step += 1
+        loss = loss_sum / config.accumulate
+        if not math.isfinite(loss):
+            wider = " or use --dtype float32" if config.dtype != "float32" else ""
+            raise RunError(f"the loss became {loss} at step {self.run.step}; lower --lr{wider}")
+        self.run.losses.append(loss)
+        return loss, lr, sum(counts)
+
+    # ------------------------------------------------------------ evaluation, metrics, checkpoints
+    def evaluate(self) -> bool:
+        """Held-out metrics, logged and plotted; whether ``until`` asks to stop."""
+        metrics = self.objective.evaluate(self.model, self.device, self.autocast)
+        self.run.evaluations.append({"step": self.run.step, **metrics})
+        self.record({"step": self.run.step, **metrics})
+        line = f"step {self.run.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        with self.bar.external_write_mode() if self.bar is not None else nullcontext():  # keep the bar intact
+            self.log(line)
+        if self.run_dir is not None:
+            plot_losses(self.metrics_path, self.run_dir / "loss.png", self.recipe.label_smoothing)
+        return self.stops.until is not None and self.stops.until(metrics)
+
+    def record(self, entry: dict) -> None:
+        if self.metrics_path is not None:
+            append_line(self.metrics_path, json.dumps(entry))
+
+    def save(self) -> None:
+        """A checkpoint of the weights, optimiser, scaler and every worker's random state (all workers take part;
+        rank 0 writes)."""
+        model, world, device = self.model, self.world, self.device
+        weights, optimizer_state = full_state(model, self.optimizer, world)
         rngs = gathered((torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None),
                         world)
-        if run_dir is None:
+        if self.run_dir is None:
             return
-        state = {"optimizer": optimizer_state, "scaler": scaler.state_dict(), "rng": rngs[0][0], "cuda_rng": rngs[0][1],
-                 "rng_per_worker": [r for r, _ in rngs] if world.distributed else None}
-        last = run.evaluations[-1] if run.evaluations else None
-        run.checkpoint = ckpt.save(run_dir, run.step, weights, spec_text, {**meta, "evaluation": last}, state, files)
-
-    def record(entry: dict):
-        if metrics_path is not None:
-            append_line(metrics_path, json.dumps(entry))
-
-    def evaluate():
-        metrics = objective.evaluate(model, device, autocast)
-        run.evaluations.append({"step": run.step, **metrics})
-        record({"step": run.step, **metrics})
-        line = f"step {run.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
-        with bar.external_write_mode() if bar is not None else nullcontext():  # keep the bar intact
-            log(line)
-        if run_dir is not None:
-            plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
-        return until is not None and until(metrics)
-
-    for note in objective.notes:
-        log(note)
-    log(recipe.describe() + (f"; resuming at step {run.step}" if saved is not None else "")
-        + (f"; starting from the weights of {initial.source}" if initial is not None else ""))
-    for note in recipe_notes(recipe, config, parameters):
-        log(note)
-    if world.distributed:
-        log(f"{world.size} workers ({world.strategy}, {'nccl' if device.type == 'cuda' else 'gloo'}), "
-            f"{config.batch // world.size} sequences each of every global batch of {config.batch}")
-    for line in estimate:
-        log(line)
-    model.train()
-    started = time.perf_counter()
-    first_step = run.step
-    bar = _progress(progress, step, config.steps)
-    log_every = config.log_every or max(config.steps // 100, 1)
-    with _StopFlag() as stop:
-        while run.step < last_step and not _agreed(stop.requested, world):
-            tick = time.perf_counter()
-            sums, counts = [], []
-            for micro in range(config.accumulate):
-                whole = objective.batch(TRAIN, run.step, micro)
-                counts.append(max(whole.tokens, 1))  # the global batch's labelled tokens: what the loss averages
-                batch = whole.rows(world.rows(objective.rows)).to(device)
-                with gradients_synced(model, world, micro == config.accumulate - 1), autocast():
-                    logits = output_logits(model(**batch.inputs))
-                    summed = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(),
-                                             ignore_index=IGNORE, label_smoothing=recipe.label_smoothing,
-                                             reduction="sum")
-                    # workers' gradients are averaged: scaled by their number, they add up to the global mean's
-                    scaler.scale(summed * world.size / (counts[-1] * config.accumulate)).backward()
-                sums.append(summed.item())
-            sums = all_sum(sums, world)
-            loss_sum, tokens = sum(s / n for s, n in zip(sums, counts)), sum(counts)
-            lr = recipe.learning_rate(run.step + 1, config.steps, config.decay_from)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            if recipe.grad_clip:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad(set_to_none=True)
-            run.step += 1
-            loss_value = loss_sum / config.accumulate
-            if not math.isfinite(loss_value):
-                wider = " or use --dtype float32" if config.dtype != "float32" else ""
-                raise RunError(f"the loss became {loss_value} at step {run.step}; lower --lr{wider}")
-            run.losses.append(loss_value)
-            speed = tokens / max(time.perf_counter() - tick, 1e-9)
-            record({"step": run.step, "loss": loss_value, "lr": lr, "tokens_per_s": round(speed, 1)})
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss_value:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
-            elif run.step % log_every == 0 or run.step in (first_step + 1, last_step):  # a log, not a terminal
-                per_step = (time.perf_counter() - started) / (run.step - first_step)
-                log(f"step {run.step:,}/{config.steps:,}: loss {loss_value:.4f}, lr {lr:.2e}, {speed:,.0f} tokens/s, "
-                    f"ETA {duration(per_step * (last_step - run.step))}")
-            if (run.step % config.eval_every == 0 or run.step == config.steps) and evaluate():
-                break
-            if run.step % config.save_every == 0 or run.step == config.steps:
-                save()
-        run.interrupted = stop.requested and run.step < config.steps
-    if bar is not None:
-        bar.close()
-    run.seconds = time.perf_counter() - started
-    if run.step < config.steps and run.step > 0:  # stopped early (Ctrl-C or stop_after): keep the place
-        save()
-    if run_dir is not None and metrics_path.exists():
-        plot_losses(metrics_path, run_dir / "loss.png", recipe.label_smoothing)
-    run.model = unwrap(model)
-    return run
+        state = {"optimizer": optimizer_state, "scaler": self.scaler.state_dict(), "rng": rngs[0][0],
+                 "cuda_rng": rngs[0][1], "rng_per_worker": [r for r, _ in rngs] if world.distributed else None}
+        last = self.run.evaluations[-1] if self.run.evaluations else None
+        self.run.checkpoint = ckpt.save(self.run_dir, self.run.step, weights, self.start.spec_text,
+                                        {**self.meta, "evaluation": last}, state, self.objective.vocab.files())
 
 
 def _agreed(stop: bool, world: World) -> bool:
