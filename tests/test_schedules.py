@@ -77,10 +77,49 @@ def test_layers_sections_belong_in_a_stack_written_as_sublayers():
         tfspec.parse("embedding tokens { vocab 64; dim 32 }\ndefaults { layers 1 { position none } }\n"
                      "decoder x 2 { attention self heads=4 }")
     assert "'layers' takes no block in defaults" in info.value.message
+
+
+WIRED = """embedding tokens {{ vocab 64; dim 32; position none }}
+decoder x 4 {{
+  position rotary
+  norm gemma_rmsnorm
+  x = x + norm(attention(norm(x), heads=4, kv_heads=2, mask=causal + window(3) + padding, bias=false))
+  x = x + norm(feedforward(norm(x), d_ff=48, activation=geglu_tanh, bias=false))
+  {sections}
+}}
+head tied(tokens)
+"""
+
+
+def test_a_stack_written_as_assignments_takes_a_schedule_by_its_calls_names():
+    spec = tfspec.parse(WIRED.format(sections="layers every(2, from=1) { self_attn mask=causal + padding }"))
+    stack = spec.decoder
+    assert stack.schedule == (0, 1, 0, 1) and len(stack.kinds) == 1
+    attentions = [a for a in spec.graph().of(ir.Attention)]
+    assert [[m.name for m in a.spec.mask] for a in attentions] == [["causal", "window", "padding"],
+                                                                   ["causal", "padding"]]
+    model = tfspec.compile(spec, seed=0).eval()
+    assert [type(layer).__name__ for layer in model.decoder.layers] == ["DecoderLayer", "DecoderLayer1"] * 2
+    assert model.decoder.layers[0].self_attn.band == (2, 0) and model.decoder.layers[1].self_attn.band is None
+    namespace: dict = {}
+    exec(compile(emit(spec), "<emitted>", "exec"), namespace)  # the emitted file, as a user would import it
+    standalone = namespace["Model"]().eval()
+    standalone.load_state_dict(model.state_dict(), strict=True)
+    ids = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        assert torch.equal(standalone(ids), model(ids))
+
+
+@pytest.mark.parametrize("section, message, column", [
+    ("layers 1 { attn mask=causal }", "no sublayer 'attn' in this stack's layers", 14),
+    ("layers 1 { norm_1 eps=1e-5 }", "norm() has no argument 'eps'", 21),
+    ("layers 1 { ffn activation=mish }", "unknown activation 'mish'", 29),
+])
+def test_a_bad_change_to_a_wired_call_is_a_located_error(section, message, column):
     with pytest.raises(tfspec.SpecError) as info:
-        tfspec.parse("embedding tokens { vocab 64; dim 32 }\ndecoder x 2 {\n x = x + attention(x, heads=4)\n"
-                     " layers 1 { position none }\n}")
-    assert "this stack is written as assignments" in info.value.message and info.value.line == 4
+        tfspec.parse(WIRED.format(sections=section))
+    assert message in info.value.message
+    assert (info.value.line, info.value.column) == (7, column), info.value.message
 
 
 def test_the_ir_holds_one_template_per_kind_and_counts_each_layer_once():

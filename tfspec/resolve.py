@@ -518,10 +518,6 @@ class _Resolver:
             raise _err("structure", f"the {decl.role} stack has no sublayers", decl.role_span,
                        "add e.g. `attention self heads=8` and `feedforward d_ff=2048`")
         if assignments:
-            if sections:
-                raise _err("structure", "`layers` sections change sublayer statements; this stack is written as "
-                                        "assignments", sections[0].name_span,
-                           "write the stack as sublayer statements (attention ..., feedforward ...)")
             block = S.Block(wiring=self._wiring(assignments, d, decl))
         else:
             block = S.Block(sublayers=tuple(self._sublayers(sublayer_stmts, d)))
@@ -529,7 +525,7 @@ class _Resolver:
             raise Poisoned
         kinds, schedule = (), ()
         if sections:
-            block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts, block, sections)
+            block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts or assignments, block, sections)
         final = settings.get("final", (S.Choice(name="none"), None))[0]
         final_dropout, final_dropout_span = settings.get("final_dropout", (0.0, decl.span))
         return self.validated(S.Stack, {"repeat": repeat, "final_dropout": final_dropout},
@@ -539,13 +535,14 @@ class _Resolver:
                                                      "kinds": kinds, "schedule": schedule})
 
     # --- layer schedules
-    def _schedule(self, decl: StackDecl, repeat: int, d: dict, stmts: list[Setting], base: S.Block,
-                  sections: list[Setting]) -> tuple[S.Block, tuple[S.Block, ...], tuple[int, ...]]:
+    def _schedule(self, decl: StackDecl, repeat: int, d: dict, stmts: list[Setting] | list[Assignment],
+                  base: S.Block, sections: list[Setting]) -> tuple[S.Block, tuple[S.Block, ...], tuple[int, ...]]:
         """The layer kinds ``layers`` sections make, in the order layers first have them (the first is the stack's
-        ``block``, the others its ``kinds``), and each layer's kind; no schedule when every layer is alike."""
-        if len(base.sublayers) != len(stmts):
+        ``block``, the others its ``kinds``), and each layer's kind; no schedule when every layer is alike.
+        ``stmts``: the block's sublayer statements, or its assignments (the wiring form)."""
+        if not base.wiring and len(base.sublayers) != len(stmts):
             raise Poisoned  # a sublayer failed, and is reported: its overrides would only echo that
-        names = [sub.name for sub in base.sublayers]
+        names = [sub.name for sub in base.sublayers] or [a.name for a in _applications(base.wiring)]
         per_layer: list[S.Block] = [base] * repeat
         chosen_by: dict[int, Setting] = {}
         for section in sections:
@@ -555,7 +552,7 @@ class _Resolver:
                     raise _err("duplicate", f"layer {i} is chosen by two `layers` sections", section.span,
                                f"the other is at line {chosen_by[i].span.line}; a layer has one kind")
                 chosen_by[i] = section
-            block = self._layer_kind(section, d, stmts, names)
+            block = self._layer_kind(section, d, stmts, names, decl)
             for i in layers:
                 per_layer[i] = block
         kinds: list[S.Block] = []
@@ -614,9 +611,11 @@ class _Resolver:
             raise _err("duplicate", f"layer {duplicates[0]} is selected twice in one `layers` section", section.span)
         return chosen
 
-    def _layer_kind(self, section: Setting, d: dict, stmts: list[Setting], names: list[str]) -> S.Block:
+    def _layer_kind(self, section: Setting, d: dict, stmts: list[Setting] | list[Assignment], names: list[str],
+                    decl: StackDecl) -> S.Block:
         """The stack's block with a section's changes: block settings (``position none``) as this kind's
-        defaults, and ``SUBLAYER option=value`` overriding those options of the sublayer of that name."""
+        defaults, and ``SUBLAYER option=value`` overriding those options of the sublayer (or, in the wiring
+        form, the call) of that name."""
         local = Collector()
         block_settings = [s for s in section.body if isinstance(s, Setting) and s.name in BLOCK_SETTINGS]
         values = self._settings(block_settings, BLOCK_SETTINGS, "a `layers` section")
@@ -637,6 +636,8 @@ class _Resolver:
             else:
                 changes.setdefault(stmt.name, []).extend(stmt.args)
         local.raise_if_any()
+        if stmts and isinstance(stmts[0], Assignment):
+            return S.Block(wiring=self._wiring(stmts, kind_defaults, decl, changes))
         changed = []
         for stmt, name in zip(stmts, names):
             extra = changes.get(name, [])
@@ -703,7 +704,9 @@ class _Resolver:
                               "feedforward", {"span": stmt.span})
 
     # --- wiring form
-    def _wiring(self, assignments: list[Assignment], d: dict, decl: StackDecl) -> tuple[S.Assign, ...]:
+    def _wiring(self, assignments: list[Assignment], d: dict, decl: StackDecl,
+                changes: dict[str, list[Arg]] | None = None) -> tuple[S.Assign, ...]:
+        """The assignments as tensors; ``changes``: options a layer kind gives the call of each name."""
         names = _Namer()
         defined: dict[str, Assignment | None] = {"x": None}
         used: set[int] = set()
@@ -741,7 +744,7 @@ class _Resolver:
                     raise _err("wiring", f"'{e.op}' does not apply to tensors; blocks combine tensors with '+' "
                                "and scale them by a number with '*'", e.span)
                 if isinstance(e, Call):
-                    return self._apply(e, tensor, d, names)
+                    return self._apply(e, tensor, d, names, changes or {})
                 raise _err("wiring", f"expected a tensor expression, got {_what(e)}", e.span,
                            "e.g. `x = x + attention(norm(x), heads=8)`")
 
@@ -773,7 +776,7 @@ class _Resolver:
         problems.raise_if_any()
         return tuple(out)
 
-    def _apply(self, e: Call, tensor: Callable, d: dict, names: "_Namer") -> S.Apply:
+    def _apply(self, e: Call, tensor: Callable, d: dict, names: "_Namer", changes: dict[str, list[Arg]]) -> S.Apply:
         known = list(WIRING_FUNCTIONS) + NORMS.names()
         if e.func not in known:
             raise _err("unknown-keyword", f"unknown function '{e.func}' in wiring", e.func_span,
@@ -782,7 +785,15 @@ class _Resolver:
             raise _err("missing", f"{e.func}() needs its input tensor as the first argument", e.span,
                        f"e.g. `{e.func}(x{', ...' if e.func in SUBLAYERS else ''})`")
         source = tensor(e.args[0].value)
-        rest = e.args[1:]
+        body = self._applied(e, e.args[1:], d)
+        name = names.take(_module_name(body))
+        if name in changes:  # a layer kind's options for this call replace those it is written with
+            replaced = {a.name for a in changes[name]}
+            body = self._applied(e, tuple(a for a in e.args[1:] if a.name not in replaced) + tuple(changes[name]), d)
+        return S.Apply(name=name, body=body, input=source, span=e.span)
+
+    def _applied(self, e: Call, rest, d: dict):
+        """The operation a wiring call applies, given its options ``rest``."""
         if e.func in SUBLAYERS:
             values, spans = self.bind(rest, _sublayer_params(e.func, d, False), f"{e.func}()", e.func_span)
             body = self._operation(e.func, values, spans, e, d)
@@ -795,7 +806,7 @@ class _Resolver:
         else:  # a registry norm by name: layernorm(h, eps=1e-6)
             bare = Call(e.func, e.func_span, rest, e.span)
             body = S.NormOp(norm=choice(NORMS)(bare, self), span=e.span)
-        return S.Apply(name=names.take(_module_name(body)), body=body, input=source, span=e.span)
+        return body
 
     # --- head and pooler
     def _head(self, decl: HeadDecl, embeddings: dict, stacks: dict) -> S.Head:
@@ -869,6 +880,25 @@ def _names_in(e: Expr) -> set[str]:
     if isinstance(e, Call):
         return set().union(*(_names_in(a.value) for a in e.args)) if e.args else set()
     return set()
+
+
+def _applications(wiring) -> list[S.Apply]:
+    """Every call of a wiring-form block, in the order its names were given."""
+    found: list[S.Apply] = []
+
+    def visit(t) -> None:
+        if isinstance(t, S.Apply):
+            visit(t.input)
+            found.append(t)
+        elif isinstance(t, S.Sum):
+            for term in t.terms:
+                visit(term)
+        elif isinstance(t, S.Scale):
+            visit(t.input)
+
+    for assign in wiring:
+        visit(assign.value)
+    return found
 
 
 def _module_name(body) -> str:

@@ -220,21 +220,19 @@ def has_dropout(spec: S.Spec) -> bool:
     return queries.has_dropout(spec.graph())
 
 
-def window_reaches(spec: S.Spec, role: str) -> dict[int, int] | None:
+def window_reaches(spec: S.Spec, role: str) -> dict[int, int | None]:
     """How far one layer's self-attentions can carry information, for the first layer of each kind (one for a
-    uniform stack), when every one is bounded; None if any is unbounded."""
+    uniform stack); None for a kind whose self-attention sees unboundedly far."""
     g = spec.graph()
     info = g.stacks[role]
-    reaches = {}
+    reaches: dict[int, int | None] = {}
     for k, kind in enumerate(info.kinds):
         reach = 0
         for node in g.of(ir.Attention, stack=role, in_block=True):
-            if node.layer_kind != k or node.spec.reads != "self":
+            if node.layer_kind != k or node.spec.reads != "self" or reach is None:
                 continue
             behind, ahead = mask_reach(node.spec.mask)
-            if behind is None or ahead is None:
-                return None
-            reach += max(behind, ahead)
+            reach = None if behind is None or ahead is None else reach + max(behind, ahead)
         reaches[kind.layers[0]] = reach
     return reaches
 
@@ -370,7 +368,7 @@ def permutation_equivariance(s: Subject) -> Result:
         return Result(name, "not applicable", "an encoder-decoder's output positions follow the target; checked "
                                               "for single-stack models")
     if schemes or structural or order_mixing_kinds(s.spec, s.role):
-        why = (f"the spec has {', '.join(x.name for x in schemes)} positions" if schemes
+        why = (f"the spec has {', '.join(dict.fromkeys(x.name for x in schemes))} positions" if schemes
                else f"the spec masks with {structural}" if structural
                else f"{', '.join(order_mixing_kinds(s.spec, s.role))} attention mixes positions by their place")
         return Result(name, "not applicable", f"{why}, so outputs may depend on order")
@@ -432,11 +430,12 @@ def window_locality(s: Subject) -> Result:
     """With bounded self-attention only, one layer's output i depends only on tokens within its reach of i;
     each kind of layer (of a layer schedule) is checked on its own."""
     name = "window locality"
-    reaches = window_reaches(s.spec, s.role) if s.kind != "encoder-decoder" else None
-    if reaches is None:
+    reaches = window_reaches(s.spec, s.role) if s.kind != "encoder-decoder" else {}
+    bounded = {layer: reach for layer, reach in reaches.items() if reach is not None}
+    if not bounded:
         return Result(name, "not applicable", "some self-attention sees unboundedly far")
     held = []
-    for layer, reach in reaches.items():
+    for layer, reach in bounded.items():
         single_length = max_length(s.model, s.role, max(s.max_len, reach + 2))
         if single_length < reach + 2:
             return Result(name, "not applicable", f"not testable: a layer reaches {reach} positions, but the model "
@@ -457,7 +456,10 @@ def window_locality(s: Subject) -> Result:
             return Result(name, "violated", found if len(reaches) == 1 else f"layer {layer}: {found}")
         held.append(f"sequences of {reach + 2}-{single_length} tokens, output i depended only on tokens within "
                     f"{reach} of i" + (f" (layer {layer})" if len(reaches) > 1 else ""))
-    return Result(name, "held", "with one layer and " + "; ".join(held))
+    unbounded = [layer for layer, reach in reaches.items() if reach is None]
+    rest = (f"; layer{'s' if len(unbounded) > 1 else ''} {', '.join(map(str, unbounded))} (and those of "
+            f"{'their kinds' if len(unbounded) > 1 else 'its kind'}) see unboundedly far") if unbounded else ""
+    return Result(name, "held", "with one layer and " + "; ".join(held) + rest)
 
 
 def finite_gradients(s: Subject) -> Result:
