@@ -272,6 +272,48 @@ def test_smollm3_without_rotary_every_fourth_layer_equals_hugging_face():
     assert [layer.self_attn.position is None for layer in ours.decoder.layers] == [False, False, False, True]
 
 
+GEMMA2 = """embedding tokens { vocab 64; dim 32; position none; scale sqrt(32) }
+decoder x 4 {
+  position rotary(theta=10000)
+  norm gemma_rmsnorm(eps=1e-6)
+  x = x + norm(attention(norm(x), heads=4, kv_heads=2, head_dim=16, mask=causal + window(3) + padding, scale=8 ** -0.5, bias=false))
+  x = x + norm(feedforward(norm(x), d_ff=48, activation=geglu_tanh, bias=false))
+  final gemma_rmsnorm(eps=1e-6)
+  layers every(2, from=1) { self_attn mask=causal + padding }  # Gemma 2: sliding, full, sliding, full
+}
+head tied(tokens)
+"""
+
+
+def test_gemma2_alternating_sliding_and_full_layers_equals_hugging_face():
+    """Sandwich norms in the wiring form, a layer schedule alternating a window of 3 with full attention, and
+    Gemma's (1 + w) RMSNorm; soft-capping is off (``attn_logit_softcapping``, ``final_logit_softcapping``: None)."""
+    from tfspec.interop.hf_gemma2 import _rules as gemma2_rules
+    config = T.Gemma2Config(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=3,
+                            query_pre_attn_scalar=8, attn_logit_softcapping=None, final_logit_softcapping=None,
+                            attn_implementation="eager")
+    assert config.layer_types == ["sliding_attention", "full_attention"] * 2
+    reference = perturbed(T.Gemma2ForCausalLM(config).eval())
+    ours = tfspec.compile(GEMMA2, seed=0).eval()
+    rules, aliases = gemma2_rules(ours, "model.", reference.state_dict(), True)
+    load_state(ours, reference.state_dict(), rules, reference="Gemma2ForCausalLM", aliases=aliases)
+    ids, attention_mask, positions = left_padded(64)
+    with torch.no_grad():
+        expected = reference(ids, attention_mask=attention_mask, position_ids=positions).logits
+        got = ours(ids, padding_mask=attention_mask == 0, position_ids=positions)
+    real = attention_mask.bool()
+    assert (got[real] - expected[real]).abs().max() <= 2e-5 * expected[real].abs().max()
+    assert [layer.self_attn.keep for layer in ours.decoder.layers] == [2, None, 2, None]
+    # the schedule is what makes it equal: with every layer sliding, the full layers differ
+    uniform = tfspec.compile(GEMMA2.replace("layers every(2, from=1)", "# "), seed=0).eval()
+    uniform.load_state_dict(ours.state_dict())
+    with torch.no_grad():
+        assert (uniform(ids) - ours(ids)).abs().max() > 1e-3
+    check = tfspec.parse(GEMMA2)
+    assert check.decoder.repeat == 4 and check.decoder.schedule == (0, 1, 0, 1)
+
+
 def test_verify_checks_each_kind_of_layer_at_test_size():
     from tfspec.verify import small_version, verify
     spec = tfspec.parse(BASE.format(sections="layers every(2, from=1) { self_attn mask=causal + padding "

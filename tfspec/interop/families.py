@@ -99,6 +99,12 @@ FAMILIES = (
            "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
            "schedule), the head tied to the token embedding",
            "hf_smollm3", "from_hf_smollm3", "to_hf_smollm3"),
+    Family("Gemma 2", ("gemma2",), {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
+           "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
+           "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
+           "query_pre_attn_scalar ** -0.5, sliding-window and full layers alternating (a layer schedule); "
+           "logit soft-capping is not expressed yet",
+           "hf_gemma2", "from_hf_gemma2", "to_hf_gemma2"),
     Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
            "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
            "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",

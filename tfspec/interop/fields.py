@@ -63,7 +63,9 @@ class Field:
     ``fact``: export, the field's value read from a spec's ``Facts`` (None: the field is left out);
     ``read``: import, the value from a configuration, when it is not the field itself (older names, fields
     that only matter when another is set; None: the spec has no such setting); ``names``: ``{theirs: ours}``
-    when the value names something (an activation), the first of ours being the one exported."""
+    when the value names something (an activation), the first of ours being the one exported; ``setting``
+    False: the value shapes the spec rather than filling one setting (``layer_types``: a layer schedule, which
+    the family's ``spec_text`` writes from it)."""
 
     name: str
     config: str
@@ -71,6 +73,7 @@ class Field:
     read: Callable[[Any], Any] | None = None
     names: Mapping[str, str] | None = None
     let: bool = True
+    setting: bool = True
 
     def value(self, config) -> Any:
         return self.read(config) if self.read is not None else _lookup(config, self.config)
@@ -149,7 +152,7 @@ class Fields:
         values: dict[str, Any] = {}
         for f in self.fields:
             value = values[f.name] = f.value(config)
-            if value is None:
+            if value is None or not f.setting:
                 text[f.name] = None
             elif f.names is not None:
                 text[f.name] = f.names.get(value)

@@ -1,0 +1,186 @@
+"""Hugging Face ``Gemma2ForCausalLM`` (and its base model) <-> a compiled spec.
+
+Gemma 2 (Gemma Team 2024) normalises each sublayer's input *and* its output before the residual sum ("sandwich"
+norms: ``x = x + norm(attention(norm(x)))``), which the spec writes in the wiring form; its RMSNorm scales by
+``1 + w`` in float32 (``gemma_rmsnorm``), its embedding by ``sqrt(hidden_size)``, its scores by
+``query_pre_attn_scalar ** -0.5``, and its gated feed-forward is GEGLU with the tanh approximation. Its layers
+alternate a sliding window and full attention (``layer_types``), which the spec writes as a layer schedule.
+Logit soft-capping (of the scores and of the final logits) is not expressed yet: a configuration that sets
+either is refused with that reason, never approximated.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import nodes as ir
+from ..ir.queries import sublayers
+from . import hf_llama
+from .facts import Facts
+from .fields import Field, Fields, Fixed
+from .mapping import (InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule,
+                      same_head)
+from .writer import SpecWriter, schedule
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
+
+
+def _window(config):
+    """The sliding window of the layers that slide (None: none does)."""
+    window = getattr(config, "sliding_window", None)
+    return int(window) if window is not None and SLIDING in (config.layer_types or []) else None
+
+
+def _query_scalar(f) -> float:
+    """``query_pre_attn_scalar`` from the scores' scale (``scale = query_pre_attn_scalar ** -0.5``)."""
+    scale = f.attention("decoder").scale
+    if scale is None:
+        return f.geometry("decoder").head_dim
+    scalar = round(scale ** -2, 6)
+    return int(scalar) if scalar.is_integer() else scalar
+
+
+FIELDS = Fields(
+    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
+    Field("kv_heads", "num_key_value_heads", lambda f: f.geometry("decoder").kv_heads),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
+    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
+    Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
+          read=lambda c: float(hf_llama.rope(c)["rope_theta"])),
+    Field("query_scalar", "query_pre_attn_scalar", _query_scalar),
+    Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=_window),
+    Field("layer_types", "layer_types", lambda f: [SLIDING if w is not None else FULL
+                                                   for w in f.layer_windows("decoder")],
+          read=lambda c: list(c.layer_types), setting=False),
+    Field("eps", "rms_norm_eps", lambda f: f.norm_option("decoder", "eps", 1e-6)),
+    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "hidden_activation", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias,
+          read=lambda c: bool(getattr(c, "attention_bias", False)), let=False),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
+    Fixed("attn_logit_softcapping", None, "attention logit soft-capping ({value}) is not expressed yet: set "
+          "attn_logit_softcapping to null to compare without it", exported=True),
+    Fixed("final_logit_softcapping", None, "final logit soft-capping ({value}) is not expressed yet: set "
+          "final_logit_softcapping to null to compare without it", exported=True),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not supported (only unscaled RoPE)",
+          read=lambda c: hf_llama.rope(c)["rope_type"], exported=True),
+    Fixed("use_bidirectional_attention", None, "bidirectional attention ({value}) makes Gemma 2 an encoder; "
+          "tfspec reads the causal model", read=lambda c: getattr(c, "use_bidirectional_attention", None) or None),
+    ignored={"max_position_embeddings": "the longest sequence trained on; unscaled rotary positions compute the "
+                                        "same at any length",
+             "hidden_act": "an older name Gemma 2 does not read: hidden_activation says the activation"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Gemma 2 configuration describes: sandwich-normed layers in the wiring form, the layers
+    that slide and those that do not as a layer schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+
+    def masks(slides: bool) -> str:
+        return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
+
+    slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
+    base, sections = schedule(slides)
+    lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)} }}\n" for layers, slide in sections)
+    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    text = f"""model {name}
+
+defaults {{
+  norm gemma_rmsnorm(eps={s.eps})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}) }}
+
+decoder x {s.layers} {{
+  position rotary(theta={s.rope_theta})
+  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}))
+  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
+  final gemma_rmsnorm(eps={s.eps})
+{lines}}}
+"""
+    if head:  # the causal LM's; the base model has none
+        text += f"\nhead {projection}\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Gemma 2 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "Gemma 2")
+    f.kind("decoder-only")
+    scale = f.embedding.scale
+    if not math.isclose(scale, math.sqrt(f.embedding.dim), rel_tol=1e-9):
+        raise f.refuse(f"its embedding is scaled by {scale:g}, Gemma 2's by sqrt(hidden_size) = "
+                       f"{math.sqrt(f.embedding.dim):g}")
+    return {"model_type": "gemma2", **FIELDS.config(f)}
+
+
+def sandwich_modules(model) -> dict[str, str]:
+    """Module names, inside one decoder layer, of each sublayer and the norms before and after it:
+    ``attention``, ``attention_norm``, ``attention_post_norm``, and the same for ``feedforward``."""
+    g = model.spec.graph()
+    found: dict[str, str] = {}
+    for node in sublayers(g, "decoder", kind=0):  # every kind of layer names its calls alike
+        part = "attention" if isinstance(node, ir.Attention) else "feedforward"
+        before, after = g.node(node.inputs[0]), g.consumers(node.id)
+        if part in found or not isinstance(before, ir.Norm) or len(after) != 1 or not isinstance(after[0], ir.Norm):
+            raise InteropError(f"spec '{model.spec.name}' is not Gemma 2's layer: one attention and one feed-forward, "
+                               "each with a norm before and after it (x = x + norm(attention(norm(x))))")
+        found.update({part: node.name, f"{part}_norm": before.module.name, f"{part}_post_norm": after[0].module.name})
+    return found
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"Gemma 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    ours_state = model.state_dict()
+    parts = sandwich_modules(model)
+    attention = model.decoder.layers[0].get_submodule(parts["attention"])
+    q_width, kv_width = attention.heads * attention.head_dim, attention.kv_heads * attention.head_dim
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
+    norms = {"attention_norm": "input_layernorm", "attention_post_norm": "post_attention_layernorm",
+             "feedforward_norm": "pre_feedforward_layernorm", "feedforward_post_norm": "post_feedforward_layernorm"}
+    for i in range(len(model.decoder.layers)):
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
+        a, f = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
+        rules += linear_rules(f"{a}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state, ours_state,
+                              split=(q_width, kv_width, kv_width))
+        rules += linear_rules(f"{a}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
+        rules += linear_rules(f"{f}.up", (f"{theirs}.mlp.gate_proj", f"{theirs}.mlp.up_proj"), state, ours_state)
+        rules += linear_rules(f"{f}.down", f"{theirs}.mlp.down_proj", state, ours_state)
+        rules += [rule(f"{ours}.{parts[part]}.weight", f"{theirs}.{name}.weight") for part, name in norms.items()]
+    aliases = {}
+    if lm and model.tied_to is not None:
+        aliases["lm_head.weight"] = "embeddings.tokens.tokens.weight"
+    elif lm:
+        rules.append(rule("head.weight", "lm_head.weight"))
+    return rules, aliases
+
+
+def from_hf_gemma2(model, reference) -> None:
+    """Copy a ``Gemma2ForCausalLM`` (or ``Gemma2Model``)'s weights into ``model``; the spec must be the
+    architecture the reference's configuration describes, layer by layer."""
+    lm = hasattr(reference, "lm_head")
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
+    state = reference.state_dict()
+    rules, aliases = _rules(model, "model." if lm else "", state, lm)
+    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
+
+
+def to_hf_gemma2(model) -> dict:
+    """A state dict for ``Gemma2ForCausalLM`` (spec with a head) or ``Gemma2Model``."""
+    lm = model.head is not None
+    rules, aliases = _rules(model, "model." if lm else "", {}, lm)
+    return export_state(model, rules, reference="Hugging Face Gemma 2", aliases=aliases)
