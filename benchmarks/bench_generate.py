@@ -18,7 +18,7 @@ import torch
 import transformers
 
 import tfspec
-from tfspec.decoding import Continuation, sample
+from tfspec.run.decoding import Continuation, sample
 from tfspec.interop.hf_gpt2 import from_hf_gpt2
 
 SIZES = {"layers": 4, "d_model": 256, "heads": 4, "vocab": 8192, "context": 1024}

@@ -22,7 +22,7 @@ import torch
 
 from bench_generate import PROMPT, timed
 from bench_gpu_train import SIZES, _device_name, models
-from tfspec.decoding import Continuation, sample
+from tfspec.run.decoding import Continuation, sample
 
 
 def main() -> None:

@@ -5,7 +5,7 @@
 
 Every input must end in a ``SpecError`` (a located diagnostic) or a valid spec; anything else is a *crash*,
 and an input that takes more than ``--time-limit`` seconds of CPU, whatever its size (a spec has at most
-``tfspec.syntax.MAX_TOKENS`` tokens), or ten times that in wall time, is a *hang*: CPU time, so a busy
+``tfspec.front.syntax.MAX_TOKENS`` tokens), or ten times that in wall time, is a *hang*: CPU time, so a busy
 machine does not turn slow inputs into hangs. Inputs are drawn from one seeded
 generator (``inputs``), half mutations of the shipped examples (deleted, duplicated, swapped and spliced
 pieces; tokens, numbers and characters put in), half adversarial texts of the families that once broke
@@ -134,7 +134,7 @@ def long_spec(rng: random.Random, tokens: int | None = None) -> str:
     """A spec of about ``tokens`` tokens (default: drawn around ``MAX_TOKENS``) in one of the shapes that cost
     the front end most per token: empty statements, ``let`` lines, long argument lists, chains of names,
     thousands of sublayers, thousands of unknown names."""
-    from tfspec.syntax import MAX_TOKENS
+    from tfspec.front.syntax import MAX_TOKENS
 
     n = tokens or int(MAX_TOKENS * rng.choice([0.5, 0.98, 1.02, 5, 50]))
     base = "model m\nembedding tokens { vocab 10; dim 8; position none }\n"
@@ -195,7 +195,7 @@ def check(text: str, file: str) -> str:
     redone in the same process.)"""
     import tfspec
     from tfspec.errors import SpecError
-    from tfspec.fmt import format_text
+    from tfspec.front.fmt import format_text
 
     try:
         tfspec.parse(text, file=file)
@@ -302,8 +302,8 @@ def measure_cost(limit: float) -> int:
     CPU seconds of each and the worst; exit 1 when the worst is over ``limit``."""
     import tfspec
     from tfspec.errors import SpecError
-    from tfspec.fmt import format_text
-    from tfspec.syntax import MAX_TOKENS
+    from tfspec.front.fmt import format_text
+    from tfspec.front.syntax import MAX_TOKENS
 
     for example in EXAMPLES:
         check(example.read_text(encoding="utf-8"), str(example))

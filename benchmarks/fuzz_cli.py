@@ -269,7 +269,7 @@ def full_disk_faults(root: Path) -> tuple[int, int]:
 
 def killed_writer_faults(root: Path, rounds: int, rng: random.Random) -> tuple[int, int]:
     """(runs that loaded and resumed after a SIGKILL, rounds)."""
-    from tfspec import checkpoint as ckpt
+    from tfspec.run import checkpoint as ckpt
 
     passed = before_first = 0
     for k in range(rounds):

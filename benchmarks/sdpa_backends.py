@@ -17,7 +17,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import tfspec
-from tfspec.decoding import Continuation
+from tfspec.run.decoding import Continuation
 
 SMALL = {"layers": 1, "d_model": 256, "heads": 4}
 CONFIGURATIONS = [  # (what, example, overrides, padded)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfspec
-from tfspec.decoding import Continuation
-from tfspec.diagram import to_graphviz
+from tfspec.run.decoding import Continuation
+from tfspec.inspect.diagram import to_graphviz
 from tfspec.nn.alibi import LinearBiases
 from tfspec.variants.alibi import alibi_slopes
 

@@ -20,11 +20,11 @@ from torch.nn.attention import SDPBackend
 
 from strategies import valid_specs
 from tfspec import load, parse
-from tfspec.analysis import AnalysisError, allowed_pairs, analyse, mask_reach, sweep
-from tfspec.compiler import compile as compile_spec
-from tfspec.measure import measure
+from tfspec.inspect.analysis import AnalysisError, allowed_pairs, analyse, mask_reach, sweep
+from tfspec.backend.compiler import compile as compile_spec
+from tfspec.inspect.measure import measure
 from tfspec.registry import ATTENTION_KINDS, MASKS, NORMS, AttentionShape
-from tfspec.schema import Choice
+from tfspec.front.schema import Choice
 
 EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
 

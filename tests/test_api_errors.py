@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.decoding import Continuation, beam_search, sample
+from tfspec.run.decoding import Continuation, beam_search, sample
 
 ENCDEC = """model tiny
 embedding tokens { vocab 20; dim 16; position sinusoidal }

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.analysis import analyse
+from tfspec.inspect.analysis import analyse
 from tfspec.interop.hf_big_bird import from_hf_big_bird, spec_text, to_hf_big_bird
 from tfspec.nn.bigbird import BigBirdAttention, bigbird_allowed, bigbird_key_blocks, bigbird_sparse
 
@@ -158,7 +158,7 @@ def test_memory_grows_linearly_with_the_length():
 
 
 def test_bigbird_base_example_has_hugging_faces_parameters_and_architecture():
-    from tfspec.analysis import count_parameters
+    from tfspec.inspect.analysis import count_parameters
     from tfspec.interop.mapping import architecture_problems
 
     config = T.BigBirdConfig(vocab_size=50358, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -187,8 +187,8 @@ def test_without_query_key_value_biases_every_weight_still_maps():
 @pytest.mark.parametrize("length", [1, 2, 3])
 def test_what_backward_keeps_is_declared_at_every_length_even_one_position(length):
     """A single position made ``contiguous`` a no-op, so the projection itself was kept (found by Hypothesis)."""
-    from tfspec.analysis import analyse
-    from tfspec.measure import measure
+    from tfspec.inspect.analysis import analyse
+    from tfspec.inspect.measure import measure
     spec = tfspec.parse("embedding tokens { vocab 5; dim 8; position learned(64) }\n"
                         "encoder x 1 { attention self heads=1 mask=none kind=bigbird(2, random=1) }")
     analysed = analyse(spec, seq_len=length)

@@ -14,9 +14,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tfspec import ir
-from tfspec import checkpoint as ckpt
+from tfspec.run import checkpoint as ckpt
 from tfspec.cli import main
-from tfspec.train import TrainConfig, resume, train
+from tfspec.run.train import TrainConfig, resume, train
 
 SPEC = """model tiny
 embedding tokens { vocab 12; dim 16; position learned(32) }

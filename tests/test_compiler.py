@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from tfspec import ir
 import tfspec
 from tfspec.nn.context import Context
-from tfspec.analysis import parameter_table
-from tfspec.compiler import parameter_roles
+from tfspec.inspect.analysis import parameter_table
+from tfspec.backend.compiler import parameter_roles
 
 EXAMPLES = ["examples/gpt2_small.tfs", "examples/bert_base.tfs", "examples/vaswani_base.tfs",
             "examples/vaswani_big.tfs", "examples/gpt1.tfs"]
@@ -309,7 +309,7 @@ def test_a_residual_scale_in_the_wiring_form_is_deepnets_update():
 
 
 def test_a_residual_scale_shows_in_diff_and_two_tensors_cannot_multiply():
-    from tfspec.diff import diff
+    from tfspec.inspect.diff import diff
     plain = tfspec.parse(DEEPNET.replace("alpha * x", "x").replace("x * alpha", "x"))
     changes = [str(c) for c in diff(plain, tfspec.parse(DEEPNET)).changes]
     assert "decoder: residual scale 1 → 1.86121 (every sublayer)" in changes

@@ -1,6 +1,6 @@
 """Hypothesis over generated specs: the compiled model has the invariants its spec claims.
 
-The property functions live in ``tfspec.verify`` (``tfspec verify`` runs them on a
+The property functions live in ``tfspec.inspect.verify`` (``tfspec verify`` runs them on a
 user's spec); here they run over random valid specs from ``strategies.valid_specs``.
 """
 
@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 import tfspec
 from strategies import Generated, choice_text, kinds_for, valid_specs
-from tfspec.analysis import parameter_table
+from tfspec.inspect.analysis import parameter_table
 from tfspec.registry import MASKS, AttentionShape, combined_reach
-from tfspec.schema import Choice
-from tfspec.verify import (check_causal, check_determinism, check_dropout_active, check_gradients, check_padding,
+from tfspec.front.schema import Choice
+from tfspec.inspect.verify import (check_causal, check_determinism, check_dropout_active, check_gradients, check_padding,
                            check_permutation, check_window, has_dropout, order_mixing_kinds, run)
 
 SLOW = settings(deadline=None)
@@ -195,7 +195,7 @@ def test_dropout_check_can_fail():
 @given(valid_specs(kinds=("encoder-only", "decoder-only"), positions=("none",)), st.data())
 def test_specs_with_only_relative_positions_are_offset_invariant(gen: Generated, data):
     """Declared ``relative`` schemes (rotary, ALiBi, none) ignore where the sequence starts."""
-    from tfspec.verify import check_offset, position_schemes
+    from tfspec.inspect.verify import check_offset, position_schemes
     model = tfspec.compile(gen.text).eval()
     role = model.spec.stacks[-1].role
     assert all(s.relative for s in position_schemes(model.spec, role))

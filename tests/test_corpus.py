@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-import tfspec.corpus as corpus
-from tfspec.corpus import PairData, Prepared, Source, TextData, encode_documents, positions_in_documents, prepare
-from tfspec.data import EOS, SPECIALS, DataError, Vocabulary
-from tfspec.train import Objective, TrainConfig, train
+import tfspec.run.corpus as corpus
+from tfspec.run.corpus import PairData, Prepared, Source, TextData, encode_documents, positions_in_documents, prepare
+from tfspec.run.data import EOS, SPECIALS, DataError, Vocabulary
+from tfspec.run.train import Objective, TrainConfig, train
 from tfspec import compile as compile_spec
 
 BYTES = Vocabulary("bytes")

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from strategies import valid_specs
-from tfspec.compiler import compile
-from tfspec.decoding import (Continuation, Strategy, beam_search, cache_supported, complete, filter_logits,
+from tfspec.backend.compiler import compile
+from tfspec.run.decoding import (Continuation, Strategy, beam_search, cache_supported, complete, filter_logits,
                              length_penalty, sample)
 
 
@@ -197,7 +197,7 @@ def test_sampling_is_reproducible_from_a_seed_and_follows_temperature():
 
 
 def test_complete_refuses_text_outside_the_vocabulary_and_prompts_without_room():
-    from tfspec.data import Vocabulary
+    from tfspec.run.data import Vocabulary
 
     model = compile("examples/gpt2_small.tfs", overrides={"layers": 1, "d_model": 16, "heads": 2, "vocab": 40,
                                                           "context": 8}, seed=0).eval()

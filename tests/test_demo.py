@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import tfspec.checkpoint as ckpt
-from tfspec.demo import MARKER, run_demo
+import tfspec.run.checkpoint as ckpt
+from tfspec.cli.demo import MARKER, run_demo
 from tfspec.errors import RunError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tfspec import load, parse
-from tfspec.diff import diff
+from tfspec.inspect.diff import diff
 
 
 def lines(first, second, **options):

@@ -18,8 +18,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import tfspec.checkpoint as ckpt
-from tfspec.train import TrainConfig, read_metrics, resume, train
+import tfspec.run.checkpoint as ckpt
+from tfspec.run.train import TrainConfig, read_metrics, resume, train
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"layers": 1, "d_model": 32, "heads": 2, "d_ff": 32}

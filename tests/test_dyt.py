@@ -5,7 +5,7 @@ import torch
 
 import tfspec
 from tfspec import ir
-from tfspec.verify import verify
+from tfspec.inspect.verify import verify
 
 SPEC = ("embedding tokens {{ vocab 40; dim 16; position learned(32) }}\n"
         "decoder x 2 {{ residual pre; norm {norm}; attention self heads=2 mask=causal; feedforward d_ff=32; "

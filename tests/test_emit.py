@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 import tfspec
 from strategies import Generated, valid_specs
 from tfspec.cli import main
-from tfspec.standalone import emit
-from tfspec.verify import small_version
+from tfspec.backend.standalone import emit
+from tfspec.inspect.verify import small_version
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 _counter = itertools.count()
@@ -188,7 +188,7 @@ def test_a_file_name_cannot_break_out_of_the_docstring(tmp_path):
 
 
 def test_two_runtime_classes_of_one_name_are_refused_not_shadowed():
-    from tfspec.standalone import _Writer
+    from tfspec.backend.standalone import _Writer
 
     class Head:  # a stand-in for a plug-in's runtime class that reuses a core class's name
         pass

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.analysis import count_parameters
-from tfspec.decoding import Continuation, sample
+from tfspec.inspect.analysis import count_parameters
+from tfspec.run.decoding import Continuation, sample
 from tfspec.interop import InteropError
 from tfspec.interop.hf_gpt_neox import from_hf_gpt_neox, to_hf_gpt_neox
 from tfspec.interop.hf_gpt_neox import spec_text as neox_spec

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tfspec import checkpoint as ckpt
+from tfspec.run import checkpoint as ckpt
 from tfspec.cli import main
 
 REVERSE = "examples/reverse.tfs"
@@ -136,7 +136,7 @@ def test_the_loss_plot_and_metrics_name_their_file_when_writing_fails(tmp_path, 
 
 def test_a_run_directory_has_one_writer_and_a_dead_ones_lock_never_blocks(tmp_path):
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom tfspec import checkpoint as c\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom tfspec.run import checkpoint as c\n"
                                "with c.sole_writer(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
                                str(out)], stdout=subprocess.PIPE, text=True)
     try:
@@ -213,7 +213,7 @@ def test_a_diverged_run_suggests_float32_only_when_it_is_not(tmp_path, capsys, m
     import math
     import types
 
-    import tfspec.train as training
+    import tfspec.run.train as training
 
     diverged = types.SimpleNamespace(**{k: getattr(math, k) for k in dir(math) if not k.startswith("_")})
     diverged.isfinite = lambda value: False  # every loss is taken for NaN
@@ -237,7 +237,7 @@ def test_export_prints_no_warning_about_token_ids_the_model_does_not_have(tmp_pa
 
 def test_a_metrics_line_cut_short_is_passed_over_when_the_run_resumes(tmp_path):
     """A trainer killed, or a disk filled, in the middle of a line: the run resumes, plots and reads its metrics."""
-    from tfspec.train import read_metrics
+    from tfspec.run.train import read_metrics
 
     out = tmp_path / "run"
     assert main([*TRAIN, "--steps", "4", "--save-every", "2", "--eval-every", "2", "--out", str(out)]) == 0

@@ -14,7 +14,7 @@ import tfspec
 import tfspec.nn.attention
 import tfspec.nn.bigbird
 import tfspec.nn.flex as flex
-from tfspec.compiler import attention_config
+from tfspec.backend.compiler import attention_config
 from tfspec.nn.flex import flex_mix
 from tfspec.registry import ATTENTION_KINDS, MASKS
 

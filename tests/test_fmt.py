@@ -7,7 +7,7 @@ from hypothesis import given
 import tfspec
 from strategies import Generated, valid_specs
 from tfspec.cli import main
-from tfspec.fmt import format_text
+from tfspec.front.fmt import format_text
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import tfspec
 from tfspec.errors import MAX_SHOWN, SpecError
-from tfspec.syntax import MAX_DEPTH, MAX_INCLUDE_BYTES
+from tfspec.front.syntax import MAX_DEPTH, MAX_INCLUDE_BYTES
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("fuzz", ROOT / "benchmarks" / "fuzz.py")
@@ -142,7 +142,7 @@ def test_the_include_policy(spec_dir, target, message):
 
 def test_includes_fanned_out_have_one_budget(spec_dir):
     """A file named many times, or many files each under the 1 MiB cap, cannot add up past the spec's budget."""
-    from tfspec.syntax import MAX_INCLUDED_BYTES, MAX_INCLUDES
+    from tfspec.front.syntax import MAX_INCLUDED_BYTES, MAX_INCLUDES
 
     (spec_dir / "empty.tfs").write_text("# nothing\n")
     error = refused('include "empty.tfs"\n' * (MAX_INCLUDES + 1), str(spec_dir / "main.tfs"))
@@ -162,7 +162,7 @@ def test_includes_fanned_out_have_one_budget(spec_dir):
 def test_a_spec_past_the_token_budget_is_refused_where_the_budget_ends(shape):
     """Lark spends ~10 µs a token and the later stages more: past ``MAX_TOKENS`` a spec is refused by one
     bounded scan, located at the first token over (these took 10 to 110 s of CPU)."""
-    from tfspec.syntax import MAX_TOKENS, _TOKEN
+    from tfspec.front.syntax import MAX_TOKENS, _TOKEN
 
     start = time.process_time()
     error = refused(shape)
@@ -174,7 +174,7 @@ def test_a_spec_past_the_token_budget_is_refused_where_the_budget_ends(shape):
 
 
 def test_included_tokens_count_toward_the_spec_s_budget(spec_dir):
-    from tfspec.syntax import MAX_TOKENS
+    from tfspec.front.syntax import MAX_TOKENS
 
     half = MAX_TOKENS // 2 + 10
     (spec_dir / "half.tfs").write_text(";" * half + "\n")
@@ -185,7 +185,7 @@ def test_included_tokens_count_toward_the_spec_s_budget(spec_dir):
 
 
 def test_every_example_is_far_under_the_token_budget():
-    from tfspec.syntax import MAX_TOKENS, _TOKEN
+    from tfspec.front.syntax import MAX_TOKENS, _TOKEN
 
     assert max(len(_TOKEN.findall(p.read_text())) for p in fuzz.EXAMPLES) * 40 < MAX_TOKENS
 

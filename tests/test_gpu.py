@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.decoding import Continuation
-from tfspec.train import TrainConfig, resume, train
+from tfspec.run.decoding import Continuation
+from tfspec.run.train import TrainConfig, resume, train
 
 pytestmark = pytest.mark.gpu
 DEVICE = os.environ.get("TFSPEC_GPU_DEVICE", "cuda")

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 import tfspec
-from tfspec.analysis import count_parameters, parameter_table
+from tfspec.inspect.analysis import count_parameters, parameter_table
 from tfspec import ir
 from tfspec.ir import OPS
 from tfspec.registry import ATTENTION_KINDS, POSITIONS
@@ -117,9 +117,9 @@ HUGE = ("let d = 1000000\nembedding tokens { vocab 1000000; dim d }\n"
 
 def test_a_huge_spec_checks_summarises_and_draws_without_allocating(tmp_path):
     import time
-    from tfspec.diagram import to_graphviz
-    from tfspec.analysis import analyse
-    from tfspec.summary import format_summary
+    from tfspec.inspect.diagram import to_graphviz
+    from tfspec.inspect.analysis import analyse
+    from tfspec.inspect.summary import format_summary
     start = time.perf_counter()
     spec = tfspec.parse(HUGE)
     assert count_parameters(spec.graph()) == 24_001_040_000_000_000
@@ -129,7 +129,7 @@ def test_a_huge_spec_checks_summarises_and_draws_without_allocating(tmp_path):
 
 
 def test_only_materialising_weights_is_refused_for_size(monkeypatch):
-    import tfspec.compiler as c
+    import tfspec.backend.compiler as c
     monkeypatch.setattr(c, "available_memory_bytes", lambda device=None: 10 * 2**20)
     with pytest.raises(tfspec.SpecError) as info:
         c.compile(EMB + "decoder x 1 { attention self heads=2; feedforward d_ff=1000000 }")

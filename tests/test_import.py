@@ -364,7 +364,7 @@ def test_a_spec_without_a_hugging_face_equivalent_is_refused_with_the_reason():
 
 
 def checkpoint_of(tmp_path, model, text: str, **meta):
-    from tfspec import checkpoint
+    from tfspec.run import checkpoint
     return checkpoint.save(tmp_path / "run", 0, model, text, meta, {})
 
 
@@ -528,7 +528,7 @@ def cli(capsys, *args) -> str:
 
 @pytest.mark.parametrize("cls", LIFECYCLE)
 def test_import_generate_fine_tune_export_for_every_family(tmp_path, capsys, cls):
-    from tfspec import checkpoint
+    from tfspec.run import checkpoint
     encoder_decoder = cls.startswith("T5")
     directory, reference = saved(tmp_path, cls)
     tokenizer = lifecycle_tokenizer(directory, encoder_decoder)

@@ -8,7 +8,7 @@ import torch
 
 import tfspec
 from tfspec.nn.context import Context
-from tfspec.verify import verify
+from tfspec.inspect.verify import verify
 
 SPEC = ("embedding tokens {{ vocab 50; dim 16 }}\n"
         "decoder x 2 {{ residual pre; position {position}; attention self heads=2 mask={mask}; feedforward d_ff=32 }}\n"

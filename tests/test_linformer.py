@@ -67,7 +67,7 @@ def test_longer_inputs_and_masks_of_structure_are_refused_with_the_reason():
     model = tfspec.compile(SPEC.format(options="4, max_len=32"))
     with pytest.raises(ValueError, match="linformer attention's projections cover 32"):
         model(torch.randint(0, 40, (1, 40)))
-    from tfspec.analysis import AnalysisError, analyse
+    from tfspec.inspect.analysis import AnalysisError, analyse
     with pytest.raises(AnalysisError, match="linformer attention's projections cover 32"):
         analyse(model.spec, seq_len=40)
     with pytest.raises(tfspec.SpecError, match="its future"):
@@ -76,7 +76,7 @@ def test_longer_inputs_and_masks_of_structure_are_refused_with_the_reason():
 
 
 def test_cost_is_linear_in_length_and_the_example_checks():
-    from tfspec.analysis import analyse
+    from tfspec.inspect.analysis import analyse
     spec = tfspec.load(EXAMPLES / "linformer.tfs")
     costs = [analyse(spec, seq_len=n).rows for n in (1024, 4096)]
     attention = [next(r.cost.matmul for r in rows if r.node.endswith("self_attn")) for rows in costs]

@@ -1,11 +1,16 @@
-"""The grammar ships inside the built wheel (as tfspec.grammars), not only in the repository."""
+"""The package's shape: every module ships in the wheel (the grammar as tfspec.grammars), and no module imports
+another that imports it back."""
 
+import ast
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import networkx as nx
+
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "tfspec"
 
 
 def test_wheel_contains_grammar_and_variants(tmp_path):
@@ -18,7 +23,51 @@ def test_wheel_contains_grammar_and_variants(tmp_path):
     assert "tfspec/variants/layernorm.py" in names
     assert "tfspec/nn/attention.py" in names and "tfspec/interop/hf_gpt2.py" in names
     # every module of the source tree, in whatever subpackage: none silently drops out of the wheel
-    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tfspec").rglob("*.py")}
+    sources = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py") if "grammars" not in p.parts}
     assert sources - set(names) == set()
     shipped = zipfile.ZipFile(wheel).read("tfspec/grammars/tfspec.lark").decode()
     assert shipped == (ROOT / "grammars" / "tfspec.lark").read_text()
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> nx.DiGraph:
+    """Module -> module for every import of tfspec by tfspec, at module level or inside a function."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py") if "grammars" not in p.parts}
+    graph = nx.DiGraph()
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                targets = [f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph.add_edges_from((name, t) for t in targets if t in modules and t != name)
+    return graph
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = imports()
+    assert graph.number_of_edges() > 200  # the walk sees the package's imports
+    assert ("tfspec.run.checkpoint", "tfspec.backend.compiler") in graph.edges  # and those inside functions too
+    cycles = [c for c in nx.simple_cycles(graph) if len(c) > 1]
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c + [c[0]]) for c in cycles[:10])
+
+
+def test_the_stages_are_packages_and_the_front_end_imports_no_later_stage():
+    graph = imports()
+    for stage in ("front", "ir", "variants", "nn", "backend", "inspect", "run", "interop", "cli"):
+        assert (PACKAGE / stage / "__init__.py").is_file(), stage
+    later = ("tfspec.backend", "tfspec.inspect", "tfspec.interop", "tfspec.cli", "tfspec.nn")
+    front = [(a, b) for a, b in graph.edges if a.startswith("tfspec.front") and b.startswith(later)]
+    assert front == []

@@ -12,7 +12,7 @@ import torch
 
 import tfspec
 from tfspec.nn.context import Context
-from tfspec.patterns import attention_patterns, default_length, describe, seen_share
+from tfspec.inspect.patterns import attention_patterns, default_length, describe, seen_share
 from test_variants import ENTRIES, IDS, spec_text
 
 SHAPES = [e for e in ENTRIES if e[0] in ("attention kind", "mask")]
@@ -49,7 +49,7 @@ def test_bigbird_heads_differ_and_the_picture_says_which_it_draws():
     assert not torch.equal(first.allowed, third.allowed)
     # 16 blocks of 64: two global rows of blocks, 14 middle rows of 3 window + 2 global + 3 random blocks
     assert first.pairs == third.pairs == 64 * 64 * (2 * 16 + 14 * 8) - 2 * 64 * 64  # minus the doubled neighbours
-    with pytest.raises(tfspec.analysis.AnalysisError, match="no head 13"):
+    with pytest.raises(tfspec.inspect.analysis.AnalysisError, match="no head 13"):
         attention_patterns(spec, head=12)
 
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.decoding import Continuation
+from tfspec.run.decoding import Continuation
 from tfspec.registry import MASKS
-from tfspec.verify import verify
+from tfspec.inspect.verify import verify
 
 PREFIX_LM = """
 embedding tokens { vocab 40; dim 24; position learned(32) }

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 from tfspec import ir
 import tfspec
 from strategies import Generated, mutated, valid_specs
-from tfspec.analysis import count_parameters, parameter_table
+from tfspec.inspect.analysis import count_parameters, parameter_table
 from tfspec.errors import SpecError
-from tfspec.syntax import parse_module
+from tfspec.front.syntax import parse_module
 
 
 @given(valid_specs())

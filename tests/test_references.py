@@ -166,7 +166,7 @@ def test_full_size_parameter_counts_equal_the_references():
 
 def test_cached_greedy_generation_matches_hf_gpt2_generate():
     """Our KV-cached greedy decoding gives Hugging Face's tokens, and its step logits, for the same weights."""
-    from tfspec.decoding import Continuation, sample
+    from tfspec.run.decoding import Continuation, sample
 
     torch.manual_seed(1)
     reference = gpt2_reference()

@@ -12,7 +12,7 @@ import pytest
 
 from tfspec import ir
 from tfspec import load, render
-from tfspec.diagram import MEMORY_COLOUR, RESIDUAL_COLOUR, RenderError, to_graphviz
+from tfspec.inspect.diagram import MEMORY_COLOUR, RESIDUAL_COLOUR, RenderError, to_graphviz
 
 EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
 SVG = "{http://www.w3.org/2000/svg}"

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from tfspec.corpus import Source, text_vocabulary
-from tfspec.data import TokenizerVocabulary, Vocabulary
-from tfspec.train import Recipe, TrainConfig, paper_defaults, recipe_notes, train
+from tfspec.run.corpus import Source, text_vocabulary
+from tfspec.run.data import TokenizerVocabulary, Vocabulary
+from tfspec.run.train import Recipe, TrainConfig, paper_defaults, recipe_notes, train
 
 GPT = {"layers": 1, "d_model": 16, "heads": 2, "context": 32, "vocab": 300}
 TEXT = "Perplexity per token, bits per byte of text: héllo wörld, ça va. " * 30

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfspec
-from tfspec.decoding import Continuation
-from tfspec.diagram import to_graphviz
+from tfspec.run.decoding import Continuation
+from tfspec.inspect.diagram import to_graphviz
 from tfspec.nn.rotary import RotaryPositions
 
 transformers = pytest.importorskip("transformers")

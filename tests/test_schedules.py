@@ -11,15 +11,15 @@ import torch
 
 import tfspec
 from tfspec import ir
-from tfspec.analysis import analyse
-from tfspec.decoding import Continuation, sample
-from tfspec.diagram import to_graphviz
-from tfspec.diff import diff
+from tfspec.inspect.analysis import analyse
+from tfspec.run.decoding import Continuation, sample
+from tfspec.inspect.diagram import to_graphviz
+from tfspec.inspect.diff import diff
 from tfspec.interop.hf_llama import _rules
 from tfspec.interop.mapping import load_state
 from tfspec.ir.queries import count_parameters, parameter_table
-from tfspec.measure import measure
-from tfspec.standalone import emit
+from tfspec.inspect.measure import measure
+from tfspec.backend.standalone import emit
 
 BASE = """embedding tokens {{ vocab 64; dim 32 }}
 decoder x 4 {{
@@ -315,7 +315,7 @@ def test_gemma2_alternating_sliding_and_full_layers_equals_hugging_face():
 
 
 def test_verify_checks_each_kind_of_layer_at_test_size():
-    from tfspec.verify import small_version, verify
+    from tfspec.inspect.verify import small_version, verify
     spec = tfspec.parse(BASE.format(sections="layers every(2, from=1) { self_attn mask=causal + padding "
                                              "position=none }").replace("x 4", "x 6"))
     small, changes = small_version(spec)
@@ -327,7 +327,7 @@ def test_verify_checks_each_kind_of_layer_at_test_size():
 
 
 def test_fmt_keeps_a_section_and_its_meaning():
-    from tfspec.fmt import format_text as format_source
+    from tfspec.front.fmt import format_text as format_source
     text = ("embedding tokens { vocab 64; dim 32 }\ndecoder x 4 {\n  attention self heads=4 mask=causal\n"
             "  layers   every(2,from=1)  {  self_attn mask=causal+padding   # full attention\n position none }\n}\n")
     formatted = format_source(text)
@@ -370,7 +370,7 @@ def test_qwen2_and_smollm3_import_as_schedules_and_export_their_layer_types(tmp_
 
 
 def test_window_locality_is_checked_for_each_kind_of_layer_at_its_own_reach():
-    from tfspec.verify import PROPERTIES, verify
+    from tfspec.inspect.verify import PROPERTIES, verify
     spec = tfspec.parse("embedding tokens { vocab 32; dim 16 }\n"
                         "encoder x 2 { attention self heads=2 mask=window(2); feedforward d_ff=16\n"
                         "  layers 1 { self_attn mask=window(4) } }")

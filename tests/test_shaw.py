@@ -56,7 +56,7 @@ def test_tables_are_one_pair_per_layer_shared_by_the_heads():
 
 
 def test_kv_cached_decoding_reproduces_recomputation():
-    from tfspec.decoding import Continuation, cache_supported
+    from tfspec.run.decoding import Continuation, cache_supported
     model = tfspec.compile("embedding t { vocab 30; dim 16; position none }\n"
                            "decoder x 2 { position shaw(3); attention self heads=2 mask=causal; feedforward d_ff=32 }\n"
                            "head tied(t)", seed=0).eval()

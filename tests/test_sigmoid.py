@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.decoding import Continuation, sample
+from tfspec.run.decoding import Continuation, sample
 from tfspec.nn.context import Context
-from tfspec.verify import verify
+from tfspec.inspect.verify import verify
 
 SPEC = ("embedding tokens {{ vocab 50; dim 16 }}\n"
         "decoder x 2 {{ residual pre; attention self heads=2 kv_heads={kv} kind=sigmoid({n}) mask={mask}; "

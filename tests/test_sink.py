@@ -4,10 +4,10 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.analysis import analyse, mask_pairs
-from tfspec.decoding import Continuation, sample
-from tfspec.schema import Choice
-from tfspec.verify import verify
+from tfspec.inspect.analysis import analyse, mask_pairs
+from tfspec.run.decoding import Continuation, sample
+from tfspec.front.schema import Choice
+from tfspec.inspect.verify import verify
 
 SPEC = ("embedding tokens {{ vocab 50; dim 16 }}\n"
         "decoder x 2 {{ residual pre; position rotary; attention self heads=2 mask={mask}; feedforward d_ff=32 }}\n"

@@ -3,8 +3,8 @@
 import pytest
 
 from tfspec.errors import SpecError
-from tfspec.expr import evaluate
-from tfspec.syntax import (Assignment, BinOp, Call, EmbeddingDecl, HeadDecl, Let, ModelDecl, Name, Number, Setting,
+from tfspec.front.expr import evaluate
+from tfspec.front.syntax import (Assignment, BinOp, Call, EmbeddingDecl, HeadDecl, Let, ModelDecl, Name, Number, Setting,
                            StackDecl, expr_to_text, parse_module)
 
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 import tfspec
-from tfspec.analysis import count_parameters
-from tfspec.decoding import Continuation, sample
+from tfspec.inspect.analysis import count_parameters
+from tfspec.run.decoding import Continuation, sample
 from tfspec.interop import InteropError
 from tfspec.interop.hf_t5 import from_hf_t5, spec_text, to_hf_t5
 from tfspec.interop.mapping import architecture_problems
@@ -237,7 +237,7 @@ def test_t5_init_draws_every_tensor_as_hugging_face_does():
 
 def test_verify_holds_for_t5_offset_invariance_included():
     """Relative positions in both stacks: shifting the target's position ids changes nothing."""
-    from tfspec.verify import verify
+    from tfspec.inspect.verify import verify
 
     model = tfspec.compile(spec_text(T.T5Config(**{**TINY, **V1_1, "num_decoder_layers": 1})), seed=0)
     results = {r.name: r.status for r in verify(model, examples=8)}

@@ -10,11 +10,11 @@ import json
 import pytest
 import torch
 
-import tfspec.checkpoint as ckpt
-from tfspec.corpus import PairData, Source, TextData
-from tfspec.data import (EOS, IGNORE, MASK, SPECIALS, DataError, TokenizerVocabulary, Vocabulary, mask_tokens,
+import tfspec.run.checkpoint as ckpt
+from tfspec.run.corpus import PairData, Source, TextData
+from tfspec.run.data import (EOS, IGNORE, MASK, SPECIALS, DataError, TokenizerVocabulary, Vocabulary, mask_tokens,
                          seq2seq_batch)
-from tfspec.train import TrainConfig, resume, train
+from tfspec.run.train import TrainConfig, resume, train
 
 T = pytest.importorskip("transformers")
 T.logging.set_verbosity_error()

@@ -97,9 +97,9 @@ def test_in_bands_it_equals_the_dense_computation(mask):
 
 
 def test_it_is_labelled_costed_and_refused_without_k():
-    from tfspec.analysis import analyse
+    from tfspec.inspect.analysis import analyse
     from tfspec.registry import ATTENTION_KINDS
-    from tfspec.schema import Choice
+    from tfspec.front.schema import Choice
     assert ATTENTION_KINDS.label(Choice(name="topk", options={"k": 1})) == "Top-k(1)"
     hard, soft = (analyse(tfspec.parse(SPEC.format(kind=kind, mask="causal")), seq_len=256)
                   for kind in ("topk(1)", "dot"))

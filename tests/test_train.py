@@ -15,10 +15,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import tfspec.checkpoint as ckpt
-from tfspec.data import (EOS, EVAL, IGNORE, MASK, PAD, SEP, TRAIN, DataError, TaskData, Vocabulary, generator_for,
+import tfspec.run.checkpoint as ckpt
+from tfspec.run.data import (EOS, EVAL, IGNORE, MASK, PAD, SEP, TRAIN, DataError, TaskData, Vocabulary, generator_for,
                          held_out, mask_tokens, prompted_batch, seq2seq_batch)
-from tfspec.train import TrainConfig, paper_defaults, read_metrics, resume, train
+from tfspec.run.train import TrainConfig, paper_defaults, read_metrics, resume, train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ENCDEC = {"layers": 1, "d_model": 32, "heads": 2, "d_ff": 64, "vocab": 16}
@@ -44,7 +44,7 @@ def test_task_targets_are_what_the_task_says(task, seed, evaluation):
 
 def test_the_command_line_offers_exactly_the_registered_tasks():
     from tfspec import cli
-    from tfspec.data import TASKS
+    from tfspec.run.data import TASKS
 
     assert set(cli.TASKS) == set(cli.TASK_HELP) == set(TASKS)  # cli names them without importing torch
     with pytest.raises(ValueError, match="unknown task 'rotate'"):
@@ -135,7 +135,7 @@ def test_decoder_only_learns_the_prompted_task():
     assert run.losses[0] > 2.0
     assert run.evaluations[-1]["eval_loss"] < 1.2  # chance is ln 7 = 1.95 nats
     assert run.evaluations[-1]["exact_match"] > 0.1  # chance is about 0
-    from tfspec.decoding import Strategy, complete
+    from tfspec.run.decoding import Strategy, complete
 
     for strategy in (Strategy(), Strategy(beam=3)):  # "abcd SEP" -> letters until the end token
         out = complete(run.model.eval(), run.objective.vocab, ["abcd"], prompted=True, max_new=7, strategy=strategy)
@@ -280,7 +280,7 @@ def test_a_killed_save_leaves_the_previous_checkpoint_loadable(tmp_path):
     train("examples/vaswani_base.tfs", small_run(tmp_path, steps=3), run_dir, overrides=TINY_ENCDEC,
           progress=False, log=quiet)
     script = f"""
-import torch, tfspec.checkpoint as ckpt
+import torch, tfspec.run.checkpoint as ckpt
 model = torch.nn.Linear(4000, 4000)
 print("saving", flush=True)
 ckpt.save({str(run_dir)!r}, 99, model, "x", {{"config": {{}}}}, {{"big": torch.zeros(20_000_000)}})
@@ -408,8 +408,8 @@ def test_a_run_directory_is_never_overwritten(tmp_path):
 
 
 def test_accumulated_micro_batches_are_distinct_deterministic_and_one_step(tmp_path):
-    from tfspec.compiler import compile as compile_spec
-    from tfspec.train import Objective
+    from tfspec.backend.compiler import compile as compile_spec
+    from tfspec.run.train import Objective
 
     config = TrainConfig(task="reverse", steps=4, accumulate=3, **TINY)
     objective = Objective(compile_spec("examples/reverse.tfs", overrides={"layers": 1, "d_model": 32}), config)

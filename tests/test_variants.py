@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.analysis import analyse, mask_pairs, parameter_table
-from tfspec.diff import diff
-from tfspec.measure import measure
-from tfspec.schema import Choice
+from tfspec.inspect.analysis import analyse, mask_pairs, parameter_table
+from tfspec.inspect.diff import diff
+from tfspec.inspect.measure import measure
+from tfspec.front.schema import Choice
 from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionShape
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
@@ -274,7 +274,7 @@ def test_every_parameter_starts_as_its_declaration_says_under_every_scheme(famil
     """What a variant declares for each parameter is what the compiled model holds after initialisation:
     declared constants (biases and shifts 0, scales 1 -- T5's at its factor --, a ``Param.value``) exactly,
     under every scheme; every drawn parameter drawn (finite, not constant)."""
-    from tfspec.compiler import parameter_roles
+    from tfspec.backend.compiler import parameter_roles
     text = spec_text(family, name, options)
     schemes = [(name, options)] if family == "init" else SCHEMES
     for scheme, scheme_options in schemes:
@@ -339,7 +339,7 @@ def test_options_may_be_optional_or_enumerated(window_with_optional_and_enumerat
 
 
 def test_every_declared_option_type_can_be_written_in_a_spec():
-    from tfspec.resolve import _converter_for
+    from tfspec.front.resolve import _converter_for
     for family, registry in FAMILIES.items():
         for name in registry:
             for option, info in registry[name].Options.model_fields.items():
@@ -379,7 +379,7 @@ def test_cached_decoding_equals_recomputation_at_a_realistic_weight_scale(family
     """Every variant a causal decoder can use: decoding with the KV cache gives the logits of recomputing the
     whole sequence, with weights drawn at std 0.5 (at 0.02, attention is nearly uniform and hides an inexact
     cache); where the cache cannot be exact, decoding does not use it."""
-    from tfspec.decoding import Continuation, cache_supported
+    from tfspec.run.decoding import Continuation, cache_supported
     text = decoder_text(family, name, options)
     if text is None:
         pytest.skip(f"{name} has no place in a causal decoder")

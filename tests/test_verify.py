@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.analysis import count_parameters
-from tfspec.verify import check_offset, small_version, verify
+from tfspec.inspect.analysis import count_parameters
+from tfspec.inspect.verify import check_offset, small_version, verify
 
 EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
 

@@ -5,39 +5,41 @@
     spec.parameter_count()  # computed from the IR
     model = tfspec.compile("examples/gpt2_small.tfs")  # a torch.nn.Module
 
-Pipeline (one module per stage): syntax -> resolve -> graph -> validate -> compiler
-(-> analysis). Importing tfspec does not import torch; ``compile`` does.
+One package per stage: ``front`` (syntax -> resolve -> spec) -> ``ir`` (lower -> validate) -> ``backend``
+(compile, emit); ``inspect`` (analysis, diagrams, diff, verify), ``run`` (train, generate), ``interop``
+and ``cli``. Importing tfspec does not import torch; ``compile`` does.
 """
 
-from .api import load, parse
+from .front.api import load, parse
+from .version import __version__  # noqa: F401 (tfspec.__version__)
 from .errors import Diagnostic, Span, SpecError
-from .schema import Spec
+from .front.schema import Spec
 
 
 def compile(source, **options):
-    """Compile a spec to a ``torch.nn.Module``; see ``tfspec.compiler.compile``."""
-    from .compiler import compile as compile_spec
+    """Compile a spec to a ``torch.nn.Module``; see ``tfspec.backend.compiler.compile``."""
+    from .backend.compiler import compile as compile_spec
 
     return compile_spec(source, **options)
 
 
 def render(spec, path, **options):
-    """Draw a spec to ``path`` (.svg/.png/.pdf/.dot); see ``tfspec.diagram.render``."""
-    from .diagram import render as render_spec
+    """Draw a spec to ``path`` (.svg/.png/.pdf/.dot); see ``tfspec.inspect.diagram.render``."""
+    from .inspect.diagram import render as render_spec
 
     return render_spec(spec if isinstance(spec, Spec) else load(spec), path, **options)
 
 
 def emit(source, **options) -> str:
-    """The spec as one standalone PyTorch file's source (torch only); see ``tfspec.standalone.emit``."""
-    from .standalone import emit as emit_spec
+    """The spec as one standalone PyTorch file's source (torch only); see ``tfspec.backend.standalone.emit``."""
+    from .backend.standalone import emit as emit_spec
 
     return emit_spec(source, **options)
 
 
 def analyse(spec, **options):
-    """Parameters, FLOPs, memory and complexity of a spec; see ``tfspec.analysis.analyse``."""
-    from .analysis import analyse as analyse_spec
+    """Parameters, FLOPs, memory and complexity of a spec; see ``tfspec.inspect.analysis.analyse``."""
+    from .inspect.analysis import analyse as analyse_spec
 
     return analyse_spec(spec if isinstance(spec, Spec) else load(spec), **options)
 
@@ -60,4 +62,3 @@ def from_pretrained(directory, **options):
 
 __all__ = ["Diagnostic", "Span", "Spec", "SpecError", "analyse", "compile", "emit", "from_pretrained",
            "import_config", "load", "parse", "render"]
-__version__ = "0.1.0"

@@ -286,3 +286,7 @@ class RunError(ValueError):
 class LengthError(RunError):
     """Sequences longer than the spec's learned positions, as a length option (``--seq-len``, ``--max-len``, a
     prompt) asks: the command line exits 2, as it does when ``build`` or ``summary`` refuse the same length."""
+
+
+class CheckpointError(RunError):
+    """A path that is not a usable checkpoint: exit 1 with the reason."""

@@ -11,7 +11,7 @@ contract, and every stage asks it rather than testing its name:
   an ``AttentionShape``: width, heads, kv heads, head dim, memory width);
 - ``check``: objections to where it is used, as ``Problem``s (the validator turns
   them into located diagnostics);
-- cost: FLOPs and saved elements as functions of the lengths (``tfspec.analysis``);
+- cost: FLOPs and saved elements as functions of the lengths (``tfspec.inspect.analysis``);
 - its runtime module: a ``Constructor`` (``module``; an attention kind's ``core``, a
   mask's torch-only ``rule``) that the compiler builds and ``tfspec emit`` writes into
   standalone files (torch is imported inside, so checking a spec never loads it);
@@ -192,7 +192,7 @@ def _fmt(v) -> str:
 
 class Activation(Variant):
     gated: ClassVar[bool] = False  # a gated unit (GLU family) has a third weight matrix
-    # Cost model (tfspec.analysis): FLOPs per element by convention, and which tensor
+    # Cost model (tfspec.inspect.analysis): FLOPs per element by convention, and which tensor
     # autograd keeps for the backward pass ("input": GELU, SiLU; "output": ReLU, tanh).
     flops_per_element: ClassVar[int] = 1
     saves: ClassVar[str] = "input"
@@ -206,7 +206,7 @@ class Activation(Variant):
 
 
 class Norm(Variant):
-    flops_per_element: ClassVar[int] = 0  # by convention, for tfspec.analysis
+    flops_per_element: ClassVar[int] = 0  # by convention, for tfspec.inspect.analysis
 
     def saved(self, dim: int) -> tuple[int, int]:
         """Per position, the (activation-dtype, float32) elements autograd keeps for backward."""
@@ -652,7 +652,7 @@ class Init(Variant):
     """An initialisation convention; ``initialise`` fills every parameter of a compiled model in place."""
 
     def initialise(self, parameters, options) -> None:
-        """``parameters``: ``(name, tensor, role)`` triples in a fixed order (see ``tfspec.compiler.ParamRole``)."""
+        """``parameters``: ``(name, tensor, role)`` triples in a fixed order (see ``tfspec.backend.compiler.ParamRole``)."""
         raise NotImplementedError
 
 

@@ -245,8 +245,8 @@ def tensor_names(source) -> set[str]:
 
 def from_pretrained(directory, *, device=None):
     """The compiled model of a Hugging Face model directory, with its weights, in eval mode."""
-    from ..api import parse
-    from ..compiler import compile as compile_spec
+    from ..front.api import parse
+    from ..backend.compiler import compile as compile_spec
 
     path = Path(directory)
     if not path.is_dir():
@@ -279,7 +279,7 @@ def from_pretrained(directory, *, device=None):
 def tokenizer_of(directory, model):
     """The ``tokenizer.json`` of a model directory as a vocabulary (special ids from its ``config.json``), or None
     without one; a tokenizer with more tokens than ``model``'s embedding has rows is refused."""
-    from ..data import DataError, TokenizerVocabulary
+    from ..run.data import DataError, TokenizerVocabulary
 
     path = Path(directory) / "tokenizer.json"
     if not path.is_file():

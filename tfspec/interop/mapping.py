@@ -51,13 +51,13 @@ def linear_rules(ours: str, theirs: tuple[str, ...] | str, state: dict, ours_sta
 def architecture_problems(spec, expected_text: str, reference: str) -> list[str]:
     """How ``spec`` (a compiled model's) differs from the spec a reference's configuration describes.
 
-    Both are compared by ``tfspec.diff``'s architectural facts (norms and their eps,
+    Both are compared by ``tfspec.inspect.diff``'s architectural facts (norms and their eps,
     heads, kv heads, head dim, positions and their options, masks, biases, activation,
     residual wiring, tying, dropout), so every configuration field that changes the
     computation is compared, and named, in one place. The initialisation is not compared.
     """
-    from ..api import parse
-    from ..diff import architecture_changes
+    from ..front.api import parse
+    from ..inspect.diff import architecture_changes
 
     expected = parse(expected_text)
     return [f"{c} (ours → {reference})" for c in architecture_changes(spec, expected) if c.what != "init"]

@@ -9,3 +9,10 @@ from .nodes import (NODE_TYPES, OPS, Add, Attention, BlockInput, BlockOutput, Dr
 __all__ = ["Graph", "IRError", "NODE_TYPES", "OPS", "Add", "Attention", "BlockInput", "BlockOutput", "Dropout",
            "Embedding", "FeedForward", "Head", "Input", "ModulePath", "Node", "Norm", "Output", "Pooler",
            "PositionEncoding", "Scale", "StackInfo", "LayerKind", "StackParameters", "Sublayer"]
+
+# A Spec gets its graph and its parameter count from here (the front end does not import the stage after it)
+from ..front.schema import Spec  # noqa: E402
+from .queries import count_parameters  # noqa: E402
+from .validate import lower_and_validate  # noqa: E402
+
+Spec.lowering, Spec.counting = staticmethod(lower_and_validate), staticmethod(count_parameters)

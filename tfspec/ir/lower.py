@@ -7,7 +7,7 @@ back-edge, so the IR stays a DAG and diagrams show the structure.
 
 from __future__ import annotations
 
-from .. import schema as S
+from ..front import schema as S
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, Param,
                         combined_reach, linear_params)
 from . import nodes as ir

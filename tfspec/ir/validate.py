@@ -11,7 +11,7 @@ from typing import Callable
 
 import networkx as nx
 
-from .. import schema as S
+from ..front import schema as S
 from ..errors import Collector
 from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
 from . import nodes as ir

@@ -47,7 +47,7 @@ class Stack(nn.Module):
         self.inputs = dict(inputs or {})
 
     def forward(self, x: Tensor, ctx: Context, cache: list[dict] | None = None) -> Tensor:
-        """``cache``: one dict per layer (see ``tfspec.decoding``), filled and extended in place."""
+        """``cache``: one dict per layer (see ``tfspec.run.decoding``), filled and extended in place."""
         for i, layer in enumerate(self.layers):
             x = layer(x, ctx, cache[i] if cache is not None else None)
         return self.final_dropout(self.final_norm(x))
@@ -122,7 +122,7 @@ class CompiledModel(nn.Module):
         ``cache`` has one dict per decoder layer (start with empty ones); each call
         appends the new positions' keys and values (and their padding, for a
         left-padded prompt). Equals running the decoder over the whole sequence when
-        its attention kinds and masks are cache-exact (see ``tfspec.decoding.cache_supported``).
+        its attention kinds and masks are cache-exact (see ``tfspec.run.decoding.cache_supported``).
         Encoder-decoder models pass ``memory`` (from ``encode``); cross-attention
         projects it on the first call only.
         """

@@ -3,7 +3,7 @@
 Every scheme sets biases to 0, norm scales to 1 (shifts to 0) and a parameter
 declared with a constant (``Param.value``) to that constant; they differ in how
 they draw matrices, embedding tables and other vectors. Each parameter arrives
-with the role its variant declared (``tfspec.compiler.ParamRole``), so a scheme
+with the role its variant declared (``tfspec.backend.compiler.ParamRole``), so a scheme
 never guesses from names.
 """
 

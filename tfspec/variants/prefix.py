@@ -5,7 +5,7 @@ length). So prefix positions see the whole prefix, and later positions see the
 prefix and what precedes them. The prefix length of each sequence is a run-time
 input, ``model(tokens, prefix_lengths=torch.tensor([3, 5]))``; without it every
 prefix is empty and the mask is plain causal. Generation feeds the prompt as the
-prefix in one step (``tfspec.decoding.Continuation``), after which every new
+prefix in one step (``tfspec.run.decoding.Continuation``), after which every new
 token is causal, so a KV cache reproduces recomputation.
 
     decoder x 12 { attention self heads=12 mask=prefix + padding; ... }

@@ -19,7 +19,7 @@ from typing import Union
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from .errors import Diagnostic, Span, SpecError, did_you_mean, reset_suggestions
+from ..errors import Diagnostic, Span, SpecError, did_you_mean, reset_suggestions
 
 
 # ---------------------------------------------------------------- AST nodes
@@ -183,7 +183,7 @@ def grammar_text() -> str:
     try:
         return resources.files("tfspec.grammars").joinpath("tfspec.lark").read_text(encoding="utf-8")
     except ModuleNotFoundError:
-        return (Path(__file__).resolve().parent.parent / "grammars" / "tfspec.lark").read_text(encoding="utf-8")
+        return (Path(__file__).resolve().parents[2] / "grammars" / "tfspec.lark").read_text(encoding="utf-8")
 
 
 MAX_DEPTH = 200  # nesting levels of a spec's syntax tree; later stages walk it recursively

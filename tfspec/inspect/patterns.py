@@ -20,12 +20,12 @@ import torch
 from torch import Tensor
 
 from .analysis import AnalysisError, _graph_of, stack_lengths
-from .compiler import attention_config
-from .ir.queries import attentions, length_limit
-from .files import save_figure
-from .nn.context import Context
-from .nn.masking import MaskSet
-from .registry import ATTENTION_KINDS
+from ..backend.compiler import attention_config
+from ..ir.queries import attentions, length_limit
+from ..files import save_figure
+from ..nn.context import Context
+from ..nn.masking import MaskSet
+from ..registry import ATTENTION_KINDS
 
 MAX_LENGTH = 16384  # a picture's longest side in positions (16384² pairs: a 256 MiB boolean matrix)
 SMALLEST, LARGEST = 64, 8192  # default lengths: enough to see a pattern, drawn in a few seconds
@@ -70,7 +70,7 @@ def attention_patterns(spec_or_graph, seq_len: int | None = None, src_len: int |
                        tgt_len: int | None = None, head: int = 0) -> list[AttentionPattern]:
     """Every attention sublayer's pattern at these lengths (default ``default_length``), in query head
     ``head`` (counted from 0) where a kind's pattern differs per head; raises
-    ``tfspec.analysis.AnalysisError`` for a length a stack cannot take, or a head no attention has."""
+    ``tfspec.inspect.analysis.AnalysisError`` for a length a stack cannot take, or a head no attention has."""
     g = _graph_of(spec_or_graph)
     if seq_len is None and src_len is None and tgt_len is None:
         seq_len = default_length(g)

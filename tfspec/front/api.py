@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import Diagnostic, SpecError
-from .files import NotAFile, read_regular
+from ..errors import Diagnostic, SpecError
+from ..files import NotAFile, read_regular
 from .resolve import resolve
 from .schema import Spec
 from .syntax import parse_module
+from ..run.layout import spec_of
+from .. import ir  # noqa: F401 (gives a Spec its graph: see Spec.lowering)
 
 
 MAX_SPEC_BYTES = 8 << 20  # a spec file; larger ones are refused before they are read
@@ -37,8 +39,6 @@ def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec:
     >>> load("examples/gpt2_small.tfs", overrides={"layers": 2, "d_model": 64, "heads": 4}).parameter_count()
     3382080
     """
-    from .checkpoint import spec_of
-
     path = Path(path)
     saved = spec_of(path) if path.is_dir() else None
     if saved is not None:

@@ -3,7 +3,7 @@
 What a model learns follows from its kind:
 
 - encoder-decoder: a synthetic task (``copy``, ``reverse``, ``sort``) as source -> target, or sentence pairs
-  from ``--data`` (see ``tfspec.corpus``);
+  from ``--data`` (see ``tfspec.run.corpus``);
 - decoder-only: the same tasks as "source SEP target" (loss on the target), or ``--data`` as a language model;
 - encoder-only: masked-language modelling (BERT's 15%; 80/10/10) on task sequences or a text.
 
@@ -14,7 +14,7 @@ checkpoint or a Hugging Face model directory (fine-tuning), with the vocabulary 
 Defaults follow each kind's paper (``paper_defaults``); every one can be
 overridden. Batches are a function of (seed, step), and the optimizer and RNG
 states travel in the checkpoint, so on a CPU a resumed run's losses equal an
-uninterrupted run's exactly. Several workers share each global batch (``tfspec.distributed``).
+uninterrupted run's exactly. Several workers share each global batch (``tfspec.run.distributed``).
 
 >>> config = TrainConfig(task="copy", steps=2, batch=4, max_len=6)
 >>> run = train("examples/reverse.tfs", config, None, overrides={"layers": 1, "d_model": 32},
@@ -33,118 +33,23 @@ import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from . import checkpoint as ckpt
-from .api import load, parse
-from .compiler import compile as compile_spec
-from .compiler import looks_like_path
-from .corpus import DEFAULT_GLOB, PairData, Source, TextData, positions_in_documents
-from .data import (BOS, EOS, EVAL, IGNORE, LETTERS, PAD, SEP, TASKS, TRAIN, Batch, DataError, TaskData, Vocabulary,
+from ..front.api import load, parse
+from ..backend.compiler import compile as compile_spec
+from ..backend.compiler import looks_like_path
+from .corpus import PairData, TextData, positions_in_documents
+from .data import (BOS, EOS, EVAL, IGNORE, PAD, SEP, TRAIN, Batch, DataError, TaskData, Vocabulary,
                    generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
+from .config import TrainConfig
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
-from .errors import LengthError, RunError
-from .files import append_line, save_figure, undo_directory, write_atomically
-from .schema import MAX_DIM
-
-
-MAX_COUNT = 10 ** 9  # steps, sequences, lengths: beyond this a number is a typo, not a run
-MAX_LR = 10.0
-
-
-class TrainConfig(BaseModel):
-    """Everything that decides a run; saved in each checkpoint. ``None`` means "the paper's default"."""
-
-    model_config = ConfigDict(extra="forbid")
-    task: str = "reverse"  # a name in tfspec.data.TASKS
-    # text: language model (decoder-only), MLM (encoder-only), sentence pairs (encoder-decoder); see tfspec.corpus
-    data: tuple[str, ...] | None = Field(None, min_length=1, max_length=2)  # a path, or two aligned files
-    glob: str = DEFAULT_GLOB  # a directory's files
-    field: str = "text"  # a JSONL record's string (source,target for pairs)
-    eval_data: str | None = None  # held out (default: the end of the data)
-    tokenizer: str | None = None  # bytes | chars | bpe:N | a tokenizer.json path; None: the weights' own, or bytes
-    init: str | None = None  # start from these weights: a run, a checkpoint or a Hugging Face model directory
-    symbols: int = Field(26, ge=2, le=len(LETTERS))  # task alphabet
-    # Every number has a range (the README's table), checked before any work: Adam overflowed at lr 1e39
-    min_len: int = Field(4, ge=1, le=MAX_COUNT)
-    max_len: int = Field(24, ge=1, le=MAX_COUNT)  # task source lengths
-    seq_len: int | None = Field(None, ge=1, le=MAX_COUNT)  # text window (default 256, or the learned positions)
-    steps: int = Field(2000, ge=1, le=MAX_COUNT)
-    batch: int = Field(64, ge=1, le=MAX_COUNT)
-    accumulate: int = Field(1, ge=1, le=MAX_COUNT)
-    lr: float | None = Field(None, gt=0, le=MAX_LR)  # peak learning rate
-    warmup: int | None = Field(None, ge=0, le=MAX_COUNT)
-    grad_clip: float | None = Field(None, ge=0, le=1e6)  # 0: no clipping
-    label_smoothing: float | None = Field(None, ge=0, lt=1)
-    weight_decay: float | None = Field(None, ge=0, le=10)
-    seed: int = Field(0, ge=0, lt=2 ** 63)
-    device: str = "cpu"
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    eval_every: int = Field(250, ge=1, le=MAX_COUNT)
-    eval_size: int = Field(500, ge=1, le=MAX_COUNT)  # held-out sequences per evaluation
-    save_every: int = Field(500, ge=1, le=MAX_COUNT)
-    log_every: int | None = Field(None, ge=1, le=MAX_COUNT)  # a line every N steps without a bar (None: ~100 a run)
-    # set by resume when --steps changes: the decay goes on from (step, progress) to the new last step, so the
-    # learning rate continues where the run stopped
-    decay_from: tuple[int, float] | None = None
-
-    @classmethod
-    def saved(cls, settings: dict) -> "TrainConfig":
-        """The configuration a checkpoint holds."""
-        settings = dict(settings)
-        if "tokens" in settings:  # runs saved before --tokenizer named their text units "tokens"
-            settings["tokenizer"] = settings.pop("tokens")
-        if "text" in settings:  # runs saved before --data read one --text file
-            text = settings.pop("text")
-            settings["data"] = [text] if text is not None else None
-        return cls(**settings)
-
-    @field_validator("device")
-    @classmethod
-    def _device_name(cls, device: str) -> str:
-        try:
-            torch.device(device)
-        except (RuntimeError, TypeError):
-            raise ValueError(f"{device!r} is not a device name (cpu, cuda, cuda:1, mps)") from None
-        return device
-
-    @field_validator("task")
-    @classmethod
-    def _known_task(cls, task: str) -> str:
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; the tasks are {', '.join(sorted(TASKS))}")
-        return task
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _known_tokenizer(cls, tokenizer: str | None) -> str | None:
-        if tokenizer is None:
-            return None
-        if tokenizer.startswith("bpe:") and not tokenizer[4:].isdigit():
-            raise ValueError(f"{tokenizer!r}: bpe:N takes the number of tokens, e.g. bpe:1000")
-        if tokenizer.startswith("bpe:") and int(tokenizer[4:]) > MAX_DIM:
-            raise ValueError(f"{tokenizer!r}: at most bpe:{MAX_DIM}, the largest vocabulary a spec may embed")
-        if not tokenizer.strip():
-            raise ValueError("name a tokenizer: bytes, chars, bpe:N or the path of a tokenizer.json")
-        return tokenizer
-
-    @model_validator(mode="after")
-    def _lengths_in_order(self):
-        if self.min_len > self.max_len:
-            raise ValueError(f"min_len {self.min_len} is above max_len {self.max_len}")
-        return self
-
-    def source(self) -> Source | None:
-        """Where the text comes from (None: a task)."""
-        return Source(self.data, self.glob, self.field) if self.data is not None else None
-
-    def eval_source(self) -> Source | None:
-        return Source((self.eval_data,), self.glob, self.field, "--eval-data") if self.eval_data else None
+from ..errors import LengthError, RunError
+from ..files import append_line, save_figure, undo_directory, write_atomically
 
 
 @dataclass(frozen=True)
@@ -300,7 +205,7 @@ class Objective:
         self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / self.rows))]
 
     def _packing_note(self) -> str:
-        from .registry import MASKS
+        from ..registry import MASKS
 
         packed = f"{self.text.documents:,} documents are packed into rows" + (
             " with the end token between them" if self.vocab.eos is not None else "")
@@ -524,7 +429,7 @@ class Initial:
     name: str
     overrides: dict
     weights: dict
-    vocab: object | None  # a tfspec.data vocabulary, or None when the weights came without one
+    vocab: object | None  # a tfspec.run.data vocabulary, or None when the weights came without one
 
 
 def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
@@ -534,8 +439,8 @@ def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
     if not path.exists():
         raise DataError(f"--init {source}: no such run, checkpoint or Hugging Face model directory")
     if path.is_dir() and (path / "config.json").is_file() and not (path / "checkpoint.json").exists():
-        from .interop.families import import_config, from_pretrained, tokenizer_of
-        from .interop.mapping import InteropError
+        from ..interop.families import import_config, from_pretrained, tokenizer_of
+        from ..interop.mapping import InteropError
         try:
             text = import_config(path)
             model = from_pretrained(path)
@@ -896,7 +801,7 @@ def _estimate(model, objective: Objective, config: TrainConfig, device, autocast
     batch (after one to warm up; dropout off, so no random stream moves) scaled to the batch and the
     accumulation, with backward at twice the forward; and the analysis' FLOPs per step. A warning when the
     run would take more than an hour."""
-    from .analysis import AnalysisError, analyse
+    from ..inspect.analysis import AnalysisError, analyse
 
     share = config.batch // workers  # each worker's rows of a global batch
     rows = min(share, 4)

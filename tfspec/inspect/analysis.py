@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from .ir import nodes as ir
-from .ir.graph import Graph
-from .ir.queries import (count_parameters, default_length, layer_repeat, length_limit, max_length,  # noqa: F401
+from ..ir import nodes as ir
+from ..ir.graph import Graph
+from ..ir.queries import (count_parameters, default_length, layer_repeat, length_limit, max_length,  # noqa: F401
                          parameter_table, source, weights_key)
-from .registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, attention_band, band_chunk,
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, attention_band, band_chunk,
                        combined_reach, fused_causal_kernel)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}

@@ -28,13 +28,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from . import schema as S
+from ..front import schema as S
 from .analysis import mask_reach
-from .errors import SpecError
-from .ir import nodes as ir
-from .ir import queries
-from .ir.queries import attentions
-from .registry import ATTENTION_KINDS, MASKS, POSITIONS
+from ..errors import SpecError
+from ..ir import nodes as ir
+from ..ir import queries
+from ..ir.queries import attentions
+from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
 
 TOLERANCE = 1e-5
 

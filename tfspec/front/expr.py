@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import Diagnostic, SpecError, did_you_mean, listing, spend_listing
+from ..errors import Diagnostic, SpecError, did_you_mean, listing, spend_listing
 from .syntax import BinOp, Call, Expr, Name, Neg, Number, String
 
 LIMIT = 1e18
@@ -72,7 +72,7 @@ FUNCTIONS = {
 def evaluate(e: Expr, env: dict[str, object]) -> Num:
     """Evaluate a numeric expression; names come from ``env`` (the ``let`` parameters).
 
-    >>> from tfspec.syntax import parse_module
+    >>> from tfspec.front.syntax import parse_module
     >>> binding = parse_module("let a = 4 * (2 + 1)").items[0].bindings[0]
     >>> evaluate(binding.value, {})
     12

@@ -17,9 +17,9 @@ from typing import Any, Callable, Literal, Union
 from pydantic import BaseModel, ValidationError
 
 from . import schema as S
-from .errors import Collector, Diagnostic, Span, SpecError, did_you_mean, listing, one_of
+from ..errors import Collector, Diagnostic, Span, SpecError, did_you_mean, listing, one_of
 from .expr import POISON, Poisoned, evaluate
-from .registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
 from .syntax import (Arg, Assignment, BinOp, Binding, Call, Defaults, EmbeddingDecl, Expr, HeadDecl, Let,
                      ModelDecl, Module, Name, Number, PoolerDecl, Setting, StackDecl, parse_module)
 

@@ -1,6 +1,6 @@
 """Training data with no downloads: synthetic sequence tasks, batches (MLM masking among them), and the
 vocabularies that turn text into ids (bytes, characters, or a Hugging Face ``tokenizer.json``); a user's
-text and sentence pairs are read by ``tfspec.corpus``.
+text and sentence pairs are read by ``tfspec.run.corpus``.
 
 Every batch is a pure function of ``(seed, stream, index)``, so a resumed run
 sees exactly the batches an uninterrupted one would, and no data-loader state
@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .errors import RunError
-from .files import read_regular
-from .schema import MAX_DIM
+from ..errors import RunError
+from ..files import read_regular
+from ..front.schema import MAX_DIM
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>", "<mask>")
 PAD, BOS, EOS, SEP, MASK = range(len(SPECIALS))

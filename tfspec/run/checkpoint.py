@@ -22,7 +22,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import warnings
@@ -34,15 +33,12 @@ from typing import Iterator
 import torch
 from safetensors.torch import load_file, save_file
 
-from .errors import RunError
-from .files import moved_error, naming, read_regular, write_atomically
+from ..errors import CheckpointError
+from .layout import latest
+from ..files import moved_error, naming, read_regular, write_atomically
 
 FORMAT = 1
 KEEP = 3  # checkpoints kept per run (the newest ones)
-
-
-class CheckpointError(RunError):
-    """A path that is not a usable checkpoint: exit 1 with the reason."""
 
 
 @dataclass
@@ -95,7 +91,7 @@ class Checkpoint:
         ``CheckpointError`` naming its fields."""
         from pydantic import ValidationError
 
-        from .train import TrainConfig
+        from .config import TrainConfig
 
         if "config" not in self.meta:
             return None
@@ -109,7 +105,7 @@ class Checkpoint:
 
     def model(self, device=None):
         """The compiled model with these weights, in eval mode."""
-        from .compiler import compile as compile_spec
+        from ..backend.compiler import compile as compile_spec
 
         model = compile_spec(self.spec(), device=device)
         try:
@@ -119,7 +115,7 @@ class Checkpoint:
         return model.eval()
 
     def spec(self):
-        from .api import parse
+        from ..front.api import parse
 
         return parse(self.spec_text, file=str(self.path / "spec.tfs"), overrides=self.meta.get("overrides") or None)
 
@@ -245,36 +241,6 @@ def _digest(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def latest(run_dir: Path) -> Path | None:
-    """The checkpoint ``run_dir/latest`` names, or None when the run has none yet; a ``latest`` that is not one
-    checkpoint's name (not UTF-8, a path, absolute, pointing outside the run) is a ``CheckpointError``."""
-    pointer = Path(run_dir) / "latest"
-    if not pointer.is_file():
-        return None
-    try:
-        name = pointer.read_bytes()[:256].decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        raise CheckpointError(f"{pointer}: not the name of a checkpoint (not UTF-8 text)") from None
-    if not re.fullmatch(r"step-\d{7,}", name):
-        raise CheckpointError(f"{pointer}: names {name[:80]!r}, not a checkpoint of this run (step-NNNNNNN)")
-    return Path(run_dir) / "checkpoints" / name
-
-
-def spec_of(path: str | Path) -> tuple[Path, dict] | None:
-    """(spec.tfs, ``let`` overrides) of a checkpoint or a run directory's latest one, without reading the weights;
-    None when ``path`` is neither."""
-    path = Path(path)
-    found = path if (path / "checkpoint.json").is_file() else latest(path)
-    if found is None or not (found / "checkpoint.json").is_file():
-        return None
-    try:
-        meta = json.loads((found / "checkpoint.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{found}: unreadable checkpoint: {exc}") from None
-    overrides = meta.get("overrides") if isinstance(meta, dict) else None
-    return found / "spec.tfs", overrides if isinstance(overrides, dict) else {}
 
 
 def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:

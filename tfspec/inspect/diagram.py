@@ -21,11 +21,11 @@ from pathlib import Path
 import graphviz
 import networkx as nx
 
-from .files import write_atomically
-from .ir import nodes as ir
-from .ir.graph import Graph
-from .ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
-from .registry import POSITIONS
+from ..files import write_atomically
+from ..ir import nodes as ir
+from ..ir.graph import Graph
+from ..ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
+from ..registry import POSITIONS
 
 FORMATS = ("svg", "png", "pdf", "dot")
 INSTALL_HINT = ("Graphviz's 'dot' program was not found; install it (Debian/Ubuntu: sudo apt-get install graphviz, "

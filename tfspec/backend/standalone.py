@@ -32,16 +32,16 @@ from typing import Any
 
 from torch import fx
 
-from . import __version__
-from . import schema as S
+from ..version import __version__
+from ..front import schema as S
 from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_class_name,
                        layer_graph, looks_like_path, norm_constructor, pooler_constructor, stack_owned,
                        sublayer_constructor)
-from .ir import nodes as ir
-from .ir.queries import attentions, describe_layers, layer_template
-from .nn.attention import cache_slot
-from .nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
-from .registry import MASKS, Constructor, band_chunk, lone_causal
+from ..ir import nodes as ir
+from ..ir.queries import attentions, describe_layers, layer_template
+from ..nn.attention import cache_slot
+from ..nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
+from ..registry import MASKS, Constructor, band_chunk, lone_causal
 
 HEADER = '''from __future__ import annotations
 

@@ -21,7 +21,7 @@ import torch
 from torch.nn.attention import sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from .compiler import compile as compile_spec
+from ..backend.compiler import compile as compile_spec
 
 
 @dataclass

@@ -6,7 +6,7 @@ in the IR's order (``print(model.decoder.layers[0].code)`` shows it), so a
 forward pass never consults the graph and ``torch.compile(model,
 fullgraph=True)`` sees plain tensor code. Module names come from the IR's
 ``module`` attribute, so ``model.state_dict()`` has exactly the names and
-shapes of ``tfspec.analysis.parameter_table``. Every module is made from a
+shapes of ``tfspec.inspect.analysis.parameter_table``. Every module is made from a
 ``tfspec.registry.Constructor`` (``embeddings_constructor``, ``sublayer_constructor``,
 ...), the same calls ``tfspec emit`` writes into a standalone file.
 
@@ -31,18 +31,18 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-from . import schema as S
-from .api import load, parse
-from .ir import nodes as ir
-from .ir.graph import Graph
-from .ir.queries import count_parameters, layer_repeat, layer_template, length_limit, module_copies, sublayers
-from .errors import Diagnostic, SpecError
-from .nn.attention import cache_slot, kv_keep
-from .nn.embedding import Embeddings
-from .nn.feedforward import FeedForward
-from .nn.head import Head, Pooler
-from .nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
-from .registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
+from ..front import schema as S
+from ..front.api import load, parse
+from ..ir import nodes as ir
+from ..ir.graph import Graph
+from ..ir.queries import count_parameters, layer_repeat, layer_template, length_limit, module_copies, sublayers
+from ..errors import Diagnostic, SpecError
+from ..nn.attention import cache_slot, kv_keep
+from ..nn.embedding import Embeddings
+from ..nn.feedforward import FeedForward
+from ..nn.head import Head, Pooler
+from ..nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
                        Role, attention_band, flex_attention_applies, fused_causal_kernel)
 
 MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,

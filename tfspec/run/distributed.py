@@ -127,7 +127,7 @@ def wrap(model, world: World, sample: dict):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from .nn.model import Stack
+    from ..nn.model import Stack
 
     mesh = init_device_mesh(device.type, (world.size,))
     for stack in [m for m in model.modules() if isinstance(m, Stack)]:

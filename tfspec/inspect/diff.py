@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .analysis import analyse
-from .ir import nodes as ir
-from .ir.graph import Graph
-from .ir.queries import default_length, describe_layers, residual_placement, sublayers
-from .registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
+from ..ir import nodes as ir
+from ..ir.graph import Graph
+from ..ir.queries import default_length, describe_layers, residual_placement, sublayers
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 

@@ -25,7 +25,7 @@ MARKER = ".tfspec-demo"
 
 
 def examples_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "examples"
+    return Path(__file__).resolve().parents[2] / "examples"  # the repository's, beside the package
 
 
 def heading(text: str) -> None:
@@ -36,14 +36,14 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
              progress: bool = True) -> int:
     import torch
 
-    from .analysis import analyse, sweep
-    from .api import load
-    from .cli import summary_line
-    from .decoding import Strategy, complete
-    from .diagram import RenderError, render
-    from .errors import RunError, SpecError
-    from .summary import format_summary, format_sweep
-    from .train import TrainConfig, train
+    from ..inspect.analysis import analyse, sweep
+    from ..front.api import load
+    from ..inspect.summary import summary_line
+    from ..run.decoding import Strategy, complete
+    from ..inspect.diagram import RenderError, render
+    from ..errors import RunError, SpecError
+    from ..inspect.summary import format_summary, format_sweep
+    from ..run.train import TrainConfig, train
 
     began = time.perf_counter()
     out = Path(out)
@@ -116,7 +116,7 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
 
 def _prepare(out: Path) -> None:
     """A fresh output directory; an earlier demo's is replaced, anything else is never touched."""
-    from .errors import RunError
+    from ..errors import RunError
 
     if out.exists() and not out.is_dir():
         raise RunError(f"--out {out}: a file, not a directory; name a directory for the demo's outputs")

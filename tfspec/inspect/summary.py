@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from .analysis import Analysis
-from .ir import nodes as ir
-from .files import save_figure
+from ..ir import nodes as ir
+from ..ir.queries import attentions
+from ..files import save_figure
 
 
 def si(value: float, unit: str = "") -> str:
@@ -179,3 +180,19 @@ def plot(curves: dict[str, list[Analysis]], path: str) -> None:
         save_figure(fig, path, dpi=120)
     finally:
         plt.close(fig)
+
+
+def summary_line(path: str, spec) -> str:
+    """`tfspec check`'s line: "PATH: NAME: KIND, 4 layers (2 kinds), d_model 64, 4 heads, 1,234 parameters"."""
+    g = spec.graph()
+    layers = "+".join(str(g.stacks[s.role].repeat) for s in spec.stacks)
+    kinds = "+".join(str(len(g.stacks[s.role].kinds)) for s in spec.stacks)
+    if any(len(info.kinds) > 1 for info in g.stacks.values()):  # a schedule: how many kinds of layer
+        layers += f" layers ({kinds} kinds)"
+    else:
+        layers += " layers"
+    heads = sorted({node.spec.heads for node in attentions(g)})
+    widths = sorted({info.width for info in g.stacks.values()})
+    head_text = "/".join(map(str, heads)) + " heads" if heads else "no attention"
+    return (f"{path}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, "
+            f"{head_text}, {spec.parameter_count():,} parameters")

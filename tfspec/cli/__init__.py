@@ -12,13 +12,13 @@ import os
 import sys
 from typing import Any
 
-from .api import MAX_SPEC_BYTES, load, parse
-from .errors import LengthError, RunError, SpecError
-from .files import check_writable, new_directory, read_regular, removed_on_failure, write_atomically
-from .ir.queries import attentions
+from ..front.api import MAX_SPEC_BYTES, load, parse
+from ..errors import LengthError, RunError, SpecError
+from ..files import check_writable, new_directory, read_regular, removed_on_failure, write_atomically
+from ..inspect.summary import summary_line
 
-TASKS = ("copy", "reverse", "sort")  # tfspec.data.TASKS, named here so --help does not import torch
-DEFAULT_GLOB = "*.txt"  # tfspec.corpus.DEFAULT_GLOB, likewise
+TASKS = ("copy", "reverse", "sort")  # tfspec.run.data.TASKS, named here so --help does not import torch
+DEFAULT_GLOB = "*.txt"  # tfspec.run.corpus.DEFAULT_GLOB, likewise
 TASK_HELP = {"copy": "the target is the source", "reverse": "the source backwards",
              "sort": "the source's symbols in ascending order"}
 
@@ -41,21 +41,6 @@ def parse_set(item: str) -> tuple[str, Any]:
 
 def _overrides(args) -> dict[str, Any]:
     return dict(args.set or [])
-
-
-def summary_line(path: str, spec) -> str:
-    g = spec.graph()
-    layers = "+".join(str(g.stacks[s.role].repeat) for s in spec.stacks)
-    kinds = "+".join(str(len(g.stacks[s.role].kinds)) for s in spec.stacks)
-    if any(len(info.kinds) > 1 for info in g.stacks.values()):  # a schedule: how many kinds of layer
-        layers += f" layers ({kinds} kinds)"
-    else:
-        layers += " layers"
-    heads = sorted({node.spec.heads for node in attentions(g)})
-    widths = sorted({info.width for info in g.stacks.values()})
-    head_text = "/".join(map(str, heads)) + " heads" if heads else "no attention"
-    return (f"{path}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, "
-            f"{head_text}, {spec.parameter_count():,} parameters")
 
 
 def _add_check(sub) -> None:
@@ -93,7 +78,7 @@ def _add_fmt(sub) -> None:
 
 
 def cmd_fmt(args) -> int:
-    from .fmt import format_text
+    from ..front.fmt import format_text
 
     failed = 0
     for path in args.files:
@@ -175,7 +160,7 @@ def cmd_build(args) -> int:
 
     import torch
 
-    from .compiler import compile as compile_spec
+    from ..backend.compiler import compile as compile_spec
 
     spec = load(args.file, overrides=_overrides(args))
     device = _device(args.device)
@@ -227,8 +212,8 @@ def _add_verify(sub) -> None:
 
 
 def cmd_verify(args) -> int:
-    from .compiler import compile as compile_spec
-    from .verify import small_version, verify
+    from ..backend.compiler import compile as compile_spec
+    from ..inspect.verify import small_version, verify
 
     spec = load(args.file, overrides=_overrides(args))
     if not args.full_size:
@@ -276,8 +261,8 @@ def _fits(spec, batch: int, length: int, what: str, device=None, beyond_position
     """Refuse up front a batch of ``length``-token sequences that the analysis says will not fit: its activation
     memory (``tfspec summary``'s estimate, an upper bound for a forward pass) and the token ids, against the
     memory left on ``device``; the message gives the figures."""
-    from .analysis import AnalysisError, analyse
-    from .compiler import available_memory_bytes
+    from ..inspect.analysis import AnalysisError, analyse
+    from ..backend.compiler import available_memory_bytes
 
     try:
         activations = analyse(spec, seq_len=length, batch=batch).total.memory
@@ -323,8 +308,8 @@ def _add_summary(sub) -> None:
 
 
 def cmd_summary(args) -> int:
-    from .analysis import AnalysisError, analyse, sweep
-    from .summary import format_summary, format_sweep, plot, sweep_rows
+    from ..inspect.analysis import AnalysisError, analyse, sweep
+    from ..inspect.summary import format_summary, format_sweep, plot, sweep_rows
 
     if len(args.files) > 1 and args.measure:
         raise UsageError("--measure checks one spec against the counter: give one FILE")
@@ -333,7 +318,7 @@ def cmd_summary(args) -> int:
         _plot_format(args.plot)
     specs = [load(path, overrides=_overrides(args)) for path in args.files]
     if args.measure:
-        from .analysis import default_length
+        from ..inspect.analysis import default_length
 
         given = [n for n in (args.seq_len, args.src_len, args.tgt_len) if n]
         _fits(specs[0], args.batch, max(given) if given else default_length(specs[0].graph()), "--measure")
@@ -375,7 +360,7 @@ def cmd_summary(args) -> int:
 
 def _compare_summaries(args, analyses, curves) -> int:
     """``tfspec summary A.tfs B.tfs …``: one line each, their costs side by side over the sweep, the plot."""
-    from .summary import binary, format_comparison, lengths_text, plot, si, spec_labels, sweep_rows
+    from ..inspect.summary import binary, format_comparison, lengths_text, plot, si, spec_labels, sweep_rows
 
     labels = spec_labels([a.name for a in analyses], args.files)
     if args.json:
@@ -399,7 +384,7 @@ def _compare_summaries(args, analyses, curves) -> int:
 
 
 def _measure(spec, analysis):
-    from .measure import measure
+    from ..inspect.measure import measure
 
     if analysis.fused_attention:
         raise UsageError("--measure runs on the meta device, where attention takes the materialising math path; "
@@ -408,7 +393,7 @@ def _measure(spec, analysis):
 
 
 def _measured_text(analysis, measured) -> str:
-    from .summary import binary, si
+    from ..inspect.summary import binary, si
 
     total = analysis.total
     flops_gap = (measured.flops - total.matmul) / total.matmul if total.matmul else 0.0
@@ -432,7 +417,7 @@ def _add_render(sub) -> None:
 
 
 def cmd_render(args) -> int:
-    from .diagram import RenderError, render
+    from ..inspect.diagram import RenderError, render
 
     spec = load(args.file, overrides=_overrides(args))
     _writable(args.output, "-o")
@@ -459,8 +444,8 @@ def _add_mask(sub) -> None:
 
 
 def cmd_mask(args) -> int:
-    from .analysis import AnalysisError
-    from .patterns import MAX_LENGTH, attention_patterns, describe, plot_patterns
+    from ..inspect.analysis import AnalysisError
+    from ..inspect.patterns import MAX_LENGTH, attention_patterns, describe, plot_patterns
 
     extension = os.path.splitext(args.output)[1].lower()
     if extension not in (".png", ".svg", ".pdf"):
@@ -499,8 +484,8 @@ def _add_import(sub) -> None:
 
 
 def cmd_import(args) -> int:
-    from .interop.families import import_config
-    from .interop.mapping import InteropError
+    from ..interop.families import import_config
+    from ..interop.mapping import InteropError
 
     _check_output(args.output, ".tfs")  # before any run directory is written
     try:
@@ -547,8 +532,8 @@ def _import_run(source, text: str, run_dir: str) -> None:
     """A run directory holding the imported weights as tfspec's step-0 checkpoint (``tfspec export`` reads it)."""
     from pathlib import Path
 
-    from . import checkpoint as ckpt
-    from .interop.families import from_pretrained, tokenizer_of
+    from ..run import checkpoint as ckpt
+    from ..interop.families import from_pretrained, tokenizer_of
 
     if Path(run_dir).exists() and (not Path(run_dir).is_dir() or any(Path(run_dir).iterdir())):
         raise UsageError(f"--run {run_dir}: already exists; name a new directory")
@@ -580,7 +565,7 @@ def _add_export(sub) -> None:
 def cmd_export(args) -> int:
     from pathlib import Path
 
-    from . import checkpoint as ckpt
+    from ..run import checkpoint as ckpt
 
     saved = ckpt.load(args.source)
     out = Path(args.output)
@@ -600,9 +585,9 @@ def _export(to: str, saved, model, out, final) -> str:
     from pathlib import Path
 
     if to == "hf":
-        from .data import hugging_face_tokenizer
-        from .interop.families import export_pretrained
-        from .interop.mapping import InteropError
+        from ..run.data import hugging_face_tokenizer
+        from ..interop.families import export_pretrained
+        from ..interop.mapping import InteropError
 
         _quiet_transformers()
         vocab = saved.vocabulary()
@@ -620,7 +605,7 @@ def _export(to: str, saved, model, out, final) -> str:
     if to == "torch":
         from safetensors.torch import save_file
 
-        from .standalone import emit
+        from ..backend.standalone import emit
 
         write_atomically(out / "model.py", emit(saved.spec(), origin=str(saved.path / "spec.tfs")).encode("utf-8"))
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
@@ -669,7 +654,7 @@ def _add_emit(sub) -> None:
 
 
 def cmd_emit(args) -> int:
-    from .standalone import emit
+    from ..backend.standalone import emit
 
     spec = load(args.file, overrides=_overrides(args))
     source = emit(spec, origin=" ".join([args.file] + [f"--set {k}={v}" for k, v in _overrides(args).items()]))
@@ -693,9 +678,9 @@ def _add_diff(sub) -> None:
 
 
 def cmd_diff(args) -> int:
-    from .analysis import AnalysisError
-    from .diff import diff
-    from .summary import binary, si
+    from ..inspect.analysis import AnalysisError
+    from ..inspect.diff import diff
+    from ..inspect.summary import binary, si
 
     specs = [load(path, overrides=_overrides(args)) for path in (args.first, args.second)]
     try:
@@ -728,7 +713,7 @@ TRAIN_OPTIONS = ("task", "data", "glob", "field", "eval_data", "tokenizer", "ini
 
 
 def _train_config(args):
-    from .train import TrainConfig
+    from ..run.train import TrainConfig
 
     given = {k: getattr(args, k) for k in TRAIN_OPTIONS if getattr(args, k) is not None}
     spelled = {}  # the option the user wrote, for a field it sets under another name
@@ -823,8 +808,8 @@ def _add_train(sub) -> None:
 
 
 def cmd_train(args) -> int:
-    from .distributed import World, broadcast, join, launched, leave
-    from .train import resume, train
+    from ..run.distributed import World, broadcast, join, launched, leave
+    from ..run.train import resume, train
 
     if args.nproc is not None and args.nproc > 1 and not launched():
         return _launch_workers(args)
@@ -868,7 +853,7 @@ def _check_resume(args) -> None:
 def _new_run(args, load_initial: bool):
     """(spec, config, initial weights, run directory) of a new run, every option checked; without
     ``load_initial`` (the launcher) ``--init`` weights are left for the workers to read."""
-    from .compiler import available_memory_bytes
+    from ..backend.compiler import available_memory_bytes
 
     if not args.file and not args.init:
         raise UsageError("give a SPEC to train, --init weights to fine-tune, or --resume DIR")
@@ -876,7 +861,7 @@ def _new_run(args, load_initial: bool):
     config = _train_config(args)
     initial = None
     if args.init and load_initial:
-        from .train import initial_weights
+        from ..run.train import initial_weights
 
         _quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
         initial = initial_weights(args.init, accept_edits=args.accept_edits)
@@ -898,7 +883,7 @@ def _new_run(args, load_initial: bool):
 
 def _launch_workers(args) -> int:
     """``--nproc N``: the options checked here, then the same command in N workers started by torchrun."""
-    from .distributed import launch
+    from ..run.distributed import launch
 
     device = _device(args.device or "cpu")
     available = (_cuda_devices() if device.type == "cuda" else os.cpu_count() or 1)
@@ -976,8 +961,8 @@ def _add_generate(sub) -> None:
 def cmd_generate(args) -> int:
     import torch
 
-    from . import checkpoint as ckpt
-    from .decoding import Strategy, complete
+    from ..run import checkpoint as ckpt
+    from ..run.decoding import Strategy, complete
 
     for text in args.input or []:
         try:
@@ -1015,7 +1000,7 @@ def cmd_generate(args) -> int:
     if not inputs:
         if not prompted:
             raise UsageError("give a prompt to continue: --input TEXT")
-        from .data import EVAL, TaskData, generator_for
+        from ..run.data import EVAL, TaskData, generator_for
 
         tasks = TaskData(config.task, vocab, config.min_len, config.max_len)
         src, tgt, lengths = tasks.pairs(args.count, generator_for(args.seed, EVAL, 1 << 21), True)
@@ -1066,7 +1051,7 @@ def _add_prepare(sub) -> None:
 
 
 def cmd_prepare(args) -> int:
-    from .corpus import DEFAULT_GLOB as glob, Source, prepare
+    from ..run.corpus import DEFAULT_GLOB as glob, Source, prepare
 
     if len(args.data) > 1:
         raise UsageError("prepare reads one PATH (a file, a JSONL file or a directory); sentence pairs are read "
@@ -1180,7 +1165,7 @@ def _cuda_devices() -> int:
 def _lost_worker(exc: BaseException) -> str | None:
     if "WORLD_SIZE" not in os.environ:  # not a torchrun worker
         return None
-    from .distributed import lost_worker
+    from ..run.distributed import lost_worker
 
     return lost_worker(exc)
 

@@ -43,8 +43,8 @@ import torch
 from torch import Tensor
 
 from .data import SPECIALS, DataError, TokenizerVocabulary, Vocabulary
-from .errors import listing
-from .files import moved_error, naming, read_regular
+from ..errors import listing
+from ..files import moved_error, naming, read_regular
 
 PIECE_BYTES = 4 << 20  # a text file is read, and tokenised, this much at a time
 DEFAULT_GLOB = "*.txt"

@@ -8,7 +8,7 @@ reference the cache is tested against. The search functions only need
 ``feed`` and ``reorder``, so a test can drive them with a toy model whose
 probabilities it controls.
 
->>> import torch; from tfspec.compiler import compile
+>>> import torch; from tfspec.backend.compiler import compile
 >>> model = compile('''embedding tokens { vocab 12; dim 16 }
 ... decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }
 ... head tied(tokens)''', seed=0).eval()
@@ -26,8 +26,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from .errors import LengthError
-from .ir.queries import causal_from
+from ..errors import LengthError
+from ..ir.queries import causal_from
 
 
 
@@ -349,7 +349,7 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
     ``prompted``: the model learned "source SEP target EOS" sequences (a task),
     so a text becomes "text SEP" and decoding stops at EOS; otherwise the text
     is a prompt to continue for ``max_new`` tokens (or to a tokenizer's end
-    token). ``vocab`` is a ``tfspec.data`` vocabulary: it encodes the texts as
+    token). ``vocab`` is a ``tfspec.run.data`` vocabulary: it encodes the texts as
     model inputs and names the start and end ids.
 
     Past the learned positions: no room at all is a ``LengthError``; with ``strict``, so is less room than

@@ -7,11 +7,11 @@ equality and dumps: two specs are equal when they describe the same model.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Callable, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from .errors import Span
+from ..errors import Span
 
 MAX_DIM = 1 << 20  # a width, vocabulary or d_ff above a million is a typo, not a model
 MAX_LAYERS = 4096
@@ -247,19 +247,20 @@ class Spec(Node):
     def embedding(self, name: str) -> Embedding:
         return next(e for e in self.embeddings if e.name == name)
 
+    # The graph IR (``tfspec.ir``) registers how a spec is lowered and validated, and how its parameters are
+    # counted, when it is imported (importing tfspec imports it): the front end does not import the stage after it.
+    lowering: ClassVar[Callable | None] = None
+    counting: ClassVar[Callable | None] = None
+
     def graph(self):
         """The validated graph IR (a ``networkx.DiGraph``); see docs/ir.md."""
         if self._graph is None:
-            from .ir.validate import lower_and_validate
-
-            self._graph = lower_and_validate(self, self._sources)
+            self._graph = Spec.lowering(self, self._sources)
         return self._graph
 
     def parameter_count(self) -> int:
         """Number of parameters, computed from the IR (shared weights counted once)."""
-        from .analysis import count_parameters
-
-        return count_parameters(self.graph())
+        return Spec.counting(self.graph())
 
 
 Apply.model_rebuild()

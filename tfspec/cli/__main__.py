@@ -1,0 +1,7 @@
+"""``python -m tfspec.cli``: the command line."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

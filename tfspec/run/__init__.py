@@ -1,0 +1,1 @@
+"""Running models: training, data and corpora, decoding, several processes, checkpoints."""
