@@ -104,7 +104,9 @@ def test_build_errors():
 def test_build_prints_generated_code_and_bfloat16():
     result = tfspec_cli("build", "examples/vaswani_base.tfs", "--set", "layers=1", "--dtype", "bfloat16", "--code")
     assert result.returncode == 0, result.stderr
-    assert "# decoder layer (generated from the graph IR)" in result.stdout
+    assert "# decoder layer, DecoderLayer (generated from the graph IR)" in result.stdout
+    assert "decoder = self.run_stack('decoder', 'tgt', tgt, tgt_padding_mask, tgt_inputs, memory = encoder" \
+        in result.stdout  # the model's own forward, generated too
     assert "self.cross_attn(self_attn_norm, ctx, cache = cache_slot_1)" in result.stdout
     assert "bfloat16 on cpu" in result.stdout
 

@@ -243,7 +243,7 @@ def test_encoder_decoder_argument_errors():
 
 def test_compile_accepts_spec_path_and_text_and_reports_spec_errors(tmp_path):
     spec = tfspec.parse(DECODER)
-    assert type(tfspec.compile(spec)).__name__ == "DecoderOnlyModel"
+    assert type(tfspec.compile(spec).program).__name__ == "DecoderOnlyForward"
     path = tmp_path / "m.tfs"
     path.write_text(DECODER)
     assert tfspec.compile(str(path)).spec.model_dump(exclude={"name"}) == spec.model_dump(exclude={"name"})
@@ -315,3 +315,28 @@ def test_a_residual_scale_shows_in_diff_and_two_tensors_cannot_multiply():
     assert "decoder: residual scale 1 → 1.86121 (every sublayer)" in changes
     with pytest.raises(tfspec.SpecError, match="'\\*' does not apply to tensors"):
         tfspec.parse(DEEPNET.replace("alpha * x", "x * x"))
+
+
+@pytest.mark.parametrize("text, signature, steps", [
+    (DECODER, "(tokens, padding_mask=None, token_types=None, **inputs)", ["self.run_stack('decoder', 'tokens'"]),
+    (ENC_DEC, "(src, tgt, src_padding_mask=None, tgt_padding_mask=None, **inputs)",
+     ["self.split_inputs(", "encoder = self.run_stack('encoder', 'src'",
+      "self.run_stack('decoder', 'tgt', tgt, tgt_padding_mask, tgt_inputs, memory = encoder, "
+      "memory_padding = src_padding_mask)", "self.output(decoder)"]),
+])
+def test_the_models_forward_is_generated_from_the_ir(text, signature, steps):
+    import copy
+    import inspect
+    model = tfspec.compile(text, seed=0).eval()
+    assert str(inspect.signature(model.forward)) == signature
+    assert all(step in model.program.code for step in steps), model.program.code
+    assert not any(name.startswith("program") for name in model.state_dict())  # its modules are the model's
+    twin = copy.deepcopy(model)  # the copy runs its own weights
+    with torch.no_grad():
+        for p in twin.parameters():
+            p.mul_(0.5)
+    args = [torch.randint(0, 30, (2, 5)) for _ in model.spec.stacks]
+    with torch.no_grad():
+        assert not torch.equal(twin(*args), model(*args))
+        twin.load_state_dict(model.state_dict())
+        assert torch.equal(twin(*args), model(*args))

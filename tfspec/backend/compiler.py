@@ -41,12 +41,10 @@ from ..nn.attention import cache_slot, kv_keep
 from ..nn.embedding import Embeddings
 from ..nn.feedforward import FeedForward
 from ..nn.head import Head, Pooler
-from ..nn.model import CompiledModel, DecoderOnlyModel, EncoderDecoderModel, EncoderOnlyModel, Stack
+from ..nn.model import CompiledModel, Stack
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
                        Role, attention_band, flex_attention_applies, fused_causal_kernel)
 
-MODEL_CLASSES = {"decoder-only": DecoderOnlyModel, "encoder-only": EncoderOnlyModel,
-                 "encoder-decoder": EncoderDecoderModel}
 DEFAULT_INIT = S.Choice(name="normal", options={"std": 0.02})
 
 
@@ -208,8 +206,8 @@ def build_model(spec: S.Spec) -> CompiledModel:
     head = head_constructor(spec.head, width).build() if spec.head is not None else None
     pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
-    return MODEL_CLASSES[spec.kind](spec, embeddings, stacks, head, pooler, stack_embedding, max_len, limited_by,
-                                    table)
+    return CompiledModel(spec, embeddings, stacks, head, pooler, stack_embedding, max_len, limited_by, table,
+                         model_graph(g))
 
 
 def _norm(choice: S.Choice, width: int) -> nn.Module:
@@ -350,6 +348,37 @@ def layer_graph(template: list[ir.Node]) -> tuple[fx.Graph, dict[str, ir.Node]]:
         value.meta["ir"] = node
         values[node.id] = value
     return graph, modules
+
+
+def model_graph(g: Graph) -> fx.Graph:
+    """The model's forward, generated from the IR as a layer's is, for both back ends: its arguments (each
+    stack's token ids and padding mask, a single stack's token types, run-time inputs by name), one step per
+    stack (``CompiledModel.run_stack``; the encoder's output is the decoder's memory), then the head and
+    pooler (``output``). The compiled model runs it (``print(model.program.code)``); ``tfspec emit`` prints
+    it with each step written out.
+    """
+    graph = fx.Graph()
+    roles = list(g.stacks)  # the encoder first
+    names = {role: g.node(f"{role}.tokens").name for role in roles}  # tokens, or src and tgt
+    ids = {role: graph.placeholder(names[role]) for role in roles}
+    padding = {role: graph.placeholder("padding_mask" if names[role] == "tokens" else f"{names[role]}_padding_mask",
+                                       default_value=None) for role in roles}
+    types = graph.placeholder("token_types", default_value=None) if len(roles) == 1 else None
+    inputs = graph.placeholder("**inputs")
+    per_stack = {roles[0]: inputs}
+    if len(roles) == 2:
+        split = graph.call_module("split_inputs", (inputs,))
+        per_stack = {role: graph.create_node("call_function", operator.getitem, (split, i), name=f"{names[role]}_inputs")
+                     for i, role in enumerate(roles)}
+    hidden = memory = None
+    for role in roles:
+        options = {"token_types": types} if types is not None else {}
+        if memory is not None:
+            options.update(memory=memory, memory_padding=padding[roles[0]])
+        hidden = memory = graph.create_node("call_module", "run_stack", (role, names[role], ids[role], padding[role],
+                                                                         per_stack[role]), options, name=role)
+    graph.output(graph.create_node("call_module", "output", (hidden,), name="out"))
+    return graph
 
 
 def layer_class_name(role: str, kind: int) -> str:

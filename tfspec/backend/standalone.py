@@ -35,7 +35,7 @@ from torch import fx
 from ..version import __version__
 from ..front import schema as S
 from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_class_name,
-                       layer_graph, looks_like_path, norm_constructor, pooler_constructor, stack_owned,
+                       layer_graph, looks_like_path, model_graph, norm_constructor, pooler_constructor, stack_owned,
                        sublayer_constructor)
 from ..ir import nodes as ir
 from ..ir.queries import attentions, describe_layers, layer_template
@@ -258,18 +258,35 @@ class _Writer:
                     "        self.head = None")
         init.append(f"        self.pooler = {self.value(pooler_constructor(spec.pooler, width))}" if spec.pooler else
                     "        self.pooler = None")
-        arguments, body = [], []
-        padding_args, other_args = [], []
-        for s in spec.stacks:
-            ids, padding, extra, lines = self.stack_forward(s)
-            arguments.append(ids)
-            padding_args.append(padding)
-            other_args += extra
-            body += lines
+        # the compiled model's generated forward (compiler.model_graph), each step written out: its token ids and
+        # padding masks are this forward's first arguments; each stack's run-time inputs follow, by name
+        program = model_graph(g)
+        placeholders = [n for n in program.nodes if n.op == "placeholder"]
+        arguments = [str(n.target) for n in placeholders if n.args == () and not str(n.target).startswith("*")]
+        padding_args = [str(n.target) for n in placeholders
+                        if n.args == (None,) and str(n.target).endswith("padding_mask")]
+        other_args, body = [], []
+        for step in (n for n in program.nodes if n.op == "call_module"):
+            if step.target == "run_stack":
+                _, _, extra, lines = self.stack_forward(getattr(spec, step.args[0]))
+                other_args += extra
+                body += lines
+            elif step.target == "output":
+                body += self.output_lines()
         signature = ", ".join([f"{a}: Tensor" for a in arguments] +
                               [f"{a}: Tensor | None = None" for a in padding_args + other_args])
         outputs = g.of(ir.Output)
-        body.append("        hidden = x")
+        returns = " and ".join(n.label for n in outputs)
+        inputs = ", ".join(f"``{a}``" for a in arguments)
+        return ("class Model(nn.Module):\n"
+                f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions."""\n\n'
+                "    def __init__(self) -> None:\n        super().__init__()\n" + "\n".join(init) + "\n\n"
+                f"    def forward(self, {signature}):\n" + "\n".join(body))
+
+    def output_lines(self) -> list[str]:
+        """The forward's last lines: the head's logits and the pooler's summary of the last stack's output."""
+        spec, g = self.spec, self.g
+        body = ["        hidden = x"]
         result = "hidden"
         if spec.head is not None:
             tied = (f"self.embeddings[{spec.head.tied_to!r}].tokens.weight" if spec.head.tied_to is not None
@@ -280,12 +297,7 @@ class _Writer:
             body.append("        pooled = self.pooler(hidden)  # (batch, width): the first position's summary")
             result = f"{result}, pooled"
         body.append(f"        return {result}")
-        returns = " and ".join(n.label for n in outputs)
-        inputs = ", ".join(f"``{a}``" for a in arguments)
-        return ("class Model(nn.Module):\n"
-                f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions."""\n\n'
-                "    def __init__(self) -> None:\n        super().__init__()\n" + "\n".join(init) + "\n\n"
-                f"    def forward(self, {signature}):\n" + "\n".join(body))
+        return body
 
     def stack_forward(self, stack: S.Stack) -> tuple[str, str, list[str], list[str]]:
         """One stack's part of the model's forward: its arguments, and lines leaving its output in ``x``."""

@@ -151,7 +151,8 @@ def _add_build(sub) -> None:
     build.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps")
     build.add_argument("--dtype", choices=DTYPES, default="float32")
     build.add_argument("--seed", type=_seed, default=0, help="seed for initialisation and inputs (default 0)")
-    build.add_argument("--code", action="store_true", help="also print each stack's generated layer code")
+    build.add_argument("--code", action="store_true",
+                       help="also print the generated forward code of the model and of each kind of layer")
     build.set_defaults(run=cmd_build)
 
 
@@ -169,10 +170,12 @@ def cmd_build(args) -> int:
     model = compile_spec(spec, device=device, dtype=dtype, seed=args.seed).eval()
     print(model)
     if args.code:
+        print(f"\n# the model's forward (generated from the graph IR)\n{model.program.code.strip()}")
         for role in ("encoder", "decoder"):
             stack = getattr(model, role, None)
-            if stack is not None:
-                print(f"\n# {role} layer (generated from the graph IR)\n{stack.layers[0].code.strip()}")
+            kinds = {type(layer).__name__: layer for layer in stack.layers} if stack is not None else {}
+            for name, layer in kinds.items():  # one of each kind of layer (a schedule's differ)
+                print(f"\n# {role} layer, {name} (generated from the graph IR)\n{layer.code.strip()}")
     total = sum(p.numel() for p in model.parameters())
     print(f"\n{spec.name}: {total:,} parameters ({spec.kind}; {args.dtype} on {device})")
     if total != spec.parameter_count():  # the compiler and the IR analysis must agree

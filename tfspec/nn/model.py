@@ -1,21 +1,22 @@
 """The compiled model: embeddings, one or two stacks of generated layers, head and pooler.
 
-Forward signatures by kind (padding masks are bool, True at padded positions):
+Its forward is generated from the graph IR, as each layer's is (``tfspec.backend.compiler.model_graph``;
+``print(model.program.code)`` shows it). Signatures by kind (padding masks are bool, True at padded positions):
 
-- decoder-only:    ``model(tokens, padding_mask=None)``
-- encoder-only:    ``model(tokens, padding_mask=None, token_types=None)``
-- encoder-decoder: ``model(src, tgt, src_padding_mask=None, tgt_padding_mask=None)``,
+- decoder-only:    ``model(tokens, padding_mask=None, token_types=None, **inputs)``
+- encoder-only:    ``model(tokens, padding_mask=None, token_types=None, **inputs)``
+- encoder-decoder: ``model(src, tgt, src_padding_mask=None, tgt_padding_mask=None, **inputs)``,
   also ``model.encode(src, src_padding_mask)`` and ``model.decode(tgt, memory, src_padding_mask, tgt_padding_mask)``
 
-Each returns logits ``(batch, length, out)`` when the spec has a head, hidden
-states ``(batch, length, width)`` otherwise; a spec with a pooler returns
-``(that, pooled)``.
+``inputs``: ``position_ids`` and the run-time inputs variants read (``src_``/``tgt_``-prefixed for an
+encoder-decoder). Each returns logits ``(batch, length, out)`` when the spec has a head, hidden states
+``(batch, length, width)`` otherwise; a spec with a pooler returns ``(that, pooled)``.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor, fx, nn
 
 from .checks import check_ids, check_memory, check_padding_mask, check_runtime_inputs
 from .context import Context
@@ -54,11 +55,12 @@ class Stack(nn.Module):
 
 
 class CompiledModel(nn.Module):
-    """Common parts; the subclasses below define the forward signature of each kind."""
+    """The model's parts and the steps its generated forward calls (``run_stack``, ``split_inputs``,
+    ``output``); ``program``: the ``torch.fx.GraphModule`` whose generated ``forward`` is the model's."""
 
     def __init__(self, spec, embeddings: dict[str, Embeddings], stacks: dict[str, Stack], head: nn.Module | None,
                  pooler: nn.Module | None, stack_embedding: dict[str, str], max_len: dict[str, int | None],
-                 limited_by: dict[str, str], position_table: dict[str, int | None]):
+                 limited_by: dict[str, str], position_table: dict[str, int | None], program: fx.Graph):
         super().__init__()
         self.spec = spec
         self.embeddings = nn.ModuleDict(embeddings)
@@ -72,6 +74,11 @@ class CompiledModel(nn.Module):
         self.position_table = position_table  # the learned positions' size, which position ids index
         self.tied_to = spec.head.tied_to if spec.head is not None else None
         self.check_inputs = True
+        # The generated forward calls this model's steps and modules; kept out of the module tree, so its
+        # references are not a second copy of the weights (nor of their names).
+        forward = fx.GraphModule(self, program, class_name=spec.kind.title().replace("-", "") + "Forward")
+        self.__dict__["program"] = forward
+        self.forward = forward.forward
 
     @property
     def device(self):
@@ -135,70 +142,54 @@ class CompiledModel(nn.Module):
             check_padding_mask(name, mask, ids, ids_name, used,
                                f"add `padding` to the masks of the {where} (e.g. `mask=causal + padding`)")
 
+    # ------------------------------------------------------------ the steps of the generated forward
+    def run_stack(self, role: str, name: str, ids: Tensor, padding: Tensor | None, inputs: dict,
+                  token_types: Tensor | None = None, memory: Tensor | None = None,
+                  memory_padding: Tensor | None = None) -> Tensor:
+        """``role``'s stack over ``ids`` (the argument ``name``): its inputs checked, the call's ``Context``, the
+        embeddings, the layers and the final norm. ``memory``: the encoder's output, which cross-attention reads."""
+        ctx = self.context(role, name, ids, inputs, padding, memory=memory, memory_padding=memory_padding)
+        x = self.embed(role, name, ids, ctx, token_types)
+        readers = [f"{role}'s self-attention"]
+        used = getattr(self, role).masks_padding
+        if role == "encoder" and self.spec.decoder is not None:  # the decoder's cross-attention reads it too
+            readers.append("the decoder's cross-attention")
+            used = used or self.decoder.memory_masks_padding
+        self.check_padding("padding_mask" if name == "tokens" else f"{name}_padding_mask", padding, ids, name, used,
+                           " or ".join(readers))
+        return getattr(self, role)(x, ctx)
 
-class DecoderOnlyModel(CompiledModel):
-    def forward(self, tokens: Tensor, padding_mask: Tensor | None = None, token_types: Tensor | None = None,
-                **inputs):
-        """``tokens`` (batch, length) -> logits or hidden states; ``inputs``: ``position_ids`` and what variants read."""
-        ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask)
-        x = self.embed("decoder", "tokens", tokens, ctx, token_types)
-        self.check_padding("padding_mask", padding_mask, tokens, "tokens", self.decoder.masks_padding,
-                           "decoder's self-attention")
-        return self.output(self.decoder(x, ctx))
-
-
-class EncoderOnlyModel(CompiledModel):
-    def forward(self, tokens: Tensor, padding_mask: Tensor | None = None, token_types: Tensor | None = None,
-                **inputs):
-        """``tokens`` (batch, length), optional ``token_types`` (segments) -> logits or hidden states."""
-        ctx = self.context("encoder", "tokens", tokens, inputs, padding_mask)
-        x = self.embed("encoder", "tokens", tokens, ctx, token_types)
-        self.check_padding("padding_mask", padding_mask, tokens, "tokens", self.encoder.masks_padding,
-                           "encoder's self-attention")
-        return self.output(self.encoder(x, ctx))
-
-
-class EncoderDecoderModel(CompiledModel):
-    def forward(self, src: Tensor, tgt: Tensor, src_padding_mask: Tensor | None = None,
-                tgt_padding_mask: Tensor | None = None, **inputs):
-        """``src`` (batch, src_len), ``tgt`` (batch, tgt_len) -> logits or hidden states for ``tgt``.
-
-        Run-time inputs are named for their sequence: ``src_position_ids``, ``tgt_prefix_lengths``, ...
-        """
+    def split_inputs(self, inputs: dict) -> tuple[dict, dict]:
+        """An encoder-decoder's run-time inputs, named for their sequence (``src_position_ids``,
+        ``tgt_prefix_lengths``, ...), as the encoder's and the decoder's."""
         unknown = [k for k in inputs if not k.startswith(("src_", "tgt_"))]
         if unknown:
             raise ValueError(f"an encoder-decoder model takes run-time inputs named src_... or tgt_..., got {unknown}")
-        memory = self.encode(src, src_padding_mask, **{k[4:]: v for k, v in inputs.items() if k.startswith("src_")})
-        return self._decode(tgt, memory, src_padding_mask, tgt_padding_mask,  # memory is the encoder's own
-                            **{k[4:]: v for k, v in inputs.items() if k.startswith("tgt_")})
+        return ({k[4:]: v for k, v in inputs.items() if k.startswith("src_")},
+                {k[4:]: v for k, v in inputs.items() if k.startswith("tgt_")})
 
+    # ------------------------------------------------------------ an encoder-decoder's halves
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None, **inputs) -> Tensor:
         """The encoder's output (after its final norm): the decoder's memory."""
-        ctx = self.context("encoder", "src", src, inputs, src_padding_mask)
-        x = self.embed("encoder", "src", src, ctx)
-        self.check_padding("src_padding_mask", src_padding_mask, src, "src",
-                           self.encoder.masks_padding or self.decoder.memory_masks_padding,
-                           "encoder's self-attention or the decoder's cross-attention")
-        return self.encoder(x, ctx)
+        self.needs_both_stacks("encode")
+        return self.run_stack("encoder", "src", src, src_padding_mask, inputs)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_padding_mask: Tensor | None = None,
                tgt_padding_mask: Tensor | None = None, **inputs):
         """Decoder over ``tgt`` attending to ``memory`` -> logits or hidden states."""
+        self.needs_both_stacks("decode")
         if self.check_inputs:
             check_memory(memory, tgt.shape[0], self.encoder_width, self.device,
                          next(self.embeddings.parameters()).dtype)
             check_padding_mask("src_padding_mask", src_padding_mask, memory[..., 0], "memory's (batch, src_len)",
                                True, "")
-        return self._decode(tgt, memory, src_padding_mask, tgt_padding_mask, **inputs)
+        return self.output(self.run_stack("decoder", "tgt", tgt, tgt_padding_mask, inputs, memory=memory,
+                                          memory_padding=src_padding_mask))
 
-    def _decode(self, tgt: Tensor, memory: Tensor, src_padding_mask: Tensor | None,
-                tgt_padding_mask: Tensor | None, **inputs):
-        ctx = self.context("decoder", "tgt", tgt, inputs, tgt_padding_mask, memory=memory,
-                           memory_padding=src_padding_mask)
-        x = self.embed("decoder", "tgt", tgt, ctx)
-        self.check_padding("tgt_padding_mask", tgt_padding_mask, tgt, "tgt", self.decoder.masks_padding,
-                           "decoder's self-attention")
-        return self.output(self.decoder(x, ctx))
+    def needs_both_stacks(self, what: str) -> None:
+        if self.spec.kind != "encoder-decoder":
+            raise TypeError(f"{what}() is an encoder-decoder's; '{self.spec.name}' is {self.spec.kind}: call the "
+                            "model itself")
 
     @property
     def encoder_width(self) -> int:
