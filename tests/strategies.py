@@ -35,7 +35,7 @@ def mask_choices(cross: bool = False) -> list[tuple]:
     the generated specs by being registered."""
     return [(MASKS[name], MASKS[name].options(options), choice_text(name, options)) for name in MASKS
             for options in MASKS[name].examples
-            if not MASKS[name].absent and not MASKS[name].exclusive and (MASKS[name].allowed_in_cross or not cross)]
+            if not MASKS[name].absent and (MASKS[name].allowed_in_cross or not cross)]
 
 
 def no_mask() -> list[str]:
@@ -232,9 +232,9 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].mixes_values]
         if schemes and draw(st.integers(0, 2)) == 0:
             body = [f"position {draw(st.sampled_from(schemes))}"] + body
-        sequential = not any(" = " in line for line in body)
-        if sequential and repeat > 1 and draw(st.integers(0, 2)) == 0:
-            body.append(draw(layer_section(repeat, any(line.startswith("feedforward") for line in body))))
+        if repeat > 1 and draw(st.integers(0, 2)) == 0:  # a schedule, in either form (a wired call by its name)
+            has_ffn = any(line.startswith("feedforward") or "feedforward(" in line for line in body)
+            body.append(draw(layer_section(repeat, has_ffn)))
         out.append(f"{role} x {repeat} {{" + sep + sep.join(body) + sep + "}")
     head = draw(st.sampled_from(["", "head tied(tokens)", "head linear", "head linear(7) bias=false",
                                  "head tied(tokens) bias=true transform=gelu norm=layernorm"]))

@@ -375,7 +375,6 @@ class Mask(Variant):
     calls it through ``allowed``; ``tfspec emit`` copies its source into standalone model files."""
 
     allowed_in_cross: ClassVar[bool] = True  # meaningful when queries and keys are different sequences
-    exclusive: ClassVar[bool] = False  # cannot be combined with other masks ("none")
     fused_causal: ClassVar[bool] = False  # alone, equivalent to SDPA's is_causal=True
     reads_padding: ClassVar[bool] = False  # reads the keys' padding mask at run time
     inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # other run-time inputs ``rule`` reads (None when not given)
@@ -574,6 +573,12 @@ class AttentionKind(StackOwned, Variant):
     def pattern_length(self, options) -> int:
         """A sequence length at which its pattern shows in a picture (``tfspec mask``'s default); 0: any."""
         return 0
+
+    @property
+    def mixes_by_place(self) -> bool:
+        """Do its outputs depend on where keys stand in the sequence, whatever the positions say (a projection
+        along the sequence, or blocks of its own)? Then permuting the tokens changes them."""
+        return self.mixes_positions or self.own_pattern
 
     def build(self, config: "AttentionConfig", options):
         """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``)."""

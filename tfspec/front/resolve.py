@@ -143,10 +143,10 @@ def as_mask(e: Expr, r: "_Resolver") -> tuple[S.Choice, ...]:
         if m.name in seen:
             raise _err("duplicate", f"mask '{m.name}' is given twice", m.span)
         seen[m.name] = m
-    exclusive = [m for m in masks if MASKS[m.name].exclusive]
-    if exclusive and len(masks) > 1:
-        raise _err("mask", f"mask '{exclusive[0].name}' cannot be combined with other masks", e.span)
-    return () if exclusive else tuple(masks)
+    nothing = [m for m in masks if MASKS[m.name].absent]  # `none`, which means no mask: nothing to combine
+    if nothing and len(masks) > 1:
+        raise _err("mask", f"mask '{nothing[0].name}' cannot be combined with other masks", e.span)
+    return () if nothing else tuple(masks)
 
 
 def _what(e: Expr) -> str:

@@ -250,8 +250,7 @@ def structural_masks(spec: S.Spec, role: str) -> list[str]:
 
 def order_mixing_kinds(spec: S.Spec, role: str) -> list[str]:
     """Attention kinds that mix positions by where they are (Linformer's projection along the sequence)."""
-    return sorted({a.kind.name for a in self_attentions(spec, role)
-                   if ATTENTION_KINDS[a.kind.name].mixes_positions or ATTENTION_KINDS[a.kind.name].own_pattern})
+    return sorted({a.kind.name for a in self_attentions(spec, role) if ATTENTION_KINDS[a.kind.name].mixes_by_place})
 
 
 def accepts_padding(model, role: str) -> bool:

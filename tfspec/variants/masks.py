@@ -63,6 +63,5 @@ class Window(Mask):
 @MASKS.register
 class NoMask(Mask):
     name = "none"
-    exclusive = True
     absent = True
     doc = "every position attends to every position"
