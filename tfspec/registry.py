@@ -191,15 +191,33 @@ def _fmt(v) -> str:
 
 
 class Activation(Variant):
-    gated: ClassVar[bool] = False  # a gated unit (GLU family) has a third weight matrix
+    """What a feed-forward applies between its projections: ``module()`` maps ``up_features(d_ff)`` features to
+    ``d_ff`` (an element-wise function; a gated unit halves them, act(gate) * value)."""
+
     # Cost model (tfspec.inspect.analysis): FLOPs per element by convention, and which tensor
     # autograd keeps for the backward pass ("input": GELU, SiLU; "output": ReLU, tanh).
     flops_per_element: ClassVar[int] = 1
     saves: ClassVar[str] = "input"
 
     def module(self) -> Constructor:
-        """The element-wise function as an ``nn.Module`` (for a gated unit: the gate's)."""
+        """The function as an ``nn.Module``, from ``up_features(d_ff)`` features to ``d_ff``."""
         raise NotImplementedError
+
+    def up_features(self, d_ff: int) -> int:
+        """The features the up projection makes for ``d_ff`` hidden units (a gated unit's: gate and value)."""
+        return d_ff
+
+    def flops(self, d_ff: int) -> int:
+        """Element-wise FLOPs per position, from ``d_ff`` hidden units."""
+        return self.flops_per_element * d_ff
+
+    def feedforward_saved(self, d_ff: int, dropout: bool) -> int:
+        """Elements a feed-forward keeps per position between its projections: what the function keeps, and
+        the down projection's input (with dropout: its mask and the dropped values instead)."""
+        after = 2 if dropout else 1
+        if self.saves == "input":
+            return (1 + after) * d_ff
+        return (1 + (2 if dropout else 0)) * d_ff  # its output is the down projection's input without dropout
 
     def build(self):
         return self.module().build()

@@ -272,7 +272,8 @@ def sublayer_constructor(node: ir.Node) -> Constructor:
     if isinstance(node, ir.FeedForward):
         body = node.spec
         activation = ACTIVATIONS[body.activation.name]
-        return Constructor(FeedForward, (node.width, body.d_ff, activation.module(), activation.gated, body.bias,
+        return Constructor(FeedForward, (node.width, body.d_ff, activation.module(), activation.up_features(body.d_ff),
+                                         body.bias,
                                          body.dropout))
     if isinstance(node, ir.Norm):
         return norm_constructor(node.choice, node.width)

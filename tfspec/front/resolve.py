@@ -845,6 +845,9 @@ class _Resolver:
                 if last is None or last.embedding not in embeddings:
                     raise Poisoned
                 out = embeddings[last.embedding].vocab
+        if values["transform"] is not None and ACTIVATIONS[values["transform"].name].up_features(1) != 1:
+            raise _err("value", "a gated activation needs two projections; the head's transform has one",
+                       spans["transform"])
         if values["norm"] is not None and values["transform"] is None:
             raise _err("structure", "head norm= applies to its transform; add transform=ACTIVATION", spans["norm"])
         return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
@@ -855,7 +858,7 @@ class _Resolver:
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:
         values, spans = self.bind(decl.args, [Param("activation", choice(ACTIVATIONS), S.Choice(name="tanh"),
                                                     positional=True)], "pooler", decl.span)
-        if ACTIVATIONS[values["activation"].name].gated:
+        if ACTIVATIONS[values["activation"].name].up_features(1) != 1:
             raise _err("value", "a gated activation needs two projections; the pooler has one", spans["activation"])
         return S.Pooler(activation=values["activation"], span=decl.span)
 

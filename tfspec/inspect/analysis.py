@@ -404,20 +404,12 @@ class _Counter:
     def cost_feedforward(self, node: ir.FeedForward, n, repeat):
         spec, d = node.spec, node.width
         activation = ACTIVATIONS[spec.activation.name]
-        d_ff, up = spec.d_ff, (2 * spec.d_ff if activation.gated else spec.d_ff)
+        d_ff, up = spec.d_ff, activation.up_features(spec.d_ff)
         matmul = 2 * n * d * up + 2 * n * d_ff * d
-        elementwise = ((n * up + n * d) if spec.bias else 0) + activation.flops_per_element * n * d_ff
-        elementwise += (n * d_ff if activation.gated else 0) + (n * d_ff if spec.dropout else 0)
-        # tensors kept, in units of d_ff per position: what the activation saves, then the down
-        # projection's input (with dropout: its mask and the dropped values instead)
-        after = 2 if spec.dropout else 1
-        if activation.gated:  # up's output (gate and value), act(gate), the product
-            units = 2 + 1 + after
-        elif activation.saves == "input":
-            units = 1 + after
-        else:  # the activation's output is the down projection's input when there is no dropout
-            units = 1 + (2 if spec.dropout else 0)
-        memory = self.keep(("own", node.id), units * self.batch * n * d_ff * self.s * repeat)
+        elementwise = ((n * up + n * d) if spec.bias else 0) + n * activation.flops(d_ff)
+        elementwise += n * d_ff if spec.dropout else 0
+        kept = activation.feedforward_saved(d_ff, bool(spec.dropout))  # per position
+        memory = self.keep(("own", node.id), kept * self.batch * n * self.s * repeat)
         memory += self.keep_input(node, node.inputs[0], self.batch * n * d * self.s, repeat)
         return self.dense(matmul, elementwise, memory, repeat)
 

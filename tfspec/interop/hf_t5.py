@@ -137,7 +137,8 @@ def _rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
         rules += [rule(f"{role}.final_norm.weight", f"{role}.final_layer_norm.weight"),
                   rule(f"{role}.positions.{attentions[0]}.weight",
                        f"{role}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")]
-        gated = model.get_submodule(f"{role}.layers.0.{parts['feedforward']}").gated
+        feedforward = model.get_submodule(f"{role}.layers.0.{parts['feedforward']}")
+        gated = feedforward.up.out_features != feedforward.down.in_features  # gate and value: wi_0 and wi_1
         for i in range(len(getattr(model, role).layers)):
             ours, theirs = f"{role}.layers.{i}", f"{role}.block.{i}.layer"
             for index, (mine, reference) in enumerate(zip(attentions, sublayers)):

@@ -147,9 +147,7 @@ class _Builder:
                             params=attention_params(body, shape), spec=body,
                             width=width, geometry=shape, memory=memory if cross else None, span=body.span)
         if isinstance(body, S.FeedForward):
-            gated = ACTIVATIONS[body.activation.name].gated
-            up = 2 * body.d_ff if gated else body.d_ff
-            up_params = linear_params("up", up, width, body.bias)
+            up_params = linear_params("up", ACTIVATIONS[body.activation.name].up_features(body.d_ff), width, body.bias)
             down_params = linear_params("down", width, body.d_ff, body.bias, residual=True)
             params = {name: p for name, p in sorted({**up_params, **down_params}.items(),
                                                     key=lambda item: item[1].role == "bias")}  # weights first
