@@ -18,8 +18,7 @@ from ..ir.queries import sublayers
 from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import (InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule,
-                      same_head)
+from .mapping import InteropError, Rule, rule
 from .writer import SpecWriter, schedule
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -144,43 +143,25 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
         raise InteropError(f"Gemma 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
     ours_state = model.state_dict()
     parts = sandwich_modules(model)
-    attention = model.decoder.layers[0].get_submodule(parts["attention"])
-    q_width, kv_width = attention.heads * attention.head_dim, attention.kv_heads * attention.head_dim
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
     norms = {"attention_norm": "input_layernorm", "attention_post_norm": "post_attention_layernorm",
              "feedforward_norm": "pre_feedforward_layernorm", "feedforward_post_norm": "post_feedforward_layernorm"}
     for i in range(len(model.decoder.layers)):
         ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        a, f = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += linear_rules(f"{a}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state, ours_state,
-                              split=(q_width, kv_width, kv_width))
-        rules += linear_rules(f"{a}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
-        rules += linear_rules(f"{f}.up", (f"{theirs}.mlp.gate_proj", f"{theirs}.mlp.up_proj"), state, ours_state)
-        rules += linear_rules(f"{f}.down", f"{theirs}.mlp.down_proj", state, ours_state)
+        rules += hf_llama.projection_rules(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}",
+                                           theirs, state, ours_state)
         rules += [rule(f"{ours}.{parts[part]}.weight", f"{theirs}.{name}.weight") for part, name in norms.items()]
-    aliases = {}
-    if lm and model.tied_to is not None:
-        aliases["lm_head.weight"] = "embeddings.tokens.tokens.weight"
-    elif lm:
-        rules.append(rule("head.weight", "lm_head.weight"))
-    return rules, aliases
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
 
 
 def from_hf_gemma2(model, reference) -> None:
     """Copy a ``Gemma2ForCausalLM`` (or ``Gemma2Model``)'s weights into ``model``; the spec must be the
     architecture the reference's configuration describes, layer by layer."""
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
-    rules, aliases = _rules(model, "model." if lm else "", state, lm)
-    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
 
 
 def to_hf_gemma2(model) -> dict:
     """A state dict for ``Gemma2ForCausalLM`` (spec with a head) or ``Gemma2Model``."""
-    lm = model.head is not None
-    rules, aliases = _rules(model, "model." if lm else "", {}, lm)
-    return export_state(model, rules, reference="Hugging Face Gemma 2", aliases=aliases)
+    return hf_llama.export_decoder(model, _rules, "Hugging Face Gemma 2")

@@ -134,26 +134,56 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
         raise InteropError(f"Llama and Mistral are decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
     ours_state = model.state_dict()
     parts = layer_modules(model)
-    attention = model.decoder.layers[0].get_submodule(parts["attention"])
-    q_width, kv_width = attention.heads * attention.head_dim, attention.kv_heads * attention.head_dim
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
     for i in range(len(model.decoder.layers)):
         ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        a, f = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += linear_rules(f"{a}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state, ours_state,
-                              split=(q_width, kv_width, kv_width))
-        rules += linear_rules(f"{a}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
-        rules += linear_rules(f"{f}.up", (f"{theirs}.mlp.gate_proj", f"{theirs}.mlp.up_proj"), state, ours_state)
-        rules += linear_rules(f"{f}.down", f"{theirs}.mlp.down_proj", state, ours_state)
+        rules += projection_rules(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}", theirs,
+                                  state, ours_state)
         rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
                   rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-    aliases = {}
+    head, aliases = lm_head_rules(model, lm)
+    return rules + head, aliases
+
+
+def projection_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                     ) -> list[Rule]:
+    """One Llama-layout layer's projections (``theirs``: its prefix): q, k and v into our fused ``qkv``, ``o``
+    into ``out``, ``gate`` and ``up`` into our ``up`` (gate first), ``down``."""
+    core = model.get_submodule(attention)
+    q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
+    rules = linear_rules(f"{attention}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state, ours_state,
+                         split=(q_width, kv_width, kv_width))
+    rules += linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
+    rules += linear_rules(f"{feedforward}.up", (f"{theirs}.mlp.gate_proj", f"{theirs}.mlp.up_proj"), state, ours_state)
+    return rules + linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state)
+
+
+def lm_head_rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """The causal LM's head: an alias of the token embedding when tied, else ``lm_head`` (none without ``lm``)."""
     if lm and model.tied_to is not None:
-        aliases["lm_head.weight"] = "embeddings.tokens.tokens.weight"
-    elif lm:
-        rules.append(rule("head.weight", "lm_head.weight"))
-    return rules, aliases
+        return [], {"lm_head.weight": "embeddings.tokens.tokens.weight"}
+    return ([rule("head.weight", "lm_head.weight")] if lm else []), {}
+
+
+def load_decoder(model, reference, fields, hf_config, spec_text, rules) -> None:
+    """Copy a Llama-layout causal LM's (or base model's) weights into ``model`` by ``rules(model, prefix, state,
+    lm)``, once ``model``'s spec is the architecture the reference's configuration describes (``spec_text``,
+    read field by field through ``fields`` and ``hf_config``); every tensor must be accounted for."""
+    lm = hasattr(reference, "lm_head")
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, fields, hf_config, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
+    state = reference.state_dict()
+    names, aliases = rules(model, "model." if lm else "", state, lm)
+    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases)
+
+
+def export_decoder(model, rules, reference: str) -> dict:
+    """A Llama-layout state dict of ``model`` by ``rules``: the causal LM's (spec with a head) or the base model's."""
+    lm = model.head is not None
+    names, aliases = rules(model, "model." if lm else "", {}, lm)
+    return export_state(model, names, reference=reference, aliases=aliases)
 
 
 def from_hf_llama(model, reference) -> None:
@@ -162,17 +192,9 @@ def from_hf_llama(model, reference) -> None:
     Every tensor must be accounted for and the spec must be the architecture the
     reference's configuration describes; otherwise an ``InteropError`` lists every difference.
     """
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
-    rules, aliases = _rules(model, "model." if lm else "", state, lm)
-    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
+    load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
 
 
 def to_hf_llama(model) -> dict:
     """A state dict for ``LlamaForCausalLM``/``MistralForCausalLM`` (spec with a head) or the base model."""
-    lm = model.head is not None
-    rules, aliases = _rules(model, "model." if lm else "", {}, lm)
-    return export_state(model, rules, reference="Hugging Face Llama", aliases=aliases)
+    return export_decoder(model, _rules, "Hugging Face Llama")

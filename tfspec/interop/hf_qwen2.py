@@ -14,7 +14,6 @@ from __future__ import annotations
 from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields
-from .mapping import export_state, load_state, refuse_other_architecture, same_head
 from .writer import SpecWriter, schedule
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -119,21 +118,13 @@ def hf_config_smollm3(spec) -> dict:
 
 
 def from_hf_qwen2(model, reference) -> None:
-    """Copy a ``Qwen2ForCausalLM``/``SmolLM3ForCausalLM`` (or base model)'s weights into ``model``; the spec must
-    be the architecture the reference's configuration describes, layer by layer."""
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    fields, config = ((SMOLLM3_FIELDS, hf_config_smollm3) if reference.config.model_type == "smollm3"
-                      else (QWEN2_FIELDS, hf_config))
-    refuse_other_architecture(model, reference, fields, config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
-    rules, aliases = hf_llama._rules(model, "model." if lm else "", state, lm)
-    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
+    """Copy a ``Qwen2ForCausalLM``/``SmolLM3ForCausalLM`` (or base model)'s weights into ``model``; the spec must be
+    the architecture the reference's configuration describes, layer by layer."""
+    smollm3 = reference.config.model_type == "smollm3"
+    hf_llama.load_decoder(model, reference, SMOLLM3_FIELDS if smollm3 else QWEN2_FIELDS,
+                          hf_config_smollm3 if smollm3 else hf_config, spec_text, hf_llama._rules)
 
 
 def to_hf_qwen2(model) -> dict:
     """A state dict for ``Qwen2ForCausalLM``/``SmolLM3ForCausalLM`` (spec with a head) or the base model."""
-    lm = model.head is not None
-    rules, aliases = hf_llama._rules(model, "model." if lm else "", {}, lm)
-    return export_state(model, rules, reference="Hugging Face Qwen2/SmolLM3", aliases=aliases)
+    return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face Qwen2/SmolLM3")
