@@ -102,7 +102,8 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt(
 
 decoder x {s.layers} {{
   position rotary(theta={s.rope_theta})
-  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}))
+  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, \\
+                         mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}))
   x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
   final gemma_rmsnorm(eps={s.eps})
 {lines}}}
