@@ -7,7 +7,7 @@ blank line between top-level items. ``parse(format_text(s)) == parse(s)``.
 
 from __future__ import annotations
 
-from .syntax import (Assignment, Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module, PoolerDecl,
+from .syntax import (Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module,
                      Setting, StackDecl, arg_to_text, expr_to_text, parse_module, split_comment)
 
 INDENT = "  "

@@ -9,7 +9,7 @@ transformers does, so a bfloat16 model rotates by the same angles.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .position import InAttentionPositions
 
