@@ -599,12 +599,14 @@ class AttentionKind(StackOwned, Variant):
         return self.mixes_positions or self.own_pattern
 
     def build(self, config: "AttentionConfig", options):
-        """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``)."""
-        raise NotImplementedError
+        """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``): its ``core``,
+        unless the kind adds what runs on CUDA alone (FlexAttention)."""
+        return self.core(config, options).build()
 
     def core(self, config: "AttentionConfig", options) -> Constructor:
         """The torch-only core the runtime module extends, for standalone files (``tfspec emit``):
-        ``forward(x, positions, mask=None, memory=None)`` over whole sequences."""
+        ``forward(x, ctx=None, cache=None)``, the compiled model's own forward (``build`` adds only what runs on
+        CUDA alone)."""
         raise NotImplementedError
 
     def core_flops(self, shape: AttentionShape, options, queries: int, keys: int, pairs: int) -> tuple[int, int]:

@@ -2,11 +2,13 @@
 
 The file depends on torch alone. Its modules are the ones the compiler builds
 (``tfspec.registry.Constructor``s: the same classes, whose source is copied, with
-the same arguments), and its forward is written from the graph IR: each stack's
-layer is the IR's template in the order the compiled layer runs it, and the
-model's own forward embeds, builds each distinct attention mask once, runs the
-layers, and applies the head -- so ``Model().load_state_dict(compiled.state_dict())``
-loads with ``strict=True`` and gives the compiled model's outputs.
+the same arguments; an attention's forward is the compiled one, its masks built from
+the call's ``Context``), and its forwards are the compiled model's generated graphs
+(``compiler.layer_graph``, ``compiler.model_graph``) printed: each stack's layer in
+the order the compiled layer runs it, and the model's own forward embedding, building
+each stack's ``Context``, running the layers and applying the head -- so
+``Model().load_state_dict(compiled.state_dict())`` loads with ``strict=True`` and gives
+the compiled model's outputs.
 
 What it leaves out: KV caches (incremental decoding), input checks, and
 initialisation (load weights, or initialise them yourself).
@@ -34,14 +36,14 @@ from torch import fx
 
 from ..version import __version__
 from ..front import schema as S
-from .compiler import (_spec_of, attention_config, embeddings_constructor, head_constructor, layer_class_name,
+from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_class_name,
                        layer_graph, looks_like_path, model_graph, norm_constructor, pooler_constructor, stack_owned,
                        sublayer_constructor)
 from ..ir import nodes as ir
 from ..ir.queries import attentions, describe_layers, layer_template
 from ..nn.attention import cache_slot
-from ..nn.masking import additive_mask, allowed_keys, banded_mask, with_padding
-from ..registry import MASKS, Constructor, band_chunk, lone_causal
+from ..nn.context import Context
+from ..registry import MASKS, Constructor
 
 HEADER = '''from __future__ import annotations
 
@@ -69,7 +71,7 @@ class _Writer:
         self.spec, self.origin = spec, origin
         self.g = spec.graph()
         self.definitions: dict[Any, str] = {}  # class or function -> its source, in first-use order
-        self.memory_padding = ""  # the encoder's padding argument, which cross-attention masks read
+        self.memory_padding = ""  # the encoder's padding argument, which cross-attention reads
 
     # ------------------------------------------------------------ values and definitions
     def need(self, obj) -> str:
@@ -109,6 +111,10 @@ class _Writer:
         if isinstance(v, (list, tuple)):
             items = ", ".join(self.value(x) for x in v)
             return f"[{items}]" if isinstance(v, list) else f"({items}{',' if len(v) == 1 else ''})"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{self.value(k)}: {self.value(x)}" for k, x in v.items()) + "}"
+        if inspect.isfunction(v):  # a mask's rule: copied into the file, named
+            return self.need(v)
         if v is None or isinstance(v, (bool, int, str)):
             return repr(v)
         raise TypeError(f"cannot write {type(v).__name__} into a standalone file")
@@ -147,7 +153,7 @@ class _Writer:
         body = self.layer_forward(graph)
         init = "\n".join(f"        self.{name} = {code}" for name, code in modules.items()) or "        pass"
         cross = any(n.geometry.cross for n in attentions(g, role))
-        memory = ", memory: Tensor | None = None" if cross else ""
+        memory = ", the encoder's memory" if cross else ""
         shape = _shape(g.node(info.entry).shape)
         which = (f"One of the {role}'s {info.repeat} layers" if len(info.kinds) == 1 else
                  f"The {role}'s {describe_layers(info.kinds[kind].layers, info.repeat)} (of {info.repeat})")
@@ -155,20 +161,9 @@ class _Writer:
                 f'    """{which}, as the spec wires it."""\n\n'
                 "    def __init__(self) -> None:\n        super().__init__()\n"
                 f"{init}\n\n"
-                f"    def forward(self, x: Tensor, positions: Tensor, masks: dict[str, Tensor | None]{memory}) -> Tensor:\n"
-                f'        """``x`` {shape} at position ids ``positions``; ``masks``: additive masks by name."""\n'
+                f"    def forward(self, x: Tensor, ctx: {self.need(Context)}) -> Tensor:\n"
+                f'        """``x`` {shape}; ``ctx``: the call\'s positions, padding{memory} and inputs."""\n'
                 f"{body}")
-
-    def fused(self, node: ir.Attention) -> bool:
-        """Does this attention run SDPA's fused causal kernel (as the compiled one does) when unpadded?"""
-        return attention_config(node).fused_causal
-
-    def mask_key(self, node: ir.Attention) -> str:
-        body = node.spec
-        label = " + ".join(MASKS.label(m) for m in body.mask) or "none"
-        if lone_causal([MASKS[m.name] for m in body.mask]) and not self.fused(node):
-            label += " (as a tensor)"  # the same masks, for a kind or position scheme with no fused kernel
-        return f"cross: {label}" if node.geometry.cross else label
 
     def layer_forward(self, graph: fx.Graph) -> str:
         """The compiled layer's generated forward (``compiler.layer_graph``), printed with a standalone file's
@@ -206,10 +201,8 @@ class _Writer:
             return " + ".join(args)
         if step.target is operator.mul:
             return f"{args[0]} * {self.value(step.args[1])}"
-        node = step.meta["ir"]
-        if isinstance(node, ir.Attention):
-            memory = ", memory" if node.geometry.cross else ""
-            return f"self.{step.target}({args[0]}, positions, masks[{self.mask_key(node)!r}]{memory})"
+        if isinstance(step.meta["ir"], ir.Attention):
+            return f"self.{step.target}({args[0]}, ctx)"
         return f"self.{step.target}({args[0]})"
 
     def variable(self, node: ir.Node, stream: list[str], consumers: dict, later: list[str]) -> str:
@@ -305,7 +298,6 @@ class _Writer:
         ids = g.node(f"{role}.tokens").name
         prefix = "" if ids == "tokens" else f"{ids}_"
         padding, positions = f"{prefix}padding_mask", f"{prefix}position_ids"
-        index = f"{prefix}index"
         readers = attentions(g, role)
         inputs = sorted({i.name for a in readers for m in a.spec.mask for i in MASKS[m.name].inputs})
         embedding = self.spec.embedding(stack.embedding)
@@ -316,21 +308,14 @@ class _Writer:
                  f"        positions = torch.arange({ids}.shape[1], device={where})[None] if {positions} is None "
                  f"else {positions}",
                  f"        x = self.embeddings[{embedding.name!r}]({ids}, positions{', ' + types if types else ''})"
-                 f"  # {_shape(g.node(g.stacks[role].entry).shape)}",
-                 f"        {index} = torch.arange({ids}.shape[1], device={where})"]
-        masks = {}
-        for a in readers:
-            key = self.mask_key(a)
-            if key not in masks:
-                masks[key] = self.mask_expression(a, index, padding, prefix)
-        if not any(index in code for code in masks.values()):
-            lines.pop()  # no mask reads the sequence's indices
-        lines.append("        masks = {")
-        lines += [f"            {key!r}: {code}," for key, code in masks.items()]
-        lines.append("        }")
-        cross = any(a.geometry.cross for a in readers)
+                 f"  # {_shape(g.node(g.stacks[role].entry).shape)}"]
+        # what every layer's sublayers read in this call (the attention builds its masks from it, once a call)
+        memory = f", memory, {self.memory_padding}" if self.memory_padding and role == "decoder" else ""
+        given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"
+        lines.append(f"        ctx = {self.need(Context)}(positions, {padding}{memory}"
+                     + (f", inputs={given}" if inputs else "") + ")")
         lines.append(f"        for layer in self.{role}[\"layers\"]:")
-        lines.append(f"            x = layer(x, positions, masks{', memory' if cross else ''})")
+        lines.append("            x = layer(x, ctx)")
         lines.append(f"        x = self.{role}[\"final_norm\"](x)")
         if stack.final_dropout:
             lines.append(f"        x = self.{role}[\"final_dropout\"](x)")
@@ -338,38 +323,6 @@ class _Writer:
             self.memory_padding = padding
             lines.append("        memory = x")
         return ids, padding, extra, lines
-
-    def mask_expression(self, a: ir.Attention, index: str, padding: str, prefix: str) -> str:
-        """The additive mask of an attention's masks (None where it needs none), for the whole sequence; in the
-        banded layout where the attention runs in bands at this length (see ``MultiHeadAttention.band``)."""
-        body, cross = a.spec, a.geometry.cross
-        keys, key_padding = (("torch.arange(memory.shape[1], device=memory.device)", self.memory_padding) if cross
-                             else (index, padding))
-        rules = []  # each rule's call, with "{queries}, {keys}" left to fill in
-        for choice in body.mask:
-            variant, options = MASKS.of(choice)
-            if variant.structural:
-                named = [f"{k}={self.value(v)}" for k, v in options.model_dump().items()]
-                named += [f"{i.name}={prefix}{i.name}" for i in variant.inputs]
-                rules.append(f"{self.need(variant.rule)}({{queries}}, {{keys}}{''.join(', ' + n for n in named)})")
-        reads_padding = any(MASKS[m.name].reads_padding for m in body.mask)
-        dense = [rule.format(queries=index, keys=keys) for rule in rules]
-        allowed = f"{self.need(allowed_keys)}({', '.join(dense)})" if rules else "None"
-        if reads_padding:
-            allowed = f"{self.need(with_padding)}({allowed}, {key_padding})"
-        if allowed == "None":
-            return "None"
-        mask = f"{self.need(additive_mask)}({allowed}, x.dtype)"
-        band = attention_config(a).band
-        if band is not None:
-            length = f"{index}.shape[0]"
-            banded = ", ".join("lambda q, k: " + rule.format(queries="q", keys="k") for rule in rules)
-            return (f"{self.need(banded_mask)}({length}, {band}, [{banded}], "
-                    f"{key_padding if reads_padding else None}, x.dtype, {index}.device) "
-                    f"if {self.need(band_chunk)}({length}, {band}) is not None else {mask}")
-        if self.fused(a):  # a lone causal mask: SDPA's fused kernel, unless padding needs the tensor
-            return f"None if {key_padding} is None else {mask}" if reads_padding else "None"
-        return mask
 
 
 def _helpers(obj, source: str) -> list:

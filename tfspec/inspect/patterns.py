@@ -24,7 +24,7 @@ from ..backend.compiler import attention_config
 from ..ir.queries import attentions, length_limit
 from ..files import save_figure
 from ..nn.context import Context
-from ..nn.masking import MaskSet
+from ..nn.attention import mask_set
 from ..registry import ATTENTION_KINDS
 
 MAX_LENGTH = 16384  # a picture's longest side in positions (16384² pairs: a 256 MiB boolean matrix)
@@ -81,8 +81,8 @@ def attention_patterns(spec_or_graph, seq_len: int | None = None, src_len: int |
         queries = lengths[node.stack]
         cross = config.shape.cross
         keys = lengths["encoder"] if cross else queries
-        masks = MaskSet(config.masks, cross)
-        inputs = {i.name: i.example(queries) for m, _ in masks.structural for i in m.inputs if i.example}
+        masks = mask_set(config.masks, cross).build()
+        inputs = {i.name: i.example(queries) for m, _ in config.masks if m.structural for i in m.inputs if i.example}
         ctx = Context(torch.arange(queries)[None], inputs={name: torch.tensor([value])
                                                            for name, value in inputs.items()})
         structure = masks.structure(ctx, queries, keys, "cpu")

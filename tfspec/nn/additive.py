@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .attention import InContext, MultiHeadAttention, built, core_arguments
+from .attention import MultiHeadAttention
 
 
 class AdditiveAttention(MultiHeadAttention):
@@ -31,11 +31,3 @@ class AdditiveAttention(MultiHeadAttention):
         weights = torch.softmax(scores, dim=-1)
         weights = nn.functional.dropout(weights, self.dropout, self.training)
         return weights @ v
-
-
-class AdditiveAttentionInContext(InContext, AdditiveAttention):
-    """Additive attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
-
-    def __init__(self, config) -> None:
-        AdditiveAttention.__init__(self, **built(core_arguments(config)))
-        self.in_context(config)

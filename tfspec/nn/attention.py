@@ -10,10 +10,11 @@ key/value heads than query heads (grouped-query attention) SDPA's
 Per head, optionally: a norm over queries and keys (qk-norm), then the position
 scheme acting in attention (rotary rotates q and k; ALiBi biases the scores).
 
-Two layers: ``MultiHeadAttention`` is the core over whole sequences, written
-with torch alone so that ``tfspec emit`` can copy it into a standalone file;
-``InContext`` is what a compiled model adds around a core (mixed in before it):
-masks and position tables shared per call through the ``Context``, and the cache.
+One forward: ``MultiHeadAttention`` (torch alone, so ``tfspec emit`` copies it into
+standalone files) takes the call's ``Context`` -- positions, padding, memory, run-time
+inputs, and a memo that builds each mask and position table once per call for every
+layer -- and, while decoding, a ``KVCache``. A compiled model's attention adds only
+``InContext``: FlexAttention for masks of structure on CUDA.
 
 During incremental decoding a ``KVCache`` keeps each sublayer's keys and values
 in a preallocated buffer (grown by doubling, so a token costs no copy of the
@@ -30,7 +31,7 @@ from torch import Tensor, nn
 
 from ..registry import Constructor, band_chunk, combined_reach
 from .context import Context
-from .flex import flex_mix, flex_runs
+from .flex import block_mask, flex_mix, flex_runs
 from .masking import MaskSet
 
 
@@ -127,21 +128,27 @@ class MultiHeadAttention(nn.Module):
     in-attention position scheme (``tfspec.nn.position.InAttentionPositions``): its tables once per call,
     then it rotates q and k (rotary), biases the scores (ALiBi) and attends in place of ``mix`` (Shaw), each
     step a no-op unless the scheme does it. One its stack owns (T5's bias) arrives through ``share``.
-    ``fused_causal``: a ``mask`` of None means causal (SDPA's fused ``is_causal``). ``band``: the keys
-    ``(behind, ahead)`` a query may see when its masks bound them; over a sequence long enough
-    (``band_chunk``), attention then runs block by block (``mix_banded``) and takes its mask in the banded
-    layout of ``tfspec.nn.masking.banded_mask``.
+    ``masks``: its ``MaskSet``. ``fused_causal``: a lone causal mask, which over an unpadded sequence runs
+    SDPA's fused ``is_causal`` with no mask tensor. ``band``: the keys ``(behind, ahead)`` a query may see when
+    its masks bound them; over a sequence long enough (``band_chunk``), attention then runs block by block
+    (``mix_banded``) with its mask in the banded layout of ``tfspec.nn.masking.banded_mask``. ``keep``: the
+    past keys a KV cache needs (a bounded look-back).
     """
 
     def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
                  bias: bool = True, out_bias: bool = True, dropout: float = 0.0, scale: float | None = None,
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
                  position: nn.Module | None = None, fused_causal: bool = False,
-                 band: tuple[int, int] | None = None) -> None:
+                 band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
+                 position_from_stack: bool = False) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
         self.fused_causal, self.band = fused_causal, band
+        self.masks = masks if masks is not None else MaskSet(cross=self.cross)
+        self.keep = keep  # the past keys a KV cache must keep (a bounded look-back); None: all
+        # its position scheme is its stack's (T5's): ``share`` hands it over when the model is built
+        self.position_from_stack = position_from_stack
         if self.cross:
             self.q = nn.Linear(width, heads * head_dim, bias=bias)
             self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
@@ -150,25 +157,57 @@ class MultiHeadAttention(nn.Module):
         self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
         self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
 
-    def forward(self, x: Tensor, positions: Tensor, mask: Tensor | None = None, memory: Tensor | None = None
-                ) -> Tensor:
-        """``x`` (batch, length, width) at position ids ``positions`` (batch or 1, length); ``mask`` additive,
-        (batch or 1, 1, length, keys), or banded (see ``band``); ``memory`` (batch, keys, memory_width) for
-        cross-attention."""
+    def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
+        """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
         batch, length, _ = x.shape
-        q, k, v = self.project_memory(x, memory) if self.cross else self.project(x)
-        if self.position is not None:
-            q, k = self.position.rotate(q, k, self.position.tables(positions, q.dtype))
-            bias = self.position.score_bias(positions, positions)
-            if bias is not None:
-                bias = bias.to(q.dtype)
-                mask = bias if mask is None else mask + bias  # (a masked score stays the dtype's minimum)
-        chunk = band_chunk(length, self.band) if self.band is not None else None
-        if chunk is not None:
-            y = self.mix_banded(q, k, v, mask, chunk)
-        else:
-            y = self.mix_at(q, k, v, mask, positions, positions)  # (batch, heads, length, head_dim)
+        if self.position_from_stack and self.position is None:
+            raise ValueError("this attention adds a position bias its stack owns: run it through its model, or "
+                             "hand it the stack's module with share(module)")
+        ctx = ctx if ctx is not None else Context(torch.arange(length, device=x.device)[None])
+        q, k, v, key_positions, key_padding = self.project_in_context(x, ctx, cache)
+        y = self.attend(q, k, v, ctx, key_positions, key_padding)  # (batch, heads, length, head_dim)
+        if cache is not None and not self.cross:
+            cache.trim()
         return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
+
+    def project_in_context(self, x: Tensor, ctx: Context, cache: KVCache | None):
+        """Queries, keys, values (per head, normed and position-encoded), the keys' positions and padding."""
+        if self.cross:
+            padding = ctx.memory_padding if self.masks.reads_padding else None
+            if cache is not None and cache.k is not None:
+                return self.project_memory(x, None)[0], cache.k, cache.v, None, padding
+            q, k, v = self.project_memory(x, ctx.memory)
+            if cache is not None:
+                cache.set(k, v)
+            return q, k, v, None, padding
+        q, k, v = self.project(x)
+        if self.position is not None:
+            tables = ctx.once(f"{self.position.key}:{q.dtype}", lambda: self.position.tables(ctx.positions, q.dtype))
+            q, k = self.position.rotate(q, k, tables)
+        positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
+        if cache is not None:
+            k, v, positions, padding = cache.append(k, v, positions, padding)
+        return q, k, v, positions, padding
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
+               padding: Tensor | None) -> Tensor:
+        """(batch, heads, queries, head_dim) attention output; ``padding``: the keys', when a mask reads it.
+
+        The additive mask, with the position scheme's score bias (ALiBi, or the one the stack owns: T5's)
+        folded in, is built once per call for every layer with the same masks."""
+        query_len, key_len = q.shape[2], k.shape[2]
+        if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
+            return self.mix(q, k, v, None, True)
+        if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
+            chunk = band_chunk(query_len, self.band)
+            if chunk is not None:
+                mask = self.masks.banded(ctx, query_len, self.band, q.dtype, q.device, padding)
+                return self.mix_banded(q, k, v, mask, chunk)
+        bias, bias_key = None, ""
+        if self.position is not None:  # a stack's scheme (T5's) has one key for every layer: built once per call
+            bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
+        mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
+        return self.mix_at(q, k, v, mask, ctx.positions, key_positions)
 
     def split(self, t: Tensor, heads: int) -> Tensor:
         """(batch, length, heads * head_dim) -> (batch, heads, length, head_dim)."""
@@ -248,16 +287,26 @@ def core_arguments(config) -> dict:
     """``MultiHeadAttention``'s arguments from an ``AttentionConfig`` (its modules as ``Constructor``s)."""
     shape = config.shape
     q_norm = k_norm = position = None
+    position_from_stack = False
     if config.qk_norm is not None:
         norm, options = config.qk_norm
         q_norm = k_norm = norm.module(shape.head_dim, options)
     if config.position is not None:
         scheme, options = config.position
         position = scheme.module(shape, options)
+        position_from_stack = bool(scheme.stack_params(shape, options))
     return dict(width=shape.width, heads=shape.heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
                 memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
                 dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,
-                fused_causal=config.fused_causal, band=config.band)
+                fused_causal=config.fused_causal, band=config.band, masks=mask_set(config.masks, shape.cross),
+                keep=kv_keep(config.masks), position_from_stack=position_from_stack)
+
+
+def mask_set(masks, cross: bool) -> Constructor:
+    """The ``MaskSet`` of ``(Mask, options)`` pairs: each mask of structure's rule, options and inputs."""
+    rules = [(variant.rule, options.model_dump(), tuple(i.name for i in variant.inputs))
+             for variant, options in masks if variant.structural]
+    return Constructor(MaskSet, (rules, any(variant.reads_padding for variant, _ in masks), cross))
 
 
 def built(arguments: dict) -> dict:
@@ -266,70 +315,21 @@ def built(arguments: dict) -> dict:
 
 
 class InContext:
-    """What a compiled model adds to an attention core (mixed in before it): the per-call ``Context``
-    (masks and position tables shared by the layers) and a ``KVCache`` for incremental decoding."""
+    """What a compiled model adds to an attention core (mixed in before it): on CUDA, masks of structure run
+    through FlexAttention (``tfspec.nn.flex``), which standalone files leave out."""
 
     def in_context(self, config) -> None:
-        self.masks = MaskSet(config.masks, config.shape.cross)
-        self.flex = config.flex  # its pattern can run through FlexAttention (on CUDA: ``tfspec.nn.flex``)
-        scheme = config.position
-        # its position scheme is its stack's (T5's): ``share`` hands it over when the model is built
-        self.position_from_stack = scheme is not None and bool(scheme[0].stack_params(config.shape, scheme[1]))
-        self.keep = kv_keep(config.masks)  # a KV cache needs no older keys
-
-    def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
-        """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
-        batch, length, _ = x.shape
-        if self.position_from_stack and self.position is None:
-            raise ValueError("this attention adds a position bias its stack owns: run it through its model, or "
-                             "hand it the stack's module with share(module)")
-        ctx = ctx if ctx is not None else Context(torch.arange(length, device=x.device)[None])
-        q, k, v, key_positions, key_padding = self.project_in_context(x, ctx, cache)
-        y = self.attend(q, k, v, ctx, key_positions, key_padding)  # (batch, heads, length, head_dim)
-        if cache is not None and not self.cross:
-            cache.trim()
-        return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
-
-    def project_in_context(self, x: Tensor, ctx: Context, cache: KVCache | None):
-        """Queries, keys, values (per head, normed and position-encoded), the keys' positions and padding."""
-        if self.cross:
-            padding = ctx.memory_padding if self.masks.reads_padding else None
-            if cache is not None and cache.k is not None:
-                return self.project_memory(x, None)[0], cache.k, cache.v, None, padding
-            q, k, v = self.project_memory(x, ctx.memory)
-            if cache is not None:
-                cache.set(k, v)
-            return q, k, v, None, padding
-        q, k, v = self.project(x)
-        if self.position is not None:
-            tables = ctx.once(f"{self.position.key}:{q.dtype}", lambda: self.position.tables(ctx.positions, q.dtype))
-            q, k = self.position.rotate(q, k, tables)
-        positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
-        if cache is not None:
-            k, v, positions, padding = cache.append(k, v, positions, padding)
-        return q, k, v, positions, padding
+        self.flex = config.flex  # its pattern can run through FlexAttention (``flex_attention_applies``)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
                padding: Tensor | None) -> Tensor:
-        """(batch, heads, queries, head_dim) attention output; ``padding``: the keys', when a mask reads it.
-
-        The additive mask, with the position scheme's score bias (ALiBi, or the one the stack owns: T5's)
-        folded in, is built once per call for every layer with the same masks."""
         query_len, key_len = q.shape[2], k.shape[2]
-        if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
-            return self.mix(q, k, v, None, True)
-        if self.flex and ctx.offset == 0 and query_len == key_len and flex_runs(q, k, self.training and self.dropout):
-            return flex_mix(q, k, v, self.masks.block_mask(ctx, query_len, q.shape[0], q.device, padding), self.scale)
-        if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
-            chunk = band_chunk(query_len, self.band)
-            if chunk is not None:
-                mask = self.masks.banded(ctx, query_len, self.band, q.dtype, q.device, padding)
-                return self.mix_banded(q, k, v, mask, chunk)
-        bias, bias_key = None, ""
-        if self.position is not None:  # a stack's scheme (T5's) has one key for every layer: built once per call
-            bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
-        mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
-        return self.mix_at(q, k, v, mask, ctx.positions, key_positions)
+        if (self.flex and ctx.offset == 0 and query_len == key_len and not (self.fused_causal and padding is None)
+                and flex_runs(q, k, self.training and self.dropout)):
+            pattern = ctx.once(f"{self.masks.key}|flex|{query_len}x{q.shape[0]}", lambda: block_mask(
+                self.masks.rules, ctx.inputs, padding, q.shape[0], query_len, q.device))
+            return flex_mix(q, k, v, pattern, self.scale)
+        return super().attend(q, k, v, ctx, key_positions, padding)
 
 
 class DotProductAttention(InContext, MultiHeadAttention):

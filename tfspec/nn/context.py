@@ -10,21 +10,29 @@ rest of the call.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
 from torch import Tensor
 
 
-@dataclass
 class Context:
-    positions: Tensor  # (batch or 1, length) position id of each query
-    padding: Tensor | None = None  # (batch, keys) True at padded keys of this stack's own sequence
-    memory: Tensor | None = None  # (batch, src_len, width) the encoder's output, for cross-attention
-    memory_padding: Tensor | None = None  # (batch, src_len) True at padded source positions
-    inputs: dict[str, Tensor] = field(default_factory=dict)  # run-time inputs variants declared, by name
-    offset: int = 0  # positions already in the KV cache (incremental decoding)
-    shared: dict = field(default_factory=dict)  # per-call memo: masks and tables that layers share
+    """One call's inputs to every layer (a plain class, torch only: ``tfspec emit`` copies it).
+
+    positions: (batch or 1, length) position id of each query. padding: (batch, keys) True at padded keys of
+    this stack's own sequence. memory: (batch, src_len, width) the encoder's output, for cross-attention;
+    memory_padding: (batch, src_len) True at padded source positions. inputs: run-time inputs variants
+    declared, by name. offset: positions already in the KV cache (incremental decoding). shared: the call's
+    memo of masks and tables that layers share (``once``).
+    """
+
+    def __init__(self, positions: Tensor, padding: Tensor | None = None, memory: Tensor | None = None,
+                 memory_padding: Tensor | None = None, inputs: dict[str, Tensor] | None = None, offset: int = 0
+                 ) -> None:
+        self.positions, self.padding = positions, padding
+        self.memory, self.memory_padding = memory, memory_padding
+        self.inputs = dict(inputs or {})
+        self.offset = offset
+        self.shared: dict = {}
 
     def once(self, key: str, build: Callable[[], object]):
         """``build()`` the first time ``key`` is asked for in this call, the same object afterwards."""

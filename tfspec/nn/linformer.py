@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import InContext, MultiHeadAttention, built, core_arguments
+from .attention import MultiHeadAttention
 
 
 class LinformerProjections(nn.Module):
@@ -75,13 +75,3 @@ class LinformerAttention(MultiHeadAttention):
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, k={self.k}, max_len={self.max_len}, shared_heads={self.shared_heads}, "
                 f"shared_kv={self.shared_kv}, shared_layers={self.shared_layers}")
-
-
-class LinformerAttentionInContext(InContext, LinformerAttention):
-    """Linformer attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
-
-    def __init__(self, config, k: int, max_len: int, shared_heads: bool, shared_kv: bool,
-                 shared_layers: bool) -> None:
-        LinformerAttention.__init__(self, **built(core_arguments(config)), k=k, max_len=max_len,
-                                    shared_heads=shared_heads, shared_kv=shared_kv, shared_layers=shared_layers)
-        self.in_context(config)

@@ -27,21 +27,27 @@ from torch import Tensor
 
 from ..registry import band_chunk
 from .context import Context
-from .flex import block_mask
 
 
 class MaskSet:
-    """The masks of one attention sublayer, resolved to their variants at build time."""
+    """The masks of one attention sublayer: ``rules``, each ``(rule, options, inputs)`` -- a mask's torch-only
+    ``rule(queries, keys, **options, **inputs)`` and the names of the run-time inputs it reads --, whether a
+    mask reads the keys' padding, and whether queries and keys are different sequences (cross-attention).
+    Torch only, so ``tfspec emit`` copies it; ``tfspec.nn.attention.mask_set`` makes one from a spec's masks."""
 
-    def __init__(self, masks, cross: bool):
-        self.masks = tuple(masks)
-        self.structural = [(variant, options) for variant, options in masks if variant.structural]
-        self.rules = [variant.bound_rule(options) for variant, options in self.structural]
-        self.reads_padding = any(variant.reads_padding for variant, _ in masks)
+    def __init__(self, rules: list | tuple = (), reads_padding: bool = False, cross: bool = False):
+        self.specs = tuple(rules)
+        self.rules = [self.bound(rule, options, inputs) for rule, options, inputs in self.specs]
+        self.reads_padding = reads_padding
         self.cross = cross
         # what the memo is keyed by: equal mask sets share one tensor per call
         self.key = "mask:" + ("cross:" if cross else "self:") + "+".join(
-            f"{variant.name}{options.model_dump()}" for variant, options in masks)
+            f"{rule.__name__}{sorted(options.items())}" for rule, options, _ in self.specs) + f":{reads_padding}"
+
+    @staticmethod
+    def bound(rule: Callable, options: dict, inputs) -> Callable:
+        """``rule`` with its options bound, as ``f(queries, keys, inputs)``: bound once, at build time."""
+        return lambda queries, keys, given: rule(queries, keys, **options, **{n: given.get(n) for n in inputs})
 
     def allowed(self, ctx: Context, query_len: int, key_len: int, device, padding: Tensor | None
                 ) -> Tensor | None:
@@ -50,7 +56,7 @@ class MaskSet:
 
     def structure(self, ctx: Context, query_len: int, key_len: int, device) -> Tensor | None:
         """Bool ``(batch or 1, 1, queries, keys)`` from positions (and declared inputs); queries are the last keys."""
-        if not self.structural:
+        if not self.rules:
             return None
         # sequence indices: the queries follow ctx.offset cached positions and the keys end with them
         # (or, in cross-attention, are the memory's)
@@ -60,7 +66,7 @@ class MaskSet:
         return allowed_keys(*(rule(queries, keys, ctx.inputs) for rule in self.rules))
 
     def additive(self, ctx: Context, query_len: int, key_len: int, dtype, device, padding: Tensor | None,
-                 bias: Callable[[], Tensor] | None = None, bias_key: str = "") -> Tensor | None:
+                 bias: Callable[[], Tensor | None] | None = None, bias_key: str = "") -> Tensor | None:
         """The additive mask (0 or the dtype's minimum) plus ``bias()``; ``None`` when there is neither.
 
         ``padding``: the keys' padding when a mask reads it (else pass None). ``bias``
@@ -69,14 +75,9 @@ class MaskSet:
         """
         def build():
             return additive_mask(self.allowed(ctx, query_len, key_len, device, padding), dtype,
-                                 bias() if bias is not None else None)  # (a bias may be None: none added)
+                                 bias() if bias is not None else None)
 
         return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
-
-    def block_mask(self, ctx: Context, length: int, batch: int, device, padding: Tensor | None):
-        """FlexAttention's ``BlockMask`` of a whole sequence (``tfspec.nn.flex``), once per call."""
-        return ctx.once(f"{self.key}|flex|{length}x{batch}",
-                        lambda: block_mask(self.rules, ctx.inputs, padding, batch, length, device))
 
     def banded(self, ctx: Context, length: int, band: tuple[int, int], dtype, device, padding: Tensor | None
                ) -> Tensor:

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .attention import InContext, MultiHeadAttention, built, core_arguments
+from .attention import MultiHeadAttention
 
 
 class SigmoidAttention(MultiHeadAttention):
@@ -33,11 +33,3 @@ class SigmoidAttention(MultiHeadAttention):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, n={self.n}"
-
-
-class SigmoidAttentionInContext(InContext, SigmoidAttention):
-    """Sigmoid attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
-
-    def __init__(self, config, n: int) -> None:
-        SigmoidAttention.__init__(self, **built(core_arguments(config)), n=n)
-        self.in_context(config)

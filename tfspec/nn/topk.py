@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .attention import InContext, MultiHeadAttention, built, core_arguments
+from .attention import MultiHeadAttention
 
 
 class TopKAttention(MultiHeadAttention):
@@ -43,11 +43,3 @@ class TopKAttention(MultiHeadAttention):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, k={self.k}"
-
-
-class TopKAttentionInContext(InContext, TopKAttention):
-    """Top-k attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
-
-    def __init__(self, config, k: int) -> None:
-        TopKAttention.__init__(self, **built(core_arguments(config)), k=k)
-        self.in_context(config)

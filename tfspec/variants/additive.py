@@ -38,10 +38,6 @@ class Additive(AttentionKind):
             kept += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         return kept, 0
 
-    def build(self, config, options):
-        from ..nn.additive import AdditiveAttentionInContext
-        return AdditiveAttentionInContext(config)
-
     def core(self, config, options):
         from ..nn.additive import AdditiveAttention
         from ..nn.attention import core_arguments

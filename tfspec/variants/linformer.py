@@ -104,11 +104,6 @@ class Linformer(AttentionKind):
     def complexity(self, options, cross, reach):
         return ComplexityClass("O(n·k·d)", "O(1)", "O(1)", f"keys and values projected to k = {options.k} rows")
 
-    def build(self, config, options):
-        from ..nn.linformer import LinformerAttentionInContext
-        return LinformerAttentionInContext(config, options.k, options.max_len, options.shared_heads,
-                                           options.shared_kv, options.shared_layers)
-
     def core(self, config, options):
         from ..nn.attention import core_arguments
         from ..nn.linformer import LinformerAttention

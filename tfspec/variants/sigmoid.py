@@ -43,10 +43,6 @@ class Sigmoid(AttentionKind):
     def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
         return math_saved(shape, batch, queries, keys, dropout, in_bands)  # matmuls on scaled q and k, as SDPA's
 
-    def build(self, config, options):
-        from ..nn.sigmoid import SigmoidAttentionInContext
-        return SigmoidAttentionInContext(config, options.n)
-
     def core(self, config, options):
         from ..nn.attention import core_arguments
         from ..nn.sigmoid import SigmoidAttention

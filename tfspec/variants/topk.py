@@ -63,10 +63,6 @@ class TopK(AttentionKind):
         note = f"values mixed from the k = {options.k} best keys per query (n·k·d)"
         return ComplexityClass(base.per_layer, base.sequential, base.path, "; ".join(filter(None, [base.note, note])))
 
-    def build(self, config, options):
-        from ..nn.topk import TopKAttentionInContext
-        return TopKAttentionInContext(config, options.k)
-
     def core(self, config, options):
         from ..nn.attention import core_arguments
         from ..nn.topk import TopKAttention
