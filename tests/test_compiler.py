@@ -340,3 +340,23 @@ def test_the_models_forward_is_generated_from_the_ir(text, signature, steps):
         assert not torch.equal(twin(*args), model(*args))
         twin.load_state_dict(model.state_dict())
         assert torch.equal(twin(*args), model(*args))
+
+
+def test_mask_sets_share_a_mask_only_when_their_rules_are_the_same_functions():
+    """The per-call memo keys a MaskSet by its rules: equal sets share one tensor, but two rules that merely
+    share a name (and options) must not, or one layer would attend with another's mask."""
+    from tfspec.nn.context import Context
+    from tfspec.nn.masking import MaskSet
+
+    def named(offset):
+        def rule(queries, keys):
+            return keys[None, :] <= queries[:, None] - offset
+        return rule
+
+    first, second = named(0), named(1)
+    assert MaskSet([(first, {}, ())]).key == MaskSet([(first, {}, ())]).key
+    assert MaskSet([(first, {}, ())]).key != MaskSet([(second, {}, ())]).key
+    ctx = Context(torch.arange(4)[None])
+    a = MaskSet([(first, {}, ())]).additive(ctx, 4, 4, torch.float32, "cpu", None)
+    b = MaskSet([(second, {}, ())]).additive(ctx, 4, 4, torch.float32, "cpu", None)
+    assert not torch.equal(a, b)

@@ -40,9 +40,11 @@ class MaskSet:
         self.rules = [self.bound(rule, options, inputs) for rule, options, inputs in self.specs]
         self.reads_padding = reads_padding
         self.cross = cross
-        # what the memo is keyed by: equal mask sets share one tensor per call
+        # what the memo is keyed by: equal mask sets (the same rule functions, options and padding) share one
+        # tensor per call; a rule is told by its identity, as two rules may share a name
         self.key = "mask:" + ("cross:" if cross else "self:") + "+".join(
-            f"{rule.__name__}{sorted(options.items())}" for rule, options, _ in self.specs) + f":{reads_padding}"
+            f"{rule.__name__}@{id(rule):x}{sorted(options.items())}" for rule, options, _ in self.specs
+        ) + f":{reads_padding}"
 
     @staticmethod
     def bound(rule: Callable, options: dict, inputs) -> Callable:
