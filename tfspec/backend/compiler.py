@@ -256,7 +256,8 @@ def head_constructor(head: S.Head, width: int) -> Constructor:
     transform = ACTIVATIONS[head.transform.name].module() if head.transform is not None else None
     norm = (norm_constructor(head.transform_norm, width)
             if head.transform is not None and head.transform_norm else None)
-    return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm, head.scale))
+    return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm, head.scale,
+                     head.softcap))
 
 
 def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:

@@ -821,7 +821,7 @@ class _Resolver:
             raise _err("unknown-keyword", f"unknown head projection '{func or _what(proj)}'", proj.span,
                        did_you_mean(func or "", ["tied", "linear"]) or "expected tied(EMBEDDING) or linear")
         params = [Param("bias", as_bool, func == "linear"), Param("transform", choice(ACTIVATIONS), None),
-                  Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0)]
+                  Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0), Param("softcap", as_float, None)]
         values, spans = self.bind(tuple(a for a in decl.args if a is not positional[0]), params, "head", decl.span)
         last = stacks.get("decoder") or stacks.get("encoder")
         tied_to = None
@@ -852,7 +852,7 @@ class _Resolver:
             raise _err("structure", "head norm= applies to its transform; add transform=ACTIVATION", spans["norm"])
         return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
                                        "transform": values["transform"], "transform_norm": values["norm"],
-                                       "scale": values["scale"]},
+                                       "scale": values["scale"], "softcap": values["softcap"]},
                               spans, decl.span, "head", {"span": decl.span})
 
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:

@@ -211,6 +211,7 @@ class Head(Node):
     transform: Choice | None = None  # BERT-style dense + activation + norm before projecting
     transform_norm: Choice | None = None
     scale: float = 1.0  # multiplies its input first (T5's tied head: d_model^-0.5)
+    softcap: float | None = Field(None, gt=0.0)  # logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)
 
 
 class Pooler(Node):

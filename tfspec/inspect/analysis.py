@@ -435,6 +435,9 @@ class _Counter:
             if kept or stats:  # the norm's own tensors beyond its input, then its output for the projection
                 elements += kept
             memory += self.keep(("transform", node.id), rows * (elements * self.s + stats * STAT_BYTES))
+        if spec.softcap is not None:  # divide, tanh, multiply; tanh's output is kept for its gradient
+            elementwise += 3 * n * spec.out
+            memory += self.keep(("capped", node.id), rows * spec.out * self.s)
         memory += self.keep(("logits", node.id), rows * spec.out * self.s)  # the output, kept by the loss
         return self.dense(matmul, elementwise, memory, repeat)
 

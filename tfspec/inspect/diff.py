@@ -104,6 +104,7 @@ def describe(spec) -> Facts:
         facts[("head", "projection")] = f"tied to '{head.tied_to}'" if head.tied_to else f"linear({head.out:,})"
         facts[("head", "bias")] = str(head.bias).lower()
         facts[("head", "input scale")] = f"{head.scale:g}"
+        facts[("head", "soft cap")] = "none" if head.softcap is None else f"{head.softcap:g}"
         if head.transform is not None:
             facts[("head", "transform")] = f"{head.transform} + {head.transform_norm or 'no norm'}"
     else:

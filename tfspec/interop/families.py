@@ -102,8 +102,8 @@ FAMILIES = (
     Family("Gemma 2", ("gemma2",), {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
            "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
            "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
-           "query_pre_attn_scalar ** -0.5, sliding-window and full layers alternating (a layer schedule); "
-           "logit soft-capping is not expressed yet",
+           "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
+           "schedule), the causal LM's logits soft-capped",
            "hf_gemma2", "from_hf_gemma2", "to_hf_gemma2"),
     Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
            "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "

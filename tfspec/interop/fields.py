@@ -65,7 +65,9 @@ class Field:
     that only matter when another is set; None: the spec has no such setting); ``names``: ``{theirs: ours}``
     when the value names something (an activation), the first of ours being the one exported; ``setting``
     False: the value shapes the spec rather than filling one setting (``layer_types``: a layer schedule, which
-    the family's ``spec_text`` writes from it)."""
+    the family's ``spec_text`` writes from it); ``null``: export writes None too (a field whose default is a
+    value: Gemma 2's soft caps), where it otherwise leaves the field out; a function of the facts where that
+    depends on the spec (a base model computes no logits to cap)."""
 
     name: str
     config: str
@@ -74,6 +76,7 @@ class Field:
     names: Mapping[str, str] | None = None
     let: bool = True
     setting: bool = True
+    null: bool | Callable[[Any], bool] = False
 
     def value(self, config) -> Any:
         return self.read(config) if self.read is not None else _lookup(config, self.config)
@@ -178,7 +181,7 @@ class Fields:
             value = e.fact(facts)
             if value is not None and e.names is not None:
                 value = facts.theirs(e.names, value, e.name)
-            if value is not None:
+            if value is not None or (e.null(facts) if callable(e.null) else e.null):
                 _put(out, e.config, value)
         return out
 

@@ -5,8 +5,8 @@ norms: ``x = x + norm(attention(norm(x)))``), which the spec writes in the wirin
 ``1 + w`` in float32 (``gemma_rmsnorm``), its embedding by ``sqrt(hidden_size)``, its scores by
 ``query_pre_attn_scalar ** -0.5``, and its gated feed-forward is GEGLU with the tanh approximation. Its layers
 alternate a sliding window and full attention (``layer_types``), which the spec writes as a layer schedule.
-Logit soft-capping (of the scores and of the final logits) is not expressed yet: a configuration that sets
-either is refused with that reason, never approximated.
+Scores are soft-capped (``kind=softcap(50)``, ``tfspec.variants.softcap``) and so are the causal LM's logits
+(``head ... softcap=30``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,14 @@ def _window(config):
     """The sliding window of the layers that slide (None: none does)."""
     window = getattr(config, "sliding_window", None)
     return int(window) if window is not None and SLIDING in (config.layer_types or []) else None
+
+
+def _attention_cap(f) -> float | None:
+    """The scores' soft cap (None: not capped), which every layer's attention must have."""
+    caps = {a.kind.options.get("cap") if a.kind.name == "softcap" else None for a in f.layer_attentions("decoder")}
+    if len(caps) > 1:
+        raise f.refuse("its layers cap their attention scores differently")
+    return caps.pop()
 
 
 def _query_scalar(f) -> float:
@@ -62,10 +70,10 @@ FIELDS = Fields(
     Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias,
           read=lambda c: bool(getattr(c, "attention_bias", False)), let=False),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
-    Fixed("attn_logit_softcapping", None, "attention logit soft-capping ({value}) is not expressed yet: set "
-          "attn_logit_softcapping to null to compare without it", exported=True),
-    Fixed("final_logit_softcapping", None, "final logit soft-capping ({value}) is not expressed yet: set "
-          "final_logit_softcapping to null to compare without it", exported=True),
+    Field("attn_softcap", "attn_logit_softcapping", lambda f: _attention_cap(f), null=True),
+    # left to the default when the spec has no head: the base model computes no logits to cap
+    Field("final_softcap", "final_logit_softcapping", lambda f: f.spec.head.softcap if f.spec.head else None,
+          null=lambda f: f.spec.head is not None),
     Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not supported (only unscaled RoPE)",
           read=lambda c: hf_llama.rope(c)["rope_type"], exported=True),
     Fixed("use_bidirectional_attention", None, "bidirectional attention ({value}) makes Gemma 2 an encoder; "
@@ -87,6 +95,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
+    kind = f"kind=softcap({s.attn_softcap}), " if s.attn_softcap else ""
     base, sections = schedule(slides)
     lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)} }}\n" for layers, slide in sections)
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
@@ -102,14 +111,16 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt(
 
 decoder x {s.layers} {{
   position rotary(theta={s.rope_theta})
-  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, \\
+  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, {kind}\\
                          mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}))
   x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
   final gemma_rmsnorm(eps={s.eps})
 {lines}}}
 """
-    if head:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}\n"
+    if head:  # the causal LM's; the base model has none, and so no logits to cap
+        text += f"\nhead {projection}" + (f" softcap={s.final_softcap}" if s.final_softcap else "") + "\n"
+    else:
+        w.forget("final_softcap")
     return w.text(text, list(heading))
 
 

@@ -42,6 +42,11 @@ class SpecWriter:
             self.fields.setdefault(name, field)
         return name
 
+    def forget(self, name: str) -> None:
+        """Leave out a ``let`` the spec turned out not to use (a base model's logit cap)."""
+        self.values.pop(name, None)
+        self.fields.pop(name, None)
+
     def text(self, body: str, heading: list[str]) -> str:
         """``heading`` as comments, the cited fields, then ``body``'s first line (``model NAME``), the lets
         and the rest of ``body``."""

@@ -8,12 +8,13 @@ from torch import Tensor, nn
 
 
 class Head(nn.Module):
-    """Logits = transform(x · scale) W^T + b. A tied head owns no ``weight``: the model passes the embedding's."""
+    """Logits = transform(x · scale) W^T + b, capped to ``softcap · tanh(logits / softcap)`` where ``softcap`` is
+    set (Gemma 2). A tied head owns no ``weight``: the model passes the embedding's."""
 
     def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
-                 transform_norm: nn.Module | None = None, scale: float = 1.0):
+                 transform_norm: nn.Module | None = None, scale: float = 1.0, softcap: float | None = None):
         super().__init__()
-        self.tied, self.scale = tied, scale
+        self.tied, self.scale, self.softcap = tied, scale, softcap
         if transform is not None:
             self.transform = nn.Linear(width, width)
             self.transform_activation = transform
@@ -26,14 +27,16 @@ class Head(nn.Module):
     def extra_repr(self) -> str:
         weight = "tied to the token embedding" if self.tied else f"weight={tuple(self.weight.shape)}"
         scale = f", scale={self.scale:g}" if self.scale != 1.0 else ""
-        return f"{weight}, bias={self.bias is not None}{scale}"
+        cap = f", softcap={self.softcap:g}" if self.softcap is not None else ""
+        return f"{weight}, bias={self.bias is not None}{scale}{cap}"
 
     def forward(self, x: Tensor, tied_weight: Tensor | None = None) -> Tensor:
         if self.scale != 1.0:
             x = x * self.scale
         if self.transform is not None:
             x = self.transform_norm(self.transform_activation(self.transform(x)))
-        return F.linear(x, tied_weight if self.tied else self.weight, self.bias)
+        logits = F.linear(x, tied_weight if self.tied else self.weight, self.bias)
+        return logits if self.softcap is None else torch.tanh(logits / self.softcap) * self.softcap
 
 
 class Pooler(nn.Module):
