@@ -95,10 +95,19 @@ FAMILIES = (
            "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
            "(a layer schedule)",
            "hf_qwen2", "from_hf_qwen2", "to_hf_qwen2"),
+    Family("Qwen3", ("qwen3",), {"Qwen3ForCausalLM": {"head": True}, "Qwen3Model": {"head": False}},
+           "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
+           "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
+           "hf_qwen3", "from_hf_qwen3", "to_hf_qwen3"),
     Family("SmolLM3", ("smollm3",), {"SmolLM3ForCausalLM": {"head": True}, "SmolLM3Model": {"head": False}},
            "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
            "schedule), the head tied to the token embedding",
            "hf_smollm3", "from_hf_smollm3", "to_hf_smollm3"),
+    Family("Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
+           "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
+           "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
+           "embedding",
+           "hf_gemma", "from_hf_gemma", "to_hf_gemma"),
     Family("Gemma 2", ("gemma2",), {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
            "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
            "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "

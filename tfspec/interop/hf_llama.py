@@ -94,27 +94,28 @@ def rotary(s) -> str:
 
 
 def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,
-                 head: bool, name: str, heading: tuple[str, ...]) -> str:
+                 head: bool, name: str, heading: tuple[str, ...], norm: str = "rmsnorm", embedding: str = "") -> str:
     """The spec of a Llama-layout decoder (pre-norm RMSNorm, a gated feed-forward), its stack's own layer given by
-    ``position``, ``masks`` and biases, and ``sections`` (``layers`` lines) where layers differ."""
+    ``position``, ``masks`` and biases, and ``sections`` (``layers`` lines) where layers differ; ``norm``: the
+    RMSNorm variant (Gemma's ``gemma_rmsnorm``), ``embedding``: more of the embedding's settings (a scale)."""
     head_dim = f" head_dim={s.head_dim}" if s.head_dim else ""
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
 defaults {{
   residual pre
-  norm rmsnorm(eps={s.eps})
+  norm {norm}(eps={s.eps})
   attn_dropout {s.p_attn_dropout}
   init normal(std={s.init_std})
 }}
 
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none{embedding} }}
 
 decoder x {s.layers} {{
   position {position}
   attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={masks} {attention_bias}
   feedforward d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}
-  final rmsnorm(eps={s.eps})
+  final {norm}(eps={s.eps})
 {sections}}}
 """
     if head:  # the causal LM's; the base model has none

@@ -1,10 +1,11 @@
-"""Hugging Face ``Qwen2ForCausalLM`` and ``SmolLM3ForCausalLM`` (and their base models) <-> a compiled spec.
+"""Hugging Face ``Qwen2ForCausalLM``, ``Qwen3ForCausalLM`` and ``SmolLM3ForCausalLM`` (and their base models) <->
+a compiled spec.
 
-Both are Llama's layout (the same tensor names, ``tfspec.interop.hf_llama``'s weight rules) with layers that
+All three are Llama's layout (the same tensor names, ``tfspec.interop.hf_llama``'s weight rules) with layers that
 differ, which the spec writes as a layer schedule: Qwen2's ``layer_types`` put a sliding window on some layers
 (``layers 3 { self_attn mask=causal + padding }``), SmolLM3's ``no_rope_layers`` leave rotary out of every
 4th (``layers every(4, from=3) { position none }``). Qwen2 biases its q/k/v projections but not its output
-projection. ``spec_text(config)`` writes the spec, its stack's own block the most common kind of layer;
+projection; Qwen3 normalises each head's queries and keys (``qk_norm=rmsnorm``, weights ``q_norm``/``k_norm``). ``spec_text(config)`` writes the spec, its stack's own block the most common kind of layer;
 export reads each layer back into ``layer_types`` (and ``no_rope_layers``), and loading compares the model's
 spec with the configuration's fact by fact, so a layer that differs is an ``InteropError``.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields
+from .mapping import layer_modules, rule
 from .writer import SpecWriter, schedule
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -56,12 +58,14 @@ def _max_window_layers(windows: list) -> int | None:
 SCHEDULE_FIELDS = [
     Field("head_dim", "head_dim", _head_dim, read=hf_llama._head_dim),
     Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=_window),
+    # which layers slide, as spec_text reads it from these three (a layer schedule, not one setting)
     Field("use_sliding_window", "use_sliding_window", lambda f: f.one_window("decoder") is not None or None,
-          read=lambda c: None),
+          read=lambda c: bool(getattr(c, "use_sliding_window", False)), setting=False),
     Field("max_window_layers", "max_window_layers", lambda f: _max_window_layers(f.layer_windows("decoder")),
-          read=lambda c: None),
+          read=lambda c: getattr(c, "max_window_layers", None) if _window(c) is not None else None, setting=False),
     Field("layer_types", "layer_types", lambda f: [SLIDING if w is not None else FULL
-                                                   for w in f.layer_windows("decoder")], read=lambda c: None),
+                                                   for w in f.layer_windows("decoder")],
+          read=lambda c: [t if _window(c) is not None else FULL for t in c.layer_types], setting=False),
 ]
 
 QWEN2_FIELDS = Fields(*_shared(exclude={"head_dim", "window", "attention_bias", "mlp_bias", "pretraining_tp"}),
@@ -75,15 +79,20 @@ SMOLLM3_FIELDS = Fields(
     ignored={**hf_llama.FIELDS.ignored,
              "no_rope_layer_interval": "how no_rope_layers is derived when a configuration leaves it out; "
                                        "tfspec reads no_rope_layers"})
-FIELDS = QWEN2_FIELDS  # the Qwen2 family's table; SmolLM3's (tfspec.interop.hf_smollm3) is SMOLLM3_FIELDS
+QWEN3_FIELDS = Fields(
+    *_shared(exclude={"head_dim", "window", "pretraining_tp", "mlp_bias"}),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),  # Qwen3's default is 128, not width/heads
+    *SCHEDULE_FIELDS[1:], ignored=hf_llama.FIELDS.ignored)
+FIELDS = QWEN2_FIELDS  # the Qwen2 family's table; SmolLM3's and Qwen3's modules name theirs
+TABLES = {"qwen2": QWEN2_FIELDS, "qwen3": QWEN3_FIELDS, "smollm3": SMOLLM3_FIELDS}
 
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Qwen2 or SmolLM3 configuration describes, its layers scheduled as they differ."""
+    """The tfspec spec a Qwen2, Qwen3 or SmolLM3 configuration describes, its layers scheduled as they differ."""
     smollm3 = config.model_type == "smollm3"
     w = SpecWriter()
-    s = (SMOLLM3_FIELDS if smollm3 else QWEN2_FIELDS).write(config, w)
+    s = TABLES[config.model_type].write(config, w)
     rotary = hf_llama.rotary(s)
 
     def masks(slides: bool) -> str:
@@ -96,9 +105,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         changes = ([f"self_attn mask={masks(slides)}"] if slides != base[0] else []) + \
                   ([f"position {rotary if rope else 'none'}"] if rope != base[1] else [])
         lines.append(f"  layers {layers} {{ {'; '.join(changes)} }}\n")
-    # Qwen2 biases q, k and v but not the output; SmolLM3 has Llama's one switch for both
-    attention_bias = f"bias={s.attention_bias}" if smollm3 else "bias=true out_bias=false"
-    return hf_llama.decoder_text(w, s, rotary if base[1] else "none", masks(base[0]), attention_bias,
+    # Qwen2 biases q, k and v but not the output; SmolLM3 and Qwen3 have Llama's one switch for both
+    attention = "bias=true out_bias=false" if config.model_type == "qwen2" else f"bias={s.attention_bias}"
+    if config.model_type == "qwen3":
+        attention += f" qk_norm=rmsnorm(eps={s.eps})"
+    return hf_llama.decoder_text(w, s, rotary if base[1] else "none", masks(base[0]), attention,
                                  s.mlp_bias if smollm3 else "false", "".join(lines), head=head, name=name,
                                  heading=heading)
 
@@ -108,6 +119,26 @@ def hf_config(spec, model_type: str = "qwen2") -> dict:
     f = Facts(spec, "Qwen2")
     f.kind("decoder-only")
     return {"model_type": model_type, **QWEN2_FIELDS.config(f)}
+
+
+def hf_config_qwen3(spec) -> dict:
+    """The Qwen3 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "Qwen3")
+    f.kind("decoder-only")
+    norm = f.attention("decoder").qk_norm
+    if norm.name != "rmsnorm":
+        raise f.refuse(f"its queries and keys are normed by {norm.name}, Qwen3's by rmsnorm")
+    return {"model_type": "qwen3", **QWEN3_FIELDS.config(f)}
+
+
+def qwen3_rules(model, prefix: str, state: dict, lm: bool):
+    """Llama's weight rules, and each layer's query and key norms."""
+    rules, aliases = hf_llama._rules(model, prefix, state, lm)
+    attention = layer_modules(model)["attention"]
+    for i in range(len(model.decoder.layers)):
+        rules += [rule(f"decoder.layers.{i}.{attention}.{n}.weight", f"{prefix}layers.{i}.self_attn.{n}.weight")
+                  for n in ("q_norm", "k_norm")]
+    return rules, aliases
 
 
 def hf_config_smollm3(spec) -> dict:
@@ -128,3 +159,13 @@ def from_hf_qwen2(model, reference) -> None:
 def to_hf_qwen2(model) -> dict:
     """A state dict for ``Qwen2ForCausalLM``/``SmolLM3ForCausalLM`` (spec with a head) or the base model."""
     return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face Qwen2/SmolLM3")
+
+
+def from_hf_qwen3(model, reference) -> None:
+    """Copy a ``Qwen3ForCausalLM`` (or ``Qwen3Model``)'s weights into ``model``, as ``from_hf_qwen2`` does."""
+    hf_llama.load_decoder(model, reference, QWEN3_FIELDS, hf_config_qwen3, spec_text, qwen3_rules)
+
+
+def to_hf_qwen3(model) -> dict:
+    """A state dict for ``Qwen3ForCausalLM`` (spec with a head) or ``Qwen3Model``."""
+    return hf_llama.export_decoder(model, qwen3_rules, "Hugging Face Qwen3")
