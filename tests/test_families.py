@@ -151,5 +151,7 @@ def test_a_sliding_window_or_partial_rotary_that_differs_is_refused():
     with pytest.raises(InteropError, match=r"rotary\(fraction=0.25\) → rotary\(fraction=0.5\)"):
         from_hf_gpt_neox(tfspec.compile(neox_spec(T.GPTNeoXConfig(**config, rotary_pct=0.25))), neox)
     scaled = T.LlamaForCausalLM(T.LlamaConfig(**{**TINY_LLAMA, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}))
-    with pytest.raises(InteropError, match="rope scaling 'linear' is not supported"):
+    with pytest.raises(InteropError) as info:  # a spec of unscaled positions does not take scaled ones' weights
         from_hf_llama(tfspec.compile(llama_spec(T.LlamaConfig(**TINY_LLAMA))), scaled)
+    assert "rope_parameters.rope_type: 'linear' in the configuration, 'default' in the spec" in str(info.value)
+    assert "rotary(theta=500000) → rotary(theta=500000, scaling=linear, factor=2)" in str(info.value)

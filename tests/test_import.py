@@ -236,6 +236,40 @@ def test_every_configuration_field_is_accounted_for(family):
     assert all(reason for reason in family.fields.ignored.values())
 
 
+# Llama 3.1's scaling and the others Hugging Face's rope_parameters name, each stretching a context of 8
+ROPE_SCALINGS = {
+    "linear": {"rope_type": "linear", "rope_theta": 1e4, "factor": 3.0},
+    "dynamic": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.5},
+    "llama3": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.5,
+               "high_freq_factor": 3.0, "original_max_position_embeddings": 8},
+    "yarn": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0, "original_max_position_embeddings": 8,
+             "beta_fast": 16.0, "beta_slow": 2.0, "mscale": 0.9, "mscale_all_dim": 0.5, "truncate": False},
+    "yarn with its attention factor": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+                                       "original_max_position_embeddings": 8, "attention_factor": 1.3},
+}
+
+
+@pytest.mark.parametrize("scaling", ROPE_SCALINGS)
+def test_scaled_rotary_positions_compute_what_hugging_face_computes(tmp_path, scaling):
+    """Llama 3.1's rope scaling and the others, over 24 positions of a model trained on 8 (dynamic: whose
+    max_position_embeddings is 8): the same logits, and greedy generation equal to HF generate."""
+    rope = ROPE_SCALINGS[scaling]
+    directory, reference = saved(tmp_path, "LlamaForCausalLM", rope_parameters=rope, max_position_embeddings=8 if
+                                 scaling == "dynamic" else 32)
+    model = tfspec.from_pretrained(directory)
+    assert f"scaling={rope['rope_type']}" in import_config(directory)
+    for padded in (False, True):
+        ours, theirs, real = outputs(model, reference, "LlamaForCausalLM", padded=padded)
+        assert (ours - theirs)[real].abs().max().item() <= TOL * max(1.0, theirs.abs().max().item())
+    unscaled = saved(tmp_path / "unscaled", "LlamaForCausalLM", max_position_embeddings=32,
+                     rope_parameters={"rope_type": "default", "rope_theta": rope["rope_theta"]})[1]
+    assert (outputs(model, unscaled, "LlamaForCausalLM")[0] - outputs(model, unscaled, "LlamaForCausalLM")[1]
+            ).abs().max() > 10 * TOL  # the scaling changes what the model computes
+    if scaling != "dynamic":  # dynamic frequencies follow the longest position: recomputed, HF's cache differs
+        expected = greedy(reference, reference, new=20)  # past the original context
+        assert greedy(model, reference, new=20) == expected
+
+
 # every field of each table away from its default; a family's table is exercised by its configurations together
 EVERY_FIELD = {
     "hf_bert": [dict(model_type="bert", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
@@ -259,12 +293,19 @@ EVERY_FIELD = {
                       attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
                       mlp_bias=True, tie_word_embeddings=True),
                  dict(model_type="mistral", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                      num_key_value_heads=3, intermediate_size=40, sliding_window=7)],
+                      num_key_value_heads=3, intermediate_size=40, sliding_window=7),
+                 *(dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                        intermediate_size=40, max_position_embeddings=32, rope_parameters=rope)
+                   for rope in ROPE_SCALINGS.values())],
     "hf_qwen3": [dict(model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                       num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
                       rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
                       attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
-                      tie_word_embeddings=True, use_sliding_window=True, sliding_window=7, max_window_layers=1)],
+                      tie_word_embeddings=True, use_sliding_window=True, sliding_window=7, max_window_layers=1),
+                 *(dict(model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                        num_key_value_heads=3,
+                        head_dim=8, intermediate_size=40, max_position_embeddings=32, rope_parameters=rope)
+                   for rope in ROPE_SCALINGS.values())],
     "hf_gemma": [dict(model_type="gemma", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                       num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
                       rope_parameters={"rope_type": "default", "rope_theta": 5e5}, attention_dropout=0.1,
@@ -322,8 +363,9 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "roberta"}, "RoBERTa numbers positions from padding_idx + 1"),
     ({"model_type": "opt"}, "model_type 'opt' is not supported (supported: bert, gpt2, llama"),
     ({"vocab_size": 3}, "no model_type"),
-    ({"model_type": "llama", "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
-     "rope scaling 'linear' is not supported"),
+    ({"model_type": "llama", "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 64,
+                                               "long_factor": [2.0] * 64, "original_max_position_embeddings": 1024}},
+     "rope_parameters.rope_type 'longrope' has no tfspec rope_scaling (supported: default, dynamic, linear, llama3"),
     ({"model_type": "gpt2", "activation_function": "mish"}, "activation_function 'mish' has no tfspec activation"),
     ({"model_type": "gpt2", "scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
     ({"model_type": "bert", "is_decoder": True}, "is_decoder=True makes the self-attention causal"),

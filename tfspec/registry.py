@@ -335,6 +335,14 @@ class Position(StackOwned, Variant):
         """The same scheme for at most ``max_len`` positions (``tfspec verify`` tests at small sizes)."""
         return options
 
+    def relative_with(self, options) -> bool:
+        """Is it ``relative`` with these options (dynamically scaled rotary frequencies are not)?"""
+        return self.relative
+
+    def cacheable(self, options) -> bool:
+        """Does a key encoded once stay valid for every later query, so a KV cache decodes exactly?"""
+        return True
+
     def check(self, options, shape: AttentionShape) -> list[Problem]:
         """Objections to being used in an attention of this shape (``acts == "attention"`` only)."""
         return []

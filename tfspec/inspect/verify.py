@@ -238,10 +238,11 @@ def window_reaches(spec: S.Spec, role: str) -> dict[int, int | None]:
 
 
 def position_schemes(spec: S.Spec, role: str) -> list:
-    """The position variants a stack uses: its embedding's and those acting inside its attentions."""
-    schemes = [POSITIONS.of(spec.embedding(getattr(spec, role).embedding).position)[0]]
-    schemes += [POSITIONS.of(a.position)[0] for a in self_attentions(spec, role)]
-    return [s for s in schemes if not s.absent]
+    """The position variants a stack uses, with their options: its embedding's and those acting inside its
+    attentions."""
+    schemes = [POSITIONS.of(spec.embedding(getattr(spec, role).embedding).position)]
+    schemes += [POSITIONS.of(a.position) for a in self_attentions(spec, role)]
+    return [(s, options) for s, options in schemes if not s.absent]
 
 
 def structural_masks(spec: S.Spec, role: str) -> list[str]:
@@ -367,7 +368,7 @@ def permutation_equivariance(s: Subject) -> Result:
         return Result(name, "not applicable", "an encoder-decoder's output positions follow the target; checked "
                                               "for single-stack models")
     if schemes or structural or order_mixing_kinds(s.spec, s.role):
-        why = (f"the spec has {', '.join(dict.fromkeys(x.name for x in schemes))} positions" if schemes
+        why = (f"the spec has {', '.join(dict.fromkeys(x.name for x, _ in schemes))} positions" if schemes
                else f"the spec masks with {structural}" if structural
                else f"{', '.join(order_mixing_kinds(s.spec, s.role))} attention mixes positions by their place")
         return Result(name, "not applicable", f"{why}, so outputs may depend on order")
@@ -384,7 +385,7 @@ def permutation_equivariance(s: Subject) -> Result:
 def offset_invariance(s: Subject) -> Result:
     """With relative positions only, shifting every position id by a constant leaves the outputs unchanged."""
     schemes = position_schemes(s.spec, s.role)
-    absolute = [x.name for x in schemes if not x.relative]
+    absolute = [x.name for x, options in schemes if not x.relative_with(options)]
     if not schemes:
         return Result("offset invariance", "not applicable", "the spec has no positions")
     if absolute:

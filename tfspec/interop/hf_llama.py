@@ -45,6 +45,51 @@ def _window(config):
     return int(window) if window is not None and getattr(config, "use_sliding_window", True) is not False else None
 
 
+SCALINGS = {"default": "none", "linear": "linear", "dynamic": "dynamic", "yarn": "yarn", "llama3": "llama3"}
+# each scaling's options: {ours: theirs inside rope_parameters}
+SCALING_OPTIONS = {"linear": {"factor": "factor"}, "dynamic": {"factor": "factor"},
+                   "llama3": {"factor": "factor", "original": "original_max_position_embeddings",
+                              "low_freq": "low_freq_factor", "high_freq": "high_freq_factor"},
+                   "yarn": {"factor": "factor", "original": "original_max_position_embeddings",
+                            "beta_fast": "beta_fast", "beta_slow": "beta_slow", "attention_factor": "attention_factor",
+                            "mscale": "mscale", "mscale_all_dim": "mscale_all_dim", "truncate": "truncate"}}
+
+
+def _scaling_option(ours: str, theirs: str) -> Field:
+    """A scaling option of the rotary positions, read where the configuration's rope_type has it."""
+    def read(config):
+        params = rope(config)
+        if ours not in SCALING_OPTIONS.get(params["rope_type"], {}):
+            return None
+        value = params.get(theirs)
+        if value is None:  # Hugging Face's defaults where it has them
+            value = {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}.get(ours)
+        if ours == "factor" and value is None and params["rope_type"] == "yarn":  # the stretch of the context
+            value = config.max_position_embeddings / params["original_max_position_embeddings"]
+        if ours == "original" and value is None:
+            value = config.max_position_embeddings
+        return value
+
+    def fact(f):
+        options = f.rotary("decoder")
+        scaling = options.get("scaling", "none")
+        return options.get(ours) if ours in SCALING_OPTIONS.get(scaling, {}) else None
+
+    return Field(f"rope_{ours}", f"rope_parameters.{theirs}", fact, read=read, let=ours != "truncate")  # no bool lets
+
+
+ROPE_SCALING = [
+    Field("rope_scaling", "rope_parameters.rope_type", lambda f: f.rotary("decoder").get("scaling", "none"),
+          read=lambda c: rope(c)["rope_type"], names=SCALINGS),
+    *(_scaling_option(ours, theirs) for ours, theirs in {k: v for t in SCALING_OPTIONS.values()
+                                                         for k, v in t.items()}.items()),
+    # dynamic scaling's original context is max_position_embeddings
+    Field("rope_context", "max_position_embeddings",
+          lambda f: f.rotary("decoder").get("original") if f.rotary("decoder").get("scaling") == "dynamic" else None,
+          read=lambda c: c.max_position_embeddings if rope(c)["rope_type"] == "dynamic" else None),
+]
+
+
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.dim),
     Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
@@ -69,12 +114,11 @@ FIELDS = Fields(
     Field("mlp_bias", "mlp_bias", lambda f: f.feedforward("decoder").bias or None,
           read=lambda c: bool(getattr(c, "mlp_bias", False)), let=False),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
-    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not supported (only unscaled RoPE)",
-          read=lambda c: rope(c)["rope_type"], exported=True),
+    *ROPE_SCALING,
     Fixed("pretraining_tp", 1, "pretraining_tp={value} splits the projections' matmuls; use 1",
           read=lambda c: getattr(c, "pretraining_tp", 1) or 1),
-    ignored={"max_position_embeddings": "the longest sequence trained on; unscaled rotary positions compute the "
-                                        "same at any length"},
+    ignored={"max_position_embeddings": "the longest sequence trained on; rotary positions compute the same at "
+                                        "any length (read as the original context of dynamic scaling)"},
 )
 
 
@@ -88,9 +132,17 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                         name=name, heading=heading)
 
 
-def rotary(s) -> str:
-    """The stack's rotary positions, as the configuration's settings ``s`` write them."""
-    return f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
+def rotary(s, theta: str | None = None) -> str:
+    """The stack's rotary positions, as the configuration's settings ``s`` write them (``theta``: another base)."""
+    options = [f"theta={theta or s.rope_theta}"] + ([f"fraction={s.rotary_fraction}"] if s.rotary_fraction else [])
+    scaling = getattr(s, "rope_scaling", None)
+    if scaling and scaling != "none":
+        options.append(f"scaling={scaling}")
+        options += [f"{ours}={getattr(s, f'rope_{ours}')}" for ours in SCALING_OPTIONS[scaling]
+                    if getattr(s, f"rope_{ours}") is not None]
+        if scaling == "dynamic":
+            options.append(f"original={s.rope_context}")
+    return f"rotary({', '.join(options)})"
 
 
 def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,

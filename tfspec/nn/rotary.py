@@ -1,9 +1,10 @@
 """Rotary positions at run time: cos/sin tables built once per call in float32, applied per head.
 
 Equal to Hugging Face's ``apply_rotary_pos_emb`` (half-split layout) with
-``inv_freq = 1 / θ^(2i/d)``: the angles and their cos/sin are computed in
-float32 from the position ids, then cast to the activations' dtype, as
-transformers does, so a bfloat16 model rotates by the same angles.
+``inv_freq = 1 / θ^(2i/d)``, or the scaled frequencies of ``tfspec.nn.rope_scaling``:
+the angles and their cos/sin are computed in float32 from the position ids, then
+cast to the activations' dtype, as transformers does, so a bfloat16 model rotates
+by the same angles.
 """
 
 from __future__ import annotations
@@ -12,26 +13,32 @@ import torch
 from torch import Tensor
 
 from .position import InAttentionPositions
+from .rope_scaling import rope_frequencies
 
 
 class RotaryPositions(InAttentionPositions):
     """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
 
 
-    def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False) -> None:
+    def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False, scaling: dict | None = None) -> None:
         super().__init__()
-        self.rotary_dim, self.theta, self.interleaved = rotary_dim, theta, interleaved
-        self.key = f"rotary:{rotary_dim}:{theta!r}:{interleaved}"  # equal schemes share their tables in a call
+        self.rotary_dim, self.theta, self.interleaved, self.scaling = rotary_dim, theta, interleaved, scaling
+        # equal schemes share their tables in a call
+        self.key = f"rotary:{rotary_dim}:{theta!r}:{interleaved}:{sorted((scaling or {}).items())}"
 
     def tables(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """cos, sin ``(batch or 1, 1, length, rotary_dim)`` for position ids ``(batch or 1, length)``: computed
         in float32, then cast to ``dtype``."""
-        exponents = torch.arange(0, self.rotary_dim, 2, dtype=torch.int64, device=positions.device).float()
-        inv_freq = 1.0 / (self.theta ** (exponents / self.rotary_dim))
+        dynamic = self.scaling is not None and self.scaling["kind"] == "dynamic"  # reads the call's longest position
+        inv_freq, magnitude = rope_frequencies(self.rotary_dim, self.theta, self.scaling,
+                                               positions.max() + 1 if dynamic else None, positions.device)
         # an element-wise product, not a matmul: autocast leaves it in float32
         angles = positions[..., None].float() * inv_freq  # (batch or 1, length, rotary_dim / 2)
         angles = angles.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((angles, angles), dim=-1)
-        return angles.cos()[:, None].to(dtype), angles.sin()[:, None].to(dtype)
+        cos, sin = angles.cos(), angles.sin()
+        if magnitude != 1.0:  # YaRN's attention factor
+            cos, sin = cos * magnitude, sin * magnitude
+        return cos[:, None].to(dtype), sin[:, None].to(dtype)
 
     def rotate(self, q: Tensor, k: Tensor, tables: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         """q ``(batch, heads, n, head_dim)`` and k ``(batch, kv_heads, n, head_dim)``, rotated by ``tables``."""
@@ -54,4 +61,5 @@ class RotaryPositions(InAttentionPositions):
 
     def extra_repr(self) -> str:
         layout = ", interleaved" if self.interleaved else ""
-        return f"rotary_dim={self.rotary_dim}, theta={self.theta:g}{layout}"
+        scaling = f", scaling={self.scaling['kind']}" if self.scaling else ""
+        return f"rotary_dim={self.rotary_dim}, theta={self.theta:g}{layout}{scaling}"

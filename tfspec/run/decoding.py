@@ -27,7 +27,8 @@ import torch
 from torch import Tensor
 
 from ..errors import LengthError
-from ..ir.queries import causal_from
+from ..ir.queries import attentions, causal_from
+from ..registry import POSITIONS
 
 
 
@@ -41,8 +42,11 @@ class Steps(Protocol):
 
 def cache_supported(spec) -> bool:
     """Does caching keys and values reproduce full recomputation? Only if every decoder self-attention stops
-    looking ahead -- from the start (causal) or after a prefix fed whole in the first step (prefix-LM)."""
-    return causal_from(spec.graph()) is not None
+    looking ahead -- from the start (causal) or after a prefix fed whole in the first step (prefix-LM) -- and
+    encodes a key's position once for all later queries (not dynamically scaled rotary frequencies)."""
+    g = spec.graph()
+    positions = [POSITIONS.of(a.spec.position) for a in attentions(g, "decoder", reads="self")]
+    return causal_from(g) is not None and all(scheme.cacheable(options) for scheme, options in positions)
 
 
 class Continuation:

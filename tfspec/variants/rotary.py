@@ -9,8 +9,16 @@ rotated once stay valid in a KV cache. ``fraction`` rotates only the first
 (Llama, Mistral, GPT-NeoX); ``interleaved=true`` pairs neighbours (2i, 2i + 1)
 as GPT-J and Meta's original Llama code do.
 
+``scaling`` stretches the frequencies for contexts longer than the ``original`` one trained on, as Hugging Face's
+``rope_parameters`` say (``tfspec.nn.rope_scaling`` computes them): ``linear`` (by ``factor``), ``dynamic``
+(NTK-aware, from the call's longest position), ``yarn`` (``beta_fast``, ``beta_slow``, an attention factor) and
+``llama3`` (Llama 3.1: ``low_freq``, ``high_freq``). Options of another scaling than the one chosen are refused.
+
     decoder x 32 { position rotary(theta=10000); attention self heads=32 mask=causal; ... }
+    position rotary(theta=500000, scaling=llama3, factor=8, original=8192)  # Llama 3.1
 """
+
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,18 +34,63 @@ class Rotary(Position):
     relative = True
     needs_dot_product = True  # only q·k of two rotated vectors depends on their offset alone
     doc = "rotary position embedding: queries and keys rotated by position-dependent angles (RoPE)"
-    examples = ({}, {"theta": 500000.0, "fraction": 0.5}, {"interleaved": True})
+    examples = ({}, {"theta": 500000.0, "fraction": 0.5}, {"interleaved": True},
+                {"scaling": "llama3", "factor": 8.0, "original": 8}, {"scaling": "yarn", "factor": 4.0, "original": 6},
+                {"scaling": "dynamic", "factor": 2.0, "original": 4}, {"scaling": "linear", "factor": 2.0})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
         theta: float = Field(10000.0, gt=1.0)  # the base of the angles' geometric progression
         fraction: float = Field(1.0, gt=0.0, le=1.0)  # of each head's dimensions that rotate
         interleaved: bool = False  # pair dimensions (2i, 2i+1) instead of (i, i + d/2)
+        scaling: Literal["none", "linear", "dynamic", "yarn", "llama3"] = "none"
+        factor: float = Field(1.0, gt=0.0, le=1e6)  # how much longer the context is stretched
+        original: int | None = Field(None, gt=0)  # the context trained on (dynamic, yarn, llama3)
+        low_freq: float = Field(1.0, gt=0.0)  # llama3: wavelengths beyond original / low_freq are divided
+        high_freq: float = Field(4.0, gt=0.0)  # llama3: wavelengths below original / high_freq are kept
+        beta_fast: float = Field(32.0, gt=0.0)  # yarn: rotations over original below which dimensions interpolate
+        beta_slow: float = Field(1.0, gt=0.0)  # yarn: ... and above which they are kept
+        attention_factor: float | None = Field(None, gt=0.0)  # yarn: cos and sin scaled (None: 0.1 ln(factor) + 1)
+        mscale: float | None = None  # yarn (DeepSeek): the attention factor as a ratio of two magnitudes
+        mscale_all_dim: float | None = None
+        truncate: bool = True  # yarn: round the ramp's ends to whole dimensions
+
+    SCALING_OPTIONS = {"linear": {"factor"}, "dynamic": {"factor", "original"},
+                       "llama3": {"factor", "original", "low_freq", "high_freq"},
+                       "yarn": {"factor", "original", "beta_fast", "beta_slow", "attention_factor", "mscale",
+                                "mscale_all_dim", "truncate"}}
+
+    def relative_with(self, options) -> bool:
+        return options.scaling != "dynamic"  # its frequencies depend on the longest position of a call
+
+    def cacheable(self, options) -> bool:
+        return options.scaling != "dynamic"  # ... so a cached key would keep the frequencies of an earlier call
+
+    def scaling(self, options) -> dict | None:
+        """The scaling's settings for ``tfspec.nn.rope_scaling`` (None: unscaled)."""
+        if options.scaling == "none":
+            return None
+        values = options.model_dump()
+        return {"kind": options.scaling, **{k: values[k] for k in sorted(self.SCALING_OPTIONS[options.scaling])}}
 
     def rotary_dim(self, options, head_dim: int) -> int:
         return int(head_dim * options.fraction)  # truncated, as Hugging Face and GPT-NeoX do
 
     def check(self, options, shape):
+        used = self.SCALING_OPTIONS.get(options.scaling, set())
+        defaults = self.Options()
+        stray = [k for k in sorted(set().union(*self.SCALING_OPTIONS.values()) - used)
+                 if getattr(options, k) != getattr(defaults, k)]
+        if stray:
+            which = f"scaling={options.scaling}" if options.scaling != "none" else "unscaled rotary positions"
+            return [Problem(f"{', '.join(stray)} {'does' if len(stray) == 1 else 'do'} nothing with {which}",
+                            "choose the scaling these options belong to (scaling=linear, dynamic, yarn or llama3)")]
+        if "original" in used and options.original is None:
+            return [Problem(f"scaling={options.scaling} needs original=, the context length trained on",
+                            "e.g. original=8192")]
+        if options.scaling == "llama3" and options.high_freq <= options.low_freq:
+            return [Problem(f"llama3 scaling needs high_freq > low_freq (got {options.high_freq:g} and "
+                            f"{options.low_freq:g})", "Llama 3.1 uses low_freq=1, high_freq=4")]
         rotated = self.rotary_dim(options, shape.head_dim)
         if rotated < 2 or rotated % 2:
             return [Problem(f"rotary(fraction={options.fraction:g}) rotates {rotated} of the {shape.head_dim} "
@@ -60,4 +113,4 @@ class Rotary(Position):
     def module(self, where, options):
         from ..nn.rotary import RotaryPositions
         return Constructor(RotaryPositions, (self.rotary_dim(options, where.head_dim), options.theta),
-                           {"interleaved": options.interleaved})
+                           {"interleaved": options.interleaved, "scaling": self.scaling(options)})
