@@ -103,6 +103,10 @@ FAMILIES = (
            "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
            "schedule), the head tied to the token embedding",
            "hf_smollm3", "from_hf_smollm3", "to_hf_smollm3"),
+    Family("Phi-3", ("phi3",), {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
+           "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
+           "sublayer's output (resid_pdrop), an optional sliding window",
+           "hf_phi3", "from_hf_phi3", "to_hf_phi3"),
     Family("Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
            "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
            "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "

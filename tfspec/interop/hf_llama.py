@@ -146,17 +146,19 @@ def rotary(s, theta: str | None = None) -> str:
 
 
 def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,
-                 head: bool, name: str, heading: tuple[str, ...], norm: str = "rmsnorm", embedding: str = "") -> str:
+                 head: bool, name: str, heading: tuple[str, ...], norm: str = "rmsnorm", embedding: str = "",
+                 dropout: str | None = None) -> str:
     """The spec of a Llama-layout decoder (pre-norm RMSNorm, a gated feed-forward), its stack's own layer given by
     ``position``, ``masks`` and biases, and ``sections`` (``layers`` lines) where layers differ; ``norm``: the
-    RMSNorm variant (Gemma's ``gemma_rmsnorm``), ``embedding``: more of the embedding's settings (a scale)."""
-    head_dim = f" head_dim={s.head_dim}" if s.head_dim else ""
+    RMSNorm variant (Gemma's ``gemma_rmsnorm``), ``embedding``: more of the embedding's settings (a scale);
+    ``dropout``: on each sublayer's output (Phi-3's resid_pdrop)."""
+    head_dim = f" head_dim={s.head_dim}" if getattr(s, "head_dim", None) else ""
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
 defaults {{
   residual pre
-  norm {norm}(eps={s.eps})
+  norm {norm}(eps={s.eps}){f"{chr(10)}  dropout {dropout}" if dropout else ""}
   attn_dropout {s.p_attn_dropout}
   init normal(std={s.init_std})
 }}

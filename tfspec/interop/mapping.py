@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -53,14 +55,20 @@ def architecture_problems(spec, expected_text: str, reference: str) -> list[str]
 
     Both are compared by ``tfspec.inspect.diff``'s architectural facts (norms and their eps,
     heads, kv heads, head dim, positions and their options, masks, biases, activation,
-    residual wiring, tying, dropout), so every configuration field that changes the
-    computation is compared, and named, in one place. The initialisation is not compared.
+    residual wiring, tying), so every configuration field that changes the computation is
+    compared, and named, in one place. The initialisation is not compared; dropout, which
+    changes training but not the computation in eval, is a warning.
     """
     from ..front.api import parse
     from ..inspect.diff import architecture_changes
 
     expected = parse(expected_text)
-    return [f"{c} (ours → {reference})" for c in architecture_changes(spec, expected) if c.what != "init"]
+    changes = [c for c in architecture_changes(spec, expected) if c.what != "init"]
+    training = [c for c in changes if "dropout" in c.what]  # the same computation in eval: told, not refused
+    if training:
+        warnings.warn(f"spec '{spec.name}' trains with other dropout than {reference}'s configuration (the "
+                      "weights compute the same in eval): " + "; ".join(str(c) for c in training), stacklevel=3)
+    return [f"{c} (ours → {reference})" for c in changes if c not in training]
 
 
 def same_head(model, reference, lm: bool) -> None:
