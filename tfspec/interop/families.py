@@ -107,6 +107,11 @@ FAMILIES = (
            "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
            "sublayer's output (resid_pdrop), an optional sliding window",
            "hf_phi3", "from_hf_phi3", "to_hf_phi3"),
+    Family("StarCoder2", ("starcoder2",), {"Starcoder2ForCausalLM": {"head": True},
+                                           "Starcoder2Model": {"head": False}},
+           "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
+           "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
+           "hf_starcoder2", "from_hf_starcoder2", "to_hf_starcoder2"),
     Family("Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
            "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
            "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
