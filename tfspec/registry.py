@@ -679,6 +679,7 @@ class AttentionConfig:
     fused_causal: bool = False  # unpadded, it runs SDPA's fused causal kernel (``fused_causal_kernel``)
     band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
     flex: bool = False  # on CUDA, its masks' pattern runs through FlexAttention (``flex_attention_applies``)
+    qk_norm_full: bool = False  # the norms span all heads' queries (all kv heads' keys) at once (OLMo 2)
 
 
 class Init(Variant):

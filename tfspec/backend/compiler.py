@@ -239,7 +239,7 @@ def attention_config(node: ir.Attention) -> AttentionConfig:
     return AttentionConfig(shape=node.geometry, dropout=body.dropout, masks=masks,
                            position=None if position.absent else (position, position_options),
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
-                           fused_causal=fused, band=band, flex=flex)
+                           fused_causal=fused, band=band, flex=flex, qk_norm_full=body.qk_norm_width == "full")
 
 
 def stack_owned(g: Graph, role: str) -> dict[str, dict[str, Constructor]]:

@@ -207,6 +207,7 @@ def _sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("head_dim", as_int, None),
             Param("position", choice(POSITIONS), None),  # None: the stack's, for self-attention
             Param("qk_norm", choice(NORMS), S.Choice(name="none")),
+            Param("qk_norm_width", word("head", "full"), "head"),
             Param("scale", as_float, None),
         ]
     else:
@@ -690,7 +691,7 @@ class _Resolver:
                 raise _err("structure", "memory= is for cross-attention", spans["memory"],
                            "write `attention cross ...` to read the encoder's output")
             fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask", "kv_heads", "head_dim",
-                                             "qk_norm", "scale")}
+                                             "qk_norm", "qk_norm_width", "scale")}
             fields["dropout"] = values["attn_dropout"]
             fields["out_bias"] = values["bias"] if values["out_bias"] is None else values["out_bias"]
             # a stack's position scheme is for its self-attentions: a cross-attention's keys are another sequence

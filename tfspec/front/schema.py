@@ -64,6 +64,8 @@ class Attention(Node):
     head_dim: Dim | None = None  # None: width / heads
     position: Choice = Choice(name="none")  # a position scheme acting inside attention (rotary, ALiBi)
     qk_norm: Choice = Choice(name="none")  # a norm over each head's queries and keys
+    # "full": over all heads' queries (and all kv heads' keys) at once, one weight per dimension (OLMo 2)
+    qk_norm_width: Literal["head", "full"] = "head"
     scale: Annotated[float, Field(gt=0, le=1e6)] | None = None  # softmax scale; None: 1 / sqrt(head_dim)
 
     @property

@@ -383,9 +383,13 @@ class _Counter:
         if spec.dropout:
             elementwise, elementwise_aware = elementwise + heads * executed, elementwise_aware + heads * pairs
         if not norm.absent:  # qk-norm: its own tensors, and the projections its inputs are views of
-            norm_kept, norm_stats = norm.saved(head_dim)
-            rows = self.batch * (n * heads + m * shape.kv_heads)
-            kept, stats = kept + (norm_kept - head_dim) * rows, stats + norm_stats * rows
+            if spec.qk_norm_width == "full":  # one row per position, all heads wide
+                sides = ((shape.q_width, self.batch * n), (shape.kv_width, self.batch * m))
+            else:
+                sides = ((head_dim, self.batch * (n * heads + m * shape.kv_heads)),)
+            for dim, rows in sides:
+                norm_kept, norm_stats = norm.saved(dim)
+                kept, stats = kept + (norm_kept - dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
                 keeps = position.mix_keeps_projection(position_options, shape, kind, options, self.batch,

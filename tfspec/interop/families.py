@@ -112,6 +112,10 @@ FAMILIES = (
            "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
            "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
            "hf_starcoder2", "from_hf_starcoder2", "to_hf_starcoder2"),
+    Family("OLMo 2", ("olmo2",), {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
+           "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
+           "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
+           "hf_olmo2", "from_hf_olmo2", "to_hf_olmo2"),
     Family("Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
            "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
            "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "

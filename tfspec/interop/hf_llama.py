@@ -134,7 +134,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
 def rotary(s, theta: str | None = None) -> str:
     """The stack's rotary positions, as the configuration's settings ``s`` write them (``theta``: another base)."""
-    options = [f"theta={theta or s.rope_theta}"] + ([f"fraction={s.rotary_fraction}"] if s.rotary_fraction else [])
+    fraction = getattr(s, "rotary_fraction", None)
+    options = [f"theta={theta or s.rope_theta}"] + ([f"fraction={fraction}"] if fraction else [])
     scaling = getattr(s, "rope_scaling", None)
     if scaling and scaling != "none":
         options.append(f"scaling={scaling}")

@@ -253,13 +253,20 @@ def attention_shape(body: S.Attention, width: int, memory_width: int) -> Attenti
                           causal=combined_reach([MASKS.of(m) for m in body.mask])[1] == 0)
 
 
+def qk_norm_widths(body: S.Attention, shape: AttentionShape) -> dict[str, int]:
+    """The width each query/key norm normalises: a head's, or (``qk_norm_width=full``) all heads' at once."""
+    if body.qk_norm_width == "full":
+        return {"q_norm": shape.q_width, "k_norm": shape.kv_width}
+    return {"q_norm": shape.head_dim, "k_norm": shape.head_dim}
+
+
 def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     """The kind's projections and scorers, per-head query/key norms, and the position scheme's own tensors."""
     kind, options = ATTENTION_KINDS.of(body.kind)
     params = dict(kind.params(shape, options))
     norm, norm_options = NORMS.of(body.qk_norm)
-    for side in ("q_norm", "k_norm"):
-        params.update({f"{side}.{k}": v for k, v in norm.params(shape.head_dim, norm_options).items()})
+    for side, width in qk_norm_widths(body, shape).items():
+        params.update({f"{side}.{k}": v for k, v in norm.params(width, norm_options).items()})
     position, position_options = POSITIONS.of(body.position)
     if position.misplaced("attention", body.position) is None:  # (one acting elsewhere is refused by validate)
         params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
@@ -272,7 +279,8 @@ def attention_label(body: S.Attention, shape: AttentionShape) -> str:
     for family, choice, what in ((POSITIONS, body.position, ""), (NORMS, body.qk_norm, "qk-norm ")):
         variant, options = family.of(choice)
         if not variant.absent:
-            details.append(what + variant.label(options))
+            details.append(what + variant.label(options) + (" full-width" if what and body.qk_norm_width == "full"
+                                                            else ""))
     details.append(f"{shape.heads} heads")
     if shape.kv_heads != shape.heads:
         details.append(f"{shape.kv_heads} kv heads")

@@ -124,7 +124,8 @@ class MultiHeadAttention(nn.Module):
     a standalone model file, so it depends on torch alone. Self-attention projects
     q, k and v with one fused ``qkv``; cross-attention (``memory_width`` given)
     projects queries with ``q`` and the memory with a fused ``kv``. ``q_norm`` and
-    ``k_norm`` normalise each head's queries and keys; ``position`` is an
+    ``k_norm`` normalise each head's queries and keys (``qk_norm_full``: all heads' queries
+    at once, and all kv heads' keys, before the heads are split); ``position`` is an
     in-attention position scheme (``tfspec.nn.position.InAttentionPositions``): its tables once per call,
     then it rotates q and k (rotary), biases the scores (ALiBi) and attends in place of ``mix`` (Shaw), each
     step a no-op unless the scheme does it. One its stack owns (T5's bias) arrives through ``share``.
@@ -140,7 +141,7 @@ class MultiHeadAttention(nn.Module):
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
                  position: nn.Module | None = None, fused_causal: bool = False,
                  band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
-                 position_from_stack: bool = False) -> None:
+                 position_from_stack: bool = False, qk_norm_full: bool = False) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
@@ -156,6 +157,7 @@ class MultiHeadAttention(nn.Module):
             self.qkv = nn.Linear(width, (heads + 2 * kv_heads) * head_dim, bias=bias)
         self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
         self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
+        self.qk_norm_full = qk_norm_full  # the norms see all heads at once (before the split), not each head
 
     def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
         """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
@@ -217,16 +219,23 @@ class MultiHeadAttention(nn.Module):
         """Self-attention's queries, keys and values per head (queries and keys normed, not yet rotated)."""
         q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
         q, k, v = self.qkv(x).split((q_width, kv_width, kv_width), dim=-1)
+        if self.qk_norm_full:
+            q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
+            return self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
         q, k, v = self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
         return self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm), v
 
     def project_memory(self, x: Tensor, memory: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Cross-attention's queries from ``x``, and keys and values from ``memory`` (None: not projected)."""
-        q = self.norm_heads(self.split(self.q(x), self.heads), self.q_norm)
+        full = self.qk_norm_full
+        q = self.split(self.norm_heads(self.q(x), self.q_norm if full else None), self.heads)
+        q = q if full else self.norm_heads(q, self.q_norm)
         if memory is None:
             return q, None, None
-        k, v = (self.split(t, self.kv_heads) for t in self.kv(memory).chunk(2, dim=-1))
-        return q, self.norm_heads(k, self.k_norm), v
+        k, v = self.kv(memory).chunk(2, dim=-1)
+        k = self.split(self.norm_heads(k, self.k_norm), self.kv_heads) if full else \
+            self.norm_heads(self.split(k, self.kv_heads), self.k_norm)
+        return q, k, self.split(v, self.kv_heads)
 
     @staticmethod
     def norm_heads(t: Tensor, norm: nn.Module | None) -> Tensor:
@@ -290,7 +299,10 @@ def core_arguments(config) -> dict:
     position_from_stack = False
     if config.qk_norm is not None:
         norm, options = config.qk_norm
-        q_norm = k_norm = norm.module(shape.head_dim, options)
+        if config.qk_norm_full:
+            q_norm, k_norm = norm.module(shape.q_width, options), norm.module(shape.kv_width, options)
+        else:
+            q_norm = k_norm = norm.module(shape.head_dim, options)
     if config.position is not None:
         scheme, options = config.position
         position = scheme.module(shape, options)
@@ -299,7 +311,8 @@ def core_arguments(config) -> dict:
                 memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
                 dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,
                 fused_causal=config.fused_causal, band=config.band, masks=mask_set(config.masks, shape.cross),
-                keep=kv_keep(config.masks), position_from_stack=position_from_stack)
+                keep=kv_keep(config.masks), position_from_stack=position_from_stack,
+                qk_norm_full=config.qk_norm_full)
 
 
 def mask_set(masks, cross: bool) -> Constructor:
