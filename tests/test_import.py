@@ -92,6 +92,16 @@ CONFIGS = {  # model class -> a tiny configuration of it
                         num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
                         sliding_window=5, layer_types=["full_attention", "sliding_attention"],
                         attn_logit_softcapping=None),
+    "Gemma3ForCausalLM": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
+                              sliding_window=6, query_pre_attn_scalar=8, final_logit_softcapping=0.4,
+                              layer_types=["sliding_attention"] * 3 + ["full_attention"],
+                              rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                               "full_attention": {"rope_type": "linear", "rope_theta": 1e6,
+                                                                  "factor": 8.0}}),
+    "Gemma3TextModel": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
+                            sliding_window=5, layer_types=["full_attention", "sliding_attention"]),
     "BigBirdModel": dict(model_type="big_bird", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                          num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
                          attention_type="original_full"),
@@ -242,13 +252,15 @@ def test_every_configuration_field_is_accounted_for(family):
     """Each field a transformers configuration of the family has is in the family's table: a setting both
     directions read, a value the spec must have, or one that does not change the computation (with why)."""
     accounted = family.fields.accounted()
+
+    def missing(items, where: str = "") -> list[str]:  # a dict's fields as outer.inner, at any depth
+        return [name for key, value in items for name in
+                ([] if f"{where}{key}" in accounted else missing(value.items(), f"{where}{key}.")
+                 if isinstance(value, dict) else [f"{where}{key}"])]
+
     for model_type in family.model_types:
-        for key, value in T.AutoConfig.for_model(model_type).to_dict().items():
-            if key in accounted:
-                continue
-            assert isinstance(value, dict), f"{model_type}: {key} is not in {family.module}.FIELDS"
-            missing = [f"{key}.{inner}" for inner in value if f"{key}.{inner}" not in accounted]
-            assert not missing, f"{model_type}: {missing} are not in {family.module}.FIELDS"
+        unaccounted = missing(T.AutoConfig.for_model(model_type).to_dict().items())
+        assert not unaccounted, f"{model_type}: {unaccounted} are not in {family.module}.FIELDS"
     assert all(reason for reason in family.fields.ignored.values())
 
 
@@ -358,6 +370,21 @@ EVERY_FIELD = {
                        hidden_activation="gelu", attention_bias=True, tie_word_embeddings=False,
                        layer_types=["full_attention", "sliding_attention", "sliding_attention"],
                        attn_logit_softcapping=None, final_logit_softcapping=None)],
+    "hf_gemma3": [dict(model_type="gemma3_text", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                       num_attention_heads=3, num_key_value_heads=1, head_dim=16, intermediate_size=40,
+                       rms_norm_eps=1e-5, query_pre_attn_scalar=32, sliding_window=7, attention_dropout=0.1,
+                       initializer_range=0.05, hidden_activation="gelu", attention_bias=True,
+                       tie_word_embeddings=False, attn_logit_softcapping=20.0, final_logit_softcapping=10.0,
+                       layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+                       rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 2e4},
+                                        "full_attention": {"rope_type": "linear", "rope_theta": 5e5, "factor": 4.0}}),
+                  *(dict(model_type="gemma3_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                         num_attention_heads=3, num_key_value_heads=3, head_dim=8, intermediate_size=40,
+                         max_position_embeddings=32, sliding_window=7,
+                         layer_types=["sliding_attention", "full_attention"],
+                         rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                          "full_attention": rope})
+                    for rope in ROPE_SCALINGS.values())],
     "hf_gpt_neox": [dict(model_type="gpt_neox", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                          num_attention_heads=3, intermediate_size=40, layer_norm_eps=1e-6,
                          rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},

@@ -106,6 +106,16 @@ class Facts:
             raise self.refuse(f"a kind of its {role} layers has no self-attention")
         return [by_kind[info.kind_of(i)] for i in range(info.repeat)]
 
+    def layer_rotaries(self, role: str, sliding: bool) -> dict:
+        """The rotary options of the first layer that slides (``sliding``) or sees every earlier key (empty
+        options: no such layer)."""
+        for attention, window in zip(self.layer_attentions(role), self.layer_windows(role)):
+            if (window is not None) == sliding:
+                if attention.position.name != "rotary":
+                    raise self.refuse(f"its attention's positions are {attention.position.name}, not rotary")
+                return attention.position.options
+        return {}
+
     def layer_windows(self, role: str) -> list[int | None]:
         """Each layer's sliding window (None: it sees every earlier key)."""
         return [next((m.options["k"] for m in a.mask if m.name == "window"), None)

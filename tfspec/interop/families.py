@@ -127,6 +127,11 @@ FAMILIES = (
            "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
            "schedule), the causal LM's logits soft-capped",
            "hf_gemma2", "from_hf_gemma2", "to_hf_gemma2"),
+    Family("Gemma 3", ("gemma3_text",), {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
+           "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
+           "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
+           "base (and the full ones' scaling)",
+           "hf_gemma3", "from_hf_gemma3", "to_hf_gemma3"),
     Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
            "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
            "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",

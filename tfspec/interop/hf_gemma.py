@@ -9,9 +9,7 @@ embedding is scaled by ``sqrt(hidden_size)``, and its gated feed-forward is GEGL
 
 from __future__ import annotations
 
-import math
-
-from . import hf_llama
+from . import hf_gemma2, hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
@@ -47,9 +45,7 @@ def hf_config(spec) -> dict:
     """The Gemma configuration ``spec`` would be."""
     f = Facts(spec, "Gemma")
     f.kind("decoder-only")
-    if not math.isclose(f.embedding.scale, math.sqrt(f.embedding.dim), rel_tol=1e-9):
-        raise f.refuse(f"its embedding is scaled by {f.embedding.scale:g}, Gemma's by sqrt(hidden_size) = "
-                       f"{math.sqrt(f.embedding.dim):g}")
+    hf_gemma2.check_embedding_scale(f)
     return {"model_type": "gemma", **FIELDS.config(f)}
 
 

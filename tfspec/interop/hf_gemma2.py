@@ -128,11 +128,16 @@ def hf_config(spec) -> dict:
     """The Gemma 2 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
     f = Facts(spec, "Gemma 2")
     f.kind("decoder-only")
+    check_embedding_scale(f)
+    return {"model_type": "gemma2", **FIELDS.config(f)}
+
+
+def check_embedding_scale(f: Facts) -> None:
+    """Refuse an embedding not scaled by sqrt(hidden_size), as every Gemma's is."""
     scale = f.embedding.scale
     if not math.isclose(scale, math.sqrt(f.embedding.dim), rel_tol=1e-9):
-        raise f.refuse(f"its embedding is scaled by {scale:g}, Gemma 2's by sqrt(hidden_size) = "
+        raise f.refuse(f"its embedding is scaled by {scale:g}, {f.family}'s by sqrt(hidden_size) = "
                        f"{math.sqrt(f.embedding.dim):g}")
-    return {"model_type": "gemma2", **FIELDS.config(f)}
 
 
 def sandwich_modules(model) -> dict[str, str]:

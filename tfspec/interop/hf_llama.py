@@ -11,6 +11,8 @@ sliding window, bias or tying is an ``InteropError``, never a silent copy.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
                       refuse_other_architecture, rule, same_head)
 from .facts import Facts
@@ -55,39 +57,44 @@ SCALING_OPTIONS = {"linear": {"factor": "factor"}, "dynamic": {"factor": "factor
                             "mscale": "mscale", "mscale_all_dim": "mscale_all_dim", "truncate": "truncate"}}
 
 
-def _scaling_option(ours: str, theirs: str) -> Field:
-    """A scaling option of the rotary positions, read where the configuration's rope_type has it."""
-    def read(config):
-        params = rope(config)
-        if ours not in SCALING_OPTIONS.get(params["rope_type"], {}):
-            return None
-        value = params.get(theirs)
-        if value is None:  # Hugging Face's defaults where it has them
-            value = {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}.get(ours)
-        if ours == "factor" and value is None and params["rope_type"] == "yarn":  # the stretch of the context
-            value = config.max_position_embeddings / params["original_max_position_embeddings"]
-        if ours == "original" and value is None:
-            value = config.max_position_embeddings
-        return value
+def scaling_fields(path: str = "rope_parameters", params: Callable = None, options: Callable = None) -> list[Field]:
+    """The fields of a rotary scaling: its type and each scaling's options, read where the configuration's
+    rope_type has them. ``path``: where the configuration holds them; ``params``: the configuration's rotary
+    dict (default: ``rope``); ``options``: the spec's rotary options from its facts (default: the stack's)."""
+    params = params or rope
+    options = options or (lambda f: f.rotary("decoder"))
 
-    def fact(f):
-        options = f.rotary("decoder")
-        scaling = options.get("scaling", "none")
-        return options.get(ours) if ours in SCALING_OPTIONS.get(scaling, {}) else None
+    def option(ours: str, theirs: str) -> Field:
+        def read(config):
+            values = params(config)
+            if ours not in SCALING_OPTIONS.get(values["rope_type"], {}):
+                return None
+            value = values.get(theirs)
+            if value is None:  # Hugging Face's defaults where it has them
+                value = {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}.get(ours)
+            if ours == "factor" and value is None and values["rope_type"] == "yarn":  # the stretch of the context
+                value = config.max_position_embeddings / values["original_max_position_embeddings"]
+            if ours == "original" and value is None:
+                value = config.max_position_embeddings
+            return value
 
-    return Field(f"rope_{ours}", f"rope_parameters.{theirs}", fact, read=read, let=ours != "truncate")  # no bool lets
+        def fact(f):
+            spec = options(f)
+            return spec.get(ours) if ours in SCALING_OPTIONS.get(spec.get("scaling", "none"), {}) else None
+
+        return Field(f"rope_{ours}", f"{path}.{theirs}", fact, read=read, let=ours != "truncate")  # no bool lets
+
+    theirs_of = {k: v for table in SCALING_OPTIONS.values() for k, v in table.items()}
+    return [Field("rope_scaling", f"{path}.rope_type", lambda f: options(f).get("scaling", "none"),
+                  read=lambda c: params(c)["rope_type"], names=SCALINGS),
+            *(option(ours, theirs) for ours, theirs in theirs_of.items()),
+            # dynamic scaling's original context is max_position_embeddings
+            Field("rope_context", "max_position_embeddings",
+                  lambda f: options(f).get("original") if options(f).get("scaling") == "dynamic" else None,
+                  read=lambda c: c.max_position_embeddings if params(c)["rope_type"] == "dynamic" else None)]
 
 
-ROPE_SCALING = [
-    Field("rope_scaling", "rope_parameters.rope_type", lambda f: f.rotary("decoder").get("scaling", "none"),
-          read=lambda c: rope(c)["rope_type"], names=SCALINGS),
-    *(_scaling_option(ours, theirs) for ours, theirs in {k: v for t in SCALING_OPTIONS.values()
-                                                         for k, v in t.items()}.items()),
-    # dynamic scaling's original context is max_position_embeddings
-    Field("rope_context", "max_position_embeddings",
-          lambda f: f.rotary("decoder").get("original") if f.rotary("decoder").get("scaling") == "dynamic" else None,
-          read=lambda c: c.max_position_embeddings if rope(c)["rope_type"] == "dynamic" else None),
-]
+ROPE_SCALING = scaling_fields()
 
 
 FIELDS = Fields(
