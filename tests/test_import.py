@@ -26,6 +26,17 @@ CONFIGS = {  # model class -> a tiny configuration of it
                             num_attention_heads=4, intermediate_size=64, max_position_embeddings=40),
     "BertModel": dict(model_type="bert", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                       intermediate_size=64, max_position_embeddings=40, layer_norm_eps=1e-7, hidden_act="relu"),
+    "RobertaForMaskedLM": dict(model_type="roberta", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=64, max_position_embeddings=42,
+                               type_vocab_size=1, hidden_act="relu", pad_token_id=1),
+    "RobertaModel": dict(model_type="roberta", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                         num_attention_heads=4, intermediate_size=64, max_position_embeddings=42, pad_token_id=1),
+    "XLMRobertaForMaskedLM": dict(model_type="xlm-roberta", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=4, intermediate_size=64, max_position_embeddings=42,
+                                  pad_token_id=1),
+    "XLMRobertaModel": dict(model_type="xlm-roberta", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                            num_attention_heads=4, intermediate_size=64, max_position_embeddings=30,
+                            pad_token_id=2),
     "GPT2LMHeadModel": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40),
     "GPT2Model": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40, n_inner=48,
                       embd_pdrop=0.0),
@@ -135,7 +146,8 @@ def outputs(model, reference, cls: str, device: str = "cpu", pooler_tolerance: f
     """Both models' outputs on a batch (logits, or the last hidden states of base models), its second row
     right-padded where ``padded``; ``device``: where the models are; a pooled vector is checked to
     ``pooler_tolerance`` (None: not checked)."""
-    tokens = torch.randint(1, 90, (2, 24), generator=torch.Generator().manual_seed(1)).to(device)
+    # no 0, 1 or 2: RoBERTa reads a pad token (1) as padding wherever it stands; tokenizers put it only there
+    tokens = torch.randint(3, 90, (2, 24), generator=torch.Generator().manual_seed(1)).to(device)
     mask = torch.ones(2, 24, dtype=torch.long, device=device)
     if padded:
         mask[1, 17:] = 0
@@ -304,6 +316,11 @@ EVERY_FIELD = {
                      intermediate_size=40, max_position_embeddings=33, layer_norm_eps=1e-7, hidden_dropout_prob=0.2,
                      attention_probs_dropout_prob=0.3, initializer_range=0.05, type_vocab_size=3,
                      hidden_act="relu", tie_word_embeddings=False, architectures=["BertForMaskedLM"])],
+    "hf_roberta": [dict(model_type="roberta", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                        num_attention_heads=3, intermediate_size=40, max_position_embeddings=35, layer_norm_eps=1e-7,
+                        hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                        type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, pad_token_id=3,
+                        architectures=["RobertaForMaskedLM"])],
     "hf_big_bird": [dict(model_type="big_bird", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                          num_attention_heads=3, intermediate_size=40, max_position_embeddings=96, layer_norm_eps=1e-7,
                          hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
@@ -429,8 +446,8 @@ def test_the_imported_spec_reads_well(tmp_path):
 
 
 @pytest.mark.parametrize("config, message", [
-    ({"model_type": "roberta"}, "RoBERTa numbers positions from padding_idx + 1"),
-    ({"model_type": "opt"}, "model_type 'opt' is not supported (supported: bert, gpt2, llama"),
+    ({"model_type": "rwkv"}, "RWKV mixes positions with a recurrence"),
+    ({"model_type": "xlnet"}, "model_type 'xlnet' is not supported (supported: bert, roberta, xlm-roberta, gpt2"),
     ({"vocab_size": 3}, "no model_type"),
     ({"model_type": "llama", "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 64,
                                                "long_factor": [2.0] * 64, "original_max_position_embeddings": 1024}},
@@ -482,11 +499,11 @@ def test_import_cli_writes_a_spec_that_checks(tfspec_cli, tmp_path):
 
 @pytest.mark.parametrize("args, message, code", [
     (["{tmp}/missing"], "{tmp}/missing: no such file", 1),
-    (["{tmp}/roberta.json"], "model_type 'roberta' cannot be imported exactly", 1),
-    (["{tmp}/roberta.json", "-o", "{tmp}"], "is a directory; name the .tfs file to write", 2),  # checked first
+    (["{tmp}/rwkv.json"], "model_type 'rwkv' cannot be imported exactly", 1),
+    (["{tmp}/rwkv.json", "-o", "{tmp}"], "is a directory; name the .tfs file to write", 2),  # checked first
 ])
 def test_import_cli_errors(tfspec_cli, tmp_path, args, message, code):
-    (tmp_path / "roberta.json").write_text(json.dumps({"model_type": "roberta"}))
+    (tmp_path / "rwkv.json").write_text(json.dumps({"model_type": "rwkv"}))
     result = tfspec_cli("import", *[a.format(tmp=tmp_path) for a in args])
     assert result.returncode == code
     assert message.format(tmp=tmp_path) in result.stderr and "Traceback" not in result.stderr

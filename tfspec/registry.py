@@ -308,6 +308,11 @@ class Position(StackOwned, Variant):
         """The longest sequence it can encode (a learned table's size); None: unbounded."""
         return None
 
+    def counts_real_tokens(self, options) -> int | None:
+        """Where a padded batch's default position ids count real tokens only (each token: the real ones before
+        it; RoBERTa, OPT), the lowest id a pad takes (its own offset below 0); None: positions are 0..n-1."""
+        return None
+
     def misplaced(self, where: Literal["embedding", "attention"], choice) -> Problem | None:
         """Its objection to standing ``where`` (on an embedding, or in an attention) when it acts elsewhere."""
         if self.absent or self.acts == where:

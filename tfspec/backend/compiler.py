@@ -182,7 +182,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
     g = spec.graph()
     embeddings = {e.name: embeddings_constructor(e).build() for e in spec.embeddings
                   if any(s.embedding == e.name for s in spec.stacks)}
-    stacks, max_len, limited_by, table = {}, {}, {}, {}
+    stacks, max_len, limited_by, table, real_positions = {}, {}, {}, {}, {}
     for role, info in g.stacks.items():
         templates = [layer_template(g, role, k) for k in range(len(info.kinds))]
         layers = [_layer(templates[info.kind_of(i)], role, info.kind_of(i)) for i in range(info.repeat)]
@@ -200,6 +200,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
                                     for attribute, modules in stack_owned(g, role).items()})
         position, options = POSITIONS.of(spec.embedding(info.embedding).position)
         table[role] = position.max_len(options)
+        real_positions[role] = position.counts_real_tokens(options)
         limit = length_limit(g, role)
         max_len[role], limited_by[role] = limit if limit is not None else (None, "")
     width = g.stacks[spec.stacks[-1].role].width
@@ -207,7 +208,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
     pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
     return CompiledModel(spec, embeddings, stacks, head, pooler, stack_embedding, max_len, limited_by, table,
-                         model_graph(g))
+                         model_graph(g), real_positions)
 
 
 def _norm(choice: S.Choice, width: int) -> nn.Module:

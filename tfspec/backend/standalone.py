@@ -43,7 +43,8 @@ from ..ir import nodes as ir
 from ..ir.queries import attentions, describe_layers, layer_template
 from ..nn.attention import cache_slot
 from ..nn.context import Context
-from ..registry import MASKS, Constructor
+from ..nn.embedding import default_positions
+from ..registry import MASKS, POSITIONS, Constructor
 
 HEADER = '''from __future__ import annotations
 
@@ -304,9 +305,12 @@ class _Writer:
         types = f"{prefix}token_types" if embedding.segments else None
         extra = [positions] + ([types] if types else []) + [f"{prefix}{name}" for name in inputs]
         where = f"{ids}.device"
+        scheme, options = POSITIONS.of(embedding.position)
+        real = scheme.counts_real_tokens(options)
+        default = (f"torch.arange({ids}.shape[1], device={where})[None]" if real is None else
+                   f"{self.need(default_positions)}({ids}, {padding}, {-real})")  # counting real tokens only
         lines = [f"        # {role}",
-                 f"        positions = torch.arange({ids}.shape[1], device={where})[None] if {positions} is None "
-                 f"else {positions}",
+                 f"        positions = {default} if {positions} is None else {positions}",
                  f"        x = self.embeddings[{embedding.name!r}]({ids}, positions{', ' + types if types else ''})"
                  f"  # {_shape(g.node(g.stacks[role].entry).shape)}"]
         # what every layer's sublayers read in this call (the attention builds its masks from it, once a call)

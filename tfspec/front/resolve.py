@@ -310,6 +310,9 @@ class _Resolver:
                 field = str(err["loc"][0]) if err["loc"] else ""
                 value = values.get(field)
                 got = f", got {value}" if value is not None and err["type"] != "missing" else ""
+                if err["type"] == "value_error" and not field:  # options checked together: one sentence
+                    problems.error("value", f"{what}: {_explain(err)}", span)
+                    continue
                 problems.error("value", f"{what}: {field} {_explain(err)}{got}", spans.get(field, span))
             problems.raise_if_any()
 
@@ -921,6 +924,7 @@ def _explain(err: dict) -> str:
         "less_than": lambda: f"must be less than {ctx.get('lt')}",
         "less_than_equal": lambda: f"must be at most {ctx.get('le'):,}" if isinstance(ctx.get("le"), int) else f"must be at most {ctx.get('le')}",
         "missing": lambda: "is required",
+        "value_error": lambda: str((ctx.get("error") or err["msg"])),  # a validator's own sentence
     }.get(err["type"], lambda: err["msg"].lower())()
 
 

@@ -79,6 +79,13 @@ FAMILIES = (
            "BERT (Devlin et al. 2019): post-norm LayerNorm, GELU, learned absolute positions and segments, "
            "N(0, initializer_range) init; the MLM head is tied to the token embedding",
            "hf_bert", "from_hf_bert", "to_hf_bert"),
+    Family("RoBERTa", ("roberta", "xlm-roberta"),
+           {"RobertaForMaskedLM": {"pooler": False, "head": True}, "RobertaModel": {"pooler": True, "head": False},
+            "XLMRobertaForMaskedLM": {"pooler": False, "head": True},
+            "XLMRobertaModel": {"pooler": True, "head": False}},
+           "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
+           "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
+           "hf_roberta", "from_hf_roberta", "to_hf_roberta"),
     Family("GPT-2", ("gpt2",), {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
            "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
            "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
@@ -149,10 +156,9 @@ FAMILIES = (
 
 # model types a user is likely to bring that the language cannot express exactly, and why
 NOT_EXPRESSIBLE = {
-    "roberta": "RoBERTa numbers positions from padding_idx + 1 and skips padding when counting them; tfspec's "
-               "learned positions count from 0 for every token, so the embeddings would be read at other rows",
-    "xlm-roberta": "XLM-RoBERTa numbers positions as RoBERTa does (from padding_idx + 1, skipping padding); "
-                   "tfspec's learned positions count from 0",
+    "rwkv": "RWKV mixes positions with a recurrence (time mixing), not attention, which the language writes",
+    "mamba": "Mamba mixes positions with a selective state-space scan, not attention, which the language writes",
+    "mamba2": "Mamba-2 mixes positions with a state-space scan, not attention, which the language writes",
 }
 
 
@@ -374,7 +380,8 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
         except InteropError as exc:
             tried.append((0 if isinstance(exc, OtherKind) else 1, candidate.name, [str(exc)]))
             continue
-        config = read_config(_without_foreign_token_ids({**values, **(token_ids or {})}))
+        values = _without_foreign_token_ids({**values, **(token_ids or {})})
+        config = read_config(values)
         family = family_of(config.model_type)
         has = {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
         classes = sorted((c for c, options in family.classes.items()
@@ -389,6 +396,8 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
                                         padding=padding)
             problems = architecture_problems(model.spec, expected, classes[0])
         if not problems:
+            own = getattr(_transformers(), classes[0]).config_class.model_type  # XLM-RoBERTa's, not RoBERTa's
+            config = config if own == config.model_type else read_config({**values, "model_type": own})
             config.architectures = [classes[0]]
             return family, classes[0], config
         tried.append((2, family.name, problems))

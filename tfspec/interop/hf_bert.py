@@ -21,9 +21,13 @@ def _linear(ours: str, theirs: str) -> list[Rule]:
     return [rule(f"{ours}.weight", f"{theirs}.weight"), rule(f"{ours}.bias", f"{theirs}.bias")]
 
 
-def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
+def _rules(model, prefix: str, head: dict[str, str] | None = None) -> tuple[list[Rule], dict[str, str]]:
+    """BERT's tensor names (under ``prefix``); ``head``: the MLM head's (``transform``, ``norm``, ``decoder``,
+    ``bias``), BERT's ``cls.predictions...`` by default (RoBERTa's differ)."""
     if model.spec.kind != "encoder-only":
         raise InteropError(f"BERT is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
+    names = head or {"transform": "cls.predictions.transform.dense", "norm": "cls.predictions.transform.LayerNorm",
+                     "decoder": "cls.predictions.decoder", "bias": "cls.predictions.bias"}
     e, p = "embeddings.tokens", f"{prefix}embeddings"
     rules = [rule(f"{e}.tokens.weight", f"{p}.word_embeddings.weight"),
              rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"),
@@ -43,14 +47,13 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
     if model.pooler is not None:
         rules += _linear("pooler.dense", f"{prefix}pooler.dense")
     if model.head is not None:
-        rules += [*_linear("head.transform", "cls.predictions.transform.dense"),
-                  *_linear("head.transform_norm", "cls.predictions.transform.LayerNorm"),
-                  rule("head.bias", "cls.predictions.bias")]
-        aliases = {"cls.predictions.decoder.bias": "head.bias"}
+        rules += [*_linear("head.transform", names["transform"]), *_linear("head.transform_norm", names["norm"]),
+                  rule("head.bias", names["bias"])]
+        aliases = {f"{names['decoder']}.bias": "head.bias"}
         if model.tied_to is not None:
-            aliases["cls.predictions.decoder.weight"] = f"{e}.tokens.weight"
+            aliases[f"{names['decoder']}.weight"] = f"{e}.tokens.weight"
         else:
-            rules.append(rule("head.weight", "cls.predictions.decoder.weight"))
+            rules.append(rule("head.weight", f"{names['decoder']}.weight"))
     return rules, aliases
 
 
@@ -79,14 +82,16 @@ FIELDS = Fields(
 
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               attention: str = "", embedding: tuple[str, ...] = (), writer: SpecWriter | None = None,
-              heading: tuple[str, ...] = ()) -> str:
+              heading: tuple[str, ...] = (), fields: Fields | None = None, position: str | None = None,
+              head_activation: str | None = None) -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
     ``head`` (its transform and decoder, tied to the token embedding unless ``tie_word_embeddings`` is false).
     ``attention`` and ``embedding``: further arguments of the self-attention and lines of the embedding, for
     BERT's relatives (BigBird's ``kind=bigbird(...)``), written with ``writer``'s ``let`` parameters;
-    ``heading``: comment lines above it."""
+    ``heading``: comment lines above it. A relative's ``fields`` (its table), ``position`` (its positions) and
+    ``head_activation`` (its MLM head's, where that is not ``hidden_act``) replace BERT's."""
     w = writer or SpecWriter()
-    s = FIELDS.write(config, w)
+    s = (fields or FIELDS).write(config, w)
     extra = "".join(f"\n  {line}" for line in embedding)
     text = f"""model {name}
 
@@ -101,7 +106,7 @@ defaults {{
 embedding tokens {{
   vocab {s.vocab}
   dim {s.d_model}
-  position learned({s.max_len})
+  position {position or f"learned({s.max_len})"}
   segments {s.segments}
   norm layernorm(eps={s.eps}){extra}
 }}
@@ -116,7 +121,8 @@ encoder x {s.layers} {{
         text += "pooler tanh\n"
     if head:
         decoder = "tied(tokens)" if s.value("tied") else f"linear({s.vocab})"
-        text += f"head {decoder} transform={s.activation} norm=layernorm(eps={s.eps}) bias=true  # the MLM head\n"
+        text += (f"head {decoder} transform={head_activation or s.activation} norm=layernorm(eps={s.eps}) bias=true"
+                 "  # the MLM head\n")
     return w.text(text, list(heading))
 
 
@@ -134,15 +140,15 @@ def from_hf_bert(model, reference) -> None:
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
 
 
-def check_reference(model, reference, fields, exported, describe) -> None:
+def check_reference(model, reference, fields, exported, describe, base: str = "bert", head: str = "cls") -> None:
     """The checks of BERT and its relatives: ``describe`` (a ``spec_text``) writes the spec the reference's
     configuration describes, with its pooler and head; the embedding norm's eps and scale, the pooler's
     activation and the head's transform are compared with the rest."""
     if model.spec.kind != "encoder-only":
         raise InteropError(f"{type(reference).__name__} is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
-    base = getattr(reference, "bert", reference)
+    inner = getattr(reference, base, reference)
     refuse_other_architecture(model, reference, fields, exported, lambda: describe(
-        reference.config, pooler=getattr(base, "pooler", None) is not None, head=hasattr(reference, "cls"),
+        reference.config, pooler=getattr(inner, "pooler", None) is not None, head=hasattr(reference, head),
         padding=model.encoder.masks_padding))
 
 

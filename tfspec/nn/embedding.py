@@ -31,6 +31,32 @@ class SinusoidalPositions(nn.Module):
         return f"dim={self.dim}"
 
 
+class OffsetPositions(nn.Embedding):
+    """A learned table whose first ``offset`` rows no position reads first: position p reads row p + offset
+    (OPT, BART and RoBERTa keep 2 such rows; a pad's position of -1 reads row offset - 1)."""
+
+    def __init__(self, rows: int, dim: int, offset: int):
+        super().__init__(rows, dim)
+        self.offset = offset
+
+    def forward(self, positions: Tensor) -> Tensor:
+        return super().forward(positions + self.offset)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, offset={self.offset}"
+
+
+def default_positions(ids: Tensor, padding: Tensor | None = None, real_from: int | None = None, start: int = 0
+                      ) -> Tensor:
+    """Position ids ``(1 or batch, length)`` of token ids ``ids`` when none are given: start, start + 1, ...;
+    or, where the embedding counts real tokens only (``real_from``: the id a pad takes, at least -1) and the
+    batch is padded, each token's count of the real tokens before it (pads at ``real_from``)."""
+    if real_from is None or padding is None:
+        return torch.arange(start, start + ids.shape[1], device=ids.device)[None]
+    real = (~padding).long()
+    return (real.cumsum(dim=1) * real - 1).clamp(min=max(real_from, -1)) + start
+
+
 class Embeddings(nn.Module):
     def __init__(self, vocab: int, dim: int, scale: float, positions: nn.Module | None, segments: int,
                  norm: nn.Module, dropout: float):

@@ -20,7 +20,7 @@ from torch import Tensor, fx, nn
 
 from .checks import check_ids, check_memory, check_padding_mask, check_runtime_inputs
 from .context import Context
-from .embedding import Embeddings
+from .embedding import Embeddings, default_positions
 
 
 class Stack(nn.Module):
@@ -60,7 +60,8 @@ class CompiledModel(nn.Module):
 
     def __init__(self, spec, embeddings: dict[str, Embeddings], stacks: dict[str, Stack], head: nn.Module | None,
                  pooler: nn.Module | None, stack_embedding: dict[str, str], max_len: dict[str, int | None],
-                 limited_by: dict[str, str], position_table: dict[str, int | None], program: fx.Graph):
+                 limited_by: dict[str, str], position_table: dict[str, int | None], program: fx.Graph,
+                 real_positions: dict[str, int | None] | None = None):
         super().__init__()
         self.spec = spec
         self.embeddings = nn.ModuleDict(embeddings)
@@ -72,6 +73,8 @@ class CompiledModel(nn.Module):
         self.max_len = max_len
         self.limited_by = limited_by  # what sets max_len ("learned positions"), for the message past it
         self.position_table = position_table  # the learned positions' size, which position ids index
+        # per stack, where its default position ids count real tokens only: the offset of a pad's row below 0
+        self.real_positions = real_positions or {}
         self.tied_to = spec.head.tied_to if spec.head is not None else None
         self.check_inputs = True
         # The generated forward calls this model's steps and modules; kept out of the module tree, so its
@@ -109,7 +112,8 @@ class CompiledModel(nn.Module):
             check_ids(name, ids, vocab, self.device, self.max_len[role], offset, limited_by=self.limited_by[role])
             check_runtime_inputs(inputs, stack.inputs, ids, self.device, self.position_table[role])
         if positions is None:
-            positions = torch.arange(offset, offset + ids.shape[1], device=ids.device)[None]
+            real = self.real_positions.get(role)
+            positions = default_positions(ids, padding, None if real is None else -real, offset)
         extra = {k: v for k, v in inputs.items() if k != "position_ids"}
         return Context(positions, padding, memory, memory_padding, extra, offset)
 

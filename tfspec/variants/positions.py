@@ -1,6 +1,6 @@
 """Positional encodings added to the token embeddings."""
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..registry import POSITIONS, Constructor, Param, Position
 
@@ -21,23 +21,38 @@ class Sinusoidal(Position):
 class Learned(Position):
     name = "learned"
     positional = ("max_len",)
-    doc = "learned(max_len): one trained vector per position (BERT, GPT)"
-    examples = ({"max_len": 64}, {"max_len": 32})
+    doc = ("learned(max_len, offset=0, skip_padding=false): one trained vector per position (BERT, GPT); position "
+           "p reads row p + offset (OPT, BART, RoBERTa: 2); skip_padding counts only real tokens (RoBERTa, OPT)")
+    examples = ({"max_len": 64}, {"max_len": 32}, {"max_len": 34, "offset": 2, "skip_padding": True})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
-        max_len: int = Field(gt=0, le=MAX_POSITIONS)
+        max_len: int = Field(gt=0, le=MAX_POSITIONS)  # rows of the table
+        offset: int = Field(0, ge=0, le=MAX_POSITIONS)  # position p reads row p + offset: rows it never reads first
+        skip_padding: bool = False  # a padded batch's positions count real tokens only (pads read row offset - 1)
+
+        @model_validator(mode="after")
+        def _fits(self):
+            if self.offset >= self.max_len:
+                raise ValueError(f"offset={self.offset} leaves none of the {self.max_len} rows for a position")
+            return self
 
     def params(self, dim, options):
         return {"weight": Param((options.max_len, dim), "position_table")}
 
     def max_len(self, options):
-        return options.max_len
+        return options.max_len - options.offset
+
+    def counts_real_tokens(self, options) -> int | None:
+        return options.offset if options.skip_padding else None
 
     def shrunk(self, options, max_len):
-        return options.model_copy(update={"max_len": min(options.max_len, max_len)})
+        return options.model_copy(update={"max_len": min(options.max_len, max_len + options.offset)})
 
     def module(self, dim, options):
+        if options.offset:
+            from ..nn.embedding import OffsetPositions
+            return Constructor(OffsetPositions, (options.max_len, dim, options.offset))
         return Constructor("Embedding", (options.max_len, dim))
 
 

@@ -1,0 +1,66 @@
+"""Hugging Face ``RobertaForMaskedLM`` / ``RobertaModel`` (and XLM-RoBERTa's) <-> a compiled encoder-only spec.
+
+RoBERTa (Liu et al. 2019) is BERT's encoder (``tfspec.interop.hf_bert``) with two conventions of its own. Its
+learned positions start after the padding token's id: position p reads row ``p + padding_idx + 1`` (two rows are
+never read by a real token) and a padded batch's positions count only its real tokens (a pad reads row
+``padding_idx``) -- ``learned(max_len, offset=padding_idx + 1, skip_padding=true)``. Its MLM head applies GELU
+whatever ``hidden_act`` says, and is named ``lm_head``. XLM-RoBERTa is the same model with another vocabulary.
+Hugging Face numbers positions by *token id* (a pad is a token equal to ``pad_token_id``), tfspec by the padding
+mask: they agree wherever the pad token appears only where the batch is padded, as tokenizers put it.
+"""
+
+from __future__ import annotations
+
+from . import hf_bert
+from .facts import Facts
+from .fields import Field, Fields
+from .mapping import InteropError, export_state, load_state
+
+HEAD = {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "decoder": "lm_head.decoder",
+        "bias": "lm_head.bias"}
+
+
+def _padding_idx(f) -> int:
+    """The padding token's id, one below the first row a position reads."""
+    position = f.embedding.position
+    if position.name != "learned" or not position.options.get("skip_padding") or position.options["offset"] < 1:
+        raise f.refuse(f"its positions are {position.name}{'' if position.name != 'learned' else ' from row 0'}, "
+                       "not learned(max_len, offset=padding_idx + 1, skip_padding=true)")
+    return position.options["offset"] - 1
+
+
+FIELDS = Fields(*hf_bert.FIELDS.entries,
+                Field("padding_idx", "pad_token_id", _padding_idx, let=False), ignored=hf_bert.FIELDS.ignored)
+
+
+def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a RoBERTa or XLM-RoBERTa configuration describes."""
+    if config.pad_token_id is None or config.pad_token_id + 1 >= config.max_position_embeddings:
+        raise InteropError(f"pad_token_id {config.pad_token_id} leaves no row of the "
+                           f"{config.max_position_embeddings} positions for a token")
+    offset = config.pad_token_id + 1
+    return hf_bert.spec_text(config, pooler=pooler, head=head, padding=padding, name=name, heading=heading,
+                             fields=FIELDS, head_activation="gelu",
+                             position=f"learned(max_len, offset={offset}, skip_padding=true)")
+
+
+def hf_config(spec, model_type: str = "roberta") -> dict:
+    """The RoBERTa configuration ``spec`` would be."""
+    f = Facts(spec, "RoBERTa")
+    f.kind("encoder-only")
+    return {"model_type": model_type, **FIELDS.config(f)}
+
+
+def from_hf_roberta(model, reference) -> None:
+    """Copy a ``RobertaModel``/``RobertaForMaskedLM`` (or XLM-RoBERTa's) weights into ``model``."""
+    hf_bert.check_reference(model, reference, FIELDS, lambda spec: hf_config(spec, reference.config.model_type),
+                            spec_text, base="roberta", head="lm_head")
+    rules, aliases = hf_bert._rules(model, "roberta." if hasattr(reference, "roberta") else "", HEAD)
+    load_state(model, reference.state_dict(), rules, reference="Hugging Face RoBERTa", aliases=aliases)
+
+
+def to_hf_roberta(model) -> dict:
+    """A state dict for ``RobertaForMaskedLM`` (spec with a head) or ``RobertaModel`` (without)."""
+    rules, aliases = hf_bert._rules(model, "roberta." if model.head is not None else "", HEAD)
+    return export_state(model, rules, reference="Hugging Face RoBERTa", aliases=aliases)
