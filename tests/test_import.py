@@ -40,6 +40,12 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "GPT2LMHeadModel": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40),
     "GPT2Model": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40, n_inner=48,
                       embd_pdrop=0.0),
+    "OPTForCausalLM": dict(model_type="opt", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                           num_attention_heads=4, ffn_dim=64, max_position_embeddings=40, word_embed_proj_dim=32,
+                           pad_token_id=1, bos_token_id=2, eos_token_id=2),
+    "OPTModel": dict(model_type="opt", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     ffn_dim=64, max_position_embeddings=40, word_embed_proj_dim=32, do_layer_norm_before=False,
+                     pad_token_id=1, bos_token_id=2, eos_token_id=2),
     "LlamaForCausalLM": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
                              rope_theta=500000.0, tie_word_embeddings=False),
@@ -210,6 +216,24 @@ def test_an_imported_directory_computes_what_hugging_face_computes(tmp_path, cls
     assert "\nlet " in text and tfspec.parse(text).parameter_count() == sum(p.numel() for p in model.parameters())
 
 
+def test_roberta_positions_count_real_tokens_of_a_left_padded_batch(tmp_path):
+    """RoBERTa's positions start after its padding row and skip pads: a left-padded row computes what it
+    computes alone (and what Hugging Face computes, which finds the pads by their token id)."""
+    directory, reference = saved(tmp_path, "RobertaForMaskedLM")
+    model = tfspec.from_pretrained(directory)
+    tokens = torch.randint(3, 90, (2, 12), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(tokens)
+    mask[1, :5] = 0
+    tokens[1, :5] = reference.config.pad_token_id
+    with torch.no_grad():
+        ours = model(tokens, padding_mask=mask == 0)
+        theirs = reference(input_ids=tokens, attention_mask=mask).logits
+        alone = model(tokens[1:, 5:])
+    real = mask.bool()
+    assert (ours - theirs)[real].abs().max() <= TOL * max(1.0, theirs.abs().max().item())
+    assert (ours[1, 5:] - alone[0]).abs().max() <= TOL * max(1.0, alone.abs().max().item())
+
+
 def test_a_t5_checkpoint_with_its_own_head_imports_untied(tmp_path):
     directory, reference = saved(tmp_path, "T5ForConditionalGeneration", untie=True)
     text = import_config(directory)
@@ -332,6 +356,10 @@ EVERY_FIELD = {
     "hf_gpt2": [dict(model_type="gpt2", vocab_size=91, n_embd=24, n_layer=3, n_head=3, n_positions=33, n_inner=40,
                      layer_norm_epsilon=1e-6, resid_pdrop=0.2, embd_pdrop=0.25, attn_pdrop=0.3,
                      initializer_range=0.05, activation_function="relu", tie_word_embeddings=False)],
+    "hf_opt": [dict(model_type="opt", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                    ffn_dim=40, max_position_embeddings=33, word_embed_proj_dim=24, do_layer_norm_before=False,
+                    dropout=0.2, attention_dropout=0.3, init_std=0.05, activation_function="gelu",
+                    enable_bias=False, tie_word_embeddings=False, pad_token_id=1, bos_token_id=2, eos_token_id=2)],
     "hf_llama": [dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                       num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
                       rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},

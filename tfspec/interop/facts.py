@@ -6,6 +6,7 @@ the configuration describes and compares every architectural fact with the spec'
 from __future__ import annotations
 
 from ..ir import nodes as ir
+from ..ir.queries import residual_placement
 from .mapping import InteropError
 
 
@@ -58,6 +59,11 @@ class Facts:
 
     def feedforward(self, role: str):
         return self.node(role, ir.FeedForward).spec
+
+    def norm_placement(self, role: str) -> str:
+        """Where the first sublayer of ``role``'s layer meets its norm: "pre-norm", "post-norm", ..."""
+        first = next(n for n in self.g.of(ir.Sublayer, stack=role, in_block=True))
+        return residual_placement(self.g, first).placement
 
     def residual_dropout(self, role: str) -> float:
         """The dropout on a sublayer's output before its residual sum (0 when the layer has none)."""

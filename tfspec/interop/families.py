@@ -91,6 +91,11 @@ FAMILIES = (
            "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
            "1/sqrt(2 * layers)",
            "hf_gpt2", "from_hf_gpt2", "to_hf_gpt2"),
+    Family("OPT", ("opt",), {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
+           "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
+           "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
+           "tokens only, the head tied",
+           "hf_opt", "from_hf_opt", "to_hf_opt"),
     Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
            "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
            "kv_heads < heads, no biases",

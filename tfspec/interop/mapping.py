@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from ..ir import nodes as ir
-from ..ir.queries import sublayers
+from ..ir.queries import residual_placement, sublayers
 
 class InteropError(ValueError):
     """A reference and a compiled model do not correspond; the message lists every difference."""
@@ -106,8 +106,9 @@ def _field_differences(model, config, fields, exported: Callable) -> list[str]:
 
 
 def layer_modules(model, role: str = "decoder") -> dict[str, str]:
-    """Module names, inside one layer, of a pre-norm block's parts: ``attention``, ``attention_norm``,
-    ``feedforward``, ``feedforward_norm`` (read from the graph, so wiring-form names work too)."""
+    """Module names, inside one layer, of a block's parts: ``attention``, ``attention_norm``, ``feedforward``,
+    ``feedforward_norm`` -- the norm before each sublayer, or after its residual sum in a post-norm block
+    (read from the graph, so wiring-form names work too)."""
     g = model.spec.graph()
     found: dict[str, str] = {}
     for node in sublayers(g, role, kind=0):  # every kind of layer names its sublayers alike
@@ -116,7 +117,8 @@ def layer_modules(model, role: str = "decoder") -> dict[str, str]:
             raise InteropError(f"spec '{model.spec.name}' has more than one {part} per {role} layer; "
                                "the reference has one")
         found[part] = node.name
-        norm = g.node(node.inputs[0])
+        placement = residual_placement(g, node)  # a post-norm sublayer reads the norm of the one before
+        norm = placement.merged_norm if placement.placement == "post-norm" else g.node(node.inputs[0])
         if isinstance(norm, ir.Norm) and norm.module is not None:
             found[f"{part}_norm"] = norm.module.name
     return found
