@@ -181,7 +181,6 @@ def test_cached_greedy_generation_equals_hugging_face_generate():
     ({"layer_norm_epsilon": 1e-5}, "rmsnorm(eps=1e-05)"),
     ({"feed_forward_proj": "gated-silu"}, "activation GEGLU (tanh) → SwiGLU"),
     ({"d_kv": 16}, "head dim 8 → 16"),
-    ({"dropout_rate": 0.2}, "dropout 0.1 → 0.2"),
     ({"num_decoder_layers": 2}, "decoder: layers 3 → 2"),
 ])
 def test_every_t5_configuration_difference_is_refused_and_named(change, expected):
@@ -191,6 +190,17 @@ def test_every_t5_configuration_difference_is_refused_and_named(change, expected
     ours = tfspec.compile(spec_text(T.T5Config(**{**TINY, **V1_1})))
     from test_families import assert_refused_and_untouched
     assert_refused_and_untouched(from_hf_t5, ours, reference, expected)
+
+
+def test_a_dropout_difference_copies_the_weights_with_a_warning():
+    """Dropout changes training, not what the weights compute in eval: told, never refused."""
+    torch.manual_seed(0)
+    reference = T.T5ForConditionalGeneration(T.T5Config(**{**TINY, **V1_1, "dropout_rate": 0.2}))
+    reference.lm_head.weight = nn.Parameter(torch.randn(reference.config.vocab_size, reference.config.d_model))
+    ours = tfspec.compile(spec_text(T.T5Config(**{**TINY, **V1_1})))
+    with pytest.warns(UserWarning, match="trains with other dropout than .*dropout 0.1 → 0.2"):
+        from_hf_t5(ours, reference)
+    assert torch.equal(ours.head.weight, reference.lm_head.weight)
 
 
 def test_a_tied_head_or_a_missing_scale_is_refused():
