@@ -812,3 +812,21 @@ def test_a_configuration_field_of_the_wrong_type_is_one_sentence(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert "n_embd is " + shown in err, err
+
+
+def test_the_coverage_table_is_the_code(tfspec_cli):
+    """docs/hf_families.md is what `tfspec import --list` generates from the family table: every family, every
+    class it reads, the fields it reads and refuses; the README links it."""
+    from pathlib import Path
+
+    from tfspec.interop.coverage import coverage_markdown
+    table = coverage_markdown()
+    assert Path("docs/hf_families.md").read_text(encoding="utf-8") == table, \
+        "regenerate it: tfspec import --list > docs/hf_families.md"
+    for family in FAMILIES:
+        assert all(cls in table for cls in family.classes)
+        assert all(f"`{f.config}`" in table for f in family.fields.fields)
+    assert "`rope_parameters.rope_type` = 'default'" in table  # a refusal, stated
+    assert "(docs/hf_families.md)" in Path("README.md").read_text(encoding="utf-8")
+    listed = tfspec_cli("import", "--list")
+    assert listed.returncode == 0 and listed.stdout == table

@@ -478,7 +478,9 @@ def cmd_mask(args) -> int:
 def _add_import(sub) -> None:
     """The `import` command's arguments."""
     imports = sub.add_parser("import", help="write the spec a Hugging Face model directory's config.json describes")
-    imports.add_argument("source", metavar="DIR", help="a Hugging Face model directory, or its config.json")
+    imports.add_argument("source", metavar="DIR", nargs="?", help="a Hugging Face model directory, or its config.json")
+    imports.add_argument("--list", action="store_true", help="print the families, classes and configuration fields "
+                                                              "import reads (Markdown; docs/hf_families.md)")
     imports.add_argument("-o", "--output", metavar="NAME.tfs", help="where to write it (default: standard output)")
     imports.add_argument("--name", help="the spec's model name (default: the directory's)")
     imports.add_argument("--run", dest="run_dir", metavar="OUT", help="also write the weights as a run directory (a step-0 "
@@ -490,6 +492,14 @@ def cmd_import(args) -> int:
     from ..interop.families import import_config
     from ..interop.mapping import InteropError
 
+    if args.list:
+        if args.source or args.run_dir or args.output or args.name:
+            raise UsageError("--list takes no model directory or other options")
+        from ..interop.coverage import coverage_markdown
+        print(coverage_markdown(), end="")
+        return 0
+    if args.source is None:
+        raise UsageError("import needs a model directory (or its config.json), or --list")
     _check_output(args.output, ".tfs")  # before any run directory is written
     try:
         text = import_config(args.source, name=args.name)

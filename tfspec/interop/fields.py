@@ -86,13 +86,15 @@ class Field:
 class Fixed:
     """A field whose value every spec of the family has (``value``); any other cannot be expressed, for the
     reason ``why`` (``{value}``: the configuration's). ``exported``: written by export (otherwise it is the
-    configuration's default, and left to it)."""
+    configuration's default, and left to it). ``required``: how the coverage table states the value a spec
+    needs, where ``= value`` would not say it (a field that must equal another)."""
 
     config: str
     value: Any
     why: str
     read: Callable[[Any], Any] | None = None
     exported: bool = False
+    required: str | None = None
 
     def current(self, config) -> Any:
         return self.read(config) if self.read is not None else _lookup(config, self.config, self.value)

@@ -40,7 +40,8 @@ FIELDS = Fields(
           read=lambda c: c.word_embed_proj_dim, setting=False),
     Fixed("word_embed_proj_dim", None, "word_embed_proj_dim {value} projects a narrower embedding in and out of "
           "the stack; tfspec's embedding is as wide as the stack",
-          read=lambda c: c.word_embed_proj_dim if c.word_embed_proj_dim != c.hidden_size else None),
+          read=lambda c: c.word_embed_proj_dim if c.word_embed_proj_dim != c.hidden_size else None,
+          required="= hidden_size"),
     Fixed("layer_norm_elementwise_affine", True, "layer_norm_elementwise_affine={value}: LayerNorms without "
           "weights are not expressed"),
     Fixed("_remove_final_layer_norm", False, "_remove_final_layer_norm={value} drops the final LayerNorm of a "
