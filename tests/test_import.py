@@ -119,6 +119,15 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "Gemma3TextModel": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
                             sliding_window=5, layer_types=["full_attention", "sliding_attention"]),
+    "GPTJForCausalLM": dict(model_type="gptj", vocab_size=90, n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
+                            n_positions=40, bos_token_id=1, eos_token_id=2),
+    "GPTJModel": dict(model_type="gptj", vocab_size=90, n_embd=32, n_layer=1, n_head=4, rotary_dim=8, n_inner=48,
+                      n_positions=40, bos_token_id=1, eos_token_id=2),
+    "PhiForCausalLM": dict(model_type="phi", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, intermediate_size=48, qk_layernorm=True, bos_token_id=1,
+                           eos_token_id=2),
+    "PhiModel": dict(model_type="phi", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                     intermediate_size=48, bos_token_id=1, eos_token_id=2),
     "BigBirdModel": dict(model_type="big_bird", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                          num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
                          attention_type="original_full"),
@@ -430,6 +439,20 @@ EVERY_FIELD = {
                          rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                                           "full_attention": rope})
                     for rope in ROPE_SCALINGS.values())],
+    "hf_gptj": [dict(model_type="gptj", vocab_size=91, n_embd=24, n_layer=3, n_head=3, rotary_dim=4, n_inner=40,
+                     layer_norm_epsilon=1e-6, resid_pdrop=0.2, embd_pdrop=0.25, attn_pdrop=0.3,
+                     initializer_range=0.05, activation_function="relu", tie_word_embeddings=True,
+                     bos_token_id=1, eos_token_id=2)],
+    "hf_phi": [dict(model_type="phi", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                    num_key_value_heads=1, intermediate_size=40, layer_norm_eps=1e-6,
+                    rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "partial_rotary_factor": 0.75,
+                                     "factor": 2.0},
+                    resid_pdrop=0.2, embd_pdrop=0.25, attention_dropout=0.3, initializer_range=0.05,
+                    hidden_act="relu", qk_layernorm=True, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2),
+               *(dict(model_type="phi", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                      intermediate_size=40, max_position_embeddings=32, rope_parameters=rope, bos_token_id=1,
+                      eos_token_id=2)
+                 for rope in ROPE_SCALINGS.values())],
     "hf_gpt_neox": [dict(model_type="gpt_neox", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                          num_attention_heads=3, intermediate_size=40, layer_norm_eps=1e-6,
                          rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
@@ -551,7 +574,9 @@ def test_import_then_export_gives_back_the_model(tmp_path, cls):
     assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k], ours[k]) for k in theirs)
     before, after = reference.config.to_dict(), back.config.to_dict()
     ignored = {"transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype", "output_attentions",
-               "output_hidden_states", "return_dict", "use_cache", "max_position_embeddings", "bos_token_id",
+               "output_hidden_states", "return_dict", "use_cache", "max_position_embeddings",
+               "n_positions",  # GPT-2's is its table's rows (compared as tensors); GPT-J's a cache's length
+               "bos_token_id",
                "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id", "classifier_dropout",
                "_attn_implementation_autoset", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_pct",
                "partial_rotary_factor", "tie_word_embeddings"}

@@ -144,6 +144,14 @@ FAMILIES = (
            "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
            "base (and the full ones' scaling)",
            "hf_gemma3", "from_hf_gemma3", "to_hf_gemma3"),
+    Family("GPT-J", ("gptj",), {"GPTJForCausalLM": {"head": True}, "GPTJModel": {"head": False}},
+           "GPT-J: attention and feed-forward in parallel on one LayerNorm (the wiring form), interleaved "
+           "partial rotary positions, no attention biases, an untied head with a bias",
+           "hf_gptj", "from_hf_gptj", "to_hf_gptj"),
+    Family("Phi", ("phi",), {"PhiForCausalLM": {"head": True}, "PhiModel": {"head": False}},
+           "Phi (phi-2): attention and feed-forward in parallel on one LayerNorm, half-split partial rotary "
+           "positions, every projection biased, optional per-head qk LayerNorm, an untied head with a bias",
+           "hf_phi", "from_hf_phi", "to_hf_phi"),
     Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
            "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
            "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",
