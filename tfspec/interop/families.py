@@ -152,6 +152,15 @@ FAMILIES = (
            "Phi (phi-2): attention and feed-forward in parallel on one LayerNorm, half-split partial rotary "
            "positions, every projection biased, optional per-head qk LayerNorm, an untied head with a bias",
            "hf_phi", "from_hf_phi", "to_hf_phi"),
+    Family("Cohere", ("cohere",), {"CohereForCausalLM": {"head": True}, "CohereModel": {"head": False}},
+           "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
+           "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head "
+           "tied",
+           "hf_cohere", "from_hf_cohere", "to_hf_cohere"),
+    Family("StableLM", ("stablelm",), {"StableLmForCausalLM": {"head": True}, "StableLmModel": {"head": False}},
+           "StableLM 2: Llama's projections around LayerNorms (with bias), partial rotary positions, optional q/k/v "
+           "biases, pre-norm or parallel on one norm, dropout on the feed-forward's output",
+           "hf_stablelm", "from_hf_stablelm", "to_hf_stablelm"),
     Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
            "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
            "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",
