@@ -6,7 +6,7 @@ the configuration describes and compares every architectural fact with the spec'
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..ir.queries import residual_placement
+from ..ir.queries import residual_placement, sublayers
 from .mapping import InteropError
 
 
@@ -64,6 +64,12 @@ class Facts:
         """Where the first sublayer of ``role``'s layer meets its norm: "pre-norm", "post-norm", ..."""
         first = next(n for n in self.g.of(ir.Sublayer, stack=role, in_block=True))
         return residual_placement(self.g, first).placement
+
+    def parallel(self, role: str) -> bool:
+        """Do the sublayers of ``role``'s layer read one input (one norm's output, or norms of one tensor)?"""
+        inputs = {n.inputs[0] for n in sublayers(self.g, role, kind=0)}
+        sources = {self.g.node(i).inputs[0] if isinstance(self.g.node(i), ir.Norm) else i for i in inputs}
+        return len(inputs) == 1 or len(sources) == 1
 
     def residual_dropout(self, role: str) -> float:
         """The dropout on a sublayer's output before its residual sum (0 when the layer has none)."""

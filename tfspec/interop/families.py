@@ -96,6 +96,15 @@ FAMILIES = (
            "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
            "tokens only, the head tied",
            "hf_opt", "from_hf_opt", "to_hf_opt"),
+    Family("BLOOM", ("bloom",), {"BloomForCausalLM": {"head": True}, "BloomModel": {"head": False}},
+           "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
+           "query_key_value interleaved per head, the head tied",
+           "hf_bloom", "from_hf_bloom", "to_hf_bloom"),
+    Family("Falcon", ("falcon",), {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
+           "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
+           "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
+           "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
+           "hf_falcon", "from_hf_falcon", "to_hf_falcon"),
     Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
            "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
            "kv_heads < heads, no biases",

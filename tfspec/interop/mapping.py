@@ -109,12 +109,17 @@ def layer_modules(model, role: str = "decoder") -> dict[str, str]:
     """Module names, inside one layer, of a block's parts: ``attention``, ``attention_norm``, ``feedforward``,
     ``feedforward_norm`` -- the norm before each sublayer, or after its residual sum in a post-norm block
     (read from the graph, so wiring-form names work too)."""
-    g = model.spec.graph()
+    return spec_layer_modules(model.spec, role)
+
+
+def spec_layer_modules(spec, role: str = "decoder") -> dict[str, str]:
+    """``layer_modules`` of a spec."""
+    g = spec.graph()
     found: dict[str, str] = {}
     for node in sublayers(g, role, kind=0):  # every kind of layer names its sublayers alike
         part = "attention" if isinstance(node, ir.Attention) else "feedforward"
         if part in found:
-            raise InteropError(f"spec '{model.spec.name}' has more than one {part} per {role} layer; "
+            raise InteropError(f"spec '{spec.name}' has more than one {part} per {role} layer; "
                                "the reference has one")
         found[part] = node.name
         placement = residual_placement(g, node)  # a post-norm sublayer reads the norm of the one before
