@@ -56,6 +56,10 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "FalconModel": dict(model_type="falcon", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         num_kv_heads=2, new_decoder_architecture=True, ffn_hidden_size=48, bias=True,
                         bos_token_id=1, eos_token_id=2),
+    "MptForCausalLM": dict(model_type="mpt", vocab_size=90, d_model=32, n_layers=2, n_heads=4, max_seq_len=40,
+                           bos_token_id=1, eos_token_id=2),
+    "MptModel": dict(model_type="mpt", vocab_size=90, d_model=32, n_layers=1, n_heads=8, max_seq_len=40,
+                     attn_config={"softmax_scale": 0.3}, bos_token_id=1, eos_token_id=2),
     "LlamaForCausalLM": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
                              rope_theta=500000.0, tie_word_embeddings=False),
@@ -406,6 +410,9 @@ EVERY_FIELD = {
                          num_attention_heads=3, max_position_embeddings=32, rope_parameters=rope, bos_token_id=1,
                          eos_token_id=2)
                     for rope in ROPE_SCALINGS.values())],
+    "hf_mpt": [dict(model_type="mpt", vocab_size=91, d_model=24, n_layers=3, n_heads=2, max_seq_len=33,
+                    layer_norm_epsilon=1e-6, attn_config={"softmax_scale": 0.5},
+                    initializer_range=0.05, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)],
     "hf_llama": [dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                       num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
                       rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
@@ -632,13 +639,20 @@ def test_import_then_export_gives_back_the_model(tmp_path, cls):
     before, after = reference.config.to_dict(), back.config.to_dict()
     ignored = {"transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype", "output_attentions",
                "output_hidden_states", "return_dict", "use_cache", "max_position_embeddings",
-               "n_positions",  # GPT-2's is its table's rows (compared as tensors); GPT-J's a cache's length
-               "bos_token_id",
+               # GPT-2's is its table's rows (compared as tensors); GPT-J's and MPT's a cache's length
+               "n_positions", "max_seq_len", "bos_token_id",
                "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id", "classifier_dropout",
                "_attn_implementation_autoset", "rope_scaling", "rope_theta", "rotary_emb_base", "rotary_pct",
                "partial_rotary_factor", "tie_word_embeddings"}
+
+    generic = {"transformers_version", "_name_or_path", "architectures", "dtype", "torch_dtype", "output_attentions",
+               "output_hidden_states", "return_dict", "use_cache"}
+
+    def kept(value):  # a nested configuration (MPT's attn_config) without the fields every configuration has
+        return {k: kept(v) for k, v in value.items() if k not in generic} if isinstance(value, dict) else value
+
     differing = {k for k in before.keys() | after.keys() - ignored
-                 if k not in ignored and before.get(k) != after.get(k)}
+                 if k not in ignored and kept(before.get(k)) != kept(after.get(k))}
     assert not differing, {k: (before.get(k), after.get(k)) for k in differing}
     ours_out, theirs_out, real = outputs(model, back, cls)
     assert (ours_out - theirs_out)[real].abs().max().item() <= TOL

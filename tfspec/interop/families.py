@@ -105,6 +105,9 @@ FAMILIES = (
            "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
            "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
            "hf_falcon", "from_hf_falcon", "to_hf_falcon"),
+    Family("MPT", ("mpt",), {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
+           "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
+           "hf_mpt", "from_hf_mpt", "to_hf_mpt"),
     Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
            "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
            "kv_heads < heads, no biases",
