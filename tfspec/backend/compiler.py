@@ -180,8 +180,9 @@ def _build_and_initialise(spec: S.Spec) -> CompiledModel:
 def build_model(spec: S.Spec) -> CompiledModel:
     """Modules for every IR node, uninitialised; ``compile`` also initialises them."""
     g = spec.graph()
-    embeddings = {e.name: embeddings_constructor(e).build() for e in spec.embeddings
-                  if any(s.embedding == e.name for s in spec.stacks)}
+    used = {s.embedding for s in spec.stacks}
+    used |= {e.shares for e in spec.embeddings if e.name in used and e.shares}  # a table another reads
+    embeddings = {e.name: embeddings_constructor(e).build() for e in spec.embeddings if e.name in used}
     stacks, max_len, limited_by, table, real_positions = {}, {}, {}, {}, {}
     for role, info in g.stacks.items():
         templates = [layer_template(g, role, k) for k in range(len(info.kinds))]
@@ -224,7 +225,7 @@ def embeddings_constructor(e: S.Embedding) -> Constructor:
     """An embedding's module: token table, positions added to it, segments, norm, dropout."""
     variant, options = POSITIONS.of(e.position)
     return Constructor(Embeddings, (e.vocab, e.dim, e.scale, variant.module(e.dim, options), e.segments,
-                                    norm_constructor(e.norm, e.dim), e.dropout))
+                                    norm_constructor(e.norm, e.dim), e.dropout, e.shares is not None))
 
 
 def attention_config(node: ir.Attention) -> AttentionConfig:

@@ -311,8 +311,9 @@ class _Writer:
                    f"{self.need(default_positions)}({ids}, {padding}, {-real})")  # counting real tokens only
         lines = [f"        # {role}",
                  f"        positions = {default} if {positions} is None else {positions}",
-                 f"        x = self.embeddings[{embedding.name!r}]({ids}, positions{', ' + types if types else ''})"
-                 f"  # {_shape(g.node(g.stacks[role].entry).shape)}"]
+                 f"        x = self.embeddings[{embedding.name!r}]({ids}, positions, {types or 'None'}"
+                 + (f", self.embeddings[{embedding.shares!r}].tokens)" if embedding.shares else ")")
+                 + f"  # {_shape(g.node(g.stacks[role].entry).shape)}"]
         # what every layer's sublayers read in this call (the attention builds its masks from it, once a call)
         memory = f", memory, {self.memory_padding}" if self.memory_padding and role == "decoder" else ""
         given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"

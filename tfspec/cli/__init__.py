@@ -553,7 +553,7 @@ def _import_run(source, text: str, run_dir: str) -> None:
     _writable(run_dir, "--run")
     _quiet_transformers()
     model = from_pretrained(source)
-    meta, files = {"hf_class": model.hf_class, "imported_from": str(source)}, {}
+    meta, files = {"hf_class": model.hf_class, "hf_carried": model.hf_carried, "imported_from": str(source)}, {}
     vocab = tokenizer_of(source, model)
     if vocab is not None:
         meta["vocab"], files = vocab.to_dict(), vocab.files()
@@ -604,6 +604,7 @@ def _export(to: str, saved, model, out, final) -> str:
 
         _quiet_transformers()
         vocab = saved.vocabulary()
+        model.hf_carried = saved.meta.get("hf_carried") or {}  # what the import carried (Marian's table length)
         try:
             cls = export_pretrained(model, out, prefer=saved.meta.get("hf_class"),
                                     token_ids=_token_ids(vocab, model.spec.kind) if vocab else None)
@@ -631,7 +632,8 @@ def _export(to: str, saved, model, out, final) -> str:
 def _token_ids(vocab, kind: str) -> dict[str, int]:
     """The configuration fields that name ``vocab``'s special tokens (an encoder-decoder's start is its decoder's)."""
     start = "decoder_start_token_id" if kind == "encoder-decoder" else "bos_token_id"
-    fields = {"pad_token_id": vocab.pad, start: vocab.start, "eos_token_id": vocab.eos}
+    fields = {"pad_token_id": vocab.pad, start: vocab.start, "eos_token_id": vocab.eos,
+              "forced_bos_token_id": getattr(vocab, "first", None), "forced_eos_token_id": getattr(vocab, "last", None)}
     return {key: value for key, value in fields.items() if value is not None}
 
 

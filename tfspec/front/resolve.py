@@ -185,7 +185,7 @@ STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "
                                         "final_dropout": as_float}
 EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
-    "segments": as_int, "norm": choice(NORMS), "dropout": as_float,
+    "segments": as_int, "norm": choice(NORMS), "dropout": as_float, "tokens": as_ref,
 }
 SUBLAYERS = ("attention", "feedforward")
 SECTIONS = ("layers",)  # a stack body's statements with a body of their own
@@ -462,6 +462,8 @@ class _Resolver:
             spans = {k: s for k, (_, s) in settings.items()}
             if any(v is FAILED for v in values.values()):
                 continue
+            if "tokens" in values and not self._shared_tokens(decl, values, spans, out):
+                continue
             missing = [k for k in ("vocab", "dim") if k not in values]
             for k in missing:
                 self.errors.error("missing", f"embedding '{decl.name}' needs '{k}'", decl.name_span, f"add `{k} N` to its body")
@@ -475,6 +477,31 @@ class _Resolver:
             if emb is not None:
                 out[decl.name] = emb
         return out
+
+    def _shared_tokens(self, decl: EmbeddingDecl, values: dict, spans: dict, earlier: dict) -> bool:
+        """``tokens OTHER``: the token table of an embedding defined above (BART's two embeddings read one); its
+        vocab and dim, which this one need not repeat and may not change. False: refused (reported)."""
+        source = values["tokens"]
+        if source not in earlier:
+            defined = [d.name for d in self.module.items if isinstance(d, EmbeddingDecl)]
+            where = "defined below this one; define it first" if source in defined else (
+                did_you_mean(source, list(earlier)) or one_of(list(earlier)) if earlier else "define it first")
+            self.errors.error("unknown-name", f"tokens {source}: no embedding '{source}' above this one",
+                              spans["tokens"], where)
+            return False
+        if earlier[source].shares is not None:
+            self.errors.error("structure", f"tokens {source}: '{source}' reads the tokens of "
+                              f"'{earlier[source].shares}'", spans["tokens"], f"write `tokens {earlier[source].shares}`")
+            return False
+        for key in ("vocab", "dim"):
+            mine, theirs = values.get(key), getattr(earlier[source], key)
+            if mine is not None and mine != theirs:
+                self.errors.error("value", f"embedding '{decl.name}' has {key} {mine}, but the token table of "
+                                  f"'{source}' it reads has {theirs}", spans[key], f"drop `{key}`: it is the table's")
+                return False
+            values[key] = theirs
+        values["shares"] = values.pop("tokens")
+        return True
 
     def _stacks(self, decls: list[StackDecl], defaults: dict, embeddings: dict, first_span: Span) -> dict[str, S.Stack]:
         out: dict[str, S.Stack] = {}
@@ -838,7 +865,7 @@ class _Resolver:
                            did_you_mean(target, declared) or (one_of(declared) if declared else None))
             if target not in embeddings:
                 raise Poisoned
-            tied_to = target
+            tied_to = embeddings[target].shares or target  # the table itself, where the embedding reads another's
             out = embeddings[target].vocab
             spans["out"] = proj.span
         else:

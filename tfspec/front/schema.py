@@ -202,6 +202,7 @@ class Embedding(Node):
     segments: Annotated[int, Field(ge=0, le=MAX_DIM)] = 0  # token types (BERT's segment A/B)
     norm: Choice
     dropout: Rate = 0.0
+    shares: str | None = None  # the embedding whose token table this one reads (``tokens NAME``), or None
 
 
 class Head(Node):

@@ -85,7 +85,8 @@ def describe(spec) -> Facts:
         where = f"embedding {emb.name}"
         facts.update({(where, "vocab"): f"{emb.vocab:,}", (where, "dim"): str(emb.dim),
                       (where, "position"): POSITIONS.label(emb.position), (where, "scale"): f"{emb.scale:.4g}",
-                      (where, "norm"): NORMS.label(emb.norm), (where, "dropout"): f"{emb.dropout:g}"})
+                      (where, "norm"): NORMS.label(emb.norm), (where, "dropout"): f"{emb.dropout:g}",
+                      (where, "token table"): f"{emb.shares}'s" if emb.shares else "its own"})
         if emb.segments:
             facts[(where, "segments")] = str(emb.segments)
     for role, info in g.stacks.items():

@@ -57,6 +57,17 @@ class Family:
         read: Callable | None = getattr(self.functions(), "options_from_model", None)
         return read(model) if read else {}
 
+    def carried(self, config) -> dict:
+        """Configuration values no spec setting holds that export writes back as they were: those that size
+        tensors the checkpoint holds without changing what the model computes (Marian's sinusoid tables' length),
+        and a name's other spelling (Marian's ``swish``, which the spec writes as ``silu``)."""
+        carried = {key: getattr(config, key) for key in getattr(self.functions(), "CARRIED", ())}
+        for f in self.fields.fields:
+            value = f.value(config) if f.names is not None and "." not in f.config else None
+            if value in (f.names or {}) and next(k for k, v in f.names.items() if v == f.names[value]) != value:
+                carried[f.config] = value
+        return carried
+
     @property
     def fields(self):
         """The family's table of configuration fields (``tfspec.interop.fields``)."""
@@ -181,6 +192,18 @@ FAMILIES = (
            "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
            "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
            "hf_t5", "from_hf_t5", "to_hf_t5"),
+    Family("BART", ("bart",), {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
+           "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned "
+           "positions read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with "
+           "final_logits_bias",
+           "hf_bart", "from_hf_bart", "to_hf_bart"),
+    Family("mBART", ("mbart",), {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},
+           "mBART: BART's embeddings and positions, pre-norm with a final LayerNorm per stack",
+           "hf_bart", "from_hf_bart", "to_hf_bart"),
+    Family("Marian", ("marian",), {"MarianMTModel": {"head": True}, "MarianModel": {"head": False}},
+           "Marian (MarianMT, OPUS): a post-norm encoder-decoder whose stacks read one token table, sinusoidal "
+           "positions with the sines first and the cosines after, embeddings scaled by sqrt(d_model)",
+           "hf_bart", "from_hf_bart", "to_hf_bart"),
     Family("BigBird", ("big_bird",), {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
                                       "BigBirdModel": {"pooler": True, "head": False}},
            "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
@@ -340,6 +363,7 @@ def from_pretrained(directory, *, device=None):
         raise InteropError(f"{path}: the checkpoint does not match its config.json:\n" + "\n".join(details))
     family.load_weights(model, reference)
     model.hf_class = type(reference).__name__  # what it was: exported back as the same class
+    model.hf_carried = family.carried(config)
     return (model.to(device) if device is not None else model).eval()
 
 
@@ -389,17 +413,27 @@ def _without_foreign_token_ids(values: dict) -> dict:
     vocab = values.get("vocab_size", getattr(defaults, "vocab_size", None))
     foreign = {key: None for key in defaults.to_dict() if key.endswith("_token_id") and key not in values
                and isinstance(getattr(defaults, key), int) and vocab is not None and getattr(defaults, key) >= vocab}
+    required = [key for key in foreign if key in REQUIRED_TOKEN_IDS.get(values["model_type"], ())]
+    if required:
+        raise InteropError(f"{values['model_type']}'s {', '.join(required)} ({getattr(defaults, required[0])} by "
+                           f"default) is outside this model's {vocab:,}-token vocabulary, and transformers needs "
+                           "one: export a run with its tokenizer, or give token_ids")
     return {**values, **foreign}
 
 
-def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | None = None
-                  ) -> tuple[Family, str, Any]:
+# token ids a family's configuration cannot leave unset (Marian's decoder starts from one; it has no default in range)
+REQUIRED_TOKEN_IDS = {"marian": ("decoder_start_token_id",)}
+
+
+def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | None = None,
+                  carried: dict | None = None) -> tuple[Family, str, Any]:
     """The family, Hugging Face class and configuration that compute what the compiled ``model`` computes.
 
     Each family reads the spec's settings into its configuration (``hf_config``); the spec that configuration
     describes must then agree with ``model``'s in every architectural fact, so nothing is approximated. With
     no family agreeing, an ``InteropError`` names the closest one's differences. ``prefer``: a class to try
-    first (the one a model was imported from: BigBird with full attention is also exactly a BERT)."""
+    first (the one a model was imported from: BigBird with full attention is also exactly a BERT). ``carried``:
+    what an import carried (``Family.carried``), written back where it still says what the spec does."""
     from .mapping import architecture_problems
 
     padding = any(getattr(model, s.role).masks_padding for s in model.spec.stacks)
@@ -414,7 +448,8 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
         except InteropError as exc:
             tried.append((0 if isinstance(exc, OtherKind) else 1, candidate.name, [str(exc)]))
             continue
-        values = _without_foreign_token_ids({**values, **(token_ids or {})})
+        values = _without_foreign_token_ids({**values, **_still_true(candidate, values, carried or {}),
+                                             **(token_ids or {})})
         config = read_config(values)
         family = family_of(config.model_type)
         has = {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
@@ -440,12 +475,21 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
                        "differs:\n" + "\n".join(f"  {p}" for p in problems))
 
 
+def _still_true(family: Family, values: dict, carried: dict) -> dict:
+    """The carried values that agree with the configuration a spec gives: a field it does not write, or another
+    spelling of the name it writes (``swish`` for ``silu``)."""
+    names = {f.config: f.names for f in family.fields.fields if f.names is not None}
+    return {key: value for key, value in carried.items() if key not in values or (
+        key in names and names[key].get(value) is not None and names[key].get(value) == names[key].get(values[key]))}
+
+
 def export_pretrained(model, directory, prefer: str | None = None, token_ids: dict[str, int] | None = None) -> str:
     """Write ``model`` as a Hugging Face model directory (``config.json``, ``model.safetensors``) that
     ``transformers``' ``from_pretrained`` loads; returns the class it is (``prefer``'s where it fits; by
     default the class ``from_pretrained`` read it from). ``token_ids``: configuration fields naming special
     tokens (``eos_token_id`` ...), which ``generate`` reads."""
-    family, cls, config = hf_equivalent(model, prefer or getattr(model, "hf_class", None), token_ids)
+    family, cls, config = hf_equivalent(model, prefer or getattr(model, "hf_class", None), token_ids,
+                                        getattr(model, "hf_carried", None))
     transformers = _transformers()
     reference = getattr(transformers, cls)(config)
     output, embedding = reference.get_output_embeddings(), reference.get_input_embeddings()

@@ -24,7 +24,8 @@ class Rule:
     One-to-one renames, Q/K/V concatenation (BERT's query/key/value -> ``qkv``)
     and splits (``nn.MultiheadAttention``'s in_proj -> cross-attention ``q`` +
     ``kv``) are all this one rule; ``transpose`` handles GPT-2's Conv1D layout,
-    ``rows`` a reordering of rows (GPT-NeoX interleaves q, k, v per head).
+    ``rows`` a reordering of rows (GPT-NeoX interleaves q, k, v per head), ``shape`` the reference's shape of
+    one tensor held in another shape (BART's ``final_logits_bias``, (1, vocab), is our head's bias).
     """
 
     ours: tuple[str, ...]
@@ -32,12 +33,14 @@ class Rule:
     transpose: bool = False
     rows: tuple[int, ...] | None = None
     split: tuple[int, ...] | None = None  # sizes of the reference's pieces, when unequal (GQA's q, k, v)
+    shape: tuple[int, ...] | None = None
 
 
 def rule(ours: str | tuple[str, ...], theirs: str | tuple[str, ...], transpose: bool = False,
-         rows: tuple[int, ...] | None = None, split: tuple[int, ...] | None = None) -> Rule:
+         rows: tuple[int, ...] | None = None, split: tuple[int, ...] | None = None,
+         shape: tuple[int, ...] | None = None) -> Rule:
     return Rule((ours,) if isinstance(ours, str) else ours, (theirs,) if isinstance(theirs, str) else theirs,
-                transpose, rows, split)
+                transpose, rows, split, shape)
 
 
 def linear_rules(ours: str, theirs: tuple[str, ...] | str, state: dict, ours_state: dict,
@@ -137,16 +140,18 @@ def _listing(title: str, names: list[str], limit: int = 12) -> str:
 
 def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference: str,
                aliases: dict[str, str] | None = None, outside: tuple[str, ...] = (),
-               config_problems: list[str] = ()) -> list[str]:
+               config_problems: list[str] = (), derived: dict[str, Tensor] | None = None) -> list[str]:
     """Copy ``state`` (the reference's names) into ``model`` by ``rules``.
 
     ``aliases``: reference names that are the same tensor as one of ours (tied
     weights), checked for equality and not copied. ``outside``: prefixes of our
     parameters the reference has no counterpart for (``nn.Transformer`` has no
-    embeddings); they are left as they are and returned.
+    embeddings); they are left as they are and returned. ``derived``: reference
+    tensors that our model computes rather than holds (Marian's sinusoid tables),
+    each checked against the value given.
     """
     ours = model.state_dict()
-    aliases = aliases or {}
+    aliases = {**(aliases or {}), **{name: None for name in derived or {}}}
     problems = [f"  {p}" for p in config_problems]
     missing_theirs, mismatched, updates = [], [], {}
     for r in rules:
@@ -160,6 +165,8 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
             mismatched.append(f"{' + '.join(r.theirs)}: pieces of shapes {[tuple(p.shape) for p in pieces]}")
             continue
         joined = torch.cat(pieces) if len(pieces) > 1 else pieces[0]
+        if r.shape is not None and tuple(joined.shape) == r.shape and len(r.ours) == 1:
+            joined = joined.reshape(ours[r.ours[0]].shape)
         if r.rows is not None:
             if len(r.rows) != joined.shape[0]:
                 mismatched.append(f"{' + '.join(r.theirs)}: {joined.shape[0]} rows, the layout expects {len(r.rows)}")
@@ -177,7 +184,14 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
     unmapped_theirs = [k for k in state if k not in covered_theirs and k not in aliases]
     left_alone = [k for k in ours if k.startswith(outside)] if outside else []
     unset_ours = [k for k in ours if k not in {o for r in rules for o in r.ours} and k not in left_alone]
+    for name, value in (derived or {}).items():
+        if name in state and (state[name].shape != value.shape
+                              or not torch.allclose(state[name].float(), value.float(), rtol=0, atol=1e-6)):
+            mismatched.append(f"{name} differs from the table the spec computes (shape {tuple(state[name].shape)}, "
+                              f"expected {tuple(value.shape)})")
     for alias, target in aliases.items():
+        if target is None:
+            continue
         if alias in state and target in updates and not torch.equal(state[alias], updates[target].to(state[alias].dtype)):
             mismatched.append(f"{alias} should be tied to {target}, but the reference holds different values "
                               "(the spec ties them; the reference does not)")
@@ -198,8 +212,9 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
 
 
 def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str, str] | None = None,
-                 outside: tuple[str, ...] = ()) -> dict[str, Tensor]:
-    """The reference-named state dict of ``model`` (the inverse of ``load_state``)."""
+                 outside: tuple[str, ...] = (), derived: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+    """The reference-named state dict of ``model`` (the inverse of ``load_state``); ``derived``: tensors the
+    reference holds and our model computes, written as given."""
     ours = model.state_dict()
     out: dict[str, Tensor] = {}
     for r in rules:
@@ -208,9 +223,11 @@ def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str,
             joined = joined[torch.argsort(torch.tensor(r.rows))]
         pieces = joined.split(list(r.split)) if r.split is not None else joined.chunk(len(r.theirs))
         for name, piece in zip(r.theirs, pieces):
+            piece = piece.reshape(r.shape) if r.shape is not None else piece
             out[name] = (piece.t() if r.transpose else piece).clone()
     for alias, target in (aliases or {}).items():
         out[alias] = ours[target].clone()
+    out.update({name: value.clone() for name, value in (derived or {}).items()})
     used = {o for r in rules for o in r.ours}
     extra = [k for k in ours if k not in used and not (outside and k.startswith(outside))]
     if extra:

@@ -84,10 +84,13 @@ class _Builder:
         ids_name = {"encoder": "src", "decoder": "tgt"}.get(role, "tokens") if len(self.spec.stacks) == 2 else "tokens"
         tokens = self.add(ir.Input, f"{role}.tokens", ids_name, name=ids_name, stack=role, shape=("batch", length))
         scale = f" ×{emb.scale:.4g}" if emb.scale != 1 else ""
-        terms = [self.add(ir.Embedding, f"{role}.embed", f"Embedding ({emb.vocab:,}×{emb.dim}){scale}", [tokens],
-                          stack=role, module=ModulePath((*path, "tokens")),
-                          params={"weight": Param((emb.vocab, emb.dim), "embedding")},
-                          table=emb.name, scale=emb.scale, width=emb.dim, span=emb.span)]
+        table = emb.shares or emb.name  # an embedding that reads another's table owns no weight
+        own = {"weight": Param((emb.vocab, emb.dim), "embedding")} if emb.shares is None else {}
+        ties = {} if emb.shares is None else {"weight": f"embeddings.{emb.shares}.tokens.weight"}
+        shared = f", {emb.shares}'s table" if emb.shares else ""
+        terms = [self.add(ir.Embedding, f"{role}.embed", f"Embedding ({emb.vocab:,}×{emb.dim}{shared}){scale}",
+                          [tokens], stack=role, module=ModulePath((*path, "tokens")), params=own, ties=ties,
+                          table=table, scale=emb.scale, width=emb.dim, span=emb.span)]
         variant, options = POSITIONS.of(emb.position)
         if not variant.absent and variant.misplaced("embedding", emb.position) is None:  # (else refused by validate)
             params = variant.params(emb.dim, options)

@@ -9,18 +9,23 @@ from torch import Tensor, nn
 
 
 class SinusoidalPositions(nn.Module):
-    """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)) (Vaswani et al., 3.5).
+    """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)) (Vaswani et al., 3.5); with
+    ``halves`` the sines fill the first half and the cosines the second (Marian, fairseq).
 
     Computed on the fly in float32 (cheap next to attention), so no table
     limits the length and nothing lands in the state dict.
     """
 
-    def __init__(self, dim: int):
+    def __init__(self, dim: int, halves: bool = False):
         super().__init__()
-        self.dim = dim
+        self.dim, self.halves = dim, halves
 
     def forward(self, positions: Tensor) -> Tensor:
         half = (self.dim + 1) // 2
+        if self.halves:  # every sine, then every cosine, in float64 as Marian's numpy table is (then float32)
+            frequencies = 10000.0 ** (-2.0 * torch.arange(half, device=positions.device, dtype=torch.float64) / self.dim)
+            angles = positions.to(torch.float64)[..., None] * frequencies
+            return torch.cat((angles.sin(), angles[..., : self.dim - half].cos()), dim=-1).float()
         frequencies = torch.exp(torch.arange(half, device=positions.device, dtype=torch.float32)
                                 * (-2.0 * math.log(10000.0) / self.dim))
         angles = positions.to(torch.float32)[..., None] * frequencies  # (..., length, half)
@@ -28,7 +33,7 @@ class SinusoidalPositions(nn.Module):
         return table[..., : self.dim]
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+        return f"dim={self.dim}" + (", halves" if self.halves else "")
 
 
 class OffsetPositions(nn.Embedding):
@@ -58,19 +63,24 @@ def default_positions(ids: Tensor, padding: Tensor | None = None, real_from: int
 
 
 class Embeddings(nn.Module):
+    """Token table (scaled) + positions + segments, then norm and dropout. ``shared``: the token table is another
+    embedding's, which the model passes to ``forward`` (BART's encoder and decoder read one)."""
+
     def __init__(self, vocab: int, dim: int, scale: float, positions: nn.Module | None, segments: int,
-                 norm: nn.Module, dropout: float):
+                 norm: nn.Module, dropout: float, shared: bool = False):
         super().__init__()
         self.vocab, self.dim, self.scale = vocab, dim, scale
-        self.tokens = nn.Embedding(vocab, dim)
+        self.tokens = None if shared else nn.Embedding(vocab, dim)
         self.positions = positions
         self.segments = nn.Embedding(segments, dim) if segments else None
         self.norm = norm
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor | None = None) -> Tensor:
-        """``ids`` (batch, length) at position ids ``positions`` (batch or 1, length) -> (batch, length, dim)."""
-        x = self.tokens(ids)
+    def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor | None = None,
+                tokens: nn.Module | None = None) -> Tensor:
+        """``ids`` (batch, length) at position ids ``positions`` (batch or 1, length) -> (batch, length, dim);
+        ``tokens``: the token table, where it is another embedding's."""
+        x = (tokens if tokens is not None else self.tokens)(ids)
         if self.scale != 1.0:
             x = x * self.scale
         if self.positions is not None:

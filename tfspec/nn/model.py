@@ -99,7 +99,8 @@ class CompiledModel(nn.Module):
                 if token_types.shape != ids.shape:
                     raise ValueError(f"token_types must have the shape of {name} {tuple(ids.shape)}, "
                                      f"got {tuple(token_types.shape)}")
-        return embedding(ids, ctx.positions, token_types)
+        source = self.spec.embedding(self.stack_embedding[role]).shares
+        return embedding(ids, ctx.positions, token_types, self.embeddings[source].tokens if source else None)
 
     def context(self, role: str, name: str, ids: Tensor, inputs: dict, padding: Tensor | None = None,
                 offset: int = 0, memory: Tensor | None = None, memory_padding: Tensor | None = None) -> Context:

@@ -185,13 +185,15 @@ class Vocabulary:
 VOCABULARY_KINDS = ("letters", "bytes", "chars", "tokenizer")
 
 
-ROLES = ("pad", "start", "eos", "sep", "mask")  # what a special id is for; "start" begins a decoder's output
+# what a special id is for: "start" begins a decoder's output; "first" and "last" are the tokens generation forces
+# first and last (a model configuration's forced_bos_token_id and forced_eos_token_id: BART, mBART, Marian)
+ROLES = ("pad", "start", "eos", "sep", "mask", "first", "last")
 ROLE_SETTINGS = {"pad": "pad_token", "start": "bos_token", "eos": "eos_token", "sep": "sep_token",
-                 "mask": "mask_token"}  # each role's key in a tokenizer_config.json
+                 "mask": "mask_token"}  # each token role's key in a tokenizer_config.json
 _ROLE_NAMES = {  # the tokens that commonly play each role, when no configuration says
     "pad": ("<pad>", "[PAD]", "<|pad|>"), "start": ("<bos>", "<s>", "[CLS]", "<|startoftext|>", "<|begin_of_text|>"),
     "eos": ("<eos>", "</s>", "[SEP]", "<|endoftext|>", "<|end_of_text|>"), "sep": ("<sep>", "[SEP]"),
-    "mask": ("<mask>", "[MASK]")}
+    "mask": ("<mask>", "[MASK]"), "first": (), "last": ()}
 
 
 def _byte_characters() -> dict[int, str]:
@@ -220,7 +222,8 @@ class TokenizerVocabulary:
         self.tokenizer, self.file = tokenizer, file
         self.data = data if data is not None else tokenizer.to_str(pretty=True).encode("utf-8")
         self.settings = settings or {}  # TOKENIZER_SETTINGS files found beside it, by name
-        self.pad, self.start, self.eos, self.sep, self.mask = ((specials or {}).get(role) for role in ROLES)
+        self.pad, self.start, self.eos, self.sep, self.mask, self.first, self.last = (
+            (specials or {}).get(role) for role in ROLES)
         self.ends_text = self.eos  # a continuation stops at the end token, as transformers' generate does
         self.special_ids = sorted(i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special)
         self._byte_lengths: Tensor | None = None
@@ -347,7 +350,7 @@ def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | 
     except (OSError, ValueError):
         pass  # no tokenizer_config.json: the names below decide
     special = {token.content: i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special}
-    for role in ROLES:
+    for role in ROLE_SETTINGS:
         token = settings.get(ROLE_SETTINGS[role]) if isinstance(settings, dict) else None
         token = token.get("content") if isinstance(token, dict) else token
         if isinstance(token, str) and tokenizer.token_to_id(token) is not None:
@@ -355,7 +358,14 @@ def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | 
         else:
             found[role] = next((special[n] for n in _ROLE_NAMES[role] if n in special), None)
     start = "decoder_start_token_id" if isinstance(config.get("decoder_start_token_id"), int) else "bos_token_id"
-    configured = {"pad": "pad_token_id", "start": start, "eos": "eos_token_id", "sep": "sep_token_id"}
+    configured = {"pad": "pad_token_id", "start": start, "eos": "eos_token_id", "sep": "sep_token_id",
+                  "first": "forced_bos_token_id", "last": "forced_eos_token_id"}
+    try:  # what generation reads, which save_pretrained writes apart (it overrides config.json's)
+        generation = json.loads((directory / "generation_config.json").read_text(encoding="utf-8"))
+        config = {**config, **{k: v for k, v in generation.items() if k in configured.values()}} \
+            if isinstance(generation, dict) else config
+    except (OSError, ValueError):
+        pass  # none: config.json's ids decide
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     for role, key in configured.items():  # ids past the tokenizer (GPT-2's 50256 in a small model) name nothing
         if isinstance(config.get(key), int) and 0 <= config[key] < size:
@@ -371,7 +381,7 @@ def hugging_face_tokenizer(vocab) -> dict[str, bytes]:
     files["tokenizer.json"] = vocab.tokenizer_json()
     if "tokenizer_config.json" not in files:
         settings = {"tokenizer_class": "PreTrainedTokenizerFast"}
-        settings.update({ROLE_SETTINGS[role]: tokenizer.id_to_token(getattr(vocab, role)) for role in ROLES
+        settings.update({ROLE_SETTINGS[role]: tokenizer.id_to_token(getattr(vocab, role)) for role in ROLE_SETTINGS
                          if getattr(vocab, role) is not None})
         files["tokenizer_config.json"] = json.dumps(settings, indent=2).encode("utf-8")
     return files

@@ -157,6 +157,27 @@ class Restricted:
         self.steps.reorder(rows)
 
 
+class Forced:
+    """Steps that force the first new token (``first``: mBART's language id, BART's <s>) and the last one a budget
+    allows (``last``: the end token), as transformers' ForcedBOS/ForcedEOS logits processors do; None: free."""
+
+    def __init__(self, steps: Steps, first: int | None, last: int | None, budget: int):
+        self.steps, self.first, self.last, self.budget, self.made = steps, first, last, budget, 0
+
+    def feed(self, tokens: Tensor) -> Tensor:
+        logits = self.steps.feed(tokens)
+        forced = self.first if self.made == 0 else self.last if self.made == self.budget - 1 else None
+        self.made += 1
+        if forced is None:
+            return logits
+        only = torch.full_like(logits, float("-inf"))
+        only[..., forced] = 0.0
+        return only
+
+    def reorder(self, rows: Tensor) -> None:
+        self.steps.reorder(rows)
+
+
 # ---------------------------------------------------------------- sampling
 def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
     """Set logits outside the top ``k`` and outside the smallest set holding ``top_p`` of the mass to -inf.
@@ -391,6 +412,9 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
             budget = min(max_new, room(model, len(prompt)))
             steps = Continuation(model, use_cache=use_cache)
         steps = Restricted(steps, vocab.output_ids(model.spec.head.out, end=eos is not None))
+        first = getattr(vocab, "first", None) if model.spec.kind == "encoder-decoder" else None  # (HF: at length 1)
+        if first is not None or getattr(vocab, "last", None) is not None:
+            steps = Forced(steps, first, getattr(vocab, "last", None), budget)
         if strategy.beam:
             best = beam_search(steps, start, budget, eos if eos is not None else -1, strategy.beam, strategy.alpha)[0][0]
             out, score = best.tokens, best.score

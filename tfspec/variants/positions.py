@@ -10,11 +10,17 @@ MAX_POSITIONS = 1 << 20
 @POSITIONS.register
 class Sinusoidal(Position):
     name = "sinusoidal"
-    doc = "fixed sin/cos of geometric wavelengths (Vaswani et al. 2017, section 3.5)"
+    doc = ("sinusoidal(halves=false): fixed sin/cos of geometric wavelengths (Vaswani et al. 2017, section 3.5), "
+           "interleaved; halves=true puts every sine first, then every cosine (Marian, fairseq)")
+    examples = ({}, {"halves": True})
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        halves: bool = False  # [sin | cos] instead of sin and cos interleaved
 
     def module(self, dim, options):
         from ..nn.embedding import SinusoidalPositions
-        return Constructor(SinusoidalPositions, (dim,))
+        return Constructor(SinusoidalPositions, (dim,), {"halves": options.halves} if options.halves else {})
 
 
 @POSITIONS.register
