@@ -1,0 +1,72 @@
+"""The examples written from published Hugging Face configurations: `tfspec check` prints the parameter count of
+the Hugging Face model that configuration builds (on the meta device: no weights, nothing downloaded), and the
+spec is the architecture the configuration describes, fact by fact."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tfspec
+from tfspec.interop.families import family_of, import_config, read_config
+from tfspec.interop.mapping import architecture_problems
+
+T = pytest.importorskip("transformers")
+
+# example -> (the published configuration, its class); the numbers are the released models' config.json
+PUBLISHED = {
+    "qwen3_0_6b": (dict(model_type="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                        num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                        max_position_embeddings=40960, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                        tie_word_embeddings=True, bos_token_id=151643, eos_token_id=151645,
+                        architectures=["Qwen3ForCausalLM"]), "Qwen3ForCausalLM"),
+    "gemma2_2b": (dict(model_type="gemma2", vocab_size=256000, hidden_size=2304, intermediate_size=9216,
+                       num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                       query_pre_attn_scalar=256, sliding_window=4096, attn_logit_softcapping=50.0,
+                       final_logit_softcapping=30.0, rms_norm_eps=1e-6, rope_theta=10000.0,
+                       hidden_activation="gelu_pytorch_tanh", max_position_embeddings=8192,
+                       pad_token_id=0, eos_token_id=1, bos_token_id=2, architectures=["Gemma2ForCausalLM"]),
+                  "Gemma2ForCausalLM"),
+    "roberta_base": (dict(model_type="roberta", vocab_size=50265, hidden_size=768, num_hidden_layers=12,
+                          num_attention_heads=12, intermediate_size=3072, max_position_embeddings=514,
+                          type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                          architectures=["RobertaForMaskedLM"]), "RobertaForMaskedLM"),
+    "bart_base": (dict(model_type="bart", vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
+                       encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
+                       decoder_ffn_dim=3072, max_position_embeddings=1024, activation_function="gelu",
+                       pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                       forced_bos_token_id=0, forced_eos_token_id=2, architectures=["BartForConditionalGeneration"]),
+                  "BartForConditionalGeneration"),
+    "olmo2_1b": (dict(model_type="olmo2", vocab_size=100352, hidden_size=2048, intermediate_size=8192,
+                      num_hidden_layers=16, num_attention_heads=16, num_key_value_heads=16,
+                      max_position_embeddings=4096, rms_norm_eps=1e-6, rope_theta=500000.0,
+                      tie_word_embeddings=False, pad_token_id=100277, eos_token_id=100257,
+                      architectures=["Olmo2ForCausalLM"]), "Olmo2ForCausalLM"),
+}
+
+
+def hf_count(config: dict, cls: str) -> int:
+    """The parameters of the Hugging Face model a configuration builds, counted on the meta device; a buffer it
+    holds in place of a parameter the spec has (BART's final_logits_bias, the head's bias) counted with them."""
+    with torch.device("meta"):
+        model = getattr(T, cls)(read_config(config))
+    return sum(p.numel() for p in model.parameters()) + sum(
+        b.numel() for name, b in model.named_buffers() if name == "final_logits_bias")
+
+
+@pytest.mark.parametrize("example", PUBLISHED)
+def test_examples_check_with_the_published_models_parameter_counts(example, tfspec_cli):
+    config, cls = PUBLISHED[example]
+    spec = tfspec.load(f"examples/{example}.tfs")
+    count = hf_count(config, cls)
+    assert spec.parameter_count() == count
+    expected = family_of(config["model_type"]).spec_text(read_config(config), **family_of(
+        config["model_type"]).classes[cls], padding=True)
+    assert architecture_problems(spec, expected, cls) == []
+    assert import_config(config, name=example) == open(f"examples/{example}.tfs").read()  # the example is the import
+
+
+def test_check_prints_the_count(tfspec_cli):
+    result = tfspec_cli("check", "examples/qwen3_0_6b.tfs")
+    assert result.returncode == 0, result.stderr
+    assert f"{hf_count(*PUBLISHED['qwen3_0_6b']):,} parameters" in result.stdout
