@@ -97,6 +97,11 @@ FAMILIES = (
            "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
            "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
            "hf_roberta", "from_hf_roberta", "to_hf_roberta"),
+    Family("DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
+                                           "DistilBertModel": {"pooler": False, "head": False}},
+           "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "
+           "eps 1e-12, BERT's MLM head under other names",
+           "hf_distilbert", "from_hf_distilbert", "to_hf_distilbert"),
     Family("GPT-2", ("gpt2",), {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
            "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
            "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
