@@ -97,6 +97,11 @@ FAMILIES = (
            "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
            "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
            "hf_roberta", "from_hf_roberta", "to_hf_roberta"),
+    Family("ELECTRA", ("electra",), {"ElectraForMaskedLM": {"pooler": False, "head": True},
+                                     "ElectraModel": {"pooler": False, "head": False}},
+           "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
+           "embedding_size apart from hidden_size is refused",
+           "hf_electra", "from_hf_electra", "to_hf_electra"),
     Family("DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
                                            "DistilBertModel": {"pooler": False, "head": False}},
            "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "
