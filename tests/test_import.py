@@ -273,7 +273,9 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("cls", list(CONFIGS))
-def test_an_imported_directory_computes_what_hugging_face_computes(tmp_path, cls):
+def test_an_imported_directory_computes_what_hugging_face_computes_and_exports_back(tmp_path, cls):
+    """Logits equal to the Hugging Face model's on a plain and a padded batch, greedy generation equal to its
+    generate's; the import's text checks; export gives back the model (``exports_back``)."""
     directory, reference = saved(tmp_path, cls)
     model = tfspec.from_pretrained(directory)
     for padded in (False, True):
@@ -285,6 +287,7 @@ def test_an_imported_directory_computes_what_hugging_face_computes(tmp_path, cls
         if not reference.config.is_encoder_decoder:  # a tiny tied encoder-decoder repeats its start token
             assert len({t for row in expected for t in row}) >= 2  # a real continuation, not one token repeated
         assert greedy(model, reference) == expected
+    exports_back(tmp_path, cls, reference, model)
     text = import_config(directory)
     assert text.startswith(f"# Imported by tfspec from a Hugging Face {cls} configuration")
     assert "\nlet " in text and tfspec.parse(text).parameter_count() == sum(p.numel() for p in model.parameters())
@@ -676,25 +679,27 @@ def test_import_cli_writes_a_spec_that_checks(tfspec_cli, tmp_path):
     assert printed.returncode == 0 and printed.stdout == text
 
 
-@pytest.mark.parametrize("args, message, code", [
+IMPORT_ERRORS = [
     (["{tmp}/missing"], "{tmp}/missing: no such file", 1),
     (["{tmp}/rwkv.json"], "model_type 'rwkv' cannot be imported exactly", 1),
     (["{tmp}/rwkv.json", "-o", "{tmp}"], "is a directory; name the .tfs file to write", 2),  # checked first
-])
-def test_import_cli_errors(tfspec_cli, tmp_path, args, message, code):
+    ([], "import needs a model directory (or its config.json), or --list", 2),
+    (["--list", "{tmp}/rwkv.json"], "--list takes no model directory", 2),
+]
+
+
+def test_import_cli_errors(tfspec_cli, tmp_path):
     (tmp_path / "rwkv.json").write_text(json.dumps({"model_type": "rwkv"}))
-    result = tfspec_cli("import", *[a.format(tmp=tmp_path) for a in args])
-    assert result.returncode == code
-    assert message.format(tmp=tmp_path) in result.stderr and "Traceback" not in result.stderr
+    results = tfspec_cli.many(*(("import", *[a.format(tmp=tmp_path) for a in args]) for args, _, _ in IMPORT_ERRORS))
+    for (args, message, code), result in zip(IMPORT_ERRORS, results):
+        assert result.returncode == code, args
+        assert message.format(tmp=tmp_path) in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("cls", list(CONFIGS))
-def test_import_then_export_gives_back_the_model(tmp_path, cls):
+def exports_back(tmp_path, cls: str, reference, model) -> None:
     """import -> export -> from_pretrained: the same tensors bit for bit, the same computation-relevant
     configuration, the same logits."""
     from tfspec.interop.families import export_pretrained
-    directory, reference = saved(tmp_path, cls)
-    model = tfspec.from_pretrained(directory)
     exported = tmp_path / "exported"
     # what `tfspec export` of a run passes from its tokenizer
     ids = {k: getattr(reference.config, k, None) for k in ("pad_token_id", "eos_token_id", "decoder_start_token_id")}
@@ -771,24 +776,28 @@ def test_export_cli_writes_what_transformers_and_torch_load(tfspec_cli, tmp_path
         assert torch.equal(standalone(tokens), model(tokens))
 
 
-@pytest.mark.parametrize("args, message", [
+EXPORT_REFUSALS = [
     (["--to", "hf", "-o", "{tmp}/shaw_hf"], "no Hugging Face equivalent; the closest family, T5"),
     (["--to", "hf", "-o", "{tmp}"], "already exists"),
     (["--to", "onnx", "-o", "{tmp}/onnx"], "--to onnx needs the onnx"),
-])
-def test_export_cli_refusals(tfspec_cli, tmp_path, args, message):
+]
+
+
+def test_export_cli_refusals(tfspec_cli, tmp_path):
     import importlib.util
-    if "onnx" in args and importlib.util.find_spec("onnx") and importlib.util.find_spec("onnxscript"):
-        pytest.skip("onnx is installed here")
+    onnx = importlib.util.find_spec("onnx") and importlib.util.find_spec("onnxscript")
+    cases = [(args, message) for args, message in EXPORT_REFUSALS if not (onnx and "onnx" in args)]
     overrides = {"layers": 1, "d_model": 32, "heads": 4, "d_ff": 32, "vocab": 50}
     shaw = tfspec.compile("examples/shaw_relative.tfs", overrides=overrides)
     text = open("examples/shaw_relative.tfs").read()
     for name, value in overrides.items():
         text = re.sub(rf"\b{name} = [^,\n]+", f"{name} = {value}", text, count=1)
     checkpoint_of(tmp_path, shaw, text)
-    result = tfspec_cli("export", str(tmp_path / "run"), *[a.format(tmp=tmp_path) for a in args])
-    assert result.returncode in (1, 2)
-    assert message in result.stderr and "Traceback" not in result.stderr
+    results = tfspec_cli.many(*(("export", str(tmp_path / "run"), *[a.format(tmp=tmp_path) for a in args])
+                                for args, _ in cases))
+    for (args, message), result in zip(cases, results):
+        assert result.returncode in (1, 2), args
+        assert message in result.stderr and "Traceback" not in result.stderr
 
 
 def test_import_run_is_a_checkpoint_that_export_reads(tfspec_cli, tmp_path):

@@ -43,8 +43,10 @@ def test_every_example_renders_with_its_structure(path, tmp_path):
     g = spec.graph()
     out = render(spec, tmp_path / "diagram.svg")
     parts = parse_svg(out)
-    for role, info in g.stacks.items():  # each stack drawn once, in an "N×" box
-        assert f"{info.repeat}×" in texts(parts, "cluster")
+    for role, info in g.stacks.items():  # each kind of layer drawn once, in an "N×" box: N together the stack's
+        boxes = [c["text"] for c in parts["cluster"] if c["title"].startswith(f"cluster_{role}")
+                 and "×" in c["text"]]
+        assert sum(int(text.split("×")[0]) for text in boxes) == info.repeat and len(boxes) == len(info.kinds)
     node_text = " | ".join(texts(parts, "node"))
     for node in g.of(ir.Sublayer):
         assert node.label in node_text
