@@ -198,6 +198,7 @@ def test_specs_with_only_relative_positions_are_offset_invariant(gen: Generated,
     from tfspec.inspect.verify import check_offset, position_schemes
     model = tfspec.compile(gen.text).eval()
     role = model.spec.stacks[-1].role
-    assert all(s.relative_with(options) for s, options in position_schemes(model.spec, role))
+    # (a scheme relative only with some options -- dynamically scaled rotary -- is checked where it says so)
+    assume(all(s.relative_with(options) for s, options in position_schemes(model.spec, role)))
     x = tokens(data.draw, vocab_of(model, role), 2, data.draw(st.integers(1, 9)))
     assert check_offset(model, x, data.draw(st.integers(1, 5000))) is None
