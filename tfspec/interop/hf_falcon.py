@@ -23,8 +23,7 @@ from .fields import Field, Fields, Fixed
 from .hf_gpt_neox import qkv_rows
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement
-from .mapping import InteropError, Rule, export_state, layer_modules, linear_rules, load_state, \
-    refuse_other_architecture, rule, same_head, spec_layer_modules
+from .mapping import InteropError, Rule, layer_modules, linear_rules, rule, spec_layer_modules
 from .writer import SpecWriter
 
 REFERENCE = "Hugging Face Falcon"
@@ -161,9 +160,12 @@ def fused_rows(heads: int, kv_heads: int, head_dim: int, grouped: bool) -> tuple
     return tuple(q + k + v)
 
 
-def _rules(model, prefix: str, state: dict, lm: bool, grouped: bool) -> tuple[list[Rule], dict[str, str]]:
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """Falcon's tensor names; its fused query_key_value is grouped per key/value head where the spec is the new
+    decoder architecture (loading has checked it is the reference's)."""
     if model.spec.kind != "decoder-only":
         raise InteropError(f"Falcon is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    grouped = _new_architecture(Facts(model.spec, "Falcon"))
     ours_state = model.state_dict()
     parts = layer_modules(model)
     one_norm = parts.get("attention_norm") == parts.get("feedforward_norm")
@@ -188,27 +190,16 @@ def _rules(model, prefix: str, state: dict, lm: bool, grouped: bool) -> tuple[li
             norms = {"attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"}
         for part, name in norms.items():
             rules += linear_rules(f"{ours}.{parts[part]}", f"{theirs}.{name}", state, ours_state)
-    if lm and model.tied_to is not None:
-        return rules, {"lm_head.weight": "embeddings.tokens.tokens.weight"}
-    return rules + ([rule("head.weight", "lm_head.weight")] if lm else []), {}
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
 
 
 def from_hf_falcon(model, reference) -> None:
     """Copy a ``FalconForCausalLM`` (or ``FalconModel``)'s weights into ``model``; the spec must be the
     architecture the reference's configuration describes."""
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
-    rules, aliases = _rules(model, "transformer." if lm else "", state, lm,
-                            bool(reference.config.new_decoder_architecture))
-    load_state(model, state, rules, reference=REFERENCE, aliases=aliases)
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules, prefix="transformer.")
 
 
 def to_hf_falcon(model) -> dict:
     """A state dict for ``FalconForCausalLM`` (spec with a head) or ``FalconModel``."""
-    lm = model.head is not None
-    rules, aliases = _rules(model, "transformer." if lm else "", {}, lm,
-                            _new_architecture(Facts(model.spec, "Falcon")))
-    return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+    return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from . import hf_llama
 from .facts import Facts
-from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, export_state, layer_modules, linear_rules, load_state, \
-    refuse_other_architecture, rule, same_head
+from .fields import Field, Fields
+from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -179,41 +178,30 @@ def _rules(model, prefix: str, state: dict, lm: bool, phi: bool) -> tuple[list[R
     return rules + [rule("head.weight", "lm_head.weight")], {}
 
 
-def _load(model, reference, phi: bool) -> None:
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, PHI_FIELDS if phi else GPTJ_FIELDS,
-                              hf_config_phi if phi else hf_config,
-                              lambda: spec_text(reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
-    prefix = ("model." if phi else "transformer.") if lm else ""
-    rules, aliases = _rules(model, prefix, state, lm, phi)
-    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
+def _gptj_rules(model, prefix: str, state: dict, lm: bool):
+    return _rules(model, prefix, state, lm, phi=False)
 
 
-def _export(model, phi: bool) -> dict:
-    lm = model.head is not None
-    prefix = ("model." if phi else "transformer.") if lm else ""
-    rules, aliases = _rules(model, prefix, {}, lm, phi)
-    return export_state(model, rules, reference=f"Hugging Face {'Phi' if phi else 'GPT-J'}", aliases=aliases)
+def _phi_rules(model, prefix: str, state: dict, lm: bool):
+    return _rules(model, prefix, state, lm, phi=True)
 
 
 def from_hf_gptj(model, reference) -> None:
     """Copy a ``GPTJForCausalLM`` (or ``GPTJModel``)'s weights into ``model``; the spec must be the architecture
     the reference's configuration describes."""
-    _load(model, reference, phi=False)
+    hf_llama.load_decoder(model, reference, GPTJ_FIELDS, hf_config, spec_text, _gptj_rules, prefix="transformer.")
 
 
 def to_hf_gptj(model) -> dict:
     """A state dict for ``GPTJForCausalLM`` (spec with a head) or ``GPTJModel``."""
-    return _export(model, phi=False)
+    return hf_llama.export_decoder(model, _gptj_rules, "Hugging Face GPT-J", prefix="transformer.")
 
 
 def from_hf_phi(model, reference) -> None:
     """Copy a ``PhiForCausalLM`` (or ``PhiModel``)'s weights into ``model``, as ``from_hf_gptj`` does."""
-    _load(model, reference, phi=True)
+    hf_llama.load_decoder(model, reference, PHI_FIELDS, hf_config_phi, spec_text, _phi_rules)
 
 
 def to_hf_phi(model) -> dict:
     """A state dict for ``PhiForCausalLM`` (spec with a head) or ``PhiModel``."""
-    return _export(model, phi=True)
+    return hf_llama.export_decoder(model, _phi_rules, "Hugging Face Phi")

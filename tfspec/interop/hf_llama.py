@@ -229,23 +229,25 @@ def lm_head_rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     return ([rule("head.weight", "lm_head.weight")] if lm else []), {}
 
 
-def load_decoder(model, reference, fields, hf_config, spec_text, rules) -> None:
-    """Copy a Llama-layout causal LM's (or base model's) weights into ``model`` by ``rules(model, prefix, state,
+def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: str = "model.") -> None:
+    """Copy a decoder-only causal LM's (or base model's) weights into ``model`` by ``rules(model, prefix, state,
     lm)``, once ``model``'s spec is the architecture the reference's configuration describes (``spec_text``,
-    read field by field through ``fields`` and ``hf_config``); every tensor must be accounted for."""
+    read field by field through ``fields`` and ``hf_config``); every tensor must be accounted for. ``prefix``:
+    where the causal LM holds its base model (Llama's ``model.``, BLOOM's ``transformer.``)."""
     lm = hasattr(reference, "lm_head")
     same_head(model, reference, lm)
     refuse_other_architecture(model, reference, fields, hf_config, lambda: spec_text(
         reference.config, head=lm, padding=model.decoder.masks_padding))
     state = reference.state_dict()
-    names, aliases = rules(model, "model." if lm else "", state, lm)
+    names, aliases = rules(model, prefix if lm else "", state, lm)
     load_state(model, state, names, reference=type(reference).__name__, aliases=aliases)
 
 
-def export_decoder(model, rules, reference: str) -> dict:
-    """A Llama-layout state dict of ``model`` by ``rules``: the causal LM's (spec with a head) or the base model's."""
+def export_decoder(model, rules, reference: str, prefix: str = "model.") -> dict:
+    """A decoder-only state dict of ``model`` by ``rules``: the causal LM's (spec with a head; its base model under
+    ``prefix``) or the base model's."""
     lm = model.head is not None
-    names, aliases = rules(model, "model." if lm else "", {}, lm)
+    names, aliases = rules(model, prefix if lm else "", {}, lm)
     return export_state(model, names, reference=reference, aliases=aliases)
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, export_state, layer_modules, linear_rules, load_state, \
-    refuse_other_architecture, rule, same_head
+from . import hf_llama
+from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
 
 REFERENCE = "Hugging Face OPT"
@@ -115,25 +115,21 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
                                 ours_state),
                   *linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{theirs}.final_layer_norm", state,
                                 ours_state)]
-    if lm and model.tied_to is not None:
-        return rules, {"lm_head.weight": "embeddings.tokens.tokens.weight"}
-    return rules + ([rule("head.weight", "lm_head.weight")] if lm else []), {}
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
+
+
+def _decoder_rules(model, prefix: str, state: dict, lm: bool):
+    """``_rules`` under OPT's names: its base model holds the decoder as ``decoder.``."""
+    return _rules(model, f"{prefix}decoder.", state, lm)
 
 
 def from_hf_opt(model, reference) -> None:
     """Copy an ``OPTForCausalLM`` (or ``OPTModel``)'s weights into ``model``; the spec must be the architecture
     the reference's configuration describes."""
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
-    rules, aliases = _rules(model, "model.decoder." if lm else "decoder.", state, lm)
-    load_state(model, state, rules, reference=REFERENCE, aliases=aliases)
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _decoder_rules)
 
 
 def to_hf_opt(model) -> dict:
     """A state dict for ``OPTForCausalLM`` (spec with a head) or ``OPTModel``."""
-    lm = model.head is not None
-    rules, aliases = _rules(model, "model.decoder." if lm else "decoder.", {}, lm)
-    return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+    return hf_llama.export_decoder(model, _decoder_rules, REFERENCE)
