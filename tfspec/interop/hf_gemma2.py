@@ -90,14 +90,25 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     that slide and those that do not as a layer schedule."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
+    return sandwich_text(w, s, lambda slides: f"rotary(theta={s.rope_theta})", "", padding=padding, head=head,
+                         name=name, heading=heading)
 
+
+def sandwich_text(w: SpecWriter, s, position, attention: str, *, padding: bool, head: bool, name: str,
+                  heading: tuple[str, ...]) -> str:
+    """The spec of a Gemma 2-layout decoder from its settings ``s``: ``position(slides)`` is a kind of layer's
+    rotary positions (the sliding ones' and the full ones'), ``attention`` more of the attention's arguments
+    (Gemma 3's qk-norm)."""
     def masks(slides: bool) -> str:
         return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
     kind = f"kind=softcap({s.attn_softcap}), " if s.attn_softcap else ""
     base, sections = schedule(slides)
-    lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)} }}\n" for layers, slide in sections)
+    own = position(base)
+    lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}"
+                    + (f"; position {position(slide)}" if position(slide) != own else "") + " }\n"
+                    for layers, slide in sections)
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
@@ -110,9 +121,9 @@ defaults {{
 embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}) }}
 
 decoder x {s.layers} {{
-  position rotary(theta={s.rope_theta})
+  position {own}
   x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, {kind}\\
-                         mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}))
+                         mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}{attention}))
   x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
   final gemma_rmsnorm(eps={s.eps})
 {lines}}}

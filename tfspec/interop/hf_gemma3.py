@@ -13,7 +13,7 @@ from . import hf_gemma2, hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import Rule, rule
-from .writer import SpecWriter, schedule
+from .writer import SpecWriter
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
@@ -60,46 +60,16 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     w = SpecWriter()
     s = FIELDS.write(config, w)
 
-    def masks(slides: bool) -> str:
-        return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
-
     def position(slides: bool) -> str:
         return f"rotary(theta={s.local_theta})" if slides else hf_llama.rotary(s)
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
-    base, sections = schedule(slides)
-    lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}; position {position(slide)} }}\n"
-                    for layers, slide in sections)
-    kind = f"kind=softcap({s.attn_softcap}), " if s.attn_softcap else ""
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  norm gemma_rmsnorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}) }}
-
-decoder x {s.layers} {{
-  position {position(base)}
-  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, {kind}\\
-                         mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}, \\
-                         qk_norm=gemma_rmsnorm(eps={s.eps})))
-  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
-  final gemma_rmsnorm(eps={s.eps})
-{lines}}}
-"""
     if not any(slides):
         w.forget("local_theta")
     if all(slides):
         w.forget("rope_theta")
-    if head:  # the causal LM's; the base model has none, and so no logits to cap
-        text += f"\nhead {projection}" + (f" softcap={s.final_softcap}" if s.final_softcap else "") + "\n"
-    else:
-        w.forget("final_softcap")
-    return w.text(text, list(heading))
+    return hf_gemma2.sandwich_text(w, s, position, f", \\\n                         qk_norm=gemma_rmsnorm(eps={s.eps})",
+                                   padding=padding, head=head, name=name, heading=heading)
 
 
 def hf_config(spec) -> dict:
