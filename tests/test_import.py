@@ -1012,3 +1012,24 @@ def test_the_coverage_table_is_the_code(tfspec_cli):
     assert "(docs/hf_families.md)" in Path("README.md").read_text(encoding="utf-8")
     listed = tfspec_cli("import", "--list")
     assert listed.returncode == 0 and listed.stdout == table
+
+
+def test_unilm_starts_from_bert_masked_lm_weights_and_with_a_whole_row_prefix_computes_bert(tmp_path):
+    """examples/unilm.tfs has BertForMaskedLM's parameters (UniLM was initialised from BERT-large): copying them
+    is refused as an exact import -- the architecture differs -- and done with initialise=True, which warns; with
+    every row's prefix its whole length, the prefix-LM is BERT's bidirectional encoder and computes its logits."""
+    from tfspec.interop.hf_bert import from_hf_bert
+    sizes = {"layers": 2, "d_model": 32, "heads": 4, "vocab": 90, "max_len": 40}
+    unilm = tfspec.compile("examples/unilm.tfs", overrides=sizes, seed=0).eval()
+    _, reference = saved(tmp_path, "BertForMaskedLM", layer_norm_eps=1e-12, intermediate_size=128)
+    with pytest.raises(InteropError, match="initialise=True"):
+        from_hf_bert(unilm, reference)
+    with pytest.warns(UserWarning, match="whose architecture differs:\n.*mask"):
+        from_hf_bert(unilm, reference, initialise=True)
+    tokens = torch.randint(3, 90, (2, 12), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ours = unilm(tokens, prefix_lengths=torch.tensor([12, 12]))
+        theirs = reference(input_ids=tokens).logits
+        causal = unilm(tokens, prefix_lengths=torch.tensor([0, 0]))
+    assert (ours - theirs).abs().max().item() <= TOL * max(1.0, theirs.abs().max().item())
+    assert (causal - theirs).abs().max().item() > 1e-3  # a left-to-right LM computes something else

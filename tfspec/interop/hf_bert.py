@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
-from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule
+import warnings
+
+from .mapping import (InteropError, Rule, architecture_problems, export_state, load_state, refuse_other_architecture,
+                      rule)
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
@@ -23,9 +26,11 @@ def _linear(ours: str, theirs: str) -> list[Rule]:
 
 def _rules(model, prefix: str, head: dict[str, str] | None = None) -> tuple[list[Rule], dict[str, str]]:
     """BERT's tensor names (under ``prefix``); ``head``: the MLM head's (``transform``, ``norm``, ``decoder``,
-    ``bias``), BERT's ``cls.predictions...`` by default (RoBERTa's differ)."""
-    if model.spec.kind != "encoder-only":
-        raise InteropError(f"BERT is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
+    ``bias``), BERT's ``cls.predictions...`` by default (RoBERTa's differ). The layers are the spec's one stack's
+    (an encoder's, or the decoder of a prefix-LM initialised from BERT)."""
+    if len(model.spec.stacks) != 1:
+        raise InteropError(f"BERT is one stack; spec '{model.spec.name}' is {model.spec.kind}")
+    role = model.spec.stacks[0].role
     names = head or {"transform": "cls.predictions.transform.dense", "norm": "cls.predictions.transform.LayerNorm",
                      "decoder": "cls.predictions.decoder", "bias": "cls.predictions.bias"}
     e, p = "embeddings.tokens", f"{prefix}embeddings"
@@ -33,8 +38,8 @@ def _rules(model, prefix: str, head: dict[str, str] | None = None) -> tuple[list
              rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"),
              rule(f"{e}.segments.weight", f"{p}.token_type_embeddings.weight"),
              *_linear(f"{e}.norm", f"{p}.LayerNorm")]
-    for i in range(len(model.encoder.layers)):
-        ours, theirs = f"encoder.layers.{i}", f"{prefix}encoder.layer.{i}"
+    for i in range(len(getattr(model, role).layers)):
+        ours, theirs = f"{role}.layers.{i}", f"{prefix}encoder.layer.{i}"
         qkv = [f"{theirs}.attention.self.{n}" for n in ("query", "key", "value")]
         rules += [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
                   rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
@@ -133,9 +138,25 @@ def hf_config(spec, model_type: str = "bert") -> dict:
     return {"model_type": model_type, **FIELDS.config(f)}
 
 
-def from_hf_bert(model, reference) -> None:
-    """Copy a ``BertModel`` or ``BertForMaskedLM``'s weights into ``model`` (every tensor accounted for)."""
-    check_reference(model, reference, FIELDS, hf_config, spec_text)
+def from_hf_bert(model, reference, initialise: bool = False) -> None:
+    """Copy a ``BertModel`` or ``BertForMaskedLM``'s weights into ``model`` (every tensor accounted for).
+
+    The spec must be the architecture the reference's configuration describes. ``initialise``: the spec is
+    another architecture with BERT's parameters, which starts from them (UniLM's prefix-LM, ``examples/unilm.tfs``,
+    from BERT-large): every tensor must still map, name for name and shape for shape, and the differences are
+    told in a warning instead of refused.
+    """
+    if initialise:
+        expected = spec_text(reference.config, pooler=getattr(getattr(reference, "bert", reference), "pooler",
+                                                               None) is not None, head=hasattr(reference, "cls"))
+        role = model.spec.stacks[0].role  # compared as the same stack, so that what differs inside it is named
+        expected = expected.replace("\nencoder x ", f"\n{role} x ")
+        differences = architecture_problems(model.spec, expected, type(reference).__name__)
+        if differences:
+            warnings.warn(f"initialising spec '{model.spec.name}' from {type(reference).__name__} weights, whose "
+                          "architecture differs:\n" + "\n".join(f"  {d}" for d in differences), stacklevel=2)
+    else:
+        check_reference(model, reference, FIELDS, hf_config, spec_text)
     rules, aliases = _rules(model, "bert." if hasattr(reference, "bert") else "")
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
 
@@ -145,7 +166,10 @@ def check_reference(model, reference, fields, exported, describe, base: str = "b
     configuration describes, with its pooler and head; the embedding norm's eps and scale, the pooler's
     activation and the head's transform are compared with the rest."""
     if model.spec.kind != "encoder-only":
-        raise InteropError(f"{type(reference).__name__} is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
+        hint = " (from_hf_bert(..., initialise=True) starts another architecture with BERT's parameters from them)" \
+            if base == "bert" and len(model.spec.stacks) == 1 else ""
+        raise InteropError(f"{type(reference).__name__} is an encoder; spec '{model.spec.name}' is "
+                           f"{model.spec.kind}{hint}")
     inner = getattr(reference, base, reference)
     refuse_other_architecture(model, reference, fields, exported, lambda: describe(
         reference.config, pooler=getattr(inner, "pooler", None) is not None, head=hasattr(reference, head),
