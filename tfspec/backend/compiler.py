@@ -225,7 +225,7 @@ def embeddings_constructor(e: S.Embedding) -> Constructor:
     """An embedding's module: token table, positions added to it, segments, norm, dropout."""
     variant, options = POSITIONS.of(e.position)
     return Constructor(Embeddings, (e.vocab, e.dim, e.scale, variant.module(e.dim, options), e.segments,
-                                    norm_constructor(e.norm, e.dim), e.dropout, e.shares is not None))
+                                    norm_constructor(e.norm, e.dim), e.dropout, e.shares is not None, e.project))
 
 
 def attention_config(node: ir.Attention) -> AttentionConfig:
@@ -256,10 +256,11 @@ def stack_owned(g: Graph, role: str) -> dict[str, dict[str, Constructor]]:
 
 def head_constructor(head: S.Head, width: int) -> Constructor:
     transform = ACTIVATIONS[head.transform.name].module() if head.transform is not None else None
-    norm = (norm_constructor(head.transform_norm, width)
+    features = head.features or width
+    norm = (norm_constructor(head.transform_norm, features)
             if head.transform is not None and head.transform_norm else None)
     return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm, head.scale,
-                     head.softcap))
+                              head.softcap, head.features))
 
 
 def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:

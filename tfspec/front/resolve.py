@@ -185,7 +185,7 @@ STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "
                                         "final_dropout": as_float}
 EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
-    "segments": as_int, "norm": choice(NORMS), "dropout": as_float, "tokens": as_ref,
+    "segments": as_int, "norm": choice(NORMS), "dropout": as_float, "tokens": as_ref, "project": as_int,
 }
 SUBLAYERS = ("attention", "feedforward")
 SECTIONS = ("layers",)  # a stack body's statements with a body of their own
@@ -881,9 +881,18 @@ class _Resolver:
                        spans["transform"])
         if values["norm"] is not None and values["transform"] is None:
             raise _err("structure", "head norm= applies to its transform; add transform=ACTIVATION", spans["norm"])
+        features = None
+        if tied_to is not None and last is not None and last.embedding in embeddings:
+            width, table = embeddings[last.embedding].width, embeddings[tied_to].dim
+            if table != width:
+                if values["transform"] is None:
+                    raise _err("structure", f"the head reads {width}-wide vectors, but the table of '{tied_to}' "
+                                            f"it is tied to is {table} wide", decl.span,
+                               f"add transform=gelu: a dense map from {width} to {table} first (ALBERT's head)")
+                features = table
         return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
                                        "transform": values["transform"], "transform_norm": values["norm"],
-                                       "scale": values["scale"], "softcap": values["softcap"]},
+                                       "scale": values["scale"], "softcap": values["softcap"], "features": features},
                               spans, decl.span, "head", {"span": decl.span})
 
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:

@@ -203,6 +203,12 @@ class Embedding(Node):
     norm: Choice
     dropout: Rate = 0.0
     shares: str | None = None  # the embedding whose token table this one reads (``tokens NAME``), or None
+    project: Dim | None = None  # the width a linear map projects the embeddings into (ALBERT, ELECTRA-small)
+
+    @property
+    def width(self) -> int:
+        """The width of the vectors it hands its stack: ``project``'s, else ``dim``."""
+        return self.project or self.dim
 
 
 class Head(Node):
@@ -215,6 +221,7 @@ class Head(Node):
     transform_norm: Choice | None = None
     scale: float = 1.0  # multiplies its input first (T5's tied head: d_model^-0.5)
     softcap: float | None = Field(None, gt=0.0)  # logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)
+    features: Dim | None = None  # the transform's width where it maps into a narrower tied table (ALBERT's)
 
 
 class Pooler(Node):

@@ -251,7 +251,8 @@ class _Counter:
         self.g, self.lengths, self.batch, self.s, self.fused = g, lengths, batch, element_bytes, fused
         self.seen_modules: set = set()
         self.kept: set[tuple] = set()
-        self.rules = {ir.Embedding: self.cost_embedding, ir.PositionEncoding: self.cost_position,
+        self.rules = {ir.Embedding: self.cost_embedding, ir.Projection: self.cost_projection,
+                      ir.PositionEncoding: self.cost_position,
                       ir.StackParameters: self.cost_parameters,
                       ir.Add: self.cost_add, ir.Scale: self.cost_scale, ir.Norm: self.cost_norm,
                       ir.Dropout: self.cost_dropout, ir.Attention: self.cost_attention,
@@ -301,6 +302,11 @@ class _Counter:
         scale = n * node.width if node.scale != 1 else 0
         memory = self.keep_input(node, node.inputs[0], self.batch * n * ID_BYTES, repeat)
         return self.dense(0, scale, memory, repeat)
+
+    def cost_projection(self, node: ir.Projection, n, repeat):
+        """The embeddings' map into the stack's width: a matmul and its bias; it keeps its input."""
+        memory = self.keep_input(node, node.inputs[0], self.batch * n * node.features * self.s, repeat)
+        return self.dense(2 * n * node.features * node.width, n * node.width, memory, repeat)
 
     def cost_position(self, node: ir.PositionEncoding, n, repeat):
         memory = self.keep(("positions", node.id), n * ID_BYTES) if node.params else 0  # learned: index lookup
@@ -419,8 +425,9 @@ class _Counter:
 
     def cost_head(self, node: ir.Head, n, repeat):
         spec, d = node.spec, node.width
+        e = spec.features or d  # the transform's output, which the projection reads
         rows = self.batch * n
-        matmul, elementwise, memory = 2 * n * d * spec.out, (n * spec.out if spec.bias else 0), 0
+        matmul, elementwise, memory = 2 * n * e * spec.out, (n * spec.out if spec.bias else 0), 0
         if spec.scale != 1.0:  # a product with a constant keeps nothing; what reads it keeps the product
             elementwise += n * d
             memory += self.keep(("scaled", node.id), rows * d * self.s)
@@ -431,11 +438,11 @@ class _Counter:
             norm_flops, (kept, stats) = 0, (0, 0)
             if spec.transform_norm is not None:
                 norm = NORMS[spec.transform_norm.name]
-                norm_flops, (kept, stats) = norm.flops_per_element, norm.saved(d)
-            matmul += 2 * n * d * d
-            elementwise += n * d + (activation.flops_per_element + norm_flops) * n * d
+                norm_flops, (kept, stats) = norm.flops_per_element, norm.saved(e)
+            matmul += 2 * n * d * e
+            elementwise += n * e + (activation.flops_per_element + norm_flops) * n * e
             # the activation keeps its input or its output; the next step keeps the activation's output
-            elements = d * (2 if activation.saves == "input" else 1)
+            elements = e * (2 if activation.saves == "input" else 1)
             if kept or stats:  # the norm's own tensors beyond its input, then its output for the projection
                 elements += kept
             memory += self.keep(("transform", node.id), rows * (elements * self.s + stats * STAT_BYTES))

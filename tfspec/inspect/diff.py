@@ -86,7 +86,8 @@ def describe(spec) -> Facts:
         facts.update({(where, "vocab"): f"{emb.vocab:,}", (where, "dim"): str(emb.dim),
                       (where, "position"): POSITIONS.label(emb.position), (where, "scale"): f"{emb.scale:.4g}",
                       (where, "norm"): NORMS.label(emb.norm), (where, "dropout"): f"{emb.dropout:g}",
-                      (where, "token table"): f"{emb.shares}'s" if emb.shares else "its own"})
+                      (where, "token table"): f"{emb.shares}'s" if emb.shares else "its own",
+                      (where, "projected to"): str(emb.project) if emb.project else "none"})
         if emb.segments:
             facts[(where, "segments")] = str(emb.segments)
     for role, info in g.stacks.items():

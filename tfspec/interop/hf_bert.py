@@ -88,13 +88,14 @@ FIELDS = Fields(
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               attention: str = "", embedding: tuple[str, ...] = (), writer: SpecWriter | None = None,
               heading: tuple[str, ...] = (), fields: Fields | None = None, position: str | None = None,
-              head_activation: str | None = None) -> str:
+              head_activation: str | None = None, dim: str | None = None) -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
     ``head`` (its transform and decoder, tied to the token embedding unless ``tie_word_embeddings`` is false).
     ``attention`` and ``embedding``: further arguments of the self-attention and lines of the embedding, for
     BERT's relatives (BigBird's ``kind=bigbird(...)``), written with ``writer``'s ``let`` parameters;
     ``heading``: comment lines above it. A relative's ``fields`` (its table), ``position`` (its positions) and
-    ``head_activation`` (its MLM head's, where that is not ``hidden_act``) replace BERT's."""
+    ``head_activation`` (its MLM head's, where that is not ``hidden_act``) replace BERT's; ``dim``: a narrower
+    embedding projected into the stack's width (ELECTRA-small's, ALBERT's)."""
     w = writer or SpecWriter()
     s = (fields or FIELDS).write(config, w)
     extra = "".join(f"\n  {line}" for line in embedding)
@@ -110,7 +111,7 @@ defaults {{
 
 embedding tokens {{
   vocab {s.vocab}
-  dim {s.d_model}
+  dim {dim or s.d_model}{f"{chr(10)}  project {s.d_model}" if dim else ""}
   position {position or f"learned({s.max_len})"}
   segments {s.segments}
   norm layernorm(eps={s.eps}){extra}

@@ -3,26 +3,25 @@
 ELECTRA (Clark et al. 2020) is BERT's encoder (``tfspec.interop.hf_bert``) without a pooler; its generator's MLM
 head applies GELU whatever ``hidden_act`` says and is named ``generator_predictions`` and ``generator_lm_head``.
 An ``embedding_size`` other than ``hidden_size`` (ELECTRA-small's 128 under 256) projects the embeddings into
-the stack, which the language does not express yet: such a configuration is refused.
+the stack (``embedding tokens { dim 128; project 256 }``, ``embeddings_project``), and the head's transform maps
+back into the table's width.
 """
 
 from __future__ import annotations
 
 from . import hf_bert
 from .facts import Facts
-from .fields import Field, Fields, Fixed
+from .fields import Field, Fields
 from .mapping import export_state, load_state
 
 HEAD = {"transform": "generator_predictions.dense", "norm": "generator_predictions.LayerNorm",
         "decoder": "generator_lm_head", "bias": "generator_lm_head.bias"}
 
 FIELDS = Fields(
-    *hf_bert.FIELDS.entries,
-    Field("embedding_size", "embedding_size", lambda f: f.embedding.dim, read=lambda c: c.embedding_size,
-          setting=False),
-    Fixed("embedding_size", "hidden_size", "embedding_size {value} differs from hidden_size: a projection of the "
-          "embeddings into the stack, which is not expressed yet",
-          read=lambda c: "hidden_size" if c.embedding_size == c.hidden_size else c.embedding_size),
+    Field("d_model", "hidden_size", lambda f: f.embedding.width),  # the stack's; the table's is embedding_size
+    *(e for e in hf_bert.FIELDS.entries if getattr(e, "name", None) != "d_model"),
+    Field("embedding_size", "embedding_size", lambda f: f.embedding.dim,
+          read=lambda c: c.embedding_size if c.embedding_size != c.hidden_size else None),
     ignored={**hf_bert.FIELDS.ignored,
              **{name: "ElectraForPreTraining's and the classification heads' summary, which tfspec does not import"
                 for name in ("summary_type", "summary_use_proj", "summary_activation", "summary_last_dropout")}},
@@ -32,8 +31,9 @@ FIELDS = Fields(
 def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec an ELECTRA configuration describes."""
+    projected = config.embedding_size != config.hidden_size
     return hf_bert.spec_text(config, pooler=False, head=head, padding=padding, name=name, heading=heading,
-                             fields=FIELDS, head_activation="gelu")
+                             fields=FIELDS, head_activation="gelu", dim="embedding_size" if projected else None)
 
 
 def hf_config(spec) -> dict:
@@ -45,15 +45,23 @@ def hf_config(spec) -> dict:
     return {"model_type": "electra", **FIELDS.config(f)}
 
 
+def _rules(model, prefix: str):
+    """BERT's names, ELECTRA's head, and the projection into the stack where the embeddings have one."""
+    rules, aliases = hf_bert._rules(model, prefix, HEAD)
+    if model.embeddings["tokens"].project is not None:
+        rules += hf_bert._linear("embeddings.tokens.project", f"{prefix}embeddings_project")
+    return rules, aliases
+
+
 def from_hf_electra(model, reference) -> None:
     """Copy an ``ElectraForMaskedLM`` or ``ElectraModel``'s weights into ``model`` (every tensor accounted for)."""
     hf_bert.check_reference(model, reference, FIELDS, hf_config, spec_text, base="electra",
                             head="generator_lm_head")
-    rules, aliases = hf_bert._rules(model, "electra." if hasattr(reference, "electra") else "", HEAD)
+    rules, aliases = _rules(model, "electra." if hasattr(reference, "electra") else "")
     load_state(model, reference.state_dict(), rules, reference="Hugging Face ELECTRA", aliases=aliases)
 
 
 def to_hf_electra(model) -> dict:
     """A state dict for ``ElectraForMaskedLM`` (spec with a head) or ``ElectraModel`` (without)."""
-    rules, aliases = hf_bert._rules(model, "electra." if model.head is not None else "", HEAD)
+    rules, aliases = _rules(model, "electra." if model.head is not None else "")
     return export_state(model, rules, reference="Hugging Face ELECTRA", aliases=aliases)

@@ -55,25 +55,25 @@ class _Builder:
             for self.kind, block in enumerate(stack.blocks):
                 layers = stack.layers_of(self.kind)
                 entry = self.add(ir.BlockInput, f"{stack.role}.block_input", "x", [x], stack=stack.role,
-                                 in_block=True, width=emb.dim)
+                                 in_block=True, width=emb.width)
                 # the stack is known (its template is being built) before its exit is
-                self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, entry, "", "", emb.dim, emb.name,
+                self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, entry, "", "", emb.width, emb.name,
                                                        length, (*kinds, ir.LayerKind(entry, "", layers)))
-                out = self.block(stack, block, entry, emb.dim, memory)
+                out = self.block(stack, block, entry, emb.width, memory)
                 x = self.add(ir.BlockOutput, f"{stack.role}.block_output", f"{len(layers)}×", [out],
-                             stack=stack.role, in_block=True, width=emb.dim)
+                             stack=stack.role, in_block=True, width=emb.width)
                 kinds.append(ir.LayerKind(entry, x, layers))
             self.kind = 0
             exit_ = cur = x
             if not NORMS[stack.final_norm.name].absent:
-                cur = self.norm(f"{stack.role}.final_norm", stack.final_norm, cur, emb.dim, stack.role, False,
+                cur = self.norm(f"{stack.role}.final_norm", stack.final_norm, cur, emb.width, stack.role, False,
                                 ModulePath((stack.role, "final_norm")), "Final Norm")
-            cur = self.dropout(f"{stack.role}.final_dropout", stack.final_dropout, cur, stack.role, False, emb.dim)
-            self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, kinds[0].entry, exit_, cur, emb.dim,
+            cur = self.dropout(f"{stack.role}.final_dropout", stack.final_dropout, cur, stack.role, False, emb.width)
+            self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, kinds[0].entry, exit_, cur, emb.width,
                                                    emb.name, length, tuple(kinds))
             if stack.role == "encoder":
                 memory = cur
-            last = (cur, emb.dim, length)
+            last = (cur, emb.width, length)
         if last is not None:
             self.outputs(*last)
         return self.g
@@ -111,7 +111,13 @@ class _Builder:
         if not NORMS[emb.norm.name].absent:
             x = self.norm(f"{role}.embed_norm", emb.norm, x, emb.dim, role, False, ModulePath((*path, "norm")),
                           "Embedding Norm")
-        return self.dropout(f"{role}.embed_dropout", emb.dropout, x, role, False, emb.dim)
+        x = self.dropout(f"{role}.embed_dropout", emb.dropout, x, role, False, emb.dim)
+        if emb.project is None:
+            return x
+        return self.add(ir.Projection, f"{role}.embed_project", f"Linear ({emb.dim} → {emb.project})", [x],
+                        stack=role, module=ModulePath((*path, "project")), features=emb.dim, width=emb.project,
+                        params={"weight": Param((emb.project, emb.dim), "matrix"),
+                                "bias": Param((emb.project,), "bias")}, span=emb.span)
 
     # ----------------------------------------------------------- pieces
     def norm(self, node_id, choice: S.Choice, x, width, stack, in_block, module: ModulePath, title="Norm") -> str:
@@ -220,11 +226,12 @@ class _Builder:
         if spec.head is not None:
             head = spec.head
             params, ties = {}, {}
+            features = head.features or width  # what the transform writes: the tied table's width
             if head.transform is not None:
-                params.update(linear_params("transform", width, width, True))
+                params.update(linear_params("transform", features, width, True))
                 if head.transform_norm is not None and not NORMS[head.transform_norm.name].absent:
                     variant, options = NORMS.of(head.transform_norm)
-                    params.update({f"transform_norm.{k}": v for k, v in variant.params(width, options).items()})
+                    params.update({f"transform_norm.{k}": v for k, v in variant.params(features, options).items()})
             if head.tied_to is not None:
                 ties["weight"] = f"embeddings.{head.tied_to}.tokens.weight"
             else:

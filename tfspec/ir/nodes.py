@@ -109,6 +109,14 @@ class Embedding(Node):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class Projection(Node):
+    """A linear map of the embeddings into the stack's width (ALBERT's and ELECTRA-small's factorised embedding)."""
+
+    kind: ClassVar[str] = "projection"
+    features: int  # the embedding's dim, which it reads
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class PositionEncoding(Node):
     """A positional encoding for each position of its input, added to the token embeddings."""
 
@@ -228,7 +236,7 @@ class Output(Node):
     name: Literal["logits", "hidden", "pooled"]
 
 
-NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, PositionEncoding, StackParameters, Add, Norm,
+NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Projection, PositionEncoding, StackParameters, Add, Norm,
                                       Dropout, Scale, Attention, FeedForward, BlockInput, BlockOutput, Head, Pooler,
                                       Output)
 OPS: dict[str, str] = {cls.kind: (cls.__doc__ or "").split("\n")[0] for cls in NODE_TYPES}

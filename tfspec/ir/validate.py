@@ -107,6 +107,8 @@ def infer_shapes(g: Graph, spec: S.Spec, errors: Collector) -> None:
             shape = (*ins[0], node.width)
         elif isinstance(node, ir.PositionEncoding):
             shape = (ins[0][-1], node.width)
+        elif isinstance(node, ir.Projection):
+            shape = (*ins[0][:-1], node.width)
         elif isinstance(node, ir.Add):
             shape = _broadcast(ins)
             if shape is None:
@@ -129,7 +131,7 @@ def check_tied_head(g: Graph, spec: S.Spec, errors: Collector) -> None:
         return
     head = g.node("head")
     emb = spec.embedding(spec.head.tied_to)
-    if head.width != emb.dim:
+    if (spec.head.features or head.width) != emb.dim:  # (a transform maps into a narrower table: features)
         errors.error("shape", f"head is tied to embedding '{emb.name}' of dim {emb.dim}, "
                               f"but the last stack's width is {head.width}", head.span,
                      f"tie to an embedding of dim {head.width}, or use `head linear`")

@@ -63,18 +63,22 @@ def default_positions(ids: Tensor, padding: Tensor | None = None, real_from: int
 
 
 class Embeddings(nn.Module):
-    """Token table (scaled) + positions + segments, then norm and dropout. ``shared``: the token table is another
-    embedding's, which the model passes to ``forward`` (BART's encoder and decoder read one)."""
+    """Token table (scaled) + positions + segments, then norm and dropout, then ``project`` (a linear map into a
+    wider stack). ``shared``: the token table is another embedding's, which the model passes to ``forward`` (BART's
+    encoder and decoder read one)."""
 
     def __init__(self, vocab: int, dim: int, scale: float, positions: nn.Module | None, segments: int,
-                 norm: nn.Module, dropout: float, shared: bool = False):
+                 norm: nn.Module, dropout: float, shared: bool = False, project: int | None = None):
         super().__init__()
         self.vocab, self.dim, self.scale = vocab, dim, scale
+        self.width = project or dim  # what the stack reads
         self.tokens = None if shared else nn.Embedding(vocab, dim)
         self.positions = positions
         self.segments = nn.Embedding(segments, dim) if segments else None
         self.norm = norm
         self.dropout = nn.Dropout(dropout)
+        # a linear map into the stack's width after the norm and dropout (ALBERT's, ELECTRA-small's)
+        self.project = nn.Linear(dim, project) if project else None
 
     def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor | None = None,
                 tokens: nn.Module | None = None) -> Tensor:
@@ -87,7 +91,8 @@ class Embeddings(nn.Module):
             x = x + self.positions(positions).to(x.dtype)
         if self.segments is not None:
             x = x + (self.segments(token_types) if token_types is not None else self.segments.weight[0])
-        return self.dropout(self.norm(x))
+        x = self.dropout(self.norm(x))
+        return x if self.project is None else self.project(x)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale:g}" if self.scale != 1.0 else ""

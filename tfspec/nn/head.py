@@ -12,16 +12,18 @@ class Head(nn.Module):
     set (Gemma 2). A tied head owns no ``weight``: the model passes the embedding's."""
 
     def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
-                 transform_norm: nn.Module | None = None, scale: float = 1.0, softcap: float | None = None):
+                 transform_norm: nn.Module | None = None, scale: float = 1.0, softcap: float | None = None,
+                 features: int | None = None):
         super().__init__()
         self.tied, self.scale, self.softcap = tied, scale, softcap
+        features = features or width  # the transform's output: a narrower tied table's width (ALBERT's head)
         if transform is not None:
-            self.transform = nn.Linear(width, width)
+            self.transform = nn.Linear(width, features)
             self.transform_activation = transform
             self.transform_norm = transform_norm if transform_norm is not None else nn.Identity()
         else:
             self.transform = None
-        self.weight = None if tied else nn.Parameter(torch.empty(out, width))
+        self.weight = None if tied else nn.Parameter(torch.empty(out, features))
         self.bias = nn.Parameter(torch.empty(out)) if bias else None
 
     def extra_repr(self) -> str:

@@ -198,4 +198,4 @@ class CompiledModel(nn.Module):
 
     @property
     def encoder_width(self) -> int:
-        return self.embeddings[self.stack_embedding["encoder"]].dim
+        return self.embeddings[self.stack_embedding["encoder"]].width
