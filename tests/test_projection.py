@@ -53,6 +53,6 @@ def test_emit_label_and_refusals():
     assert tfspec.parse(text).graph().node("decoder.embed_project").label == "Linear (8 → 16)"
     with pytest.raises(tfspec.SpecError) as info:
         tfspec.parse(text.replace(" transform=gelu norm=layernorm", ""))
-    assert "the head reads 16-wide vectors, but the table of 'tokens' it is tied to is 8 wide" in info.value.message
+    assert "head is tied to embedding 'tokens' of dim 8, but the last stack's width is 16" in info.value.message
     with pytest.raises(tfspec.SpecError):
         tfspec.parse(text.replace("project 16", "project 0"))

@@ -881,15 +881,10 @@ class _Resolver:
                        spans["transform"])
         if values["norm"] is not None and values["transform"] is None:
             raise _err("structure", "head norm= applies to its transform; add transform=ACTIVATION", spans["norm"])
-        features = None
-        if tied_to is not None and last is not None and last.embedding in embeddings:
+        features = None  # a transform into a tied table of another width (ALBERT's head); without one, validate
+        if tied_to is not None and last is not None and last.embedding in embeddings and values["transform"]:
             width, table = embeddings[last.embedding].width, embeddings[tied_to].dim
-            if table != width:
-                if values["transform"] is None:
-                    raise _err("structure", f"the head reads {width}-wide vectors, but the table of '{tied_to}' "
-                                            f"it is tied to is {table} wide", decl.span,
-                               f"add transform=gelu: a dense map from {width} to {table} first (ALBERT's head)")
-                features = table
+            features = table if table != width else None
         return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
                                        "transform": values["transform"], "transform_norm": values["norm"],
                                        "scale": values["scale"], "softcap": values["softcap"], "features": features},

@@ -134,7 +134,8 @@ def check_tied_head(g: Graph, spec: S.Spec, errors: Collector) -> None:
     if (spec.head.features or head.width) != emb.dim:  # (a transform maps into a narrower table: features)
         errors.error("shape", f"head is tied to embedding '{emb.name}' of dim {emb.dim}, "
                               f"but the last stack's width is {head.width}", head.span,
-                     f"tie to an embedding of dim {head.width}, or use `head linear`")
+                     f"tie to an embedding of dim {head.width}, use `head linear`, or add transform=ACTIVATION "
+                     f"(a dense map from {head.width} to {emb.dim} first, as ALBERT's head)")
 
 
 def check_embeddings_read(g: Graph, spec: S.Spec, errors: Collector) -> None:

@@ -92,6 +92,9 @@ class Rotary(Position):
             return [Problem(f"llama3 scaling needs high_freq > low_freq (got {options.high_freq:g} and "
                             f"{options.low_freq:g})", "Llama 3.1 uses low_freq=1, high_freq=4")]
         rotated = self.rotary_dim(options, shape.head_dim)
+        if options.scaling == "dynamic" and rotated == 2:  # its base grows as a power dim / (dim - 2)
+            return [Problem("scaling=dynamic needs more than 2 rotated dimensions per head (its base grows by a power "
+                            "rotary_dim / (rotary_dim - 2))", "rotate more dimensions, or choose another scaling")]
         if rotated < 2 or rotated % 2:
             return [Problem(f"rotary(fraction={options.fraction:g}) rotates {rotated} of the {shape.head_dim} "
                             "dimensions per head; rotation needs an even number, at least 2",
