@@ -208,3 +208,23 @@ def test_complete_refuses_text_outside_the_vocabulary_and_prompts_without_room()
         complete(model, vocab, ["abcdefghij"], prompted=True, max_new=4)
     out = complete(model, vocab, ["abc"], prompted=False, max_new=100, strategy=Strategy())
     assert len(out[0].output) == 8 - 3 + 1  # positions end at 8; the last token is never fed back
+
+
+class _Constant:
+    """Steps whose next-token logits always prefer token 7."""
+
+    def feed(self, tokens):
+        logits = torch.zeros(tokens.shape[0], 10)
+        logits[:, 7] = 1.0
+        return logits
+
+    def reorder(self, rows):
+        pass
+
+
+def test_forced_first_and_last_tokens_as_transformers_forces_them():
+    from tfspec.run.decoding import Forced, sample
+    start = torch.zeros(2, 1, dtype=torch.long)
+    assert sample(Forced(_Constant(), 3, 5, budget=4), start, max_new=4) == [[3, 7, 7, 5]] * 2
+    assert sample(Forced(_Constant(), None, 5, budget=3), start, max_new=3) == [[7, 7, 5]] * 2
+    assert sample(Forced(_Constant(), 3, 5, budget=1), start, max_new=1) == [[5]] * 2  # ForcedEOS applies last

@@ -166,7 +166,9 @@ class Forced:
 
     def feed(self, tokens: Tensor) -> Tensor:
         logits = self.steps.feed(tokens)
-        forced = self.first if self.made == 0 else self.last if self.made == self.budget - 1 else None
+        # where both apply (a budget of one token), the last wins, as transformers applies ForcedEOS after ForcedBOS
+        forced = self.last if self.made == self.budget - 1 and self.last is not None else \
+            self.first if self.made == 0 else None
         self.made += 1
         if forced is None:
             return logits
