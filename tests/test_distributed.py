@@ -204,3 +204,17 @@ def test_distributed_options_are_checked_before_any_worker_starts(tmp_path):
         result = tfspec("train", "examples/reverse.tfs", *SETS, "--steps", 1, *args, "--out", tmp_path / "x")
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert not (tmp_path / "x").exists()
+
+
+def test_the_failure_named_is_the_cause_not_its_consequences():
+    """A worker killed (SIGKILL) is the cause; a peer that aborted tearing down (SIGABRT) after finding it gone,
+    and workers torchrun then stopped (SIGTERM), are consequences -- even when seen at the same poll."""
+    from types import SimpleNamespace
+
+    from tfspec.run.distributed import root_failure
+    failures = {0: SimpleNamespace(exitcode=-6, timestamp=100), 1: SimpleNamespace(exitcode=-9, timestamp=100),
+                2: SimpleNamespace(exitcode=-15, timestamp=99)}
+    assert root_failure(failures)[0] == 1
+    assert root_failure({0: SimpleNamespace(exitcode=-6, timestamp=100)})[0] == 0  # alone, it is the cause
+    assert root_failure({3: SimpleNamespace(exitcode=2, timestamp=101), 1: SimpleNamespace(exitcode=2,
+                                                                                           timestamp=100)})[0] == 1

@@ -225,6 +225,14 @@ def _by_index(by_name: dict) -> dict:
 
 
 # ---------------------------------------------------------------- the launcher
+def root_failure(failures: dict):
+    """(rank, failure) of the worker whose failure stopped the run: one that failed by itself, not one torchrun
+    then stopped with SIGTERM, nor one that aborted (SIGABRT) tearing down after it found a peer gone -- when
+    both are seen at one poll, their timestamps do not tell them apart; then the earliest, then the lowest rank."""
+    return min(failures.items(), key=lambda item: (item[1].exitcode == -15, item[1].exitcode == -6,
+                                                   item[1].timestamp, item[0]))
+
+
 def launch(argv: list[str], nproc: int) -> int:
     """Run ``tfspec`` with ``argv`` in ``nproc`` workers through torchrun on this machine; the exit status is
     0, or the first failed worker's, after a line naming its rank and reason."""
@@ -243,9 +251,7 @@ def launch(argv: list[str], nproc: int) -> int:
     try:
         run(args)
     except ChildFailedError as exc:
-        # the cause: a worker that failed by itself, not one torchrun then stopped with SIGTERM
-        rank, failure = min(exc.failures.items(), key=lambda item: (item[1].exitcode == -15, item[1].timestamp,
-                                                                    item[0]))
+        rank, failure = root_failure(exc.failures)
         how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0
                else f"exited with status {failure.exitcode} (its error is above)")
         print(f"tfspec {argv[0]}: error: worker rank {rank} of {nproc} {how}; the run stopped", file=sys.stderr,
