@@ -70,6 +70,8 @@ class CompiledModel(nn.Module):
         self.head = head
         self.pooler = pooler
         self.stack_embedding = stack_embedding
+        # per stack, the embedding whose token table its own reads (BART's decoder: the encoder's), if another's
+        self.shared_tokens = {role: spec.embedding(name).shares for role, name in stack_embedding.items()}
         self.max_len = max_len
         self.limited_by = limited_by  # what sets max_len ("learned positions"), for the message past it
         self.position_table = position_table  # the learned positions' size, which position ids index
@@ -99,7 +101,7 @@ class CompiledModel(nn.Module):
                 if token_types.shape != ids.shape:
                     raise ValueError(f"token_types must have the shape of {name} {tuple(ids.shape)}, "
                                      f"got {tuple(token_types.shape)}")
-        source = self.spec.embedding(self.stack_embedding[role]).shares
+        source = self.shared_tokens[role]
         return embedding(ids, ctx.positions, token_types, self.embeddings[source].tokens if source else None)
 
     def context(self, role: str, name: str, ids: Tensor, inputs: dict, padding: Tensor | None = None,
