@@ -35,7 +35,7 @@ from ..front import schema as S
 from ..front.api import load, parse
 from ..ir import nodes as ir
 from ..ir.graph import Graph
-from ..ir.queries import count_parameters, layer_repeat, layer_template, length_limit, module_copies, sublayers
+from ..ir.queries import count_parameters, layer_template, length_limit, module_copies, sublayers, weight_repeat
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
 from ..nn.embedding import Embeddings
@@ -145,7 +145,7 @@ def check_fits(spec: S.Spec, device=None, dtype=None) -> None:
     have = available_memory_bytes(device)
     if need > have:
         biggest = max((n for n in g.ordered() if n.params),
-                      key=lambda n: sum(math.prod(p.shape) for p in n.params.values()) * layer_repeat(g, n))
+                      key=lambda n: sum(math.prod(p.shape) for p in n.params.values()) * weight_repeat(g, n))
         raise SpecError([Diagnostic("size", f"the model's {params:,} parameters need {need / 2**30:,.1f} GiB "
                                             f"({torch.get_default_dtype()}), but only {have / 2**30:,.1f} GiB of "
                                             "memory is available", biggest.span or spec.span,
@@ -186,7 +186,8 @@ def build_model(spec: S.Spec) -> CompiledModel:
     stacks, max_len, limited_by, table, real_positions = {}, {}, {}, {}, {}
     for role, info in g.stacks.items():
         templates = [layer_template(g, role, k) for k in range(len(info.kinds))]
-        layers = [_layer(templates[info.kind_of(i)], role, info.kind_of(i)) for i in range(info.repeat)]
+        first_runner = {info.weights_of(i): i for i in reversed(range(info.repeat))}  # a layer running each set
+        layers = [_layer(templates[info.kind_of(i)], role, info.kind_of(i)) for _, i in sorted(first_runner.items())]
         stack = spec.decoder if role == "decoder" else spec.encoder
         attentions = [n.spec for n in g.of(ir.Attention, stack=role)]
 
@@ -195,6 +196,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
 
         inputs = {i.name: i for a in attentions for m in a.mask for i in MASKS[m.name].inputs}
         stacks[role] = Stack(layers, _norm(stack.final_norm, info.width), stack.final_dropout,
+                             runs=[info.weights_of(i) for i in range(info.repeat)],
                              masks_padding=reads_padding("self"),
                              memory_masks_padding=reads_padding("cross"), inputs=inputs,
                              owned={attribute: {name: c.build() for name, c in modules.items()}

@@ -156,7 +156,9 @@ class _Writer:
         cross = any(n.geometry.cross for n in attentions(g, role))
         memory = ", the encoder's memory" if cross else ""
         shape = _shape(g.node(info.entry).shape)
-        which = (f"One of the {role}'s {info.repeat} layers" if len(info.kinds) == 1 else
+        shared = (f" (they run {info.weight_sets} set{'s' if info.weight_sets > 1 else ''} of weights)"
+                  if info.weights else "")
+        which = (f"One of the {role}'s {info.repeat} layers{shared}" if len(info.kinds) == 1 else
                  f"The {role}'s {describe_layers(info.kinds[kind].layers, info.repeat)} (of {info.repeat})")
         return (f"class {layer_class_name(role, kind)}(nn.Module):\n"
                 f'    """{which}, as the spec wires it."""\n\n'
@@ -228,11 +230,12 @@ class _Writer:
             stack = spec.decoder if role == "decoder" else spec.encoder
             final = self.value(norm_constructor(stack.final_norm, info.width))
             if len(info.kinds) == 1:
-                layers = f"nn.ModuleList({layer_class_name(role, 0)}() for _ in range({info.repeat}))"
-            else:  # a schedule: each layer of its kind
+                layers = f"nn.ModuleList({layer_class_name(role, 0)}() for _ in range({info.weight_sets}))"
+            else:  # a schedule: each layer (each set of weights, where layers share them) of its kind
                 classes = ", ".join(layer_class_name(role, k) for k in range(len(info.kinds)))
-                schedule = ", ".join(str(info.kind_of(i)) for i in range(info.repeat))
-                layers = f"nn.ModuleList(({classes})[kind]() for kind in ({schedule}))"
+                kinds = {info.weights_of(i): info.kind_of(i) for i in range(info.repeat)}
+                schedule = ", ".join(str(kinds[w]) for w in range(info.weight_sets))
+                layers = f"nn.ModuleList(({classes})[kind]() for kind in ({schedule},))"
             parts = [f"\"layers\": {layers}",
                      f"\"final_norm\": {final}"]
             if stack.final_dropout:
@@ -319,8 +322,13 @@ class _Writer:
         given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"
         lines.append(f"        ctx = {self.need(Context)}(positions, {padding}{memory}"
                      + (f", inputs={given}" if inputs else "") + ")")
-        lines.append(f"        for layer in self.{role}[\"layers\"]:")
-        lines.append("            x = layer(x, ctx)")
+        info = g.stacks[role]
+        if info.weights:  # layers sharing weights: the set each runs
+            lines.append(f"        for index in {info.weights}:  # the weights each layer runs")
+            lines.append(f"            x = self.{role}[\"layers\"][index](x, ctx)")
+        else:
+            lines.append(f"        for layer in self.{role}[\"layers\"]:")
+            lines.append("            x = layer(x, ctx)")
         lines.append(f"        x = self.{role}[\"final_norm\"](x)")
         if stack.final_dropout:
             lines.append(f"        x = self.{role}[\"final_dropout\"](x)")

@@ -182,7 +182,7 @@ BLOCK_SETTINGS: dict[str, Converter] = {
 }
 DEFAULTS_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "init": choice(INITS)}  # init: whole model only
 STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "final": choice(NORMS),
-                                        "final_dropout": as_float}
+                                        "final_dropout": as_float, "weight_sets": as_int}
 EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
     "segments": as_int, "norm": choice(NORMS), "dropout": as_float, "tokens": as_ref, "project": as_int,
@@ -559,11 +559,32 @@ class _Resolver:
             block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts or assignments, block, sections)
         final = settings.get("final", (S.Choice(name="none"), None))[0]
         final_dropout, final_dropout_span = settings.get("final_dropout", (0.0, decl.span))
-        return self.validated(S.Stack, {"repeat": repeat, "final_dropout": final_dropout},
-                              {"repeat": decl.repeat.span, "final_dropout": final_dropout_span}, decl.span,
+        weight_sets, weight_sets_span = settings.get("weight_sets", (None, None))
+        if weight_sets is not None:
+            self._weight_sets_fit(weight_sets, weight_sets_span, repeat, schedule)
+        return self.validated(S.Stack, {"repeat": repeat, "final_dropout": final_dropout, "weight_sets": weight_sets},
+                              {"repeat": decl.repeat.span, "final_dropout": final_dropout_span,
+                               "weight_sets": weight_sets_span}, decl.span,
                               f"{decl.role} stack", {"role": decl.role, "embedding": embedding, "block": block,
                                                      "final_norm": final, "span": decl.role_span,
                                                      "kinds": kinds, "schedule": schedule})
+
+    @staticmethod
+    def _weight_sets_fit(sets: int, span: Span, repeat: int, schedule: tuple[int, ...]) -> None:
+        """``weight_sets N``: at most one set per layer, and the layers running one set all of one kind."""
+        if not 0 < sets <= repeat:
+            raise _err("value", f"weight_sets {sets}: the stack has {repeat} layers", span,
+                       f"give 1 (every layer runs one layer's weights) to {repeat} (each its own)")
+        runs: dict[int, list[int]] = {}
+        for i in range(repeat):
+            runs.setdefault(i * sets // repeat, []).append(i)
+        for layers in runs.values():
+            kinds = {schedule[i] for i in layers} if schedule else {0}
+            if len(kinds) > 1:
+                raise _err("value", f"weight_sets {sets}: layers {layers[0]}–{layers[-1]} run one set of weights, "
+                                    "but `layers` sections make them different kinds of layer", span,
+                           "a set of weights is one kind of layer: choose weight_sets so that each run of layers "
+                           "sharing it is one kind, or drop the sections")
 
     # --- layer schedules
     def _schedule(self, decl: StackDecl, repeat: int, d: dict, stmts: list[Setting] | list[Assignment],

@@ -159,6 +159,8 @@ class Stack(Node):
     final_dropout: Rate = 0.0  # after the final norm (T5)
     kinds: tuple[Block, ...] = ()
     schedule: tuple[int, ...] = ()  # empty: every layer is ``block``
+    # the sets of weights its layers run, each by a run of consecutive layers (ALBERT: 1); None: one per layer
+    weight_sets: Annotated[int, Field(gt=0, le=MAX_LAYERS)] | None = None
 
     @property
     def blocks(self) -> tuple[Block, ...]:
@@ -172,12 +174,24 @@ class Stack(Node):
         """The layers of kind ``kind``, in order."""
         return tuple(i for i in range(self.repeat) if self.kind_of(i) == kind)
 
+    def weights_of(self, layer: int) -> int:
+        """The set of weights layer ``layer`` runs: ``weight_sets`` split the layers into runs of consecutive
+        layers as evenly as they go (ALBERT's ``int(i / (layers / groups))``); each layer its own without."""
+        return layer if self.weight_sets is None else layer * self.weight_sets // self.repeat
+
     @model_validator(mode="after")
     def _schedule_fits(self) -> "Stack":
         if self.schedule and (len(self.schedule) != self.repeat
                               or set(self.schedule) != set(range(len(self.kinds) + 1))):
             raise ValueError(f"a schedule of {len(self.schedule)} layers of {len(self.kinds) + 1} kinds does not fit "
                              f"{self.repeat} layers")
+        if self.weight_sets is not None and self.weight_sets > self.repeat:
+            raise ValueError(f"{self.weight_sets} sets of weights for {self.repeat} layers: a set serves one layer "
+                             "at least")
+        for i in range(1, self.repeat):
+            if self.weights_of(i) == self.weights_of(i - 1) and self.kind_of(i) != self.kind_of(i - 1):
+                raise ValueError(f"layers {i - 1} and {i} run one set of weights but are different kinds of layer "
+                                 "(`layers` sections)")
         return self
 
     def shrunk(self, layers: int) -> "Stack":
@@ -190,7 +204,8 @@ class Stack(Node):
             keep.add(i)
         keep = sorted(keep)
         schedule = tuple(self.schedule[i] for i in keep) if self.schedule else ()
-        return self.model_copy(update={"repeat": len(keep), "schedule": schedule})
+        # the kept layers each with weights of their own: sharing them changes no property a small version checks
+        return self.model_copy(update={"repeat": len(keep), "schedule": schedule, "weight_sets": None})
 
 
 class Embedding(Node):

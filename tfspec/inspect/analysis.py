@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import (count_parameters, default_length, layer_repeat, length_limit, max_length,  # noqa: F401
-                         parameter_table, source, weights_key)
+                         parameter_table, source, weight_repeat, weights_key)
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, attention_band, band_chunk,
                        combined_reach, fused_causal_kernel)
 
@@ -285,7 +285,7 @@ class _Counter:
         repeat = layer_repeat(self.g, node)
         n = self.lengths[node.stack] if node.stack else self.lengths[next(reversed(self.lengths))]
         cost = rule(node, n, repeat)
-        cost.params = self.params(node) * repeat
+        cost.params = self.params(node) * weight_repeat(self.g, node)  # shared layers hold one copy per set
         return Row(node.id, node.label, node.kind, node.stack, repeat, cost, type(node))
 
     def scaled(self, cost: Cost, repeat: int) -> Cost:

@@ -141,9 +141,13 @@ class _Diagram:
         for role, info in self.g.stacks.items():
             # a box per layer when expanded; else one per layer kind, labelled with its count (and, in a
             # schedule, which layers are of that kind)
-            boxes = ([(i, info.kind_of(i), f"layer {i}") for i in range(info.repeat)] if self.expand else
-                     [(None, k, f"{info.repeat}×" if len(info.kinds) == 1 else
-                       f"{len(kind.layers)}× ({describe_layers(kind.layers, info.repeat)})")
+            shares = info.weight_sets < info.repeat  # (``weight_sets``: which weights a layer runs, or how many)
+            boxes = ([(i, info.kind_of(i), f"layer {i}" + (f" (weights {info.weights_of(i)})" if shares else ""))
+                      for i in range(info.repeat)] if self.expand else
+                     [(None, k, (f"{info.repeat}×" if len(info.kinds) == 1 else
+                                 f"{len(kind.layers)}× ({describe_layers(kind.layers, info.repeat)})")
+                       + (f", {info.weight_sets} set{'s' if info.weight_sets > 1 else ''} of weights" if shares
+                          else ""))
                       for k, kind in enumerate(info.kinds)])
             for layer, k, label in boxes:
                 name = f"cluster_{role}" + (f"_{layer}" if layer is not None else f"_kind{k}" if k else "")

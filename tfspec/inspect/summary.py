@@ -191,6 +191,9 @@ def summary_line(path: str, spec) -> str:
         layers += f" layers ({kinds} kinds)"
     else:
         layers += " layers"
+    if any(info.weights for info in g.stacks.values()):  # layers sharing weights: how many sets they run
+        sets = [g.stacks[s.role].weight_sets for s in spec.stacks]
+        layers += f" on {'+'.join(map(str, sets))} weight set{'s' if sum(sets) > 1 else ''}"
     heads = sorted({node.spec.heads for node in attentions(g)})
     widths = sorted({info.width for info in g.stacks.values()})
     head_text = "/".join(map(str, heads)) + " heads" if heads else "no attention"

@@ -518,7 +518,7 @@ def _single_layer(model, layer: int = 0):
     for role in ("encoder", "decoder"):
         stack = getattr(single, role, None)
         if stack is not None:
-            stack.layers = stack.layers[layer:layer + 1] if layer < len(stack.layers) else stack.layers[:1]
+            stack.runs = stack.runs[layer:layer + 1] if layer < len(stack.runs) else stack.runs[:1]
     return single.eval()
 
 

@@ -118,6 +118,10 @@ class Graph(nx.DiGraph):
         for role, info in self.stacks.items():
             if sorted(i for kind in info.kinds for i in kind.layers) != list(range(info.repeat)):
                 raise IRError(f"stack {role}: its kinds' layers are not each of its {info.repeat} layers once")
+            if info.weights and (len(info.weights) != info.repeat or sorted(set(info.weights)) != list(
+                    range(info.weight_sets)) or any(info.kind_of(i) != info.kind_of(info.weights.index(w))
+                                                    for i, w in enumerate(info.weights))):
+                raise IRError(f"stack {role}: its layers' weights {info.weights} are not sets 0.. each of one kind")
             for k, kind in enumerate(info.kinds):
                 entry, exit_ = self.node(kind.entry), self.node(kind.exit)
                 if not isinstance(entry, BlockInput) or not isinstance(exit_, BlockOutput):
@@ -137,7 +141,9 @@ class Graph(nx.DiGraph):
         """One line per node, in data-flow order (like torch.fx's graph printout)."""
         lines = [f"graph {self.name} ({self.kind})"]
         for role, info in self.stacks.items():
-            lines.append(f"  stack {role}: {info.entry} .. {info.exit} repeated {info.repeat}×")
+            sets = info.weight_sets
+            shared = f", running {sets} set{'s' if sets > 1 else ''} of weights" if info.weights else ""
+            lines.append(f"  stack {role}: {info.entry} .. {info.exit} repeated {info.repeat}×{shared}")
             if len(info.kinds) > 1:  # a layer schedule: each kind's template, and the layers it is
                 lines += [f"    kind {k}: {kind.entry} .. {kind.exit}: {describe_layers(kind.layers, info.repeat)}"
                           for k, kind in enumerate(info.kinds)]

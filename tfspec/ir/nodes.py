@@ -288,6 +288,15 @@ class StackInfo:
     embedding: str
     length: str  # the symbolic length: "seq_len", or "src_len" / "tgt_len"
     kinds: tuple[LayerKind, ...] = ()
+    weights: tuple[int, ...] = ()  # the set of weights each layer runs (``weight_sets``); empty: each its own
 
     def kind_of(self, layer: int) -> int:
         return next(k for k, kind in enumerate(self.kinds) if layer in kind.layers)
+
+    def weights_of(self, layer: int) -> int:
+        """The index of the weights (``{role}.layers.{index}``) layer ``layer`` runs."""
+        return self.weights[layer] if self.weights else layer
+
+    @property
+    def weight_sets(self) -> int:
+        return max(self.weights) + 1 if self.weights else self.repeat

@@ -32,6 +32,18 @@ def layers_of(g: Graph, node: Node) -> tuple[int, ...]:
     return g.stacks[node.stack].kinds[node.layer_kind].layers
 
 
+def weight_copies(g: Graph, node: Node) -> tuple[int, ...]:
+    """The sets of weights (``{role}.layers.{index}``) holding a copy of a layer's node: one per layer of its
+    kind, fewer where layers share weights (``weight_sets``)."""
+    info = g.stacks[node.stack]
+    return tuple(sorted({info.weights_of(i) for i in layers_of(g, node)}))
+
+
+def weight_repeat(g: Graph, node: Node) -> int:
+    """How many copies of ``node``'s parameters the model holds (``layer_repeat`` counts how often it runs)."""
+    return len(weight_copies(g, node)) if node.in_block else 1
+
+
 def layer_template(g: Graph, role: str, kind: int = 0) -> list[Node]:
     """The nodes of one kind of ``role``'s layers (a uniform stack has one), in the order its forward runs them."""
     return [n for n in g.of(Node, stack=role, in_block=True) if n.layer_kind == kind]
@@ -51,7 +63,7 @@ def parameter_table(g: Graph) -> dict[str, tuple[int, ...]]:
     """Every parameter tensor by its full name (the compiled module's state-dict name).
 
     Shared weights appear once, under their owner's name; a template layer's
-    tensors are listed once per repeat (``decoder.layers.0.ffn.up.weight``, ...).
+    tensors are listed once per set of weights (``decoder.layers.0.ffn.up.weight``, ...).
     """
     table: dict[str, tuple[int, ...]] = {}
     for node in g.ordered():
@@ -65,7 +77,7 @@ def module_copies(g: Graph, node: Node) -> list[str]:
     """The dotted module prefix of each copy of ``node``'s parameters (one per layer inside a layer)."""
     if not node.params:
         return []
-    return [node.module.at(i) for i in (layers_of(g, node) if node.in_block else [None])]
+    return [node.module.at(i) for i in (weight_copies(g, node) if node.in_block else [None])]
 
 
 def count_parameters(g: Graph) -> int:
@@ -74,7 +86,7 @@ def count_parameters(g: Graph) -> int:
     for node in g.ordered():
         if node.params and (key := weights_key(g, node)) not in seen:
             seen.add(key)
-            total += sum(math.prod(p.shape) for p in node.params.values()) * layer_repeat(g, node)
+            total += sum(math.prod(p.shape) for p in node.params.values()) * weight_repeat(g, node)
     return total
 
 

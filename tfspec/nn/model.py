@@ -26,6 +26,9 @@ from .embedding import Embeddings, default_positions
 class Stack(nn.Module):
     """N generated layers (``torch.fx.GraphModule``s; print ``layer.code``) and a final norm.
 
+    ``runs``: the index in ``layers`` of each layer the stack runs, in order; fewer ``layers`` than runs where
+    layers share weights (``weight_sets``: ALBERT runs ``layers[0]`` 12 times).
+
     ``inputs``: the run-time inputs its variants read (``RuntimeInput``s by name), besides position ids.
     ``owned``: modules it owns for one sublayer of every layer (Linformer's layer-wise E and F, T5's relative
     bias), by attribute (``shared``, ``positions``) and sublayer name; each layer's sublayer receives its
@@ -33,9 +36,11 @@ class Stack(nn.Module):
     """
 
     def __init__(self, layers: list[nn.Module], final_norm: nn.Module, final_dropout: float, masks_padding: bool,
-                 memory_masks_padding: bool, inputs: dict | None = None, owned: dict[str, dict] | None = None):
+                 memory_masks_padding: bool, inputs: dict | None = None, owned: dict[str, dict] | None = None,
+                 runs: list[int] | None = None):
         super().__init__()
         self.layers = nn.ModuleList(layers)
+        self.runs = list(range(len(layers)) if runs is None else runs)
         self.final_norm = final_norm
         self.final_dropout = nn.Dropout(final_dropout) if final_dropout else nn.Identity()
         for attribute, modules in (owned or {}).items():
@@ -48,9 +53,10 @@ class Stack(nn.Module):
         self.inputs = dict(inputs or {})
 
     def forward(self, x: Tensor, ctx: Context, cache: list[dict] | None = None) -> Tensor:
-        """``cache``: one dict per layer (see ``tfspec.run.decoding``), filled and extended in place."""
-        for i, layer in enumerate(self.layers):
-            x = layer(x, ctx, cache[i] if cache is not None else None)
+        """``cache``: one dict per layer run (``len(runs)``; see ``tfspec.run.decoding``), filled and extended
+        in place."""
+        for i, index in enumerate(self.runs):
+            x = self.layers[index](x, ctx, cache[i] if cache is not None else None)
         return self.final_dropout(self.final_norm(x))
 
 

@@ -77,7 +77,7 @@ class Continuation:
         self.use_cache = supported if use_cache is None else use_cache
         self.memory = model.encode(src, src_padding_mask) if src is not None else None
         self.memory_padding_mask = src_padding_mask
-        self.cache = [{} for _ in model.decoder.layers] if self.use_cache else None
+        self.cache = [{} for _ in model.decoder.runs] if self.use_cache else None
         self.tokens: Tensor | None = None  # everything fed so far, (batch, length)
         self.prefix_inputs = sorted((causal_from(spec.graph()) or set()) - {"start"})  # e.g. prefix_lengths
         self.inputs: dict[str, Tensor] = {}
