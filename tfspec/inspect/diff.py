@@ -92,7 +92,7 @@ def describe(spec) -> Facts:
             facts[(where, "segments")] = str(emb.segments)
     for role, info in g.stacks.items():
         facts[(role, "layers")] = str(info.repeat)
-        facts[(role, "weight sets")] = str(info.weight_sets) + (" (shared)" if info.weights else "")
+        facts[(role, "weight sets")] = str(info.weight_sets)
         if len(info.kinds) > 1:
             facts[(role, "schedule")] = _schedule(g, role)
         facts[(role, "width")] = str(info.width)

@@ -37,6 +37,10 @@ class Facts:
     def layers(self, role: str) -> int:
         return self.stack(role).repeat
 
+    def weight_sets(self, role: str) -> int:
+        """The sets of weights ``role``'s layers run (its layers' count where each has its own)."""
+        return self.g.stacks[role].weight_sets
+
     def node(self, role: str, cls: type[ir.Node], reads: str = "self") -> ir.Node:
         """The first node of type ``cls`` (Attention, FeedForward, Norm) of ``role``'s layer (attention: that
         ``reads``)."""

@@ -100,8 +100,14 @@ FAMILIES = (
     Family("ELECTRA", ("electra",), {"ElectraForMaskedLM": {"pooler": False, "head": True},
                                      "ElectraModel": {"pooler": False, "head": False}},
            "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
-           "embedding_size apart from hidden_size is refused",
+           "embedding_size apart from hidden_size projects the embeddings into the stack",
            "hf_electra", "from_hf_electra", "to_hf_electra"),
+    Family("ALBERT", ("albert",), {"AlbertForMaskedLM": {"pooler": False, "head": True},
+                                   "AlbertModel": {"pooler": True, "head": False}},
+           "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
+           "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
+           "table's width with hidden_act and is tied to it",
+           "hf_albert", "from_hf_albert", "to_hf_albert"),
     Family("DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
                                            "DistilBertModel": {"pooler": False, "head": False}},
            "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Callable
 
 from .mapping import (InteropError, Rule, architecture_problems, export_state, load_state, refuse_other_architecture,
                       rule)
@@ -24,10 +25,25 @@ def _linear(ours: str, theirs: str) -> list[Rule]:
     return [rule(f"{ours}.weight", f"{theirs}.weight"), rule(f"{ours}.bias", f"{theirs}.bias")]
 
 
-def _rules(model, prefix: str, head: dict[str, str] | None = None) -> tuple[list[Rule], dict[str, str]]:
+def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
+    """BERT's names for layer ``i``'s tensors (``ours``: the layer's prefix in the compiled model)."""
+    theirs = f"{prefix}encoder.layer.{i}"
+    qkv = [f"{theirs}.attention.self.{n}" for n in ("query", "key", "value")]
+    return [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
+            rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
+            *_linear(f"{ours}.self_attn.out", f"{theirs}.attention.output.dense"),
+            *_linear(f"{ours}.self_attn_norm", f"{theirs}.attention.output.LayerNorm"),
+            *_linear(f"{ours}.ffn.up", f"{theirs}.intermediate.dense"),
+            *_linear(f"{ours}.ffn.down", f"{theirs}.output.dense"),
+            *_linear(f"{ours}.ffn_norm", f"{theirs}.output.LayerNorm")]
+
+
+def _rules(model, prefix: str, head: dict[str, str] | None = None,
+           layer: Callable[[str, int, str], list[Rule]] = _layer_rules) -> tuple[list[Rule], dict[str, str]]:
     """BERT's tensor names (under ``prefix``); ``head``: the MLM head's (``transform``, ``norm``, ``decoder``,
-    ``bias``), BERT's ``cls.predictions...`` by default (RoBERTa's differ). The layers are the spec's one stack's
-    (an encoder's, or the decoder of a prefix-LM initialised from BERT)."""
+    ``bias``) and the pooler's (``pooler``), BERT's ``cls.predictions...`` and ``pooler.dense`` by default
+    (RoBERTa's differ); ``layer``: a relative's names for a layer's tensors. The layers are the spec's one
+    stack's (an encoder's, or the decoder of a prefix-LM initialised from BERT)."""
     if len(model.spec.stacks) != 1:
         raise InteropError(f"BERT is one stack; spec '{model.spec.name}' is {model.spec.kind}")
     role = model.spec.stacks[0].role
@@ -39,18 +55,10 @@ def _rules(model, prefix: str, head: dict[str, str] | None = None) -> tuple[list
              rule(f"{e}.segments.weight", f"{p}.token_type_embeddings.weight"),
              *_linear(f"{e}.norm", f"{p}.LayerNorm")]
     for i in range(len(getattr(model, role).layers)):
-        ours, theirs = f"{role}.layers.{i}", f"{prefix}encoder.layer.{i}"
-        qkv = [f"{theirs}.attention.self.{n}" for n in ("query", "key", "value")]
-        rules += [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
-                  rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
-                  *_linear(f"{ours}.self_attn.out", f"{theirs}.attention.output.dense"),
-                  *_linear(f"{ours}.self_attn_norm", f"{theirs}.attention.output.LayerNorm"),
-                  *_linear(f"{ours}.ffn.up", f"{theirs}.intermediate.dense"),
-                  *_linear(f"{ours}.ffn.down", f"{theirs}.output.dense"),
-                  *_linear(f"{ours}.ffn_norm", f"{theirs}.output.LayerNorm")]
+        rules += layer(f"{role}.layers.{i}", i, prefix)
     aliases = {}
     if model.pooler is not None:
-        rules += _linear("pooler.dense", f"{prefix}pooler.dense")
+        rules += _linear("pooler.dense", f"{prefix}{names.get('pooler', 'pooler.dense')}")
     if model.head is not None:
         rules += [*_linear("head.transform", names["transform"]), *_linear("head.transform_norm", names["norm"]),
                   rule("head.bias", names["bias"])]
@@ -88,14 +96,15 @@ FIELDS = Fields(
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               attention: str = "", embedding: tuple[str, ...] = (), writer: SpecWriter | None = None,
               heading: tuple[str, ...] = (), fields: Fields | None = None, position: str | None = None,
-              head_activation: str | None = None, dim: str | None = None) -> str:
+              head_activation: str | None = None, dim: str | None = None, stack: tuple[str, ...] = ()) -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
     ``head`` (its transform and decoder, tied to the token embedding unless ``tie_word_embeddings`` is false).
     ``attention`` and ``embedding``: further arguments of the self-attention and lines of the embedding, for
     BERT's relatives (BigBird's ``kind=bigbird(...)``), written with ``writer``'s ``let`` parameters;
     ``heading``: comment lines above it. A relative's ``fields`` (its table), ``position`` (its positions) and
     ``head_activation`` (its MLM head's, where that is not ``hidden_act``) replace BERT's; ``dim``: a narrower
-    embedding projected into the stack's width (ELECTRA-small's, ALBERT's)."""
+    embedding projected into the stack's width (ELECTRA-small's, ALBERT's); ``stack``: further lines of the
+    encoder's body (ALBERT's ``weight_sets``)."""
     w = writer or SpecWriter()
     s = (fields or FIELDS).write(config, w)
     extra = "".join(f"\n  {line}" for line in embedding)
@@ -117,7 +126,7 @@ embedding tokens {{
   norm layernorm(eps={s.eps}){extra}
 }}
 
-encoder x {s.layers} {{
+encoder x {s.layers} {{{"".join(f"{chr(10)}  {line}" for line in stack)}
   attention self heads={s.heads} {attention}mask={'padding' if padding else 'none'}
   feedforward d_ff={s.d_ff} activation={s.activation}
 }}

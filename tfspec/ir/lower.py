@@ -69,7 +69,8 @@ class _Builder:
                 cur = self.norm(f"{stack.role}.final_norm", stack.final_norm, cur, emb.width, stack.role, False,
                                 ModulePath((stack.role, "final_norm")), "Final Norm")
             cur = self.dropout(f"{stack.role}.final_dropout", stack.final_dropout, cur, stack.role, False, emb.width)
-            weights = tuple(stack.weights_of(i) for i in range(stack.repeat)) if stack.weight_sets else ()
+            shared = (stack.weight_sets or stack.repeat) < stack.repeat  # (a set per layer is no sharing)
+            weights = tuple(stack.weights_of(i) for i in range(stack.repeat)) if shared else ()
             self.stacks[stack.role] = ir.StackInfo(stack.role, stack.repeat, kinds[0].entry, exit_, cur, emb.width,
                                                    emb.name, length, tuple(kinds), weights)
             if stack.role == "encoder":
