@@ -124,9 +124,11 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
             mixed = scheme.attend(lambda *args: marker, q, k, v, None, positions, positions, None, 0.0)
             assert (mixed is not marker) == variant.mixes_values
         return
-    if variant.mixes_positions or variant.own_pattern:  # refused with a causal mask, as a spec error that says why
+    causal = [Choice(name="causal")]
+    refusals = variant.conflicts(variant.options(options), causal, POSITIONS["none"], None)
+    if variant.mixes_positions or variant.own_pattern or refusals:  # refused with a causal mask, as a spec error
         with pytest.raises(tfspec.SpecError, match="mixes all positions" if variant.mixes_positions
-                           else "decides itself which keys"):
+                           else "decides itself which keys" if variant.own_pattern else refusals[0].message):
             tfspec.parse(spec_text(family, name, options).replace("mask=padding", "mask=causal"))
         return
     text = spec_text(family, name, options).replace("mask=padding", "mask=causal")

@@ -518,6 +518,11 @@ def attention_band(masks, kind, position=None, cross: bool = False) -> tuple[int
     return (behind, ahead) if behind is not None and ahead is not None else None
 
 
+def attention_inputs(body) -> tuple[RuntimeInput, ...]:
+    """The run-time inputs an attention sublayer (``schema.Attention``) reads: its kind's and its masks'."""
+    return ATTENTION_KINDS[body.kind.name].inputs + tuple(i for m in body.mask for i in MASKS[m.name].inputs)
+
+
 def band_chunk(length: int, band: tuple[int, int]) -> int | None:
     """Queries per block of banded attention over ``length`` positions, or None where dense attention is
     cheaper. Each block of ``chunk`` queries scores ``chunk + behind + ahead`` keys, so the work is
@@ -551,6 +556,7 @@ class AttentionKind(StackOwned, Variant):
     # Decides itself which keys each query sees (BigBird's blocks) and takes only the keys' padding as its mask
     # (``(batch, 1, 1, keys)``): masks of structure and position schemes that bias the scores are spec errors.
     own_pattern: ClassVar[bool] = False
+    inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # run-time inputs its module reads (as ``Mask.inputs``)
 
     def conflicts(self, options, masks, position, position_choice) -> list[Problem]:
         """Its objections to the masks (``Choice``s) and the in-attention position scheme (a ``Position``, and the

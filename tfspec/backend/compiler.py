@@ -43,7 +43,7 @@ from ..nn.feedforward import FeedForward
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
-                       Role, attention_band, flex_attention_applies, fused_causal_kernel)
+                       Role, attention_band, attention_inputs, flex_attention_applies, fused_causal_kernel)
 
 DEFAULT_INIT = S.Choice(name="normal", options={"std": 0.02})
 
@@ -194,7 +194,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
         def reads_padding(reads: str) -> bool:
             return any(MASKS[m.name].reads_padding for a in attentions if a.reads == reads for m in a.mask)
 
-        inputs = {i.name: i for a in attentions for m in a.mask for i in MASKS[m.name].inputs}
+        inputs = {i.name: i for a in attentions for i in attention_inputs(a)}
         stacks[role] = Stack(layers, _norm(stack.final_norm, info.width), stack.final_dropout,
                              runs=[info.weights_of(i) for i in range(info.repeat)],
                              masks_padding=reads_padding("self"),

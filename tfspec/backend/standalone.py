@@ -44,7 +44,7 @@ from ..ir.queries import attentions, describe_layers, layer_template
 from ..nn.attention import cache_slot
 from ..nn.context import Context
 from ..nn.embedding import default_positions
-from ..registry import MASKS, POSITIONS, Constructor
+from ..registry import POSITIONS, Constructor, attention_inputs
 
 HEADER = '''from __future__ import annotations
 
@@ -303,7 +303,7 @@ class _Writer:
         prefix = "" if ids == "tokens" else f"{ids}_"
         padding, positions = f"{prefix}padding_mask", f"{prefix}position_ids"
         readers = attentions(g, role)
-        inputs = sorted({i.name for a in readers for m in a.spec.mask for i in MASKS[m.name].inputs})
+        inputs = sorted({i.name for a in readers for i in attention_inputs(a.spec)})
         embedding = self.spec.embedding(stack.embedding)
         types = f"{prefix}token_types" if embedding.segments else None
         extra = [positions] + ([types] if types else []) + [f"{prefix}{name}" for name in inputs]

@@ -96,7 +96,8 @@ FIELDS = Fields(
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               attention: str = "", embedding: tuple[str, ...] = (), writer: SpecWriter | None = None,
               heading: tuple[str, ...] = (), fields: Fields | None = None, position: str | None = None,
-              head_activation: str | None = None, dim: str | None = None, stack: tuple[str, ...] = ()) -> str:
+              head_activation: str | None = None, dim: str | None = None, stack: tuple[str, ...] = (),
+              mask: str | None = None) -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
     ``head`` (its transform and decoder, tied to the token embedding unless ``tie_word_embeddings`` is false).
     ``attention`` and ``embedding``: further arguments of the self-attention and lines of the embedding, for
@@ -104,7 +105,8 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
     ``heading``: comment lines above it. A relative's ``fields`` (its table), ``position`` (its positions) and
     ``head_activation`` (its MLM head's, where that is not ``hidden_act``) replace BERT's; ``dim``: a narrower
     embedding projected into the stack's width (ELECTRA-small's, ALBERT's); ``stack``: further lines of the
-    encoder's body (ALBERT's ``weight_sets``)."""
+    encoder's body (ALBERT's ``weight_sets``, Longformer's layer schedule); ``mask``: the self-attention's masks
+    where more than the padding (Longformer's window)."""
     w = writer or SpecWriter()
     s = (fields or FIELDS).write(config, w)
     extra = "".join(f"\n  {line}" for line in embedding)
@@ -126,9 +128,9 @@ embedding tokens {{
   norm layernorm(eps={s.eps}){extra}
 }}
 
-encoder x {s.layers} {{{"".join(f"{chr(10)}  {line}" for line in stack)}
-  attention self heads={s.heads} {attention}mask={'padding' if padding else 'none'}
-  feedforward d_ff={s.d_ff} activation={s.activation}
+encoder x {s.layers} {{
+  attention self heads={s.heads} {attention}mask={mask or ('padding' if padding else 'none')}
+  feedforward d_ff={s.d_ff} activation={s.activation}{"".join(f"{chr(10)}  {line}" for line in stack)}
 }}
 
 """
