@@ -56,3 +56,24 @@ def test_emit_label_and_refusals():
     assert "head is tied to embedding 'tokens' of dim 8, but the last stack's width is 16" in info.value.message
     with pytest.raises(tfspec.SpecError):
         tfspec.parse(text.replace("project 16", "project 0"))
+
+
+def test_a_stack_whose_embedding_is_not_d_model_wide_is_a_located_warning(tmp_path, capsys):
+    text = "let d_model = 64\nembedding tokens { vocab 50; dim 16 }\n" \
+           "encoder x 1 { attention self heads=2; feedforward d_ff=4 * d_model }"
+    with pytest.warns(tfspec.SpecWarning) as caught:
+        tfspec.parse(text)
+    shown = str(caught[0].message)
+    assert "<spec>:2:34: warning: embedding 'tokens' has dim 16, so the encoder stack runs 16 wide, not d_model = 64" \
+        in shown and "^~" in shown and "add `project d_model`" in shown
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # what it advises warns no more
+        tfspec.parse(text.replace("dim 16", "dim 16; project d_model"))
+        tfspec.parse(text.replace("dim 16", "dim d_model"))
+    from tfspec.cli import main
+    path = tmp_path / "narrow.tfs"
+    path.write_text(text)
+    assert main(["check", str(path)]) == 0  # a warning, not an error: printed as the compiler prints one
+    err = capsys.readouterr().err
+    assert f"{path}:2:34: warning: embedding 'tokens' has dim 16" in err and "UserWarning" not in err

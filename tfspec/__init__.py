@@ -12,7 +12,7 @@ and ``cli``. Importing tfspec does not import torch; ``compile`` does.
 
 from .front.api import load, parse
 from .version import __version__  # noqa: F401 (tfspec.__version__)
-from .errors import Diagnostic, Span, SpecError
+from .errors import Diagnostic, Span, SpecError, SpecWarning
 from .front.schema import Spec
 
 
@@ -60,5 +60,5 @@ def from_pretrained(directory, **options):
     return from_hf_directory(directory, **options)
 
 
-__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "analyse", "compile", "emit", "from_pretrained",
+__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "SpecWarning", "analyse", "compile", "emit", "from_pretrained",
            "import_config", "load", "parse", "render"]

@@ -118,6 +118,15 @@ def _excerpt(text: str, span: Span) -> list[str]:
     ]
 
 
+class SpecWarning(UserWarning):
+    """A valid spec that likely says something its author did not mean; ``str()`` renders it as a compiler
+    prints a warning, with the source line and a caret. ``tfspec.parse`` issues it through ``warnings``."""
+
+    def __init__(self, diagnostic: Diagnostic, sources: dict[str, str] | None = None):
+        self.diagnostic, self.sources = diagnostic, dict(sources or {})
+        super().__init__(diagnostic.render(self.sources))
+
+
 class SpecError(Exception):
     """One or more diagnostics about a spec; ``str()`` renders them all with carets.
 

@@ -10,10 +10,11 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from typing import Any
 
 from ..front.api import MAX_SPEC_BYTES, load, parse
-from ..errors import LengthError, RunError, SpecError
+from ..errors import LengthError, RunError, SpecError, SpecWarning
 from ..files import check_writable, new_directory, read_regular, removed_on_failure, write_atomically
 from ..inspect.summary import summary_line
 
@@ -1224,7 +1225,24 @@ def _keep_undecodable_bytes() -> None:
             stream.reconfigure(errors="surrogateescape")
 
 
+def _show_spec_warnings() -> None:
+    """A spec's warnings print as a compiler prints them (the source line and a caret), not as Python warnings."""
+    default = warnings.showwarning
+    if getattr(default, "shows_spec_warnings", False):  # (main called again in one process)
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SpecWarning):
+            print(message, file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    show.shows_spec_warnings = True
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
+    _show_spec_warnings()
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     _keep_undecodable_bytes()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostic, SpecError
+from ..errors import Diagnostic, SpecError, SpecWarning
 from ..files import NotAFile, read_regular
 from .resolve import resolve
 from .schema import Spec
@@ -29,6 +30,8 @@ def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None =
     """
     spec = resolve(parse_module(text, file), overrides)
     spec.graph()  # lowering + validation passes: a returned Spec is always valid
+    for diagnostic in spec._warnings:
+        warnings.warn(SpecWarning(diagnostic, spec._sources), stacklevel=2)
     return spec
 
 

@@ -989,4 +989,22 @@ def resolve(module: Module, overrides: dict[str, Any] | None = None) -> S.Spec:
     resolver = _Resolver(module, overrides)
     spec = resolver.run(first)
     spec._sources = resolver.sources
+    spec._warnings = narrower_stacks(spec)
     return spec
+
+
+def narrower_stacks(spec: S.Spec) -> list[Diagnostic]:
+    """A stack narrower or wider than the spec's ``let d_model`` because its embedding's ``dim`` is another width
+    and nothing projects it: the whole stack then runs at the table's width, which an author who meant a
+    factorised embedding (ALBERT's) did not mean. Warnings, located at the ``dim``."""
+    d_model = spec.params.get("d_model")
+    found = []
+    for stack in spec.stacks:
+        emb = spec.embedding(stack.embedding)
+        if isinstance(d_model, int) and emb.project is None and emb.dim != d_model and emb.shares is None:
+            found.append(Diagnostic(
+                "shape", f"embedding '{emb.name}' has dim {emb.dim}, so the {stack.role} stack runs {emb.dim} wide, "
+                         f"not d_model = {d_model}", emb.arg_spans.get("dim", emb.span),
+                f"for a {emb.dim}-wide token table under a {d_model}-wide stack add `project d_model` (ALBERT's "
+                "factorised embedding); else write `dim d_model`", severity="warning"))
+    return found

@@ -259,6 +259,7 @@ class Spec(Node):
 
     _graph: object = PrivateAttr(default=None)
     _sources: dict = PrivateAttr(default_factory=dict)
+    _warnings: list = PrivateAttr(default_factory=list)  # Diagnostics of severity "warning" (tfspec.parse issues)
 
     @property
     def kind(self) -> str:
