@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
+from tfspec.front.schema import Choice
 from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape
 
 
@@ -80,13 +81,20 @@ def attention_positions(width: int, heads: int) -> list[str]:
             and not POSITIONS[name].check(POSITIONS[name].options(options), shape)]
 
 
-def kinds_for(shape: AttentionShape, kv_heads: int, structural: bool = False) -> list[str]:
-    """Every registered attention kind (with its example options) that accepts this geometry (and masks of
-    structure, when ``structural``)."""
+def kinds_for(shape: AttentionShape, kv_heads: int, mask: str | list[Choice] = "") -> list[str]:
+    """Every registered attention kind (with its example options) that accepts this geometry and these masks
+    (``mask``: as ``self_mask`` writes them, or ``Choice``s; the kind's own ``conflicts`` decide)."""
     shape = AttentionShape(**{**shape.__dict__, "kv_heads": kv_heads})
-    return [choice_text(name, options) for name in ATTENTION_KINDS for options in ATTENTION_KINDS[name].examples
-            if not ATTENTION_KINDS[name].check(ATTENTION_KINDS[name].options(options), shape)
-            and not (structural and (ATTENTION_KINDS[name].mixes_positions or ATTENTION_KINDS[name].own_pattern))]
+    by_text = {text: (variant, options) for variant, options, text in mask_choices()}
+    masks = mask if isinstance(mask, list) else [
+        Choice(name=by_text[m][0].name, options=by_text[m][1].model_dump()) for m in mask.split(" + ") if m in by_text]
+    kinds = []
+    for name in ATTENTION_KINDS:
+        for options in ATTENTION_KINDS[name].examples:
+            kind, values = ATTENTION_KINDS[name], ATTENTION_KINDS[name].options(options)
+            if not kind.check(values, shape) and not kind.conflicts(values, masks, POSITIONS["none"], None):
+                kinds.append(choice_text(name, options))
+    return kinds
 
 
 def embedding_positions() -> list[str]:
@@ -111,8 +119,7 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
     for _ in range(n_attn):
         kv_heads = draw(st.sampled_from(["", *[str(k) for k in range(1, shape.heads) if shape.heads % k == 0]]))
         mask = draw(self_mask(causal, padding, windows))
-        kinds = kinds_for(shape, int(kv_heads or shape.heads), structural=any(
-            MASKS[m.split("(")[0]].structural for m in mask.split(" + ") if m))
+        kinds = kinds_for(shape, int(kv_heads or shape.heads), mask)
         kind = draw(st.sampled_from(["", *kinds]))
         extra = _arg("residual", draw(st.sampled_from(["", "pre", "post", "none"])))
         lines.append(f"attention self heads={heads}{_arg('mask', mask)}{_arg('kind', kind)}"
@@ -230,6 +237,9 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].biases_scores]
         if not all(k.plain_softmax for k in kinds):  # nor those that compute the mix themselves
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].mixes_values]
+        # nor those a kind refuses itself (Longformer's global projections take no in-attention scheme)
+        schemes = [s for s in schemes if not any(k.conflicts(k.options(k.examples[0]), [], POSITIONS[s.split("(")[0]],
+                                                             None) for k in kinds)]
         if schemes and draw(st.integers(0, 2)) == 0:
             body = [f"position {draw(st.sampled_from(schemes))}"] + body
         if repeat > 1 and draw(st.integers(0, 2)) == 0:  # a schedule, in either form (a wired call by its name)

@@ -133,7 +133,7 @@ def bounded_reach(draw):
 embedding tokens {{ vocab 20; dim 16; position {draw(st.sampled_from(["none", "sinusoidal", "learned(80)"]))} }}
 defaults {{ residual {draw(st.sampled_from(["pre", "post"]))}; norm {draw(st.sampled_from(["layernorm", "rmsnorm"]))} }}
 {role} x 1 {{
-  attention self heads={heads} kind={draw(st.sampled_from(kinds_for(shape, heads, structural=True)))} mask={mask}
+  attention self heads={heads} kind={draw(st.sampled_from(kinds_for(shape, heads, choices)))} mask={mask}
   feedforward d_ff=32 activation={draw(st.sampled_from(["relu", "swiglu"]))}
 }}
 head linear

@@ -37,25 +37,28 @@ def naive_layer_attention(attention, x, padding, is_global, reach):
 
 
 @pytest.mark.parametrize("length", [11, 70])  # dense attention, then bands of blocks
-def test_window_and_global_tokens_equal_the_definition(length):
-    model = tfspec.compile(SPEC.format(mask="window(4) + padding", bias="true"), seed=0).eval()
+@pytest.mark.parametrize("mask, reach", [("window(4) + padding", 3), ("none", 1000)])
+def test_window_and_global_tokens_equal_the_definition(length, mask, reach):
+    model = tfspec.compile(SPEC.format(mask=mask, bias="true"), seed=0).eval()
     attention = model.encoder.layers[0].self_attn
     x = torch.randn(2, length, 16, generator=torch.Generator().manual_seed(0))
     padding = torch.zeros(2, length, dtype=torch.bool)
-    padding[1, length - 3:] = True
+    padding[1, length - 3:] = "padding" in mask
     marks = torch.zeros(2, length, dtype=torch.long)
     marks[0, [0, 5, length - 1]] = 1  # three global tokens in one row
     marks[1, [2, length - 1]] = 1  # one in the other: its last is a pad, which is never global
+    given = padding if "padding" in mask else None
     ctx = model.context("encoder", "tokens", torch.zeros(2, length, dtype=torch.long), {"global_tokens": marks},
-                        padding)
+                        given)
     with torch.no_grad():
         ours = attention(x, ctx)
-        expected = naive_layer_attention(attention, x, padding, (marks != 0) & ~padding, reach=3)
+        expected = naive_layer_attention(attention, x, padding, (marks != 0) & ~padding, reach)
         real = ~padding
         assert torch.allclose(ours[real], expected[real], atol=1e-5)
-        assert attention.band == (3, 3) and (band_chunk(length, attention.band) is not None) == (length == 70)
+        banded = attention.band is not None and band_chunk(length, attention.band) is not None
+        assert banded == (length == 70 and mask != "none")
         without = attention(x, model.context("encoder", "tokens", torch.zeros(2, length, dtype=torch.long), {},
-                                             padding))
+                                             given))
         assert not torch.allclose(ours[real], without[real], atol=1e-3)  # the global tokens change every row
 
 

@@ -167,12 +167,25 @@ def check_window(model, tokens: torch.Tensor, position: int, reach: int, replace
     return None
 
 
-def check_gradients(model, tokens: torch.Tensor, src=None, **inputs) -> str | None:
-    """One backward pass reaches every parameter with a finite gradient (``inputs``: run-time inputs of the
-    stack ``tokens`` enters, as ``run`` takes them)."""
+def typical_inputs(model, tokens: torch.Tensor, src=None) -> dict[str, torch.Tensor]:
+    """Every stack's run-time inputs as a typical call has them (each ``RuntimeInput.example``: Longformer's first
+    token global), named as the model takes them, so a parameter only such a call reaches gets its gradient."""
+    inputs = {}
+    for role, ids in (("encoder", src if src is not None else tokens), ("decoder", tokens)):
+        stack = getattr(model, role, None)
+        if stack is None:
+            continue
+        prefix = {"encoder": "src_", "decoder": "tgt_"}[role] if model.spec.kind == "encoder-decoder" else ""
+        inputs.update({prefix + name: torch.tensor([spec.example(ids.shape[1])] * ids.shape[0])
+                       for name, spec in stack.inputs.items() if spec.example is not None})
+    return inputs
+
+
+def check_gradients(model, tokens: torch.Tensor, src=None) -> str | None:
+    """One backward pass, a typical call's (``typical_inputs``), reaches every parameter with a finite gradient."""
     model.zero_grad(set_to_none=True)
-    out = model(src, tokens, **{f"tgt_{k}": v for k, v in inputs.items()}) if model.spec.kind == "encoder-decoder" \
-        else model(tokens, **inputs)
+    inputs = typical_inputs(model, tokens, src)
+    out = model(src, tokens, **inputs) if model.spec.kind == "encoder-decoder" else model(tokens, **inputs)
     loss = sum(o.float().square().mean() for o in (out if isinstance(out, tuple) else (out,)))
     loss.backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None]
@@ -324,13 +337,6 @@ class Subject:
     def search(self, prop: Callable, strategy) -> str | None:
         return _search(prop, strategy, self.examples, self.seed)
 
-    def example_inputs(self, batch: int, length: int) -> dict[str, torch.Tensor]:
-        """The run-time inputs of the main stack as a typical call has them (each ``RuntimeInput.example``:
-        Longformer's first token global), so a parameter that only such a call reaches gets its gradient."""
-        stack = getattr(self.model, self.role)
-        return {name: torch.tensor([spec.example(length)] * batch) for name, spec in stack.inputs.items()
-                if spec.example is not None}
-
     def fixed_inputs(self):
         """Random tokens (and source) for the properties that need no search."""
         generator = torch.Generator().manual_seed(self.seed)
@@ -475,7 +481,7 @@ def finite_gradients(s: Subject) -> Result:
     """Every parameter gets a finite gradient from one backward pass."""
     tokens, src = s.fixed_inputs()
     s.model.train()
-    found = check_gradients(s.model, tokens, src, **s.example_inputs(*tokens.shape))
+    found = check_gradients(s.model, tokens, src)
     s.model.eval()
     count = sum(1 for _ in s.model.parameters())
     return _outcome("finite gradients", found, f"all {count} parameter tensors got finite gradients")

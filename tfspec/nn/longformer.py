@@ -54,8 +54,9 @@ class LongformerAttention(MultiHeadAttention):
             y = self.mix_banded_with(q, k, v, mask, chunk, is_global, order, filled)
         else:
             mask = self.masks.additive(ctx, length, length, q.dtype, q.device, padding)
-            seen = torch.zeros((), dtype=q.dtype, device=q.device)
-            y = self.mix(q, k, v, seen if mask is None else torch.where(is_global[:, None, None], seen, mask), False)
+            if mask is not None:  # (None: every key is seen already)
+                mask = torch.where(is_global[:, None, None], torch.zeros((), dtype=q.dtype, device=q.device), mask)
+            y = self.mix(q, k, v, mask, False)
         y = self.attend_globally(x, y, order, filled, ctx.padding)
         return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
 

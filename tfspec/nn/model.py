@@ -15,7 +15,6 @@ encoder-decoder). Each returns logits ``(batch, length, out)`` when the spec has
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, fx, nn
 
 from .checks import check_ids, check_memory, check_padding_mask, check_runtime_inputs
