@@ -37,6 +37,7 @@ STYLES = {  # one colour per kind of node: (fill, border)
     ir.FeedForward: ("#CFE8F7", "#3C8DBC"),
     ir.Norm: ("#F4F2C1", "#A9A337"),
     ir.Embedding: ("#F8D7D6", "#C9534F"),
+    ir.Projection: ("#FFFFFF", "#C9534F"),  # part of the embedding: its table projected into the stack's width
     ir.PositionEncoding: ("#FFFFFF", "#C9534F"),
     ir.Head: ("#E3DAF3", "#7B5EA7"),
     ir.Pooler: ("#E3DAF3", "#7B5EA7"),

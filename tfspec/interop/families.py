@@ -97,13 +97,6 @@ FAMILIES = (
            "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
            "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
            "hf_roberta", "from_hf_roberta", "to_hf_roberta"),
-    Family("Longformer", ("longformer",), {"LongformerForMaskedLM": {"pooler": False, "head": True},
-                                           "LongformerModel": {"pooler": True, "head": False}},
-           "Longformer (Beltagy et al. 2020): RoBERTa's encoder whose self-attention slides a window of "
-           "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
-           "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
-           "their own; a list of windows is a layer schedule",
-           "hf_longformer", "from_hf_longformer", "to_hf_longformer"),
     Family("ELECTRA", ("electra",), {"ElectraForMaskedLM": {"pooler": False, "head": True},
                                      "ElectraModel": {"pooler": False, "head": False}},
            "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
@@ -115,6 +108,13 @@ FAMILIES = (
            "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
            "table's width with hidden_act and is tied to it",
            "hf_albert", "from_hf_albert", "to_hf_albert"),
+    Family("Longformer", ("longformer",), {"LongformerForMaskedLM": {"pooler": False, "head": True},
+                                           "LongformerModel": {"pooler": True, "head": False}},
+           "Longformer (Beltagy et al. 2020): RoBERTa's encoder whose self-attention slides a window of "
+           "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
+           "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
+           "their own; a list of windows is a layer schedule",
+           "hf_longformer", "from_hf_longformer", "to_hf_longformer"),
     Family("DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
                                            "DistilBertModel": {"pooler": False, "head": False}},
            "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "
