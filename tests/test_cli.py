@@ -24,20 +24,17 @@ def test_set_overrides(capsys):
     assert "encoder-decoder, 2+2 layers, d_model 64, 8 heads" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("case, needle", [
-    ("misspelled_sublayer", "did you mean 'attention'?"),
-    ("heads_not_dividing", "try heads=8"),
-    ("cross_in_encoder_only", "cross-attention in an encoder stack has no memory to read"),
-])
-def test_done_when_errors_print_one_caret_error_and_exit_1(case, needle):
+def test_done_when_errors_print_one_caret_error_and_exit_1(tfspec_cli):
     # as a user runs it: a subprocess, no traceback, one error with a caret, exit status 1
-    proc = subprocess.run([sys.executable, "-m", "tfspec.cli", "check", str(CASES / f"{case}.tfs")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 1
-    assert proc.stdout == ""
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.count(": error: ") == 1
-    assert "^" in proc.stderr and needle in proc.stderr
+    cases = {"misspelled_sublayer": "did you mean 'attention'?", "heads_not_dividing": "try heads=8",
+             "cross_in_encoder_only": "cross-attention in an encoder stack has no memory to read"}
+    for (case, needle), proc in zip(cases.items(), tfspec_cli.many(*[("check", str(CASES / f"{case}.tfs"))
+                                                                     for case in cases])):
+        assert proc.returncode == 1, case
+        assert proc.stdout == ""
+        assert "Traceback" not in proc.stderr
+        assert proc.stderr.count(": error: ") == 1
+        assert "^" in proc.stderr and needle in proc.stderr, case
 
 
 def test_several_files_one_bad(capsys):
