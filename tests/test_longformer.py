@@ -74,18 +74,11 @@ def test_analysis_counts_the_global_projections_and_the_windowed_cost():
 
 
 def test_the_emitted_file_takes_global_tokens_and_computes_what_the_model_does():
-    from tfspec.backend.standalone import emit
-    text = SPEC.format(mask="window(4) + padding", bias="true")
-    model = tfspec.compile(text, seed=0).eval()
-    namespace: dict = {}
-    exec(compile(emit(text), "<emitted>", "exec"), namespace)  # the emitted file, as a user would import it
-    standalone = namespace["Model"]().eval()
-    standalone.load_state_dict(model.state_dict(), strict=True)
-    tokens = torch.randint(0, 50, (2, 70), generator=torch.Generator().manual_seed(0))
+    from test_emit import assert_emitted_equals_compiled
     marks = torch.zeros(2, 70, dtype=torch.long)
     marks[0, [0, 9]] = marks[1, 33] = 1
-    with torch.no_grad():
-        assert torch.equal(standalone(tokens, global_tokens=marks), model(tokens, global_tokens=marks))
+    assert_emitted_equals_compiled(tfspec.parse(SPEC.format(mask="window(4) + padding", bias="true")),
+                                   lengths=(70,), global_tokens=marks)
 
 
 @pytest.mark.parametrize("text, message", [

@@ -86,18 +86,12 @@ def test_cached_decoding_keeps_a_cache_per_layer_run_and_equals_recomputation():
 
 
 def test_emit_runs_each_set_where_the_spec_says():
+    from test_emit import assert_emitted_equals_compiled
     text = SPEC.format(sets="weight_sets 2", sections="layers 3 4 { self_attn mask=causal + window(2) + padding }")
-    model = tfspec.compile(text, seed=0).eval()
     source = emit(text)
     assert "for index in (0, 0, 0, 1, 1):" in source and "(DecoderLayer, DecoderLayer1)[kind]() for kind in (0, 1,)" \
         in source
-    namespace: dict = {}
-    exec(compile(source, "<emitted>", "exec"), namespace)  # the emitted file, as a user would import it
-    standalone = namespace["Model"]().eval()
-    standalone.load_state_dict(model.state_dict(), strict=True)
-    tokens = torch.randint(0, 40, (2, 8))
-    with torch.no_grad():
-        assert torch.equal(standalone(tokens), model(tokens))
+    assert_emitted_equals_compiled(tfspec.parse(text))
 
 
 @pytest.mark.parametrize("sets, sections, message, column", [
