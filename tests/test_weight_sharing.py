@@ -65,7 +65,9 @@ def test_layers_run_the_weights_of_their_set_and_equal_an_unshared_copy():
 def test_cost_counts_each_set_once_and_every_run_of_it():
     shared, plain = tfspec.parse(SHARED), tfspec.parse(SPEC.format(sets="", sections=""))
     a, b = analyse(shared, seq_len=8), analyse(plain, seq_len=8)
-    assert a.total.matmul == b.total.matmul == measure(shared, a.lengths).flops
+    measured = measure(shared, a.lengths)
+    assert a.total.matmul == b.total.matmul == measured.flops
+    assert a.total.memory == b.total.memory == measured.saved_bytes  # every run keeps its own activations
     assert a.total.params == shared.parameter_count() < plain.parameter_count()
     rows = {r.node: r for r in a.rows}
     assert rows["decoder.ffn"].repeat == 5
