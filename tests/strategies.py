@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from tfspec.front.schema import Choice
-from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape
+from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, AttentionShape
 
 
 @dataclass
@@ -131,8 +131,10 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
                      f"{draw(st.sampled_from(['', ' memory=encoder']))}")
     if draw(st.integers(0, 4)):
         act = draw(st.sampled_from(ACTIVATIONS.names()))
+        kinds = [choice_text(name, o) for name in FEEDFORWARD_KINDS for o in FEEDFORWARD_KINDS[name].examples]
         lines.append(f"feedforward d_ff={draw(st.sampled_from(['d_ff', '16', '2 * d_model']))} activation={act}"
-                     f"{_arg('dropout', draw(st.sampled_from(['', '0.1'])))}")
+                     f"{_arg('dropout', draw(st.sampled_from(['', '0.1'])))}"
+                     f"{_arg('kind', draw(st.sampled_from(['', *kinds])))}")
     if draw(st.booleans()):
         lines.append(f"final {draw(NORM_TEXT)}")
     return lines
@@ -228,7 +230,8 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         else:
             body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows, shape))
         schemes = attention_positions(width, heads) if in_attention else []
-        kinds = [ATTENTION_KINDS[k] for line in body for k in re.findall(r"kind=(\w+)", line)]
+        kinds = [ATTENTION_KINDS[k] for line in body if not line.startswith("feedforward")
+                 for k in re.findall(r"kind=(\w+)", line)]
         if not all(k.scores_by_dot_product for k in kinds):  # schemes that need q·k do not apply
             schemes = [s for s in schemes if not POSITIONS[s.split("(")[0]].needs_dot_product]
         if any(k.mixes_positions for k in kinds):  # no scheme acts by position on projected keys

@@ -34,14 +34,15 @@ def test_the_training_loop_example_runs_and_saves_loadable_weights(tmp_path):
 
 def test_the_reference_names_every_registered_variant():
     """The README's reference is checked against the registry: every attention kind, mask, position scheme,
-    norm, activation and init is written there in code (`name` or `name(...)`)."""
+    norm, activation, feed-forward kind and init is written there in code (`name` or `name(...)`)."""
     import re
 
-    from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS
+    from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```.*?```", readme, re.S)  # fenced examples, then the inline code of the prose
     code = " ".join(blocks + re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", readme, flags=re.S)))
     words = set(re.findall(r"[A-Za-z_][\w]*", code))
     missing = [f"{registry.family} {name}" for registry in (ATTENTION_KINDS, MASKS, POSITIONS, NORMS, ACTIVATIONS,
-                                                             INITS) for name in registry if name not in words]
+                                                             FEEDFORWARD_KINDS, INITS)
+               for name in registry if name not in words]
     assert not missing, f"not in the README's reference: {missing}"

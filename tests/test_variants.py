@@ -18,10 +18,11 @@ from tfspec.inspect.analysis import analyse, mask_pairs, parameter_table
 from tfspec.inspect.diff import diff
 from tfspec.inspect.measure import measure
 from tfspec.front.schema import Choice
-from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionShape
+from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
+                             AttentionShape)
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
-            "activation": ACTIVATIONS, "init": INITS}
+            "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "init": INITS}
 EMBEDDING = "embedding tokens {{ vocab 40; dim 16; position {position} }}\n"
 
 
@@ -44,6 +45,7 @@ def spec_text(family: str, name: str, options: dict) -> str:
             "position": f"position {c}; attention self heads=2 mask=causal; feedforward d_ff=32",
             "norm": f"residual pre; norm {c}; attention self heads=2 mask=causal; feedforward d_ff=32",
             "activation": f"attention self heads=2 mask=causal; feedforward d_ff=32 activation={c}",
+            "feed-forward kind": f"attention self heads=2 mask=causal; feedforward d_ff=32 activation=swiglu kind={c}",
             "init": "attention self heads=2 mask=causal; feedforward d_ff=32"}[family]
     defaults = f"defaults {{ init {c} }}\n" if family == "init" else ""
     stack = "encoder" if family in ("attention kind", "mask") else "decoder"
@@ -365,6 +367,8 @@ def decoder_text(family: str, name: str, options: dict) -> str | None:
     elif family == "position":
         return EMBEDDING.format(position=c) + "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }\n" \
             "head linear(40)"
+    elif family == "feed-forward kind":
+        return spec_text(family, name, options)
     else:
         return None
     if body is None:

@@ -23,6 +23,7 @@ contract, and every stage asks it rather than testing its name:
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Generic, Iterator, Literal, TypeVar
@@ -221,6 +222,37 @@ class Activation(Variant):
 
     def build(self):
         return self.module().build()
+
+
+class FeedForwardKind(Variant):
+    """How a feed-forward sublayer maps each position: one network (``dense``), or a router choosing among experts
+    (``moe``). Its whole contract, from the sublayer's settings (``body``: a ``schema.FeedForward``: ``d_ff``,
+    ``activation``, ``bias``, ``dropout``) and the stream's ``width``: parameters with their roles, the runtime
+    module, cost and memory per position."""
+
+    def params(self, width: int, body, options) -> dict[str, Param]:
+        raise NotImplementedError
+
+    def module(self, width: int, body, options) -> Constructor:
+        """The runtime ``nn.Module``, ``forward(x)`` of ``(..., width)``, owning exactly ``params``."""
+        raise NotImplementedError
+
+    def flops(self, width: int, body, options) -> tuple[int, int]:
+        """(matmul, element-wise) FLOPs per position (multiply-adds count 2)."""
+        raise NotImplementedError
+
+    def saved(self, width: int, body, options) -> tuple[int, int]:
+        """Per position, the (activation-dtype elements, 4-byte words) autograd keeps between the sublayer's input
+        and its output, its input excluded (the analysis counts that once for all its readers)."""
+        raise NotImplementedError
+
+    def active_params(self, width: int, body, options) -> int:
+        """The parameters one position's computation reads (a mixture's router, chosen and shared experts)."""
+        return sum(math.prod(p.shape) for p in self.params(width, body, options).values())
+
+    def describe(self, body, options) -> str:
+        """The node's label: "Feed Forward (SwiGLU, 14336)"."""
+        raise NotImplementedError
 
 
 class Norm(Variant):
@@ -750,6 +782,7 @@ NORMS: Registry[Norm] = Registry("norm", Norm)
 POSITIONS: Registry[Position] = Registry("position", Position)
 MASKS: Registry[Mask] = Registry("mask", Mask)
 ATTENTION_KINDS: Registry[AttentionKind] = Registry("attention kind", AttentionKind)
+FEEDFORWARD_KINDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
 INITS: Registry[Init] = Registry("init", Init)
 
 _loaded = False

@@ -39,10 +39,10 @@ from ..ir.queries import count_parameters, layer_template, length_limit, module_
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
 from ..nn.embedding import Embeddings
-from ..nn.feedforward import FeedForward
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, AttentionConfig, Constructor,
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
+                       AttentionConfig, Constructor,
                        Role, attention_band, attention_inputs, flex_attention_applies, fused_causal_kernel)
 
 DEFAULT_INIT = S.Choice(name="normal", options={"std": 0.02})
@@ -276,11 +276,8 @@ def sublayer_constructor(node: ir.Node) -> Constructor:
         kind, options = ATTENTION_KINDS.of(node.spec.kind)
         return kind.core(attention_config(node), options)
     if isinstance(node, ir.FeedForward):
-        body = node.spec
-        activation = ACTIVATIONS[body.activation.name]
-        return Constructor(FeedForward, (node.width, body.d_ff, activation.module(), activation.up_features(body.d_ff),
-                                         body.bias,
-                                         body.dropout))
+        kind, options = FEEDFORWARD_KINDS.of(node.spec.kind)
+        return kind.module(node.width, node.spec, options)
     if isinstance(node, ir.Norm):
         return norm_constructor(node.choice, node.width)
     if isinstance(node, ir.Dropout):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from . import schema as S
 from ..errors import Collector, Diagnostic, Span, SpecError, did_you_mean, listing, one_of
 from .expr import POISON, Poisoned, evaluate
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
 from .syntax import (Arg, Assignment, BinOp, Binding, Call, Defaults, EmbeddingDecl, Expr, HeadDecl, Let,
                      ModelDecl, Module, Name, Number, PoolerDecl, Setting, StackDecl, parse_module)
 
@@ -213,6 +213,7 @@ def _sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
     else:
         params = [
             Param("d_ff", as_int),
+            Param("kind", choice(FEEDFORWARD_KINDS), S.Choice(name="dense")),
             Param("activation", choice(ACTIVATIONS), d["activation"]),
             Param("bias", as_bool, d["bias"]),
             Param("act_dropout", as_float, d["act_dropout"]),
@@ -750,7 +751,7 @@ class _Resolver:
                                                         else S.Choice(name="none"))
             return self.validated(S.Attention, fields, {**spans, "dropout": spans.get("attn_dropout")}, stmt.span,
                                   "attention", {"span": stmt.span})
-        fields = {k: values[k] for k in ("d_ff", "activation", "bias")}
+        fields = {k: values[k] for k in ("d_ff", "activation", "bias", "kind")}
         fields["dropout"] = values["act_dropout"]
         return self.validated(S.FeedForward, fields, {**spans, "dropout": spans.get("act_dropout")}, stmt.span,
                               "feedforward", {"span": stmt.span})

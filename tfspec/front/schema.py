@@ -79,6 +79,7 @@ class FeedForward(Node):
     activation: Choice
     bias: bool
     dropout: Rate = 0.0  # after the activation
+    kind: Choice = Choice(name="dense")  # one network, or a mixture of experts (``moe(...)``)
 
 
 class NormOp(Node):

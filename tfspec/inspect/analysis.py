@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from ..ir import nodes as ir
 from ..ir.graph import Graph
-from ..ir.queries import (count_parameters, default_length, layer_repeat, length_limit, max_length,  # noqa: F401
-                         parameter_table, source, weight_repeat, weights_key)
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, attention_band, band_chunk,
-                       combined_reach, fused_causal_kernel)
+from ..ir.queries import (active_parameters, count_parameters, default_length, layer_repeat,  # noqa: F401
+                         length_limit, max_length, parameter_table, source, weight_repeat, weights_key)
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, attention_band,
+                        band_chunk, combined_reach, fused_causal_kernel)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -172,6 +172,7 @@ class Analysis:
     fused_attention: bool
     rows: list[Row]
     complexity: list[Complexity] = field(default_factory=list)
+    active_params: int = 0  # what one position's computation reads (fewer than the total in a mixture of experts)
 
     @property
     def total(self) -> Cost:
@@ -185,6 +186,7 @@ class Analysis:
         return {"name": self.name, "kind": self.kind, "batch": self.batch, "lengths": self.lengths,
                 "dtype": self.dtype, "fused_attention": self.fused_attention,
                 "components": [r.to_dict() for r in self.rows], "total": self.total.to_dict(),
+                "active_params": self.active_params,
                 "training": self.training(),
                 "complexity": [asdict(c) for c in self.complexity]}
 
@@ -220,7 +222,7 @@ def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = 
     order = {role: i for i, role in enumerate(g.stacks)}
     rows.sort(key=lambda r: order.get(r.stack, len(order)))  # stack by stack, each in data-flow order
     return Analysis(g.name, g.kind, batch, lengths, dtype, fused_attention, rows,
-                    complexity_classes(g))
+                    complexity_classes(g), active_parameters(g))
 
 
 def _graph_of(spec_or_graph) -> Graph:
@@ -412,16 +414,12 @@ class _Counter:
                     (projections + matmul_aware) * k, (bias + elementwise_aware) * k, memory)
 
     def cost_feedforward(self, node: ir.FeedForward, n, repeat):
-        spec, d = node.spec, node.width
-        activation = ACTIVATIONS[spec.activation.name]
-        d_ff, up = spec.d_ff, activation.up_features(spec.d_ff)
-        matmul = 2 * n * d * up + 2 * n * d_ff * d
-        elementwise = ((n * up + n * d) if spec.bias else 0) + n * activation.flops(d_ff)
-        elementwise += n * d_ff if spec.dropout else 0
-        kept = activation.feedforward_saved(d_ff, bool(spec.dropout))  # per position
-        memory = self.keep(("own", node.id), kept * self.batch * n * self.s * repeat)
-        memory += self.keep_input(node, node.inputs[0], self.batch * n * d * self.s, repeat)
-        return self.dense(matmul, elementwise, memory, repeat)
+        kind, options = FEEDFORWARD_KINDS.of(node.spec.kind)
+        matmul, elementwise = kind.flops(node.width, node.spec, options)  # per position
+        kept, words = kind.saved(node.width, node.spec, options)
+        memory = self.keep(("own", node.id), (kept * self.s + words * STAT_BYTES) * self.batch * n * repeat)
+        memory += self.keep_input(node, node.inputs[0], self.batch * n * node.width * self.s, repeat)
+        return self.dense(matmul * n, elementwise * n, memory, repeat)
 
     def cost_head(self, node: ir.Head, n, repeat):
         spec, d = node.spec, node.width

@@ -21,7 +21,7 @@ from .analysis import analyse
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import default_length, describe_layers, residual_placement, sublayers
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -152,6 +152,7 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward) -> Facts:
         facts[(where, "output bias")] = str(spec.out_bias).lower()
     else:
         facts[(where, "d_ff")] = str(spec.d_ff)
+        facts[(where, "kind")] = FEEDFORWARD_KINDS.label(spec.kind)
         activation = ACTIVATIONS[spec.activation.name].title or str(spec.activation)
         facts[(where, "activation")] = activation
         facts[(where, "inner dropout")] = f"{spec.dropout:g}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .analysis import Analysis
 from ..ir import nodes as ir
-from ..ir.queries import attentions
+from ..ir.queries import active_parameters, attentions
 from ..files import save_figure
 
 
@@ -68,6 +68,9 @@ def format_summary(a: Analysis, label_width: int = 50) -> str:
     rows.append(["total", "", "", f"{t.params:,}", si(t.flops), si(t.flops_mask_aware), binary(t.memory)])
     out += _table(["component", "what", "", "parameters", "fwd FLOPs", "mask-aware", "act. memory"], rows,
                   {2, 3, 4, 5, 6})
+    if a.active_params != t.params:  # a mixture of experts: what a position reads, of all there are
+        out += ["", f"parameters: {a.active_params:,} active per position / {t.params:,} in all "
+                    f"({a.active_params / t.params:.1%}); FLOPs count the active ones"]
     train = a.training()
     out += ["",
             f"forward: {si(t.flops, 'FLOPs')} = {si(t.matmul)} in matrix products (what FlopCounterMode counts)"
@@ -197,5 +200,6 @@ def summary_line(path: str, spec) -> str:
     heads = sorted({node.spec.heads for node in attentions(g)})
     widths = sorted({info.width for info in g.stacks.values()})
     head_text = "/".join(map(str, heads)) + " heads" if heads else "no attention"
-    return (f"{path}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, "
-            f"{head_text}, {spec.parameter_count():,} parameters")
+    total, active = spec.parameter_count(), active_parameters(g)
+    count = f"{total:,} parameters" + (f" ({active:,} active)" if active != total else "")
+    return f"{path}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, {count}"

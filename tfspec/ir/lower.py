@@ -8,7 +8,7 @@ back-edge, so the IR stays a DAG and diagrams show the structure.
 from __future__ import annotations
 
 from ..front import schema as S
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, Param,
+from ..registry import (ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, Param,
                         combined_reach, linear_params)
 from . import nodes as ir
 from .graph import Graph
@@ -158,14 +158,10 @@ class _Builder:
                             params=attention_params(body, shape), spec=body,
                             width=width, geometry=shape, memory=memory if cross else None, span=body.span)
         if isinstance(body, S.FeedForward):
-            up_params = linear_params("up", ACTIVATIONS[body.activation.name].up_features(body.d_ff), width, body.bias)
-            down_params = linear_params("down", width, body.d_ff, body.bias, residual=True)
-            params = {name: p for name, p in sorted({**up_params, **down_params}.items(),
-                                                    key=lambda item: item[1].role == "bias")}  # weights first
-            activation = ACTIVATIONS[body.activation.name].title or str(body.activation)
-            return self.add(ir.FeedForward, node_id, f"Feed Forward ({activation}, {body.d_ff})", [x],
-                            stack=role, in_block=True, module=module, params=params, spec=body, width=width,
-                            span=body.span)
+            kind, options = FEEDFORWARD_KINDS.of(body.kind)
+            return self.add(ir.FeedForward, node_id, kind.describe(body, options), [x],
+                            stack=role, in_block=True, module=module, params=kind.params(width, body, options),
+                            spec=body, width=width, span=body.span)
         if isinstance(body, S.NormOp):
             return self.norm(node_id, body.norm, x, width, role, True, module)
         return self.dropout(node_id, body.p, x, role, True, width)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS
 from .graph import Graph
 from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Node, Norm, PositionEncoding, Scale,
                     Sublayer, describe_layers)
@@ -88,6 +88,20 @@ def count_parameters(g: Graph) -> int:
             seen.add(key)
             total += sum(math.prod(p.shape) for p in node.params.values()) * weight_repeat(g, node)
     return total
+
+
+def active_parameters(g: Graph) -> int:
+    """The parameters one position's computation reads: every one, less the experts a mixture does not choose
+    (``FeedForwardKind.active_params``). Equal to ``count_parameters`` for a model without one."""
+    unused, seen = 0, set()
+    for node in g.of(FeedForward):
+        if (key := weights_key(g, node)) in seen:
+            continue
+        seen.add(key)
+        kind, options = FEEDFORWARD_KINDS.of(node.spec.kind)
+        total = sum(math.prod(p.shape) for p in node.params.values())
+        unused += (total - kind.active_params(node.width, node.spec, options)) * weight_repeat(g, node)
+    return count_parameters(g) - unused
 
 
 def weights_key(g: Graph, node: Node) -> tuple[str, ...]:

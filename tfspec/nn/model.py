@@ -90,6 +90,12 @@ class CompiledModel(nn.Module):
         self.__dict__["program"] = forward
         self.forward = forward.forward
 
+    def auxiliary_losses(self) -> dict:
+        """The training losses its sublayers add, weighted by the spec's coefficients, from its last training call
+        (a mixture of experts' load balancing, ``moe_balance``, and router z-loss, ``moe_z``); empty without."""
+        from .moe import auxiliary_losses
+        return auxiliary_losses(self.modules())
+
     @property
     def device(self):
         return next(self.embeddings.parameters()).device

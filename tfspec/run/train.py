@@ -686,13 +686,15 @@ class _Trainer:
                 tick = time.perf_counter()
                 loss, lr, tokens = self.step()
                 speed = tokens / max(time.perf_counter() - tick, 1e-9)
-                self.record({"step": run.step, "loss": loss, "lr": lr, "tokens_per_s": round(speed, 1)})
+                self.record({"step": run.step, "loss": loss, "lr": lr, "tokens_per_s": round(speed, 1),
+                             **self.auxiliary})
                 if self.bar is not None:
                     self.bar.update(1)
                     self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
                 elif run.step % log_every == 0 or run.step in (first_step + 1, self.last_step):  # not a terminal
                     per_step = (time.perf_counter() - started) / (run.step - first_step)
-                    self.log(f"step {run.step:,}/{config.steps:,}: loss {loss:.4f}, lr {lr:.2e}, {speed:,.0f} "
+                    extra = "".join(f", {k} {v:.4f}" for k, v in self.auxiliary.items())
+                    self.log(f"step {run.step:,}/{config.steps:,}: loss {loss:.4f}{extra}, lr {lr:.2e}, {speed:,.0f} "
                              f"tokens/s, ETA {duration(per_step * (self.last_step - run.step))}")
                 if (run.step % config.eval_every == 0 or run.step == config.steps) and self.evaluate():
                     break
@@ -713,7 +715,7 @@ class _Trainer:
         """One optimiser step over a global batch (in ``accumulate`` micro-batches, split among the workers):
         the mean loss per labelled token, the learning rate, and the labelled tokens it saw."""
         config, world, model, scaler, optimizer = self.config, self.world, self.model, self.scaler, self.optimizer
-        sums, counts = [], []
+        sums, counts, auxiliary = [], [], {}
         for micro in range(config.accumulate):
             whole = self.objective.batch(TRAIN, self.run.step, micro)
             counts.append(max(whole.tokens, 1))  # the global batch's labelled tokens: what the loss averages
@@ -723,8 +725,16 @@ class _Trainer:
                 summed = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE,
                                          label_smoothing=self.recipe.label_smoothing, reduction="sum")
                 # workers' gradients are averaged: scaled by their number, they add up to the global mean's
-                scaler.scale(summed * world.size / (counts[-1] * config.accumulate)).backward()
+                loss = summed * world.size / (counts[-1] * config.accumulate)
+                # the sublayers' own training losses (a mixture of experts' load balancing), a mean per micro-batch
+                extra = unwrap(model).auxiliary_losses()
+                for name, value in extra.items():
+                    loss = loss + value / config.accumulate
+                    auxiliary[name] = auxiliary.get(name, 0.0) + value.item() / config.accumulate
+                scaler.scale(loss).backward()
             sums.append(summed.item())
+        self.auxiliary = {k: v / world.size for k, v in zip(auxiliary, all_sum(list(auxiliary.values()), world))} \
+            if auxiliary else {}
         sums = all_sum(sums, world)
         loss_sum = sum(s / n for s, n in zip(sums, counts))
         lr = self.recipe.learning_rate(self.run.step + 1, config.steps, config.decay_from)

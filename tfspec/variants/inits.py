@@ -80,7 +80,8 @@ class Xavier(Init):
             if _fixed(tensor, role):
                 continue
             if role.kind in ("matrix", "unembedding"):
-                nn.init.xavier_uniform_(tensor)
+                for matrix in (tensor if tensor.dim() == 3 else [tensor]):  # a mixture's experts: each a matrix
+                    nn.init.xavier_uniform_(matrix)
             elif role.kind in ("embedding", "position_table"):
                 nn.init.normal_(tensor, 0.0, tensor.shape[-1] ** -0.5)
             else:
@@ -113,8 +114,8 @@ class T5(Init):
                 nn.init.normal_(tensor, 0.0, factor * role.width ** -0.5)
             elif role.kind in ("embedding", "unembedding"):
                 nn.init.normal_(tensor, 0.0, factor)
-            elif role.kind == "matrix":
-                nn.init.normal_(tensor, 0.0, factor * tensor.shape[1] ** -0.5)
+            elif role.kind == "matrix":  # by its fan-in (a mixture's experts: each expert's)
+                nn.init.normal_(tensor, 0.0, factor * tensor.shape[-1] ** -0.5)
                 if role.query_rows:
                     tensor[:role.query_rows].mul_(role.head_dim ** -0.5)
             else:  # scorers, relative tables: by their last dimension, as a matrix by its fan-in

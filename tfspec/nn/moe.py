@@ -1,0 +1,139 @@
+"""A mixture of experts in place of the feed-forward network (``tfspec.variants.moe``): a router scores each
+position against every expert, the ``top`` best run on it, and their outputs are summed by the routing weights.
+
+Compute is dropless and grouped: the chosen (position, expert) pairs are sorted by expert, each expert runs once
+on all its positions (one matrix product each way), and the results are scattered back. Nothing is computed for
+an expert a position did not choose, and no position is dropped for capacity.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(routing weights ``(positions, top)``, chosen experts ``(positions, top)``, every expert's probability
+    ``(positions, experts)``) from the router's logits; scores are taken in float32, as Hugging Face's routers
+    take them, and the weights returned in the logits' dtype."""
+    probs = logits.float().softmax(dim=-1) if score == "softmax" else logits.float().sigmoid()
+    weights, chosen = probs.topk(top, dim=-1)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    if scale != 1.0:
+        weights = weights * scale
+    return weights.to(logits.dtype), chosen, probs
+
+
+def expert_counts(chosen: Tensor, experts: int) -> list[int]:
+    """How many (position, choice) pairs chose each expert. On the meta device, which holds no values (the cost
+    analysis traces there), the pairs are spread evenly: what is computed depends only on their total."""
+    if chosen.is_meta:
+        pairs = chosen.numel()
+        return [pairs // experts + (1 if e < pairs % experts else 0) for e in range(experts)]
+    return torch.bincount(chosen.reshape(-1), minlength=experts).tolist()
+
+
+class Experts(nn.Module):
+    """``experts`` networks as stacked weights: ``up`` ``(experts, up_features, width)``, ``down`` ``(experts,
+    width, d_ff)`` (and biases); ``forward(x, weights, chosen)`` runs each expert once on the positions that chose
+    it and returns their weighted sum per position."""
+
+    def __init__(self, experts: int, width: int, d_ff: int, up_features: int, activation: nn.Module, bias: bool,
+                 dropout: float) -> None:
+        super().__init__()
+        self.up = nn.Parameter(torch.empty(experts, up_features, width))
+        self.down = nn.Parameter(torch.empty(experts, width, d_ff))
+        self.up_bias = nn.Parameter(torch.empty(experts, up_features)) if bias else None
+        self.down_bias = nn.Parameter(torch.empty(experts, width)) if bias else None
+        self.activation = activation
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, weights: Tensor, chosen: Tensor) -> Tensor:
+        positions, top = chosen.shape
+        order = chosen.reshape(-1).argsort(stable=True)  # the (position, choice) pairs, grouped by expert
+        counts = expert_counts(chosen, self.up.shape[0])
+        grouped = x[order // top]  # each pair's position's input
+        outputs, start = [], 0
+        for expert, count in enumerate(counts):
+            if count:
+                part = grouped[start:start + count]
+                h = F.linear(part, self.up[expert], None if self.up_bias is None else self.up_bias[expert])
+                h = self.dropout(self.activation(h))
+                outputs.append(F.linear(h, self.down[expert], None if self.down_bias is None else
+                                        self.down_bias[expert]))
+                start += count
+        if not outputs:  # no positions at all
+            return x.new_zeros(x.shape)
+        # back in (position, choice) order, then each position's choices summed by their weights: a gather and a
+        # sum keep only indices for backward, where a scatter-add (index_add) would keep the outputs again
+        y = torch.cat(outputs)[order.argsort()].view(positions, top, -1)
+        return (y * weights[..., None]).sum(dim=1)
+
+    def extra_repr(self) -> str:
+        experts, up, width = self.up.shape
+        return f"experts={experts}, width={width}, d_ff={self.down.shape[-1]}, bias={self.up_bias is not None}"
+
+
+class MixtureOfExperts(nn.Module):
+    """``router`` (a linear map to one logit per expert), the ``experts``, and optionally a ``shared`` network
+    every position runs (scaled by ``sigmoid(shared_gate(x))`` where it has a gate: Qwen2-MoE).
+
+    In training, each call records its router's statistics (``balance``: the fraction of choices and the mean
+    probability per expert; ``z``: the mean squared log-sum-exp of the logits) in ``router_stats``, which the
+    model turns into its auxiliary losses (``CompiledModel.auxiliary_losses``)."""
+
+    def __init__(self, width: int, d_ff: int, activation: nn.Module, up_features: int, bias: bool, dropout: float,
+                 experts: int, top: int, score: str = "softmax", renormalize: bool = False, scale: float = 1.0,
+                 router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
+                 aux_loss: float = 0.0, z_loss: float = 0.0) -> None:
+        super().__init__()
+        self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
+        self.aux_loss, self.z_loss = aux_loss, z_loss
+        self.router = nn.Linear(width, experts, bias=router_bias)
+        self.experts = Experts(experts, width, d_ff, up_features, activation, bias, dropout)
+        self.shared = shared
+        self.shared_gate = nn.Linear(width, 1, bias=False) if shared_gate else None
+        self.router_stats: dict[str, Tensor] | None = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        logits = self.router(flat)
+        weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale)
+        y = self.experts(flat, weights, chosen)
+        if self.shared is not None:
+            shared = self.shared(flat)
+            y = y + (shared if self.shared_gate is None else torch.sigmoid(self.shared_gate(flat)) * shared)
+        self.router_stats = self.statistics(logits, chosen, probs) if self.training else None
+        return y.view(x.shape)
+
+    def statistics(self, logits: Tensor, chosen: Tensor, probs: Tensor) -> dict[str, Tensor]:
+        """What the auxiliary losses read of this call: per expert, the fraction of its positions' choices
+        (``(top, experts)``, as Switch and Mixtral count them per choice) and the mean routing probability; and
+        the router z-loss's mean squared log-sum-exp."""
+        stats = {}
+        if self.aux_loss:
+            choices = F.one_hot(chosen, probs.shape[-1]).float().mean(dim=0)
+            stats["balance"] = (choices, probs.mean(dim=0))
+        if self.z_loss:
+            stats["z"] = torch.logsumexp(logits.float(), dim=-1).square().mean()
+        return stats
+
+
+def auxiliary_losses(modules) -> dict[str, Tensor]:
+    """The training losses of every mixture among ``modules`` from their last training call, each weighted by its
+    coefficient: ``moe_balance``, Switch's and Mixtral's load-balancing loss ``experts · Σ f_e · P_e`` with the
+    fractions f and probabilities P averaged over the mixtures (as Hugging Face concatenates its layers' router
+    logits), and ``moe_z``, the router z-loss (ST-MoE) averaged over them."""
+    mixtures = [m for m in modules if isinstance(m, MixtureOfExperts) and m.router_stats is not None]
+    losses = {}
+    balanced = [m for m in mixtures if "balance" in m.router_stats]
+    if balanced:
+        choices = torch.stack([m.router_stats["balance"][0] for m in balanced]).mean(dim=0)
+        probs = torch.stack([m.router_stats["balance"][1] for m in balanced]).mean(dim=0)
+        losses["moe_balance"] = balanced[0].aux_loss * probs.shape[-1] * (choices * probs).sum()
+    zs = [m for m in mixtures if "z" in m.router_stats]
+    if zs:
+        losses["moe_z"] = zs[0].z_loss * torch.stack([m.router_stats["z"] for m in zs]).mean()
+    return losses

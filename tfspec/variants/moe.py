@@ -1,0 +1,132 @@
+"""A mixture of experts (Shazeer et al. 2017; Switch, Fedus et al. 2021; Mixtral, Jiang et al. 2024) in place of the
+feed-forward network: ``experts`` networks of the sublayer's ``d_ff`` and ``activation`` (GLU included), a router
+that scores each position against every expert, and the ``top`` best experts' outputs summed by their weights.
+
+Options: ``score`` (``softmax`` over the experts, or ``sigmoid`` per expert), then the top ``top``; ``renormalize``
+(the chosen weights divided by their sum: Mixtral's, whose softmax-then-top-k is then top-k-then-softmax);
+``scale`` (DeepSeek's routed scaling factor); ``router_bias``; ``shared`` (the d_ff of a network every position
+also runs; Qwen2-MoE's shared expert) with ``shared_gate`` (its output scaled by sigmoid(w·x)). Training adds the
+load-balancing loss (``aux_loss``: its coefficient; Switch's and Mixtral's ``experts · Σ f_e·P_e``) and the router
+z-loss (``z_loss``), which the trainer logs as ``moe_balance`` and ``moe_z``.
+
+Compute is dropless, each expert running once on the positions that chose it (``tfspec.nn.moe``); the analysis
+counts a position's ``top`` experts (and the router, and the shared network): FLOPs per position do not depend
+on which experts are chosen, and ``summary`` prints the active parameters against the total.
+
+    decoder x 32 { ...; feedforward d_ff=14336 activation=swiglu kind=moe(experts=8, top=2, renormalize=true) }
+"""
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..registry import ACTIVATIONS, FEEDFORWARD_KINDS, Constructor, FeedForwardKind, Param, linear_params
+from .dense import dense_flops, dense_params
+
+
+@FEEDFORWARD_KINDS.register
+class MixtureOfExperts(FeedForwardKind):
+    name = "moe"
+    title = "Mixture of Experts"
+    positional = ("experts", "top")
+    examples = ({"experts": 4, "top": 2, "renormalize": True},
+                {"experts": 3, "top": 1, "score": "sigmoid", "scale": 2.0, "router_bias": True, "shared": 8,
+                 "shared_gate": True, "aux_loss": 0.01, "z_loss": 0.001})
+    doc = ("moe(experts, top): a router sends each position to its top experts, networks of the sublayer's d_ff "
+           "and activation, and sums their outputs by the routing weights")
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        experts: int = Field(gt=0, le=1 << 16)
+        top: int = Field(gt=0, le=1 << 16)
+        score: Literal["softmax", "sigmoid"] = "softmax"
+        renormalize: bool = False
+        scale: float = Field(1.0, gt=0, le=1e6)
+        router_bias: bool = False
+        shared: int = Field(0, ge=0, le=1 << 24)  # d_ff of the network every position runs (0: none)
+        shared_gate: bool = False
+        aux_loss: float = Field(0.0, ge=0, le=1e3)
+        z_loss: float = Field(0.0, ge=0, le=1e3)
+
+        @model_validator(mode="after")
+        def _fits(self):
+            if self.top > self.experts:
+                raise ValueError(f"top={self.top} of {self.experts} experts: a position chooses at most every expert")
+            if self.shared_gate and not self.shared:
+                raise ValueError("shared_gate scales a shared network: give its d_ff as shared=")
+            return self
+
+    def params(self, width, body, options):
+        activation = ACTIVATIONS[body.activation.name]
+        experts, up = options.experts, activation.up_features(body.d_ff)
+        params = {**linear_params("router", experts, width, options.router_bias),
+                  "experts.up": Param((experts, up, width), "matrix"),
+                  "experts.down": Param((experts, width, body.d_ff), "matrix", residual=True)}
+        if body.bias:
+            params.update({"experts.up_bias": Param((experts, up), "bias"),
+                           "experts.down_bias": Param((experts, width), "bias")})
+        if options.shared:
+            params.update(dense_params(width, options.shared, activation, body.bias, prefix="shared."))
+            if options.shared_gate:
+                params.update(linear_params("shared_gate", 1, width, False))
+        return params
+
+    def module(self, width, body, options):
+        from ..nn.feedforward import FeedForward
+        from ..nn.moe import MixtureOfExperts as Module
+        activation = ACTIVATIONS[body.activation.name]
+        shared = Constructor(FeedForward, (width, options.shared, activation.module(),
+                                           activation.up_features(options.shared), body.bias, body.dropout)) \
+            if options.shared else None
+        return Constructor(Module, (width, body.d_ff, activation.module(), activation.up_features(body.d_ff),
+                                    body.bias, body.dropout, options.experts, options.top),
+                           {"score": options.score, "renormalize": options.renormalize, "scale": options.scale,
+                            "router_bias": options.router_bias, "shared": shared,
+                            "shared_gate": options.shared_gate, "aux_loss": options.aux_loss,
+                            "z_loss": options.z_loss})
+
+    def flops(self, width, body, options):
+        activation = ACTIVATIONS[body.activation.name]
+        matmul, elementwise = dense_flops(width, body.d_ff, activation, body.bias, body.dropout)
+        matmul, elementwise = options.top * matmul, options.top * elementwise
+        # the router, its scores and the top-k weights; each choice's weighting and its sum into the output
+        matmul += 2 * width * options.experts
+        elementwise += (options.experts if options.router_bias else 0) + 3 * options.experts \
+            + 2 * options.top * width
+        if options.shared:
+            shared_matmul, shared_elementwise = dense_flops(width, options.shared, activation, body.bias,
+                                                            body.dropout)
+            matmul, elementwise = matmul + shared_matmul, elementwise + shared_elementwise + width
+            if options.shared_gate:
+                matmul, elementwise = matmul + 2 * width, elementwise + 1 + width
+        return matmul, elementwise
+
+    def saved(self, width, body, options):
+        activation = ACTIVATIONS[body.activation.name]
+        top, experts = options.top, options.experts
+        # each choice: the gathered input, the network's own (activation, down projection's input), its output
+        # and weight, kept by the weighting
+        elements = top * (2 * width + 1 + activation.feedforward_saved(body.d_ff, bool(body.dropout)))
+        # float32 words: the probabilities; the chosen experts, the grouped order and each choice's position
+        # (int64: two words each); a renormalisation's weights and their sum
+        words = experts + 3 * 2 * top + (top + 1 if options.renormalize else 0)
+        if options.shared:
+            elements += activation.feedforward_saved(options.shared, bool(body.dropout))
+            if options.shared_gate:  # the gate's sigmoid and the shared output it scales
+                elements += width + 1
+        if options.z_loss:  # the logits and their log-sum-exp (training)
+            elements, words = elements + experts, words + 1
+        return elements, words
+
+    def active_params(self, width, body, options):
+        params = self.params(width, body, options)
+        per_expert = sum(math.prod(p.shape[1:]) for name, p in params.items() if name.startswith("experts."))
+        rest = sum(math.prod(p.shape) for name, p in params.items() if not name.startswith("experts."))
+        return rest + options.top * per_expert
+
+    def describe(self, body, options):
+        activation = ACTIVATIONS[body.activation.name].title or str(body.activation)
+        shared = f", shared {options.shared}" if options.shared else ""
+        return (f"Mixture of Experts ({options.experts} experts, top {options.top}, {activation}, "
+                f"{body.d_ff}{shared})")
