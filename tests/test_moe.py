@@ -1,0 +1,160 @@
+"""Mixture-of-experts feed-forward (``kind=moe(...)``): each option equal to the definition written here, one
+position at a time; Mixtral's and Qwen2-MoE's blocks equal Hugging Face's at equal weights; cost and memory
+equal what the FLOP counter and autograd see for a real, skewed routing; the auxiliary losses equal Hugging
+Face's and reach the trainer's log."""
+
+import json
+
+import pytest
+import torch
+
+import tfspec
+from tfspec.inspect.analysis import analyse
+from tfspec.inspect.measure import measure
+from tfspec.nn.moe import auxiliary_losses
+
+SPEC = """embedding tokens {{ vocab 40; dim 16; position none }}
+decoder x 2 {{ residual pre; bias {bias}; attention self heads=2 mask=causal
+  feedforward d_ff=12 activation={activation} kind=moe({options}) }}
+head linear(40)"""
+OPTIONS = ["4, 2", "4, 2, renormalize=true", "3, 1, score=sigmoid, scale=2.5, router_bias=true",
+           "4, 3, renormalize=true, shared=8, shared_gate=true", "4, 2, shared=6"]
+
+
+def perturbed(module, seed: int = 0):
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(seed)
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.4)
+    return module
+
+
+def naive(moe, x, activation, options):
+    """The definition: score every expert, keep the top ones, weight and sum their networks' outputs."""
+    out = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        logits = moe.router(x[t])
+        scores = logits.softmax(-1) if "sigmoid" not in options else logits.sigmoid()
+        weights, chosen = scores.topk(moe.top)
+        if "renormalize=true" in options:
+            weights = weights / weights.sum()
+        weights = weights * moe.scale
+        for w, e in zip(weights, chosen):
+            e = int(e)
+            bias = (lambda b: None if b is None else b[e])
+            h = torch.nn.functional.linear(x[t], moe.experts.up[e], bias(moe.experts.up_bias))
+            h = activation(h)
+            out[t] += w * torch.nn.functional.linear(h, moe.experts.down[e], bias(moe.experts.down_bias))
+        if moe.shared is not None:
+            shared = moe.shared(x[t])
+            out[t] += shared * torch.sigmoid(moe.shared_gate(x[t])) if moe.shared_gate is not None else shared
+    return out
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("activation, bias", [("swiglu", "false"), ("gelu", "true")])
+def test_each_option_computes_its_definition(options, activation, bias):
+    model = tfspec.compile(SPEC.format(options=options, activation=activation, bias=bias), seed=0).eval()
+    moe = perturbed(model.decoder.layers[0].ffn)
+    x = torch.randn(2, 9, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        got = moe(x)
+        expected = naive(moe, x.reshape(-1, 16), moe.experts.activation, options).view_as(x)
+    assert torch.allclose(got, expected, atol=1e-5), float((got - expected).abs().max())
+
+
+@pytest.mark.parametrize("options", OPTIONS[2:] + ["4, 2, z_loss=0.1, aux_loss=0.01"])
+def test_cost_and_memory_are_measured_for_a_real_and_a_skewed_routing(options):
+    # feed-forward sublayers alone: on the CPU (a real routing) the counter sees every product they compute
+    text = SPEC.format(options=options, activation="swiglu", bias="true")
+    spec = tfspec.parse(text.replace("attention self heads=2 mask=causal", "act_dropout 0.1"))
+    for batch in (1, 2):
+        analysed = analyse(spec, seq_len=7, batch=batch)
+        measured = measure(spec, {"decoder": 7}, batch=batch, device="cpu")
+        assert (measured.flops, measured.saved_bytes) == (analysed.total.matmul, analysed.total.memory)
+    model = tfspec.compile(spec, seed=0)
+    with torch.no_grad():  # every position to expert 0 first: FLOPs do not depend on the routing
+        model.decoder.layers[0].ffn.router.weight.zero_()
+        if model.decoder.layers[0].ffn.router.bias is not None:
+            model.decoder.layers[0].ffn.router.bias.copy_(torch.arange(3.0, 0, -1)[:3])
+    from torch.utils.flop_counter import FlopCounterMode
+    ids = torch.randint(0, 40, (1, 7))
+    with FlopCounterMode(display=False) as skewed:
+        model(ids)
+    with FlopCounterMode(display=False) as plain:
+        tfspec.compile(spec, seed=1)(ids)
+    assert skewed.get_total_flops() == plain.get_total_flops()
+
+
+def test_summary_and_check_count_active_against_total_parameters():
+    spec = tfspec.parse(SPEC.format(options="4, 2, shared=6", activation="swiglu", bias="false"))
+    expert = 2 * 12 * 16 + 16 * 12  # a SwiGLU expert's up (gate and value) and down
+    router, shared = 4 * 16, 2 * 6 * 16 + 16 * 6
+    assert analyse(spec, seq_len=4).active_params == spec.parameter_count() - 2 * 2 * expert  # 2 of 4 unused
+    from tfspec.inspect.summary import summary_line
+    assert f"{spec.parameter_count():,} parameters ({spec.parameter_count() - 4 * expert:,} active)" in \
+        summary_line("x.tfs", spec)
+    assert router and shared  # (counted in both)
+
+
+def test_auxiliary_losses_equal_hugging_faces_and_are_logged_by_the_trainer(tmp_path):
+    T = pytest.importorskip("transformers")
+    from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
+    text = SPEC.format(options="4, 2, renormalize=true, aux_loss=0.5, z_loss=0.1", activation="swiglu",
+                       bias="false")
+    model = perturbed(tfspec.compile(text, seed=0)).train()
+    ids = torch.randint(0, 40, (3, 8), generator=torch.Generator().manual_seed(2))
+    logits = []
+    hooks = [layer.ffn.router.register_forward_hook(lambda m, i, o: logits.append(o)) for layer in model.decoder.layers]
+    model(ids)
+    for h in hooks:
+        h.remove()
+    losses = model.auxiliary_losses()
+    expected = load_balancing_loss_func(tuple(logits), 4, 2)
+    assert torch.allclose(losses["moe_balance"], 0.5 * expected, atol=1e-6)
+    z = torch.stack([torch.logsumexp(g, -1).square().mean() for g in logits]).mean()
+    assert torch.allclose(losses["moe_z"], 0.1 * z, atol=1e-6)
+    assert model.eval()(ids) is not None and model.auxiliary_losses() == {}  # evaluation adds nothing
+
+    from tfspec.run.train import TrainConfig, train
+    config = TrainConfig(steps=3, batch=4, lr=1e-2, warmup=1, eval_every=3, eval_size=4, max_len=6)
+    train(text, config, tmp_path / "run", progress=False, log=lambda line: None)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "loss" in r and "lr" in r]
+    assert len(steps) == 3 and all(r["moe_balance"] > 0 and r["moe_z"] > 0 for r in steps)
+
+
+# ---------------------------------------------------------------- against Hugging Face's blocks
+T = pytest.importorskip("transformers")
+
+
+def copy_experts(moe, reference):
+    with torch.no_grad():
+        moe.router.weight.copy_(reference.gate.weight)
+        moe.experts.up.copy_(reference.experts.gate_up_proj)
+        moe.experts.down.copy_(reference.experts.down_proj)
+
+
+def test_mixtral_and_qwen2_moe_blocks_equal_hugging_faces():
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+    from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeSparseMoeBlock
+    x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(3))
+    mixtral = perturbed(MixtralSparseMoeBlock(T.MixtralConfig(hidden_size=16, intermediate_size=12,
+                                                              num_local_experts=4, num_experts_per_tok=2))).eval()
+    moe = tfspec.compile(SPEC.format(options="4, 2, renormalize=true", activation="swiglu", bias="false"),
+                         seed=0).decoder.layers[0].ffn.eval()
+    copy_experts(moe, mixtral)
+    with torch.no_grad():
+        assert torch.allclose(moe(x), mixtral(x), atol=1e-5)
+    config = T.Qwen2MoeConfig(hidden_size=16, moe_intermediate_size=12, num_experts=4, num_experts_per_tok=3,
+                              shared_expert_intermediate_size=8, norm_topk_prob=False)
+    qwen = perturbed(Qwen2MoeSparseMoeBlock(config)).eval()
+    moe = tfspec.compile(SPEC.format(options="4, 3, shared=8, shared_gate=true", activation="swiglu",
+                                     bias="false"), seed=0).decoder.layers[0].ffn.eval()
+    copy_experts(moe, qwen)
+    with torch.no_grad():
+        shared = qwen.shared_expert
+        moe.shared.up.weight.copy_(torch.cat([shared.gate_proj.weight, shared.up_proj.weight]))
+        moe.shared.down.weight.copy_(shared.down_proj.weight)
+        moe.shared_gate.weight.copy_(qwen.shared_expert_gate.weight)
+        assert torch.allclose(moe(x), qwen(x), atol=1e-5)
