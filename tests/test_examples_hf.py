@@ -38,6 +38,13 @@ PUBLISHED = {
                             layer_norm_eps=1e-12, pad_token_id=0, bos_token_id=2, eos_token_id=3,
                             down_scale_factor=1, gap_size=0, net_structure_type=0, num_memory_blocks=0,
                             architectures=["AlbertForMaskedLM"]), "AlbertForMaskedLM"),
+    "mixtral_8x7b": (dict(model_type="mixtral", vocab_size=32000, hidden_size=4096, intermediate_size=14336,
+                          num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                          max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-5, sliding_window=None,
+                          num_local_experts=8, num_experts_per_tok=2, router_aux_loss_coef=0.02,
+                          output_router_logits=False, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
+                          hidden_act="silu", initializer_range=0.02, attention_dropout=0.0,
+                          architectures=["MixtralForCausalLM"]), "MixtralForCausalLM"),
     "bart_base": (dict(model_type="bart", vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
                        encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
                        decoder_ffn_dim=3072, max_position_embeddings=1024, activation_function="gelu",
@@ -52,13 +59,18 @@ PUBLISHED = {
 }
 
 
-def hf_count(config: dict, cls: str) -> int:
+def hf_count(config: dict, cls: str, active: bool = False) -> int:
     """The parameters of the Hugging Face model a configuration builds, counted on the meta device; a buffer it
-    holds in place of a parameter the spec has (BART's final_logits_bias, the head's bias) counted with them."""
+    holds in place of a parameter the spec has (BART's final_logits_bias, the head's bias) counted with them.
+    ``active``: those one position reads, a mixture's stacked experts counted for the ones it chooses."""
     with torch.device("meta"):
         model = getattr(T, cls)(read_config(config))
-    return sum(p.numel() for p in model.parameters()) + sum(
+    total = sum(p.numel() for p in model.parameters()) + sum(
         b.numel() for name, b in model.named_buffers() if name == "final_logits_bias")
+    if active:
+        chosen = config.get("num_experts_per_tok", 1) / config.get("num_local_experts", 1)
+        total -= sum(round(p.numel() * (1 - chosen)) for name, p in model.named_parameters() if ".experts." in name)
+    return total
 
 
 @pytest.mark.parametrize("example", PUBLISHED)
@@ -67,6 +79,8 @@ def test_examples_check_with_the_published_models_parameter_counts(example, tfsp
     spec = tfspec.load(f"examples/{example}.tfs")
     count = hf_count(config, cls)
     assert spec.parameter_count() == count
+    from tfspec.ir.queries import active_parameters
+    assert active_parameters(spec.graph()) == hf_count(config, cls, active=True)
     expected = family_of(config["model_type"]).spec_text(read_config(config), **family_of(
         config["model_type"]).classes[cls], padding=True)
     assert architecture_problems(spec, expected, cls) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
+from ..registry import FEEDFORWARD_KINDS
 from .mapping import InteropError
 
 
@@ -63,6 +64,14 @@ class Facts:
 
     def feedforward(self, role: str):
         return self.node(role, ir.FeedForward).spec
+
+    def mixture(self, role: str):
+        """The options of the first mixture of experts among ``role``'s layers' feed-forwards (a schedule may
+        give some layers one network instead); refused where none is."""
+        for node in self.g.of(ir.FeedForward, stack=role, in_block=True):
+            if node.spec.kind.name == "moe":
+                return FEEDFORWARD_KINDS.of(node.spec.kind)[1]
+        raise self.refuse(f"its {role} layers' feed-forwards are not mixtures of experts (kind=moe(...))")
 
     def norm_placement(self, role: str) -> str:
         """Where the first sublayer of ``role``'s layer meets its norm: "pre-norm", "post-norm", ..."""

@@ -149,6 +149,11 @@ FAMILIES = (
     Family("Mistral", ("mistral",), {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
            "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
            "hf_llama", "from_hf_llama", "to_hf_llama"),
+    Family("Mixtral", ("mixtral",), {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
+           "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
+           "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
+           "(kind=moe(experts, top, renormalize=true))",
+           "hf_mixtral", "from_hf_mixtral", "to_hf_mixtral"),
     Family("Qwen2", ("qwen2",), {"Qwen2ForCausalLM": {"head": True}, "Qwen2Model": {"head": False}},
            "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
            "(a layer schedule)",

@@ -155,11 +155,12 @@ def rotary(s, theta: str | None = None) -> str:
 
 def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,
                  head: bool, name: str, heading: tuple[str, ...], norm: str = "rmsnorm", embedding: str = "",
-                 dropout: str | None = None) -> str:
+                 dropout: str | None = None, feedforward: str = "") -> str:
     """The spec of a Llama-layout decoder (pre-norm RMSNorm, a gated feed-forward), its stack's own layer given by
     ``position``, ``masks`` and biases, and ``sections`` (``layers`` lines) where layers differ; ``norm``: the
     RMSNorm variant (Gemma's ``gemma_rmsnorm``), ``embedding``: more of the embedding's settings (a scale);
-    ``dropout``: on each sublayer's output (Phi-3's resid_pdrop)."""
+    ``dropout``: on each sublayer's output (Phi-3's resid_pdrop); ``feedforward``: more of its arguments (a
+    mixture of experts' ``kind=moe(...)``)."""
     head_dim = f" head_dim={s.head_dim}" if getattr(s, "head_dim", None) else ""
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
@@ -176,7 +177,7 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none{embedding} }
 decoder x {s.layers} {{
   position {position}
   attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={masks} {attention_bias}
-  feedforward d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}
+  feedforward d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}{feedforward}
   final {norm}(eps={s.eps})
 {sections}}}
 """
@@ -213,13 +214,23 @@ def projection_rules(model, attention: str, feedforward: str, theirs: str, state
                      ) -> list[Rule]:
     """One Llama-layout layer's projections (``theirs``: its prefix): q, k and v into our fused ``qkv``, ``o``
     into ``out``, ``gate`` and ``up`` into our ``up`` (gate first), ``down``."""
+    return attention_rules(model, attention, theirs, state, ours_state) + \
+        mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
+
+
+def attention_rules(model, attention: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """q, k and v into our fused ``qkv``, ``o`` into ``out`` (``theirs``: the layer's prefix)."""
     core = model.get_submodule(attention)
     q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
     rules = linear_rules(f"{attention}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state, ours_state,
                          split=(q_width, kv_width, kv_width))
-    rules += linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
-    rules += linear_rules(f"{feedforward}.up", (f"{theirs}.mlp.gate_proj", f"{theirs}.mlp.up_proj"), state, ours_state)
-    return rules + linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state)
+    return rules + linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
+
+
+def mlp_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A gated MLP's ``gate_proj`` and ``up_proj`` into our ``up`` (gate first), ``down_proj`` into ``down``."""
+    rules = linear_rules(f"{ours}.up", (f"{theirs}.gate_proj", f"{theirs}.up_proj"), state, ours_state)
+    return rules + linear_rules(f"{ours}.down", f"{theirs}.down_proj", state, ours_state)
 
 
 def lm_head_rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:

@@ -1,0 +1,95 @@
+"""Hugging Face ``MixtralForCausalLM`` / ``MixtralModel`` <-> a compiled spec.
+
+Mixtral (Jiang et al. 2024) is Mistral's decoder (``tfspec.interop.hf_llama``: its attention, norms, rotary and
+sliding window) whose feed-forward is a mixture of ``num_local_experts`` SwiGLU experts, each position routed to
+its ``num_experts_per_tok`` best by a softmax whose chosen weights are renormalised:
+``kind=moe(experts, top, renormalize=true)``. Hugging Face stores the experts stacked (``experts.gate_up_proj``,
+gate rows first; ``experts.down_proj``), as tfspec does (``experts.up``, ``experts.down``), and the router as
+``gate``. The load-balancing loss (``router_aux_loss_coef``) counts in Hugging Face's training only with
+``output_router_logits``: it imports as ``aux_loss`` then, and as 0 otherwise.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama
+from .facts import Facts
+from .fields import Field, Fields, Fixed
+from .mapping import Rule, layer_modules, rule
+from .writer import SpecWriter
+
+MOE_FIELDS = [
+    Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
+    Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
+    Field("aux_loss", "router_aux_loss_coef", lambda f: f.mixture("decoder").aux_loss or None,
+          read=lambda c: c.router_aux_loss_coef if c.output_router_logits else 0.0),
+    # written back where the spec trains with the loss (which is read with router_aux_loss_coef)
+    Field("router_logits", "output_router_logits", lambda f: True if f.mixture("decoder").aux_loss else None,
+          read=lambda c: bool(c.output_router_logits and c.router_aux_loss_coef), setting=False),
+    Fixed("router_jitter_noise", 0.0, "router_jitter_noise={value} multiplies each input by noise in training; "
+                                      "tfspec's mixture has none"),
+]
+
+def _head_dim(f) -> int | None:
+    """head_dim, exported only where it is not hidden_size / num_attention_heads (Mixtral's default is None)."""
+    shape = f.geometry("decoder")
+    return shape.head_dim if shape.head_dim != shape.width // shape.heads else None
+
+
+# Llama's table without the biases (Mixtral's projections have none) and the partial rotary factor (its rotary
+# embedding rotates every dimension whatever rope_parameters say)
+LEFT_OUT = ("mlp_bias", "attention_bias", "head_dim", "rope_parameters.partial_rotary_factor")
+FIELDS = Fields(*(e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in LEFT_OUT),
+                Field("head_dim", "head_dim", _head_dim, read=hf_llama._head_dim),
+                *MOE_FIELDS, ignored={**hf_llama.FIELDS.ignored,
+                                      "rope_parameters.partial_rotary_factor": "Mixtral's rotary embedding rotates "
+                                                                               "every dimension whatever it says"})
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Mixtral configuration describes."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    masks = ["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else [])
+    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), " + ".join(masks), "bias=false", "false",
+                                 "", head=head, name=name, heading=heading,
+                                 feedforward=f" kind=moe({s.experts}, {s.top}, renormalize=true, "
+                                             f"aux_loss={s.aux_loss})")
+
+
+def hf_config(spec) -> dict:
+    """The Mixtral configuration ``spec`` would be."""
+    f = Facts(spec, "Mixtral")
+    f.kind("decoder-only")
+    return {"model_type": "mixtral", **FIELDS.config(f)}
+
+
+def moe_rules(ours: str, theirs: str) -> list[Rule]:
+    """A mixture's router (Hugging Face's ``gate``) and its stacked experts."""
+    return [rule(f"{ours}.router.weight", f"{theirs}.gate.weight"),
+            rule(f"{ours}.experts.up", f"{theirs}.experts.gate_up_proj"),
+            rule(f"{ours}.experts.down", f"{theirs}.experts.down_proj")]
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    ours_state, parts = model.state_dict(), layer_modules(model)
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
+        rules += hf_llama.attention_rules(model, f"{ours}.{parts['attention']}", theirs, state, ours_state)
+        rules += moe_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.mlp")
+        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
+                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
+
+
+def from_hf_mixtral(model, reference) -> None:
+    """Copy a ``MixtralForCausalLM`` (or ``MixtralModel``)'s weights into ``model``."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
+
+
+def to_hf_mixtral(model) -> dict:
+    """A state dict for ``MixtralForCausalLM`` (spec with a head) or ``MixtralModel``."""
+    return hf_llama.export_decoder(model, _rules, "Hugging Face Mixtral")
