@@ -68,9 +68,13 @@ class Facts:
     def mixture(self, role: str):
         """The options of the first mixture of experts among ``role``'s layers' feed-forwards (a schedule may
         give some layers one network instead); refused where none is."""
+        return FEEDFORWARD_KINDS.of(self.mixture_body(role).kind)[1]
+
+    def mixture_body(self, role: str):
+        """The first of ``role``'s feed-forwards that is a mixture of experts (its d_ff, activation, ...)."""
         for node in self.g.of(ir.FeedForward, stack=role, in_block=True):
             if node.spec.kind.name == "moe":
-                return FEEDFORWARD_KINDS.of(node.spec.kind)[1]
+                return node.spec
         raise self.refuse(f"its {role} layers' feed-forwards are not mixtures of experts (kind=moe(...))")
 
     def norm_placement(self, role: str) -> str:

@@ -154,6 +154,16 @@ FAMILIES = (
            "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
            "(kind=moe(experts, top, renormalize=true))",
            "hf_mixtral", "from_hf_mixtral", "to_hf_mixtral"),
+    Family("Qwen3-MoE", ("qwen3_moe",), {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
+           "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
+           "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
+           "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
+           "hf_qwen_moe", "from_hf_qwen_moe", "to_hf_qwen_moe"),
+    Family("Qwen2-MoE", ("qwen2_moe",), {"Qwen2MoeForCausalLM": {"head": True}, "Qwen2MoeModel": {"head": False}},
+           "Qwen2-MoE (Qwen1.5-MoE): Qwen2's decoder (biased q/k/v) whose feed-forwards are mixtures of SwiGLU "
+           "experts plus a shared expert scaled by a sigmoid gate (shared=..., shared_gate=true); dense layers as "
+           "Qwen3-MoE's",
+           "hf_qwen2_moe", "from_hf_qwen_moe", "to_hf_qwen_moe"),
     Family("Qwen2", ("qwen2",), {"Qwen2ForCausalLM": {"head": True}, "Qwen2Model": {"head": False}},
            "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
            "(a layer schedule)",

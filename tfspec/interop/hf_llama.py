@@ -155,12 +155,13 @@ def rotary(s, theta: str | None = None) -> str:
 
 def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,
                  head: bool, name: str, heading: tuple[str, ...], norm: str = "rmsnorm", embedding: str = "",
-                 dropout: str | None = None, feedforward: str = "") -> str:
+                 dropout: str | None = None, feedforward: str | None = None) -> str:
     """The spec of a Llama-layout decoder (pre-norm RMSNorm, a gated feed-forward), its stack's own layer given by
     ``position``, ``masks`` and biases, and ``sections`` (``layers`` lines) where layers differ; ``norm``: the
     RMSNorm variant (Gemma's ``gemma_rmsnorm``), ``embedding``: more of the embedding's settings (a scale);
-    ``dropout``: on each sublayer's output (Phi-3's resid_pdrop); ``feedforward``: more of its arguments (a
-    mixture of experts' ``kind=moe(...)``)."""
+    ``dropout``: on each sublayer's output (Phi-3's resid_pdrop); ``feedforward``: the feed-forward's arguments
+    where they are not ``d_ff``, ``activation`` and ``bias`` alone (a mixture of experts' ``kind=moe(...)``)."""
+    feedforward = feedforward or f"d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}"
     head_dim = f" head_dim={s.head_dim}" if getattr(s, "head_dim", None) else ""
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
@@ -177,7 +178,7 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none{embedding} }
 decoder x {s.layers} {{
   position {position}
   attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={masks} {attention_bias}
-  feedforward d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}{feedforward}
+  feedforward {feedforward}
   final {norm}(eps={s.eps})
 {sections}}}
 """

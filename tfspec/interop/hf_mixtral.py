@@ -53,7 +53,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     masks = ["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else [])
     return hf_llama.decoder_text(w, s, hf_llama.rotary(s), " + ".join(masks), "bias=false", "false",
                                  "", head=head, name=name, heading=heading,
-                                 feedforward=f" kind=moe({s.experts}, {s.top}, renormalize=true, "
+                                 feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false "
+                                             f"kind=moe({s.experts}, {s.top}, renormalize=true, "
                                              f"aux_loss={s.aux_loss})")
 
 
@@ -71,14 +72,31 @@ def moe_rules(ours: str, theirs: str) -> list[Rule]:
             rule(f"{ours}.experts.down", f"{theirs}.experts.down_proj")]
 
 
+def shared_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """Qwen2-MoE's shared expert (a gated MLP) and its gate, where the mixture has them."""
+    if f"{ours}.shared.down.weight" not in ours_state and f"{theirs}.shared_expert.down_proj.weight" not in state:
+        return []
+    rules = hf_llama.mlp_rules(f"{ours}.shared", f"{theirs}.shared_expert", state, ours_state)
+    return rules + [rule(f"{ours}.shared_gate.weight", f"{theirs}.shared_expert_gate.weight")]
+
+
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """A Llama-layout decoder whose layers' feed-forwards are mixtures (or, layer by layer, gated MLPs), with each
+    head's query and key norms where its attention has them (Qwen3-MoE)."""
     ours_state, parts = model.state_dict(), layer_modules(model)
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
     for i in range(len(model.decoder.layers)):
         ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        rules += hf_llama.attention_rules(model, f"{ours}.{parts['attention']}", theirs, state, ours_state)
-        rules += moe_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.mlp")
+        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
+        rules += hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+        rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
+                  if f"{attention}.{n}.weight" in ours_state]
+        if f"{feedforward}.router.weight" in ours_state:  # this layer's is a mixture
+            rules += moe_rules(feedforward, f"{theirs}.mlp") + shared_rules(feedforward, f"{theirs}.mlp", state,
+                                                                              ours_state)
+        else:
+            rules += hf_llama.mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
         rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
                   rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
     head, aliases = hf_llama.lm_head_rules(model, lm)
