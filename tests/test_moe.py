@@ -11,7 +11,6 @@ import torch
 import tfspec
 from tfspec.inspect.analysis import analyse
 from tfspec.inspect.measure import measure
-from tfspec.nn.moe import auxiliary_losses
 
 SPEC = """embedding tokens {{ vocab 40; dim 16; position none }}
 decoder x 2 {{ residual pre; bias {bias}; attention self heads=2 mask=causal
@@ -98,7 +97,7 @@ def test_summary_and_check_count_active_against_total_parameters():
 
 
 def test_auxiliary_losses_equal_hugging_faces_and_are_logged_by_the_trainer(tmp_path):
-    T = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
     text = SPEC.format(options="4, 2, renormalize=true, aux_loss=0.5, z_loss=0.1", activation="swiglu",
                        bias="false")
