@@ -112,7 +112,7 @@ def test_verify_examples_hold():
     result = tfspec_cli("verify", "examples/vaswani_base.tfs", "--examples", "10")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "held     causality" in result.stdout and "held     padding invariance" in result.stdout
-    assert "0 of 5 properties violated" in result.stdout
+    assert "0 of 6 properties violated" in result.stdout
 
 
 def test_verify_reports_a_leak_with_a_minimal_counterexample(tmp_path):

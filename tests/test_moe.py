@@ -157,3 +157,26 @@ def test_mixtral_and_qwen2_moe_blocks_equal_hugging_faces():
         moe.shared.down.weight.copy_(shared.down_proj.weight)
         moe.shared_gate.weight.copy_(qwen.shared_expert_gate.weight)
         assert torch.allclose(moe(x), qwen(x), atol=1e-5)
+
+
+def test_verify_checks_that_each_position_is_routed_alone():
+    from tfspec.inspect.verify import feedforward_locality, verify
+    spec = tfspec.parse(SPEC.format(options="4, 2, shared=6", activation="swiglu", bias="false"))
+    model = tfspec.compile(spec, seed=0)
+    locality = next(r for r in verify(model, examples=6) if r.name == "feedforward locality")
+    assert locality.status == "held"
+
+    class Capacity(torch.nn.Module):  # a mixture that drops what does not fit: positions compete for experts
+        def __init__(self, moe):
+            super().__init__()
+            self.moe = moe
+
+        def forward(self, x):
+            y = self.moe(x)
+            kept = y.norm(dim=-1, keepdim=True) >= y.norm(dim=-1).flatten().median()
+            return y * kept
+
+    model.decoder.layers[0].ffn = Capacity(model.decoder.layers[0].ffn)
+    from tfspec.inspect.verify import Subject
+    result = feedforward_locality(Subject(model.eval(), 6, 0, 12))
+    assert result.status == "violated" and "does not map each position by itself" in result.detail

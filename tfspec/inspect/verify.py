@@ -477,6 +477,46 @@ def window_locality(s: Subject) -> Result:
     return Result(name, "held", "with one layer and " + "; ".join(held) + rest)
 
 
+def check_feedforward_alone(module, x: torch.Tensor, row: int, position: int, replacement: torch.Tensor
+                            ) -> str | None:
+    """A feed-forward's output at (``row``, ``position``) is unchanged when every other position of the batch,
+    in every row, becomes ``replacement``."""
+    changed = replacement.clone()
+    changed[row, position] = x[row, position]
+    with torch.no_grad():
+        a, b = module(x)[row, position], module(changed)[row, position]
+    gap = _differs(a[None], b[None])
+    if gap:
+        return (f"replacing the other positions of the batch changed the feed-forward's output at row {row}, "
+                f"position {position} by {gap:.3g}: it does not map each position by itself")
+    return None
+
+
+def feedforward_locality(s: Subject) -> Result:
+    """Each feed-forward sublayer maps every position by itself: its output at a position does not change when the
+    other positions, of its sequence and of the batch, do. A mixture of experts must route each position alone
+    (dropless, with no capacity that positions compete for)."""
+    name = "feedforward locality"
+    g = s.model.spec.graph()
+    # one module of each feed-forward node (a layer's copy), with the width it reads
+    modules = {path: (s.model.get_submodule(path), node.width) for node in g.of(ir.FeedForward)
+               for path in queries.module_copies(g, node)[:1]}
+    if not modules:
+        return Result(name, "not applicable", "no feed-forward sublayer")
+    dtype = next(s.model.parameters()).dtype
+
+    @st.composite
+    def case(draw):
+        path = draw(st.sampled_from(sorted(modules)))
+        rows, n, seed = draw(st.integers(1, 3)), draw(st.integers(1, 9)), draw(st.integers(0, 2 ** 31 - 1))
+        generator = torch.Generator().manual_seed(seed)
+        x, replacement = (torch.randn(rows, n, modules[path][1], generator=generator).to(dtype) for _ in range(2))
+        return path, x, draw(st.integers(0, rows - 1)), draw(st.integers(0, n - 1)), replacement
+
+    found = s.search(lambda c: check_feedforward_alone(modules[c[0]][0], c[1], c[2], c[3], c[4]), case())
+    return _outcome(name, found, f"every feed-forward sublayer ({len(modules)}) mapped each position by itself")
+
+
 def finite_gradients(s: Subject) -> Result:
     """Every parameter gets a finite gradient from one backward pass."""
     tokens, src = s.fixed_inputs()
@@ -510,6 +550,7 @@ PROPERTIES: list[Callable[[Subject], Result]] = [
     offset_invariance,
     padding_invariance,
     window_locality,
+    feedforward_locality,
     finite_gradients,
     eval_determinism,
     train_mode_dropout,
