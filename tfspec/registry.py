@@ -204,6 +204,10 @@ class Activation(Variant):
         """The function as an ``nn.Module``, from ``up_features(d_ff)`` features to ``d_ff``."""
         raise NotImplementedError
 
+    def module_for(self, options) -> Constructor:
+        """``module()`` with the options it was written with (gpt-oss's clamped SwiGLU has some; most none)."""
+        return self.module()
+
     def up_features(self, d_ff: int) -> int:
         """The features the up projection makes for ``d_ff`` hidden units (a gated unit's: gate and value)."""
         return d_ff

@@ -153,8 +153,7 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward) -> Facts:
     else:
         facts[(where, "d_ff")] = str(spec.d_ff)
         facts[(where, "kind")] = FEEDFORWARD_KINDS.label(spec.kind)
-        activation = ACTIVATIONS[spec.activation.name].title or str(spec.activation)
-        facts[(where, "activation")] = activation
+        facts[(where, "activation")] = ACTIVATIONS.label(spec.activation)
         facts[(where, "inner dropout")] = f"{spec.dropout:g}"
     facts[(where, "bias")] = str(spec.bias).lower()
     placement = residual_placement(g, node)

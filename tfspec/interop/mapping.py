@@ -24,8 +24,10 @@ class Rule:
     One-to-one renames, Q/K/V concatenation (BERT's query/key/value -> ``qkv``)
     and splits (``nn.MultiheadAttention``'s in_proj -> cross-attention ``q`` +
     ``kv``) are all this one rule; ``transpose`` handles GPT-2's Conv1D layout,
-    ``rows`` a reordering of rows (GPT-NeoX interleaves q, k, v per head), ``shape`` the reference's shape of
-    one tensor held in another shape (BART's ``final_logits_bias``, (1, vocab), is our head's bias).
+    ``rows`` a reordering of rows (GPT-NeoX interleaves q, k, v per head; along ``axis``: gpt-oss interleaves
+    each expert's gate and up rows), ``shape`` the reference's shape of one tensor held in another shape (BART's
+    ``final_logits_bias``, (1, vocab), is our head's bias). ``transpose`` swaps the last two dimensions (each
+    expert's matrix, in stacked experts).
     """
 
     ours: tuple[str, ...]
@@ -34,13 +36,14 @@ class Rule:
     rows: tuple[int, ...] | None = None
     split: tuple[int, ...] | None = None  # sizes of the reference's pieces, when unequal (GQA's q, k, v)
     shape: tuple[int, ...] | None = None
+    axis: int = 0  # the dimension ``rows`` reorders
 
 
 def rule(ours: str | tuple[str, ...], theirs: str | tuple[str, ...], transpose: bool = False,
          rows: tuple[int, ...] | None = None, split: tuple[int, ...] | None = None,
-         shape: tuple[int, ...] | None = None) -> Rule:
+         shape: tuple[int, ...] | None = None, axis: int = 0) -> Rule:
     return Rule((ours,) if isinstance(ours, str) else ours, (theirs,) if isinstance(theirs, str) else theirs,
-                transpose, rows, split, shape)
+                transpose, rows, split, shape, axis)
 
 
 def linear_rules(ours: str, theirs: tuple[str, ...] | str, state: dict, ours_state: dict,
@@ -160,7 +163,7 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
             continue
         if any(o not in ours for o in r.ours):
             continue  # reported below as unmapped reference tensors
-        pieces = [state[t].t() if r.transpose else state[t] for t in r.theirs]
+        pieces = [state[t].transpose(-1, -2) if r.transpose else state[t] for t in r.theirs]
         if len({p.shape[1:] for p in pieces}) > 1:
             mismatched.append(f"{' + '.join(r.theirs)}: pieces of shapes {[tuple(p.shape) for p in pieces]}")
             continue
@@ -168,10 +171,11 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
         if r.shape is not None and tuple(joined.shape) == r.shape and len(r.ours) == 1:
             joined = joined.reshape(ours[r.ours[0]].shape)
         if r.rows is not None:
-            if len(r.rows) != joined.shape[0]:
-                mismatched.append(f"{' + '.join(r.theirs)}: {joined.shape[0]} rows, the layout expects {len(r.rows)}")
+            if joined.dim() <= r.axis or len(r.rows) != joined.shape[r.axis]:
+                have = joined.shape[r.axis] if joined.dim() > r.axis else 0
+                mismatched.append(f"{' + '.join(r.theirs)}: {have} rows, the layout expects {len(r.rows)}")
                 continue
-            joined = joined[list(r.rows)]
+            joined = joined.index_select(r.axis, torch.tensor(r.rows))
         sizes = [ours[o].shape[0] for o in r.ours]
         expected = (sum(sizes), *ours[r.ours[0]].shape[1:])
         if tuple(joined.shape) != expected or any(ours[o].shape[1:] != ours[r.ours[0]].shape[1:] for o in r.ours):
@@ -220,11 +224,11 @@ def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str,
     for r in rules:
         joined = torch.cat([ours[o] for o in r.ours]) if len(r.ours) > 1 else ours[r.ours[0]]
         if r.rows is not None:
-            joined = joined[torch.argsort(torch.tensor(r.rows))]
+            joined = joined.index_select(r.axis, torch.argsort(torch.tensor(r.rows)))
         pieces = joined.split(list(r.split)) if r.split is not None else joined.chunk(len(r.theirs))
         for name, piece in zip(r.theirs, pieces):
             piece = piece.reshape(r.shape) if r.shape is not None else piece
-            out[name] = (piece.t() if r.transpose else piece).clone()
+            out[name] = (piece.transpose(-1, -2) if r.transpose else piece).contiguous().clone()
     for alias, target in (aliases or {}).items():
         out[alias] = ours[target].clone()
     out.update({name: value.clone() for name, value in (derived or {}).items()})

@@ -6,6 +6,7 @@ second half.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 
@@ -31,3 +32,21 @@ class Gated(nn.Module):
     def forward(self, h: Tensor) -> Tensor:
         gate, value = h.chunk(2, dim=-1)
         return self.gate(gate) * value
+
+
+class ClampedSwiGLU(nn.Module):
+    """gpt-oss's gated unit: the gate clamped above at ``limit``, the value to [-limit, limit], and
+    ``(value + 1) · gate · sigmoid(alpha · gate)``, over the first (gate) and second (value) halves."""
+
+    def __init__(self, alpha: float, limit: float) -> None:
+        super().__init__()
+        self.alpha, self.limit = alpha, limit
+
+    def forward(self, h: Tensor) -> Tensor:
+        gate, value = h.chunk(2, dim=-1)
+        gate = gate.clamp(max=self.limit)
+        value = value.clamp(min=-self.limit, max=self.limit)
+        return (value + 1) * (gate * torch.sigmoid(gate * self.alpha))
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}, limit={self.limit}"

@@ -29,10 +29,10 @@ class Dense(FeedForwardKind):
 
     def module(self, width, body, options):
         from ..nn.feedforward import FeedForward
-        activation = ACTIVATIONS[body.activation.name]
+        activation, values = ACTIVATIONS.of(body.activation)
         return Constructor(FeedForward,
-                           (width, body.d_ff, activation.module(), activation.up_features(body.d_ff), body.bias,
-                            body.dropout))
+                           (width, body.d_ff, activation.module_for(values), activation.up_features(body.d_ff),
+                            body.bias, body.dropout))
 
     def flops(self, width, body, options):
         return dense_flops(width, body.d_ff, ACTIVATIONS[body.activation.name], body.bias, body.dropout)
@@ -41,5 +41,4 @@ class Dense(FeedForwardKind):
         return ACTIVATIONS[body.activation.name].feedforward_saved(body.d_ff, bool(body.dropout)), 0
 
     def describe(self, body, options):
-        activation = ACTIVATIONS[body.activation.name].title or str(body.activation)
-        return f"Feed Forward ({activation}, {body.d_ff})"
+        return f"Feed Forward ({ACTIVATIONS.label(body.activation)}, {body.d_ff})"

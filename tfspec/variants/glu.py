@@ -3,6 +3,8 @@
 The first half of ``up``'s output is the gate, the second the value.
 """
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ..registry import ACTIVATIONS, Activation, Constructor
 
 
@@ -58,3 +60,30 @@ class GEGLUTanh(GatedUnit):
 
     def gate(self):
         return Constructor("GELU", kwargs={"approximate": "tanh"})
+
+
+@ACTIVATIONS.register
+class ClampedSwiGLU(GatedUnit):
+    name = "swiglu_clamped"
+    title = "clamped SwiGLU"
+    flops_per_element = 9  # two clamps, the scaled sigmoid, the product with the gate, value + 1
+    examples = ({}, {"alpha": 1.5, "limit": 3.0})
+    doc = ("swiglu_clamped(alpha=1.702, limit=7): gpt-oss's gated unit, (clamp(v, -limit, limit) + 1) · g · "
+           "sigmoid(alpha · g) with the gate g = min(x W, limit) and the value v = x V")
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        alpha: float = Field(1.702, gt=0, le=1e3)
+        limit: float = Field(7.0, gt=0, le=1e6)
+
+    def module(self):
+        return self.module_for(self.Options())
+
+    def module_for(self, options):
+        from ..nn.feedforward import ClampedSwiGLU
+        return Constructor(ClampedSwiGLU, (options.alpha, options.limit))
+
+    def feedforward_saved(self, d_ff, dropout):
+        # up's output (both clamps read it), the clamped gate, its scaled sigmoid, value + 1, the gated
+        # product, and the down projection's input (with dropout: its mask and the dropped values)
+        return (2 + 4 + (2 if dropout else 1)) * d_ff

@@ -75,11 +75,11 @@ class MixtureOfExperts(FeedForwardKind):
     def module(self, width, body, options):
         from ..nn.feedforward import FeedForward
         from ..nn.moe import MixtureOfExperts as Module
-        activation = ACTIVATIONS[body.activation.name]
-        shared = Constructor(FeedForward, (width, options.shared, activation.module(),
+        activation, values = ACTIVATIONS.of(body.activation)
+        shared = Constructor(FeedForward, (width, options.shared, activation.module_for(values),
                                            activation.up_features(options.shared), body.bias, body.dropout)) \
             if options.shared else None
-        return Constructor(Module, (width, body.d_ff, activation.module(), activation.up_features(body.d_ff),
+        return Constructor(Module, (width, body.d_ff, activation.module_for(values), activation.up_features(body.d_ff),
                                     body.bias, body.dropout, options.experts, options.top),
                            {"score": options.score, "renormalize": options.renormalize, "scale": options.scale,
                             "router_bias": options.router_bias, "shared": shared,
@@ -126,7 +126,7 @@ class MixtureOfExperts(FeedForwardKind):
         return rest + options.top * per_expert
 
     def describe(self, body, options):
-        activation = ACTIVATIONS[body.activation.name].title or str(body.activation)
+        activation = ACTIVATIONS.label(body.activation)
         shared = f", shared {options.shared}" if options.shared else ""
         return (f"Mixture of Experts ({options.experts} experts, top {options.top}, {activation}, "
                 f"{body.d_ff}{shared})")
