@@ -154,6 +154,12 @@ FAMILIES = (
            "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
            "(kind=moe(experts, top, renormalize=true))",
            "hf_mixtral", "from_hf_mixtral", "to_hf_mixtral"),
+    Family("gpt-oss", ("gpt_oss",), {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
+           "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
+           "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
+           "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
+           "soft-maxed",
+           "hf_gpt_oss", "from_hf_gpt_oss", "to_hf_gpt_oss"),
     Family("Qwen3-MoE", ("qwen3_moe",), {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
            "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
            "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
