@@ -180,3 +180,31 @@ def test_verify_checks_that_each_position_is_routed_alone():
     from tfspec.inspect.verify import Subject
     result = feedforward_locality(Subject(model.eval(), 6, 0, 12))
     assert result.status == "violated" and "does not map each position by itself" in result.detail
+
+
+def test_deepseek_v3_routing_equals_hugging_faces_block():
+    """Sigmoid scores, a correction bias that steers the choice but not the weights, group-limited routing (the 2
+    of 4 groups whose two best scores sum highest), renormalised weights times the routed scale, a shared expert."""
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3MoE
+    config = T.DeepseekV3Config(hidden_size=16, moe_intermediate_size=12, n_routed_experts=8, num_experts_per_tok=3,
+                                n_group=4, topk_group=2, routed_scaling_factor=2.5, norm_topk_prob=True,
+                                n_shared_experts=1)
+    reference = perturbed(DeepseekV3MoE(config)).eval()
+    with torch.no_grad():  # a bias large enough to change which experts are chosen
+        reference.gate.e_score_correction_bias.copy_(torch.linspace(-0.3, 0.3, 8))
+    text = SPEC.format(options="8, 3, score=sigmoid, correction=true, groups=4, top_groups=2, renormalize=true, "
+                               "scale=2.5, shared=12", activation="swiglu", bias="false")
+    moe = tfspec.compile(text, seed=0).decoder.layers[0].ffn.eval()
+    copy_experts(moe, reference)
+    with torch.no_grad():
+        moe.correction_bias.copy_(reference.gate.e_score_correction_bias)
+        shared = reference.shared_experts
+        moe.shared.up.weight.copy_(torch.cat([shared.gate_proj.weight, shared.up_proj.weight]))
+        moe.shared.down.weight.copy_(shared.down_proj.weight)
+        x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(4))
+        assert torch.allclose(moe(x), reference(x), atol=1e-5)
+        uncorrected = moe.correction_bias.clone()
+        moe.correction_bias.zero_()
+        assert not torch.allclose(moe(x), reference(x), atol=1e-3)  # the bias did change the choice
+        moe.correction_bias.copy_(uncorrected)
+    assert not moe.correction_bias.requires_grad  # adjusted outside gradient descent, as DeepSeek does

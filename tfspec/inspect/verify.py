@@ -188,7 +188,7 @@ def check_gradients(model, tokens: torch.Tensor, src=None) -> str | None:
     out = model(src, tokens, **inputs) if model.spec.kind == "encoder-decoder" else model(tokens, **inputs)
     loss = sum(o.float().square().mean() for o in (out if isinstance(out, tuple) else (out,)))
     loss.backward()
-    missing = [n for n, p in model.named_parameters() if p.grad is None]
+    missing = [n for n, p in model.named_parameters() if p.grad is None and p.requires_grad]  # (frozen: none due)
     bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
     model.zero_grad(set_to_none=True)
     if missing or bad:

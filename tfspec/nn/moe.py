@@ -13,12 +13,25 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float, correction: Tensor | None = None,
+          groups: int = 1, top_groups: int = 1) -> tuple[Tensor, Tensor, Tensor]:
     """(routing weights ``(positions, top)``, chosen experts ``(positions, top)``, every expert's probability
-    ``(positions, experts)``) from the router's logits; scores are taken in float32, as Hugging Face's routers
-    take them, and the weights returned in the logits' dtype."""
+    ``(positions, experts)``) from the router's logits. Scores are taken in float32, as Hugging Face's routers take
+    them, and the weights returned in the logits' dtype.
+
+    Which experts are chosen is not differentiated: by the scores plus ``correction`` (DeepSeek-V3's per-expert
+    bias, which steers the choice but not the weights), among the ``top_groups`` of ``groups`` groups of experts
+    whose two best scores sum highest (group-limited routing); the weights are the chosen experts' scores."""
     probs = logits.float().softmax(dim=-1) if score == "softmax" else logits.float().sigmoid()
-    weights, chosen = probs.topk(top, dim=-1)
+    with torch.no_grad():
+        choice = probs if correction is None else probs + correction.float()
+        if groups > 1:
+            per_group = choice.view(*choice.shape[:-1], groups, -1)
+            best = per_group.topk(2, dim=-1).values.sum(dim=-1).topk(top_groups, dim=-1).indices
+            kept = torch.zeros_like(per_group[..., 0], dtype=torch.bool).scatter(-1, best, True)
+            choice = choice.masked_fill(~kept.repeat_interleave(per_group.shape[-1], dim=-1), float("-inf"))
+        chosen = choice.topk(top, dim=-1).indices
+    weights = probs.gather(-1, chosen)
     if renormalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     if scale != 1.0:
@@ -78,7 +91,8 @@ class Experts(nn.Module):
 
 class MixtureOfExperts(nn.Module):
     """``router`` (a linear map to one logit per expert), the ``experts``, and optionally a ``shared`` network
-    every position runs (scaled by ``sigmoid(shared_gate(x))`` where it has a gate: Qwen2-MoE).
+    every position runs (scaled by ``sigmoid(shared_gate(x))`` where it has a gate: Qwen2-MoE); ``correction``,
+    ``groups`` and ``top_groups``: how experts are chosen (``route``).
 
     In training, each call records its router's statistics (``balance``: the fraction of choices and the mean
     probability per expert; ``z``: the mean squared log-sum-exp of the logits) in ``router_stats``, which the
@@ -87,9 +101,13 @@ class MixtureOfExperts(nn.Module):
     def __init__(self, width: int, d_ff: int, activation: nn.Module, up_features: int, bias: bool, dropout: float,
                  experts: int, top: int, score: str = "softmax", renormalize: bool = False, scale: float = 1.0,
                  router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
-                 aux_loss: float = 0.0, z_loss: float = 0.0) -> None:
+                 aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
+                 top_groups: int = 1) -> None:
         super().__init__()
         self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
+        self.groups, self.top_groups = groups, top_groups
+        # DeepSeek-V3's per-expert bias on the choice: adjusted outside gradient descent, so frozen here
+        self.correction_bias = nn.Parameter(torch.zeros(experts), requires_grad=False) if correction else None
         self.aux_loss, self.z_loss = aux_loss, z_loss
         self.router = nn.Linear(width, experts, bias=router_bias)
         self.experts = Experts(experts, width, d_ff, up_features, activation, bias, dropout)
@@ -100,7 +118,8 @@ class MixtureOfExperts(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         flat = x.reshape(-1, x.shape[-1])
         logits = self.router(flat)
-        weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale)
+        weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
+                                       self.correction_bias, self.groups, self.top_groups)
         y = self.experts(flat, weights, chosen)
         if self.shared is not None:
             shared = self.shared(flat)

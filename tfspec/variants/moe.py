@@ -4,7 +4,10 @@ that scores each position against every expert, and the ``top`` best experts' ou
 
 Options: ``score`` (``softmax`` over the experts, or ``sigmoid`` per expert), then the top ``top``; ``renormalize``
 (the chosen weights divided by their sum: Mixtral's, whose softmax-then-top-k is then top-k-then-softmax);
-``scale`` (DeepSeek's routed scaling factor); ``router_bias``; ``shared`` (the d_ff of a network every position
+``scale`` (DeepSeek's routed scaling factor); ``correction`` (DeepSeek-V3's per-expert bias added to the scores
+that choose, not to the weights; frozen: DeepSeek adjusts it outside gradient descent); ``groups`` and
+``top_groups`` (group-limited routing: each position chooses among the ``top_groups`` groups whose two best
+scores sum highest); ``router_bias``; ``shared`` (the d_ff of a network every position
 also runs; Qwen2-MoE's shared expert) with ``shared_gate`` (its output scaled by sigmoid(w·x)). Training adds the
 load-balancing loss (``aux_loss``: its coefficient; Switch's and Mixtral's ``experts · Σ f_e·P_e``) and the router
 z-loss (``z_loss``), which the trainer logs as ``moe_balance`` and ``moe_z``.
@@ -32,7 +35,9 @@ class MixtureOfExperts(FeedForwardKind):
     positional = ("experts", "top")
     examples = ({"experts": 4, "top": 2, "renormalize": True},
                 {"experts": 3, "top": 1, "score": "sigmoid", "scale": 2.0, "router_bias": True, "shared": 8,
-                 "shared_gate": True, "aux_loss": 0.01, "z_loss": 0.001})
+                 "shared_gate": True, "aux_loss": 0.01, "z_loss": 0.001},
+                {"experts": 8, "top": 3, "score": "sigmoid", "correction": True, "groups": 4, "top_groups": 2,
+                 "renormalize": True, "scale": 2.5, "shared": 8})
     doc = ("moe(experts, top): a router sends each position to its top experts, networks of the sublayer's d_ff "
            "and activation, and sums their outputs by the routing weights")
 
@@ -48,6 +53,9 @@ class MixtureOfExperts(FeedForwardKind):
         shared_gate: bool = False
         aux_loss: float = Field(0.0, ge=0, le=1e3)
         z_loss: float = Field(0.0, ge=0, le=1e3)
+        correction: bool = False  # DeepSeek-V3's per-expert bias on the choice (not on the weights)
+        groups: int = Field(1, gt=0, le=1 << 16)  # group-limited routing: experts in this many groups ...
+        top_groups: int = Field(1, gt=0, le=1 << 16)  # ... of which each position chooses among the best these
 
         @model_validator(mode="after")
         def _fits(self):
@@ -55,12 +63,18 @@ class MixtureOfExperts(FeedForwardKind):
                 raise ValueError(f"top={self.top} of {self.experts} experts: a position chooses at most every expert")
             if self.shared_gate and not self.shared:
                 raise ValueError("shared_gate scales a shared network: give its d_ff as shared=")
+            if self.experts % self.groups or (self.groups > 1 and self.experts // self.groups < 2):
+                raise ValueError(f"{self.experts} experts do not split into {self.groups} groups of 2 or more")
+            if self.top_groups > self.groups or self.top > self.top_groups * (self.experts // self.groups):
+                raise ValueError(f"top_groups={self.top_groups} of {self.groups} groups hold fewer than top={self.top} "
+                                 "experts")
             return self
 
     def params(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
         experts, up = options.experts, activation.up_features(body.d_ff)
         params = {**linear_params("router", experts, width, options.router_bias),
+                  **({"correction_bias": Param((experts,), "bias")} if options.correction else {}),
                   "experts.up": Param((experts, up, width), "matrix"),
                   "experts.down": Param((experts, width, body.d_ff), "matrix", residual=True)}
         if body.bias:
@@ -84,7 +98,8 @@ class MixtureOfExperts(FeedForwardKind):
                            {"score": options.score, "renormalize": options.renormalize, "scale": options.scale,
                             "router_bias": options.router_bias, "shared": shared,
                             "shared_gate": options.shared_gate, "aux_loss": options.aux_loss,
-                            "z_loss": options.z_loss})
+                            "z_loss": options.z_loss, "correction": options.correction, "groups": options.groups,
+                            "top_groups": options.top_groups})
 
     def flops(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
