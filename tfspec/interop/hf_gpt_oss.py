@@ -14,7 +14,7 @@ from __future__ import annotations
 from . import hf_llama, hf_mixtral
 from .facts import Facts
 from .fields import Field, Fields
-from .mapping import Rule, layer_modules, rule
+from .mapping import Rule, rule
 from .writer import SpecWriter, schedule
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -88,20 +88,16 @@ def _experts_rules(ours: str, theirs: str, d_ff: int) -> list[Rule]:
             rule(f"{ours}.experts.down_bias", f"{theirs}.experts.down_proj_bias")]
 
 
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention with its sinks, and its mixture."""
+    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+    rules.append(rule(f"{attention}.sinks", f"{theirs}.self_attn.sinks"))
+    return rules + _experts_rules(feedforward, f"{theirs}.mlp", ours_state[f"{feedforward}.experts.down"].shape[-1])
+
+
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state, parts = model.state_dict(), layer_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-        rules.append(rule(f"{attention}.sinks", f"{theirs}.self_attn.sinks"))
-        rules += _experts_rules(feedforward, f"{theirs}.mlp", ours_state[f"{feedforward}.experts.down"].shape[-1])
-        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
 def from_hf_gpt_oss(model, reference) -> None:

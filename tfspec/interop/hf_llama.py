@@ -197,14 +197,22 @@ def hf_config(spec) -> dict:
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "decoder-only":
         raise InteropError(f"Llama and Mistral are decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    return layout_rules(model, prefix, state, lm, projection_rules)
+
+
+def layout_rules(model, prefix: str, state: dict, lm: bool, sublayers: Callable) -> tuple[list[Rule], dict[str, str]]:
+    """Llama's layout: the token table, the final norm, each layer's two norms (``input_layernorm``,
+    ``post_attention_layernorm``) and the causal LM's head; ``sublayers(model, attention, feedforward, theirs,
+    state, ours_state)``: the rules of one layer's attention and feed-forward (their module paths; ``theirs``: the
+    layer's prefix), which is where Llama's relatives differ."""
     ours_state = model.state_dict()
     parts = layer_modules(model)
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
     for i in range(len(model.decoder.layers)):
         ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        rules += projection_rules(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}", theirs,
-                                  state, ours_state)
+        rules += sublayers(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}", theirs, state,
+                           ours_state)
         rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
                   rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
     head, aliases = lm_head_rules(model, lm)

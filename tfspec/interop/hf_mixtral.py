@@ -14,7 +14,7 @@ from __future__ import annotations
 from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import Rule, layer_modules, rule
+from .mapping import Rule, rule
 from .writer import SpecWriter
 
 MOE_FIELDS = [
@@ -80,27 +80,22 @@ def shared_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[
     return rules + [rule(f"{ours}.shared_gate.weight", f"{theirs}.shared_expert_gate.weight")]
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """A Llama-layout decoder whose layers' feed-forwards are mixtures (or, layer by layer, gated MLPs), with each
-    head's query and key norms where its attention has them (Qwen3-MoE)."""
-    ours_state, parts = model.state_dict(), layer_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-        rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
-                  if f"{attention}.{n}.weight" in ours_state]
-        if f"{feedforward}.router.weight" in ours_state:  # this layer's is a mixture
-            rules += moe_rules(feedforward, f"{theirs}.mlp") + shared_rules(feedforward, f"{theirs}.mlp", state,
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention (with each head's query and key norms where it has them: Qwen3-MoE) and its
+    feed-forward: a mixture, or (layer by layer) a gated MLP."""
+    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+    rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
+              if f"{attention}.{n}.weight" in ours_state]
+    if f"{feedforward}.router.weight" in ours_state:  # this layer's is a mixture
+        return rules + moe_rules(feedforward, f"{theirs}.mlp") + shared_rules(feedforward, f"{theirs}.mlp", state,
                                                                               ours_state)
-        else:
-            rules += hf_llama.mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
-        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    return rules + hf_llama.mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """A Llama-layout decoder whose feed-forwards are mixtures (or, layer by layer, gated MLPs)."""
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
 def from_hf_mixtral(model, reference) -> None:
