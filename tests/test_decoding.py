@@ -23,7 +23,9 @@ def test_cached_decoding_gives_the_logits_of_full_recomputation(generated, data)
     if not (generated.causal_decoder and generated.has_head):
         return
     model = compile(generated.text, seed=data.draw(st.integers(0, 100), label="seed")).eval()
-    assert cache_supported(model.spec)
+    if not cache_supported(model.spec):  # a variant whose cache could not be exact (dynamic NTK rotary): declared
+        assert not Continuation(model).use_cache  # ... and decoding recomputes instead
+        return
     vocab = model.embeddings["tokens"].vocab
     batch = data.draw(st.integers(1, 3), label="batch")
     prompt = data.draw(st.integers(1, 6), label="prompt")

@@ -190,7 +190,7 @@ MAX_DEPTH = 200  # nesting levels of a spec's syntax tree; later stages walk it 
 MAX_INCLUDE_BYTES = 1 << 20  # one included file
 MAX_INCLUDES = 100  # include reads for one spec, a file named twice counted twice
 MAX_INCLUDED_BYTES = 8 << 20  # text read through includes for one spec, all files together
-MAX_TOKENS = 10_000  # tokens of one spec, its includes counted in: checking and formatting take up to ~90 µs each
+MAX_TOKENS = 20_000  # tokens of one spec, its includes counted in: checking and formatting take up to ~90 µs each
 
 
 @dataclass
