@@ -41,10 +41,10 @@ def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float,
 
 def expert_counts(chosen: Tensor, experts: int) -> list[int]:
     """How many (position, choice) pairs chose each expert. On the meta device, which holds no values (the cost
-    analysis traces there), the pairs are spread evenly: what is computed depends only on their total."""
+    analysis traces there), every pair goes to the first expert: what is computed, and kept, depends only on their
+    total, and one expert's products trace fastest."""
     if chosen.is_meta:
-        pairs = chosen.numel()
-        return [pairs // experts + (1 if e < pairs % experts else 0) for e in range(experts)]
+        return [chosen.numel()] + [0] * (experts - 1)
     return torch.bincount(chosen.reshape(-1), minlength=experts).tolist()
 
 
