@@ -229,12 +229,12 @@ def test_summary_compares_several_specs_and_says_where_each_gets_cheaper(tfspec_
 
 
 def test_summary_of_several_specs_names_the_one_at_fault(tfspec_cli):
-    result = tfspec_cli("summary", "examples/bert_base.tfs", "examples/gpt1.tfs", "--set", "max_len=1024")
-    assert result.returncode == 1 and "examples/gpt1.tfs has no parameter 'max_len'" in result.stderr
-    result = tfspec_cli("summary", "examples/bert_base.tfs", "examples/gpt1.tfs", "--seq-len", "1024")
-    assert result.returncode == 2 and "examples/bert_base.tfs: the encoder sees 1024 positions" in result.stderr
-    result = tfspec_cli("summary", "examples/bert_base.tfs", "examples/gpt1.tfs", "--measure")
-    assert result.returncode == 2 and "give one FILE" in result.stderr
+    both = ("summary", "examples/bert_base.tfs", "examples/gpt1.tfs")
+    unknown, too_long, measured = tfspec_cli.many((*both, "--set", "max_len=1024"), (*both, "--seq-len", "1024"),
+                                                  (*both, "--measure"))
+    assert unknown.returncode == 1 and "examples/gpt1.tfs has no parameter 'max_len'" in unknown.stderr
+    assert too_long.returncode == 2 and "examples/bert_base.tfs: the encoder sees 1024 positions" in too_long.stderr
+    assert measured.returncode == 2 and "give one FILE" in measured.stderr
 
 
 def test_summary_bad_arguments(tfspec_cli):

@@ -242,17 +242,21 @@ def test_an_encoder_decoder_learns_sentence_pairs(tmp_path):
 
 
 # ---------------------------------------------------------------- refusals
-@pytest.mark.parametrize("args, message, code", [
+TOKENIZER_ERRORS = [
     (["--tokenizer", "bpe:10"], "bpe:10: a byte-level BPE needs at least 261 tokens", 1),
     (["--tokenizer", "bpe:many"], "bpe:N takes the number of tokens", 2),
     (["--tokenizer", "missing/tokenizer.json"], "missing/tokenizer.json: no such tokenizer file", 1),
     (["--tokenizer", "bpe:340"], "has vocab 300, but this data needs 340 ids (the 340 tokens of tokenizer.json)", 1),
-])
-def test_tokenizer_errors(tmp_path, text, tfspec_cli, args, message, code):
-    result = tfspec_cli("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--data", str(text), "--seq-len", "16",
-                        "--steps", "1", *args, "--out", str(tmp_path / "run"))
-    assert result.returncode == code and message in result.stderr, result.stderr
-    assert "Traceback" not in result.stderr and not (tmp_path / "run" / "latest").exists()
+]
+
+
+def test_tokenizer_errors(tmp_path, text, tfspec_cli):
+    results = tfspec_cli.many(*(("train", GPT_SPEC, *sets({**GPT, "vocab": 300}), "--data", str(text), "--seq-len",
+                                 "16", "--steps", "1", *args, "--out", str(tmp_path / f"run{i}"))
+                                for i, (args, _, _) in enumerate(TOKENIZER_ERRORS)))
+    for i, ((args, message, code), result) in enumerate(zip(TOKENIZER_ERRORS, results)):
+        assert result.returncode == code and message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr and not (tmp_path / f"run{i}" / "latest").exists()
 
 
 def test_a_tokenizer_that_is_not_one_is_refused(tmp_path, text):
