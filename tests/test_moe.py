@@ -88,12 +88,13 @@ def test_cost_and_memory_are_measured_for_a_real_and_a_skewed_routing(options):
 def test_summary_and_check_count_active_against_total_parameters():
     spec = tfspec.parse(SPEC.format(options="4, 2, shared=6", activation="swiglu", bias="false"))
     expert = 2 * 12 * 16 + 16 * 12  # a SwiGLU expert's up (gate and value) and down
-    router, shared = 4 * 16, 2 * 6 * 16 + 16 * 6
-    assert analyse(spec, seq_len=4).active_params == spec.parameter_count() - 2 * 2 * expert  # 2 of 4 unused
+    router, shared = 4 * 16, 2 * 6 * 16 + 16 * 6  # read by every position, like the chosen experts
+    analysed = analyse(spec, seq_len=4)
+    assert {r.node: r for r in analysed.rows}["decoder.ffn"].cost.params == 2 * (router + 4 * expert + shared)
+    assert analysed.active_params == spec.parameter_count() - 2 * 2 * expert  # in each layer, 2 of 4 unused
     from tfspec.inspect.summary import summary_line
     assert f"{spec.parameter_count():,} parameters ({spec.parameter_count() - 4 * expert:,} active)" in \
         summary_line("x.tfs", spec)
-    assert router and shared  # (counted in both)
 
 
 def test_auxiliary_losses_equal_hugging_faces_and_are_logged_by_the_trainer(tmp_path, capsys):

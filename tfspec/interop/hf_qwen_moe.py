@@ -12,6 +12,7 @@ its q/k/v projections and adds a shared expert of ``shared_expert_intermediate_s
 
 from __future__ import annotations
 
+from ..ir import nodes as ir
 from . import hf_llama, hf_mixtral
 from .facts import Facts
 from .fields import Field, Fields, Fixed
@@ -29,7 +30,6 @@ def sparse_layers(config) -> tuple[bool, ...]:
 
 def _sparse(f) -> list[bool]:
     """Per layer of the spec: is its feed-forward a mixture?"""
-    from ..ir import nodes as ir
     kinds = {}
     for node in f.g.of(ir.FeedForward, stack="decoder", in_block=True):
         kinds.setdefault(node.layer_kind, node.spec.kind.name)
@@ -51,7 +51,6 @@ def _dense_layers(f) -> list[int]:
 
 
 def _dense_d_ff(f) -> int | None:
-    from ..ir import nodes as ir
     return next((n.spec.d_ff for n in f.g.of(ir.FeedForward, stack="decoder", in_block=True)
                  if n.spec.kind.name != "moe"), None)
 
