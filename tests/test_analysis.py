@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from torch.nn.attention import SDPBackend
 
 from strategies import valid_specs
-from tfspec import load, parse
+from tfspec import SpecError, load, parse
 from tfspec.inspect.analysis import AnalysisError, allowed_pairs, analyse, mask_reach, sweep
 from tfspec.backend.compiler import compile as compile_spec
 from tfspec.inspect.measure import measure
@@ -257,9 +257,16 @@ QK_NORMS = [n for n in NORMS if not NORMS[n].absent]
 def test_qk_norm_memory_is_what_autograd_keeps(kind, norm, batch, heads, kv_heads, cross):
     """A qk-norm keeps its own tensors and, through its inputs, the projections they are views of."""
     example = ATTENTION_KINDS[kind].examples[-1]
-    problems = ATTENTION_KINDS[kind].check(ATTENTION_KINDS[kind].options(example), AttentionShape(
+    options = ATTENTION_KINDS[kind].options(example)
+    problems = ATTENTION_KINDS[kind].check(options, AttentionShape(
         width=16, heads=heads, kv_heads=kv_heads, head_dim=16 // heads, memory_width=16, cross=cross,
         bias=True, out_bias=True))
+    refusal = ATTENTION_KINDS[kind].qk_norm_problem(options)
+    if refusal is not None:  # and the spec says why
+        with pytest.raises(SpecError, match=refusal.message):
+            parse(f"embedding t {{ vocab 40; dim 16; position none }}\nencoder x 1 {{ attention self heads=2 "
+                  f"kind={Choice(name=kind, options=example)} qk_norm={norm} }}")
+        return
     if problems:
         pytest.skip(problems[0].message)
     kind = str(Choice(name=kind, options=example))

@@ -56,6 +56,20 @@ PUBLISHED = {
                                           "truncate": False, "rope_theta": 150000},
                          router_aux_loss_coef=0.9, sliding_window=128, swiglu_limit=7.0, tie_word_embeddings=False,
                          vocab_size=201088, architectures=["GptOssForCausalLM"]), "GptOssForCausalLM"),
+    "deepseek_v3": (dict(model_type="deepseek_v3", vocab_size=129280, hidden_size=7168, intermediate_size=18432,
+                         moe_intermediate_size=2048, num_hidden_layers=61, num_attention_heads=128,
+                         num_key_value_heads=128, n_shared_experts=1, n_routed_experts=256, ep_size=1,
+                         routed_scaling_factor=2.5, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64,
+                         v_head_dim=128, qk_nope_head_dim=128, topk_method="noaux_tc", n_group=8, topk_group=4,
+                         num_experts_per_tok=8, moe_layer_freq=1, first_k_dense_replace=3, norm_topk_prob=True,
+                         scoring_func="sigmoid", hidden_act="silu", max_position_embeddings=163840,
+                         initializer_range=0.02, rms_norm_eps=1e-6, rope_theta=10000,
+                         rope_scaling={"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+                                       "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                                       "type": "yarn"},
+                         attention_bias=False, attention_dropout=0.0, num_nextn_predict_layers=1,
+                         tie_word_embeddings=False, bos_token_id=0, eos_token_id=1,
+                         architectures=["DeepseekV3ForCausalLM"]), "DeepseekV3ForCausalLM"),
     "bart_base": (dict(model_type="bart", vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
                        encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
                        decoder_ffn_dim=3072, max_position_embeddings=1024, activation_function="gelu",
@@ -72,14 +86,17 @@ PUBLISHED = {
 
 def hf_count(config: dict, cls: str, active: bool = False) -> int:
     """The parameters of the Hugging Face model a configuration builds, counted on the meta device; a buffer it
-    holds in place of a parameter the spec has (BART's final_logits_bias, the head's bias) counted with them.
+    holds in place of a parameter the spec has (BART's final_logits_bias, the head's bias; DeepSeek-V3's routers'
+    e_score_correction_bias, a frozen parameter of ours) counted with them.
     ``active``: those one position reads, a mixture's stacked experts counted for the ones it chooses."""
     with torch.device("meta"):
         model = getattr(T, cls)(read_config(config))
     total = sum(p.numel() for p in model.parameters()) + sum(
-        b.numel() for name, b in model.named_buffers() if name == "final_logits_bias")
+        b.numel() for name, b in model.named_buffers()
+        if name == "final_logits_bias" or name.endswith(".e_score_correction_bias"))
     if active:
-        chosen = config.get("num_experts_per_tok", 1) / config.get("num_local_experts", 1)
+        experts = config.get("num_local_experts") or config.get("n_routed_experts") or 1
+        chosen = config.get("num_experts_per_tok", 1) / experts
         total -= sum(round(p.numel() * (1 - chosen)) for name, p in model.named_parameters() if ".experts." in name)
     return total
 

@@ -215,3 +215,25 @@ def test_deepseek_v3_routing_equals_hugging_faces_block():
         assert not torch.allclose(moe(x), reference(x), atol=1e-3)  # the bias did change the choice
         moe.correction_bias.copy_(uncorrected)
     assert not moe.correction_bias.requires_grad  # adjusted outside gradient descent, as DeepSeek does
+
+
+def test_deepseek_v2_group_limited_routing_equals_hugging_faces_block():
+    """A softmax router choosing among the 2 of 4 groups whose best score is highest (``group_score=max``), the
+    weights scaled, not renormalised; ranking groups by their two best scores instead chooses otherwise."""
+    from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2Moe
+    config = T.DeepseekV2Config(hidden_size=16, moe_intermediate_size=12, n_routed_experts=8, num_experts_per_tok=3,
+                                n_group=4, topk_group=2, topk_method="group_limited_greedy",
+                                routed_scaling_factor=1.5, n_shared_experts=1, num_attention_heads=2)
+    reference = perturbed(DeepseekV2Moe(config)).eval()
+    text = SPEC.format(options="8, 3, groups=4, top_groups=2, group_score=max, scale=1.5, shared=12",
+                       activation="swiglu", bias="false")
+    moe = tfspec.compile(text, seed=0).decoder.layers[0].ffn.eval()
+    copy_experts(moe, reference)
+    with torch.no_grad():
+        shared = reference.shared_experts
+        moe.shared.up.weight.copy_(torch.cat([shared.gate_proj.weight, shared.up_proj.weight]))
+        moe.shared.down.weight.copy_(shared.down_proj.weight)
+        x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(4))
+        assert torch.allclose(moe(x), reference(x), atol=1e-5)
+        moe.group_score = "top2"
+        assert not torch.allclose(moe(x), reference(x), atol=1e-3)

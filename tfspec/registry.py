@@ -626,6 +626,40 @@ class AttentionKind(StackOwned, Variant):
     def params(self, shape: AttentionShape, options) -> dict[str, Param]:
         raise NotImplementedError
 
+    def value_dim(self, shape: AttentionShape, options) -> int:
+        """Each head's value (and output) dimension: ``head_dim`` unless the kind sizes values apart from keys."""
+        return shape.head_dim
+
+    def position_shape(self, shape: AttentionShape, options) -> AttentionShape:
+        """The geometry an in-attention position scheme acts on: the attention's own, unless positions enter only
+        part of each head (latent attention rotates a shared key of ``rope_dim`` dimensions)."""
+        return shape
+
+    def qk_norm_problem(self, options) -> Problem | None:
+        """Its objection to a qk-norm (``attention ... qk_norm=...``); None: per-head norms of queries and keys
+        apply."""
+        return None
+
+    def projection_flops(self, shape: AttentionShape, options, queries: int, keys: int) -> tuple[int, int]:
+        """(matmul, element-wise) FLOPs per sequence of projecting ``queries`` queries and ``keys`` keys and values
+        and of the output projection (biases included): q, k and v from the stream (or the memory), then out."""
+        q_width, kv_width = shape.q_width, shape.kv_width
+        matmul = 2 * queries * shape.width * q_width + 2 * keys * shape.memory_width * 2 * kv_width \
+            + 2 * queries * q_width * shape.width
+        bias = (queries * q_width + keys * 2 * kv_width if shape.bias else 0) \
+            + (queries * shape.width if shape.out_bias else 0)
+        return matmul, bias
+
+    def projection_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int,
+                         in_bands: bool = False) -> tuple[int, int]:
+        """(activation-dtype elements, 4-byte words) its projections keep for backward beyond the attention's input
+        and what ``core_saved`` counts (a latent attention's norms and up projections); 0 for one linear map each."""
+        return 0, 0
+
+    def cache_elements(self, shape: AttentionShape, options) -> int:
+        """Elements a KV cache keeps per token of self-attention: each kv head's key and value."""
+        return shape.kv_heads * (shape.head_dim + self.value_dim(shape, options))
+
     def max_len(self, options) -> int | None:
         """The longest sequence it accepts (Linformer's projection size); None: unbounded."""
         return None
@@ -718,6 +752,7 @@ class AttentionConfig:
     """Everything an attention's runtime module is built from, resolved from the IR (torch-free)."""
 
     shape: AttentionShape
+    positioned: AttentionShape  # what its position scheme acts on (``AttentionKind.position_shape``)
     dropout: float  # on the attention probabilities
     masks: tuple  # (Mask, options) pairs
     position: tuple | None  # (Position, options) acting inside attention, or None

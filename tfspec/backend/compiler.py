@@ -240,7 +240,7 @@ def attention_config(node: ir.Attention) -> AttentionConfig:
     fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
     band = attention_band(masks, kind, position, node.geometry.cross)
     flex = flex_attention_applies(masks, kind, position, node.geometry.cross)
-    return AttentionConfig(shape=node.geometry, dropout=body.dropout, masks=masks,
+    return AttentionConfig(shape=node.geometry, positioned=node.positioned, dropout=body.dropout, masks=masks,
                            position=None if position.absent else (position, position_options),
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
                            fused_causal=fused, band=band, flex=flex, qk_norm_full=body.qk_norm_width == "full")

@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from ..ir import nodes as ir
 from ..ir.graph import Graph
-from ..ir.queries import (active_parameters, count_parameters, default_length, layer_repeat,  # noqa: F401
-                         length_limit, max_length, parameter_table, source, weight_repeat, weights_key)
+from ..ir.queries import (active_parameters, count_parameters, default_length, kv_cache_elements,  # noqa: F401
+                         layer_repeat, length_limit, max_length, parameter_table, source, weight_repeat, weights_key)
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, attention_band,
                         band_chunk, combined_reach, fused_causal_kernel)
 
@@ -173,6 +173,10 @@ class Analysis:
     rows: list[Row]
     complexity: list[Complexity] = field(default_factory=list)
     active_params: int = 0  # what one position's computation reads (fewer than the total in a mixture of experts)
+    # a decoder's KV cache after its length, for the batch: as its attentions keep it, and as multi-head attention
+    # of the same heads would (0: no decoder)
+    kv_cache_bytes: int = 0
+    kv_cache_multi_head_bytes: int = 0
 
     @property
     def total(self) -> Cost:
@@ -186,7 +190,8 @@ class Analysis:
         return {"name": self.name, "kind": self.kind, "batch": self.batch, "lengths": self.lengths,
                 "dtype": self.dtype, "fused_attention": self.fused_attention,
                 "components": [r.to_dict() for r in self.rows], "total": self.total.to_dict(),
-                "active_params": self.active_params,
+                "active_params": self.active_params, "kv_cache_bytes": self.kv_cache_bytes,
+                "kv_cache_multi_head_bytes": self.kv_cache_multi_head_bytes,
                 "training": self.training(),
                 "complexity": [asdict(c) for c in self.complexity]}
 
@@ -221,8 +226,10 @@ def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = 
     rows = [row for node in g.ordered() if (row := counter.row(node)) is not None]
     order = {role: i for i, role in enumerate(g.stacks)}
     rows.sort(key=lambda r: order.get(r.stack, len(order)))  # stack by stack, each in data-flow order
+    cached, multi_head = kv_cache_elements(g, lengths.get("decoder", 0))
+    element = batch * DTYPE_BYTES[dtype]
     return Analysis(g.name, g.kind, batch, lengths, dtype, fused_attention, rows,
-                    complexity_classes(g), active_parameters(g))
+                    complexity_classes(g), active_parameters(g), cached * element, multi_head * element)
 
 
 def _graph_of(spec_or_graph) -> Graph:
@@ -353,23 +360,21 @@ class _Counter:
         cross = shape.cross
         m = self.lengths["encoder"] if cross else n
         heads, head_dim = shape.heads, shape.head_dim
-        # q; k and v; the output
-        projections = 2 * n * shape.width * shape.q_width + 2 * m * shape.memory_width * 2 * shape.kv_width \
-            + 2 * n * shape.q_width * shape.width
-        bias = (n * shape.q_width + m * 2 * shape.kv_width if shape.bias else 0) + (n * shape.width if shape.out_bias else 0)
+        projections, bias = kind.projection_flops(shape, options, n, m)  # q; k and v; the output
         norm, _ = NORMS.of(spec.qk_norm)
         bias += norm.flops_per_element * head_dim * (n * heads + m * shape.kv_heads)
         position, position_options = POSITIONS.of(spec.position)
-        bias += position.attention_flops(position_options, shape, n, m)
-        projections += position.attention_matmul_flops(position_options, shape, n, m)
-        shared = self.keep(("position", node.stack, POSITIONS.label(spec.position), head_dim),
-                           position.call_saved(position_options, shape, n) * self.s)  # default ids: (1, n)
+        positioned = node.positioned  # where the scheme acts (part of each head, for some kinds)
+        bias += position.attention_flops(position_options, positioned, n, m)
+        projections += position.attention_matmul_flops(position_options, positioned, n, m)
+        shared = self.keep(("position", node.stack, POSITIONS.label(spec.position), positioned.head_dim),
+                           position.call_saved(position_options, positioned, n) * self.s)  # default ids: (1, n)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path (a score
         # bias such as ALiBi's carries the mask with it, and is counted by the position scheme)
         masks = [MASKS.of(c) for c in spec.mask]
         structural = any(variant.structural for variant, _ in masks)
         fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
-        mask_add = position.mask_adds(position_options, shape, n, m, structural and not fused)
+        mask_add = position.mask_adds(position_options, positioned, n, m, structural and not fused)
         pairs = n * m if cross else mask_pairs(n, spec.mask)
         # as executed: every pair, or, where attention runs in bands, each block's queries against its span
         band = attention_band(masks, kind, position, cross)
@@ -381,10 +386,12 @@ class _Counter:
             mask_add = heads * rows * seen
             kept, stats = position.mix_saved(position_options, shape, kind, options, self.batch * blocks, chunk,
                                              span, spec.dropout, self.fused, in_bands=True)
-            kept -= self.batch * (rows - n) * shape.q_width  # the output is kept unpadded
+            kept -= self.batch * (rows - n) * heads * kind.value_dim(shape, options)  # the output is kept unpadded
         else:
             kept, stats = position.mix_saved(position_options, shape, kind, options, self.batch, n, m, spec.dropout,
                                              self.fused)
+        projected, projected_words = kind.projection_saved(shape, options, self.batch, n, m, chunk is not None)
+        kept, stats = kept + projected, stats + projected_words
         executed = rows * seen
         matmul, elementwise = kind.core_flops(shape, options, rows, seen, executed)
         matmul_aware, elementwise_aware = kind.core_flops(shape, options, n, min(m, -(-pairs // n)), pairs)
@@ -404,7 +411,7 @@ class _Counter:
                                                       in_bands=chunk is not None)
                 if not keeps:
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
-        own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, shape, n, m, structural)
+        own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, positioned, n, m, structural)
         memory = self.keep(("own", node.id), own * repeat) + shared
         memory += self.keep_input(node, node.inputs[0], self.batch * n * shape.width * self.s, repeat)
         if cross:

@@ -207,7 +207,7 @@ class _Diagram:
     def position_in_attention(self, graph, node: ir.Attention, node_id: str) -> None:
         """A scheme acting inside attention (rotary, ALiBi) is drawn beside it, entering where it acts."""
         scheme, options = POSITIONS.of(node.spec.position)
-        if scheme.absent or scheme.stack_params(node.geometry, options):  # a stack's is its own node, outside
+        if scheme.absent or scheme.stack_params(node.positioned, options):  # a stack's is its own node, outside
             return
         fill, border = STYLES[ir.PositionEncoding]
         graph.node(f"{node_id}.position", f"Positions\n({scheme.label(options)})", shape="ellipse",

@@ -71,6 +71,13 @@ def format_summary(a: Analysis, label_width: int = 50) -> str:
     if a.active_params != t.params:  # a mixture of experts: what a position reads, of all there are
         out += ["", f"parameters: {a.active_params:,} active per position / {t.params:,} in all "
                     f"({a.active_params / t.params:.1%}); FLOPs count the active ones"]
+    if a.kv_cache_bytes:  # what decoding keeps, against what every head's own keys and values would take
+        n = a.lengths["decoder"]
+        line = f"KV cache after {n} tokens: {binary(a.kv_cache_bytes)} ({binary(a.kv_cache_bytes / n)} per token)"
+        if a.kv_cache_multi_head_bytes != a.kv_cache_bytes:
+            line += (f"; multi-head attention of the same heads would keep {binary(a.kv_cache_multi_head_bytes)} "
+                     f"({a.kv_cache_multi_head_bytes / a.kv_cache_bytes:.1f}×)")
+        out += ["", line]
     train = a.training()
     out += ["",
             f"forward: {si(t.flops, 'FLOPs')} = {si(t.matmul)} in matrix products (what FlopCounterMode counts)"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
-from ..registry import FEEDFORWARD_KINDS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS
 from .mapping import InteropError
 
 
@@ -52,6 +52,16 @@ class Facts:
 
     def attention(self, role: str, reads: str = "self"):
         return self.node(role, ir.Attention, reads).spec
+
+    def attention_kind(self, role: str, reads: str = "self"):
+        """The options of the first attention's kind (a latent attention's ranks)."""
+        return ATTENTION_KINDS.of(self.attention(role, reads).kind)[1]
+
+    def attention_value_dim(self, role: str, reads: str = "self") -> int:
+        """Each head's value width in the first attention (its kind's ``value_dim``)."""
+        node = self.node(role, ir.Attention, reads)
+        kind, options = ATTENTION_KINDS.of(node.spec.kind)
+        return kind.value_dim(node.geometry, options)
 
     def geometry(self, role: str, reads: str = "self"):
         """The first attention's shape (heads, kv heads, head dim) of ``role``'s layer."""

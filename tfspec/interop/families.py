@@ -154,6 +154,19 @@ FAMILIES = (
            "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
            "(kind=moe(experts, top, renormalize=true))",
            "hf_mixtral", "from_hf_mixtral", "to_hf_mixtral"),
+    Family("DeepSeek-V3", ("deepseek_v3",), {"DeepseekV3ForCausalLM": {"head": True},
+                                             "DeepseekV3Model": {"head": False}},
+           "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
+           "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
+           "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
+           "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
+           "schedule)",
+           "hf_deepseek", "from_hf_deepseek", "to_hf_deepseek"),
+    Family("DeepSeek-V2", ("deepseek_v2",), {"DeepseekV2ForCausalLM": {"head": True},
+                                             "DeepseekV2Model": {"head": False}},
+           "DeepSeek-V2: DeepSeek-V3's layout with a softmax router (group-limited by each group's best score: "
+           "group_score=max) and always-interleaved rotary dimensions",
+           "hf_deepseek_v2", "from_hf_deepseek", "to_hf_deepseek"),
     Family("gpt-oss", ("gpt_oss",), {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
            "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
            "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "

@@ -80,7 +80,8 @@ def scaling_fields(path: str = "rope_parameters", params: Callable = None, optio
 
         def fact(f):
             spec = options(f)
-            return spec.get(ours) if ours in SCALING_OPTIONS.get(spec.get("scaling", "none"), {}) else None
+            value = spec.get(ours) if ours in SCALING_OPTIONS.get(spec.get("scaling", "none"), {}) else None
+            return None if ours == "truncate" and value else value  # Hugging Face's default, left to it
 
         return Field(f"rope_{ours}", f"{path}.{theirs}", fact, read=read, let=ours != "truncate")  # no bool lets
 
@@ -163,6 +164,7 @@ def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: st
     where they are not ``d_ff``, ``activation`` and ``bias`` alone (a mixture of experts' ``kind=moe(...)``)."""
     feedforward = feedforward or f"d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}"
     head_dim = f" head_dim={s.head_dim}" if getattr(s, "head_dim", None) else ""
+    kv_heads = f" kv_heads={s.kv_heads}" if getattr(s, "kv_heads", None) else ""  # (latent attention has none)
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
@@ -177,7 +179,7 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none{embedding} }
 
 decoder x {s.layers} {{
   position {position}
-  attention self heads={s.heads} kv_heads={s.kv_heads}{head_dim} mask={masks} {attention_bias}
+  attention self heads={s.heads}{kv_heads}{head_dim} mask={masks} {attention_bias}
   feedforward {feedforward}
   final {norm}(eps={s.eps})
 {sections}}}

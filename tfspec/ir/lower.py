@@ -144,19 +144,22 @@ class _Builder:
             shape = attention_shape(body, width, encoder.width if encoder is not None else width)
             inputs = [x, memory] if cross and memory is not None else [x]
             ports = {1: "memory"}
-            for family, choice in ((ATTENTION_KINDS, body.kind), (POSITIONS, body.position)):
+            positioned = position_shape(body, shape)
+            for family, choice, geometry in ((ATTENTION_KINDS, body.kind, shape),
+                                             (POSITIONS, body.position, positioned)):
                 variant, options = family.of(choice)
-                owned = variant.stack_params(shape, options)
+                owned = variant.stack_params(geometry, options)
                 if owned:  # the stack's, read by this sublayer of every layer
                     ports[len(inputs)] = "shared"
                     inputs.append(self.stack_owned_node(
                         ModulePath((role, variant.stack_attribute, name)), f"{role}.{name}_{variant.stack_attribute}",
                         variant.stack_label(options), stack=role, params=owned, family=family, choice=choice,
-                        width=shape.width, geometry=shape, span=choice.span or body.span))
+                        width=shape.width, geometry=geometry, span=choice.span or body.span))
             return self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
                             ports=ports, stack=role, in_block=True, module=module,
                             params=attention_params(body, shape), spec=body,
-                            width=width, geometry=shape, memory=memory if cross else None, span=body.span)
+                            width=width, geometry=shape, positioned=positioned, memory=memory if cross else None,
+                            span=body.span)
         if isinstance(body, S.FeedForward):
             kind, options = FEEDFORWARD_KINDS.of(body.kind)
             return self.add(ir.FeedForward, node_id, kind.describe(body, options), [x],
@@ -261,6 +264,12 @@ def attention_shape(body: S.Attention, width: int, memory_width: int) -> Attenti
                           causal=combined_reach([MASKS.of(m) for m in body.mask])[1] == 0)
 
 
+def position_shape(body: S.Attention, shape: AttentionShape) -> AttentionShape:
+    """The geometry the sublayer's in-attention position scheme acts on, as its kind says (``position_shape``)."""
+    kind, options = ATTENTION_KINDS.of(body.kind)
+    return kind.position_shape(shape, options)
+
+
 def qk_norm_widths(body: S.Attention, shape: AttentionShape) -> dict[str, int]:
     """The width each query/key norm normalises: a head's, or (``qk_norm_width=full``) all heads' at once."""
     if body.qk_norm_width == "full":
@@ -277,7 +286,8 @@ def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
         params.update({f"{side}.{k}": v for k, v in norm.params(width, norm_options).items()})
     position, position_options = POSITIONS.of(body.position)
     if position.misplaced("attention", body.position) is None:  # (one acting elsewhere is refused by validate)
-        params.update({f"position.{k}": v for k, v in position.params(shape, position_options).items()})
+        params.update({f"position.{k}": v for k, v in position.params(position_shape(body, shape),
+                                                                        position_options).items()})
     return params
 
 

@@ -179,6 +179,7 @@ class Attention(Node):
     kind: ClassVar[str] = "attention"
     spec: object  # schema.Attention
     geometry: object  # registry.AttentionShape
+    positioned: object  # registry.AttentionShape its in-attention position scheme acts on (its kind's position_shape)
     memory: str | None = None  # the node whose output a cross-attention reads
 
     @property

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS, combined_reach
 from .graph import Graph
 from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Node, Norm, PositionEncoding, Scale,
                     Sublayer, describe_layers)
@@ -102,6 +102,29 @@ def active_parameters(g: Graph) -> int:
         total = sum(math.prod(p.shape) for p in node.params.values())
         unused += (total - kind.active_params(node.width, node.spec, options)) * weight_repeat(g, node)
     return count_parameters(g) - unused
+
+
+def kv_cache_elements(g: Graph, length: int) -> tuple[int, int]:
+    """Elements a decoder's KV cache holds per sequence after ``length`` tokens, summed over its self-attentions
+    (a layer whose masks bound its look-back keeps that many): as each attention's kind caches them
+    (``AttentionKind.cache_elements``: a latent attention's latent), and as multi-head attention of the same heads
+    would (each head its own key and value). (0, 0): the model has no decoder.
+
+    >>> from tfspec import parse
+    >>> kv_cache_elements(parse("embedding t { vocab 9; dim 16 }\\n"
+    ...                         "decoder x 2 { attention self heads=4 kv_heads=1 mask=causal; feedforward d_ff=8 }"
+    ...                         ).graph(), 10)
+    (160, 640)
+    """
+    ours = multi_head = 0
+    for node in attentions(g, "decoder", reads="self"):
+        kind, options = ATTENTION_KINDS.of(node.spec.kind)
+        shape, repeat = node.geometry, layer_repeat(g, node)
+        behind, ahead = combined_reach([MASKS.of(m) for m in node.spec.mask])
+        kept = min(length, behind) if behind is not None and ahead == 0 else length
+        ours += repeat * kept * kind.cache_elements(shape, options)
+        multi_head += repeat * kept * shape.heads * (shape.head_dim + kind.value_dim(shape, options))
+    return ours, multi_head
 
 
 def weights_key(g: Graph, node: Node) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ import networkx as nx
 
 from ..front import schema as S
 from ..errors import Collector
-from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
+from ..registry import ATTENTION_KINDS, MASKS, NORMS, POSITIONS
 from . import nodes as ir
 from .graph import Graph
 from .lower import lower
@@ -72,12 +72,14 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
         objections = [(misplaced, body.position)] if misplaced is not None else []
         objections += [(p, body.position) for p in position.conflicts(position_options, kind)]
         objections += [(p, body.kind) for p in kind.conflicts(kind_options, body.mask, position, body.position)]
-        uses = [(ATTENTION_KINDS, body.kind)] + [(MASKS, m) for m in body.mask]
+        if not NORMS.of(body.qk_norm)[0].absent and (problem := kind.qk_norm_problem(kind_options)) is not None:
+            objections.append((problem, body.qk_norm))
+        uses = [(ATTENTION_KINDS, body.kind, shape)] + [(MASKS, m, shape) for m in body.mask]
         if misplaced is None:  # a scheme acting elsewhere has nothing to check here
-            uses.append((POSITIONS, body.position))
-        for family, choice in uses:
+            uses.append((POSITIONS, body.position, kind.position_shape(shape, kind_options)))
+        for family, choice, geometry in uses:
             variant, options = family.of(choice)
-            objections += [(p, choice) for p in variant.check(options, shape)]
+            objections += [(p, choice) for p in variant.check(options, geometry)]
         for problem, choice in objections:
             about = problem.about if problem.about is not None else choice
             errors.error(problem.code, problem.message, about.span or node.span, problem.hint)

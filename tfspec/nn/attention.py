@@ -141,7 +141,7 @@ class MultiHeadAttention(nn.Module):
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
                  position: nn.Module | None = None, fused_causal: bool = False,
                  band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
-                 position_from_stack: bool = False, qk_norm_full: bool = False) -> None:
+                 position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
@@ -150,12 +150,13 @@ class MultiHeadAttention(nn.Module):
         self.keep = keep  # the past keys a KV cache must keep (a bounded look-back); None: all
         # its position scheme is its stack's (T5's): ``share`` hands it over when the model is built
         self.position_from_stack = position_from_stack
-        if self.cross:
-            self.q = nn.Linear(width, heads * head_dim, bias=bias)
-            self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
-        else:
-            self.qkv = nn.Linear(width, (heads + 2 * kv_heads) * head_dim, bias=bias)
-        self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
+        if projections:  # (a kind that projects otherwise, such as latent attention, makes its own)
+            if self.cross:
+                self.q = nn.Linear(width, heads * head_dim, bias=bias)
+                self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
+            else:
+                self.qkv = nn.Linear(width, (heads + 2 * kv_heads) * head_dim, bias=bias)
+            self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
         self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
         self.qk_norm_full = qk_norm_full  # the norms see all heads at once (before the split), not each head
 
@@ -170,7 +171,7 @@ class MultiHeadAttention(nn.Module):
         y = self.attend(q, k, v, ctx, key_positions, key_padding)  # (batch, heads, length, head_dim)
         if cache is not None and not self.cross:
             cache.trim()
-        return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
+        return self.out(y.transpose(1, 2).reshape(batch, length, -1))  # heads · value dimension
 
     def project_in_context(self, x: Tensor, ctx: Context, cache: KVCache | None):
         """Queries, keys, values (per head, normed and position-encoded), the keys' positions and padding."""
@@ -305,8 +306,8 @@ def core_arguments(config) -> dict:
             q_norm = k_norm = norm.module(shape.head_dim, options)
     if config.position is not None:
         scheme, options = config.position
-        position = scheme.module(shape, options)
-        position_from_stack = bool(scheme.stack_params(shape, options))
+        position = scheme.module(config.positioned, options)
+        position_from_stack = bool(scheme.stack_params(config.positioned, options))
     return dict(width=shape.width, heads=shape.heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
                 memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
                 dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,

@@ -14,20 +14,23 @@ from torch import Tensor, nn
 
 
 def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float, correction: Tensor | None = None,
-          groups: int = 1, top_groups: int = 1) -> tuple[Tensor, Tensor, Tensor]:
+          groups: int = 1, top_groups: int = 1, group_score: str = "top2") -> tuple[Tensor, Tensor, Tensor]:
     """(routing weights ``(positions, top)``, chosen experts ``(positions, top)``, every expert's probability
     ``(positions, experts)``) from the router's logits. Scores are taken in float32, as Hugging Face's routers take
     them, and the weights returned in the logits' dtype.
 
     Which experts are chosen is not differentiated: by the scores plus ``correction`` (DeepSeek-V3's per-expert
     bias, which steers the choice but not the weights), among the ``top_groups`` of ``groups`` groups of experts
-    whose two best scores sum highest (group-limited routing); the weights are the chosen experts' scores."""
+    that score highest (group-limited routing), a group by its two best scores' sum (``group_score="top2"``,
+    DeepSeek-V3) or its best (``"max"``, DeepSeek-V2); the weights are the chosen experts' scores."""
     probs = logits.float().softmax(dim=-1) if score == "softmax" else logits.float().sigmoid()
     with torch.no_grad():
         choice = probs if correction is None else probs + correction.float()
         if groups > 1:
             per_group = choice.view(*choice.shape[:-1], groups, -1)
-            best = per_group.topk(2, dim=-1).values.sum(dim=-1).topk(top_groups, dim=-1).indices
+            ranked = per_group.topk(2, dim=-1).values.sum(dim=-1) if group_score == "top2" else \
+                per_group.amax(dim=-1)
+            best = ranked.topk(top_groups, dim=-1).indices
             kept = torch.zeros_like(per_group[..., 0], dtype=torch.bool).scatter(-1, best, True)
             choice = choice.masked_fill(~kept.repeat_interleave(per_group.shape[-1], dim=-1), float("-inf"))
         chosen = choice.topk(top, dim=-1).indices
@@ -102,10 +105,10 @@ class MixtureOfExperts(nn.Module):
                  experts: int, top: int, score: str = "softmax", renormalize: bool = False, scale: float = 1.0,
                  router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
                  aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
-                 top_groups: int = 1) -> None:
+                 top_groups: int = 1, group_score: str = "top2") -> None:
         super().__init__()
         self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
-        self.groups, self.top_groups = groups, top_groups
+        self.groups, self.top_groups, self.group_score = groups, top_groups, group_score
         # DeepSeek-V3's per-expert bias on the choice: adjusted outside gradient descent, so frozen here
         self.correction_bias = nn.Parameter(torch.zeros(experts), requires_grad=False) if correction else None
         self.aux_loss, self.z_loss = aux_loss, z_loss
@@ -119,7 +122,7 @@ class MixtureOfExperts(nn.Module):
         flat = x.reshape(-1, x.shape[-1])
         logits = self.router(flat)
         weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
-                                       self.correction_bias, self.groups, self.top_groups)
+                                       self.correction_bias, self.groups, self.top_groups, self.group_score)
         y = self.experts(flat, weights, chosen)
         if self.shared is not None:
             shared = self.shared(flat)
