@@ -71,14 +71,23 @@ def choice_text(name: str, options: dict) -> str:
     return f"{name}(" + ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items()) + ")"
 
 
-def attention_positions(width: int, heads: int) -> list[str]:
+def attention_positions(width: int, heads: int, kinds: tuple = ()) -> list[str]:
     """Every registered in-attention position scheme, with each of its example options, that accepts this
-    geometry (its own ``check`` decides): new schemes join the property tests by being registered."""
+    geometry as each of ``kinds`` (``(AttentionKind, options)`` pairs) shows it to the scheme (its own ``check``
+    decides; a latent attention's positions act on its rotated part): new schemes join the property tests by
+    being registered."""
     shape = AttentionShape(width=width, heads=heads, kv_heads=heads, head_dim=width // heads, memory_width=width,
                            cross=False, bias=True, out_bias=True)
+    shapes = [kind.position_shape(shape, options) for kind, options in kinds] or [shape]
     return [choice_text(name, options) for name in POSITIONS for options in POSITIONS[name].examples
             if POSITIONS[name].acts == "attention"
-            and not POSITIONS[name].check(POSITIONS[name].options(options), shape)]
+            and not any(POSITIONS[name].check(POSITIONS[name].options(options), s) for s in shapes)]
+
+
+def kind_choices() -> dict[str, tuple]:
+    """Each attention kind with each of its example options, by how a generated spec writes it."""
+    return {choice_text(name, options): (ATTENTION_KINDS[name], ATTENTION_KINDS[name].options(options))
+            for name in ATTENTION_KINDS for options in ATTENTION_KINDS[name].examples}
 
 
 def kinds_for(shape: AttentionShape, kv_heads: int, mask: str | list[Choice] = "") -> list[str]:
@@ -229,7 +238,9 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
             body = draw(wired_block(role, "heads", has_cross, causal, padding, windows))
         else:
             body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows, shape))
-        schemes = attention_positions(width, heads) if in_attention else []
+        written = [kind_choices().get(k) for line in body if not line.startswith("feedforward")
+                   for k in re.findall(r"kind=(\w+(?:\([^)]*\))?)", line)]
+        schemes = attention_positions(width, heads, tuple(k for k in written if k is not None)) if in_attention else []
         kinds = [ATTENTION_KINDS[k] for line in body if not line.startswith("feedforward")
                  for k in re.findall(r"kind=(\w+)", line)]
         if not all(k.scores_by_dot_product for k in kinds):  # schemes that need q·k do not apply

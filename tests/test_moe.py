@@ -237,3 +237,28 @@ def test_deepseek_v2_group_limited_routing_equals_hugging_faces_block():
         assert torch.allclose(moe(x), reference(x), atol=1e-5)
         moe.group_score = "top2"
         assert not torch.allclose(moe(x), reference(x), atol=1e-3)
+
+
+def test_the_correction_bias_moves_towards_balance_in_training_only():
+    """DeepSeek-V3's balancing without a loss: after a training call each expert's bias moves by the rate towards
+    the mean load (up where it was chosen less often, down where more); evaluation leaves it; repeated, the load
+    evens out."""
+    from tfspec.nn.moe import route
+    text = SPEC.format(options="4, 1, score=sigmoid, correction=true, correction_rate=0.05", activation="swiglu",
+                       bias="false")
+    moe = perturbed(tfspec.compile(text, seed=0).decoder.layers[0].ffn)
+    x = torch.randn(64, 16, generator=torch.Generator().manual_seed(5))
+
+    def loads():
+        with torch.no_grad():
+            chosen = route(moe.router(x), 1, "sigmoid", False, 1.0, moe.correction_bias)[1]
+        return torch.bincount(chosen.flatten(), minlength=4).float()
+
+    before, bias = loads(), moe.correction_bias.clone()
+    moe.eval()(x)
+    assert torch.equal(moe.correction_bias, bias)
+    moe.train()(x)
+    assert torch.allclose(moe.correction_bias - bias, 0.05 * torch.sign(before.mean() - before))
+    for _ in range(40):
+        moe(x)
+    assert loads().std() < before.std() / 2, (before, loads())

@@ -635,6 +635,11 @@ class AttentionKind(StackOwned, Variant):
         part of each head (latent attention rotates a shared key of ``rope_dim`` dimensions)."""
         return shape
 
+    def shrunk(self, options, head_dim: int, width: int):
+        """The same kind at test size (``tfspec verify``): its own widths capped by the shrunk ``head_dim`` and
+        ``width`` (a latent attention's ranks); the options themselves where it sizes nothing."""
+        return options
+
     def qk_norm_problem(self, options) -> Problem | None:
         """Its objection to a qk-norm (``attention ... qk_norm=...``); None: per-head norms of queries and keys
         apply."""

@@ -630,9 +630,16 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
                     update={"options": variant.shrunk(options, limit).model_dump()})
             if node.scale != 1.0 and abs(node.scale - math.sqrt(node.dim)) < 1e-9:
                 update["scale"] = math.sqrt(dim)  # keep "scale sqrt(d_model)" meaning what it says
-        elif isinstance(node, S.Attention) and node.head_dim is not None:
-            note("head_dim", node.head_dim, min(node.head_dim, width_per_head))
-            update["head_dim"] = min(node.head_dim, width_per_head)
+        elif isinstance(node, S.Attention):
+            head_dim = width // node.heads
+            if node.head_dim is not None:
+                note("head_dim", node.head_dim, min(node.head_dim, width_per_head))
+                head_dim = update["head_dim"] = min(node.head_dim, width_per_head)
+            kind, options = ATTENTION_KINDS.of(node.kind)
+            small_options = kind.shrunk(options, head_dim, width)
+            if small_options != options:  # a kind's own widths (a latent attention's ranks)
+                note(f"{kind.name} attention", kind.label(options), kind.label(small_options))
+                update["kind"] = node.kind.model_copy(update={"options": small_options.model_dump()})
         elif isinstance(node, S.FeedForward):
             note("d_ff", node.d_ff, min(node.d_ff, max_d_ff))
             update["d_ff"] = min(node.d_ff, max_d_ff)

@@ -105,12 +105,13 @@ class MixtureOfExperts(nn.Module):
                  experts: int, top: int, score: str = "softmax", renormalize: bool = False, scale: float = 1.0,
                  router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
                  aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
-                 top_groups: int = 1, group_score: str = "top2") -> None:
+                 top_groups: int = 1, group_score: str = "top2", correction_rate: float = 0.0) -> None:
         super().__init__()
         self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
         self.groups, self.top_groups, self.group_score = groups, top_groups, group_score
         # DeepSeek-V3's per-expert bias on the choice: adjusted outside gradient descent, so frozen here
         self.correction_bias = nn.Parameter(torch.zeros(experts), requires_grad=False) if correction else None
+        self.correction_rate = correction_rate  # how far each training call moves it towards balance
         self.aux_loss, self.z_loss = aux_loss, z_loss
         self.router = nn.Linear(width, experts, bias=router_bias)
         self.experts = Experts(experts, width, d_ff, up_features, activation, bias, dropout)
@@ -128,7 +129,19 @@ class MixtureOfExperts(nn.Module):
             shared = self.shared(flat)
             y = y + (shared if self.shared_gate is None else torch.sigmoid(self.shared_gate(flat)) * shared)
         self.router_stats = self.statistics(logits, chosen, probs) if self.training else None
+        if self.training and self.correction_rate and not chosen.is_meta:  # (the meta device has no choices)
+            self.balance(chosen)
         return y.view(x.shape)
+
+    @torch.no_grad()
+    def balance(self, chosen: Tensor) -> None:
+        """DeepSeek-V3's balancing without an auxiliary loss: each expert's correction bias rises by
+        ``correction_rate`` where the call chose it less often than the mean and falls where more often, counted
+        over every process of a distributed run so that their biases stay equal."""
+        counts = torch.bincount(chosen.reshape(-1), minlength=self.correction_bias.numel()).float()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(counts)
+        self.correction_bias += self.correction_rate * torch.sign(counts.mean() - counts)
 
     def statistics(self, logits: Tensor, chosen: Tensor, probs: Tensor) -> dict[str, Tensor]:
         """What the auxiliary losses read of this call: per expert, the fraction of its positions' choices

@@ -30,7 +30,7 @@ class Latent(AttentionKind):
     scores_by_dot_product = True
     doc = ("latent(kv_rank, rope_dim): multi-head latent attention; keys and values expanded from a compressed "
            "latent per position, which is what a KV cache keeps, and a shared rotated key")
-    examples = ({"kv_rank": 6, "rope_dim": 4},
+    examples = ({"kv_rank": 6, "rope_dim": 2},
                 {"kv_rank": 5, "rope_dim": 2, "q_rank": 6, "v_dim": 5, "eps": 1e-5})
 
     class Options(BaseModel):
@@ -48,6 +48,12 @@ class Latent(AttentionKind):
         return AttentionShape(width=shape.width, heads=shape.heads, kv_heads=1, head_dim=options.rope_dim,
                               memory_width=shape.memory_width, cross=shape.cross, bias=shape.bias,
                               out_bias=shape.out_bias, causal=shape.causal)
+
+    def shrunk(self, options, head_dim, width):
+        rope = min(options.rope_dim, max(2, head_dim // 2 // 2 * 2))  # even, leaving the latent part of each head
+        return options.model_copy(update={
+            "rope_dim": rope, "kv_rank": min(options.kv_rank, width), "q_rank": min(options.q_rank, width),
+            "v_dim": None if options.v_dim is None else min(options.v_dim, head_dim)})
 
     def qk_norm_problem(self, options):
         return Problem("latent attention normalises its compressed latents itself; a qk-norm of each head's "

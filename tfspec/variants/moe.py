@@ -5,7 +5,9 @@ that scores each position against every expert, and the ``top`` best experts' ou
 Options: ``score`` (``softmax`` over the experts, or ``sigmoid`` per expert), then the top ``top``; ``renormalize``
 (the chosen weights divided by their sum: Mixtral's, whose softmax-then-top-k is then top-k-then-softmax);
 ``scale`` (DeepSeek's routed scaling factor); ``correction`` (DeepSeek-V3's per-expert bias added to the scores
-that choose, not to the weights; frozen: DeepSeek adjusts it outside gradient descent); ``groups`` and
+that choose, not to the weights; outside gradient descent: with ``correction_rate`` γ, each training call raises
+an expert's bias by γ where it was chosen less often than the mean and lowers it where more often, DeepSeek-V3's
+balancing without an auxiliary loss); ``groups`` and
 ``top_groups`` (group-limited routing: each position chooses among the ``top_groups`` groups that score highest,
 a group by its two best scores' sum, ``group_score=top2``: DeepSeek-V3's, or by its best, ``max``: DeepSeek-V2's);
 ``router_bias``; ``shared`` (the d_ff of a network every position
@@ -38,7 +40,7 @@ class MixtureOfExperts(FeedForwardKind):
                 {"experts": 3, "top": 1, "score": "sigmoid", "scale": 2.0, "router_bias": True, "shared": 8,
                  "shared_gate": True, "aux_loss": 0.01, "z_loss": 0.001},
                 {"experts": 8, "top": 3, "score": "sigmoid", "correction": True, "groups": 4, "top_groups": 2,
-                 "renormalize": True, "scale": 2.5, "shared": 8},
+                 "renormalize": True, "scale": 2.5, "shared": 8, "correction_rate": 0.001},
                 {"experts": 6, "top": 2, "groups": 3, "top_groups": 2, "group_score": "max", "scale": 1.5})
     doc = ("moe(experts, top): a router sends each position to its top experts, networks of the sublayer's d_ff "
            "and activation, and sums their outputs by the routing weights")
@@ -59,6 +61,7 @@ class MixtureOfExperts(FeedForwardKind):
         groups: int = Field(1, gt=0, le=1 << 16)  # group-limited routing: experts in this many groups ...
         top_groups: int = Field(1, gt=0, le=1 << 16)  # ... of which each position chooses among the best these
         group_score: Literal["top2", "max"] = "top2"  # a group's: its two best scores' sum, or its best
+        correction_rate: float = Field(0.0, ge=0, le=1)  # γ: how far a training call moves the correction bias
 
         @model_validator(mode="after")
         def _fits(self):
@@ -68,6 +71,8 @@ class MixtureOfExperts(FeedForwardKind):
                 raise ValueError("shared_gate scales a shared network: give its d_ff as shared=")
             if self.experts % self.groups or (self.groups > 1 and self.experts // self.groups < 2):
                 raise ValueError(f"{self.experts} experts do not split into {self.groups} groups of 2 or more")
+            if self.correction_rate and not self.correction:
+                raise ValueError("correction_rate moves a correction bias: set correction=true")
             if self.group_score != "top2" and self.groups == 1:
                 raise ValueError(f"group_score={self.group_score} ranks groups of experts: give groups=")
             if self.top_groups > self.groups or self.top > self.top_groups * (self.experts // self.groups):
@@ -104,7 +109,8 @@ class MixtureOfExperts(FeedForwardKind):
                             "router_bias": options.router_bias, "shared": shared,
                             "shared_gate": options.shared_gate, "aux_loss": options.aux_loss,
                             "z_loss": options.z_loss, "correction": options.correction, "groups": options.groups,
-                            "top_groups": options.top_groups, "group_score": options.group_score})
+                            "top_groups": options.top_groups, "group_score": options.group_score,
+                            "correction_rate": options.correction_rate})
 
     def flops(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
@@ -147,6 +153,6 @@ class MixtureOfExperts(FeedForwardKind):
 
     def describe(self, body, options):
         activation = ACTIVATIONS.label(body.activation)
-        shared = f", shared {options.shared}" if options.shared else ""
-        return (f"Mixture of Experts ({options.experts} experts, top {options.top}, {activation}, "
+        shared = f" + shared {options.shared}" if options.shared else ""
+        return (f"Mixture of Experts (router → top {options.top} of {options.experts} experts, {activation}, "
                 f"{body.d_ff}{shared})")
