@@ -70,6 +70,11 @@ PUBLISHED = {
                          attention_bias=False, attention_dropout=0.0, num_nextn_predict_layers=1,
                          tie_word_embeddings=False, bos_token_id=0, eos_token_id=1,
                          architectures=["DeepseekV3ForCausalLM"]), "DeepseekV3ForCausalLM"),
+    "vit_base": (dict(model_type="vit", hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                      intermediate_size=3072, hidden_act="gelu", hidden_dropout_prob=0.0,
+                      attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-12, image_size=224,
+                      patch_size=16, num_channels=3, qkv_bias=True, num_labels=1000,  # (its id2label: 1000 classes)
+                      architectures=["ViTForImageClassification"]), "ViTForImageClassification"),
     "bart_base": (dict(model_type="bart", vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
                        encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
                        decoder_ffn_dim=3072, max_position_embeddings=1024, activation_function="gelu",

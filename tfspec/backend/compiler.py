@@ -38,7 +38,7 @@ from ..ir.graph import Graph
 from ..ir.queries import count_parameters, layer_template, length_limit, module_copies, sublayers, weight_repeat
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
-from ..nn.embedding import Embeddings
+from ..nn.embedding import Embeddings, PatchEmbeddings
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
@@ -224,8 +224,12 @@ def norm_constructor(choice: S.Choice, width: int) -> Constructor:
 
 
 def embeddings_constructor(e: S.Embedding) -> Constructor:
-    """An embedding's module: token table, positions added to it, segments, norm, dropout."""
+    """An embedding's module: token table (or pictures' patches), positions added to it, segments, norm, dropout."""
     variant, options = POSITIONS.of(e.position)
+    if e.image is not None:
+        return Constructor(PatchEmbeddings, (e.image, e.patch, e.channels, e.dim, e.class_token,
+                                             variant.module(e.dim, options), norm_constructor(e.norm, e.dim),
+                                             e.dropout, e.project))
     return Constructor(Embeddings, (e.vocab, e.dim, e.scale, variant.module(e.dim, options), e.segments,
                                     norm_constructor(e.norm, e.dim), e.dropout, e.shares is not None, e.project))
 
@@ -262,7 +266,7 @@ def head_constructor(head: S.Head, width: int) -> Constructor:
     norm = (norm_constructor(head.transform_norm, features)
             if head.transform is not None and head.transform_norm else None)
     return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm, head.scale,
-                              head.softcap, head.features))
+                              head.softcap, head.features, head.pool))
 
 
 def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:

@@ -134,8 +134,11 @@ def _random_inputs(model, batch: int, length: int, device, generator):
     import torch
 
     def ids(role):
-        v = model.embeddings[model.stack_embedding[role]].vocab
-        return torch.randint(0, v, (batch, length), generator=generator).to(device)
+        embedding = model.embeddings[model.stack_embedding[role]]
+        if embedding.vocab is None:  # pictures
+            side = embedding.image
+            return torch.randn(batch, embedding.channels, side, side, generator=generator).to(device)
+        return torch.randint(0, embedding.vocab, (batch, length), generator=generator).to(device)
 
     if model.spec.kind == "encoder-decoder":
         return ids("encoder"), ids("decoder")
@@ -166,6 +169,9 @@ def cmd_build(args) -> int:
 
     spec = load(args.file, overrides=_overrides(args))
     device = _device(args.device)
+    from ..ir.queries import fixed_length
+    fixed = [n for role in spec.graph().stacks if (n := fixed_length(spec.graph(), role)) is not None]
+    args.seq_len = fixed[0] if fixed else args.seq_len  # pictures make their own length
     _fits(spec, args.batch, args.seq_len, "--batch × --seq-len", device)
     dtype = getattr(torch, args.dtype)
     model = compile_spec(spec, device=device, dtype=dtype, seed=args.seed).eval()
@@ -197,7 +203,8 @@ def cmd_build(args) -> int:
     shapes = ", ".join(str(tuple(o.shape)) for o in outputs)
     names = " and ".join(["logits" if spec.head else "hidden states"] + (["pooled"] if spec.pooler else []))
     finite = all(torch.isfinite(o).all().item() for o in outputs)
-    print(f"forward pass on random tokens {tuple(inputs[-1].shape)}: {names} {shapes} in {elapsed * 1000:.1f} ms"
+    what = "pictures" if inputs[-1].is_floating_point() else "tokens"
+    print(f"forward pass on random {what} {tuple(inputs[-1].shape)}: {names} {shapes} in {elapsed * 1000:.1f} ms"
           f"{'' if finite else ' -- NON-FINITE VALUES'}")
     return 0 if finite else 1
 

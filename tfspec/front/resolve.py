@@ -186,7 +186,10 @@ STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "
 EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
     "segments": as_int, "norm": choice(NORMS), "dropout": as_float, "tokens": as_ref, "project": as_int,
+    "image": as_int, "patch": as_int, "channels": as_int, "class_token": as_bool,
 }
+IMAGE_SETTINGS = ("image", "patch", "channels", "class_token")  # an image embedding's own
+TOKEN_SETTINGS = ("vocab", "segments", "tokens", "scale")  # a token embedding's own
 SUBLAYERS = ("attention", "feedforward")
 SECTIONS = ("layers",)  # a stack body's statements with a body of their own
 WIRING_FUNCTIONS = ("attention", "feedforward", "norm", "dropout")
@@ -465,7 +468,9 @@ class _Resolver:
                 continue
             if "tokens" in values and not self._shared_tokens(decl, values, spans, out):
                 continue
-            missing = [k for k in ("vocab", "dim") if k not in values]
+            if any(k in values for k in IMAGE_SETTINGS) and not self._image(decl, values, spans):
+                continue
+            missing = [k for k in (("dim",) if "image" in values else ("vocab", "dim")) if k not in values]
             for k in missing:
                 self.errors.error("missing", f"embedding '{decl.name}' needs '{k}'", decl.name_span, f"add `{k} N` to its body")
             if missing:
@@ -478,6 +483,32 @@ class _Resolver:
             if emb is not None:
                 out[decl.name] = emb
         return out
+
+    def _image(self, decl: EmbeddingDecl, values: dict, spans: dict) -> bool:
+        """An image embedding's settings: ``image`` and ``patch`` given, the image a whole number of patches, and
+        none of a token table's settings. False: refused (reported)."""
+        ok = True
+        if "image" not in values:
+            given = next(k for k in IMAGE_SETTINGS if k in values)
+            self.errors.error("missing", f"`{given}` belongs to an image embedding, which needs 'image'", spans[given],
+                              "add `image N` (the side of its square pictures, in pixels), or drop it")
+            return False
+        for key in TOKEN_SETTINGS:
+            if key in values:
+                self.errors.error("structure", f"embedding '{decl.name}' reads images, which have no token table: "
+                                  f"`{key}` does not apply", spans[key], f"drop `{key}`, or `image` for tokens")
+                ok = False
+        if "patch" not in values:
+            self.errors.error("missing", f"embedding '{decl.name}' needs 'patch'", decl.name_span,
+                              "add `patch N`: the side of the square patches its pictures are cut into (ViT: 16)")
+            return False
+        if ok and values["image"] % values["patch"]:
+            image, patch = values["image"], values["patch"]
+            sides = [p for p in range(1, image + 1) if image % p == 0]
+            self.errors.error("shape", f"image {image} is not a whole number of {patch}-pixel patches", spans["patch"],
+                              f"try patch {min(sides, key=lambda p: (abs(p - patch), p))}")
+            ok = False
+        return ok
 
     def _shared_tokens(self, decl: EmbeddingDecl, values: dict, spans: dict, earlier: dict) -> bool:
         """``tokens OTHER``: the token table of an embedding defined above (BART's two embeddings read one); its
@@ -874,7 +905,8 @@ class _Resolver:
             raise _err("unknown-keyword", f"unknown head projection '{func or _what(proj)}'", proj.span,
                        did_you_mean(func or "", ["tied", "linear"]) or "expected tied(EMBEDDING) or linear")
         params = [Param("bias", as_bool, func == "linear"), Param("transform", choice(ACTIVATIONS), None),
-                  Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0), Param("softcap", as_float, None)]
+                  Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0), Param("softcap", as_float, None),
+                  Param("pool", word("first", "mean"), None)]
         values, spans = self.bind(tuple(a for a in decl.args if a is not positional[0]), params, "head", decl.span)
         last = stacks.get("decoder") or stacks.get("encoder")
         tied_to = None
@@ -887,6 +919,9 @@ class _Resolver:
                            did_you_mean(target, declared) or (one_of(declared) if declared else None))
             if target not in embeddings:
                 raise Poisoned
+            if embeddings[target].image is not None:
+                raise _err("structure", f"a head cannot be tied to embedding '{target}': it reads images, through "
+                           "no token table", bspans["embedding"], "use linear(N), N the number of classes")
             tied_to = embeddings[target].shares or target  # the table itself, where the embedding reads another's
             out = embeddings[target].vocab
             spans["out"] = proj.span
@@ -898,6 +933,9 @@ class _Resolver:
                 if last is None or last.embedding not in embeddings:
                     raise Poisoned
                 out = embeddings[last.embedding].vocab
+                if out is None:
+                    raise _err("missing", "head linear over images needs its number of outputs", proj.span,
+                               "write linear(N), N the number of classes")
         if values["transform"] is not None and ACTIVATIONS[values["transform"].name].up_features(1) != 1:
             raise _err("value", "a gated activation needs two projections; the head's transform has one",
                        spans["transform"])
@@ -909,7 +947,8 @@ class _Resolver:
             features = table if table != width else None
         return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
                                        "transform": values["transform"], "transform_norm": values["norm"],
-                                       "scale": values["scale"], "softcap": values["softcap"], "features": features},
+                                       "scale": values["scale"], "softcap": values["softcap"], "features": features,
+                                       "pool": values["pool"]},
                               spans, decl.span, "head", {"span": decl.span})
 
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:

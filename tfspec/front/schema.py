@@ -210,8 +210,10 @@ class Stack(Node):
 
 
 class Embedding(Node):
+    """What a stack reads: token ids through a table of ``vocab`` rows, or (``image``) pictures cut into patches."""
+
     name: str
-    vocab: Dim
+    vocab: Dim | None = None  # None: an image embedding
     dim: Dim
     scale: float = 1.0
     position: Choice
@@ -220,6 +222,22 @@ class Embedding(Node):
     dropout: Rate = 0.0
     shares: str | None = None  # the embedding whose token table this one reads (``tokens NAME``), or None
     project: Dim | None = None  # the width a linear map projects the embeddings into (ALBERT, ELECTRA-small)
+    # an image embedding (ViT): square pictures of side ``image`` in ``channels``, cut into ``patch``-sided squares,
+    # each mapped linearly to ``dim``; ``class_token``: a learned vector before them (the classifier reads it)
+    image: Dim | None = None
+    patch: Dim | None = None
+    channels: Dim = 3
+    class_token: bool = False
+
+    @property
+    def patches(self) -> int:
+        """How many patches an image is cut into (0: a token embedding)."""
+        return (self.image // self.patch) ** 2 if self.image is not None else 0
+
+    @property
+    def length(self) -> int | None:
+        """The sequence an image embedding hands its stack: its patches and class token; None for tokens."""
+        return self.patches + self.class_token if self.image is not None else None
 
     @property
     def width(self) -> int:
@@ -238,6 +256,7 @@ class Head(Node):
     scale: float = 1.0  # multiplies its input first (T5's tied head: d_model^-0.5)
     softcap: float | None = Field(None, gt=0.0)  # logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)
     features: Dim | None = None  # the transform's width where it maps into a narrower tied table (ALBERT's)
+    pool: Literal["first", "mean"] | None = None  # one vector per sequence: the first position's (ViT's class token)
 
 
 class Pooler(Node):

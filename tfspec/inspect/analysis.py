@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from ..ir import nodes as ir
 from ..ir.graph import Graph
-from ..ir.queries import (active_parameters, count_parameters, default_length, kv_cache_elements,  # noqa: F401
-                         layer_repeat, length_limit, max_length, parameter_table, source, weight_repeat, weights_key)
+from ..ir.queries import (active_parameters, count_parameters, default_length, fixed_length,  # noqa: F401
+                         kv_cache_elements, layer_repeat, length_limit, max_length, parameter_table, source,
+                         weight_repeat, weights_key)
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, attention_band,
                         band_chunk, combined_reach, fused_causal_kernel)
 
@@ -246,6 +247,10 @@ def stack_lengths(g: Graph, seq_len=None, src_len=None, tgt_len=None) -> dict[st
     for role, n in lengths.items():
         if n <= 0:
             raise AnalysisError(f"the {role}'s length must be positive, got {n}")
+        fixed = fixed_length(g, role)
+        if fixed is not None and n != fixed:
+            raise AnalysisError(f"the {role} reads pictures, which make {fixed} positions (their patches and class "
+                                f"token); analyse at that length, not {n}")
         limit = length_limit(g, role)
         if limit is not None and n > limit[0]:
             raise AnalysisError(f"the {role} sees {n} positions, but its {limit[1]} cover {limit[0]}; "
@@ -260,7 +265,8 @@ class _Counter:
         self.g, self.lengths, self.batch, self.s, self.fused = g, lengths, batch, element_bytes, fused
         self.seen_modules: set = set()
         self.kept: set[tuple] = set()
-        self.rules = {ir.Embedding: self.cost_embedding, ir.Projection: self.cost_projection,
+        self.rules = {ir.Embedding: self.cost_embedding, ir.Patches: self.cost_patches,
+                      ir.Projection: self.cost_projection,
                       ir.PositionEncoding: self.cost_position,
                       ir.StackParameters: self.cost_parameters,
                       ir.Add: self.cost_add, ir.Scale: self.cost_scale, ir.Norm: self.cost_norm,
@@ -311,6 +317,13 @@ class _Counter:
         scale = n * node.width if node.scale != 1 else 0
         memory = self.keep_input(node, node.inputs[0], self.batch * n * ID_BYTES, repeat)
         return self.dense(0, scale, memory, repeat)
+
+    def cost_patches(self, node: ir.Patches, n, repeat):
+        """Pictures' patches through a linear map and its bias; the map keeps its input, the patches gathered from
+        the pictures (a copy)."""
+        patches = node.length - node.class_token
+        memory = self.keep(("own", node.id), self.batch * patches * node.features * self.s)
+        return self.dense(2 * patches * node.features * node.width, patches * node.width, memory, repeat)
 
     def cost_projection(self, node: ir.Projection, n, repeat):
         """The embeddings' map into the stack's width: a matmul and its bias; it keeps its input."""
@@ -431,13 +444,21 @@ class _Counter:
     def cost_head(self, node: ir.Head, n, repeat):
         spec, d = node.spec, node.width
         e = spec.features or d  # the transform's output, which the projection reads
+        whole = self.batch * n  # the positions of its input
+        memory = 0
+        if spec.pool == "mean":  # a mean keeps nothing for backward; what reads it keeps the mean
+            memory += self.keep(("pooled", node.id), self.batch * d * self.s)
+            elementwise, n = n * d, 1
+        else:  # all its input (the first position's is a view of it)
+            elementwise = 0
+            n = 1 if spec.pool == "first" else n
         rows = self.batch * n
-        matmul, elementwise, memory = 2 * n * e * spec.out, (n * spec.out if spec.bias else 0), 0
+        matmul, elementwise = 2 * n * e * spec.out, elementwise + (n * spec.out if spec.bias else 0)
         if spec.scale != 1.0:  # a product with a constant keeps nothing; what reads it keeps the product
             elementwise += n * d
             memory += self.keep(("scaled", node.id), rows * d * self.s)
-        else:
-            memory += self.keep_input(node, node.inputs[0], rows * d * self.s, repeat)
+        elif spec.pool != "mean":
+            memory += self.keep_input(node, node.inputs[0], whole * d * self.s, repeat)
         if spec.transform is not None:  # dense (+bias), activation, norm, then the projection's input
             activation = ACTIVATIONS[spec.transform.name]
             norm_flops, (kept, stats) = 0, (0, 0)
@@ -494,7 +515,11 @@ def complexity_classes(g: Graph) -> list[Complexity]:
 
 
 def sweep_lengths(g: Graph, lengths: list[int] | None = None) -> list[int]:
-    """The sequence lengths a sweep covers: powers of two from 64 up to 8192, within learned positions."""
+    """The sequence lengths a sweep covers: powers of two from 64 up to 8192, within learned positions; the one
+    length of a model of pictures."""
+    fixed = [n for role in g.stacks if (n := fixed_length(g, role)) is not None]
+    if fixed:
+        return fixed[:1]
     limits = [m for role in g.stacks if (m := max_length(g, role)) is not None]
     limit = min(limits) if limits else None
     chosen = lengths if lengths else [2 ** k for k in range(6, 14)]

@@ -37,6 +37,7 @@ STYLES = {  # one colour per kind of node: (fill, border)
     ir.FeedForward: ("#CFE8F7", "#3C8DBC"),
     ir.Norm: ("#F4F2C1", "#A9A337"),
     ir.Embedding: ("#F8D7D6", "#C9534F"),
+    ir.Patches: ("#F8D7D6", "#C9534F"),  # pictures' embedding
     ir.Projection: ("#FFFFFF", "#C9534F"),  # part of the embedding: its table projected into the stack's width
     ir.PositionEncoding: ("#FFFFFF", "#C9534F"),
     ir.Head: ("#E3DAF3", "#7B5EA7"),
@@ -51,7 +52,8 @@ POSITION_NODES = (ir.PositionEncoding,)  # drawn first, left of their embedding
 RESIDUAL_COLOUR = "#8A8A8A"
 MEMORY_COLOUR = "#C0392B"
 TIE_COLOUR = "#7B5EA7"
-INPUT_NAMES = {"src": "Inputs", "tgt": "Outputs (shifted right)", "tokens": "Tokens", "token_types": "Token types"}
+INPUT_NAMES = {"src": "Inputs", "tgt": "Outputs (shifted right)", "tokens": "Tokens", "token_types": "Token types",
+               "pixel_values": "Pictures"}
 OUTPUT_NAMES = {"logits": "Output logits", "hidden": "Hidden states", "pooled": "Pooled output"}
 
 

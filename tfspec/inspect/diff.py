@@ -83,7 +83,13 @@ def describe(spec) -> Facts:
         facts[("model", "init")] = str(spec.init)
     for emb in spec.embeddings:
         where = f"embedding {emb.name}"
-        facts.update({(where, "vocab"): f"{emb.vocab:,}", (where, "dim"): str(emb.dim),
+        if emb.image is not None:  # pictures
+            facts.update({(where, "pictures"): f"{emb.image}×{emb.image}, {emb.channels} channels",
+                          (where, "patches"): f"{emb.patch}×{emb.patch}",
+                          (where, "class token"): str(emb.class_token).lower()})
+        else:
+            facts[(where, "vocab")] = f"{emb.vocab:,}"
+        facts.update({(where, "dim"): str(emb.dim),
                       (where, "position"): POSITIONS.label(emb.position), (where, "scale"): f"{emb.scale:.4g}",
                       (where, "norm"): NORMS.label(emb.norm), (where, "dropout"): f"{emb.dropout:g}",
                       (where, "token table"): f"{emb.shares}'s" if emb.shares else "its own",
@@ -108,6 +114,8 @@ def describe(spec) -> Facts:
         facts[("head", "bias")] = str(head.bias).lower()
         facts[("head", "input scale")] = f"{head.scale:g}"
         facts[("head", "soft cap")] = "none" if head.softcap is None else f"{head.softcap:g}"
+        facts[("head", "reads")] = {"first": "the first position", "mean": "the mean of the positions"}.get(
+            head.pool, "every position")
         if head.transform is not None:
             facts[("head", "transform")] = f"{head.transform} + {head.transform_norm or 'no norm'}"
     else:

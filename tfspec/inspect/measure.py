@@ -69,7 +69,10 @@ def _inputs(model, lengths, batch, device):
     if model.spec.kind == "encoder-decoder":
         return ids("encoder"), ids("decoder")
     role = model.spec.stacks[0].role
-    segments = model.spec.embedding(model.spec.stacks[0].embedding).segments
+    embedding = model.spec.embedding(model.spec.stacks[0].embedding)
+    if embedding.image is not None:  # pictures
+        return (torch.zeros(batch, embedding.channels, embedding.image, embedding.image, device=device),)
+    segments = embedding.segments
     if segments:  # token types are given in training, so their ids are kept too
         return ids(role), None, ids(role)
     return (ids(role),)

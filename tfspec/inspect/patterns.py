@@ -21,7 +21,7 @@ from torch import Tensor
 
 from .analysis import AnalysisError, _graph_of, stack_lengths
 from ..backend.compiler import attention_config
-from ..ir.queries import attentions, length_limit
+from ..ir.queries import attentions, fixed_length, length_limit
 from ..files import save_figure
 from ..nn.context import Context
 from ..nn.attention import mask_set
@@ -56,7 +56,11 @@ class AttentionPattern:
 
 def default_length(g) -> int:
     """The length at which every pattern shows: the largest its masks and kinds ask for (at least 64), within
-    the stacks' limits (learned positions, Linformer's projections) and 8192."""
+    the stacks' limits (learned positions, Linformer's projections) and 8192; pictures' own length (their
+    patches)."""
+    fixed = [n for role in g.stacks if (n := fixed_length(g, role)) is not None]
+    if fixed:
+        return fixed[0]
     wanted = [SMALLEST]
     for node in attentions(g):
         config, (kind, options) = attention_config(node), ATTENTION_KINDS.of(node.spec.kind)

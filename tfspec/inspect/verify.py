@@ -326,6 +326,8 @@ class Subject:
         self.role = "decoder" if self.spec.decoder is not None else "encoder"
         self.length = max_length(self.model, self.role, self.max_len)
         self.v = vocab(self.model, self.role)
+        # pictures in place of token ids: the searches over token sequences do not apply
+        self.pictures = self.model.embeddings[self.model.stack_embedding[self.role]] if self.v is None else None
 
     def sources(self, batch: int):
         """An encoder-decoder's source rows for a target batch (``None`` for a single stack)."""
@@ -340,10 +342,16 @@ class Subject:
     def fixed_inputs(self):
         """Random tokens (and source) for the properties that need no search."""
         generator = torch.Generator().manual_seed(self.seed)
+        if self.pictures is not None:
+            side = self.pictures.image
+            return torch.randn(2, self.pictures.channels, side, side, generator=generator), None
         tokens = torch.randint(0, self.v, (2, self.length), generator=generator)
         src = (torch.randint(0, vocab(self.model, "encoder"), (2, max_length(self.model, "encoder", self.max_len)),
                              generator=generator) if self.kind == "encoder-decoder" else None)
         return tokens, src
+
+
+PICTURES = "the model reads pictures, whose patches come in one order and length; searched over token sequences"
 
 
 def _outcome(name: str, found: str | None, held: str) -> Result:
@@ -382,6 +390,8 @@ def permutation_equivariance(s: Subject) -> Result:
     if s.kind == "encoder-decoder":
         return Result(name, "not applicable", "an encoder-decoder's output positions follow the target; checked "
                                               "for single-stack models")
+    if s.pictures is not None:
+        return Result(name, "not applicable", PICTURES)
     if schemes or structural or order_mixing_kinds(s.spec, s.role):
         why = (f"the spec has {', '.join(dict.fromkeys(x.name for x, _ in schemes))} positions" if schemes
                else f"the spec masks with {structural}" if structural
@@ -406,6 +416,8 @@ def offset_invariance(s: Subject) -> Result:
     if absolute:
         return Result("offset invariance", "not applicable",
                       f"{', '.join(absolute)} positions are absolute: outputs depend on where a sequence starts")
+    if s.pictures is not None:
+        return Result("offset invariance", "not applicable", PICTURES)
 
     @st.composite
     def case(draw):
@@ -449,6 +461,8 @@ def window_locality(s: Subject) -> Result:
     bounded = {layer: reach for layer, reach in reaches.items() if reach is not None}
     if not bounded:
         return Result(name, "not applicable", "some self-attention sees unboundedly far")
+    if s.pictures is not None:
+        return Result(name, "not applicable", PICTURES)
     held = []
     for layer, reach in bounded.items():
         single_length = max_length(s.model, s.role, max(s.max_len, reach + 2))
@@ -619,8 +633,13 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
         if isinstance(node, S.Embedding):
             dim = min(node.dim, width)
             note("width", node.dim, dim)
-            note(f"vocab of {node.name}", node.vocab, min(node.vocab, max_vocab))
-            update.update(dim=dim, vocab=min(node.vocab, max_vocab))
+            update["dim"] = dim
+            if node.image is not None:  # pictures of 2 × 2 patches (their patches' size, and channels, kept)
+                note(f"pictures of {node.name}", node.image, min(node.image, 2 * node.patch))
+                update["image"] = min(node.image, 2 * node.patch)
+            else:
+                note(f"vocab of {node.name}", node.vocab, min(node.vocab, max_vocab))
+                update["vocab"] = min(node.vocab, max_vocab)
             variant, options = POSITIONS.of(node.position)
             table = variant.max_len(options)
             if table is not None:  # keep room for the longest window, so its locality stays testable

@@ -167,6 +167,12 @@ FAMILIES = (
            "DeepSeek-V2: DeepSeek-V3's layout with a softmax router (group-limited by each group's best score: "
            "group_score=max) and always-interleaved rotary dimensions",
            "hf_deepseek_v2", "from_hf_deepseek", "to_hf_deepseek"),
+    Family("ViT", ("vit",), {"ViTForImageClassification": {"head": True, "pooler": False},
+                             "ViTModel": {"head": False, "pooler": True}},
+           "ViT: pictures cut into square patches, each mapped linearly (embedding image { image N; patch P; "
+           "class_token true }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
+           "token (head linear(num_labels) pool=first), the base model's pooler too",
+           "hf_vit", "from_hf_vit", "to_hf_vit"),
     Family("gpt-oss", ("gpt_oss",), {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
            "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
            "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "

@@ -83,21 +83,38 @@ class _Builder:
     def embed(self, stack: S.Stack, emb: S.Embedding, length: str) -> str:
         role = stack.role
         path = ("embeddings", emb.name)
-        ids_name = {"encoder": "src", "decoder": "tgt"}.get(role, "tokens") if len(self.spec.stacks) == 2 else "tokens"
-        tokens = self.add(ir.Input, f"{role}.tokens", ids_name, name=ids_name, stack=role, shape=("batch", length))
-        scale = f" ×{emb.scale:.4g}" if emb.scale != 1 else ""
-        table = emb.shares or emb.name  # an embedding that reads another's table owns no weight
-        own = {"weight": Param((emb.vocab, emb.dim), "embedding")} if emb.shares is None else {}
-        ties = {} if emb.shares is None else {"weight": f"embeddings.{emb.shares}.tokens.weight"}
-        shared = f", {emb.shares}'s table" if emb.shares else ""
-        terms = [self.add(ir.Embedding, f"{role}.embed", f"Embedding ({emb.vocab:,}×{emb.dim}{shared}){scale}",
-                          [tokens], stack=role, module=ModulePath((*path, "tokens")), params=own, ties=ties,
-                          table=table, scale=emb.scale, width=emb.dim, span=emb.span)]
+        if emb.image is not None:  # pictures, cut into patches
+            tokens = self.add(ir.Input, f"{role}.tokens", "pixel_values", name="pixel_values", stack=role,
+                              shape=("batch", emb.channels, emb.image, emb.image))
+            params = {"patches.weight": Param((emb.dim, emb.channels * emb.patch ** 2), "matrix"),
+                      "patches.bias": Param((emb.dim,), "bias"),
+                      **({"class_token": Param((emb.dim,), "embedding")} if emb.class_token else {})}
+            first = self.add(ir.Patches, f"{role}.embed", f"Patch Embedding ({emb.patch}×{emb.patch}×{emb.channels} → "
+                             f"{emb.dim}{', class token' if emb.class_token else ''})", [tokens], stack=role,
+                             module=ModulePath(path), params=params, table=emb.name, image=emb.image,
+                             patch=emb.patch, channels=emb.channels, class_token=emb.class_token, width=emb.dim,
+                             span=emb.span)
+            terms, positioned = [first], first  # positions number the patches' sequence
+        else:
+            ids_name = {"encoder": "src", "decoder": "tgt"}.get(role, "tokens") if len(self.spec.stacks) == 2 \
+                else "tokens"
+            tokens = self.add(ir.Input, f"{role}.tokens", ids_name, name=ids_name, stack=role,
+                              shape=("batch", length))
+            scale = f" ×{emb.scale:.4g}" if emb.scale != 1 else ""
+            table = emb.shares or emb.name  # an embedding that reads another's table owns no weight
+            own = {"weight": Param((emb.vocab, emb.dim), "embedding")} if emb.shares is None else {}
+            ties = {} if emb.shares is None else {"weight": f"embeddings.{emb.shares}.tokens.weight"}
+            shared = f", {emb.shares}'s table" if emb.shares else ""
+            terms = [self.add(ir.Embedding, f"{role}.embed", f"Embedding ({emb.vocab:,}×{emb.dim}{shared}){scale}",
+                              [tokens], stack=role, module=ModulePath((*path, "tokens")), params=own, ties=ties,
+                              table=table, scale=emb.scale, width=emb.dim, span=emb.span)]
+            positioned = tokens
         variant, options = POSITIONS.of(emb.position)
         if not variant.absent and variant.misplaced("embedding", emb.position) is None:  # (else refused by validate)
             params = variant.params(emb.dim, options)
             terms.append(self.add(ir.PositionEncoding, f"{role}.position",
-                                  f"Positional Encoding ({variant.label(options)})", [tokens], ports={0: "positions"},
+                                  f"Positional Encoding ({variant.label(options)})", [positioned],
+                                  ports={0: "positions"},
                                   stack=role, module=ModulePath((*path, "positions")) if params else None,
                                   params=params, choice=emb.position, width=emb.dim, span=emb.position.span))
         if emb.segments:

@@ -92,7 +92,7 @@ class Node:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Input(Node):
-    """Integer ids entering the model (tokens or token types)."""
+    """What enters the model: integer ids (tokens or token types), or pictures (``pixel_values``)."""
 
     kind: ClassVar[str] = "input"
     name: str  # the forward's argument: "tokens", "src", "tgt", "token_types"
@@ -106,6 +106,28 @@ class Embedding(Node):
     table: str  # the spec's embedding name
     scale: float = 1.0
     segments: bool = False  # the token-type table (BERT's segments A/B), not the tokens'
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Patches(Node):
+    """Pictures cut into square patches, each mapped linearly to a vector, after a learned class token (ViT)."""
+
+    kind: ClassVar[str] = "patches"
+    table: str  # the spec's embedding name
+    image: int  # the side of the square pictures, in pixels
+    patch: int  # the side of a patch
+    channels: int
+    class_token: bool
+
+    @property
+    def features(self) -> int:
+        """What one patch holds: its pixels in every channel."""
+        return self.channels * self.patch ** 2
+
+    @property
+    def length(self) -> int:
+        """The sequence it makes: the patches, after the class token."""
+        return (self.image // self.patch) ** 2 + self.class_token
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -237,7 +259,7 @@ class Output(Node):
     name: Literal["logits", "hidden", "pooled"]
 
 
-NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Projection, PositionEncoding, StackParameters, Add, Norm,
+NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Patches, Projection, PositionEncoding, StackParameters, Add, Norm,
                                       Dropout, Scale, Attention, FeedForward, BlockInput, BlockOutput, Head, Pooler,
                                       Output)
 OPS: dict[str, str] = {cls.kind: (cls.__doc__ or "").split("\n")[0] for cls in NODE_TYPES}

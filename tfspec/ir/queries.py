@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS, combined_reach
 from .graph import Graph
-from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Node, Norm, PositionEncoding, Scale,
+from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Node, Norm, Patches, PositionEncoding, Scale,
                     Sublayer, describe_layers)
 
 __all__ = ["describe_layers"]  # beside the queries defined here; it lives with the node types it describes
@@ -160,8 +160,17 @@ def max_length(g: Graph, role: str) -> int | None:
     return limit[0] if limit is not None else None
 
 
+def fixed_length(g: Graph, role: str) -> int | None:
+    """The one length a stack runs at, where its input fixes it (pictures: their patches and class token)."""
+    return next((node.length for node in g.of(Patches, stack=role)), None)
+
+
 def default_length(g: Graph) -> int:
-    """The length analyses use by default: the shortest stack limit, else 512."""
+    """The length analyses use by default: a stack's fixed one (pictures'), else the shortest stack limit, else
+    512."""
+    fixed = [n for role in g.stacks if (n := fixed_length(g, role)) is not None]
+    if fixed:
+        return min(fixed)
     limits = [m for role in g.stacks if (m := max_length(g, role)) is not None]
     return min(limits) if limits else 512
 

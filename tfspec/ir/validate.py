@@ -17,6 +17,7 @@ from ..registry import ATTENTION_KINDS, MASKS, NORMS, POSITIONS
 from . import nodes as ir
 from .graph import Graph
 from .lower import lower
+from .queries import length_limit
 
 
 def check_acyclic(g: Graph, spec: S.Spec, errors: Collector) -> None:
@@ -107,16 +108,18 @@ def infer_shapes(g: Graph, spec: S.Spec, errors: Collector) -> None:
             pass  # ids, or a stack's parameters (()): set when lowered
         elif isinstance(node, ir.Embedding):
             shape = (*ins[0], node.width)
+        elif isinstance(node, ir.Patches):
+            shape = (ins[0][0], node.length, node.width)
         elif isinstance(node, ir.PositionEncoding):
-            shape = (ins[0][-1], node.width)
+            shape = (ins[0][1], node.width)  # the length of the ids, or of the patches' sequence
         elif isinstance(node, ir.Projection):
             shape = (*ins[0][:-1], node.width)
         elif isinstance(node, ir.Add):
             shape = _broadcast(ins)
             if shape is None:
                 errors.error("shape", "cannot add tensors of shapes " + " and ".join(map(str, ins)), node.span)
-        elif isinstance(node, ir.Head):
-            shape = (*ins[0][:-1], node.spec.out)
+        elif isinstance(node, ir.Head):  # one vector per sequence where it pools
+            shape = (ins[0][0], node.spec.out) if node.spec.pool else (*ins[0][:-1], node.spec.out)
         elif isinstance(node, ir.Pooler):
             shape = (ins[0][0], ins[0][-1])
         else:
@@ -149,6 +152,25 @@ def check_embeddings_read(g: Graph, spec: S.Spec, errors: Collector) -> None:
                          f"read it with `embedding {emb.name}` in a stack body, or remove it")
 
 
+def check_images(g: Graph, spec: S.Spec, errors: Collector) -> None:
+    """Pictures feed an encoder-only model (ViT), whose positions (a learned table) cover its patches; its head
+    reads the class token or the mean of the patches."""
+    for node in g.of(ir.Patches):
+        emb = spec.embedding(node.table)
+        if spec.kind != "encoder-only":
+            errors.error("structure", f"embedding '{emb.name}' reads images, which feed an encoder-only model "
+                         f"(ViT); this model is {spec.kind}", emb.span, "read it with an `encoder x N` stack alone")
+        limit = length_limit(g, node.stack)
+        if limit is not None and limit[0] < node.length:
+            errors.error("shape", f"{limit[1]} cover {limit[0]} positions, but embedding '{emb.name}' makes "
+                         f"{node.length} ({node.length - node.class_token} patches"
+                         f"{' and a class token' if node.class_token else ''})",
+                         emb.position.span or emb.span, f"cover {node.length} positions")
+    if spec.head is not None and spec.head.pool is None and any(True for _ in g.of(ir.Patches)):
+        errors.error("structure", "a head over images needs a vector per picture: pool=first reads the class "
+                     "token, pool=mean the mean of the positions", spec.head.span, "add pool=first (ViT's)")
+
+
 PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [
     check_acyclic,                 # the IR is a DAG
     check_cross_attention_memory,  # every cross-attention has a memory source
@@ -156,6 +178,7 @@ PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [
     infer_shapes,                  # symbolic shapes along every edge
     check_tied_head,               # tied head matches its embedding
     check_embeddings_read,         # no embedding that no stack reads
+    check_images,                  # pictures feed an encoder-only model whose positions cover their patches
     check_variants,                # each variant's own checks; positions where they act
 ]
 

@@ -47,6 +47,20 @@ def check_ids(name: str, ids, vocab: int, device: torch.device, max_len: int | N
     return ids
 
 
+def check_pixels(name: str, pixels, channels: int, image: int, device: torch.device) -> Tensor:
+    """Pictures ``(batch, channels, image, image)`` of floating-point pixel values."""
+    pixels = _tensor(name, pixels, "pixel values")
+    if not pixels.is_floating_point():
+        raise ValueError(f"{name} must hold pixel values as floating-point numbers, got {pixels.dtype}")
+    if pixels.dim() != 4 or tuple(pixels.shape[1:]) != (channels, image, image):
+        raise ValueError(f"{name} must be shaped (batch, {channels}, {image}, {image}): pictures of {channels} "
+                         f"channel{'s' if channels > 1 else ''}, {image} pixels square; got {tuple(pixels.shape)}")
+    if pixels.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(pixels.shape)}); give at least one picture")
+    _same_device(name, pixels, device)
+    return pixels
+
+
 def check_padding_mask(name: str, mask, like: Tensor, like_name: str, used: bool, hint: str) -> None:
     if mask is None:
         return

@@ -96,3 +96,42 @@ class Embeddings(nn.Module):
 
     def extra_repr(self) -> str:
         return f"scale={self.scale:g}" if self.scale != 1.0 else ""
+
+
+class PatchEmbeddings(nn.Module):
+    """Pictures ``(batch, channels, image, image)`` cut into ``patch``-sided squares, each mapped linearly
+    (``patches``, over its pixels in (channel, row, column) order: a convolution whose kernel is its stride, as
+    ViT's) to a vector, after a learned ``class_token``; then positions, norm, dropout and ``project``, as
+    ``Embeddings`` does for tokens."""
+
+    vocab = None  # no token table
+    segments = None
+
+    def __init__(self, image: int, patch: int, channels: int, dim: int, class_token: bool,
+                 positions: nn.Module | None, norm: nn.Module, dropout: float, project: int | None = None):
+        super().__init__()
+        self.image, self.patch, self.channels, self.dim = image, patch, channels, dim
+        self.width = project or dim
+        self.length = (image // patch) ** 2 + class_token  # the sequence it hands its stack
+        self.patches = nn.Linear(channels * patch * patch, dim)
+        self.class_token = nn.Parameter(torch.empty(dim)) if class_token else None
+        self.positions = positions
+        self.norm = norm
+        self.dropout = nn.Dropout(dropout)
+        self.project = nn.Linear(dim, project) if project else None
+
+    def forward(self, pixels: Tensor, positions: Tensor, token_types: Tensor | None = None,
+                tokens: nn.Module | None = None) -> Tensor:
+        """``pixels`` (batch, channels, image, image) at position ids ``positions`` -> (batch, length, dim)."""
+        batch, p = pixels.shape[0], self.patch
+        squares = pixels.unfold(2, p, p).unfold(3, p, p)  # (batch, channels, rows, columns, p, p)
+        x = self.patches(squares.permute(0, 2, 3, 1, 4, 5).reshape(batch, -1, self.channels * p * p))
+        if self.class_token is not None:
+            x = torch.cat((self.class_token.to(x.dtype).expand(batch, 1, -1), x), dim=1)
+        if self.positions is not None:
+            x = x + self.positions(positions).to(x.dtype)
+        x = self.dropout(self.norm(x))
+        return x if self.project is None else self.project(x)
+
+    def extra_repr(self) -> str:
+        return f"image={self.image}, patch={self.patch}, channels={self.channels}"

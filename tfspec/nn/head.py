@@ -9,13 +9,14 @@ from torch import Tensor, nn
 
 class Head(nn.Module):
     """Logits = transform(x · scale) W^T + b, capped to ``softcap · tanh(logits / softcap)`` where ``softcap`` is
-    set (Gemma 2). A tied head owns no ``weight``: the model passes the embedding's."""
+    set (Gemma 2); with ``pool``, of one vector per sequence (``first``: its first position, ViT's class token;
+    ``mean``: the mean of its positions). A tied head owns no ``weight``: the model passes the embedding's."""
 
     def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
                  transform_norm: nn.Module | None = None, scale: float = 1.0, softcap: float | None = None,
-                 features: int | None = None):
+                 features: int | None = None, pool: str | None = None):
         super().__init__()
-        self.tied, self.scale, self.softcap = tied, scale, softcap
+        self.tied, self.scale, self.softcap, self.pool = tied, scale, softcap, pool
         features = features or width  # the transform's output: a narrower tied table's width (ALBERT's head)
         if transform is not None:
             self.transform = nn.Linear(width, features)
@@ -30,9 +31,14 @@ class Head(nn.Module):
         weight = "tied to the token embedding" if self.tied else f"weight={tuple(self.weight.shape)}"
         scale = f", scale={self.scale:g}" if self.scale != 1.0 else ""
         cap = f", softcap={self.softcap:g}" if self.softcap is not None else ""
-        return f"{weight}, bias={self.bias is not None}{scale}{cap}"
+        pool = f", pool={self.pool}" if self.pool else ""
+        return f"{weight}, bias={self.bias is not None}{scale}{cap}{pool}"
 
     def forward(self, x: Tensor, tied_weight: Tensor | None = None) -> Tensor:
+        if self.pool == "first":  # one vector per sequence: its first position's (ViT's class token)
+            x = x[:, 0]
+        elif self.pool == "mean":
+            x = x.mean(dim=1)
         if self.scale != 1.0:
             x = x * self.scale
         if self.transform is not None:

@@ -15,9 +15,10 @@ encoder-decoder). Each returns logits ``(batch, length, out)`` when the spec has
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, fx, nn
 
-from .checks import check_ids, check_memory, check_padding_mask, check_runtime_inputs
+from .checks import check_ids, check_memory, check_padding_mask, check_pixels, check_runtime_inputs
 from .context import Context
 from .embedding import Embeddings, default_positions
 
@@ -121,13 +122,20 @@ class CompiledModel(nn.Module):
         ``inputs``: keyword run-time inputs, checked by name."""
         stack = getattr(self, role)
         positions = inputs.get("position_ids")
+        embedding = self.embeddings[self.stack_embedding[role]]
+        sequence = ids  # what the stack's positions number: the ids, or the patches of pictures
+        if embedding.vocab is None:  # pictures
+            if self.check_inputs:
+                check_pixels(name, ids, embedding.channels, embedding.image, self.device)
+            sequence = torch.zeros(ids.shape[0], embedding.length, dtype=torch.long, device=ids.device)
+        elif self.check_inputs:
+            check_ids(name, ids, embedding.vocab, self.device, self.max_len[role], offset,
+                      limited_by=self.limited_by[role])
         if self.check_inputs:
-            vocab = self.embeddings[self.stack_embedding[role]].vocab
-            check_ids(name, ids, vocab, self.device, self.max_len[role], offset, limited_by=self.limited_by[role])
-            check_runtime_inputs(inputs, stack.inputs, ids, self.device, self.position_table[role])
+            check_runtime_inputs(inputs, stack.inputs, sequence, self.device, self.position_table[role])
         if positions is None:
             real = self.real_positions.get(role)
-            positions = default_positions(ids, padding, None if real is None else -real, offset)
+            positions = default_positions(sequence, padding, None if real is None else -real, offset)
         extra = {k: v for k, v in inputs.items() if k != "position_ids"}
         return Context(positions, padding, memory, memory_padding, extra, offset)
 
