@@ -852,7 +852,9 @@ def cmd_train(args) -> int:
     else:
         spec, config, initial, run_dir = _new_run(args, load_initial=True)
         run_dir = broadcast(run_dir, world)  # one directory, named by rank 0
-        data = f"--data {' '.join(config.data)}" if config.data else f"the {config.task} task"
+        pictures = spec.embedding(spec.stacks[0].embedding).image is not None
+        data = (f"--data {' '.join(config.data)}" if config.data else "the generated digits" if pictures
+                else f"the {config.task} task")
         start = f", from the weights of {config.init}" if config.init else ""
         say(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on {data}{start}; "
             f"run directory {run_dir}")
@@ -897,11 +899,21 @@ def _new_run(args, load_initial: bool):
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out}: a file, not a run directory")
     length = (config.seq_len or 256) if config.data else config.max_len + 2
+    from ..ir.queries import fixed_length
+    pictures = fixed_length(spec.graph(), spec.stacks[0].role)
+    if pictures is not None:  # a model of pictures classifies the generated digits
+        given = [f"--{name.replace('_', '-')}" for name in ("task", "data", "tokenizer", "seq_len", "max_len")
+                 if getattr(args, name, None) is not None]
+        if given:
+            raise UsageError(f"{spec.name} reads pictures and trains on the generated digits; "
+                             f"{', '.join(given)} describe{'s' if len(given) == 1 else ''} token sequences")
+        length = pictures
     _fits(spec, config.batch, length, "--batch × --seq-len", config.device, beyond_positions_ok=True)
     if config.eval_size * length * 16 > available_memory_bytes(config.device) // 4:
         raise UsageError(f"--eval-size {config.eval_size:,}: the held-out set alone would take "
                          f"{_gib(config.eval_size * length * 16)}; use fewer sequences")
-    return spec, config, initial, args.out or _fresh_run_dir(spec.name, "text" if config.data else config.task)
+    task = "digits" if pictures is not None else "text" if config.data else config.task
+    return spec, config, initial, args.out or _fresh_run_dir(spec.name, task)
 
 
 def _launch_workers(args) -> int:
@@ -1004,7 +1016,8 @@ def cmd_generate(args) -> int:
     # an imported model (no training configuration) continues a prompt, or maps an input to an output
     config = saved.config()
     if kind == "encoder-only":
-        raise RunError(f"{saved.path}: an encoder-only model (masked-language model) has no decoder to generate with")
+        raise RunError(f"{saved.path}: an encoder-only model (a masked-language model, a classifier) has no decoder "
+                       "to generate with")
     if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):
         raise UsageError("--beam searches for the most likely output; it does not combine with sampling options")
     prompted = config is not None and config.data is None

@@ -451,6 +451,46 @@ class TaskData:
         return src, TASKS[self.task](src, lengths), lengths
 
 
+# ---------------------------------------------------------------- pictures: generated digits
+# 0-9 in a 5×7 bitmap font, a row of five pixels per string
+DIGIT_GLYPHS = (
+    ("01110", "10001", "10011", "10101", "11001", "10001", "01110"), ("00100", "01100", "00100", "00100", "00100",
+                                                                       "00100", "01110"),
+    ("01110", "10001", "00001", "00010", "00100", "01000", "11111"), ("11110", "00001", "00001", "01110", "00001",
+                                                                       "00001", "11110"),
+    ("00010", "00110", "01010", "10010", "11111", "00010", "00010"), ("11111", "10000", "11110", "00001", "00001",
+                                                                       "10001", "01110"),
+    ("00110", "01000", "10000", "11110", "10001", "10001", "01110"), ("11111", "00001", "00010", "00100", "01000",
+                                                                       "01000", "01000"),
+    ("01110", "10001", "10001", "01110", "10001", "10001", "01110"), ("01110", "10001", "10001", "01111", "00001",
+                                                                       "00010", "01100"),
+)
+DIGIT_CLASSES = len(DIGIT_GLYPHS)
+
+
+def digit_pictures(count: int, side: int, channels: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """``count`` pictures ``(count, channels, side, side)`` of digits and their labels ``(count,)``: each digit of
+    the 5×7 font scaled by the largest whole factor that fits, at a random place, in a random brightness per
+    channel, over Gaussian noise (std 0.25); pixels roughly in [-1, 1]. The same generator state draws the same
+    pictures. Pictures narrower than 8 pixels cannot hold a digit."""
+    if side < 8:
+        raise DataError(f"pictures of {side} pixels cannot hold a 5×7 digit: the digits task needs image 8 or more")
+    glyphs = torch.tensor([[[int(c) for c in row] for row in glyph] for glyph in DIGIT_GLYPHS], dtype=torch.float32)
+    labels = torch.randint(0, DIGIT_CLASSES, (count,), generator=generator)
+    scale = side // 7
+    spots = torch.rand(count, 2, generator=generator)  # where in the room left, as a fraction of it
+    brightness = 0.5 + 0.5 * torch.rand(count, channels, generator=generator)
+    pixels = 0.25 * torch.randn(count, channels, side, side, generator=generator) - 0.5
+    glyphs = glyphs.repeat_interleave(scale, 1).repeat_interleave(scale, 2)
+    for i in range(count):
+        glyph = glyphs[labels[i]]
+        top = int(spots[i, 0] * (side - glyph.shape[0] + 1))
+        left = int(spots[i, 1] * (side - glyph.shape[1] + 1))
+        window = pixels[i, :, top:top + glyph.shape[0], left:left + glyph.shape[1]]
+        window += glyph * (1.0 + brightness[i, :, None, None])
+    return pixels, labels
+
+
 # ---------------------------------------------------------------- batches per objective
 @dataclass
 class Batch:

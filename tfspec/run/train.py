@@ -43,8 +43,8 @@ from ..front.api import load, parse
 from ..backend.compiler import compile as compile_spec
 from ..backend.compiler import looks_like_path
 from .corpus import PairData, TextData, positions_in_documents
-from .data import (BOS, EOS, EVAL, IGNORE, PAD, SEP, TRAIN, Batch, DataError, TaskData, Vocabulary,
-                   generator_for, mlm_batch, prompted_batch, seq2seq_batch)
+from .data import (BOS, DIGIT_CLASSES, EOS, EVAL, IGNORE, PAD, SEP, TRAIN, Batch, DataError, TaskData, Vocabulary,
+                   digit_pictures, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
 from .config import TrainConfig
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
@@ -162,7 +162,7 @@ class Objective:
         if config.batch % world.size:
             raise DataError(f"--batch {config.batch} is the global batch, shared equally among {world.size} "
                             f"workers; make it a multiple of {world.size}")
-        self.text = self.pairs = self.tasks = None
+        self.text = self.pairs = self.tasks = self.pictures = None
         self.notes: list[str] = []
         if spec.head is None:
             shipped = ("; examples/bert_base_mlm.tfs is BERT-base with its masked-language-modelling head"
@@ -173,6 +173,10 @@ class Objective:
         if source is None and (config.tokenizer is not None or held_out is not None):
             raise DataError(f"--{'tokenizer' if config.tokenizer else 'eval-data'} goes with --data; a task's "
                             "sequences are letters")
+        embedding = spec.embedding(spec.stacks[0].embedding)
+        if embedding.image is not None:  # pictures: the generated digits, classified
+            self.read_pictures(embedding, spec, source, vocab)
+            return
         stack = getattr(model, spec.stacks[0].role)
         # the run-time input that keeps packed documents apart, when the spec's masks read one
         self.documents_input = next((name for name, i in stack.inputs.items() if i.documents), None)
@@ -203,6 +207,22 @@ class Objective:
             "src": encoder is not None and (encoder.masks_padding or (decoder is not None and decoder.memory_masks_padding)),
             "tgt": spec.kind == "encoder-decoder" and decoder.masks_padding}
         self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / self.rows))]
+
+    def read_pictures(self, embedding, spec, source, vocab) -> None:
+        """A model of pictures learns to classify the generated digits (``digit_pictures``) at its pictures' size;
+        its head's outputs are the classes."""
+        if source is not None or vocab is not None:
+            raise DataError(f"{spec.name} reads pictures: it trains on the generated digits, not on "
+                            f"{'--data' if source is not None else 'the token vocabulary of these weights'}")
+        if spec.head.out < DIGIT_CLASSES:
+            raise DataError(f"the head has {spec.head.out} outputs, but the digits task has {DIGIT_CLASSES} classes; "
+                            f"give it linear({DIGIT_CLASSES}) or more")
+        digit_pictures(1, embedding.image, embedding.channels, torch.Generator())  # (refuses pictures too small)
+        self.pictures, self.vocab, self.padding = embedding, None, {}
+        self.notes.append(f"classifying generated digits 0-{DIGIT_CLASSES - 1} in {embedding.image}×{embedding.image} "
+                          f"pictures of {embedding.channels} channel{'s' if embedding.channels > 1 else ''}, "
+                          "at random places and brightness, over noise")
+        self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(self.config.eval_size / self.rows))]
 
     def _packing_note(self) -> str:
         from ..registry import MASKS
@@ -270,6 +290,9 @@ class Objective:
         c = self.config
         generator = generator_for(c.seed, stream, index * c.accumulate + micro if stream == TRAIN else index)
         evaluation = stream == EVAL
+        if self.pictures is not None:  # (held out by their own stream of the generator)
+            pixels, labels = digit_pictures(self.rows, self.pictures.image, self.pictures.channels, generator)
+            return Batch({"pixel_values": pixels}, labels)
         if self.pairs is not None:
             src, tgt, src_lengths, tgt_lengths = self.pairs.batch(self.rows, generator, evaluation)
             return seq2seq_batch(src, tgt, src_lengths, self.padding, tgt_lengths, self.vocab)
@@ -314,6 +337,9 @@ class Objective:
             if language_model:
                 text_bytes += byte_lengths[batch.labels[labelled].cpu()].sum().item()
         nll, correct, total, text_bytes = all_sum([nll, correct, total, text_bytes], self.world)
+        if self.pictures is not None:  # one label per picture
+            model.train(was_training)
+            return {"eval_loss": nll / total, "accuracy": correct / total}
         metrics = {"eval_loss": nll / total, "token_accuracy": correct / total}
         if language_model:  # per token, and per byte of text: comparable across tokenizers
             metrics["perplexity"] = math.exp(min(nll / total, 700.0))
@@ -643,7 +669,8 @@ class _Trainer:
         self.scaler = torch.amp.GradScaler(device.type, enabled=config.dtype == "float16")
         self.run = Run(self.model, self.objective, self.recipe, step)
         self.meta = {"config": config.model_dump(), "overrides": start.overrides or {},
-                     "vocab": self.objective.vocab.to_dict(), "spec_file": start.name, "kind": self.spec.kind,
+                     "vocab": self.objective.vocab.to_dict() if self.objective.vocab is not None else None,
+                     "spec_file": start.name, "kind": self.spec.kind,
                      "recipe": self.recipe.__dict__, "workers": world.size,
                      "strategy": world.strategy if world.distributed else None}
 
@@ -694,8 +721,9 @@ class _Trainer:
                 elif run.step % log_every == 0 or run.step in (first_step + 1, self.last_step):  # not a terminal
                     per_step = (time.perf_counter() - started) / (run.step - first_step)
                     extra = "".join(f", {k} {v:.4f}" for k, v in self.auxiliary.items())
+                    unit = "pictures" if self.objective.pictures is not None else "tokens"
                     self.log(f"step {run.step:,}/{config.steps:,}: loss {loss:.4f}{extra}, lr {lr:.2e}, {speed:,.0f} "
-                             f"tokens/s, ETA {duration(per_step * (self.last_step - run.step))}")
+                             f"{unit}/s, ETA {duration(per_step * (self.last_step - run.step))}")
                 if (run.step % config.eval_every == 0 or run.step == config.steps) and self.evaluate():
                     break
                 if run.step % config.save_every == 0 or run.step == config.steps:
@@ -722,7 +750,8 @@ class _Trainer:
             batch = whole.rows(world.rows(self.objective.rows)).to(self.device)
             with gradients_synced(model, world, micro == config.accumulate - 1), self.autocast():
                 logits = output_logits(model(**batch.inputs))
-                summed = F.cross_entropy(logits.float().flatten(0, 1), batch.labels.flatten(), ignore_index=IGNORE,
+                summed = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.labels.flatten(),
+                                         ignore_index=IGNORE,
                                          label_smoothing=self.recipe.label_smoothing, reduction="sum")
                 # workers' gradients are averaged: scaled by their number, they add up to the global mean's
                 loss = summed * world.size / (counts[-1] * config.accumulate)
@@ -784,7 +813,8 @@ class _Trainer:
                  "cuda_rng": rngs[0][1], "rng_per_worker": [r for r, _ in rngs] if world.distributed else None}
         last = self.run.evaluations[-1] if self.run.evaluations else None
         self.run.checkpoint = ckpt.save(self.run_dir, self.run.step, weights, self.start.spec_text,
-                                        {**self.meta, "evaluation": last}, state, self.objective.vocab.files())
+                                        {**self.meta, "evaluation": last}, state,
+                                        self.objective.vocab.files() if self.objective.vocab is not None else {})
 
 
 def _agreed(stop: bool, world: World) -> bool:
