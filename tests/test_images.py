@@ -116,3 +116,13 @@ def test_a_vision_transformer_learns_the_digits_from_the_command_line(tmp_path, 
     assert evaluation["accuracy"] > 0.3, evaluation
     assert main(["train", "examples/vit_digits.tfs", "--data", str(tmp_path / "x.txt")]) == 2
     assert "trains on the generated digits; --data describes token sequences" in capsys.readouterr().err
+    # exported, Hugging Face's ViT computes what the trained run does
+    transformers = pytest.importorskip("transformers")
+    from tfspec.run import checkpoint
+    from tfspec.run.data import digit_pictures
+    assert main(["export", str(tmp_path / "run"), "--to", "hf", "-o", str(tmp_path / "hf")]) == 0
+    reference = transformers.ViTForImageClassification.from_pretrained(tmp_path / "hf").eval()
+    pixels, _ = digit_pictures(16, 16, 1, torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        ours, theirs = checkpoint.load(tmp_path / "run").model().eval()(pixels), reference(pixel_values=pixels).logits
+    assert (ours - theirs).abs().max().item() <= 1e-5

@@ -12,6 +12,7 @@ All codes live in ``CODES`` so messages and tests cannot drift apart.
 from __future__ import annotations
 
 import difflib
+import textwrap
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -72,8 +73,9 @@ class Diagnostic:
         text = (sources or {}).get(self.span.file) if self.span else None
         if text is not None and self.span is not None:
             lines += _excerpt(text, self.span)
-        if self.hint:
-            lines.append(f"    = help: {self.hint}")
+        if self.hint:  # a long hint (a list of names) wraps, as the excerpts are clipped, to one screen's width
+            lines += textwrap.wrap(self.hint, EXCERPT_WIDTH + 10, initial_indent="    = help: ",
+                                   subsequent_indent="            ", break_on_hyphens=False) or ["    = help:"]
         return "\n".join(lines)
 
 

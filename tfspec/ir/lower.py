@@ -259,6 +259,7 @@ class _Builder:
             how = f"tied to '{head.tied_to}'" if head.tied_to else "linear"
             how += f", input ×{head.scale:.4g}" if head.scale != 1.0 else ""
             how += f", capped ±{head.softcap:g}" if head.softcap is not None else ""
+            how += {"first": ", of the first position", "mean": ", of the mean position"}.get(head.pool, "")
             node = self.add(ir.Head, "head", f"Linear ({how}, {head.out:,})", [x], module=ModulePath(("head",)),
                             params=params, ties=ties, spec=head, width=width, span=head.span)
             self.add(ir.Output, "logits", "logits", [node], name="logits", shape=("batch", length, head.out))
