@@ -126,3 +126,24 @@ def test_a_vision_transformer_learns_the_digits_from_the_command_line(tmp_path, 
     with torch.no_grad():
         ours, theirs = checkpoint.load(tmp_path / "run").model().eval()(pixels), reference(pixel_values=pixels).logits
     assert (ours - theirs).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("columns_first", [False, True])
+def test_2d_sinusoidal_positions_are_hugging_faces_and_maes(columns_first):
+    """Hugging Face's ``build_2d_sinusoidal_position_embedding`` ([sin h | cos h | sin w | cos w], the class token's
+    zeros first); MAE's released weights swap the halves (``columns_first``)."""
+    vit_mae = pytest.importorskip("transformers.models.vit_mae.modeling_vit_mae")
+    table = vit_mae.build_2d_sinusoidal_position_embedding(5, 5, 24, cls_token=True)
+    if columns_first:
+        table = torch.cat((table[:, 12:], table[:, :12]), dim=1)
+    text = SPEC.format(cls="true", pool="first").replace("image 12; patch 4", "image 20; patch 4").replace(
+        "learned(10)", f"sinusoidal_2d(5, columns_first={str(columns_first).lower()})")
+    model = tfspec.compile(text, seed=0)
+    assert not any(name.startswith("embeddings.image.positions") for name in model.state_dict())  # nothing learned
+    assert torch.equal(model.embeddings["image"].positions(torch.arange(26)[None])[0], table.float())
+    with pytest.raises(tfspec.SpecError, match="the pictures make a grid 5 patches a side"):
+        tfspec.parse(text.replace("sinusoidal_2d(5", "sinusoidal_2d(6"))
+    with pytest.raises(tfspec.SpecError, match="not a multiple of 4"):
+        tfspec.parse(text.replace("dim 24", "dim 18").replace("heads=3", "heads=2"))
+    from tfspec.inspect.verify import small_version
+    assert tfspec.compile(small_version(tfspec.parse(text))[0])(torch.randn(1, 2, 8, 8)).shape == (1, 7)

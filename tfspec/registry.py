@@ -349,6 +349,11 @@ class Position(StackOwned, Variant):
         it; RoBERTa, OPT), the lowest id a pad takes (its own offset below 0); None: positions are 0..n-1."""
         return None
 
+    def embedding_problem(self, options, dim: int, grid: int | None, class_token: bool) -> Problem | None:
+        """Its objection to numbering the positions of an embedding of width ``dim`` (``acts == "embedding"``):
+        tokens (``grid`` None), or pictures' patches, ``grid`` a side, after a class token where ``class_token``."""
+        return None
+
     def misplaced(self, where: Literal["embedding", "attention"], choice) -> Problem | None:
         """Its objection to standing ``where`` (on an embedding, or in an attention) when it acts elsewhere."""
         if self.absent or self.acts == where:

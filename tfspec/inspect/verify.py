@@ -644,6 +644,8 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
             table = variant.max_len(options)
             if table is not None:  # keep room for the longest window, so its locality stays testable
                 limit = min(table, max(max_positions, windows + 2))
+                if node.image is not None:  # pictures: exactly their patches (a 2-D scheme's grid) and class token
+                    limit = (update["image"] // node.patch) ** 2 + node.class_token
                 note(f"{variant.name} positions", table, limit)
                 update["position"] = node.position.model_copy(
                     update={"options": variant.shrunk(options, limit).model_dump()})

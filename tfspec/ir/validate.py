@@ -63,7 +63,11 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """Each variant's own checks where it is used, its objections to the variants it is combined with, and
     position schemes where they act: every rule is the variant's, asked here."""
     for emb in spec.embeddings:
-        problem = POSITIONS.of(emb.position)[0].misplaced("embedding", emb.position)
+        scheme, options = POSITIONS.of(emb.position)
+        problem = scheme.misplaced("embedding", emb.position)
+        if problem is None:
+            grid = emb.image // emb.patch if emb.image is not None else None
+            problem = scheme.embedding_problem(options, emb.dim, grid, emb.class_token)
         if problem is not None:
             errors.error(problem.code, problem.message, emb.position.span or emb.span, problem.hint)
     for node in g.of(ir.Attention):

@@ -135,3 +135,31 @@ class PatchEmbeddings(nn.Module):
 
     def extra_repr(self) -> str:
         return f"image={self.image}, patch={self.patch}, channels={self.channels}"
+
+
+class Sinusoidal2DPositions(nn.Module):
+    """Fixed sines and cosines of each position's row and column in a grid ``side`` wide (``tfspec.variants
+    .sinusoidal_2d``): position p ≥ ``first`` is the patch ``p - first`` in row-major order, ``[sin(row) | cos(row)
+    | sin(col) | cos(col)]`` over ``dim / 4`` frequencies each (the halves swapped where ``columns_first``); the
+    first ``first`` positions (a class token) get zeros. Computed in float64, then float32."""
+
+    def __init__(self, dim: int, side: int, first: int = 1, columns_first: bool = False,
+                 temperature: float = 10000.0):
+        super().__init__()
+        self.dim, self.side, self.first = dim, side, first
+        self.columns_first, self.temperature = columns_first, temperature
+
+    def forward(self, positions: Tensor) -> Tensor:
+        quarter = self.dim // 4
+        frequencies = 1.0 / self.temperature ** (torch.arange(quarter, device=positions.device,
+                                                              dtype=torch.float64) / quarter)
+        patch = positions.to(torch.float64) - self.first
+        row, column = torch.div(patch, self.side, rounding_mode="floor"), torch.remainder(patch, self.side)
+        rows, columns = row[..., None] * frequencies, column[..., None] * frequencies
+        halves = [torch.cat((rows.sin(), rows.cos()), dim=-1), torch.cat((columns.sin(), columns.cos()), dim=-1)]
+        table = torch.cat(halves[::-1] if self.columns_first else halves, dim=-1)
+        return table.masked_fill(patch[..., None] < 0, 0.0).float()
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, side={self.side}, first={self.first}" + (", columns first" if self.columns_first
+                                                                          else "")
