@@ -81,7 +81,7 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
             objections.append((problem, body.qk_norm))
         uses = [(ATTENTION_KINDS, body.kind, shape)] + [(MASKS, m, shape) for m in body.mask]
         if misplaced is None:  # a scheme acting elsewhere has nothing to check here
-            uses.append((POSITIONS, body.position, kind.position_shape(shape, kind_options)))
+            uses.append((POSITIONS, body.position, node.positioned))  # the part of each head it acts on
         for family, choice, geometry in uses:
             variant, options = family.of(choice)
             objections += [(p, choice) for p in variant.check(options, geometry)]
@@ -164,8 +164,10 @@ def check_images(g: Graph, spec: S.Spec, errors: Collector) -> None:
         if spec.kind != "encoder-only":
             errors.error("structure", f"embedding '{emb.name}' reads images, which feed an encoder-only model "
                          f"(ViT); this model is {spec.kind}", emb.span, "read it with an `encoder x N` stack alone")
+        scheme, options = POSITIONS.of(emb.position)
+        objected = scheme.embedding_problem(options, emb.dim, emb.image // emb.patch, emb.class_token) is not None
         limit = length_limit(g, node.stack)
-        if limit is not None and limit[0] < node.length:
+        if limit is not None and limit[0] < node.length and not objected:  # (else the scheme says why: check_variants)
             errors.error("shape", f"{limit[1]} cover {limit[0]} positions, but embedding '{emb.name}' makes "
                          f"{node.length} ({node.length - node.class_token} patches"
                          f"{' and a class token' if node.class_token else ''})",
