@@ -116,6 +116,19 @@ def test_auxiliary_losses_equal_hugging_faces_and_are_logged_by_the_trainer(tmp_
     assert torch.allclose(losses["moe_z"], 0.1 * z, atol=1e-6)
     assert model.eval()(ids) is not None and model.auxiliary_losses() == {}  # evaluation adds nothing
 
+    # a padded batch: the padded positions' choices count for neither, as Hugging Face's attention mask says
+    model = perturbed(tfspec.compile(text.replace("mask=causal", "mask=causal + padding"), seed=0)).train()
+    padding = torch.zeros(3, 8, dtype=torch.bool)
+    padding[1, 5:], padding[2, 2:] = True, True
+    logits.clear()
+    hooks = [layer.ffn.router.register_forward_hook(lambda m, i, o: logits.append(o)) for layer in model.decoder.layers]
+    model(ids, padding_mask=padding)
+    for h in hooks:
+        h.remove()
+    expected = load_balancing_loss_func(tuple(logits), 4, 2, attention_mask=(~padding).long())
+    assert torch.allclose(model.auxiliary_losses()["moe_balance"], 0.5 * expected, atol=1e-6)
+    assert not torch.allclose(expected, load_balancing_loss_func(tuple(logits), 4, 2), atol=1e-4)
+
     # from the command line: the Mixtral example at test size, its load-balancing loss switched on
     from tfspec.cli import main
     corpus = tmp_path / "corpus.txt"

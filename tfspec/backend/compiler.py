@@ -351,6 +351,8 @@ def layer_graph(template: list[ir.Node]) -> tuple[fx.Graph, dict[str, ir.Node]]:
             if isinstance(node, ir.Attention):
                 slot = graph.call_function(cache_slot, (cache, name, kv_keep(attention_config(node).masks)))
                 value = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
+            elif isinstance(node, ir.FeedForward):  # the call's padding: a mixture's statistics leave it out
+                value = graph.call_module(name, (inputs[0], ctx))
             else:
                 value = graph.call_module(name, (inputs[0],))
         value.meta["ir"] = node

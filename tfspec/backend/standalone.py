@@ -204,7 +204,7 @@ class _Writer:
             return " + ".join(args)
         if step.target is operator.mul:
             return f"{args[0]} * {self.value(step.args[1])}"
-        if isinstance(step.meta["ir"], ir.Attention):
+        if isinstance(step.meta["ir"], (ir.Attention, ir.FeedForward)):
             return f"self.{step.target}({args[0]}, ctx)"
         return f"self.{step.target}({args[0]})"
 

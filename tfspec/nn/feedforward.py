@@ -18,7 +18,9 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.down = nn.Linear(d_ff, width, bias=bias)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, ctx=None) -> Tensor:
+        """``x`` (..., width); ``ctx``, the call's ``Context``, as every feed-forward of a layer receives it (one
+        network maps each position alike and reads none of it)."""
         return self.down(self.dropout(self.activation(self.up(x))))
 
 

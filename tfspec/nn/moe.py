@@ -119,7 +119,8 @@ class MixtureOfExperts(nn.Module):
         self.shared_gate = nn.Linear(width, 1, bias=False) if shared_gate else None
         self.router_stats: dict[str, Tensor] | None = None
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, ctx=None) -> Tensor:
+        """``x`` (..., width); ``ctx``: the call's ``Context``, whose padding the router's statistics leave out."""
         flat = x.reshape(-1, x.shape[-1])
         logits = self.router(flat)
         weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
@@ -128,7 +129,10 @@ class MixtureOfExperts(nn.Module):
         if self.shared is not None:
             shared = self.shared(flat)
             y = y + (shared if self.shared_gate is None else torch.sigmoid(self.shared_gate(flat)) * shared)
-        self.router_stats = self.statistics(logits, chosen, probs) if self.training else None
+        real = None
+        if ctx is not None and ctx.padding is not None and ctx.padding.shape == x.shape[:-1]:
+            real = ~ctx.padding.reshape(-1)
+        self.router_stats = self.statistics(logits, chosen, probs, real) if self.training else None
         if self.training and self.correction_rate and not chosen.is_meta:  # (the meta device has no choices)
             self.balance(chosen)
         return y.view(x.shape)
@@ -143,10 +147,14 @@ class MixtureOfExperts(nn.Module):
             torch.distributed.all_reduce(counts)
         self.correction_bias += self.correction_rate * torch.sign(counts.mean() - counts)
 
-    def statistics(self, logits: Tensor, chosen: Tensor, probs: Tensor) -> dict[str, Tensor]:
-        """What the auxiliary losses read of this call: per expert, the fraction of its positions' choices
-        (``(top, experts)``, as Switch and Mixtral count them per choice) and the mean routing probability; and
-        the router z-loss's mean squared log-sum-exp."""
+    def statistics(self, logits: Tensor, chosen: Tensor, probs: Tensor, real: Tensor | None = None
+                   ) -> dict[str, Tensor]:
+        """What the auxiliary losses read of this call, over its real positions (``real``: a bool per position;
+        None: all of them), as Hugging Face's ``load_balancing_loss_func`` leaves out what its attention mask
+        pads: per expert, the fraction of the positions' choices (``(top, experts)``, as Switch and Mixtral count
+        them per choice) and the mean routing probability; and the router z-loss's mean squared log-sum-exp."""
+        if real is not None:
+            logits, chosen, probs = logits[real], chosen[real], probs[real]
         stats = {}
         if self.aux_loss:
             choices = F.one_hot(chosen, probs.shape[-1]).float().mean(dim=0)

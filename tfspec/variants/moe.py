@@ -13,7 +13,8 @@ a group by its two best scores' sum, ``group_score=top2``: DeepSeek-V3's, or by 
 ``router_bias``; ``shared`` (the d_ff of a network every position
 also runs; Qwen2-MoE's shared expert) with ``shared_gate`` (its output scaled by sigmoid(w·x)). Training adds the
 load-balancing loss (``aux_loss``: its coefficient; Switch's and Mixtral's ``experts · Σ f_e·P_e``) and the router
-z-loss (``z_loss``), which the trainer logs as ``moe_balance`` and ``moe_z``.
+z-loss (``z_loss``), which the trainer logs as ``moe_balance`` and ``moe_z``; both over the call's real positions
+(a padded batch's pads left out, as Hugging Face's attention mask leaves them out).
 
 Compute is dropless, each expert running once on the positions that chose it (``tfspec.nn.moe``); the analysis
 counts a position's ``top`` experts (and the router, and the shared network): FLOPs per position do not depend
