@@ -122,6 +122,7 @@ def _rules(model, prefix: str) -> list[Rule]:
              rule(f"{e}.positions.weight", f"{p}.position_embeddings",
                   shape=(1, *model.get_submodule(f"{e}.positions").weight.shape)),
              *hf_bert._linear("encoder.final_norm", f"{prefix}layernorm")]
+    ours_state = model.state_dict()
     for i in range(len(model.encoder.layers)):
         ours, theirs = f"encoder.layers.{i}", f"{prefix}layers.{i}"
         a = f"{theirs}.attention"
@@ -131,7 +132,7 @@ def _rules(model, prefix: str) -> list[Rule]:
                   *hf_bert._linear(f"{ours}.ffn.up", f"{theirs}.mlp.fc1"),
                   *hf_bert._linear(f"{ours}.ffn.down", f"{theirs}.mlp.fc2"),
                   *hf_bert._linear(f"{ours}.ffn_norm", f"{theirs}.layernorm_after")]
-        if model.spec.encoder.block.sublayers[0].body.bias:
+        if f"{ours}.self_attn.qkv.bias" in ours_state:  # (qkv_bias)
             rules.append(rule(f"{ours}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")))
     if model.head is not None:
         rules += hf_bert._linear("head", "classifier")

@@ -124,9 +124,10 @@ class Latent(AttentionKind):
 
     def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
         # q and k (scaled, on the math path), the values and the output; values are a view of the projection up,
-        # which a kernel keeps whole where it takes them without a copy (one sequence or one head, not in bands)
+        # which a kernel keeps whole where it takes them without a copy (one sequence, one head or one key, whose
+        # heads' rows then lie evenly apart; not in bands)
         heads, head_dim, v_dim = shape.heads, shape.head_dim, self.value_dim(shape, options)
-        whole = fused or not in_bands and (batch == 1 or heads == 1)
+        whole = fused or not in_bands and (batch == 1 or heads == 1 or keys == 1)
         values = keys * (head_dim - options.rope_dim + v_dim) if whole else keys * v_dim
         vectors = batch * heads * ((queries + keys) * head_dim + values + queries * v_dim)
         if fused:  # and a log-sum-exp per row
