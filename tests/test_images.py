@@ -147,3 +147,19 @@ def test_2d_sinusoidal_positions_are_hugging_faces_and_maes(columns_first):
         tfspec.parse(text.replace("dim 24", "dim 18").replace("heads=3", "heads=2"))
     from tfspec.inspect.verify import small_version
     assert tfspec.compile(small_version(tfspec.parse(text))[0])(torch.randn(1, 2, 8, 8)).shape == (1, 7)
+
+
+def test_an_imported_vit_fine_tunes_on_the_digits(tmp_path, capsys):
+    """Hugging Face's weights, which come with no tokenizer (pictures need none), fine-tune from the command line."""
+    transformers = pytest.importorskip("transformers")
+    from tfspec.cli import main
+    from tfspec.run import checkpoint
+    config = transformers.ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=48,
+                                    image_size=16, patch_size=4, num_channels=1, num_labels=10)
+    transformers.ViTForImageClassification(config).save_pretrained(tmp_path / "vit")
+    assert main(["train", "--init", str(tmp_path / "vit"), "--steps", "3", "--batch", "8", "--eval-size", "8",
+                 "--no-progress", "--out", str(tmp_path / "tuned")]) == 0
+    assert "on the generated digits, from the weights of" in capsys.readouterr().out
+    before = transformers.ViTForImageClassification.from_pretrained(tmp_path / "vit").classifier.weight
+    after = checkpoint.load(tmp_path / "tuned").weights["head.weight"]
+    assert not torch.equal(before, after) and (before - after).abs().max() < 0.05
