@@ -83,18 +83,9 @@ class _Builder:
     def embed(self, stack: S.Stack, emb: S.Embedding, length: str) -> str:
         role = stack.role
         path = ("embeddings", emb.name)
-        if emb.image is not None:  # pictures, cut into patches
-            tokens = self.add(ir.Input, f"{role}.tokens", "pixel_values", name="pixel_values", stack=role,
-                              shape=("batch", emb.channels, emb.image, emb.image))
-            params = {"patches.weight": Param((emb.dim, emb.channels * emb.patch ** 2), "matrix"),
-                      "patches.bias": Param((emb.dim,), "bias"),
-                      **({"class_token": Param((emb.dim,), "embedding")} if emb.class_token else {})}
-            first = self.add(ir.Patches, f"{role}.embed", f"Patch Embedding ({emb.patch}×{emb.patch}×{emb.channels} → "
-                             f"{emb.dim}{', class token' if emb.class_token else ''})", [tokens], stack=role,
-                             module=ModulePath(path), params=params, table=emb.name, image=emb.image,
-                             patch=emb.patch, channels=emb.channels, class_token=emb.class_token, width=emb.dim,
-                             span=emb.span)
-            terms, positioned = [first], first  # positions number the patches' sequence
+        if emb.image is not None:  # pictures, cut into patches: positions number the patches' sequence
+            positioned = self.patches(role, emb, path)
+            terms = [positioned]
         else:
             ids_name = {"encoder": "src", "decoder": "tgt"}.get(role, "tokens") if len(self.spec.stacks) == 2 \
                 else "tokens"
@@ -137,6 +128,18 @@ class _Builder:
                         stack=role, module=ModulePath((*path, "project")), features=emb.dim, width=emb.project,
                         params={"weight": Param((emb.project, emb.dim), "matrix"),
                                 "bias": Param((emb.project,), "bias")}, span=emb.span)
+
+    def patches(self, role: str, emb: S.Embedding, path: tuple) -> str:
+        """Pictures (``pixel_values``) cut into patches, each mapped linearly, after the class token."""
+        pixels = self.add(ir.Input, f"{role}.tokens", "pixel_values", name="pixel_values", stack=role,
+                          shape=("batch", emb.channels, emb.image, emb.image))
+        params = {"patches.weight": Param((emb.dim, emb.channels * emb.patch ** 2), "matrix"),
+                  "patches.bias": Param((emb.dim,), "bias"),
+                  **({"class_token": Param((emb.dim,), "embedding")} if emb.class_token else {})}
+        return self.add(ir.Patches, f"{role}.embed", f"Patch Embedding ({emb.patch}×{emb.patch}×{emb.channels} → "
+                        f"{emb.dim}{', class token' if emb.class_token else ''})", [pixels], stack=role,
+                        module=ModulePath(path), params=params, table=emb.name, image=emb.image, patch=emb.patch,
+                        channels=emb.channels, class_token=emb.class_token, width=emb.dim, span=emb.span)
 
     # ----------------------------------------------------------- pieces
     def norm(self, node_id, choice: S.Choice, x, width, stack, in_block, module: ModulePath, title="Norm") -> str:
