@@ -22,9 +22,12 @@ contract, and every stage asks it rather than testing its name:
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import math
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Generic, Iterator, Literal, TypeVar
 
@@ -180,6 +183,22 @@ class Variant:
         args = [_fmt(changed[k]) for k in self.positional[:leading]]
         args += [f"{k}={_fmt(v)}" for k, v in changed.items() if k not in self.positional[:leading]]
         return f"{text}({', '.join(args)})"
+
+
+@functools.cache
+def option_docs(options: type[BaseModel]) -> dict[str, str]:
+    """What each option means, from the comment beside its field in the ``Options`` class (the text an editor
+    shows on hover): ``theta: float = Field(...)  # the base of the angles`` -> ``{"theta": "the base of ..."}``."""
+    try:
+        source = inspect.getsource(options)
+    except (OSError, TypeError):  # a class made at run time has no source
+        return {}
+    found = {}
+    for line in source.splitlines():
+        match = re.match(r"\s*(\w+)\s*:[^#]*#\s*(.+)$", line)
+        if match and match.group(1) in options.model_fields:
+            found[match.group(1)] = match.group(2).strip()
+    return found
 
 
 def _fmt(v) -> str:

@@ -1116,6 +1116,22 @@ def cmd_demo(args) -> int:
     return run_demo(args.out, args.examples, args.steps, progress=not args.no_progress)
 
 
+def _add_lsp(sub) -> None:
+    """The `lsp` command's arguments."""
+    lsp = sub.add_parser("lsp", help="a Language Server Protocol server on stdin/stdout, for editors (diagnostics, "
+                                     "hover, completion, go-to-definition, rename, outline, formatting)")
+    lsp.set_defaults(run=cmd_lsp)
+
+
+def cmd_lsp(args) -> int:
+    try:
+        from ..lsp.server import main as serve
+    except ImportError as exc:
+        raise UsageError(f"the language server needs pygls and lsprotocol ({exc.name} is missing): "
+                         "pip install 'tfspec[lsp]'") from None
+    return serve()
+
+
 def _dump(spec, what: str) -> str:
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
@@ -1127,7 +1143,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfspec", description="Define, check and build Transformer architectures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_check, _add_fmt, _add_build, _add_verify, _add_summary, _add_mask, _add_render, _add_import,
-                _add_export, _add_emit, _add_diff, _add_train, _add_generate, _add_prepare, _add_demo):
+                _add_export, _add_emit, _add_diff, _add_train, _add_generate, _add_prepare, _add_demo, _add_lsp):
         add(sub)
     return parser
 

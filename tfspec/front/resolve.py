@@ -59,6 +59,9 @@ def as_bool(e: Expr, r: "_Resolver") -> bool:
     raise _err("type", f"expected true or false, got {got}", e.span)
 
 
+as_bool.words = ("true", "false")
+
+
 def word(*options: str) -> Converter:
     def convert(e: Expr, r: "_Resolver") -> str:
         if isinstance(e, Name) and e.id in options:
@@ -66,6 +69,7 @@ def word(*options: str) -> Converter:
         got = f" '{e.id}'" if isinstance(e, Name) else ""
         hint = (did_you_mean(e.id, options) if isinstance(e, Name) else None) or one_of(options)
         raise _err("value", f"expected {' or '.join(options)}, got{got or ' ' + _what(e)}", e.span, hint)
+    convert.words = options  # what an editor completes here
     return convert
 
 
@@ -96,6 +100,7 @@ def choice(registry: Registry) -> Converter:
         options = r.validated(variant.Options, values, spans, e.span, name)
         return S.Choice(name=name, options=options.model_dump(), span=e.span)
 
+    convert.registry = registry  # what an editor completes here
     return convert
 
 
@@ -118,6 +123,7 @@ def optional(convert: Converter) -> Converter:
     """``none`` -> None; anything else as ``convert`` reads it."""
     def read(e: Expr, r: "_Resolver"):
         return None if isinstance(e, Name) and e.id == "none" else convert(e, r)
+    read.words = (*getattr(convert, "words", ()), "none")
     return read
 
 
@@ -147,6 +153,9 @@ def as_mask(e: Expr, r: "_Resolver") -> tuple[S.Choice, ...]:
     if nothing and len(masks) > 1:
         raise _err("mask", f"mask '{nothing[0].name}' cannot be combined with other masks", e.span)
     return () if nothing else tuple(masks)
+
+
+as_mask.registry = MASKS
 
 
 def _what(e: Expr) -> str:
@@ -195,7 +204,8 @@ SECTIONS = ("layers",)  # a stack body's statements with a body of their own
 WIRING_FUNCTIONS = ("attention", "feedforward", "norm", "dropout")
 
 
-def _sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
+def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
+    """The arguments of an ``attention`` or ``feedforward`` statement, their defaults from ``d``."""
     if kind == "attention":
         params = [
             Param("reads", word("self", "cross"), "self", positional=True),
@@ -226,6 +236,19 @@ def _sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
                    Param("norm", choice(NORMS), d["norm"]),
                    Param("dropout", as_float, d["dropout"])]
     return params
+
+
+HEAD_PROJECTIONS = ("tied", "linear")
+
+
+def head_params(projection: str) -> list[Param]:
+    """The named arguments of ``head tied(EMBEDDING) ...`` or ``head linear(N) ...``."""
+    return [Param("bias", as_bool, projection == "linear"), Param("transform", choice(ACTIVATIONS), None),
+            Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0), Param("softcap", as_float, None),
+            Param("pool", word("first", "mean"), None)]
+
+
+POOLER_PARAMS = [Param("activation", choice(ACTIVATIONS), S.Choice(name="tanh"), positional=True)]
 
 
 # ---------------------------------------------------------------- the resolver
@@ -761,7 +784,7 @@ class _Resolver:
         return out
 
     def _sublayer(self, stmt: Setting, d: dict, names: "_Namer") -> S.Sublayer:
-        values, spans = self.bind(stmt.args, _sublayer_params(stmt.name, d, True), stmt.name, stmt.name_span)
+        values, spans = self.bind(stmt.args, sublayer_params(stmt.name, d, True), stmt.name, stmt.name_span)
         body = self._operation(stmt.name, values, spans, stmt, d)
         name = names.take(_module_name(body))
         wrap = {k: values[k] for k in ("residual", "norm", "dropout")}
@@ -879,7 +902,7 @@ class _Resolver:
     def _applied(self, e: Call, rest, d: dict):
         """The operation a wiring call applies, given its options ``rest``."""
         if e.func in SUBLAYERS:
-            values, spans = self.bind(rest, _sublayer_params(e.func, d, False), f"{e.func}()", e.func_span)
+            values, spans = self.bind(rest, sublayer_params(e.func, d, False), f"{e.func}()", e.func_span)
             body = self._operation(e.func, values, spans, e, d)
         elif e.func == "dropout":
             values, spans = self.bind(rest, [Param("p", as_float, d["dropout"], positional=True)], "dropout()", e.func_span)
@@ -901,13 +924,11 @@ class _Resolver:
         proj = positional[0].value
         func = proj.id if isinstance(proj, Name) else proj.func if isinstance(proj, Call) else None
         proj_args = proj.args if isinstance(proj, Call) else ()
-        if func not in ("tied", "linear"):
+        if func not in HEAD_PROJECTIONS:
             raise _err("unknown-keyword", f"unknown head projection '{func or _what(proj)}'", proj.span,
-                       did_you_mean(func or "", ["tied", "linear"]) or "expected tied(EMBEDDING) or linear")
-        params = [Param("bias", as_bool, func == "linear"), Param("transform", choice(ACTIVATIONS), None),
-                  Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0), Param("softcap", as_float, None),
-                  Param("pool", word("first", "mean"), None)]
-        values, spans = self.bind(tuple(a for a in decl.args if a is not positional[0]), params, "head", decl.span)
+                       did_you_mean(func or "", HEAD_PROJECTIONS) or "expected tied(EMBEDDING) or linear")
+        values, spans = self.bind(tuple(a for a in decl.args if a is not positional[0]), head_params(func), "head",
+                                  decl.span)
         last = stacks.get("decoder") or stacks.get("encoder")
         tied_to = None
         if func == "tied":
@@ -952,8 +973,7 @@ class _Resolver:
                               spans, decl.span, "head", {"span": decl.span})
 
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:
-        values, spans = self.bind(decl.args, [Param("activation", choice(ACTIVATIONS), S.Choice(name="tanh"),
-                                                    positional=True)], "pooler", decl.span)
+        values, spans = self.bind(decl.args, POOLER_PARAMS, "pooler", decl.span)
         if ACTIVATIONS[values["activation"].name].up_features(1) != 1:
             raise _err("value", "a gated activation needs two projections; the pooler has one", spans["activation"])
         return S.Pooler(activation=values["activation"], span=decl.span)
@@ -1031,6 +1051,14 @@ def resolve(module: Module, overrides: dict[str, Any] | None = None) -> S.Spec:
     spec._sources = resolver.sources
     spec._warnings = narrower_stacks(spec)
     return spec
+
+
+def let_values(module: Module) -> dict[str, int | float]:
+    """The value of every ``let`` name that evaluates, whatever else in the spec is wrong (an editor shows them
+    while the spec is being written)."""
+    resolver = _Resolver(module, None)
+    resolver._lets([i for i in module.items if isinstance(i, Let)])
+    return {k: v for k, v in resolver.env.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def narrower_stacks(spec: S.Spec) -> list[Diagnostic]:

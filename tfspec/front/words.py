@@ -1,0 +1,110 @@
+"""What each word of the language means, in one sentence: the text an editor shows on hover and beside a
+completion (``tfspec lsp``). The words themselves, and what each takes, are ``resolve``'s tables; a test
+checks that every one of them has its sentence here.
+
+Keys are ``(place, word)``: a word can mean different things in different places (``norm`` in an embedding
+is applied to its output; in a stack it is the sublayers' norm).
+"""
+
+from __future__ import annotations
+
+TOP = "top"  # a top-level item
+BLOCK = "block"  # a setting of `defaults { }`, a stack or a `layers` section
+EMBEDDING = "embedding"  # a setting of `embedding NAME { }`
+ATTENTION = "attention"  # an argument of an `attention` statement or call
+FEEDFORWARD = "feedforward"
+HEAD = "head"
+POOLER = "pooler"
+
+_RESIDUAL = "how it joins the residual stream: `pre` (x + f(norm(x))), `post` (norm(x + f(x))) or `none`"
+
+DOCS: dict[tuple[str, str], str] = {
+    (TOP, "model"): "`model NAME`: the model's name, used by reports and exports (default: the file's name)",
+    (TOP, "include"): "`include \"file.tfs\"`: the items of another spec file, as if written here",
+    (TOP, "let"): "`let name = expr, ...`: named numbers that later expressions use; `--set name=value` overrides them",
+    (TOP, "defaults"): "`defaults { ... }`: settings every stack takes unless it says otherwise",
+    (TOP, "embedding"): "`embedding NAME { vocab V; dim D; position ... }`: what a stack reads, token ids or pictures",
+    (TOP, "encoder"): "`encoder x N { ... }`: a stack of N layers that sees the whole sequence",
+    (TOP, "decoder"): "`decoder x N { ... }`: a stack of N layers, usually causal; reads the encoder through "
+                      "cross-attention when there is one",
+    (TOP, "head"): "`head tied(EMBEDDING)` or `head linear(N)`: the output projection to logits",
+    (TOP, "pooler"): "`pooler ACTIVATION`: BERT's pooler, a dense layer and activation on the first position",
+
+    (BLOCK, "residual"): _RESIDUAL,
+    (BLOCK, "norm"): "the norm of each sublayer (layernorm, rmsnorm, ...)",
+    (BLOCK, "dropout"): "dropout on each sublayer's output, before the residual add",
+    (BLOCK, "attn_dropout"): "dropout on the attention probabilities",
+    (BLOCK, "act_dropout"): "dropout after the feed-forward's activation",
+    (BLOCK, "activation"): "the feed-forward's activation (relu, gelu, swiglu, ...)",
+    (BLOCK, "bias"): "whether linear maps have a bias",
+    (BLOCK, "position"): "the position scheme applied inside self-attention (rotary, alibi, ...)",
+    (BLOCK, "init"): "how weights are initialised (the whole model's; `defaults` only)",
+    (BLOCK, "embedding"): "the embedding this stack reads (default: the only one, or the one named like the stack)",
+    (BLOCK, "final"): "a norm after the last layer (pre-norm stacks need one)",
+    (BLOCK, "final_dropout"): "dropout after the final norm (T5)",
+    (BLOCK, "weight_sets"): "how many sets of weights the layers share, each by a run of consecutive layers "
+                            "(ALBERT: 1)",
+    (BLOCK, "layers"): "`layers every(2) { ... }`: changes for some layers only (a layer schedule)",
+    (BLOCK, "attention"): "a multi-head attention sublayer: `attention self heads=8 mask=causal`",
+    (BLOCK, "feedforward"): "a position-wise feed-forward sublayer: `feedforward d_ff=2048`",
+
+    (EMBEDDING, "vocab"): "how many token ids the table has rows for",
+    (EMBEDDING, "dim"): "the width of each vector (and of the stack, unless `project` maps it)",
+    (EMBEDDING, "scale"): "a factor applied to the looked-up vectors (Vaswani et al.: sqrt(d_model))",
+    (EMBEDDING, "position"): "the positions added to the embeddings (sinusoidal, learned(N), none, ...)",
+    (EMBEDDING, "segments"): "how many token types (BERT's segments A/B) the embedding adds",
+    (EMBEDDING, "norm"): "a norm applied to the embeddings (BERT)",
+    (EMBEDDING, "dropout"): "dropout on the embeddings",
+    (EMBEDDING, "tokens"): "another embedding whose token table this one reads (shared weights)",
+    (EMBEDDING, "project"): "a linear map of the embeddings into this width (ALBERT's factorised embedding)",
+    (EMBEDDING, "image"): "the side, in pixels, of the square pictures this embedding reads (ViT)",
+    (EMBEDDING, "patch"): "the side of the square patches the pictures are cut into",
+    (EMBEDDING, "channels"): "the channels of each picture (3: RGB)",
+    (EMBEDDING, "class_token"): "a learned vector before the patches, which a classifier reads",
+
+    (ATTENTION, "reads"): "`self` (the stack's own sequence) or `cross` (the encoder's output)",
+    (ATTENTION, "heads"): "the number of query heads",
+    (ATTENTION, "kind"): "how queries meet keys (dot, additive, linformer(k), latent(...), ...)",
+    (ATTENTION, "bias"): "whether the q, k, v projections have a bias",
+    (ATTENTION, "out_bias"): "whether the output projection has a bias (default: as `bias`)",
+    (ATTENTION, "mask"): "which keys each query may see; masks combine with `+` (causal + padding)",
+    (ATTENTION, "memory"): "what cross-attention reads: `encoder`",
+    (ATTENTION, "attn_dropout"): "dropout on the attention probabilities",
+    (ATTENTION, "kv_heads"): "key/value heads, fewer than `heads` for grouped-query attention (1: multi-query)",
+    (ATTENTION, "head_dim"): "each head's width (default: width / heads)",
+    (ATTENTION, "position"): "this sublayer's position scheme (default: the stack's, for self-attention)",
+    (ATTENTION, "qk_norm"): "a norm on queries and keys before they meet (Qwen3, OLMo 2)",
+    (ATTENTION, "qk_norm_width"): "whether the qk norm acts on each `head` or the `full` projection",
+    (ATTENTION, "scale"): "the factor on the scores (default: 1/sqrt(head_dim))",
+    (ATTENTION, "residual"): _RESIDUAL,
+    (ATTENTION, "norm"): "this sublayer's norm",
+    (ATTENTION, "dropout"): "dropout on this sublayer's output",
+
+    (FEEDFORWARD, "d_ff"): "the hidden width",
+    (FEEDFORWARD, "kind"): "dense, or moe(experts=..., top_k=...) for a mixture of experts",
+    (FEEDFORWARD, "activation"): "the activation between the projections (gated ones, like swiglu, add a third)",
+    (FEEDFORWARD, "bias"): "whether the projections have a bias",
+    (FEEDFORWARD, "act_dropout"): "dropout after the activation",
+    (FEEDFORWARD, "residual"): _RESIDUAL,
+    (FEEDFORWARD, "norm"): "this sublayer's norm",
+    (FEEDFORWARD, "dropout"): "dropout on this sublayer's output",
+
+    (HEAD, "tied"): "`tied(EMBEDDING)`: the logits reuse that embedding's token table (shared weights)",
+    (HEAD, "linear"): "`linear(N)`: a projection of its own to N outputs (default: the vocabulary)",
+    (HEAD, "bias"): "whether the projection has a bias",
+    (HEAD, "transform"): "a dense layer with this activation before the projection (BERT's MLM head)",
+    (HEAD, "norm"): "a norm after the transform",
+    (HEAD, "scale"): "a factor on the head's input (T5's tied head: d_model^-0.5)",
+    (HEAD, "softcap"): "logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)",
+    (HEAD, "pool"): "one vector per sequence: the `first` position's (a class token) or the `mean`",
+    (POOLER, "activation"): "the pooler's activation (default: tanh)",
+}
+
+
+def doc(place: str, word: str) -> str | None:
+    """The sentence for ``word`` where it is written, or None.
+
+    >>> doc("embedding", "vocab")
+    'how many token ids the table has rows for'
+    """
+    return DOCS.get((place, word))

@@ -1,0 +1,244 @@
+"""``tfspec lsp``: a Language Server Protocol server over stdio, built on ``pygls``.
+
+It checks a spec when it is opened and, a moment after the last keystroke, when it changes, and publishes the
+checker's own diagnostics (code, range, hint); it answers hovers, completions, go-to-definition, renames of
+``let`` names, the outline and formatting from ``tfspec.lsp.language``. Any editor with an LSP client can start
+it: ``editors/vscode`` is a small VS Code extension, and Neovim needs one ``vim.lsp.start`` call (see docs).
+
+The protocol counts columns in UTF-16 units; ``language`` counts characters, so each position is converted with
+its line's text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from lsprotocol import types as T
+from pygls.lsp.server import LanguageServer
+
+from ..version import __version__
+from ..errors import source_lines
+from . import language as L
+
+DEBOUNCE_SECONDS = 0.3  # a check waits this long after a change, and is dropped if another change comes
+TRIGGERS = ["=", "(", " "]
+
+
+def path_of(uri: str) -> str:
+    """The file a ``file://`` URI names; any other URI (an unsaved buffer) as it is."""
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def uri_of(path: str) -> str:
+    return Path(path).resolve().as_uri() if not path.startswith("<") and "://" not in path else path
+
+
+def to_units(line: str, column: int) -> int:
+    """A character column as UTF-16 units."""
+    return len(line[:column].encode("utf-16-le")) // 2
+
+
+def from_units(line: str, units: int) -> int:
+    """A UTF-16 column as characters."""
+    count = 0
+    for index, ch in enumerate(line):
+        if count >= units:
+            return index
+        count += 2 if ord(ch) > 0xFFFF else 1
+    return len(line)
+
+
+def _lines(text: str | None) -> list[str]:
+    return source_lines(text) if text is not None else []
+
+
+def _position(lines: list[str], position: L.Position) -> T.Position:
+    line, column = position
+    text = lines[line] if 0 <= line < len(lines) else ""
+    return T.Position(line=max(line, 0), character=to_units(text, max(column, 0)))
+
+
+def _range(lines: list[str], start: L.Position, end: L.Position) -> T.Range:
+    return T.Range(start=_position(lines, start), end=_position(lines, end))
+
+
+class SpecServer(LanguageServer):
+    """The server: the documents it checked, by URI, and which other files' diagnostics each published."""
+
+    def __init__(self):
+        super().__init__("tfspec", __version__)
+        self.checked: dict[str, L.Document] = {}
+        self.published: dict[str, set[str]] = {}  # a document's URI -> URIs it published diagnostics for
+        self.pending: dict[str, asyncio.Task] = {}
+
+    def document(self, uri: str) -> L.Document:
+        """The checked document at ``uri``, checked again when its text changed since."""
+        text = self.workspace.get_text_document(uri).source
+        doc = self.checked.get(uri)
+        if doc is None or doc.text != text:
+            doc = self.check(uri)
+        return doc
+
+    def check(self, uri: str) -> L.Document:
+        text = self.workspace.get_text_document(uri).source
+        doc = L.Document.check(text, path_of(uri))
+        self.checked[uri] = doc
+        by_uri: dict[str, list[T.Diagnostic]] = {uri: []}
+        for problem in doc.problems:
+            file = problem.span.file if problem.span else doc.file
+            target = uri if L.same_file(file, doc.file) else uri_of(file)
+            lines = _lines(doc.sources.get(file) if target != uri else text)
+            start, end = L.span_range(problem.span)
+            message = problem.message + (f"\nhelp: {problem.hint}" if problem.hint else "")
+            by_uri.setdefault(target, []).append(T.Diagnostic(
+                range=_range(lines, start, end), message=message, code=problem.code, source="tfspec",
+                severity=T.DiagnosticSeverity.Error if problem.severity == "error" else T.DiagnosticSeverity.Warning))
+        for stale in self.published.get(uri, set()) - set(by_uri):
+            self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=stale, diagnostics=[]))
+        for target, diagnostics in by_uri.items():
+            self.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=target, diagnostics=diagnostics))
+        self.published[uri] = set(by_uri)
+        return doc
+
+    async def check_later(self, uri: str) -> None:
+        await asyncio.sleep(DEBOUNCE_SECONDS)
+        self.pending.pop(uri, None)
+        self.check(uri)
+
+
+server = SpecServer()
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: SpecServer, params: T.DidOpenTextDocumentParams) -> None:
+    ls.check(params.text_document.uri)
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: SpecServer, params: T.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    previous = ls.pending.pop(uri, None)
+    if previous is not None:
+        previous.cancel()
+    ls.pending[uri] = asyncio.get_running_loop().create_task(ls.check_later(uri))
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: SpecServer, params: T.DidSaveTextDocumentParams) -> None:
+    ls.check(params.text_document.uri)  # an included file that changed on disk is read again
+
+
+@server.feature(T.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: SpecServer, params: T.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.checked.pop(uri, None)
+    for target in ls.published.pop(uri, {uri}):
+        ls.text_document_publish_diagnostics(T.PublishDiagnosticsParams(uri=target, diagnostics=[]))
+
+
+def _at(ls: SpecServer, params) -> tuple[L.Document, list[str], int, int]:
+    doc = ls.document(params.text_document.uri)
+    lines = _lines(doc.text)
+    line = params.position.line
+    column = from_units(lines[line] if line < len(lines) else "", params.position.character)
+    return doc, lines, line, column
+
+
+@server.feature(T.TEXT_DOCUMENT_HOVER)
+def hover(ls: SpecServer, params: T.HoverParams) -> T.Hover | None:
+    doc, lines, line, column = _at(ls, params)
+    found = L.hover(doc, line, column)
+    if found is None:
+        return None
+    text, (start, end) = found
+    return T.Hover(contents=T.MarkupContent(kind=T.MarkupKind.Markdown, value=text), range=_range(lines, start, end))
+
+
+KINDS = {"keyword": T.CompletionItemKind.Keyword, "setting": T.CompletionItemKind.Property,
+         "argument": T.CompletionItemKind.Field, "variant": T.CompletionItemKind.EnumMember,
+         "value": T.CompletionItemKind.Value, "name": T.CompletionItemKind.Variable}
+
+
+@server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=TRIGGERS))
+def completion(ls: SpecServer, params: T.CompletionParams) -> T.CompletionList:
+    doc, _, line, column = _at(ls, params)
+    items = [T.CompletionItem(label=c.label, kind=KINDS[c.kind], detail=c.detail or None,
+                              documentation=T.MarkupContent(kind=T.MarkupKind.Markdown, value=c.documentation)
+                              if c.documentation else None)
+             for c in L.completions(doc, line, column)]
+    return T.CompletionList(is_incomplete=False, items=items)
+
+
+def _location(ls: SpecServer, doc: L.Document, location: L.Location) -> T.Location:
+    uri = uri_of(location.file)
+    text = doc.sources.get(location.file)
+    if text is None and Path(location.file).is_file():
+        text = Path(location.file).read_text(encoding="utf-8", errors="replace")
+    return T.Location(uri=uri, range=_range(_lines(text), location.start, location.end))
+
+
+@server.feature(T.TEXT_DOCUMENT_DEFINITION)
+def definition(ls: SpecServer, params: T.DefinitionParams) -> T.Location | None:
+    doc, _, line, column = _at(ls, params)
+    found = L.definition(doc, line, column)
+    return _location(ls, doc, found) if found is not None else None
+
+
+@server.feature(T.TEXT_DOCUMENT_PREPARE_RENAME)
+def prepare_rename(ls: SpecServer, params: T.PrepareRenameParams) -> T.Range | None:
+    doc, lines, line, column = _at(ls, params)
+    found = L.renameable(doc, line, column)
+    return _range(lines, *found) if found is not None else None
+
+
+@server.feature(T.TEXT_DOCUMENT_RENAME)
+def rename(ls: SpecServer, params: T.RenameParams) -> T.WorkspaceEdit:
+    doc, _, line, column = _at(ls, params)
+    try:
+        edits = L.rename(doc, line, column, params.new_name)
+    except L.RenameError as exc:
+        raise ValueError(str(exc)) from None  # pygls answers with an error the editor shows
+    changes = {}
+    for file, ranges in edits.items():
+        lines = _lines(doc.sources.get(file))
+        changes[uri_of(file) if not L.same_file(file, doc.file) else params.text_document.uri] = [
+            T.TextEdit(range=_range(lines, start, end), new_text=params.new_name) for start, end in ranges]
+    return T.WorkspaceEdit(changes=changes)
+
+
+SYMBOL_KINDS = {"model": T.SymbolKind.Module, "let": T.SymbolKind.Constant, "defaults": T.SymbolKind.Namespace,
+                "embedding": T.SymbolKind.Struct, "stack": T.SymbolKind.Class, "sublayer": T.SymbolKind.Method,
+                "section": T.SymbolKind.Namespace, "head": T.SymbolKind.Function, "pooler": T.SymbolKind.Function}
+
+
+@server.feature(T.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+def document_symbols(ls: SpecServer, params: T.DocumentSymbolParams) -> list[T.DocumentSymbol]:
+    doc = ls.document(params.text_document.uri)
+    lines = _lines(doc.text)
+
+    def convert(symbol: L.Symbol) -> T.DocumentSymbol:
+        return T.DocumentSymbol(name=symbol.name, kind=SYMBOL_KINDS[symbol.kind], detail=symbol.detail or None,
+                                range=_range(lines, *symbol.range), selection_range=_range(lines, *symbol.selection),
+                                children=[convert(c) for c in symbol.children])
+
+    return [convert(s) for s in L.symbols(doc)]
+
+
+@server.feature(T.TEXT_DOCUMENT_FORMATTING)
+def formatting(ls: SpecServer, params: T.DocumentFormattingParams) -> list[T.TextEdit] | None:
+    doc = ls.document(params.text_document.uri)
+    text = L.formatted(doc)
+    if text is None or text == doc.text:
+        return [] if text is not None else None
+    lines = _lines(doc.text)
+    end = (len(lines) - 1, len(lines[-1]))
+    return [T.TextEdit(range=_range(lines, (0, 0), end), new_text=text)]
+
+
+def main() -> int:
+    """Serve on stdin/stdout until the client says exit."""
+    server.start_io()
+    return 0
