@@ -966,7 +966,7 @@ def test_export_cli_writes_what_transformers_and_torch_load(tfspec_cli, tmp_path
 EXPORT_REFUSALS = [
     (["--to", "hf", "-o", "{tmp}/shaw_hf"], "no Hugging Face equivalent; the closest family, T5"),
     (["--to", "hf", "-o", "{tmp}"], "already exists"),
-    (["--to", "onnx", "-o", "{tmp}/onnx"], "--to onnx needs the onnx"),
+    (["--to", "onnx", "-o", "{tmp}/onnx"], "ONNX export needs onnx"),
 ]
 
 

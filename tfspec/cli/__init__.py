@@ -633,8 +633,7 @@ def _export(to: str, saved, model, out, final) -> str:
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
         return ("model.py (torch only) and model.safetensors; "
                 "Model().load_state_dict(safetensors.torch.load_file(...)) gives the trained model")
-    _export_onnx(model, out)
-    return "model.onnx"
+    return _export_onnx(model, out)
 
 
 def _token_ids(vocab, kind: str) -> dict[str, int]:
@@ -645,26 +644,18 @@ def _token_ids(vocab, kind: str) -> dict[str, int]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
-def _export_onnx(model, out) -> None:
-    import importlib.util
+def _export_onnx(model, out) -> str:
+    from ..interop.onnx import OnnxError, export_onnx, missing_packages
 
-    import torch
-
-    missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise RunError(f"--to onnx needs the {' and '.join(missing)} package{'s' if len(missing) > 1 else ''}: "
-                       f"pip install {' '.join(missing)}")
-    kind = model.spec.kind
-    tokens = torch.zeros(1, 8, dtype=torch.long)
-    inputs = (tokens, tokens) if kind == "encoder-decoder" else (tokens,)
-    names = ["src", "tgt"] if kind == "encoder-decoder" else ["tokens"]
+    verify = not missing_packages(verify=True)
     try:
-        torch.onnx.export(model, inputs, str(out / "model.onnx"), input_names=names, dynamo=True,
-                          dynamic_shapes={n: {0: "batch", 1: f"{n}_length"} for n in names})
-    except OSError:  # writing the file: named by the caller
-        raise
-    except Exception as exc:  # the exporter's own errors: an operator it cannot write, a graph break
-        raise RunError(f"torch.onnx.export could not write this model: {exc}") from None
+        done = export_onnx(model, out / "model.onnx", verify=verify)
+    except OnnxError as exc:
+        raise RunError(str(exc)) from None
+    checked = (f"onnxruntime gives PyTorch's {done.outputs[0]} to {done.max_difference:.1e} (relative)" if verify else
+               "not run: pip install onnxruntime to check it")
+    return (f"model.onnx (inputs {', '.join(done.inputs)}; outputs {', '.join(done.outputs)}; batch and lengths "
+            f"dynamic); {checked}")
 
 
 def _add_emit(sub) -> None:
