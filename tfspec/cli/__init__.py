@@ -17,6 +17,7 @@ from ..front.api import MAX_SPEC_BYTES, load, parse
 from ..errors import LengthError, RunError, SpecError, SpecWarning
 from ..files import check_writable, new_directory, read_regular, removed_on_failure, write_atomically
 from ..inspect.summary import summary_line
+from ..run.watch import LOGGERS, missing as missing_logger
 
 TASKS = ("copy", "reverse", "sort")  # tfspec.run.data.TASKS, named here so --help does not import torch
 DEFAULT_GLOB = "*.txt"  # tfspec.run.corpus.DEFAULT_GLOB, likewise
@@ -723,7 +724,7 @@ def cmd_diff(args) -> int:
 TRAIN_OPTIONS = ("task", "data", "glob", "field", "eval_data", "tokenizer", "init", "symbols", "min_len", "max_len",
                  "seq_len", "steps", "batch", "accumulate",
                  "lr", "warmup", "grad_clip", "label_smoothing", "weight_decay", "seed", "dtype", "eval_every",
-                 "eval_size", "save_every", "log_every")
+                 "eval_size", "save_every", "log_every", "log")
 
 
 def _train_config(args):
@@ -742,6 +743,11 @@ def _train_config(args):
         raise UsageError(f"--data takes one path, or two aligned files of sentence pairs; got {len(args.data)}")
     if args.data is None and (args.glob or args.field):
         raise UsageError(f"--{'glob' if args.glob else 'field'} says how to read --data; give --data")
+    if "log" in given:
+        given["log"] = tuple(dict.fromkeys(given["log"]))
+        why = missing_logger(given["log"])
+        if why:
+            raise UsageError(why)
     from pydantic import ValidationError
 
     try:
@@ -816,6 +822,8 @@ def _add_train(sub) -> None:
     run.add_argument("--log-every", type=_positive, help="without a progress bar (output not a terminal, or "
                      "--no-progress): a line every N steps with loss, lr, tokens/s and ETA (default: 100 a run)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--log", action="append", choices=LOGGERS, help="also write the run for TensorBoard "
+                     "(event files in RUN/tensorboard: tensorboard --logdir RUN)")
     run.add_argument("--accept-edits", action="store_true", help="--resume/--init: take a checkpoint whose spec.tfs "
                                                                   "or weights changed since it was saved")
     train.set_defaults(run=cmd_train)

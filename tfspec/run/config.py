@@ -50,6 +50,7 @@ class TrainConfig(BaseModel):
     eval_size: int = Field(500, ge=1, le=MAX_COUNT)  # held-out sequences per evaluation
     save_every: int = Field(500, ge=1, le=MAX_COUNT)
     log_every: int | None = Field(None, ge=1, le=MAX_COUNT)  # a line every N steps without a bar (None: ~100 a run)
+    log: tuple[Literal["tensorboard"], ...] = ()  # where else the run is written (tfspec.run.watch)
     # set by resume when --steps changes: the decay goes on from (step, progress) to the new last step, so the
     # learning rate continues where the run stopped
     decay_from: tuple[int, float] | None = None

@@ -47,6 +47,7 @@ from .data import (BOS, DIGIT_CLASSES, EOS, EVAL, IGNORE, PAD, SEP, TRAIN, Batch
                    digit_pictures, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
 from .config import TrainConfig
+from .watch import TensorBoard
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
 from ..errors import LengthError, RunError
 from ..files import append_line, save_figure, undo_directory, write_atomically
@@ -636,9 +637,12 @@ class _Trainer:
         self.build()
         self.restore()
         self.metrics_path = self.run_dir / "metrics.jsonl" if self.run_dir is not None else None
+        self.watchers = []
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             _truncate_metrics(self.metrics_path, self.run.step)
+            if "tensorboard" in config.log:
+                self.watchers.append(TensorBoard(self.run_dir, self.run.step, self.spec, start.spec_text, self.log))
         self.bar = None
 
     # ------------------------------------------------------------ set-up
@@ -714,8 +718,8 @@ class _Trainer:
                 tick = time.perf_counter()
                 loss, lr, tokens = self.step()
                 speed = tokens / max(time.perf_counter() - tick, 1e-9)
-                self.record({"step": run.step, "loss": loss, "lr": lr, "tokens_per_s": round(speed, 1),
-                             **self.auxiliary})
+                self.record({"step": run.step, "loss": loss, "lr": lr, "grad_norm": self.grad_norm,
+                             "tokens_per_s": round(speed, 1), **self.auxiliary}, "train")
                 if self.bar is not None:
                     self.bar.update(1)
                     self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{speed:,.0f}")
@@ -732,6 +736,8 @@ class _Trainer:
             run.interrupted = stop.requested and run.step < config.steps
         if self.bar is not None:
             self.bar.close()
+        for watcher in self.watchers:
+            watcher.close()
         run.seconds = time.perf_counter() - started
         if 0 < run.step < config.steps:  # stopped early (Ctrl-C or stop_after): keep the place
             self.save()
@@ -770,9 +776,9 @@ class _Trainer:
         lr = self.recipe.learning_rate(self.run.step + 1, config.steps, config.decay_from)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        if self.recipe.grad_clip:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), self.recipe.grad_clip)
+        scaler.unscale_(optimizer)  # the norm of the true gradients, clipped or not
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.recipe.grad_clip or math.inf)
+        self.grad_norm = float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)  # sharded: the whole
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
@@ -789,7 +795,7 @@ class _Trainer:
         """Held-out metrics, logged and plotted; whether ``until`` asks to stop."""
         metrics = self.objective.evaluate(self.model, self.device, self.autocast)
         self.run.evaluations.append({"step": self.run.step, **metrics})
-        self.record({"step": self.run.step, **metrics})
+        self.record({"step": self.run.step, **metrics}, "eval")
         line = f"step {self.run.step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
         with self.bar.external_write_mode() if self.bar is not None else nullcontext():  # keep the bar intact
             self.log(line)
@@ -797,9 +803,12 @@ class _Trainer:
             plot_losses(self.metrics_path, self.run_dir / "loss.png", self.recipe.label_smoothing)
         return self.stops.until is not None and self.stops.until(metrics)
 
-    def record(self, entry: dict) -> None:
+    def record(self, entry: dict, kind: str) -> None:
+        """One line of ``metrics.jsonl`` (``kind``: "train" or "eval"), and the same figures to the watchers."""
         if self.metrics_path is not None:
             append_line(self.metrics_path, json.dumps(entry))
+        for watcher in self.watchers:
+            watcher.record(entry["step"], entry, kind)
 
     def save(self) -> None:
         """A checkpoint of the weights, optimiser, scaler and every worker's random state (all workers take part;
