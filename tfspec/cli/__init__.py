@@ -724,7 +724,7 @@ def cmd_diff(args) -> int:
 TRAIN_OPTIONS = ("task", "data", "glob", "field", "eval_data", "tokenizer", "init", "symbols", "min_len", "max_len",
                  "seq_len", "steps", "batch", "accumulate",
                  "lr", "warmup", "grad_clip", "label_smoothing", "weight_decay", "seed", "dtype", "eval_every",
-                 "eval_size", "save_every", "log_every", "log")
+                 "eval_size", "save_every", "log_every", "log", "lora", "activation_checkpointing", "compile")
 
 
 def _train_config(args):
@@ -743,6 +743,14 @@ def _train_config(args):
         raise UsageError(f"--data takes one path, or two aligned files of sentence pairs; got {len(args.data)}")
     if args.data is None and (args.glob or args.field):
         raise UsageError(f"--{'glob' if args.glob else 'field'} says how to read --data; give --data")
+    if "lora" in given:
+        from ..run.lora import missing as missing_lora
+
+        why = missing_lora()
+        if why:
+            raise UsageError(why)
+        if args.strategy == "fsdp":
+            raise UsageError("--lora with --strategy fsdp is not supported; use ddp (the default)")
     if "log" in given:
         given["log"] = tuple(dict.fromkeys(given["log"]))
         why = missing_logger(given["log"])
@@ -809,6 +817,15 @@ def _add_train(sub) -> None:
     opt.add_argument("--seed", type=_seed, help="seed of initialisation, data and dropout (default 0)")
     opt.add_argument("--device", help="cpu (default), cuda, cuda:N, mps")
     opt.add_argument("--dtype", choices=DTYPES, help="float32 (default); bfloat16/float16 train under autocast")
+    tune = train.add_argument_group("fine-tuning and memory")
+    tune.add_argument("--lora", type=_lora, metavar="SETTINGS", help="train low-rank adapters only (peft), e.g. "
+                      "r=8,alpha=16,targets=q,v (defaults: r=8, alpha=16, dropout=0, targets=q,v); checkpoints "
+                      "hold the merged weights")
+    tune.add_argument("--activation-checkpointing", action="store_true", default=None,
+                      help="keep only each layer's input for backward and recompute the rest: less memory, ~1/3 "
+                           "more compute, the same gradients")
+    tune.add_argument("--compile", action="store_true", default=None, help="torch.compile the model (slow to "
+                      "start, faster steps)")
     run = train.add_argument_group("run")
     run.add_argument("--out", metavar="DIR", help="run directory (default runs/NAME-TASK, numbered if taken)")
     run.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
@@ -1191,6 +1208,20 @@ def _examples(text: str) -> int:
     if value > 10_000:
         raise argparse.ArgumentTypeError(f"expected at most 10000 examples per property, got {value}")
     return value
+
+
+def _lora(text: str):
+    from pydantic import ValidationError
+
+    from ..run.lora import parse_settings
+
+    try:
+        return parse_settings(text)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise argparse.ArgumentTypeError(f"{'.'.join(map(str, error['loc']))}: {error['msg']}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seed(text: str) -> int:

@@ -21,6 +21,7 @@ from torch import Tensor, fx, nn
 from .checks import check_ids, check_memory, check_padding_mask, check_pixels, check_runtime_inputs
 from .context import Context
 from .embedding import Embeddings, default_positions
+from .recompute import checkpointed
 
 
 class Stack(nn.Module):
@@ -51,12 +52,16 @@ class Stack(nn.Module):
         self.masks_padding = masks_padding  # some self-attention reads the padding mask
         self.memory_masks_padding = memory_masks_padding  # some cross-attention reads the memory's
         self.inputs = dict(inputs or {})
+        self.checkpointing = False  # each layer's activations recomputed in backward (CompiledModel.checkpoint_activations)
 
     def forward(self, x: Tensor, ctx: Context, cache: list[dict] | None = None) -> Tensor:
         """``cache``: one dict per layer run (``len(runs)``; see ``tfspec.run.decoding``), filled and extended
         in place."""
         for i, index in enumerate(self.runs):
-            x = self.layers[index](x, ctx, cache[i] if cache is not None else None)
+            if self.checkpointing and cache is None and torch.is_grad_enabled():
+                x = checkpointed(self.layers[index], x, ctx)
+            else:
+                x = self.layers[index](x, ctx, cache[i] if cache is not None else None)
         return self.final_dropout(self.final_norm(x))
 
 
@@ -90,6 +95,15 @@ class CompiledModel(nn.Module):
         forward = fx.GraphModule(self, program, class_name=spec.kind.title().replace("-", "") + "Forward")
         self.__dict__["program"] = forward
         self.forward = forward.forward
+
+    def checkpoint_activations(self, enabled: bool = True) -> "CompiledModel":
+        """Keep only each layer's input for the backward pass and recompute the rest there: less memory for
+        about a third more compute; the same gradients."""
+        for role in ("encoder", "decoder"):
+            stack = getattr(self, role, None)
+            if stack is not None:
+                stack.checkpointing = enabled
+        return self
 
     def auxiliary_losses(self) -> dict:
         """The training losses its sublayers add, weighted by the spec's coefficients, from its last training call

@@ -118,13 +118,20 @@ class MixtureOfExperts(nn.Module):
         self.shared = shared
         self.shared_gate = nn.Linear(width, 1, bias=False) if shared_gate else None
         self.router_stats: dict[str, Tensor] | None = None
+        self.routed_with: Tensor | None = None  # the correction bias the last training call chose with
+        self.recomputing = False  # set by activation checkpointing (tfspec.nn.recompute) for its second run
 
     def forward(self, x: Tensor, ctx=None) -> Tensor:
         """``x`` (..., width); ``ctx``: the call's ``Context``, whose padding the router's statistics leave out."""
         flat = x.reshape(-1, x.shape[-1])
         logits = self.router(flat)
+        again = self.recomputing  # a checkpointed layer's second run: route as the first did, change nothing
+        correction = self.correction_bias
+        if correction is not None and self.training and self.correction_rate:
+            correction = self.routed_with if again else correction.clone()  # the bias moves after this call
+            self.routed_with = correction
         weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
-                                       self.correction_bias, self.groups, self.top_groups, self.group_score)
+                                       correction, self.groups, self.top_groups, self.group_score)
         y = self.experts(flat, weights, chosen)
         if self.shared is not None:
             shared = self.shared(flat)
@@ -132,6 +139,8 @@ class MixtureOfExperts(nn.Module):
         real = None
         if ctx is not None and ctx.padding is not None and ctx.padding.shape == x.shape[:-1]:
             real = ~ctx.padding.reshape(-1)
+        if again:
+            return y.view(x.shape)
         self.router_stats = self.statistics(logits, chosen, probs, real) if self.training else None
         if self.training and self.correction_rate and not chosen.is_meta:  # (the meta device has no choices)
             self.balance(chosen)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..front.schema import MAX_DIM
 from .corpus import DEFAULT_GLOB, Source
 from .data import LETTERS, TASKS
+from .lora import LoraSettings
 
 MAX_COUNT = 10 ** 9  # steps, sequences, lengths: beyond this a number is a typo, not a run
 MAX_LR = 10.0
@@ -51,6 +52,9 @@ class TrainConfig(BaseModel):
     save_every: int = Field(500, ge=1, le=MAX_COUNT)
     log_every: int | None = Field(None, ge=1, le=MAX_COUNT)  # a line every N steps without a bar (None: ~100 a run)
     log: tuple[Literal["tensorboard"], ...] = ()  # where else the run is written (tfspec.run.watch)
+    lora: LoraSettings | None = None  # train low-rank adapters only (tfspec.run.lora)
+    activation_checkpointing: bool = False  # keep each layer's input only; recompute the rest in backward
+    compile: bool = False  # torch.compile the model
     # set by resume when --steps changes: the decay goes on from (step, progress) to the new last step, so the
     # learning rate continues where the run stopped
     decay_from: tuple[int, float] | None = None

@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from . import checkpoint as ckpt
+from . import lora
 from ..front.api import load, parse
 from ..backend.compiler import compile as compile_spec
 from ..backend.compiler import looks_like_path
@@ -407,8 +408,9 @@ class Run:
 
 
 def _optimizer(model, recipe: Recipe):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    trained = [p for p in model.parameters() if p.requires_grad]  # frozen: adapters' bases, a correction bias
+    decay = [p for p in trained if p.dim() >= 2]
+    no_decay = [p for p in trained if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": recipe.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     cls = torch.optim.AdamW if recipe.optimizer == "adamw" else torch.optim.Adam
     return cls(groups, lr=recipe.lr, betas=recipe.betas, eps=recipe.eps)
@@ -661,6 +663,12 @@ class _Trainer:
         self.recipe = paper_defaults(self.spec.kind, width, config)
         if start.saved is not None:
             model.load_state_dict(start.saved.weights)
+        try:
+            self.adapters = lora.apply(model, config.lora, config.seed) if config.lora is not None else None
+        except ValueError as exc:  # a target that names no linear map
+            raise RunError(str(exc)) from None
+        if config.activation_checkpointing:
+            model.checkpoint_activations()
         step = start.saved.step if start.saved is not None else 0
         dtype = getattr(torch, config.dtype)
         self.autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if config.dtype != "float32" \
@@ -669,6 +677,8 @@ class _Trainer:
         self.estimate = (_estimate(model, self.objective, config, device, self.autocast, self.spec,
                                    config.steps - step, world.size) if step < self.last_step else [])
         self.parameters = sum(p.numel() for p in model.parameters())
+        if config.compile:
+            model.compile()  # in place: the state dict keeps its names
         self.model = wrap(model, world, self.objective.batch(TRAIN, 0).rows(slice(0, 1)).to(device).inputs)
         self.optimizer = _optimizer(self.model, self.recipe)
         self.scaler = torch.amp.GradScaler(device.type, enabled=config.dtype == "float16")
@@ -684,6 +694,11 @@ class _Trainer:
         torch.manual_seed(self.config.seed + self.world.rank)  # the seed itself on one worker
         state = self.start.saved.training_state() if self.start.saved is not None else None
         if state is not None:
+            if self.adapters is not None:
+                try:
+                    lora.restore(unwrap(self.model), state.get("lora") or {})
+                except ValueError as exc:
+                    raise ckpt.CheckpointError(f"{self.start.saved.path}: {exc}") from None
             load_optimizer_state(self.model, self.optimizer, state["optimizer"], self.world)
             self.scaler.load_state_dict(state["scaler"])
             _restore_rng(state, self.world, self.device, self.config.seed, self.run.step)
@@ -697,6 +712,10 @@ class _Trainer:
             + (f"; starting from the weights of {start.initial.source}" if start.initial is not None else ""))
         for note in recipe_notes(self.recipe, self.config, self.parameters):
             log(note)
+        if self.adapters is not None:
+            trainable, total = self.adapters
+            log(f"LoRA {self.config.lora.describe()}: {trainable:,} trainable parameters of {total:,} "
+                f"({100 * trainable / total:.2g}%); the rest is frozen")
         if self.world.distributed:
             log(f"{self.world.size} workers ({self.world.strategy}, "
                 f"{'nccl' if self.device.type == 'cuda' else 'gloo'}), {self.config.batch // self.world.size} "
@@ -821,6 +840,9 @@ class _Trainer:
             return
         state = {"optimizer": optimizer_state, "scaler": self.scaler.state_dict(), "rng": rngs[0][0],
                  "cuda_rng": rngs[0][1], "rng_per_worker": [r for r, _ in rngs] if world.distributed else None}
+        if self.adapters is not None:  # the plain model's weights, merged; what resuming needs, apart
+            state["lora"] = lora.training_tensors(weights)
+            weights = lora.merged(weights, self.config.lora)
         last = self.run.evaluations[-1] if self.run.evaluations else None
         self.run.checkpoint = ckpt.save(self.run_dir, self.run.step, weights, self.start.spec_text,
                                         {**self.meta, "evaluation": last}, state,
