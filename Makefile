@@ -7,14 +7,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_FLAGS := --disable-pip-version-check --progress-bar off -q
 
-.PHONY: setup demo test test-gpu gpu-wheels graphviz clean
+.PHONY: setup demo test test-gpu gpu-wheels graphviz browser clean
 
-setup: $(STAMP) graphviz
+setup: $(STAMP) graphviz browser
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[test]' 2>&1 | grep -v "is ignored: it is neither" || true
-	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers, matplotlib, safetensors, tqdm, pygls, onnxscript, onnxruntime, tensorboard, peft; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers, matplotlib, safetensors, tqdm, pygls, onnxscript, onnxruntime, tensorboard, peft, playwright; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 graphviz:
@@ -25,6 +25,18 @@ graphviz:
 	      || echo "warning: could not install graphviz; diagrams other than .dot need it"; \
 	  else \
 	    echo "note: Graphviz's 'dot' is missing; install it with: sudo apt-get install graphviz (diagrams other than .dot need it)"; \
+	  fi; }
+
+# A headless browser for the report page's test (Debian package chromium); without one that test is skipped.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Chromium (Debian package chromium), for the report page's browser test"; \
+	    (apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && \
+	     apt-get install -y -q --no-install-recommends chromium >/dev/null)) \
+	      || echo "warning: could not install chromium; the report page's browser test will be skipped"; \
+	  else \
+	    echo "note: no chromium; install it with: sudo apt-get install chromium (the report page's browser test needs it)"; \
 	  fi; }
 
 # The tour: check the examples, summarise and draw vaswani_base, train examples/reverse.tfs

@@ -1132,6 +1132,41 @@ def cmd_demo(args) -> int:
     return run_demo(args.out, args.examples, args.steps, progress=not args.no_progress)
 
 
+def _add_report(sub) -> None:
+    """The `report` command's arguments."""
+    report = _with_set(sub.add_parser("report", help="one self-contained HTML page: the diagram, parameters by "
+                                                    "block, cost against length, attention patterns, verified "
+                                                    "properties; several specs side by side"))
+    report.add_argument("files", nargs="+", metavar="FILE")
+    report.add_argument("-o", "--output", required=True, metavar="REPORT.html")
+    report.add_argument("--seq-len", type=_positive, help="the length of the cost figures (default: the learned "
+                                                           "positions' size, else 512)")
+    report.add_argument("--no-verify", action="store_true", help="leave out the verified properties (faster)")
+    report.add_argument("--examples", type=_examples, default=10, help="Hypothesis examples per verified property "
+                                                                       "(default 10)")
+    report.set_defaults(run=cmd_report)
+
+
+def cmd_report(args) -> int:
+    from ..inspect.analysis import AnalysisError
+    from ..inspect.report import build, page
+
+    if not args.output.lower().endswith((".html", ".htm")):
+        raise UsageError(f"-o {args.output}: a report is an HTML page; name a .html file")
+    _check_output(args.output, ".html")
+    specs = [load(path, overrides=_overrides(args)) for path in args.files]
+    try:
+        reports = build(args.files, specs, seq_len=args.seq_len, verify=not args.no_verify, examples=args.examples)
+    except AnalysisError as exc:
+        raise UsageError(str(exc)) from None
+    write_atomically(args.output, page(reports).encode("utf-8"))
+    missing = sorted({f"{part}: {why}" for r in reports for part, why in r.notes.items() if part != "verify"})
+    for note in missing:
+        print(f"note: {note}")
+    print(f"wrote {args.output}: {', '.join(r.spec.name for r in reports)}")
+    return 0
+
+
 def _add_lsp(sub) -> None:
     """The `lsp` command's arguments."""
     lsp = sub.add_parser("lsp", help="a Language Server Protocol server on stdin/stdout, for editors (diagnostics, "
@@ -1159,7 +1194,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfspec", description="Define, check and build Transformer architectures.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_check, _add_fmt, _add_build, _add_verify, _add_summary, _add_mask, _add_render, _add_import,
-                _add_export, _add_emit, _add_diff, _add_train, _add_generate, _add_prepare, _add_demo, _add_lsp):
+                _add_export, _add_emit, _add_diff, _add_train, _add_generate, _add_prepare, _add_demo, _add_report, _add_lsp):
         add(sub)
     return parser
 

@@ -138,7 +138,18 @@ def seen_share(allowed: Tensor) -> tuple[Tensor, int]:
 
 
 def plot_patterns(patterns: list[AttentionPattern], path: str, title: str) -> None:
-    """One panel per attention sublayer, queries down and keys across, seen keys dark."""
+    """One panel per attention sublayer, queries down and keys across, seen keys dark; written to ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = pattern_figure(patterns, title)
+    try:
+        save_figure(fig, path, dpi=110)
+    finally:
+        plt.close(fig)
+
+
+def pattern_figure(patterns: list[AttentionPattern], title: str):
+    """The figure ``plot_patterns`` writes (the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -168,7 +179,4 @@ def plot_patterns(patterns: list[AttentionPattern], path: str, title: str) -> No
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    try:
-        save_figure(fig, path, dpi=110)
-    finally:
-        plt.close(fig)
+    return fig

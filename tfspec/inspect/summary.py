@@ -157,6 +157,26 @@ def _cheaper_from(first: dict[int, Analysis], other: dict[int, Analysis], cost) 
     return f"less {where} ({ratio})"
 
 
+def human_axes(ax, bytes_: bool = False) -> None:
+    """A cost chart's log axes in people's units: lengths 64, 256, 1k, 4k; FLOPs as 1.00 G; bytes at powers of
+    two, as 256 MiB and 1 GiB."""
+    import matplotlib.ticker as ticker
+
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length")
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x / 1024:g}k" if x >= 1024 else f"{x:g}"))
+    if bytes_:
+        ax.set_yscale("log", base=2)
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=2, numticks=7))
+        ax.yaxis.set_minor_locator(ticker.NullLocator())
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda y, _: binary(y).replace(".00 ", " ")))
+    else:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda y, _: si(y).replace(".00 ", " ")))
+
+
 def plot(curves: dict[str, list[Analysis]], path: str) -> None:
     """FLOPs and activation memory against sequence length, log-log, one line per spec, written to ``path``.
     With one spec, also the mask-aware FLOPs (what a kernel skipping masked pairs would do)."""
@@ -174,17 +194,14 @@ def plot(curves: dict[str, list[Analysis]], path: str) -> None:
                       label=f"{label}, mask-aware")
         right.plot(lengths, [a.total.memory for a in analyses], "o-", color=color, label=label)
     left.set_ylabel("FLOPs per forward pass")
-    right.set_ylabel("activation bytes kept for backward")
-    for ax in (left, right):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length")
+    right.set_ylabel("activations kept for backward")
+    for ax, in_bytes in ((left, False), (right, True)):
+        human_axes(ax, bytes_=in_bytes)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")
     a = next(iter(curves.values()))[0]
     fused = ", fused attention" if a.fused_attention else ""
-    title = f"{a.name}: " if len(curves) == 1 else ""
-    fig.suptitle(f"{title}batch {a.batch}, {a.dtype}{fused}")
+    fig.suptitle(f"{', '.join(curves)}: batch {a.batch}, {a.dtype}{fused}")
     fig.tight_layout()
     try:
         save_figure(fig, path, dpi=120)
