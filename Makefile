@@ -14,7 +14,7 @@ setup: $(STAMP) graphviz browser
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install $(PIP_FLAGS) -c constraints.txt -e '.[test]' 2>&1 | grep -v "is ignored: it is neither" || true
-	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers, matplotlib, safetensors, tqdm, pygls, onnxscript, onnxruntime, tensorboard, peft, playwright; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	$(PY) -c "import torch, lark, networkx, pydantic, graphviz, hypothesis, transformers, matplotlib, safetensors, tqdm, pygls, onnxscript, onnxruntime, tensorboard, peft, playwright, mkdocs; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
 graphviz:

@@ -37,6 +37,7 @@ CODES: dict[str, str] = {
     "shape": "tensor shapes or widths that do not agree",
     "size": "a model too large to allocate on this machine",
     "override": "a parameter override that does not apply",
+    "unused": "a `let` parameter nothing reads (a warning)",
 }
 
 

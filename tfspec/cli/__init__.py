@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import warnings
 from typing import Any
@@ -1189,10 +1190,47 @@ def _dump(spec, what: str) -> str:
     return spec.graph().format()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with "did you mean …?" for a mistyped command (``tfspec chekc``) or option
+    (``--sett``)."""
+
+    def error(self, message: str):
+        import difflib
+
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if choice:
+            options = re.findall(r"'?([\w-]+)'?", choice.group(2))
+            close = difflib.get_close_matches(choice.group(1), options, n=1, cutoff=0.6)
+            if close:
+                message += f"; did you mean '{close[0]}'?"
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown:
+            known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+            for word in unknown.group(1).split():
+                close = difflib.get_close_matches(word.split("=")[0], known, n=1, cutoff=0.6)
+                if word.startswith("-") and close:
+                    message += f"; did you mean '{close[0]}' (for '{word}')?"
+                    break
+        super().error(message)
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, an unrecognised option reported by the command it was given to (whose options the
+        suggestion is drawn from)."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), {})
+            command = commands.get(getattr(namespace, "command", None))
+            (command or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: each command's arguments are added by the function beside its handler."""
-    parser = argparse.ArgumentParser(prog="tfspec", description="Define, check and build Transformer architectures.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from ..version import __version__
+
+    parser = _Parser(prog="tfspec", description="Define, check and build Transformer architectures.")
+    parser.add_argument("--version", action="version", version=f"tfspec {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for add in (_add_check, _add_fmt, _add_build, _add_verify, _add_summary, _add_mask, _add_render, _add_import,
                 _add_export, _add_emit, _add_diff, _add_train, _add_generate, _add_prepare, _add_demo, _add_report, _add_lsp):
         add(sub)

@@ -21,7 +21,7 @@ from ..errors import Collector, Diagnostic, Span, SpecError, did_you_mean, listi
 from .expr import POISON, Poisoned, evaluate
 from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
 from .syntax import (Arg, Assignment, BinOp, Binding, Call, Defaults, EmbeddingDecl, Expr, HeadDecl, Let,
-                     ModelDecl, Module, Name, Number, PoolerDecl, Setting, StackDecl, parse_module)
+                     ModelDecl, Module, Name, Number, PoolerDecl, Setting, StackDecl, names, parse_module)
 
 REQUIRED = object()
 FAILED = object()  # a value whose error is already reported: users of it stay quiet
@@ -1049,7 +1049,7 @@ def resolve(module: Module, overrides: dict[str, Any] | None = None) -> S.Spec:
     resolver = _Resolver(module, overrides)
     spec = resolver.run(first)
     spec._sources = resolver.sources
-    spec._warnings = narrower_stacks(spec)
+    spec._warnings = narrower_stacks(spec) + unused_lets(module)
     return spec
 
 
@@ -1059,6 +1059,15 @@ def let_values(module: Module) -> dict[str, int | float]:
     resolver = _Resolver(module, None)
     resolver._lets([i for i in module.items if isinstance(i, Let)])
     return {k: v for k, v in resolver.env.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def unused_lets(module: Module) -> list[Diagnostic]:
+    """A ``let`` parameter nothing reads: likely a name misspelled where it was meant to be used (or a size that
+    changes nothing). Warnings, located at the name."""
+    used = {n.id for n in names(module.items)}
+    return [Diagnostic("unused", f"parameter '{b.name}' is never used", b.name_span,
+                       "remove it, or use it where it was meant to be", severity="warning")
+            for item in module.items if isinstance(item, Let) for b in item.bindings if b.name not in used]
 
 
 def narrower_stacks(spec: S.Spec) -> list[Diagnostic]:

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Union
+from typing import Iterator, Union
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -574,6 +574,40 @@ class _ToAst(Transformer):
 
     def pooler_decl(self, meta, c):
         return PoolerDecl(tuple(c), self._s(meta))
+
+
+def names(items) -> Iterator[Name]:
+    """Every name written as a value in ``items`` (a module's items, statements, arguments or expressions): the
+    ``let`` parameters an expression reads, the words of a setting (``causal``, ``pre``), wiring variables.
+
+    >>> [n.id for n in names(parse_module("let a = 2, b = a * c").items)]
+    ['a', 'c']
+    """
+    stack = list(items) if isinstance(items, (list, tuple)) else [items]
+    stack.reverse()
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Name):
+            yield node
+            continue
+        children = ()
+        if isinstance(node, Let):
+            children = [b.value for b in node.bindings]
+        elif isinstance(node, StackDecl):
+            children = [node.repeat, *node.body]
+        elif isinstance(node, (Defaults, EmbeddingDecl)):
+            children = node.body
+        elif isinstance(node, (HeadDecl, PoolerDecl, Call)):
+            children = node.args
+        elif isinstance(node, Setting):
+            children = [*node.args, *(node.body or ())]
+        elif isinstance(node, (Arg, Assignment)):
+            children = [node.value]
+        elif isinstance(node, BinOp):
+            children = [node.left, node.right]
+        elif isinstance(node, Neg):
+            children = [node.operand]
+        stack.extend(reversed(children))
 
 
 def expr_to_text(e: Expr) -> str:

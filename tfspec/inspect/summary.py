@@ -214,16 +214,17 @@ def summary_line(path: str, spec) -> str:
     g = spec.graph()
     layers = "+".join(str(g.stacks[s.role].repeat) for s in spec.stacks)
     kinds = "+".join(str(len(g.stacks[s.role].kinds)) for s in spec.stacks)
+    noun = "layer" if [g.stacks[s.role].repeat for s in spec.stacks] == [1] else "layers"
     if any(len(info.kinds) > 1 for info in g.stacks.values()):  # a schedule: how many kinds of layer
-        layers += f" layers ({kinds} kinds)"
+        layers += f" {noun} ({kinds} kinds)"
     else:
-        layers += " layers"
+        layers += f" {noun}"
     if any(info.weights for info in g.stacks.values()):  # layers sharing weights: how many sets they run
         sets = [g.stacks[s.role].weight_sets for s in spec.stacks]
         layers += f" on {'+'.join(map(str, sets))} weight set{'s' if sum(sets) > 1 else ''}"
     heads = sorted({node.spec.heads for node in attentions(g)})
     widths = sorted({info.width for info in g.stacks.values()})
-    head_text = "/".join(map(str, heads)) + " heads" if heads else "no attention"
+    head_text = "/".join(map(str, heads)) + (" head" if heads == [1] else " heads") if heads else "no attention"
     total, active = spec.parameter_count(), active_parameters(g)
     count = f"{total:,} parameters" + (f" ({active:,} active)" if active != total else "")
     return f"{path}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, {count}"

@@ -502,15 +502,21 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
     padding = any(getattr(model, s.role).masks_padding for s in model.spec.stacks)
     from .facts import OtherKind
 
-    tried: list[tuple[int, str, list[str]]] = []  # (how far it got, family, differences)
+    # (how far it got, family, differences, special tokens its configuration names otherwise than the vocabulary)
+    tried: list[tuple[int, str, list[str], list[str]]] = []
     preferred = [f.module for f in FAMILIES if prefer in f.classes]
     for module in dict.fromkeys(preferred + [f.module for f in FAMILIES]):
         candidate = next(f for f in FAMILIES if f.module == module)
         try:
             values = candidate.functions().hf_config(model.spec)
         except InteropError as exc:
-            tried.append((0 if isinstance(exc, OtherKind) else 1, candidate.name, [str(exc)]))
+            tried.append((0 if isinstance(exc, OtherKind) else 1, candidate.name, [str(exc)], []))
             continue
+        # a special token the spec's own configuration names otherwise than the run's vocabulary (RoBERTa's
+        # positions start after its pad: pad_token_id 1), which the exported configuration cannot honour both ways
+        conflicts = [f"its configuration needs {key} = {values[key]} (what the spec's architecture implies), and "
+                     f"the run's vocabulary has {key} = {value}" for key, value in (token_ids or {}).items()
+                     if key in values and values[key] != value]
         values = _without_foreign_token_ids({**values, **_still_true(candidate, values, carried or {}),
                                              **(token_ids or {})})
         config = read_config(values)
@@ -520,7 +526,7 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
                           if all(has[k] == v for k, v in options.items() if k in has)), key=lambda c: c != prefer)
         if not classes:
             tried.append((1, family.name, [f"no {family.name} class has " + " and ".join(
-                f"{'a' if v else 'no'} {k}" for k, v in has.items())]))
+                f"{'a' if v else 'no'} {k}" for k, v in has.items())], []))
             continue
         problems = family.unsupported(config)
         if not problems:
@@ -532,8 +538,11 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
             config = config if own == config.model_type else read_config({**values, "model_type": own})
             config.architectures = [classes[0]]
             return family, classes[0], config
-        tried.append((2, family.name, problems))
-    _, closest, problems = min(tried, key=lambda t: (-t[0], len(t[2])))
+        tried.append((2, family.name, problems, conflicts))
+    # the furthest, fewest differences; on a tie, one whose differences its special tokens explain (RoBERTa's
+    # positions after a pad the vocabulary puts elsewhere)
+    _, closest, problems, conflicts = min(tried, key=lambda t: (-t[0], len(t[2]), not t[3]))
+    problems = conflicts + problems
     raise InteropError(f"spec '{model.spec.name}' has no Hugging Face equivalent; the closest family, {closest}, "
                        "differs:\n" + "\n".join(f"  {p}" for p in problems))
 

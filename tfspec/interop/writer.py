@@ -3,12 +3,17 @@
     >>> w = SpecWriter()
     >>> f"dim {w('d_model', 64, 'hidden_size')}; heads={w('heads', 4, 'num_attention_heads')}"
     'dim d_model; heads=heads'
-    >>> print(w.text("model m", ["A comment."]), end="")
+    >>> w("unused", 0.1, "hidden_dropout")
+    'unused'
+    >>> print(w.text("model m\\ndecoder x 1 { attention self heads=heads; feedforward d_ff=4 * d_model }",
+    ...              ["A comment."]), end="")
     # A comment.
     # From the configuration: d_model = hidden_size, heads = num_attention_heads.
     model m
     <BLANKLINE>
     let d_model = 64, heads = 4
+    <BLANKLINE>
+    decoder x 1 { attention self heads=heads; feedforward d_ff=4 * d_model }
 """
 
 from __future__ import annotations
@@ -50,6 +55,14 @@ class SpecWriter:
     def text(self, body: str, heading: list[str]) -> str:
         """``heading`` as comments, the cited fields, then ``body``'s first line (``model NAME``), the lets
         and the rest of ``body``."""
+        from ..front.syntax import names, parse_module
+
+        # a parameter the body does not read (a dropout a family's spec leaves out) is not written: a spec's
+        # unused `let` is a warning
+        read = {n.id for n in names(parse_module(body + "\n" + "\n".join(f"let _{n} = {v}" for n, v in
+                                                                           self.values.items())).items)}
+        for name in [n for n in self.values if n not in read]:
+            self.forget(name)
         comments = list(heading)
         if self.fields:
             comments.append("From the configuration: " + ", ".join(f"{n} = {f}" if f != n else n for n, f in self.fields.items())
