@@ -101,7 +101,7 @@ def test_every_complete_spec_in_the_pages_checks():
                 except tfspec.SpecError as exc:
                     raise AssertionError(f"{page.name}: a spec that does not check:\n{block}\n{exc}") from None
                 found += 1
-    assert found >= 5
+    assert found >= 3  # the README's two, the language reference's Vaswani
 
 
 def test_the_reference_names_every_registered_variant():

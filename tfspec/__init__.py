@@ -60,5 +60,26 @@ def from_pretrained(directory, **options):
     return from_hf_directory(directory, **options)
 
 
-__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "SpecWarning", "analyse", "compile", "emit", "from_pretrained",
-           "import_config", "load", "parse", "render"]
+def export(source, directory, to: str = "hf") -> str:
+    """Write a compiled model, a run directory or a checkpoint for other tools: ``to="hf"`` (a directory
+    ``transformers`` loads), ``"onnx"`` (checked by onnxruntime) or ``"torch"`` (a standalone file and its
+    weights); see ``tfspec.interop.export``.
+
+    >>> tfspec.export(model, "exported", to="hf")  # doctest: +SKIP
+    "a Hugging Face GPT2LMHeadModel (config.json, model.safetensors); ..."
+    """
+    from .interop.export import export as export_model
+
+    return export_model(source, directory, to=to)
+
+
+def _spec_html(spec) -> str:
+    from .inspect.report import spec_html
+
+    return spec_html(spec)
+
+
+Spec.presenting = _spec_html  # a notebook shows a Spec (and a compiled model) as its diagram and parameters
+
+__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "SpecWarning", "analyse", "compile", "emit", "export",
+           "from_pretrained", "import_config", "load", "parse", "render"]

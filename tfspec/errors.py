@@ -67,17 +67,48 @@ class Diagnostic:
         if self.code not in CODES:
             raise KeyError(f"unregistered diagnostic code {self.code!r}")
 
-    def render(self, sources: dict[str, str] | None = None) -> str:
-        """The diagnostic as a compiler prints it, with the source line and a caret."""
-        where = f"{self.span}: " if self.span else ""
-        lines = [f"{where}{self.severity}: {self.message}  [{self.code}]"]
+    def to_dict(self) -> dict:
+        """The diagnostic as data (``--json``): code, severity, message, hint and the span's 1-based ends."""
+        span = self.span
+        where = {"file": span.file, "line": span.line, "column": span.column, "end_line": span.end_line,
+                 "end_column": span.end_column} if span else {"file": None}
+        return {"code": self.code, "severity": self.severity, "message": self.message, "hint": self.hint, **where}
+
+    def render(self, sources: dict[str, str] | None = None, colour: bool = False) -> str:
+        """The diagnostic as a compiler prints it, with the source line and a caret (``colour``: with a terminal's
+        colours, as ``tfspec`` prints to one)."""
+        paint = _painter(colour)
+        where = paint(f"{self.span}: ", BOLD) if self.span else ""
+        severity = paint(f"{self.severity}:", BOLD + (RED if self.severity == "error" else YELLOW))
+        lines = [f"{where}{severity} {paint(self.message, BOLD)}  {paint(f'[{self.code}]', DIM)}"]
         text = (sources or {}).get(self.span.file) if self.span else None
         if text is not None and self.span is not None:
-            lines += _excerpt(text, self.span)
+            gutter, numbered, caret = _excerpt(text, self.span) or (None, None, None)
+            if gutter is not None:
+                bar, _, rest = caret.partition("|")
+                lines += [paint(gutter, BLUE), paint(numbered.split("|", 1)[0] + "|", BLUE) + numbered.split("|", 1)[1],
+                          paint(bar + "|", BLUE) + paint(rest, RED if self.severity == "error" else YELLOW)]
         if self.hint:  # a long hint (a list of names) wraps, as the excerpts are clipped, to one screen's width
-            lines += textwrap.wrap(self.hint, EXCERPT_WIDTH + 10, initial_indent="    = help: ",
-                                   subsequent_indent="            ", break_on_hyphens=False) or ["    = help:"]
+            hint = textwrap.wrap(self.hint, EXCERPT_WIDTH + 10, initial_indent="    = help: ",
+                                 subsequent_indent="            ", break_on_hyphens=False) or ["    = help:"]
+            lines += [paint(line[:11], CYAN) + line[11:] if i == 0 else line for i, line in enumerate(hint)]
         return "\n".join(lines)
+
+
+BOLD, DIM, RED, YELLOW, BLUE, CYAN, RESET = "\x1b[1m", "\x1b[2m", "\x1b[31m", "\x1b[33m", "\x1b[34m", "\x1b[36m", "\x1b[0m"
+
+
+def _painter(colour: bool):
+    return (lambda text, style: f"{style}{text}{RESET}") if colour else (lambda text, style: text)
+
+
+def colour_wanted(stream) -> bool:
+    """Whether to colour what goes to ``stream``: a terminal, unless ``NO_COLOR`` is set (no-color.org) or the
+    terminal is ``dumb``."""
+    import os
+
+    return (hasattr(stream, "isatty") and stream.isatty() and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb")
 
 
 EXCERPT_WIDTH = 100  # characters of a source line shown around the caret
@@ -176,9 +207,9 @@ class SpecError(Exception):
     def codes(self) -> list[str]:
         return [d.code for d in self.diagnostics]
 
-    def render(self) -> str:
+    def render(self, colour: bool = False) -> str:
         """Every diagnostic with its excerpt, up to ``MAX_SHOWN``; then how many there are in all."""
-        body = "\n\n".join(d.render(self.sources) for d in self.diagnostics[:MAX_SHOWN])
+        body = "\n\n".join(d.render(self.sources, colour) for d in self.diagnostics[:MAX_SHOWN])
         count = len(self.diagnostics)
         if count > MAX_SHOWN:
             body += f"\n\n{count} errors ({MAX_SHOWN} shown)"

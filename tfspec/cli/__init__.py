@@ -15,7 +15,7 @@ import warnings
 from typing import Any
 
 from ..front.api import MAX_SPEC_BYTES, load, parse
-from ..errors import LengthError, RunError, SpecError, SpecWarning
+from ..errors import LengthError, RunError, SpecError, SpecWarning, colour_wanted
 from ..files import check_writable, new_directory, read_regular, removed_on_failure, write_atomically
 from ..inspect.summary import summary_line
 from ..run.watch import LOGGERS, missing as missing_logger
@@ -48,31 +48,49 @@ def _overrides(args) -> dict[str, Any]:
 
 def _add_check(sub) -> None:
     """The `check` command's arguments."""
-    check = _with_set(sub.add_parser("check", help="parse and validate specs; print a summary line for each"))
+    check = _with_json(_with_set(sub.add_parser("check", help="parse and validate specs; print a summary line for "
+                                                             "each")))
     check.add_argument("files", nargs="+", metavar="FILE")
     check.add_argument("--dump", choices=["spec", "graph"], help="print the resolved spec (JSON) or the graph IR")
     check.set_defaults(run=cmd_check)
 
 
 def cmd_check(args) -> int:
-    failed = 0
+    if args.json and args.dump:
+        raise UsageError("--dump prints the spec or the graph; --json the check's results: give one")
+    failed, results = 0, []
     for path in args.files:
         try:
-            spec = load(path, overrides=_overrides(args))
+            with warnings.catch_warnings(record=args.json) as caught:  # --json: the warnings go into the result
+                if args.json:
+                    warnings.simplefilter("always", SpecWarning)
+                spec = load(path, overrides=_overrides(args))
         except SpecError as exc:
-            print(exc.render(), file=sys.stderr)
+            if args.json:
+                results.append({"file": path, "ok": False, "diagnostics": [d.to_dict() for d in exc.diagnostics]})
+            else:
+                print(exc.render(colour_wanted(sys.stderr)), file=sys.stderr)
             failed += 1
             continue
-        if args.dump:
+        if args.json:
+            from ..ir.queries import active_parameters
+
+            found = [w.message.diagnostic.to_dict() for w in caught or [] if isinstance(w.message, SpecWarning)]
+            results.append({"file": path, "ok": True, "name": spec.name, "kind": spec.kind,
+                            "parameters": spec.parameter_count(), "active_parameters": active_parameters(spec.graph()),
+                            "summary": summary_line(path, spec), "diagnostics": found})
+        elif args.dump:
             print(_dump(spec, args.dump))
         else:
             print(summary_line(path, spec))
+    if args.json:
+        _print_json(results)
     return 1 if failed else 0
 
 
 def _add_fmt(sub) -> None:
     """The `fmt` command's arguments."""
-    fmt = sub.add_parser("fmt", help="print specs in canonical form (comments kept)")
+    fmt = _with_json(sub.add_parser("fmt", help="print specs in canonical form (comments kept)"))
     fmt.add_argument("files", nargs="+", metavar="FILE")
     mode = fmt.add_mutually_exclusive_group()
     mode.add_argument("--write", "-w", action="store_true", help="rewrite the files in place")
@@ -83,20 +101,26 @@ def _add_fmt(sub) -> None:
 def cmd_fmt(args) -> int:
     from ..front.fmt import format_text
 
-    failed = 0
+    failed, results = 0, []
     for path in args.files:
         try:
             text = read_regular(path, MAX_SPEC_BYTES).decode("utf-8")
             formatted = format_text(text, path)
         except SpecError as exc:
-            print(exc.render(), file=sys.stderr)
+            print(exc.render(colour_wanted(sys.stderr)), file=sys.stderr)
             failed += 1
             continue
         except (OSError, UnicodeDecodeError) as exc:
             print(f"{path}: error: cannot read: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
             failed += 1
             continue
-        if args.check:
+        if args.json:
+            results.append({"file": path, "formatted": formatted == text,
+                            **({"text": formatted} if not (args.check or args.write) else {})})
+            failed += bool(args.check and formatted != text)
+            if args.write and formatted != text:
+                write_atomically(path, formatted.encode("utf-8"))
+        elif args.check:
             if formatted != text:
                 print(f"{path}: not formatted")
                 failed += 1
@@ -106,6 +130,8 @@ def cmd_fmt(args) -> int:
                 print(f"formatted {path}")
         else:
             sys.stdout.write(formatted)
+    if args.json:
+        _print_json(results)
     return 1 if failed else 0
 
 
@@ -149,8 +175,8 @@ def _random_inputs(model, batch: int, length: int, device, generator):
 
 def _add_build(sub) -> None:
     """The `build` command's arguments."""
-    build = _with_set(sub.add_parser("build", help="compile a spec, print its module tree and parameter count, "
-                                                  "and run one forward pass on random tokens"))
+    build = _with_json(_with_set(sub.add_parser("build", help="compile a spec, print its module tree and parameter count, "
+                                                  "and run one forward pass on random tokens")))
     build.add_argument("file", metavar="FILE")
     build.add_argument("--batch", type=_positive, default=2, help="batch size of the test pass (default 2)")
     build.add_argument("--seq-len", type=_positive, default=16, help="sequence length of the test pass (default 16)")
@@ -177,8 +203,9 @@ def cmd_build(args) -> int:
     _fits(spec, args.batch, args.seq_len, "--batch × --seq-len", device)
     dtype = getattr(torch, args.dtype)
     model = compile_spec(spec, device=device, dtype=dtype, seed=args.seed).eval()
-    print(model)
-    if args.code:
+    if not args.json:
+        print(model)
+    if args.code and not args.json:
         print(f"\n# the model's forward (generated from the graph IR)\n{model.program.code.strip()}")
         for role in ("encoder", "decoder"):
             stack = getattr(model, role, None)
@@ -186,7 +213,8 @@ def cmd_build(args) -> int:
             for name, layer in kinds.items():  # one of each kind of layer (a schedule's differ)
                 print(f"\n# {role} layer, {name} (generated from the graph IR)\n{layer.code.strip()}")
     total = sum(p.numel() for p in model.parameters())
-    print(f"\n{spec.name}: {total:,} parameters ({spec.kind}; {args.dtype} on {device})")
+    if not args.json:
+        print(f"\n{spec.name}: {total:,} parameters ({spec.kind}; {args.dtype} on {device})")
     if total != spec.parameter_count():  # the compiler and the IR analysis must agree
         print(f"error: the IR analysis counts {spec.parameter_count():,}", file=sys.stderr)
         return 1
@@ -206,15 +234,22 @@ def cmd_build(args) -> int:
     names = " and ".join(["logits" if spec.head else "hidden states"] + (["pooled"] if spec.pooler else []))
     finite = all(torch.isfinite(o).all().item() for o in outputs)
     what = "pictures" if inputs[-1].is_floating_point() else "tokens"
-    print(f"forward pass on random {what} {tuple(inputs[-1].shape)}: {names} {shapes} in {elapsed * 1000:.1f} ms"
-          f"{'' if finite else ' -- NON-FINITE VALUES'}")
+    if args.json:
+        _print_json({"name": spec.name, "kind": spec.kind, "parameters": total, "dtype": args.dtype,
+                     "device": str(device), "input": {what: list(inputs[-1].shape)},
+                     "outputs": {n: list(o.shape) for n, o in zip(names.split(" and "), outputs)},
+                     "milliseconds": round(elapsed * 1000, 3), "finite": finite})
+    else:
+        print(f"forward pass on random {what} {tuple(inputs[-1].shape)}: {names} {shapes} in {elapsed * 1000:.1f} ms"
+              f"{'' if finite else ' -- NON-FINITE VALUES'}")
     return 0 if finite else 1
 
 
 def _add_verify(sub) -> None:
     """The `verify` command's arguments."""
-    verify = _with_set(sub.add_parser("verify", help="check causality, permutation equivariance, padding "
-                                                    "invariance, window locality and gradients on the compiled spec"))
+    verify = _with_json(_with_set(sub.add_parser("verify", help="check causality, permutation equivariance, padding "
+                                                    "invariance, window locality and gradients on the compiled "
+                                                    "spec")))
     verify.add_argument("file", metavar="FILE")
     verify.add_argument("--examples", type=_examples, default=25, help="Hypothesis examples per property (default 25)")
     verify.add_argument("--seed", type=_seed, default=0)
@@ -229,12 +264,18 @@ def cmd_verify(args) -> int:
     from ..inspect.verify import small_version, verify
 
     spec = load(args.file, overrides=_overrides(args))
+    changes = []
     if not args.full_size:
         spec, changes = small_version(spec)
-    if not args.full_size:
+    if not args.full_size and not args.json:
         print(f"{args.file}: checking {spec.name} at test size" + (f" ({', '.join(changes)})" if changes else ""))
     model = compile_spec(spec, seed=args.seed)
     results = verify(model, examples=args.examples, seed=args.seed)
+    if args.json:
+        _print_json({"file": args.file, "name": spec.name, "test_size": not args.full_size, "reduced": changes,
+                     "properties": [{"name": r.name, "status": r.status, "detail": r.detail} for r in results],
+                     "violated": [r.name for r in results if r.status == "violated"]})
+        return 1 if any(r.status == "violated" for r in results) else 0
     marks = {"held": "held    ", "violated": "VIOLATED", "not applicable": "n/a     "}
     for r in results:
         print(f"  {marks[r.status]} {r.name}: {r.detail}")
@@ -420,7 +461,7 @@ def _measured_text(analysis, measured) -> str:
 
 def _add_render(sub) -> None:
     """The `render` command's arguments."""
-    render = _with_set(sub.add_parser("render", help="draw the architecture (Figure 1 style) with Graphviz"))
+    render = _with_json(_with_set(sub.add_parser("render", help="draw the architecture (Figure 1 style) with Graphviz")))
     render.add_argument("file", metavar="FILE")
     render.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="output file; the suffix picks the format: .svg, .png, .pdf or .dot")
@@ -438,13 +479,17 @@ def cmd_render(args) -> int:
         path = render(spec, args.output, expand=args.expand, detail=args.detail)
     except RenderError as exc:
         raise UsageError(str(exc)) from None
-    print(f"wrote {path}")
+    if args.json:
+        _print_json({"output": str(path), "name": spec.name})
+    else:
+        print(f"wrote {path}")
     return 0
 
 
 def _add_mask(sub) -> None:
     """The `mask` command's arguments."""
-    mask = _with_set(sub.add_parser("mask", help="draw which key each query sees, for every attention sublayer"))
+    mask = _with_json(_with_set(sub.add_parser("mask", help="draw which key each query sees, for every attention "
+                                                          "sublayer")))
     mask.add_argument("file", metavar="FILE")
     mask.add_argument("-o", "--output", required=True, metavar="OUT", help="the picture: .png, .svg or .pdf")
     mask.add_argument("--seq-len", type=_positive, help="tokens per sequence (default: a length that shows every "
@@ -478,16 +523,22 @@ def cmd_mask(args) -> int:
         raise UsageError(str(exc)) from None
     if not patterns:
         raise UsageError(f"{args.file}: {spec.name} has no attention to draw")
+    plot_patterns(patterns, args.output, f"{spec.name}: which key each query sees")
+    if args.json:
+        _print_json({"output": args.output, "patterns": [
+            {"sublayer": p.sublayer, "label": p.label, "queries": p.allowed.shape[0], "keys": p.allowed.shape[1],
+             "pairs_seen": p.pairs, "description": describe(p)} for p in patterns]})
+        return 0
     for pattern in patterns:
         print(describe(pattern))
-    plot_patterns(patterns, args.output, f"{spec.name}: which key each query sees")
     print(f"wrote {args.output}")
     return 0
 
 
 def _add_import(sub) -> None:
     """The `import` command's arguments."""
-    imports = sub.add_parser("import", help="write the spec a Hugging Face model directory's config.json describes")
+    imports = _with_json(sub.add_parser("import", help="write the spec a Hugging Face model directory's config.json "
+                                                       "describes"))
     imports.add_argument("source", metavar="DIR", nargs="?", help="a Hugging Face model directory, or its config.json")
     imports.add_argument("--list", action="store_true", help="print the families, classes and configuration fields "
                                                               "import reads (Markdown; docs/hf_families.md)")
@@ -505,8 +556,11 @@ def cmd_import(args) -> int:
     if args.list:
         if args.source or args.run_dir or args.output or args.name:
             raise UsageError("--list takes no model directory or other options")
-        from ..interop.coverage import coverage_markdown
-        print(coverage_markdown(), end="")
+        from ..interop.coverage import coverage_data, coverage_markdown
+        if args.json:
+            _print_json(coverage_data())
+        else:
+            print(coverage_markdown(), end="")
         return 0
     if args.source is None:
         raise UsageError("import needs a model directory (or its config.json), or --list")
@@ -519,7 +573,14 @@ def cmd_import(args) -> int:
     except InteropError as exc:
         message = str(exc)
         raise RunError(message if str(args.source) in message else f"{args.source}: {message}") from None
-    if _write_output(args.output, text):
+    if args.json:
+        if args.output is None:
+            raise UsageError("--json describes what import wrote: give -o NAME.tfs")
+        _write_output(args.output, text)
+        spec = load(args.output)
+        _print_json({"output": args.output, "run": args.run_dir, "name": spec.name, "kind": spec.kind,
+                     "parameters": spec.parameter_count(), "summary": summary_line(args.output, spec)})
+    elif _write_output(args.output, text):
         print(f"wrote {args.output}: {summary_line(args.output, load(args.output)).split(': ', 1)[1]}")
     return 0
 
@@ -576,8 +637,8 @@ def _import_run(source, text: str, run_dir: str) -> None:
 
 def _add_export(sub) -> None:
     """The `export` command's arguments."""
-    export = sub.add_parser("export", help="write a run's (or checkpoint's) model for other tools: Hugging Face, "
-                                           "a standalone PyTorch file, ONNX")
+    export = _with_json(sub.add_parser("export", help="write a run's (or checkpoint's) model for other tools: "
+                                                      "Hugging Face, a standalone PyTorch file, ONNX"))
     export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
     export.add_argument("--to", choices=["hf", "torch", "onnx"], required=True,
                         help="hf: a transformers model directory; torch: tfspec emit's file and its weights; onnx")
@@ -588,82 +649,28 @@ def _add_export(sub) -> None:
 def cmd_export(args) -> int:
     from pathlib import Path
 
-    from ..run import checkpoint as ckpt
+    from ..interop.export import ExportError, export
 
-    saved = ckpt.load(args.source)
     out = Path(args.output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"-o {out}: already exists{'' if out.is_dir() else ' (a file)'}; name a new directory")
     _writable(str(out), "-o")
-    model = saved.model()
-    with new_directory(out) as work:  # written whole or not at all
-        written = _export(args.to, saved, model, work, out)
-    print(f"wrote {out}: {written}")
-    return 0
-
-
-def _export(to: str, saved, model, out, final) -> str:
-    """Write ``model`` (from the checkpoint ``saved``) into the directory ``out`` as ``to`` says (to become
-    ``final``); what was written."""
-    from pathlib import Path
-
-    if to == "hf":
-        from ..run.data import hugging_face_tokenizer
-        from ..interop.families import export_pretrained
-        from ..interop.mapping import InteropError
-
-        _quiet_transformers()
-        vocab = saved.vocabulary()
-        model.hf_carried = saved.meta.get("hf_carried") or {}  # what the import carried (Marian's table length)
-        try:
-            cls = export_pretrained(model, out, prefer=saved.meta.get("hf_class"),
-                                    token_ids=_token_ids(vocab, model.spec.kind) if vocab else None)
-        except InteropError as exc:
-            raise RunError(f"{saved.path}: {exc}") from None
-        written = ["config.json", "model.safetensors"]
-        for name, data in (hugging_face_tokenizer(vocab) if vocab else {}).items():
-            write_atomically(Path(out) / name, data)
-            written.append(name)
-        return (f"a Hugging Face {cls} ({', '.join(written)}); "
-                f"transformers.{cls}.from_pretrained({str(final)!r}) loads it")
-    if to == "torch":
-        from safetensors.torch import save_file
-
-        from ..backend.standalone import emit
-
-        write_atomically(out / "model.py", emit(saved.spec(), origin=str(saved.path / "spec.tfs")).encode("utf-8"))
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
-        return ("model.py (torch only) and model.safetensors; "
-                "Model().load_state_dict(safetensors.torch.load_file(...)) gives the trained model")
-    return _export_onnx(model, out)
-
-
-def _token_ids(vocab, kind: str) -> dict[str, int]:
-    """The configuration fields that name ``vocab``'s special tokens (an encoder-decoder's start is its decoder's)."""
-    start = "decoder_start_token_id" if kind == "encoder-decoder" else "bos_token_id"
-    fields = {"pad_token_id": vocab.pad, start: vocab.start, "eos_token_id": vocab.eos,
-              "forced_bos_token_id": getattr(vocab, "first", None), "forced_eos_token_id": getattr(vocab, "last", None)}
-    return {key: value for key, value in fields.items() if value is not None}
-
-
-def _export_onnx(model, out) -> str:
-    from ..interop.onnx import OnnxError, export_onnx, missing_packages
-
-    verify = not missing_packages(verify=True)
     try:
-        done = export_onnx(model, out / "model.onnx", verify=verify)
-    except OnnxError as exc:
+        written = export(args.source, out, to=args.to)
+    except ExportError as exc:
         raise RunError(str(exc)) from None
-    checked = (f"onnxruntime gives PyTorch's {done.outputs[0]} to {done.max_difference:.1e} (relative)" if verify else
-               "not run: pip install onnxruntime to check it")
-    return (f"model.onnx (inputs {', '.join(done.inputs)}; outputs {', '.join(done.outputs)}; batch and lengths "
-            f"dynamic); {checked}")
+    if args.json:
+        _print_json({"output": str(out), "to": args.to, "written": written,
+                     "files": sorted(p.name for p in out.iterdir())})
+    else:
+        print(f"wrote {out}: {written}")
+    return 0
 
 
 def _add_emit(sub) -> None:
     """The `emit` command's arguments."""
-    emit = _with_set(sub.add_parser("emit", help="write the model as one standalone, readable PyTorch file "
-                                                "(torch only) that loads the compiled model's state_dict"))
+    emit = _with_json(_with_set(sub.add_parser("emit", help="write the model as one standalone, readable PyTorch file "
+                                                "(torch only) that loads the compiled model's state_dict")))
     emit.add_argument("file", metavar="SPEC")
     emit.add_argument("-o", "--output", metavar="MODEL.py", help="where to write it (default: standard output)")
     emit.set_defaults(run=cmd_emit)
@@ -675,7 +682,12 @@ def cmd_emit(args) -> int:
     spec = load(args.file, overrides=_overrides(args))
     source = emit(spec, origin=" ".join([args.file] + [f"--set {k}={v}" for k, v in _overrides(args).items()]))
     _check_output(args.output, ".py")
+    if args.json and args.output in (None, "-"):
+        raise UsageError("--json describes what emit wrote: give -o MODEL.py")
     if not _write_output(args.output, source):
+        return 0
+    if args.json:
+        _print_json({"output": args.output, "name": spec.name, "parameters": spec.parameter_count()})
         return 0
     print(f"wrote {args.output}: class Model, {spec.parameter_count():,} parameters when built; "
           "load a compiled model's state_dict into it")
@@ -781,8 +793,8 @@ def _fresh_run_dir(spec_name: str, what: str) -> str:
 
 def _add_train(sub) -> None:
     """The `train` command's arguments."""
-    train = _with_set(sub.add_parser("train", help="train a spec on a built-in task or a text file, with "
-                                                  "checkpoints, evaluation and a loss curve"))
+    train = _with_json(_with_set(sub.add_parser("train", help="train a spec on a built-in task or a text file, "
+                                                             "with checkpoints, evaluation and a loss curve")))
     train.add_argument("file", nargs="?", metavar="SPEC")
     data = train.add_argument_group("data (default: the reverse task)")
     data.add_argument("--task", choices=sorted(TASKS), help="built-in task: " +
@@ -860,7 +872,8 @@ def cmd_train(args) -> int:
         world = join(args.strategy or "ddp", str(_device(args.device or "cpu")))
         if args.nproc is not None and args.nproc != world.size:
             raise UsageError(f"--nproc {args.nproc}: torchrun started {world.size} workers; drop --nproc")
-    say = (lambda line: print(line, flush=True)) if world.main else (lambda line: None)
+    where = sys.stderr if args.json else sys.stdout  # --json: the log apart from the result
+    say = (lambda line: print(line, file=where, flush=True)) if world.main else (lambda line: None)
     if args.resume:
         _check_resume(args)
         run_dir = args.resume
@@ -878,7 +891,7 @@ def cmd_train(args) -> int:
         run = train(args.file, config, run_dir, overrides=_overrides(args), progress=not args.no_progress,
                     log=say, initial=initial, world=world)
     if world.main:
-        _report(run, run_dir)
+        _report(run, run_dir, args.json)
     leave(world)  # only when the run went well: a worker that fails exits, and torchrun stops the others
     return 130 if run.interrupted else 0
 
@@ -962,7 +975,15 @@ def _launch_workers(args) -> int:
     return launch(argv + extra, args.nproc)
 
 
-def _report(run, run_dir) -> None:
+def _report(run, run_dir, as_json: bool = False) -> None:
+    if as_json:
+        _print_json({"run": str(run_dir), "step": run.step, "steps": run.objective.config.steps,
+                     "finished": run.step >= run.objective.config.steps, "interrupted": run.interrupted,
+                     "seconds": round(run.seconds, 3), "checkpoint": str(run.checkpoint) if run.checkpoint else None,
+                     "last_loss": run.losses[-1] if run.losses else None,
+                     "evaluation": run.evaluations[-1] if run.evaluations else None,
+                     "metrics": f"{run_dir}/metrics.jsonl"})
+        return
     state = "interrupted" if run.interrupted else "stopped"
     if run.step < run.objective.config.steps:
         print(f"{state} at step {run.step} of {run.objective.config.steps}; continue with: "
@@ -983,7 +1004,8 @@ def _device_of(model):
 
 def _add_generate(sub) -> None:
     """The `generate` command's arguments."""
-    generate = sub.add_parser("generate", help="decode from a trained checkpoint: greedy, sampling or beam search")
+    generate = _with_json(sub.add_parser("generate", help="decode from a trained checkpoint: greedy, sampling or "
+                                                          "beam search"))
     generate.add_argument("checkpoint", metavar="CHECKPOINT", help="a run directory (its latest checkpoint) or "
                                                                   "a checkpoint directory")
     generate.add_argument("--input", "--prompt", action="append", metavar="TEXT",
@@ -1063,7 +1085,8 @@ def cmd_generate(args) -> int:
            "greedy decoding" if not temperature else
            f"sampling (temperature {temperature:g}" + (f", top-k {args.top_k}" if args.top_k else "")
            + (f", top-p {args.top_p:g}" if args.top_p else "") + ")")
-    print(f"{saved.path} (step {saved.step}): {model.spec.name}, {kind}; {how}")
+    if not args.json:
+        print(f"{saved.path} (step {saved.step}): {model.spec.name}, {kind}; {how}")
     try:
         results = complete(model, vocab, inputs, prompted=prompted, max_new=max_new, strategy=strategy,
                            generator=generator, use_cache=False if args.no_cache else None,
@@ -1072,6 +1095,12 @@ def cmd_generate(args) -> int:
         raise
     except ValueError as exc:  # text outside the vocabulary, an empty prompt
         raise RunError(str(exc)) from None
+    if args.json:
+        _print_json({"checkpoint": str(saved.path), "step": saved.step, "name": model.spec.name, "decoding": how,
+                     "results": [{"input": r.input, "output": r.output, "score": r.score, "cut_at": r.cut_at,
+                                  **({"reference": references[r.input], "correct": references[r.input] == r.output}
+                                     if r.input in references else {})} for r in results]})
+        return 0
     for r in results:
         if prompted or kind == "encoder-decoder":  # an input mapped to an output
             line = f"  {r.input} -> {r.output}"
@@ -1091,8 +1120,8 @@ def cmd_generate(args) -> int:
 
 def _add_prepare(sub) -> None:
     """The `prepare` command's arguments."""
-    prep = sub.add_parser("prepare", help="tokenise text once into a memory-mapped token file that train --data "
-                                         "streams (a corpus larger than memory trains)")
+    prep = _with_json(sub.add_parser("prepare", help="tokenise text once into a memory-mapped token file that train "
+                                                     "--data streams (a corpus larger than memory trains)"))
     prep.add_argument("data", nargs="+", metavar="PATH", type=_data_path,
                       help="a text file, a JSONL file or a directory (its files matching --glob, recursively)")
     prep.add_argument("-o", "--output", required=True, metavar="DIR", help="the prepared directory; made again "
@@ -1112,7 +1141,10 @@ def cmd_prepare(args) -> int:
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise UsageError(f"-o {args.output}: a file; name a directory to prepare into")
     source = Source(tuple(args.data), args.glob or glob, args.field or "text")
-    prepare(source, args.tokenizer, args.output, log=lambda line: print(line, flush=True))
+    prepared = prepare(source, args.tokenizer, args.output,
+                       log=lambda line: print(line, file=sys.stderr if args.json else sys.stdout, flush=True))
+    if args.json:
+        _print_json({"output": args.output, **{k: v for k, v in prepared.meta.items() if k != "format"}})
     return 0
 
 
@@ -1135,9 +1167,9 @@ def cmd_demo(args) -> int:
 
 def _add_report(sub) -> None:
     """The `report` command's arguments."""
-    report = _with_set(sub.add_parser("report", help="one self-contained HTML page: the diagram, parameters by "
+    report = _with_json(_with_set(sub.add_parser("report", help="one self-contained HTML page: the diagram, parameters by "
                                                     "block, cost against length, attention patterns, verified "
-                                                    "properties; several specs side by side"))
+                                                    "properties; several specs side by side")))
     report.add_argument("files", nargs="+", metavar="FILE")
     report.add_argument("-o", "--output", required=True, metavar="REPORT.html")
     report.add_argument("--seq-len", type=_positive, help="the length of the cost figures (default: the learned "
@@ -1162,6 +1194,11 @@ def cmd_report(args) -> int:
         raise UsageError(str(exc)) from None
     write_atomically(args.output, page(reports).encode("utf-8"))
     missing = sorted({f"{part}: {why}" for r in reports for part, why in r.notes.items() if part != "verify"})
+    if args.json:
+        _print_json({"output": args.output, "specs": [r.spec.name for r in reports], "notes": missing,
+                     "violated": {r.spec.name: [v.name for v in r.verified or [] if v.status == "violated"]
+                                  for r in reports}})
+        return 0
     for note in missing:
         print(f"note: {note}")
     print(f"wrote {args.output}: {', '.join(r.spec.name for r in reports)}")
@@ -1235,6 +1272,15 @@ def build_parser() -> argparse.ArgumentParser:
                 _add_export, _add_emit, _add_diff, _add_train, _add_generate, _add_prepare, _add_demo, _add_report, _add_lsp):
         add(sub)
     return parser
+
+
+def _with_json(p):
+    p.add_argument("--json", action="store_true", help="print the result as JSON on standard output")
+    return p
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def _with_set(p):
@@ -1372,7 +1418,8 @@ def _show_spec_warnings() -> None:
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, SpecWarning):
-            print(message, file=sys.stderr)
+            print(message.diagnostic.render(message.sources, colour_wanted(sys.stderr)) if isinstance(message, SpecWarning)
+                  else message, file=sys.stderr)
         else:
             default(message, category, filename, lineno, file, line)
 
@@ -1389,7 +1436,7 @@ def main(argv: list[str] | None = None) -> int:
         _no_nul(args)
         return args.run(args)
     except SpecError as exc:  # a spec that does not load: compiler-style message, exit 1
-        print(exc.render(), file=sys.stderr)
+        print(exc.render(colour_wanted(sys.stderr)), file=sys.stderr)
         return 1
     except (UsageError, LengthError) as exc:
         print(f"tfspec {args.command}: error: {exc}", file=sys.stderr)

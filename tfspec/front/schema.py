@@ -298,6 +298,16 @@ class Spec(Node):
     # counted, when it is imported (importing tfspec imports it): the front end does not import the stage after it.
     lowering: ClassVar[Callable | None] = None
     counting: ClassVar[Callable | None] = None
+    presenting: ClassVar[Callable | None] = None  # spec -> HTML for notebooks (set by the tfspec package)
+
+    def __repr__(self) -> str:
+        return f"<Spec {self.name}: {self.kind}, {self.parameter_count():,} parameters>"
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str | None:
+        """What Jupyter shows: the check line, the diagram and the parameters by block."""
+        return Spec.presenting(self) if Spec.presenting is not None else None
 
     def graph(self):
         """The validated graph IR (a ``networkx.DiGraph``); see docs/ir.md."""

@@ -100,6 +100,19 @@ def _verify(report: SpecReport, examples: int) -> None:
                               f", {examples} examples per property")
 
 
+def spec_html(spec) -> str:
+    """What a notebook shows for a ``Spec`` or a compiled model: the check line, the diagram (where Graphviz is
+    installed) and the parameters by block, in a fragment of HTML."""
+    from .summary import summary_line
+
+    report = SpecReport(spec.name, spec.name, spec, analyse(spec), [])
+    _diagram(report)
+    diagram = f'<div style="max-width:720px">{report.diagram}</div>' if report.diagram is not None else ""
+    line = summary_line(spec.name, spec).split(": ", 1)[1]  # without the path a file would have
+    return (f"<div><p><code>{_e(line)}</code></p>{diagram}"
+            f"<details><summary>parameters by block</summary>{_parameters(report.analysis)}</details></div>")
+
+
 # ---------------------------------------------------------------- charts
 def _chart(curves: dict[str, list[Analysis]]) -> str:
     """FLOPs, activation memory and KV cache against sequence length, one line per spec: inline SVG whose

@@ -26,6 +26,14 @@ def _ignored(family: Family) -> list[str]:
     return [name for name in family.fields.ignored if name not in COMMON_IGNORED]
 
 
+def coverage_data() -> dict:
+    """The same as data (``tfspec import --list --json``)."""
+    return {"families": [{"name": f.name, "model_types": list(f.model_types), "classes": list(f.classes),
+                          "conventions": f.conventions, "reads": _read(f), "refused_unless": _refused(f),
+                          "ignored": _ignored(f)} for f in FAMILIES],
+            "not_expressible": dict(NOT_EXPRESSIBLE)}
+
+
 def coverage_markdown() -> str:
     """The coverage table as Markdown: one row per family, then what each reads, refuses and ignores."""
     lines = ["# Hugging Face families", "",

@@ -96,6 +96,13 @@ class CompiledModel(nn.Module):
         self.__dict__["program"] = forward
         self.forward = forward.forward
 
+    def extra_repr(self) -> str:
+        return f"{self.spec.name}: {self.spec.kind}, {sum(p.numel() for p in self.parameters()):,} parameters"
+
+    def _repr_html_(self) -> str | None:
+        """What Jupyter shows: its spec's diagram and parameters."""
+        return self.spec._repr_html_()
+
     def checkpoint_activations(self, enabled: bool = True) -> "CompiledModel":
         """Keep only each layer's input for the backward pass and recompute the rest there: less memory for
         about a third more compute; the same gradients."""
