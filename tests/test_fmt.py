@@ -31,7 +31,7 @@ def test_layout_and_comments():
     text = ("embedding t {vocab 10;dim 8}  # tiny\n# lead\ndecoder x 2 { # hdr\n"
             "  attention self \\\n  heads=2 # on continuation\n  # inner\n}  # close\n# tail")
     assert format_text(text) == (
-        "embedding t {  # tiny\n  vocab 10\n  dim 8\n}\n\n# lead\ndecoder x 2 {  # hdr\n"
+        "embedding t {  # tiny\n  vocab 10\n  dim 8\n}\n\n# lead\ndecoder x 2 {             # hdr\n"
         "  attention self heads=2  # on continuation\n  # inner\n}  # close\n# tail\n")
 
 
@@ -50,3 +50,24 @@ def test_fmt_cli_check_and_write(tmp_path, capsys):
     bad.write_text("decoder x {")
     assert main(["fmt", "--write", str(bad)]) == 1
     assert bad.read_text() == "decoder x {"  # never a partial rewrite
+
+
+def test_every_shipped_example_is_formatted():
+    from pathlib import Path
+
+    from tfspec.front.fmt import format_text
+
+    examples = sorted(Path(__file__).resolve().parents[1].glob("examples/*.tfs"))
+    assert len(examples) > 20
+    assert [str(p.name) for p in examples if format_text(p.read_text(), str(p)) != p.read_text()] == []
+
+
+def test_trailing_comments_of_consecutive_lines_share_a_column():
+    from tfspec.front.fmt import format_text
+
+    text = ("defaults {\n  residual pre # wiring\n  dropout 0.1    # P_drop\n  bias false\n  norm rmsnorm # alone\n}\n"
+            "embedding t { vocab 10; dim 8 }\ndecoder x 1 { attention self heads=2 }\n")
+    formatted = format_text(text)
+    assert formatted.splitlines()[1:5] == ["  residual pre  # wiring", "  dropout 0.1   # P_drop", "  bias false",
+                                           "  norm rmsnorm  # alone"]
+    assert format_text(formatted) == formatted

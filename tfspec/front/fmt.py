@@ -41,7 +41,8 @@ class _Printer:
     def __init__(self, module: Module, comments: dict[int, tuple[str, bool]]):
         self.module = module
         self.comments = comments
-        self.lines: list[str] = []
+        self.lines: list[str] = []  # code, and comments on lines of their own
+        self.trailing: list[str | None] = []  # each line's trailing comment
         self.emitted: set[int] = set()
 
     def run(self) -> str:
@@ -49,10 +50,30 @@ class _Printer:
         for index, item in enumerate(items):
             if index and not (isinstance(item, Let) and isinstance(items[index - 1], Let)):
                 self.lines.append("")
+                self.trailing.append(None)
             self.standalone_before(item.span.line, "")
             self.item(item)
         self.standalone_before(10**9, "")
-        return "\n".join(self.lines).strip("\n") + "\n"
+        return "\n".join(self.aligned()).strip("\n") + "\n"
+
+    def aligned(self) -> list[str]:
+        """The lines, the trailing comments of consecutive lines in one column (as gofmt aligns them): two spaces
+        after the longest code of the run."""
+        out, run = [], []
+
+        def flush():
+            width = max((len(code) for code, _ in run), default=0)
+            out.extend(f"{code.ljust(width)}  {comment}" for code, comment in run)
+            run.clear()
+
+        for line, comment in zip(self.lines, self.trailing):
+            if comment is None:
+                flush()
+                out.append(line)
+            else:
+                run.append((line, comment))
+        flush()
+        return out
 
     def standalone_before(self, line: int, indent: str) -> None:
         """Comments on their own lines above ``line`` that are not out yet."""
@@ -60,6 +81,7 @@ class _Printer:
             if lineno < line and lineno not in self.emitted and self.comments[lineno][1]:
                 self.emitted.add(lineno)
                 self.lines.append(indent + self.comments[lineno][0])
+                self.trailing.append(None)
 
     def emit(self, text: str, first: int, last: int | None = None) -> None:
         """One output line, with the trailing comments of source lines first..last."""
@@ -68,7 +90,8 @@ class _Printer:
             if lineno in self.comments and lineno not in self.emitted and not self.comments[lineno][1]:
                 self.emitted.add(lineno)
                 trailing.append(self.comments[lineno][0])
-        self.lines.append(text + ("  " + " ".join(trailing) if trailing else ""))
+        self.lines.append(text)
+        self.trailing.append(" ".join(trailing) if trailing else None)
 
     def item(self, item) -> None:
         span = item.span

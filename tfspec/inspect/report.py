@@ -232,7 +232,7 @@ def _comparison(reports: list[SpecReport]) -> str:
         parts.append(f"<h3>{_e(first.label)} → {_e(other.label)}</h3><div class=side><ul>{items}</ul>{totals}</div>")
     curves = {r.label: r.curve for r in reports if r.curve}
     chart = _chart(curves) if curves else "<p>No sweep length fits every spec.</p>"
-    return (f'<article id="compare" class="spec" hidden><h2>Compared</h2>'
+    return ('<article id="compare" class="spec" hidden><h2>Compared</h2>'
             + _section("diff", "What differs", "".join(parts))
             + _section("curves", "Costs on one chart", chart) + "</article>")
 

@@ -371,8 +371,11 @@ def import_config(source, *, name: str | None = None, padding: bool = True) -> s
     options = {**family.classes[cls], **family.checkpoint_options(tensor_names(source))}
     heading = (f"Imported by tfspec from a Hugging Face {cls} configuration (model_type '{config.model_type}').",
                family.conventions + ".")
-    return family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
+    from ..front.fmt import format_text
+
+    text = family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
                             heading=heading)
+    return format_text(text, "<imported>")  # in canonical form: what `tfspec fmt --check` accepts
 
 
 def tensor_names(source) -> set[str]:
