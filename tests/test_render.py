@@ -91,6 +91,38 @@ def test_expand_draws_every_layer_and_detail_shows_shapes(tmp_path):
     assert not any(t.startswith("Dropout") for t in texts(parse_svg(render(spec, tmp_path / "plain.svg")), "node"))
 
 
+@needs_dot
+def test_the_picture_is_laid_out_as_figure_1(tmp_path):
+    """Encoder beside decoder from one baseline, each layer's sublayers in one straight column, the shared table
+    joined to the head in both stacks, and --detail writing a shape only where it changes."""
+    import re
+
+    spec = load("examples/vaswani_base.tfs", overrides={"layers": 2})
+    source = to_graphviz(spec).source
+    assert re.search(r'\{\s*rank=same\s*"encoder\.block_input"\s*"decoder\.block_input"', source)
+    for role in ("encoder", "decoder"):
+        column = [n.id for n in spec.graph().of(ir.Node, in_block=True) if n.stack == role
+                  and not isinstance(n, (ir.BlockOutput, ir.Dropout)) and not n.id.endswith("_norm")]
+        assert all(re.search(rf'"{re.escape(n)}" \[[^\]]*group={role}\b', source) for n in column), role
+    svg = parse_svg(render(spec, tmp_path / "plain.svg"))
+    ties = [e["title"] for e in svg["edge"] if e["text"] == "shared weights"]
+    assert sorted(t.split("->")[0].split(":")[0] for t in ties) == ["decoder.embed", "encoder.embed"]
+    # the column: each sublayer straight above the one it reads (the centres of their labels within a pixel)
+    centres = {g.find(f"{SVG}title").text: float(next(g.iter(f"{SVG}text")).get("x"))
+               for g in ET.parse(tmp_path / "plain.svg").getroot().iter(f"{SVG}g") if g.get("class") == "node"
+               and next(g.iter(f"{SVG}text"), None) is not None}
+    for role, sublayers in (("encoder", ("self_attn", "self_attn_add", "ffn", "ffn_add")),
+                            ("decoder", ("self_attn", "self_attn_add", "cross_attn", "cross_attn_add", "ffn"))):
+        xs = [centres[f"{role}.{name}"] for name in sublayers]
+        assert max(xs) - min(xs) < 1.0, (role, xs)
+
+    detailed = parse_svg(render(spec, tmp_path / "detail.svg", detail=True))
+    shaped = [e["title"] for e in detailed["edge"] if "×" in e["text"]]
+    inside = [t for t in shaped if t.split("->")[0].startswith(("encoder.self_attn", "encoder.ffn", "decoder.ffn"))]
+    assert inside == [] and len(shaped) < len(detailed["edge"]) / 2  # not on every edge of a layer
+    assert "Add & Norm (layernorm(eps=1e-06))" in texts(detailed, "node")
+
+
 def test_dot_output_needs_no_graphviz_and_is_written_whole(tmp_path):
     out = render(load("examples/gpt1.tfs"), tmp_path / "gpt1.dot")
     source = out.read_text()

@@ -25,7 +25,7 @@ from ..files import write_atomically
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
-from ..registry import POSITIONS
+from ..registry import NORMS, POSITIONS
 
 FORMATS = ("svg", "png", "pdf", "dot")
 INSTALL_HINT = ("Graphviz's 'dot' program was not found; install it (Debian/Ubuntu: sudo apt-get install graphviz, "
@@ -155,7 +155,7 @@ class _Diagram:
             for layer, k, label in boxes:
                 name = f"cluster_{role}" + (f"_{layer}" if layer is not None else f"_kind{k}" if k else "")
                 with self.dot.subgraph(name=name) as box:
-                    box.attr(label=label, labeljust="r", labelloc="b", style="rounded,filled", fillcolor="#F4F4F4",
+                    box.attr(label=label, labeljust="r", labelloc="t", style="rounded,filled", fillcolor="#F4F4F4",
                              color="#9A9A9A", fontsize="14" if layer is None else "11", margin="12")
                     for node in layer_template(self.g, role, k):
                         if not self.hidden(node):
@@ -172,6 +172,13 @@ class _Diagram:
             for layer in self.copies(node):
                 self.edges(node, layer)
         self.tie_edges()
+        starts = [self.dot_id(n.id, 0 if self.expand else None) for n in self.g.of(ir.BlockInput)
+                  if n.layer_kind == 0 and not self.hidden(n)]
+        if len(starts) > 1:
+            with self.dot.subgraph() as level:
+                level.attr(rank="same")
+                for n in starts:
+                    level.node(n)
         inputs = [n.id for n in self.g.of(ir.Input)]
         with self.dot.subgraph() as bottom:  # every stack starts from the same baseline, as in the paper
             bottom.attr(rank="same")
@@ -184,25 +191,28 @@ class _Diagram:
     def node(self, graph, node: ir.Node, layer: int | None) -> None:
         node_id = self.dot_id(node.id, layer)
         tooltip = node.id
+        # a layer's nodes share a group: dot draws the edges between them straight, one sublayer above the other
+        extra = {"group": f"{node.stack}{'' if layer is None else layer}"} if node.in_block else {}
         if isinstance(node, ir.Input):
-            graph.node(node_id, INPUT_NAMES.get(node.name, node.name), shape="plaintext", style="", tooltip=tooltip)
+            graph.node(node_id, INPUT_NAMES.get(node.name, node.name), shape="plaintext", style="", tooltip=tooltip, **extra)
         elif isinstance(node, ir.Output):
-            graph.node(node_id, OUTPUT_NAMES[node.name], shape="plaintext", style="", tooltip=tooltip)
+            graph.node(node_id, OUTPUT_NAMES[node.name], shape="plaintext", style="", tooltip=tooltip, **extra)
         elif isinstance(node, ir.BlockInput):
-            graph.node(node_id, "", shape="point", width="0.06", style="filled", color="#555555", tooltip=tooltip)
+            graph.node(node_id, "", shape="point", width="0.06", style="filled", color="#555555", tooltip=tooltip, **extra)
         elif isinstance(node, ir.Add):
             norm = self.norm_after.get(node.id)
             if norm is not None:
                 fill, border = STYLES[ir.Norm]
-                graph.node(node_id, f"Add & Norm ({norm.choice.name})", fillcolor=fill, color=border,
-                           tooltip=tooltip)
+                options = NORMS.label(norm.choice) if self.detail else norm.choice.name  # --detail: its options
+                graph.node(node_id, f"Add & Norm ({options})", fillcolor=fill, color=border,
+                           tooltip=tooltip, **extra)
             else:
                 graph.node(node_id, "+", shape="circle", width="0.3", fixedsize="true", fontsize="14",
-                           style="filled", fillcolor=STYLES[ir.Add][0], color=STYLES[ir.Add][1], tooltip=tooltip)
+                           style="filled", fillcolor=STYLES[ir.Add][0], color=STYLES[ir.Add][1], tooltip=tooltip, **extra)
         else:
             fill, border = STYLES[type(node)]
             graph.node(node_id, self.label(node), fillcolor=fill, color=border, shape=SHAPES.get(type(node), "box"),
-                       tooltip=tooltip)
+                       tooltip=tooltip, **extra)
             if isinstance(node, ir.Attention):
                 self.position_in_attention(graph, node, node_id)
 
@@ -240,7 +250,7 @@ class _Diagram:
             attrs = {}
             port = node.port(inp)
             if port == "residual":
-                attrs.update(color=RESIDUAL_COLOUR, penwidth="1.4")
+                attrs.update(color=RESIDUAL_COLOUR, penwidth="1.4", weight="0")  # around the column, not in it
             elif port == "memory":
                 attrs.update(color=MEMORY_COLOUR, penwidth="2", label="memory", fontcolor=MEMORY_COLOUR)
             elif port == "shared":  # parameters the stack owns, read by every layer
@@ -248,20 +258,37 @@ class _Diagram:
                 variant, options = self.g.node(inp).variant()
                 attrs.update(style="dashed", color=border, fontcolor=border, label=variant.stack_edge(options))
             shape = self.g.node(inp).shape
-            if self.detail and shape:
+            if self.detail and shape and self.shape_changes(inp):
                 shape = "×".join(map(str, shape))
                 attrs["label"] = f"{attrs['label']}\n{shape}" if "label" in attrs else shape
             self.dot.edge(src, node_id, **attrs)
 
+    def shape_changes(self, n: str) -> bool:
+        """Whether node ``n``'s output has another shape than what it reads: where ``--detail`` writes a shape
+        (an input's, an embedding's, a head's), not on every edge of a layer that keeps it."""
+        node = self.g.node(n)
+        if not node.inputs:
+            return True
+        return any(self.g.node(i).shape != node.shape for i in node.inputs)
+
     def tie_edges(self) -> None:
-        """A dashed edge from each borrowed weight's embedding to its borrower."""
+        """A dashed edge from each drawn holder of a borrowed weight to its borrower: an embedding shared by both
+        stacks is drawn in each, and each copy is joined to the tied head (the decoder's up the right-hand side,
+        the encoder's up the left, round the stacks). Copies of an embedding no head borrows are joined below."""
+        style = dict(style="dashed", color=TIE_COLOUR, fontcolor=TIE_COLOUR, dir="both", arrowsize="0.5",
+                     weight="0")
+        borrowed = set()
         for node in self.g.ordered():
             for full_name in node.ties.values():
+                borrowed.add(full_name)
                 owners = [m.id for m in owner_of(self.g, full_name)]
-                # an embedding shared by both stacks is drawn in each: join the one feeding the head
                 feeding = [m for m in owners if nx.has_path(self.g, m, node.id)]
-                owner = (feeding or owners or [None])[-1]
-                if owner is not None:
-                    self.dot.edge(owner, node.id, style="dashed", color=TIE_COLOUR, fontcolor=TIE_COLOUR,
-                                  label="shared weights", dir="both", arrowsize="0.5", weight="0",
-                                  tailport="e", headport="e")  # a ranked edge: dot routes it round nodes
+                for owner in owners:
+                    side = "e" if owner == (feeding or owners)[-1] else "w"
+                    self.dot.edge(owner, node.id, label="shared weights", tailport=side, headport=side,
+                                  **style)  # a ranked edge: dot routes it round nodes
+        for weight in sorted({f"{n.module}.{name}" for n in self.g.of(ir.Embedding) for name in n.params} - borrowed):
+            copies = [m.id for m in owner_of(self.g, weight) if not self.hidden(m)]
+            for left, right in zip(copies, copies[1:]):  # below them, clear of the nodes between
+                self.dot.edge(left, right, xlabel="shared weights", constraint="false", tailport="s",
+                              headport="s", **style)

@@ -675,7 +675,8 @@ class _Trainer:
             else nullcontext
         self.last_step = config.steps if self.stops.after is None else min(self.stops.after, config.steps)
         self.estimate = (_estimate(model, self.objective, config, device, self.autocast, self.spec,
-                                   config.steps - step, world.size) if step < self.last_step else [])
+                                   self.last_step - step, world.size, early_stop=self.stops.until is not None)
+                         if step < self.last_step else [])
         self.parameters = sum(p.numel() for p in model.parameters())
         if config.compile:
             model.compile()  # in place: the state dict keeps its names
@@ -747,7 +748,8 @@ class _Trainer:
                     extra = "".join(f", {k} {v:.4f}" for k, v in self.auxiliary.items())
                     unit = "pictures" if self.objective.pictures is not None else "tokens"
                     self.log(f"step {run.step:,}/{config.steps:,}: loss {loss:.4f}{extra}, lr {lr:.2e}, {speed:,.0f} "
-                             f"{unit}/s, ETA {duration(per_step * (self.last_step - run.step))}")
+                             f"{unit}/s, ETA {'at most ' if self.stops.until else ''}"
+                             f"{duration(per_step * (self.last_step - run.step))}")
                 if (run.step % config.eval_every == 0 or run.step == config.steps) and self.evaluate():
                     break
                 if run.step % config.save_every == 0 or run.step == config.steps:
@@ -868,11 +870,12 @@ def _restore_rng(state: dict, world: World, device, seed: int, step: int) -> Non
 
 
 def _estimate(model, objective: Objective, config: TrainConfig, device, autocast, spec, steps: int,
-              workers: int = 1) -> list[str]:
-    """Before the first step: the time a step will take, from a timed forward pass of a few rows of the first
-    batch (after one to warm up; dropout off, so no random stream moves) scaled to the batch and the
-    accumulation, with backward at twice the forward; and the analysis' FLOPs per step. A warning when the
-    run would take more than an hour."""
+              workers: int = 1, early_stop: bool = False) -> list[str]:
+    """Before the first step: the time a step will take, from the fastest of a few timed forward passes of a few
+    rows of the first batch (after one to warm up; dropout off, so no random stream moves; the fastest, as a
+    loaded machine slows some calls many times over) scaled to the batch and the accumulation, with backward at
+    twice the forward; and the analysis' FLOPs per step. A warning when the run would take more than an hour.
+    ``early_stop``: the run stops once its evaluations say so, so ``steps`` is an upper bound."""
     from ..inspect.analysis import AnalysisError, analyse
 
     share = config.batch // workers  # each worker's rows of a global batch
@@ -883,10 +886,13 @@ def _estimate(model, objective: Objective, config: TrainConfig, device, autocast
     with torch.no_grad(), autocast():
         model(**inputs)
         _synchronize(device)
-        start = time.perf_counter()
-        model(**inputs)
-        _synchronize(device)
-        forward = time.perf_counter() - start
+        timings, began = [], time.perf_counter()
+        while len(timings) < 5 and (len(timings) < 2 or time.perf_counter() - began < 0.5):
+            start = time.perf_counter()
+            model(**inputs)
+            _synchronize(device)
+            timings.append(time.perf_counter() - start)
+        forward = min(timings)
     model.train(was_training)
     per_step = 3 * forward * share / rows * config.accumulate
     lengths = objective.lengths()
@@ -897,11 +903,12 @@ def _estimate(model, objective: Objective, config: TrainConfig, device, autocast
         work = f"{flops / 1e9:,.3g} GFLOP a step at most, "
     except AnalysisError:
         work = ""
-    lines = [f"estimated {duration(per_step)} a step, {duration(per_step * steps)} for {steps:,} steps ({work}timed "
-             f"on a forward pass of {rows} sequences on {device.type})"]
+    bound = "at most " if early_stop else ""
+    lines = [f"estimated {duration(per_step)} a step, {bound}{duration(per_step * steps)} for {bound}{steps:,} steps "
+             f"({work}timed on a forward pass of {rows} sequences on {device.type})"]
     if per_step * steps > 3600:
-        lines.append(f"warning: this run would take about {duration(per_step * steps)} on {device.type}; use fewer "
-                     "--steps, a smaller model (--set) or a GPU (--device cuda)")
+        lines.append(f"warning: this run would take {'up to' if early_stop else 'about'} {duration(per_step * steps)} "
+                     f"on {device.type}; use fewer --steps, a smaller model (--set) or a GPU (--device cuda)")
     return lines
 
 
