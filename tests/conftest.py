@@ -36,17 +36,34 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def tfspec_cli():
-    """Run the CLI as a user does: a subprocess in the repository root (``env`` replaces the environment).
-    ``tfspec_cli.many(args, ...)`` runs independent invocations two at a time (most of each is starting Python
-    and importing torch, so the second core halves a test of many), their results in order."""
-    def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tfspec.cli", *args], capture_output=True, text=True,
-                              cwd=Path(__file__).parent.parent, env=env)
+    """Run the CLI as a user does, in the repository root: ``tfspec_cli(*args)`` calls ``tfspec.cli.main`` in this
+    process with its standard output and error captured (starting Python and importing torch for each call was
+    most of the suite's time), and returns a ``CompletedProcess``; an exception the command does not turn into a
+    message and an exit status propagates, failing the test as a traceback would. ``env=`` (a whole environment)
+    or ``process=True`` runs a real subprocess instead, for what only a process shows (signals, the environment,
+    bytes that are not UTF-8 in argv). ``tfspec_cli.many(args, ...)``: several invocations, their results in
+    order."""
+    def run(*args: str, env: dict | None = None, process: bool = False) -> subprocess.CompletedProcess:
+        if env is not None or process:
+            return subprocess.run([sys.executable, "-m", "tfspec.cli", *args], capture_output=True, text=True,
+                                  cwd=ROOT, env=env)
+        import contextlib
+        import io
+        import warnings
+
+        from tfspec.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings():
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exit_:  # argparse's usage errors, --help, --version
+                code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
     def many(*invocations) -> list[subprocess.CompletedProcess]:
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return list(pool.map(lambda args: run(*args), invocations))
+        return [run(*args) for args in invocations]
 
     run.many = many
     return run

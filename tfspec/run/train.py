@@ -675,7 +675,7 @@ class _Trainer:
             else nullcontext
         self.last_step = config.steps if self.stops.after is None else min(self.stops.after, config.steps)
         self.estimate = (_estimate(model, self.objective, config, device, self.autocast, self.spec,
-                                   self.last_step - step, world.size, early_stop=self.stops.until is not None)
+                                   config.steps - step, world.size, early_stop=self.stops.until is not None)
                          if step < self.last_step else [])
         self.parameters = sum(p.numel() for p in model.parameters())
         if config.compile:
