@@ -266,6 +266,8 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         out.append(head)
     if kind == "encoder-only" and draw(st.booleans()):
         out.append("pooler tanh")
+    if not any(re.search(r"\bd_ff\b(?!\s*=)", line) for line in out[3:]):  # feed-forwards that size themselves
+        out[2] = re.sub(r", d_ff = .*$", "", out[2])  # declares no d_ff: an unused let is a warning
     return Generated("\n".join(out) + "\n", kind, width, layers, heads, bool(head), causal_decoder)
 
 
