@@ -143,3 +143,14 @@ def test_rotary_is_refused_where_scores_are_not_dot_products():
                      "encoder x 1 { position rotary; attention self heads=2 kind=additive }")
     assert info.value.codes == ["variant"] and "need dot-product scores" in info.value.message
     assert (info.value.line, info.value.column) == (2, 24)
+
+
+def test_rotary_positions_on_an_attention_that_gives_them_no_dimension_are_refused():
+    """A fuzzed spec found it: latent attention with rope_dim=0 under rotary positions divided by zero."""
+    import pytest
+
+    import tfspec
+
+    with pytest.raises(tfspec.SpecError, match="rotary positions have no dimension to rotate"):
+        tfspec.parse("embedding t { vocab 10; dim 16 }\ndecoder x 1 { position rotary; attention self heads=2 "
+                     "kind=latent(8, 0) mask=causal; feedforward d_ff=8 }\nhead tied(t)")

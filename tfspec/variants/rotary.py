@@ -95,6 +95,9 @@ class Rotary(Position):
         if options.scaling == "dynamic" and rotated == 2:  # its base grows as a power dim / (dim - 2)
             return [Problem("scaling=dynamic needs more than 2 rotated dimensions per head (its base grows by a power "
                             "rotary_dim / (rotary_dim - 2))", "rotate more dimensions, or choose another scaling")]
+        if shape.head_dim == 0:  # an attention that hands positions no part of its heads (latent's rope_dim=0)
+            return [Problem("rotary positions have no dimension to rotate: the attention gives positions 0 of each "
+                            "head's dimensions", "give it dimensions to rotate (latent's rope_dim), or position none")]
         if rotated < 2 or rotated % 2:
             return [Problem(f"rotary(fraction={options.fraction:g}) rotates {rotated} of the {shape.head_dim} "
                             "dimensions per head; rotation needs an even number, at least 2",
