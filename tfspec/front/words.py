@@ -76,18 +76,12 @@ DOCS: dict[tuple[str, str], str] = {
     (ATTENTION, "qk_norm"): "a norm on queries and keys before they meet (Qwen3, OLMo 2)",
     (ATTENTION, "qk_norm_width"): "whether the qk norm acts on each `head` or the `full` projection",
     (ATTENTION, "scale"): "the factor on the scores (default: 1/sqrt(head_dim))",
-    (ATTENTION, "residual"): _RESIDUAL,
-    (ATTENTION, "norm"): "this sublayer's norm",
-    (ATTENTION, "dropout"): "dropout on this sublayer's output",
 
     (FEEDFORWARD, "d_ff"): "the hidden width",
-    (FEEDFORWARD, "kind"): "dense, or moe(experts=..., top_k=...) for a mixture of experts",
+    (FEEDFORWARD, "kind"): "dense, or moe(experts, top, ...) for a mixture of experts",
     (FEEDFORWARD, "activation"): "the activation between the projections (gated ones, like swiglu, add a third)",
     (FEEDFORWARD, "bias"): "whether the projections have a bias",
     (FEEDFORWARD, "act_dropout"): "dropout after the activation",
-    (FEEDFORWARD, "residual"): _RESIDUAL,
-    (FEEDFORWARD, "norm"): "this sublayer's norm",
-    (FEEDFORWARD, "dropout"): "dropout on this sublayer's output",
 
     (HEAD, "tied"): "`tied(EMBEDDING)`: the logits reuse that embedding's token table (shared weights)",
     (HEAD, "linear"): "`linear(N)`: a projection of its own to N outputs (default: the vocabulary)",
@@ -98,6 +92,10 @@ DOCS: dict[tuple[str, str], str] = {
     (HEAD, "softcap"): "logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)",
     (HEAD, "pool"): "one vector per sequence: the `first` position's (a class token) or the `mean`",
     (POOLER, "activation"): "the pooler's activation (default: tanh)",
+    # a sublayer's own wiring, overriding its stack's
+    **{(place, word): doc for place in (ATTENTION, FEEDFORWARD)
+       for word, doc in (("residual", _RESIDUAL), ("norm", "this sublayer's norm"),
+                         ("dropout", "dropout on this sublayer's output"))},
 }
 
 
