@@ -24,8 +24,8 @@ from pathlib import Path
 from ..errors import Diagnostic, Span, SpecError, SpecWarning, source_lines
 from ..front import resolve as R
 from ..front import words
-from ..front.syntax import (Arg, Assignment, BinOp, Call, Defaults, EmbeddingDecl, HeadDecl, Let,
-                            ModelDecl, Module, Name, Neg, PoolerDecl, Setting, StackDecl, parse_module)
+from ..front.syntax import (Arg, Assignment, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl, Module,
+                            PoolerDecl, Setting, StackDecl, names, parse_module)
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry, _fmt,
                         option_docs)
 
@@ -586,45 +586,7 @@ def references(doc: Document, name: str) -> list[Span]:
     """Every place the ``let`` name ``name`` is written: its binding and each use, in every file of the spec."""
     if doc.module is None or name not in _lets(doc):
         return []
-    spans = [_lets(doc)[name].name_span]
-
-    def visit(node) -> None:
-        if isinstance(node, Name):
-            if node.id == name:
-                spans.append(node.span)
-        elif isinstance(node, Call):
-            for a in node.args:
-                visit(a)
-        elif isinstance(node, Arg):
-            visit(node.value)
-        elif isinstance(node, BinOp):
-            visit(node.left)
-            visit(node.right)
-        elif isinstance(node, Neg):
-            visit(node.operand)
-        elif isinstance(node, Setting):
-            for a in node.args:
-                visit(a)
-            for s in node.body or ():
-                visit(s)
-        elif isinstance(node, Assignment):
-            visit(node.value)
-
-    for item in doc.module.items:
-        if isinstance(item, Let):
-            for b in item.bindings:
-                visit(b.value)
-        elif isinstance(item, StackDecl):
-            visit(item.repeat)
-            for s in item.body:
-                visit(s)
-        elif isinstance(item, (Defaults, EmbeddingDecl)):
-            for s in item.body:
-                visit(s)
-        elif isinstance(item, (HeadDecl, PoolerDecl)):
-            for a in item.args:
-                visit(a)
-    return spans
+    return [_lets(doc)[name].name_span] + [n.span for n in names(doc.module.items) if n.id == name]
 
 
 class RenameError(ValueError):
