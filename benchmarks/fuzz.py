@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,7 +199,9 @@ def check(text: str, file: str) -> str:
     from tfspec.front.fmt import format_text
 
     try:
-        tfspec.parse(text, file=file)
+        with warnings.catch_warnings(record=True):  # a spec's warnings are rendered (part of the work), not shown
+            warnings.simplefilter("always")
+            tfspec.parse(text, file=file)
     except SpecError as exc:
         str(exc)  # rendering the diagnostics is part of the work
         return "spec_error"

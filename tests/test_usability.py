@@ -69,6 +69,10 @@ def test_a_let_nothing_reads_is_a_located_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tfspec.parse(TINY)  # every let read: no warning
+    with pytest.warns(SpecWarning) as caught:  # thousands of unused lets: ten shown, then how many more
+        tfspec.parse(TINY.replace("heads = 2", "heads = 2, " + ", ".join(f"u{i} = {i}" for i in range(1000))))
+    messages = [w.message.diagnostic.message for w in caught]
+    assert len(messages) == 11 and messages[-1] == "990 more parameters are never used, from 'u10' on"
 
 
 def test_json_on_every_command_that_prints_results(tmp_path, capsys, monkeypatch):

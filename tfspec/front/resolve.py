@@ -1065,9 +1065,18 @@ def unused_lets(module: Module) -> list[Diagnostic]:
     """A ``let`` parameter nothing reads: likely a name misspelled where it was meant to be used (or a size that
     changes nothing). Warnings, located at the name."""
     used = {n.id for n in names(module.items)}
-    return [Diagnostic("unused", f"parameter '{b.name}' is never used", b.name_span,
-                       "remove it, or use it where it was meant to be", severity="warning")
-            for item in module.items if isinstance(item, Let) for b in item.bindings if b.name not in used]
+    unused = [b for item in module.items if isinstance(item, Let) for b in item.bindings if b.name not in used]
+    shown = [Diagnostic("unused", f"parameter '{b.name}' is never used", b.name_span,
+                        "remove it, or use it where it was meant to be", severity="warning")
+             for b in unused[:MAX_UNUSED_SHOWN]]
+    if len(unused) > MAX_UNUSED_SHOWN:  # a generated spec's thousands: one warning says how many more
+        rest = unused[MAX_UNUSED_SHOWN:]
+        shown.append(Diagnostic("unused", f"{len(rest):,} more parameters are never used, from '{rest[0].name}' on",
+                                rest[0].name_span, severity="warning"))
+    return shown
+
+
+MAX_UNUSED_SHOWN = 10  # unused-parameter warnings shown one by one
 
 
 def narrower_stacks(spec: S.Spec) -> list[Diagnostic]:
