@@ -19,17 +19,26 @@ compares the spec with the one the reference's configuration describes, fact by 
 ``InteropError`` listing it, and nothing is copied.
 """
 
-from .families import FAMILIES, from_pretrained, import_config
-from .hf_bert import from_hf_bert, to_hf_bert
-from .hf_big_bird import from_hf_big_bird, to_hf_big_bird
-from .hf_gpt2 import from_hf_gpt2, to_hf_gpt2
-from .hf_gpt_neox import from_hf_gpt_neox, to_hf_gpt_neox
-from .hf_llama import from_hf_llama, to_hf_llama
-from .hf_t5 import from_hf_t5, to_hf_t5
-from .mapping import InteropError, Rule
-from .torch_transformer import from_torch_transformer, to_torch_transformer
+import importlib
 
-__all__ = ["FAMILIES", "InteropError", "Rule", "from_hf_bert", "from_hf_big_bird", "from_hf_gpt2",
-           "from_hf_gpt_neox", "from_hf_llama", "from_hf_t5", "from_pretrained", "from_torch_transformer",
-           "import_config", "to_hf_bert", "to_hf_big_bird", "to_hf_gpt2", "to_hf_gpt_neox", "to_hf_llama",
-           "to_hf_t5", "to_torch_transformer"]
+# Each name from the module that defines it, imported when first used: reading a configuration (``tfspec import``)
+# never loads torch, which the weight mappings need.
+_HOMES = {"FAMILIES": "families", "from_pretrained": "families", "import_config": "families",
+          "InteropError": "mapping", "Rule": "mapping",
+          "from_torch_transformer": "torch_transformer", "to_torch_transformer": "torch_transformer",
+          **{f"{way}_hf_{family}": f"hf_{family}" for way in ("from", "to")
+             for family in ("bert", "big_bird", "gpt2", "gpt_neox", "llama", "t5")}}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import warnings
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
+
 
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
@@ -153,6 +154,8 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
     tensors that our model computes rather than holds (Marian's sinusoid tables),
     each checked against the value given.
     """
+    import torch  # here: reading a configuration (tfspec import) never loads it
+
     ours = model.state_dict()
     aliases = {**(aliases or {}), **{name: None for name in derived or {}}}
     problems = [f"  {p}" for p in config_problems]
@@ -219,6 +222,8 @@ def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str,
                  outside: tuple[str, ...] = (), derived: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
     """The reference-named state dict of ``model`` (the inverse of ``load_state``); ``derived``: tensors the
     reference holds and our model computes, written as given."""
+    import torch  # here: reading a configuration (tfspec import) never loads it
+
     ours = model.state_dict()
     out: dict[str, Tensor] = {}
     for r in rules:

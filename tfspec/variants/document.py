@@ -12,8 +12,6 @@ row is one document and the mask allows everything.
     decoder x 12 { attention self heads=12 mask=causal + document; ... }
 """
 
-import torch
-
 from ..registry import MASKS, Mask, RuntimeInput
 
 DOCUMENT_IDS = RuntimeInput("document_ids", "the document each token belongs to, for packed sequences "
@@ -24,6 +22,8 @@ DOCUMENT_IDS = RuntimeInput("document_ids", "the document each token belongs to,
 
 def same_document(queries, keys, document_ids=None):
     """Query i sees key j when they belong to the same document (``document_ids``: (batch or 1, length))."""
+    import torch  # here, as every rule's torch: checking a spec never loads it
+
     if document_ids is None:
         return torch.ones(queries.shape + keys.shape[-1:], dtype=torch.bool, device=queries.device)
     ids = document_ids.to(queries.device)

@@ -1,0 +1,46 @@
+"""How light checking is: `tfspec check examples/llama2_7b.tfs` against a bare `import torch`, each in a fresh
+process, alternating, median of --runs; the ratio's target is ≤ 0.3 (checking never imports torch).
+
+    python benchmarks/bench_check.py [--runs 7] [--spec examples/llama2_7b.tfs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=ROOT, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--spec", default="examples/llama2_7b.tfs")
+    args = parser.parse_args(argv)
+    check = [sys.executable, "-m", "tfspec", "check", args.spec]
+    torch = [sys.executable, "-c", "import torch"]
+    timed(check), timed(torch)  # the files in the page cache for both
+    times = {"check": [], "torch": []}
+    for _ in range(args.runs):
+        times["check"].append(timed(check))
+        times["torch"].append(timed(torch))
+    medians = {k: statistics.median(v) for k, v in times.items()}
+    ratio = medians["check"] / medians["torch"]
+    print(f"tfspec check {args.spec}: {medians['check']:.3f} s; python -c 'import torch': {medians['torch']:.3f} s "
+          f"(medians of {args.runs}, fresh processes, alternating)")
+    print(f"ratio check / import torch = {ratio:.2f} (target <= 0.30: {'met' if ratio <= 0.3 else 'NOT met'})")
+    return 0 if ratio <= 0.3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

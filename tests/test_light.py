@@ -1,0 +1,40 @@
+"""Checking stays light: the commands that read specs without running a model never import torch (a
+subprocess each, as a user runs them; `python benchmarks/bench_check.py` times `check` against `import torch`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = """
+import json, sys
+from tfspec.cli import main
+import contextlib, io
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps([code, sorted(m for m in ("torch", "transformers", "onnx") if m in sys.modules)]))
+"""
+
+
+def test_reading_commands_never_import_torch(tmp_path):
+    commands = [["check", "examples/llama2_7b.tfs", "examples/deepseek_v3.tfs", "examples/vit_base.tfs"],
+                ["check", "examples/gpt2_small.tfs", "--json"],
+                ["fmt", "--check", "examples/mixtral_8x7b.tfs"],
+                ["render", "examples/vaswani_base.tfs", "-o", str(tmp_path / "v.dot")],
+                ["summary", "examples/llama2_7b.tfs", "examples/mistral_7b.tfs"],
+                ["diff", "examples/gpt1.tfs", "examples/gpt2_small.tfs"]]
+    for command in commands:
+        done = subprocess.run([sys.executable, "-c", PROBE, *command], capture_output=True, text=True, cwd=ROOT)
+        code, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+        assert code == 0 and loaded == [], (command, loaded, done.stderr[-500:])
+
+
+def test_the_interop_package_loads_its_parts_when_they_are_used():
+    probe = ("import sys, tfspec.interop as i; before = 'tfspec.interop.hf_bert' in sys.modules; f = i.from_hf_bert; "
+             "print(before, 'tfspec.interop.hf_bert' in sys.modules, callable(f), 'torch' in sys.modules, "
+             "'from_hf_bert' in dir(i))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.split() == ["False", "True", "True", "False", "True"], done.stderr
