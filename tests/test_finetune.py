@@ -58,7 +58,8 @@ def test_lora_settings_are_read_as_written():
     assert parse_settings("r=4,alpha=8,targets=q,v,out") == LoraSettings(r=4, alpha=8, targets=("q", "v", "out"))
     assert parse_settings("targets=up").r == 8
     for bad, message in (("r=0", "greater than or equal to 1"), ("rank=4", "no setting 'rank'"),
-                         ("r=4,q", "expected NAME=VALUE"), ("r=4,r=5", "r is given twice")):
+                         ("r=4,q", "expected NAME=VALUE"), ("r=4,r=5", "r is given twice"),
+                         ("targets=", "'' is not the name of a linear map"), ("targets=q,v-1", "'v-1' is not")):
         with pytest.raises(ValueError, match=message):
             parse_settings(bad)
 

@@ -65,6 +65,9 @@ def parse_settings(text: str) -> LoraSettings:
     unknown = sorted(set(values) - set(LoraSettings.model_fields))
     if unknown:
         raise ValueError(f"no setting {unknown[0]!r}; the settings are r, alpha, dropout and targets")
+    bad = [t for t in values.get("targets", ["q"]) if not re.fullmatch(r"[A-Za-z_]\w*", t)]
+    if bad:
+        raise ValueError(f"targets: {bad[0]!r} is not the name of a linear map (e.g. targets=q,v)")
     return LoraSettings(**values)
 
 
