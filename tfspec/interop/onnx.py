@@ -99,7 +99,7 @@ class _Named(nn.Module):
 def example_inputs(model, inputs: list[OnnxInput], batch: int, lengths: dict[str, int],
                    generator: torch.Generator) -> tuple[torch.Tensor, ...]:
     """Inputs of the given shapes: random ids, a padding mask with the last rows' ends padded."""
-    out, sizes = [], {}
+    out = []
     for i in inputs:
         embedding = model.embeddings[model.stack_embedding[i.role]]
         if i.kind == "pixels":
@@ -107,7 +107,6 @@ def example_inputs(model, inputs: list[OnnxInput], batch: int, lengths: dict[str
             out.append(torch.rand(batch, embedding.channels, side, side, generator=generator))
             continue
         length = lengths[i.role]
-        sizes[i.role] = length
         if i.kind == "ids":
             low = 1 if embedding.vocab > 1 else 0  # id 0 is often the pad
             out.append(torch.randint(low, embedding.vocab, (batch, length), generator=generator))

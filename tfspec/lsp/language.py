@@ -185,9 +185,9 @@ def context_at(text: str, offset: int) -> Context:
     calls: list[tuple[str | None, list[Token]]] = []
     for t in tokens(text[:start]):
         if t.text == "(":
-            callee = (calls[-1][1] if calls else statement)
-            name = callee[-1].text if callee and callee[-1].kind == "name" else None
-            (calls[-1][1] if calls else statement).append(t)
+            level = calls[-1][1] if calls else statement  # the tokens the call's name ends
+            name = level[-1].text if level and level[-1].kind == "name" else None
+            level.append(t)
             calls.append((name, []))
         elif t.text == ")" and calls:
             calls.pop()
