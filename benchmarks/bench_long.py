@@ -12,18 +12,26 @@ dropout off) trains on one random sequence of n tokens; every attention is one o
   for its mask, does;
 - ``window(256)``: |i - j| < 256, run in bands (tfspec's banded path);
 - ``bigbird(64, random=3)``: blocks of 64, window + 2 global + 3 random blocks (512 keys a query);
-- ``linformer(256)``: keys and values projected along the sequence to 256 rows.
+- ``linformer(256)``: keys and values projected along the sequence to 256 rows;
+- ``causal, dropout 0.1``: a causal mask with attention dropout, as every shipped example trains: on the CPU
+  tfspec runs it in blocks of queries, recomputed in backward (``MultiHeadAttention.attend_in_blocks``);
+- ``causal, dropout 0.1, SDPA``: the same through SDPA with ``dropout_p`` (``dropout_block = None``), whose
+  CPU kernels with dropout are the math kernel's, keeping the n² probabilities, as Hugging Face models and
+  ``torch.nn.Transformer`` do.
 
-Each case runs in a process of its own: one warm-up step (forward, backward, AdamW), then ``repeats``
-timed steps. *Peak* is the largest resident memory during the timed steps above the resident memory
-before them (the model, its gradients' buffers and AdamW's state excluded), read from the kernel's
-VmHWM after resetting it, with glibc told to map and return large blocks at once so freed memory
-does not linger. The kernel column names the SDPA kernels the step ran. Ratios are to ``dense`` (and to
+Each case runs in two processes of its own, each with one warm-up step (forward, backward, AdamW) first: one
+times ``repeats`` steps as a user runs them; in the other, *peak* is the largest resident memory during one
+step above the resident memory before it (the model, its gradients' buffers and AdamW's state excluded),
+read from the kernel's VmHWM after resetting it, with glibc told to map and return large blocks at once so
+freed memory does not linger (which slows allocation: hence the timing apart). The kernel column names the SDPA kernels the step ran. Ratios are to ``dense`` (and to
 the materialised dense) at the same n, measured in the same run. The issue's targets, checked at the
 end: at the longest length, window and BigBird (and Linformer) peak ≤ 1/8 of dense, and their peak
-growing linearly from the previous length (the ratio of lengths, within 20%).
+growing linearly from the previous length (the ratio of lengths, within 20%); at each length from 4096,
+attention with dropout in blocks at most 1/8 of SDPA's peak and 0.5 of its step time.
 
-The materialised dense case needs about 17 GB at n = 16384; ``--no-materialised`` leaves it out.
+The two cases that keep n² probabilities need about 17 GB (materialised) and 30 GB (SDPA with dropout) at
+n = 16384: a case whose estimate exceeds the memory available is not run (and said so), and
+``--no-materialised`` leaves both out.
 """
 
 from __future__ import annotations
@@ -37,21 +45,24 @@ import subprocess
 import sys
 import time
 
-CASES = {  # name -> (attention options, SDPA held to its math kernel)
-    "dense": ("mask=padding", False),
-    "dense, materialised": ("mask=padding", True),
-    "window(256)": ("mask=padding + window(256)", False),
-    "bigbird(64, random=3)": ("kind=bigbird(64, random=3) mask=padding", False),
-    "linformer(256)": ("kind=linformer(256, max_len={n}) mask=padding", False),
+CASES = {  # name -> (attention options, SDPA held to its math kernel, attention dropout, in blocks)
+    "dense": ("mask=padding", False, 0, True),
+    "dense, materialised": ("mask=padding", True, 0, True),
+    "window(256)": ("mask=padding + window(256)", False, 0, True),
+    "bigbird(64, random=3)": ("kind=bigbird(64, random=3) mask=padding", False, 0, True),
+    "linformer(256)": ("kind=linformer(256, max_len={n}) mask=padding", False, 0, True),
+    "causal, dropout 0.1": ("mask=causal", False, 0.1, True),
+    "causal, dropout 0.1, SDPA": ("mask=causal", False, 0.1, False),
 }
 SPARSE = ("window(256)", "bigbird(64, random=3)", "linformer(256)")  # the cases the targets are checked for
+N2_BYTES = {"dense, materialised": 66, "causal, dropout 0.1, SDPA": 120}  # the n² cases: peak ≈ this × n² bytes
 VOCAB = 256
 
 
-def spec_text(attention: str) -> str:
+def spec_text(attention: str, attn_dropout: float = 0) -> str:
     return f"""
 model long_sequences
-defaults {{ residual pre; norm layernorm; dropout 0 }}
+defaults {{ residual pre; norm layernorm; dropout 0; attn_dropout {attn_dropout} }}
 embedding tokens {{ vocab {VOCAB}; dim 256; position sinusoidal }}
 encoder x 2 {{
   attention self heads=4 {attention}
@@ -63,7 +74,8 @@ head tied(tokens)
 
 
 def status_mb(field: str) -> float:
-    with open("/proc/self/status") as status:
+    """A field of /proc/self/status (or, for MemAvailable, /proc/meminfo) in MB."""
+    with open("/proc/meminfo" if field == "MemAvailable" else "/proc/self/status") as status:
         for line in status:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
@@ -71,7 +83,10 @@ def status_mb(field: str) -> float:
 
 
 def worker(case: str, length: int, repeats: int) -> dict:
-    """Run one case in this process; returns its median step seconds, peak MB and SDPA kernels."""
+    """Run one case in this process; returns its median step seconds over ``repeats`` steps (or, with
+    ``repeats`` 0, the peak MB of one step) and the SDPA kernels it ran."""
+    import types
+
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -92,9 +107,17 @@ def worker(case: str, length: int, repeats: int) -> dict:
                 self.seen.add("math (softmax)")
             return func(*args, **(kwargs or {}))
 
-    attention, materialised = CASES[case]
+    attention, materialised, attn_dropout, in_blocks = CASES[case]
     torch.manual_seed(0)
-    model = tfspec.compile(spec_text(attention.format(n=length))).train()
+    model = tfspec.compile(spec_text(attention.format(n=length), attn_dropout)).train()
+    if not in_blocks:  # SDPA with dropout_p over whole sequences, as Hugging Face models call it
+        def sdpa(self, q, k, v, mask, is_causal):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
+                                                  dropout_p=self.dropout, enable_gqa=self.kv_heads != self.heads)
+
+        for module in model.modules():
+            if isinstance(module, tfspec.nn.attention.MultiHeadAttention):
+                module.dropout_block, module.mix = None, types.MethodType(sdpa, module)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     tokens, targets = torch.randint(0, VOCAB, (2, 1, length))
 
@@ -108,28 +131,35 @@ def worker(case: str, length: int, repeats: int) -> dict:
         kernels = Kernels()
         with kernels:
             step()  # warm-up: allocates AdamW's state and shows the kernels
-        before = status_mb("VmRSS")
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")  # resets VmHWM, the peak resident memory, to the current one
+        if not repeats:
+            before = status_mb("VmRSS")
+            with open("/proc/self/clear_refs", "w") as refs:
+                refs.write("5")  # resets VmHWM, the peak resident memory, to the current one
+            step()
+            return dict(peak_mb=status_mb("VmHWM") - before, kernels=sorted(kernels.seen))
         seconds = []
         for _ in range(repeats):
             start = time.perf_counter()
             step()
             seconds.append(time.perf_counter() - start)
-        peak = status_mb("VmHWM") - before
-    return dict(seconds=statistics.median(seconds), peak_mb=peak, kernels=sorted(kernels.seen))
+    return dict(seconds=statistics.median(seconds), kernels=sorted(kernels.seen))
 
 
 def run_case(case: str, length: int, repeats: int) -> dict:
-    """``worker`` in a fresh process, so no case inherits another's peak or allocator state."""
-    environment = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0")
-    done = subprocess.run([sys.executable, __file__, "--worker", case, str(length), str(repeats)],
-                          capture_output=True, text=True, env=environment)
-    if done.returncode != 0:
-        reason = "killed (out of memory?)" if done.returncode in (-9, 137) else \
-            (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        return dict(error=reason)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """``worker`` in fresh processes, so no case inherits another's peak or allocator state: one timed as a user
+    runs it, one for the peak with glibc returning freed blocks at once (which would slow the timed steps,
+    each allocation then faulting its pages in anew)."""
+    result = {}
+    for steps, environment in ((repeats, os.environ),
+                               (0, dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="0"))):
+        done = subprocess.run([sys.executable, __file__, "--worker", case, str(length), str(steps)],
+                              capture_output=True, text=True, env=environment)
+        if done.returncode != 0:
+            reason = "killed (out of memory?)" if done.returncode in (-9, 137) else \
+                (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            return dict(error=reason)
+        result.update(json.loads(done.stdout.strip().splitlines()[-1]))
+    return result
 
 
 def ratio(value: float | None, reference: dict | None, key: str) -> str:
@@ -143,7 +173,9 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384])
     parser.add_argument("--repeats", type=int, default=2, help="timed steps per case (after one warm-up)")
     parser.add_argument("--no-materialised", action="store_true",
-                        help="leave out the materialised dense case (about 17 GB at n = 16384)")
+                        help="leave out the cases that keep n² probabilities (17 and 30 GB at n = 16384)")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), metavar="CASE", default=list(CASES),
+                        help="the cases to run (default: all)")
     parser.add_argument("--worker", nargs=3, metavar=("CASE", "LENGTH", "REPEATS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -154,23 +186,28 @@ def main() -> None:
         sys.exit("bench_long.py: measures peak memory through Linux's /proc/self/clear_refs; this is not Linux")
 
     import torch
-    cases = [c for c in CASES if not (args.no_materialised and c == "dense, materialised")]
+    cases = [c for c in args.cases if not (args.no_materialised and c in N2_BYTES)]
     print(f"2 layers, d_model 256, 4 heads, batch 1, float32, CPU ({torch.get_num_threads()} threads), "
           f"torch {torch.__version__}; training step = forward + backward + AdamW, median of {args.repeats}")
     results: dict[tuple[str, int], dict] = {}
     for length in args.lengths:
         print(f"\nn = {length}")
-        print(f"{'attention':<24} {'step s':>8} {'× dense':>8} {'peak MB':>9} {'× dense':>8} "
+        print(f"{'attention':<27} {'step s':>8} {'× dense':>8} {'peak MB':>9} {'× dense':>8} "
               f"{'× materialised':>15}  kernels", flush=True)
         for case in cases:
+            need, available = N2_BYTES.get(case, 0) * length ** 2, status_mb("MemAvailable") * 2 ** 20
+            if need > 0.9 * available:
+                results[case, length] = dict(error=f"not run: needs about {need / 2 ** 30:.0f} GiB, "
+                                                   f"{available / 2 ** 30:.0f} GiB available")
+                continue
             results[case, length] = run_case(case, length, args.repeats)
         dense, materialised = results.get(("dense", length)), results.get(("dense, materialised", length))
         for case in cases:
             result = results[case, length]
             if "error" in result:
-                print(f"{case:<24} failed: {result['error']}")
+                print(f"{case:<27} {result['error']}")
                 continue
-            print(f"{case:<24} {result['seconds']:>8.2f} {ratio(result['seconds'], dense, 'seconds'):>8} "
+            print(f"{case:<27} {result['seconds']:>8.2f} {ratio(result['seconds'], dense, 'seconds'):>8} "
                   f"{result['peak_mb']:>9.0f} {ratio(result['peak_mb'], dense, 'peak_mb'):>8} "
                   f"{ratio(result['peak_mb'], materialised, 'peak_mb'):>15}  {', '.join(result['kernels'])}")
     report_targets(results, args.lengths, cases)
@@ -198,6 +235,25 @@ def report_targets(results: dict, lengths: list[int], cases: list[str]) -> None:
             expected = longest / previous
             verdict = "met" if abs(growth / expected - 1) <= 0.2 else "NOT met"
             print(f"  {case}: peak grows ×{growth:.2f} from n = {previous} (linear: ×{expected:.0f} ± 20%: {verdict})")
+    report_dropout_targets(results, lengths)
+
+
+def report_dropout_targets(results: dict, lengths: list[int]) -> None:
+    """The issue's targets for attention with dropout: in blocks, ≤ 1/8 of SDPA's peak and ≤ 0.5 of its step
+    time, at each length from 4096."""
+    blocked, sdpa = "causal, dropout 0.1", "causal, dropout 0.1, SDPA"
+    measured = [n for n in lengths if n >= 4096 and "error" not in results.get((blocked, n), {"error": ""})]
+    if not measured:
+        return
+    print("\ntargets for attention with dropout, in blocks against SDPA's kernel with dropout:")
+    for n in measured:
+        ours, theirs = results[blocked, n], results.get((sdpa, n), {"error": "not run"})
+        if "error" in theirs:
+            print(f"  n = {n}: SDPA {theirs['error']}; in blocks {ours['seconds']:.2f} s, {ours['peak_mb']:.0f} MB")
+            continue
+        memory, time = ours["peak_mb"] / theirs["peak_mb"], ours["seconds"] / theirs["seconds"]
+        print(f"  n = {n}: peak = {memory:.3f} × SDPA (≤ 0.125: {'met' if memory <= 1 / 8 else 'NOT met'}), "
+              f"step = {time:.3f} × SDPA (≤ 0.5: {'met' if time <= 0.5 else 'NOT met'})")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def test_attention_is_the_papers_formula(clip, causal):
     positions = torch.stack([torch.arange(9), torch.arange(9) * 2 + 5])  # offsets beyond the clip, too
     allowed = torch.ones(9, 9, dtype=torch.bool).tril() if causal else torch.ones(9, 9, dtype=torch.bool)
     mask = torch.zeros(9, 9, dtype=torch.float64).masked_fill(~allowed, torch.finfo(torch.float64).min)
-    got = scheme.attend(None, q, k, v, mask, positions, positions, None, 0.0)
+    got = scheme.attend(None, q, k, v, mask, positions, positions, None, lambda weights: weights)
     expected = naive_shaw(q, k, v, scheme.keys.detach(), scheme.values.detach(), clip, positions, allowed)
     assert torch.allclose(got, expected, atol=1e-10)
 

@@ -123,7 +123,7 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
             assert (scheme.score_bias(positions, positions) is not None) == variant.biases_scores
             q, k, v = (torch.randn(1, attention.heads, 6, attention.head_dim) for _ in range(3))
             marker = torch.zeros(1, attention.heads, 6, attention.head_dim)
-            mixed = scheme.attend(lambda *args: marker, q, k, v, None, positions, positions, None, 0.0)
+            mixed = scheme.attend(lambda *args: marker, q, k, v, None, positions, positions, None, lambda w: w)
             assert (mixed is not marker) == variant.mixes_values
         return
     causal = [Choice(name="causal")]

@@ -29,5 +29,5 @@ class AdditiveAttention(MultiHeadAttention):
         if mask is not None:
             scores = scores + mask
         weights = torch.softmax(scores, dim=-1)
-        weights = nn.functional.dropout(weights, self.dropout, self.training)
+        weights = self.drop(weights)
         return weights @ v

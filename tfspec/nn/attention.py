@@ -16,6 +16,12 @@ inputs, and a memo that builds each mask and position table once per call for ev
 layer -- and, while decoding, a ``KVCache``. A compiled model's attention adds only
 ``InContext``: FlexAttention for masks of structure on CUDA.
 
+Attention dropout while training on the CPU, where SDPA's only kernel with dropout (its math kernel) keeps
+the n² probabilities for backward, runs the same math written out (``mix``), with keep masks of 16 random
+bits an element (``dropout_keep_mask``), over blocks of ``dropout_block`` queries that backward recomputes
+(``attend_in_blocks``): what it keeps grows with n·block, and a causal block scores no key after its last
+query. On CUDA, SDPA's fused kernels drop weights themselves.
+
 During incremental decoding a ``KVCache`` keeps each sublayer's keys and values
 in a preallocated buffer (grown by doubling, so a token costs no copy of the
 cache): self-attention appends the new positions and attends over all of them,
@@ -25,6 +31,8 @@ a query looks (``window(k)`` with ``causal``) keeps only that many keys.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -32,7 +40,7 @@ from torch import Tensor, nn
 from ..registry import Constructor, band_chunk, combined_reach
 from .context import Context
 from .flex import block_mask, flex_mix, flex_runs
-from .masking import MaskSet
+from .masking import MaskSet, additive_mask
 
 
 class KVCache:
@@ -101,6 +109,17 @@ class KVCache:
             self.padding = self.padding.index_select(0, rows)
 
 
+def dropout_keep_mask(shape, p: float, device=None) -> tuple[Tensor, float]:
+    """A bool keep mask for dropout with probability ``p``, and the scale of what it keeps. Each element
+    compares 16 random bits (four from each 64-bit draw of torch's generator: about 5 times as fast as
+    ``bernoulli_`` on the CPU), so ``p`` is rounded to a multiple of 1/65536 and the scale is the rounded p's,
+    which keeps the expectation exact."""
+    count = math.prod(shape)
+    dropped = min(round(p * 65536), 65535)  # of 65536 equally likely values
+    bits = torch.randint(-(1 << 63), (1 << 63) - 1, (-(-count // 4),), dtype=torch.int64, device=device)
+    return (bits.view(torch.int16)[:count] >= dropped - 32768).view(shape), 65536 / (65536 - dropped)
+
+
 def cache_slot(cache: dict[str, KVCache] | None, name: str, keep: int | None = None) -> KVCache | None:
     """The cache of sublayer ``name`` in a layer's cache dict (created on first use); None without one."""
     if cache is None:
@@ -135,6 +154,12 @@ class MultiHeadAttention(nn.Module):
     (``mix_banded``) with its mask in the banded layout of ``tfspec.nn.masking.banded_mask``. ``keep``: the
     past keys a KV cache needs (a bounded look-back).
     """
+
+    # With dropout while training on the CPU, attention runs this many queries at a time (``attend_in_blocks``);
+    # None: whole sequences at once. A kind whose mix is not one query's row after another's sets None.
+    dropout_block: int | None = 256
+    dropout_keep = None  # tests: ``(shape, rows, keys) -> keep`` in place of drawn dropout masks (``drop``)
+    part = (slice(None), slice(None))  # the call's queries and keys the current mix computes (``attend_rows``)
 
     def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
                  bias: bool = True, out_bias: bool = True, dropout: float = 0.0, scale: float | None = None,
@@ -199,13 +224,15 @@ class MultiHeadAttention(nn.Module):
         The additive mask, with the position scheme's score bias (ALiBi, or the one the stack owns: T5's)
         folded in, is built once per call for every layer with the same masks."""
         query_len, key_len = q.shape[2], k.shape[2]
-        if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
-            return self.mix(q, k, v, None, True)
         if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
             chunk = band_chunk(query_len, self.band)
             if chunk is not None:
                 mask = self.masks.banded(ctx, query_len, self.band, q.dtype, q.device, padding)
                 return self.mix_banded(q, k, v, mask, chunk)
+        if self.drops_in_blocks(q):
+            return self.attend_in_blocks(q, k, v, ctx, key_positions, padding)
+        if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
+            return self.mix(q, k, v, None, True)
         bias, bias_key = None, ""
         if self.position is not None:  # a stack's scheme (T5's) has one key for every layer: built once per call
             bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
@@ -242,11 +269,76 @@ class MultiHeadAttention(nn.Module):
     def norm_heads(t: Tensor, norm: nn.Module | None) -> Tensor:
         return t if norm is None else norm(t)
 
+    def drops_in_blocks(self, q: Tensor) -> bool:
+        """Does attention over these queries run ``dropout_block`` at a time (``attend_in_blocks``)? When it
+        drops weights on the CPU: SDPA's CPU kernels with dropout keep every probability for backward."""
+        return (self.training and self.dropout > 0 and self.dropout_block is not None
+                and q.device.type == "cpu" and q.shape[2] > self.dropout_block)
+
+    def attend_in_blocks(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
+                         padding: Tensor | None) -> Tensor:
+        """``attend``, ``dropout_block`` queries at a time, each block recomputed in backward
+        (``torch.utils.checkpoint``, which replays its random draws), so what attention keeps grows with
+        n·block, not n². A block scores only the keys from the first to the last its queries may see (a causal
+        block: none after its last query), with its masks and score bias built for its rows alone."""
+        query_len, key_len = q.shape[2], k.shape[2]
+        outputs = []
+        for start in range(0, query_len, self.dropout_block):
+            rows = slice(start, min(start + self.dropout_block, query_len))
+            keys = self.masks.seen_keys(ctx, query_len, key_len, rows, q.device)
+            outputs.append(torch.utils.checkpoint.checkpoint(
+                self.attend_rows, q[:, :, rows], k[:, :, keys], v[:, :, keys], ctx, key_positions, padding,
+                (query_len, key_len), rows, keys, use_reentrant=False))
+        return torch.cat(outputs, dim=2)
+
+    def attend_rows(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
+                    padding: Tensor | None, lengths: tuple[int, int], rows: slice, keys: slice) -> Tensor:
+        """One block of ``attend_in_blocks``: queries ``rows`` of the call's ``lengths`` (queries, keys)
+        against its ``keys``; ``q``, ``k`` and ``v`` are those already."""
+        query_positions = ctx.positions[:, rows]
+        key_positions = key_positions[:, keys] if key_positions is not None else None
+        bias = None
+        if self.position is not None:
+            bias = self.position.score_bias(query_positions, key_positions)
+        allowed = self.masks.allowed(ctx, *lengths, q.device, padding, rows, keys)
+        self.part = rows, keys
+        try:
+            return self.mix_at(q, k, v, additive_mask(allowed, q.dtype, bias), query_positions, key_positions)
+        finally:
+            del self.part
+
+    def drop(self, weights: Tensor) -> Tensor:
+        """Attention dropout of ``weights`` (batch, heads, queries, keys) while training. On the CPU the keep
+        mask comes from ``dropout_keep_mask``. A test may set ``dropout_keep(shape, rows, keys)`` to give the bool
+        keep mask in place of a drawn one; ``rows`` and ``keys``: the call's queries and keys these weights are
+        (all, or a block's in ``attend_in_blocks``)."""
+        if not self.training or not self.dropout:
+            return weights
+        if self.dropout_keep is not None:
+            keep, scale = self.dropout_keep(weights.shape, *self.part), 1 / (1 - self.dropout)
+        elif weights.device.type == "cpu":
+            keep, scale = dropout_keep_mask(weights.shape, self.dropout, weights.device)
+        else:  # a fused kernel of its own
+            return F.dropout(weights, self.dropout, True)
+        return torch.where(keep, weights, 0).mul_(scale)  # (what backward keeps of the mask: one bool)
+
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
-        """Score queries against keys and mix the values: (batch, heads, queries, head_dim)."""
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
-                                              dropout_p=self.dropout if self.training else 0.0,
-                                              enable_gqa=self.kv_heads != self.heads)
+        """Score queries against keys and mix the values: (batch, heads, queries, head_dim). With dropout on the
+        CPU, where SDPA's kernel with dropout is its math kernel, that math written out (``drop``'s masks)."""
+        if not (self.training and self.dropout and q.device.type == "cpu"):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
+                                                  dropout_p=self.dropout if self.training else 0.0,
+                                                  enable_gqa=self.kv_heads != self.heads)
+        if self.kv_heads != self.heads:
+            k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))
+        scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5
+        scores = (q * scale) @ k.transpose(-1, -2)  # (in place below: a product keeps its inputs, not itself)
+        if is_causal:
+            scores.masked_fill_(~torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril(),
+                                float("-inf"))
+        if mask is not None:
+            scores.add_(mask)
+        return self.drop(torch.softmax(scores, dim=-1)) @ v
 
     def mix_at(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
                key_positions: Tensor) -> Tensor:
@@ -256,8 +348,7 @@ class MultiHeadAttention(nn.Module):
 
         if self.position is None:
             return mix(q, k, v, mask)
-        return self.position.attend(mix, q, k, v, mask, query_positions, key_positions, self.scale,
-                                    self.dropout if self.training else 0.0)
+        return self.position.attend(mix, q, k, v, mask, query_positions, key_positions, self.scale, self.drop)
 
     def share(self, position: nn.Module) -> None:
         """Take the position scheme its stack owns (T5's bias: one table every layer reads) without registering

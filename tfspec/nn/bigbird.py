@@ -63,6 +63,8 @@ class BigBirdAttention(MultiHeadAttention):
     (a ``(heads, blocks - 2, 5 + random)`` tensor) replaces the drawn pattern, e.g. with another
     implementation's."""
 
+    dropout_block = None  # its mix is block-sparse over a whole sequence, and keeps no n² state with dropout
+
     def __init__(self, *args, block: int, random: int, seed: int = 0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.block, self.random, self.seed = block, random, seed

@@ -34,6 +34,8 @@ class LinformerAttention(MultiHeadAttention):
     ``shared_layers``: the stack owns them, and hands them to every layer with ``share`` (section 4 of the
     paper)."""
 
+    dropout_block = None  # it scores k projected keys, never n², with dropout too
+
     def __init__(self, *args, k: int, max_len: int, shared_heads: bool, shared_kv: bool,
                  shared_layers: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -51,21 +51,35 @@ class MaskSet:
         """``rule`` with its options bound, as ``f(queries, keys, inputs)``: bound once, at build time."""
         return lambda queries, keys, given: rule(queries, keys, **options, **{n: given.get(n) for n in inputs})
 
-    def allowed(self, ctx: Context, query_len: int, key_len: int, device, padding: Tensor | None
-                ) -> Tensor | None:
-        """Bool ``(batch or 1, 1, queries, keys)``: structure and the keys' ``padding``; None: all allowed."""
-        return with_padding(self.structure(ctx, query_len, key_len, device), padding)
+    def allowed(self, ctx: Context, query_len: int, key_len: int, device, padding: Tensor | None,
+                rows: slice = slice(None), keys: slice = slice(None)) -> Tensor | None:
+        """Bool ``(batch or 1, 1, queries, keys)``: structure and the keys' ``padding``; None: all allowed.
+        ``rows`` and ``keys``: part of the call's queries and keys (attention in blocks), each row of which
+        must keep every key its structure allows (``seen_keys``)."""
+        padding = padding[:, keys] if padding is not None else None
+        return with_padding(self.structure(ctx, query_len, key_len, device, rows, keys), padding)
 
-    def structure(self, ctx: Context, query_len: int, key_len: int, device) -> Tensor | None:
-        """Bool ``(batch or 1, 1, queries, keys)`` from positions (and declared inputs); queries are the last keys."""
+    def structure(self, ctx: Context, query_len: int, key_len: int, device, rows: slice = slice(None),
+                  keys: slice = slice(None)) -> Tensor | None:
+        """Bool ``(batch or 1, 1, queries, keys)`` from positions (and declared inputs); queries are the last keys.
+        ``rows`` and ``keys``: of the call's ``query_len`` queries and ``key_len`` keys, those to answer for."""
         if not self.rules:
             return None
         # sequence indices: the queries follow ctx.offset cached positions and the keys end with them
         # (or, in cross-attention, are the memory's)
         end = ctx.offset + query_len
-        queries = torch.arange(ctx.offset, end, device=device)
-        keys = torch.arange(key_len, device=device) if self.cross else torch.arange(end - key_len, end, device=device)
-        return allowed_keys(*(rule(queries, keys, ctx.inputs) for rule in self.rules))
+        queries = torch.arange(ctx.offset, end, device=device)[rows]
+        seen = torch.arange(key_len, device=device) if self.cross else torch.arange(end - key_len, end, device=device)
+        return allowed_keys(*(rule(queries, seen[keys], ctx.inputs) for rule in self.rules))
+
+    def seen_keys(self, ctx: Context, query_len: int, key_len: int, rows: slice, device) -> slice:
+        """The keys from the first to the last that a query of ``rows`` may see by structure (all: no rule), so
+        a block of queries need not score the others (a causal block: none after its last query)."""
+        allowed = self.structure(ctx, query_len, key_len, device, rows)
+        if allowed is None:
+            return slice(0, key_len)
+        seen = allowed.flatten(0, -2).any(dim=0).nonzero()
+        return slice(int(seen[0]), int(seen[-1]) + 1) if len(seen) else slice(0, key_len)
 
     def additive(self, ctx: Context, query_len: int, key_len: int, dtype, device, padding: Tensor | None,
                  bias: Callable[[], Tensor | None] | None = None, bias_key: str = "") -> Tensor | None:

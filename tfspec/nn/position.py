@@ -33,7 +33,7 @@ class InAttentionPositions(nn.Module):
         return None
 
     def attend(self, mix: Callable, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
-               key_positions: Tensor, scale: float | None, dropout: float) -> Tensor:
+               key_positions: Tensor, scale: float | None, drop: Callable[[Tensor], Tensor]) -> Tensor:
         """The attention output ``(batch, heads, queries, head_dim)``: ``mix(q, k, v, mask)``, the kind's own
-        mix, unless the scheme enters the value sum itself."""
+        mix, unless the scheme enters the value sum itself (then ``drop`` is the attention's dropout of weights)."""
         return mix(q, k, v, mask)

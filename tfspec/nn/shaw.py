@@ -10,6 +10,8 @@ n·(2k + 1)·d on top of ordinary attention's n²·d, plus two n² index passes.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -28,7 +30,7 @@ class RelativeRepresentations(InAttentionPositions):
         self.key = f"shaw:{clip}"
 
     def attend(self, mix, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
-               key_positions: Tensor, scale: float | None, dropout: float) -> Tensor:
+               key_positions: Tensor, scale: float | None, drop: Callable[[Tensor], Tensor]) -> Tensor:
         """(batch, heads, queries, head_dim), computed here in place of ``mix``; ``mask`` additive; positions
         (batch or 1, queries / keys)."""
         if k.shape[1] != q.shape[1]:  # grouped-query: each key/value head serves heads / kv_heads queries
@@ -42,7 +44,7 @@ class RelativeRepresentations(InAttentionPositions):
         scores = q @ k.transpose(-1, -2) + (q @ self.keys.T).gather(-1, index) * root
         if mask is not None:
             scores = scores + mask
-        weights = nn.functional.dropout(torch.softmax(scores, dim=-1), dropout, dropout > 0)
+        weights = drop(torch.softmax(scores, dim=-1))
         per_offset = weights.new_zeros(weights.shape[:-1] + (2 * self.clip + 1,)).scatter_add(-1, index, weights)
         return weights @ v + per_offset @ self.values
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .attention import MultiHeadAttention
 
@@ -28,7 +28,7 @@ class SigmoidAttention(MultiHeadAttention):
         scores = (q * root) @ (k * root).transpose(-1, -2) - math.log(self.n)
         if mask is not None:  # a masked score is the dtype's minimum, whose sigmoid is 0
             scores = scores + mask
-        weights = nn.functional.dropout(torch.sigmoid(scores), self.dropout, self.training)
+        weights = self.drop(torch.sigmoid(scores))
         return weights @ v  # (batch, heads, queries, head_dim)
 
     def extra_repr(self) -> str:

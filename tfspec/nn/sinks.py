@@ -29,4 +29,4 @@ class SinkAttention(MultiHeadAttention):
             scores = scores + mask
         sink = self.sinks.to(scores.dtype).view(1, -1, 1, 1).expand(*scores.shape[:-1], 1)
         weights = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]  # the sink's column dropped
-        return nn.functional.dropout(weights, self.dropout, self.training) @ v
+        return self.drop(weights) @ v

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .attention import MultiHeadAttention
 
@@ -26,7 +26,7 @@ class SoftCappedAttention(MultiHeadAttention):
         scores = torch.tanh((q * root) @ (k * root).transpose(-1, -2)) * self.cap
         if mask is not None:  # after the cap: a masked score stays the dtype's minimum
             scores = scores + mask
-        weights = nn.functional.dropout(torch.softmax(scores, dim=-1), self.dropout, self.training)
+        weights = self.drop(torch.softmax(scores, dim=-1))
         return weights @ v  # (batch, heads, queries, head_dim)
 
     def extra_repr(self) -> str:

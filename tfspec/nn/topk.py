@@ -13,7 +13,7 @@ learns from the output.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from .attention import MultiHeadAttention
 
@@ -34,8 +34,8 @@ class TopKAttention(MultiHeadAttention):
         scores = (q * root) @ (k * root).transpose(-1, -2)  # (batch, heads, queries, keys)
         if mask is not None:  # a masked score is the dtype's minimum: chosen only when too few keys are allowed,
             scores = scores + mask  # and then its weight is exp(minimum - best) = 0
-        best, chosen = scores.topk(min(self.k, scores.shape[-1]), dim=-1, sorted=False)  # (..., queries, k)
-        weights = nn.functional.dropout(torch.softmax(best, dim=-1), self.dropout, self.training)
+        best, chosen = scores.topk(min(self.k, scores.shape[-1]), dim=-1)  # (..., queries, k), best first
+        weights = self.drop(torch.softmax(best, dim=-1))
         batch, heads, queries, kept = chosen.shape
         values = v.gather(2, chosen.reshape(batch, heads, queries * kept, 1).expand(-1, -1, -1, v.shape[-1]))
         values = values.view(batch, heads, queries, kept, v.shape[-1])
