@@ -28,18 +28,27 @@ def dense_reference(q, k, v, seen, block, padding=None):
     return scores.softmax(-1) @ v
 
 
+@pytest.mark.parametrize("rows", [1024, 1, 12])  # query blocks recomputed at once: all, one, three or four
 @pytest.mark.parametrize("length, block, random", [(70, 4, 2), (64, 4, 1), (33, 2, 3), (200, 8, 3)])
-def test_block_sparse_attention_equals_dense_attention_over_its_pattern(length, block, random):
+def test_block_sparse_attention_equals_dense_attention_over_its_pattern(length, block, random, rows):
     assert bigbird_sparse(length, block, random)
     attention = BigBirdAttention(32, 4, 4, 8, block=block, random=random, seed=5).double()
+    attention.band_rows = rows
     g = torch.Generator().manual_seed(length)
-    q, k, v = (torch.randn(2, 4, length, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    q, k, v = (torch.randn(2, 4, length, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
     padding = torch.arange(length)[None] >= torch.tensor([[length], [length - 11]])
     mask = torch.zeros(2, 1, 1, length, dtype=torch.float64).masked_fill(padding[:, None, None], -1e300)
     got = attention.mix(q, k, v, mask, False)
     seen = attention.patterns[-(-length // block)]
     expected = dense_reference(q, k, v, seen, block, padding)
     assert (got - expected)[0].abs().max() < 1e-12 and (got - expected)[1, :, :length - 11].abs().max() < 1e-12
+    # gradients through the recomputed groups (the padded queries' outputs left out: they are meaningless)
+    weight = torch.randn(got.shape, generator=g, dtype=torch.float64)
+    weight[1, :, length - 11:] = 0
+    grads = torch.autograd.grad((got * weight).sum(), (q, k, v))
+    expected_grads = torch.autograd.grad((expected * weight).sum(), (q, k, v))
+    for a, b in zip(grads, expected_grads):
+        assert (a - b).abs().max() < 1e-10
 
 
 def test_the_pattern_is_window_global_and_distinct_random_blocks():
@@ -184,9 +193,10 @@ def test_without_query_key_value_biases_every_weight_still_maps():
         from_hf_big_bird(ours, big_bird({"attention_type": "original_full"}))
 
 
-@pytest.mark.parametrize("length", [1, 2, 3])
+@pytest.mark.parametrize("length", [1, 2, 3, 40])
 def test_what_backward_keeps_is_declared_at_every_length_even_one_position(length):
-    """A single position made ``contiguous`` a no-op, so the projection itself was kept (found by Hypothesis)."""
+    """A single position made ``contiguous`` a no-op, so the projection itself was kept (found by Hypothesis).
+    At 40 positions the pattern is sparse, and recomputed in backward: only q, k, v and the output are kept."""
     from tfspec.inspect.analysis import analyse
     from tfspec.inspect.measure import measure
     spec = tfspec.parse("embedding tokens { vocab 5; dim 8; position learned(64) }\n"

@@ -13,7 +13,7 @@ import torch
 import tfspec
 from tfspec.nn.attention import MultiHeadAttention, dropout_keep_mask
 from tfspec.nn.masking import MaskSet
-from tfspec.variants.masks import causal as causal_rule
+from tfspec.variants.masks import causal as causal_rule, window as window_rule
 
 P = 0.25
 
@@ -170,11 +170,12 @@ def test_blocked_equals_the_formula():
     assert torch.allclose(grad, torch.autograd.grad(expected.square().sum(), x)[0], atol=1e-5)
 
 
-def one_hot_attention(length: int, causal: bool) -> MultiHeadAttention:
+def one_hot_attention(length: int, rules: list, band=None) -> MultiHeadAttention:
     """One head whose weights are uniform over the keys it sees and whose values are one-hot, so its output
     row i is keep_ij / ((1 - p) · seen_i) at key j: the dropout mask, read off the output."""
-    attention = MultiHeadAttention(length, 1, 1, length, bias=False, out_bias=False, dropout=P, fused_causal=causal,
-                                   masks=MaskSet([(causal_rule, {}, ())] if causal else [])).train()
+    attention = MultiHeadAttention(length, 1, 1, length, bias=False, out_bias=False, dropout=P, band=band,
+                                   fused_causal=rules == [causal_rule], masks=MaskSet([(r, o, ()) for r, o in rules])
+                                   ).train()
     attention.dropout_block = 16
     with torch.no_grad():
         attention.qkv.weight.zero_()
@@ -183,31 +184,35 @@ def one_hot_attention(length: int, causal: bool) -> MultiHeadAttention:
     return attention
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_drawn_masks_keep_at_the_rate_and_scale_and_backward_replays_them(causal):
-    length = 96
-    attention = one_hot_attention(length, causal)
-    x = torch.eye(length)[None].repeat(2, 1, 1).requires_grad_()
+LENGTH = 96
+PATTERNS = {  # name -> (mask rules, band, the keys each query sees)
+    "no mask, in blocks": ([], None, torch.ones(LENGTH, LENGTH, dtype=torch.bool)),
+    "causal, in blocks": ([(causal_rule, {})], None, torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril()),
+    "window, in bands": ([(window_rule, {"k": 5})], (4, 4),
+                         (torch.arange(LENGTH)[:, None] - torch.arange(LENGTH)[None]).abs() < 5),
+}
+
+
+@pytest.mark.parametrize("pattern", list(PATTERNS))
+def test_drawn_masks_keep_at_the_rate_and_scale_and_backward_replays_them(pattern):
+    rules, band, allowed = PATTERNS[pattern]
+    attention = one_hot_attention(LENGTH, rules, band)
+    x = torch.eye(LENGTH)[None].repeat(2, 1, 1).requires_grad_()
     torch.manual_seed(3)
     y = attention(x)
-    seen = torch.arange(1, length + 1)[:, None].float() if causal else torch.full((length, 1), float(length))
-    scaled = y.detach() * (1 - P) * seen  # the keep mask: 0 or 1
+    scaled = y.detach() * (1 - P) * allowed.sum(-1, keepdim=True)  # the keep mask: 0 or 1
     assert torch.allclose(scaled, scaled.round(), atol=1e-4)
     keep = scaled.round().bool()
-    if causal:
-        assert not keep.triu(1).any()  # never a key after the query
-    allowed = torch.ones(length, length).tril() if causal else torch.ones(length, length)
+    assert not (keep & ~allowed).any()  # never a key the mask hides
     rate = keep.float().sum() / (2 * allowed.sum())
-    assert abs(rate - (1 - P)) < 0.02, rate  # std of the rate ≈ 0.006
+    assert abs(rate - (1 - P)) < 4 * (P * (1 - P) / (2 * allowed.sum())) ** 0.5, rate
     # blocks draw masks of their own: no block repeats another's
-    rows = keep[0].float()
-    assert not torch.equal(rows[:16], rows[16:32])
+    assert not torch.equal(keep[0, :16], keep[0, 16:32])
     # backward recomputes each block: it must apply the same mask as forward. y = A x (x the identity's rows
     # feeding values), so d(sum(g · y))/dx through the values is A^T g, with A read off the output above
     g = torch.randn_like(y)
     (grad,) = torch.autograd.grad((y * g).sum(), x)
-    weights = y.detach()  # row i: A_i (the values are one-hot, the queries and keys zero)
-    assert torch.allclose(grad, weights.transpose(1, 2) @ g, atol=1e-5)
+    assert torch.allclose(grad, y.detach().transpose(1, 2) @ g, atol=1e-5)
 
 
 def test_blocks_keep_what_grows_with_n_times_the_block():

@@ -89,9 +89,14 @@ def test_the_cases_cover_every_bounded_mask():
     assert {"window", "block"} <= {case.split(" + ")[0].split("(")[0] for case, _ in CASES}
 
 
+@pytest.mark.parametrize("group", ["one group", "a group a block"])
 @pytest.mark.parametrize("masks, extra", CASES, ids=[c for c, _ in CASES])
-def test_banded_attention_equals_dense_attention_forward_and_backward(masks, extra):
+def test_banded_attention_equals_dense_attention_forward_and_backward(masks, extra, group):
+    """Bands recompute in groups of blocks (``mix_in_bands``): one group for the whole sequence, or one a block."""
     model = tfspec.compile(SPEC.format(masks=masks), seed=0)
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention) and group == "a group a block":
+            module.band_rows = 1
     band = next(m.band for m in model.modules() if isinstance(m, MultiHeadAttention))
     assert band is not None and band_chunk(LENGTH, band) is not None, "this case does not run in bands"
     tokens, padding = batch()

@@ -427,15 +427,15 @@ class Position(StackOwned, Variant):
         return shape.heads * queries * keys if mask_tensor and not self.biases_scores else 0
 
     def mix_saved(self, options, shape: AttentionShape, kind: "AttentionKind", kind_options, batch: int,
-                  queries: int, keys: int, dropout: float, fused: bool, in_bands: bool = False) -> tuple[int, int]:
+                  queries: int, keys: int, dropout: float, fused: bool) -> tuple[int, int]:
         """What the mix keeps for backward, as ``AttentionKind.core_saved``: the kind's, unless the scheme's
         ``attend`` computes the mix itself (``mixes_values``, which overrides this)."""
-        return kind.core_saved(shape, kind_options, batch, queries, keys, dropout, fused, in_bands=in_bands)
+        return kind.core_saved(shape, kind_options, batch, queries, keys, dropout, fused)
 
-    def mix_keeps_projection(self, options, shape: AttentionShape, kind: "AttentionKind", kind_options, batch: int,
-                             in_bands: bool = False) -> bool:
+    def mix_keeps_projection(self, options, shape: AttentionShape, kind: "AttentionKind", kind_options, batch: int
+                             ) -> bool:
         """As ``AttentionKind.keeps_projection``, for the mix this scheme attends with (see ``mix_saved``)."""
-        return kind.keeps_projection(shape, kind_options, batch, in_bands=in_bands)
+        return kind.keeps_projection(shape, kind_options, batch)
 
     def layer_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool) -> int:
         """Bytes autograd keeps in each attention that uses the scheme, beyond the mix, for the default position
@@ -679,8 +679,8 @@ class AttentionKind(StackOwned, Variant):
             + (queries * shape.width if shape.out_bias else 0)
         return matmul, bias
 
-    def projection_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int,
-                         in_bands: bool = False) -> tuple[int, int]:
+    def projection_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int
+                         ) -> tuple[int, int]:
         """(activation-dtype elements, 4-byte words) its projections keep for backward beyond the attention's input
         and what ``core_saved`` counts (a latent attention's norms and up projections); 0 for one linear map each."""
         return 0, 0
@@ -735,19 +735,32 @@ class AttentionKind(StackOwned, Variant):
         """
         raise NotImplementedError
 
-    def keeps_projection(self, shape: AttentionShape, options, batch: int, in_bands: bool = False) -> bool:
+    def keeps_projection(self, shape: AttentionShape, options, batch: int) -> bool:
         """Does the core keep the projection its keys and values come from (``qkv``, or cross-attention's
         ``kv``) alive for backward, by saving a view of it? (Then a qk-norm, which keeps its input, adds none.)
-        ``in_bands``: attention runs in bands (``attention_band``), on windows of keys and values copied from
-        the projection, so no view of it reaches the core."""
+        Attention recomputed in backward counts what it keeps with ``recomputed_saved`` instead."""
         return False
 
+    def recomputes(self, options, length: int) -> bool:
+        """Does its mix over a sequence of ``length`` run in blocks of its own that backward recomputes
+        (``tfspec.nn.attention.recomputed``), as attention in bands (``attention_band``) always does?"""
+        return False
+
+    def recomputed_saved(self, shape: AttentionShape, options, batch: int, length: int, remade: bool) -> int:
+        """Activation-dtype elements attention recomputed in backward (in bands, or ``recomputes``) keeps over a
+        sequence of ``length``: its inputs, q, k and v, and its output (the output projection's input). v is a
+        view of the projection, which it keeps whole: where q and k are ``remade`` (rotated, or normed), the
+        projection's q and k rows too."""
+        value_dim = self.value_dim(shape, options)
+        inputs = shape.heads * (shape.head_dim + value_dim) + shape.kv_heads * (shape.head_dim + value_dim)
+        return batch * length * (inputs + (shape.q_width + shape.kv_width if remade else 0))
+
     def core_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int, dropout: float,
-                   fused: bool, in_bands: bool = False) -> tuple[int, int]:
+                   fused: bool) -> tuple[int, int]:
         """(activation-dtype elements, 4-byte words) autograd keeps between the projections, for the batch,
         including the output (``batch · queries · heads · head_dim``, the output projection's input). The
-        words are what stays float32 whatever the dtype (log-sum-exps); an int64 index counts two. In bands,
-        ``batch`` counts each block of ``queries`` as a sequence, with its own ``keys``."""
+        words are what stays float32 whatever the dtype (log-sum-exps); an int64 index counts two. Attention
+        recomputed in backward counts what it keeps with ``recomputed_saved`` instead."""
         raise NotImplementedError
 
     def complexity(self, options, cross: bool, reach: tuple[int | None, int | None]) -> "ComplexityClass":

@@ -397,13 +397,16 @@ class _Counter:
             blocks, span = -(-n // chunk), chunk + sum(band)
             rows, seen = blocks * chunk, span
             mask_add = heads * rows * seen
-            kept, stats = position.mix_saved(position_options, shape, kind, options, self.batch * blocks, chunk,
-                                             span, spec.dropout, self.fused, in_bands=True)
-            kept -= self.batch * (rows - n) * heads * kind.value_dim(shape, options)  # the output is kept unpadded
+        recomputed = chunk is not None or kind.recomputes(options, n)
+        if recomputed:
+            # bands, or a kind's own blocks, recomputed in backward: what they keep is their inputs and output.
+            # A scheme acting in attention there can only rotate q and k; it, or a qk-norm, makes them anew
+            remade = position.acts == "attention" or not norm.absent
+            kept, stats = kind.recomputed_saved(shape, options, self.batch, n, remade), 0
         else:
             kept, stats = position.mix_saved(position_options, shape, kind, options, self.batch, n, m, spec.dropout,
                                              self.fused)
-        projected, projected_words = kind.projection_saved(shape, options, self.batch, n, m, chunk is not None)
+        projected, projected_words = kind.projection_saved(shape, options, self.batch, n, m)
         kept, stats = kept + projected, stats + projected_words
         executed = rows * seen
         matmul, elementwise = kind.core_flops(shape, options, rows, seen, executed)
@@ -420,9 +423,9 @@ class _Counter:
                 kept, stats = kept + (norm_kept - dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
-                keeps = position.mix_keeps_projection(position_options, shape, kind, options, self.batch,
-                                                      in_bands=chunk is not None)
-                if not keeps:
+                keeps = recomputed or position.mix_keeps_projection(position_options, shape, kind, options,
+                                                                           self.batch)
+                if not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
         own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, positioned, n, m, structural)
         memory = self.keep(("own", node.id), own * repeat) + shared

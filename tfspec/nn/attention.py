@@ -120,6 +120,15 @@ def dropout_keep_mask(shape, p: float, device=None) -> tuple[Tensor, float]:
     return (bits.view(torch.int16)[:count] >= dropped - 32768).view(shape), 65536 / (65536 - dropped)
 
 
+def recomputed(function, *args):
+    """``function(*args)``, recomputed in backward rather than keeping what it makes (``torch.utils.checkpoint``,
+    which replays its random draws) when a gradient will flow through it: for attention whose blocks copy
+    keys and values, so what backward keeps is its inputs alone, as a fused kernel's."""
+    if torch.is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        return torch.utils.checkpoint.checkpoint(function, *args, use_reentrant=False)
+    return function(*args)
+
+
 def cache_slot(cache: dict[str, KVCache] | None, name: str, keep: int | None = None) -> KVCache | None:
     """The cache of sublayer ``name`` in a layer's cache dict (created on first use); None without one."""
     if cache is None:
@@ -151,13 +160,14 @@ class MultiHeadAttention(nn.Module):
     ``masks``: its ``MaskSet``. ``fused_causal``: a lone causal mask, which over an unpadded sequence runs
     SDPA's fused ``is_causal`` with no mask tensor. ``band``: the keys ``(behind, ahead)`` a query may see when
     its masks bound them; over a sequence long enough (``band_chunk``), attention then runs block by block
-    (``mix_banded``) with its mask in the banded layout of ``tfspec.nn.masking.banded_mask``. ``keep``: the
+    (``mix_in_bands``) with its mask in the banded layout of ``tfspec.nn.masking.banded_mask``. ``keep``: the
     past keys a KV cache needs (a bounded look-back).
     """
 
     # With dropout while training on the CPU, attention runs this many queries at a time (``attend_in_blocks``);
     # None: whole sequences at once. A kind whose mix is not one query's row after another's sets None.
     dropout_block: int | None = 256
+    band_rows = 1024  # attention in bands recomputes about this many queries at a time (``mix_in_bands``)
     dropout_keep = None  # tests: ``(shape, rows, keys) -> keep`` in place of drawn dropout masks (``drop``)
     part = (slice(None), slice(None))  # the call's queries and keys the current mix computes (``attend_rows``)
 
@@ -227,8 +237,7 @@ class MultiHeadAttention(nn.Module):
         if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
             chunk = band_chunk(query_len, self.band)
             if chunk is not None:
-                mask = self.masks.banded(ctx, query_len, self.band, q.dtype, q.device, padding)
-                return self.mix_banded(q, k, v, mask, chunk)
+                return self.mix_in_bands(q, k, v, ctx.inputs, padding, chunk)
         if self.drops_in_blocks(q):
             return self.attend_in_blocks(q, k, v, ctx, key_positions, padding)
         if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
@@ -286,9 +295,8 @@ class MultiHeadAttention(nn.Module):
         for start in range(0, query_len, self.dropout_block):
             rows = slice(start, min(start + self.dropout_block, query_len))
             keys = self.masks.seen_keys(ctx, query_len, key_len, rows, q.device)
-            outputs.append(torch.utils.checkpoint.checkpoint(
-                self.attend_rows, q[:, :, rows], k[:, :, keys], v[:, :, keys], ctx, key_positions, padding,
-                (query_len, key_len), rows, keys, use_reentrant=False))
+            outputs.append(recomputed(self.attend_rows, q[:, :, rows], k[:, :, keys], v[:, :, keys], ctx,
+                                      key_positions, padding, (query_len, key_len), rows, keys))
         return torch.cat(outputs, dim=2)
 
     def attend_rows(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
@@ -355,29 +363,48 @@ class MultiHeadAttention(nn.Module):
         it, so its parameters stay the stack's."""
         self.__dict__["position"] = position
 
-    def mix_banded(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, chunk: int) -> Tensor:
+    def mix_banded(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, chunk: int, first: int = 0) -> Tensor:
         """``mix`` block by block: each block of ``chunk`` queries against the ``chunk + behind + ahead`` keys
-        around it, with the banded ``mask`` (batch or 1, blocks, chunk, span). Blocks fold into the batch, so
-        one ``mix`` call scores ``length · span`` pairs (not ``length²``) and keeps memory to match."""
+        around it, with the banded ``mask`` (batch or 1, blocks, chunk, span) of blocks ``first`` on (so rows
+        ``first · chunk`` on). Blocks fold into the batch, so one ``mix`` call scores ``rows · span`` pairs (not
+        ``length²``) and keeps memory to match."""
         behind, ahead = self.band
         batch, heads, length, dim = q.shape
-        blocks = mask.shape[1]
-        padded, span = blocks * chunk, chunk + behind + ahead
+        blocks, span = mask.shape[1], chunk + behind + ahead
+        start, end = first * chunk, (first + blocks) * chunk  # its queries' rows (the last block's may run past)
+        rows = min(end, length) - start
+        low, high = start - behind, end + ahead  # the keys its blocks see (past either end: padding)
 
         def windows(t: Tensor) -> Tensor:  # (batch * blocks, kv_heads, span, dim): the keys each block sees
-            t = F.pad(t, (0, 0, behind, padded - length + ahead)).unfold(2, span, chunk)  # (..., blocks, dim, span)
-            # a copy always (reshape alone returns overlapping views for one sequence), so what the core keeps
-            # for backward does not depend on the batch
+            t = F.pad(t[:, :, max(low, 0):min(high, length)], (0, 0, max(-low, 0), max(high - length, 0)))
+            t = t.unfold(2, span, chunk)  # (..., blocks, dim, span)
+            # a copy always (reshape alone returns overlapping views for one sequence)
             return t.permute(0, 2, 1, 4, 3).reshape(batch * blocks, t.shape[1], span, t.shape[3]).contiguous()
 
-        q = F.pad(q, (0, 0, 0, padded - length)).view(batch, heads, blocks, chunk, dim)
+        q = F.pad(q[:, :, start:start + rows], (0, 0, 0, end - start - rows)).view(batch, heads, blocks, chunk, dim)
         q = q.transpose(1, 2).reshape(batch * blocks, heads, chunk, dim)
         mask = mask.expand(batch, blocks, chunk, span).reshape(batch * blocks, 1, chunk, span)
         y = self.mix(q, windows(k), windows(v), mask, False)  # (batch * blocks, heads, chunk, dim)
         y = y.view(batch, blocks, heads, chunk, y.shape[-1]).transpose(1, 2)
-        y = y.reshape(batch, heads, padded, y.shape[-1])
-        # unpadded in memory of its own, so the output projection never keeps the padded rows alive
-        return y[:, :, :length].clone() if padded > length else y
+        return y.reshape(batch, heads, blocks * chunk, y.shape[-1])[:, :, :rows]
+
+    def mix_in_bands(self, q: Tensor, k: Tensor, v: Tensor, inputs: dict, padding: Tensor | None, chunk: int
+                     ) -> Tensor:
+        """``mix_banded`` over a whole sequence, ``band_rows`` queries at a time, each group's mask built and
+        its attention recomputed in backward (``recomputed``): its copies of keys and values, their gradients
+        and its mask exist for one group at a time, and what backward keeps is q, k and v, as a fused kernel's.
+        ``inputs``: the call's run-time inputs, which masks may read."""
+        blocks = -(-q.shape[2] // chunk)
+        group = max(1, self.band_rows // chunk)
+        parts = [recomputed(self.mix_band_group, q, k, v, inputs, padding, chunk, first,
+                            min(first + group, blocks)) for first in range(0, blocks, group)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+
+    def mix_band_group(self, q: Tensor, k: Tensor, v: Tensor, inputs: dict, padding: Tensor | None, chunk: int,
+                       first: int, last: int) -> Tensor:
+        """Blocks ``first`` to ``last`` of ``mix_in_bands``, with their mask."""
+        mask = self.masks.banded(inputs, q.shape[2], self.band, q.dtype, q.device, padding, slice(first, last))
+        return self.mix_banded(q, k, v, mask, chunk, first)
 
     def extra_repr(self) -> str:
         kv = f", kv_heads={self.kv_heads}" if self.kv_heads != self.heads else ""

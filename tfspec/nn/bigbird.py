@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .attention import InContext, MultiHeadAttention, built, core_arguments
+from .attention import InContext, MultiHeadAttention, built, core_arguments, recomputed
 from .flex import block_mask, flex_mix, flex_runs
 
 
@@ -77,49 +77,66 @@ class BigBirdAttention(MultiHeadAttention):
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         assert not is_causal, "BigBird attention has no fused causal kernel"
-        batch, heads, length, dim = q.shape
-        # copies, whatever the batch, heads and length (``contiguous`` is a no-op on a single position), so what
-        # backward keeps never includes the projection itself
-        k, v = (t.clone(memory_format=torch.contiguous_format) for t in (k, v))
-        if not bigbird_sparse(length, self.block, self.random):
+        if not bigbird_sparse(q.shape[2], self.block, self.random):
+            # copies, whatever the batch, heads and length (``contiguous`` is a no-op on a single position), so
+            # what backward keeps never includes the projection itself
+            k, v = (t.clone(memory_format=torch.contiguous_format) for t in (k, v))
             return super().mix(q, k, v, mask, False)
+        # its gathered key blocks are copies: recomputed in backward, not kept, ``band_rows`` queries at a time
+        length, blocks = q.shape[2], -(-q.shape[2] // self.block)
+        group = max(1, self.band_rows // self.block)
+        parts = [recomputed(self.mix_sparse, q, k, v, mask, first, min(first + group, blocks))
+                 for first in range(0, blocks, group)]
+        return (parts[0] if len(parts) == 1 else torch.cat(parts, dim=2))[:, :, :length]
+
+    def mix_sparse(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, first: int, last: int) -> Tensor:
+        """Query blocks ``first`` to ``last`` of the block-sparse pattern (``bigbird_sparse``), ``(batch, heads,
+        (last - first) · block, dim)``: a global block (the first, the last) against every key, a middle block
+        against its 5 + random key blocks, gathered."""
+        batch, heads, length, dim = q.shape
         b = self.block
         blocks = -(-length // b)
         pad = blocks * b - length
-        if pad:  # whole blocks: the padded keys are masked, the padded queries dropped at the end
+        if pad:  # whole blocks: the padded keys are masked, the padded queries dropped by ``mix``
             q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
             keys = torch.zeros(1, 1, 1, length, dtype=q.dtype, device=q.device) if mask is None else mask
             mask = F.pad(keys, (0, pad), value=torch.finfo(q.dtype).min)
         dropout = self.dropout if self.training else 0.0
-        # global query blocks, the first and the last: every key
-        ends = q.view(batch, heads, blocks, b, dim)[:, :, [0, blocks - 1]].reshape(batch, heads, 2 * b, dim)
-        ends = F.scaled_dot_product_attention(ends, k, v, attn_mask=mask, dropout_p=dropout, scale=self.scale)
-        # the middle query blocks: each against its 5 + random key blocks, gathered
-        seen = self.key_blocks(blocks, q.device)  # (heads, blocks - 2, 5 + random)
-        head = torch.arange(heads, device=q.device)[:, None, None]
-        span = seen.shape[-1] * b
+        parts = []
+        if first == 0:  # the first query block is global: every key
+            parts.append(F.scaled_dot_product_attention(q[:, :, :b], k, v, attn_mask=mask, dropout_p=dropout,
+                                                        scale=self.scale))
+        low, high = max(first, 1), min(last, blocks - 1)  # its middle blocks
+        if high > low:
+            seen = self.key_blocks(blocks, q.device)[:, low - 1:high - 1]  # (heads, middle, 5 + random)
+            middle, span = high - low, seen.shape[-1] * b
+            head = torch.arange(heads, device=q.device)[:, None, None]
 
-        def gathered(t: Tensor) -> Tensor:  # (batch, heads * (blocks - 2), span, dim)
-            return t.view(batch, heads, blocks, b, dim)[:, head, seen].reshape(batch, -1, span, dim)
+            def gathered(t: Tensor) -> Tensor:  # (batch, heads * middle, span, dim)
+                return t.view(batch, heads, blocks, b, dim)[:, head, seen].reshape(batch, -1, span, dim)
 
-        middle = q.view(batch, heads, blocks, b, dim)[:, :, 1:-1].reshape(batch, -1, b, dim)
-        # the second block's left neighbour is the first block, the last but one's right neighbour the last:
-        # seen twice in their rows, so the copy is masked
-        twice = torch.zeros(blocks - 2, 5 + self.random, b, dtype=q.dtype, device=q.device)
-        twice[0, 1] = twice[-1, 3] = torch.finfo(q.dtype).min
-        if mask is None:
-            mask = twice.view(1, 1, blocks - 2, span).expand(1, heads, -1, -1).reshape(1, -1, 1, span)
-        else:
-            rows = mask.shape[0]
-            mask = mask.view(rows, blocks, b)[:, seen].reshape(rows, heads, blocks - 2, span)
-            mask = (mask + twice.view(1, 1, blocks - 2, span)).clamp(min=torch.finfo(q.dtype).min)
-            mask = mask.reshape(rows, -1, 1, span)
-        middle = F.scaled_dot_product_attention(middle, gathered(k), gathered(v), attn_mask=mask,
-                                                dropout_p=dropout, scale=self.scale)
-        y = torch.cat([ends[:, :, None, :b], middle.view(batch, heads, blocks - 2, b, dim),
-                       ends[:, :, None, b:]], dim=2).view(batch, heads, blocks * b, dim)
-        # unpadded in memory of its own, so the output projection never keeps the padded rows alive
-        return y[:, :, :length].clone() if pad else y
+            rows = q.view(batch, heads, blocks, b, dim)[:, :, low:high].reshape(batch, -1, b, dim)
+            # the second block's left neighbour is the first block, the last but one's right neighbour the last:
+            # seen twice in their rows, so the copy is masked
+            twice = torch.zeros(middle, 5 + self.random, b, dtype=q.dtype, device=q.device)
+            if low == 1:
+                twice[0, 1] = torch.finfo(q.dtype).min
+            if high == blocks - 1:
+                twice[-1, 3] = torch.finfo(q.dtype).min
+            if mask is None:
+                seen_mask = twice.view(1, 1, middle, span).expand(1, heads, -1, -1).reshape(1, -1, 1, span)
+            else:
+                count = mask.shape[0]
+                seen_mask = mask.view(count, blocks, b)[:, seen].reshape(count, heads, middle, span)
+                seen_mask = (seen_mask + twice.view(1, 1, middle, span)).clamp(min=torch.finfo(q.dtype).min)
+                seen_mask = seen_mask.reshape(count, -1, 1, span)
+            rows = F.scaled_dot_product_attention(rows, gathered(k), gathered(v), attn_mask=seen_mask,
+                                                  dropout_p=dropout, scale=self.scale)
+            parts.append(rows.view(batch, heads, middle * b, dim))
+        if last == blocks:  # the last query block is global too
+            parts.append(F.scaled_dot_product_attention(q[:, :, -b:], k, v, attn_mask=mask, dropout_p=dropout,
+                                                        scale=self.scale))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, block={self.block}, random={self.random}, seed={self.seed}"

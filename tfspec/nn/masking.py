@@ -95,14 +95,12 @@ class MaskSet:
 
         return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
 
-    def banded(self, ctx: Context, length: int, band: tuple[int, int], dtype, device, padding: Tensor | None
-               ) -> Tensor:
-        """The additive mask of a whole sequence in the banded layout ``(batch or 1, blocks, chunk, span)``."""
-        def build():
-            rules = [lambda queries, keys, rule=rule: rule(queries, keys, ctx.inputs) for rule in self.rules]
-            return banded_mask(length, band, rules, padding, dtype, device)
-
-        return ctx.once(f"{self.key}|band|{length}|{dtype}", build)
+    def banded(self, inputs: dict, length: int, band: tuple[int, int], dtype, device, padding: Tensor | None,
+               blocks: slice = slice(None)) -> Tensor:
+        """The additive mask of a whole sequence in the banded layout ``(batch or 1, blocks, chunk, span)``,
+        for its ``blocks`` (all by default); ``inputs``: the call's run-time inputs (``Context.inputs``)."""
+        rules = [lambda queries, keys, rule=rule: rule(queries, keys, inputs) for rule in self.rules]
+        return banded_mask(length, band, rules, padding, dtype, device, blocks)
 
 
 # Torch-only helpers, shared with the standalone files ``tfspec emit`` writes.
@@ -146,8 +144,9 @@ def band_indices(length: int, chunk: int, behind: int, ahead: int, device=None) 
 
 
 def banded_mask(length: int, band: tuple[int, int], rules, padding: Tensor | None, dtype: torch.dtype,
-                device=None) -> Tensor:
-    """The additive mask ``(batch or 1, blocks, chunk, span)`` of banded attention over ``length`` positions.
+                device=None, blocks: slice = slice(None)) -> Tensor:
+    """The additive mask ``(batch or 1, blocks, chunk, span)`` of banded attention over ``length`` positions,
+    for its ``blocks`` (all by default).
 
     ``rules``: functions ``(queries, keys) -> bool`` of sequence indices with a leading block dimension
     (the masks' rules with options and inputs bound); keys outside the sequence are never seen, and
@@ -155,6 +154,7 @@ def banded_mask(length: int, band: tuple[int, int], rules, padding: Tensor | Non
     ``with_padding``)."""
     behind, ahead = band
     queries, keys = band_indices(length, band_chunk(length, band), behind, ahead, device)
+    queries, keys = queries[blocks], keys[blocks]
     allowed = ((keys >= 0) & (keys < length))[:, None, :]  # (blocks, 1, span)
     for rule in rules:
         allowed = allowed & rule(queries, keys)

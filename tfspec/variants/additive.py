@@ -26,15 +26,15 @@ class Additive(AttentionKind):
         # weights @ V as a matmul; q + k, tanh, the product with w and its sum over head_dim, softmax per score
         return 2 * heads * pairs * head_dim, heads * pairs * (4 * head_dim + 5)
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
-        return not in_bands and (batch == 1 or shape.heads == 1)  # v needs no copy: weights @ v keeps a view of the (q)kv projection
+    def keeps_projection(self, shape, options, batch):
+        return batch == 1 or shape.heads == 1  # v needs no copy: weights @ v keeps a view of the (q)kv projection
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         heads, head_dim = shape.heads, shape.head_dim
         # tanh(q + k) for every pair and head feature (no fused kernel exists), the probabilities, v, output
         scores = batch * heads * queries * keys
         kept = scores * head_dim + scores * (3 if dropout else 1) + batch * heads * head_dim * (keys + queries)
-        if self.keeps_projection(shape, options, batch, in_bands):
+        if self.keeps_projection(shape, options, batch):
             kept += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         return kept, 0
 

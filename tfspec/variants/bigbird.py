@@ -89,23 +89,17 @@ class BigBird(AttentionKind):
         # QK^T and weights @ V over the pattern's pairs; scaling and a 5-step softmax per score
         return 4 * shape.heads * pairs * shape.head_dim, 6 * shape.heads * pairs
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
+    def recomputes(self, options, length):
+        return self.sparse(options, length)  # its gathered blocks, recomputed in backward rather than kept
+
+    def keeps_projection(self, shape, options, batch):
         return False  # its keys and values are contiguous copies (then padded or gathered), never views
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
-        heads, d, b = shape.heads, shape.head_dim, options.block
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
+        heads, d = shape.heads, shape.head_dim
         probabilities = 3 if dropout else 1  # with dropout also its mask and the dropped probabilities
-        if not self.sparse(options, queries):  # dense: scaled q and k, v, the output, the probabilities
-            return batch * heads * (4 * queries * d + queries * keys * probabilities), 0
-        blocks = blocks_of(queries, b)
-        padded, span, middle = blocks * b, (5 + options.random) * b, blocks - 2
-        # the global rows: scaled q, scaled k and v over the whole (padded) sequence; the middle rows: scaled q,
-        # scaled k and v gathered per block; the output (the output projection's input, unpadded)
-        vectors = 2 * b + 2 * padded + middle * b + 2 * middle * span + queries
-        scores = 2 * b * padded + middle * b * span
-        # int64 indices, two words each: which query blocks are global, the heads, the key blocks per head
-        indices = 2 + heads + heads * middle * (5 + options.random)
-        return batch * heads * (vectors * d + scores * probabilities), 2 * indices
+        # dense (sparse, it ``recomputes``): scaled q and k, v, the output, the probabilities
+        return batch * heads * (4 * queries * d + queries * keys * probabilities), 0
 
     def complexity(self, options, cross, reach):
         r = options.random

@@ -20,14 +20,14 @@ def projection_params(shape):
     return {**params, **linear_params("out", shape.width, shape.q_width, shape.out_bias, residual=True)}
 
 
-def math_keeps_projection(shape, batch: int, in_bands: bool = False) -> bool:
+def math_keeps_projection(shape, batch: int) -> bool:
     """Does attention computed by matmuls on scaled q and k (SDPA's math path, sigmoid attention) keep the whole
     (q)kv projection? v needs no copy for its matmul, which then keeps a view of it, for one sequence or one
-    head, without grouped-query expansion or windows copied for bands."""
-    return not in_bands and shape.kv_heads == shape.heads and (batch == 1 or shape.heads == 1)
+    head, without grouped-query expansion."""
+    return shape.kv_heads == shape.heads and (batch == 1 or shape.heads == 1)
 
 
-def math_saved(shape, batch: int, queries: int, keys: int, dropout: float, in_bands: bool = False) -> tuple[int, int]:
+def math_saved(shape, batch: int, queries: int, keys: int, dropout: float) -> tuple[int, int]:
     """What such attention keeps for backward: scaled q and k, v and the output; the projection where
     ``math_keeps_projection``; k's and v's copies where grouped-query attention expands them; the queries x keys
     weights (with dropout, also its mask and the dropped weights)."""
@@ -35,7 +35,7 @@ def math_saved(shape, batch: int, queries: int, keys: int, dropout: float, in_ba
     vectors = batch * head_dim * (2 * heads * queries + 2 * kv_heads * keys)
     if kv_heads != heads:
         vectors = batch * head_dim * (2 * heads * queries + 2 * heads * keys)
-    elif math_keeps_projection(shape, batch, in_bands):
+    elif math_keeps_projection(shape, batch):
         vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
     return vectors + batch * heads * queries * keys * (3 if dropout else 1), 0
 
@@ -55,14 +55,14 @@ class DotProduct(AttentionKind):
         # QK^T and weights @ V; scaling and a 5-step softmax (max, subtract, exp, sum, divide) per score
         return 4 * shape.heads * pairs * shape.head_dim, 6 * shape.heads * pairs
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
-        return math_keeps_projection(shape, batch, in_bands)
+    def keeps_projection(self, shape, options, batch):
+        return math_keeps_projection(shape, batch)
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         if fused:  # q, k, v, the output and a log-sum-exp per row
             return batch * shape.head_dim * (2 * shape.heads * queries + 2 * shape.kv_heads * keys), \
                 batch * shape.heads * queries
-        return math_saved(shape, batch, queries, keys, dropout, in_bands)
+        return math_saved(shape, batch, queries, keys, dropout)
 
     def build(self, config, options):
         from ..nn.attention import DotProductAttention

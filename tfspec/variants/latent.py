@@ -103,7 +103,7 @@ class Latent(AttentionKind):
             elementwise += queries * width
         return matmul, elementwise
 
-    def projection_saved(self, shape, options, batch, queries, keys, in_bands=False):
+    def projection_saved(self, shape, options, batch, queries, keys):
         # each RMS norm keeps its input (the latent: a view of the projection down, which it keeps whole) and the
         # normalised input, and 1/rms; the projection up keeps its output
         norm = NORMS["rmsnorm"]
@@ -122,12 +122,18 @@ class Latent(AttentionKind):
         # QK^T and weights @ V (values of their own width); scaling and a 5-step softmax per score
         return 2 * shape.heads * pairs * (shape.head_dim + self.value_dim(shape, options)), 6 * shape.heads * pairs
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
+    def recomputed_saved(self, shape, options, batch, length, remade):
+        # q and k (concatenations: made anew whatever rotates them), the values (a view of the projection up,
+        # which the recomputed bands keep whole) and the output
+        heads, head_dim, v_dim = shape.heads, shape.head_dim, self.value_dim(shape, options)
+        return batch * length * heads * (2 * head_dim + (head_dim - options.rope_dim + v_dim) + v_dim)
+
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         # q and k (scaled, on the math path), the values and the output; values are a view of the projection up,
         # which a kernel keeps whole where it takes them without a copy (one sequence, one head or one key, whose
-        # heads' rows then lie evenly apart; not in bands)
+        # heads' rows then lie evenly apart)
         heads, head_dim, v_dim = shape.heads, shape.head_dim, self.value_dim(shape, options)
-        whole = fused or not in_bands and (batch == 1 or heads == 1 or keys == 1)
+        whole = fused or batch == 1 or heads == 1 or keys == 1
         values = keys * (head_dim - options.rope_dim + v_dim) if whole else keys * v_dim
         vectors = batch * heads * ((queries + keys) * head_dim + values + queries * v_dim)
         if fused:  # and a log-sum-exp per row

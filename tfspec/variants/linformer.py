@@ -90,7 +90,7 @@ class Linformer(AttentionKind):
         # scores and the value sum against k rows; zeroing padded keys and values is element-wise
         return projections + 4 * shape.heads * queries * rows * shape.head_dim, 6 * shape.heads * queries * rows
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         heads, kv_heads, head_dim, k = shape.heads, shape.kv_heads, shape.head_dim, options.k
         # k and v (what E and F multiply), the projected k and v, q, the output; then SDPA's kept state
         vectors = batch * head_dim * (2 * kv_heads * keys + 2 * heads * queries)

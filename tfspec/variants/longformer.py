@@ -71,11 +71,11 @@ class Longformer(AttentionKind):
     def core_flops(self, shape, options, queries, keys, pairs):
         return 4 * shape.heads * pairs * shape.head_dim, 6 * shape.heads * pairs
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
-        return math_keeps_projection(shape, batch, in_bands)
+    def keeps_projection(self, shape, options, batch):
+        return math_keeps_projection(shape, batch)
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
-        return ATTENTION_KINDS["dot"].core_saved(shape, options, batch, queries, keys, dropout, fused, in_bands)
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
+        return ATTENTION_KINDS["dot"].core_saved(shape, options, batch, queries, keys, dropout, fused)
 
     def core(self, config, options):
         from ..nn.attention import core_arguments

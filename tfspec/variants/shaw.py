@@ -51,10 +51,10 @@ class Shaw(Position):
         # q against the key table, and the weights per offset against the value table
         return 2 * 2 * shape.heads * queries * (2 * options.k + 1) * shape.head_dim
 
-    def mix_keeps_projection(self, options, shape, kind, kind_options, batch, in_bands=False):
+    def mix_keeps_projection(self, options, shape, kind, kind_options, batch):
         return False  # it keeps contiguous copies of q, k and v
 
-    def mix_saved(self, options, shape, kind, kind_options, batch, queries, keys, dropout, fused, in_bands=False):
+    def mix_saved(self, options, shape, kind, kind_options, batch, queries, keys, dropout, fused):
         heads, head_dim, offsets = shape.heads, shape.head_dim, 2 * options.k + 1
         # scaled q and k (per query head), v, the output; q against the key table, the probabilities (with
         # dropout also its mask and the dropped ones), the weights summed per offset

@@ -37,11 +37,11 @@ class Sigmoid(AttentionKind):
         # QK^T and weights @ V; scaling, the bias and the sigmoid (exp, add 1, divide) per score
         return 4 * shape.heads * pairs * shape.head_dim, 5 * shape.heads * pairs
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
-        return math_keeps_projection(shape, batch, in_bands)
+    def keeps_projection(self, shape, options, batch):
+        return math_keeps_projection(shape, batch)
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
-        return math_saved(shape, batch, queries, keys, dropout, in_bands)  # matmuls on scaled q and k, as SDPA's
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
+        return math_saved(shape, batch, queries, keys, dropout)  # matmuls on scaled q and k, as SDPA's
 
     def core(self, config, options):
         from ..nn.attention import core_arguments

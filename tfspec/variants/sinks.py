@@ -29,11 +29,11 @@ class Sinks(AttentionKind):
         # QK^T and weights @ V; scaling and a 5-step softmax per score, and the sink's exp per query
         return 4 * shape.heads * pairs * shape.head_dim, 6 * shape.heads * pairs + 5 * shape.heads * queries
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
-        return math_keeps_projection(shape, batch, in_bands)
+    def keeps_projection(self, shape, options, batch):
+        return math_keeps_projection(shape, batch)
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
-        scaled, words = math_saved(shape, batch, queries, keys, dropout, in_bands)
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
+        scaled, words = math_saved(shape, batch, queries, keys, dropout)
         return scaled + batch * shape.heads * queries, words  # the softmax's output has the sink's column too
 
     def core(self, config, options):

@@ -37,11 +37,11 @@ class SoftCap(AttentionKind):
         # QK^T and weights @ V; scaling by scale / cap, tanh, multiplying by cap and a 5-step softmax per score
         return 4 * shape.heads * pairs * shape.head_dim, 8 * shape.heads * pairs
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
-        return math_keeps_projection(shape, batch, in_bands)
+    def keeps_projection(self, shape, options, batch):
+        return math_keeps_projection(shape, batch)
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
-        scaled, words = math_saved(shape, batch, queries, keys, dropout, in_bands)
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
+        scaled, words = math_saved(shape, batch, queries, keys, dropout)
         return scaled + batch * shape.heads * queries * keys, words  # tanh's output, kept for its gradient
 
     def core(self, config, options):

@@ -43,18 +43,18 @@ class TopK(AttentionKind):
         matmul = 2 * shape.heads * pairs * shape.head_dim + 2 * shape.heads * queries * kept * shape.head_dim
         return matmul, shape.heads * (pairs + 5 * queries * kept)
 
-    def keeps_projection(self, shape, options, batch, in_bands=False):
+    def keeps_projection(self, shape, options, batch):
         # the gather of the chosen values keeps v, a view of the whole (q)kv projection unless repeated per
-        # query head (grouped-query) or copied into windows (in bands)
-        return not in_bands and shape.kv_heads == shape.heads
+        # query head (grouped-query)
+        return shape.kv_heads == shape.heads
 
-    def core_saved(self, shape, options, batch, queries, keys, dropout, fused, in_bands=False):
+    def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         heads, head_dim = shape.heads, shape.head_dim
         chosen = batch * heads * queries * min(options.k, keys)
         # scaled q and k (per query head), v, the output; the chosen values, the weights (with dropout also
         # its mask and the dropped weights), the indices of the chosen keys
         vectors = batch * heads * head_dim * (2 * queries + 2 * keys) + chosen * head_dim
-        if self.keeps_projection(shape, options, batch, in_bands):
+        if self.keeps_projection(shape, options, batch):
             vectors += batch * heads * head_dim * (keys if shape.cross else 2 * keys)
         return vectors + chosen * (3 if dropout else 1), 2 * chosen  # int64 indices: two words each
 
