@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from strategies import valid_specs
 from tfspec.backend.compiler import compile
+from tfspec.errors import LengthError
 from tfspec.run.decoding import (Continuation, Strategy, beam_search, cache_supported, complete, filter_logits,
                              length_penalty, sample)
 
@@ -36,10 +37,16 @@ def test_cached_decoding_gives_the_logits_of_full_recomputation(generated, data)
     tokens = torch.randint(0, vocab, (batch, prompt + new), generator=rng)
     with torch.no_grad():
         cached, full = Continuation(model, src, use_cache=True), Continuation(model, src, use_cache=False)
-        assert torch.allclose(cached.feed(tokens[:, :prompt]), full.feed(tokens[:, :prompt]), atol=1e-5, rtol=0)
+        # the static cache of compiled decoding, its step run eagerly here (compiling is tested below)
+        static = Continuation(model, src, compile="eager", max_len=prompt + new)
+        static.step = static._step
+        first = full.feed(tokens[:, :prompt])
+        for steps in (cached, static):
+            assert torch.allclose(steps.feed(tokens[:, :prompt]), first, atol=1e-5, rtol=0)
         for i in range(prompt, prompt + new):  # one token at a time, as decoding does
-            a, b = cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1])
+            a, b, c = cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1]), static.feed(tokens[:, i:i + 1])
             assert torch.allclose(a, b, atol=1e-5, rtol=0), (a - b).abs().max()
+            assert torch.allclose(c, b, atol=1e-5, rtol=0), (c - b).abs().max()
     # and the decoder's own forward over the whole sequence agrees at every position
     with torch.no_grad():
         steps = Continuation(model, src, use_cache=True)
@@ -230,3 +237,102 @@ def test_forced_first_and_last_tokens_as_transformers_forces_them():
     assert sample(Forced(_Constant(), 3, 5, budget=4), start, max_new=4) == [[3, 7, 7, 5]] * 2
     assert sample(Forced(_Constant(), None, 5, budget=3), start, max_new=3) == [[7, 7, 5]] * 2
     assert sample(Forced(_Constant(), 3, 5, budget=1), start, max_new=1) == [[5]] * 2  # ForcedEOS applies last
+
+
+# ---------------------------------------------------------------- compiled decoding
+COMPILED = """
+embedding tokens {{ vocab 50; dim 32; position none }}
+decoder x 4 {{
+  position rotary
+  attention self heads=4 mask=causal + padding {kind}
+  feedforward d_ff=64 activation=swiglu
+  layers every(2) {{ self_attn mask=causal + window(5) + padding }}
+}}
+head tied(tokens)
+"""
+
+
+@pytest.fixture
+def no_recompiles():
+    """Every compiled step must reuse its first graph: a recompile is an error, and graphs are counted."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        yield torch._dynamo.utils.counters
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("kind", ["kv_heads=2", "kind=latent(8, 4)"])
+def test_a_compiled_step_gives_the_logits_of_eager_decoding_without_recompiling(kind, no_recompiles):
+    """Windowed layers keep rings of their look-back (5 slots), the others max_len; a left-padded prompt."""
+    model = compile(COMPILED.format(kind=kind), seed=0).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # away from the initialisation (norm weights of exactly 1 hide mistakes)
+            p.add_(torch.randn_like(p) * 0.05)
+    prompt = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(0))
+    padding = torch.zeros(2, 7, dtype=torch.bool)
+    padding[1, :3] = True
+    new = torch.randint(0, 50, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        eager = Continuation(model, prompt_padding_mask=padding)
+        compiled = Continuation(model, prompt_padding_mask=padding, compile="eager", max_len=27)
+        assert torch.allclose(compiled.feed(prompt), eager.feed(prompt), atol=1e-5)
+        for i in range(new.shape[1]):
+            a, b = compiled.feed(new[:, i:i + 1]), eager.feed(new[:, i:i + 1])
+            assert torch.allclose(a, b, atol=1e-5), (i, (a - b).abs().max())
+    capacities = {kv.capacity for layer in compiled.cache for kv in layer.values()}
+    assert capacities == {5, 27}  # window(5) with causal: 4 keys back and the new one
+    assert no_recompiles["stats"]["unique_graphs"] == 1
+
+
+def test_compiled_decoding_of_an_encoder_decoder_and_beam_search(no_recompiles):
+    model = compile("examples/vaswani_base.tfs", overrides={"layers": 2, "d_model": 32, "heads": 4, "d_ff": 32,
+                                                            "vocab": 20}, seed=0).eval()
+    src = torch.randint(0, 20, (2, 7), generator=torch.Generator().manual_seed(0))
+    start = torch.zeros(2, 1, dtype=torch.long)
+    with torch.no_grad():
+        eager = sample(Continuation(model, src), start, max_new=12)
+        assert sample(Continuation(model, src, compile="eager", max_len=13), start, max_new=12) == eager
+        torch._dynamo.reset()  # beam search decodes a batch of another size: a graph of its own
+        expected = beam_search(Continuation(model, src[:1]), start[:1], max_new=8, eos=3, beam=3)
+        got = beam_search(Continuation(model, src[:1], compile="eager", max_len=9), start[:1], max_new=8, eos=3,
+                          beam=3)
+    assert [(h.tokens, round(h.score, 4)) for h in got[0]] == [(h.tokens, round(h.score, 4)) for h in expected[0]]
+
+
+def test_inductor_compiles_the_step_once_and_follows_changed_weights():
+    """The default backend (inductor, with freezing): tokens as eager decoding's, for weights changed between
+    two decodings that share the compiled graph."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    model = compile(COMPILED.format(kind="kv_heads=2"), seed=0).eval()
+    prompt = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
+        assert sample(Continuation(model, compile=True, max_len=25), prompt, 20) == \
+            sample(Continuation(model), prompt, 20)
+        for p in model.parameters():
+            p.mul_(1.5)
+        assert sample(Continuation(model, compile=True, max_len=25), prompt, 20) == \
+            sample(Continuation(model), prompt, 20)
+    torch._dynamo.reset()
+
+
+def test_compiled_decoding_refuses_what_it_cannot_do():
+    model = compile(COMPILED.format(kind="kv_heads=2"), seed=0).eval()
+    with pytest.raises(ValueError, match="give max_len"):
+        Continuation(model, compile="eager")
+    with pytest.raises(ValueError, match="KV cache"):
+        Continuation(model, compile="eager", use_cache=False, max_len=9)
+    with torch.no_grad():
+        steps = Continuation(model, compile="eager", max_len=9)
+        steps.step = steps._step  # (eagerly: what is refused does not depend on compiling)
+        steps.feed(torch.zeros(1, 7, dtype=torch.long))
+        with pytest.raises(ValueError, match="one token a step"):
+            steps.feed(torch.zeros(1, 2, dtype=torch.long))
+        steps.feed(torch.zeros(1, 1, dtype=torch.long))
+        steps.feed(torch.zeros(1, 1, dtype=torch.long))
+        with pytest.raises(LengthError, match="holds 9 positions"):
+            steps.feed(torch.zeros(1, 1, dtype=torch.long))
+        with pytest.raises(LengthError, match="the prompt has 10 positions, but the compiled decoder's cache holds 9"):
+            Continuation(model, compile="eager", max_len=9).feed(torch.zeros(1, 10, dtype=torch.long))

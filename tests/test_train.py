@@ -297,7 +297,7 @@ ckpt.save({str(run_dir)!r}, 99, model, "x", {{"config": {{}}}}, {{"big": torch.z
 
 
 # ---------------------------------------------------------------- command line
-def test_train_then_generate_on_a_text_file(tmp_path, tfspec_cli):
+def test_train_then_generate_on_a_text_file(tmp_path, tfspec_cli, monkeypatch):
     text = tmp_path / "corpus.txt"
     text.write_text("to be or not to be, that is the question. " * 30)
     out = tmp_path / "run"
@@ -316,6 +316,15 @@ def test_train_then_generate_on_a_text_file(tmp_path, tfspec_cli):
     assert generated.returncode == 0, generated.stderr
     assert generated.stdout.splitlines()[-1].startswith("to be")
     assert len(generated.stdout.splitlines()[-1].encode()) >= len("to be") + 1
+    # --compile: the same greedy output through the compiled step (dynamo's eager backend here: inductor's C++
+    # takes seconds, and is tested in test_decoding)
+    compiled = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: compiled(fn, dynamic=False, backend="eager"))
+    greedy = [tfspec_cli("generate", str(out), "--input", "to be", "--max-new", "30", *extra).stdout.splitlines()[-1]
+              for extra in ((), ("--compile",))]
+    assert greedy[0] == greedy[1] and len(greedy[0]) > len("to be")
+    refused = tfspec_cli("generate", str(out), "--input", "to be", "--compile", "--no-cache")
+    assert refused.returncode == 2 and "does not combine with --no-cache" in refused.stderr
 
 
 def test_train_and_generate_with_a_task_checkpoint(tmp_path, tfspec_cli):

@@ -1029,6 +1029,9 @@ def _add_generate(sub) -> None:
                                                                        "weights changed since it was saved")
     generate.add_argument("--no-cache", action="store_true", help="recompute the whole prefix each step "
                                                                   "(slower; the KV cache gives the same logits)")
+    generate.add_argument("--compile", action="store_true", help="decode through a static KV cache and a step "
+                                                                 "torch.compile compiles once (pays off over long "
+                                                                 "outputs: compiling takes seconds)")
     generate.set_defaults(run=cmd_generate)
 
 
@@ -1057,6 +1060,8 @@ def cmd_generate(args) -> int:
     if kind == "encoder-only":
         raise RunError(f"{saved.path}: an encoder-only model (a masked-language model, a classifier) has no decoder "
                        "to generate with")
+    if args.compile and args.no_cache:
+        raise UsageError("--compile decodes over a KV cache; it does not combine with --no-cache")
     if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):
         raise UsageError("--beam searches for the most likely output; it does not combine with sampling options")
     prompted = config is not None and config.data is None
@@ -1090,7 +1095,7 @@ def cmd_generate(args) -> int:
     try:
         results = complete(model, vocab, inputs, prompted=prompted, max_new=max_new, strategy=strategy,
                            generator=generator, use_cache=False if args.no_cache else None,
-                           strict=args.max_new is not None)  # asked for: all of it, or a refusal up front
+                           strict=args.max_new is not None, compile=args.compile)  # asked for: all of it, or a refusal up front
     except LengthError:  # no room left after the prompt
         raise
     except ValueError as exc:  # text outside the vocabulary, an empty prompt

@@ -129,12 +129,76 @@ def recomputed(function, *args):
     return function(*args)
 
 
+class StaticKVCache(KVCache):
+    """A ``KVCache`` whose buffers never change shape, so a compiled decode step (``torch.compile``) runs one graph
+    at every position: ``capacity`` slots (a bounded look-back: its ``keep`` + 1), position i in slot i % capacity,
+    written in place. The prompt goes in whole first (its queries attend to its own keys); then one position a
+    step, at ``ctx.offset`` (a 0-d tensor: ``Context.slots``), and attention reads every slot: those not yet
+    written are padding, and ``MaskSet.structure`` tells each slot's position from the offset."""
+
+    def __init__(self, capacity: int, keep: int | None = None) -> None:
+        super().__init__(keep)
+        self.capacity = capacity if keep is None else min(capacity, keep + 1)  # the new position and its keep
+        self.end: Tensor | None = None  # positions written so far (0-d), advanced in place
+
+    def append(self, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None
+               ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        new = k.shape[2]
+        if self.end is None:  # the prompt, whole: attention reads its own keys; the cache keeps the last ones
+            if new > self.capacity and self.keep is None:
+                raise ValueError(f"the prompt has {new} positions, but the compiled decoder's cache holds "
+                                 f"{self.capacity}: give a larger max_len")
+            batch = k.shape[0]
+            self.k = k.new_zeros(batch, k.shape[1], self.capacity, k.shape[3])
+            self.v = v.new_zeros(batch, v.shape[1], self.capacity, v.shape[3])
+            self.positions = positions.new_zeros(positions.shape[0], self.capacity)
+            self.padding = torch.ones(batch, self.capacity, dtype=torch.bool, device=k.device)
+            kept = min(new, self.capacity)
+            slots = torch.arange(new - kept, new, device=k.device) % self.capacity
+            self.write(slots, k[:, :, new - kept:], v[:, :, new - kept:], positions[:, new - kept:],
+                       None if padding is None else padding[:, new - kept:])
+            self.end, self.length = torch.tensor(new, device=k.device), new
+            return k, v, positions, padding
+        if new != 1:
+            raise ValueError(f"a compiled decoder takes one token a step after the prompt, not {new}")
+        self.write((self.end % self.capacity).view(1), k, v, positions, padding)
+        self.end.add_(1)
+        return self.k, self.v, self.positions, self.padding
+
+    def write(self, slots: Tensor, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None) -> None:
+        self.k.index_copy_(2, slots, k)
+        self.v.index_copy_(2, slots, v)
+        self.positions.index_copy_(1, slots, positions.expand(self.positions.shape[0], -1))
+        fresh = torch.zeros(k.shape[0], k.shape[2], dtype=torch.bool, device=k.device) if padding is None else padding
+        self.padding.index_copy_(1, slots, fresh)
+
+    def trim(self) -> None:
+        """Nothing to forget: a slot is overwritten when its position falls out of the look-back."""
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep batch rows ``rows``: in place where the batch keeps its size (a compiled step reads the same
+        buffers), anew where it changes (a beam's first step; the next step compiles for the new batch)."""
+        if self.end is None or len(rows) != self.k.shape[0]:  # (self.end: None for cross-attention's memory)
+            return super().reorder(rows)
+        for buffer in (self.k, self.v, self.padding) + ((self.positions,) if self.positions.shape[0] > 1 else ()):
+            buffer.copy_(buffer.index_select(0, rows))
+
+
+class StaticCache(dict):
+    """One layer's caches for compiled decoding, by sublayer: each a ``StaticKVCache`` of ``capacity`` slots (or
+    its look-back's)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+
+
 def cache_slot(cache: dict[str, KVCache] | None, name: str, keep: int | None = None) -> KVCache | None:
     """The cache of sublayer ``name`` in a layer's cache dict (created on first use); None without one."""
     if cache is None:
         return None
     if name not in cache:
-        cache[name] = KVCache(keep)
+        cache[name] = StaticKVCache(cache.capacity, keep) if isinstance(cache, StaticCache) else KVCache(keep)
     return cache[name]
 
 
@@ -234,7 +298,7 @@ class MultiHeadAttention(nn.Module):
         The additive mask, with the position scheme's score bias (ALiBi, or the one the stack owns: T5's)
         folded in, is built once per call for every layer with the same masks."""
         query_len, key_len = q.shape[2], k.shape[2]
-        if self.band is not None and ctx.offset == 0 and query_len == key_len:  # a whole sequence
+        if self.band is not None and ctx.whole and query_len == key_len:  # a whole sequence
             chunk = band_chunk(query_len, self.band)
             if chunk is not None:
                 return self.mix_in_bands(q, k, v, ctx.inputs, padding, chunk)
@@ -456,7 +520,7 @@ class InContext:
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
                padding: Tensor | None) -> Tensor:
         query_len, key_len = q.shape[2], k.shape[2]
-        if (self.flex and ctx.offset == 0 and query_len == key_len and not (self.fused_causal and padding is None)
+        if (self.flex and ctx.whole and query_len == key_len and not (self.fused_causal and padding is None)
                 and flex_runs(q, k, self.training and self.dropout)):
             pattern = ctx.once(f"{self.masks.key}|flex|{query_len}x{q.shape[0]}", lambda: block_mask(
                 self.masks.rules, ctx.inputs, padding, q.shape[0], query_len, q.device))

@@ -21,8 +21,9 @@ class Context:
     positions: (batch or 1, length) position id of each query. padding: (batch, keys) True at padded keys of
     this stack's own sequence. memory: (batch, src_len, width) the encoder's output, for cross-attention;
     memory_padding: (batch, src_len) True at padded source positions. inputs: run-time inputs variants
-    declared, by name. offset: positions already in the KV cache (incremental decoding). shared: the call's
-    memo of masks and tables that layers share (``once``).
+    declared, by name. offset: positions already in the KV cache (incremental decoding); a 0-d tensor in a
+    compiled decode step, whose caches keep position i in slot i % capacity (``StaticKVCache``): ``slots``.
+    shared: the call's memo of masks and tables that layers share (``once``).
     """
 
     def __init__(self, positions: Tensor, padding: Tensor | None = None, memory: Tensor | None = None,
@@ -32,7 +33,13 @@ class Context:
         self.memory, self.memory_padding = memory, memory_padding
         self.inputs = dict(inputs or {})
         self.offset = offset
+        self.slots = isinstance(offset, Tensor)
         self.shared: dict = {}
+
+    @property
+    def whole(self) -> bool:
+        """Are the queries a whole sequence (no cached positions before them)?"""
+        return not self.slots and self.offset == 0
 
     def once(self, key: str, build: Callable[[], object]):
         """``build()`` the first time ``key`` is asked for in this call, the same object afterwards."""

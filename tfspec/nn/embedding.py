@@ -57,7 +57,7 @@ def default_positions(ids: Tensor, padding: Tensor | None = None, real_from: int
     or, where the embedding counts real tokens only (``real_from``: the id a pad takes, at least -1) and the
     batch is padded, each token's count of the real tokens before it (pads at ``real_from``)."""
     if real_from is None or padding is None:
-        return torch.arange(start, start + ids.shape[1], device=ids.device)[None]
+        return (start + torch.arange(ids.shape[1], device=ids.device))[None]  # (start: an int, or a 0-d tensor)
     real = (~padding).long()
     return (real.cumsum(dim=1) * real - 1).clamp(min=max(real_from, -1)) + start
 

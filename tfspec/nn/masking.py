@@ -68,8 +68,14 @@ class MaskSet:
         # sequence indices: the queries follow ctx.offset cached positions and the keys end with them
         # (or, in cross-attention, are the memory's)
         end = ctx.offset + query_len
-        queries = torch.arange(ctx.offset, end, device=device)[rows]
-        seen = torch.arange(key_len, device=device) if self.cross else torch.arange(end - key_len, end, device=device)
+        queries = (ctx.offset + torch.arange(query_len, device=device))[rows]
+        if self.cross:
+            seen = torch.arange(key_len, device=device)
+        elif ctx.slots:  # slot s holds the last position i < end with i % key_len == s (below 0: none yet)
+            slot = torch.arange(key_len, device=device)
+            seen = slot + key_len * torch.div(end - 1 - slot, key_len, rounding_mode="floor")
+        else:
+            seen = torch.arange(end - key_len, end, device=device)
         return allowed_keys(*(rule(queries, seen[keys], ctx.inputs) for rule in self.rules))
 
     def seen_keys(self, ctx: Context, query_len: int, key_len: int, rows: slice, device) -> slice:
@@ -93,7 +99,7 @@ class MaskSet:
             return additive_mask(self.allowed(ctx, query_len, key_len, device, padding), dtype,
                                  bias() if bias is not None else None)
 
-        return ctx.once(f"{self.key}|{bias_key}|{ctx.offset}+{query_len}x{key_len}|{dtype}", build)
+        return ctx.once(f"{self.key}|{bias_key}|{query_len}x{key_len}|{dtype}", build)  # (one offset a call)
 
     def banded(self, inputs: dict, length: int, band: tuple[int, int], dtype, device, padding: Tensor | None,
                blocks: slice = slice(None)) -> Tensor:

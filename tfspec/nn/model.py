@@ -149,10 +149,10 @@ class CompiledModel(nn.Module):
             if self.check_inputs:
                 check_pixels(name, ids, embedding.channels, embedding.image, self.device)
             sequence = torch.zeros(ids.shape[0], embedding.length, dtype=torch.long, device=ids.device)
-        elif self.check_inputs:
-            check_ids(name, ids, embedding.vocab, self.device, self.max_len[role], offset,
+        elif self.check_inputs and not isinstance(offset, Tensor):  # (a tensor: a compiled decode step's,
+            check_ids(name, ids, embedding.vocab, self.device, self.max_len[role], offset,  # checked before)
                       limited_by=self.limited_by[role])
-        if self.check_inputs:
+        if self.check_inputs and not isinstance(offset, Tensor):
             check_runtime_inputs(inputs, stack.inputs, sequence, self.device, self.position_table[role])
         if positions is None:
             real = self.real_positions.get(role)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ..errors import LengthError
+from ..nn.attention import StaticCache
 from ..ir.queries import attentions, causal_from
 from ..registry import POSITIONS
 
@@ -56,10 +57,16 @@ class Continuation:
     encoded once. ``use_cache=None`` caches whenever that is exact
     (``cache_supported``), ``False`` always recomputes. A model whose attention
     is bidirectional over a prefix (prefix-LM) takes the first ``feed`` as that prefix.
+
+    ``compile=True`` (or a ``torch.compile`` backend's name) keeps the cache in preallocated buffers of
+    ``max_len`` positions (``StaticKVCache``; a layer with a bounded look-back keeps its window) and runs each
+    step after the prompt, one token at a time, through ``torch.compile`` once: every step has the same shapes,
+    so it compiles at the first and never again. ``max_len`` defaults to the decoder's longest sequence.
     """
 
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
-                 use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None):
+                 use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None,
+                 compile: bool | str = False, max_len: int | None = None):
         spec = model.spec
         if spec.kind == "encoder-only" or spec.head is None:
             raise ValueError(f"{spec.name} cannot generate: generation needs a decoder and a head "
@@ -78,6 +85,20 @@ class Continuation:
         self.memory = model.encode(src, src_padding_mask) if src is not None else None
         self.memory_padding_mask = src_padding_mask
         self.cache = [{} for _ in model.decoder.runs] if self.use_cache else None
+        self.step = None  # the compiled decode step (``compile``)
+        if compile:
+            if not self.use_cache:
+                raise ValueError("compile=True decodes over a KV cache, which this model's decoder cannot use "
+                                 "exactly (or use_cache=False was given)")
+            limit = model.max_len.get("decoder")  # (no position past the learned ones is ever fed)
+            max_len = limit if max_len is None else max_len if limit is None else min(max_len, limit)
+            if max_len is None:
+                raise ValueError(f"{spec.name}'s decoder takes sequences of any length: give max_len, the longest "
+                                 "sequence (prompt and new tokens) the compiled decoder's cache must hold")
+            self.cache = [StaticCache(max_len) for _ in model.decoder.runs]
+            self.max_len = max_len
+            options = {"options": {"freezing": True}} if compile is True else {"backend": compile}
+            self.step = torch.compile(self._step, dynamic=False, **options)
         self.tokens: Tensor | None = None  # everything fed so far, (batch, length)
         self.prefix_inputs = sorted((causal_from(spec.graph()) or set()) - {"start"})  # e.g. prefix_lengths
         self.inputs: dict[str, Tensor] = {}
@@ -92,6 +113,15 @@ class Continuation:
 
     def feed(self, tokens: Tensor) -> Tensor:
         offset = self.length
+        if self.step is not None and offset == 0 and tokens.shape[1] > self.max_len:
+            raise LengthError(f"the prompt has {tokens.shape[1]} positions, but the compiled decoder's cache holds "
+                              f"{self.max_len} (max_len)")
+        if self.step is not None and offset > 0:  # (refused before anything is kept)
+            if tokens.shape[1] != 1:
+                raise ValueError(f"a compiled decoder takes one token a step after the prompt, not {tokens.shape[1]}")
+            if offset + 1 > self.max_len:
+                raise LengthError(f"the compiled decoder's cache holds {self.max_len} positions (max_len); this "
+                                  f"token would be position {offset + 1}")
         new_padding = positions = None
         if offset == 0:  # the first chunk is the prompt: a prefix-LM sees it bidirectionally
             lengths = torch.full((tokens.shape[0],), tokens.shape[1], dtype=torch.long, device=tokens.device)
@@ -104,6 +134,13 @@ class Continuation:
             self.padding = new_padding if self.padding is None else torch.cat((self.padding, new_padding), dim=1)
         self.tokens = tokens if self.tokens is None else torch.cat((self.tokens, tokens), dim=1)
         step = {} if positions is None else {"position_ids": positions}
+        if self.step is not None and offset > 0:
+            offset = torch.tensor(offset, device=tokens.device)
+            checked, self.model.check_inputs = self.model.check_inputs, False  # (checked with the prompt)
+            try:
+                return self.step(tokens, offset, new_padding, step, self.inputs)
+            finally:
+                self.model.check_inputs = checked
         if self.use_cache:
             out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask,
                                     padding_mask=new_padding, **step, **self.inputs)
@@ -114,6 +151,12 @@ class Continuation:
                                         **every, **self.inputs)
             else:
                 out = self.model(self.tokens, self.padding, **every, **self.inputs)
+        return (out[0] if isinstance(out, tuple) else out)[:, -1]
+
+    def _step(self, tokens: Tensor, offset: Tensor, padding: Tensor | None, step: dict, inputs: dict) -> Tensor:
+        """One compiled decode step: next-token logits for ``tokens`` (batch, 1) at position ``offset`` (0-d)."""
+        out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask,
+                                padding_mask=padding, **step, **inputs)
         return (out[0] if isinstance(out, tuple) else out)[:, -1]
 
     def _positions(self, padding: Tensor) -> Tensor:
@@ -370,7 +413,7 @@ def room(model, prompt_length: int) -> int:
 @torch.no_grad()
 def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, strategy: Strategy = Strategy(),
              generator: torch.Generator | None = None, use_cache: bool | None = None,
-             strict: bool = False) -> list[Completion]:
+             strict: bool = False, compile: bool | str = False) -> list[Completion]:
     """Decode from text: encoder-decoder models map each text to an output; decoder-only models continue it.
 
     ``prompted``: the model learned "source SEP target EOS" sequences (a task),
@@ -381,7 +424,7 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
 
     Past the learned positions: no room at all is a ``LengthError``; with ``strict``, so is less room than
     ``max_new`` (checked for every text before any is decoded); otherwise the output stops where the positions
-    end and its ``cut_at`` says so.
+    end and its ``cut_at`` says so. ``compile``: decode through a compiled step (``Continuation``).
     """
     check_choice(max_new=max_new, temperature=strategy.temperature, top_k=strategy.top_k, top_p=strategy.top_p,
                  beam=strategy.beam or 1, alpha=strategy.alpha)
@@ -404,15 +447,15 @@ def complete(model, vocab, texts: list[str], *, prompted: bool, max_new: int, st
                                  "(a Hugging Face config.json's decoder_start_token_id)")
             src = torch.tensor([ids], device=device)
             padding = torch.zeros_like(src, dtype=torch.bool) if _reads_src_padding(model) else None
-            steps = Continuation(model, src, padding, use_cache)
             start, eos, budget = torch.tensor([[vocab.start]], device=device), vocab.eos, min(max_new, room(model, 1))
+            steps = Continuation(model, src, padding, use_cache, compile=compile, max_len=1 + budget)
         else:
             prompt = ids + [vocab.sep] if prompted else ids
             if not prompt:
                 raise ValueError("give a prompt (--input TEXT) to continue")
             start, eos = torch.tensor([prompt], device=device), (vocab.eos if prompted else vocab.ends_text)
             budget = min(max_new, room(model, len(prompt)))
-            steps = Continuation(model, use_cache=use_cache)
+            steps = Continuation(model, use_cache=use_cache, compile=compile, max_len=len(prompt) + budget)
         steps = Restricted(steps, vocab.output_ids(model.spec.head.out, end=eos is not None))
         first = getattr(vocab, "first", None) if model.spec.kind == "encoder-decoder" else None  # (HF: at length 1)
         if first is not None or getattr(vocab, "last", None) is not None:
