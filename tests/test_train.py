@@ -430,3 +430,29 @@ def test_accumulated_micro_batches_are_distinct_deterministic_and_one_step(tmp_p
                 progress=False, log=quiet)
     steps, _ = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert len(run.losses) == len(steps) == 4  # an optimizer step, not a micro-batch, is a step
+
+
+def test_the_optimiser_is_one_fused_kernel_and_steps_as_the_per_list_one():
+    """Fused AdamW where every parameter is a plain tensor: the same updates as torch's default kernels."""
+    import tfspec
+    from tfspec.run.train import Recipe, _optimizer
+    recipe = Recipe("adamw", (0.9, 0.95), 1e-8, 0.1, "cosine", 1e-2, 0, 0.0, None, "test")
+    models = [tfspec.compile("examples/gpt2_small.tfs", overrides={"layers": 1, "d_model": 32, "heads": 2,
+                                                                   "vocab": 50, "context": 16}, seed=0).eval()
+              for _ in range(2)]  # (eval: no dropout draws to tell the two apart)
+    fused = _optimizer(models[0], recipe)
+    assert all(group["fused"] for group in fused.param_groups)
+    plain = torch.optim.AdamW([{"params": g["params"], "weight_decay": g["weight_decay"]}
+                               for g in _optimizer(models[1], recipe).param_groups], lr=1e-2, betas=(0.9, 0.95),
+                              eps=1e-8)
+    tokens = torch.randint(0, 50, (2, 16), generator=torch.Generator().manual_seed(0))
+    for _ in range(3):
+        for model, optimizer in zip(models, (fused, plain)):
+            model(tokens).square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    fresh = tfspec.compile("examples/gpt2_small.tfs", overrides={"layers": 1, "d_model": 32, "heads": 2, "vocab": 50,
+                                                                 "context": 16}, seed=0)
+    assert not torch.allclose(next(models[0].parameters()), next(fresh.parameters()))  # they did step
