@@ -38,3 +38,25 @@ def test_the_interop_package_loads_its_parts_when_they_are_used():
              "'from_hf_bert' in dir(i))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
     assert done.stdout.split() == ["False", "True", "True", "False", "True"], done.stderr
+
+
+def test_the_parser_is_kept_between_runs_only_where_no_one_else_can_write(tmp_path):
+    """Building the parser's tables is most of a small check: kept in the user's cache directory (a pickle, so
+    only one no one else can write), and a run that finds it parses as one that built it."""
+    import os
+    environment = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    parse = "import tfspec; print(tfspec.load('examples/gpt2_small.tfs').parameter_count())"
+    runs = [subprocess.run([sys.executable, "-c", parse], capture_output=True, text=True, cwd=ROOT, env=environment)
+            for _ in range(2)]
+    assert runs[0].returncode == 0 and runs[0].stdout == runs[1].stdout == "124439808\n", runs[0].stderr
+    cache = tmp_path / "tfspec"
+    assert [p.name.startswith("parser-") for p in cache.iterdir()] == [True]
+    assert cache.stat().st_mode & 0o777 == 0o700
+    probe = ("import os, sys; from tfspec.front.syntax import parser_cache, grammar_text; "
+             "print(parser_cache(grammar_text()))")
+    os.chmod(cache, 0o777)  # anyone may write there now: not a place to read a pickle from
+    shared = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=environment)
+    assert shared.stdout == "None\n", shared.stderr
+    os.chmod(cache, 0o700)
+    own = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, env=environment)
+    assert own.stdout.startswith(str(cache / "parser-"))

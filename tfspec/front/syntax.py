@@ -174,7 +174,30 @@ class Module:
 # ---------------------------------------------------------------- parsing
 @functools.cache
 def _parser() -> Lark:
-    return Lark(grammar_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    grammar = grammar_text()
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                cache=parser_cache(grammar) or False)
+
+
+def parser_cache(grammar: str) -> str | None:
+    """Where the built parser is kept between runs, which saves building its tables (most of a small ``check``):
+    a file in the user's own cache directory, named by the grammar and Lark's version. Lark's cache is a pickle,
+    so it is used only where no one else can write; None: nowhere to trust (or no POSIX owner to ask)."""
+    import hashlib
+    import os
+
+    import lark
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfspec"
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = base.stat()
+    except OSError:  # a read-only or missing home
+        return None
+    if not hasattr(os, "getuid") or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None
+    digest = hashlib.sha256(f"{grammar}\0{lark.__version__}".encode()).hexdigest()[:16]
+    return str(base / f"parser-{digest}.lark")
 
 
 def grammar_text() -> str:
