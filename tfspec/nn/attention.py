@@ -141,6 +141,9 @@ class StaticKVCache(KVCache):
         self.capacity = capacity if keep is None else min(capacity, keep + 1)  # the new position and its keep
         self.end: Tensor | None = None  # positions written so far (0-d), advanced in place
 
+    def __len__(self) -> int:
+        return 0 if self.end is None else int(self.end)
+
     def append(self, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None
                ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         new = k.shape[2]
