@@ -188,11 +188,11 @@ def parser_cache(grammar: str) -> str | None:
 
     import lark
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfspec"
     try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tfspec"
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = base.stat()
-    except OSError:  # a read-only or missing home
+    except (OSError, RuntimeError):  # a read-only, missing or unknown home
         return None
     if not hasattr(os, "getuid") or info.st_uid != os.getuid() or info.st_mode & 0o022:
         return None

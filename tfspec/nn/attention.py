@@ -142,7 +142,7 @@ class StaticKVCache(KVCache):
         self.end: Tensor | None = None  # positions written so far (0-d), advanced in place
 
     def __len__(self) -> int:
-        return 0 if self.end is None else int(self.end)
+        return super().__len__() if self.end is None else int(self.end)  # (cross-attention's: its memory's)
 
     def append(self, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None
                ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
@@ -160,7 +160,7 @@ class StaticKVCache(KVCache):
             slots = torch.arange(new - kept, new, device=k.device) % self.capacity
             self.write(slots, k[:, :, new - kept:], v[:, :, new - kept:], positions[:, new - kept:],
                        None if padding is None else padding[:, new - kept:])
-            self.end, self.length = torch.tensor(new, device=k.device), new
+            self.end = torch.tensor(new, device=k.device)
             return k, v, positions, padding
         if new != 1:
             raise ValueError(f"a compiled decoder takes one token a step after the prompt, not {new}")
