@@ -25,7 +25,15 @@ def test_reading_commands_never_import_torch(tmp_path):
                 ["fmt", "--check", "examples/mixtral_8x7b.tfs"],
                 ["render", "examples/vaswani_base.tfs", "-o", str(tmp_path / "v.dot")],
                 ["summary", "examples/llama2_7b.tfs", "examples/mistral_7b.tfs"],
-                ["diff", "examples/gpt1.tfs", "examples/gpt2_small.tfs"]]
+                ["diff", "examples/gpt1.tfs", "examples/gpt2_small.tfs"],
+                # every mask of structure: causal, prefix, document, window, block, sink
+                ["mask", "examples/unilm.tfs", "-o", str(tmp_path / "u.svg"), "--seq-len", "32"],
+                ["mask", "examples/mistral_7b.tfs", "-o", str(tmp_path / "m.svg"), "--seq-len", "64"],
+                ["mask", str(tmp_path / "every_mask.tfs"), "-o", str(tmp_path / "s.svg"), "--seq-len", "32"]]
+    (tmp_path / "every_mask.tfs").write_text("embedding tokens { vocab 9; dim 8 }\ndecoder x 1 {\n"
+                                             "  attention self heads=2 mask=prefix + document + padding; feedforward d_ff=8\n"
+                                             "  attention self heads=2 mask=block(4); feedforward d_ff=8\n"
+                                             "  attention self heads=2 mask=sink(2, 5) + window(7); feedforward d_ff=8 }\n")
     for command in commands:
         done = subprocess.run([sys.executable, "-c", PROBE, *command], capture_output=True, text=True, cwd=ROOT)
         code, loaded = json.loads(done.stdout.strip().splitlines()[-1])

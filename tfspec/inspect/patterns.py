@@ -1,8 +1,9 @@
 """Which key each query sees: every attention's pattern as a boolean matrix, and its picture (``tfspec mask``).
 
-A pattern is what the compiled model allows, from the same code: the masks' rules through the runtime's
-``MaskSet`` (with an example value of each run-time input they read, e.g. a prefix of half the sequence),
-and an attention kind's own pattern (``AttentionKind.sees``: BigBird's blocks). Padding only removes the
+A pattern is what the compiled model allows, from the same code: the masks' rules (``Mask.allowed``), here
+given numpy arrays of positions, so drawing needs no torch (with an example value of each run-time input they
+read, e.g. a prefix of half the sequence), and an attention kind's own pattern (``AttentionKind.sees``:
+BigBird's blocks, drawn by the runtime's own torch generator). Padding only removes the
 padded keys' columns, so it is left out; what a picture cannot show (top-k's choice at run time,
 Linformer's mixing of every key) is its note.
 
@@ -16,16 +17,12 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass, field
 
-import torch
-from torch import Tensor
+import numpy as np
 
 from .analysis import AnalysisError, _graph_of, stack_lengths
-from ..backend.compiler import attention_config
 from ..ir.queries import attentions, fixed_length, length_limit
 from ..files import save_figure
-from ..nn.context import Context
-from ..nn.attention import mask_set
-from ..registry import ATTENTION_KINDS
+from ..registry import ATTENTION_KINDS, MASKS
 
 MAX_LENGTH = 16384  # a picture's longest side in positions (16384² pairs: a 256 MiB boolean matrix)
 SMALLEST, LARGEST = 64, 8192  # default lengths: enough to see a pattern, drawn in a few seconds
@@ -38,7 +35,7 @@ class AttentionPattern:
 
     sublayer: str  # the IR node: "decoder.self_attn"
     label: str  # what diagrams call it
-    allowed: Tensor  # bool (queries, keys): may query i see key j
+    allowed: np.ndarray  # bool (queries, keys): may query i see key j
     heads: int  # query heads
     head: int | None  # the head drawn (from 0) where the kind's pattern differs per head (BigBird's), else None
     inputs: dict[str, object] = field(default_factory=dict)  # example run-time inputs the masks read
@@ -63,8 +60,8 @@ def default_length(g) -> int:
         return fixed[0]
     wanted = [SMALLEST]
     for node in attentions(g):
-        config, (kind, options) = attention_config(node), ATTENTION_KINDS.of(node.spec.kind)
-        wanted += [kind.pattern_length(options)] + [m.pattern_length(o) for m, o in config.masks]
+        kind, options = ATTENTION_KINDS.of(node.spec.kind)
+        wanted += [kind.pattern_length(options)] + [m.pattern_length(o) for m, o in map(MASKS.of, node.spec.mask)]
     length = min(max(wanted), LARGEST)
     limits = [limit[0] for role in g.stacks if (limit := length_limit(g, role)) is not None]
     return min([length] + limits)
@@ -81,25 +78,26 @@ def attention_patterns(spec_or_graph, seq_len: int | None = None, src_len: int |
     lengths = stack_lengths(g, seq_len, src_len, tgt_len)
     patterns = []
     for node in attentions(g):
-        config, (kind, options) = attention_config(node), ATTENTION_KINDS.of(node.spec.kind)
+        kind, options = ATTENTION_KINDS.of(node.spec.kind)
+        masks, shape = [MASKS.of(m) for m in node.spec.mask], node.geometry
         queries = lengths[node.stack]
-        cross = config.shape.cross
-        keys = lengths["encoder"] if cross else queries
-        masks = mask_set(config.masks, cross).build()
-        inputs = {i.name: i.example(queries) for m, _ in config.masks if m.structural for i in m.inputs if i.example}
-        ctx = Context(torch.arange(queries)[None], inputs={name: torch.tensor([value])
-                                                           for name, value in inputs.items()})
-        structure = masks.structure(ctx, queries, keys, "cpu")
-        allowed = torch.ones(queries, keys, dtype=torch.bool) if structure is None else structure[0, 0]
-        if not 0 <= head < config.shape.heads:
-            raise AnalysisError(f"{node.id} has {config.shape.heads} query heads; there is no head {head + 1}")
-        own = kind.sees(options, config.shape, queries, head=head)
+        keys = lengths["encoder"] if shape.cross else queries
+        inputs = {i.name: i.example(queries) for m, _ in masks if m.structural for i in m.inputs if i.example}
+        given = {name: np.array([value]) for name, value in inputs.items()}  # a batch of one
+        allowed = np.ones((queries, keys), dtype=bool)
+        for mask, mask_options in masks:  # the whole sequence: queries and keys are its positions
+            rule = mask.allowed(np.arange(queries), np.arange(keys), mask_options, given)
+            if rule is not None:
+                allowed &= rule.reshape(rule.shape[-2:])
+        if not 0 <= head < shape.heads:
+            raise AnalysisError(f"{node.id} has {shape.heads} query heads; there is no head {head + 1}")
+        own = kind.sees(options, shape, queries, head=head)
         if own is not None:
-            allowed = allowed & own
+            allowed &= np.asarray(own, dtype=bool)
         notes = [note] if (note := kind.pattern_note(options)) else []
-        if masks.reads_padding:
+        if any(mask.reads_padding for mask, _ in masks):
             notes.append("padding (not drawn) hides the padded keys")
-        patterns.append(AttentionPattern(node.id, node.label, allowed, config.shape.heads, head if own is not None
+        patterns.append(AttentionPattern(node.id, node.label, allowed, shape.heads, head if own is not None
                                          else None, inputs, notes))
     return patterns
 
@@ -127,14 +125,16 @@ def _short(value) -> str:
     return str(value)
 
 
-def seen_share(allowed: Tensor) -> tuple[Tensor, int]:
+def seen_share(allowed: np.ndarray) -> tuple[np.ndarray, int]:
     """(the share of pairs seen per pixel, (queries, keys) pooled to at most ``PIXELS`` a side; the tile side)."""
     queries, keys = allowed.shape
     tile = -(-max(queries, keys) // PIXELS)
     if tile == 1:
-        return allowed.float(), 1
-    grid = torch.nn.functional.pad(allowed.float(), (0, -keys % tile, 0, -queries % tile))
-    return torch.nn.functional.avg_pool2d(grid[None], tile)[0], tile
+        return allowed.astype(np.float32), 1
+    rows, columns = -(-queries // tile), -(-keys // tile)
+    grid = np.zeros((rows * tile, columns * tile), dtype=np.float32)  # a ragged edge counts as pairs not seen
+    grid[:queries, :keys] = allowed
+    return grid.reshape(rows, tile, columns, tile).mean(axis=(1, 3)), tile
 
 
 def plot_patterns(patterns: list[AttentionPattern], path: str, title: str) -> None:
@@ -163,7 +163,7 @@ def pattern_figure(patterns: list[AttentionPattern], title: str):
     for ax, pattern in zip(axes.flat, patterns):
         queries, keys = pattern.allowed.shape
         share, tile = seen_share(pattern.allowed)
-        ax.imshow(share.numpy(), cmap=seen, vmin=0, vmax=1, interpolation="nearest", aspect="auto",
+        ax.imshow(share, cmap=seen, vmin=0, vmax=1, interpolation="nearest", aspect="auto",
                   extent=(-0.5, keys - 0.5, queries - 0.5, -0.5))
         head = f", {pattern.head_text}" if pattern.head_text else ""
         ax.set_title(f"{pattern.sublayer}{head}\n" + textwrap.fill(pattern.label, 56), fontsize=8)

@@ -22,13 +22,12 @@ DOCUMENT_IDS = RuntimeInput("document_ids", "the document each token belongs to,
 
 def same_document(queries, keys, document_ids=None):
     """Query i sees key j when they belong to the same document (``document_ids``: (batch or 1, length))."""
-    import torch  # here, as every rule's torch: checking a spec never loads it
-
     if document_ids is None:
+        import torch  # here, as a model's forward passes no ids: checking or drawing a spec never loads it
+
         return torch.ones(queries.shape + keys.shape[-1:], dtype=torch.bool, device=queries.device)
-    ids = document_ids.to(queries.device)
-    last = ids.shape[1] - 1  # banded attention asks about keys beyond the ends, which it never shows
-    return ids[:, queries.clamp(0, last)][..., :, None] == ids[:, keys.clamp(0, last)][..., None, :]
+    last = document_ids.shape[1] - 1  # banded attention asks about keys beyond the ends, which it never shows
+    return document_ids[:, queries.clip(0, last)][..., :, None] == document_ids[:, keys.clip(0, last)][..., None, :]
 
 
 @MASKS.register

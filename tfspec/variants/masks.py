@@ -19,7 +19,7 @@ def causal(queries, keys):
 
 def window(queries, keys, k: int):
     """Query i sees key j when |i - j| < k."""
-    return (queries[..., :, None] - keys[..., None, :]).abs() < k
+    return abs(queries[..., :, None] - keys[..., None, :]) < k
 
 
 @MASKS.register

@@ -23,7 +23,7 @@ def prefix_lm(queries, keys, prefix_lengths=None):
     causal = keys[..., None, :] <= queries[..., :, None]
     if prefix_lengths is None:
         return causal
-    batch = prefix_lengths.to(keys.device).view((-1,) + (1,) * (keys.dim() + 1))  # (batch, 1, ..., 1, 1)
+    batch = prefix_lengths.reshape((-1,) + (1,) * (keys.ndim + 1))  # (batch, 1, ..., 1, 1)
     return causal | (keys[..., None, :] < batch)  # (batch, ..., queries, keys)
 
 
