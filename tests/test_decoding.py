@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from strategies import valid_specs
 from tfspec.backend.compiler import compile
 from tfspec.errors import LengthError
-from tfspec.run.decoding import (Continuation, Strategy, beam_search, cache_supported, complete, filter_logits,
-                             length_penalty, sample)
+from tfspec.run.decoding import (Continuation, Strategy, beam_search, cache_supported, compiled_step, complete,
+                                 filter_logits, length_penalty, sample)
 
 
 # ---------------------------------------------------------------- KV cache
@@ -316,6 +316,34 @@ def test_inductor_compiles_the_step_once_and_follows_changed_weights():
         assert sample(Continuation(model, compile=True, max_len=25), prompt, 20) == \
             sample(Continuation(model), prompt, 20)
     torch._dynamo.reset()
+
+
+def test_each_model_gets_its_own_step_and_a_changed_model_a_new_one(no_recompiles):
+    """A compiled step skips Dynamo's guards on the model's modules (``compiled_step``): two models alike but for
+    a constant, and a model whose constant changes between decodings, still decode as eagerly."""
+    first, second = (compile(COMPILED.format(kind="kv_heads=2"), seed=0).eval() for _ in range(2))
+    norms = [[m for m in model.modules() if isinstance(getattr(m, "eps", None), float)] for model in (first, second)]
+    assert len(norms[0]) == 8  # two a layer
+    for norm in norms[1]:
+        norm.eps = 3.0  # the same weights and shapes: a graph for the first would pass every other guard
+    tokens = torch.randint(0, 50, (2, 17), generator=torch.Generator().manual_seed(0))
+
+    def decode(model, **compiled):  # the logits of a 5-token prompt and 12 steps
+        steps = Continuation(model, **compiled)
+        return torch.stack([steps.feed(tokens[:, :5])] + [steps.feed(tokens[:, i:i + 1]) for i in range(5, 17)])
+    with torch.no_grad():
+        expected = [decode(model) for model in (first, second)]
+        assert not torch.allclose(expected[0], expected[1], atol=1e-3)
+        for model, logits in zip((first, second), expected):
+            assert torch.allclose(decode(model, compile="eager", max_len=17), logits, atol=1e-5)
+        step = compiled_step(first, "eager")
+        assert compiled_step(first, "eager") is step
+        assert torch.allclose(decode(first, compile="eager", max_len=17), expected[0], atol=1e-5)
+        for norm in norms[0]:
+            norm.eps = 3.0
+        assert compiled_step(first, "eager") is not step
+        assert torch.allclose(decode(first, compile="eager", max_len=17), expected[1], atol=1e-5)
+    assert no_recompiles["stats"]["unique_graphs"] == 3
 
 
 def test_compiled_decoding_refuses_what_it_cannot_do():

@@ -19,7 +19,10 @@ probabilities it controls.
 
 from __future__ import annotations
 
+import functools
 import math
+import types
+import weakref
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -48,6 +51,68 @@ def cache_supported(spec) -> bool:
     g = spec.graph()
     positions = [POSITIONS.of(a.spec.position) for a in attentions(g, "decoder", reads="self")]
     return causal_from(g) is not None and all(scheme.cacheable(options) for scheme, options in positions)
+
+
+def decode_step(steps: Continuation, tokens: Tensor, offset: Tensor, padding: Tensor | None, step: dict,
+                inputs: dict) -> Tensor:
+    """One compiled decode step of ``steps``: next-token logits for ``tokens`` (batch, 1) at position ``offset``
+    (0-d), over its static cache."""
+    out = steps.model.extend(tokens, steps.cache, offset, steps.memory, steps.memory_padding_mask,
+                             padding_mask=padding, **step, **inputs)
+    return (out[0] if isinstance(out, tuple) else out)[:, -1]
+
+
+_COMPILED_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (backend, state, step)
+
+
+def compiled_step(model, backend: bool | str):
+    """``decode_step`` compiled for ``model`` (``True``: inductor, with a C++ wrapper; else a ``torch.compile``
+    backend's name), made once and kept while the model's modules stay as they were.
+
+    Each model's step compiles its own copy of ``decode_step``'s code, so Dynamo's cache for it only ever holds
+    graphs of that model. So the step leaves out Dynamo's guards on the model's modules -- about a thousand
+    checks before every token, a tenth of a small model's step on the CPU -- and what they check is compared
+    here instead, once per decoding (``module_state``): a module replaced, a parameter replaced, train or eval,
+    an attribute or a hook changed, all get a step compiled anew. Weights changed in place need none: the graph
+    reads them where they are. A decoding runs on the model as it was when it began."""
+    state = module_state(model)
+    held = _COMPILED_STEPS.get(model)
+    if held is not None and held[0] == backend and held[1] == state:
+        return held[2]
+    own = types.FunctionType(decode_step.__code__.replace(), decode_step.__globals__, decode_step.__name__)
+    options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
+    if backend is True:
+        step = torch.compile(own, dynamic=False, options={**options, "freezing": True, "cpp_wrapper": True})
+    else:
+        step = torch.compile(own, dynamic=False, backend=backend, options=options)
+    _COMPILED_STEPS[model] = (backend, state, step)
+    return step
+
+
+def module_state(model) -> tuple:
+    """What Dynamo's guards on ``model``'s modules check, as one comparable value: each module's name, type and
+    attributes (parameters and buffers by identity, shape, dtype, device and ``requires_grad``; hooks, flags
+    and options by value or identity)."""
+    return tuple((name, type(module), _state_of(vars(module)))
+                 for name, module in model.named_modules(remove_duplicate=False))
+
+
+def _state_of(value, depth: int = 0):
+    if isinstance(value, (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)):
+        return value
+    if isinstance(value, torch.nn.Module):  # (its own attributes are its own entry)
+        return type(value), id(value)
+    if isinstance(value, Tensor):
+        return id(value), tuple(value.shape), value.stride(), value.dtype, value.device, value.requires_grad
+    if depth == 4:  # deep enough for the options objects modules hold
+        return type(value), id(value)
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(_state_of(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return type(value), tuple((k, _state_of(v, depth + 1)) for k, v in value.items())
+    if hasattr(value, "__dict__") and not isinstance(value, (type, types.FunctionType, types.MethodType)):
+        return type(value), id(value), _state_of(vars(value), depth + 1)
+    return type(value), id(value)
 
 
 class Continuation:
@@ -97,8 +162,7 @@ class Continuation:
                                  "sequence (prompt and new tokens) the compiled decoder's cache must hold")
             self.cache = [StaticCache(max_len) for _ in model.decoder.runs]
             self.max_len = max_len
-            options = {"options": {"freezing": True}} if compile is True else {"backend": compile}
-            self.step = torch.compile(self._step, dynamic=False, **options)
+            self.step = functools.partial(compiled_step(model, compile), self)
         self.tokens: Tensor | None = None  # everything fed so far, (batch, length)
         self.prefix_inputs = sorted((causal_from(spec.graph()) or set()) - {"start"})  # e.g. prefix_lengths
         self.inputs: dict[str, Tensor] = {}
@@ -154,10 +218,8 @@ class Continuation:
         return (out[0] if isinstance(out, tuple) else out)[:, -1]
 
     def _step(self, tokens: Tensor, offset: Tensor, padding: Tensor | None, step: dict, inputs: dict) -> Tensor:
-        """One compiled decode step: next-token logits for ``tokens`` (batch, 1) at position ``offset`` (0-d)."""
-        out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask,
-                                padding_mask=padding, **step, **inputs)
-        return (out[0] if isinstance(out, tuple) else out)[:, -1]
+        """One decode step as it is compiled (``decode_step``), run eagerly."""
+        return decode_step(self, tokens, offset, padding, step, inputs)
 
     def _positions(self, padding: Tensor) -> Tensor:
         """Position ids of new tokens that count only real ones (pads repeat their neighbour's, never read)."""
