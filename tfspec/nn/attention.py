@@ -401,6 +401,10 @@ class MultiHeadAttention(nn.Module):
         """Score queries against keys and mix the values: (batch, heads, queries, head_dim). With dropout on the
         CPU, where SDPA's kernel with dropout is its math kernel, that math written out (``drop``'s masks)."""
         if not (self.training and self.dropout and q.device.type == "cpu"):
+            if q.device.type == "cpu" and q.requires_grad and q.dtype in (torch.bfloat16, torch.float16):
+                # the CPU flash kernel's half-precision backward over views into the joint projection takes 1.6x
+                # as long (float32: 1.07x, not worth the copies' few MB at the peak)
+                q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
                                                   dropout_p=self.dropout if self.training else 0.0,
                                                   enable_gqa=self.kv_heads != self.heads)
