@@ -66,8 +66,8 @@ _COMPILED_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # mode
 
 
 def compiled_step(model, backend: bool | str):
-    """``decode_step`` compiled for ``model`` (``True``: inductor, with a C++ wrapper; else a ``torch.compile``
-    backend's name), made once and kept while the model's modules stay as they were.
+    """``decode_step`` compiled for ``model`` (``True``: inductor; else a ``torch.compile`` backend's name), made
+    once and kept while the model's modules stay as they were.
 
     Each model's step compiles its own copy of ``decode_step``'s code, so Dynamo's cache for it only ever holds
     graphs of that model. So the step leaves out Dynamo's guards on the model's modules -- about a thousand
@@ -81,8 +81,9 @@ def compiled_step(model, backend: bool | str):
         return held[2]
     own = types.FunctionType(decode_step.__code__.replace(), decode_step.__globals__, decode_step.__name__)
     options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
-    if backend is True:
-        step = torch.compile(own, dynamic=False, options={**options, "freezing": True, "cpp_wrapper": True})
+    if backend is True:  # on the CPU, inductor's wrapper in C++ rather than Python: a twentieth of a small step
+        on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+        step = torch.compile(own, dynamic=False, options={**options, "freezing": True, "cpp_wrapper": on_cpu})
     else:
         step = torch.compile(own, dynamic=False, backend=backend, options=options)
     _COMPILED_STEPS[model] = (backend, state, step)
