@@ -364,3 +364,24 @@ def test_compiled_decoding_refuses_what_it_cannot_do():
             steps.feed(torch.zeros(1, 1, dtype=torch.long))
         with pytest.raises(LengthError, match="the prompt has 10 positions, but the compiled decoder's cache holds 9"):
             Continuation(model, compile="eager", max_len=9).feed(torch.zeros(1, 10, dtype=torch.long))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 32), (2, 1, 32), (8, 32), (4, 16, 32), (65, 32), (3, 0, 32)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_few_rows_of_logits_are_the_linear_map_and_its_gradients(shape, bias):
+    """``logits_of`` computes decoding's few rows of vocabulary-wide logits as (W·xᵀ)ᵀ: the values and
+    gradients of ``F.linear``, whichever way it takes."""
+    from tfspec.nn.head import logits_of
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=generator, requires_grad=True)
+    weight = torch.randn(1500, 32, generator=generator, requires_grad=True)
+    b = torch.randn(1500, generator=generator, requires_grad=True) if bias else None
+    grad = torch.randn(*shape[:-1], 1500, generator=generator)
+    ours = logits_of(x, weight, b)
+    theirs = torch.nn.functional.linear(x, weight, b)
+    rows = math.prod(shape[:-1])
+    assert ours.shape == theirs.shape and torch.allclose(ours, theirs, atol=1e-5)
+    assert ours.is_contiguous() == (not 1 < rows <= 64)  # the transposed product over 2 to 64 rows
+    inputs = [t for t in (x, weight, b) if t is not None]
+    for g, h in zip(torch.autograd.grad(ours, inputs, grad), torch.autograd.grad(theirs, inputs, grad)):
+        assert torch.allclose(g, h, atol=1e-4)

@@ -43,8 +43,21 @@ class Head(nn.Module):
             x = x * self.scale
         if self.transform is not None:
             x = self.transform_norm(self.transform_activation(self.transform(x)))
-        logits = F.linear(x, tied_weight if self.tied else self.weight, self.bias)
+        logits = logits_of(x, tied_weight if self.tied else self.weight, self.bias)
         return logits if self.softcap is None else torch.tanh(logits / self.softcap) * self.softcap
+
+
+def logits_of(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``F.linear(x, weight, bias)``; over 2 to 64 rows of float32 on the CPU (decoding a batch: a token a
+    sequence) and a vocabulary-wide ``weight`` (1k rows or more), as ``(weight · xᵀ)ᵀ``, which the CPU's BLAS
+    computes 1.3-4x as fast there (the same over one row). The logits are then a transposed view."""
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    if not (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and 1 < rows <= 64
+            and weight.shape[0] >= 1024):
+        return F.linear(x, weight, bias)
+    flat = x.reshape(rows, x.shape[-1]).t()
+    out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)
+    return out.t().reshape(*x.shape[:-1], weight.shape[0])
 
 
 class Pooler(nn.Module):
