@@ -462,10 +462,11 @@ class Mask(Variant):
     ``rule(queries, keys, **options, **inputs)`` of the queries' and keys' indices in the sequence (and of
     the run-time inputs it declares), written in the operations torch tensors and numpy arrays share
     (indexing, arithmetic, comparisons, ``abs``, ``clip``, ``reshape``), so ``tfspec mask`` draws it without
-    torch; run-time inputs arrive on the device of the indices (the model checks that they do). ``queries`` and ``keys`` are ``(..., q)`` and ``(..., k)`` with the same
-    leading dimensions (none for a whole sequence, one per block of queries in banded attention); it returns
-    bool ``(..., q, k)``, or ``(batch, ..., q, k)`` when it reads a per-sequence input. The compiled model
-    calls it through ``allowed``; ``tfspec emit`` copies its source into standalone model files."""
+    torch; run-time inputs arrive on the device of the indices (the model checks that they do). ``queries``
+    and ``keys`` are ``(..., q)`` and ``(..., k)`` with the same leading dimensions (none for a whole
+    sequence, one per block of queries in banded attention); it returns bool ``(..., q, k)``, or
+    ``(batch, ..., q, k)`` when it reads a per-sequence input. The compiled model calls it through
+    ``allowed``; ``tfspec emit`` copies its source into standalone model files."""
 
     allowed_in_cross: ClassVar[bool] = True  # meaningful when queries and keys are different sequences
     fused_causal: ClassVar[bool] = False  # alone, equivalent to SDPA's is_causal=True

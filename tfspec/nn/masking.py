@@ -30,7 +30,7 @@ from .context import Context
 
 
 class MaskSet:
-    """The masks of one attention sublayer: ``rules``, each ``(rule, options, inputs)`` -- a mask's torch-only
+    """The masks of one attention sublayer: ``rules``, each ``(rule, options, inputs)`` -- a mask's
     ``rule(queries, keys, **options, **inputs)`` and the names of the run-time inputs it reads --, whether a
     mask reads the keys' padding, and whether queries and keys are different sequences (cross-attention).
     Torch only, so ``tfspec emit`` copies it; ``tfspec.nn.attention.mask_set`` makes one from a spec's masks."""
