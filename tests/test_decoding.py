@@ -10,11 +10,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tfspec
 from strategies import valid_specs
 from tfspec.backend.compiler import compile
 from tfspec.errors import LengthError
 from tfspec.run.decoding import (Continuation, Strategy, beam_search, cache_supported, compiled_step, complete,
-                                 filter_logits, length_penalty, sample)
+                                 filter_logits, length_penalty, module_state, sample)
 
 
 # ---------------------------------------------------------------- KV cache
@@ -344,6 +345,30 @@ def test_each_model_gets_its_own_step_and_a_changed_model_a_new_one(no_recompile
         assert compiled_step(first, "eager") is not step
         assert torch.allclose(decode(first, compile="eager", max_len=17), expected[1], atol=1e-5)
     assert no_recompiles["stats"]["unique_graphs"] == 3
+
+
+def test_decoding_leaves_every_variant_as_it_found_it():
+    """A model's compiled step is kept while ``module_state`` stays the same: no variant may change it by
+    decoding (a table cached in a plain attribute would), or every decoding would compile anew."""
+    from test_variants import ENTRIES, choice_text, spec_text
+    tried = []
+    for family, name, options in ENTRIES:
+        text = spec_text(family, name, options).replace("encoder x 2", "decoder x 2")  # (kinds and masks: encoders)
+        text = text.replace(f"mask={choice_text(name, options)}", f"mask=causal + {choice_text(name, options)}")
+        try:
+            spec = tfspec.parse(text.replace("mask=padding", "mask=causal + padding"))
+        except tfspec.SpecError:  # a kind that takes no causal mask (BigBird's, Linformer's): nothing to decode
+            continue
+        if spec.head is None or not cache_supported(spec):
+            continue
+        model = compile(spec, seed=0).eval()
+        before = module_state(model)
+        src = torch.randint(0, 10, (1, 5)) if spec.kind == "encoder-decoder" else None
+        with torch.no_grad():
+            sample(Continuation(model, src), torch.zeros(1, 3, dtype=torch.long), 4)
+        assert module_state(model) == before, (family, name)
+        tried.append(name)
+    assert {"rotary", "alibi", "t5", "latent", "window", "sink"} <= set(tried)
 
 
 def test_compiled_decoding_refuses_what_it_cannot_do():
