@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -15,7 +16,7 @@ from strategies import valid_specs
 from tfspec.backend.compiler import compile
 from tfspec.errors import LengthError
 from tfspec.run.decoding import (Continuation, Strategy, beam_search, cache_supported, compiled_step, complete,
-                                 filter_logits, length_penalty, module_state, sample)
+                                 decode_step, filter_logits, length_penalty, module_state, sample)
 
 
 # ---------------------------------------------------------------- KV cache
@@ -40,7 +41,7 @@ def test_cached_decoding_gives_the_logits_of_full_recomputation(generated, data)
         cached, full = Continuation(model, src, use_cache=True), Continuation(model, src, use_cache=False)
         # the static cache of compiled decoding, its step run eagerly here (compiling is tested below)
         static = Continuation(model, src, compile="eager", max_len=prompt + new)
-        static.step = static._step
+        static.step = functools.partial(decode_step, static)
         first = full.feed(tokens[:, :prompt])
         for steps in (cached, static):
             assert torch.allclose(steps.feed(tokens[:, :prompt]), first, atol=1e-5, rtol=0)
@@ -303,7 +304,7 @@ def test_compiled_decoding_of_an_encoder_decoder_and_beam_search(no_recompiles):
 
 
 def test_inductor_compiles_the_step_once_and_follows_changed_weights():
-    """The default backend (inductor, with freezing): tokens as eager decoding's, for weights changed between
+    """The default backend (inductor): tokens as eager decoding's, for weights changed between
     two decodings that share the compiled graph."""
     import torch._dynamo
     torch._dynamo.reset()
@@ -379,7 +380,7 @@ def test_compiled_decoding_refuses_what_it_cannot_do():
         Continuation(model, compile="eager", use_cache=False, max_len=9)
     with torch.no_grad():
         steps = Continuation(model, compile="eager", max_len=9)
-        steps.step = steps._step  # (eagerly: what is refused does not depend on compiling)
+        steps.step = functools.partial(decode_step, steps)  # (eagerly: what is refused does not depend on compiling)
         steps.feed(torch.zeros(1, 7, dtype=torch.long))
         with pytest.raises(ValueError, match="one token a step"):
             steps.feed(torch.zeros(1, 2, dtype=torch.long))

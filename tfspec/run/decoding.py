@@ -83,7 +83,7 @@ def compiled_step(model, backend: bool | str):
     options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
     if backend is True:  # on the CPU, inductor's wrapper in C++ rather than Python: a twentieth of a small step
         on_cpu = all(p.device.type == "cpu" for p in model.parameters())
-        step = torch.compile(own, dynamic=False, options={**options, "freezing": True, "cpp_wrapper": on_cpu})
+        step = torch.compile(own, dynamic=False, options={**options, "cpp_wrapper": on_cpu})
     else:
         step = torch.compile(own, dynamic=False, backend=backend, options=options)
     _COMPILED_STEPS[model] = (backend, state, step)
@@ -217,10 +217,6 @@ class Continuation:
             else:
                 out = self.model(self.tokens, self.padding, **every, **self.inputs)
         return (out[0] if isinstance(out, tuple) else out)[:, -1]
-
-    def _step(self, tokens: Tensor, offset: Tensor, padding: Tensor | None, step: dict, inputs: dict) -> Tensor:
-        """One decode step as it is compiled (``decode_step``), run eagerly."""
-        return decode_step(self, tokens, offset, padding, step, inputs)
 
     def _positions(self, padding: Tensor) -> Tensor:
         """Position ids of new tokens that count only real ones (pads repeat their neighbour's, never read)."""
