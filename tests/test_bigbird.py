@@ -13,7 +13,8 @@ import torch
 import tfspec
 from tfspec.inspect.analysis import analyse
 from tfspec.interop.hf_big_bird import from_hf_big_bird, spec_text, to_hf_big_bird
-from tfspec.nn.bigbird import BigBirdAttention, bigbird_allowed, bigbird_key_blocks, bigbird_sparse
+from tfspec.nn.bigbird import BigBirdAttention
+from tfspec.nn.bigbird_pattern import bigbird_allowed, bigbird_key_blocks, bigbird_sparse
 
 T = pytest.importorskip("transformers")
 
@@ -21,7 +22,7 @@ T = pytest.importorskip("transformers")
 def dense_reference(q, k, v, seen, block, padding=None):
     """softmax(q k^T / sqrt(d) + mask) v in float64 with the pattern written as a dense per-head mask: the first
     and last query blocks see everything, the others the key blocks ``seen`` lists."""
-    mask = bigbird_allowed(seen, q.shape[2], block)[None]
+    mask = torch.from_numpy(bigbird_allowed(seen.numpy(), q.shape[2], block))[None]
     if padding is not None:
         mask = mask & ~padding[:, None, None, :]
     scores = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).masked_fill(~mask, float("-inf"))
@@ -53,15 +54,32 @@ def test_block_sparse_attention_equals_dense_attention_over_its_pattern(length, 
 
 def test_the_pattern_is_window_global_and_distinct_random_blocks():
     seen = bigbird_key_blocks(20, heads=3, random=3, seed=0)
-    assert seen.shape == (3, 18, 8)
+    assert seen.shape == (3, 18, 8) and seen.dtype == np.int64
     for h in range(3):
         for i, row in enumerate(seen[h].tolist(), start=1):
             assert row[:5] == [0, i - 1, i, i + 1, 19]
             drawn = row[5:]
             assert len(set(drawn)) == 3 and all(0 < j < 19 and abs(j - i) > 1 for j in drawn)
-    assert not torch.equal(seen[0], seen[1])  # drawn per head
-    assert torch.equal(seen, bigbird_key_blocks(20, heads=3, random=3, seed=0))  # reproducible
-    assert not torch.equal(seen, bigbird_key_blocks(20, heads=3, random=3, seed=1))
+    assert not np.array_equal(seen[0], seen[1])  # drawn per head
+    assert np.array_equal(seen, bigbird_key_blocks(20, heads=3, random=3, seed=0))  # reproducible
+    assert not np.array_equal(seen, bigbird_key_blocks(20, heads=3, random=3, seed=1))
+
+
+@pytest.mark.parametrize("blocks, heads, random, seed", [(12, 2, 1, 0), (20, 3, 3, 7), (9, 4, 2, 123),
+                                                         (40, 2, 0, 5), (64, 1, 30, 2), (11, 2, 3, (1 << 31) - 1)])
+def test_the_numpy_draw_is_the_one_torch_drew(blocks, heads, random, seed):
+    """The blocks drawn before the pattern moved to numpy: ``torch.randperm`` from a seeded CPU generator, row
+    after row from one stream. A checkpoint trained then keeps its pattern (the largest seed overflows 32 bits
+    in ``seed * 1_000_003 + blocks``: torch keeps the low 32, as the numpy draw does)."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + blocks)
+    rows = []
+    for _ in range(heads):
+        for i in range(1, blocks - 1):
+            others = [j for j in range(1, blocks - 1) if abs(j - i) > 1]
+            drawn = torch.randperm(len(others), generator=generator)[:random].tolist()
+            rows.append([0, i - 1, i, i + 1, blocks - 1] + [others[j] for j in drawn])
+    assert bigbird_key_blocks(blocks, heads, random, seed).tolist() == \
+        torch.tensor(rows).view(heads, blocks - 2, 5 + random).tolist()
 
 
 def test_evaluation_is_deterministic_and_training_draws_the_same_blocks():

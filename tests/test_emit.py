@@ -124,6 +124,16 @@ def test_attention_in_bands_over_a_long_sequence_is_emitted_exactly(masks, extra
     assert_emitted_equals_compiled(tfspec.parse(text), lengths=(70,), **extra)
 
 
+def test_bigbird_over_a_sparse_length_is_emitted_exactly_with_numpy_for_its_pattern():
+    """70 positions in blocks of 4 are sparse (more than (5 + 2·2)·4): the file draws the random blocks with the
+    numpy code the runtime uses, so it imports numpy (and only a file that needs it does: see below)."""
+    spec = tfspec.parse("embedding t { vocab 30; dim 16; position learned(80) }\n"
+                        "encoder x 2 { attention self heads=2 kind=bigbird(4, random=2) mask=padding; "
+                        "feedforward d_ff=32 }")
+    assert "\nimport numpy as np\n" in emit(spec)
+    assert_emitted_equals_compiled(spec, lengths=(70,))
+
+
 @settings(deadline=None, max_examples=25)
 @given(valid_specs(max_layers=2))
 def test_every_generated_spec_is_emitted_exactly(gen: Generated):

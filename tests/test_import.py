@@ -418,6 +418,28 @@ def test_a_t5_with_its_own_head_exports_untied(tmp_path):
     assert torch.equal(back.lm_head.weight, reference.lm_head.weight)
 
 
+def test_every_configuration_reads_the_same_with_transformers_loaded_without_torch():
+    """``tfspec import`` of a configuration loads transformers as if torch were not installed
+    (``configurations_without_torch``): every class's configuration gives the spec it gives with torch, a
+    dtype among its fields too (transformers keeps it a string there)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    configs = {**CONFIGS, "bfloat16": {**CONFIGS["LlamaForCausalLM"], "torch_dtype": "bfloat16"}}
+    probe = ("import json, sys\n"
+             "from tfspec.interop.families import configurations_without_torch, import_config\n"
+             "configurations_without_torch()\n"
+             "specs = {name: import_config(values) for name, values in json.loads(sys.stdin.read()).items()}\n"
+             "assert sys.modules.get('torch') is None, 'torch was imported'\n"
+             "print(json.dumps(specs))")
+    done = subprocess.run([sys.executable, "-c", probe], input=json.dumps(configs), capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == {name: import_config(json.loads(json.dumps(values)))
+                                       for name, values in configs.items()}
+
+
 def test_every_family_class_is_covered():
     assert {cls for family in FAMILIES for cls in family.classes} - set(CONFIGS) == {"MistralModel"}
 

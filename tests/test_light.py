@@ -8,14 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import json, sys
 from tfspec.cli import main
 import contextlib, io
 with contextlib.redirect_stdout(io.StringIO()):
-    code = main(sys.argv[1:])
-print(json.dumps([code, sorted(m for m in ("torch", "transformers", "onnx") if m in sys.modules)]))
+    code = main()  # the process's own command line, as the tfspec command runs it
+print(json.dumps([code, sorted(m for m in ("torch", "transformers", "onnx") if sys.modules.get(m) is not None)]))
 """
 
 
@@ -29,7 +32,21 @@ def test_reading_commands_never_import_torch(tmp_path):
                 # every mask of structure: causal, prefix, document, window, block, sink
                 ["mask", "examples/unilm.tfs", "-o", str(tmp_path / "u.svg"), "--seq-len", "32"],
                 ["mask", "examples/mistral_7b.tfs", "-o", str(tmp_path / "m.svg"), "--seq-len", "64"],
-                ["mask", str(tmp_path / "every_mask.tfs"), "-o", str(tmp_path / "s.svg"), "--seq-len", "32"]]
+                ["mask", str(tmp_path / "every_mask.tfs"), "-o", str(tmp_path / "s.svg"), "--seq-len", "32"],
+                # an attention kind's own pattern, drawn (BigBird's random blocks) and costed
+                ["check", "examples/bigbird_base.tfs"],
+                ["mask", "examples/bigbird_base.tfs", "-o", str(tmp_path / "b.svg"), "--seq-len", "1024"],
+                # a configuration, and one beside weights (whose names import reads)
+                ["import", str(tmp_path / "llama"), "-o", str(tmp_path / "llama.tfs")],
+                ["import", str(tmp_path / "gpt2" / "config.json"), "--json", "-o", str(tmp_path / "gpt2.tfs")]]
+    for name, config in {"llama": dict(model_type="llama", vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=4, intermediate_size=64),
+                         "gpt2": dict(model_type="gpt2", vocab_size=50, n_embd=32, n_layer=2, n_head=4)}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    safetensors_numpy.save_file({"lm_head.weight": np.zeros((50, 32), np.float32)},
+                                str(tmp_path / "llama" / "model.safetensors"))
     (tmp_path / "every_mask.tfs").write_text("embedding tokens { vocab 9; dim 8 }\ndecoder x 1 {\n"
                                              "  attention self heads=2 mask=prefix + document + padding; feedforward d_ff=8\n"
                                              "  attention self heads=2 mask=block(4); feedforward d_ff=8\n"
@@ -37,7 +54,13 @@ def test_reading_commands_never_import_torch(tmp_path):
     for command in commands:
         done = subprocess.run([sys.executable, "-c", PROBE, *command], capture_output=True, text=True, cwd=ROOT)
         code, loaded = json.loads(done.stdout.strip().splitlines()[-1])
-        assert code == 0 and loaded == [], (command, loaded, done.stderr[-500:])
+        assert code == 0 and loaded == (["transformers"] if command[0] == "import" else []), \
+            (command, loaded, done.stderr[-500:])
+    # transformers without torch reads a configuration as it does with torch (this process has torch)
+    from tfspec.interop.families import import_config
+    assert "torch" in sys.modules
+    for name in ("llama", "gpt2"):
+        assert (tmp_path / f"{name}.tfs").read_text() == import_config(tmp_path / name)
 
 
 def test_the_interop_package_loads_its_parts_when_they_are_used():

@@ -700,7 +700,7 @@ class AttentionKind(StackOwned, Variant):
         return []
 
     def sees(self, options, shape: AttentionShape, length: int, head: int = 0):
-        """Bool tensor ``(length, length)``: the keys each query of a sequence of ``length`` positions may see
+        """Bool array ``(length, length)``: the keys each query of a sequence of ``length`` positions may see
         in query head ``head`` by the kind's own pattern, before any mask, exactly as its module computes
         (``own_pattern`` kinds); None: every key the masks allow. ``tfspec mask`` draws it."""
         return None

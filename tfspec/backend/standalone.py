@@ -135,7 +135,10 @@ class _Writer:
                "(strict) and the outputs are the compiled model's. It computes whole sequences: there is no KV\n"
                "cache, no input check and no initialisation here (load weights, or initialise them yourself).\n"
                '"""')
-        parts = [doc, HEADER.rstrip(), *self.definitions.values(), *layers, model]
+        header = HEADER
+        if any(re.search(r"\bnp\.", source) for source in self.definitions.values()):  # BigBird's pattern
+            header = header.replace("import math\n\n", "import math\n\nimport numpy as np\n")
+        parts = [doc, header.rstrip(), *self.definitions.values(), *layers, model]
         return "\n\n\n".join(parts) + f"\n\n\n# The spec it was written from:\n{spec_lines}\n"
 
     def spec_text(self) -> str:

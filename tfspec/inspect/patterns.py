@@ -3,8 +3,8 @@
 A pattern is what the compiled model allows, from the same code: the masks' rules (``Mask.allowed``), here
 given numpy arrays of positions, so drawing needs no torch (with an example value of each run-time input they
 read, e.g. a prefix of half the sequence), and an attention kind's own pattern (``AttentionKind.sees``:
-BigBird's blocks, drawn by the runtime's own torch generator). Padding only removes the
-padded keys' columns, so it is left out; what a picture cannot show (top-k's choice at run time,
+BigBird's blocks, drawn as the runtime draws them, in numpy too). Padding only removes the padded keys'
+columns, so it is left out; what a picture cannot show (top-k's choice at run time,
 Linformer's mixing of every key) is its note.
 
     >>> import tfspec

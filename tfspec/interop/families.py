@@ -17,7 +17,9 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -392,7 +394,7 @@ def tensor_names(source) -> set[str]:
     if (path / "model.safetensors").exists():
         from safetensors import safe_open
         try:
-            with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
+            with safe_open(str(path / "model.safetensors"), framework="numpy") as weights:  # names: no torch
                 return set(weights.keys())
         except Exception as exc:  # a truncated or foreign file: safetensors raises its own error types
             raise InteropError(f"{path / 'model.safetensors'}: not a readable safetensors file: {exc}") from None
@@ -461,6 +463,27 @@ def _spec_name(source, config) -> str:
         if ident and not ident[0].isdigit():
             return ident
     return re.sub(r"\W", "_", config.model_type)
+
+
+def configurations_without_torch() -> None:
+    """Have transformers load, where nothing has loaded it or torch yet, as it does where torch is not
+    installed: its configurations are all that reading one needs, and importing torch would be most of the
+    time of ``tfspec import`` without weights. Only for a process that runs that one command and exits (the
+    command line's own): torch cannot be imported in it afterwards."""
+    if "transformers" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # importlib's mark of an absent module: transformers' check finds no torch
+    advisory = os.environ.get("TRANSFORMERS_NO_ADVISORY_WARNINGS")
+    os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"  # not its advice that models are unavailable
+    try:
+        importlib.import_module("transformers")
+    except ImportError:  # reported where it is needed
+        pass
+    finally:
+        if advisory is None:
+            del os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"]
+        else:
+            os.environ["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = advisory
 
 
 def _transformers():

@@ -5,7 +5,8 @@ The first and last query blocks are global: they attend to every key. Every othe
 the first and last key blocks (global), to its own block and its two neighbours (the window), and to
 ``random`` further blocks, drawn per head. Only those key blocks are gathered, so scores and copies grow
 as n·(5 + random)·block, not n². At lengths of at most (5 + 2·random)·block the pattern would cover
-nearly everything, and attention is dense (as Hugging Face does).
+nearly everything, and attention is dense (as Hugging Face does). The pattern is drawn in numpy
+(``bigbird_pattern.py``), so tools that only draw or cost it need no torch.
 """
 
 from __future__ import annotations
@@ -15,49 +16,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .attention import InContext, MultiHeadAttention, built, core_arguments, recomputed
+from .bigbird_pattern import bigbird_block_table, bigbird_key_blocks, bigbird_sparse
 from .flex import block_mask, flex_mix, flex_runs
 
 
-def bigbird_sparse(length: int, block: int, random: int) -> bool:
-    """Does BigBird attention over ``length`` positions run block-sparse? (Else dense, as Hugging Face's.)"""
-    return length > (5 + 2 * random) * block
-
-
-def bigbird_key_blocks(blocks: int, heads: int, random: int, seed: int) -> Tensor:
-    """The key blocks each middle query block sees, ``(heads, blocks - 2, 5 + random)``: the first, its own
-    and its neighbours, the last, then ``random`` others drawn per head (never one it sees already) from a
-    generator seeded by ``seed`` and the number of blocks, so a length always gets the same pattern."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + blocks)
-    rows = []
-    for _ in range(heads):
-        for i in range(1, blocks - 1):
-            fixed = [0, i - 1, i, i + 1, blocks - 1]
-            others = [j for j in range(1, blocks - 1) if abs(j - i) > 1]
-            drawn = torch.randperm(len(others), generator=generator)[:random].tolist()
-            rows.append(fixed + [others[j] for j in drawn])
-    return torch.tensor(rows, dtype=torch.long).view(heads, blocks - 2, 5 + random)
-
-
-def bigbird_block_table(seen: Tensor) -> Tensor:
-    """Bool ``(heads, blocks, blocks)``: which key blocks each query block sees, given the key blocks ``seen``
-    of the middle query blocks (``bigbird_key_blocks``); the first and last query blocks see every key."""
-    heads, middle, _ = seen.shape
-    blocks = middle + 2
-    allowed = torch.zeros(heads, blocks, blocks, dtype=torch.bool, device=seen.device)
-    allowed[:, 0] = allowed[:, -1] = True
-    rows = torch.arange(1, blocks - 1, device=seen.device)[None, :, None]
-    allowed[torch.arange(heads, device=seen.device)[:, None, None], rows, seen] = True
-    return allowed
-
-
-def bigbird_allowed(seen: Tensor, length: int, block: int) -> Tensor:
-    """Bool ``(heads, length, length)``: which key each query sees (``bigbird_block_table`` position by position)."""
-    allowed = bigbird_block_table(seen)
-    return allowed.repeat_interleave(block, 1).repeat_interleave(block, 2)[:, :length, :length]
-
-
 class BigBirdAttention(MultiHeadAttention):
-    """The core (torch only; ``tfspec emit`` copies it): ``MultiHeadAttention`` whose ``mix`` is block-sparse.
+    """The core (torch, and numpy for its pattern; ``tfspec emit`` copies it): ``MultiHeadAttention`` whose ``mix`` is block-sparse.
 
     ``mask``: None, or the keys' additive padding mask ``(batch or 1, 1, 1, keys)``; ``key_blocks``
     (a ``(heads, blocks - 2, 5 + random)`` tensor) replaces the drawn pattern, e.g. with another
@@ -72,7 +36,7 @@ class BigBirdAttention(MultiHeadAttention):
 
     def key_blocks(self, blocks: int, device) -> Tensor:
         if blocks not in self.patterns:
-            self.patterns[blocks] = bigbird_key_blocks(blocks, self.heads, self.random, self.seed)
+            self.patterns[blocks] = torch.from_numpy(bigbird_key_blocks(blocks, self.heads, self.random, self.seed))
         return self.patterns[blocks].to(device)
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
@@ -154,7 +118,8 @@ class BigBirdAttentionInContext(InContext, BigBirdAttention):
         batch, heads, length, _ = q.shape
         if not bigbird_sparse(length, self.block, self.random) or not flex_runs(q, k, self.training and self.dropout):
             return super().mix(q, k, v, mask, is_causal)
-        table = bigbird_block_table(self.key_blocks(-(-length // self.block), q.device))
+        drawn = self.key_blocks(-(-length // self.block), "cpu").numpy()
+        table = torch.from_numpy(bigbird_block_table(drawn)).to(q.device)
         padding = None if mask is None else (mask[:, 0, 0, :] < 0).expand(batch, -1)  # the padded keys
         pattern = block_mask([], {}, padding, batch, length, q.device, heads, table, self.block)
         return flex_mix(q, k, v, pattern, self.scale)

@@ -58,7 +58,7 @@ class BigBird(AttentionKind):
         return []
 
     def sparse(self, options, length: int) -> bool:
-        from ..nn.bigbird import bigbird_sparse
+        from ..nn.bigbird_pattern import bigbird_sparse
         return bigbird_sparse(length, options.block, options.random)
 
     def pattern(self, options, length: int) -> tuple[int, int]:
@@ -69,11 +69,11 @@ class BigBird(AttentionKind):
         return blocks * b, 2 * b * blocks * b + (blocks - 2) * b * (5 + options.random) * b
 
     def sees(self, options, shape, length, head=0):
-        import torch
+        import numpy as np
 
-        from ..nn.bigbird import bigbird_allowed, bigbird_key_blocks
+        from ..nn.bigbird_pattern import bigbird_allowed, bigbird_key_blocks
         if not self.sparse(options, length):
-            return torch.ones(length, length, dtype=torch.bool)
+            return np.ones((length, length), dtype=bool)
         seen = bigbird_key_blocks(blocks_of(length, options.block), shape.heads, options.random, options.seed)
         return bigbird_allowed(seen[head:head + 1], length, options.block)[0]
 
