@@ -188,7 +188,7 @@ def test_summary_cli_prints_totals_that_match_the_counter(tfspec_cli, tmp_path):
     out = result.stdout
     assert "124,439,808" in out and "291.65 G in matrix products" in out
     assert "FlopCounterMode: 291.65 GFLOPs in matrix products (analysis 291.65 G, +0.00%)" in out
-    assert "saved for backward: 2.59 GiB (analysis 2.59 GiB, +0.00%)" in out
+    assert "saved for backward: 2.45 GiB (analysis 2.45 GiB, +0.00%)" in out
     assert "Self-attention (Multi-Head, mask causal)" in out and "O(n²·d)" in out
     png = (tmp_path / "cost.png").read_bytes()
     assert png.startswith(b"\x89PNG")

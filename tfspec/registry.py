@@ -237,11 +237,10 @@ class Activation(Variant):
 
     def feedforward_saved(self, d_ff: int, dropout: bool) -> int:
         """Elements a feed-forward keeps per position between its projections: what the function keeps, and
-        the down projection's input (with dropout: its mask and the dropped values instead)."""
-        after = 2 if dropout else 1
-        if self.saves == "input":
-            return (1 + after) * d_ff
-        return (1 + (2 if dropout else 0)) * d_ff  # its output is the down projection's input without dropout
+        with dropout its mask and the dropped values, the down projection's input. Without dropout that input
+        is the function's output: kept by a function that keeps its output (ReLU), else computed again from
+        the input in backward (``tfspec.nn.recompute.linear_of_activation``)."""
+        return (1 + (2 if dropout else 0)) * d_ff
 
     def build(self):
         return self.module().build()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from .recompute import linear_of_activation
+
 
 class FeedForward(nn.Module):
     def __init__(self, width: int, d_ff: int, activation: nn.Module, up_features: int, bias: bool, dropout: float):
@@ -21,7 +23,10 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor, ctx=None) -> Tensor:
         """``x`` (..., width); ``ctx``, the call's ``Context``, as every feed-forward of a layer receives it (one
         network maps each position alike and reads none of it)."""
-        return self.down(self.dropout(self.activation(self.up(x))))
+        h = self.up(x)
+        if self.training and self.dropout.p:  # ``down`` keeps the dropped values, not the activation's
+            return self.down(self.dropout(self.activation(h)))
+        return linear_of_activation(self.down, self.activation, h)
 
 
 class Gated(nn.Module):

@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .recompute import linear_of_activation
+
 
 def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float, correction: Tensor | None = None,
           groups: int = 1, top_groups: int = 1, group_score: str = "top2") -> tuple[Tensor, Tensor, Tensor]:
@@ -76,9 +78,11 @@ class Experts(nn.Module):
             if count:
                 part = grouped[start:start + count]
                 h = F.linear(part, self.up[expert], None if self.up_bias is None else self.up_bias[expert])
-                h = self.dropout(self.activation(h))
-                outputs.append(F.linear(h, self.down[expert], None if self.down_bias is None else
-                                        self.down_bias[expert]))
+                weight, bias = self.down[expert], None if self.down_bias is None else self.down_bias[expert]
+                if self.training and self.dropout.p:  # ``down`` keeps the dropped values, not the activation's
+                    outputs.append(F.linear(self.dropout(self.activation(h)), weight, bias))
+                else:  # (called at once: the product's weight is this expert's)
+                    outputs.append(linear_of_activation(lambda a: F.linear(a, weight, bias), self.activation, h))
                 start += count
         if not outputs:  # no positions at all
             return x.new_zeros(x.shape)
