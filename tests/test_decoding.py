@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,8 +16,9 @@ import tfspec
 from strategies import valid_specs
 from tfspec.backend.compiler import compile
 from tfspec.errors import LengthError
-from tfspec.run.decoding import (Continuation, Strategy, beam_search, cache_supported, compiled_step, complete,
-                                 decode_step, filter_logits, length_penalty, module_state, sample)
+from tfspec.run.decoding import (Continuation, RowProductsAsReductions, Strategy, beam_search, cache_supported,
+                                 compiled_step, complete, decode_step, filter_logits, length_penalty, module_state,
+                                 sample)
 
 
 # ---------------------------------------------------------------- KV cache
@@ -304,12 +306,12 @@ def test_compiled_decoding_of_an_encoder_decoder_and_beam_search(no_recompiles):
 
 
 def test_inductor_compiles_the_step_once_and_follows_changed_weights():
-    """The default backend (inductor): tokens as eager decoding's, for weights changed between
-    two decodings that share the compiled graph."""
+    """The default backend (inductor): tokens as eager decoding's, for weights changed between two decodings
+    that share the compiled graph. A batch of one: its linear maps run as reductions (``RowProductsAsReductions``)."""
     import torch._dynamo
     torch._dynamo.reset()
     model = compile(COMPILED.format(kind="kv_heads=2"), seed=0).eval()
-    prompt = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(0))
+    prompt = torch.randint(0, 50, (1, 5), generator=torch.Generator().manual_seed(0))
     with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
         assert sample(Continuation(model, compile=True, max_len=25), prompt, 20) == \
             sample(Continuation(model), prompt, 20)
@@ -411,3 +413,32 @@ def test_a_few_rows_of_logits_are_the_linear_map_and_its_gradients(shape, bias):
     inputs = [t for t in (x, weight, b) if t is not None]
     for g, h in zip(torch.autograd.grad(ours, inputs, grad), torch.autograd.grad(theirs, inputs, grad)):
         assert torch.allclose(g, h, atol=1e-4)
+
+
+def test_one_rows_linear_maps_as_reductions_compute_the_linear_map():
+    """``RowProductsAsReductions`` (what a compiled decode step on the CPU runs a batch of one with): one float32
+    row's ``F.linear`` as a product and a sum, equal to it up to the order of the sum; anything else untouched."""
+    g = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(300, 64, generator=g), torch.randn(300, generator=g)
+    one, two = torch.randn(1, 1, 64, generator=g), torch.randn(2, 1, 64, generator=g)
+    seen = []
+
+    class Watch(torch.overrides.TorchFunctionMode):  # which functions the mode calls on to
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Watch(), RowProductsAsReductions():
+        reduced = [F.linear(one, weight, bias), F.linear(one, weight), F.linear(one[0, 0], weight, bias=bias)]
+    assert F.linear not in seen and torch.Tensor.sum in seen  # a product and a sum, never the BLAS's map
+    seen.clear()
+    with Watch(), RowProductsAsReductions():
+        untouched = [F.linear(two, weight, bias), F.linear(one.double(), weight.double(), bias.double()),
+                     F.linear(one.bfloat16(), weight.bfloat16())]
+    assert seen.count(F.linear) == 3
+    for got, expected in zip(reduced, [F.linear(one, weight, bias), F.linear(one, weight),
+                                       F.linear(one[0, 0], weight, bias)]):
+        assert got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-5, atol=1e-5)
+    for got, expected in zip(untouched, [F.linear(two, weight, bias), F.linear(one.double(), weight.double(),
+                                         bias.double()), F.linear(one.bfloat16(), weight.bfloat16())]):
+        assert torch.equal(got, expected)

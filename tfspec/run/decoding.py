@@ -19,6 +19,7 @@ probabilities it controls.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import types
@@ -27,7 +28,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 from ..errors import LengthError
 from ..nn.attention import StaticCache
@@ -54,12 +57,31 @@ def cache_supported(spec) -> bool:
 
 
 def decode_step(steps: Continuation, tokens: Tensor, offset: Tensor, padding: Tensor | None, step: dict,
-                inputs: dict) -> Tensor:
+                inputs: dict, reductions: bool = False) -> Tensor:
     """One compiled decode step of ``steps``: next-token logits for ``tokens`` (batch, 1) at position ``offset``
-    (0-d), over its static cache."""
-    out = steps.model.extend(tokens, steps.cache, offset, steps.memory, steps.memory_padding_mask,
-                             padding_mask=padding, **step, **inputs)
+    (0-d), over its static cache; ``reductions``: one row's linear maps as ``RowProductsAsReductions`` does."""
+    with RowProductsAsReductions() if reductions and tokens.shape[0] == 1 else contextlib.nullcontext():
+        out = steps.model.extend(tokens, steps.cache, offset, steps.memory, steps.memory_padding_mask,
+                                 padding_mask=padding, **step, **inputs)
     return (out[0] if isinstance(out, tuple) else out)[:, -1]
+
+
+class RowProductsAsReductions(TorchFunctionMode):
+    """In a decode step inductor compiles for the CPU: a linear map of one float32 row as a product and a sum
+    over the input features, which inductor fuses into one reduction reading each weight once, on every
+    thread. The BLAS's matrix-vector product reads the weights on one thread, and decoding a batch of one is
+    all reading weights: the step takes 0.35-0.5x the time (``benchmarks/bench_generate.py``). The sum's
+    order is not the BLAS's: the logits agree to rounding (~1e-7 relative)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear:
+            x, weight, *rest = args
+            bias = rest[0] if rest else kwargs.get("bias")
+            if x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and x.numel() == x.shape[-1]:
+                y = (x.unsqueeze(-1) * weight.t()).sum(-2)
+                return y if bias is None else y + bias
+        return func(*args, **kwargs)
 
 
 _COMPILED_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (backend, state, step)
@@ -79,11 +101,14 @@ def compiled_step(model, backend: bool | str):
     held = _COMPILED_STEPS.get(model)
     if held is not None and held[0] == backend and held[1] == state:
         return held[2]
-    own = types.FunctionType(decode_step.__code__.replace(), decode_step.__globals__, decode_step.__name__)
+    own = types.FunctionType(decode_step.__code__.replace(), decode_step.__globals__, decode_step.__name__,
+                             decode_step.__defaults__)
     options = {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
     if backend is True:  # on the CPU, inductor's wrapper in C++ rather than Python: a twentieth of a small step
         on_cpu = all(p.device.type == "cpu" for p in model.parameters())
         step = torch.compile(own, dynamic=False, options={**options, "cpp_wrapper": on_cpu})
+        if on_cpu:  # (only where inductor fuses them: elsewhere the products would be made whole)
+            step = functools.partial(step, reductions=True)
     else:
         step = torch.compile(own, dynamic=False, backend=backend, options=options)
     _COMPILED_STEPS[model] = (backend, state, step)

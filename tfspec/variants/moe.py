@@ -132,8 +132,8 @@ class MixtureOfExperts(FeedForwardKind):
     def saved(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
         top, experts = options.top, options.experts
-        # each choice: the gathered input, the network's own (activation, down projection's input), its output
-        # and weight, kept by the weighting
+        # each choice: the gathered input, the network's own (``Activation.feedforward_saved``), its output and
+        # weight, kept by the weighting
         elements = top * (2 * width + 1 + activation.feedforward_saved(body.d_ff, bool(body.dropout)))
         # float32 words: the probabilities; the chosen experts, the grouped order and each choice's position
         # (int64: two words each); a renormalisation's weights and their sum
