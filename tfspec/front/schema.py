@@ -22,7 +22,8 @@ Residual = Literal["post", "pre", "none"]
 
 
 class Node(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # (defer_build: a class's validator is built when it first validates, not on import; most commands use few)
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     span: Span | None = Field(default=None, exclude=True, repr=False)
     arg_spans: dict[str, Span] = Field(default_factory=dict, exclude=True, repr=False)  # per argument, for carets
 
