@@ -80,7 +80,7 @@ def test_with_dropout_between_the_two_the_dropped_values_are_kept_as_before():
     got = gradients(type(ffn).__call__, ffn, x)
     torch.manual_seed(5)
     assert all(torch.equal(a, b) for a, b in zip(got, gradients(plain, ffn, x)))
-    assert output_kept(ffn, x) is False  # kept as dropout's input? no: dropout keeps its mask, down the product
+    assert output_kept(ffn, x) is False  # it is dropout's input, and dropout keeps only its mask
     assert output_kept(ffn.eval(), x) is False  # evaluation: no dropout, the recomputation again
 
 
