@@ -44,7 +44,8 @@ def main(argv=None) -> int:
     config.write_text(json.dumps(LLAMA2_7B))
     commands = {"check": [sys.executable, "-m", "tfspec", "check", args.spec],
                 "torch": [sys.executable, "-c", "import torch"],
-                "import": [sys.executable, "-m", "tfspec", "import", str(config), "-o", str(config.with_suffix(".tfs"))]}
+                "import": [sys.executable, "-m", "tfspec", "import", str(config),
+                           "-o", str(config.with_suffix(".tfs"))]}
     for command in commands.values():
         timed(command)  # the files in the page cache for all, and tfspec's bytecode written
     times = {name: [] for name in commands}

@@ -21,7 +21,8 @@ from .flex import block_mask, flex_mix, flex_runs
 
 
 class BigBirdAttention(MultiHeadAttention):
-    """The core (torch, and numpy for its pattern; ``tfspec emit`` copies it): ``MultiHeadAttention`` whose ``mix`` is block-sparse.
+    """The core (torch, and numpy for its pattern; ``tfspec emit`` copies it): ``MultiHeadAttention`` whose
+    ``mix`` is block-sparse.
 
     ``mask``: None, or the keys' additive padding mask ``(batch or 1, 1, 1, keys)``; ``key_blocks``
     (a ``(heads, blocks - 2, 5 + random)`` tensor) replaces the drawn pattern, e.g. with another
