@@ -17,6 +17,7 @@ from tfspec.variants.alibi import alibi_slopes
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.bloom import modeling_bloom as bloom  # noqa: E402
+from numerics import FLOAT32, assert_close
 
 
 def test_slopes_are_the_papers_geometric_sequence_for_a_power_of_two():
@@ -27,7 +28,7 @@ def test_slopes_are_the_papers_geometric_sequence_for_a_power_of_two():
 @pytest.mark.parametrize("heads", [1, 2, 3, 5, 6, 8, 12, 16, 20, 24, 40])
 def test_slopes_equal_blooms_for_any_head_count(heads):
     expected = bloom._get_alibi_slopes(heads, torch.device("cpu"))
-    assert torch.allclose(torch.tensor(alibi_slopes(heads)), expected, rtol=1e-6)
+    assert_close(torch.tensor(alibi_slopes(heads)), expected, FLOAT32)
 
 
 def test_twelve_heads_interleave_the_slopes_of_sixteen():
@@ -45,7 +46,7 @@ def test_causal_attention_weights_equal_blooms_on_a_left_padded_batch():
     ours = LinearBiases(alibi_slopes(heads)).score_bias(positions, positions)
     weights = [(scores + bias).masked_fill(~allowed, float("-inf")).softmax(-1) for bias in (theirs, ours)]
     real = attention_mask.bool()[:, None, :, None].expand_as(weights[0])  # rows of padded queries are arbitrary
-    assert torch.allclose(weights[0][real], weights[1][real], atol=1e-6)
+    assert_close(weights[0][real], weights[1][real], FLOAT32)
 
 
 ALIBI_MODEL = """
@@ -66,7 +67,7 @@ def test_an_alibi_attention_equals_the_naive_formula():
     scores = q @ k.transpose(-1, -2) / math.sqrt(8) - slopes * (i[:, None] - i[None, :]).abs()
     scores = scores.masked_fill(i[None, :] > i[:, None], float("-inf"))
     expected = attention.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 6, 24))
-    assert torch.allclose(attention(x), expected, atol=1e-5)
+    assert_close(attention(x), expected, FLOAT32)
 
 
 def test_cached_decoding_with_alibi_equals_recomputation():
@@ -75,7 +76,7 @@ def test_cached_decoding_with_alibi_equals_recomputation():
     cached, full = Continuation(model), Continuation(model, use_cache=False)
     with torch.no_grad():
         for step in [prompt, prompt[:, :1], prompt[:, 2:], prompt[:, :1]]:
-            assert torch.allclose(cached.feed(step), full.feed(step), atol=1e-5)
+            assert_close(cached.feed(step), full.feed(step), FLOAT32)
 
 
 @settings(max_examples=20, deadline=None)

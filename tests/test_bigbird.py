@@ -15,6 +15,7 @@ from tfspec.inspect.analysis import analyse
 from tfspec.interop.hf_big_bird import from_hf_big_bird, spec_text, to_hf_big_bird
 from tfspec.nn.bigbird import BigBirdAttention
 from tfspec.nn.bigbird_pattern import bigbird_allowed, bigbird_key_blocks, bigbird_sparse
+from numerics import FLOAT32, FLOAT64, assert_close
 
 T = pytest.importorskip("transformers")
 
@@ -49,7 +50,7 @@ def test_block_sparse_attention_equals_dense_attention_over_its_pattern(length, 
     grads = torch.autograd.grad((got * weight).sum(), (q, k, v))
     expected_grads = torch.autograd.grad((expected * weight).sum(), (q, k, v))
     for a, b in zip(grads, expected_grads):
-        assert (a - b).abs().max() < 1e-10
+        assert_close(a, b, FLOAT64)
 
 
 def test_the_pattern_is_window_global_and_distinct_random_blocks():
@@ -104,7 +105,7 @@ def test_short_sequences_are_dense_as_hugging_face_does():
                for i in range(3))
     assert not bigbird_sparse(36, 4, 2) and bigbird_sparse(37, 4, 2)
     expected = (q @ k.transpose(-1, -2) / math.sqrt(8)).softmax(-1) @ v
-    assert torch.allclose(attention.mix(q, k, v, None, False), expected, atol=1e-12)
+    assert_close(attention.mix(q, k, v, None, False), expected, FLOAT64)
     assert attention.patterns == {}
 
 
@@ -147,8 +148,8 @@ def test_equals_hugging_face_big_bird_block_sparse_given_its_random_blocks():
         hidden, pooled = ours(tokens, padding_mask=attention_mask == 0)
     real = attention_mask.bool()
     assert expected.last_hidden_state[real].abs().max() > 0.5
-    assert (hidden - expected.last_hidden_state)[real].abs().max() <= 1e-5
-    assert (pooled - expected.pooler_output).abs().max() <= 1e-5
+    assert_close(hidden[real], expected.last_hidden_state[real], FLOAT32)
+    assert_close(pooled, expected.pooler_output, FLOAT32)
     state = to_hf_big_bird(ours)
     assert state.keys() == reference.state_dict().keys()
     assert all(torch.equal(state[k], v) for k, v in reference.state_dict().items())
@@ -206,7 +207,7 @@ def test_without_query_key_value_biases_every_weight_still_maps():
     with torch.no_grad():
         expected = reference.eval()(tokens).last_hidden_state
         got = ours(tokens)[0]
-    assert (got - expected).abs().max() <= 1e-5
+    assert_close(got, expected, FLOAT32)
     with pytest.raises(tfspec.interop.InteropError, match="bias false → true"):
         from_hf_big_bird(ours, big_bird({"attention_type": "original_full"}))
 

@@ -14,6 +14,7 @@ import tfspec
 from tfspec.nn.attention import MultiHeadAttention, dropout_keep_mask
 from tfspec.nn.masking import MaskSet
 from tfspec.variants.masks import causal as causal_rule, window as window_rule
+from numerics import FLOAT32, assert_close, close
 
 P = 0.25
 
@@ -106,14 +107,14 @@ def test_blocked_equals_dense_given_the_same_dropout_mask(case):
     keep_masks(model, 2, 37)
     dense, dense_grads = run(model, tokens, extra, None)
     blocked, blocked_grads = run(model, tokens, extra, 8)
-    assert torch.allclose(blocked, dense, atol=1e-5, rtol=1e-5), (blocked - dense).abs().max()
+    assert_close(blocked, dense, FLOAT32)
     assert dense_grads.keys() == blocked_grads.keys()
     for name, grad in dense_grads.items():
-        assert torch.allclose(blocked_grads[name], grad, atol=1e-5, rtol=1e-4), (name, (blocked_grads[name] - grad).abs().max())
+        assert_close(blocked_grads[name], grad, 1e-4, msg=name)
     # and the mask matters: another keep mask gives another output
     for attention in attentions(model):
         attention.dropout_keep = lambda shape, rows, keys: torch.ones(shape, dtype=torch.bool)
-    assert not torch.allclose(run(model, tokens, extra, 8)[0], dense, atol=1e-4)
+    assert not close(run(model, tokens, extra, 8)[0], dense, 1e-4)
 
 
 def test_cross_attention_in_blocks_equals_dense():
@@ -145,9 +146,9 @@ head tied(tokens)
         return logits.detach(), [p.grad.clone() for p in model.parameters()]
 
     (dense, dense_grads), (blocked, blocked_grads) = run(None), run(6)
-    assert torch.allclose(blocked, dense, atol=1e-5)
+    assert_close(blocked, dense, FLOAT32)
     for grad, expected in zip(blocked_grads, dense_grads):
-        assert torch.allclose(grad, expected, atol=1e-5, rtol=1e-4)
+        assert_close(grad, expected, 1e-4)
 
 
 def test_blocked_equals_the_formula():
@@ -165,9 +166,9 @@ def test_blocked_equals_the_formula():
     scores = scores.masked_fill(~torch.ones(21, 21, dtype=torch.bool).tril(), float("-inf"))
     mixed = (scores.softmax(-1) * keep / (1 - P)) @ v
     expected = attention.out(mixed.transpose(1, 2).reshape(3, 21, 16))
-    assert torch.allclose(y, expected, atol=1e-6)
+    assert_close(y, expected, FLOAT32)
     grad = torch.autograd.grad(y.square().sum(), x)[0]
-    assert torch.allclose(grad, torch.autograd.grad(expected.square().sum(), x)[0], atol=1e-5)
+    assert_close(grad, torch.autograd.grad(expected.square().sum(), x)[0], FLOAT32)
 
 
 def one_hot_attention(length: int, rules: list, band=None) -> MultiHeadAttention:
@@ -201,7 +202,7 @@ def test_drawn_masks_keep_at_the_rate_and_scale_and_backward_replays_them(patter
     torch.manual_seed(3)
     y = attention(x)
     scaled = y.detach() * (1 - P) * allowed.sum(-1, keepdim=True)  # the keep mask: 0 or 1
-    assert torch.allclose(scaled, scaled.round(), atol=1e-4)
+    assert_close(scaled, scaled.round(), 1e-4)
     keep = scaled.round().bool()
     assert not (keep & ~allowed).any()  # never a key the mask hides
     rate = keep.float().sum() / (2 * allowed.sum())
@@ -212,7 +213,7 @@ def test_drawn_masks_keep_at_the_rate_and_scale_and_backward_replays_them(patter
     # feeding values), so d(sum(g · y))/dx through the values is A^T g, with A read off the output above
     g = torch.randn_like(y)
     (grad,) = torch.autograd.grad((y * g).sum(), x)
-    assert torch.allclose(grad, y.detach().transpose(1, 2) @ g, atol=1e-5)
+    assert_close(grad, y.detach().transpose(1, 2) @ g, FLOAT32)
 
 
 def test_blocks_keep_what_grows_with_n_times_the_block():

@@ -11,6 +11,7 @@ import tfspec
 from tfspec.nn.context import Context
 from tfspec.inspect.analysis import parameter_table
 from tfspec.backend.compiler import parameter_roles
+from numerics import FLOAT32, assert_close, close
 
 EXAMPLES = ["examples/gpt2_small.tfs", "examples/bert_base.tfs", "examples/vaswani_base.tfs",
             "examples/vaswani_big.tfs", "examples/gpt1.tfs"]
@@ -104,7 +105,7 @@ def test_padded_row_never_reads_the_future():
     changed[0, 3:] = (changed[0, 3:] + 1) % 30
     with torch.no_grad():
         a, b = model(tokens, pad), model(changed, pad)
-    assert torch.allclose(a[:, :3], b[:, :3], atol=1e-6)
+    assert_close(a[:, :3], b[:, :3], FLOAT32)
 
 
 def test_window_mask_matches_a_naive_softmax():
@@ -119,7 +120,7 @@ encoder x 1 { attention self heads=1 mask=window(2) bias=false; feedforward d_ff
     i = torch.arange(5)
     scores = scores.masked_fill((i[:, None] - i[None, :]).abs() >= 2, float("-inf"))
     expected = attention.out(scores.softmax(-1) @ v)
-    assert torch.allclose(attention(x), expected, atol=1e-6)
+    assert_close(attention(x), expected, FLOAT32)
 
 
 def test_additive_attention_matches_its_formula():
@@ -136,7 +137,7 @@ encoder x 1 { attention self heads=2 kind=additive mask=padding; feedforward d_f
     scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
     expected = attention.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(1, 4, 8))
     ctx = Context(positions=torch.arange(4)[None], padding=pad)
-    assert torch.allclose(attention(x, ctx), expected, atol=1e-6)
+    assert_close(attention(x, ctx), expected, FLOAT32)
 
 
 def test_gated_feedforward_uses_first_half_as_gate():
@@ -147,7 +148,7 @@ encoder x 1 { feedforward d_ff=6 activation=swiglu }
     ffn = model.encoder.layers[0].ffn
     x = torch.randn(3, 8)
     gate, value = ffn.up(x)[:, :6], ffn.up(x)[:, 6:]
-    assert torch.allclose(ffn(x), ffn.down(F.silu(gate) * value), atol=1e-6)
+    assert_close(ffn(x), ffn.down(F.silu(gate) * value), FLOAT32)
 
 
 def test_sinusoidal_positions_follow_the_paper():
@@ -268,7 +269,7 @@ def test_torch_compile_fullgraph_has_no_graph_breaks(text, args):
         expected, got = model(*inputs), compiled(*inputs)
     expected = expected if isinstance(expected, tuple) else (expected,)
     got = got if isinstance(got, tuple) else (got,)
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(expected, got))
+    assert all(close(a, b, FLOAT32) for a, b in zip(expected, got))
 
 
 def test_wiring_form_compiles_to_the_written_dataflow():
@@ -279,7 +280,7 @@ decoder x 1 { h = norm(x); x = x + attention(h, heads=2, mask=causal) + feedforw
     layer = model.decoder.layers[0]
     x = torch.randn(2, 5, 16)
     h = layer.norm(x)
-    assert torch.allclose(layer(x), x + layer.self_attn(h) + layer.ffn(h), atol=1e-6)
+    assert_close(layer(x), x + layer.self_attn(h) + layer.ffn(h), FLOAT32)
     assert "self.norm(x)" in layer.code
 
 
@@ -300,7 +301,7 @@ def test_a_residual_scale_in_the_wiring_form_is_deepnets_update():
     x = torch.randn(2, 5, 16)
     h = layer.norm(alpha * x + layer.self_attn(x))
     expected = layer.norm_1(alpha * h + layer.ffn(h))
-    assert torch.allclose(layer(x), expected, atol=1e-6)
+    assert_close(layer(x), expected, FLOAT32)
     g = model.spec.graph()
     assert {n.label for n in g.of(ir.Scale)} == {f"Scale (×{alpha:g})"}
     residual_into = {type(n) for n in g.ordered() for src, port in zip(n.inputs, n.ports)

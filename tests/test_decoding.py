@@ -19,6 +19,7 @@ from tfspec.errors import LengthError
 from tfspec.run.decoding import (Continuation, RowProductsAsReductions, Strategy, beam_search, cache_supported,
                                  compiled_step, complete, decode_step, filter_logits, length_penalty, module_state,
                                  sample)
+from numerics import FLOAT32, assert_close, close
 
 
 # ---------------------------------------------------------------- KV cache
@@ -46,18 +47,18 @@ def test_cached_decoding_gives_the_logits_of_full_recomputation(generated, data)
         static.step = functools.partial(decode_step, static)
         first = full.feed(tokens[:, :prompt])
         for steps in (cached, static):
-            assert torch.allclose(steps.feed(tokens[:, :prompt]), first, atol=1e-5, rtol=0)
+            assert_close(steps.feed(tokens[:, :prompt]), first, FLOAT32)
         for i in range(prompt, prompt + new):  # one token at a time, as decoding does
             a, b, c = cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1]), static.feed(tokens[:, i:i + 1])
-            assert torch.allclose(a, b, atol=1e-5, rtol=0), (a - b).abs().max()
-            assert torch.allclose(c, b, atol=1e-5, rtol=0), (c - b).abs().max()
+            assert_close(a, b, FLOAT32)
+            assert_close(c, b, FLOAT32)
     # and the decoder's own forward over the whole sequence agrees at every position
     with torch.no_grad():
         steps = Continuation(model, src, use_cache=True)
         per_step = torch.stack([steps.feed(tokens[:, i:i + 1]) for i in range(tokens.shape[1])], dim=1)
         whole = model.decode(tokens, model.encode(src)) if src is not None else model(tokens)
         whole = whole[0] if isinstance(whole, tuple) else whole
-    assert torch.allclose(per_step, whole, atol=1e-5, rtol=0)
+    assert_close(per_step, whole, FLOAT32)
 
 
 def test_cache_grows_by_one_position_per_token_and_memory_is_projected_once():
@@ -281,10 +282,10 @@ def test_a_compiled_step_gives_the_logits_of_eager_decoding_without_recompiling(
     with torch.no_grad():
         eager = Continuation(model, prompt_padding_mask=padding)
         compiled = Continuation(model, prompt_padding_mask=padding, compile="eager", max_len=27)
-        assert torch.allclose(compiled.feed(prompt), eager.feed(prompt), atol=1e-5)
+        assert_close(compiled.feed(prompt), eager.feed(prompt), FLOAT32)
         for i in range(new.shape[1]):
             a, b = compiled.feed(new[:, i:i + 1]), eager.feed(new[:, i:i + 1])
-            assert torch.allclose(a, b, atol=1e-5), (i, (a - b).abs().max())
+            assert_close(a, b, FLOAT32, msg=i)
     capacities = {kv.capacity for layer in compiled.cache for kv in layer.values()}
     assert capacities == {5, 27}  # window(5) with causal: 4 keys back and the new one
     assert no_recompiles["stats"]["unique_graphs"] == 1
@@ -337,16 +338,16 @@ def test_each_model_gets_its_own_step_and_a_changed_model_a_new_one(no_recompile
         return torch.stack([steps.feed(tokens[:, :5])] + [steps.feed(tokens[:, i:i + 1]) for i in range(5, 17)])
     with torch.no_grad():
         expected = [decode(model) for model in (first, second)]
-        assert not torch.allclose(expected[0], expected[1], atol=1e-3)
+        assert not close(expected[0], expected[1], 1e-3)
         for model, logits in zip((first, second), expected):
-            assert torch.allclose(decode(model, compile="eager", max_len=17), logits, atol=1e-5)
+            assert_close(decode(model, compile="eager", max_len=17), logits, FLOAT32)
         step = compiled_step(first, "eager")
         assert compiled_step(first, "eager") is step
-        assert torch.allclose(decode(first, compile="eager", max_len=17), expected[0], atol=1e-5)
+        assert_close(decode(first, compile="eager", max_len=17), expected[0], FLOAT32)
         for norm in norms[0]:
             norm.eps = 3.0
         assert compiled_step(first, "eager") is not step
-        assert torch.allclose(decode(first, compile="eager", max_len=17), expected[1], atol=1e-5)
+        assert_close(decode(first, compile="eager", max_len=17), expected[1], FLOAT32)
     assert no_recompiles["stats"]["unique_graphs"] == 3
 
 
@@ -408,11 +409,11 @@ def test_a_few_rows_of_logits_are_the_linear_map_and_its_gradients(shape, bias):
     ours = logits_of(x, weight, b)
     theirs = torch.nn.functional.linear(x, weight, b)
     rows = math.prod(shape[:-1])
-    assert ours.shape == theirs.shape and torch.allclose(ours, theirs, atol=1e-5)
+    assert ours.shape == theirs.shape and close(ours, theirs, FLOAT32)
     assert ours.is_contiguous() == (not 1 < rows <= 64)  # the transposed product over 2 to 64 rows
     inputs = [t for t in (x, weight, b) if t is not None]
     for g, h in zip(torch.autograd.grad(ours, inputs, grad), torch.autograd.grad(theirs, inputs, grad)):
-        assert torch.allclose(g, h, atol=1e-4)
+        assert_close(g, h, 1e-4)
 
 
 def test_one_rows_linear_maps_as_reductions_compute_the_linear_map():
@@ -438,7 +439,7 @@ def test_one_rows_linear_maps_as_reductions_compute_the_linear_map():
     assert seen.count(F.linear) == 3
     for got, expected in zip(reduced, [F.linear(one, weight, bias), F.linear(one, weight),
                                        F.linear(one[0, 0], weight, bias)]):
-        assert got.shape == expected.shape and torch.allclose(got, expected, rtol=1e-5, atol=1e-5)
+        assert got.shape == expected.shape and close(got, expected, FLOAT32)
     for got, expected in zip(untouched, [F.linear(two, weight, bias), F.linear(one.double(), weight.double(),
                                          bias.double()), F.linear(one.bfloat16(), weight.bfloat16())]):
         assert torch.equal(got, expected)

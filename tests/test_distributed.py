@@ -20,6 +20,7 @@ from safetensors.torch import load_file
 
 import tfspec.run.checkpoint as ckpt
 from tfspec.run.train import TrainConfig, read_metrics, resume, train
+from numerics import FLOAT32, assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"layers": 1, "d_model": 32, "heads": 2, "d_ff": 32}
@@ -54,8 +55,8 @@ def assert_same_losses(got: list[float], expected: list[float]) -> None:
 
 def assert_same_weights(a: dict, b: dict) -> None:
     assert a.keys() == b.keys()
-    worst = max((a[k] - b[k]).abs().max().item() for k in a)
-    assert worst <= 1e-5, f"largest weight difference {worst:.2e}"
+    for k in a:
+        assert_close(a[k], b[k], FLOAT32, msg=k)
 
 
 @pytest.fixture(scope="module")

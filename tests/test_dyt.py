@@ -6,6 +6,7 @@ import torch
 import tfspec
 from tfspec import ir
 from tfspec.inspect.verify import verify
+from numerics import FLOAT32, assert_close
 
 SPEC = ("embedding tokens {{ vocab 40; dim 16; position learned(32) }}\n"
         "decoder x 2 {{ residual pre; norm {norm}; attention self heads=2 mask=causal; feedforward d_ff=32; "
@@ -32,13 +33,13 @@ def test_a_layer_computes_the_formula_in_each_norms_place():
     norm = lambda m, t: dyt(t, m.alpha, m.weight, m.bias)  # noqa: E731
     h = x + layer.self_attn(norm(layer.self_attn_norm, x))
     expected = h + layer.ffn(norm(layer.ffn_norm, h))
-    torch.testing.assert_close(layer(x), expected, rtol=0, atol=0)
+    assert_close(layer(x), expected, 0)
     tokens = torch.randint(0, 40, (2, 7))
     hidden = model.embeddings["tokens"](tokens, torch.arange(7)[None])
     for each in model.decoder.layers:
         hidden = each(hidden)
     logits = norm(model.decoder.final_norm, hidden) @ model.embeddings["tokens"].tokens.weight.T
-    torch.testing.assert_close(model(tokens), logits, rtol=1e-6, atol=1e-6)
+    assert_close(model(tokens), logits, FLOAT32)
 
 
 @pytest.mark.parametrize("init", ["normal", "gpt2", "xavier", "t5(factor=0.5)"])

@@ -15,6 +15,7 @@ from tfspec.interop.hf_gpt_neox import spec_text as neox_spec
 from tfspec.interop.hf_llama import from_hf_llama, to_hf_llama
 from tfspec.interop.hf_llama import spec_text as llama_spec
 from tfspec.interop.mapping import architecture_problems
+from numerics import FLOAT32, assert_close
 
 T = pytest.importorskip("transformers")
 
@@ -63,7 +64,7 @@ def assert_same_logits(ours, reference, vocab: int, length: int = 11):
         got = ours(ids, padding_mask=attention_mask == 0, position_ids=positions)
     real = attention_mask.bool()  # HF's outputs at padded positions are arbitrary
     assert expected[real].abs().max() > 1e-3  # a real comparison, not of zeros
-    assert (got[real] - expected[real]).abs().max() <= 1e-5
+    assert_close(got[real], expected[real], FLOAT32)
 
 
 def pair(config, model_class, describe, load, seed=0):

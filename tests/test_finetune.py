@@ -20,6 +20,7 @@ import tfspec  # noqa: E402
 from tfspec.run import checkpoint as ckpt  # noqa: E402
 from tfspec.run.lora import LoraSettings, parse_settings  # noqa: E402
 from tfspec.run.train import TrainConfig, resume, train  # noqa: E402
+from numerics import FLOAT32, assert_close, close
 
 NOUNS = "cat dog bird fox cow hen".split()
 VERBS = "sees likes chases meets".split()
@@ -108,7 +109,7 @@ def test_lora_fine_tunes_an_imported_gpt2_on_a_text_it_never_saw(tmp_path, capsy
     assert main(["export", str(tmp_path / "tuned"), "--to", "hf", "-o", str(tmp_path / "exported")]) == 0
     exported = T.GPT2LMHeadModel.from_pretrained(tmp_path / "exported").eval()
     with torch.no_grad():
-        assert torch.allclose(exported(held_out[None]).logits, merged(held_out[None]), atol=1e-5)
+        assert_close(exported(held_out[None]).logits, merged(held_out[None]), FLOAT32)
 
 
 def test_the_merged_weights_compute_what_the_adapted_model_computes_and_resuming_is_exact(tmp_path):
@@ -123,10 +124,10 @@ def test_the_merged_weights_compute_what_the_adapted_model_computes_and_resuming
     assert not any(".lora_" in name for name in merged.state_dict())
     tokens = torch.randint(0, 40, (3, 9))
     with torch.no_grad():
-        assert torch.allclose(adapted(tokens), merged(tokens), atol=1e-5)
+        assert_close(adapted(tokens), merged(tokens), FLOAT32)
         # ... and they are not the initial model (a test of the merge that an untrained adapter would pass)
         untrained = tfspec.compile(spec, overrides=overrides, seed=0).eval()
-        assert not torch.allclose(untrained(tokens), merged(tokens), atol=1e-3)
+        assert not close(untrained(tokens), merged(tokens), 1e-3)
 
     train(spec, config, tmp_path / "split", overrides=overrides, progress=False, log=lambda _: None, stop_after=5)
     # as if stopped after step 5 before its checkpoint: resumes from step 3's adapters and frozen weights
@@ -180,7 +181,7 @@ def test_activation_checkpointing_gives_the_same_gradients():
     checkpointed, biases = _gradients(True)
     assert plain.keys() == checkpointed.keys() and len(plain) > 20
     for name in plain:
-        assert torch.allclose(plain[name], checkpointed[name], atol=1e-6, rtol=1e-5), name
+        assert_close(plain[name], checkpointed[name], FLOAT32, msg=name)
     # the mixture's correction bias moved once, as without checkpointing (not again in the recomputation)
     assert all(torch.equal(a, b) for a, b in zip(plain_biases, biases)) and any(b.abs().sum() > 0 for b in biases)
 

@@ -17,6 +17,7 @@ import tfspec.nn.flex as flex
 from tfspec.backend.compiler import attention_config
 from tfspec.nn.flex import flex_mix
 from tfspec.registry import ATTENTION_KINDS, MASKS
+from numerics import assert_close, close
 
 SPEC = """
 embedding tokens {{ vocab 50; dim 16; position learned(320) }}
@@ -97,7 +98,7 @@ def test_flex_attention_equals_the_dense_path(attention, length, counted):
         flex.FLEX_DEVICES.discard("cpu")
         dense, _ = run(model, tokens, extra, attention)
     real = torch.ones_like(tokens, dtype=torch.bool) if padding is None else ~padding
-    assert torch.allclose(flexed[real], dense[real], atol=2e-5), float((flexed - dense)[real].abs().max())
+    assert_close(flexed[real], dense[real], 2e-5)
 
 
 def test_only_plain_softmax_over_a_structural_pattern_takes_it():
@@ -147,6 +148,6 @@ def test_on_cuda_flex_attention_equals_the_dense_path_with_gradients(attention, 
         results.append((out[real].detach(), [p.grad.clone() for p in model.parameters()]))
     assert len(calls) == 2, "both layers took FlexAttention on CUDA"
     (a, grads_a), (b, grads_b) = results
-    assert torch.allclose(a, b, atol=1e-4)
-    assert all(torch.allclose(x, y, atol=1e-4) for x, y in zip(grads_a, grads_b))
+    assert_close(a, b, 1e-4)
+    assert all(close(x, y, 1e-4) for x, y in zip(grads_a, grads_b))
 

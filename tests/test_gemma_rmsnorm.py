@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import tfspec
+from numerics import FLOAT32, assert_close
 
 SPEC = ("embedding tokens {{ vocab 40; dim 16; position learned(32) }}\n"
         "decoder x 2 {{ residual pre; norm {norm}; attention self heads=2 mask=causal; feedforward d_ff=32; "
@@ -25,7 +26,7 @@ def test_a_layer_computes_the_formula_in_each_norms_place():
     norm = lambda m, t: formula(t, m.weight, 1e-5)  # noqa: E731
     h = x + layer.self_attn(norm(layer.self_attn_norm, x))
     expected = h + layer.ffn(norm(layer.ffn_norm, h))
-    torch.testing.assert_close(layer(x), expected, rtol=1e-6, atol=1e-6)
+    assert_close(layer(x), expected, FLOAT32)
 
 
 @pytest.mark.parametrize("init", ["normal", "gpt2", "t5(factor=0.5)"])
@@ -34,7 +35,7 @@ def test_the_offset_starts_at_zero_under_every_scheme(init):
     norms = [m for m in model.modules() if type(m).__name__ == "UnitOffsetRMSNorm"]
     assert len(norms) == 5 and all(torch.equal(m.weight, torch.zeros(16)) for m in norms)
     x = torch.randn(3, 16)
-    torch.testing.assert_close(norms[0](x), x / x.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt())
+    assert_close(norms[0](x), x / x.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt(), FLOAT32)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -46,5 +47,4 @@ def test_equals_hugging_faces_gemma2_norm(dtype):
         reference.weight.copy_(torch.randn(16, generator=torch.Generator().manual_seed(1)))
         ours.weight.copy_(reference.weight)
     x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(2)).to(dtype)
-    torch.testing.assert_close(ours(x), reference(x), rtol=1e-6 if dtype == torch.float32 else 0,
-                               atol=1e-6 if dtype == torch.float32 else 0)
+    assert_close(ours(x), reference(x), FLOAT32 if dtype == torch.float32 else 0)  # bf16: the same roundings

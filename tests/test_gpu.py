@@ -28,6 +28,7 @@ T = pytest.importorskip("transformers")
 T.logging.set_verbosity_error()
 
 from test_import import CONFIGS, outputs, saved  # noqa: E402 - the CPU tier's cases, reused on the GPU
+from numerics import assert_close
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +55,7 @@ def test_every_hugging_face_family_is_equal_on_cuda_in_float32_and_close_in_bflo
     model = tfspec.from_pretrained(directory)
     ours, theirs = on(DEVICE, torch.float32, model, reference)
     got, expected, real = outputs(ours, theirs, cls, DEVICE, pooler_tolerance=1e-4)
-    assert (got - expected)[real].abs().max().item() <= 1e-4
+    assert_close(got[real], expected[real], 1e-4)
     truth = expected[real].float()
     ours16, theirs16 = on(DEVICE, torch.bfloat16, model, reference)
     got16, expected16, _ = outputs(ours16, theirs16, cls, DEVICE, pooler_tolerance=None)
@@ -82,7 +83,7 @@ def test_torch_nn_transformer_is_equal_on_cuda(norm_first):
         got = ours(src, tgt, src_pad)
         expected = theirs(embed[src], embed[tgt], tgt_mask=theirs.generate_square_subsequent_mask(6, device=DEVICE),
                           src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad, tgt_is_causal=True)
-    assert (got - expected).abs().max().item() <= 1e-4
+    assert_close(got, expected, 1e-4)
 
 
 # ---------------------------------------------------------------- masking, decoding
@@ -113,7 +114,7 @@ def test_cached_decoding_gives_the_logits_of_recomputation_on_cuda():
         steps = Continuation(model, use_cache=True)
         cached = [steps.feed(tokens[:, :8])]  # the prompt, then a token at a time
         cached += [steps.feed(tokens[:, i: i + 1]) for i in range(8, 20)]
-    assert (torch.stack(cached, 1) - full[:, 7:]).abs().max().item() <= 1e-4
+    assert_close(torch.stack(cached, 1), full[:, 7:], 1e-4)
 
 
 # ---------------------------------------------------------------- training and checkpoints

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import tfspec
 from tfspec.inspect.analysis import AnalysisError, analyse
 from tfspec.inspect.measure import measure
+from numerics import FLOAT32, assert_close
 
 SPEC = """embedding image {{ image 12; patch 4; channels 2; dim 24; class_token {cls}; position learned(10) }}
 encoder x 2 {{ residual pre; attention self heads=3; feedforward d_ff=32 activation=gelu; final layernorm }}
@@ -29,10 +30,10 @@ def test_the_patch_embedding_is_a_convolution_whose_kernel_is_its_stride():
         patches = F.conv2d(pixels, kernel, embedding.patches.bias, stride=4).flatten(2).transpose(1, 2)  # row-major
         expected = torch.cat((embedding.class_token.expand(3, 1, 24), patches), dim=1) \
             + embedding.positions(positions)
-        assert torch.allclose(embedding(pixels, positions), expected, atol=1e-6)
+        assert_close(embedding(pixels, positions), expected, FLOAT32)
         # the classifier reads the class token's final state
         hidden = model.encoder(embedding(pixels, positions), model.context("encoder", "pixel_values", pixels, {}))
-        assert torch.allclose(model(pixels), hidden[:, 0] @ model.head.weight.T + model.head.bias, atol=1e-6)
+        assert_close(model(pixels), hidden[:, 0] @ model.head.weight.T + model.head.bias, FLOAT32)
 
 
 @pytest.mark.parametrize("cls", ["true", "false"])
@@ -125,7 +126,7 @@ def test_a_vision_transformer_learns_the_digits_from_the_command_line(tmp_path, 
     pixels, _ = digit_pictures(16, 16, 1, torch.Generator().manual_seed(9))
     with torch.no_grad():
         ours, theirs = checkpoint.load(tmp_path / "run").model().eval()(pixels), reference(pixel_values=pixels).logits
-    assert (ours - theirs).abs().max().item() <= 1e-5
+    assert_close(ours, theirs, FLOAT32)
 
 
 @pytest.mark.parametrize("columns_first", [False, True])

@@ -9,6 +9,7 @@ import torch
 import tfspec
 from tfspec.nn.context import Context
 from tfspec.inspect.verify import verify
+from numerics import FLOAT32, assert_close
 
 SPEC = ("embedding tokens {{ vocab 50; dim 16 }}\n"
         "decoder x 2 {{ residual pre; position {position}; attention self heads=2 mask={mask}; feedforward d_ff=32 }}\n"
@@ -39,12 +40,11 @@ def test_each_layer_adds_its_own_learned_bias(mask):
         x = model.embeddings["tokens"](tokens, torch.arange(n)[None])
         for layer in model.decoder.layers:
             attention = layer.self_attn
-            torch.testing.assert_close(attention(layer.self_attn_norm(x), ctx),
-                                       naive_attention(attention, layer.self_attn_norm(x), attention.position.r1,
-                                                       attention.position.r2, allowed), rtol=1e-5, atol=1e-5)
+            expected = naive_attention(attention, layer.self_attn_norm(x), attention.position.r1, attention.position.r2,
+                                       allowed)
+            assert_close(attention(layer.self_attn_norm(x), ctx), expected, FLOAT32)
             x = layer(x, ctx)
-        torch.testing.assert_close(model(tokens), x @ model.embeddings["tokens"].tokens.weight.T, rtol=1e-5,
-                                   atol=1e-5)
+        assert_close(model(tokens), x @ model.embeddings["tokens"].tokens.weight.T, FLOAT32)
 
 
 def test_r1_and_r2_start_as_written_and_are_learned():

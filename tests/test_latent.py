@@ -11,6 +11,7 @@ import torch
 
 import tfspec
 from tfspec.inspect.analysis import analyse
+from numerics import assert_close
 
 SPEC = """embedding tokens {{ vocab 40; dim 24; position none }}
 decoder x 2 {{ residual pre; position rotary(theta=100, interleaved=true)
@@ -65,7 +66,7 @@ def test_latent_attention_is_the_formula(options):
     attention = model.decoder.layers[0].self_attn
     x = torch.randn(1, 7, 24, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        assert torch.allclose(attention(x)[0], naive(attention, x[0], torch.arange(7.0)), atol=1e-4)
+        assert_close(attention(x)[0], naive(attention, x[0], torch.arange(7.0)), 1e-4)
 
 
 def test_the_cache_keeps_the_latent_and_decodes_as_recomputation():
@@ -80,7 +81,7 @@ def test_the_cache_keeps_the_latent_and_decodes_as_recomputation():
         pairs = [(cached.feed(tokens[:, :5]), full.feed(tokens[:, :5]))]
         pairs += [(cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1])) for i in range(5, 9)]
     for a, b in pairs:
-        assert torch.allclose(a, b, atol=1e-4)
+        assert_close(a, b, 1e-4)
     for layer in cached.cache:
         slot = layer["self_attn"]
         # the latent (kv_rank 8) and the rotated shared key (rope_dim 4), one "head": not 3 heads' keys and values

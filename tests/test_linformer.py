@@ -10,6 +10,7 @@ import torch
 
 import tfspec
 from tfspec.nn.linformer import LinformerAttention
+from numerics import FLOAT32, FLOAT64, assert_close
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 SPEC = """
@@ -49,7 +50,7 @@ def test_attention_is_the_papers_formula_in_every_sharing_mode(shared_heads, sha
     padded = torch.arange(9)[None] < torch.tensor([[0], [4]])
     mask = torch.zeros(2, 1, 9, 9, dtype=torch.float64).masked_fill(padded[:, None, None], torch.finfo(torch.float64).min)
     F = core.proj_k if shared_kv else core.proj_v
-    assert torch.allclose(core.mix(q, k, v, mask, False), naive_linformer(q, k, v, core.proj_k, F, padded), atol=1e-10)
+    assert_close(core.mix(q, k, v, mask, False), naive_linformer(q, k, v, core.proj_k, F, padded), FLOAT64)
     assert (core.proj_v is None) == shared_kv and (core.proj_k.dim() == 3) == (not shared_heads)
 
 
@@ -60,7 +61,7 @@ def test_outputs_at_real_positions_ignore_what_padding_holds():
     other = tokens.masked_fill(padded, 3)
     with torch.no_grad():
         a, b = model(tokens, padding_mask=padded), model(other, padding_mask=padded)
-    assert torch.allclose(a[~padded], b[~padded], atol=1e-6)
+    assert_close(a[~padded], b[~padded], FLOAT32)
 
 
 def test_longer_inputs_and_masks_of_structure_are_refused_with_the_reason():
@@ -107,7 +108,7 @@ def test_layerwise_sharing_gives_the_stack_one_projection_that_every_layer_uses(
         x = layer.self_attn_norm(x + attention.out(y))
         x = layer.ffn_norm(x + layer.ffn(x))
     expected = model.head(x)
-    assert torch.allclose(model(tokens, padding_mask=padding), expected, atol=1e-10)
+    assert_close(model(tokens, padding_mask=padding), expected, FLOAT64)
 
     # every layer's gradient adds up in E: equal to the sum over three separate copies, one per layer
     def loss():
@@ -122,7 +123,7 @@ def test_layerwise_sharing_gives_the_stack_one_projection_that_every_layer_uses(
         copies.append(separate.proj_k)
     loss().backward()
     assert all(c.grad.abs().sum() > 0 for c in copies)
-    assert torch.allclose(E.grad, sum(c.grad for c in copies), atol=1e-12)
+    assert_close(E.grad, sum(c.grad for c in copies), FLOAT64)
 
 
 def test_layerwise_sharing_survives_moves_copies_and_checkpoints(tmp_path):

@@ -10,6 +10,7 @@ import tfspec
 from tfspec.inspect.analysis import analyse
 from tfspec.inspect.measure import measure
 from tfspec.registry import band_chunk
+from numerics import FLOAT32, assert_close, close
 
 SPEC = """embedding tokens {{ vocab 50; dim 16; position learned(128) }}
 encoder x 1 {{ attention self heads=2 kind=longformer mask={mask} bias={bias}; feedforward d_ff=32 }}"""
@@ -54,12 +55,12 @@ def test_window_and_global_tokens_equal_the_definition(length, mask, reach):
         ours = attention(x, ctx)
         expected = naive_layer_attention(attention, x, padding, (marks != 0) & ~padding, reach)
         real = ~padding
-        assert torch.allclose(ours[real], expected[real], atol=1e-5)
+        assert_close(ours[real], expected[real], FLOAT32)
         banded = attention.band is not None and band_chunk(length, attention.band) is not None
         assert banded == (length == 70 and mask != "none")
         without = attention(x, model.context("encoder", "tokens", torch.zeros(2, length, dtype=torch.long), {},
                                              given))
-        assert not torch.allclose(ours[real], without[real], atol=1e-3)  # the global tokens change every row
+        assert not close(ours[real], without[real], 1e-3)  # the global tokens change every row
 
 
 def test_analysis_counts_the_global_projections_and_the_windowed_cost():
@@ -123,5 +124,5 @@ def test_global_tokens_compute_what_hugging_face_computes(tmp_path, length):
         ours, pooled = model(tokens, padding_mask=mask == 0, global_tokens=marks)
         theirs = reference(input_ids=tokens, attention_mask=mask, global_attention_mask=marks)
     real = mask == 1
-    assert (ours - theirs.last_hidden_state)[real].abs().max().item() <= 1e-5
-    assert (pooled - theirs.pooler_output).abs().max().item() <= 1e-5
+    assert_close(ours[real], theirs.last_hidden_state[real], FLOAT32)
+    assert_close(pooled, theirs.pooler_output, FLOAT32)

@@ -205,21 +205,33 @@ def test_completion_offers_what_fits_where_the_cursor_is(client, tmp_path):
         found = client.request("textDocument/completion", {"textDocument": {"uri": uri}, "position": position})
         return {item["label"]: item for item in found["items"]}
 
+    def first(found: dict, count: int) -> set:  # those starting with the word typed so far come first
+        return set(list(found)[:count])
+
     top = labels(GOOD + "de\n", {"line": GOOD.count("\n"), "character": 2})
-    assert set(top) == {"decoder", "defaults"}
+    assert first(top, 2) == {"decoder", "defaults"} and {"model", "embedding", "head"} <= set(top)
+    assert top["decoder"]["textEdit"]["range"] == {"start": {"line": GOOD.count("\n"), "character": 0},
+                                                    "end": {"line": GOOD.count("\n"), "character": 2}}
     options = labels(GOOD.replace("mask=causal", "mask=causal position=rotary(th"), "rotary(th")
-    assert set(options) == {"theta="} and options["theta="]["detail"] == "default: 10000"
+    assert first(options, 1) == {"theta="} and options["theta="]["detail"] == "default: 10000"
     variants = labels(GOOD.replace("mask=causal", "mask=causal + "), "causal + ")
     assert {"padding", "window", "causal"} <= set(variants)
     assert "rotary" not in variants  # a position scheme is no mask
     arguments = labels(GOOD.replace("heads=4", "heads=4 kv"), "heads=4 kv")
-    assert set(arguments) == {"kv_heads="}
+    assert first(arguments, 1) == {"kv_heads="} and "kv_heads=" in arguments and "heads=" not in arguments  # given
     settings = labels(GOOD.replace("  feedforward", "  act\n  feedforward"), "  act")
-    assert set(settings) == {"activation", "act_dropout"}
+    assert first(settings, 2) == {"activation", "act_dropout"}
     names = labels(GOOD.replace("4 * d_model", "4 * d_"), "4 * d_")
-    assert set(names) == {"d_model"} and names["d_model"]["detail"] == "= 64"
+    assert first(names, 1) == {"d_model"} and names["d_model"]["detail"] == "= 64"
     norms = labels(GOOD.replace("{ vocab 100; dim d_model }", "{ vocab 100; dim d_model; norm rms }"), "norm rms")
-    assert set(norms) == {"rmsnorm"}
+    assert first(norms, 1) == {"rmsnorm"} and "layernorm" in norms
+    # inside a mistyped word: the place's candidates, each replacing the whole word (the editor filters fuzzily)
+    text = GOOD.replace("mask=causal", "mask=casual")
+    inside = labels(text, "mask=cas")
+    line = _at(text, "casual")["line"]
+    assert "causal" in inside and inside["causal"]["textEdit"] == {
+        "range": {"start": _at(text, "casual"), "end": _at(text, "casual", len("casual"))}, "newText": "causal"}
+    assert "rotary" not in inside and line == _at(text, "mask=cas")["line"]
 
 
 def test_definition_and_rename_of_a_let(client, tmp_path):
@@ -359,3 +371,70 @@ def test_the_grammar_colours_each_kind_of_word():
     assert comments[0] == lines[0] and all(c.startswith("#") for c in comments)
     assert not any(scope.startswith("support.function") and lines[n][s:e] == "rotary"
                    for n, s, e, scope in highlight(source) if lines[n].lstrip().startswith("#"))
+
+
+@pytest.mark.parametrize("position", [{"line": -1, "character": 0}, {"line": 0, "character": 2 ** 31},
+                                      {"line": 2 ** 31, "character": 0}])
+def test_a_position_outside_the_protocol_is_answered_with_invalid_params(client, tmp_path, position):
+    uri = (tmp_path / "positions.tfs").as_uri()
+    client.open(uri, GOOD)
+    for method in ("textDocument/hover", "textDocument/completion", "textDocument/definition"):
+        client.next_id += 1
+        client.send({"id": client.next_id, "method": method, "params": {"textDocument": {"uri": uri},
+                                                                         "position": position}})
+        reply = client.wait(lambda m: m.get("id") == client.next_id and "method" not in m)
+        assert reply["error"]["code"] == -32602 and method in reply["error"]["message"], reply
+    assert client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 10 ** 6,
+                                                                                            "character": 10 ** 6}}) \
+        is None  # inside the protocol's range, past the text: nothing there
+    assert client.process.poll() is None
+
+
+def _session(*messages: bytes, timeout: float = 60) -> subprocess.CompletedProcess:
+    """A server process fed ``messages`` (framed bytes) and then the end of its input."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "tfspec", "lsp"], input=b"".join(messages), capture_output=True,
+                          env=env, cwd=ROOT, timeout=timeout)
+
+
+def _framed(message: dict) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def _replies(stdout: bytes) -> list[dict]:
+    out, rest = [], stdout
+    while rest:
+        head, _, rest = rest.partition(b"\r\n\r\n")
+        length = int(next(line for line in head.split(b"\r\n") if line.startswith(b"Content-Length:")).split(b":")[1])
+        out.append(json.loads(rest[:length]))
+        rest = rest[length:]
+    return out
+
+
+INITIALIZE = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+
+
+def test_a_request_after_shutdown_is_an_invalid_request_and_exit_then_is_0():
+    done = _session(_framed(INITIALIZE), _framed({"method": "initialized", "params": {}}),
+                    _framed({"id": 2, "method": "shutdown"}),
+                    _framed({"id": 3, "method": "textDocument/hover", "params": {
+                        "textDocument": {"uri": "file:///x.tfs"}, "position": {"line": 0, "character": 0}}}),
+                    _framed({"method": "exit"}))
+    replies = {r["id"]: r for r in _replies(done.stdout) if "id" in r}
+    assert replies[2]["result"] is None and replies[3]["error"]["code"] == -32600, replies
+    assert done.returncode == 0, done.stderr
+
+
+def test_exit_without_shutdown_is_status_1():
+    done = _session(_framed(INITIALIZE), _framed({"method": "exit"}))
+    assert done.returncode == 1, done.stderr
+
+
+def test_a_content_length_past_the_bound_ends_the_session_in_one_line():
+    done = _session(_framed(INITIALIZE), b"Content-Length: 1000000000000000000\r\n\r\n{}", timeout=60)
+    assert done.returncode == 1
+    lines = done.stderr.decode().strip().splitlines()
+    assert lines[-1] == ("tfspec lsp: error: a message of 1,000,000,000,000,000,000 bytes (its Content-Length), more "
+                         "than the 67,108,864 a message may have; the session ends"), done.stderr
+    assert b"Traceback" not in done.stderr

@@ -11,6 +11,7 @@ import torch
 import tfspec
 from tfspec.inspect.analysis import analyse
 from tfspec.inspect.measure import measure
+from numerics import FLOAT32, assert_close, close
 
 SPEC = """embedding tokens {{ vocab 40; dim 16; position none }}
 decoder x 2 {{ residual pre; bias {bias}; attention self heads=2 mask=causal
@@ -59,7 +60,7 @@ def test_each_option_computes_its_definition(options, activation, bias):
     with torch.no_grad():
         got = moe(x)
         expected = naive(moe, x.reshape(-1, 16), moe.experts.activation, options).view_as(x)
-    assert torch.allclose(got, expected, atol=1e-5), float((got - expected).abs().max())
+    assert_close(got, expected, FLOAT32)
 
 
 @pytest.mark.parametrize("options", OPTIONS[2:] + ["4, 2, z_loss=0.1, aux_loss=0.01"])
@@ -111,9 +112,9 @@ def test_auxiliary_losses_equal_hugging_faces_and_are_logged_by_the_trainer(tmp_
         h.remove()
     losses = model.auxiliary_losses()
     expected = load_balancing_loss_func(tuple(logits), 4, 2)
-    assert torch.allclose(losses["moe_balance"], 0.5 * expected, atol=1e-6)
+    assert_close(losses["moe_balance"], 0.5 * expected, FLOAT32)
     z = torch.stack([torch.logsumexp(g, -1).square().mean() for g in logits]).mean()
-    assert torch.allclose(losses["moe_z"], 0.1 * z, atol=1e-6)
+    assert_close(losses["moe_z"], 0.1 * z, FLOAT32)
     assert model.eval()(ids) is not None and model.auxiliary_losses() == {}  # evaluation adds nothing
 
     # a padded batch: the padded positions' choices count for neither, as Hugging Face's attention mask says
@@ -126,8 +127,8 @@ def test_auxiliary_losses_equal_hugging_faces_and_are_logged_by_the_trainer(tmp_
     for h in hooks:
         h.remove()
     expected = load_balancing_loss_func(tuple(logits), 4, 2, attention_mask=(~padding).long())
-    assert torch.allclose(model.auxiliary_losses()["moe_balance"], 0.5 * expected, atol=1e-6)
-    assert not torch.allclose(expected, load_balancing_loss_func(tuple(logits), 4, 2), atol=1e-4)
+    assert_close(model.auxiliary_losses()["moe_balance"], 0.5 * expected, FLOAT32)
+    assert not close(expected, load_balancing_loss_func(tuple(logits), 4, 2), 1e-4)
 
     # from the command line: the Mixtral example at test size, its load-balancing loss switched on
     from tfspec.cli import main
@@ -164,7 +165,7 @@ def test_mixtral_and_qwen2_moe_blocks_equal_hugging_faces():
                          seed=0).decoder.layers[0].ffn.eval()
     copy_experts(moe, mixtral)
     with torch.no_grad():
-        assert torch.allclose(moe(x), mixtral(x), atol=1e-5)
+        assert_close(moe(x), mixtral(x), FLOAT32)
     config = T.Qwen2MoeConfig(hidden_size=16, moe_intermediate_size=12, num_experts=4, num_experts_per_tok=3,
                               shared_expert_intermediate_size=8, norm_topk_prob=False)
     qwen = perturbed(Qwen2MoeSparseMoeBlock(config)).eval()
@@ -176,7 +177,7 @@ def test_mixtral_and_qwen2_moe_blocks_equal_hugging_faces():
         moe.shared.up.weight.copy_(torch.cat([shared.gate_proj.weight, shared.up_proj.weight]))
         moe.shared.down.weight.copy_(shared.down_proj.weight)
         moe.shared_gate.weight.copy_(qwen.shared_expert_gate.weight)
-        assert torch.allclose(moe(x), qwen(x), atol=1e-5)
+        assert_close(moe(x), qwen(x), FLOAT32)
 
 
 def test_verify_checks_that_each_position_is_routed_alone():
@@ -198,7 +199,9 @@ def test_verify_checks_that_each_position_is_routed_alone():
 
     model.decoder.layers[0].ffn = Capacity(model.decoder.layers[0].ffn)
     from tfspec.inspect.verify import Subject
-    result = feedforward_locality(Subject(model.eval(), 6, 0, 12))
+    # a replaced position flips another's place against the median only now and then: 20 cases find it for every
+    # seed tried (12 of 12), 12 cases for 10 of 12
+    result = feedforward_locality(Subject(model.eval(), 20, 0, 12))
     assert result.status == "violated" and "does not map each position by itself" in result.detail
 
 
@@ -222,10 +225,10 @@ def test_deepseek_v3_routing_equals_hugging_faces_block():
         moe.shared.up.weight.copy_(torch.cat([shared.gate_proj.weight, shared.up_proj.weight]))
         moe.shared.down.weight.copy_(shared.down_proj.weight)
         x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(4))
-        assert torch.allclose(moe(x), reference(x), atol=1e-5)
+        assert_close(moe(x), reference(x), FLOAT32)
         uncorrected = moe.correction_bias.clone()
         moe.correction_bias.zero_()
-        assert not torch.allclose(moe(x), reference(x), atol=1e-3)  # the bias did change the choice
+        assert not close(moe(x), reference(x), 1e-3)  # the bias did change the choice
         moe.correction_bias.copy_(uncorrected)
     assert not moe.correction_bias.requires_grad  # adjusted outside gradient descent, as DeepSeek does
 
@@ -247,9 +250,9 @@ def test_deepseek_v2_group_limited_routing_equals_hugging_faces_block():
         moe.shared.up.weight.copy_(torch.cat([shared.gate_proj.weight, shared.up_proj.weight]))
         moe.shared.down.weight.copy_(shared.down_proj.weight)
         x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(4))
-        assert torch.allclose(moe(x), reference(x), atol=1e-5)
+        assert_close(moe(x), reference(x), FLOAT32)
         moe.group_score = "top2"
-        assert not torch.allclose(moe(x), reference(x), atol=1e-3)
+        assert not close(moe(x), reference(x), 1e-3)
 
 
 def test_the_correction_bias_moves_towards_balance_in_training_only():
@@ -271,7 +274,7 @@ def test_the_correction_bias_moves_towards_balance_in_training_only():
     moe.eval()(x)
     assert torch.equal(moe.correction_bias, bias)
     moe.train()(x)
-    assert torch.allclose(moe.correction_bias - bias, 0.05 * torch.sign(before.mean() - before))
+    assert_close(moe.correction_bias - bias, 0.05 * torch.sign(before.mean() - before), FLOAT32)
     for _ in range(40):
         moe(x)
     assert loads().std() < before.std() / 2, (before, loads())

@@ -9,6 +9,7 @@ import tfspec
 from tfspec.run.decoding import Continuation
 from tfspec.registry import MASKS
 from tfspec.inspect.verify import verify
+from numerics import FLOAT32, assert_close, close
 
 PREFIX_LM = """
 embedding tokens { vocab 40; dim 24; position learned(32) }
@@ -48,7 +49,7 @@ def test_without_prefix_lengths_it_is_the_causal_model():
     causal = tfspec.compile(PREFIX_LM.replace("mask=prefix", "mask=causal")).eval()
     causal.load_state_dict(model.state_dict())
     with torch.no_grad():
-        assert torch.allclose(model(tokens), causal(tokens), atol=1e-6)
+        assert_close(model(tokens), causal(tokens), FLOAT32)
 
 
 def test_the_prefix_is_bidirectional_and_the_rest_causal():
@@ -61,8 +62,8 @@ def test_the_prefix_is_bidirectional_and_the_rest_causal():
         base = model(tokens, prefix_lengths=prefix)
         inside = model(changed_in_prefix, prefix_lengths=prefix)
         after = model(changed_after, prefix_lengths=prefix)
-    assert not torch.allclose(base[:, :3], inside[:, :3], atol=1e-4)  # earlier prefix positions see position 3
-    assert torch.allclose(base[:, :5], after[:, :5], atol=1e-6)  # nothing before position 5 sees it
+    assert not close(base[:, :3], inside[:, :3], 1e-4)  # earlier prefix positions see position 3
+    assert_close(base[:, :5], after[:, :5], FLOAT32)  # nothing before position 5 sees it
 
 
 def test_prefix_lengths_differ_per_sequence():
@@ -71,7 +72,7 @@ def test_prefix_lengths_differ_per_sequence():
         both = model(tokens, prefix_lengths=torch.tensor([2, 6]))
         first = model(tokens[:1], prefix_lengths=torch.tensor([2]))
         second = model(tokens[1:], prefix_lengths=torch.tensor([6]))
-    assert torch.allclose(both, torch.cat((first, second)), atol=1e-6)
+    assert_close(both, torch.cat((first, second)), FLOAT32)
 
 
 def test_cached_prefix_lm_decoding_equals_recomputation_with_the_prompt_as_prefix():
@@ -85,7 +86,7 @@ def test_cached_prefix_lm_decoding_equals_recomputation_with_the_prompt_as_prefi
             logits.append(cached.feed(tokens[:, step:step + 1]))
         full = model(tokens, prefix_lengths=torch.tensor([5, 5]))
     expected = [full[:, 4], full[:, 5], full[:, 6], full[:, 7]]
-    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(logits, expected))
+    assert all(close(a, b, FLOAT32) for a, b in zip(logits, expected))
 
 
 @pytest.mark.parametrize("value, message", [

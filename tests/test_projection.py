@@ -8,6 +8,7 @@ import torch
 import tfspec
 from tfspec.inspect.analysis import analyse
 from tfspec.inspect.measure import measure
+from numerics import FLOAT32, assert_close
 
 SPEC = """embedding tokens {{ vocab 50; dim 8; project 16; position learned(20); norm layernorm; segments 2 }}
 {role} x 2 {{ attention self heads=2 mask={mask}; feedforward d_ff=32 }}
@@ -26,7 +27,7 @@ def test_the_embeddings_are_projected_and_the_head_maps_back():
         hidden = model.encoder(expected_in, model.context("encoder", "tokens", tokens, {}))
         head = model.head
         expected = head.transform_norm(head.transform_activation(head.transform(hidden))) @ table.tokens.weight.T
-        assert torch.allclose(model(tokens), expected + head.bias, atol=1e-6)
+        assert_close(model(tokens), expected + head.bias, FLOAT32)
 
 
 @pytest.mark.parametrize("role, mask", [("encoder", "padding"), ("decoder", "causal")])

@@ -16,6 +16,7 @@ from torch import nn
 import tfspec
 from tfspec.nn.feedforward import FeedForward, Gated
 from tfspec.nn.recompute import checkpointed, linear_of_activation
+from numerics import FLOAT32, close
 
 ACTIVATIONS = {"gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU(approximate="tanh"), "silu": nn.SiLU,
                "relu": nn.ReLU, "swiglu": lambda: Gated(nn.SiLU())}
@@ -93,7 +94,7 @@ def test_a_second_derivative_flows_through_the_recomputation():
         return torch.autograd.grad(grad_x.pow(2).sum(), list(ffn.parameters()))
 
     for got, expected in zip(penalty(type(ffn).__call__), penalty(plain)):
-        assert torch.allclose(got, expected, rtol=1e-6, atol=1e-6) and got.abs().sum() > 0
+        assert close(got, expected, FLOAT32) and got.abs().sum() > 0
 
 
 def test_hooks_already_in_place_still_receive_what_is_kept():

@@ -10,10 +10,11 @@ from tfspec.interop import InteropError
 from tfspec.interop.hf_bert import from_hf_bert, to_hf_bert
 from tfspec.interop.hf_gpt2 import from_hf_gpt2, to_hf_gpt2
 from tfspec.interop.torch_transformer import from_torch_transformer, to_torch_transformer
+from numerics import FLOAT32, assert_close
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
-TOL = 1e-5
+TOL = FLOAT32
 
 
 def torch_transformer_spec(residual: str, activation: str = "relu") -> str:
@@ -43,7 +44,7 @@ def test_matches_torch_nn_transformer(norm_first):
         theirs = reference(embed[src], embed[tgt], tgt_mask=reference.generate_square_subsequent_mask(6),
                            src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
                            memory_key_padding_mask=src_pad, tgt_is_causal=True)
-    assert (ours - theirs)[~tgt_pad].abs().max().item() <= TOL
+    assert_close(ours[~tgt_pad], theirs[~tgt_pad], TOL)
     fresh = torch.nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=3,
                                  dim_feedforward=48, batch_first=True, norm_first=norm_first)
     fresh.load_state_dict(to_torch_transformer(model))  # strict: every key present and used
@@ -86,8 +87,8 @@ def test_matches_hf_bert_model_with_padding_and_token_types():
     with torch.no_grad():
         hidden, pooled = model(tokens, pad, types)
         out = reference(input_ids=tokens, attention_mask=(~pad).long(), token_type_ids=types)
-    assert (hidden - out.last_hidden_state)[~pad].abs().max().item() <= TOL
-    assert (pooled - out.pooler_output).abs().max().item() <= TOL
+    assert_close(hidden[~pad], out.last_hidden_state[~pad], TOL)
+    assert_close(pooled, out.pooler_output, TOL)
     reference.load_state_dict(to_hf_bert(model))
 
 
@@ -98,7 +99,7 @@ def test_matches_hf_bert_masked_lm_with_tied_transform_head():
     from_hf_bert(model, reference)
     tokens = torch.randint(0, 60, (2, 10))
     with torch.no_grad():
-        assert (model(tokens) - reference(input_ids=tokens).logits).abs().max().item() <= TOL
+        assert_close(model(tokens), reference(input_ids=tokens).logits, TOL)
     state = to_hf_bert(model)
     assert torch.equal(state["cls.predictions.decoder.weight"], state["bert.embeddings.word_embeddings.weight"])
     reference.load_state_dict(state)
@@ -121,7 +122,7 @@ def test_matches_hf_gpt2_lm_head_logits():
     from_hf_gpt2(model, reference)
     tokens = torch.randint(0, 70, (3, 20))
     with torch.no_grad():
-        assert (model(tokens) - reference(tokens).logits).abs().max().item() <= TOL
+        assert_close(model(tokens), reference(tokens).logits, TOL)
     fresh = gpt2_reference()
     fresh.load_state_dict(to_hf_gpt2(model))
     with torch.no_grad():
@@ -183,7 +184,7 @@ def test_cached_greedy_generation_matches_hf_gpt2_generate():
     with torch.no_grad():
         logits = [steps.feed(prompt)] + [steps.feed(out.sequences[:, i:i + 1]) for i in range(5, 19)]
     for a, b in zip(logits, out.logits):
-        assert (a - b).abs().max().item() <= TOL
+        assert_close(a, b, TOL)
 
 
 @pytest.mark.parametrize("edit, expected, field", [

@@ -15,6 +15,7 @@ from tfspec.nn.rotary import RotaryPositions
 transformers = pytest.importorskip("transformers")
 from transformers.models.gpt_neox import modeling_gpt_neox as neox  # noqa: E402
 from transformers.models.llama import modeling_llama as llama  # noqa: E402
+from numerics import FLOAT32, assert_close, close
 
 
 def heads(batch=2, n_heads=4, length=9, head_dim=16, dtype=torch.float32, seed=0):
@@ -34,7 +35,7 @@ def test_full_rotation_equals_hugging_face_llama(theta):
     cos, sin = llama.LlamaRotaryEmbedding(config)(q, positions)
     expected = llama.apply_rotary_pos_emb(q, k, cos, sin)
     got = rotate(RotaryPositions(16, theta), q, k, positions)
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, expected))
+    assert all(close(a, b, FLOAT32) for a, b in zip(got, expected))
 
 
 def test_partial_rotation_equals_hugging_face_gpt_neox():
@@ -45,7 +46,7 @@ def test_partial_rotation_equals_hugging_face_gpt_neox():
     cos, sin = neox.GPTNeoXRotaryEmbedding(config)(q, positions)
     expected = neox.apply_rotary_pos_emb(q, k, cos, sin)
     got = rotate(RotaryPositions(4, 20000.0), q, k, positions)
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, expected))
+    assert all(close(a, b, FLOAT32) for a, b in zip(got, expected))
     assert torch.equal(got[0][..., 4:], q[..., 4:])  # the unrotated three quarters pass through
 
 
@@ -60,7 +61,7 @@ def test_bfloat16_rotates_by_float32_angles_as_hugging_face_does():
     assert all(a.dtype == torch.bfloat16 and torch.equal(a, b) for a, b in zip(got, expected))
     table_cos, _ = rotary.tables(positions, torch.float32)  # what the bf16 tables are cast from
     low_precision = (positions[..., None].to(torch.bfloat16) * 1.0).cos()  # the first pair's angle in bf16
-    assert not torch.allclose(table_cos[0, 0, :, 0], low_precision[0, :, 0].float(), atol=1e-2)
+    assert not close(table_cos[0, 0, :, 0], low_precision[0, :, 0].float(), 1e-2)
 
 
 def test_interleaved_layout_equals_the_complex_number_formula():
@@ -73,8 +74,8 @@ def test_interleaved_layout_equals_the_complex_number_formula():
         return torch.view_as_real(torch.view_as_complex(x.reshape(*x.shape[:-1], 8, 2)) * turn).flatten(-2)
 
     got = rotate(RotaryPositions(16, 10000.0, interleaved=True), q, k, positions)
-    assert torch.allclose(got[0], complex_rotation(q), atol=1e-5)
-    assert torch.allclose(got[1], complex_rotation(k), atol=1e-5)
+    assert_close(got[0], complex_rotation(q), FLOAT32)
+    assert_close(got[1], complex_rotation(k), FLOAT32)
 
 
 @settings(max_examples=25, deadline=None)
@@ -85,7 +86,7 @@ def test_scores_depend_only_on_the_difference_of_positions(shift, length, fracti
     positions = torch.arange(length)[None]
     a = rotate(rotary, q, k, positions)
     b = rotate(rotary, q, k, positions + shift)
-    assert torch.allclose(a[0] @ a[1].transpose(-1, -2), b[0] @ b[1].transpose(-1, -2), atol=2e-3, rtol=1e-4)
+    assert_close(a[0] @ a[1].transpose(-1, -2), b[0] @ b[1].transpose(-1, -2), 2e-3)
 
 
 LLAMA_LIKE = """
@@ -105,7 +106,7 @@ def test_cached_decoding_with_rotary_and_grouped_query_attention_equals_recomput
     cached, full = Continuation(model), Continuation(model, use_cache=False)
     with torch.no_grad():
         for step in [prompt, prompt[:, :1], prompt[:, 1:3], prompt[:, :1]]:
-            assert torch.allclose(cached.feed(step), full.feed(step), atol=1e-5)
+            assert_close(cached.feed(step), full.feed(step), FLOAT32)
 
 
 def test_rotary_misuse_is_a_located_error():

@@ -20,6 +20,7 @@ from tfspec.interop.mapping import load_state
 from tfspec.ir.queries import count_parameters, parameter_table
 from tfspec.inspect.measure import measure
 from tfspec.backend.standalone import emit
+from numerics import assert_close
 
 BASE = """embedding tokens {{ vocab 64; dim 32 }}
 decoder x 4 {{
@@ -232,7 +233,7 @@ def assert_equal_to(reference, text: str):
         got = ours(ids, padding_mask=attention_mask == 0, position_ids=positions)
     real = attention_mask.bool()
     assert expected[real].abs().max() > 1e-2
-    assert (got[real] - expected[real]).abs().max() <= 2e-5
+    assert_close(got[real], expected[real], 2e-5)
     return ours
 
 
@@ -303,7 +304,7 @@ def test_gemma2_alternating_sliding_and_full_layers_equals_hugging_face():
         expected = reference(ids, attention_mask=attention_mask, position_ids=positions).logits
         got = ours(ids, padding_mask=attention_mask == 0, position_ids=positions)
     real = attention_mask.bool()
-    assert (got[real] - expected[real]).abs().max() <= 2e-5 * expected[real].abs().max()
+    assert_close(got[real], expected[real], 2e-5)
     assert [layer.self_attn.keep for layer in ours.decoder.layers] == [2, None, 2, None]
     # the schedule is what makes it equal: with every layer sliding, the full layers differ
     uniform = tfspec.compile(GEMMA2.replace("layers every(2, from=1)", "# "), seed=0).eval()
@@ -361,7 +362,7 @@ def test_qwen2_and_smollm3_import_as_schedules_and_export_their_layer_types(tmp_
             expected = reference(ids, attention_mask=attention_mask, position_ids=positions).logits
             got = model(ids, padding_mask=attention_mask == 0, position_ids=positions)
         real = attention_mask.bool()
-        assert (got[real] - expected[real]).abs().max() <= 2e-5
+        assert_close(got[real], expected[real], 2e-5)
         assert export_pretrained(model, tmp_path / f"{cls.__name__}_exported") == cls.__name__
         back = cls.from_pretrained(tmp_path / f"{cls.__name__}_exported")
         assert back.config.layer_types == config.layer_types

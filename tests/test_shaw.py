@@ -11,6 +11,7 @@ import torch
 from tfspec import ir
 import tfspec
 from tfspec.nn.shaw import RelativeRepresentations
+from numerics import FLOAT32, FLOAT64, assert_close
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -44,7 +45,7 @@ def test_attention_is_the_papers_formula(clip, causal):
     mask = torch.zeros(9, 9, dtype=torch.float64).masked_fill(~allowed, torch.finfo(torch.float64).min)
     got = scheme.attend(None, q, k, v, mask, positions, positions, None, lambda weights: weights)
     expected = naive_shaw(q, k, v, scheme.keys.detach(), scheme.values.detach(), clip, positions, allowed)
-    assert torch.allclose(got, expected, atol=1e-10)
+    assert_close(got, expected, FLOAT64)
 
 
 def test_tables_are_one_pair_per_layer_shared_by_the_heads():
@@ -64,9 +65,9 @@ def test_kv_cached_decoding_reproduces_recomputation():
     tokens = torch.randint(0, 30, (2, 12), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         cached, full = Continuation(model, use_cache=True), Continuation(model, use_cache=False)
-        assert torch.allclose(cached.feed(tokens[:, :5]), full.feed(tokens[:, :5]), atol=1e-5)
+        assert_close(cached.feed(tokens[:, :5]), full.feed(tokens[:, :5]), FLOAT32)
         for i in range(5, 12):  # offsets beyond the clip after the fourth step
-            assert torch.allclose(cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1]), atol=1e-5)
+            assert_close(cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1]), FLOAT32)
 
 
 def test_the_papers_base_model_example():

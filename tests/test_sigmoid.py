@@ -10,6 +10,7 @@ import tfspec
 from tfspec.run.decoding import Continuation, sample
 from tfspec.nn.context import Context
 from tfspec.inspect.verify import verify
+from numerics import FLOAT32, assert_close
 
 SPEC = ("embedding tokens {{ vocab 50; dim 16 }}\n"
         "decoder x 2 {{ residual pre; attention self heads=2 kv_heads={kv} kind=sigmoid({n}) mask={mask}; "
@@ -38,7 +39,7 @@ def test_a_layer_computes_the_formula(kv, mask):
         k, v = k.repeat_interleave(2 // kv, dim=1), v.repeat_interleave(2 // kv, dim=1)
         weights = torch.sigmoid(q @ k.transpose(-1, -2) / math.sqrt(8) - math.log(64)) * allowed
         expected = attention.out((weights @ v).transpose(1, 2).reshape(1, n, 16))
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert_close(got, expected, FLOAT32)
 
 
 def test_weights_do_not_sum_to_one_and_n_sets_their_scale():

@@ -8,6 +8,7 @@ from tfspec.inspect.analysis import analyse, mask_pairs
 from tfspec.run.decoding import Continuation, sample
 from tfspec.front.schema import Choice
 from tfspec.inspect.verify import verify
+from numerics import FLOAT32, assert_close
 
 SPEC = ("embedding tokens {{ vocab 50; dim 16 }}\n"
         "decoder x 2 {{ residual pre; position rotary; attention self heads=2 mask={mask}; feedforward d_ff=32 }}\n"
@@ -35,7 +36,7 @@ def test_the_pattern_and_its_pair_count_are_the_papers(s, w):
         qkv = attention.qkv(x).view(1, n, 3, 2, 8).permute(2, 0, 3, 1, 4)
         q, k = attention.position.rotate(qkv[0], qkv[1], attention.position.tables(torch.arange(n)[None], x.dtype))
         expected = attention.out(reference(q, k, qkv[2], q_bias).transpose(1, 2).reshape(1, n, 16))
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert_close(got, expected, FLOAT32)
 
 
 def test_a_sink_differs_from_a_plain_window_only_where_the_sinks_are_out_of_reach():
@@ -47,7 +48,7 @@ def test_a_sink_differs_from_a_plain_window_only_where_the_sinks_are_out_of_reac
             for p in model.parameters():
                 p.mul_(20)
         a, b = window(tokens), sink(tokens)
-    assert torch.allclose(a[:, :3], b[:, :3], atol=1e-6)  # the window still reaches back to the sinks
+    assert_close(a[:, :3], b[:, :3], FLOAT32)  # the window still reaches back to the sinks
     assert (a[:, 3:] - b[:, 3:]).abs().max() > 1e-3
 
 

@@ -10,6 +10,7 @@ import tfspec
 from tfspec.nn.context import Context
 from tfspec.run.decoding import Continuation, sample
 from tfspec.inspect.verify import verify
+from numerics import FLOAT32, assert_close
 
 SPEC = ("embedding tokens {{ vocab 50; dim 16 }}\n"
         "decoder x 2 {{ residual pre; attention self heads=2 kv_heads={kv} kind=softcap({cap}) mask={mask}; "
@@ -43,7 +44,7 @@ def test_a_layer_computes_the_formula(kv, mask):
         expected = attention.out((weights @ v).transpose(1, 2).reshape(1, n, 16))
         uncapped = attention.out((torch.softmax(scores.masked_fill(~allowed, float("-inf")), -1) @ v)
                                  .transpose(1, 2).reshape(1, n, 16))
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert_close(got, expected, FLOAT32)
     assert (got - uncapped).abs().max() > 1e-2
 
 
@@ -54,7 +55,7 @@ def test_the_head_caps_the_logits():
     with torch.no_grad():
         logits, raw = capped(tokens), plain(tokens)
     assert raw.abs().max() > 0.6
-    torch.testing.assert_close(logits, 0.3 * torch.tanh(raw / 0.3), rtol=1e-5, atol=1e-6)
+    assert_close(logits, 0.3 * torch.tanh(raw / 0.3), FLOAT32)
     assert "capped ±3" in tfspec.parse(SPEC.format(kv=2, cap=50, mask="causal", head=" softcap=3")
                                        ).graph().node("head").label
 

@@ -15,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import tfspec
 from tfspec.nn.attention import MultiHeadAttention
 from tfspec.registry import MASKS, band_chunk
+from numerics import FLOAT32, assert_close
 
 LENGTH = 96
 SPEC = """
@@ -102,9 +103,9 @@ def test_banded_attention_equals_dense_attention_forward_and_backward(masks, ext
     tokens, padding = batch()
     given = {"padding_mask": padding} if "padding" in masks else {}
     banded, dense = (output_and_gradients(model, tokens, {**given, **extra}, on) for on in (True, False))
-    assert torch.allclose(banded[0], dense[0], atol=1e-5, rtol=0), float((banded[0] - dense[0]).abs().max())
+    assert_close(banded[0], dense[0], FLOAT32)
     for a, b in zip(banded[1:], dense[1:]):
-        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+        assert_close(a, b, 1e-4)
 
 
 @pytest.mark.parametrize("masks", ["window(4)", "causal + block(4) + padding"])

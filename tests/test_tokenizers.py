@@ -15,6 +15,7 @@ from tfspec.run.corpus import PairData, Source, TextData
 from tfspec.run.data import (EOS, IGNORE, MASK, SPECIALS, DataError, TokenizerVocabulary, Vocabulary, mask_tokens,
                          seq2seq_batch)
 from tfspec.run.train import TrainConfig, resume, train
+from numerics import assert_close
 
 T = pytest.importorskip("transformers")
 T.logging.set_verbosity_error()
@@ -331,4 +332,4 @@ def test_init_from_a_hugging_face_directory_starts_from_its_weights_and_tokenize
     assert (run.checkpoint / "tokenizer.json").read_bytes() == (directory / "tokenizer.json").read_bytes()
     theirs = reference.transformer.wte.weight.detach()
     ours = ckpt.load(run.checkpoint).weights["embeddings.tokens.tokens.weight"]
-    assert (ours - theirs).abs().max().item() < 1e-4  # one step at lr 1e-6 from the checkpoint's weights
+    assert_close(ours, theirs, 1e-4)  # one step at lr 1e-6 from the checkpoint's weights

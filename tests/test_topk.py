@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import tfspec
 from tfspec.nn.topk import TopKAttention
+from numerics import FLOAT32, FLOAT64, assert_close
 
 SPEC = """
 embedding t {{ vocab 40; dim 16; position none }}
@@ -47,7 +48,7 @@ def test_top_k_is_a_softmax_over_the_k_best_allowed_scores(keep, length, causal,
         allowed = allowed.tril()
     mask = torch.zeros(length, length, dtype=torch.float64).masked_fill(~allowed, torch.finfo(torch.float64).min)
     got = core(keep).double().mix(q, k, v, mask, False)
-    assert torch.allclose(got, naive_topk(q, k, v, keep, allowed), atol=1e-10)
+    assert_close(got, naive_topk(q, k, v, keep, allowed), FLOAT64)
 
 
 def test_with_k_at_least_the_length_it_is_dot_product_attention():
@@ -57,8 +58,8 @@ def test_with_k_at_least_the_length_it_is_dot_product_attention():
     tokens = torch.randint(0, 40, (2, 23), generator=torch.Generator().manual_seed(1))
     padding = torch.arange(23)[None] < torch.tensor([[0], [5]])
     with torch.no_grad():
-        assert torch.allclose(model(tokens, padding_mask=padding)[~padding], dot(tokens, padding_mask=padding)[~padding],
-                              atol=1e-5)
+        assert_close(model(tokens, padding_mask=padding)[~padding], dot(tokens, padding_mask=padding)[~padding],
+                     FLOAT32)
 
 
 def test_hard_attention_returns_the_value_of_the_best_key_and_only_kept_keys_get_gradients():
@@ -82,7 +83,7 @@ def test_grouped_query_heads_share_their_key_and_value_head():
     k, v = (torch.randn(1, 2, 5, 4, generator=g) for _ in range(2))
     grouped = core(2, heads=4, kv_heads=2).mix(q, k, v, None, False)
     repeated = core(2, heads=4, kv_heads=4).mix(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), None, False)
-    assert torch.allclose(grouped, repeated, atol=1e-6)
+    assert_close(grouped, repeated, FLOAT32)
 
 
 @pytest.mark.parametrize("mask", ["causal + window(4) + padding", "block(8)"])
@@ -93,7 +94,7 @@ def test_in_bands_it_equals_the_dense_computation(mask):
     extra = {"padding_mask": torch.arange(90)[None] < torch.tensor([[0], [33]])} if "padding" in mask else {}
     banded, dense = (output_and_gradients(model, tokens, extra, on) for on in (True, False))
     for a, b in zip(banded, dense):
-        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+        assert_close(a, b, 1e-4)
 
 
 def test_it_is_labelled_costed_and_refused_without_k():

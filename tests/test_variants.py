@@ -20,6 +20,7 @@ from tfspec.inspect.measure import measure
 from tfspec.front.schema import Choice
 from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
                              AttentionShape)
+from numerics import FLOAT32, assert_close, close
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
             "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "init": INITS}
@@ -96,7 +97,7 @@ def test_attention_of_bounded_reach_runs_in_bands_that_equal_dense_attention(fam
         if "padding" in text else {}
     banded, dense = (output_and_gradients(model, tokens, extra, band) for band in (True, False))
     for a, b in zip(banded, dense):
-        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), float((a - b).abs().max())
+        assert_close(a, b, 1e-4)
     analysed, measured = analyse(spec, seq_len=75, batch=2), measure(spec, {role: 75}, batch=2)
     assert (measured.flops, measured.saved_bytes) == (analysed.total.matmul, analysed.total.memory)
 
@@ -140,7 +141,7 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
     if variant.fuses_causal:
         q, k, v = (torch.randn(2, 2, 5, 8, generator=torch.Generator().manual_seed(i)) for i in range(3))
         causal = torch.full((5, 5), torch.finfo(torch.float32).min).triu(1)
-        assert torch.allclose(attention.mix(q, k, v, None, True), attention.mix(q, k, v, causal, False), atol=1e-6)
+        assert_close(attention.mix(q, k, v, None, True), attention.mix(q, k, v, causal, False), FLOAT32)
 
 
 @pytest.mark.parametrize("family, name, options", ENTRIES, ids=IDS)
@@ -226,7 +227,7 @@ def test_relative_position_schemes_are_offset_invariant_and_absolute_ones_are_no
     with torch.no_grad():
         plain = model(tokens)
         shifted = model(tokens, position_ids=torch.arange(5, 12)[None])
-    assert torch.allclose(plain, shifted, atol=1e-5) == POSITIONS[name].relative
+    assert close(plain, shifted, FLOAT32) == POSITIONS[name].relative
 
 
 def test_attention_shape_widths():
@@ -407,8 +408,7 @@ def test_cached_decoding_equals_recomputation_at_a_realistic_weight_scale(family
         logits = [(cached.feed(tokens[:, :first]), full.feed(tokens[:, :first]))]
         logits += [(cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1])) for i in range(first, 11)]
     for a, b in logits:
-        scale = b.abs().max().item()
-        assert (a - b).abs().max().item() <= 1e-4 * max(1.0, scale), (a - b).abs().max()
+        assert_close(a, b, 1e-4)
 
 
 def attention_shape_of(model, role):

@@ -14,6 +14,7 @@ from tfspec.inspect.measure import measure
 from tfspec.inspect.summary import summary_line
 from tfspec.ir.queries import parameter_table
 from tfspec.run.decoding import Continuation, sample
+from numerics import FLOAT32, close
 
 SPEC = """embedding tokens {{ vocab 40; dim 16; position learned(32) }}
 decoder x 5 {{
@@ -59,7 +60,7 @@ def test_layers_run_the_weights_of_their_set_and_equal_an_unshared_copy():
     plain(tokens).sum().backward()
     shared = model.decoder.layers[0].ffn.up.weight.grad
     separate = sum(plain.decoder.layers[i].ffn.up.weight.grad for i in (0, 1, 2))
-    assert torch.allclose(shared, separate, atol=1e-5) and not torch.allclose(shared, separate / 3)
+    assert close(shared, separate, FLOAT32) and not close(shared, separate / 3, FLOAT32)
 
 
 def test_cost_counts_each_set_once_and_every_run_of_it():

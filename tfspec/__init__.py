@@ -7,13 +7,26 @@
 
 One package per stage: ``front`` (syntax -> resolve -> spec) -> ``ir`` (lower -> validate) -> ``backend``
 (compile, emit); ``inspect`` (analysis, diagrams, diff, verify), ``run`` (train, generate), ``interop``
-and ``cli``. Importing tfspec does not import torch; ``compile`` does.
+and ``cli``. Importing tfspec does not import torch; ``compile`` does. Nor does it import the front end until
+its first use (``tfspec.load``, ``tfspec.Spec``): the command line's start-up, which a Ctrl-C may interrupt, runs
+under its own handler.
 """
 
-from .front.api import load, parse
+import importlib
+
 from .version import __version__  # noqa: F401 (tfspec.__version__)
-from .errors import Diagnostic, Span, SpecError, SpecWarning
-from .front.schema import Spec
+
+_FRONT = {"load": "front.api", "parse": "front.api", "Spec": "front.api", "Diagnostic": "errors", "Span": "errors",
+          "SpecError": "errors", "SpecWarning": "errors"}
+
+
+def __getattr__(name: str):
+    """``load``, ``parse``, ``Spec`` and the diagnostics' classes, imported at their first use."""
+    if name not in _FRONT:
+        raise AttributeError(f"module 'tfspec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_FRONT[name]}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 def compile(source, **options):
@@ -27,7 +40,17 @@ def render(spec, path, **options):
     """Draw a spec to ``path`` (.svg/.png/.pdf/.dot); see ``tfspec.inspect.diagram.render``."""
     from .inspect.diagram import render as render_spec
 
+    from .front.api import Spec, load
+
     return render_spec(spec if isinstance(spec, Spec) else load(spec), path, **options)
+
+
+def present_spec(spec) -> str:
+    """A spec as a notebook shows it (``Spec._repr_html_``, a compiled model's too): its check line, diagram and
+    parameters by block, from the report page."""
+    from .inspect.report import spec_html
+
+    return spec_html(spec)
 
 
 def emit(source, **options) -> str:
@@ -40,6 +63,8 @@ def emit(source, **options) -> str:
 def analyse(spec, **options):
     """Parameters, FLOPs, memory and complexity of a spec; see ``tfspec.inspect.analysis.analyse``."""
     from .inspect.analysis import analyse as analyse_spec
+
+    from .front.api import Spec, load
 
     return analyse_spec(spec if isinstance(spec, Spec) else load(spec), **options)
 
@@ -72,14 +97,6 @@ def export(source, directory, to: str = "hf") -> str:
 
     return export_model(source, directory, to=to)
 
-
-def _spec_html(spec) -> str:
-    from .inspect.report import spec_html
-
-    return spec_html(spec)
-
-
-Spec.presenting = _spec_html  # a notebook shows a Spec (and a compiled model) as its diagram and parameters
 
 __all__ = ["Diagnostic", "Span", "Spec", "SpecError", "SpecWarning", "analyse", "compile", "emit", "export",
            "from_pretrained", "import_config", "load", "parse", "render"]

@@ -12,6 +12,7 @@ All codes live in ``CODES`` so messages and tests cannot drift apart.
 from __future__ import annotations
 
 import difflib
+import os
 import textwrap
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ class Span:
     end_column: int
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
+        return f"{shown(self.file)}:{self.line}:{self.column}"
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,28 @@ def source_lines(text: str) -> list[str]:
     """A spec's lines as the parser numbers them: split at '\\n' only (a form feed, '\\u2028', '\\x85' or a
     lone '\\r' is inside a line), without the '\\r' of a '\\r\\n'."""
     return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
+def shown(text: object) -> str:
+    """A path (or any name a user or a file gave) as tfspec prints it, on a terminal, in JSON, a plot or a page:
+    control characters, format characters (a right-to-left override) and line breaks as escapes, and the bytes
+    of a name that is not UTF-8 (which Python keeps as lone surrogates) as ``\\xNN``, so that a file name cannot
+    set a terminal's title, clear its screen, forge a line of output or make JSON invalid; other text as it is.
+
+    >>> shown("evil\\x1b]0;PWNED\\x07\\r\\n.tfs")
+    'evil\\\\x1b]0;PWNED\\\\x07\\\\r\\\\n.tfs'
+    >>> shown(b"caf\\xe9.tfs".decode("utf-8", "surrogateescape"))
+    'caf\\\\xe9.tfs'
+    """
+    text = os.fsdecode(text) if isinstance(text, (bytes, os.PathLike)) else str(text)
+    return "".join(c if c.isprintable() and not "\ud800" <= c <= "\udfff"
+                   else f"\\x{ord(c) - 0xDC00:02x}" if "\udc80" <= c <= "\udcff" else ascii(c)[1:-1] for c in text)
+
+
+def shown_message(message: object) -> str:
+    """A message as tfspec prints it: its lines as they are, and every other character ``shown`` would escape
+    escaped, so that no name inside it (a path in an error from a library) reaches the terminal raw."""
+    return "\n".join(shown(line) for line in str(message).split("\n"))
 
 
 def _shown(ch: str) -> str:
@@ -329,6 +352,11 @@ class RunError(ValueError):
 class LengthError(RunError):
     """Sequences longer than the spec's learned positions, as a length option (``--seq-len``, ``--max-len``, a
     prompt) asks: the command line exits 2, as it does when ``build`` or ``summary`` refuse the same length."""
+
+
+class RunWarning(UserWarning):
+    """Something of a run that tfspec passed over and went on without (a damaged line of ``metrics.jsonl``); the
+    command line prints it as one line, ``warning: ...``."""
 
 
 class CheckpointError(RunError):

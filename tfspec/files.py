@@ -11,7 +11,7 @@ import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 
 def write_atomically(path: str | Path, data: bytes) -> None:
@@ -64,6 +64,15 @@ def _usual_mode(bits: int) -> int:
     umask = os.umask(0)
     os.umask(umask)
     return bits & ~umask
+
+
+def figure_text(text: object) -> str:
+    """Text for a matplotlib figure (a legend's label, a title), drawn as written: a path's or a name's ``$``
+    escaped, so that ``$a$b$`` is not read as mathtext (which fails to draw), and its control characters shown
+    as escapes (``tfspec.errors.shown``)."""
+    from .errors import shown
+
+    return shown(text).replace("$", r"\$")
 
 
 def save_figure(fig, path: str | Path, **options) -> None:
@@ -169,29 +178,53 @@ class NotAFile(OSError):
     """A path that names something other than a regular file (a directory, a device, a FIFO)."""
 
 
+def open_regular(path: str | Path, limit: int | None = None) -> BinaryIO:
+    """``path`` opened for reading in binary, once the open file itself (not the name, which could be swapped
+    meanwhile) is known to be a regular file of at most ``limit`` bytes. It is opened without blocking, so a FIFO
+    (which would wait for a writer forever) is refused like a directory or a device (``/dev/zero`` never ends);
+    ``OSError``s (``NotAFile`` among them) carry the reason in ``strerror``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "a directory, not a file", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise NotAFile(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)", str(path))
+        if limit is not None and info.st_size > limit:
+            raise NotAFile(errno.EFBIG, f"{info.st_size:,} bytes, more than the {limit:,} tfspec reads from such "
+                           "a file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_regular(path: str | Path, limit: int | None = None) -> bytes:
-    """The bytes of the regular file ``path``, refusing before any read a directory, a device (``/dev/zero``
-    never ends) or a FIFO (it blocks until a writer comes), and a file over ``limit`` bytes; ``OSError``s
-    (``NotAFile`` among them) carry the reason in ``strerror``.
+    """The bytes of the regular file ``path`` (see ``open_regular``: a directory, a device, a FIFO or a file over
+    ``limit`` bytes is refused before any read).
 
     >>> read_regular("/dev/zero")
     Traceback (most recent call last):
     ...
     tfspec.files.NotAFile: [Errno 22] not a regular file (a device, a FIFO or a socket): '/dev/zero'
     """
-    path = Path(path)
-    info = path.stat()
-    if stat.S_ISDIR(info.st_mode):
-        raise IsADirectoryError(errno.EISDIR, "a directory, not a file", str(path))
-    if not stat.S_ISREG(info.st_mode):
-        raise NotAFile(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)", str(path))
-    if limit is not None and info.st_size > limit:
-        raise NotAFile(errno.EFBIG, f"{info.st_size:,} bytes, more than the {limit:,} a spec may have", str(path))
-    with open(path, "rb") as handle:
-        data = handle.read() if limit is None else handle.read(limit + 1)
-    if limit is not None and len(data) > limit:  # it grew after stat
-        raise NotAFile(errno.EFBIG, f"more than the {limit:,} bytes a spec may have", str(path))
+    with open_regular(path, limit) as handle:
+        # a read of n bytes reserves n: of the file's size (one more to see it grew), never all of ``limit``
+        data = handle.read() if limit is None else handle.read(min(limit, os.fstat(handle.fileno()).st_size) + 1)
+        if limit is not None and len(data) > min(limit, os.fstat(handle.fileno()).st_size):  # it grew meanwhile
+            data += handle.read(limit + 1 - len(data))
+    if limit is not None and len(data) > limit:
+        raise NotAFile(errno.EFBIG, f"more than the {limit:,} bytes tfspec reads from such a file", str(path))
     return data
+
+
+def read_json(path: str | Path, limit: int = 64 << 20):
+    """The JSON value in the regular file ``path`` of at most ``limit`` bytes (``read_regular``); ``OSError``s as
+    there, ``ValueError`` (``UnicodeDecodeError``, ``json.JSONDecodeError``) for text that is not JSON."""
+    import json
+
+    return json.loads(read_regular(path, limit).decode("utf-8"))
 
 
 def check_writable(path: str | Path) -> str | None:

@@ -811,8 +811,10 @@ class AttentionConfig:
 class Init(Variant):
     """An initialisation convention; ``initialise`` fills every parameter of a compiled model in place."""
 
-    def initialise(self, parameters, options) -> None:
-        """``parameters``: ``(name, tensor, role)`` triples in a fixed order (see ``tfspec.backend.compiler.ParamRole``)."""
+    def initialise(self, parameters, options, generator=None) -> None:
+        """``parameters``: ``(name, tensor, role)`` triples in a fixed order (see
+        ``tfspec.backend.compiler.ParamRole``); every draw takes ``generator`` (a ``torch.Generator``; None: torch's
+        global one)."""
         raise NotImplementedError
 
 

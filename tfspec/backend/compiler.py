@@ -39,6 +39,7 @@ from ..ir.queries import count_parameters, layer_template, length_limit, module_
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
 from ..nn.embedding import Embeddings, PatchEmbeddings
+from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
@@ -63,13 +64,18 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
         raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, got {seed!r}")
     spec = _spec_of(source, overrides)
     check_fits(spec, device, dtype)
+    where = device if device is not None else torch.empty(0).device  # torch's default device, where it builds
     with torch.device(device) if device is not None else nullcontext():
-        if seed is not None:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                model = _build_and_initialise(spec)
-        else:
+        if where.type == "meta":  # nothing to draw
             model = _build_and_initialise(spec)
+        elif seed is not None:
+            # a generator of this call's own: another thread drawing meanwhile (another compile, a data loader)
+            # cannot change the weights; the modules' own draws, which initialise overwrites, leave torch's
+            # global generator as it was
+            with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []):
+                model = _build_and_initialise(spec, torch.Generator(where).manual_seed(seed))
+        else:  # from where torch's global generator stands, as after torch.manual_seed(seed): the same weights
+            model = _build_and_initialise(spec, _global_generator_copy(where))
     if dtype is not None:
         model = model.to(dtype=dtype)
     return model
@@ -170,9 +176,18 @@ def looks_like_path(source: str) -> bool:
     return "\n" not in source and "{" not in source and (source.endswith(".tfs") or Path(source).is_file())
 
 
-def _build_and_initialise(spec: S.Spec) -> CompiledModel:
+def _global_generator_copy(device: torch.device) -> torch.Generator:
+    """A generator in the state of torch's global one for ``device``: the weights drawn from it do not depend on
+    how many numbers building the modules drew meanwhile."""
+    generator = torch.Generator(device)
+    state = torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+    generator.set_state(state)
+    return generator
+
+
+def _build_and_initialise(spec: S.Spec, generator: torch.Generator | None = None) -> CompiledModel:
     model = build_model(spec)
-    initialise(model, spec)
+    initialise(model, spec, generator)
     return model
 
 
@@ -312,7 +327,7 @@ def _layer(template: list[ir.Node], role: str, kind: int = 0) -> fx.GraphModule:
     root = nn.Module()
     for name, node in modules.items():
         root.add_module(name, _sublayer_module(node))
-    return fx.GraphModule(root, graph, class_name=layer_class_name(role, kind))
+    return Generated(root, graph, class_name=layer_class_name(role, kind))
 
 
 def layer_graph(template: list[ir.Node]) -> tuple[fx.Graph, dict[str, ir.Node]]:
@@ -428,11 +443,12 @@ def parameter_roles(g: Graph) -> dict[str, ParamRole]:
     return roles
 
 
-def initialise(model: CompiledModel, spec: S.Spec) -> None:
-    """Fill every parameter by the spec's ``init`` scheme, in state-dict order (so seeds reproduce)."""
+def initialise(model: CompiledModel, spec: S.Spec, generator: torch.Generator | None = None) -> None:
+    """Fill every parameter by the spec's ``init`` scheme, in state-dict order (so seeds reproduce), drawing from
+    ``generator`` (None: torch's global one)."""
     roles = parameter_roles(spec.graph())
     choice = spec.init or DEFAULT_INIT
     variant = INITS[choice.name]
     with torch.no_grad():
         variant.initialise([(name, p, roles[name]) for name, p in model.named_parameters()],
-                           variant.options(choice.options))
+                           variant.options(choice.options), generator)

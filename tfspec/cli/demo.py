@@ -108,9 +108,9 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
     diagram = next(out.glob("vaswani_base.*"))
     for what, path in (("diagram", diagram), ("loss curve", run_dir / "loss.png"),
                        ("metrics", run_dir / "metrics.jsonl"), ("checkpoint", run.checkpoint)):
-        print(f"  {what:<11} {path}")
+        print(f"  {what:<11} {shown(path)}")
     print(f"\noutput directory: {out.resolve()}")
-    print(f"decode more: tfspec generate {run_dir} --input hello --beam")
+    print(f"decode more: tfspec generate {shown(run_dir)} --input hello --beam")
     return 0 if exact >= 0.99 else 1
 
 
@@ -119,10 +119,32 @@ def _prepare(out: Path) -> None:
     from ..errors import RunError
 
     if out.exists() and not out.is_dir():
-        raise RunError(f"--out {out}: a file, not a directory; name a directory for the demo's outputs")
+        raise RunError(f"--out {shown(out)}: a file, not a directory; name a directory for the demo's outputs")
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
-            raise RunError(f"{out} exists and was not written by tfspec demo; choose another --out")
+            raise RunError(f"{shown(out)} exists and was not written by tfspec demo; choose another --out")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text("written by tfspec demo; the next demo replaces this directory\n")
+
+
+# ---------------------------------------------------------------- the command
+from .common import positive
+from ..errors import shown
+
+
+def add(sub) -> None:
+    """The `demo` command's arguments."""
+    demo = sub.add_parser("demo", help="the tour: check the examples, summarise and draw Vaswani et al.'s model, "
+                                       "train a small one to reverse sequences and decode with it")
+    demo.add_argument("--out", default="out/demo", metavar="DIR", help="output directory (default out/demo)")
+    demo.add_argument("--examples", metavar="DIR", help="the examples directory (default: the repository's)")
+    demo.add_argument("--steps", type=positive, help="most training steps (default: the demo's budget)")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.out, args.examples, args.steps, progress=not args.no_progress)

@@ -6,7 +6,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostic, SpecError, SpecWarning
+from ..errors import Diagnostic, SpecError, SpecWarning, shown
 from ..files import NotAFile, read_regular
 from .resolve import resolve
 from .schema import Spec
@@ -49,12 +49,13 @@ def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec:
     try:
         text = read_regular(path, MAX_SPEC_BYTES).decode("utf-8")
     except FileNotFoundError:
-        raise SpecError([Diagnostic("io", f"{path}: no such file", None)]) from None
+        raise SpecError([Diagnostic("io", f"{shown(path)}: no such file", None)]) from None
     except IsADirectoryError:
-        raise SpecError([Diagnostic("io", f"{path}: is a directory, not a spec file nor a tfspec run", None)]) from None
+        raise SpecError([Diagnostic("io", f"{shown(path)}: is a directory, not a spec file nor a tfspec run",
+                                    None)]) from None
     except NotAFile as exc:
-        raise SpecError([Diagnostic("io", f"{path}: {exc.strerror}", None)]) from None
+        raise SpecError([Diagnostic("io", f"{shown(path)}: {exc.strerror}", None)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise SpecError([Diagnostic("io", f"{path}: cannot read: {reason}", None)]) from None
+        raise SpecError([Diagnostic("io", f"{shown(path)}: cannot read: {reason}", None)]) from None
     return parse(text, file=str(path), overrides=overrides)

@@ -7,6 +7,7 @@ equality and dumps: two specs are equal when they describe the same model.
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Callable, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -299,7 +300,7 @@ class Spec(Node):
     # counted, when it is imported (importing tfspec imports it): the front end does not import the stage after it.
     lowering: ClassVar[Callable | None] = None
     counting: ClassVar[Callable | None] = None
-    presenting: ClassVar[Callable | None] = None  # spec -> HTML for notebooks (set by the tfspec package)
+    presenting: ClassVar[Callable | None] = None  # spec -> HTML for notebooks (default: the tfspec package's)
 
     def __repr__(self) -> str:
         return f"<Spec {self.name}: {self.kind}, {self.parameter_count():,} parameters>"
@@ -308,7 +309,10 @@ class Spec(Node):
 
     def _repr_html_(self) -> str | None:
         """What Jupyter shows: the check line, the diagram and the parameters by block."""
-        return Spec.presenting(self) if Spec.presenting is not None else None
+        # the package's root, loaded before any of its modules, presents it with the report page's parts (looked up,
+        # not imported: the front end imports no later stage)
+        present = Spec.presenting or getattr(sys.modules.get("tfspec"), "present_spec", None)
+        return present(self) if present is not None else None
 
     def graph(self):
         """The validated graph IR (a ``networkx.DiGraph``); see docs/ir.md."""

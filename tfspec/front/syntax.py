@@ -19,7 +19,7 @@ from typing import Iterator, Union
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from ..errors import Diagnostic, Span, SpecError, did_you_mean, reset_suggestions
+from ..errors import Diagnostic, Span, SpecError, did_you_mean, reset_suggestions, shown
 
 
 # ---------------------------------------------------------------- AST nodes
@@ -325,7 +325,7 @@ def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...
     absolute paths, no ``..`` or link out of that tree, no devices, FIFOs or directories, no cycles, and at
     most ``MAX_INCLUDES`` reads and ``MAX_INCLUDED_BYTES`` in all. A refused file is never read, so no error quotes it."""
     def refuse(code: str, why: str) -> SpecError:
-        return SpecError([Diagnostic(code, f"include '{_printable(item.path)}': {why}", item.span)], sources)
+        return SpecError([Diagnostic(code, f"include '{shown(item.path)}': {why}", item.span)], sources)
 
     if not item.path or "\x00" in item.path or any("\ud800" <= c <= "\udfff" for c in item.path):
         raise refuse("value", "not a file name (empty, a NUL byte or a lone surrogate)")
@@ -347,7 +347,7 @@ def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...
     try:
         info = real.stat()
     except OSError as exc:
-        raise SpecError([Diagnostic("io", f"cannot read included file '{_printable(item.path)}': "
+        raise SpecError([Diagnostic("io", f"cannot read included file '{shown(item.path)}': "
                                           f"{exc.strerror or type(exc).__name__}", item.span)], sources) from None
     if not stat.S_ISREG(info.st_mode):
         kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, FIFO or socket)"
@@ -372,11 +372,6 @@ def _read_include(item: Include, file: str, sources: dict, chain: tuple[str, ...
         return parse_module(text, str(path), _including=chain, _reads=reads)
     except SpecError as exc:
         raise SpecError(exc.diagnostics, {**sources, **exc.sources}) from None
-
-
-def _printable(text: str) -> str:
-    """``text`` with control characters and lone surrogates escaped, for messages."""
-    return "".join(c if c.isprintable() and not "\ud800" <= c <= "\udfff" else ascii(c)[1:-1] for c in text)
 
 
 # ---------------------------------------------------------------- syntax errors

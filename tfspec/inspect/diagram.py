@@ -26,6 +26,7 @@ from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
 from ..registry import NORMS, POSITIONS
+from ..errors import shown
 
 FORMATS = ("svg", "png", "pdf", "dot")
 INSTALL_HINT = ("Graphviz's 'dot' program was not found; install it (Debian/Ubuntu: sudo apt-get install graphviz, "
@@ -69,9 +70,10 @@ def render(spec, path: str | Path, *, expand: bool = False, detail: bool = False
     path = Path(path)
     fmt = fmt or path.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
-        raise RenderError(f"{path}: cannot tell the format; use a name ending in {', '.join('.' + f for f in FORMATS)}")
+        raise RenderError(f"{shown(path)}: cannot tell the format; use a name ending in "
+                          f"{', '.join('.' + f for f in FORMATS)}")
     if not path.parent.resolve().is_dir():
-        raise RenderError(f"{path}: directory {path.parent} does not exist")
+        raise RenderError(f"{shown(path)}: directory {shown(path.parent)} does not exist")
     dot = to_graphviz(spec, expand=expand, detail=detail)
     if fmt == "dot":
         data = dot.source.encode("utf-8")
@@ -81,7 +83,8 @@ def render(spec, path: str | Path, *, expand: bool = False, detail: bool = False
         except graphviz.ExecutableNotFound:
             raise RenderError(INSTALL_HINT) from None
         except graphviz.CalledProcessError as exc:
-            raise RenderError(f"Graphviz failed to draw {path}: {exc.stderr.decode(errors='replace').strip()}") from None
+            raise RenderError(f"Graphviz failed to draw {shown(path)}: "
+                              f"{exc.stderr.decode(errors='replace').strip()}") from None
     write_atomically(path, data)
     return path
 

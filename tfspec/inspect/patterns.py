@@ -21,7 +21,7 @@ import numpy as np
 
 from .analysis import AnalysisError, _graph_of, stack_lengths
 from ..ir.queries import attentions, fixed_length, length_limit
-from ..files import save_figure
+from ..files import figure_text, save_figure
 from ..registry import ATTENTION_KINDS, MASKS
 
 MAX_LENGTH = 16384  # a picture's longest side in positions (16384² pairs: a 256 MiB boolean matrix)
@@ -166,7 +166,8 @@ def pattern_figure(patterns: list[AttentionPattern], title: str):
         ax.imshow(share, cmap=seen, vmin=0, vmax=1, interpolation="nearest", aspect="auto",
                   extent=(-0.5, keys - 0.5, queries - 0.5, -0.5))
         head = f", {pattern.head_text}" if pattern.head_text else ""
-        ax.set_title(f"{pattern.sublayer}{head}\n" + textwrap.fill(pattern.label, 56), fontsize=8)
+        ax.set_title(figure_text(f"{pattern.sublayer}{head}") + "\n" + textwrap.fill(figure_text(pattern.label), 56),
+                     fontsize=8)
         ax.set_xlabel(f"key ({pattern.pairs / (queries * keys):.1%} of pairs seen)", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -174,9 +175,10 @@ def pattern_figure(patterns: list[AttentionPattern], title: str):
         if tile > 1:
             notes.append(f"a pixel: the share of {tile} × {tile} pairs seen")
         if notes:
-            ax.text(0.0, -0.2, "\n".join(notes), transform=ax.transAxes, fontsize=7, va="top", wrap=True)
+            ax.text(0.0, -0.2, "\n".join(map(figure_text, notes)), transform=ax.transAxes, fontsize=7, va="top",
+                    wrap=True)
     for ax in list(axes.flat)[len(patterns):]:
         ax.axis("off")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(figure_text(title), fontsize=10)
     fig.tight_layout()
     return fig

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from .analysis import Analysis, AnalysisError, analyse, sweep
 from .summary import binary, human_axes, lengths_text, si, spec_labels
+from ..files import figure_text
 
 VERIFY_EXAMPLES = 10  # Hypothesis examples per property: a report checks, `tfspec verify` searches harder
 
@@ -135,7 +136,7 @@ def _chart(curves: dict[str, list[Analysis]]) -> str:
         for (label, analyses), color in zip(curves.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4):
             lengths = [max(a.lengths.values()) for a in analyses]
             values = [value(a) for a in analyses]
-            line, = ax.plot(lengths, values, "o-", color=color, label=label, markersize=4)
+            line, = ax.plot(lengths, values, "o-", color=color, label=figure_text(label), markersize=4)
             line.set_gid(f"series-{len(tips)}")
             tips.append([f"{label}, n = {n:,}: {unit(v)}" for n, v in zip(lengths, values)])
         human_axes(ax, bytes_=unit is binary)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from .analysis import Analysis
 from ..ir import nodes as ir
 from ..ir.queries import active_parameters, attentions
-from ..files import save_figure
+from ..errors import shown
+from ..files import figure_text, save_figure
 
 
 def si(value: float, unit: str = "") -> str:
@@ -116,7 +117,7 @@ def format_sweep(analyses: list[Analysis]) -> str:
 
 def spec_labels(names: list[str], paths: list[str]) -> list[str]:
     """Short, distinct labels for several specs: their model names, or their paths where names repeat."""
-    return names if len(set(names)) == len(names) else paths
+    return names if len(set(names)) == len(names) else [shown(p) for p in paths]
 
 
 def format_comparison(curves: dict[str, list[Analysis]]) -> str:
@@ -186,7 +187,8 @@ def plot(curves: dict[str, list[Analysis]], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for (label, analyses), color in zip(curves.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4):
+    for (name, analyses), color in zip(curves.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4):
+        label = figure_text(name)
         lengths = [max(a.lengths.values()) for a in analyses]
         left.plot(lengths, [a.total.flops for a in analyses], "o-", color=color, label=label)
         if len(curves) == 1:
@@ -201,7 +203,7 @@ def plot(curves: dict[str, list[Analysis]], path: str) -> None:
         ax.legend(fontsize="small")
     a = next(iter(curves.values()))[0]
     fused = ", fused attention" if a.fused_attention else ""
-    fig.suptitle(f"{', '.join(curves)}: batch {a.batch}, {a.dtype}{fused}")
+    fig.suptitle(f"{', '.join(map(figure_text, curves))}: batch {a.batch}, {a.dtype}{fused}")
     fig.tight_layout()
     try:
         save_figure(fig, path, dpi=120)
@@ -227,4 +229,5 @@ def summary_line(path: str, spec) -> str:
     head_text = "/".join(map(str, heads)) + (" head" if heads == [1] else " heads") if heads else "no attention"
     total, active = spec.parameter_count(), active_parameters(g)
     count = f"{total:,} parameters" + (f" ({active:,} active)" if active != total else "")
-    return f"{path}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, {count}"
+    return (f"{shown(path)}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, "
+            f"{count}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import RunError
+from ..errors import RunError, shown
 from ..files import new_directory, write_atomically
 
 TARGETS = ("hf", "onnx", "torch")
@@ -37,7 +37,7 @@ def export(source, directory, to: str = "hf") -> str:
         raise ValueError(f"to={to!r}: export writes one of {', '.join(TARGETS)}")
     out = Path(directory)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ExportError(f"{out}: already exists{'' if out.is_dir() else ' (a file)'}; name a new directory")
+        raise ExportError(f"{shown(out)}: already exists{'' if out.is_dir() else ' (a file)'}; name a new directory")
     saved = ckpt.load(source) if isinstance(source, (str, Path)) else None
     model = saved.model() if saved is not None else source
     with new_directory(out) as work:  # written whole or not at all
@@ -77,7 +77,7 @@ def _hugging_face(saved, model, out: Path, final: Path) -> str:
         cls = export_pretrained(model, out, prefer=meta.get("hf_class") or getattr(model, "hf_class", None),
                                 token_ids=token_ids(vocab, model.spec.kind) if vocab else None)
     except InteropError as exc:
-        raise ExportError(f"{saved.path}: {exc}" if saved is not None else str(exc)) from None
+        raise ExportError(f"{shown(saved.path)}: {exc}" if saved is not None else str(exc)) from None
     written = ["config.json", "model.safetensors"]
     for name, data in (hugging_face_tokenizer(vocab) if vocab else {}).items():
         write_atomically(out / name, data)

@@ -20,11 +20,13 @@ import math
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..files import as_os_error, read_regular
+from ..files import as_os_error, read_json, read_regular
+from ..errors import shown
 from .mapping import InteropError
 
 
@@ -306,9 +308,10 @@ def read_config(source) -> Any:
         try:
             data = json.loads(read_regular(path, 64 << 20).decode("utf-8"))
         except FileNotFoundError:
-            raise InteropError(f"{path}: no such file (a Hugging Face model directory has a config.json)") from None
+            raise InteropError(f"{shown(path)}: no such file (a Hugging Face model directory has a "
+                               "config.json)") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InteropError(f"{path}: not a readable JSON configuration: {exc}") from None
+            raise InteropError(f"{shown(path)}: not a readable JSON configuration: {exc}") from None
         source = data
     unusable = _non_finite(source)
     if unusable is not None:  # JSON's NaN, Infinity and 1e400 (inf): transformers takes some of them
@@ -318,7 +321,11 @@ def read_config(source) -> Any:
     if "model_type" not in source:
         raise InteropError("the configuration has no model_type, so its family is unknown")
     family_of(source["model_type"])  # an unsupported type is named before transformers sees it
-    values = {k: v for k, v in source.items() if k != "model_type"}
+    refused = [f"{key}: {why}" for key, why in REFUSED_FIELDS.items() if source.get(key) is not None]
+    if refused:
+        raise InteropError("the configuration asks for what tfspec does not read:\n"
+                           + "\n".join(f"  {r}" for r in refused))
+    values = {k: v for k, v in source.items() if k != "model_type" and k not in LOADER_FIELDS}
     try:
         return transformers.AutoConfig.for_model(source["model_type"], **values)
     except (TypeError, ValueError) as exc:
@@ -330,6 +337,24 @@ def read_config(source) -> Any:
         types = re.findall(r"<class '(\w+)'>", str(exc)) or re.findall(r"expected (\w+)", str(exc))
         expected = f"; transformers expects {' or '.join(dict.fromkeys(types))}" if types else ""
         raise InteropError(f"config.json's field {field} is {_shown(source.get(field))}{expected}") from None
+
+
+# Fields of a config.json that choose how transformers loads or runs a model, not what it computes: its attention
+# and expert kernels (a name with a '/' is a hub repository of native code that transformers downloads and
+# loads), the precision it loads in, which weights file it reads, device and parallel plans, fused modules, code
+# of the directory's own. tfspec reads every checkpoint in float32 on transformers' eager, local path, so these are
+# dropped before transformers sees the configuration.
+LOADER_FIELDS = frozenset({
+    "attn_implementation", "_attn_implementation", "_attn_implementation_internal", "_attn_implementation_autoset",
+    "experts_implementation", "_experts_implementation", "_experts_implementation_internal",
+    "dtype", "torch_dtype", "transformers_weights", "use_kernels", "kernel_config", "fusion_config",
+    "tp_plan", "base_model_tp_plan", "pp_plan", "base_model_pp_plan", "device_map", "auto_map",
+    "trust_remote_code", "custom_pipelines"})
+# Fields that change what the checkpoint's numbers mean: refused, with the reason.
+REFUSED_FIELDS = {
+    "quantization_config": "quantized weights (bitsandbytes, GPTQ, AWQ, FP8, ...), which tfspec does not read; "
+                           "import the model's unquantized weights",
+}
 
 
 def _non_finite(value, where: str = "") -> tuple[str, str] | None:
@@ -388,16 +413,17 @@ def tensor_names(source) -> set[str]:
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         if (path / index).exists():
             try:
-                return set(json.loads((path / index).read_text(encoding="utf-8"))["weight_map"])
+                return set(read_json(path / index, INDEX_BYTES)["weight_map"])
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise InteropError(f"{path / index}: not a readable weight index: {exc}") from None
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise InteropError(f"{shown(path / index)}: not a readable weight index: {reason}") from None
     if (path / "model.safetensors").exists():
-        from safetensors import safe_open
+        from ..files import open_regular
         try:
-            with safe_open(str(path / "model.safetensors"), framework="numpy") as weights:  # names: no torch
-                return set(weights.keys())
-        except Exception as exc:  # a truncated or foreign file: safetensors raises its own error types
-            raise InteropError(f"{path / 'model.safetensors'}: not a readable safetensors file: {exc}") from None
+            with open_regular(path / "model.safetensors") as handle:  # names from the header: no torch, no FIFO
+                return set(_safetensors_types(handle, path / "model.safetensors"))
+        except OSError as exc:
+            raise InteropError(f"{shown(path / 'model.safetensors')}: {exc.strerror or exc}") from None
     return set()
 
 
@@ -408,31 +434,138 @@ def from_pretrained(directory, *, device=None):
 
     path = Path(directory)
     if not path.is_dir():
-        raise InteropError(f"{path}: not a directory (a Hugging Face model directory holds config.json and weights)")
+        raise InteropError(f"{shown(path)}: not a directory (a Hugging Face model directory holds config.json and "
+                           "weights)")
     if not any((path / f).exists() for f in ("model.safetensors", "model.safetensors.index.json",
                                              "pytorch_model.bin", "pytorch_model.bin.index.json")):
-        raise InteropError(f"{path}: no weights (model.safetensors or pytorch_model.bin); "
+        raise InteropError(f"{shown(path)}: no weights (model.safetensors or pytorch_model.bin); "
                            "tfspec.import_config reads the configuration alone")
     config = read_config(path)
     family = family_of(config.model_type)
     text = import_config(path)
+    stored = stored_types(path)  # every file transformers would open is checked first: none is a FIFO
     model = compile_spec(parse(text, file=str(path / "config.json")), seed=0)
     transformers = _transformers()
-    try:
-        reference, info = getattr(transformers, model_class(config, family)).from_pretrained(
-            path, local_files_only=True, output_loading_info=True)
-    except (OSError, ValueError, RuntimeError) as exc:  # unreadable or inconsistent files
-        raise InteropError(f"{path}: transformers cannot load it: {exc}") from None
+    import torch
+
+    cls = getattr(transformers, model_class(config, family))
+    eager = {"experts_implementation": "eager"} if hasattr(config, "_experts_implementation") else {}
+    try:  # the configuration read above (its loader fields dropped), the eager path, float32, nothing fetched
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers' notes on a foreign pickle's protocol: refused below
+            reference, info = cls.from_pretrained(path, config=config, local_files_only=True, output_loading_info=True,
+                                                  attn_implementation="eager", dtype=torch.float32, **eager)
+    except Exception as exc:  # noqa: BLE001 - a damaged or hostile file: torch, safetensors, zipfile, pickle ...
+        raise InteropError(f"{shown(path)}: transformers cannot load it: {safe_reason(exc)}") from None
     # transformers fills a missing tensor with random values and only warns: a damaged checkpoint is refused here
     damaged = {k: sorted(map(str, v)) for k, v in info.items() if k != "error_msgs" and v}
     if damaged or info.get("error_msgs"):
         details = [f"  {kind.replace('_', ' ')}: {', '.join(names[:8])}" + (" …" if len(names) > 8 else "")
                    for kind, names in damaged.items()] + [f"  {m}" for m in info.get("error_msgs", [])]
-        raise InteropError(f"{path}: the checkpoint does not match its config.json:\n" + "\n".join(details))
+        raise InteropError(f"{shown(path)}: the checkpoint does not match its config.json:\n" + "\n".join(details))
+    _check_values(path, reference, stored)
     family.load_weights(model, reference)
     model.hf_class = type(reference).__name__  # what it was: exported back as the same class
     model.hf_carried = family.carried(config)
     return (model.to(device) if device is not None else model).eval()
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+# what transformers may open beside the weights when it loads a model class
+OTHER_FILES = ("config.json", "generation_config.json")
+INDEX_BYTES = 64 << 20  # the largest weight index read (a 1T-parameter model's is a few MB)
+
+
+def stored_types(directory) -> dict[str, str]:
+    """Each stored tensor's type as its file declares it (``"F32"``, ``"I32"``, ...), by name, from the
+    safetensors files' headers (a ``pytorch_model.bin`` declares none: {}), once every file transformers would
+    open is known to be a regular file: a FIFO in a weight file's place would block the loader forever."""
+    from ..files import open_regular
+
+    path = Path(directory)
+    names = [n for n in WEIGHT_FILES + OTHER_FILES if os.path.lexists(path / n)]
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if index in names:
+            try:
+                weight_map = read_json(path / index, INDEX_BYTES)["weight_map"]
+                names += sorted({str(v) for v in weight_map.values()})
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+                raise InteropError(f"{shown(path / index)}: not a readable weight index ({reason})") from None
+    types: dict[str, str] = {}
+    for name in dict.fromkeys(names):
+        file = path / name
+        if Path(name).name != name:
+            raise InteropError(f"{shown(path)}: its weight index names {shown(name)!r}, not a file of the directory")
+        try:
+            with open_regular(file) as handle:
+                if name.endswith(".safetensors"):
+                    types.update(_safetensors_types(handle, file))
+        except FileNotFoundError:
+            if name in WEIGHT_FILES + OTHER_FILES:
+                continue  # a dangling link: transformers does not read it either
+            raise InteropError(f"{shown(file)}: missing (its weight index names it)") from None
+        except OSError as exc:
+            raise InteropError(f"{shown(file)}: {exc.strerror or exc}") from None
+    return types
+
+
+def _safetensors_types(handle, file: Path) -> dict[str, str]:
+    """{tensor: dtype} of an open safetensors file's header (8 bytes of length, then that much JSON)."""
+    import struct
+
+    head = handle.read(8)
+    size = struct.unpack("<Q", head)[0] if len(head) == 8 else None
+    if size is None or size > min(100 << 20, os.fstat(handle.fileno()).st_size - 8):
+        raise InteropError(f"{shown(file)}: not a safetensors file (its header's length is not possible)")
+    try:
+        header = json.loads(handle.read(size))
+        return {k: str(v["dtype"]) for k, v in header.items() if k != "__metadata__"}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise InteropError(f"{shown(file)}: not a safetensors file (its header is not JSON naming tensors)") from None
+
+
+FLOAT_TYPES = {"F64", "F32", "F16", "BF16"}
+
+
+def _check_values(path: Path, reference, stored: dict[str, str]) -> None:
+    """Every floating-point tensor of the loaded reference is finite and was stored as floating point: an Inf,
+    a NaN or an integer tensor read as weights (I32 bits where F32 was meant) is refused by name, before any
+    training or export would carry it on."""
+    import torch
+
+    mistyped, broken = [], []
+    for name, tensor in reference.state_dict().items():
+        if not tensor.is_floating_point():
+            continue
+        prefix = f"{reference.base_model_prefix}."  # a base model's tensors saved from its causal LM, or back
+        declared = stored.get(name, stored.get(prefix + name, stored.get(name.removeprefix(prefix))))
+        if declared is not None and declared not in FLOAT_TYPES:
+            mistyped.append(f"{name} ({declared})")
+        elif not bool(torch.isfinite(tensor).all()):
+            broken.append(name)
+    if mistyped:
+        raise InteropError(f"{shown(path)}: weights stored as integers, not floating point: "
+                           f"{', '.join(mistyped[:8])}"
+                           + (f" and {len(mistyped) - 8} more" if len(mistyped) > 8 else ""))
+    if broken:
+        raise InteropError(f"{shown(path)}: non-finite weights (inf or NaN) in {', '.join(broken[:8])}"
+                           + (f" and {len(broken) - 8} more" if len(broken) > 8 else ""))
+
+
+def safe_reason(exc: BaseException) -> str:
+    """Why a file was refused, in one line, without the advice of torch's refusal of a pickle to load it again
+    unsafely (``weights_only=False``), which would run whatever code the file holds."""
+    text = str(exc).strip()
+    unsafe = re.search(r"weights_only|arbitrary code|WeightsUnpickler|Unsupported global", text)
+    if unsafe:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)|unsupported (?:GLOBAL|class) ([\w.]+)", text)
+        what = f" ({found.group(1) or found.group(2)})" if found else ""
+        return (f"a pickle that holds more than tensors{what}; tfspec loads only plain tensors and never runs code "
+                "from a file: save the weights as safetensors")
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
 def tokenizer_of(directory, model):
@@ -444,13 +577,13 @@ def tokenizer_of(directory, model):
     if not path.is_file():
         return None
     try:
-        config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+        config = read_json(Path(directory) / "config.json")
         vocab = TokenizerVocabulary.load(path, config if isinstance(config, dict) else {})
     except (OSError, ValueError, DataError) as exc:
         raise InteropError(str(exc)) from None
     rows = model.spec.embeddings[0].vocab
     if vocab.size > rows:
-        raise InteropError(f"{path}: {vocab.size:,} tokens, but the model's embedding has {rows:,} rows")
+        raise InteropError(f"{shown(path)}: {vocab.size:,} tokens, but the model's embedding has {rows:,} rows")
     return vocab
 
 

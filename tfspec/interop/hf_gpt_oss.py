@@ -31,6 +31,15 @@ def _layer_types(f) -> list[str]:
 
 LEFT_OUT = ("mlp_bias", "attention_bias", "head_dim", "sliding_window", "hidden_act",
             "rope_parameters.partial_rotary_factor")
+# gpt-oss's clamped SwiGLU: transformers before 5.2x computes it with these and has no configuration fields for them,
+# and the published config.json (openai/gpt-oss-20b) leaves them out: a configuration without them means these
+SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0
+
+
+def _given(value, default):
+    return default if value is None else value
+
+
 FIELDS = Fields(
     *(e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in LEFT_OUT),
     Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
@@ -41,8 +50,10 @@ FIELDS = Fields(
           setting=False),
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
     Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
-    Field("alpha", "swiglu_alpha", lambda f: f.mixture_body("decoder").activation.options.get("alpha", 1.702)),
-    Field("limit", "swiglu_limit", lambda f: f.mixture_body("decoder").activation.options.get("limit", 7.0)),
+    Field("alpha", "swiglu_alpha", lambda f: f.mixture_body("decoder").activation.options.get("alpha", SWIGLU_ALPHA),
+          read=lambda c: _given(getattr(c, "swiglu_alpha", None), SWIGLU_ALPHA)),
+    Field("limit", "swiglu_limit", lambda f: f.mixture_body("decoder").activation.options.get("limit", SWIGLU_LIMIT),
+          read=lambda c: _given(getattr(c, "swiglu_limit", None), SWIGLU_LIMIT)),
     *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
     ignored={**hf_llama.FIELDS.ignored,
              "hidden_act": "not read: the experts' gated unit is the clamped SwiGLU (swiglu_alpha, swiglu_limit)",

@@ -73,6 +73,11 @@ class Document:
         lines = source_lines(self.text)
         return lines[number] if 0 <= number < len(lines) else ""
 
+    def position(self, offset: int) -> Position:
+        """The position of a character offset (the inverse of ``offset``)."""
+        before = self.text[:offset]
+        return before.count("\n"), offset - (before.rfind("\n") + 1)
+
     def offset(self, position: Position) -> int:
         """The character offset of a position (clamped to the text)."""
         line, column = position
@@ -311,18 +316,21 @@ class Completion:
 
 
 def completions(doc: Document, line: int, column: int) -> list[Completion]:
-    """What may be written at the cursor, starting with the word typed so far."""
+    """What may be written in place of the word at the cursor (``completion_word``): every candidate of its place,
+    those starting with what is typed before the cursor first. They are not filtered by it: an editor filters
+    fuzzily itself, and inside a mistyped word (``mask=cas|ual``) a strict prefix would leave nothing."""
     offset = doc.offset((line, column))
     start, _ = word_at(doc.text, offset)
     prefix = doc.text[start:offset]
-    context = context_at(doc.text, offset)
-    found = _candidates(doc, context)
-    seen, out = set(), []
-    for item in found:
-        if item.label.startswith(prefix) and item.label not in seen:
-            seen.add(item.label)
-            out.append(item)
-    return out
+    found = _candidates(doc, context_at(doc.text, start))
+    unique = list({item.label: item for item in reversed(found)}.values())[::-1]  # the first of each label
+    return sorted(unique, key=lambda item: not item.label.startswith(prefix))  # stable: each group keeps its order
+
+
+def completion_word(doc: Document, line: int, column: int) -> tuple[Position, Position]:
+    """The word a completion replaces: the name (or number) around the cursor, whole (empty at a space)."""
+    start, end = word_at(doc.text, doc.offset((line, column)))
+    return doc.position(start), doc.position(end)
 
 
 def _candidates(doc: Document, context: Context) -> list[Completion]:

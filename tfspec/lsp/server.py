@@ -12,14 +12,21 @@ its line's text.
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as T
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 
 from ..version import __version__
 from ..errors import source_lines
+from ..files import read_regular
+from ..front.api import MAX_SPEC_BYTES
 from . import language as L
 
 DEBOUNCE_SECONDS = 0.3  # a check waits this long after a change, and is dropped if another change comes
@@ -65,11 +72,74 @@ def _range(lines: list[str], start: L.Position, end: L.Position) -> T.Range:
     return T.Range(start=_position(lines, start), end=_position(lines, end))
 
 
+MAX_MESSAGE_BYTES = 64 << 20  # the largest message read (a spec may have 1 MB; its JSON-escaped text a few)
+MAX_HEADER_BYTES = 4096  # the longest header line read
+
+
+class BoundedInput:
+    """The client's stream as pygls reads it, bounded: a header line of at most ``MAX_HEADER_BYTES``, a message of at
+    most ``MAX_MESSAGE_BYTES``. A larger Content-Length (10**18) cannot be skipped, so it ends the session as end of
+    input would, with ``refused`` saying why."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.refused: str | None = None
+
+    def readline(self) -> bytes:
+        return self.stream.readline(MAX_HEADER_BYTES)
+
+    def read(self, size: int) -> bytes:
+        if size > MAX_MESSAGE_BYTES:
+            self.refused = (f"a message of {size:,} bytes (its Content-Length), more than the {MAX_MESSAGE_BYTES:,} "
+                            "a message may have; the session ends")
+            return b""
+        return self.stream.read(size)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A request whose parameters do not fit the protocol's types (a position of -1 or 2**31), to be answered
+    with its error rather than dropped."""
+
+    id: object
+    method: str
+    error: T.ResponseError
+
+
+class SpecProtocol(LanguageServerProtocol):
+    """pygls' protocol, answering every request: one it cannot read gets the JSON-RPC error (InvalidParams,
+    -32602), and one after ``shutdown`` gets InvalidRequest (-32600), where pygls would log and drop them; an
+    ``exit`` is 0 after ``shutdown`` and 1 before it (the protocol's rule), kept in ``exit_status``."""
+
+    exit_status = 0
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if not isinstance(data, dict) or "id" not in data or not isinstance(data.get("method"), str):
+                raise
+            return Unreadable(data["id"], data["method"], T.ResponseError(
+                code=exc.code, message=f"{data['method']}: parameters that do not fit the protocol ({exc.message})"))
+
+    def handle_message(self, message):
+        method = getattr(message, "method", None)
+        if isinstance(message, Unreadable):
+            self._send_response(message.id, error=message.error)
+        elif self._shutdown and method is not None and method != T.EXIT and getattr(message, "id", None) is not None:
+            self._send_response(message.id, error=T.ResponseError(
+                code=-32600, message=f"{method}: the server is shutting down (shutdown was received)"))
+        else:
+            if method == T.EXIT:
+                SpecProtocol.exit_status = 0 if self._shutdown else 1
+            super().handle_message(message)
+
+
 class SpecServer(LanguageServer):
     """The server: the documents it checked, by URI, and which other files' diagnostics each published."""
 
     def __init__(self):
-        super().__init__("tfspec", __version__)
+        super().__init__("tfspec", __version__, protocol_cls=SpecProtocol)
         self.checked: dict[str, L.Document] = {}
         self.published: dict[str, set[str]] = {}  # a document's URI -> URIs it published diagnostics for
         self.pending: dict[str, asyncio.Task] = {}
@@ -164,10 +234,12 @@ KINDS = {"keyword": T.CompletionItemKind.Keyword, "setting": T.CompletionItemKin
 
 @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=TRIGGERS))
 def completion(ls: SpecServer, params: T.CompletionParams) -> T.CompletionList:
-    doc, _, line, column = _at(ls, params)
+    """Every candidate of the place, each replacing the whole word around the cursor: the editor filters them."""
+    doc, lines, line, column = _at(ls, params)
+    word = _range(lines, *L.completion_word(doc, line, column))
     items = [T.CompletionItem(label=c.label, kind=KINDS[c.kind], detail=c.detail or None,
                               documentation=T.MarkupContent(kind=T.MarkupKind.Markdown, value=c.documentation)
-                              if c.documentation else None)
+                              if c.documentation else None, text_edit=T.TextEdit(range=word, new_text=c.label))
              for c in L.completions(doc, line, column)]
     return T.CompletionList(is_incomplete=False, items=items)
 
@@ -176,7 +248,10 @@ def _location(ls: SpecServer, doc: L.Document, location: L.Location) -> T.Locati
     uri = uri_of(location.file)
     text = doc.sources.get(location.file)
     if text is None and Path(location.file).is_file():
-        text = Path(location.file).read_text(encoding="utf-8", errors="replace")
+        try:
+            text = read_regular(location.file, MAX_SPEC_BYTES).decode("utf-8", errors="replace")
+        except OSError:  # gone, swapped for a FIFO, grown past a spec's size: the range is drawn without it
+            text = None
     return T.Location(uri=uri, range=_range(_lines(text), location.start, location.end))
 
 
@@ -239,6 +314,14 @@ def formatting(ls: SpecServer, params: T.DocumentFormattingParams) -> list[T.Tex
 
 
 def main() -> int:
-    """Serve on stdin/stdout until the client says exit."""
-    server.start_io()
-    return 0
+    """Serve on stdin/stdout until the client says exit (or its input ends); the exit status is the protocol's:
+    0 after ``shutdown`` and ``exit``, 1 for an ``exit`` without ``shutdown`` or a message past the bound."""
+    stream = BoundedInput(sys.stdin.buffer)
+    # a request it cannot read is answered with its error (SpecProtocol), not a traceback in the editor's log
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(
+        lambda record: not record.getMessage().startswith("Unable to deserialize message"))
+    server.start_io(stdin=stream)
+    if stream.refused:
+        print(f"tfspec lsp: error: {stream.refused}", file=sys.stderr)
+        return 1
+    return SpecProtocol.exit_status

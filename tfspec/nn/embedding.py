@@ -124,6 +124,7 @@ class PatchEmbeddings(nn.Module):
                 tokens: nn.Module | None = None) -> Tensor:
         """``pixels`` (batch, channels, image, image) at position ids ``positions`` -> (batch, length, dim)."""
         batch, p = pixels.shape[0], self.patch
+        pixels = pixels.to(self.patches.weight.dtype)  # float32 pictures into a bf16 model, as a token id would go
         squares = pixels.unfold(2, p, p).unfold(3, p, p)  # (batch, channels, rows, columns, p, p)
         x = self.patches(squares.permute(0, 2, 3, 1, 4, 5).reshape(batch, -1, self.channels * p * p))
         if self.class_token is not None:

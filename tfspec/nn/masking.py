@@ -29,6 +29,18 @@ from ..registry import band_chunk
 from .context import Context
 
 
+class BoundRule:
+    """A mask's ``rule`` with its ``options``, called as ``f(queries, keys, inputs)`` with the call's run-time inputs
+    (those named in ``inputs`` are passed on): an object, not a closure, so that a compiled model pickles
+    (``torch.save``, ``copy.deepcopy``, a process pool)."""
+
+    def __init__(self, rule: Callable, options: dict, inputs):
+        self.rule, self.options, self.inputs = rule, dict(options), tuple(inputs)
+
+    def __call__(self, queries: Tensor, keys: Tensor, given: dict) -> Tensor:
+        return self.rule(queries, keys, **self.options, **{n: given.get(n) for n in self.inputs})
+
+
 class MaskSet:
     """The masks of one attention sublayer: ``rules``, each ``(rule, options, inputs)`` -- a mask's
     ``rule(queries, keys, **options, **inputs)`` and the names of the run-time inputs it reads --, whether a
@@ -49,7 +61,7 @@ class MaskSet:
     @staticmethod
     def bound(rule: Callable, options: dict, inputs) -> Callable:
         """``rule`` with its options bound, as ``f(queries, keys, inputs)``: bound once, at build time."""
-        return lambda queries, keys, given: rule(queries, keys, **options, **{n: given.get(n) for n in inputs})
+        return BoundRule(rule, options, inputs)
 
     def allowed(self, ctx: Context, query_len: int, key_len: int, device, padding: Tensor | None,
                 rows: slice = slice(None), keys: slice = slice(None)) -> Tensor | None:

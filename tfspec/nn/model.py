@@ -21,6 +21,7 @@ from torch import Tensor, fx, nn
 from .checks import check_ids, check_memory, check_padding_mask, check_pixels, check_runtime_inputs
 from .context import Context
 from .embedding import Embeddings, default_positions
+from .generated import Generated
 from .recompute import checkpointed
 
 
@@ -92,7 +93,7 @@ class CompiledModel(nn.Module):
         self.check_inputs = True
         # The generated forward calls this model's steps and modules; kept out of the module tree, so its
         # references are not a second copy of the weights (nor of their names).
-        forward = fx.GraphModule(self, program, class_name=spec.kind.title().replace("-", "") + "Forward")
+        forward = Generated(self, program, class_name=spec.kind.title().replace("-", "") + "Forward")
         self.__dict__["program"] = forward
         self.forward = forward.forward
 

@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -33,9 +34,9 @@ from typing import Iterator
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, shown
 from .layout import latest
-from ..files import moved_error, naming, read_regular, write_atomically
+from ..files import moved_error, naming, open_regular, read_json, read_regular, write_atomically
 
 FORMAT = 1
 KEEP = 3  # checkpoints kept per run (the newest ones)
@@ -64,13 +65,14 @@ class Checkpoint:
                 warnings.simplefilter("ignore")
                 state = torch.load(self.path / "state.pt", weights_only=True, map_location="cpu")
         except FileNotFoundError:
-            raise CheckpointError(f"{self.path / 'state.pt'}: missing; the run cannot resume from it") from None
+            raise CheckpointError(f"{shown(self.path / 'state.pt')}: missing; the run cannot resume from it") from None
         except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for damaged files
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckpointError(f"{self.path / 'state.pt'}: not a training state tfspec wrote "
-                                  f"({type(exc).__name__}: {first[:200]})") from None
+            from ..interop.families import safe_reason
+
+            raise CheckpointError(f"{shown(self.path / 'state.pt')}: not a training state tfspec wrote "
+                                  f"({safe_reason(exc)})") from None
         if not isinstance(state, dict) or not {"optimizer", "rng"} <= set(state):
-            raise CheckpointError(f"{self.path / 'state.pt'}: not a training state tfspec wrote (no optimizer "
+            raise CheckpointError(f"{shown(self.path / 'state.pt')}: not a training state tfspec wrote (no optimizer "
                                   "and RNG states)")
         return state
 
@@ -84,7 +86,7 @@ class Checkpoint:
         try:
             return Vocabulary.from_dict(self.meta["vocab"], self.path)
         except (ValueError, DataError) as exc:
-            raise CheckpointError(f"{self.path / 'checkpoint.json'}: {exc}") from None
+            raise CheckpointError(f"{shown(self.path / 'checkpoint.json')}: {exc}") from None
 
     def config(self):
         """The training configuration (a ``TrainConfig``; None for imported weights); one that is not valid is a
@@ -100,7 +102,7 @@ class Checkpoint:
         except (ValidationError, TypeError, ValueError) as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()) \
                 if isinstance(exc, ValidationError) else str(exc)
-            raise CheckpointError(f"{self.path / 'checkpoint.json'}: its training configuration is not valid: "
+            raise CheckpointError(f"{shown(self.path / 'checkpoint.json')}: its training configuration is not valid: "
                                   f"{problems}") from None
 
     def model(self, device=None):
@@ -111,7 +113,7 @@ class Checkpoint:
         try:
             model.load_state_dict(self.weights)
         except RuntimeError as exc:  # names or shapes that do not match the spec
-            raise CheckpointError(f"{self.path}: the weights do not fit spec.tfs: {exc}") from None
+            raise CheckpointError(f"{shown(self.path)}: the weights do not fit spec.tfs: {exc}") from None
         return model.eval()
 
     def spec(self):
@@ -127,6 +129,28 @@ def _write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
+@contextmanager
+def _zip_write_errors(path: Path) -> Iterator[None]:
+    """torch's zip writer reports a failed write (a full disk) as a ``RuntimeError`` ("[enforce fail at
+    inline_container.cc] ... unexpected pos"); it leaves as the ``OSError`` it was, naming ``path``."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if "inline_container" not in str(exc) and "PytorchStreamWriter" not in str(exc):
+            raise
+        code = errno.ENOSPC if _full(path) else errno.EIO
+        raise OSError(code, os.strerror(code), str(path)) from None
+
+
+def _full(path: Path) -> bool:
+    """Whether the file system of ``path`` has (almost) no room left: under a megabyte, or no free inode."""
+    try:
+        info = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < (1 << 20) or info.f_favail == 0
+
+
 def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dict,
          files: dict[str, bytes] | None = None) -> Path:
     """Write the checkpoint of ``step`` into ``run_dir`` and point ``latest`` at it; returns its path.
@@ -136,7 +160,7 @@ def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dic
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{step:07d}"
     final = root / name
-    if not (final / "checkpoint.json").exists():
+    if not _holds_step(final, step):  # a checkpoint of this step, saved before a resume from an earlier one, is kept
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
         try:
             state_dict = model if isinstance(model, dict) else model.state_dict()
@@ -146,13 +170,13 @@ def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dic
             _write(tmp / "spec.tfs", spec_text.encode("utf-8"))
             for file_name, data in (files or {}).items():
                 _write(tmp / file_name, data)
-            with naming(tmp / "state.pt"):
+            with naming(tmp / "state.pt"), _zip_write_errors(tmp / "state.pt"):
                 torch.save(state, tmp / "state.pt")
             digests = {f.name: _digest(f) for f in sorted(tmp.iterdir())}  # every file it holds
             record = {"format": FORMAT, **meta, "step": step, "digests": digests}
             record[SELF_DIGEST] = _record_digest(record)
             _write(tmp / "checkpoint.json", json.dumps(record, indent=2).encode())
-            if final.exists():  # a leftover without checkpoint.json: never published, safe to replace
+            if final.exists():  # a leftover without checkpoint.json, or another step's files: not this checkpoint
                 shutil.rmtree(final)
             os.rename(tmp, final)
         except BaseException as exc:
@@ -167,10 +191,25 @@ def save(run_dir: Path, step: int, model, spec_text: str, meta: dict, state: dic
             kept = f"the previous one, {previous.name}, is intact" if previous else "no earlier checkpoint exists"
             file = str(error.filename)
             file = file[len(str(final)) + 1:] if file.startswith(str(final) + os.sep) else file
-            raise CheckpointError(f"cannot save checkpoint {final} ({file}: {error.strerror}); {kept}") from None
+            raise CheckpointError(f"cannot save checkpoint {shown(final)} ({shown(file)}: {error.strerror}); "
+                                  f"{kept}") from None
     write_atomically(Path(run_dir) / "latest", f"{name}\n".encode())
     _prune(root, keep=name)
     return final
+
+
+def step_of_name(name: str) -> int | None:
+    """The step a checkpoint directory's name says (``step-0000042``: 42), or None for another name."""
+    return int(name[5:]) if re.fullmatch(r"step-\d{7,}", name) else None
+
+
+def _holds_step(path: Path, step: int) -> bool:
+    """Whether ``path`` is a published checkpoint whose record says ``step``."""
+    try:
+        meta = read_json(path / "checkpoint.json")
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("step") == step and type(meta.get("step")) is int
 
 
 LOCK = ".lock"  # in a run directory: held (flock) by the one process writing it
@@ -203,7 +242,7 @@ def sole_writer(run_dir: str | Path) -> Iterator[None]:
                 raise
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             who = f"process {holder}" if holder.isdigit() else "another process"
-            raise RunBusy(f"{run_dir}: {who} is writing this run (tfspec train); wait for it to end, or choose "
+            raise RunBusy(f"{shown(run_dir)}: {who} is writing this run (tfspec train); wait for it to end, or choose "
                           "another --out") from None
         try:
             os.ftruncate(fd, 0)
@@ -237,7 +276,7 @@ def _record_digest(record: dict) -> str:
 
 def _digest(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -250,11 +289,12 @@ def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:
     file and the problem."""
     path = Path(path)
     if not path.exists():
-        raise CheckpointError(f"{path}: no such checkpoint or run directory")
+        raise CheckpointError(f"{shown(path)}: no such checkpoint or run directory")
     if not (path / "checkpoint.json").is_file():
         found = latest(path) if path.is_dir() else None
         if found is None:
-            raise CheckpointError(f"{path}: not a checkpoint (no checkpoint.json) nor a run directory (no 'latest')")
+            raise CheckpointError(f"{shown(path)}: not a checkpoint (no checkpoint.json) nor a run directory (no "
+                                  "'latest')")
         path = found
     try:
         meta = json.loads(read_regular(path / "checkpoint.json", 64 << 20))  # never a FIFO, a device
@@ -266,10 +306,10 @@ def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:
     except CheckpointError:
         raise
     except Exception as exc:  # a missing file, bad JSON, a truncated safetensors header
-        raise CheckpointError(f"{path}: unreadable checkpoint: {exc}") from None
+        raise CheckpointError(f"{shown(path)}: unreadable checkpoint: {exc}") from None
     broken = [name for name, t in weights.items() if t.is_floating_point() and not torch.isfinite(t).all()]
     if broken:
-        raise CheckpointError(f"{path / 'model.safetensors'}: non-finite values (inf or NaN) in "
+        raise CheckpointError(f"{shown(path / 'model.safetensors')}: non-finite values (inf or NaN) in "
                               f"{', '.join(broken[:8])}" + (f" and {len(broken) - 8} more" if len(broken) > 8 else ""))
     return Checkpoint(path, spec_text, meta, weights, accept_edits)
 
@@ -278,15 +318,19 @@ def _check_meta(path: Path, meta) -> None:
     """checkpoint.json's shape: an object of format FORMAT whose step is a whole number >= 0."""
     where = path / "checkpoint.json"
     if not isinstance(meta, dict):
-        raise CheckpointError(f"{where}: not a JSON object")
+        raise CheckpointError(f"{shown(where)}: not a JSON object")
     if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')!r}, expected {FORMAT}")
+        raise CheckpointError(f"{shown(path)}: checkpoint format {meta.get('format')!r}, expected {FORMAT}")
     step = meta.get("step")
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise CheckpointError(f"{where}: step {step!r} is not a whole number >= 0")
+        raise CheckpointError(f"{shown(where)}: step {step!r} is not a whole number >= 0")
+    named = step_of_name(path.name)
+    if named is not None and named != step:  # another step's files copied or moved in: its weights, its state
+        raise CheckpointError(f"{shown(path)}: holds the checkpoint of step {step}, not of step {named} as its name "
+                              "says; it is not this run's checkpoint of that step")
     for key in ("config", "vocab", "overrides", "digests"):
         if key in meta and meta[key] is not None and not isinstance(meta[key], dict):
-            raise CheckpointError(f"{where}: {key} is {type(meta[key]).__name__}, not an object")
+            raise CheckpointError(f"{shown(where)}: {key} is {type(meta[key]).__name__}, not an object")
 
 
 def _check_digests(path: Path, meta: dict, skip: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> None:
@@ -295,17 +339,18 @@ def _check_digests(path: Path, meta: dict, skip: tuple[str, ...] = (), only: tup
     state.pt's have those unchecked.)"""
     where = path / "checkpoint.json"
     if only is None and SELF_DIGEST in meta and meta[SELF_DIGEST] != _record_digest(meta):
-        raise CheckpointError(f"{where}: damaged or edited since the checkpoint was saved (its SHA-256 differs from "
+        raise CheckpointError(f"{shown(where)}: damaged or edited since the checkpoint was saved (its SHA-256 differs "
+                              "from "
                               "the one it records); to use it as it is, pass --accept-edits")
     for name, expected in (meta.get("digests") or {}).items():
         if not isinstance(name, str) or Path(name).name != name or name in (".", "..", "checkpoint.json"):
-            raise CheckpointError(f"{where}: its digests name {str(name)[:80]!r}, not a file of the checkpoint")
+            raise CheckpointError(f"{shown(where)}: its digests name {str(name)[:80]!r}, not a file of the checkpoint")
         if name in skip or only is not None and name not in only:
             continue
         file = path / name
         if not file.is_file() or file.is_symlink():
-            raise CheckpointError(f"{file}: missing (checkpoint.json lists it); the checkpoint is incomplete")
+            raise CheckpointError(f"{shown(file)}: missing (checkpoint.json lists it); the checkpoint is incomplete")
         if _digest(file) != expected:
             what = EDITABLE.get(name, "is damaged or was replaced")
-            raise CheckpointError(f"{file}: {what} since the checkpoint was saved (its SHA-256 differs "
+            raise CheckpointError(f"{shown(file)}: {what} since the checkpoint was saved (its SHA-256 differs "
                                   "from checkpoint.json's); to use it as it is, pass --accept-edits")

@@ -43,8 +43,8 @@ import torch
 from torch import Tensor
 
 from .data import SPECIALS, DataError, TokenizerVocabulary, Vocabulary
-from ..errors import listing
-from ..files import moved_error, naming, read_regular
+from ..errors import listing, shown
+from ..files import moved_error, naming, open_regular, read_json, read_regular
 
 PIECE_BYTES = 4 << 20  # a text file is read, and tokenised, this much at a time
 DEFAULT_GLOB = "*.txt"
@@ -113,7 +113,7 @@ class Source:
         for path in self.files():
             if path.suffix == ".jsonl":
                 if len(fields) != 2:
-                    raise DataError(f"{self.option} {path}: sentence pairs in JSONL need two fields: "
+                    raise DataError(f"{self.option} {shown(path)}: sentence pairs in JSONL need two fields: "
                                     "--field SOURCE,TARGET")
                 for number, (source, target) in _jsonl_strings(path, fields, self.option):
                     yield source, target, f"{path}:{number}"
@@ -123,7 +123,7 @@ class Source:
                     continue
                 source, tab, target = line.partition("\t")
                 if not tab or "\t" in target or not source.strip() or not target.strip():
-                    raise DataError(f"{self.option} {path}:{number}: an encoder-decoder learns from lines of "
+                    raise DataError(f"{self.option} {shown(path)}:{number}: an encoder-decoder learns from lines of "
                                     "'source<TAB>target' (one tab, both sides non-empty), or two aligned files")
                 yield source, target, f"{path}:{number}"
 
@@ -137,20 +137,17 @@ def _stat(path: Path, option: str) -> os.stat_result:
     try:
         return path.stat()
     except FileNotFoundError:
-        raise DataError(f"{option} {path}: no such file or directory") from None
+        raise DataError(f"{option} {shown(path)}: no such file or directory") from None
     except OSError as exc:
-        raise DataError(f"{option} {path}: cannot read: {exc.strerror}") from None
+        raise DataError(f"{option} {shown(path)}: cannot read: {exc.strerror}") from None
 
 
 def _open(path: Path, option: str):
-    info = _stat(path, option)
-    if not stat.S_ISREG(info.st_mode):
-        kind = "a directory, not a file" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-        raise DataError(f"{option} {path}: cannot read: {kind}")
+    _stat(path, option)  # a missing file named as such
     try:
-        return open(path, "rb")
+        return open_regular(path)  # a FIFO put in place after the stat is still refused, not waited on
     except OSError as exc:
-        raise DataError(f"{option} {path}: cannot read: {exc.strerror}") from None
+        raise DataError(f"{option} {shown(path)}: cannot read: {exc.strerror}") from None
 
 
 def _file_pieces(path: Path, binary: bool, option: str) -> Iterator[tuple[bool, str | bytes]]:
@@ -170,7 +167,7 @@ def _file_pieces(path: Path, binary: bool, option: str) -> Iterator[tuple[bool, 
             try:
                 text = carry + decoder.decode(block, final=not block)
             except UnicodeDecodeError as exc:
-                raise DataError(f"{option} {path}: not UTF-8 at byte {offset + exc.start}; "
+                raise DataError(f"{option} {shown(path)}: not UTF-8 at byte {offset + exc.start}; "
                                 "use --tokenizer bytes") from None
             offset += len(block)
             cut = (text.rfind("\n") + 1 or len(text)) if block else len(text)
@@ -188,7 +185,7 @@ def _lines(path: Path, option: str) -> Iterator[str]:
             try:
                 yield raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError:
-                raise DataError(f"{option} {path}:{number}: not UTF-8 text") from None
+                raise DataError(f"{option} {shown(path)}:{number}: not UTF-8 text") from None
 
 
 def _jsonl_strings(path: Path, fields: tuple[str, ...], option: str) -> Iterator[tuple[int, tuple[str, ...]]]:
@@ -199,12 +196,12 @@ def _jsonl_strings(path: Path, fields: tuple[str, ...], option: str) -> Iterator
         try:
             record = json.loads(line)
         except ValueError as exc:
-            raise DataError(f"{option} {path}:{number}: not a JSON line: {exc}") from None
+            raise DataError(f"{option} {shown(path)}:{number}: not a JSON line: {exc}") from None
         values = tuple(record.get(f) if isinstance(record, dict) else None for f in fields)
         missing = [f for f, v in zip(fields, values) if not isinstance(v, str)]
         if missing:
             keys = listing(sorted(record)) if isinstance(record, dict) else type(record).__name__
-            raise DataError(f"{option} {path}:{number}: no string field '{missing[0]}' (it has: {keys}); "
+            raise DataError(f"{option} {shown(path)}:{number}: no string field '{missing[0]}' (it has: {keys}); "
                             "name the field with --field")
         yield number, values
 
@@ -362,7 +359,7 @@ class Prepared:
         """Memory-map a prepared directory; a missing, truncated or foreign file is a DataError naming it."""
         path = Path(path)
         try:
-            meta = json.loads((path / PREPARED).read_text(encoding="utf-8"))
+            meta = read_json(path / PREPARED)
             if not isinstance(meta, dict) or meta.get("format") != FORMAT:
                 raise ValueError(f"not a {FORMAT} file")
             dtype, count, documents = np.dtype(meta["dtype"]), int(meta["tokens"]), int(meta["documents"])
@@ -370,18 +367,19 @@ class Prepared:
                 raise ValueError("its dtype or counts are not valid")
             vocab = Vocabulary.from_dict(meta["vocab"], path)
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{option} {path}: not a prepared directory ({PREPARED}: {exc}); "
+            raise DataError(f"{option} {shown(path)}: not a prepared directory ({PREPARED}: {exc}); "
                             "make one with tfspec prepare") from None
         for name, size in (("tokens.bin", count * dtype.itemsize), ("starts.bin", documents * 8)):
             actual = (path / name).stat().st_size if (path / name).is_file() else None
             if actual != size:
-                raise DataError(f"{option} {path / name}: {'missing' if actual is None else f'{actual:,} bytes'}, "
+                raise DataError(f"{option} {shown(path / name)}: "
+                                f"{'missing' if actual is None else f'{actual:,} bytes'}, "
                                 f"but {PREPARED} says {size:,}; prepare it again")
         ids = np.memmap(path / "tokens.bin", dtype=dtype, mode="r", shape=(count,))
-        _check_ids(ids, vocab, f"{option} {path / 'tokens.bin'}")
+        _check_ids(ids, vocab, f"{option} {shown(path / 'tokens.bin')}")
         starts = np.fromfile(path / "starts.bin", dtype=np.int64)
         if len(starts) != documents or starts[0] != 0 or np.any(np.diff(starts) < 0) or starts[-1] > count:
-            raise DataError(f"{option} {path / 'starts.bin'}: document starts out of order; prepare it again")
+            raise DataError(f"{option} {shown(path / 'starts.bin')}: document starts out of order; prepare it again")
         return cls(path, meta, vocab, Tokens(ids, starts))
 
 
@@ -394,7 +392,8 @@ def _check_ids(ids: np.ndarray, vocab, where: str, piece: int = 1 << 24) -> None
         bad = np.flatnonzero(ids[begin: begin + piece] >= vocab.size)
         if len(bad):
             offset = begin + int(bad[0])
-            raise DataError(f"{where}: id {int(ids[offset])} at token {offset:,} (byte {offset * ids.itemsize:,}) is "
+            raise DataError(f"{shown(where)}: id {int(ids[offset])} at token {offset:,} (byte "
+                            f"{offset * ids.itemsize:,}) is "
                             f"outside its vocabulary of {vocab.size:,} ids ({vocab.describe()}); the file is damaged "
                             "or was prepared with another tokenizer: prepare it again")
 
@@ -413,18 +412,19 @@ def prepare(source: Source, tokenizer: str | None, out: str | Path,
     for name in source.paths:  # its own output among the files it reads would feed on itself
         folder = Path(name).resolve()
         if folder.is_dir() and (out.resolve() == folder or folder in out.resolve().parents):
-            raise DataError(f"-o {out}: inside {name}, which it reads; prepare into a directory outside the data")
+            raise DataError(f"-o {shown(out)}: inside {name}, which it reads; prepare into a directory outside the "
+                            "data")
     made_from = {"sources": source.fingerprint(), "glob": source.glob, "field": source.field,
                  "tokenizer": tokenizer or "bytes", "tokenizer_digest": _digest(tokenizer)}
     if out.exists():
         if not (out / PREPARED).is_file():
-            raise DataError(f"-o {out}: exists and is not a prepared directory; name a new one")
+            raise DataError(f"-o {shown(out)}: exists and is not a prepared directory; name a new one")
         try:
             existing = Prepared.open(out, "-o")
         except DataError:
             existing = None  # damaged: made again below
         if existing is not None and existing.meta.get("made_from") == made_from:
-            log(f"{out}: up to date ({existing.meta['tokens']:,} tokens of {existing.meta['documents']:,} "
+            log(f"{shown(out)}: up to date ({existing.meta['tokens']:,} tokens of {existing.meta['documents']:,} "
                 "documents); reusing it")
             return existing
     vocab = text_vocabulary(tokenizer, source, held_out=0.1)
@@ -462,7 +462,7 @@ def prepare(source: Source, tokenizer: str | None, out: str | Path,
             raise
         raise error from None
     prepared = Prepared.open(out)
-    log(f"{out}: {count:,} tokens of {len(starts):,} documents, {vocab.describe()}, {np.dtype(dtype).name}")
+    log(f"{shown(out)}: {count:,} tokens of {len(starts):,} documents, {vocab.describe()}, {np.dtype(dtype).name}")
     return prepared
 
 
@@ -518,7 +518,7 @@ class TextData:
         held_out = tokens_of(eval_source, None, vocab)[1]
         for part, where in ((tokens, source.where()), (held_out, eval_source.where())):
             if len(part) < window + 1:
-                raise DataError(f"{where}: {len(part)} tokens is too short for windows of {window}; "
+                raise DataError(f"{shown(where)}: {len(part)} tokens is too short for windows of {window}; "
                                 "use a longer text or a smaller --seq-len")
         return cls(vocab, tokens, held_out, len(tokens.starts))
 

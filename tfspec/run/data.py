@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..errors import RunError
-from ..files import read_regular
+from ..errors import RunError, shown
+from ..files import read_json, read_regular
 from ..front.schema import MAX_DIM
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>", "<mask>")
@@ -204,6 +204,15 @@ def _byte_characters() -> dict[int, str]:
 
 
 TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")  # kept beside a tokenizer.json
+TOKENIZER_BYTES = 256 << 20  # the largest tokenizer.json read (the largest published ones are ~35 MB)
+SETTINGS_BYTES = 16 << 20  # the largest tokenizer_config.json, special_tokens_map.json, generation_config.json
+
+
+def _setting(path: Path) -> bytes:
+    try:
+        return read_regular(path, SETTINGS_BYTES)
+    except OSError as exc:
+        raise DataError(f"{shown(path)}: {exc.strerror or exc}") from None
 
 
 class TokenizerVocabulary:
@@ -241,16 +250,16 @@ class TokenizerVocabulary:
         path = Path(path)
         try:
             if not path.exists():
-                raise DataError(f"{path}: no such tokenizer file")
-            data = read_regular(path)  # a device or a FIFO is refused before it is read
+                raise DataError(f"{shown(path)}: no such tokenizer file")
+            data = read_regular(path, TOKENIZER_BYTES)  # a device, a FIFO or a 5 GB file is refused unread
             tokenizer = Tokenizer.from_str(data.decode("utf-8"))
         except DataError:
             raise
         except OSError as exc:
-            raise DataError(f"{path}: {exc.strerror or exc}") from None
+            raise DataError(f"{shown(path)}: {exc.strerror or exc}") from None
         except Exception as exc:  # tokenizers raises its own exception type for a foreign file
-            raise DataError(f"{path}: not a readable tokenizer.json: {exc}") from None
-        settings = {name: (path.parent / name).read_bytes() for name in TOKENIZER_SETTINGS
+            raise DataError(f"{shown(path)}: not a readable tokenizer.json: {exc}") from None
+        settings = {name: _setting(path.parent / name) for name in TOKENIZER_SETTINGS
                     if (path.parent / name).is_file()}
         if specials is None:
             specials = _find_specials(tokenizer, path.parent, config or {})
@@ -346,7 +355,7 @@ def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | 
     found: dict[str, int | None] = {role: None for role in ROLES}
     settings = {}
     try:
-        settings = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+        settings = read_json(directory / "tokenizer_config.json", SETTINGS_BYTES)
     except (OSError, ValueError):
         pass  # no tokenizer_config.json: the names below decide
     special = {token.content: i for i, token in tokenizer.get_added_tokens_decoder().items() if token.special}
@@ -361,7 +370,7 @@ def _find_specials(tokenizer, directory: Path, config: dict) -> dict[str, int | 
     configured = {"pad": "pad_token_id", "start": start, "eos": "eos_token_id", "sep": "sep_token_id",
                   "first": "forced_bos_token_id", "last": "forced_eos_token_id"}
     try:  # what generation reads, which save_pretrained writes apart (it overrides config.json's)
-        generation = json.loads((directory / "generation_config.json").read_text(encoding="utf-8"))
+        generation = read_json(directory / "generation_config.json", SETTINGS_BYTES)
         config = {**config, **{k: v for k, v in generation.items() if k in configured.values()}} \
             if isinstance(generation, dict) else config
     except (OSError, ValueError):

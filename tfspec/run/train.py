@@ -30,6 +30,7 @@ import math
 import os
 import signal
 import time
+import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,8 +51,8 @@ from .decoding import Continuation, Restricted, sample
 from .config import TrainConfig
 from .watch import TensorBoard
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
-from ..errors import LengthError, RunError
-from ..files import append_line, save_figure, undo_directory, write_atomically
+from ..errors import LengthError, RunError, RunWarning, shown
+from ..files import append_line, open_regular, save_figure, undo_directory, write_atomically
 
 
 @dataclass(frozen=True)
@@ -404,6 +405,7 @@ class Run:
     evaluations: list[dict] = field(default_factory=list)
     checkpoint: Path | None = None
     interrupted: bool = False
+    signal: str | None = None  # the signal that stopped it early ("SIGINT", "SIGTERM"), which it saved for
     seconds: float = 0.0
 
 
@@ -430,27 +432,30 @@ def _spec_text(source) -> tuple[str, str]:
 
 
 class _StopFlag:
-    """The first Ctrl-C asks the loop to stop after the current step (and save); a second one interrupts."""
+    """The first Ctrl-C (SIGINT), or SIGTERM (a service manager's or a scheduler's stop, in a run of one process:
+    torchrun stops its workers itself), asks the loop to stop after the current step and save; a second
+    signal interrupts."""
 
-    def __init__(self):
-        self.requested = False
-        self.previous = None
+    def __init__(self, terminate: bool = True):
+        self.requested: str | None = None  # the signal's name
+        self.signals = (signal.SIGINT, signal.SIGTERM) if terminate else (signal.SIGINT,)
+        self.previous: dict = {}
 
     def __enter__(self):
         try:
-            self.previous = signal.signal(signal.SIGINT, self._handle)
+            self.previous = {s: signal.signal(s, self._handle) for s in self.signals}
         except ValueError:  # not the main thread: leave signals alone
-            self.previous = None
+            self.previous = {}
         return self
 
     def _handle(self, signum, frame):
         if self.requested:
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested = signal.Signals(signum).name
 
     def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
 
 
 @dataclass
@@ -470,7 +475,7 @@ def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
     (``accept_edits``: a checkpoint whose spec.tfs or weights changed since its save)."""
     path = Path(source)
     if not path.exists():
-        raise DataError(f"--init {source}: no such run, checkpoint or Hugging Face model directory")
+        raise DataError(f"--init {shown(source)}: no such run, checkpoint or Hugging Face model directory")
     if path.is_dir() and (path / "config.json").is_file() and not (path / "checkpoint.json").exists():
         from ..interop.families import import_config, from_pretrained, tokenizer_of
         from ..interop.mapping import InteropError
@@ -479,7 +484,7 @@ def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
             model = from_pretrained(path)
             vocab = tokenizer_of(path, model)
         except InteropError as exc:
-            raise DataError(f"--init {source}: {exc}") from None
+            raise DataError(f"--init {shown(source)}: {exc}") from None
         return Initial(str(source), text, str(path / "config.json"), {}, model.state_dict(), vocab)
     saved = ckpt.load(path, accept_edits=accept_edits)
     vocab = saved.vocabulary()
@@ -503,13 +508,13 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
     if run_dir is not None and world.main:
         path = Path(run_dir)
         if path.exists() and not path.is_dir():
-            raise DataError(f"--out {run_dir}: a file, not a run directory")
+            raise DataError(f"--out {shown(run_dir)}: a file, not a run directory")
         if path.is_dir() and not ckpt.is_run(path) and any(path.iterdir()):
-            raise DataError(f"--out {run_dir}: holds files that are not a tfspec run; train into a new or empty "
+            raise DataError(f"--out {shown(run_dir)}: holds files that are not a tfspec run; train into a new or empty "
                             "directory")
     with _sole_writer(run_dir, world, new=True):  # checked and run under the run directory's lock
         if run_dir is not None and ckpt.latest(run_dir) is not None:
-            raise DataError(f"{run_dir} already holds a run; continue it with --resume, or choose another --out")
+            raise DataError(f"{shown(run_dir)} already holds a run; continue it with --resume, or choose another --out")
         if config.init and initial is None:
             initial = initial_weights(config.init)
         if spec is None:
@@ -519,11 +524,12 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
         else:
             spec_text, name = _spec_text(spec)
         if initial is not None and initial.vocab is not None and config.tokenizer is not None:
-            raise DataError(f"--init {config.init}: its weights come with their vocabulary "
+            raise DataError(f"--init {shown(config.init)}: its weights come with their vocabulary "
                             f"({initial.vocab.describe()}); drop --tokenizer")
         if (initial is not None and initial.vocab is None and config.tokenizer is None  # (pictures need none)
                 and parse(spec_text, file=name, overrides=overrides).embeddings[0].image is None):
-            raise DataError(f"--init {config.init}: the weights come without a tokenizer; name the one they were "
+            raise DataError(f"--init {shown(config.init)}: the weights come without a tokenizer; name the one they "
+                            "were "
                             "trained with: --tokenizer PATH/tokenizer.json")
         return _Trainer(_Start(spec_text, name, overrides, initial=initial), config, run_dir,
                         _Stops(stop_after, until), progress, log, world).train()
@@ -541,13 +547,13 @@ def resume(run_dir: str | Path, *, steps: int | None = None, device: str | None 
     with _sole_writer(run_dir, world, new=False):
         saved = ckpt.load(run_dir, accept_edits=accept_edits)
         if (Path(run_dir) / "checkpoint.json").exists():
-            raise DataError(f"{run_dir} is a checkpoint; --resume takes the run directory that holds it")
+            raise DataError(f"{shown(run_dir)} is a checkpoint; --resume takes the run directory that holds it")
         if "config" not in saved.meta:
-            raise DataError(f"{run_dir} holds imported weights, not a training run: there is nothing to resume; "
-                            f"fine-tune them with --init {run_dir}")
+            raise DataError(f"{shown(run_dir)} holds imported weights, not a training run: there is nothing to resume; "
+                            f"fine-tune them with --init {shown(run_dir)}")
         config = saved.config()
         if saved.step >= (steps or config.steps):
-            raise DataError(f"{run_dir} already finished: it is at step {saved.step}, and --steps "
+            raise DataError(f"{shown(run_dir)} already finished: it is at step {saved.step}, and --steps "
                             f"{steps or config.steps} is where it ends; give more with --steps")
         if steps is not None and steps != config.steps:
             config = _continued_schedule(config, saved, steps)
@@ -737,8 +743,8 @@ class _Trainer:
         started, first_step = time.perf_counter(), run.step
         self.bar = _progress(self.progress, run.step, config.steps)
         log_every = config.log_every or max(config.steps // 100, 1)
-        with _StopFlag() as stop:
-            while run.step < self.last_step and not _agreed(stop.requested, self.world):
+        with _StopFlag(terminate=self.world.size == 1) as stop:
+            while run.step < self.last_step and not _agreed(stop.requested is not None, self.world):
                 tick = time.perf_counter()
                 loss, lr, tokens = self.step()
                 speed = tokens / max(time.perf_counter() - tick, 1e-9)
@@ -758,7 +764,8 @@ class _Trainer:
                     break
                 if run.step % config.save_every == 0 or run.step == config.steps:
                     self.save()
-            run.interrupted = stop.requested and run.step < config.steps
+            run.interrupted = stop.requested is not None and run.step < config.steps
+            run.signal = stop.requested if run.interrupted else None
         if self.bar is not None:
             self.bar.close()
         for watcher in self.watchers:
@@ -973,14 +980,29 @@ def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
 
 
 def _records(path: Path) -> Iterator[dict]:
-    """metrics.jsonl's records; a line that is not one (cut short by a kill, edited by hand) is passed over."""
-    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and type(record.get("step")) is int:
-            yield record
+    """metrics.jsonl's records: objects of a whole ``step`` >= 0 and numbers. A line that is not one (cut short by
+    a kill, edited by hand: ``"loss": "oops"``) is passed over with a ``RunWarning`` naming the first such line, so
+    that one bad line never stops a run from resuming, plotting or being reported."""
+    bad: list[int] = []
+    with open_regular(path) as handle:  # a FIFO in its place is refused, not waited on
+        for number, line in enumerate(handle, 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if _is_record(record):
+                yield record
+            elif line.strip():
+                bad.append(number)
+    if bad:
+        warnings.warn(RunWarning(f"{shown(path)}: {len(bad)} line{'s' if len(bad) > 1 else ''} that tfspec did not "
+                                 f"write (line {bad[0]}{' first' if len(bad) > 1 else ''}) passed over"))
+
+
+def _is_record(record) -> bool:
+    numbers = all(type(v) in (int, float) for k, v in record.items() if k != "step") if isinstance(record, dict) \
+        else False
+    return numbers and type(record.get("step")) is int and record["step"] >= 0
 
 
 def plot_losses(metrics_path: Path, png: Path, label_smoothing: float = 0.0) -> None:

@@ -14,10 +14,13 @@ row is one document and the mask allows everything.
 
 from ..registry import MASKS, Mask, RuntimeInput
 
+def three_documents(length: int) -> list[int]:
+    """Example ids: a quarter, a half and the rest of a row, as three documents."""
+    return [0] * (length // 4) + [1] * (length // 2) + [2] * (length - length // 4 - length // 2)
+
+
 DOCUMENT_IDS = RuntimeInput("document_ids", "the document each token belongs to, for packed sequences "
-                            "(default: one document per row)", "position",
-                            example=lambda n: [0] * (n // 4) + [1] * (n // 2) + [2] * (n - n // 4 - n // 2),
-                            documents=True)
+                            "(default: one document per row)", "position", example=three_documents, documents=True)
 
 
 def same_document(queries, keys, document_ids=None):

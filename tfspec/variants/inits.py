@@ -41,12 +41,12 @@ class Normal(Init):
     examples = ({}, {"std": 0.05})
     doc = "normal(std=0.02): every matrix, embedding and vector ~ N(0, std) (BERT, GPT-1)"
 
-    def initialise(self, parameters, options):
+    def initialise(self, parameters, options, generator=None):
         from torch import nn
         std = options.std
         for _, tensor, role in parameters:
             if not _fixed(tensor, role):
-                nn.init.normal_(tensor, 0.0, std)
+                nn.init.normal_(tensor, 0.0, std, generator=generator)
 
 
 @INITS.register
@@ -58,14 +58,14 @@ class GPT2(Init):
     doc = ("gpt2(std=0.02): normal(std), and projections into the residual stream (attention out, "
            "feed-forward down) ~ N(0, std / sqrt(residual branches in their stack)) (GPT-2)")
 
-    def initialise(self, parameters, options):
+    def initialise(self, parameters, options, generator=None):
         from torch import nn
         std = options.std
         for _, tensor, role in parameters:
             if _fixed(tensor, role):
                 continue
             branches = role.residual_branches
-            nn.init.normal_(tensor, 0.0, std / math.sqrt(branches) if branches else std)
+            nn.init.normal_(tensor, 0.0, std / math.sqrt(branches) if branches else std, generator=generator)
 
 
 @INITS.register
@@ -74,18 +74,18 @@ class Xavier(Init):
     doc = ("xavier: Glorot-uniform matrices (torch.nn.Transformer), embeddings ~ N(0, dim^-0.5) "
            "(Vaswani et al.'s shared, sqrt(d_model)-scaled embeddings), other vectors ~ N(0, 0.02)")
 
-    def initialise(self, parameters, options):
+    def initialise(self, parameters, options, generator=None):
         from torch import nn
         for _, tensor, role in parameters:
             if _fixed(tensor, role):
                 continue
             if role.kind in ("matrix", "unembedding"):
                 for matrix in (tensor if tensor.dim() == 3 else [tensor]):  # a mixture's experts: each a matrix
-                    nn.init.xavier_uniform_(matrix)
+                    nn.init.xavier_uniform_(matrix, generator=generator)
             elif role.kind in ("embedding", "position_table"):
-                nn.init.normal_(tensor, 0.0, tensor.shape[-1] ** -0.5)
+                nn.init.normal_(tensor, 0.0, tensor.shape[-1] ** -0.5, generator=generator)
             else:
-                nn.init.normal_(tensor, 0.0, 0.02)
+                nn.init.normal_(tensor, 0.0, 0.02, generator=generator)
 
 
 class _Factor(BaseModel):
@@ -104,19 +104,19 @@ class T5(Init):
            "head ~ N(0, factor), position tables (T5's relative bias) ~ N(0, factor·d_model^-0.5), norm scales = "
            "factor, biases 0")
 
-    def initialise(self, parameters, options):
+    def initialise(self, parameters, options, generator=None):
         from torch import nn
         factor = options.factor
         for _, tensor, role in parameters:
             if _fixed(tensor, role, norm_scale=factor):
                 continue
             if role.kind == "position_table":
-                nn.init.normal_(tensor, 0.0, factor * role.width ** -0.5)
+                nn.init.normal_(tensor, 0.0, factor * role.width ** -0.5, generator=generator)
             elif role.kind in ("embedding", "unembedding"):
-                nn.init.normal_(tensor, 0.0, factor)
+                nn.init.normal_(tensor, 0.0, factor, generator=generator)
             elif role.kind == "matrix":  # by its fan-in (a mixture's experts: each expert's)
-                nn.init.normal_(tensor, 0.0, factor * tensor.shape[-1] ** -0.5)
+                nn.init.normal_(tensor, 0.0, factor * tensor.shape[-1] ** -0.5, generator=generator)
                 if role.query_rows:
                     tensor[:role.query_rows].mul_(role.head_dim ** -0.5)
             else:  # scorers, relative tables: by their last dimension, as a matrix by its fan-in
-                nn.init.normal_(tensor, 0.0, factor * tensor.shape[-1] ** -0.5)
+                nn.init.normal_(tensor, 0.0, factor * tensor.shape[-1] ** -0.5, generator=generator)

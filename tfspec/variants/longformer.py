@@ -22,9 +22,14 @@ from ..registry import (ATTENTION_KINDS, MASKS, AttentionKind, Constructor, Prob
                         linear_params)
 from .dot import math_keeps_projection, projection_params
 
+def first_token(length: int) -> list[int]:
+    """Example global tokens: the first (a classification token)."""
+    return [1] + [0] * (length - 1)
+
+
 GLOBAL_TOKENS = RuntimeInput("global_tokens", "1 at the tokens that see, and are seen by, every token (Longformer's "
                              "global attention; Hugging Face's global_attention_mask), 0 elsewhere (default: none)",
-                             "position", example=lambda n: [1] + [0] * (n - 1))
+                             "position", example=first_token)
 
 
 @ATTENTION_KINDS.register

@@ -13,9 +13,14 @@ token is causal, so a KV cache reproduces recomputation.
 
 from ..registry import MASKS, Mask, RuntimeInput
 
+def half(length: int) -> int:
+    """An example prefix: the first half."""
+    return length // 2
+
+
 PREFIX_LENGTHS = RuntimeInput("prefix_lengths", "how many leading tokens of each sequence form its "
                               "bidirectional prefix (default 0: causal)",
-                              example=lambda n: n // 2)
+                              example=half)
 
 
 def prefix_lm(queries, keys, prefix_lengths=None):

@@ -1,0 +1,424 @@
+"""Untrusted inputs cannot steer or stall tfspec: a model directory's config.json does not choose transformers'
+loader, kernels or precision; damaged, hostile or non-finite weights are refused by name; no file it reads can
+block it (a FIFO) or exhaust it (its size); a file name cannot drive the terminal or break JSON or a plot; a
+damaged metrics line or a checkpoint of another step cannot derail a run; signals end a command in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import tfspec
+from tfspec.cli import main
+from tfspec.run import checkpoint as ckpt
+
+ROOT = Path(__file__).resolve().parents[1]
+REVERSE = "examples/reverse.tfs"
+SMALL = ["--set", "layers=1", "--set", "d_model=32", "--set", "heads=2", "--set", "d_ff=32"]
+TRAIN = ["train", REVERSE, *SMALL, "--batch", "4", "--eval-size", "4", "--no-progress"]
+ESCAPES = "\x1b]0;PWNED\x07\x1b[2J\r\nerror: forged"
+
+
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("echo pwned > /tmp/tfspec-hostile-pwned",))
+
+
+def cli(*args, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command line in its own process, bounded in time: a hang fails the test instead of the suite."""
+    return subprocess.run([sys.executable, "-m", "tfspec.cli", *map(str, args)], capture_output=True, timeout=timeout,
+                          cwd=ROOT, env=env)
+
+
+def one_line(result) -> str:
+    err = result.stderr.decode(errors="replace") if isinstance(result.stderr, bytes) else result.stderr
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("[transformers]")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# ---------------------------------------------------------------- hostile model directories
+@pytest.fixture(scope="module")
+def gpt2_directory(tmp_path_factory):
+    import transformers as T
+
+    directory = tmp_path_factory.mktemp("hf") / "gpt2"
+    config = T.GPT2Config(n_layer=1, n_embd=16, n_head=2, n_positions=16, vocab_size=50, bos_token_id=0,
+                          eos_token_id=0)
+    T.GPT2LMHeadModel(config).save_pretrained(directory)
+    return directory
+
+
+def variant(base: Path, where: Path, config: dict | None = None, weights=None, files=None) -> Path:
+    """A copy of the model directory ``base`` with config.json fields set, its tensors edited, or its files
+    changed."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(base, where)
+    if config is not None:
+        values = json.loads((where / "config.json").read_text())
+        (where / "config.json").write_text(json.dumps({**values, **config}))
+    if weights is not None:
+        tensors = load_file(where / "model.safetensors")
+        weights(tensors)
+        save_file(tensors, where / "model.safetensors", metadata={"format": "pt"})
+    if files is not None:
+        files(where)
+    return where
+
+
+def logits(model):
+    with torch.no_grad():
+        return model(torch.tensor([[1, 2, 3, 4]]))
+
+
+@pytest.mark.parametrize("field, value", [
+    ("_attn_implementation", "kernels-community/flash-attn"),  # a hub repository of native code
+    ("attn_implementation", "flash_attention_2"),
+    ("_experts_implementation", "grouped_mm"),
+    ("dtype", "float8_e4m3fn_but_not_really"),
+    ("torch_dtype", "bfloat16"),
+    ("transformers_weights", "../../elsewhere.safetensors"),
+    ("device_map", "auto"),
+])
+def test_loader_fields_of_a_configuration_are_ignored_and_the_eager_local_path_loads(gpt2_directory, tmp_path,
+                                                                                    monkeypatch, field, value):
+    import transformers
+
+    asked = []
+    real = transformers.GPT2LMHeadModel.from_pretrained.__func__
+
+    def spy(cls, *args, **kwargs):
+        asked.append(kwargs)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.GPT2LMHeadModel, "from_pretrained", classmethod(spy))
+    steered = variant(gpt2_directory, tmp_path / "steered", config={field: value})
+    model = tfspec.from_pretrained(steered)
+    assert torch.equal(logits(model), logits(tfspec.from_pretrained(gpt2_directory)))
+    assert tfspec.import_config(steered).split("\n", 3)[3] == tfspec.import_config(gpt2_directory).split("\n", 3)[3]
+    given = asked[0]
+    assert given["attn_implementation"] == "eager" and given["dtype"] == torch.float32 and given["local_files_only"]
+    assert getattr(given["config"], "_attn_implementation", None) in (None, "eager")
+
+
+def test_a_quantization_config_is_refused_by_name(gpt2_directory, tmp_path):
+    quantized = variant(gpt2_directory, tmp_path / "q", config={"quantization_config": {"quant_method": "bitsandbytes",
+                                                                                          "load_in_8bit": True}})
+    for args in (["import", quantized, "-o", tmp_path / "x.tfs"], ["import", quantized, "--run", tmp_path / "run"]):
+        line = "\n".join(cli(*args).stderr.decode().splitlines())
+        assert "quantization_config: quantized weights" in line and "Traceback" not in line
+    assert not (tmp_path / "run").exists()
+
+
+def _nan(tensors):
+    tensors["transformer.h.0.mlp.c_fc.weight"][0, 0] = float("nan")
+
+
+def _inf(tensors):
+    tensors["lm_head.weight" if "lm_head.weight" in tensors else "transformer.wte.weight"][3, 1] = float("-inf")
+
+
+def _integers(tensors):  # F32 bits declared as I32: the loader would read them as large whole numbers
+    tensors["transformer.h.0.attn.c_attn.weight"] = tensors["transformer.h.0.attn.c_attn.weight"].view(torch.int32)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (_nan, "non-finite weights (inf or NaN) in transformer.h.0.mlp.c_fc.weight"),
+    (_inf, "non-finite weights (inf or NaN) in transformer.wte.weight"),
+    (_integers, "weights stored as integers, not floating point: transformer.h.0.attn.c_attn.weight (I32)"),
+], ids=["nan", "inf", "i32-as-f32"])
+def test_non_finite_or_mistyped_weights_are_refused_with_the_tensors_name(gpt2_directory, tmp_path, damage, message):
+    damaged = variant(gpt2_directory, tmp_path / "damaged", weights=damage)
+    line = one_line(cli("import", damaged, "--run", tmp_path / "run"))
+    assert message in line, line
+    assert not (tmp_path / "run").exists()
+    line = one_line(cli(*TRAIN[:1], "--init", damaged, "--steps", "1", "--no-progress", "--out", tmp_path / "tuned"))
+    assert message in line, line
+
+
+def _pickle_weights(directory: Path) -> None:
+    (directory / "model.safetensors").unlink()
+    torch.save({"transformer.wte.weight": Evil()}, directory / "pytorch_model.bin")
+
+
+def _damaged_bin(directory: Path) -> None:
+    (directory / "model.safetensors").unlink()
+    (directory / "pytorch_model.bin").write_bytes(b"PK\x03\x04" + os.urandom(300))
+
+
+def _lying_header(directory: Path) -> None:
+    data = (directory / "model.safetensors").read_bytes()
+    (directory / "model.safetensors").write_bytes((10 ** 12).to_bytes(8, "little") + data[8:])
+
+
+def _index_outside(directory: Path) -> None:
+    (directory / "model.safetensors").rename(directory / "weights.safetensors")
+    (directory / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"transformer.wte.weight": "../../etc/passwd"}}))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (_pickle_weights, "a pickle that holds more than tensors (posix.system); tfspec loads only plain tensors and never "
+                      "runs code from a file"),
+    (_damaged_bin, "transformers cannot load it"),
+    (_lying_header, "not a safetensors file (its header's length is not possible)"),
+    (_index_outside, "its weight index names '../../etc/passwd', not a file of the directory"),
+], ids=["pickle", "damaged-bin", "lying-header", "index-outside"])
+def test_hostile_weight_files_are_one_line_without_unsafe_advice(gpt2_directory, tmp_path, damage, message):
+    hostile = variant(gpt2_directory, tmp_path / "hostile", files=damage)
+    line = one_line(cli("import", hostile, "--run", tmp_path / "run"))
+    assert message in line, line
+    assert "weights_only" not in line and "Re-running" not in line and not os.path.exists("/tmp/tfspec-hostile-pwned")
+
+
+@pytest.mark.parametrize("fifo", ["model.safetensors", "model.safetensors.index.json", "generation_config.json",
+                                  "config.json"])
+def test_a_fifo_in_a_model_directory_is_refused_not_waited_on(gpt2_directory, tmp_path, fifo):
+    def make(directory: Path) -> None:
+        if (directory / fifo).exists():
+            (directory / fifo).unlink()
+        os.mkfifo(directory / fifo)
+
+    hostile = variant(gpt2_directory, tmp_path / "fifo", files=make)
+    started = time.monotonic()
+    for args in (["import", hostile, "--run", tmp_path / "run"],
+                 ["train", "--init", hostile, "--steps", "1", "--no-progress", "--out", tmp_path / "tuned"]):
+        line = one_line(cli(*args, timeout=60))
+        assert f"{fifo}: not a regular file (a device, a FIFO or a socket)" in line, line
+    assert time.monotonic() - started < 60
+
+
+def test_a_tokenizer_json_past_its_bound_is_refused_unread(tmp_path, monkeypatch):
+    from tfspec.run import data
+
+    monkeypatch.setattr(data, "TOKENIZER_BYTES", 1000)
+    (tmp_path / "tokenizer.json").write_bytes(b" " * 5000)
+    with pytest.raises(data.DataError, match="5,000 bytes, more than the 1,000 tfspec reads from such a file"):
+        data.TokenizerVocabulary.load(tmp_path / "tokenizer.json")
+
+
+# ---------------------------------------------------------------- names that are not text
+def test_terminal_escapes_in_a_file_name_are_printed_as_escapes(tmp_path, tfspec_cli):
+    named = tmp_path / f"evil{ESCAPES}.tfs"
+    shutil.copy(ROOT / REVERSE, named)
+    result = tfspec_cli("check", named)
+    assert result.returncode == 0
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\r" not in result.stdout
+    assert result.stdout.count("\n") == 1 and "evil\\x1b]0;PWNED\\x07\\x1b[2J\\r\\nerror: forged.tfs: reverse" \
+        in result.stdout
+    broken = tmp_path / f"bad{ESCAPES}.tfs"
+    broken.write_text("model x\nembedding tokens { vocab 10; dim 8 }\nencoder x 1 { atention self heads=2 }\n")
+    result = tfspec_cli("check", broken)
+    assert result.returncode == 1 and "\x1b" not in result.stderr and "\r" not in result.stderr
+    assert "bad\\x1b]0;PWNED\\x07\\x1b[2J\\r\\nerror: forged.tfs:3:" in result.stderr
+    assert not any(line.startswith("error: forged") for line in result.stderr.splitlines())
+
+
+def test_an_included_file_so_named_is_printed_as_escapes(tmp_path, tfspec_cli):
+    part = tmp_path / f"part{ESCAPES}.tfs"
+    part.write_text("let d = 16\nlet bad = undefined_name\n")
+    main_spec = tmp_path / "main.tfs"
+    main_spec.write_text(f'model m\ninclude "{part.name.encode("unicode_escape").decode()}"\n'
+                         "embedding tokens { vocab 10; dim d }\nencoder x 1 { attention self heads=2 }\n")
+    result = tfspec_cli("check", main_spec)
+    assert result.returncode == 1 and "\x1b" not in result.stderr and "\x07" not in result.stderr, result.stderr
+    assert "\r" not in result.stderr
+
+
+def test_a_path_label_with_dollars_draws_plots_and_reports(tmp_path, tfspec_cli):
+    for name in ("$a$b$", "$x_{1"):  # mathtext that fails to parse, were it read as mathtext
+        (tmp_path / name).mkdir()
+        shutil.copy(ROOT / REVERSE, tmp_path / name / "spec.tfs")
+    first, second = (tmp_path / "$a$b$" / "spec.tfs"), (tmp_path / "$x_{1" / "spec.tfs")
+    result = tfspec_cli("summary", first, second, "--seq-len", "8", "--plot", tmp_path / "cost.png")
+    assert result.returncode == 0 and (tmp_path / "cost.png").stat().st_size > 1000, result.stderr
+    result = tfspec_cli("report", first, second, "--seq-len", "8", "-o", tmp_path / "page.html")
+    assert result.returncode == 0 and "$a$b$" in (tmp_path / "page.html").read_text(), result.stderr
+
+
+@pytest.mark.parametrize("command", [["check"], ["fmt"], ["verify", "--examples", "2"]])
+def test_json_of_a_file_name_that_is_not_utf8_is_valid_json(tmp_path, command):
+    name = os.fsencode(tmp_path) + b"/caf\xe9\x1b.tfs"
+    shutil.copy(ROOT / REVERSE, name)
+    result = subprocess.run([sys.executable, "-m", "tfspec.cli", *command[:1], name, *command[1:], "--json"],
+                            capture_output=True, cwd=ROOT, timeout=300)
+    data = json.loads(result.stdout.decode("utf-8"))  # UTF-8, and JSON
+    text = json.dumps(data)
+    assert "caf" in text and b"\x1b" not in result.stdout
+
+
+# ---------------------------------------------------------------- runs tampered with
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "run"
+    assert main([*TRAIN, "--steps", "4", "--save-every", "2", "--eval-every", "2", "--out", str(out)]) == 0
+    return out
+
+
+def test_a_bad_metrics_record_is_passed_over_with_a_warning_on_every_later_resume(trained, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 3, "loss": "oops"}\n{"step": "4", "loss": 1.0}\n[1, 2]\n')
+    for steps in (6, 8):
+        assert main(["train", "--resume", str(run), "--steps", str(steps), "--no-progress"]) == 0
+        err = capsys.readouterr().err
+        assert "warning:" in err and "metrics.jsonl: 3 lines that tfspec did not write (line " in err, err
+        assert "Traceback" not in err
+    losses = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if "oops" not in line]
+    assert [r["step"] for r in losses if "loss" in r and isinstance(r["step"], int)][-1] == 8
+
+
+def test_a_fifo_as_metrics_jsonl_is_refused_on_resume(trained, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "metrics.jsonl").unlink()
+    os.mkfifo(run / "metrics.jsonl")
+    line = one_line(cli("train", "--resume", run, "--steps", "6", "--no-progress", timeout=120))
+    assert "metrics.jsonl: not a regular file" in line, line
+
+
+def test_a_checkpoint_directory_holding_another_steps_files_is_refused(trained, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    four = run / "checkpoints" / "step-0000004"
+    shutil.rmtree(four)
+    shutil.copytree(run / "checkpoints" / "step-0000002", four)  # latest still names step 4
+    assert main(["train", "--resume", str(run), "--steps", "6", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "step-0000004: holds the checkpoint of step 2, not of step 4" in err, err
+    with pytest.raises(ckpt.CheckpointError, match="holds the checkpoint of step 2, not of step 4"):
+        ckpt.load(four)
+
+
+def test_a_save_over_a_directory_of_another_step_replaces_it(trained, tmp_path):
+    """Resumed from step 2, a run saves step 4 again: a step-4 directory holding step 2's files is not kept."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    four = run / "checkpoints" / "step-0000004"
+    shutil.rmtree(four)
+    shutil.copytree(run / "checkpoints" / "step-0000002", four)
+    (run / "latest").write_text("step-0000002\n")
+    assert main(["train", "--resume", str(run), "--steps", "6", "--no-progress"]) == 0
+    assert ckpt.load(four).step == 4 and ckpt.load(run).step == 6
+
+
+def test_a_refused_training_state_does_not_advise_loading_it_unsafely(trained, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (ckpt.latest(run) / "state.pt").write_bytes(pickle.dumps(Evil()))
+    with pytest.raises(ckpt.CheckpointError) as info:
+        ckpt.load(run, accept_edits=True).training_state()
+    message = str(info.value)
+    assert "a pickle that holds more than tensors" in message and "never runs code from a file" in message
+    assert "weights_only" not in message and "Re-running" not in message and "False" not in message
+
+
+# ---------------------------------------------------------------- signals
+def test_sigterm_saves_a_single_process_run_and_exits_143_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "tfspec.cli", *TRAIN, "--steps", "100000", "--log-every", "1",
+                                "--save-every", "100000", "--eval-every", "100000", "--out", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, text=True)
+    for line in process.stdout:  # the loop has begun
+        if line.startswith("step 3/"):
+            break
+    process.send_signal(signal.SIGTERM)
+    out_text, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tfspec train: stopped by SIGTERM at step "), err
+    saved = ckpt.load(out)
+    assert saved.step >= 3 and f"saved {ckpt.latest(out)}" in lines[0] and f"--resume {out}" in lines[0]
+    assert main(["train", "--resume", str(out), "--steps", str(saved.step + 1), "--no-progress"]) == 0
+
+
+def test_sigterm_outside_a_training_loop_is_one_line_and_143():
+    process = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\nfrom tfspec.cli import main\n"
+                                "import tfspec.cli.app\n"
+                                "tfspec.cli.app.check.run = lambda args: (print('ready', flush=True), time.sleep(60))\n"
+                                "sys.exit(main(['check', 'examples/reverse.tfs']))"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143 and err.strip() == "tfspec check: stopped by SIGTERM", err
+
+
+def test_ctrl_c_while_the_command_line_loads_is_one_line_and_130(monkeypatch, capsys):
+    import builtins
+
+    real = builtins.__import__
+
+    def interrupted(name, globals=None, locals=None, fromlist=(), level=0):
+        if name == "app" and level == 1 or name == "tfspec.cli.app":
+            raise KeyboardInterrupt
+        return real(name, globals, locals, fromlist, level)
+
+    monkeypatch.delitem(sys.modules, "tfspec.cli.app", raising=False)
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    assert main(["check", REVERSE]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_the_console_script_loads_nothing_heavy_before_its_handler():
+    code = "import sys, tfspec.cli; print(sorted(m for m in ('lark', 'pydantic', 'torch', 'tfspec.front') " \
+           "if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert loaded.stdout.strip() == "[]", loaded.stdout + loaded.stderr
+
+
+# ---------------------------------------------------------------- the Python API
+@pytest.mark.parametrize("spec", ["examples/reverse.tfs", "examples/unilm.tfs", "examples/gpt2_small.tfs",
+                                  "examples/t5_small.tfs"])
+def test_a_compiled_model_pickles_and_saves_whole(spec, tmp_path):
+    import io
+
+    model = tfspec.compile(spec, overrides={"layers": 1} if "gpt2" in spec or "t5" in spec else None, seed=0).eval()
+    tokens = torch.randint(5, 30, (2, 9))
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    copies = [pickle.loads(pickle.dumps(model)), torch.load(buffer, weights_only=False)]
+    inputs = (tokens, tokens[:, :5]) if model.spec.kind == "encoder-decoder" else (tokens,)
+    expected = model(*inputs)
+    for copy in copies:
+        assert type(copy.program).__name__ == type(model.program).__name__
+        assert torch.equal(copy(*inputs), expected)
+        assert copy.training == model.training and all(not m.training for m in copy.modules())
+
+
+def test_seeded_compiles_in_several_threads_give_the_same_weights():
+    def weights(model):
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    expected = weights(tfspec.compile(REVERSE, seed=7))
+    got, errors = [], []
+
+    def work():
+        try:
+            for _ in range(3):
+                got.append(weights(tfspec.compile(REVERSE, seed=7)))
+                torch.randn(1000)  # another draw from torch's global generator meanwhile
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and len(got) == 18
+    assert all(torch.equal(w, expected) for w in got)
