@@ -269,3 +269,30 @@ def test_an_appended_line_that_does_not_fit_is_cut_back_off(tmp_path, monkeypatc
     monkeypatch.undo()
     assert (info.value.errno, info.value.filename) == (28, str(path))
     assert path.read_text() == '{"step": 1}\n'  # the half line is gone
+
+
+def test_a_disk_that_fills_while_the_training_state_is_written_is_one_line(tmp_path, capsys):
+    """torch's zip writer reports a full disk as a RuntimeError ("[enforce fail at inline_container.cc] unexpected
+    pos"): it is the same one line naming state.pt as any other write's, and nothing is left behind."""
+    args = [*TRAIN, "--steps", "2", "--save-every", "2", "--eval-every", "2"]
+    assert main([*args, "--out", str(tmp_path / "measured")]) == 0
+    capsys.readouterr()
+    measured = tmp_path / "measured"
+    state = (ckpt.latest(measured) / "state.pt").stat().st_size
+    before = sum(p.stat().st_size for p in measured.rglob("*") if p.is_file() and p.name not in (
+        "state.pt", "checkpoint.json", "latest", "loss.png", ".lock"))
+    room = before + (measured / "loss.png").stat().st_size + state // 2  # all but the second half of state.pt
+    mount = tmp_path / "tight"
+    mount.mkdir()
+    size = (room // 4096 + 8) * 4096  # tmpfs counts whole pages: a few for the directories
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        assert main([*args, "--out", str(mount / "run")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "Traceback" not in err and "inline_container" not in err, err
+        assert f"cannot save checkpoint {mount}/run/checkpoints/step-0000002 (state.pt: {NO_SPACE})" in err, err
+        assert list(mount.iterdir()) == []  # a new run that could not save leaves nothing
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -310,7 +310,9 @@ def read_config(source) -> Any:
         except FileNotFoundError:
             raise InteropError(f"{shown(path)}: no such file (a Hugging Face model directory has a "
                                "config.json)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except OSError as exc:  # a FIFO, a device, a directory, a file past the bound
+            raise InteropError(f"{shown(path)}: {exc.strerror or exc}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InteropError(f"{shown(path)}: not a readable JSON configuration: {exc}") from None
         source = data
     unusable = _non_finite(source)

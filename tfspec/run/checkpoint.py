@@ -132,11 +132,12 @@ def _write(path: Path, data: bytes) -> None:
 @contextmanager
 def _zip_write_errors(path: Path) -> Iterator[None]:
     """torch's zip writer reports a failed write (a full disk) as a ``RuntimeError`` ("[enforce fail at
-    inline_container.cc] ... unexpected pos"); it leaves as the ``OSError`` it was, naming ``path``."""
+    inline_container.cc] ... unexpected pos", "basic_ios::clear: iostream error"); it leaves as the ``OSError`` it
+    was, naming ``path``."""
     try:
         yield
     except RuntimeError as exc:
-        if "inline_container" not in str(exc) and "PytorchStreamWriter" not in str(exc):
+        if not any(mark in str(exc) for mark in ("inline_container", "PytorchStreamWriter", "iostream error")):
             raise
         code = errno.ENOSPC if _full(path) else errno.EIO
         raise OSError(code, os.strerror(code), str(path)) from None

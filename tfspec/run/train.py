@@ -476,7 +476,7 @@ def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
     path = Path(source)
     if not path.exists():
         raise DataError(f"--init {shown(source)}: no such run, checkpoint or Hugging Face model directory")
-    if path.is_dir() and (path / "config.json").is_file() and not (path / "checkpoint.json").exists():
+    if path.is_dir() and (path / "config.json").exists() and not (path / "checkpoint.json").exists():
         from ..interop.families import import_config, from_pretrained, tokenizer_of
         from ..interop.mapping import InteropError
         try:
