@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_FLAGS := --disable-pip-version-check --progress-bar off -q
 
-.PHONY: setup demo test test-gpu gpu-wheels graphviz browser clean
+.PHONY: setup demo test test-gpu gpu-wheels gpu-emulate graphviz browser clean
 
 setup: $(STAMP) graphviz browser
 
@@ -51,19 +51,41 @@ test: setup
 # such as the device machine. That machine reaches no package index, and the CUDA wheel of the pinned
 # torch 2.13.0 is far larger than what can be carried to it, so the tier runs on the machine's own CUDA
 # build of PyTorch (its version is printed first) with tfspec from this checkout; the few small packages
-# that machine lacks travel as wheels in .whl/ (`make gpu-wheels`, here, fetches them).
+# that machine lacks travel as wheels in .whl/ (`make gpu-wheels`, here, fetches them; carry .whl).
+# TFSPEC_GPU_DEVICE=cpu runs the tier's logic on a CPU (`make gpu-emulate`).
 GPU_PYTHON ?= python3
-GPU_WHEELS := lark pydantic pydantic-core annotated-types typing-inspection typing-extensions graphviz
+GPU_WHEELS := lark pydantic graphviz
+export TFSPEC_GPU_DEVICE
 
 test-gpu:
-	@$(GPU_PYTHON) -c "import sys, torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else ''); sys.exit(0 if torch.cuda.is_available() else 'no CUDA device here: the GPU tier needs one')"
+	@$(GPU_PYTHON) -c "import os, sys, torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name() if torch.cuda.is_available() else ''); sys.exit(0 if torch.cuda.is_available() or os.environ.get('TFSPEC_GPU_DEVICE') == 'cpu' else 'no CUDA device here: the GPU tier needs one (TFSPEC_GPU_DEVICE=cpu: its logic on the CPU)')"
 	test ! -d .whl || $(GPU_PYTHON) -m pip install -q --no-index --no-deps --no-compile --upgrade --target .gpu-site .whl/*.whl
+	@PYTHONPATH=.gpu-site:. $(GPU_PYTHON) -c "import lark, pydantic, graphviz" 2>/dev/null || { echo "lark, pydantic or graphviz is missing here, and there is no .whl/ to install them from: run 'make gpu-wheels' where a package index is reached and carry .whl (the device tool: carry=['.whl'])"; exit 1; }
 	PYTHONPATH=.gpu-site:. $(GPU_PYTHON) -m pytest -q -m gpu -p no:cacheprovider tests
 
+# The wheels the GPU machine lacks, for its Python (3.12), resolved together: pydantic with the one pydantic-core
+# it requires (their versions must match exactly), and what each depends on.
 gpu-wheels:
-	rm -rf .whl && $(PY) -m pip download $(PIP_FLAGS) --no-deps --only-binary=:all: --python-version 3.12 \
+	rm -rf .whl && $(PY) -m pip download $(PIP_FLAGS) --only-binary=:all: --python-version 3.12 \
 	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 	  --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 
+# The GPU machine's software, emulated on this CPU: a Python 3.12 virtualenv (.venv-gpu) with torch 2.11 and
+# transformers 5.17 as that machine has them (PyPI's build of torch, with its CUDA libraries as packages: about
+# 5 GB once), without lark, pydantic and graphviz, which come from .whl/ as they do there; then the whole tier,
+# TFSPEC_GPU_DEVICE=cpu. GPU_EMULATION_PYTHON: a Python 3.12 (found in PATH or pyenv by default).
+GPU_EMULATION_VENV := .venv-gpu
+GPU_EMULATION_PACKAGES := torch==2.11.0 transformers==5.17.0 numpy safetensors tokenizers networkx hypothesis \
+  pytest matplotlib tqdm
+
+gpu-emulate: gpu-wheels
+	@test -x $(GPU_EMULATION_VENV)/bin/python || { \
+	  python=$${GPU_EMULATION_PYTHON:-$$(command -v python3.12 >/dev/null 2>&1 && python3.12 -c 'print(1)' >/dev/null 2>&1 && echo python3.12 || ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -1)}; \
+	  test -n "$$python" || { echo "no Python 3.12 here: install one (pyenv install 3.12, or apt-get install python3.12) or name it with GPU_EMULATION_PYTHON=..."; exit 1; }; \
+	  $$python -m venv $(GPU_EMULATION_VENV); }
+	$(GPU_EMULATION_VENV)/bin/python -m pip install $(PIP_FLAGS) $(GPU_EMULATION_PACKAGES) 2>&1 | grep -v "is ignored: it is neither" || true
+	$(GPU_EMULATION_VENV)/bin/python -c "import torch, transformers; assert torch.__version__.startswith('2.11.'), torch.__version__; assert transformers.__version__.startswith('5.17.'), transformers.__version__"
+	$(MAKE) test-gpu GPU_PYTHON=$(GPU_EMULATION_VENV)/bin/python TFSPEC_GPU_DEVICE=cpu
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .gpu-site
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .gpu-site .venv-gpu .whl

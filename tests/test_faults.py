@@ -213,7 +213,7 @@ def test_a_diverged_run_suggests_float32_only_when_it_is_not(tmp_path, capsys, m
     import math
     import types
 
-    import tfspec.run.train as training
+    import tfspec.run.trainer as training
 
     diverged = types.SimpleNamespace(**{k: getattr(math, k) for k in dir(math) if not k.startswith("_")})
     diverged.isfinite = lambda value: False  # every loss is taken for NaN

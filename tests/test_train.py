@@ -436,7 +436,8 @@ def test_accumulated_micro_batches_are_distinct_deterministic_and_one_step(tmp_p
 def test_the_optimiser_is_one_fused_kernel_and_steps_as_the_per_list_one():
     """Fused AdamW where every parameter is a plain tensor: the same updates as torch's default kernels."""
     import tfspec
-    from tfspec.run.train import Recipe, _optimizer
+    from tfspec.run.recipe import Recipe
+    from tfspec.run.trainer import _optimizer
     recipe = Recipe("adamw", (0.9, 0.95), 1e-8, 0.1, "cosine", 1e-2, 0, 0.0, None, "test")
     models = [tfspec.compile("examples/gpt2_small.tfs", overrides={"layers": 1, "d_model": 32, "heads": 2,
                                                                    "vocab": 50, "context": 16}, seed=0).eval()

@@ -344,11 +344,11 @@ def test_options_may_be_optional_or_enumerated(window_with_optional_and_enumerat
 
 
 def test_every_declared_option_type_can_be_written_in_a_spec():
-    from tfspec.front.resolve import _converter_for
+    from tfspec.front.resolve import converter_for
     for family, registry in FAMILIES.items():
         for name in registry:
             for option, info in registry[name].Options.model_fields.items():
-                assert _converter_for(info.annotation), (family, name, option)
+                assert converter_for(info.annotation), (family, name, option)
 
 
 def decoder_text(family: str, name: str, options: dict) -> str | None:

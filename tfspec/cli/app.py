@@ -117,7 +117,7 @@ def _show_spec_warnings() -> None:
 
 class Terminated(BaseException):
     """SIGTERM, as an exception: the command stops where it is, with one line and status 143 (a run being trained
-    saves first: ``tfspec.run.train`` asks its loop to stop)."""
+    saves first: ``tfspec.run.trainer`` asks its loop to stop)."""
 
 
 def _terminate(signum, frame):

@@ -273,7 +273,7 @@ def _call_params(context: Context) -> tuple[str | None, list[R.Param]]:
     if variant is None:
         return None, []
     fields = variant.Options.model_fields
-    return None, [R.Param(f, R._converter_for(info.annotation), R.REQUIRED if info.is_required() else info.default,
+    return None, [R.Param(f, R.converter_for(info.annotation), R.REQUIRED if info.is_required() else info.default,
                           f in variant.positional) for f, info in fields.items()]
 
 

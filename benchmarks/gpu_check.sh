@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU machine's one prepared call: install the carried wheels, print the software and the device, run the GPU
+# tier and the GPU benchmarks, each under its own time limit, every output in one folder. The whole stays under
+# 9 minutes on an H100 (limits: install 20 s, tier 180 s, training 140 s, decoding 140 s, SDPA kernels 30 s), so a
+# lent machine's 15 minutes leave room to run it again after a fix.
+#
+#   bash benchmarks/gpu_check.sh                  # on the GPU machine, carrying .whl/ (make gpu-wheels, here)
+#   GPU_CHECK_DRY_RUN=1 bash benchmarks/gpu_check.sh   # on a CPU: the same steps at tiny sizes (the tests do this)
+#
+# Outputs go to $OUT (the device tool's folder that comes back) or, without it, out/gpu-check: versions.txt,
+# tier.txt, train.txt, generate.txt, sdpa.txt and status.txt (each step's exit status: 124 is its time limit).
+# GPU_PYTHON: the Python to use (default python3, the machine's own, with its CUDA build of torch).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/gpu-check}
+PY=${GPU_PYTHON:-python3}
+DRY=${GPU_CHECK_DRY_RUN:-}
+mkdir -p "$OUT"
+: > "$OUT/status.txt"
+
+step() {  # step NAME LIMIT COMMAND...: run COMMAND under LIMIT seconds, output to $OUT/NAME.txt, status noted
+  local name=$1 limit=$2
+  shift 2
+  local started=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.txt" 2>&1
+  local status=$?
+  echo "$name $status $((SECONDS - started))s" | tee -a "$OUT/status.txt"
+}
+
+if [ -d .whl ]; then  # lark, pydantic (with its matching pydantic-core), graphviz: what that machine lacks
+  step install 20 "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target .gpu-site .whl/*.whl
+fi
+export PYTHONPATH=".gpu-site:.${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" - > "$OUT/versions.txt" 2>&1 <<'EOF'
+import platform, torch
+print("python", platform.python_version(), "torch", torch.__version__, "CUDA", torch.version.cuda,
+      "cuDNN", torch.backends.cudnn.version() if torch.cuda.is_available() else None)
+print("device", torch.cuda.get_device_name() if torch.cuda.is_available() else "none (CPU only)")
+for name in ("transformers", "lark", "pydantic", "pydantic_core", "networkx", "hypothesis", "safetensors"):
+    try:
+        print(name, __import__(name).__version__)
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal: the tier says what it needs
+        print(name, "missing:", type(exc).__name__, exc)
+EOF
+cat "$OUT/versions.txt"
+
+if [ -n "$DRY" ]; then  # the steps' plumbing on a CPU: a few tests of the tier, the benchmarks at their tiny size
+  export TFSPEC_GPU_DEVICE=cpu
+  step tier 300 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py -k "torch_nn_transformer"
+  TINY=(--size tiny --device cpu --no-compile --dtype float32)
+  step train 300 "$PY" benchmarks/bench_gpu_train.py "${TINY[@]}" --rounds 1 --steps 1 --batch 2 --seq-len 32
+  step generate 300 "$PY" benchmarks/bench_gpu_generate.py "${TINY[@]}" --new 4 --batches 1 --repeats 1
+  step sdpa 300 "$PY" benchmarks/sdpa_backends.py --device cpu --dtype float32 --seq-len 64
+else
+  step tier 180 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests
+  step train 140 "$PY" benchmarks/bench_gpu_train.py --rounds 3 --steps 10
+  step generate 140 "$PY" benchmarks/bench_gpu_generate.py --repeats 3
+  step sdpa 30 "$PY" benchmarks/sdpa_backends.py
+fi
+echo "outputs in $OUT"
+! grep -qv " 0 " "$OUT/status.txt"  # exit 0 only when every step did
