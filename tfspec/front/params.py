@@ -96,7 +96,7 @@ def choice(registry: Registry) -> Converter:
             raise spec_error("type", f"expected a {registry.family}, got {what_it_is(e)}", e.span, one_of(registry))
         if name not in registry:
             raise spec_error("unknown-keyword", f"unknown {registry.family} '{name}'", name_span,
-                       did_you_mean(name, registry) or one_of(registry))
+                             did_you_mean(name, registry) or one_of(registry))
         variant = registry[name]
         params = [Param(f, converter_for(info.annotation), REQUIRED if info.is_required() else info.default,
                         f in variant.positional)

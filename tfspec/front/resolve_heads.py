@@ -18,13 +18,13 @@ class Heads:
         positional = [a for a in decl.args if a.name is None]
         if not positional:
             raise spec_error("missing", "head needs a projection: tied(EMBEDDING) or linear", decl.span,
-                       "e.g. `head tied(tokens)`")
+                             "e.g. `head tied(tokens)`")
         proj = positional[0].value
         func = proj.id if isinstance(proj, Name) else proj.func if isinstance(proj, Call) else None
         proj_args = proj.args if isinstance(proj, Call) else ()
         if func not in HEAD_PROJECTIONS:
             raise spec_error("unknown-keyword", f"unknown head projection '{func or what_it_is(proj)}'", proj.span,
-                       did_you_mean(func or "", HEAD_PROJECTIONS) or "expected tied(EMBEDDING) or linear")
+                             did_you_mean(func or "", HEAD_PROJECTIONS) or "expected tied(EMBEDDING) or linear")
         values, spans = self.bind(tuple(a for a in decl.args if a is not positional[0]), head_params(func), "head",
                                   decl.span)
         last = stacks.get("decoder") or stacks.get("encoder")
@@ -35,12 +35,12 @@ class Heads:
             declared = [i.name for i in self.module.items if isinstance(i, EmbeddingDecl)]
             if target not in declared:
                 raise spec_error("unknown-name", f"unknown embedding '{target}'", bspans["embedding"],
-                           did_you_mean(target, declared) or (one_of(declared) if declared else None))
+                                 did_you_mean(target, declared) or (one_of(declared) if declared else None))
             if target not in embeddings:
                 raise Poisoned
             if embeddings[target].image is not None:
                 raise spec_error("structure", f"a head cannot be tied to embedding '{target}': it reads images, through "
-                           "no token table", bspans["embedding"], "use linear(N), N the number of classes")
+                                 "no token table", bspans["embedding"], "use linear(N), N the number of classes")
             tied_to = embeddings[target].shares or target  # the table itself, where the embedding reads another's
             out = embeddings[target].vocab
             spans["out"] = proj.span
@@ -54,12 +54,13 @@ class Heads:
                 out = embeddings[last.embedding].vocab
                 if out is None:
                     raise spec_error("missing", "head linear over images needs its number of outputs", proj.span,
-                               "write linear(N), N the number of classes")
+                                     "write linear(N), N the number of classes")
         if values["transform"] is not None and ACTIVATIONS[values["transform"].name].up_features(1) != 1:
             raise spec_error("value", "a gated activation needs two projections; the head's transform has one",
-                       spans["transform"])
+                             spans["transform"])
         if values["norm"] is not None and values["transform"] is None:
-            raise spec_error("structure", "head norm= applies to its transform; add transform=ACTIVATION", spans["norm"])
+            raise spec_error("structure", "head norm= applies to its transform; add transform=ACTIVATION",
+                             spans["norm"])
         features = None  # a transform into a tied table of another width (ALBERT's head); without one, validate
         if tied_to is not None and last is not None and last.embedding in embeddings and values["transform"]:
             width, table = embeddings[last.embedding].width, embeddings[tied_to].dim
@@ -73,5 +74,6 @@ class Heads:
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:
         values, spans = self.bind(decl.args, POOLER_PARAMS, "pooler", decl.span)
         if ACTIVATIONS[values["activation"].name].up_features(1) != 1:
-            raise spec_error("value", "a gated activation needs two projections; the pooler has one", spans["activation"])
+            raise spec_error("value", "a gated activation needs two projections; the pooler has one",
+                             spans["activation"])
         return S.Pooler(activation=values["activation"], span=decl.span)

@@ -58,7 +58,7 @@ class Stacks:
             raise Poisoned  # the unknown statement is reported; "no sublayers" would only echo it
         if not sublayer_stmts and not assignments:
             raise spec_error("structure", f"the {decl.role} stack has no sublayers", decl.role_span,
-                       "add e.g. `attention self heads=8` and `feedforward d_ff=2048`")
+                             "add e.g. `attention self heads=8` and `feedforward d_ff=2048`")
         if assignments:
             block = S.Block(wiring=self._wiring(assignments, d, decl))
         else:
@@ -85,7 +85,7 @@ class Stacks:
         """``weight_sets N``: at most one set per layer, and the layers running one set all of one kind."""
         if not 0 < sets <= repeat:
             raise spec_error("value", f"weight_sets {sets}: the stack has {repeat} layers", span,
-                       f"give 1 (every layer runs one layer's weights) to {repeat} (each its own)")
+                             f"give 1 (every layer runs one layer's weights) to {repeat} (each its own)")
         runs: dict[int, list[int]] = {}
         for i in range(repeat):
             runs.setdefault(i * sets // repeat, []).append(i)
@@ -94,8 +94,8 @@ class Stacks:
             if len(kinds) > 1:
                 raise spec_error("value", f"weight_sets {sets}: layers {layers[0]}–{layers[-1]} run one set of weights, "
                                     "but `layers` sections make them different kinds of layer", span,
-                           "a set of weights is one kind of layer: choose weight_sets so that each run of layers "
-                           "sharing it is one kind, or drop the sections")
+                                 "a set of weights is one kind of layer: choose weight_sets so that each run of layers "
+                                 "sharing it is one kind, or drop the sections")
 
     # --- layer schedules
     def _schedule(self, decl: StackDecl, repeat: int, d: dict, stmts: list[Setting] | list[Assignment],
@@ -113,7 +113,7 @@ class Stacks:
             for i in layers:
                 if i in chosen_by:
                     raise spec_error("duplicate", f"layer {i} is chosen by two `layers` sections", section.span,
-                               f"the other is at line {chosen_by[i].span.line}; a layer has one kind")
+                                     f"the other is at line {chosen_by[i].span.line}; a layer has one kind")
                 chosen_by[i] = section
             block = self._layer_kind(section, d, stmts, names, decl)
             for i in layers:
@@ -131,16 +131,16 @@ class Stacks:
         checked against the stack's ``repeat`` layers."""
         if section.body is None:
             raise spec_error("structure", "`layers` takes a selection and a block of changes", section.span,
-                       "write e.g. `layers every(2) { self_attn mask=causal }`")
+                             "write e.g. `layers every(2) { self_attn mask=causal }`")
         if not section.args:
             raise spec_error("structure", "`layers` needs a selection of layers", section.name_span,
-                       "e.g. `layers 3`, `layers range(0, 3)`, `layers every(4, from=3)`")
+                             "e.g. `layers 3`, `layers range(0, 3)`, `layers every(4, from=3)`")
         chosen: list[int] = []
         for arg in section.args:
             e = arg.value
             if arg.name is not None:
                 raise spec_error("type", "a layer selection is positional", arg.span,
-                           "e.g. `layers 3`, `layers range(0, 3)`, `layers every(4, from=3)`")
+                                 "e.g. `layers 3`, `layers range(0, 3)`, `layers every(4, from=3)`")
             if isinstance(e, Call) and e.func in ("every", "range"):
                 params = ([Param("step", as_int, positional=True), Param("from", as_int, 0, positional=True)]
                           if e.func == "every" else
@@ -149,7 +149,7 @@ class Stacks:
                 if e.func == "every":
                     if values["step"] < 1:
                         raise spec_error("value", f"every() takes a step of at least 1, got {values['step']}",
-                                   spans["step"])
+                                         spans["step"])
                     indices, where = range(values["from"], repeat, values["step"]), spans.get("from", e.span)
                     if values["from"] < 0 or values["from"] >= repeat:
                         raise spec_error("value", f"layer {values['from']} is outside the stack's {repeat} layers "
@@ -163,15 +163,17 @@ class Stacks:
                 chosen += indices
             elif isinstance(e, Call):
                 raise spec_error("unknown-keyword", f"unknown layer selection '{e.func}'", e.func_span,
-                           did_you_mean(e.func, ("every", "range")) or "use every(STEP, from=FIRST) or range(START, STOP)")
+                                 did_you_mean(e.func, ("every", "range")) or "use every(STEP, from=FIRST) or range(START, STOP)")
             else:
                 i = as_int(e, self)
                 if not 0 <= i < repeat:
-                    raise spec_error("value", f"layer {i} is outside the stack's {repeat} layers (0 to {repeat - 1})", e.span)
+                    raise spec_error("value", f"layer {i} is outside the stack's {repeat} layers (0 to {repeat - 1})",
+                                     e.span)
                 chosen.append(i)
         duplicates = sorted({i for i in chosen if chosen.count(i) > 1})
         if duplicates:
-            raise spec_error("duplicate", f"layer {duplicates[0]} is selected twice in one `layers` section", section.span)
+            raise spec_error("duplicate", f"layer {duplicates[0]} is selected twice in one `layers` section",
+                             section.span)
         return chosen
 
     def _layer_kind(self, section: Setting, d: dict, stmts: list[Setting] | list[Assignment], names: list[str],
@@ -251,7 +253,7 @@ class Stacks:
         if kind == "attention":
             if values["memory"] is not None and values["reads"] == "self":
                 raise spec_error("structure", "memory= is for cross-attention", spans["memory"],
-                           "write `attention cross ...` to read the encoder's output")
+                                 "write `attention cross ...` to read the encoder's output")
             fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask", "kv_heads", "head_dim",
                                              "qk_norm", "qk_norm_width", "scale")}
             fields["dropout"] = values["attn_dropout"]

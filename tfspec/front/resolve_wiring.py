@@ -41,7 +41,7 @@ class Wiring:
                 if isinstance(e, Name):
                     if e.id not in defined:
                         raise spec_error("unknown-name", f"unknown tensor '{e.id}'", e.span,
-                                   did_you_mean(e.id, defined) or f"defined so far: {listing(defined)}")
+                                         did_you_mean(e.id, defined) or f"defined so far: {listing(defined)}")
                     if e.id in last_def:
                         used.add(last_def[e.id])
                     return S.Var(name=e.id, span=e.span)
@@ -56,11 +56,11 @@ class Wiring:
                     return S.Scale(factor=as_float(number, self), input=tensor(value), span=e.span)
                 if isinstance(e, BinOp):
                     raise spec_error("wiring", f"'{e.op}' does not apply to tensors; blocks combine tensors with '+' "
-                               "and scale them by a number with '*'", e.span)
+                                     "and scale them by a number with '*'", e.span)
                 if isinstance(e, Call):
                     return self._apply(e, tensor, d, names, changes or {})
                 raise spec_error("wiring", f"expected a tensor expression, got {what_it_is(e)}", e.span,
-                           "e.g. `x = x + attention(norm(x), heads=8)`")
+                                 "e.g. `x = x + attention(norm(x), heads=8)`")
 
             try:
                 value = tensor(stmt.value)
@@ -94,10 +94,10 @@ class Wiring:
         known = list(WIRING_FUNCTIONS) + NORMS.names()
         if e.func not in known:
             raise spec_error("unknown-keyword", f"unknown function '{e.func}' in wiring", e.func_span,
-                       did_you_mean(e.func, known) or one_of(known))
+                             did_you_mean(e.func, known) or one_of(known))
         if not e.args or e.args[0].name is not None:
             raise spec_error("missing", f"{e.func}() needs its input tensor as the first argument", e.span,
-                       f"e.g. `{e.func}(x{', ...' if e.func in SUBLAYERS else ''})`")
+                             f"e.g. `{e.func}(x{', ...' if e.func in SUBLAYERS else ''})`")
         source = tensor(e.args[0].value)
         body = self._applied(e, e.args[1:], d)
         name = names.take(module_name(body))
