@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PIP_FLAGS := --disable-pip-version-check --progress-bar off -q
 
-.PHONY: setup demo test test-gpu gpu-wheels gpu-emulate graphviz browser clean
+.PHONY: setup demo test test-capabilities test-gpu gpu-wheels gpu-emulate graphviz browser clean
 
 setup: $(STAMP) graphviz browser
 
@@ -46,6 +46,14 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# The numerical test files (those comparing through tests/numerics.py) under each of ATen's CPU kernel sets: a
+# cheap stand-in for another machine's CPU. Each set gets an inductor cache of its own: inductor's does not tell
+# them apart, and code compiled for AVX-512 fails to build under ATEN_CPU_CAPABILITY=default.
+test-capabilities: setup
+	@for cap in default avx2 avx512; do echo "== ATEN_CPU_CAPABILITY=$$cap"; \
+	  ATEN_CPU_CAPABILITY=$$cap TORCHINDUCTOR_CACHE_DIR=$$(mktemp -d) $(PY) -m pytest -q -p no:cacheprovider \
+	    $$(grep -l "from numerics import" tests/test_*.py) || exit 1; done
 
 # The GPU tier (tests marked gpu; skipped by `make test` where there is no CUDA), on a machine with CUDA
 # such as the device machine. That machine reaches no package index, and the CUDA wheel of the pinned

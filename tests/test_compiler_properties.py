@@ -143,7 +143,7 @@ head linear
 @settings(deadline=None, max_examples=40)
 @given(bounded_reach(), st.data())
 def test_attention_of_bounded_reach_is_local_with_one_layer(case, data):
-    """Lengths up to 80 run the banded path (``registry.band_chunk``) as well as the dense one."""
+    """Lengths up to 80 run the banded path (``nn.kernels.band_chunk``) as well as the dense one."""
     reach, text = case
     model = tfspec.compile(text).eval()
     for block in model.modules():  # make the additive scorer non-trivial

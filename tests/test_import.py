@@ -280,10 +280,11 @@ def saved(tmp_path, cls: str, untie: bool = False, seed: int = 0, **extra):
     ``untie``: give it an LM head of its own (Hugging Face builds T5's tied whatever its configuration says)."""
     values = {**CONFIGS[cls], **extra}
     config = T.AutoConfig.for_model(values.pop("model_type"), **values, architectures=[cls])
-    # the reference computes what its paper says, on every transformers version and device: eager attention (the
-    # SDPA path of transformers 5.17 drops Gemma 2's soft-capping) and eager experts (grouped_mm needs rows of
-    # 16-byte multiples in bf16)
-    config._attn_implementation = "eager"
+    # the reference computes what its paper says, on every transformers version and device: eager attention where
+    # scores are soft-capped (transformers 5.17's SDPA path drops Gemma 2's attn_logit_softcapping), eager experts
+    # (grouped_mm needs rows of 16-byte multiples in bf16: moe_intermediate_size 12 is 24 bytes)
+    if getattr(config, "attn_logit_softcapping", None) is not None:
+        config._attn_implementation = "eager"
     if hasattr(config, "_experts_implementation"):
         config._experts_implementation = "eager"
     torch.manual_seed(seed)

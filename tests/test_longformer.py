@@ -9,7 +9,7 @@ import torch
 import tfspec
 from tfspec.inspect.analysis import analyse
 from tfspec.inspect.measure import measure
-from tfspec.registry import band_chunk
+from tfspec.nn.kernels import band_chunk
 from numerics import FLOAT32, assert_close, close
 
 SPEC = """embedding tokens {{ vocab 50; dim 16; position learned(128) }}

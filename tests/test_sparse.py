@@ -14,7 +14,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tfspec
 from tfspec.nn.attention import MultiHeadAttention
-from tfspec.registry import MASKS, band_chunk
+from tfspec.nn.kernels import band_chunk
+from tfspec.registry import MASKS
 from numerics import FLOAT32, assert_close
 
 LENGTH = 96

@@ -43,8 +43,8 @@ from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
-                       AttentionConfig, Constructor,
-                       Role, attention_band, attention_inputs, flex_attention_applies, fused_causal_kernel)
+                        AttentionConfig, Constructor, Role, attention_inputs)
+from ..nn.kernels import attention_band, flex_attention_applies, fused_causal_kernel
 
 DEFAULT_INIT = S.Choice(name="normal", options={"std": 0.02})
 

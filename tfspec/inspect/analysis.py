@@ -5,7 +5,7 @@
   ``torch.utils.flop_counter.FlopCounterMode`` counts on the compiled model
   (every query-key pair is scored, masked scores computed then discarded, except
   where masks of bounded reach let attention run in bands of blocks, which score
-  ``length · (chunk + reach)`` pairs: ``registry.attention_band``);
+  ``length · (chunk + reach)`` pairs: ``nn.kernels.attention_band``);
   ``elementwise`` (bias, norms, softmax, activations, residual sums) is by the
   conventions in each variant's ``flops_per_element``; the *mask-aware* figures
   count only the query-key pairs the masks allow, which is what causal
@@ -32,8 +32,8 @@ from ..ir.graph import Graph
 from ..ir.queries import (active_parameters, count_parameters, default_length, fixed_length,  # noqa: F401
                          kv_cache_elements, layer_repeat, length_limit, max_length, parameter_table, source,
                          weight_repeat, weights_key)
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, attention_band,
-                        band_chunk, combined_reach, fused_causal_kernel)
+from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, combined_reach
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64

@@ -79,9 +79,6 @@ class Graph(nx.DiGraph):
         """The nodes reading ``node_id``'s output."""
         return [self.node(m) for m in self.successors(node_id)]
 
-    def inputs_of(self, node: Node) -> list[Node]:
-        return [self.node(i) for i in node.inputs]
-
     # ------------------------------------------------------------ invariants
     def lint(self) -> None:
         """Check the invariants every stage relies on; raise ``IRError`` naming the first broken one."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Mapping
 
 from ..errors import Span
-from ..registry import Param
+from ..front import schema as S
+from ..registry import AttentionShape, Param, Registry
 
 LAYER = "{i}"  # a module path's placeholder for the layer index inside a stack's template
 Port = Literal["input", "residual", "memory", "positions", "segments", "shared"]
@@ -143,7 +144,7 @@ class PositionEncoding(Node):
     """A positional encoding for each position of its input, added to the token embeddings."""
 
     kind: ClassVar[str] = "position"
-    choice: object  # schema.Choice of a position scheme acting on the embedding
+    choice: S.Choice  # of a position scheme acting on the embedding
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -152,9 +153,9 @@ class StackParameters(Node):
     (Linformer's E, F) or a position scheme's (T5's relative bias table); see ``registry.StackOwned``."""
 
     kind: ClassVar[str] = "parameters"
-    family: object  # the registry of the variant owning them (``registry.ATTENTION_KINDS``, ``POSITIONS``)
-    choice: object  # schema.Choice of that variant
-    geometry: object  # registry.AttentionShape of the attention reading them
+    family: Registry  # of the variant owning them (``registry.ATTENTION_KINDS``, ``POSITIONS``)
+    choice: S.Choice  # of that variant
+    geometry: AttentionShape  # of the attention reading them
 
     def variant(self):
         """(variant, options) of the owner."""
@@ -174,7 +175,7 @@ class Norm(Node):
     """Layer/RMS normalisation over the last dimension."""
 
     kind: ClassVar[str] = "norm"
-    choice: object  # schema.Choice of a norm variant
+    choice: S.Choice | None  # of a norm variant
     title: str = "Norm"  # "Norm", "Final Norm", "Embedding Norm"
 
 
@@ -199,9 +200,9 @@ class Attention(Node):
     """Multi-head attention: self (one input) or cross (query + memory)."""
 
     kind: ClassVar[str] = "attention"
-    spec: object  # schema.Attention
-    geometry: object  # registry.AttentionShape
-    positioned: object  # registry.AttentionShape its in-attention position scheme acts on (its kind's position_shape)
+    spec: S.Attention
+    geometry: AttentionShape
+    positioned: AttentionShape  # what its in-attention position scheme acts on (its kind's position_shape)
     memory: str | None = None  # the node whose output a cross-attention reads
 
     @property
@@ -214,7 +215,7 @@ class FeedForward(Node):
     """Position-wise two-layer network (or gated unit)."""
 
     kind: ClassVar[str] = "feedforward"
-    spec: object  # schema.FeedForward
+    spec: S.FeedForward
 
     @property
     def name(self) -> str:
@@ -240,7 +241,7 @@ class Head(Node):
     """Output projection to logits, optionally tied to an embedding."""
 
     kind: ClassVar[str] = "head"
-    spec: object  # schema.Head
+    spec: S.Head
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -248,7 +249,7 @@ class Pooler(Node):
     """Dense + activation on the first position."""
 
     kind: ClassVar[str] = "pooler"
-    spec: object  # schema.Pooler
+    spec: S.Pooler
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -37,7 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import Constructor, band_chunk, combined_reach
+from ..registry import Constructor, combined_reach
+from .kernels import band_chunk
 from .context import Context
 from .flex import block_mask, flex_mix, flex_runs
 from .masking import MaskSet, additive_mask

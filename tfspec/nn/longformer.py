@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import band_chunk
+from .kernels import band_chunk
 from .attention import MultiHeadAttention
 from .context import Context
 

@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from ..registry import band_chunk
+from .kernels import band_chunk
 from .context import Context
 
 
