@@ -296,7 +296,7 @@ def import_everything() -> None:
     import tfspec
 
     for module in pkgutil.walk_packages(tfspec.__path__, "tfspec."):
-        if module.name != "tfspec.__main__":
+        if not module.name.endswith(".__main__"):  # each runs a command line when imported
             importlib.import_module(module.name)
 
 

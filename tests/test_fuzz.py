@@ -286,3 +286,15 @@ def test_the_cli_campaign_tells_a_traceback_an_abort_and_a_hang_from_an_answer(t
 
     monkeypatch.setattr(tfspec.cli, "main", lambda argv: os.kill(os.getpid(), signals.SIGABRT))
     assert fuzz_cli.run_child(["check"], tmp_path, 20)[0] == "abort"
+
+
+def test_the_standing_campaign_of_untrusted_inputs_runs_clean(capsys):
+    """benchmarks/fuzz_hostile.py, a slice of it (names and the language server's protocol; the whole campaign is
+    ``python benchmarks/fuzz_hostile.py``): its harness runs, and what it draws is answered as it must be."""
+    found = importlib.util.spec_from_file_location("fuzz_hostile", ROOT / "benchmarks" / "fuzz_hostile.py")
+    campaign = importlib.util.module_from_spec(found)
+    found.loader.exec_module(campaign)
+    assert campaign.main(["--n", "2", "--lsp", "4", "--only", "names", "--only", "lsp", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "names: cases 2, ok 2" in out and "language server: cases 4, ok 4" in out, out
+    assert campaign.raw_controls("ok\n\tfine") == [] and campaign.raw_controls("a\x1b[2Jb") == ["'\\x1b'"]

@@ -390,6 +390,24 @@ def test_a_position_outside_the_protocol_is_answered_with_invalid_params(client,
     assert client.process.poll() is None
 
 
+def _campaign():
+    """benchmarks/fuzz_hostile.py, the standing campaign, whose framing of messages these tests share."""
+    import importlib.util
+
+    found = importlib.util.spec_from_file_location("fuzz_hostile", ROOT / "benchmarks" / "fuzz_hostile.py")
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module
+
+
+def frame(message: dict) -> bytes:
+    return _campaign().frame({"jsonrpc": "2.0", **message})
+
+
+def replies(stdout: bytes) -> list[dict]:
+    return _campaign().replies(stdout)
+
+
 def _session(*messages: bytes, timeout: float = 60) -> subprocess.CompletedProcess:
     """A server process fed ``messages`` (framed bytes) and then the end of its input."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -397,42 +415,27 @@ def _session(*messages: bytes, timeout: float = 60) -> subprocess.CompletedProce
                           env=env, cwd=ROOT, timeout=timeout)
 
 
-def _framed(message: dict) -> bytes:
-    body = json.dumps({"jsonrpc": "2.0", **message}).encode()
-    return b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
-def _replies(stdout: bytes) -> list[dict]:
-    out, rest = [], stdout
-    while rest:
-        head, _, rest = rest.partition(b"\r\n\r\n")
-        length = int(next(line for line in head.split(b"\r\n") if line.startswith(b"Content-Length:")).split(b":")[1])
-        out.append(json.loads(rest[:length]))
-        rest = rest[length:]
-    return out
-
-
 INITIALIZE = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
 
 
 def test_a_request_after_shutdown_is_an_invalid_request_and_exit_then_is_0():
-    done = _session(_framed(INITIALIZE), _framed({"method": "initialized", "params": {}}),
-                    _framed({"id": 2, "method": "shutdown"}),
-                    _framed({"id": 3, "method": "textDocument/hover", "params": {
+    done = _session(frame(INITIALIZE), frame({"method": "initialized", "params": {}}),
+                    frame({"id": 2, "method": "shutdown"}),
+                    frame({"id": 3, "method": "textDocument/hover", "params": {
                         "textDocument": {"uri": "file:///x.tfs"}, "position": {"line": 0, "character": 0}}}),
-                    _framed({"method": "exit"}))
-    replies = {r["id"]: r for r in _replies(done.stdout) if "id" in r}
-    assert replies[2]["result"] is None and replies[3]["error"]["code"] == -32600, replies
+                    frame({"method": "exit"}))
+    answers = {r["id"]: r for r in replies(done.stdout) if "id" in r}
+    assert answers[2]["result"] is None and answers[3]["error"]["code"] == -32600, answers
     assert done.returncode == 0, done.stderr
 
 
 def test_exit_without_shutdown_is_status_1():
-    done = _session(_framed(INITIALIZE), _framed({"method": "exit"}))
+    done = _session(frame(INITIALIZE), frame({"method": "exit"}))
     assert done.returncode == 1, done.stderr
 
 
 def test_a_content_length_past_the_bound_ends_the_session_in_one_line():
-    done = _session(_framed(INITIALIZE), b"Content-Length: 1000000000000000000\r\n\r\n{}", timeout=60)
+    done = _session(frame(INITIALIZE), b"Content-Length: 1000000000000000000\r\n\r\n{}", timeout=60)
     assert done.returncode == 1
     lines = done.stderr.decode().strip().splitlines()
     assert lines[-1] == ("tfspec lsp: error: a message of 1,000,000,000,000,000,000 bytes (its Content-Length), more "

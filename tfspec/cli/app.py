@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         previous = None
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # while the parser is built or reads the command line (a command's own: in _main)
+        print("interrupted", file=sys.stderr)
+        return 130
     except Terminated:
         command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), "")
         print(f"tfspec {command}: stopped by SIGTERM".replace("tfspec :", "tfspec:"), file=sys.stderr)

@@ -15,7 +15,7 @@ from .common import overrides, print_json, UsageError, with_json, with_set
 def add(sub) -> None:
     """The `check` command's arguments."""
     check = with_json(with_set(sub.add_parser("check", help="parse and validate specs; print a summary line for "
-                                                             "each")))
+                                                            "each")))
     check.add_argument("files", nargs="+", metavar="FILE")
     check.add_argument("--dump", choices=["spec", "graph"], help="print the resolved spec (JSON) or the graph IR")
     check.set_defaults(run=run)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from typing import Any
 
@@ -122,11 +121,18 @@ def with_json(p):
 
 
 def print_json(data) -> None:
-    """``data`` as JSON on standard output, in UTF-8: a name's bytes that are not UTF-8 (kept by Python as lone
-    surrogates) are written as JSON's ``\\udcXX`` escapes, which ``json.loads`` and ``os.fsencode`` turn back
-    into the bytes, rather than as the bytes, which would make the output neither UTF-8 nor JSON."""
+    """``data`` as JSON on standard output, in UTF-8, every character that is not printable written as JSON's
+    ``\\uXXXX``: a name's control characters (``\\x9b`` starts a terminal's escape sequence) cannot reach a
+    terminal, and its bytes that are not UTF-8 (kept by Python as lone surrogates) come out as ``\\udcXX``, which
+    ``json.loads`` and ``os.fsencode`` turn back into the bytes, rather than as bytes that would make the output
+    neither UTF-8 nor JSON."""
     text = json.dumps(data, indent=2, ensure_ascii=False)
-    print(re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text))
+    print("".join(c if c.isprintable() or c == "\n" else _escaped(c) for c in text))
+
+
+def _escaped(character: str) -> str:
+    units = character.encode("utf-16-le", "surrogatepass")
+    return "".join(f"\\u{int.from_bytes(units[i:i + 2], 'little'):04x}" for i in range(0, len(units), 2))
 
 
 def with_set(p):

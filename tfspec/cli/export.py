@@ -9,7 +9,7 @@ from .common import print_json, UsageError, with_json, writable
 def add(sub) -> None:
     """The `export` command's arguments."""
     export = with_json(sub.add_parser("export", help="write a run's (or checkpoint's) model for other tools: "
-                                                      "Hugging Face, a standalone PyTorch file, ONNX"))
+                                                     "Hugging Face, a standalone PyTorch file, ONNX"))
     export.add_argument("source", metavar="RUN_OR_CHECKPOINT")
     export.add_argument("--to", choices=["hf", "torch", "onnx"], required=True,
                         help="hf: a transformers model directory; torch: tfspec emit's file and its weights; onnx")

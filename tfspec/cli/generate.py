@@ -19,7 +19,7 @@ def _device_of(model):
 def add(sub) -> None:
     """The `generate` command's arguments."""
     generate = with_json(sub.add_parser("generate", help="decode from a trained checkpoint: greedy, sampling or "
-                                                          "beam search"))
+                                                         "beam search"))
     generate.add_argument("checkpoint", metavar="CHECKPOINT", help="a run directory (its latest checkpoint) or "
                                                                   "a checkpoint directory")
     generate.add_argument("--input", "--prompt", action="append", metavar="TEXT",

@@ -12,7 +12,7 @@ from .common import check_output, print_json, quiet_transformers, UsageError, wi
 def add(sub) -> None:
     """The `import` command's arguments."""
     imports = with_json(sub.add_parser("import", help="write the spec a Hugging Face model directory's config.json "
-                                                       "describes"))
+                                                      "describes"))
     imports.add_argument("source", metavar="DIR", nargs="?", help="a Hugging Face model directory, or its config.json")
     imports.add_argument("--list", action="store_true", help="print the families, classes and configuration fields "
                                                               "import reads (Markdown; docs/hf_families.md)")

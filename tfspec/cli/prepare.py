@@ -12,7 +12,7 @@ from .common import DEFAULT_GLOB, data_path, print_json, UsageError, with_json
 def add(sub) -> None:
     """The `prepare` command's arguments."""
     prep = with_json(sub.add_parser("prepare", help="tokenise text once into a memory-mapped token file that train "
-                                                     "--data streams (a corpus larger than memory trains)"))
+                                                    "--data streams (a corpus larger than memory trains)"))
     prep.add_argument("data", nargs="+", metavar="PATH", type=data_path,
                       help="a text file, a JSONL file or a directory (its files matching --glob, recursively)")
     prep.add_argument("-o", "--output", required=True, metavar="DIR", help="the prepared directory; made again "

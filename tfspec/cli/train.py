@@ -81,7 +81,7 @@ def _fresh_run_dir(spec_name: str, what: str) -> str:
 def add(sub) -> None:
     """The `train` command's arguments."""
     train = with_json(with_set(sub.add_parser("train", help="train a spec on a built-in task or a text file, "
-                                                             "with checkpoints, evaluation and a loss curve")))
+                                                            "with checkpoints, evaluation and a loss curve")))
     train.add_argument("file", nargs="?", metavar="SPEC")
     data = train.add_argument_group("data (default: the reverse task)")
     data.add_argument("--task", choices=sorted(TASKS), help="built-in task: " +
@@ -130,17 +130,17 @@ def add(sub) -> None:
     running.add_argument("--out", metavar="DIR", help="run directory (default runs/NAME-TASK, numbered if taken)")
     running.add_argument("--resume", metavar="DIR", help="continue the run in DIR from its latest checkpoint")
     running.add_argument("--nproc", type=positive, help="train in N worker processes started by torchrun (as "
-                     "`torchrun --nproc-per-node N -m tfspec train ...` does); each takes 1/N of every --batch")
+                         "`torchrun --nproc-per-node N -m tfspec train ...` does); each takes 1/N of every --batch")
     running.add_argument("--strategy", choices=("ddp", "fsdp"), help="several workers: DistributedDataParallel "
-                     "(default) or FSDP2's fully_shard")
+                         "(default) or FSDP2's fully_shard")
     running.add_argument("--eval-every", type=positive, help="steps between held-out evaluations (default 250)")
     running.add_argument("--eval-size", type=positive, help="held-out sequences per evaluation (default 500)")
     running.add_argument("--save-every", type=positive, help="steps between checkpoints (default 500)")
     running.add_argument("--log-every", type=positive, help="without a progress bar (output not a terminal, or "
-                     "--no-progress): a line every N steps with loss, lr, tokens/s and ETA (default: 100 a run)")
+                         "--no-progress): a line every N steps with loss, lr, tokens/s and ETA (default: 100 a run)")
     running.add_argument("--no-progress", action="store_true", help="no progress bar")
     running.add_argument("--log", action="append", choices=LOGGERS, help="also write the run for TensorBoard "
-                     "(event files in RUN/tensorboard: tensorboard --logdir RUN)")
+                         "(event files in RUN/tensorboard: tensorboard --logdir RUN)")
     running.add_argument("--accept-edits", action="store_true", help="--resume/--init: take a checkpoint whose "
                          "spec.tfs or weights changed since it was saved")
     train.set_defaults(run=run)

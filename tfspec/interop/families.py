@@ -325,8 +325,7 @@ def read_config(source) -> Any:
     family_of(source["model_type"])  # an unsupported type is named before transformers sees it
     refused = [f"{key}: {why}" for key, why in REFUSED_FIELDS.items() if source.get(key) is not None]
     if refused:
-        raise InteropError("the configuration asks for what tfspec does not read:\n"
-                           + "\n".join(f"  {r}" for r in refused))
+        raise InteropError("the configuration asks for what tfspec does not read: " + "; ".join(refused))
     values = {k: v for k, v in source.items() if k != "model_type" and k not in LOADER_FIELDS}
     try:
         return transformers.AutoConfig.for_model(source["model_type"], **values)

@@ -12,6 +12,7 @@ its line's text.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
@@ -93,7 +94,25 @@ class BoundedInput:
             self.refused = (f"a message of {size:,} bytes (its Content-Length), more than the {MAX_MESSAGE_BYTES:,} "
                             "a message may have; the session ends")
             return b""
-        return self.stream.read(size)
+        body = self.stream.read(size)
+        try:
+            message = json.loads(body)
+        except ValueError as exc:  # JSON-RPC's parse error, answered (SpecProtocol) rather than logged
+            return _unreadable(-32700, f"the message is not JSON ({exc})")
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            given = message.get("id") if isinstance(message, dict) else None
+            what = f"version {message.get('jsonrpc')!r}" if isinstance(message, dict) else type(message).__name__
+            return _unreadable(-32600, f"the message is {what}, not a JSON-RPC 2.0 object",
+                               given if isinstance(given, (int, str)) and not isinstance(given, bool) else None)
+        return body
+
+
+def _unreadable(code: int, why: str, given=None) -> bytes:
+    """A message standing for one the reader could not take: SpecProtocol answers it with ``code``."""
+    return json.dumps({"jsonrpc": "2.0", UNREADABLE: [code, why, given]}).encode()
+
+
+UNREADABLE = "tfspec_unreadable"  # marks a body the reader could not take as a message: [code, why]
 
 
 @dataclass(frozen=True)
@@ -114,6 +133,9 @@ class SpecProtocol(LanguageServerProtocol):
     exit_status = 0
 
     def structure_message(self, data):
+        if isinstance(data, dict) and UNREADABLE in data:  # answered with its id, or null where it has none
+            code, why, given = data[UNREADABLE]
+            return Unreadable(given, "", T.ResponseError(code=code, message=why))
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
@@ -144,16 +166,28 @@ class SpecServer(LanguageServer):
         self.published: dict[str, set[str]] = {}  # a document's URI -> URIs it published diagnostics for
         self.pending: dict[str, asyncio.Task] = {}
 
+    def text(self, uri: str) -> str:
+        """The text of ``uri``: the client's, for a document it opened; else the file's, read as tfspec reads any
+        file (a regular file of at most a spec's size), and a request about neither is an InvalidParams error."""
+        opened = self.workspace.text_documents.get(unquote(uri))
+        if opened is not None:
+            return opened.source
+        try:
+            return read_regular(path_of(uri), MAX_SPEC_BYTES).decode("utf-8", errors="replace")
+        except OSError as exc:
+            raise JsonRpcInvalidParams(f"{uri}: not a document the client opened, nor a file tfspec reads "
+                                       f"({exc.strerror or exc})") from None
+
     def document(self, uri: str) -> L.Document:
         """The checked document at ``uri``, checked again when its text changed since."""
-        text = self.workspace.get_text_document(uri).source
+        text = self.text(uri)
         doc = self.checked.get(uri)
         if doc is None or doc.text != text:
             doc = self.check(uri)
         return doc
 
     def check(self, uri: str) -> L.Document:
-        text = self.workspace.get_text_document(uri).source
+        text = self.text(uri)
         doc = L.Document.check(text, path_of(uri))
         self.checked[uri] = doc
         by_uri: dict[str, list[T.Diagnostic]] = {uri: []}
@@ -313,13 +347,35 @@ def formatting(ls: SpecServer, params: T.DocumentFormattingParams) -> list[T.Tex
     return [T.TextEdit(range=_range(lines, (0, 0), end), new_text=text)]
 
 
+class OneLine(logging.Formatter):
+    """A log record as one line, an exception as its type and message: what the editor's log of the server shows,
+    never a traceback (a request that failed is answered with its error as well)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage().splitlines()[0] if record.getMessage() else ""
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            message += f": {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return f"tfspec lsp: {record.levelname.lower()}: {message}"
+
+
+def one_line_log() -> None:
+    """pygls' warnings and errors on standard error, a line each; a request it could not read is answered with its
+    error (``SpecProtocol``), so its deserialisation's own report is left out."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLine())
+    handler.addFilter(lambda record: not record.getMessage().startswith("Unable to deserialize message"))
+    log = logging.getLogger("pygls")
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+
+
 def main() -> int:
     """Serve on stdin/stdout until the client says exit (or its input ends); the exit status is the protocol's:
     0 after ``shutdown`` and ``exit``, 1 for an ``exit`` without ``shutdown`` or a message past the bound."""
     stream = BoundedInput(sys.stdin.buffer)
-    # a request it cannot read is answered with its error (SpecProtocol), not a traceback in the editor's log
-    logging.getLogger("pygls.protocol.json_rpc").addFilter(
-        lambda record: not record.getMessage().startswith("Unable to deserialize message"))
+    one_line_log()
     server.start_io(stdin=stream)
     if stream.refused:
         print(f"tfspec lsp: error: {stream.refused}", file=sys.stderr)
