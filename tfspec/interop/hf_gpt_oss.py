@@ -40,6 +40,12 @@ def _given(value, default):
     return default if value is None else value
 
 
+def _unless(value, default):
+    """What export writes: nothing for gpt-oss's own value, which every transformers computes, with the field or
+    without it."""
+    return None if value is None or value == default else value
+
+
 FIELDS = Fields(
     *(e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in LEFT_OUT),
     Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
@@ -50,9 +56,11 @@ FIELDS = Fields(
           setting=False),
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
     Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
-    Field("alpha", "swiglu_alpha", lambda f: f.mixture_body("decoder").activation.options.get("alpha", SWIGLU_ALPHA),
+    Field("alpha", "swiglu_alpha", lambda f: _unless(f.mixture_body("decoder").activation.options.get("alpha"),
+                                                     SWIGLU_ALPHA),
           read=lambda c: _given(getattr(c, "swiglu_alpha", None), SWIGLU_ALPHA)),
-    Field("limit", "swiglu_limit", lambda f: f.mixture_body("decoder").activation.options.get("limit", SWIGLU_LIMIT),
+    Field("limit", "swiglu_limit", lambda f: _unless(f.mixture_body("decoder").activation.options.get("limit"),
+                                                     SWIGLU_LIMIT),
           read=lambda c: _given(getattr(c, "swiglu_limit", None), SWIGLU_LIMIT)),
     *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
     ignored={**hf_llama.FIELDS.ignored,

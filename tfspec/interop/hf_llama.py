@@ -126,7 +126,9 @@ FIELDS = Fields(
     Fixed("pretraining_tp", 1, "pretraining_tp={value} splits the projections' matmuls; use 1",
           read=lambda c: getattr(c, "pretraining_tp", 1) or 1),
     ignored={"max_position_embeddings": "the longest sequence trained on; rotary positions compute the same at "
-                                        "any length (read as the original context of dynamic scaling)"},
+                                        "any length (read as the original context of dynamic scaling)",
+             "partial_rotary_factor": "rope_parameters.partial_rotary_factor where transformers before 5.2x keeps "
+                                      "it, at the top level (read from there too: rotary_fraction)"},
 )
 
 
