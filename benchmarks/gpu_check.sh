@@ -27,10 +27,12 @@ step() {  # step NAME LIMIT COMMAND...: run COMMAND under LIMIT seconds, output 
   echo "$name $status $((SECONDS - started))s" | tee -a "$OUT/status.txt"
 }
 
-if [ -d .whl ]; then  # lark, pydantic (with its matching pydantic-core), graphviz: what that machine lacks
-  step install 20 "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target .gpu-site .whl/*.whl
+if [ -z "$DRY" ]; then  # the dry run uses this checkout's environment, which has them all
+  if [ -d .whl ]; then  # lark, pydantic (with its matching pydantic-core), graphviz: what that machine lacks
+    step install 20 "$PY" -m pip install -q --no-index --no-deps --no-compile --upgrade --target .gpu-site .whl/*.whl
+  fi
+  export PYTHONPATH=".gpu-site:.${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PYTHONPATH=".gpu-site:.${PYTHONPATH:+:$PYTHONPATH}"
 "$PY" - > "$OUT/versions.txt" 2>&1 <<'EOF'
 import platform, torch
 print("python", platform.python_version(), "torch", torch.__version__, "CUDA", torch.version.cuda,
@@ -50,7 +52,7 @@ if [ -n "$DRY" ]; then  # the steps' plumbing on a CPU: a few tests of the tier,
   TINY=(--size tiny --device cpu --no-compile --dtype float32)
   step train 300 "$PY" benchmarks/bench_gpu_train.py "${TINY[@]}" --rounds 1 --steps 1 --batch 2 --seq-len 32
   step generate 300 "$PY" benchmarks/bench_gpu_generate.py "${TINY[@]}" --new 4 --batches 1 --repeats 1
-  step sdpa 300 "$PY" benchmarks/sdpa_backends.py --device cpu --dtype float32 --seq-len 64
+  step sdpa 300 "$PY" benchmarks/sdpa_backends.py --device cpu --dtype float32  # at its own length, as there
 else
   step tier 180 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests
   step train 140 "$PY" benchmarks/bench_gpu_train.py --rounds 3 --steps 10

@@ -55,14 +55,19 @@ def main() -> None:
     args = parser.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"SDPA kernels, {name}, {args.dtype}, torch {torch.__version__}, sequences of {args.seq_len}")
+    print(f"SDPA kernels, {name}, {args.dtype}, torch {torch.__version__}, sequences of {args.seq_len} (or a "
+          "model's learned positions, where fewer)")
     print(f"{'configuration':<38} {'training (forward + backward)':<32} {'a cached decoding step'}")
     for what, example, overrides, padded in CONFIGURATIONS:
         model = tfspec.compile(example, overrides=overrides, device=device).to(dtype)
-        tokens = torch.randint(0, 1000, (2, args.seq_len), device=device)
+        limit = min((n for n in model.max_len.values() if n), default=None)  # BERT's 512 learned positions
+        length = min(args.seq_len, limit) if limit else args.seq_len
+        if length != args.seq_len:
+            what += f" ({length})"
+        tokens = torch.randint(0, 1000, (2, length), device=device)
         padding = torch.zeros_like(tokens, dtype=torch.bool)
         if padded:
-            padding[1, args.seq_len * 3 // 4:] = True
+            padding[1, length * 3 // 4:] = True
         inputs = {"padding_mask": padding} if padded else {}
 
         def train_step():

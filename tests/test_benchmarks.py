@@ -23,3 +23,4 @@ def test_the_prepared_gpu_call_dry_runs_on_the_cpu(tmp_path):
                                                                       "sdpa": "0"}
     assert "torch" in (tmp_path / "versions.txt").read_text() and "passed" in (tmp_path / "tier.txt").read_text()
     assert "tfspec" in (tmp_path / "train.txt").read_text() and "tfspec / HF" in (tmp_path / "generate.txt").read_text()
+    assert "padding, bidirectional (BERT) (512)" in (tmp_path / "sdpa.txt").read_text()  # its positions bound it
