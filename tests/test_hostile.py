@@ -305,6 +305,17 @@ def test_a_fifo_as_metrics_jsonl_is_refused_on_resume(trained, tmp_path):
     assert "metrics.jsonl: not a regular file" in line, line
 
 
+@pytest.mark.parametrize("name", ["model.safetensors", "state.pt"])
+def test_a_fifo_in_a_checkpoint_taken_as_edited_is_refused_not_waited_on(trained, tmp_path, name):
+    """--accept-edits skips the digests, which would have refused it: the read itself still refuses a FIFO."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (ckpt.latest(run) / name).unlink()
+    os.mkfifo(ckpt.latest(run) / name)
+    line = one_line(cli("train", "--resume", run, "--steps", "6", "--no-progress", "--accept-edits", timeout=120))
+    assert f"{name}" in line and "not a regular file" in line, line
+
+
 def test_a_checkpoint_directory_holding_another_steps_files_is_refused(trained, tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(trained, run)

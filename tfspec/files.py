@@ -200,6 +200,13 @@ def open_regular(path: str | Path, limit: int | None = None) -> BinaryIO:
         raise
 
 
+def regular_file(path: str | Path) -> Path:
+    """``path``, once it is known to be a regular file (``open_regular``), for a reader that opens it by name itself
+    (safetensors, ``torch.load``): a FIFO or a device in its place is refused, not waited on."""
+    with open_regular(path):
+        return Path(path)
+
+
 def read_regular(path: str | Path, limit: int | None = None) -> bytes:
     """The bytes of the regular file ``path`` (see ``open_regular``: a directory, a device, a FIFO or a file over
     ``limit`` bytes is refused before any read).
@@ -246,3 +253,17 @@ def check_writable(path: str | Path) -> str | None:
     os.close(fd)
     os.unlink(probe)
     return None
+
+
+def safe_reason(exc: BaseException) -> str:
+    """Why a file was refused, in one line, without the advice of torch's refusal of a pickle to load it again
+    unsafely (``weights_only=False``), which would run whatever code the file holds."""
+    text = str(exc).strip()
+    unsafe = re.search(r"weights_only|arbitrary code|WeightsUnpickler|Unsupported global", text)
+    if unsafe:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)|unsupported (?:GLOBAL|class) ([\w.]+)", text)
+        what = f" ({found.group(1) or found.group(2)})" if found else ""
+        return (f"a pickle that holds more than tensors{what}; tfspec loads only plain tensors and never runs code "
+                "from a file: save the weights as safetensors")
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__

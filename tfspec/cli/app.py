@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Terminated:
-        command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), "")
-        print(f"tfspec {command}: stopped by SIGTERM".replace("tfspec :", "tfspec:"), file=sys.stderr)
+        command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+        print(f"tfspec{' ' + shown(command) if command else ''}: stopped by SIGTERM", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
         if previous is not None:
@@ -176,7 +176,7 @@ def _main(argv: list[str] | None) -> int:
         return 1
     except OSError as exc:  # a path the checks before could not foresee (a disk full, a file removed meanwhile)
         where = f"{shown(exc.filename)}: " if getattr(exc, "filename", None) else ""
-        print(f"tfspec {args.command}: error: {shown(where)}{exc.strerror or exc}", file=sys.stderr)
+        print(f"tfspec {args.command}: error: {where}{shown_message(exc.strerror or exc)}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - a worker whose peer died sees its collective fail
         lost = _lost_worker(exc)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..files import as_os_error, read_json, read_regular
+from ..files import as_os_error, read_json, read_regular, safe_reason
 from ..errors import shown
 from .mapping import InteropError
 
@@ -553,20 +553,6 @@ def _check_values(path: Path, reference, stored: dict[str, str]) -> None:
     if broken:
         raise InteropError(f"{shown(path)}: non-finite weights (inf or NaN) in {', '.join(broken[:8])}"
                            + (f" and {len(broken) - 8} more" if len(broken) > 8 else ""))
-
-
-def safe_reason(exc: BaseException) -> str:
-    """Why a file was refused, in one line, without the advice of torch's refusal of a pickle to load it again
-    unsafely (``weights_only=False``), which would run whatever code the file holds."""
-    text = str(exc).strip()
-    unsafe = re.search(r"weights_only|arbitrary code|WeightsUnpickler|Unsupported global", text)
-    if unsafe:
-        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)|unsupported (?:GLOBAL|class) ([\w.]+)", text)
-        what = f" ({found.group(1) or found.group(2)})" if found else ""
-        return (f"a pickle that holds more than tensors{what}; tfspec loads only plain tensors and never runs code "
-                "from a file: save the weights as safetensors")
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
 def tokenizer_of(directory, model):

@@ -36,7 +36,8 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import CheckpointError, shown
 from .layout import latest
-from ..files import moved_error, naming, open_regular, read_json, read_regular, write_atomically
+from ..files import (moved_error, naming, open_regular, read_json, read_regular, regular_file, safe_reason,
+                     write_atomically)
 
 FORMAT = 1
 KEEP = 3  # checkpoints kept per run (the newest ones)
@@ -63,12 +64,10 @@ class Checkpoint:
         try:
             with warnings.catch_warnings():  # a foreign pickle's protocol warning: the error below says it all
                 warnings.simplefilter("ignore")
-                state = torch.load(self.path / "state.pt", weights_only=True, map_location="cpu")
+                state = torch.load(regular_file(self.path / "state.pt"), weights_only=True, map_location="cpu")
         except FileNotFoundError:
             raise CheckpointError(f"{shown(self.path / 'state.pt')}: missing; the run cannot resume from it") from None
         except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for damaged files
-            from ..interop.families import safe_reason
-
             raise CheckpointError(f"{shown(self.path / 'state.pt')}: not a training state tfspec wrote "
                                   f"({safe_reason(exc)})") from None
         if not isinstance(state, dict) or not {"optimizer", "rng"} <= set(state):
@@ -303,7 +302,7 @@ def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:
         if not accept_edits:
             _check_digests(path, meta, skip=(STATE,))
         spec_text = read_regular(path / "spec.tfs", 64 << 20).decode("utf-8")
-        weights = load_file(str(path / "model.safetensors"))
+        weights = load_file(str(regular_file(path / "model.safetensors")))
     except CheckpointError:
         raise
     except Exception as exc:  # a missing file, bad JSON, a truncated safetensors header
