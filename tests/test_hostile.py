@@ -232,14 +232,17 @@ def test_terminal_escapes_in_a_file_name_are_printed_as_escapes(tmp_path, tfspec
 
 
 def test_an_included_file_so_named_is_printed_as_escapes(tmp_path, tfspec_cli):
-    part = tmp_path / f"part{ESCAPES}.tfs"
+    named = "\x1b]0;PWNED\x07\x1b[2J\rerror: forged"  # a string literal holds no line break; all else, raw
+    part = tmp_path / f"part{named}.tfs"
     part.write_text("let d = 16\nlet bad = undefined_name\n")
     main_spec = tmp_path / "main.tfs"
-    main_spec.write_text(f'model m\ninclude "{part.name.encode("unicode_escape").decode()}"\n'
+    main_spec.write_text(f'model m\ninclude "{part.name}"\n'
                          "embedding tokens { vocab 10; dim d }\nencoder x 1 { attention self heads=2 }\n")
     result = tfspec_cli("check", main_spec)
     assert result.returncode == 1 and "\x1b" not in result.stderr and "\x07" not in result.stderr, result.stderr
     assert "\r" not in result.stderr
+    assert f"{tmp_path}/part\\x1b]0;PWNED\\x07\\x1b[2J\\rerror: forged.tfs:2:11: error: unknown parameter" \
+        in result.stderr, result.stderr  # the error inside the included file, at its escaped name
 
 
 def test_a_path_label_with_dollars_draws_plots_and_reports(tmp_path, tfspec_cli):
