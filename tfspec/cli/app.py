@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sys
 import warnings
 
@@ -115,34 +114,15 @@ def _show_spec_warnings() -> None:
     warnings.showwarning = show
 
 
-class Terminated(BaseException):
-    """SIGTERM, as an exception: the command stops where it is, with one line and status 143 (a run being trained
-    saves first: ``tfspec.run.trainer`` asks its loop to stop)."""
-
-
-def _terminate(signum, frame):
-    raise Terminated
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status. ``argv`` None: the process's own command line, a process that runs
-    this one command (so ``import`` may load transformers without torch, see ``configurations_without_torch``)."""
-    try:
-        previous = signal.signal(signal.SIGTERM, _terminate)
-    except ValueError:  # not the main thread: its signals are not this call's to take
-        previous = None
+    this one command (so ``import`` may load transformers without torch, see ``configurations_without_torch``).
+    SIGTERM is ``tfspec.cli.main``'s to answer, from before this module loads."""
     try:
         return _main(argv)
     except KeyboardInterrupt:  # while the parser is built or reads the command line (a command's own: in _main)
         print("interrupted", file=sys.stderr)
         return 130
-    except Terminated:
-        command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
-        print(f"tfspec{' ' + shown(command) if command else ''}: stopped by SIGTERM", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _main(argv: list[str] | None) -> int:
