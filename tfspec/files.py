@@ -217,9 +217,12 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
     tfspec.files.NotAFile: [Errno 22] not a regular file (a device, a FIFO or a socket): '/dev/zero'
     """
     with open_regular(path, limit) as handle:
-        # a read of n bytes reserves n: of the file's size (one more to see it grew), never all of ``limit``
-        data = handle.read() if limit is None else handle.read(min(limit, os.fstat(handle.fileno()).st_size) + 1)
-        if limit is not None and len(data) > min(limit, os.fstat(handle.fileno()).st_size):  # it grew meanwhile
+        if limit is None:
+            return handle.read()
+        # a read of n bytes reserves n: the file's size (one more to see it grew), never all of ``limit``
+        size = min(limit, os.fstat(handle.fileno()).st_size)
+        data = handle.read(size + 1)
+        if len(data) > size:  # it grew since it was opened: up to one byte past the limit, to tell
             data += handle.read(limit + 1 - len(data))
     if limit is not None and len(data) > limit:
         raise NotAFile(errno.EFBIG, f"more than the {limit:,} bytes tfspec reads from such a file", str(path))
