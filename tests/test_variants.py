@@ -18,12 +18,12 @@ from tfspec.inspect.analysis import analyse, mask_pairs, parameter_table
 from tfspec.inspect.diff import diff
 from tfspec.inspect.measure import measure
 from tfspec.front.schema import Choice
-from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
-                             AttentionShape)
+from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS, NORMS,
+                             POSITIONS, AttentionShape)
 from numerics import FLOAT32, assert_close, close
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
-            "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "init": INITS}
+            "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "mixer": MIXERS, "init": INITS}
 EMBEDDING = "embedding tokens {{ vocab 40; dim 16; position {position} }}\n"
 
 
@@ -47,6 +47,7 @@ def spec_text(family: str, name: str, options: dict) -> str:
             "norm": f"residual pre; norm {c}; attention self heads=2 mask=causal; feedforward d_ff=32",
             "activation": f"attention self heads=2 mask=causal; feedforward d_ff=32 activation={c}",
             "feed-forward kind": f"attention self heads=2 mask=causal; feedforward d_ff=32 activation=swiglu kind={c}",
+            "mixer": f"residual pre; mixer {c}; attention self heads=2 mask=causal + padding; feedforward d_ff=32",
             "init": "attention self heads=2 mask=causal; feedforward d_ff=32"}[family]
     defaults = f"defaults {{ init {c} }}\n" if family == "init" else ""
     stack = "encoder" if family in ("attention kind", "mask") else "decoder"
@@ -368,7 +369,7 @@ def decoder_text(family: str, name: str, options: dict) -> str | None:
     elif family == "position":
         return EMBEDDING.format(position=c) + "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }\n" \
             "head linear(40)"
-    elif family == "feed-forward kind":
+    elif family in ("feed-forward kind", "mixer"):
         return spec_text(family, name, options)
     else:
         return None
@@ -378,7 +379,7 @@ def decoder_text(family: str, name: str, options: dict) -> str | None:
         "head linear(40)"
 
 
-CACHED = [(f, n, o) for f, n, o in ENTRIES if f in ("attention kind", "mask", "position")]
+CACHED = [(f, n, o) for f, n, o in ENTRIES if f in ("attention kind", "mask", "position", "mixer")]
 
 
 @pytest.mark.parametrize("family, name, options", CACHED, ids=[f"{f}:{choice_text(n, o)}" for f, n, o in CACHED])

@@ -761,6 +761,63 @@ class AttentionConfig:
     qk_norm_full: bool = False  # the norms span all heads' queries (all kv heads' keys) at once (OLMo 2)
 
 
+class TokenMixer(Variant):
+    """A sublayer that mixes positions other than by attention, carrying a recurrent state while decoding (a short
+    convolution's window of past inputs; a state-space model's or a linear attention's state matrix). Its whole
+    contract, from the stream's ``width`` and its options: parameters with their roles (and initial values where
+    a paper gives them), checks, cost, label and the runtime module, which computes a whole sequence at once (the
+    parallel form, for training and prompts) and continues from its ``RecurrentState`` one call at a time
+    (``tfspec.nn.state``): ``forward(x, ctx=None, state=None)``.
+
+    ``module_name``: the layer's attribute for it (LFM2's ``conv``), which names its weights and its sublayer in
+    ``layers`` sections. ``causal``: an output depends on its own and earlier positions only, so a decoder's
+    cache of states continues exactly what recomputation gives. ``reads_padding``: padded positions enter its
+    state as nothing (each is left out), so the model takes a padding mask for it."""
+
+    module_name: ClassVar[str] = "mixer"
+    causal: ClassVar[bool] = True
+    reads_padding: ClassVar[bool] = True
+
+    def params(self, width: int, options) -> dict[str, Param]:
+        raise NotImplementedError
+
+    def module(self, width: int, options) -> Constructor:
+        """The torch-only runtime module, owning exactly ``params``: ``forward(x, ctx=None, state=None)`` of
+        ``(batch, length, width)``."""
+        raise NotImplementedError
+
+    def check(self, options, width: int) -> list[Problem]:
+        return []
+
+    def flops(self, width: int, options, length: int) -> tuple[int, int]:
+        """(matmul, element-wise) FLOPs over one sequence of ``length`` positions, as its parallel form runs
+        (multiply-adds count 2; a convolution's as ``FlopCounterMode`` counts them)."""
+        raise NotImplementedError
+
+    def saved(self, width: int, options, batch: int, length: int) -> int:
+        """Activation-dtype elements autograd keeps between the sublayer's input and its output for the batch, its
+        input excluded (the analysis counts that once for all its readers)."""
+        raise NotImplementedError
+
+    def reach(self, options) -> int | None:
+        """How many positions before its own an output depends on (a short convolution's kernel − 1); None:
+        every earlier one (a recurrence carries its state from the first)."""
+        return None
+
+    def state_elements(self, width: int, options) -> int:
+        """Elements its decoding state holds per sequence, whatever the length (what a KV cache holds per token,
+        a recurrent state holds once)."""
+        raise NotImplementedError
+
+    def describe(self, options) -> str:
+        """The node's label: "Short Convolution (kernel 3)"."""
+        return self.label(options)
+
+    def complexity(self, options) -> "ComplexityClass":
+        """Its row of Table 1: a recurrence over the positions, linear in the length."""
+        return ComplexityClass("O(n·d²)", "O(n)", "O(n)", "a state carried from position to position")
+
+
 class Init(Variant):
     """An initialisation convention; ``initialise`` fills every parameter of a compiled model in place."""
 
@@ -821,6 +878,7 @@ POSITIONS: Registry[Position] = Registry("position", Position)
 MASKS: Registry[Mask] = Registry("mask", Mask)
 ATTENTION_KINDS: Registry[AttentionKind] = Registry("attention kind", AttentionKind)
 FEEDFORWARD_KINDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
+MIXERS: Registry[TokenMixer] = Registry("mixer", TokenMixer)
 INITS: Registry[Init] = Registry("init", Init)
 
 _loaded = False

@@ -38,6 +38,7 @@ from ..ir.graph import Graph
 from ..ir.queries import count_parameters, layer_template, length_limit, module_copies, sublayers, weight_repeat
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
+from ..nn.state import state_slot
 from ..nn.embedding import Embeddings, PatchEmbeddings
 from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
@@ -210,9 +211,10 @@ def build_model(spec: S.Spec) -> CompiledModel:
             return any(MASKS[m.name].reads_padding for a in attentions if a.reads == reads for m in a.mask)
 
         inputs = {i.name: i for a in attentions for i in attention_inputs(a)}
+        mixers_read_padding = any(n.variant()[0].reads_padding for n in g.of(ir.Mixer, stack=role))
         stacks[role] = Stack(layers, _norm(stack.final_norm, info.width), stack.final_dropout,
                              runs=[info.weights_of(i) for i in range(info.repeat)],
-                             masks_padding=reads_padding("self"),
+                             masks_padding=reads_padding("self") or mixers_read_padding,
                              memory_masks_padding=reads_padding("cross"), inputs=inputs,
                              owned={attribute: {name: c.build() for name, c in modules.items()}
                                     for attribute, modules in stack_owned(g, role).items()})
@@ -289,7 +291,7 @@ def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:
 
 
 def sublayer_constructor(node: ir.Node) -> Constructor:
-    """The module of a feed-forward, norm or dropout node of a layer; for attention, its kind's torch-only
+    """The module of a feed-forward, mixer, norm or dropout node of a layer; for attention, its kind's torch-only
     core (the compiled model builds the kind's runtime module instead, see ``_sublayer_module``)."""
     if isinstance(node, ir.Attention):
         kind, options = ATTENTION_KINDS.of(node.spec.kind)
@@ -297,6 +299,9 @@ def sublayer_constructor(node: ir.Node) -> Constructor:
     if isinstance(node, ir.FeedForward):
         kind, options = FEEDFORWARD_KINDS.of(node.spec.kind)
         return kind.module(node.width, node.spec, options)
+    if isinstance(node, ir.Mixer):
+        mixer, options = node.variant()
+        return mixer.module(node.width, options)
     if isinstance(node, ir.Norm):
         return norm_constructor(node.choice, node.width)
     if isinstance(node, ir.Dropout):
@@ -341,7 +346,8 @@ def layer_graph(template: list[ir.Node]) -> tuple[fx.Graph, dict[str, ir.Node]]:
     x = graph.placeholder("x")
     # the call's shared inputs (tfspec.nn.context.Context); None: positions 0.., no padding (a layer on its own)
     ctx = graph.placeholder("ctx", default_value=None)
-    cache = graph.placeholder("cache", default_value=None)  # incremental decoding: {sublayer: KVCache}
+    # incremental decoding: {sublayer: KVCache for attention, RecurrentState for a mixer}
+    cache = graph.placeholder("cache", default_value=None)
     modules: dict[str, ir.Node] = {}
     values: dict[str, fx.Node] = {}
     for node in template:
@@ -366,6 +372,9 @@ def layer_graph(template: list[ir.Node]) -> tuple[fx.Graph, dict[str, ir.Node]]:
             if isinstance(node, ir.Attention):
                 slot = graph.call_function(cache_slot, (cache, name, kv_keep(attention_config(node).masks)))
                 value = graph.call_module(name, (inputs[0], ctx), {"cache": slot})
+            elif isinstance(node, ir.Mixer):  # its state while decoding, beside attention's keys and values
+                slot = graph.call_function(state_slot, (cache, name))
+                value = graph.call_module(name, (inputs[0], ctx), {"state": slot})
             elif isinstance(node, ir.FeedForward):  # the call's padding: a mixture's statistics leave it out
                 value = graph.call_module(name, (inputs[0], ctx))
             else:

@@ -42,6 +42,7 @@ from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer
 from ..ir import nodes as ir
 from ..ir.queries import attentions, describe_layers, layer_template
 from ..nn.attention import cache_slot
+from ..nn.state import state_slot
 from ..nn.context import Context
 from ..nn.embedding import default_positions
 from ..registry import POSITIONS, Constructor, attention_inputs
@@ -175,7 +176,8 @@ class _Writer:
         """The compiled layer's generated forward (``compiler.layer_graph``), printed with a standalone file's
         arguments (positions, masks by name, memory) for its ``ctx`` and without its cache: statements in the
         same order, a value used once, by the next statement, inlined."""
-        steps = [v for v in graph.nodes if v.op in ("call_function", "call_module") and v.target is not cache_slot]
+        steps = [v for v in graph.nodes if v.op in ("call_function", "call_module")
+                 and v.target not in (cache_slot, state_slot)]
         entry = next(v for v in graph.nodes if v.op == "placeholder")  # x: the layer's input
         template = list(dict.fromkeys([entry.meta["ir"]] + [v.meta["ir"] for v in steps]))
         consumers = {n.id: [m.id for m in template if n.id in m.inputs] for n in template}
@@ -207,7 +209,7 @@ class _Writer:
             return " + ".join(args)
         if step.target is operator.mul:
             return f"{args[0]} * {self.value(step.args[1])}"
-        if isinstance(step.meta["ir"], (ir.Attention, ir.FeedForward)):
+        if isinstance(step.meta["ir"], ir.Sublayer):
             return f"self.{step.target}({args[0]}, ctx)"
         return f"self.{step.target}({args[0]})"
 

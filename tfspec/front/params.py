@@ -10,7 +10,7 @@ import typing
 from typing import Any, Callable, Literal, Protocol, Union
 
 from ..errors import Diagnostic, Span, SpecError, did_you_mean, one_of
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS, NORMS, POSITIONS, Registry
 from . import schema as S
 from .syntax import BinOp, Call, Expr, Name, Number
 
@@ -216,17 +216,17 @@ IMAGE_SETTINGS = ("image", "patch", "channels", "class_token")  # an image embed
 TOKEN_SETTINGS = ("vocab", "segments", "tokens", "scale")  # a token embedding's own
 
 
-SUBLAYERS = ("attention", "feedforward")
+SUBLAYERS = ("attention", "feedforward", "mixer")
 
 
 SECTIONS = ("layers",)  # a stack body's statements with a body of their own
 
 
-WIRING_FUNCTIONS = ("attention", "feedforward", "norm", "dropout")
+WIRING_FUNCTIONS = ("attention", "feedforward", "mixer", "norm", "dropout")
 
 
 def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
-    """The arguments of an ``attention`` or ``feedforward`` statement, their defaults from ``d``."""
+    """The arguments of an ``attention``, ``feedforward`` or ``mixer`` statement, their defaults from ``d``."""
     if kind == "attention":
         params = [
             Param("reads", word("self", "cross"), "self", positional=True),
@@ -244,6 +244,8 @@ def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("qk_norm_width", word("head", "full"), "head"),
             Param("scale", as_float, None),
         ]
+    elif kind == "mixer":
+        params = [Param("kind", choice(MIXERS), positional=True)]
     else:
         params = [
             Param("d_ff", as_int),
@@ -277,11 +279,20 @@ class Namer:
 
     def __init__(self):
         self.counts: dict[str, int] = {}
+        self.taken: set[str] = set()
 
     def take(self, base: str) -> str:
         n = self.counts.get(base, 0)
+        while (name := base if n == 0 else f"{base}_{n}") in self.taken:
+            n += 1
         self.counts[base] = n + 1
-        return base if n == 0 else f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+    def keep(self, name: str) -> str:
+        """Take ``name`` itself (a sublayer a layer kind leaves as it was keeps its name)."""
+        self.taken.add(name)
+        return name
 
 
 def names_in(e: Expr) -> set[str]:
@@ -318,4 +329,6 @@ def module_name(body) -> str:
         return f"{body.reads}_attn"
     if isinstance(body, S.FeedForward):
         return "ffn"
+    if isinstance(body, S.Mixer):
+        return MIXERS[body.kind.name].module_name
     return body.op

@@ -8,7 +8,7 @@ from . import schema as S
 from .expr import Poisoned
 from .params import (BLOCK_SETTINGS, FAILED, Namer, Param, SECTIONS, STACK_SETTINGS, SUBLAYERS, applications, as_int,
                      module_name, spec_error, sublayer_params)
-from .syntax import Arg, Assignment, Call, EmbeddingDecl, Setting, StackDecl
+from .syntax import Arg, Assignment, Call, EmbeddingDecl, Name, Setting, StackDecl
 
 
 class Stacks:
@@ -179,17 +179,23 @@ class Stacks:
     def _layer_kind(self, section: Setting, d: dict, stmts: list[Setting] | list[Assignment], names: list[str],
                     decl: StackDecl) -> S.Block:
         """The stack's block with a section's changes: block settings (``position none``) as this kind's
-        defaults, and ``SUBLAYER option=value`` overriding those options of the sublayer (or, in the wiring
-        form, the call) of that name."""
+        defaults; ``SUBLAYER option=value`` overriding those options of the sublayer (or, in the wiring form, the
+        call) of that name; ``SUBLAYER = attention(self, heads=8, ...)`` putting another sublayer in its place
+        (a mixer's layer turned into attention), and ``SUBLAYER = none`` dropping it."""
         local = Collector()
         block_settings = [s for s in section.body if isinstance(s, Setting) and s.name in BLOCK_SETTINGS]
         values = self._settings(block_settings, BLOCK_SETTINGS, "a `layers` section")
         kind_defaults = {**d, **{k: v for k, (v, span) in values.items() if v is not FAILED}}
         changes: dict[str, list[Arg]] = {}
+        replaced: dict[str, Call | None] = {}  # a sublayer's replacement (None: dropped)
         for stmt in section.body:
-            if isinstance(stmt, Assignment) or stmt.body is not None:
+            if isinstance(stmt, Assignment):
+                replacement = self._replacement(stmt, names, local)
+                if replacement is not False:
+                    replaced[stmt.target] = replacement
+            elif stmt.body is not None:
                 local.error("structure", "a `layers` section holds settings and sublayer changes", stmt.span,
-                            "e.g. `self_attn mask=causal` or `position none`")
+                            "e.g. `self_attn mask=causal`, `position none` or `conv = attention(self, heads=8)`")
             elif stmt.name in BLOCK_SETTINGS:
                 continue
             elif stmt.name not in names:
@@ -200,19 +206,65 @@ class Stacks:
                             f"e.g. `{stmt.name} mask=causal`")
             else:
                 changes.setdefault(stmt.name, []).extend(stmt.args)
+        for name in changes.keys() & replaced.keys():
+            local.error("structure", f"{name} is both replaced and changed in one `layers` section",
+                        changes[name][0].span, "give the options in the replacement's call")
         local.raise_if_any()
         if stmts and isinstance(stmts[0], Assignment):
-            return S.Block(wiring=self._wiring(stmts, kind_defaults, decl, changes))
-        changed = []
+            return S.Block(wiring=self._wiring(stmts, kind_defaults, decl, changes, replaced))
+        changed, kept_names = [], []
         for stmt, name in zip(stmts, names):
+            if name in replaced:
+                call = replaced[name]
+                if call is not None:
+                    changed.append(Setting(call.func, call.func_span, call.args, call.span))
+                    kept_names.append(None)  # named anew, for what it now is
+                continue
             extra = changes.get(name, [])
-            replaced = {a.name for a in extra}
-            args = tuple(a for a in stmt.args if a.name is None or a.name not in replaced) + tuple(extra)
+            given = {a.name for a in extra}
+            args = tuple(a for a, named in zip(stmt.args, self._argument_names(stmt, d)) if named not in given) \
+                + tuple(extra)
             changed.append(Setting(stmt.name, stmt.name_span, args, stmt.span))
-        sublayers = self._sublayers(changed, kind_defaults)
+            kept_names.append(name)
+        if not changed:
+            raise spec_error("structure", "this `layers` section drops every sublayer of its layers", section.span,
+                             "a layer keeps one sublayer at least")
+        sublayers = self._sublayers(changed, kind_defaults, kept_names)
         if len(sublayers) != len(changed):
             raise Poisoned
         return S.Block(sublayers=tuple(sublayers))
+
+    @staticmethod
+    def _replacement(stmt: Assignment, names: list[str], local: Collector):
+        """What ``SUBLAYER = ...`` in a ``layers`` section puts in the sublayer's place: a call of a sublayer
+        (``attention(self, heads=8)``), or None for ``none``; False where it is wrong (reported in ``local``)."""
+        if stmt.target not in names:
+            local.error("unknown-name", f"no sublayer '{stmt.target}' in this stack's layers", stmt.target_span,
+                        did_you_mean(stmt.target, names) or one_of(names))
+            return False
+        value = stmt.value
+        if isinstance(value, Name) and value.id == "none":
+            return None
+        if isinstance(value, Call) and value.func in SUBLAYERS:
+            return value
+        local.error("structure", f"{stmt.target} can be replaced by a sublayer or dropped", value.span,
+                    f"e.g. `{stmt.target} = attention(self, heads=8, mask=causal)`, "
+                    f"`{stmt.target} = mixer(shortconv(3))` or `{stmt.target} = none`")
+        return False
+
+    @staticmethod
+    def _argument_names(stmt: Setting, d: dict) -> list[str | None]:
+        """The parameter each of a sublayer statement's arguments gives: its name, or for one written positionally
+        (``mixer shortconv(3)``, ``attention self``) the positional parameter in its place (None past them)."""
+        positional = [p.name for p in sublayer_params(stmt.name, d, True) if p.positional]
+        given, index = [], 0
+        for arg in stmt.args:
+            if arg.name is None:
+                given.append(positional[index] if index < len(positional) else None)
+                index += 1
+            else:
+                given.append(arg.name)
+        return given
 
     def _stack_embedding(self, decl: StackDecl, settings: dict, embeddings: dict) -> str | None:
         if "embedding" in settings:
@@ -232,24 +284,32 @@ class Stacks:
                               f"add `embedding NAME` to its body; embeddings: {', '.join(declared)}")
         return None
 
-    def _sublayers(self, stmts: list[Setting], d: dict) -> list[S.Sublayer]:
+    def _sublayers(self, stmts: list[Setting], d: dict, kept: list[str | None] | None = None) -> list[S.Sublayer]:
+        """``kept``: the name each statement keeps (a layer kind's sublayers as the stack's first kind names them),
+        None where it is named for what it is."""
         names = Namer()
+        kept = kept or [None] * len(stmts)
+        for name in kept:
+            if name is not None:
+                names.keep(name)
         out = []
-        for stmt in stmts:
-            sub = self.attempt(lambda: self._sublayer(stmt, d, names))
+        for stmt, name in zip(stmts, kept):
+            sub = self.attempt(lambda: self._sublayer(stmt, d, names, name))
             if sub is not None:
                 out.append(sub)
         return out
 
-    def _sublayer(self, stmt: Setting, d: dict, names: "Namer") -> S.Sublayer:
+    def _sublayer(self, stmt: Setting, d: dict, names: "Namer", name: str | None = None) -> S.Sublayer:
         values, spans = self.bind(stmt.args, sublayer_params(stmt.name, d, True), stmt.name, stmt.name_span)
         body = self._operation(stmt.name, values, spans, stmt, d)
-        name = names.take(module_name(body))
+        name = name or names.take(module_name(body))
         wrap = {k: values[k] for k in ("residual", "norm", "dropout")}
         return self.validated(S.Sublayer, {**wrap, "name": name, "body": body}, spans, stmt.span, stmt.name,
                               {"span": stmt.span})
 
-    def _operation(self, kind: str, values: dict, spans: dict, stmt, d: dict) -> S.Attention | S.FeedForward:
+    def _operation(self, kind: str, values: dict, spans: dict, stmt, d: dict) -> S.Attention | S.FeedForward | S.Mixer:
+        if kind == "mixer":
+            return self.validated(S.Mixer, {"kind": values["kind"]}, spans, stmt.span, "mixer", {"span": stmt.span})
         if kind == "attention":
             if values["memory"] is not None and values["reads"] == "self":
                 raise spec_error("structure", "memory= is for cross-attention", spans["memory"],

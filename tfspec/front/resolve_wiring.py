@@ -19,8 +19,11 @@ class Wiring:
 
     # --- wiring form
     def _wiring(self, assignments: list[Assignment], d: dict, decl: StackDecl,
-                changes: dict[str, list[Arg]] | None = None) -> tuple[S.Assign, ...]:
-        """The assignments as tensors; ``changes``: options a layer kind gives the call of each name."""
+                changes: dict[str, list[Arg]] | None = None,
+                replaced: dict[str, Call | None] | None = None) -> tuple[S.Assign, ...]:
+        """The assignments as tensors; ``changes``: options a layer kind gives the call of each name;
+        ``replaced``: the sublayer a layer kind calls in place of the call of each name (with the same input), or
+        None where it drops the call (a term of a sum: the sum goes on without it)."""
         names = Namer()
         defined: dict[str, Assignment | None] = {"x": None}
         used: set[int] = set()
@@ -37,7 +40,8 @@ class Wiring:
             return isinstance(e, Call)
 
         for index, stmt in enumerate(assignments):
-            def tensor(e: Expr) -> S.Tensor:
+            def tensor(e: Expr, term: bool = False) -> S.Tensor | None:
+                """``e`` as a tensor; None for a call a layer kind drops, which only a ``term`` of a sum may be."""
                 if isinstance(e, Name):
                     if e.id not in defined:
                         raise spec_error("unknown-name", f"unknown tensor '{e.id}'", e.span,
@@ -48,9 +52,9 @@ class Wiring:
                 if isinstance(e, BinOp) and e.op == "+":
                     terms = []
                     for side in (e.left, e.right):
-                        t = tensor(side)
-                        terms.extend(t.terms if isinstance(t, S.Sum) else [t])
-                    return S.Sum(terms=tuple(terms), span=e.span)
+                        t = tensor(side, term=True)
+                        terms.extend(t.terms if isinstance(t, S.Sum) else [t] if t is not None else [])
+                    return S.Sum(terms=tuple(terms), span=e.span) if len(terms) > 1 else terms[0]
                 if isinstance(e, BinOp) and e.op == "*" and is_tensor(e.left) != is_tensor(e.right):
                     number, value = (e.right, e.left) if is_tensor(e.left) else (e.left, e.right)
                     return S.Scale(factor=as_float(number, self), input=tensor(value), span=e.span)
@@ -58,7 +62,13 @@ class Wiring:
                     raise spec_error("wiring", f"'{e.op}' does not apply to tensors; blocks combine tensors with '+' "
                                      "and scale them by a number with '*'", e.span)
                 if isinstance(e, Call):
-                    return self._apply(e, tensor, d, names, changes or {})
+                    applied = self._apply(e, tensor, d, names, changes or {}, replaced or {})
+                    if applied is None and not term:
+                        raise spec_error("wiring", "a `layers` section drops this call, but its value is not a term "
+                                         "of a sum, which could go on without it", e.span,
+                                         "drop a sublayer whose output is added to the stream "
+                                         "(x = x + attention(...)), or replace it")
+                    return applied
                 raise spec_error("wiring", f"expected a tensor expression, got {what_it_is(e)}", e.span,
                                  "e.g. `x = x + attention(norm(x), heads=8)`")
 
@@ -90,7 +100,8 @@ class Wiring:
         problems.raise_if_any()
         return tuple(out)
 
-    def _apply(self, e: Call, tensor: Callable, d: dict, names: "Namer", changes: dict[str, list[Arg]]) -> S.Apply:
+    def _apply(self, e: Call, tensor: Callable, d: dict, names: "Namer", changes: dict[str, list[Arg]],
+               replaced: dict[str, Call | None]) -> S.Apply | None:
         known = list(WIRING_FUNCTIONS) + NORMS.names()
         if e.func not in known:
             raise spec_error("unknown-keyword", f"unknown function '{e.func}' in wiring", e.func_span,
@@ -101,9 +112,15 @@ class Wiring:
         source = tensor(e.args[0].value)
         body = self._applied(e, e.args[1:], d)
         name = names.take(module_name(body))
-        if name in changes:  # a layer kind's options for this call replace those it is written with
-            replaced = {a.name for a in changes[name]}
-            body = self._applied(e, tuple(a for a in e.args[1:] if a.name not in replaced) + tuple(changes[name]), d)
+        if name in replaced:  # a layer kind's sublayer in this call's place, on the same input
+            call = replaced[name]
+            if call is None:
+                return None
+            body = self._applied(Call(call.func, call.func_span, (), call.span), call.args, d)
+            name = names.take(module_name(body))
+        elif name in changes:  # a layer kind's options for this call replace those it is written with
+            given = {a.name for a in changes[name]}
+            body = self._applied(e, tuple(a for a in e.args[1:] if a.name not in given) + tuple(changes[name]), d)
         return S.Apply(name=name, body=body, input=source, span=e.span)
 
     def _applied(self, e: Call, rest, d: dict):

@@ -84,6 +84,18 @@ class FeedForward(Node):
     kind: Choice = Choice(name="dense")  # one network, or a mixture of experts (``moe(...)``)
 
 
+class Mixer(Node):
+    """A token mixer other than attention (``mixer shortconv(3)``): its kind says what it computes and keeps."""
+
+    op: Literal["mixer"] = "mixer"
+    kind: Choice
+
+    @property
+    def dropout(self) -> float:
+        """A mixer has no dropout of its own (its sublayer's output may have one)."""
+        return 0.0
+
+
 class NormOp(Node):
     op: Literal["norm"] = "norm"
     norm: Choice
@@ -94,8 +106,8 @@ class DropoutOp(Node):
     p: Rate
 
 
-Operation = Annotated[Union[Attention, FeedForward, NormOp, DropoutOp], Field(discriminator="op")]
-SublayerOp = Annotated[Union[Attention, FeedForward], Field(discriminator="op")]
+Operation = Annotated[Union[Attention, FeedForward, Mixer, NormOp, DropoutOp], Field(discriminator="op")]
+SublayerOp = Annotated[Union[Attention, FeedForward, Mixer], Field(discriminator="op")]
 
 
 class Sublayer(Node):

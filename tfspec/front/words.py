@@ -13,6 +13,7 @@ BLOCK = "block"  # a setting of `defaults { }`, a stack or a `layers` section
 EMBEDDING = "embedding"  # a setting of `embedding NAME { }`
 ATTENTION = "attention"  # an argument of an `attention` statement or call
 FEEDFORWARD = "feedforward"
+MIXER = "mixer"  # an argument of a `mixer` statement or call
 HEAD = "head"
 POOLER = "pooler"
 
@@ -47,6 +48,8 @@ DOCS: dict[tuple[str, str], str] = {
     (BLOCK, "layers"): "`layers every(2) { ... }`: changes for some layers only (a layer schedule)",
     (BLOCK, "attention"): "a multi-head attention sublayer: `attention self heads=8 mask=causal`",
     (BLOCK, "feedforward"): "a position-wise feed-forward sublayer: `feedforward d_ff=2048`",
+    (BLOCK, "mixer"): "a sublayer mixing positions other than by attention, with a decoding state of its own: "
+                      "`mixer shortconv(3)`",
 
     (EMBEDDING, "vocab"): "how many token ids the table has rows for",
     (EMBEDDING, "dim"): "the width of each vector (and of the stack, unless `project` maps it)",
@@ -83,6 +86,8 @@ DOCS: dict[tuple[str, str], str] = {
     (FEEDFORWARD, "bias"): "whether the projections have a bias",
     (FEEDFORWARD, "act_dropout"): "dropout after the activation",
 
+    (MIXER, "kind"): "what it computes and keeps while decoding (shortconv(kernel), ...)",
+
     (HEAD, "tied"): "`tied(EMBEDDING)`: the logits reuse that embedding's token table (shared weights)",
     (HEAD, "linear"): "`linear(N)`: a projection of its own to N outputs (default: the vocabulary)",
     (HEAD, "bias"): "whether the projection has a bias",
@@ -93,7 +98,7 @@ DOCS: dict[tuple[str, str], str] = {
     (HEAD, "pool"): "one vector per sequence: the `first` position's (a class token) or the `mean`",
     (POOLER, "activation"): "the pooler's activation (default: tanh)",
     # a sublayer's own wiring, overriding its stack's
-    **{(place, word): doc for place in (ATTENTION, FEEDFORWARD)
+    **{(place, word): doc for place in (ATTENTION, FEEDFORWARD, MIXER)
        for word, doc in (("residual", _RESIDUAL), ("norm", "this sublayer's norm"),
                          ("dropout", "dropout on this sublayer's output"))},
 }

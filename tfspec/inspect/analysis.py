@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import (active_parameters, count_parameters, default_length, fixed_length,  # noqa: F401
-                         kv_cache_elements, layer_repeat, length_limit, max_length, parameter_table, source,
+                         kv_cache_elements, layer_repeat, state_elements, length_limit, max_length, parameter_table, source,
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
 from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, combined_reach
@@ -178,6 +178,7 @@ class Analysis:
     # of the same heads would (0: no decoder)
     kv_cache_bytes: int = 0
     kv_cache_multi_head_bytes: int = 0
+    state_bytes: int = 0  # what a decoder's mixers keep while decoding, for the batch, whatever the length
 
     @property
     def total(self) -> Cost:
@@ -192,7 +193,7 @@ class Analysis:
                 "dtype": self.dtype, "fused_attention": self.fused_attention,
                 "components": [r.to_dict() for r in self.rows], "total": self.total.to_dict(),
                 "active_params": self.active_params, "kv_cache_bytes": self.kv_cache_bytes,
-                "kv_cache_multi_head_bytes": self.kv_cache_multi_head_bytes,
+                "kv_cache_multi_head_bytes": self.kv_cache_multi_head_bytes, "state_bytes": self.state_bytes,
                 "training": self.training(),
                 "complexity": [asdict(c) for c in self.complexity]}
 
@@ -230,7 +231,8 @@ def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = 
     cached, multi_head = kv_cache_elements(g, lengths.get("decoder", 0))
     element = batch * DTYPE_BYTES[dtype]
     return Analysis(g.name, g.kind, batch, lengths, dtype, fused_attention, rows,
-                    complexity_classes(g), active_parameters(g), cached * element, multi_head * element)
+                    complexity_classes(g), active_parameters(g), cached * element, multi_head * element,
+                    state_elements(g) * element)
 
 
 def _graph_of(spec_or_graph) -> Graph:
@@ -271,7 +273,8 @@ class _Counter:
                       ir.StackParameters: self.cost_parameters,
                       ir.Add: self.cost_add, ir.Scale: self.cost_scale, ir.Norm: self.cost_norm,
                       ir.Dropout: self.cost_dropout, ir.Attention: self.cost_attention,
-                      ir.FeedForward: self.cost_feedforward, ir.Head: self.cost_head, ir.Pooler: self.cost_pooler}
+                      ir.FeedForward: self.cost_feedforward, ir.Mixer: self.cost_mixer, ir.Head: self.cost_head,
+                      ir.Pooler: self.cost_pooler}
 
     # -- helpers
     def keep(self, key: tuple, nbytes: int) -> int:
@@ -444,6 +447,13 @@ class _Counter:
         memory += self.keep_input(node, node.inputs[0], self.batch * n * node.width * self.s, repeat)
         return self.dense(matmul * n, elementwise * n, memory, repeat)
 
+    def cost_mixer(self, node: ir.Mixer, n, repeat):
+        mixer, options = node.variant()
+        matmul, elementwise = mixer.flops(node.width, options, n)  # per sequence
+        memory = self.keep(("own", node.id), mixer.saved(node.width, options, self.batch, n) * self.s * repeat)
+        memory += self.keep_input(node, node.inputs[0], self.batch * n * node.width * self.s, repeat)
+        return self.dense(matmul, elementwise, memory, repeat)
+
     def cost_head(self, node: ir.Head, n, repeat):
         spec, d = node.spec, node.width
         e = spec.features or d  # the transform's output, which the projection reads
@@ -507,6 +517,11 @@ def complexity_classes(g: Graph) -> list[Complexity]:
             cross = spec.reads == "cross"
             layer = f"{'Cross' if cross else 'Self'}-attention ({kind.label(options)}, mask {masks})"
             c = kind.complexity(options, cross, mask_reach(spec.mask))
+            rows.setdefault(layer, Complexity(layer, c.per_layer, c.sequential, c.path, c.note))
+        elif isinstance(node, ir.Mixer):
+            mixer, options = node.variant()
+            c = mixer.complexity(options)
+            layer = f"Mixer ({mixer.label(options)})"
             rows.setdefault(layer, Complexity(layer, c.per_layer, c.sequential, c.path, c.note))
         elif isinstance(node, ir.FeedForward):
             rows.setdefault("ffn", Complexity("Feed-forward (position-wise)", "O(n·d·d_ff)", "O(1)", "none",

@@ -36,6 +36,7 @@ FONT = "Helvetica"
 STYLES = {  # one colour per kind of node: (fill, border)
     ir.Attention: ("#FCE3C3", "#D98E1F"),
     ir.FeedForward: ("#CFE8F7", "#3C8DBC"),
+    ir.Mixer: ("#D5EFD9", "#3E9A54"),  # a mixer other than attention: a recurrence, a convolution
     ir.Norm: ("#F4F2C1", "#A9A337"),
     ir.Embedding: ("#F8D7D6", "#C9534F"),
     ir.Patches: ("#F8D7D6", "#C9534F"),  # pictures' embedding

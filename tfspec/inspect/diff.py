@@ -21,7 +21,7 @@ from .analysis import analyse
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import default_length, describe_layers, residual_placement, sublayers
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -126,21 +126,27 @@ def describe(spec) -> Facts:
 
 
 def _schedule(g: Graph, role: str) -> str:
-    """A layer schedule as what each further kind of layer changes: "layer 3: self_attn mask causal"."""
+    """A layer schedule as what each further kind of layer changes: "layer 3: self_attn mask causal"; a sublayer in
+    another's place by its label, one it drops as "no NAME"."""
     info = g.stacks[role]
     base = {n.name: _sublayer_facts(g, n) for n in sublayers(g, role, kind=0)}
     parts = []
     for k in range(1, len(info.kinds)):
         changes = []
-        for node in sublayers(g, role, kind=k):
-            theirs = {what: v for (_, what), v in base.get(node.name, {}).items()}
+        present = sublayers(g, role, kind=k)
+        for node in present:
+            if node.name not in base:  # a sublayer in another's place (a mixer's layer turned into attention)
+                changes.append(f"{node.name} ({node.label})")
+                continue
+            theirs = {what: v for (_, what), v in base[node.name].items()}
             changes += [f"{node.name} {what} {v}" for (_, what), v in _sublayer_facts(g, node).items()
                         if theirs.get(what) != v]
+        changes += [f"no {name}" for name in base if name not in {n.name for n in present}]
         parts.append(f"{describe_layers(info.kinds[k].layers, info.repeat)}: {', '.join(changes)}")
     return "; ".join(parts)
 
 
-def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward) -> Facts:
+def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward | ir.Mixer) -> Facts:
     spec, where = node.spec, node.id
     facts: Facts = {}
     if isinstance(node, ir.Attention):
@@ -158,12 +164,15 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward) -> Facts:
         facts[(where, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
         facts[(where, "attention dropout")] = f"{spec.dropout:g}"
         facts[(where, "output bias")] = str(spec.out_bias).lower()
+    elif isinstance(node, ir.Mixer):
+        facts[(where, "mixer")] = MIXERS.label(spec.kind)
     else:
         facts[(where, "d_ff")] = str(spec.d_ff)
         facts[(where, "kind")] = FEEDFORWARD_KINDS.label(spec.kind)
         facts[(where, "activation")] = ACTIVATIONS.label(spec.activation)
         facts[(where, "inner dropout")] = f"{spec.dropout:g}"
-    facts[(where, "bias")] = str(spec.bias).lower()
+    if not isinstance(node, ir.Mixer):  # (a mixer's biases are its kind's options)
+        facts[(where, "bias")] = str(spec.bias).lower()
     placement = residual_placement(g, node)
     facts[(where, "residual")] = placement.placement
     facts[(where, "residual scale")] = f"{placement.scale:g}"

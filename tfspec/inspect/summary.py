@@ -79,6 +79,8 @@ def format_summary(a: Analysis, label_width: int = 50) -> str:
             line += (f"; multi-head attention of the same heads would keep {binary(a.kv_cache_multi_head_bytes)} "
                      f"({a.kv_cache_multi_head_bytes / a.kv_cache_bytes:.1f}×)")
         out += ["", line]
+    if a.state_bytes:  # what the mixers keep while decoding: the same after any number of tokens
+        out += ["", f"mixer states while decoding: {binary(a.state_bytes)}, whatever the length"]
     train = a.training()
     out += ["",
             f"forward: {si(t.flops, 'FLOPs')} = {si(t.matmul)} in matrix products (what FlopCounterMode counts)"
@@ -226,7 +228,10 @@ def summary_line(path: str, spec) -> str:
         layers += f" on {'+'.join(map(str, sets))} weight set{'s' if sum(sets) > 1 else ''}"
     heads = sorted({node.spec.heads for node in attentions(g)})
     widths = sorted({info.width for info in g.stacks.values()})
-    head_text = "/".join(map(str, heads)) + (" head" if heads == [1] else " heads") if heads else "no attention"
+    mixers = sorted({node.spec.kind.name for node in g.of(ir.Mixer)})
+    head_text = ", ".join((["/".join(map(str, heads)) + (" head" if heads == [1] else " heads")] if heads else [])
+                          + ([f"{'/'.join(mixers)} mixer{'s' if len(mixers) > 1 else ''}"] if mixers else [])) \
+        or "no attention"
     total, active = spec.parameter_count(), active_parameters(g)
     count = f"{total:,} parameters" + (f" ({active:,} active)" if active != total else "")
     return (f"{shown(path)}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, "

@@ -236,18 +236,23 @@ def has_dropout(spec: S.Spec) -> bool:
 
 
 def window_reaches(spec: S.Spec, role: str) -> dict[int, int | None]:
-    """How far one layer's self-attentions can carry information, for the first layer of each kind (one for a
-    uniform stack); None for a kind whose self-attention sees unboundedly far."""
+    """How far one layer's self-attentions and mixers can carry information, for the first layer of each kind (one
+    for a uniform stack); None for a kind whose self-attention or mixer sees unboundedly far."""
     g = spec.graph()
     info = g.stacks[role]
     reaches: dict[int, int | None] = {}
     for k, kind in enumerate(info.kinds):
         reach = 0
-        for node in g.of(ir.Attention, stack=role, in_block=True):
-            if node.layer_kind != k or node.spec.reads != "self" or reach is None:
+        for node in g.of(ir.Sublayer, stack=role, in_block=True):
+            if node.layer_kind != k or reach is None:
                 continue
-            behind, ahead = mask_reach(node.spec.mask)
-            reach = None if behind is None or ahead is None else reach + max(behind, ahead)
+            if isinstance(node, ir.Mixer):
+                mixer, options = node.variant()
+                far = mixer.reach(options)
+                reach = None if far is None else reach + far
+            elif isinstance(node, ir.Attention) and node.spec.reads == "self":
+                behind, ahead = mask_reach(node.spec.mask)
+                reach = None if behind is None or ahead is None else reach + max(behind, ahead)
         reaches[kind.layers[0]] = reach
     return reaches
 

@@ -8,7 +8,7 @@ back-edge, so the IR stays a DAG and diagrams show the structure.
 from __future__ import annotations
 
 from ..front import schema as S
-from ..registry import (ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, AttentionShape, Param,
+from ..registry import (ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS, AttentionShape, Param,
                         combined_reach, linear_params)
 from . import nodes as ir
 from .graph import Graph
@@ -185,6 +185,10 @@ class _Builder:
             return self.add(ir.FeedForward, node_id, kind.describe(body, options), [x],
                             stack=role, in_block=True, module=module, params=kind.params(width, body, options),
                             spec=body, width=width, span=body.span)
+        if isinstance(body, S.Mixer):
+            mixer, options = MIXERS.of(body.kind)
+            return self.add(ir.Mixer, node_id, mixer.describe(options), [x], stack=role, in_block=True, module=module,
+                            params=mixer.params(width, options), spec=body, width=width, span=body.span)
         if isinstance(body, S.NormOp):
             return self.norm(node_id, body.norm, x, width, role, True, module)
         return self.dropout(node_id, body.p, x, role, True, width)

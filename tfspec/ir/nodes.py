@@ -16,7 +16,7 @@ from typing import ClassVar, Literal, Mapping
 
 from ..errors import Span
 from ..front import schema as S
-from ..registry import AttentionShape, Param, Registry
+from ..registry import MIXERS, AttentionShape, Param, Registry
 
 LAYER = "{i}"  # a module path's placeholder for the layer index inside a stack's template
 Port = Literal["input", "residual", "memory", "positions", "segments", "shared"]
@@ -223,6 +223,22 @@ class FeedForward(Node):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class Mixer(Node):
+    """A token mixer other than attention, with a recurrent state while decoding (``registry.TokenMixer``)."""
+
+    kind: ClassVar[str] = "mixer"
+    spec: S.Mixer
+
+    @property
+    def name(self) -> str:
+        return self.module.name
+
+    def variant(self):
+        """(mixer, options) it runs."""
+        return MIXERS.of(self.spec.kind)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class BlockInput(Node):
     """Entry of a stack's repeated layer: the residual stream x."""
 
@@ -261,10 +277,10 @@ class Output(Node):
 
 
 NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Patches, Projection, PositionEncoding, StackParameters, Add, Norm,
-                                      Dropout, Scale, Attention, FeedForward, BlockInput, BlockOutput, Head, Pooler,
-                                      Output)
+                                      Dropout, Scale, Attention, FeedForward, Mixer, BlockInput, BlockOutput, Head,
+                                      Pooler, Output)
 OPS: dict[str, str] = {cls.kind: (cls.__doc__ or "").split("\n")[0] for cls in NODE_TYPES}
-Sublayer = (Attention, FeedForward)  # the node types a layer's residual branches compute
+Sublayer = (Attention, FeedForward, Mixer)  # the node types a layer's residual branches compute
 
 
 @dataclass(frozen=True)

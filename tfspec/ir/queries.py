@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS, combined_reach
 from .graph import Graph
-from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Node, Norm, Patches, PositionEncoding, Scale,
-                    Sublayer, describe_layers)
+from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Mixer, Node, Norm, Patches, PositionEncoding,
+                    Scale, Sublayer, describe_layers)
 
 __all__ = ["describe_layers"]  # beside the queries defined here; it lives with the node types it describes
 
@@ -49,8 +49,8 @@ def layer_template(g: Graph, role: str, kind: int = 0) -> list[Node]:
     return [n for n in g.of(Node, stack=role, in_block=True) if n.layer_kind == kind]
 
 
-def sublayers(g: Graph, role: str, kind: int | None = None) -> list[Attention | FeedForward]:
-    """The attention and feed-forward nodes of ``role``'s layers (of one kind, or of every kind), in order."""
+def sublayers(g: Graph, role: str, kind: int | None = None) -> list[Attention | FeedForward | Mixer]:
+    """The attention, feed-forward and mixer nodes of ``role``'s layers (of one kind, or of every kind), in order."""
     return [n for n in g.of(Sublayer, stack=role, in_block=True) if kind is None or n.layer_kind == kind]
 
 
@@ -127,6 +127,16 @@ def kv_cache_elements(g: Graph, length: int) -> tuple[int, int]:
     return ours, multi_head
 
 
+def state_elements(g: Graph) -> int:
+    """Elements a decoder's mixers keep per sequence while decoding, whatever the length (``TokenMixer.state_elements``:
+    a short convolution's last inputs), summed over its layers; 0 without a mixer."""
+    total = 0
+    for node in g.of(Mixer, stack="decoder"):
+        mixer, options = node.variant()
+        total += layer_repeat(g, node) * mixer.state_elements(node.width, options)
+    return total
+
+
 def weights_key(g: Graph, node: Node) -> tuple[str, ...]:
     """What identifies a node's weights: the modules of its copies. Two nodes with one key share them (an
     embedding both stacks read); a layer kind's nodes are other layers' modules than another kind's."""
@@ -177,9 +187,11 @@ def default_length(g: Graph) -> int:
 
 # ---------------------------------------------------------------- masks and dropout
 def causal_from(g: Graph) -> set[str] | None:
-    """Where the decoder's self-attentions stop looking ahead: {"start"} when causal throughout, the names of
-    run-time inputs that end a bidirectional prefix (prefix-LM), or None when some attention looks ahead."""
+    """Where the decoder's self-attentions and mixers stop looking ahead: {"start"} when causal throughout, the
+    names of run-time inputs that end a bidirectional prefix (prefix-LM), or None when something looks ahead."""
     if "decoder" not in g.stacks:
+        return None
+    if not all(node.variant()[0].causal for node in g.of(Mixer, stack="decoder")):
         return None
     points: set[str] = set()
     for node in attentions(g, "decoder", reads="self"):

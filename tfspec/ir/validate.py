@@ -88,6 +88,11 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
         for problem, choice in objections:
             about = problem.about if problem.about is not None else choice
             errors.error(problem.code, problem.message, about.span or node.span, problem.hint)
+    for node in g.of(ir.Mixer):
+        mixer, options = node.variant()
+        for problem in mixer.check(options, node.width):
+            about = problem.about if problem.about is not None else node.spec.kind
+            errors.error(problem.code, problem.message, about.span or node.span, problem.hint)
 
 
 def _broadcast(shapes: list[tuple]) -> tuple | None:
@@ -128,7 +133,7 @@ def infer_shapes(g: Graph, spec: S.Spec, errors: Collector) -> None:
             shape = (ins[0][0], ins[0][-1])
         else:
             shape = ins[0]
-            if isinstance(node, (ir.Attention, ir.FeedForward, ir.Norm)) and shape[-1] != node.width:
+            if isinstance(node, (*ir.Sublayer, ir.Norm)) and shape[-1] != node.width:
                 errors.error("shape", f"{node.label} expects width {node.width}, gets {shape[-1]}", node.span)
                 shape = None
         g.replace(replace(node, shape=shape))

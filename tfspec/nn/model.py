@@ -50,7 +50,7 @@ class Stack(nn.Module):
             for layer in self.layers:
                 for name, module in modules.items():
                     layer.get_submodule(name).share(module)
-        self.masks_padding = masks_padding  # some self-attention reads the padding mask
+        self.masks_padding = masks_padding  # some self-attention or mixer reads the padding mask
         self.memory_masks_padding = memory_masks_padding  # some cross-attention reads the memory's
         self.inputs = dict(inputs or {})
         self.checkpointing = False  # each layer's activations recomputed in backward (CompiledModel.checkpoint_activations)
