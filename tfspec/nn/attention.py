@@ -42,6 +42,8 @@ from .kernels import band_chunk
 from .context import Context
 from .flex import block_mask, flex_mix, flex_runs
 from .masking import MaskSet, additive_mask
+from .state import RecurrentState, StaticCache
+from .steps import Side
 
 
 class KVCache:
@@ -54,15 +56,19 @@ class KVCache:
         self.v: Tensor | None = None
         self.positions: Tensor | None = None  # (batch or 1, length)
         self.padding: Tensor | None = None  # (batch, length) or None: no padded keys
+        self.extras: dict[str, Tensor] = {}  # per key, what its attention's steps made of it ((batch, heads, length))
+        self.carry = RecurrentState(static=False)  # what a step continues from (FoX's running sum of log gates)
         self.length = 0
 
     def __len__(self) -> int:
         return self.length
 
-    def append(self, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None
-               ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """Add new keys/values; return everything the new queries attend to (views into the buffers)."""
+    def append(self, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None, extras: dict | None = None
+               ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, dict]:
+        """Add new keys/values (and their ``extras``); return everything the new queries attend to."""
         new = k.shape[2]
+        self.extras = {name: t if name not in self.extras else torch.cat((self.extras[name], t), dim=-1)
+                       for name, t in (extras or {}).items()}
         if self.k is None or self.length + new > self.k.shape[2]:
             self._grow(max(2 * (self.length + new), 16), k, v)
         self.k[:, :, self.length:self.length + new] = k
@@ -75,7 +81,8 @@ class KVCache:
                                                                     device=k.device)
             self.padding = torch.cat((old, fresh), dim=1)
         self.length += new
-        return self.k[:, :, :self.length], self.v[:, :, :self.length], self.positions, self.padding
+        return (self.k[:, :, :self.length], self.v[:, :, :self.length], self.positions, self.padding,
+                self.extras)
 
     def trim(self) -> None:
         """Forget keys no later query can see (a bounded look-back)."""
@@ -86,6 +93,7 @@ class KVCache:
         self.v[:, :, :self.keep] = self.v[:, :, drop:self.length].clone()
         self.positions = self.positions[:, drop:]
         self.padding = self.padding[:, drop:] if self.padding is not None else None
+        self.extras = {name: t[..., drop:] for name, t in self.extras.items()}
         self.length = self.keep
 
     def _grow(self, capacity: int, k: Tensor, v: Tensor) -> None:
@@ -108,6 +116,8 @@ class KVCache:
             self.positions = self.positions.index_select(0, rows)
         if self.padding is not None:
             self.padding = self.padding.index_select(0, rows)
+        self.extras = {name: t.index_select(0, rows) for name, t in self.extras.items()}
+        self.carry.reorder(rows)
 
 
 def dropout_keep_mask(shape, p: float, device=None) -> tuple[Tensor, float]:
@@ -141,13 +151,14 @@ class StaticKVCache(KVCache):
         super().__init__(keep)
         self.capacity = capacity if keep is None else min(capacity, keep + 1)  # the new position and its keep
         self.end: Tensor | None = None  # positions written so far (0-d), advanced in place
+        self.carry = RecurrentState(static=True)
 
     def __len__(self) -> int:
         return super().__len__() if self.end is None else int(self.end)  # (cross-attention's: its memory's)
 
-    def append(self, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None
-               ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        new = k.shape[2]
+    def append(self, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None, extras: dict | None = None
+               ) -> tuple[Tensor, Tensor, Tensor, Tensor | None, dict]:
+        new, extras = k.shape[2], extras or {}
         if self.end is None:  # the prompt, whole: attention reads its own keys; the cache keeps the last ones
             if new > self.capacity and self.keep is None:
                 raise ValueError(f"the prompt has {new} positions, but the compiled decoder's cache holds "
@@ -157,24 +168,29 @@ class StaticKVCache(KVCache):
             self.v = v.new_zeros(batch, v.shape[1], self.capacity, v.shape[3])
             self.positions = positions.new_zeros(positions.shape[0], self.capacity)
             self.padding = torch.ones(batch, self.capacity, dtype=torch.bool, device=k.device)
+            self.extras = {name: t.new_zeros(*t.shape[:-1], self.capacity) for name, t in extras.items()}
             kept = min(new, self.capacity)
             slots = torch.arange(new - kept, new, device=k.device) % self.capacity
             self.write(slots, k[:, :, new - kept:], v[:, :, new - kept:], positions[:, new - kept:],
-                       None if padding is None else padding[:, new - kept:])
+                       None if padding is None else padding[:, new - kept:],
+                       {name: t[..., new - kept:] for name, t in extras.items()})
             self.end = torch.tensor(new, device=k.device)
-            return k, v, positions, padding
+            return k, v, positions, padding, extras
         if new != 1:
             raise ValueError(f"a compiled decoder takes one token a step after the prompt, not {new}")
-        self.write((self.end % self.capacity).view(1), k, v, positions, padding)
+        self.write((self.end % self.capacity).view(1), k, v, positions, padding, extras)
         self.end.add_(1)
-        return self.k, self.v, self.positions, self.padding
+        return self.k, self.v, self.positions, self.padding, self.extras
 
-    def write(self, slots: Tensor, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None) -> None:
+    def write(self, slots: Tensor, k: Tensor, v: Tensor, positions: Tensor, padding: Tensor | None,
+              extras: dict) -> None:
         self.k.index_copy_(2, slots, k)
         self.v.index_copy_(2, slots, v)
         self.positions.index_copy_(1, slots, positions.expand(self.positions.shape[0], -1))
         fresh = torch.zeros(k.shape[0], k.shape[2], dtype=torch.bool, device=k.device) if padding is None else padding
         self.padding.index_copy_(1, slots, fresh)
+        for name, t in extras.items():
+            self.extras[name].index_copy_(-1, slots, t)
 
     def trim(self) -> None:
         """Nothing to forget: a slot is overwritten when its position falls out of the look-back."""
@@ -184,17 +200,10 @@ class StaticKVCache(KVCache):
         buffers), anew where it changes (a beam's first step; the next step compiles for the new batch)."""
         if self.end is None or len(rows) != self.k.shape[0]:  # (self.end: None for cross-attention's memory)
             return super().reorder(rows)
-        for buffer in (self.k, self.v, self.padding) + ((self.positions,) if self.positions.shape[0] > 1 else ()):
+        for buffer in (self.k, self.v, self.padding, *self.extras.values()) + (
+                (self.positions,) if self.positions.shape[0] > 1 else ()):
             buffer.copy_(buffer.index_select(0, rows))
-
-
-class StaticCache(dict):
-    """One layer's caches for compiled decoding, by sublayer: each a ``StaticKVCache`` of ``capacity`` slots (or
-    its look-back's)."""
-
-    def __init__(self, capacity: int) -> None:
-        super().__init__()
-        self.capacity = capacity
+        self.carry.reorder(rows)
 
 
 def cache_slot(cache: dict[str, KVCache] | None, name: str, keep: int | None = None) -> KVCache | None:
@@ -244,7 +253,8 @@ class MultiHeadAttention(nn.Module):
                  q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
                  position: nn.Module | None = None, fused_causal: bool = False,
                  band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
-                 position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True) -> None:
+                 position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True,
+                 steps: dict[str, nn.Module] | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
@@ -262,6 +272,9 @@ class MultiHeadAttention(nn.Module):
             self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
         self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
         self.qk_norm_full = qk_norm_full  # the norms see all heads at once (before the split), not each head
+        for name, step in (steps or {}).items():  # its kind's steps, after the position scheme's, in this order
+            self.add_module(name, step)
+        self.step_names = tuple(steps or ())
 
     def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
         """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
@@ -270,51 +283,81 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("this attention adds a position bias its stack owns: run it through its model, or "
                              "hand it the stack's module with share(module)")
         ctx = ctx if ctx is not None else Context(torch.arange(length, device=x.device)[None])
-        q, k, v, key_positions, key_padding = self.project_in_context(x, ctx, cache)
-        y = self.attend(q, k, v, ctx, key_positions, key_padding)  # (batch, heads, length, head_dim)
+        q, k, v, queries, keys, key_padding = self.project_in_context(x, ctx, cache)
+        for step in self.steps():  # (after the cache, which keeps the keys' own values)
+            v = step.mixed_values(v)
+        y = self.attend(q, k, v, ctx, queries, keys, key_padding)  # (batch, heads, length, value dimension)
+        for step in self.steps():
+            y = step.head_output(y)
         if cache is not None and not self.cross:
             cache.trim()
         return self.out(y.transpose(1, 2).reshape(batch, length, -1))  # heads · value dimension
 
+    def steps(self) -> list[nn.Module]:
+        """Its pipeline's steps (``tfspec.nn.steps.AttentionStep``): the position scheme's, then its kind's."""
+        own = [getattr(self, name) for name in self.step_names]
+        return own if self.position is None else [self.position, *own]
+
     def project_in_context(self, x: Tensor, ctx: Context, cache: KVCache | None):
-        """Queries, keys, values (per head, normed and position-encoded), the keys' positions and padding."""
+        """Queries, keys, values (per head, normed and position-encoded), the queries' and keys' ``Side``s
+        (positions and the steps' extras) and the keys' padding."""
         if self.cross:
             padding = ctx.memory_padding if self.masks.reads_padding else None
             if cache is not None and cache.k is not None:
-                return self.project_memory(x, None)[0], cache.k, cache.v, None, padding
+                return self.project_memory(x, None)[0], cache.k, cache.v, Side(ctx.positions), Side(None), padding
             q, k, v = self.project_memory(x, ctx.memory)
             if cache is not None:
                 cache.set(k, v)
-            return q, k, v, None, padding
+            return q, k, v, Side(ctx.positions), Side(None), padding
         q, k, v = self.project(x)
-        if self.position is not None:
-            tables = ctx.once(f"{self.position.key}:{q.dtype}", lambda: self.position.tables(ctx.positions, q.dtype))
-            q, k = self.position.rotate(q, k, tables)
+        q, k, extras = self.encode(q, k, x, ctx, cache)
         positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
+        key_extras = extras
         if cache is not None:
-            k, v, positions, padding = cache.append(k, v, positions, padding)
-        return q, k, v, positions, padding
+            k, v, positions, padding, key_extras = cache.append(k, v, positions, padding, extras)
+        return q, k, v, Side(ctx.positions, extras), Side(positions, key_extras), padding
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
+    def encode(self, q: Tensor, k: Tensor, x: Tensor, ctx: Context, cache: KVCache | None):
+        """The steps' transforms of the new queries and keys (rotary positions, from tables built once per call),
+        and the per-position extras they make of the input ``x`` (continued from the cache's carry)."""
+        extras = {}
+        for step in self.steps():
+            if step.key:
+                tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables(ctx.positions, q.dtype))
+                q, k = step.rotate(q, k, tables)
+            extras.update(step.extras(x, ctx, cache.carry if cache is not None else None))
+        return q, k, extras
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, queries: Side, keys: Side,
                padding: Tensor | None) -> Tensor:
-        """(batch, heads, queries, head_dim) attention output; ``padding``: the keys', when a mask reads it.
+        """(batch, heads, queries, value dimension) attention output; ``padding``: the keys', when a mask reads it.
 
-        The additive mask, with the position scheme's score bias (ALiBi, or the one the stack owns: T5's)
-        folded in, is built once per call for every layer with the same masks."""
+        The additive mask, with the steps' score terms (ALiBi's, the one the stack owns: T5's, FoX's) folded in,
+        is built once per call for every layer with the same masks and steps."""
         query_len, key_len = q.shape[2], k.shape[2]
         if self.band is not None and ctx.whole and query_len == key_len:  # a whole sequence
             chunk = band_chunk(query_len, self.band)
             if chunk is not None:
                 return self.mix_in_bands(q, k, v, ctx.inputs, padding, chunk)
         if self.drops_in_blocks(q):
-            return self.attend_in_blocks(q, k, v, ctx, key_positions, padding)
+            return self.attend_in_blocks(q, k, v, ctx, queries, keys, padding)
         if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
             return self.mix(q, k, v, None, True)
-        bias, bias_key = None, ""
-        if self.position is not None:  # a stack's scheme (T5's) has one key for every layer: built once per call
-            bias, bias_key = lambda: self.position.score_bias(ctx.positions, key_positions), self.position.key
-        mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding, bias, bias_key)
-        return self.mix_at(q, k, v, mask, ctx.positions, key_positions)
+        steps = self.steps()
+        # a stack's scheme (T5's) has one key for every layer: built once per call
+        bias_key = "+".join(step.key for step in steps)
+        mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding,
+                                   lambda: self.score_terms(queries, keys), bias_key)
+        return self.mix_at(q, k, v, mask, queries, keys)
+
+    def score_terms(self, queries: Side, keys: Side) -> Tensor | None:
+        """The sum of the steps' score terms ``(batch or 1, heads, queries, keys)``, in float32; None: none."""
+        total = None
+        for step in self.steps():
+            term = step.score_terms(queries, keys)
+            if term is not None:
+                total = term if total is None else total + term
+        return total
 
     def split(self, t: Tensor, heads: int) -> Tensor:
         """(batch, length, heads * head_dim) -> (batch, heads, length, head_dim)."""
@@ -352,7 +395,7 @@ class MultiHeadAttention(nn.Module):
         return (self.training and self.dropout > 0 and self.dropout_block is not None
                 and q.device.type == "cpu" and q.shape[2] > self.dropout_block)
 
-    def attend_in_blocks(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
+    def attend_in_blocks(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, queries: Side, keys: Side,
                          padding: Tensor | None) -> Tensor:
         """``attend``, ``dropout_block`` queries at a time, each block recomputed in backward
         (``torch.utils.checkpoint``, which replays its random draws), so what attention keeps grows with
@@ -362,24 +405,21 @@ class MultiHeadAttention(nn.Module):
         outputs = []
         for start in range(0, query_len, self.dropout_block):
             rows = slice(start, min(start + self.dropout_block, query_len))
-            keys = self.masks.seen_keys(ctx, query_len, key_len, rows, q.device)
-            outputs.append(recomputed(self.attend_rows, q[:, :, rows], k[:, :, keys], v[:, :, keys], ctx,
-                                      key_positions, padding, (query_len, key_len), rows, keys))
+            seen = self.masks.seen_keys(ctx, query_len, key_len, rows, q.device)
+            outputs.append(recomputed(self.attend_rows, q[:, :, rows], k[:, :, seen], v[:, :, seen], ctx,
+                                      queries, keys, padding, (query_len, key_len), rows, seen))
         return torch.cat(outputs, dim=2)
 
-    def attend_rows(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
-                    padding: Tensor | None, lengths: tuple[int, int], rows: slice, keys: slice) -> Tensor:
+    def attend_rows(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, queries: Side, keys: Side,
+                    padding: Tensor | None, lengths: tuple[int, int], rows: slice, seen: slice) -> Tensor:
         """One block of ``attend_in_blocks``: queries ``rows`` of the call's ``lengths`` (queries, keys)
-        against its ``keys``; ``q``, ``k`` and ``v`` are those already."""
-        query_positions = ctx.positions[:, rows]
-        key_positions = key_positions[:, keys] if key_positions is not None else None
-        bias = None
-        if self.position is not None:
-            bias = self.position.score_bias(query_positions, key_positions)
-        allowed = self.masks.allowed(ctx, *lengths, q.device, padding, rows, keys)
-        self.part = rows, keys
+        against its keys ``seen``; ``q``, ``k`` and ``v`` are those already."""
+        queries, keys = queries.part(rows), keys.part(seen)
+        bias = self.score_terms(queries, keys)
+        allowed = self.masks.allowed(ctx, *lengths, q.device, padding, rows, seen)
+        self.part = rows, seen
         try:
-            return self.mix_at(q, k, v, additive_mask(allowed, q.dtype, bias), query_positions, key_positions)
+            return self.mix_at(q, k, v, additive_mask(allowed, q.dtype, bias), queries, keys)
         finally:
             del self.part
 
@@ -420,15 +460,20 @@ class MultiHeadAttention(nn.Module):
             scores.add_(mask)
         return self.drop(torch.softmax(scores, dim=-1)) @ v
 
-    def mix_at(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
-               key_positions: Tensor) -> Tensor:
-        """``mix`` as the position scheme attends with it (Shaw's enters the values itself)."""
+    def mix_at(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, queries: Side, keys: Side) -> Tensor:
+        """``mix`` as the steps attend with it (Shaw's positions enter the values themselves)."""
         def mix(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
             return self.mix(q, k, v, mask, self.fused_causal and mask is None)
 
-        if self.position is None:
-            return mix(q, k, v, mask)
-        return self.position.attend(mix, q, k, v, mask, query_positions, key_positions, self.scale, self.drop)
+        for step in reversed(self.steps()):  # each step's attend wraps the mix of those after it
+            mix = self.attending(step, mix, queries, keys)
+        return mix(q, k, v, mask)
+
+    def attending(self, step: nn.Module, mix, queries: Side, keys: Side):
+        """``mix`` as ``step`` attends with it: ``(q, k, v, mask) -> output``."""
+        def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+            return step.attend(mix, q, k, v, mask, queries.positions, keys.positions, self.scale, self.drop)
+        return attend
 
     def share(self, position: nn.Module) -> None:
         """Take the position scheme its stack owns (T5's bias: one table every layer reads) without registering
@@ -525,15 +570,14 @@ class InContext:
     def in_context(self, config) -> None:
         self.flex = config.flex  # its pattern can run through FlexAttention (``flex_attention_applies``)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, key_positions: Tensor | None,
-               padding: Tensor | None) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, queries, keys, padding: Tensor | None) -> Tensor:
         query_len, key_len = q.shape[2], k.shape[2]
         if (self.flex and ctx.whole and query_len == key_len and not (self.fused_causal and padding is None)
                 and flex_runs(q, k, self.training and self.dropout)):
             pattern = ctx.once(f"{self.masks.key}|flex|{query_len}x{q.shape[0]}", lambda: block_mask(
                 self.masks.rules, ctx.inputs, padding, q.shape[0], query_len, q.device))
             return flex_mix(q, k, v, pattern, self.scale)
-        return super().attend(q, k, v, ctx, key_positions, padding)
+        return super().attend(q, k, v, ctx, queries, keys, padding)
 
 
 class DotProductAttention(InContext, MultiHeadAttention):

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
+from .steps import Side
 from .context import Context
 
 
@@ -43,14 +44,14 @@ class LatentAttention(MultiHeadAttention):
         q_pass, q_rot = self.queries(x).split((self.head_dim - self.rope_dim, self.rope_dim), dim=-1)
         latent, k_rot = self.kv_down(x).split((self.kv_rank, self.rope_dim), dim=-1)
         latent, k_rot = self.kv_latent_norm(latent)[:, None], k_rot[:, None]  # (batch, 1, length, features)
-        if self.position is not None:
-            tables = ctx.once(f"{self.position.key}:{x.dtype}", lambda: self.position.tables(ctx.positions, x.dtype))
-            q_rot, k_rot = self.position.rotate(q_rot, k_rot, tables)
+        q_rot, k_rot, extras = self.encode(q_rot, k_rot, x, ctx, cache)
         positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
+        key_extras = extras
         if cache is not None:  # the latent and the shared rotated key, not every head's keys and values
-            latent, k_rot, positions, padding = cache.append(latent, k_rot, positions, padding)
+            latent, k_rot, positions, padding, key_extras = cache.append(latent, k_rot, positions, padding, extras)
         k, v = self.expand(latent, k_rot)
-        return torch.cat((q_pass, q_rot), dim=-1), k, v, positions, padding
+        return torch.cat((q_pass, q_rot), dim=-1), k, v, Side(ctx.positions, extras), Side(positions, key_extras), \
+            padding
 
     def expand(self, latent: Tensor, k_rot: Tensor) -> tuple[Tensor, Tensor]:
         """Each head's keys ``(batch, heads, n, head_dim)`` and values ``(batch, heads, n, value_dim)`` from the

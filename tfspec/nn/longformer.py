@@ -43,7 +43,7 @@ class LongformerAttention(MultiHeadAttention):
             raise ValueError("global tokens attend to every token of a whole sequence; they cannot be decoded "
                              "incrementally")
         batch, length, _ = x.shape
-        q, k, v, _, padding = self.project_in_context(x, ctx, None)
+        q, k, v, _, _, padding = self.project_in_context(x, ctx, None)
         is_global = (tokens != 0).expand(batch, length)
         if ctx.padding is not None:
             is_global = is_global & ~ctx.padding

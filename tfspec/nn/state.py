@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from .attention import StaticCache
+
+class StaticCache(dict):
+    """One layer's caches for compiled decoding, by sublayer: each attention's a ``StaticKVCache`` of ``capacity``
+    slots (or its look-back's), each mixer's a ``RecurrentState`` written in place."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
 
 
 class RecurrentState:

@@ -33,7 +33,7 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from ..errors import LengthError
-from ..nn.attention import StaticCache
+from ..nn.state import StaticCache
 from ..ir.queries import attentions, causal_from
 from ..registry import POSITIONS
 

@@ -1,0 +1,77 @@
+"""The steps of an attention's pipeline that variants contribute, each doing nothing unless a variant's step does it.
+
+``MultiHeadAttention`` runs, in order: project the input to queries, keys and values → ``rotate`` queries and keys
+(rotary positions), from ``tables`` built once per call → make per-position ``extras`` from the input (the
+Forgetting Transformer's cumulative log forget gates), which a KV cache keeps beside each key → add ``score_terms``
+computed from the queries' and the keys' positions and extras (ALiBi, T5, FoX) → mix (``attend`` in place of the
+kind's mix: Shaw's values) → transform the ``mixed_values`` (differential attention pairs heads) → and each
+head's output (``head_output``: a per-head norm). A step is an ``nn.Module``: its parameters are the attention's (under
+the name it is given), and it may read its layer's index from its arguments. Torch only, so ``tfspec emit`` copies it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+
+class Side:
+    """What a score term reads of one side of a mix, the queries or the keys: their position ids ``(batch or 1, n)``
+    (None for cross-attention's memory) and the ``extras`` steps made per position, by name (each ``(batch, heads,
+    n)``), sliced alike for a block of them (``part``)."""
+
+    def __init__(self, positions: Tensor | None, extras: dict[str, Tensor] | None = None) -> None:
+        self.positions, self.extras = positions, extras or {}
+
+    def part(self, index: slice) -> "Side":
+        """The positions ``index`` of this side (a block of queries, the keys a block sees)."""
+        positions = self.positions[:, index] if self.positions is not None else None
+        return Side(positions, {name: t[..., index] for name, t in self.extras.items()})
+
+
+class AttentionStep(nn.Module):
+    """The base of a variant's attention step (a position scheme's, a kind's); ``key`` tells equal steps apart in a
+    call's memo: two attentions whose steps share a key share their tables and position-only score bias."""
+
+    key = ""
+
+    def tables(self, positions: Tensor, dtype: torch.dtype):
+        """What ``rotate`` needs for position ids ``(batch or 1, length)``, built once per call and shared by
+        every attention with an equal ``key``."""
+        return None
+
+    def rotate(self, q: Tensor, k: Tensor, tables) -> tuple[Tensor, Tensor]:
+        """Queries ``(batch, heads, n, head_dim)`` and keys ``(batch, kv_heads, n, head_dim)``, transformed."""
+        return q, k
+
+    def extras(self, x: Tensor, ctx, carry) -> dict[str, Tensor]:
+        """Per-position tensors ``(batch, heads, n)`` of the input ``x`` that its score terms read, by name; a KV
+        cache keeps them beside the keys. ``carry``: a ``RecurrentState`` the step continues from while decoding
+        (None: a whole sequence)."""
+        return {}
+
+    def score_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor | None:
+        """``(batch or 1, heads, queries, keys)`` added to the scores from positions alone (built once per call for
+        every attention with an equal ``key``); None: it adds none."""
+        return None
+
+    def score_terms(self, queries: Side, keys: Side) -> Tensor | None:
+        """``(batch or 1, heads, queries, keys)`` added to the scores from the queries' and keys' ``Side``s:
+        ``score_bias`` of their positions, unless the step reads their extras too."""
+        return self.score_bias(queries.positions, keys.positions)
+
+    def attend(self, mix: Callable, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, query_positions: Tensor,
+               key_positions: Tensor, scale: float | None, drop: Callable[[Tensor], Tensor]) -> Tensor:
+        """The attention output ``(batch, heads, queries, head_dim)``: ``mix(q, k, v, mask)``, the kind's own
+        mix, unless the step enters the value sum itself (then ``drop`` is the attention's dropout of weights)."""
+        return mix(q, k, v, mask)
+
+    def mixed_values(self, v: Tensor) -> Tensor:
+        """The values ``(batch, kv_heads, keys, value_dim)`` the queries mix, transformed (after the cache)."""
+        return v
+
+    def head_output(self, y: Tensor) -> Tensor:
+        """Each head's output ``(batch, heads, queries, value_dim)``, transformed before the output projection."""
+        return y
