@@ -346,9 +346,13 @@ class MultiHeadAttention(nn.Module):
         steps = self.steps()
         # a stack's scheme (T5's) has one key for every layer: built once per call
         bias_key = "+".join(step.key for step in steps)
-        mask = self.masks.additive(ctx, query_len, key_len, q.dtype, q.device, padding,
+        mask = self.masks.additive(ctx, query_len, key_len, self.mask_dtype(q), q.device, padding,
                                    lambda: self.score_terms(queries, keys), bias_key)
         return self.mix_at(q, k, v, mask, queries, keys)
+
+    def mask_dtype(self, q: Tensor) -> torch.dtype:
+        """The additive mask's dtype: the queries', unless a step's score terms need float32."""
+        return torch.float32 if any(step.float32_scores for step in self.steps()) else q.dtype
 
     def score_terms(self, queries: Side, keys: Side) -> Tensor | None:
         """The sum of the steps' score terms ``(batch or 1, heads, queries, keys)``, in float32; None: none."""
@@ -419,7 +423,7 @@ class MultiHeadAttention(nn.Module):
         allowed = self.masks.allowed(ctx, *lengths, q.device, padding, rows, seen)
         self.part = rows, seen
         try:
-            return self.mix_at(q, k, v, additive_mask(allowed, q.dtype, bias), queries, keys)
+            return self.mix_at(q, k, v, additive_mask(allowed, self.mask_dtype(q), bias), queries, keys)
         finally:
             del self.part
 
@@ -456,6 +460,8 @@ class MultiHeadAttention(nn.Module):
         if is_causal:
             scores.masked_fill_(~torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril(),
                                 float("-inf"))
+        if mask is not None and mask.dtype != scores.dtype:  # float32 score terms: the softmax in float32 too
+            return self.drop(torch.softmax(scores.float() + mask, dim=-1).to(v.dtype)) @ v
         if mask is not None:
             scores.add_(mask)
         return self.drop(torch.softmax(scores, dim=-1)) @ v

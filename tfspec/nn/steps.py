@@ -36,6 +36,9 @@ class AttentionStep(nn.Module):
     call's memo: two attentions whose steps share a key share their tables and position-only score bias."""
 
     key = ""
+    # its score terms are large and differ by little (FoX's sums of log gates over a thousand positions): the mask
+    # that carries them stays float32 whatever the activations' dtype, so bfloat16 does not round them away
+    float32_scores = False
 
     def tables(self, positions: Tensor, dtype: torch.dtype):
         """What ``rotate`` needs for position ids ``(batch or 1, length)``, built once per call and shared by
