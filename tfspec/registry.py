@@ -144,8 +144,14 @@ class Constructor:
     def build(self):
         from torch import nn
 
-        def make(value):
-            return value.build() if isinstance(value, Constructor) else value
+        def make(value):  # constructors within lists, tuples and dicts too (an attention's steps by name)
+            if isinstance(value, Constructor):
+                return value.build()
+            if isinstance(value, (list, tuple)):
+                return type(value)(make(v) for v in value)
+            if isinstance(value, dict):
+                return {k: make(v) for k, v in value.items()}
+            return value
 
         call = getattr(nn, self.target) if isinstance(self.target, str) else self.target
         return call(*map(make, self.args), **{k: make(v) for k, v in self.kwargs.items()})
