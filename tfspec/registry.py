@@ -646,8 +646,16 @@ class AttentionKind(StackOwned, Variant):
         and what ``core_saved`` counts (a latent attention's norms and up projections); 0 for one linear map each."""
         return 0, 0
 
+    def layer_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool) -> int:
+        """Bytes autograd keeps in each attention of this kind beyond what ``core_saved`` and ``projection_saved``
+        count, for the default position ids and no padding: what differentiating score terms its steps compute
+        from the content keeps (the bool condition of the mask that carries them, where ``masked``: a mask of
+        structure joins them), as ``Position.layer_saved`` for a position scheme's."""
+        return 0
+
     def cache_elements(self, shape: AttentionShape, options) -> int:
-        """Elements a KV cache keeps per token of self-attention: each kv head's key and value."""
+        """Elements a KV cache keeps per token of self-attention: each kv head's key and value (and the extras
+        its steps keep per key)."""
         return shape.kv_heads * (shape.head_dim + self.value_dim(shape, options))
 
     def max_len(self, options) -> int | None:

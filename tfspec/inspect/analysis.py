@@ -430,7 +430,8 @@ class _Counter:
                                                                            self.batch)
                 if not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
-        own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, positioned, n, m, structural)
+        own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, positioned, n, m, structural) \
+            + kind.layer_saved(options, shape, n, m, structural)
         memory = self.keep(("own", node.id), own * repeat) + shared
         memory += self.keep_input(node, node.inputs[0], self.batch * n * shape.width * self.s, repeat)
         if cross:
