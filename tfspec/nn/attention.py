@@ -351,8 +351,9 @@ class MultiHeadAttention(nn.Module):
         return self.mix_at(q, k, v, mask, queries, keys)
 
     def mask_dtype(self, q: Tensor) -> torch.dtype:
-        """The additive mask's dtype: the queries', unless a step's score terms need float32."""
-        return torch.float32 if any(step.float32_scores for step in self.steps()) else q.dtype
+        """The additive mask's dtype: the queries', at least float32 where a step's score terms need it."""
+        precise = any(step.float32_scores for step in self.steps())
+        return torch.promote_types(q.dtype, torch.float32) if precise else q.dtype
 
     def score_terms(self, queries: Side, keys: Side) -> Tensor | None:
         """The sum of the steps' score terms ``(batch or 1, heads, queries, keys)``, in float32; None: none."""
