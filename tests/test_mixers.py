@@ -249,3 +249,73 @@ def test_dropping_a_call_whose_value_is_not_a_term_of_a_sum_is_located():
     with pytest.raises(tfspec.SpecError, match="its value is not a term of a sum") as info:
         tfspec.parse(text)
     assert info.value.line == 5
+
+
+# ---------------------------------------------------------------- what a variant may read and declare
+class DepthScaled(torch.nn.Module):
+    """A test mixer: x · w · (layer + 1), from its own position alone."""
+
+    def __init__(self, width: int, layer: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(width))
+        self.layer = layer
+
+    def forward(self, x, ctx=None, state=None):
+        return x * self.weight * (self.layer + 1)
+
+
+@pytest.fixture
+def depth_scaled():
+    """A mixer reading its layer's index and declaring a parameter drawn from N(0, 0.5), registered for one test."""
+    from tfspec.registry import LAYER, MIXERS, Constructor, Param, TokenMixer
+
+    class Depth(TokenMixer):
+        name = "depth_test"
+        doc = "depth_test: x · w · (layer + 1)"
+
+        def params(self, width, options):
+            return {"weight": Param((width,), "vector", std=0.5)}
+
+        def module(self, width, options):
+            return Constructor(DepthScaled, (width, LAYER))
+
+        def flops(self, width, options, length):
+            return 0, 2 * length * width
+
+        def saved(self, width, options, batch, length):
+            return 0
+
+        def state_elements(self, width, options):
+            return 0
+
+    MIXERS.register(Depth)
+    yield
+    del MIXERS._entries["depth_test"]
+
+
+@pytest.mark.parametrize("init", ["normal", "gpt2", "xavier", "t5"])
+def test_a_variant_reads_its_layers_index_and_starts_at_its_own_distribution(depth_scaled, init):
+    """Each layer's module is built with its index in the stack (``LAYER``), in the compiled model and in the file
+    ``tfspec emit`` writes; a parameter declared with ``std`` is drawn from N(0, std) under every scheme."""
+    from test_emit import assert_emitted_equals_compiled, load_emitted
+    from tfspec.backend.standalone import emit
+    text = (f"defaults {{ init {init} }}\nembedding tokens {{ vocab 20; dim 2048 }}\n"
+            "decoder x 3 { residual none; mixer depth_test }")
+    model = tfspec.compile(text, seed=0).eval()
+    x = torch.randn(1, 2, 2048)
+    for i, layer in enumerate(model.decoder.layers):
+        weight = layer.mixer.weight.detach()
+        assert 0.45 < float(weight.std()) < 0.55 and abs(float(weight.mean())) < 0.05, (init, i)
+        assert layer.mixer.layer == i
+        with torch.no_grad():
+            assert_close(layer(x), x * weight * (i + 1), FLOAT32)
+    emitted = load_emitted(emit(tfspec.parse(text))).Model()
+    assert [layer.mixer.layer for layer in emitted.decoder["layers"]] == [0, 1, 2]
+    assert_emitted_equals_compiled(tfspec.parse(text))
+    scheduled = tfspec.parse(text.replace("mixer depth_test }", "mixer depth_test; layers 1 { mixer = feedforward("
+                                                                "d_ff=8) } }"))
+    emitted = load_emitted(emit(scheduled)).Model()
+    assert [type(layer).__name__ for layer in emitted.decoder["layers"]] == ["DecoderLayer", "DecoderLayer1",
+                                                                             "DecoderLayer"]
+    assert emitted.decoder["layers"][2].mixer.layer == 2
+    assert_emitted_equals_compiled(scheduled)

@@ -51,6 +51,8 @@ class Param:
     query_rows, head_dim: in a fused projection, how many leading rows project queries, and their head
     dimension (T5's scheme folds 1/sqrt(head_dim) into those rows).
     value: a constant it starts at under every scheme (DyT's α: 0.5); None: the scheme's draw for its role.
+    std: a normal distribution N(0, std) it is drawn from under every scheme, where its paper gives one
+    (differential attention's λ vectors: N(0, 0.1)); None: the scheme's draw for its role.
     """
 
     shape: Shape
@@ -59,6 +61,7 @@ class Param:
     query_rows: int = 0
     head_dim: int = 0
     value: float | None = None
+    std: float | None = None
 
 
 def linear_params(name: str, out: int, inp: int, bias: bool, **matrix) -> dict[str, Param]:
@@ -126,6 +129,18 @@ class AttentionShape:
         return self.kv_heads * self.head_dim
 
 
+class LayerIndex:
+    """Stands for the index of the layer a module is built for, in its stack (0 first): a variant that depends on
+    its depth (differential attention's λ_init) puts ``LAYER`` among its constructor's arguments; the compiler
+    builds each layer with its own index, and ``tfspec emit`` writes the layer class's ``layer`` argument."""
+
+    def __repr__(self) -> str:
+        return "LAYER"
+
+
+LAYER = LayerIndex()
+
+
 @dataclass(frozen=True)
 class Constructor:
     """A runtime module as a call: ``Constructor("LayerNorm", (768,), {"eps": 1e-5})`` is ``nn.LayerNorm(768, eps=1e-5)``.
@@ -141,12 +156,17 @@ class Constructor:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
 
-    def build(self):
+    def build(self, layer: int | None = None):
+        """The module; ``layer``: the index that stands for ``LAYER`` in its arguments (the layer it is built for)."""
         from torch import nn
 
         def make(value):  # constructors within lists, tuples and dicts too (an attention's steps by name)
             if isinstance(value, Constructor):
-                return value.build()
+                return value.build(layer)
+            if value is LAYER:
+                if layer is None:
+                    raise ValueError(f"{self.target}: its arguments read the layer's index; build it for a layer")
+                return layer
             if isinstance(value, (list, tuple)):
                 return type(value)(make(v) for v in value)
             if isinstance(value, dict):
@@ -685,10 +705,10 @@ class AttentionKind(StackOwned, Variant):
         along the sequence, or blocks of its own)? Then permuting the tokens changes them."""
         return self.mixes_positions or self.own_pattern
 
-    def build(self, config: "AttentionConfig", options):
-        """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``): its ``core``,
-        unless the kind adds what runs on CUDA alone (FlexAttention)."""
-        return self.core(config, options).build()
+    def build(self, config: "AttentionConfig", options, layer: int | None = None):
+        """The runtime ``nn.Module``: ``forward(x, ctx, cache=None)`` (see ``tfspec.nn.attention``): its ``core``
+        for layer ``layer`` of its stack, unless the kind adds what runs on CUDA alone (FlexAttention)."""
+        return self.core(config, options).build(layer)
 
     def core(self, config: "AttentionConfig", options) -> Constructor:
         """The torch-only core the runtime module extends, for standalone files (``tfspec emit``):

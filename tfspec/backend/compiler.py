@@ -203,7 +203,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
     for role, info in g.stacks.items():
         templates = [layer_template(g, role, k) for k in range(len(info.kinds))]
         first_runner = {info.weights_of(i): i for i in reversed(range(info.repeat))}  # a layer running each set
-        layers = [_layer(templates[info.kind_of(i)], role, info.kind_of(i)) for _, i in sorted(first_runner.items())]
+        layers = [_layer(templates[info.kind_of(i)], role, info.kind_of(i), i) for _, i in sorted(first_runner.items())]
         stack = spec.decoder if role == "decoder" else spec.encoder
         attentions = [n.spec for n in g.of(ir.Attention, stack=role)]
 
@@ -309,11 +309,12 @@ def sublayer_constructor(node: ir.Node) -> Constructor:
     raise AssertionError(f"no module for a {node.kind} node")
 
 
-def _sublayer_module(node: ir.Node) -> nn.Module:
+def _sublayer_module(node: ir.Node, layer: int) -> nn.Module:
+    """The module of a node of layer ``layer``'s template (its index, for a variant that reads it)."""
     if isinstance(node, ir.Attention):
         kind, options = ATTENTION_KINDS.of(node.spec.kind)
-        return kind.build(attention_config(node), options)
-    return sublayer_constructor(node).build()
+        return kind.build(attention_config(node), options, layer)
+    return sublayer_constructor(node).build(layer)
 
 
 def sublayer_name(node: ir.Node) -> str:
@@ -324,14 +325,15 @@ def sublayer_name(node: ir.Node) -> str:
     return name
 
 
-def _layer(template: list[ir.Node], role: str, kind: int = 0) -> fx.GraphModule:
-    """One layer: fresh sublayer modules, and the generated forward (``layer_graph``) wiring them."""
+def _layer(template: list[ir.Node], role: str, kind: int = 0, layer: int = 0) -> fx.GraphModule:
+    """Layer ``layer`` of ``role``'s stack: fresh sublayer modules, and the generated forward (``layer_graph``)
+    wiring them."""
     graph, modules = layer_graph(template)
     for value in graph.nodes:
         value.meta.pop("ir", None)  # the running layer needs no IR (and copies of the model carry none)
     root = nn.Module()
     for name, node in modules.items():
-        root.add_module(name, _sublayer_module(node))
+        root.add_module(name, _sublayer_module(node, layer))
     return Generated(root, graph, class_name=layer_class_name(role, kind))
 
 
@@ -437,6 +439,7 @@ class ParamRole:
     query_rows: int = 0
     head_dim: int = 0
     value: float | None = None
+    std: float | None = None
 
 
 def parameter_roles(g: Graph) -> dict[str, ParamRole]:
@@ -448,7 +451,7 @@ def parameter_roles(g: Graph) -> dict[str, ParamRole]:
             for name, p in node.params.items():
                 roles.setdefault(f"{module}.{name}", ParamRole(
                     p.role, branches.get(node.stack, 0) if p.residual else 0, node.width, p.query_rows,
-                    p.head_dim, p.value))
+                    p.head_dim, p.value, p.std))
     return roles
 
 

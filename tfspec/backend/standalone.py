@@ -45,7 +45,7 @@ from ..nn.attention import cache_slot
 from ..nn.state import state_slot
 from ..nn.context import Context
 from ..nn.embedding import default_positions
-from ..registry import POSITIONS, Constructor, attention_inputs
+from ..registry import LAYER, POSITIONS, Constructor, attention_inputs
 
 HEADER = '''from __future__ import annotations
 
@@ -74,6 +74,9 @@ class _Writer:
         self.g = spec.graph()
         self.definitions: dict[Any, str] = {}  # class or function -> its source, in first-use order
         self.memory_padding = ""  # the encoder's padding argument, which cross-attention reads
+        self.reads_layer = False  # the value being written reads its layer's index (``LAYER``)
+        # the stacks some of whose sublayers read their layer's index: their layer classes take ``layer``
+        self.stacks_reading_layer = {role for role in self.g.stacks if self.reads_layer_index(role)}
 
     # ------------------------------------------------------------ values and definitions
     def need(self, obj) -> str:
@@ -96,6 +99,9 @@ class _Writer:
 
     def value(self, v) -> str:
         """Python source for an argument: a constructor call, or a literal that reads back exactly."""
+        if v is LAYER:  # the index of the layer being built: the layer class's argument
+            self.reads_layer = True
+            return "layer"
         if isinstance(v, Constructor):
             name = f"nn.{v.target}" if isinstance(v.target, str) else self.need(v.target)
             parameters = list(_signature(v).values())
@@ -151,10 +157,20 @@ class _Writer:
         return "\n".join(f"[{name}]\n{text.rstrip()}" for name, text in sources.items())
 
     # ------------------------------------------------------------ one layer of a stack
+    def reads_layer_index(self, role: str) -> bool:
+        """Does a sublayer of ``role``'s layers read its layer's index (``LAYER`` among its arguments)?"""
+        self.reads_layer = False
+        for kind in range(len(self.g.stacks[role].kinds)):
+            for node in layer_graph(layer_template(self.g, role, kind))[1].values():
+                self.value(sublayer_constructor(node))
+        reads, self.reads_layer = self.reads_layer, False
+        return reads
+
     def layer_class(self, role: str, kind: int) -> str:
         g, info = self.g, self.g.stacks[role]
         graph, sublayers = layer_graph(layer_template(g, role, kind))
         modules = {name: self.value(sublayer_constructor(node)) for name, node in sublayers.items()}
+        arguments = ", layer: int" if role in self.stacks_reading_layer else ""  # (a variant depending on its depth)
         body = self.layer_forward(graph)
         init = "\n".join(f"        self.{name} = {code}" for name, code in modules.items()) or "        pass"
         cross = any(n.geometry.cross for n in attentions(g, role))
@@ -166,7 +182,7 @@ class _Writer:
                  f"The {role}'s {describe_layers(info.kinds[kind].layers, info.repeat)} (of {info.repeat})")
         return (f"class {layer_class_name(role, kind)}(nn.Module):\n"
                 f'    """{which}, as the spec wires it."""\n\n'
-                "    def __init__(self) -> None:\n        super().__init__()\n"
+                f"    def __init__(self{arguments}) -> None:\n        super().__init__()\n"
                 f"{init}\n\n"
                 f"    def forward(self, x: Tensor, ctx: {self.need(Context)}) -> Tensor:\n"
                 f'        """``x`` {shape}; ``ctx``: the call\'s positions, padding{memory} and inputs."""\n'
@@ -234,13 +250,24 @@ class _Writer:
         for role, info in stacks.items():
             stack = spec.decoder if role == "decoder" else spec.encoder
             final = self.value(norm_constructor(stack.final_norm, info.width))
-            if len(info.kinds) == 1:
+            # the layer each set of weights is built for (its first): a class reading its depth takes its index
+            first = {info.weights_of(i): i for i in reversed(range(info.repeat))}
+            indices = [first[w] for w in range(info.weight_sets)]
+            reading = role in self.stacks_reading_layer
+            if len(info.kinds) == 1 and not reading:
                 layers = f"nn.ModuleList({layer_class_name(role, 0)}() for _ in range({info.weight_sets}))"
+            elif len(info.kinds) == 1:
+                over = f"range({info.weight_sets})" if indices == list(range(info.weight_sets)) else str(indices)
+                layers = f"nn.ModuleList({layer_class_name(role, 0)}(layer) for layer in {over})"
             else:  # a schedule: each layer (each set of weights, where layers share them) of its kind
                 classes = ", ".join(layer_class_name(role, k) for k in range(len(info.kinds)))
                 kinds = {info.weights_of(i): info.kind_of(i) for i in range(info.repeat)}
                 schedule = ", ".join(str(kinds[w]) for w in range(info.weight_sets))
-                layers = f"nn.ModuleList(({classes})[kind]() for kind in ({schedule},))"
+                if reading:
+                    pairs = ", ".join(f"({layer}, {kinds[w]})" for w, layer in enumerate(indices))
+                    layers = f"nn.ModuleList(({classes})[kind](layer) for layer, kind in ({pairs},))"
+                else:
+                    layers = f"nn.ModuleList(({classes})[kind]() for kind in ({schedule},))"
             parts = [f"\"layers\": {layers}",
                      f"\"final_norm\": {final}"]
             if stack.final_dropout:

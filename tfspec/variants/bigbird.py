@@ -107,7 +107,7 @@ class BigBird(AttentionKind):
                                f"b = {options.block} positions per block; w = 3 window, g = 2 global and r = {r} "
                                "random blocks per query block; two steps apart through a global block")
 
-    def build(self, config, options):
+    def build(self, config, options, layer=None):
         from ..nn.bigbird import BigBirdAttentionInContext
         return BigBirdAttentionInContext(config, options.block, options.random, options.seed)
 

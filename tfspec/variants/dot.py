@@ -64,7 +64,7 @@ class DotProduct(AttentionKind):
                 batch * shape.heads * queries
         return math_saved(shape, batch, queries, keys, dropout)
 
-    def build(self, config, options):
+    def build(self, config, options, layer=None):
         from ..nn.attention import DotProductAttention
         return DotProductAttention(config)
 

@@ -1,7 +1,8 @@
 """Initialisation conventions, chosen per model with ``defaults { init NAME }``.
 
-Every scheme sets biases to 0, norm scales to 1 (shifts to 0) and a parameter
-declared with a constant (``Param.value``) to that constant; they differ in how
+Every scheme sets biases to 0, norm scales to 1 (shifts to 0), a parameter
+declared with a constant (``Param.value``) to that constant and one declared with a distribution
+(``Param.std``) from it; they differ in how
 they draw matrices, embedding tables and other vectors. Each parameter arrives
 with the role its variant declared (``tfspec.backend.compiler.ParamRole``), so a scheme
 never guesses from names.
@@ -14,11 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..registry import INITS, Init
 
 
-def _fixed(tensor, role, norm_scale: float = 1.0) -> bool:
-    """Declared constants, biases, norm scales and shifts: the same for every scheme. True when handled."""
+def _fixed(tensor, role, norm_scale: float = 1.0, generator=None) -> bool:
+    """Declared constants and distributions, biases, norm scales and shifts: the same for every scheme. True when
+    handled."""
     from torch import nn
     if role.value is not None:
         nn.init.constant_(tensor, role.value)
+    elif role.std is not None:
+        nn.init.normal_(tensor, 0.0, role.std, generator=generator)
     elif role.kind in ("bias", "norm_bias"):
         nn.init.zeros_(tensor)
     elif role.kind == "norm_weight":
@@ -45,7 +49,7 @@ class Normal(Init):
         from torch import nn
         std = options.std
         for _, tensor, role in parameters:
-            if not _fixed(tensor, role):
+            if not _fixed(tensor, role, generator=generator):
                 nn.init.normal_(tensor, 0.0, std, generator=generator)
 
 
@@ -62,7 +66,7 @@ class GPT2(Init):
         from torch import nn
         std = options.std
         for _, tensor, role in parameters:
-            if _fixed(tensor, role):
+            if _fixed(tensor, role, generator=generator):
                 continue
             branches = role.residual_branches
             nn.init.normal_(tensor, 0.0, std / math.sqrt(branches) if branches else std, generator=generator)
@@ -77,7 +81,7 @@ class Xavier(Init):
     def initialise(self, parameters, options, generator=None):
         from torch import nn
         for _, tensor, role in parameters:
-            if _fixed(tensor, role):
+            if _fixed(tensor, role, generator=generator):
                 continue
             if role.kind in ("matrix", "unembedding"):
                 for matrix in (tensor if tensor.dim() == 3 else [tensor]):  # a mixture's experts: each a matrix
@@ -108,7 +112,7 @@ class T5(Init):
         from torch import nn
         factor = options.factor
         for _, tensor, role in parameters:
-            if _fixed(tensor, role, norm_scale=factor):
+            if _fixed(tensor, role, norm_scale=factor, generator=generator):
                 continue
             if role.kind == "position_table":
                 nn.init.normal_(tensor, 0.0, factor * role.width ** -0.5, generator=generator)
