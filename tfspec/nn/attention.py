@@ -342,7 +342,7 @@ class MultiHeadAttention(nn.Module):
         if self.drops_in_blocks(q):
             return self.attend_in_blocks(q, k, v, ctx, queries, keys, padding)
         if self.fused_causal and padding is None and query_len == key_len:  # a lone causal mask, nothing padded
-            return self.mix(q, k, v, None, True)
+            return self.mix_at(q, k, v, None, queries, keys)  # (SDPA's is_causal: no mask tensor)
         steps = self.steps()
         # a stack's scheme (T5's) has one key for every layer: built once per call
         bias_key = "+".join(step.key for step in steps)
