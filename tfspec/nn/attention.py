@@ -508,7 +508,8 @@ class MultiHeadAttention(nn.Module):
         q = F.pad(q[:, :, start:start + rows], (0, 0, 0, end - start - rows)).view(batch, heads, blocks, chunk, dim)
         q = q.transpose(1, 2).reshape(batch * blocks, heads, chunk, dim)
         mask = mask.expand(batch, blocks, chunk, span).reshape(batch * blocks, 1, chunk, span)
-        y = self.mix(q, windows(k), windows(v), mask, False)  # (batch * blocks, heads, chunk, dim)
+        # (batch * blocks, heads, chunk, dim): mixed as the steps attend (no step reading positions runs in bands)
+        y = self.mix_at(q, windows(k), windows(v), mask, Side(None), Side(None))
         y = y.view(batch, blocks, heads, chunk, y.shape[-1]).transpose(1, 2)
         return y.reshape(batch, heads, blocks * chunk, y.shape[-1])[:, :, :rows]
 
