@@ -18,12 +18,13 @@ from tfspec.inspect.analysis import analyse, mask_pairs, parameter_table
 from tfspec.inspect.diff import diff
 from tfspec.inspect.measure import measure
 from tfspec.front.schema import Choice
-from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS, NORMS,
-                             POSITIONS, AttentionShape)
+from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS,
+                             NORMS, POSITIONS, AttentionShape)
 from numerics import FLOAT32, assert_close, close
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
-            "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "mixer": MIXERS, "init": INITS}
+            "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "mixer": MIXERS,
+            "attention step": ATTENTION_STEPS, "init": INITS}
 EMBEDDING = "embedding tokens {{ vocab 40; dim 16; position {position} }}\n"
 
 
@@ -48,6 +49,8 @@ def spec_text(family: str, name: str, options: dict) -> str:
             "activation": f"attention self heads=2 mask=causal; feedforward d_ff=32 activation={c}",
             "feed-forward kind": f"attention self heads=2 mask=causal; feedforward d_ff=32 activation=swiglu kind={c}",
             "mixer": f"residual pre; mixer {c}; attention self heads=2 mask=causal + padding; feedforward d_ff=32",
+            "attention step": f"residual pre; attention self heads=2 mask=causal + padding steps={c}; "
+                              "feedforward d_ff=32",
             "init": "attention self heads=2 mask=causal; feedforward d_ff=32"}[family]
     defaults = f"defaults {{ init {c} }}\n" if family == "init" else ""
     stack = "encoder" if family in ("attention kind", "mask") else "decoder"
@@ -380,7 +383,7 @@ def decoder_text(family: str, name: str, options: dict) -> str | None:
     elif family == "position":
         return EMBEDDING.format(position=c) + "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }\n" \
             "head linear(40)"
-    elif family in ("feed-forward kind", "mixer"):
+    elif family in ("feed-forward kind", "mixer", "attention step"):
         return spec_text(family, name, options)
     else:
         return None
@@ -390,7 +393,7 @@ def decoder_text(family: str, name: str, options: dict) -> str | None:
         "head linear(40)"
 
 
-CACHED = [(f, n, o) for f, n, o in ENTRIES if f in ("attention kind", "mask", "position", "mixer")]
+CACHED = [(f, n, o) for f, n, o in ENTRIES if f in ("attention kind", "mask", "position", "mixer", "attention step")]
 
 
 @pytest.mark.parametrize("family, name, options", CACHED, ids=[f"{f}:{choice_text(n, o)}" for f, n, o in CACHED])

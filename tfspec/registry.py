@@ -160,21 +160,25 @@ class Constructor:
         """The module; ``layer``: the index that stands for ``LAYER`` in its arguments (the layer it is built for)."""
         from torch import nn
 
-        def make(value):  # constructors within lists, tuples and dicts too (an attention's steps by name)
-            if isinstance(value, Constructor):
-                return value.build(layer)
-            if value is LAYER:
-                if layer is None:
-                    raise ValueError(f"{self.target}: its arguments read the layer's index; build it for a layer")
-                return layer
-            if isinstance(value, (list, tuple)):
-                return type(value)(make(v) for v in value)
-            if isinstance(value, dict):
-                return {k: make(v) for k, v in value.items()}
-            return value
-
         call = getattr(nn, self.target) if isinstance(self.target, str) else self.target
-        return call(*map(make, self.args), **{k: make(v) for k, v in self.kwargs.items()})
+        return call(*(built_value(v, layer) for v in self.args),
+                    **{k: built_value(v, layer) for k, v in self.kwargs.items()})
+
+
+def built_value(value, layer: int | None = None):
+    """An argument as a module receives it: constructors built (within lists, tuples and dicts too: an attention's
+    steps by name), ``LAYER`` the index of the layer it is built for."""
+    if isinstance(value, Constructor):
+        return value.build(layer)
+    if value is LAYER:
+        if layer is None:
+            raise ValueError("an argument reads its layer's index: build the module for a layer")
+        return layer
+    if isinstance(value, (list, tuple)):
+        return type(value)(built_value(v, layer) for v in value)
+    if isinstance(value, dict):
+        return {k: built_value(v, layer) for k, v in value.items()}
+    return value
 
 
 class Variant:
@@ -598,6 +602,9 @@ class AttentionKind(StackOwned, Variant):
     # (``(batch, 1, 1, keys)``): masks of structure and position schemes that bias the scores are spec errors.
     own_pattern: ClassVar[bool] = False
     inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # run-time inputs its module reads (as ``Mask.inputs``)
+    # Projects each key/value head's values from its input before a KV cache keeps them, so a step may transform
+    # them there (value residual learning); not so where values are expanded from a cached latent
+    projects_values: ClassVar[bool] = True
 
     def conflicts(self, options, masks, position, position_choice) -> list[Problem]:
         """Its objections to the masks (``Choice``s) and the in-attention position scheme (a ``Position``, and the
@@ -793,6 +800,44 @@ class AttentionConfig:
     band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
     flex: bool = False  # on CUDA, its masks' pattern runs through FlexAttention (``flex_attention_applies``)
     qk_norm_full: bool = False  # the norms span all heads' queries (all kv heads' keys) at once (OLMo 2)
+    # the spec's steps: (AttentionStepKind, options, the key of what it reads in ``Context.carried`` or None)
+    steps: tuple = ()
+    exports: str | None = None  # the key under which it hands its values on to later layers' readers
+
+
+class AttentionStepKind(Variant):
+    """A step a spec adds to an attention's pipeline (``attention self ... steps=value_residual(0.5)``), beside what
+    its kind, masks and position scheme do: its whole contract, from the attention's ``AttentionShape``: parameters
+    with their roles, checks, cost, label, and the runtime step (a ``tfspec.nn.steps.AttentionStep``).
+
+    ``reads``: a tensor another layer produced that the step reads, as a declared input: ``"values"``, the values
+    the same sublayer of its stack's first layer projects (value residual learning). The stack's first layer then
+    hands them on (``schema.Attention.exports``), which makes it a kind of layer of its own, and the graph has an
+    edge from its attention into every reader's (port ``values``), which validation, the diagram and the cost
+    follow."""
+
+    reads: ClassVar[str | None] = None
+
+    def params(self, shape: AttentionShape, options) -> dict[str, Param]:
+        """Its parameters (under ``steps.NAME.`` in the attention's), with their roles."""
+        return {}
+
+    def check(self, options, shape: AttentionShape, kind: "AttentionKind") -> list[Problem]:
+        """Objections to its attention's shape and kind."""
+        return []
+
+    def module(self, shape: AttentionShape, options, source: str | None) -> Constructor:
+        """The runtime step; ``source``: the key of the tensor it reads in its call's ``Context.carried`` (what
+        ``reads`` names, handed on by the first layer), None where it reads none."""
+        raise NotImplementedError
+
+    def flops(self, shape: AttentionShape, options, queries: int, keys: int) -> tuple[int, int]:
+        """(matmul, element-wise) FLOPs it adds per sequence of ``queries`` queries and ``keys`` keys."""
+        return 0, 0
+
+    def saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int) -> tuple[int, int]:
+        """(activation-dtype elements, 4-byte words) autograd keeps for it beyond what the attention keeps."""
+        return 0, 0
 
 
 class TokenMixer(Variant):
@@ -913,6 +958,7 @@ MASKS: Registry[Mask] = Registry("mask", Mask)
 ATTENTION_KINDS: Registry[AttentionKind] = Registry("attention kind", AttentionKind)
 FEEDFORWARD_KINDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
 MIXERS: Registry[TokenMixer] = Registry("mixer", TokenMixer)
+ATTENTION_STEPS: Registry[AttentionStepKind] = Registry("attention step", AttentionStepKind)
 INITS: Registry[Init] = Registry("init", Init)
 
 _loaded = False

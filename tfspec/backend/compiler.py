@@ -43,7 +43,7 @@ from ..nn.embedding import Embeddings, PatchEmbeddings
 from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
                         AttentionConfig, Constructor, Role, attention_inputs)
 from ..nn.kernels import attention_band, flex_attention_applies, fused_causal_kernel
 
@@ -261,10 +261,14 @@ def attention_config(node: ir.Attention) -> AttentionConfig:
     fused = fused_causal_kernel([variant for variant, _ in masks], kind, position)
     band = attention_band(masks, kind, position, node.geometry.cross)
     flex = flex_attention_applies(masks, kind, position, node.geometry.cross)
+    # what its steps read of an earlier layer, and what it hands on, by the handing attention's id
+    steps = tuple((*ATTENTION_STEPS.of(c), node.values_from if ATTENTION_STEPS[c.name].reads else None)
+                  for c in body.steps)
     return AttentionConfig(shape=node.geometry, positioned=node.positioned, dropout=body.dropout, masks=masks,
                            position=None if position.absent else (position, position_options),
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
-                           fused_causal=fused, band=band, flex=flex, qk_norm_full=body.qk_norm_width == "full")
+                           fused_causal=fused, band=band, flex=flex, qk_norm_full=body.qk_norm_width == "full",
+                           steps=steps, exports=node.id if body.exports else None)
 
 
 def stack_owned(g: Graph, role: str) -> dict[str, dict[str, Constructor]]:

@@ -10,7 +10,8 @@ import typing
 from typing import Any, Callable, Literal, Protocol, Union
 
 from ..errors import Diagnostic, Span, SpecError, did_you_mean, one_of
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS, NORMS, POSITIONS, Registry
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS, NORMS,
+                        POSITIONS, Registry)
 from . import schema as S
 from .syntax import BinOp, Call, Expr, Name, Number
 
@@ -135,7 +136,8 @@ def optional(convert: Converter) -> Converter:
 SCALARS: dict[type, Converter] = {int: as_int, float: as_float, bool: as_bool}
 
 
-def as_mask(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
+def terms_of(e: Expr, what: str) -> list[Expr]:
+    """The terms of ``a + b + c`` (choices combined with ``+``: masks, attention steps)."""
     terms: list[Expr] = []
 
     def flatten(x: Expr) -> None:
@@ -143,12 +145,30 @@ def as_mask(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
             flatten(x.left)
             flatten(x.right)
         elif isinstance(x, BinOp):
-            raise spec_error("type", f"masks combine with '+', not '{x.op}'", x.span)
+            raise spec_error("type", f"{what} combine with '+', not '{x.op}'", x.span)
         else:
             terms.append(x)
 
     flatten(e)
-    masks = [choice(MASKS)(t, r) for t in terms]
+    return terms
+
+
+def as_steps(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
+    """``value_residual(0.5) + ...``: attention steps, each at most once."""
+    steps = [choice(ATTENTION_STEPS)(t, r) for t in terms_of(e, "steps")]
+    seen: set[str] = set()
+    for step in steps:
+        if step.name in seen:
+            raise spec_error("duplicate", f"step '{step.name}' is given twice", step.span)
+        seen.add(step.name)
+    return tuple(steps)
+
+
+as_steps.registry = ATTENTION_STEPS
+
+
+def as_mask(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
+    masks = [choice(MASKS)(t, r) for t in terms_of(e, "masks")]
     seen: dict[str, S.Choice] = {}
     for m in masks:
         if m.name in seen:
@@ -243,6 +263,7 @@ def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("qk_norm", choice(NORMS), S.Choice(name="none")),
             Param("qk_norm_width", word("head", "full"), "head"),
             Param("scale", as_float, None),
+            Param("steps", as_steps, ()),
         ]
     elif kind == "mixer":
         params = [Param("kind", choice(MIXERS), positional=True)]

@@ -4,6 +4,7 @@ schedules and the embedding each reads."""
 from __future__ import annotations
 
 from ..errors import Collector, Span, did_you_mean, one_of
+from ..registry import ATTENTION_STEPS
 from . import schema as S
 from .expr import Poisoned
 from .params import (BLOCK_SETTINGS, FAILED, Namer, Param, SECTIONS, STACK_SETTINGS, SUBLAYERS, applications, as_int,
@@ -68,6 +69,7 @@ class Stacks:
         kinds, schedule = (), ()
         if sections:
             block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts or assignments, block, sections)
+        block, kinds, schedule = self._first_layer_hands_on(repeat, block, kinds, schedule)
         final = settings.get("final", (S.Choice(name="none"), None))[0]
         final_dropout, final_dropout_span = settings.get("final_dropout", (0.0, decl.span))
         weight_sets, weight_sets_span = settings.get("weight_sets", (None, None))
@@ -79,6 +81,45 @@ class Stacks:
                               f"{decl.role} stack", {"role": decl.role, "embedding": embedding, "block": block,
                                                      "final_norm": final, "span": decl.role_span,
                                                      "kinds": kinds, "schedule": schedule})
+
+    @staticmethod
+    def _first_layer_hands_on(repeat: int, block: S.Block, kinds: tuple[S.Block, ...], schedule: tuple[int, ...]
+                              ) -> tuple[S.Block, tuple[S.Block, ...], tuple[int, ...]]:
+        """Where an attention's step reads what the same sublayer of the stack's first layer produced (value
+        residual learning's first values), that layer hands it on (``exports``) instead of reading it: a kind of
+        layer of its own, whose attention the readers' take an input from."""
+        blocks = (block, *kinds)
+        per_layer = [blocks[schedule[i] if schedule else 0] for i in range(repeat)]
+        readers: dict[str, list[S.Choice]] = {}
+        for b in blocks:
+            for name, body in _attentions(b):
+                for step in body.steps:
+                    if ATTENTION_STEPS[step.name].reads is not None:
+                        readers.setdefault(name, []).append(step)
+        if not readers:
+            return block, kinds, schedule
+        first = dict(_attentions(per_layer[0]))
+        for name, steps in readers.items():
+            if name not in first:
+                raise spec_error("structure", f"{steps[0].name} reads the {ATTENTION_STEPS[steps[0].name].reads} of "
+                                 f"the first layer's {name}, but layer 0 has no {name}", steps[0].span,
+                                 "the first layer makes what later layers read: give it this attention too")
+
+        def hand_on(name: str, body: S.Attention) -> S.Attention:
+            if name not in readers:
+                return body
+            kept = tuple(step for step in body.steps if ATTENTION_STEPS[step.name].reads is None)
+            made = tuple(sorted({ATTENTION_STEPS[step.name].reads for step in readers[name]}))
+            return body.model_copy(update={"steps": kept, "exports": made})
+
+        per_layer[0] = _with_attentions(per_layer[0], hand_on)
+        ordered: list[S.Block] = []
+        for b in per_layer:
+            if b not in ordered:
+                ordered.append(b)
+        if len(ordered) == 1:
+            return ordered[0], (), ()
+        return ordered[0], tuple(ordered[1:]), tuple(ordered.index(b) for b in per_layer)
 
     @staticmethod
     def _weight_sets_fit(sets: int, span: Span, repeat: int, schedule: tuple[int, ...]) -> None:
@@ -315,7 +356,7 @@ class Stacks:
                 raise spec_error("structure", "memory= is for cross-attention", spans["memory"],
                                  "write `attention cross ...` to read the encoder's output")
             fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask", "kv_heads", "head_dim",
-                                             "qk_norm", "qk_norm_width", "scale")}
+                                             "qk_norm", "qk_norm_width", "scale", "steps")}
             fields["dropout"] = values["attn_dropout"]
             fields["out_bias"] = values["bias"] if values["out_bias"] is None else values["out_bias"]
             # a stack's position scheme is for its self-attentions: a cross-attention's keys are another sequence
@@ -327,3 +368,29 @@ class Stacks:
         fields["dropout"] = values["act_dropout"]
         return self.validated(S.FeedForward, fields, {**spans, "dropout": spans.get("act_dropout")}, stmt.span,
                               "feedforward", {"span": stmt.span})
+
+
+def _attentions(block: S.Block) -> list[tuple[str, S.Attention]]:
+    """A layer's attention sublayers (or wiring calls) by name."""
+    if block.sublayers:
+        return [(sub.name, sub.body) for sub in block.sublayers if isinstance(sub.body, S.Attention)]
+    return [(a.name, a.body) for a in applications(block.wiring) if isinstance(a.body, S.Attention)]
+
+
+def _with_attentions(block: S.Block, change) -> S.Block:
+    """``block`` with each attention sublayer (or wiring call) ``change(name, body)``."""
+    if block.sublayers:
+        return S.Block(sublayers=tuple(sub.model_copy(update={"body": change(sub.name, sub.body)})
+                                       if isinstance(sub.body, S.Attention) else sub for sub in block.sublayers))
+
+    def tensor(t):
+        if isinstance(t, S.Apply):
+            body = change(t.name, t.body) if isinstance(t.body, S.Attention) else t.body
+            return t.model_copy(update={"body": body, "input": tensor(t.input)})
+        if isinstance(t, S.Sum):
+            return t.model_copy(update={"terms": tuple(tensor(term) for term in t.terms)})
+        if isinstance(t, S.Scale):
+            return t.model_copy(update={"input": tensor(t.input)})
+        return t
+
+    return S.Block(wiring=tuple(a.model_copy(update={"value": tensor(a.value)}) for a in block.wiring))

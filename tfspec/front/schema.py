@@ -69,6 +69,10 @@ class Attention(Node):
     # "full": over all heads' queries (and all kv heads' keys) at once, one weight per dimension (OLMo 2)
     qk_norm_width: Literal["head", "full"] = "head"
     scale: Annotated[float, Field(gt=0, le=1e6)] | None = None  # softmax scale; None: 1 / sqrt(head_dim)
+    steps: tuple[Choice, ...] = ()  # steps added to its pipeline (``steps=value_residual(0.5)``)
+    # tensors it hands on to the same sublayer of later layers (the first layer's values, which value residual
+    # learning reads): set by the resolver on the first layer, never written in a spec
+    exports: tuple[Literal["values"], ...] = ()
 
     @property
     def mask_names(self) -> list[str]:

@@ -79,6 +79,8 @@ DOCS: dict[tuple[str, str], str] = {
     (ATTENTION, "qk_norm"): "a norm on queries and keys before they meet (Qwen3, OLMo 2)",
     (ATTENTION, "qk_norm_width"): "whether the qk norm acts on each `head` or the `full` projection",
     (ATTENTION, "scale"): "the factor on the scores (default: 1/sqrt(head_dim))",
+    (ATTENTION, "steps"): "steps added to its pipeline, combined with `+` (value_residual(0.5): the first layer's "
+                          "values mixed into this layer's)",
 
     (FEEDFORWARD, "d_ff"): "the hidden width",
     (FEEDFORWARD, "kind"): "dense, or moe(experts, top, ...) for a mixture of experts",

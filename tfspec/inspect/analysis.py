@@ -33,7 +33,8 @@ from ..ir.queries import (active_parameters, count_parameters, default_length, f
                          kv_cache_elements, layer_repeat, state_elements, length_limit, max_length, parameter_table, source,
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, combined_reach
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS,
+                        combined_reach)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -411,6 +412,12 @@ class _Counter:
                                              self.fused)
         projected, projected_words = kind.projection_saved(shape, options, self.batch, n, m)
         kept, stats = kept + projected, stats + projected_words
+        for choice in spec.steps:  # the steps the spec adds: their own work and what they keep
+            step, step_options = ATTENTION_STEPS.of(choice)
+            step_matmul, step_elementwise = step.flops(shape, step_options, n, m)
+            projections, bias = projections + step_matmul, bias + step_elementwise
+            step_kept, step_words = step.saved(shape, step_options, self.batch, n, m)
+            kept, stats = kept + step_kept, stats + step_words
         executed = rows * seen
         matmul, elementwise = kind.core_flops(shape, options, rows, seen, executed)
         matmul_aware, elementwise_aware = kind.core_flops(shape, options, n, min(m, -(-pairs // n)), pairs)

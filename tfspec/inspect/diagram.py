@@ -53,6 +53,7 @@ SHAPES = {ir.PositionEncoding: "ellipse", ir.StackParameters: "note"}
 POSITION_NODES = (ir.PositionEncoding,)  # drawn first, left of their embedding
 RESIDUAL_COLOUR = "#8A8A8A"
 MEMORY_COLOUR = "#C0392B"
+VALUES_COLOUR = "#D98E1F"  # values one layer's attention hands on to later layers' (attention's own colour)
 TIE_COLOUR = "#7B5EA7"
 INPUT_NAMES = {"src": "Inputs", "tgt": "Outputs (shifted right)", "tokens": "Tokens", "token_types": "Token types",
                "pixel_values": "Pictures"}
@@ -248,6 +249,10 @@ class _Diagram:
             if isinstance(node, ir.BlockInput) and layer:  # layer i reads layer i-1's output
                 info = self.g.stacks[node.stack]
                 src = self.source(info.kinds[info.kind_of(layer - 1)].exit, layer - 1)
+            elif node.port(inp) == "values":  # what an earlier layer (the first) hands on
+                b = self.g.node(inp)
+                src = self.source(inp, self.g.stacks[b.stack].kinds[b.layer_kind].layers[0] if layer is not None
+                                  else None)
             else:  # a flow from another stack (the encoder's memory) leaves that stack's last layer
                 b = self.g.node(inp)
                 src = self.source(inp, layer if b.in_block and b.stack == node.stack else None)
@@ -257,6 +262,9 @@ class _Diagram:
                 attrs.update(color=RESIDUAL_COLOUR, penwidth="1.4", weight="0")  # around the column, not in it
             elif port == "memory":
                 attrs.update(color=MEMORY_COLOUR, penwidth="2", label="memory", fontcolor=MEMORY_COLOUR)
+            elif port == "values":  # the first layer's values, into every later layer's attention
+                attrs.update(color=VALUES_COLOUR, penwidth="1.6", style="dashed", label="values",
+                             fontcolor=VALUES_COLOUR, constraint="false")
             elif port == "shared":  # parameters the stack owns, read by every layer
                 border = STYLES[ir.StackParameters][1]
                 variant, options = self.g.node(inp).variant()

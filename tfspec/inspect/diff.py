@@ -21,7 +21,7 @@ from .analysis import analyse
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import default_length, describe_layers, residual_placement, sublayers
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -164,6 +164,9 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward | ir.Mixer) ->
         facts[(where, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
         facts[(where, "attention dropout")] = f"{spec.dropout:g}"
         facts[(where, "output bias")] = str(spec.out_bias).lower()
+        facts[(where, "steps")] = " + ".join(ATTENTION_STEPS.label(c) for c in spec.steps) or "none"
+        if spec.exports:
+            facts[(where, "hands on")] = ", ".join(spec.exports)
     elif isinstance(node, ir.Mixer):
         facts[(where, "mixer")] = MIXERS.label(spec.kind)
     else:

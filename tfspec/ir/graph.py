@@ -105,10 +105,12 @@ class Graph(nx.DiGraph):
                 raise IRError(f"{n}: a {node.kind} node reads nothing")
             if isinstance(node, Attention) and node.memory is not None and not node.geometry.cross:
                 raise IRError(f"{n}: a self-attention with memory")
-            for source in node.inputs:
+            for source, port in zip(node.inputs, node.ports):
                 producer = self.node(source)
                 same_layer = node.in_block and producer.stack == node.stack and producer.layer_kind == node.layer_kind
-                if producer.in_block and not same_layer and not isinstance(producer, BlockOutput):
+                handed_on = port == "values" and isinstance(producer, Attention) and isinstance(node, Attention) \
+                    and producer.stack == node.stack and producer.layer_kind < node.layer_kind
+                if producer.in_block and not same_layer and not handed_on and not isinstance(producer, BlockOutput):
                     raise IRError(f"{n}: reads {source} from inside a layer, not from the layer's exit")
         if not nx.is_directed_acyclic_graph(self):
             raise IRError("the graph has a cycle")

@@ -8,7 +8,7 @@ back-edge, so the IR stays a DAG and diagrams show the structure.
 from __future__ import annotations
 
 from ..front import schema as S
-from ..registry import (ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS, AttentionShape, Param,
+from ..registry import (ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS, AttentionShape, Param,
                         combined_reach, linear_params)
 from . import nodes as ir
 from .graph import Graph
@@ -23,6 +23,7 @@ class _Builder:
         self.counts: dict[str, int] = {}
         self.kind = 0  # the layer kind whose template is being lowered
         self.stack_owned: dict[ModulePath, str] = {}  # a stack's score bias or parameters, one node per module
+        self.handed_on: dict[tuple[str, str], str] = {}  # (stack, sublayer) -> the attention handing on its values
 
     def add(self, cls: type[ir.Node], node_id: str, label: str, inputs=(), ports=None, **fields) -> str:
         """Add a node; ``ports`` maps input positions to ports other than ``input``. A layer's node id names its
@@ -175,11 +176,18 @@ class _Builder:
                         ModulePath((role, variant.stack_attribute, name)), f"{role}.{name}_{variant.stack_attribute}",
                         variant.stack_label(options), stack=role, params=owned, family=family, choice=choice,
                         width=shape.width, geometry=geometry, span=choice.span or body.span))
-            return self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
+            source = self.handed_on.get((role, name))
+            if source is not None and any(ATTENTION_STEPS[s.name].reads == "values" for s in body.steps):
+                ports[len(inputs)] = "values"  # the first layer's values, which its steps read
+                inputs.append(source)
+            node = self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
                             ports=ports, stack=role, in_block=True, module=module,
                             params=attention_params(body, shape), spec=body,
                             width=width, geometry=shape, positioned=positioned, memory=memory if cross else None,
                             span=body.span)
+            if "values" in body.exports:
+                self.handed_on[(role, name)] = node
+            return node
         if isinstance(body, S.FeedForward):
             kind, options = FEEDFORWARD_KINDS.of(body.kind)
             return self.add(ir.FeedForward, node_id, kind.describe(body, options), [x],
@@ -313,6 +321,9 @@ def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     if position.misplaced("attention", body.position) is None:  # (one acting elsewhere is refused by validate)
         params.update({f"position.{k}": v for k, v in position.params(position_shape(body, shape),
                                                                         position_options).items()})
+    for choice in body.steps:  # each step's, under its name
+        step, step_options = ATTENTION_STEPS.of(choice)
+        params.update({f"{step.name}.{k}": v for k, v in step.params(shape, step_options).items()})
     return params
 
 
@@ -324,6 +335,8 @@ def attention_label(body: S.Attention, shape: AttentionShape) -> str:
         if not variant.absent:
             details.append(what + variant.label(options) + (" full-width" if what and body.qk_norm_width == "full"
                                                             else ""))
+    details += [ATTENTION_STEPS.label(step) for step in body.steps]
+    details += [f"hands on its {what}" for what in body.exports]
     details.append(f"{shape.heads} heads")
     if shape.kv_heads != shape.heads:
         details.append(f"{shape.kv_heads} kv heads")

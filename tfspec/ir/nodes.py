@@ -19,7 +19,8 @@ from ..front import schema as S
 from ..registry import MIXERS, AttentionShape, Param, Registry
 
 LAYER = "{i}"  # a module path's placeholder for the layer index inside a stack's template
-Port = Literal["input", "residual", "memory", "positions", "segments", "shared"]
+# values: what one layer's attention hands on to another's (the first layer's values, for value residual learning)
+Port = Literal["input", "residual", "memory", "positions", "segments", "shared", "values"]
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,11 @@ class Attention(Node):
     @property
     def name(self) -> str:
         return self.module.name
+
+    @property
+    def values_from(self) -> str | None:
+        """The attention (of an earlier layer) whose values its steps read (port ``values``), or None."""
+        return self.inputs[self.ports.index("values")] if "values" in self.ports else None
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -13,7 +13,7 @@ import networkx as nx
 
 from ..front import schema as S
 from ..errors import Collector
-from ..registry import ATTENTION_KINDS, MASKS, NORMS, POSITIONS
+from ..registry import ATTENTION_KINDS, ATTENTION_STEPS, MASKS, NORMS, POSITIONS
 from . import nodes as ir
 from .graph import Graph
 from .lower import lower
@@ -79,6 +79,17 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
         objections += [(p, body.kind) for p in kind.conflicts(kind_options, body.mask, position, body.position)]
         if not NORMS.of(body.qk_norm)[0].absent and (problem := kind.qk_norm_problem(kind_options)) is not None:
             objections.append((problem, body.qk_norm))
+        for choice in body.steps:
+            step, step_options = ATTENTION_STEPS.of(choice)
+            objections += [(p, choice) for p in step.check(step_options, shape, kind)]
+        if node.values_from is not None:  # what it reads of an earlier layer must fit its own values
+            source = g.node(node.values_from)
+            theirs, ours = source.geometry, shape
+            if (theirs.kv_heads, theirs.head_dim) != (ours.kv_heads, ours.head_dim):
+                reader = next(c for c in body.steps if ATTENTION_STEPS[c.name].reads == "values")
+                errors.error("shape", f"{reader.name} mixes the first layer's values ({theirs.kv_heads} key/value "
+                             f"heads of {theirs.head_dim}) into this layer's ({ours.kv_heads} of {ours.head_dim})",
+                             reader.span or node.span, "give the layers' attentions the same kv_heads and head_dim")
         uses = [(ATTENTION_KINDS, body.kind, shape)] + [(MASKS, m, shape) for m in body.mask]
         if misplaced is None:  # a scheme acting elsewhere has nothing to check here
             uses.append((POSITIONS, body.position, node.positioned))  # the part of each head it acts on

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import Constructor, combined_reach
+from ..registry import Constructor, built_value, combined_reach
 from .kernels import band_chunk
 from .context import Context
 from .flex import block_mask, flex_mix, flex_runs
@@ -254,7 +254,7 @@ class MultiHeadAttention(nn.Module):
                  position: nn.Module | None = None, fused_causal: bool = False,
                  band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
                  position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True,
-                 steps: dict[str, nn.Module] | None = None) -> None:
+                 steps: dict[str, nn.Module] | None = None, exports: str | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
@@ -275,6 +275,7 @@ class MultiHeadAttention(nn.Module):
         for name, step in (steps or {}).items():  # its kind's steps, after the position scheme's, in this order
             self.add_module(name, step)
         self.step_names = tuple(steps or ())
+        self.exports = exports  # hands its fresh values on to later layers, under this key of ``ctx.carried``
 
     def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
         """``x`` (batch, length, width); ``ctx`` defaults to positions 0..length-1 and no padding or memory."""
@@ -310,7 +311,11 @@ class MultiHeadAttention(nn.Module):
                 cache.set(k, v)
             return q, k, v, Side(ctx.positions), Side(None), padding
         q, k, v = self.project(x)
+        if self.exports is not None:  # the first layer's values, which later layers read (value residual)
+            ctx.carried[self.exports] = v
         q, k, extras = self.encode(q, k, x, ctx, cache)
+        for step in self.steps():
+            v = step.fresh_values(v, ctx)
         positions, padding = ctx.positions, ctx.padding if self.masks.reads_padding else None
         key_extras = extras
         if cache is not None:
@@ -536,8 +541,9 @@ class MultiHeadAttention(nn.Module):
         return f"heads={self.heads}{kv}, head_dim={self.head_dim}, cross={self.cross}, dropout={self.dropout}"
 
 
-def core_arguments(config) -> dict:
-    """``MultiHeadAttention``'s arguments from an ``AttentionConfig`` (its modules as ``Constructor``s)."""
+def core_arguments(config, steps: dict | None = None) -> dict:
+    """``MultiHeadAttention``'s arguments from an ``AttentionConfig`` (its modules as ``Constructor``s); ``steps``:
+    its kind's own steps by name, which run before those the spec adds."""
     shape = config.shape
     q_norm = k_norm = position = None
     position_from_stack = False
@@ -556,7 +562,9 @@ def core_arguments(config) -> dict:
                 dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,
                 fused_causal=config.fused_causal, band=config.band, masks=mask_set(config.masks, shape.cross),
                 keep=kv_keep(config.masks), position_from_stack=position_from_stack,
-                qk_norm_full=config.qk_norm_full)
+                qk_norm_full=config.qk_norm_full, steps={**(steps or {}), **{
+                    variant.name: variant.module(shape, options, source) for variant, options, source in config.steps}}
+                or None, exports=config.exports)
 
 
 def mask_set(masks, cross: bool) -> Constructor:
@@ -566,9 +574,9 @@ def mask_set(masks, cross: bool) -> Constructor:
     return Constructor(MaskSet, (rules, any(variant.reads_padding for variant, _ in masks), cross))
 
 
-def built(arguments: dict) -> dict:
-    """``arguments`` with every ``Constructor`` built into its module."""
-    return {k: v.build() if isinstance(v, Constructor) else v for k, v in arguments.items()}
+def built(arguments: dict, layer: int | None = None) -> dict:
+    """``arguments`` with every ``Constructor`` built into its module, for layer ``layer``."""
+    return {k: built_value(v, layer) for k, v in arguments.items()}
 
 
 class InContext:
@@ -591,6 +599,6 @@ class InContext:
 class DotProductAttention(InContext, MultiHeadAttention):
     """Scaled dot-product attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
 
-    def __init__(self, config) -> None:
-        MultiHeadAttention.__init__(self, **built(core_arguments(config)))
+    def __init__(self, config, layer: int | None = None) -> None:
+        MultiHeadAttention.__init__(self, **built(core_arguments(config), layer))
         self.in_context(config)

@@ -110,8 +110,8 @@ class BigBirdAttention(MultiHeadAttention):
 class BigBirdAttentionInContext(InContext, BigBirdAttention):
     """BigBird attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
 
-    def __init__(self, config, block: int, random: int, seed: int) -> None:
-        BigBirdAttention.__init__(self, **built(core_arguments(config)), block=block, random=random, seed=seed)
+    def __init__(self, config, block: int, random: int, seed: int, layer: int | None = None) -> None:
+        BigBirdAttention.__init__(self, **built(core_arguments(config), layer), block=block, random=random, seed=seed)
         self.in_context(config)
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:

@@ -23,7 +23,7 @@ class Context:
     memory_padding: (batch, src_len) True at padded source positions. inputs: run-time inputs variants
     declared, by name. offset: positions already in the KV cache (incremental decoding); a 0-d tensor in a
     compiled decode step, whose caches keep position i in slot i % capacity (``StaticKVCache``): ``slots``.
-    shared: the call's memo of masks and tables that layers share (``once``).
+    shared: the call's memo of masks and tables that layers share (``once``). carried: tensors layers hand on.
     """
 
     def __init__(self, positions: Tensor, padding: Tensor | None = None, memory: Tensor | None = None,
@@ -35,6 +35,9 @@ class Context:
         self.offset = offset
         self.slots = isinstance(offset, Tensor)
         self.shared: dict = {}
+        # tensors one layer hands on to later ones in this call, by key (the first layer's values, which value
+        # residual learning reads): the graph IR declares each as an edge between the two attentions
+        self.carried: dict[str, Tensor] = {}
 
     @property
     def whole(self) -> bool:

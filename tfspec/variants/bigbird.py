@@ -109,7 +109,7 @@ class BigBird(AttentionKind):
 
     def build(self, config, options, layer=None):
         from ..nn.bigbird import BigBirdAttentionInContext
-        return BigBirdAttentionInContext(config, options.block, options.random, options.seed)
+        return BigBirdAttentionInContext(config, options.block, options.random, options.seed, layer)
 
     def core(self, config, options):
         from ..nn.attention import core_arguments

@@ -77,4 +77,4 @@ class Differential(AttentionKind):
         from ..nn.differential import DifferentialHeads
         shape = config.shape
         step = Constructor(DifferentialHeads, (shape.head_dim, LAYER, options.eps))
-        return Constructor(MultiHeadAttention, kwargs={**core_arguments(config), "steps": {"differential": step}})
+        return Constructor(MultiHeadAttention, kwargs=core_arguments(config, {"differential": step}))

@@ -66,7 +66,7 @@ class DotProduct(AttentionKind):
 
     def build(self, config, options, layer=None):
         from ..nn.attention import DotProductAttention
-        return DotProductAttention(config)
+        return DotProductAttention(config, layer)
 
     def core(self, config, options):
         from ..nn.attention import MultiHeadAttention, core_arguments

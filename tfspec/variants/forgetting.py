@@ -61,4 +61,4 @@ class Forgetting(AttentionKind):
         from ..nn.attention import MultiHeadAttention, core_arguments
         from ..nn.forgetting import ForgetGate
         steps = {"forget": Constructor(ForgetGate, (config.shape.width, config.shape.heads))}
-        return Constructor(MultiHeadAttention, kwargs={**core_arguments(config), "steps": steps})
+        return Constructor(MultiHeadAttention, kwargs=core_arguments(config, steps))

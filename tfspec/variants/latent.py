@@ -140,6 +140,8 @@ class Latent(AttentionKind):
             return vectors, batch * heads * queries
         return vectors + batch * heads * queries * keys * (3 if dropout else 1), 0
 
+    projects_values = False  # values are expanded from the cached latent, after the cache
+
     def core(self, config, options):
         from ..nn.attention import core_arguments
         from ..nn.latent import LatentAttention
