@@ -817,9 +817,12 @@ class AttentionStepKind(Variant):
     follow."""
 
     reads: ClassVar[str | None] = None
+    # It makes the fresh values anew (``fresh_values``): the mix keeps its tensor, not a view of the projection, so
+    # the analysis does not count the projection as kept through the values
+    makes_values: ClassVar[bool] = False
 
     def params(self, shape: AttentionShape, options) -> dict[str, Param]:
-        """Its parameters (under ``steps.NAME.`` in the attention's), with their roles."""
+        """Its parameters (under ``NAME.`` in the attention's), with their roles."""
         return {}
 
     def check(self, options, shape: AttentionShape, kind: "AttentionKind") -> list[Problem]:

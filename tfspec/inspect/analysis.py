@@ -412,6 +412,11 @@ class _Counter:
                                              self.fused)
         projected, projected_words = kind.projection_saved(shape, options, self.batch, n, m)
         kept, stats = kept + projected, stats + projected_words
+        # a step making the values anew: the mix keeps them, not a view of the projection that keeps it whole
+        made = any(ATTENTION_STEPS[c.name].makes_values for c in spec.steps)
+        through_values = not recomputed and kind.keeps_projection(shape, options, self.batch)
+        if made and through_values:
+            kept -= self.batch * heads * head_dim * (m if cross else 2 * m)
         for choice in spec.steps:  # the steps the spec adds: their own work and what they keep
             step, step_options = ATTENTION_STEPS.of(choice)
             step_matmul, step_elementwise = step.flops(shape, step_options, n, m)
@@ -434,7 +439,7 @@ class _Counter:
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
                 keeps = recomputed or position.mix_keeps_projection(position_options, shape, kind, options,
-                                                                           self.batch)
+                                                                           self.batch) and not made
                 if not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
         own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, positioned, n, m, structural) \
