@@ -14,8 +14,9 @@ dropout off) trains on one random sequence of n tokens; every attention is one o
 - ``bigbird(64, random=3)``: blocks of 64, window + 2 global + 3 random blocks (512 keys a query), its
   gathered blocks recomputed in backward;
 - ``linformer(256)``: keys and values projected along the sequence to 256 rows;
+- ``causal``: a causal mask without dropout (SDPA's fused causal kernel), what dropout's cost is measured against;
 - ``causal, dropout 0.1``: a causal mask with attention dropout, as every shipped example trains: on the CPU
-  tfspec runs it in blocks of queries, recomputed in backward (``MultiHeadAttention.attend_in_blocks``);
+  tfspec runs it in blocks of 4 · head_dim queries, recomputed in backward (``MultiHeadAttention.attend_in_blocks``);
 - ``causal, dropout 0.1, SDPA``: the same through SDPA with ``dropout_p`` (``dropout_block = None``), whose
   CPU kernels with dropout are the math kernel's, keeping the n² probabilities, as Hugging Face models and
   ``torch.nn.Transformer`` do.
@@ -30,7 +31,8 @@ the same run. The targets, checked at the end: at the
 longest length, window and BigBird peak at most dense flash attention's and run at least 3 times as fast;
 window, BigBird and Linformer peak ≤ 1/8 of materialised dense, growing linearly from the previous length
 (the ratio of lengths, within 20%); at each length from 4096, attention with dropout in blocks at most 1/8
-of SDPA's peak and 0.5 of its step time.
+of SDPA's peak and 0.5 of its step time; at every length, at most 2 times the peak and 3 times the step time of
+the same model without dropout.
 
 The two cases that keep n² probabilities need about 17 GB (materialised) and 30 GB (SDPA with dropout) at
 n = 16384: a case whose estimate exceeds the memory available is not run (and said so), and
@@ -54,6 +56,7 @@ CASES = {  # name -> (attention options, SDPA held to its math kernel, attention
     "window(256)": ("mask=padding + window(256)", False, 0, True),
     "bigbird(64, random=3)": ("kind=bigbird(64, random=3) mask=padding", False, 0, True),
     "linformer(256)": ("kind=linformer(256, max_len={n}) mask=padding", False, 0, True),
+    "causal": ("mask=causal", False, 0, True),
     "causal, dropout 0.1": ("mask=causal", False, 0.1, True),
     "causal, dropout 0.1, SDPA": ("mask=causal", False, 0.1, False),
 }
@@ -246,9 +249,18 @@ def report_targets(results: dict, lengths: list[int], cases: list[str]) -> None:
 
 
 def report_dropout_targets(results: dict, lengths: list[int]) -> None:
-    """The issue's targets for attention with dropout: in blocks, ≤ 1/8 of SDPA's peak and ≤ 0.5 of its step
-    time, at each length from 4096."""
-    blocked, sdpa = "causal, dropout 0.1", "causal, dropout 0.1, SDPA"
+    """The issues' targets for attention with dropout: in blocks, ≤ 2× the peak and ≤ 3× the step time of the
+    same model without dropout at every length; ≤ 1/8 of SDPA's peak and ≤ 0.5 of its step time from 4096."""
+    blocked, sdpa, plain = "causal, dropout 0.1", "causal, dropout 0.1, SDPA", "causal"
+    against = [n for n in lengths if "error" not in results.get((blocked, n), {"error": ""})
+               and "error" not in results.get((plain, n), {"error": ""})]
+    if against:
+        print("\ntargets for attention with dropout, in blocks against the same model without dropout:")
+    for n in against:
+        ours, theirs = results[blocked, n], results[plain, n]
+        memory, time = ours["peak_mb"] / theirs["peak_mb"], ours["seconds"] / theirs["seconds"]
+        print(f"  n = {n}: peak = {memory:.2f} × (≤ 2: {'met' if memory <= 2 else 'NOT met'}), "
+              f"step = {time:.2f} × (≤ 3: {'met' if time <= 3 else 'NOT met'})")
     measured = [n for n in lengths if n >= 4096 and "error" not in results.get((blocked, n), {"error": ""})]
     if not measured:
         return

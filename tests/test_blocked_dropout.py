@@ -256,3 +256,13 @@ def test_keep_masks_keep_at_the_rate_in_every_lane_and_scale_to_the_mean(p):
         assert abs(keep[lane::4].float().mean() - (1 - p)) < spread, lane
     assert abs(keep.float().mean() * scale - 1) < 4 * spread
     assert not torch.equal(keep, dropout_keep_mask((1 << 20,), p)[0])  # drawn anew each call
+
+
+@pytest.mark.parametrize("width, heads, rows", [(64, 4, 64), (32, 8, 16), (768, 12, 256), (4096, 32, 256)])
+def test_a_block_holds_four_head_widths_of_queries(width, heads, rows):
+    """What a block holds for its backward (heads × rows × keys) stays within what a layer keeps without dropout
+    (about its width × keys): 4 · head_dim queries a block, 16 at least, 256 at most."""
+    model = tfspec.compile(f"embedding tokens {{ vocab 40; dim {width} }}\n"
+                           f"decoder x 1 {{ attn_dropout 0.1; attention self heads={heads} mask=causal; "
+                           "feedforward d_ff=8 }", device="meta")
+    assert model.decoder.layers[0].self_attn.dropout_block == rows

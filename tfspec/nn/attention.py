@@ -241,8 +241,10 @@ class MultiHeadAttention(nn.Module):
     past keys a KV cache needs (a bounded look-back).
     """
 
-    # With dropout while training on the CPU, attention runs this many queries at a time (``attend_in_blocks``);
-    # None: whole sequences at once. A kind whose mix is not one query's row after another's sets None.
+    # With dropout while training on the CPU, attention runs at most this many queries at a time
+    # (``attend_in_blocks``); None: whole sequences at once. A kind whose mix is not one query's row after another's
+    # sets None. Each instance runs 4 · head_dim of them (16 at least): what a block holds for its backward, heads ×
+    # rows × keys, then stays within what the layer keeps without dropout, whatever the length.
     dropout_block: int | None = 256
     band_rows = 1024  # attention in bands recomputes about this many queries at a time (``mix_in_bands``)
     dropout_keep = None  # tests: ``(shape, rows, keys) -> keep`` in place of drawn dropout masks (``drop``)
@@ -275,6 +277,8 @@ class MultiHeadAttention(nn.Module):
         for name, step in (steps or {}).items():  # its kind's steps, after the position scheme's, in this order
             self.add_module(name, step)
         self.step_names = tuple(steps or ())
+        if self.dropout_block is not None:
+            self.dropout_block = min(type(self).dropout_block, max(16, 4 * head_dim))
         self.exports = exports  # hands its fresh values on to later layers, under this key of ``ctx.carried``
 
     def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None) -> Tensor:
