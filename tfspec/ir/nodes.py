@@ -197,7 +197,17 @@ class Scale(Node):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Attention(Node):
+class SublayerNode(Node):
+    """What a layer's residual branches compute (attention, a feed-forward, a mixer): named by its module."""
+
+    @property
+    def name(self) -> str:
+        """The layer's attribute for it: ``self_attn``, ``ffn``, ``conv``."""
+        return self.module.name
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Attention(SublayerNode):
     """Multi-head attention: self (one input) or cross (query + memory)."""
 
     kind: ClassVar[str] = "attention"
@@ -207,37 +217,25 @@ class Attention(Node):
     memory: str | None = None  # the node whose output a cross-attention reads
 
     @property
-    def name(self) -> str:
-        return self.module.name
-
-    @property
     def values_from(self) -> str | None:
         """The attention (of an earlier layer) whose values its steps read (port ``values``), or None."""
         return self.inputs[self.ports.index("values")] if "values" in self.ports else None
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class FeedForward(Node):
+class FeedForward(SublayerNode):
     """Position-wise two-layer network (or gated unit)."""
 
     kind: ClassVar[str] = "feedforward"
     spec: S.FeedForward
 
-    @property
-    def name(self) -> str:
-        return self.module.name
-
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Mixer(Node):
+class Mixer(SublayerNode):
     """A token mixer other than attention, with a recurrent state while decoding (``registry.TokenMixer``)."""
 
     kind: ClassVar[str] = "mixer"
     spec: S.Mixer
-
-    @property
-    def name(self) -> str:
-        return self.module.name
 
     def variant(self):
         """(mixer, options) it runs."""
