@@ -454,7 +454,11 @@ class MultiHeadAttention(nn.Module):
 
     def mix(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         """Score queries against keys and mix the values: (batch, heads, queries, head_dim). With dropout on the
-        CPU, where SDPA's kernel with dropout is its math kernel, that math written out (``drop``'s masks)."""
+        CPU, where SDPA's kernel with dropout is its math kernel, that math written out (``drop``'s masks); where
+        a step weighs the scores itself, written out with its weights (``mix_weighed``)."""
+        weigher = next((step for step in self.steps() if step.weighs), None)
+        if weigher is not None:
+            return self.mix_weighed(q, k, v, mask, weigher)
         if not (self.training and self.dropout and q.device.type == "cpu"):
             if q.device.type == "cpu" and q.requires_grad and q.dtype in (torch.bfloat16, torch.float16):
                 # the CPU flash kernel's half-precision backward over views into the joint projection takes 1.6x
@@ -475,6 +479,16 @@ class MultiHeadAttention(nn.Module):
         if mask is not None:
             scores.add_(mask)
         return self.drop(torch.softmax(scores, dim=-1)) @ v
+
+    def mix_weighed(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, weigher: nn.Module) -> Tensor:
+        """``mix`` where a step turns the scores into weights (soft-capping, sigmoid attention): no SDPA kernel
+        computes it, so the math is written out, q and k each scaled by the root of the scale as SDPA's math
+        kernel scales them."""
+        if self.kv_heads != self.heads:  # grouped-query: each key/value head serves heads / kv_heads queries
+            k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))
+        root = weigher.score_scale(self.scale if self.scale is not None else q.shape[-1] ** -0.5) ** 0.5
+        weights = weigher.weigh((q * root) @ (k * root).transpose(-1, -2), mask)
+        return self.drop(weights) @ v  # (batch, heads, queries, head_dim)
 
     def mix_at(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, queries: Side, keys: Side) -> Tensor:
         """``mix`` as the steps attend with it (Shaw's positions enter the values themselves)."""

@@ -4,8 +4,8 @@
 (rotary positions), from ``tables`` built once per call → transform the ``fresh_values`` before a KV cache keeps
 them (value residual learning) → make per-position ``extras`` from the input (the
 Forgetting Transformer's cumulative log forget gates), which a KV cache keeps beside each key → add ``score_terms``
-computed from the queries' and the keys' positions and extras (ALiBi, T5, FoX) → mix (``attend`` in place of the
-kind's mix: Shaw's values) → transform the ``mixed_values`` (differential attention pairs heads) → and each
+computed from the queries' and the keys' positions and extras (ALiBi, T5, FoX) → mix (``weigh`` the scores in
+place of the softmax: soft-capping, sigmoid attention; ``attend`` in place of the whole mix: Shaw's values) → transform the ``mixed_values`` (differential attention pairs heads) → and each
 head's output (``head_output``: a per-head norm). A step is an ``nn.Module``: its parameters are the attention's (under
 the name it is given), and it may read its layer's index from its arguments. Torch only, so ``tfspec emit`` copies it.
 """
@@ -37,6 +37,7 @@ class AttentionStep(nn.Module):
     call's memo: two attentions whose steps share a key share their tables and position-only score bias."""
 
     key = ""
+    weighs = False  # it turns scores into weights itself (``weigh``), in place of the softmax
     # its score terms are large and differ by little (FoX's sums of log gates over a thousand positions): the mask
     # that carries them stays float32 whatever the activations' dtype, so bfloat16 does not round them away
     float32_scores = False
@@ -76,6 +77,16 @@ class AttentionStep(nn.Module):
         """The attention output ``(batch, heads, queries, head_dim)``: ``mix(q, k, v, mask)``, the kind's own
         mix, unless the step enters the value sum itself (then ``drop`` is the attention's dropout of weights)."""
         return mix(q, k, v, mask)
+
+    def score_scale(self, scale: float) -> float:
+        """The factor on q·k of a mix whose scores this step ``weighs`` (the attention's scale, unless the step
+        folds a factor of its own into it)."""
+        return scale
+
+    def weigh(self, scores: Tensor, mask: Tensor | None) -> Tensor:
+        """The weights ``(batch, heads, queries, keys)`` of scaled scores, the additive ``mask`` (or None) not yet
+        added (``weighs`` steps: soft-capped scores, sigmoid attention)."""
+        raise NotImplementedError
 
     def mixed_values(self, v: Tensor) -> Tensor:
         """The values ``(batch, kv_heads, keys, value_dim)`` the queries mix, transformed (after the cache)."""

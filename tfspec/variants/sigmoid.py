@@ -44,6 +44,7 @@ class Sigmoid(AttentionKind):
         return math_saved(shape, batch, queries, keys, dropout)  # matmuls on scaled q and k, as SDPA's
 
     def core(self, config, options):
-        from ..nn.attention import core_arguments
-        from ..nn.sigmoid import SigmoidAttention
-        return Constructor(SigmoidAttention, kwargs={**core_arguments(config), "n": options.n})
+        from ..nn.attention import MultiHeadAttention, core_arguments
+        from ..nn.sigmoid import SigmoidWeights
+        step = Constructor(SigmoidWeights, (options.n,))
+        return Constructor(MultiHeadAttention, kwargs=core_arguments(config, {"sigmoid": step}))

@@ -45,6 +45,7 @@ class SoftCap(AttentionKind):
         return scaled + batch * shape.heads * queries * keys, words  # tanh's output, kept for its gradient
 
     def core(self, config, options):
-        from ..nn.attention import core_arguments
-        from ..nn.softcap import SoftCappedAttention
-        return Constructor(SoftCappedAttention, kwargs={**core_arguments(config), "cap": options.cap})
+        from ..nn.attention import MultiHeadAttention, core_arguments
+        from ..nn.softcap import SoftCap as Step
+        step = Constructor(Step, (options.cap,))
+        return Constructor(MultiHeadAttention, kwargs=core_arguments(config, {"softcap": step}))
