@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from tfspec.front.schema import Choice
-from tfspec.registry import ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS, AttentionShape
+from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS,
+                             AttentionShape, combined_reach)
 
 
 @dataclass
@@ -93,10 +94,11 @@ def kind_choices() -> dict[str, tuple]:
 def kinds_for(shape: AttentionShape, kv_heads: int, mask: str | list[Choice] = "") -> list[str]:
     """Every registered attention kind (with its example options) that accepts this geometry and these masks
     (``mask``: as ``self_mask`` writes them, or ``Choice``s; the kind's own ``conflicts`` decide)."""
-    shape = AttentionShape(**{**shape.__dict__, "kv_heads": kv_heads})
     by_text = {text: (variant, options) for variant, options, text in mask_choices()}
     masks = mask if isinstance(mask, list) else [
         Choice(name=by_text[m][0].name, options=by_text[m][1].model_dump()) for m in mask.split(" + ") if m in by_text]
+    causal = combined_reach([MASKS.of(m) for m in masks])[1] == 0  # (forgetting attention takes causal masks alone)
+    shape = AttentionShape(**{**shape.__dict__, "kv_heads": kv_heads, "causal": causal})
     kinds = []
     for name in ATTENTION_KINDS:
         for options in ATTENTION_KINDS[name].examples:
@@ -133,6 +135,8 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
         extra = _arg("residual", draw(st.sampled_from(["", "pre", "post", "none"])))
         lines.append(f"attention self heads={heads}{_arg('mask', mask)}{_arg('kind', kind)}"
                      f"{_arg('kv_heads', kv_heads)}{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
+    if draw(st.integers(0, 3)) == 0:  # a mixer beside attention (a hybrid's layer), each registered one
+        lines.append(f"mixer {draw(st.sampled_from([choice_text(n, o) for n in MIXERS for o in MIXERS[n].examples]))}")
     if has_cross:
         readers = [text for v, o, text in mask_choices(cross=True) if v.reads_padding and not v.structural]
         cross_masks = readers if padding else ['', *no_mask(), *readers]

@@ -270,8 +270,12 @@ def structural_masks(spec: S.Spec, role: str) -> list[str]:
 
 
 def order_mixing_kinds(spec: S.Spec, role: str) -> list[str]:
-    """Attention kinds that mix positions by where they are (Linformer's projection along the sequence)."""
-    return sorted({a.kind.name for a in self_attentions(spec, role) if ATTENTION_KINDS[a.kind.name].mixes_by_place})
+    """What mixes positions by where they are: attention kinds (Linformer's projection along the sequence) and
+    mixers (a convolution over the last positions, a recurrence), as "linformer attention", "shortconv mixer"."""
+    kinds = {f"{a.kind.name} attention" for a in self_attentions(spec, role)
+             if ATTENTION_KINDS[a.kind.name].mixes_by_place}
+    mixers = {f"{node.spec.kind.name} mixer" for node in spec.graph().of(ir.Mixer, stack=role)}
+    return sorted(kinds | mixers)
 
 
 def accepts_padding(model, role: str) -> bool:
@@ -400,7 +404,8 @@ def permutation_equivariance(s: Subject) -> Result:
     if schemes or structural or order_mixing_kinds(s.spec, s.role):
         why = (f"the spec has {', '.join(dict.fromkeys(x.name for x, _ in schemes))} positions" if schemes
                else f"the spec masks with {structural}" if structural
-               else f"{', '.join(order_mixing_kinds(s.spec, s.role))} attention mixes positions by their place")
+               else f"{' and '.join(order_mixing_kinds(s.spec, s.role))} "
+                    f"{'mixes' if len(order_mixing_kinds(s.spec, s.role)) == 1 else 'mix'} positions by their place")
         return Result(name, "not applicable", f"{why}, so outputs may depend on order")
 
     @st.composite
