@@ -147,3 +147,25 @@ def test_a_checkpoint_moves_between_cuda_and_cpu(tmp_path, first, then):
     continued = resume(tmp_path / "run", device=then, progress=False, log=lambda line: None)
     assert continued.step == 6 and next(continued.model.parameters()).device.type == torch.device(then).type
     assert continued.losses == pytest.approx(whole.losses[3:], rel=1e-3)
+
+
+def test_new_attention_steps_and_a_mixer_decode_on_cuda_as_they_recompute():
+    """Forgetting attention (its float32 score terms beside bfloat16 activations), differential attention, value
+    residual learning and a short convolution's state: on the device, cached decoding gives the logits of
+    recomputing, and bfloat16 stays near float32."""
+    text = ("embedding tokens { vocab 50; dim 32 }\n"
+            "decoder x 3 { residual pre; norm rmsnorm; position rotary; mixer shortconv(3)\n"
+            "  attention self heads=4 kv_heads=2 kind=forgetting mask=causal + padding steps=value_residual(0.5)\n"
+            "  attention self heads=4 kv_heads=2 kind=differential mask=causal + padding\n"
+            "  feedforward d_ff=64 activation=squared_relu; final rmsnorm }\nhead linear(50)")
+    model = tfspec.compile(text, seed=0, device=DEVICE).eval()
+    tokens = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    with torch.no_grad():
+        cached, full = Continuation(model), Continuation(model, use_cache=False)
+        pairs = [(cached.feed(tokens[:, :5]), full.feed(tokens[:, :5]))]
+        pairs += [(cached.feed(tokens[:, i:i + 1]), full.feed(tokens[:, i:i + 1])) for i in range(5, 12)]
+        for a, b in pairs:
+            assert_close(a, b, 1e-4)
+        exact = model(tokens).float()
+        low = model.to(torch.bfloat16)(tokens).float()
+    assert (low - exact).abs().max() <= 0.05 * exact.abs().max()

@@ -459,7 +459,9 @@ class MultiHeadAttention(nn.Module):
         weigher = next((step for step in self.steps() if step.weighs), None)
         if weigher is not None:
             return self.mix_weighed(q, k, v, mask, weigher)
-        if not (self.training and self.dropout and q.device.type == "cpu"):
+        # SDPA's CUDA kernels take a mask of the queries' dtype only: float32 score terms are added written out there
+        precise = mask is not None and mask.dtype != q.dtype and q.device.type != "cpu"
+        if not (self.training and self.dropout and q.device.type == "cpu") and not precise:
             if q.device.type == "cpu" and q.requires_grad and q.dtype in (torch.bfloat16, torch.float16):
                 # the CPU flash kernel's half-precision backward over views into the joint projection takes 1.6x
                 # as long (float32: 1.07x, not worth the copies' few MB at the peak)
