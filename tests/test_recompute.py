@@ -167,3 +167,31 @@ def test_the_function_alone_takes_any_linear_map():
     (gh, gw) = torch.autograd.grad(y.sum(), (h, weight))
     (eh, ew) = torch.autograd.grad(F.linear(F.silu(h), weight).sum(), (h, weight))
     assert torch.equal(gh, eh) and torch.equal(gw, ew)
+
+
+@pytest.mark.parametrize("body", [
+    "position t5; attention self heads=4 mask=causal + padding",  # a learned bias the stack owns, built once a call
+    "position kerple; attention self heads=4 mask=causal + padding",  # a learned bias per layer
+    "attention self heads=4 kind=forgetting mask=causal + padding",  # score terms from the content
+    "attention self heads=4 mask=causal + padding steps=value_residual(0.5)",  # the first layer's values
+    "mixer shortconv(3); attention self heads=4 mask=causal",
+    "weight_sets 1; position t5; attention self heads=4 mask=causal + padding",  # one module runs every layer
+])
+def test_activation_checkpointing_gives_the_gradients_of_keeping_everything(body):
+    """A layer run again in backward builds what it built the first time (the call's memo knows which layer
+    built a mask with a learned bias), so it keeps what that run kept: equal gradients, not a checkpoint error."""
+    model = tfspec.compile("embedding tokens { vocab 50; dim 32 }\n"
+                           f"decoder x 3 {{ residual pre; {body}; feedforward d_ff=64 }}\nhead linear(50)",
+                           seed=0).train()
+    tokens = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(0))
+
+    def gradients(checkpointing: bool) -> dict:
+        model.checkpoint_activations(checkpointing)
+        model.zero_grad(set_to_none=True)
+        model(tokens).pow(2).mean().backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    kept, remade = gradients(False), gradients(True)
+    assert kept.keys() == remade.keys()
+    for name in kept:
+        assert torch.equal(kept[name], remade[name]), name

@@ -23,7 +23,8 @@ class Context:
     memory_padding: (batch, src_len) True at padded source positions. inputs: run-time inputs variants
     declared, by name. offset: positions already in the KV cache (incremental decoding); a 0-d tensor in a
     compiled decode step, whose caches keep position i in slot i % capacity (``StaticKVCache``): ``slots``.
-    shared: the call's memo of masks and tables that layers share (``once``). carried: tensors layers hand on.
+    shared: the call's memo of masks and tables that layers share (``once``), each with the layer that built it.
+    carried: tensors layers hand on. layer: the stack's layer running now.
     """
 
     def __init__(self, positions: Tensor, padding: Tensor | None = None, memory: Tensor | None = None,
@@ -35,6 +36,7 @@ class Context:
         self.offset = offset
         self.slots = isinstance(offset, Tensor)
         self.shared: dict = {}
+        self.layer: int | None = None  # the layer of its stack running now (the stack sets it), for ``once``
         # tensors one layer hands on to later ones in this call, by key (the first layer's values, which value
         # residual learning reads): the graph IR declares each as an edge between the two attentions
         self.carried: dict[str, Tensor] = {}
@@ -45,7 +47,10 @@ class Context:
         return not self.slots and self.offset == 0
 
     def once(self, key: str, build: Callable[[], object]):
-        """``build()`` the first time ``key`` is asked for in this call, the same object afterwards."""
-        if key not in self.shared:
-            self.shared[key] = build()
-        return self.shared[key]
+        """``build()`` the first time ``key`` is asked for in this call, the same object afterwards -- except when
+        the layer that built it asks again: its recomputation in backward (activation checkpointing) builds anew,
+        as its first run did, so that it keeps for backward what that run kept (a learned score bias's graph)."""
+        held = self.shared.get(key)
+        if held is None or self.layer is not None and held[1] == self.layer:
+            held = self.shared[key] = (build(), self.layer)
+        return held[0]

@@ -60,10 +60,15 @@ class Stack(nn.Module):
         in place."""
         for i, index in enumerate(self.runs):
             if self.checkpointing and cache is None and torch.is_grad_enabled():
-                x = checkpointed(self.layers[index], x, ctx)
+                x = checkpointed(self.layers[index], i, x, ctx, run=self.run_layer)
             else:
-                x = self.layers[index](x, ctx, cache[i] if cache is not None else None)
+                x = self.run_layer(i, x, ctx, cache[i] if cache is not None else None)
         return self.final_dropout(self.final_norm(x))
+
+    def run_layer(self, i: int, x: Tensor, ctx: Context, cache: dict | None = None) -> Tensor:
+        """Layer run ``i`` (which ``ctx`` is told, also when activation checkpointing runs it again in backward)."""
+        ctx.layer = i
+        return self.layers[self.runs[i]](x, ctx, cache)
 
 
 class CompiledModel(nn.Module):

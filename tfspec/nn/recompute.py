@@ -29,9 +29,10 @@ def _recomputation(layer):
             module.recomputing = False
 
 
-def checkpointed(layer, *args):
-    """``layer(*args)``, its activations recomputed in the backward pass instead of kept."""
-    return torch.utils.checkpoint.checkpoint(layer, *args, use_reentrant=False,
+def checkpointed(layer, *args, run=None):
+    """``layer(*args)`` (or ``run(*args)``, which calls it), its activations recomputed in the backward pass instead
+    of kept."""
+    return torch.utils.checkpoint.checkpoint(run or layer, *args, use_reentrant=False,
                                              context_fn=lambda: (nullcontext(), _recomputation(layer)))
 
 
