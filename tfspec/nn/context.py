@@ -23,8 +23,8 @@ class Context:
     memory_padding: (batch, src_len) True at padded source positions. inputs: run-time inputs variants
     declared, by name. offset: positions already in the KV cache (incremental decoding); a 0-d tensor in a
     compiled decode step, whose caches keep position i in slot i % capacity (``StaticKVCache``): ``slots``.
-    shared: the call's memo of masks and tables that layers share (``once``), each with the layer that built it.
-    carried: tensors layers hand on. layer: the stack's layer running now.
+    shared: the call's memo of masks and tables that layers share (``once``), each with the run of the layer that
+    built it. carried: tensors layers hand on. layer, run: the stack's layer running now, and which run of it.
     """
 
     def __init__(self, positions: Tensor, padding: Tensor | None = None, memory: Tensor | None = None,
@@ -36,7 +36,10 @@ class Context:
         self.offset = offset
         self.slots = isinstance(offset, Tensor)
         self.shared: dict = {}
-        self.layer: int | None = None  # the layer of its stack running now (the stack sets it), for ``once``
+        # the layer of its stack running now and that run of it (the stack sets both; activation checkpointing
+        # runs a layer again in backward), for ``once``
+        self.layer: int | None = None
+        self.run = 0
         # tensors one layer hands on to later ones in this call, by key (the first layer's values, which value
         # residual learning reads): the graph IR declares each as an edge between the two attentions
         self.carried: dict[str, Tensor] = {}
@@ -48,9 +51,10 @@ class Context:
 
     def once(self, key: str, build: Callable[[], object]):
         """``build()`` the first time ``key`` is asked for in this call, the same object afterwards -- except when
-        the layer that built it asks again: its recomputation in backward (activation checkpointing) builds anew,
-        as its first run did, so that it keeps for backward what that run kept (a learned score bias's graph)."""
+        the layer that built it asks again in another run of it: its recomputation in backward (activation
+        checkpointing) builds anew, as its first run did, so that it keeps for backward what that run kept (a
+        learned score bias's graph)."""
         held = self.shared.get(key)
-        if held is None or self.layer is not None and held[1] == self.layer:
-            held = self.shared[key] = (build(), self.layer)
+        if held is None or self.layer is not None and held[1] == self.layer and held[2] != self.run:
+            held = self.shared[key] = (build(), self.layer, self.run)
         return held[0]

@@ -67,7 +67,7 @@ class Stack(nn.Module):
 
     def run_layer(self, i: int, x: Tensor, ctx: Context, cache: dict | None = None) -> Tensor:
         """Layer run ``i`` (which ``ctx`` is told, also when activation checkpointing runs it again in backward)."""
-        ctx.layer = i
+        ctx.layer, ctx.run = i, ctx.run + 1
         return self.layers[self.runs[i]](x, ctx, cache)
 
 
