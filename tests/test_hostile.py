@@ -451,3 +451,22 @@ def test_seeded_compiles_in_several_threads_give_the_same_weights():
         thread.join()
     assert not errors and len(got) == 18
     assert all(torch.equal(w, expected) for w in got)
+
+
+@pytest.mark.parametrize("body", [
+    "attention self heads=2 mask=causal; feedforward d_ff=8",
+    "attention self heads=2 mask=causal steps=value_residual(0.5); feedforward d_ff=8",  # the first layer hands on
+    "mixer shortconv(3); feedforward d_ff=8; layers 1 { conv = attention(self, heads=2, mask=causal) }",
+])
+def test_an_absurd_number_of_layers_is_refused_before_a_layer_is_listed(body):
+    """``x 99999999999`` is a located error at once, in a process that may use 1 GiB: nothing is made per layer
+    before the count is checked (a list of the layers' kinds took every byte of the machine)."""
+    code = ("import resource, sys, tfspec\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+            "try:\n"
+            f"    tfspec.parse('embedding tokens {{ vocab 9; dim 8 }}\\ndecoder x 99999999999 {{ {body} }}')\n"
+            "except tfspec.SpecError as exc:\n"
+            "    print(exc.message)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "repeat must be at most 4,096, got 99999999999" in done.stdout

@@ -67,9 +67,11 @@ class Stacks:
         if repeat is None or embedding is None or poisoned:
             raise Poisoned
         kinds, schedule = (), ()
-        if sections:
-            block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts or assignments, block, sections)
-        block, kinds, schedule = self._first_layer_hands_on(repeat, block, kinds, schedule)
+        if 0 < repeat <= S.MAX_LAYERS:  # (else the stack's validation says so, before a layer is listed)
+            if sections:
+                block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts or assignments, block,
+                                                        sections)
+            block, kinds, schedule = self._first_layer_hands_on(repeat, block, kinds, schedule)
         final = settings.get("final", (S.Choice(name="none"), None))[0]
         final_dropout, final_dropout_span = settings.get("final_dropout", (0.0, decl.span))
         weight_sets, weight_sets_span = settings.get("weight_sets", (None, None))
@@ -89,7 +91,6 @@ class Stacks:
         residual learning's first values), that layer hands it on (``exports``) instead of reading it: a kind of
         layer of its own, whose attention the readers' take an input from."""
         blocks = (block, *kinds)
-        per_layer = [blocks[schedule[i] if schedule else 0] for i in range(repeat)]
         readers: dict[str, list[S.Choice]] = {}
         for b in blocks:
             for name, body in _attentions(b):
@@ -98,6 +99,7 @@ class Stacks:
                         readers.setdefault(name, []).append(step)
         if not readers:
             return block, kinds, schedule
+        per_layer = [blocks[schedule[i] if schedule else 0] for i in range(repeat)]
         first = dict(_attentions(per_layer[0]))
         for name, steps in readers.items():
             if name not in first:
