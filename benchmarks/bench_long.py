@@ -1,6 +1,7 @@
 """Training-step time and peak memory of sparse attention against dense, at long sequence lengths (CPU).
 
     python benchmarks/bench_long.py [--lengths 1024 4096 16384] [--repeats 2] [--no-materialised] [--cases ...]
+                                    [--small]
 
 A 2-layer, d_model 256, 4-head pre-norm encoder with a tied LM head (vocab 256, sinusoidal positions,
 dropout off) trains on one random sequence of n tokens; every attention is one of:
@@ -32,7 +33,8 @@ longest length, window and BigBird peak at most dense flash attention's and run 
 window, BigBird and Linformer peak ≤ 1/8 of materialised dense, growing linearly from the previous length
 (the ratio of lengths, within 20%); at each length from 4096, attention with dropout in blocks at most 1/8
 of SDPA's peak and 0.5 of its step time; at every length, at most 2 times the peak and 3 times the step time of
-the same model without dropout.
+the same model without dropout. ``--small``: the model the attention-dropout targets were set on instead, a
+1-layer, d_model 64, 4-head decoder on one thread (``--cases causal "causal, dropout 0.1"``).
 
 The two cases that keep n² probabilities need about 17 GB (materialised) and 30 GB (SDPA with dropout) at
 n = 16384: a case whose estimate exceeds the memory available is not run (and said so), and
@@ -65,7 +67,22 @@ N2_BYTES = {"dense, materialised": 66, "causal, dropout 0.1, SDPA": 120}  # the 
 VOCAB = 256
 
 
+SMALL = os.environ.get("BENCH_LONG_SMALL") == "1"  # --small: the attention-dropout issue's model, on one thread
+
+
 def spec_text(attention: str, attn_dropout: float = 0) -> str:
+    if SMALL:  # 1 layer, d_model 64, 4 heads: attention is most of the step
+        return f"""
+model long_sequences_small
+defaults {{ residual pre; norm layernorm; dropout 0; attn_dropout {attn_dropout} }}
+embedding tokens {{ vocab {VOCAB}; dim 64; position none }}
+decoder x 1 {{
+  attention self heads=4 {attention}
+  feedforward d_ff=256
+  final layernorm
+}}
+head tied(tokens)
+"""
     return f"""
 model long_sequences
 defaults {{ residual pre; norm layernorm; dropout 0; attn_dropout {attn_dropout} }}
@@ -114,6 +131,8 @@ def worker(case: str, length: int, repeats: int) -> dict:
             return func(*args, **(kwargs or {}))
 
     attention, materialised, attn_dropout, in_blocks = CASES[case]
+    if SMALL:
+        torch.set_num_threads(1)
     torch.manual_seed(0)
     model = tfspec.compile(spec_text(attention.format(n=length), attn_dropout)).train()
     if not in_blocks:  # SDPA with dropout_p over whole sequences, as Hugging Face models call it
@@ -182,8 +201,14 @@ def main() -> None:
                         help="leave out the cases that keep n² probabilities (17 and 30 GB at n = 16384)")
     parser.add_argument("--cases", nargs="+", choices=list(CASES), metavar="CASE", default=list(CASES),
                         help="the cases to run (default: all)")
+    parser.add_argument("--small", action="store_true",
+                        help="a 1-layer, d_model 64, 4-head decoder on one thread (where attention dropout costs most)")
     parser.add_argument("--worker", nargs=3, metavar=("CASE", "LENGTH", "REPEATS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.small:  # (the workers read it from their environment)
+        os.environ["BENCH_LONG_SMALL"] = "1"
+        global SMALL
+        SMALL = True
     if args.worker:
         case, length, repeats = args.worker
         print(json.dumps(worker(case, int(length), int(repeats))))
@@ -193,7 +218,9 @@ def main() -> None:
 
     import torch
     cases = [c for c in args.cases if not (args.no_materialised and c in N2_BYTES)]
-    print(f"2 layers, d_model 256, 4 heads, batch 1, float32, CPU ({torch.get_num_threads()} threads), "
+    shape = "1 layer, d_model 64, 4 heads (decoder)" if SMALL else "2 layers, d_model 256, 4 heads"
+    threads = 1 if SMALL else torch.get_num_threads()
+    print(f"{shape}, batch 1, float32, CPU ({threads} threads), "
           f"torch {torch.__version__}; training step = forward + backward + AdamW, median of {args.repeats}")
     results: dict[tuple[str, int], dict] = {}
     for length in args.lengths:
