@@ -136,9 +136,10 @@ class Stacks:
             kinds = {schedule[i] for i in layers} if schedule else {0}
             if len(kinds) > 1:
                 raise spec_error("value", f"weight_sets {sets}: layers {layers[0]}–{layers[-1]} run one set of weights, "
-                                    "but `layers` sections make them different kinds of layer", span,
+                                    "but `layers` sections make them different kinds of layer (or the first layer is "
+                                    "a kind of its own, handing its values on to a step that reads them)", span,
                                  "a set of weights is one kind of layer: choose weight_sets so that each run of layers "
-                                 "sharing it is one kind, or drop the sections")
+                                 "sharing it is one kind, or drop what makes them differ")
 
     # --- layer schedules
     def _schedule(self, decl: StackDecl, repeat: int, d: dict, stmts: list[Setting] | list[Assignment],
