@@ -17,7 +17,7 @@ from tfspec.inspect.summary import summary_line
 from tfspec.nn.context import Context
 from tfspec.nn.shortconv import ShortConv
 from tfspec.nn.state import RecurrentState
-from tfspec.run.decoding import Continuation, beam_search, sample
+from tfspec.run.decoding import Continuation, beam_search
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
