@@ -7,8 +7,11 @@ and Hugging Face models, so weights map across without permutation. With fewer
 key/value heads than query heads (grouped-query attention) SDPA's
 ``enable_gqa`` lets each kv head serve its group without copies.
 
-Per head, optionally: a norm over queries and keys (qk-norm), then the position
-scheme acting in attention (rotary rotates q and k; ALiBi biases the scores).
+Per head, optionally: a norm over queries and keys (qk-norm), then the steps its
+variants contribute (``tfspec.nn.steps``), in order: the position scheme's (rotary
+rotates q and k; ALiBi biases the scores), its kind's (forgetting attention's score
+terms from the content, differential attention's paired heads) and those the spec
+adds (value residual learning's first-layer values).
 
 One forward: ``MultiHeadAttention`` (torch alone, so ``tfspec emit`` copies it into
 standalone files) takes the call's ``Context`` -- positions, padding, memory, run-time
@@ -18,15 +21,16 @@ layer -- and, while decoding, a ``KVCache``. A compiled model's attention adds o
 
 Attention dropout while training on the CPU, where SDPA's only kernel with dropout (its math kernel) keeps
 the n² probabilities for backward, runs the same math written out (``mix``), with keep masks of 16 random
-bits an element (``dropout_keep_mask``), over blocks of ``dropout_block`` queries that backward recomputes
+bits an element (``dropout_keep_mask``), over blocks of ``dropout_block`` queries (4 · head_dim) that backward recomputes
 (``attend_in_blocks``): what it keeps grows with n·block, and a causal block scores no key after its last
 query. On CUDA, SDPA's fused kernels drop weights themselves.
 
 During incremental decoding a ``KVCache`` keeps each sublayer's keys and values
 in a preallocated buffer (grown by doubling, so a token costs no copy of the
-cache): self-attention appends the new positions and attends over all of them,
-cross-attention projects the memory once. A layer whose masks bound how far back
-a query looks (``window(k)`` with ``causal``) keeps only that many keys.
+cache), and beside each key the extras its steps made of it, with a carry they
+continue from: self-attention appends the new positions and attends over all of
+them, cross-attention projects the memory once. A layer whose masks bound how far
+back a query looks (``window(k)`` with ``causal``) keeps only that many keys.
 """
 
 from __future__ import annotations
