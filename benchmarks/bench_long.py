@@ -71,25 +71,16 @@ SMALL = os.environ.get("BENCH_LONG_SMALL") == "1"  # --small: the attention-drop
 
 
 def spec_text(attention: str, attn_dropout: float = 0) -> str:
-    if SMALL:  # 1 layer, d_model 64, 4 heads: attention is most of the step
-        return f"""
-model long_sequences_small
-defaults {{ residual pre; norm layernorm; dropout 0; attn_dropout {attn_dropout} }}
-embedding tokens {{ vocab {VOCAB}; dim 64; position none }}
-decoder x 1 {{
-  attention self heads=4 {attention}
-  feedforward d_ff=256
-  final layernorm
-}}
-head tied(tokens)
-"""
+    # --small: 1 layer, d_model 64, 4 heads, where attention is most of the step
+    name, dim, position, stack, d_ff = (("long_sequences_small", 64, "none", "decoder x 1", "d_ff=256") if SMALL else
+                                        ("long_sequences", 256, "sinusoidal", "encoder x 2", "d_ff=1024 activation=gelu"))
     return f"""
-model long_sequences
+model {name}
 defaults {{ residual pre; norm layernorm; dropout 0; attn_dropout {attn_dropout} }}
-embedding tokens {{ vocab {VOCAB}; dim 256; position sinusoidal }}
-encoder x 2 {{
+embedding tokens {{ vocab {VOCAB}; dim {dim}; position {position} }}
+{stack} {{
   attention self heads=4 {attention}
-  feedforward d_ff=1024 activation=gelu
+  feedforward {d_ff}
   final layernorm
 }}
 head tied(tokens)
