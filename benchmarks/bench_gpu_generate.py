@@ -7,9 +7,11 @@
 
 Greedy decoding of ``--new`` tokens after a 16-token prompt, at each batch size; tokens/s is batch × new
 tokens over the median of ``--repeats`` alternating runs after a warm-up (which also compiles). Hugging Face
-runs with ``cache_implementation="static"`` and its forward compiled in "reduce-overhead" mode (CUDA graphs)
-unless ``--no-compile`` (then its dynamic cache, uncompiled); tfspec runs eager and, unless ``--no-compile``,
-through ``Continuation(compile=True)`` (a static cache, a step compiled once). In float32 the two must produce the same tokens,
+runs with ``cache_implementation="static"``, with which ``generate`` compiles its decoding steps itself on a GPU
+("reduce-overhead" mode: CUDA graphs; a forward compiled by hand as well has its graphs' outputs overwritten
+between the prompt and the first step), unless ``--no-compile`` (then its dynamic cache, uncompiled); tfspec runs
+eager and, unless ``--no-compile``, through ``Continuation(compile=True)`` (a static cache, a step compiled
+once). In float32 the two must produce the same tokens,
 which the script checks; in bf16 they may part where two logits round alike, so only the speed is compared.
 Ratios above 1 mean tfspec is faster (target ≥ 1.0).
 """
@@ -43,9 +45,8 @@ def main() -> None:
     reference = built["HF GPT2LMHeadModel"].to(device=device, dtype=dtype).eval()
     reference.generation_config.eos_token_id = None
     reference.generation_config.pad_token_id = 0
-    if not args.no_compile:
+    if not args.no_compile:  # generate compiles the steps over a static cache itself (its CompileConfig)
         reference.generation_config.cache_implementation = "static"
-        reference.forward = torch.compile(reference.forward, mode="reduce-overhead", fullgraph=True)
     print(f"greedy decoding, GPT-2 {args.size}, {PROMPT}-token prompt + {args.new} new tokens, {args.dtype}, "
           f"{_device_name(device)}, torch {torch.__version__}; Hugging Face: "
           f"{'dynamic cache, eager' if args.no_compile else 'static cache, torch.compile (reduce-overhead)'}")

@@ -1,5 +1,6 @@
 """Which scaled-dot-product-attention kernel each common attention configuration runs: flash, memory-efficient,
-cuDNN, or the materialising math fallback, read from the profiler's operator names.
+cuDNN, or the materialising math fallback, read from the profiler's operator names; or FlexAttention, which
+tfspec runs on CUDA for masks of structure (causal with padding, windows, blocks).
 
     python benchmarks/sdpa_backends.py [--device cuda] [--dtype bfloat16] [--seq-len 1024]
 
@@ -17,6 +18,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import tfspec
+from tfspec.nn import attention
 from tfspec.run.decoding import Continuation
 
 SMALL = {"layers": 1, "d_model": 256, "heads": 4}
@@ -37,11 +39,19 @@ KERNELS = {"_scaled_dot_product_flash_attention": "flash", "_scaled_dot_product_
 
 
 def kernels(fn, device) -> list[str]:
+    """The attention kernels ``fn`` runs: SDPA's, by the profiler's operator names, and FlexAttention (masks of
+    structure on CUDA), whose compiled kernels have no fixed name, by tfspec's calls to it."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as prof:
-        fn()
+    flex_calls, flex_mix = [], attention.flex_mix
+    attention.flex_mix = lambda *args, **kwargs: flex_calls.append(1) or flex_mix(*args, **kwargs)
+    try:
+        with profile(activities=activities) as prof:
+            fn()
+    finally:
+        attention.flex_mix = flex_mix
     names = {event.key.removeprefix("aten::") for event in prof.key_averages()}
-    found = sorted({label for name, label in KERNELS.items() if name in names})
+    found = sorted({label for name, label in KERNELS.items() if name in names} | ({"FlexAttention"} if flex_calls
+                                                                                 else set()))
     if not found and any("softmax" in n for n in names):
         found = ["math (materialised softmax)"]
     return found

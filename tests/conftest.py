@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A CUDA kernel's fault (a misaligned address, an illegal access) poisons the process's CUDA context: every
+    later CUDA call fails with it, wherever it was raised. The tier stops there, naming the test that raised it,
+    rather than reporting each later test as failed for it (an H200 once showed 56 such failures)."""
+    report = yield
+    if call.excinfo is not None and type(call.excinfo.value).__name__ == "AcceleratorError":
+        item.session.shouldstop = (f"{item.nodeid} raised a CUDA error ({str(call.excinfo.value).splitlines()[0]}), "
+                                   "which leaves this process's CUDA context unusable: later tests would fail for it "
+                                   "(it may have been raised by an earlier kernel, reported at this test's sync)")
+    return report
+
+
 @pytest.fixture
 def tfspec_cli():
     """Run the CLI as a user does, in the repository root: ``tfspec_cli(*args)`` calls ``tfspec.cli.main`` in this

@@ -24,3 +24,23 @@ def test_the_prepared_gpu_call_dry_runs_on_the_cpu(tmp_path):
     assert "torch" in (tmp_path / "versions.txt").read_text() and "passed" in (tmp_path / "tier.txt").read_text()
     assert "tfspec" in (tmp_path / "train.txt").read_text() and "tfspec / HF" in (tmp_path / "generate.txt").read_text()
     assert "padding, bidirectional (BERT) (512)" in (tmp_path / "sdpa.txt").read_text()  # its positions bound it
+
+
+def test_the_gpu_tier_stops_at_a_cuda_fault_and_names_the_test_that_raised_it(tmp_path):
+    """A CUDA fault poisons the process's context, so the tier stops there (``conftest.py``) instead of reporting
+    every later test as failed for it."""
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_fault.py").write_text(
+        "class AcceleratorError(RuntimeError):  # torch.AcceleratorError, as CUDA's faults raise it\n"
+        "    pass\n\n\n"
+        "def test_faulting():\n"
+        "    raise AcceleratorError('CUDA error: misaligned address')\n\n\n"
+        "def test_after():\n"
+        "    pass\n\n\n"
+        "def test_failing_otherwise():\n"
+        "    assert False\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_fault.py"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "TFSPEC_GPU_DEVICE": "cpu"})
+    assert done.returncode == 2 and "1 failed" in done.stdout and "passed" not in done.stdout, done.stdout  # interrupted
+    assert "test_fault.py::test_faulting raised a CUDA error (CUDA error: misaligned address)" in done.stdout

@@ -290,9 +290,14 @@ def saved(tmp_path, cls: str, untie: bool = False, seed: int = 0, **extra):
     config = T.AutoConfig.for_model(values.pop("model_type"), **values, architectures=[cls])
     # the reference computes what its paper says, on every transformers version and device: eager attention where
     # scores are soft-capped (transformers 5.17's SDPA path drops Gemma 2's attn_logit_softcapping), eager experts
-    # (grouped_mm needs rows of 16-byte multiples in bf16: moe_intermediate_size 12 is 24 bytes)
-    if getattr(config, "attn_logit_softcapping", None) is not None:
+    # (grouped_mm needs rows of 16-byte multiples in bf16: moe_intermediate_size 12 is 24 bytes); eager attention
+    # where latent attention's values start at an offset CUDA's fused kernels cannot read (transformers 5.17 hands
+    # SDPA DeepSeek's values split off after each head's qk_nope_head_dim features: 6 of them is 12 bytes in bf16,
+    # a 'misaligned address' on an H200 that poisons the process; tfspec copies such a view, ``nn.attention.sdpa``)
+    if getattr(config, "attn_logit_softcapping", None) is not None or getattr(config, "qk_nope_head_dim", 8) % 8:
         config._attn_implementation = "eager"
+        if hasattr(config, "qk_nope_head_dim"):  # (a default of 128 key/value heads, which only eager reads)
+            config.num_key_value_heads = config.num_attention_heads
     if hasattr(config, "_experts_implementation"):
         config._experts_implementation = "eager"
     torch.manual_seed(seed)

@@ -12,6 +12,7 @@ from typing import Literal
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import tfspec
 from tfspec.inspect.analysis import analyse, mask_pairs, parameter_table
@@ -480,6 +481,34 @@ def test_every_kind_runs_with_positions_grouped_heads_a_causal_mask_and_dropout(
     analysed, measured = analyse(spec, seq_len=13, batch=2), measure(spec, {role: 13}, batch=2)
     assert measured.flops == analysed.total.matmul
     assert measured.saved_bytes == analysed.total.memory
+
+
+@pytest.mark.parametrize("name, options", KINDS, ids=[choice_text(n, o) for n, o in KINDS])
+def test_every_kind_meets_what_cudas_fused_attention_kernels_assume(name, options, monkeypatch):
+    """What CUDA's fused attention kernels assume of their callers, checked on the CPU, where breaking it fails
+    nowhere: every q, k and v reaching SDPA starts on a 16-byte boundary, and SDPA's output is read whatever its
+    memory layout (CUDA's kernels return (batch, length, heads, dim) in memory). Both broke on an H200: latent
+    attention's values split off at an odd offset ('misaligned address'), BigBird's middle blocks viewed."""
+    from tfspec.nn import attention
+    text, _ = rich_text(name, options)
+    model = tfspec.compile(text.replace("attn_dropout 0.1; ", ""), seed=0).eval()
+    tokens = torch.randint(0, 40, (2, 30), generator=torch.Generator().manual_seed(0))  # BigBird: sparse
+    padding = torch.zeros(2, 30, dtype=torch.bool)
+    padding[1, :7] = True
+    from tfspec.inspect.verify import typical_inputs
+    extra = typical_inputs(model, tokens)
+    expected = model(tokens, padding, **extra)
+    plain, misaligned = F.scaled_dot_product_attention, []
+
+    def as_on_cuda(q, k, v, **options):
+        misaligned.extend(t.shape for t in (q, k, v) if t.data_ptr() % 16)
+        return plain(q, k, v, **options).transpose(1, 2).contiguous().transpose(1, 2)
+
+    monkeypatch.setattr(attention, "ALIGNED_DEVICES", {"cuda", "cpu"})
+    monkeypatch.setattr(F, "scaled_dot_product_attention", as_on_cuda)
+    got = model(tokens, padding, **extra)
+    assert not misaligned, misaligned
+    assert_close(got, expected, 1e-6)
 
 
 @pytest.mark.parametrize("name, options", KINDS, ids=[choice_text(n, o) for n, o in KINDS])

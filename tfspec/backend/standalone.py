@@ -30,7 +30,7 @@ import operator
 import re
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from torch import fx
 
@@ -81,6 +81,9 @@ class _Writer:
     # ------------------------------------------------------------ values and definitions
     def need(self, obj) -> str:
         """Copy a class (with its bases from tfspec) or function into the file; return its name."""
+        if isinstance(obj, _Constant):
+            self.definitions.setdefault(obj, f"{obj.name} = {obj.value!r}")
+            return obj.name
         if obj not in self.definitions:
             if inspect.isclass(obj):
                 for base in reversed(obj.__mro__[1:]):
@@ -89,7 +92,7 @@ class _Writer:
             source = textwrap.dedent(inspect.getsource(obj)).rstrip()
             for helper in _helpers(obj, source):
                 self.need(helper)
-            taken = {other.__name__ for other in self.definitions} | {"Model"} | {
+            taken = {getattr(other, "__name__", None) for other in self.definitions} | {"Model"} | {
                 layer_class_name(role, k) for role, info in self.g.stacks.items() for k in range(len(info.kinds))}
             if obj.__name__ in taken:  # two runtime classes of one name would shadow each other in the file
                 raise ValueError(f"{obj.__module__}.{obj.__qualname__}: another definition in the standalone "
@@ -372,14 +375,24 @@ class _Writer:
         return ids, padding, extra, lines
 
 
+class _Constant(NamedTuple):
+    """A module's constant that copied source reads (``ALIGNED_DEVICES``), written into the file as a literal."""
+    name: str
+    value: Any
+
+
 def _helpers(obj, source: str) -> list:
     """The functions and classes of tfspec that ``obj``'s source calls by name (``band_chunk``,
-    ``LinformerProjections``): they go into the file too."""
+    ``LinformerProjections``), and the module's constants of literal values it reads (upper-case names): they
+    go into the file too."""
     scope = vars(inspect.getmodule(obj))
     names = dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", source))
-    return [scope[n] for n in names if n != obj.__name__
-            and (inspect.isfunction(scope.get(n)) or inspect.isclass(scope.get(n)))
-            and scope[n].__module__.startswith("tfspec.")]
+    found = [scope[n] for n in names if n != obj.__name__
+             and (inspect.isfunction(scope.get(n)) or inspect.isclass(scope.get(n)))
+             and scope[n].__module__.startswith("tfspec.")]
+    constants = dict.fromkeys(re.findall(r"\b([A-Z][A-Z0-9_]+)\b", source))
+    return found + [_Constant(n, frozenset(scope[n]) if isinstance(scope[n], set) else scope[n])
+                    for n in constants if isinstance(scope.get(n), (set, frozenset, tuple, int, float, str))]
 
 
 def _signature(constructor: Constructor) -> dict:

@@ -90,6 +90,11 @@ SHARED = [
     Field("dense_d_ff", "intermediate_size", _dense_d_ff,
           read=lambda c: c.intermediate_size if any(dense_layers(c)) else None),
     Field("first_dense", "first_k_dense_replace", _first_dense, read=dense_layers, setting=False),
+    # latent attention expands keys and values for every head, as Hugging Face's SDPA path does whatever this
+    # field says; its eager path reads the field (the default, 128, breaks it for any other number of heads), so
+    # export writes the number of heads and import reads nothing else
+    Field("kv_heads", "num_key_value_heads", lambda f: f.geometry("decoder").heads,
+          read=lambda c: c.num_attention_heads, setting=False),
     Field("kv_rank", "kv_lora_rank", lambda f: _latent(f).kv_rank),
     Field("q_rank", "q_lora_rank", lambda f: _latent(f).q_rank or None, read=lambda c: c.q_lora_rank or None,
           null=True),  # V3's default is 1536: a spec without the bottleneck writes None
@@ -118,8 +123,6 @@ def group_fields(always: bool) -> list[Field]:
 
 
 IGNORED = {**hf_llama.FIELDS.ignored,
-           "num_key_value_heads": "latent attention expands keys and values for every head (Hugging Face's "
-                                  "DeepSeek attention computes only with as many as num_attention_heads)",
            "head_dim": "set by the configuration itself to qk_rope_head_dim (the rotary dimensions)",
            "qk_head_dim": "set by the configuration itself to qk_nope_head_dim + qk_rope_head_dim",
            "output_router_logits": "what a forward call returns; DeepSeek's causal LM adds no auxiliary loss",

@@ -135,6 +135,19 @@ def dropout_keep_mask(shape, p: float, device=None) -> tuple[Tensor, float]:
     return (bits.view(torch.int16)[:count] >= dropped - 32768).view(shape), 65536 / (65536 - dropped)
 
 
+ALIGNED_DEVICES = {"cuda"}  # device types whose fused attention kernels need aligned inputs (tests add "cpu")
+
+
+def sdpa(q: Tensor, k: Tensor, v: Tensor, **options) -> Tensor:
+    """``F.scaled_dot_product_attention(q, k, v, **options)``, with each of q, k and v that does not start on a
+    16-byte boundary copied first on CUDA: its fused kernels read 16-byte vectors from where a view starts without
+    checking, and a view split off a wider projection at an odd offset (latent attention's values after each
+    head's key part) fails as a 'misaligned address' that poisons every later CUDA call of the process."""
+    if q.device.type in ALIGNED_DEVICES:
+        q, k, v = (t if t.data_ptr() % 16 == 0 else t.contiguous() for t in (q, k, v))
+    return F.scaled_dot_product_attention(q, k, v, **options)
+
+
 def recomputed(function, *args):
     """``function(*args)``, recomputed in backward rather than keeping what it makes (``torch.utils.checkpoint``,
     which replays its random draws) when a gradient will flow through it: for attention whose blocks copy
@@ -470,9 +483,8 @@ class MultiHeadAttention(nn.Module):
                 # the CPU flash kernel's half-precision backward over views into the joint projection takes 1.6x
                 # as long (float32: 1.07x, not worth the copies' few MB at the peak)
                 q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
-                                                  dropout_p=self.dropout if self.training else 0.0,
-                                                  enable_gqa=self.kv_heads != self.heads)
+            return sdpa(q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
+                        dropout_p=self.dropout if self.training else 0.0, enable_gqa=self.kv_heads != self.heads)
         if self.kv_heads != self.heads:
             k, v = (t.repeat_interleave(self.heads // self.kv_heads, dim=1) for t in (k, v))
         scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5

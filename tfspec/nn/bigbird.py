@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .attention import InContext, MultiHeadAttention, built, core_arguments, recomputed
+from .attention import InContext, MultiHeadAttention, built, core_arguments, recomputed, sdpa
 from .bigbird_pattern import bigbird_block_table, bigbird_key_blocks, bigbird_sparse
 from .flex import block_mask, flex_mix, flex_runs
 
@@ -69,8 +69,7 @@ class BigBirdAttention(MultiHeadAttention):
         dropout = self.dropout if self.training else 0.0
         parts = []
         if first == 0:  # the first query block is global: every key
-            parts.append(F.scaled_dot_product_attention(q[:, :, :b], k, v, attn_mask=mask, dropout_p=dropout,
-                                                        scale=self.scale))
+            parts.append(sdpa(q[:, :, :b], k, v, attn_mask=mask, dropout_p=dropout, scale=self.scale))
         low, high = max(first, 1), min(last, blocks - 1)  # its middle blocks
         if high > low:
             seen = self.key_blocks(blocks, q.device)[:, low - 1:high - 1]  # (heads, middle, 5 + random)
@@ -95,12 +94,11 @@ class BigBirdAttention(MultiHeadAttention):
                 seen_mask = mask.view(count, blocks, b)[:, seen].reshape(count, heads, middle, span)
                 seen_mask = (seen_mask + twice.view(1, 1, middle, span)).clamp(min=torch.finfo(q.dtype).min)
                 seen_mask = seen_mask.reshape(count, -1, 1, span)
-            rows = F.scaled_dot_product_attention(rows, gathered(k), gathered(v), attn_mask=seen_mask,
-                                                  dropout_p=dropout, scale=self.scale)
-            parts.append(rows.view(batch, heads, middle * b, dim))
+            rows = sdpa(rows, gathered(k), gathered(v), attn_mask=seen_mask, dropout_p=dropout, scale=self.scale)
+            # reshaped, not viewed: CUDA's kernels lay their output out as (batch, rows, heads, dim)
+            parts.append(rows.reshape(batch, heads, middle * b, dim))
         if last == blocks:  # the last query block is global too
-            parts.append(F.scaled_dot_product_attention(q[:, :, -b:], k, v, attn_mask=mask, dropout_p=dropout,
-                                                        scale=self.scale))
+            parts.append(sdpa(q[:, :, -b:], k, v, attn_mask=mask, dropout_p=dropout, scale=self.scale))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def extra_repr(self) -> str:

@@ -10,10 +10,9 @@ the stack owns E and F (``LinformerProjections``) and every layer's attention re
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, sdpa
 
 
 class LinformerProjections(nn.Module):
@@ -71,8 +70,8 @@ class LinformerAttention(MultiHeadAttention):
         proj_k, proj_v = self.projections()
         k = proj_k[..., :length] @ k  # (batch, kv_heads, k, head_dim)
         v = proj_v[..., :length] @ v
-        return F.scaled_dot_product_attention(q, k, v, scale=self.scale, enable_gqa=self.kv_heads != self.heads,
-                                              dropout_p=self.dropout if self.training else 0.0)
+        return sdpa(q, k, v, scale=self.scale, enable_gqa=self.kv_heads != self.heads,
+                    dropout_p=self.dropout if self.training else 0.0)
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, k={self.k}, max_len={self.max_len}, shared_heads={self.shared_heads}, "

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .kernels import band_chunk
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, sdpa
 from .context import Context
 
 
@@ -95,8 +95,7 @@ class LongformerAttention(MultiHeadAttention):
         q = q.gather(2, order[:, None, :, None].expand(batch, heads, order.shape[1], dim))
         mask = None if padding is None else torch.where(padding, torch.finfo(q.dtype).min, 0.0).to(q.dtype)[:, None,
                                                                                                            None]
-        rows = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale,
-                                              dropout_p=self.dropout if self.training else 0.0)
+        rows = sdpa(q, k, v, attn_mask=mask, scale=self.scale, dropout_p=self.dropout if self.training else 0.0)
         # written back where a slot holds a global token; a spare slot writes to a row past the end, dropped
         where = torch.where(filled, order, length)[:, None, :, None].expand(batch, heads, order.shape[1], dim)
         return torch.cat((y, y.new_zeros(batch, heads, 1, dim)), dim=2).scatter(2, where, rows)[:, :, :length]
