@@ -111,7 +111,7 @@ def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state:
                     ) -> list[Rule]:
     """One layer's attention with its sinks, and its mixture."""
     rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-    rules.append(rule(f"{attention}.sinks", f"{theirs}.self_attn.sinks"))
+    rules.append(rule(f"{attention}.sinks.logits", f"{theirs}.self_attn.sinks"))
     return rules + _experts_rules(feedforward, f"{theirs}.mlp", ours_state[f"{feedforward}.experts.down"].shape[-1])
 
 

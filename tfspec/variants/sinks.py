@@ -23,7 +23,7 @@ class Sinks(AttentionKind):
     doc = "sinks: softmax attention with one learned logit per head beside the keys, taking weight without a value"
 
     def params(self, shape, options):
-        return {**projection_params(shape), "sinks": Param((shape.heads,), "vector")}
+        return {**projection_params(shape), "sinks.logits": Param((shape.heads,), "vector")}
 
     def core_flops(self, shape, options, queries, keys, pairs):
         # QK^T and weights @ V; scaling and a 5-step softmax per score, and the sink's exp per query
@@ -37,6 +37,7 @@ class Sinks(AttentionKind):
         return scaled + batch * shape.heads * queries, words  # the softmax's output has the sink's column too
 
     def core(self, config, options):
-        from ..nn.attention import core_arguments
-        from ..nn.sinks import SinkAttention
-        return Constructor(SinkAttention, kwargs=core_arguments(config))
+        from ..nn.attention import MultiHeadAttention, core_arguments
+        from ..nn.sinks import SinkWeights
+        step = Constructor(SinkWeights, (config.shape.heads,))
+        return Constructor(MultiHeadAttention, kwargs=core_arguments(config, {"sinks": step}))
