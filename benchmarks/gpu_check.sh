@@ -9,7 +9,8 @@
 #   GPU_CHECK_DRY_RUN=1 bash benchmarks/gpu_check.sh   # on a CPU: the same steps at tiny sizes (the tests do this)
 #
 # Outputs go to $OUT (the device tool's folder that comes back) or, without it, out/gpu-check: versions.txt,
-# tier.txt, train.txt, generate.txt, sdpa.txt and status.txt (each step's exit status: 124 is its time limit).
+# tier.txt (tier-rest.txt: the tests after a CUDA fault, in fresh processes), train.txt, generate.txt, sdpa.txt
+# and status.txt (each step's exit status: 124 is its time limit).
 # GPU_PYTHON: the Python to use (default python3, the machine's own, with its CUDA build of torch).
 set -u
 cd "$(dirname "$0")/.."
@@ -26,6 +27,24 @@ step() {  # step NAME LIMIT COMMAND...: run COMMAND under LIMIT seconds, output 
   timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.txt" 2>&1
   local status=$?
   echo "$name $status $((SECONDS - started))s" | tee -a "$OUT/status.txt"
+}
+
+tier() {  # tier LIMIT PYTEST-ARGS...: the GPU tier within LIMIT seconds. A CUDA fault poisons the process: the
+  # tier stops there (tests/conftest.py), and fresh processes go on with the tests it did not run, in tier-rest.txt
+  local end=$((SECONDS + $1))
+  shift
+  export TFSPEC_REMAINING_TESTS="$OUT/remaining.txt"
+  step tier $((end - SECONDS)) "$PY" -m pytest -q -m gpu -p no:cacheprovider "$@"
+  while [ -s "$OUT/remaining.txt" ] && [ $((end - SECONDS)) -gt 10 ]; do
+    local rest
+    mapfile -t rest < "$OUT/remaining.txt"
+    rm -f "$OUT/remaining.txt"
+    { echo "--- going on with ${#rest[@]} tests in a fresh process"
+      timeout --kill-after=10 $((end - SECONDS)) "$PY" -m pytest -q -p no:cacheprovider "${rest[@]}"
+      echo "tier-rest $?"; } >> "$OUT/tier-rest.txt" 2>&1
+  done
+  rm -f "$OUT/remaining.txt"
+  unset TFSPEC_REMAINING_TESTS
 }
 
 if [ -z "$DRY" ]; then  # the dry run uses this checkout's environment, which has them all
@@ -49,13 +68,13 @@ cat "$OUT/versions.txt"
 
 if [ -n "$DRY" ]; then  # the steps' plumbing on a CPU: a few tests of the tier, the benchmarks at their tiny size
   export TFSPEC_GPU_DEVICE=cpu
-  step tier 300 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py -k "torch_nn_transformer"
+  tier 300 tests/test_gpu.py -k "torch_nn_transformer"
   TINY=(--size tiny --device cpu --no-compile --dtype float32)
   step train 300 "$PY" benchmarks/bench_gpu_train.py "${TINY[@]}" --rounds 1 --steps 1 --batch 2 --seq-len 32
   step generate 300 "$PY" benchmarks/bench_gpu_generate.py "${TINY[@]}" --new 4 --batches 1 --repeats 1
   step sdpa 300 "$PY" benchmarks/sdpa_backends.py --device cpu --dtype float32  # at its own length, as there
 else
-  step tier 170 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests
+  tier 170 tests
   step train 120 "$PY" benchmarks/bench_gpu_train.py --rounds 3 --steps 10
   step generate 130 "$PY" benchmarks/bench_gpu_generate.py --repeats 2
   step sdpa 100 "$PY" benchmarks/sdpa_backends.py

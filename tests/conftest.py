@@ -38,9 +38,15 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     """A CUDA kernel's fault (a misaligned address, an illegal access) poisons the process's CUDA context: every
     later CUDA call fails with it, wherever it was raised. The tier stops there, naming the test that raised it,
-    rather than reporting each later test as failed for it (an H200 once showed 56 such failures)."""
+    rather than reporting each later test as failed for it (an H200 once showed 56 such failures); with
+    ``TFSPEC_REMAINING_TESTS`` set, the node ids of the tests it did not run go to that file, a line each."""
     report = yield
-    if call.excinfo is not None and type(call.excinfo.value).__name__ == "AcceleratorError":
+    if call.excinfo is not None and type(call.excinfo.value).__name__ == "AcceleratorError" \
+            and not item.session.shouldstop:
+        remaining = os.environ.get("TFSPEC_REMAINING_TESTS")
+        if remaining:  # the tests not yet run, for a fresh process to go on with (benchmarks/gpu_check.sh)
+            items = item.session.items
+            Path(remaining).write_text("".join(f"{later.nodeid}\n" for later in items[items.index(item) + 1:]))
         item.session.shouldstop = (f"{item.nodeid} raised a CUDA error ({str(call.excinfo.value).splitlines()[0]}), "
                                    "which leaves this process's CUDA context unusable: later tests would fail for it "
                                    "(it may have been raised by an earlier kernel, reported at this test's sync)")

@@ -39,8 +39,11 @@ def test_the_gpu_tier_stops_at_a_cuda_fault_and_names_the_test_that_raised_it(tm
         "    pass\n\n\n"
         "def test_failing_otherwise():\n"
         "    assert False\n")
+    remaining = tmp_path / "remaining.txt"
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_fault.py"],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120,
-                          env={**os.environ, "TFSPEC_GPU_DEVICE": "cpu"})
+                          env={**os.environ, "TFSPEC_GPU_DEVICE": "cpu", "TFSPEC_REMAINING_TESTS": str(remaining)})
     assert done.returncode == 2 and "1 failed" in done.stdout and "passed" not in done.stdout, done.stdout  # interrupted
     assert "test_fault.py::test_faulting raised a CUDA error (CUDA error: misaligned address)" in done.stdout
+    # what it did not run, for a fresh process (gpu_check.sh goes on with them)
+    assert remaining.read_text().splitlines() == ["test_fault.py::test_after", "test_fault.py::test_failing_otherwise"]
