@@ -511,6 +511,17 @@ def test_every_kind_meets_what_cudas_fused_attention_kernels_assume(name, option
     assert_close(got, expected, 1e-6)
 
 
+def test_aligning_sdpas_inputs_traces_under_torch_compile(monkeypatch):
+    """Where ``torch.compile`` runs attention on CUDA (training, compiled decoding), the alignment check is not
+    traced (a pointer is no tensor; inductor aligns SDPA's inputs itself): no graph break."""
+    from tfspec.nn import attention
+    monkeypatch.setattr(attention, "ALIGNED_DEVICES", {"cuda", "cpu"})
+    q, k = torch.randn(2, 1, 3, 5, 4).unbind(0)
+    values = torch.randn(1, 3, 5, 14)[..., 6:]  # 24 bytes in: copied when run eagerly
+    compiled = torch.compile(attention.sdpa, fullgraph=True, backend="eager")
+    assert_close(compiled(q, k, values, is_causal=True), F.scaled_dot_product_attention(q, k, values, is_causal=True))
+
+
 @pytest.mark.parametrize("name, options", KINDS, ids=[choice_text(n, o) for n, o in KINDS])
 def test_a_kinds_declared_cache_size_is_what_decoding_keeps(name, options):
     """What ``AttentionKind.cache_elements`` declares per token (``kv_cache_elements``, which ``summary`` prints) is

@@ -142,8 +142,9 @@ def sdpa(q: Tensor, k: Tensor, v: Tensor, **options) -> Tensor:
     """``F.scaled_dot_product_attention(q, k, v, **options)``, with each of q, k and v that does not start on a
     16-byte boundary copied first on CUDA: its fused kernels read 16-byte vectors from where a view starts without
     checking, and a view split off a wider projection at an odd offset (latent attention's values after each
-    head's key part) fails as a 'misaligned address' that poisons every later CUDA call of the process."""
-    if q.device.type in ALIGNED_DEVICES:
+    head's key part) fails as a 'misaligned address' that poisons every later CUDA call of the process. (Under
+    ``torch.compile`` inductor aligns what it hands SDPA itself, and a pointer is not traced.)"""
+    if q.device.type in ALIGNED_DEVICES and not torch.compiler.is_compiling():
         q, k, v = (t if t.data_ptr() % 16 == 0 else t.contiguous() for t in (q, k, v))
     return F.scaled_dot_product_attention(q, k, v, **options)
 
