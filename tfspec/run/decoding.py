@@ -177,6 +177,7 @@ class Continuation:
         self.memory_padding_mask = src_padding_mask
         self.cache = [{} for _ in model.decoder.runs] if self.use_cache else None
         self.step = None  # the compiled decode step (``compile``)
+        self.step_offset: Tensor | None = None  # its position, on the model's device, set in place each step
         if compile:
             if not self.use_cache:
                 raise ValueError("compile=True decodes over a KV cache, which this model's decoder cannot use "
@@ -225,7 +226,11 @@ class Continuation:
         self.tokens = tokens if self.tokens is None else torch.cat((self.tokens, tokens), dim=1)
         step = {} if positions is None else {"position_ids": positions}
         if self.step is not None and offset > 0:
-            offset = torch.tensor(offset, device=tokens.device)
+            if self.step_offset is None or self.step_offset.device != tokens.device:
+                self.step_offset = torch.zeros((), dtype=torch.long, device=tokens.device)
+            # set in place: a tensor made anew from a host number is copied from pageable memory, which on a GPU
+            # waits for every kernel launched so far
+            offset = self.step_offset.fill_(offset)
             checked, self.model.check_inputs = self.model.check_inputs, False  # (checked with the prompt)
             try:
                 return self.step(tokens, offset, new_padding, step, self.inputs)
@@ -340,6 +345,9 @@ def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, te
     logits = steps.feed(start)
     batch = start.shape[0]
     done = torch.zeros(batch, dtype=torch.bool, device=start.device)
+    # without an eos no row ends early, so the loop never reads the device: on a GPU each read waits for every
+    # kernel launched so far, which leaves the GPU idle while the next step's kernels are launched
+    may_end = eos is not None or batch == 0
     out: list[Tensor] = []
     for _ in range(max_new):
         logits = logits.float()
@@ -356,7 +364,7 @@ def sample(steps: Steps, start: Tensor, max_new: int, eos: int | None = None, te
             token = token.masked_fill(done, eos)
             done |= token == eos
         out.append(token)
-        if bool(done.all()) or len(out) == max_new:
+        if len(out) == max_new or (may_end and bool(done.all())):
             break
         logits = steps.feed(token[:, None])
     rows = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(batch)]
