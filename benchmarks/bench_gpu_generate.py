@@ -2,7 +2,7 @@
 ``generate`` with its static cache and ``torch.compile``, as transformers' docs recommend, on the same weights.
 
     python benchmarks/bench_gpu_generate.py [--size 124m] [--new 256] [--batches 1 32] [--dtype bfloat16]
-                                            [--device cuda] [--no-compile] [--repeats 5]
+                                            [--device cuda] [--no-compile] [--repeats 5] [--profile]
     python benchmarks/bench_gpu_generate.py --size tiny --device cpu --no-compile     # the script, on a CPU
 
 Greedy decoding of ``--new`` tokens after a 16-token prompt, at each batch size; tokens/s is batch × new
@@ -37,6 +37,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--profile", action="store_true",
+                        help="then where 16 of tfspec's decoding steps at batch 1 spend the host's and the GPU's time")
     args = parser.parse_args()
     device, size, dtype = torch.device(args.device), SIZES[args.size], getattr(torch, args.dtype)
     torch.manual_seed(0)
@@ -74,6 +76,32 @@ def main() -> None:
         compiled = speed.get("compiled")
         print(f"{batch:>5}  {speed['tfspec']:>12,.0f}  {compiled or 0:>9,.0f}  {speed['hf']:>10,.0f}  "
               f"{speed['tfspec'] / speed['hf']:>10.2f}×  {(compiled or 0) / speed['hf']:>12.2f}×")
+    if args.profile:
+        profile_steps(ours, size, device, compiled=not args.no_compile)
+
+
+def profile_steps(model, size: dict, device: torch.device, compiled: bool, count: int = 16) -> None:
+    """The operators that take the most time over ``count`` greedy decoding steps at batch 1, eager and compiled:
+    by the host's own time (launches, and waits such as ``cudaStreamSynchronize``) and, on a GPU, by the GPU's."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    prompt = torch.randint(0, size["vocab"], (1, PROMPT), device=device)
+    ways = {"eager": dict(use_cache=True), **({"compiled": dict(compile=True, max_len=PROMPT + count + 2)}
+                                                if compiled else {})}
+    for name, options in ways.items():
+        steps = Continuation(model, **options)
+        with torch.no_grad():
+            token = steps.feed(prompt).argmax(-1, keepdim=True)
+            token = steps.feed(token).argmax(-1, keepdim=True)  # (a compiled step compiles here)
+            with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+                for _ in range(count):
+                    token = steps.feed(token).argmax(-1, keepdim=True)
+                if cuda:
+                    torch.cuda.synchronize()
+        for sort in ("self_cpu_time_total", "self_cuda_time_total") if cuda else ("self_cpu_time_total",):
+            print(f"\ntfspec's {name} decoding, {count} steps at batch 1, by {sort}:")
+            print(prof.key_averages().table(sort_by=sort, row_limit=10, max_name_column_width=60))
 
 
 if __name__ == "__main__":

@@ -71,12 +71,12 @@ if [ -n "$DRY" ]; then  # the steps' plumbing on a CPU: a few tests of the tier,
   tier 300 tests/test_gpu.py -k "torch_nn_transformer"
   TINY=(--size tiny --device cpu --no-compile --dtype float32)
   step train 300 "$PY" benchmarks/bench_gpu_train.py "${TINY[@]}" --rounds 1 --steps 1 --batch 2 --seq-len 32
-  step generate 300 "$PY" benchmarks/bench_gpu_generate.py "${TINY[@]}" --new 4 --batches 1 --repeats 1
+  step generate 300 "$PY" benchmarks/bench_gpu_generate.py "${TINY[@]}" --new 4 --batches 1 --repeats 1 --profile
   step sdpa 300 "$PY" benchmarks/sdpa_backends.py --device cpu --dtype float32  # at its own length, as there
 else
   tier 170 tests
   step train 120 "$PY" benchmarks/bench_gpu_train.py --rounds 3 --steps 10
-  step generate 130 "$PY" benchmarks/bench_gpu_generate.py --repeats 2
+  step generate 130 "$PY" benchmarks/bench_gpu_generate.py --repeats 2 --profile
   step sdpa 100 "$PY" benchmarks/sdpa_backends.py
 fi
 echo "outputs in $OUT"
