@@ -141,3 +141,19 @@ def test_in_bfloat16_at_a_thousand_tokens_it_stays_near_the_float64_definition()
     # (this CPU: forgetting 3.9e-3 of the output's scale, plain attention 3.3e-3; with its score terms rounded to
     # bfloat16 in the mask, forgetting attention is 5.3e-3 off)
     assert errors["forgetting"] < 1e-2 and errors["forgetting"] <= 1.5 * errors["dot"], errors
+
+
+@pytest.mark.parametrize("position, schedule", [
+    ("kerple", ""),  # each layer's learned bias and the gates ride on one mask: one bool condition kept, not two
+    ("t5(num_buckets=4, max_distance=8)", ""),  # the stack's bias is built anew in each layer's mask, with its gates
+    ("t5(num_buckets=4, max_distance=8)", "layers 1 { self_attn kind=dot }"),  # and shared by the others
+])
+def test_what_autograd_keeps_beside_a_learned_position_bias_is_what_the_analysis_declares(position, schedule):
+    from tfspec.inspect.analysis import analyse
+    from tfspec.inspect.measure import measure
+    spec = tfspec.parse("embedding tokens { vocab 5; dim 8; position none }\n"
+                        f"decoder x 3 {{ position {position}; attention self heads=2 mask=causal kind=forgetting; "
+                        f"{schedule} }}")
+    for n in (1, 6):
+        analysed = analyse(spec, seq_len=n, batch=1)
+        assert measure(spec, analysed.lengths, batch=1).saved_bytes == analysed.total.memory

@@ -379,6 +379,9 @@ class Position(StackOwned, Variant):
     # leaves q·k a function of their offset); kinds that score otherwise refuse it.
     needs_dot_product: ClassVar[bool] = False
     biases_scores: ClassVar[bool] = False  # adds a bias to the scores (ALiBi): no fused causal kernel then
+    # its score bias has parameters of each layer's (KERPLE): a mask of structure it rides on keeps its bool
+    # condition to route their gradient, once however many variants add such terms
+    trains_score_terms: ClassVar[bool] = False
     # Enters the value sum too (Shaw): its runtime module's ``attend`` replaces the kind's ``mix``, so it
     # needs a kind whose mix is a plain softmax of dot products, and declares that mix's cost itself.
     mixes_values: ClassVar[bool] = False
@@ -466,10 +469,10 @@ class Position(StackOwned, Variant):
         """As ``AttentionKind.keeps_projection``, for the mix this scheme attends with (see ``mix_saved``)."""
         return kind.keeps_projection(shape, kind_options, batch)
 
-    def layer_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool) -> int:
+    def layer_saved(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
         """Bytes autograd keeps in each attention that uses the scheme, beyond the mix, for the default position
-        ids: what differentiating a learned score bias of each layer's keeps (KERPLE's), with ``masked`` (a mask
-        of structure joins it in ``where``) the bool condition too."""
+        ids: what differentiating a learned score bias of each layer's keeps (KERPLE's; the bool condition of a
+        mask it rides on is counted apart, ``trains_score_terms``)."""
         return 0
 
     def call_saved(self, options, shape: AttentionShape, length: int) -> int:
@@ -605,6 +608,9 @@ class AttentionKind(StackOwned, Variant):
     # Projects each key/value head's values from its input before a KV cache keeps them, so a step may transform
     # them there (value residual learning); not so where values are expanded from a cached latent
     projects_values: ClassVar[bool] = True
+    # Its steps add score terms computed from the content (FoX's log forget gates): a mask of structure they ride
+    # on keeps its bool condition to route their gradient, once however many variants add such terms
+    trains_score_terms: ClassVar[bool] = False
 
     def conflicts(self, options, masks, position, position_choice) -> list[Problem]:
         """Its objections to the masks (``Choice``s) and the in-attention position scheme (a ``Position``, and the
@@ -672,13 +678,6 @@ class AttentionKind(StackOwned, Variant):
         """(activation-dtype elements, 4-byte words) its projections keep for backward beyond the attention's input
         and what ``core_saved`` counts (a latent attention's norms and up projections); 0 for one linear map each."""
         return 0, 0
-
-    def layer_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool) -> int:
-        """Bytes autograd keeps in each attention of this kind beyond what ``core_saved`` and ``projection_saved``
-        count, for the default position ids and no padding: what differentiating score terms its steps compute
-        from the content keeps (the bool condition of the mask that carries them, where ``masked``: a mask of
-        structure joins them), as ``Position.layer_saved`` for a position scheme's."""
-        return 0
 
     def cache_elements(self, shape: AttentionShape, options) -> int:
         """Elements a KV cache keeps per token of self-attention: each kv head's key and value (and the extras

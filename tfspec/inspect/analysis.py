@@ -343,7 +343,12 @@ class _Counter:
         once per call keeps what the variant says (a mask joining T5's bias in ``where`` keeps its bool condition
         too: the bias, unlike a mask alone, needs gradients); the readers count their use."""
         variant, options = node.variant()
-        masked = any(MASKS[m.name].structural for reader in self.g.consumers(node.id) for m in reader.spec.mask)
+        # a reader whose kind adds trained terms of its own builds its mask, with this bias, in each layer, and
+        # counts what that keeps itself (``cost_attention``); the others share one build a call
+        readers = [r for r in self.g.consumers(node.id) if not ATTENTION_KINDS.of(r.spec.kind)[0].trains_score_terms]
+        if not readers:
+            return self.dense(0, 0, 0, 1)
+        masked = any(MASKS[m.name].structural for reader in readers for m in reader.spec.mask)
         memory = variant.stack_saved(options, node.geometry, n, n, masked, self.s)  # default ids: (1, n, n)
         return self.dense(0, 0, self.keep(("own", node.id), memory), 1)
 
@@ -442,8 +447,14 @@ class _Counter:
                                                                            self.batch) and not made
                 if not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
-        own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, positioned, n, m, structural) \
-            + kind.layer_saved(options, shape, n, m, structural)
+        # score terms with parameters (KERPLE's bias, FoX's gates) riding on a mask of structure: its where keeps
+        # the bool condition for their gradient, one for all of them
+        condition = n * m if structural and (position.trains_score_terms or kind.trains_score_terms) else 0
+        # a stack's score bias (T5's) joining this layer's own trained terms is built anew in each layer's mask
+        rebuilt = position.stack_saved(position_options, positioned, n, m, False, self.s) \
+            if kind.trains_score_terms and position.stack_params(positioned, position_options) else 0
+        own = kept * self.s + stats * STAT_BYTES + position.layer_saved(position_options, positioned, n, m) \
+            + condition + rebuilt
         memory = self.keep(("own", node.id), own * repeat) + shared
         memory += self.keep_input(node, node.inputs[0], self.batch * n * shape.width * self.s, repeat)
         if cross:

@@ -19,6 +19,7 @@ class Forgetting(AttentionKind):
     title = "Forgetting"
     fuses_causal = False  # its score terms ride on the mask: a causal mask is built
     runs_in_blocks = False  # bands take no score terms
+    trains_score_terms = True  # the gates' sums, on the mask
     scores_by_dot_product = True
     doc = ("forgetting: softmax attention whose scores add the log forget gates Σ log f_l between key and query, "
            "f = sigmoid(w·x + b) per head (the Forgetting Transformer, Lin et al. 2025); causal")
@@ -50,9 +51,6 @@ class Forgetting(AttentionKind):
 
     def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         return math_saved(shape, batch, queries, keys, dropout)
-
-    def layer_saved(self, options, shape, queries, keys, masked):
-        return queries * keys if masked else 0  # the bool condition of the mask the score terms ride on
 
     def cache_elements(self, shape, options):
         return super().cache_elements(shape, options) + shape.heads  # each key's running sum, per head

@@ -20,6 +20,7 @@ class Kerple(Position):
     enters = "biases scores"
     relative = True
     biases_scores = True
+    trains_score_terms = True  # r1 and r2, each layer's
     doc = "kerple(r1=1, r2=1): KERPLE's log kernel, -r1·log(1 + r2·|i − j|) per head, r1 and r2 learned"
     examples = ({}, {"r1": 0.5, "r2": 2.0})
 
@@ -42,10 +43,9 @@ class Kerple(Position):
         # |i - j| once, then per head and score: r2 · d, log1p, r1 ·, and the addition to the scores
         return queries * keys + 4 * shape.heads * queries * keys
 
-    def layer_saved(self, options, shape, queries, keys, masked):
-        # float32 words: |i - j| (for r2's gradient), log1p's input and output per head, and the clamped r1;
-        # a mask's where keeps its bool condition to route the bias's gradient
-        return 4 * (queries * keys + 2 * shape.heads * queries * keys + shape.heads) + (queries * keys if masked else 0)
+    def layer_saved(self, options, shape, queries, keys):
+        # float32 words: |i - j| (for r2's gradient), log1p's input and output per head, and the clamped r1
+        return 4 * (queries * keys + 2 * shape.heads * queries * keys + shape.heads)
 
     def module(self, where, options):
         from ..nn.kerple import LogKernelBiases
