@@ -443,3 +443,20 @@ def test_one_rows_linear_maps_as_reductions_compute_the_linear_map():
     for got, expected in zip(untouched, [F.linear(two, weight, bias), F.linear(one.double(), weight.double(),
                                          bias.double()), F.linear(one.bfloat16(), weight.bfloat16())]):
         assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_token_outside_the_vocabulary_is_refused_by_name_and_decoding_goes_on(compiled):
+    """A step fed an id the embedding has no row for is a ValueError naming it (a compiled step's used to fail
+    inside its generated kernel), and leaves the sequence as it was: the next step computes what it would have."""
+    model = tfspec.compile("examples/gpt2_small.tfs", seed=0,
+                           overrides={"layers": 1, "d_model": 32, "heads": 2, "context": 32, "vocab": 50}).eval()
+    prompt = torch.randint(0, 50, (1, 4), generator=torch.Generator().manual_seed(0))
+    steps, fresh = (Continuation(model, use_cache=True, compile=compiled, max_len=16) for _ in range(2))
+    with torch.no_grad():
+        steps.feed(prompt)
+        with pytest.raises(ValueError, match="tokens contains id 70, outside the vocabulary of 50"):
+            steps.feed(torch.tensor([[70]]))
+        assert steps.length == 4
+        fresh.feed(prompt)
+        assert torch.equal(steps.feed(torch.tensor([[7]])), fresh.feed(torch.tensor([[7]])))

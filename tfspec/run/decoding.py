@@ -33,6 +33,7 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 from ..errors import LengthError
+from ..nn.checks import check_ids
 from ..nn.state import StaticCache
 from ..ir.queries import attentions, causal_from
 from ..registry import POSITIONS
@@ -152,7 +153,9 @@ class Continuation:
     ``compile=True`` (or a ``torch.compile`` backend's name) keeps the cache in preallocated buffers of
     ``max_len`` positions (``StaticKVCache``; a layer with a bounded look-back keeps its window) and runs each
     step after the prompt, one token at a time, through ``torch.compile`` once: every step has the same shapes,
-    so it compiles at the first and never again. ``max_len`` defaults to the decoder's longest sequence.
+    so it compiles at the first and never again. ``max_len`` defaults to the decoder's longest sequence. On a
+    GPU a compiled step does not read its token ids back (each step would wait for the GPU): an id outside the
+    vocabulary fails there in the embedding's kernel, not with a ``ValueError`` naming it.
     """
 
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
@@ -213,6 +216,17 @@ class Continuation:
             if offset + 1 > self.max_len:
                 raise LengthError(f"the compiled decoder's cache holds {self.max_len} positions (max_len); this "
                                   f"token would be position {offset + 1}")
+            if tokens.device.type == "cpu":  # (free here; on a GPU reading the ids back makes every step wait)
+                vocab = self.model.embeddings[self.model.stack_embedding["decoder"]].vocab
+                check_ids("tokens", tokens, vocab, self.model.device)
+        kept = self.tokens, self.padding, self.next_position, self.inputs
+        try:
+            return self._extend(tokens, offset)
+        except ValueError:  # an input refused before any layer ran (an id outside the vocabulary): as it was
+            self.tokens, self.padding, self.next_position, self.inputs = kept
+            raise
+
+    def _extend(self, tokens: Tensor, offset: int) -> Tensor:
         new_padding = positions = None
         if offset == 0:  # the first chunk is the prompt: a prefix-LM sees it bidirectionally
             lengths = torch.full((tokens.shape[0],), tokens.shape[1], dtype=torch.long, device=tokens.device)
