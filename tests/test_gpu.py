@@ -121,8 +121,7 @@ def test_compiled_greedy_decoding_steps_never_wait_for_the_gpu():
     """After the prompt, a compiled greedy step (feed a token, take the argmax) asks the device for nothing, so the
     host launches the next step's kernels while the GPU runs this one's: CUDA's sync debug mode raises at any call
     that would wait (a tensor made from a host number, a value read back). (Eager steps read each new token's id
-    back, to refuse one outside the vocabulary with a clear error; a compiled step's ids were checked with the
-    prompt.)"""
+    back, to refuse one outside the vocabulary with a clear error; a compiled step on a GPU does not.)"""
     model = tfspec.compile("examples/gpt2_small.tfs", overrides=GPT, seed=0).to(DEVICE).eval()
     tokens = torch.randint(0, 300, (2, 8), device=DEVICE)
     steps = Continuation(model, use_cache=True, compile=True, max_len=16)

@@ -245,7 +245,9 @@ class Continuation:
             # set in place: a tensor made anew from a host number is copied from pageable memory, which on a GPU
             # waits for every kernel launched so far
             offset = self.step_offset.fill_(offset)
-            checked, self.model.check_inputs = self.model.check_inputs, False  # (checked with the prompt)
+            # the model's own checks read values back, and its compiled graph takes none: the ids are checked
+            # above on the CPU, the rest with the prompt
+            checked, self.model.check_inputs = self.model.check_inputs, False
             try:
                 return self.step(tokens, offset, new_padding, step, self.inputs)
             finally:
