@@ -179,8 +179,8 @@ def run(args) -> int:
                     log=say, initial=initial, world=world)
     if world.main:
         _report(run, run_dir, args.json)
-    leave(world)  # only when the run went well: a worker that fails exits, and torchrun stops the others
-    return 128 + signal.Signals[run.signal].value if run.interrupted and run.signal else 130 if run.interrupted else 0
+    status = 128 + signal.Signals[run.signal].value if run.interrupted and run.signal else 130 if run.interrupted else 0
+    return leave(world, status)  # only when the run went well: a worker that fails exits, and torchrun stops the others
 
 
 def _check_resume(args) -> None:
