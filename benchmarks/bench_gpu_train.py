@@ -152,9 +152,11 @@ def main() -> None:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
         steps[name] = step
-    for step in steps.values():  # compile and warm up
+    for name, step in steps.items():  # compile and warm up; said as it goes, so a run stopped early says where
+        began = time.perf_counter()
         for _ in range(3):
             step()
+        print(f"{name}: compiled and warm in {time.perf_counter() - began:.0f} s", flush=True)
     times = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():
