@@ -26,7 +26,7 @@ from ..front import resolve as R
 from ..front import words
 from ..front.syntax import (Arg, Assignment, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl, Module,
                             PoolerDecl, Setting, StackDecl, names, parse_module)
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry, _fmt,
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry, format_value,
                         option_docs)
 
 Position = tuple[int, int]  # 0-based line and column, in characters
@@ -390,7 +390,7 @@ def _default(param: R.Param) -> str:
     value = param.default
     if hasattr(value, "name") and hasattr(value, "options"):
         value = value.name
-    return f"default: {_fmt(value) if not isinstance(value, tuple) else (', '.join(map(str, value)) or 'none')}"
+    return f"default: {format_value(value) if not isinstance(value, tuple) else (', '.join(map(str, value)) or 'none')}"
 
 
 def _values(doc: Document, convert) -> list[Completion]:
@@ -418,7 +418,7 @@ def _lets(doc: Document) -> dict[str, object]:
 
 def _names(doc: Document) -> list[Completion]:
     values = R.let_values(doc.module) if doc.module is not None else {}
-    return [Completion(name, "name", f"= {_fmt(values[name])}" if name in values else "let") for name in _lets(doc)]
+    return [Completion(name, "name", f"= {format_value(values[name])}" if name in values else "let") for name in _lets(doc)]
 
 
 def _embedding_names(doc: Document) -> list[Completion]:
@@ -494,7 +494,7 @@ def _let_text(doc: Document, name: str) -> str | None:
 
     written = f"let {name} = {expr_to_text(binding.value)}" if binding is not None else f"let {name}"
     value = R.let_values(doc.module).get(name) if doc.module is not None else None
-    resolved = f"\n\n= **{_fmt(value)}**" if value is not None else ""
+    resolved = f"\n\n= **{format_value(value)}**" if value is not None else ""
     return f"```tfspec\n{written}\n```{resolved}"
 
 
@@ -504,7 +504,7 @@ def _variant_text(variant, family: Registry | None) -> str:
     lines = [f"{head} — {variant.doc}" if variant.doc else head]
     docs = option_docs(variant.Options)
     for option, info in variant.Options.model_fields.items():
-        default = "required" if info.is_required() else f"= {_fmt(info.default)}"
+        default = "required" if info.is_required() else f"= {format_value(info.default)}"
         lines.append(f"- `{option}` {default}" + (f": {docs[option]}" if option in docs else ""))
     return "\n".join(lines[:1] + ([""] if len(lines) > 1 else []) + lines[1:])
 
