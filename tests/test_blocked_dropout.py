@@ -258,6 +258,18 @@ def test_keep_masks_keep_at_the_rate_in_every_lane_and_scale_to_the_mean(p):
     assert not torch.equal(keep, dropout_keep_mask((1 << 20,), p)[0])  # drawn anew each call
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_a_keep_mask_in_the_weights_dtype_keeps_what_the_bool_one_does(dtype):
+    """Attention multiplies by a mask in its weights' dtype, written by the comparison itself: the same draws
+    must keep the same elements as a bool mask, with ones and zeros only."""
+    torch.manual_seed(1)
+    keep, scale = dropout_keep_mask((3, 5, 77), 0.3)
+    torch.manual_seed(1)
+    numbers, same_scale = dropout_keep_mask((3, 5, 77), 0.3, dtype=dtype)
+    assert numbers.dtype == dtype and same_scale == scale
+    assert torch.equal(numbers, keep.to(dtype)) and 0 < keep.float().mean() < 1
+
+
 @pytest.mark.parametrize("width, heads, rows", [(64, 4, 64), (32, 8, 16), (768, 12, 256), (4096, 32, 256)])
 def test_a_block_holds_four_head_widths_of_queries(width, heads, rows):
     """What a block holds for its backward (heads × rows × keys) stays within what a layer keeps without dropout
