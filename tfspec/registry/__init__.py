@@ -19,92 +19,21 @@ contract, and every stage asks it rather than testing its name:
 - properties other stages need: whether a position scheme is relative, which
   runtime inputs a mask reads, whether a KV cache reproduces recomputation, ...
 
-The contracts live beside this file, one per family of variants: ``contract`` (what all declare), ``attention``,
-``position``, ``mask``, ``layer`` (activations, feed-forward kinds, norms, mixers, inits).
+The contracts live beside this file, one per family of variants, each with its registry: ``contract`` (what all
+declare, and the ``Registry``), ``attention``, ``position``, ``mask``, ``layer`` (activations, feed-forward kinds,
+norms, mixers, inits).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from typing import Generic, Iterator, TypeVar
-
-from pydantic import BaseModel
-
-from .attention import AttentionConfig, AttentionKind, AttentionStepKind
+from .attention import ATTENTION_KINDS, ATTENTION_STEPS, AttentionConfig, AttentionKind, AttentionStepKind
 from .contract import (LAYER, POSITION_IDS, AttentionShape, ComplexityClass, Constructor, LayerIndex, NoOptions, Param,
-                       Problem, Role, RuntimeInput, Shape, Variant, built_value, format_value, linear_params,
-                       option_docs)
-from .layer import Activation, FeedForwardKind, Init, Norm, TokenMixer
-from .mask import Mask, combined_reach
-from .position import Position, StackOwned
-
-V = TypeVar("V", bound=Variant)
-
-
-class Registry(Generic[V]):
-    """Named variants of one family; ``@NORMS.register`` adds a class."""
-
-    def __init__(self, family: str, base: type[V]):
-        self.family = family
-        self.base = base
-        self._entries: dict[str, V] = {}
-
-    def register(self, cls: type[V]) -> type[V]:
-        if not issubclass(cls, self.base):
-            raise TypeError(f"{cls.__name__} must subclass {self.base.__name__} to be a {self.family}")
-        if cls.name in self._entries:
-            raise ValueError(f"{self.family} '{cls.name}' is registered twice")
-        self._entries[cls.name] = cls()
-        return cls
-
-    def __getitem__(self, name: str) -> V:
-        _load_variants()
-        return self._entries[name]
-
-    def __contains__(self, name: str) -> bool:
-        _load_variants()
-        return name in self._entries
-
-    def __iter__(self) -> Iterator[str]:
-        _load_variants()
-        return iter(sorted(self._entries))
-
-    def names(self) -> list[str]:
-        return list(self)
-
-    def of(self, choice) -> tuple[V, BaseModel]:
-        """The variant a ``schema.Choice`` names, with its options bound."""
-        variant = self[choice.name]
-        return variant, variant.options(choice.options)
-
-    def label(self, choice) -> str:
-        variant, options = self.of(choice)
-        return variant.label(options)
-
-
-ACTIVATIONS: Registry[Activation] = Registry("activation", Activation)
-NORMS: Registry[Norm] = Registry("norm", Norm)
-POSITIONS: Registry[Position] = Registry("position", Position)
-MASKS: Registry[Mask] = Registry("mask", Mask)
-ATTENTION_KINDS: Registry[AttentionKind] = Registry("attention kind", AttentionKind)
-FEEDFORWARD_KINDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
-MIXERS: Registry[TokenMixer] = Registry("mixer", TokenMixer)
-ATTENTION_STEPS: Registry[AttentionStepKind] = Registry("attention step", AttentionStepKind)
-INITS: Registry[Init] = Registry("init", Init)
-
-_loaded = False
-
-
-def _load_variants() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from .. import variants
-
-    for module in pkgutil.iter_modules(variants.__path__):
-        importlib.import_module(f"{variants.__name__}.{module.name}")
+                       Problem, Registry, Role, RuntimeInput, Shape, StackOwned, Variant, built_value, format_value,
+                       linear_params, option_docs)
+from .layer import (ACTIVATIONS, FEEDFORWARD_KINDS, INITS, MIXERS, NORMS, Activation, FeedForwardKind, Init, Norm,
+                    TokenMixer)
+from .mask import MASKS, Mask, combined_reach
+from .position import POSITIONS, Position
 
 
 def attention_inputs(body) -> tuple[RuntimeInput, ...]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .contract import AttentionShape, ComplexityClass, Constructor, Param, Problem, RuntimeInput, Variant
-from .position import StackOwned
+from .contract import (AttentionShape, ComplexityClass, Constructor, Param, Problem, Registry, RuntimeInput, StackOwned,
+                       Variant)
+from .mask import MASKS
 
 
 class AttentionKind(StackOwned, Variant):
@@ -38,8 +39,6 @@ class AttentionKind(StackOwned, Variant):
         """Its objections to the masks (``Choice``s) and the in-attention position scheme (a ``Position``, and the
         ``Choice`` it was written as) it is combined with: a kind that mixes positions first, or decides its own
         pattern, can honour neither a mask of structure nor a scheme acting on keys by position."""
-        from . import MASKS  # (the registries are made after the contracts they hold)
-
         problems = []
         structural = [m for m in masks if MASKS[m.name].structural]
         if self.mixes_positions:
@@ -254,3 +253,7 @@ class AttentionStepKind(Variant):
     def saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int) -> tuple[int, int]:
         """(activation-dtype elements, 4-byte words) autograd keeps for it beyond what the attention keeps."""
         return 0, 0
+
+
+ATTENTION_KINDS: Registry[AttentionKind] = Registry("attention kind", AttentionKind)
+ATTENTION_STEPS: Registry[AttentionStepKind] = Registry("attention step", AttentionStepKind)

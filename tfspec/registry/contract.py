@@ -4,10 +4,12 @@ roles, problems, runtime inputs, an attention layer's shape, the constructors th
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import pkgutil
 import re
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Literal
+from typing import Callable, ClassVar, Generic, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -226,3 +228,94 @@ class ComplexityClass:
     sequential: str
     path: str
     note: str = ""
+
+
+class StackOwned:
+    """What a variant of an attention sublayer may keep in its stack rather than in each layer: parameters
+    the stack owns and the same sublayer of every layer reads (Linformer's layer-wise E and F, T5's relative
+    bias table). One mechanism for every family: the graph gets one ``StackParameters`` node per sublayer, the
+    stack one module (``stack_module``) under ``<stack>.<stack_attribute>.<sublayer>``, and each layer's
+    attention receives it through ``share(module)``, which must not register it again."""
+
+    stack_attribute: ClassVar[str] = "shared"  # where the stack keeps the module (part of state-dict names)
+
+    def stack_params(self, shape: AttentionShape, options) -> dict[str, Param]:
+        """The parameters the stack owns for this sublayer, by name in ``stack_module``; {}: none (then
+        ``params`` holds them all, in each layer)."""
+        return {}
+
+    def stack_module(self, shape: AttentionShape, options) -> Constructor | None:
+        """The torch-only module holding ``stack_params``."""
+        return None
+
+    def stack_label(self, options) -> str:
+        """What diagrams call the stack's node."""
+        return f"Shared Parameters ({self.label(options)})"
+
+    def stack_edge(self, options) -> str:
+        """What diagrams write on the edge from the stack's node into each layer's attention."""
+        return "shared"
+
+    def stack_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool,
+                    element_bytes: int) -> int:
+        """Bytes autograd keeps once per call for what the stack's module computes (for the default position
+        ids); ``masked``: a mask of structure joins it in the attentions that read it."""
+        return 0
+
+
+V = TypeVar("V", bound=Variant)
+
+
+class Registry(Generic[V]):
+    """Named variants of one family; ``@NORMS.register`` adds a class."""
+
+    def __init__(self, family: str, base: type[V]):
+        self.family = family
+        self.base = base
+        self._entries: dict[str, V] = {}
+
+    def register(self, cls: type[V]) -> type[V]:
+        if not issubclass(cls, self.base):
+            raise TypeError(f"{cls.__name__} must subclass {self.base.__name__} to be a {self.family}")
+        if cls.name in self._entries:
+            raise ValueError(f"{self.family} '{cls.name}' is registered twice")
+        self._entries[cls.name] = cls()
+        return cls
+
+    def __getitem__(self, name: str) -> V:
+        _load_variants()
+        return self._entries[name]
+
+    def __contains__(self, name: str) -> bool:
+        _load_variants()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        _load_variants()
+        return iter(sorted(self._entries))
+
+    def names(self) -> list[str]:
+        return list(self)
+
+    def of(self, choice) -> tuple[V, BaseModel]:
+        """The variant a ``schema.Choice`` names, with its options bound."""
+        variant = self[choice.name]
+        return variant, variant.options(choice.options)
+
+    def label(self, choice) -> str:
+        variant, options = self.of(choice)
+        return variant.label(options)
+
+
+_loaded = False
+
+
+def _load_variants() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from .. import variants
+
+    for module in pkgutil.iter_modules(variants.__path__):
+        importlib.import_module(f"{variants.__name__}.{module.name}")

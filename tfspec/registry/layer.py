@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from .contract import ComplexityClass, Constructor, Param, Problem, Variant
+from .contract import ComplexityClass, Constructor, Param, Problem, Registry, Variant
 
 
 class Activation(Variant):
@@ -161,3 +161,10 @@ class Init(Variant):
         ``tfspec.backend.compiler.ParamRole``); every draw takes ``generator`` (a ``torch.Generator``; None: torch's
         global one)."""
         raise NotImplementedError
+
+
+ACTIVATIONS: Registry[Activation] = Registry("activation", Activation)
+NORMS: Registry[Norm] = Registry("norm", Norm)
+FEEDFORWARD_KINDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
+MIXERS: Registry[TokenMixer] = Registry("mixer", TokenMixer)
+INITS: Registry[Init] = Registry("init", Init)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, ClassVar
 
-from .contract import AttentionShape, Problem, RuntimeInput, Variant
+from .contract import AttentionShape, Problem, Registry, RuntimeInput, Variant
 
 
 class Mask(Variant):
@@ -98,3 +98,6 @@ def combined_reach(masks) -> tuple[int | None, int | None]:
         behind = b if behind is None else (behind if b is None else min(behind, b))
         ahead = a if ahead is None else (ahead if a is None else min(ahead, a))
     return behind, ahead
+
+
+MASKS: Registry[Mask] = Registry("mask", Mask)

@@ -1,46 +1,13 @@
-"""The contract of a position scheme, and what a stack may own for its layers (a shared score bias)."""
+"""The contract of a position scheme."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from .contract import AttentionShape, Constructor, Param, Problem, Variant
+from .contract import AttentionShape, Constructor, Param, Problem, Registry, StackOwned, Variant
 
 if TYPE_CHECKING:
     from .attention import AttentionKind
-
-
-class StackOwned:
-    """What a variant of an attention sublayer may keep in its stack rather than in each layer: parameters
-    the stack owns and the same sublayer of every layer reads (Linformer's layer-wise E and F, T5's relative
-    bias table). One mechanism for every family: the graph gets one ``StackParameters`` node per sublayer, the
-    stack one module (``stack_module``) under ``<stack>.<stack_attribute>.<sublayer>``, and each layer's
-    attention receives it through ``share(module)``, which must not register it again."""
-
-    stack_attribute: ClassVar[str] = "shared"  # where the stack keeps the module (part of state-dict names)
-
-    def stack_params(self, shape: AttentionShape, options) -> dict[str, Param]:
-        """The parameters the stack owns for this sublayer, by name in ``stack_module``; {}: none (then
-        ``params`` holds them all, in each layer)."""
-        return {}
-
-    def stack_module(self, shape: AttentionShape, options) -> Constructor | None:
-        """The torch-only module holding ``stack_params``."""
-        return None
-
-    def stack_label(self, options) -> str:
-        """What diagrams call the stack's node."""
-        return f"Shared Parameters ({self.label(options)})"
-
-    def stack_edge(self, options) -> str:
-        """What diagrams write on the edge from the stack's node into each layer's attention."""
-        return "shared"
-
-    def stack_saved(self, options, shape: AttentionShape, queries: int, keys: int, masked: bool,
-                    element_bytes: int) -> int:
-        """Bytes autograd keeps once per call for what the stack's module computes (for the default position
-        ids); ``masked``: a mask of structure joins it in the attentions that read it."""
-        return 0
 
 
 class Position(StackOwned, Variant):
@@ -170,3 +137,6 @@ class Position(StackOwned, Variant):
     def build(self, where, options):
         constructor = self.module(where, options)
         return constructor.build() if constructor is not None else None
+
+
+POSITIONS: Registry[Position] = Registry("position", Position)
