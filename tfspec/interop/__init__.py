@@ -8,11 +8,11 @@
     from_hf_bert(model, reference)                     # copy a loaded BertModel's weights into a compiled spec
     reference.load_state_dict(to_hf_bert(model))       # and back
 
-Families (``families.FAMILIES``): BERT, GPT-2, Llama, Mistral, GPT-NeoX, T5, BigBird; one module each
-(``hf_bert``, ``hf_gpt2``, ``hf_llama`` for Llama and Mistral, ``hf_gpt_neox``, ``hf_t5``, ``hf_big_bird``)
-with one table of its configuration fields (``FIELDS``: which spec setting each is, read by import's
-``spec_text`` and export's ``hf_config`` alike; see ``fields``) and one mapping of every tensor (``Rule``s,
-read by ``from_hf_*`` and ``to_hf_*`` alike);
+Families (``families.FAMILIES``, 40 of them; ``tfspec import --list``): each a declared ``family.Family`` at the
+end of the module that reads and writes it (``hf_bert``; ``hf_llama`` for Llama and Mistral), holding its whole
+contract: its model types and classes, its table of configuration fields (``FIELDS``: which spec setting each
+is, read by import's ``spec_text`` and export's ``hf_config`` alike; see ``fields``), and one mapping of every
+tensor (``Rule``s, read by its ``load`` and ``export`` alike);
 ``torch_transformer`` for ``torch.nn.Transformer``. Copying in checks every tensor on both sides and
 compares the spec with the one the reference's configuration describes, fact by fact
 (``mapping.architecture_problems``): anything unmapped, mismatched or not expressible is an

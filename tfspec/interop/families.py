@@ -21,262 +21,26 @@ import os
 import re
 import sys
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..files import as_os_error, read_json, read_regular, safe_reason
 from ..errors import shown
+from .family import Family
 from .mapping import InteropError
+from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_distilbert, hf_gpt2, hf_opt, hf_bloom,
+               hf_falcon, hf_mpt, hf_llama, hf_mixtral, hf_deepseek, hf_deepseek_v2, hf_vit, hf_gpt_oss, hf_qwen_moe,
+               hf_qwen2_moe, hf_qwen2, hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2,
+               hf_gemma3, hf_gptj, hf_phi, hf_cohere, hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird)
 
 
-@dataclass(frozen=True)
-class Family:
-    """One family: its ``model_type``s, its Hugging Face model classes (each with the ``spec_text`` arguments
-    that describe it; the first is the default), the conventions its imported spec states, and its module
-    under ``tfspec.interop`` (its ``FIELDS`` table, ``spec_text``, ``hf_config``, and the ``load``/``export``
-    weight functions)."""
-
-    name: str
-    model_types: tuple[str, ...]
-    classes: dict[str, dict] = field(hash=False)
-    conventions: str
-    module: str
-    load: str
-    export: str
-
-    def functions(self):
-        return importlib.import_module(f"tfspec.interop.{self.module}")
-
-    def spec_text(self, config, **options) -> str:
-        return self.functions().spec_text(config, **options)
-
-    def checkpoint_options(self, names: set[str]) -> dict:
-        """``spec_text`` arguments that the checkpoint's tensor names decide (T5: a saved ``lm_head`` is untied)."""
-        read: Callable | None = getattr(self.functions(), "options_from_tensors", None)
-        return read(names) if read and names else {}
-
-    def model_options(self, model) -> dict:
-        """``spec_text`` arguments that the compiled model decides (T5: whether its head is tied)."""
-        read: Callable | None = getattr(self.functions(), "options_from_model", None)
-        return read(model) if read else {}
-
-    def carried(self, config) -> dict:
-        """Configuration values no spec setting holds that export writes back as they were: those that size
-        tensors the checkpoint holds without changing what the model computes (Marian's sinusoid tables' length),
-        and a name's other spelling (Marian's ``swish``, which the spec writes as ``silu``)."""
-        carried = {key: getattr(config, key) for key in getattr(self.functions(), "CARRIED", ())}
-        for f in self.fields.fields:
-            value = f.value(config) if f.names is not None and "." not in f.config else None
-            if value in (f.names or {}) and next(k for k, v in f.names.items() if v == f.names[value]) != value:
-                carried[f.config] = value
-        return carried
-
-    @property
-    def fields(self):
-        """The family's table of configuration fields (``tfspec.interop.fields``)."""
-        return self.functions().FIELDS
-
-    def unsupported(self, config) -> list[str]:
-        """The configuration's values the family's specs cannot express, each with the reason."""
-        return self.fields.unsupported(config)
-
-    def load_weights(self, model, reference) -> None:
-        getattr(self.functions(), self.load)(model, reference)
-
-    def export_weights(self, model) -> dict:
-        return getattr(self.functions(), self.export)(model)
-
-
-FAMILIES = (
-    Family("BERT", ("bert",), {"BertForMaskedLM": {"pooler": False, "head": True},
-                               "BertModel": {"pooler": True, "head": False}},
-           "BERT (Devlin et al. 2019): post-norm LayerNorm, GELU, learned absolute positions and segments, "
-           "N(0, initializer_range) init; the MLM head is tied to the token embedding",
-           "hf_bert", "from_hf_bert", "to_hf_bert"),
-    Family("RoBERTa", ("roberta", "xlm-roberta"),
-           {"RobertaForMaskedLM": {"pooler": False, "head": True}, "RobertaModel": {"pooler": True, "head": False},
-            "XLMRobertaForMaskedLM": {"pooler": False, "head": True},
-            "XLMRobertaModel": {"pooler": True, "head": False}},
-           "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
-           "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
-           "hf_roberta", "from_hf_roberta", "to_hf_roberta"),
-    Family("ELECTRA", ("electra",), {"ElectraForMaskedLM": {"pooler": False, "head": True},
-                                     "ElectraModel": {"pooler": False, "head": False}},
-           "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
-           "embedding_size apart from hidden_size projects the embeddings into the stack",
-           "hf_electra", "from_hf_electra", "to_hf_electra"),
-    Family("ALBERT", ("albert",), {"AlbertForMaskedLM": {"pooler": False, "head": True},
-                                   "AlbertModel": {"pooler": True, "head": False}},
-           "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
-           "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
-           "table's width with hidden_act and is tied to it",
-           "hf_albert", "from_hf_albert", "to_hf_albert"),
-    Family("Longformer", ("longformer",), {"LongformerForMaskedLM": {"pooler": False, "head": True},
-                                           "LongformerModel": {"pooler": True, "head": False}},
-           "Longformer (Beltagy et al. 2020): RoBERTa's encoder whose self-attention slides a window of "
-           "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
-           "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
-           "their own; a list of windows is a layer schedule",
-           "hf_longformer", "from_hf_longformer", "to_hf_longformer"),
-    Family("DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
-                                           "DistilBertModel": {"pooler": False, "head": False}},
-           "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "
-           "eps 1e-12, BERT's MLM head under other names",
-           "hf_distilbert", "from_hf_distilbert", "to_hf_distilbert"),
-    Family("GPT-2", ("gpt2",), {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
-           "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
-           "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
-           "1/sqrt(2 * layers)",
-           "hf_gpt2", "from_hf_gpt2", "to_hf_gpt2"),
-    Family("OPT", ("opt",), {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
-           "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
-           "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
-           "tokens only, the head tied",
-           "hf_opt", "from_hf_opt", "to_hf_opt"),
-    Family("BLOOM", ("bloom",), {"BloomForCausalLM": {"head": True}, "BloomModel": {"head": False}},
-           "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
-           "query_key_value interleaved per head, the head tied",
-           "hf_bloom", "from_hf_bloom", "to_hf_bloom"),
-    Family("Falcon", ("falcon",), {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
-           "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
-           "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
-           "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
-           "hf_falcon", "from_hf_falcon", "to_hf_falcon"),
-    Family("MPT", ("mpt",), {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
-           "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
-           "hf_mpt", "from_hf_mpt", "to_hf_mpt"),
-    Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
-           "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
-           "kv_heads < heads, no biases",
-           "hf_llama", "from_hf_llama", "to_hf_llama"),
-    Family("Mistral", ("mistral",), {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
-           "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
-           "hf_llama", "from_hf_llama", "to_hf_llama"),
-    Family("Mixtral", ("mixtral",), {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
-           "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
-           "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
-           "(kind=moe(experts, top, renormalize=true))",
-           "hf_mixtral", "from_hf_mixtral", "to_hf_mixtral"),
-    Family("DeepSeek-V3", ("deepseek_v3",), {"DeepseekV3ForCausalLM": {"head": True},
-                                             "DeepseekV3Model": {"head": False}},
-           "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
-           "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
-           "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
-           "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
-           "schedule)",
-           "hf_deepseek", "from_hf_deepseek", "to_hf_deepseek"),
-    Family("DeepSeek-V2", ("deepseek_v2",), {"DeepseekV2ForCausalLM": {"head": True},
-                                             "DeepseekV2Model": {"head": False}},
-           "DeepSeek-V2: DeepSeek-V3's layout with a softmax router (group-limited by each group's best score: "
-           "group_score=max) and always-interleaved rotary dimensions",
-           "hf_deepseek_v2", "from_hf_deepseek", "to_hf_deepseek"),
-    Family("ViT", ("vit",), {"ViTForImageClassification": {"head": True, "pooler": False},
-                             "ViTModel": {"head": False, "pooler": True}},
-           "ViT: pictures cut into square patches, each mapped linearly (embedding image { image N; patch P; "
-           "class_token true }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
-           "token (head linear(num_labels) pool=first), the base model's pooler too",
-           "hf_vit", "from_hf_vit", "to_hf_vit"),
-    Family("gpt-oss", ("gpt_oss",), {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
-           "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
-           "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
-           "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
-           "soft-maxed",
-           "hf_gpt_oss", "from_hf_gpt_oss", "to_hf_gpt_oss"),
-    Family("Qwen3-MoE", ("qwen3_moe",), {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
-           "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
-           "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
-           "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
-           "hf_qwen_moe", "from_hf_qwen_moe", "to_hf_qwen_moe"),
-    Family("Qwen2-MoE", ("qwen2_moe",), {"Qwen2MoeForCausalLM": {"head": True}, "Qwen2MoeModel": {"head": False}},
-           "Qwen2-MoE (Qwen1.5-MoE): Qwen2's decoder (biased q/k/v) whose feed-forwards are mixtures of SwiGLU "
-           "experts plus a shared expert scaled by a sigmoid gate (shared=..., shared_gate=true); dense layers as "
-           "Qwen3-MoE's",
-           "hf_qwen2_moe", "from_hf_qwen_moe", "to_hf_qwen_moe"),
-    Family("Qwen2", ("qwen2",), {"Qwen2ForCausalLM": {"head": True}, "Qwen2Model": {"head": False}},
-           "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
-           "(a layer schedule)",
-           "hf_qwen2", "from_hf_qwen2", "to_hf_qwen2"),
-    Family("Qwen3", ("qwen3",), {"Qwen3ForCausalLM": {"head": True}, "Qwen3Model": {"head": False}},
-           "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
-           "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
-           "hf_qwen3", "from_hf_qwen3", "to_hf_qwen3"),
-    Family("SmolLM3", ("smollm3",), {"SmolLM3ForCausalLM": {"head": True}, "SmolLM3Model": {"head": False}},
-           "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
-           "schedule), the head tied to the token embedding",
-           "hf_smollm3", "from_hf_smollm3", "to_hf_smollm3"),
-    Family("Phi-3", ("phi3",), {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
-           "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
-           "sublayer's output (resid_pdrop), an optional sliding window",
-           "hf_phi3", "from_hf_phi3", "to_hf_phi3"),
-    Family("StarCoder2", ("starcoder2",), {"Starcoder2ForCausalLM": {"head": True},
-                                           "Starcoder2Model": {"head": False}},
-           "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
-           "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
-           "hf_starcoder2", "from_hf_starcoder2", "to_hf_starcoder2"),
-    Family("OLMo 2", ("olmo2",), {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
-           "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
-           "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
-           "hf_olmo2", "from_hf_olmo2", "to_hf_olmo2"),
-    Family("Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
-           "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
-           "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
-           "embedding",
-           "hf_gemma", "from_hf_gemma", "to_hf_gemma"),
-    Family("Gemma 2", ("gemma2",), {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
-           "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
-           "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
-           "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
-           "schedule), the causal LM's logits soft-capped",
-           "hf_gemma2", "from_hf_gemma2", "to_hf_gemma2"),
-    Family("Gemma 3", ("gemma3_text",), {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
-           "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
-           "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
-           "base (and the full ones' scaling)",
-           "hf_gemma3", "from_hf_gemma3", "to_hf_gemma3"),
-    Family("GPT-J", ("gptj",), {"GPTJForCausalLM": {"head": True}, "GPTJModel": {"head": False}},
-           "GPT-J: attention and feed-forward in parallel on one LayerNorm (the wiring form), interleaved "
-           "partial rotary positions, no attention biases, an untied head with a bias",
-           "hf_gptj", "from_hf_gptj", "to_hf_gptj"),
-    Family("Phi", ("phi",), {"PhiForCausalLM": {"head": True}, "PhiModel": {"head": False}},
-           "Phi (phi-2): attention and feed-forward in parallel on one LayerNorm, half-split partial rotary "
-           "positions, every projection biased, optional per-head qk LayerNorm, an untied head with a bias",
-           "hf_phi", "from_hf_phi", "to_hf_phi"),
-    Family("Cohere", ("cohere",), {"CohereForCausalLM": {"head": True}, "CohereModel": {"head": False}},
-           "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
-           "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head "
-           "tied",
-           "hf_cohere", "from_hf_cohere", "to_hf_cohere"),
-    Family("StableLM", ("stablelm",), {"StableLmForCausalLM": {"head": True}, "StableLmModel": {"head": False}},
-           "StableLM 2: Llama's projections around LayerNorms (with bias), partial rotary positions, optional q/k/v "
-           "biases, pre-norm or parallel on one norm, dropout on the feed-forward's output",
-           "hf_stablelm", "from_hf_stablelm", "to_hf_stablelm"),
-    Family("GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
-           "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
-           "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",
-           "hf_gpt_neox", "from_hf_gpt_neox", "to_hf_gpt_neox"),
-    Family("T5", ("t5",), {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
-           "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
-           "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
-           "hf_t5", "from_hf_t5", "to_hf_t5"),
-    Family("BART", ("bart",), {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
-           "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned "
-           "positions read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with "
-           "final_logits_bias",
-           "hf_bart", "from_hf_bart", "to_hf_bart"),
-    Family("mBART", ("mbart",), {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},
-           "mBART: BART's embeddings and positions, pre-norm with a final LayerNorm per stack",
-           "hf_bart", "from_hf_bart", "to_hf_bart"),
-    Family("Marian", ("marian",), {"MarianMTModel": {"head": True}, "MarianModel": {"head": False}},
-           "Marian (MarianMT, OPUS): a post-norm encoder-decoder whose stacks read one token table, sinusoidal "
-           "positions with the sines first and the cosines after, embeddings scaled by sqrt(d_model)",
-           "hf_bart", "from_hf_bart", "to_hf_bart"),
-    Family("BigBird", ("big_bird",), {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
-                                      "BigBirdModel": {"pooler": True, "head": False}},
-           "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
-           "blocks)",
-           "hf_big_bird", "from_hf_big_bird", "to_hf_big_bird"),
-)
+# every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
+FAMILIES: tuple[Family, ...] = tuple(family for module in (
+    hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_distilbert, hf_gpt2, hf_opt, hf_bloom, hf_falcon,
+    hf_mpt, hf_llama, hf_mixtral, hf_deepseek, hf_deepseek_v2, hf_vit, hf_gpt_oss, hf_qwen_moe, hf_qwen2_moe, hf_qwen2,
+    hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2, hf_gemma3, hf_gptj, hf_phi, hf_cohere,
+    hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird,
+) for family in module.FAMILIES)
 
 # model types a user is likely to bring that the language cannot express exactly, and why
 NOT_EXPRESSIBLE = {
@@ -467,7 +231,7 @@ def from_pretrained(directory, *, device=None):
     _check_values(path, reference, stored)
     family.load_weights(model, reference)
     model.hf_class = type(reference).__name__  # what it was: exported back as the same class
-    model.hf_carried = family.carried(config)
+    model.hf_carried = family.carried_values(config)
     return (model.to(device) if device is not None else model).eval()
 
 
@@ -654,7 +418,7 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
     for module in dict.fromkeys(preferred + [f.module for f in FAMILIES]):
         candidate = next(f for f in FAMILIES if f.module == module)
         try:
-            values = candidate.functions().hf_config(model.spec)
+            values = candidate.hf_config(model.spec)
         except InteropError as exc:
             tried.append((0 if isinstance(exc, OtherKind) else 1, candidate.name, [str(exc)], []))
             continue

@@ -13,6 +13,7 @@ from . import hf_bert
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import Rule, export_state, load_state, rule
+from .family import Family
 
 HEAD = {"transform": "predictions.dense", "norm": "predictions.LayerNorm", "decoder": "predictions.decoder",
         "bias": "predictions.bias", "pooler": "pooler"}
@@ -76,3 +77,15 @@ def to_hf_albert(model) -> dict:
     """A state dict for ``AlbertForMaskedLM`` (spec with a head) or ``AlbertModel`` (without)."""
     rules, aliases = _rules(model, "albert." if model.head is not None else "")
     return export_state(model, rules, reference="Hugging Face ALBERT", aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("ALBERT", ("albert",),
+           {"AlbertForMaskedLM": {"pooler": False, "head": True},
+           "AlbertModel": {"pooler": True, "head": False}},
+           "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
+           "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
+           "table's width with hidden_act and is tied to it",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_albert,
+           export=to_hf_albert),
+)

@@ -24,6 +24,7 @@ from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule, \
     same_head
 from .writer import SpecWriter
+from .family import Family
 
 OFFSET = 2  # BART's and mBART's learned positions read two rows on
 MARIAN_ROWS = 1024  # the sinusoid tables export writes unless an import carried their length: transformers'
@@ -244,3 +245,25 @@ def to_hf_bart(model) -> dict:
     rows = {"encoder": length, "decoder": length}
     return export_state(model, rules, reference="Hugging Face BART", aliases=aliases,
                         derived=_derived(model, prefix, rows))
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("BART", ("bart",),
+           {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
+           "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned "
+           "positions read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with "
+           "final_logits_bias",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
+           export=to_hf_bart, carried=CARRIED),
+    Family("mBART", ("mbart",),
+           {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},
+           "mBART: BART's embeddings and positions, pre-norm with a final LayerNorm per stack",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
+           export=to_hf_bart, carried=CARRIED),
+    Family("Marian", ("marian",),
+           {"MarianMTModel": {"head": True}, "MarianModel": {"head": False}},
+           "Marian (MarianMT, OPUS): a post-norm encoder-decoder whose stacks read one token table, sinusoidal "
+           "positions with the sines first and the cosines after, embeddings scaled by sqrt(d_model)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
+           export=to_hf_bart, carried=CARRIED),
+)

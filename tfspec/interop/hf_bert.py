@@ -15,6 +15,7 @@ from .mapping import (InteropError, Rule, architecture_problems, export_state, l
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face BERT"
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -192,3 +193,14 @@ def to_hf_bert(model) -> dict:
     """A state dict for ``BertForMaskedLM`` (spec with a head) or ``BertModel`` (without)."""
     rules, aliases = _rules(model, "bert." if model.head is not None else "")
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("BERT", ("bert",),
+           {"BertForMaskedLM": {"pooler": False, "head": True},
+           "BertModel": {"pooler": True, "head": False}},
+           "BERT (Devlin et al. 2019): post-norm LayerNorm, GELU, learned absolute positions and segments, "
+           "N(0, initializer_range) init; the MLM head is tied to the token embedding",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bert,
+           export=to_hf_bert),
+)

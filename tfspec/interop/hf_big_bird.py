@@ -19,6 +19,7 @@ from .hf_bert import _rules, check_reference
 from .hf_bert import spec_text as bert_spec_text
 from .mapping import export_state, load_state
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face BigBird"
 
@@ -88,3 +89,14 @@ def to_hf_big_bird(model) -> dict:
     """A state dict for ``BigBirdForMaskedLM`` (spec with a head) or ``BigBirdModel`` (without)."""
     rules, aliases = _big_bird_rules(model, model.head is not None)
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("BigBird", ("big_bird",),
+           {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
+           "BigBirdModel": {"pooler": True, "head": False}},
+           "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
+           "blocks)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_big_bird,
+           export=to_hf_big_bird),
+)

@@ -16,6 +16,7 @@ from .hf_gpt_neox import qkv_rows
 from . import hf_llama
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face BLOOM"
 
@@ -112,3 +113,13 @@ def from_hf_bloom(model, reference) -> None:
 def to_hf_bloom(model) -> dict:
     """A state dict for ``BloomForCausalLM`` (spec with a head) or ``BloomModel``."""
     return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("BLOOM", ("bloom",),
+           {"BloomForCausalLM": {"head": True}, "BloomModel": {"head": False}},
+           "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
+           "query_key_value interleaved per head, the head tied",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bloom,
+           export=to_hf_bloom),
+)

@@ -18,6 +18,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
+from .family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 _SHARED = ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "rope_theta", "p_attn_dropout", "init_std",
@@ -162,3 +163,14 @@ def from_hf_stablelm(model, reference) -> None:
 def to_hf_stablelm(model) -> dict:
     """A state dict for ``StableLmForCausalLM`` (spec with a head) or ``StableLmModel``."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face StableLM")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Cohere", ("cohere",),
+           {"CohereForCausalLM": {"head": True}, "CohereModel": {"head": False}},
+           "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
+           "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head "
+           "tied",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_cohere,
+           export=to_hf_cohere),
+)

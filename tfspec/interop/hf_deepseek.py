@@ -31,6 +31,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
 from .writer import SpecWriter, schedule
+from .family import Family
 
 
 def dense_layers(config) -> list[bool]:
@@ -237,3 +238,17 @@ def from_hf_deepseek(model, reference) -> None:
 def to_hf_deepseek(model) -> dict:
     """A state dict for ``DeepseekV3ForCausalLM``/``DeepseekV2ForCausalLM`` (spec with a head) or the base model."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face DeepSeek")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("DeepSeek-V3", ("deepseek_v3",),
+           {"DeepseekV3ForCausalLM": {"head": True},
+           "DeepseekV3Model": {"head": False}},
+           "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
+           "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
+           "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
+           "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
+           "schedule)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_deepseek,
+           export=to_hf_deepseek),
+)

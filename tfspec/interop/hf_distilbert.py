@@ -13,6 +13,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule
 from .writer import SpecWriter
+from .family import Family
 
 EPS = 1e-12  # every DistilBERT LayerNorm's
 REFERENCE = "Hugging Face DistilBERT"
@@ -118,3 +119,14 @@ def to_hf_distilbert(model) -> dict:
     """A state dict for ``DistilBertForMaskedLM`` (spec with a head) or ``DistilBertModel``."""
     rules, aliases = _rules(model, "distilbert." if model.head is not None else "")
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("DistilBERT", ("distilbert",),
+           {"DistilBertForMaskedLM": {"pooler": False, "head": True},
+           "DistilBertModel": {"pooler": False, "head": False}},
+           "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "
+           "eps 1e-12, BERT's MLM head under other names",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_distilbert,
+           export=to_hf_distilbert),
+)

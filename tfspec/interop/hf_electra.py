@@ -13,6 +13,7 @@ from . import hf_bert
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import export_state, load_state
+from .family import Family
 
 HEAD = {"transform": "generator_predictions.dense", "norm": "generator_predictions.LayerNorm",
         "decoder": "generator_lm_head", "bias": "generator_lm_head.bias"}
@@ -65,3 +66,14 @@ def to_hf_electra(model) -> dict:
     """A state dict for ``ElectraForMaskedLM`` (spec with a head) or ``ElectraModel`` (without)."""
     rules, aliases = _rules(model, "electra." if model.head is not None else "")
     return export_state(model, rules, reference="Hugging Face ELECTRA", aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("ELECTRA", ("electra",),
+           {"ElectraForMaskedLM": {"pooler": False, "head": True},
+           "ElectraModel": {"pooler": False, "head": False}},
+           "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
+           "embedding_size apart from hidden_size projects the embeddings into the stack",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_electra,
+           export=to_hf_electra),
+)

@@ -25,6 +25,7 @@ from ..ir import nodes as ir
 from ..ir.queries import residual_placement
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule, spec_layer_modules
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face Falcon"
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -203,3 +204,14 @@ def from_hf_falcon(model, reference) -> None:
 def to_hf_falcon(model) -> dict:
     """A state dict for ``FalconForCausalLM`` (spec with a head) or ``FalconModel``."""
     return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Falcon", ("falcon",),
+           {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
+           "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
+           "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
+           "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_falcon,
+           export=to_hf_falcon),
+)

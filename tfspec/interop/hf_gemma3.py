@@ -14,6 +14,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import Rule, rule
 from .writer import SpecWriter
+from .family import Family
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
@@ -98,3 +99,14 @@ def from_hf_gemma3(model, reference) -> None:
 def to_hf_gemma3(model) -> dict:
     """A state dict for ``Gemma3ForCausalLM`` (spec with a head) or ``Gemma3TextModel``."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face Gemma 3")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Gemma 3", ("gemma3_text",),
+           {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
+           "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
+           "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
+           "base (and the full ones' scaling)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma3,
+           export=to_hf_gemma3),
+)

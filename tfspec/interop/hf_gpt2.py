@@ -11,6 +11,7 @@ from .mapping import (InteropError, Rule, export_state, load_state, refuse_other
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face GPT-2"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -133,3 +134,14 @@ def to_hf_gpt2(model) -> dict:
     """A state dict for ``GPT2LMHeadModel`` (spec with a head) or ``GPT2Model`` (without)."""
     rules, aliases = _rules(model, "transformer." if model.head is not None else "")
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("GPT-2", ("gpt2",),
+           {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
+           "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
+           "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
+           "1/sqrt(2 * layers)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt2,
+           export=to_hf_gpt2),
+)

@@ -18,6 +18,7 @@ from .mapping import (InteropError, Rule, export_state, layer_modules, linear_ru
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
+from .family import Family
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
                "silu": "silu", "tanh": "tanh"}
@@ -163,3 +164,13 @@ def to_hf_gpt_neox(model, head: str = "lm_head") -> dict:
     lm = model.head is not None
     rules, aliases = _rules(model, "gpt_neox." if lm else "", {}, lm, head)
     return export_state(model, rules, reference="Hugging Face GPT-NeoX", aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("GPT-NeoX", ("gpt_neox",),
+           {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
+           "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
+           "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt_neox,
+           export=to_hf_gpt_neox),
+)

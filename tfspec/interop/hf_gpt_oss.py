@@ -16,6 +16,7 @@ from .facts import Facts
 from .fields import Field, Fields
 from .mapping import Rule, rule
 from .writer import SpecWriter, schedule
+from .family import Family
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -127,3 +128,15 @@ def from_hf_gpt_oss(model, reference) -> None:
 def to_hf_gpt_oss(model) -> dict:
     """A state dict for ``GptOssForCausalLM`` (spec with a head) or ``GptOssModel``."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face gpt-oss")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("gpt-oss", ("gpt_oss",),
+           {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
+           "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
+           "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
+           "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
+           "soft-maxed",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt_oss,
+           export=to_hf_gpt_oss),
+)

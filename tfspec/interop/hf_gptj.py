@@ -15,6 +15,7 @@ from .facts import Facts
 from .fields import Field, Fields
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
+from .family import Family
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
                "silu": "silu"}
@@ -205,3 +206,13 @@ def from_hf_phi(model, reference) -> None:
 def to_hf_phi(model) -> dict:
     """A state dict for ``PhiForCausalLM`` (spec with a head) or ``PhiModel``."""
     return hf_llama.export_decoder(model, _phi_rules, "Hugging Face Phi")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("GPT-J", ("gptj",),
+           {"GPTJForCausalLM": {"head": True}, "GPTJModel": {"head": False}},
+           "GPT-J: attention and feed-forward in parallel on one LayerNorm (the wiring form), interleaved "
+           "partial rotary positions, no attention biases, an untied head with a bias",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gptj,
+           export=to_hf_gptj),
+)

@@ -18,6 +18,7 @@ from .mapping import (InteropError, Rule, export_state, layer_modules, linear_ru
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter
+from .family import Family
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
 
@@ -287,3 +288,18 @@ def from_hf_llama(model, reference) -> None:
 def to_hf_llama(model) -> dict:
     """A state dict for ``LlamaForCausalLM``/``MistralForCausalLM`` (spec with a head) or the base model."""
     return export_decoder(model, _rules, "Hugging Face Llama")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Llama", ("llama",),
+           {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
+           "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
+           "kv_heads < heads, no biases",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llama,
+           export=to_hf_llama),
+    Family("Mistral", ("mistral",),
+           {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
+           "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llama,
+           export=to_hf_llama),
+)

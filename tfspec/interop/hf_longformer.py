@@ -16,6 +16,7 @@ from .facts import Facts
 from .fields import Field, Fields
 from .mapping import InteropError, Rule, export_state, load_state, rule
 from .writer import SpecWriter, schedule
+from .family import Family
 
 
 def _windows(config) -> list[int]:
@@ -103,3 +104,16 @@ def to_hf_longformer(model) -> dict:
     """A state dict for ``LongformerForMaskedLM`` (spec with a head) or ``LongformerModel`` (without)."""
     rules, aliases = _rules(model, "longformer." if model.head is not None else "")
     return export_state(model, rules, reference="Hugging Face Longformer", aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Longformer", ("longformer",),
+           {"LongformerForMaskedLM": {"pooler": False, "head": True},
+           "LongformerModel": {"pooler": True, "head": False}},
+           "Longformer (Beltagy et al. 2020): RoBERTa's encoder whose self-attention slides a window of "
+           "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
+           "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
+           "their own; a list of windows is a layer schedule",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_longformer,
+           export=to_hf_longformer),
+)

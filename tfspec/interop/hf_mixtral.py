@@ -16,6 +16,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import Rule, rule
 from .writer import SpecWriter
+from .family import Family
 
 MOE_FIELDS = [
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
@@ -106,3 +107,14 @@ def from_hf_mixtral(model, reference) -> None:
 def to_hf_mixtral(model) -> dict:
     """A state dict for ``MixtralForCausalLM`` (spec with a head) or ``MixtralModel``."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face Mixtral")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Mixtral", ("mixtral",),
+           {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
+           "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
+           "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
+           "(kind=moe(experts, top, renormalize=true))",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mixtral,
+           export=to_hf_mixtral),
+)

@@ -18,6 +18,7 @@ from .fields import COMMON_IGNORED, Field, Fields, Fixed
 from . import hf_llama
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face MPT"
 UNREAD = "not read by Hugging Face's MPT, so it does not change what the model computes"
@@ -125,3 +126,12 @@ def from_hf_mpt(model, reference) -> None:
 def to_hf_mpt(model) -> dict:
     """A state dict for ``MptForCausalLM`` (spec with a head) or ``MptModel``."""
     return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("MPT", ("mpt",),
+           {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
+           "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mpt,
+           export=to_hf_mpt),
+)

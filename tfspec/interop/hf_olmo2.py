@@ -16,6 +16,7 @@ from .facts import Facts
 from .fields import Fields
 from .mapping import InteropError, Rule, rule
 from .writer import SpecWriter
+from .family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -108,3 +109,13 @@ def from_hf_olmo2(model, reference) -> None:
 def to_hf_olmo2(model) -> dict:
     """A state dict for ``Olmo2ForCausalLM`` (spec with a head) or ``Olmo2Model``."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face OLMo 2")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("OLMo 2", ("olmo2",),
+           {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
+           "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
+           "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_olmo2,
+           export=to_hf_olmo2),
+)

@@ -14,6 +14,7 @@ from .fields import Field, Fields, Fixed
 from . import hf_llama
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face OPT"
 OFFSET = 2  # OPTLearnedPositionalEmbedding's
@@ -133,3 +134,14 @@ def from_hf_opt(model, reference) -> None:
 def to_hf_opt(model) -> dict:
     """A state dict for ``OPTForCausalLM`` (spec with a head) or ``OPTModel``."""
     return hf_llama.export_decoder(model, _decoder_rules, REFERENCE)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("OPT", ("opt",),
+           {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
+           "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
+           "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
+           "tokens only, the head tied",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_opt,
+           export=to_hf_opt),
+)

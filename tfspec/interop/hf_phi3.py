@@ -14,6 +14,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
+from .family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -78,3 +79,13 @@ def from_hf_phi3(model, reference) -> None:
 def to_hf_phi3(model) -> dict:
     """A state dict for ``Phi3ForCausalLM`` (spec with a head) or ``Phi3Model``."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face Phi-3")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Phi-3", ("phi3",),
+           {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
+           "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
+           "sublayer's output (resid_pdrop), an optional sliding window",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_phi3,
+           export=to_hf_phi3),
+)

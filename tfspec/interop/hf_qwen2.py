@@ -17,6 +17,7 @@ from .facts import Facts
 from .fields import Field, Fields
 from .mapping import layer_modules, rule
 from .writer import SpecWriter, schedule
+from .family import Family
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -169,3 +170,13 @@ def from_hf_qwen3(model, reference) -> None:
 def to_hf_qwen3(model) -> dict:
     """A state dict for ``Qwen3ForCausalLM`` (spec with a head) or ``Qwen3Model``."""
     return hf_llama.export_decoder(model, qwen3_rules, "Hugging Face Qwen3")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Qwen2", ("qwen2",),
+           {"Qwen2ForCausalLM": {"head": True}, "Qwen2Model": {"head": False}},
+           "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
+           "(a layer schedule)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen2,
+           export=to_hf_qwen2),
+)

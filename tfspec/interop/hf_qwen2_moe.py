@@ -3,5 +3,17 @@ with Qwen2-MoE's table (biased q/k/v, a gated shared expert)."""
 
 from __future__ import annotations
 
-from .hf_qwen_moe import QWEN2_MOE_FIELDS as FIELDS  # noqa: F401 (the family's table)
-from .hf_qwen_moe import from_hf_qwen_moe, hf_config, spec_text, to_hf_qwen_moe  # noqa: F401
+from .hf_qwen_moe import QWEN2_MOE_FIELDS as FIELDS
+from .hf_qwen_moe import from_hf_qwen_moe, hf_config, spec_text, to_hf_qwen_moe
+from .family import Family
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Qwen2-MoE", ("qwen2_moe",),
+           {"Qwen2MoeForCausalLM": {"head": True}, "Qwen2MoeModel": {"head": False}},
+           "Qwen2-MoE (Qwen1.5-MoE): Qwen2's decoder (biased q/k/v) whose feed-forwards are mixtures of SwiGLU "
+           "experts plus a shared expert scaled by a sigmoid gate (shared=..., shared_gate=true); dense layers as "
+           "Qwen3-MoE's",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen_moe,
+           export=to_hf_qwen_moe),
+)

@@ -4,7 +4,18 @@ biased by one switch."""
 
 from __future__ import annotations
 
-from .hf_qwen2 import QWEN3_FIELDS as FIELDS  # noqa: F401 (the family's table)
-from .hf_qwen2 import from_hf_qwen3, to_hf_qwen3  # noqa: F401
-from .hf_qwen2 import hf_config_qwen3 as hf_config  # noqa: F401
-from .hf_qwen2 import spec_text  # noqa: F401
+from .hf_qwen2 import QWEN3_FIELDS as FIELDS
+from .hf_qwen2 import from_hf_qwen3, to_hf_qwen3
+from .hf_qwen2 import hf_config_qwen3 as hf_config
+from .hf_qwen2 import spec_text
+from .family import Family
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Qwen3", ("qwen3",),
+           {"Qwen3ForCausalLM": {"head": True}, "Qwen3Model": {"head": False}},
+           "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
+           "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen3,
+           export=to_hf_qwen3),
+)

@@ -18,6 +18,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError
 from .writer import SpecWriter, schedule
+from .family import Family
 
 
 def sparse_layers(config) -> tuple[bool, ...]:
@@ -146,3 +147,14 @@ def from_hf_qwen_moe(model, reference) -> None:
 def to_hf_qwen_moe(model) -> dict:
     """A state dict for ``Qwen3MoeForCausalLM``/``Qwen2MoeForCausalLM`` (spec with a head) or the base model."""
     return hf_llama.export_decoder(model, hf_mixtral._rules, "Hugging Face Qwen-MoE")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Qwen3-MoE", ("qwen3_moe",),
+           {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
+           "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
+           "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
+           "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen_moe,
+           export=to_hf_qwen_moe),
+)

@@ -15,6 +15,7 @@ from . import hf_bert
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import InteropError, export_state, load_state
+from .family import Family
 
 HEAD = {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "decoder": "lm_head.decoder",
         "bias": "lm_head.bias"}
@@ -64,3 +65,15 @@ def to_hf_roberta(model) -> dict:
     """A state dict for ``RobertaForMaskedLM`` (spec with a head) or ``RobertaModel`` (without)."""
     rules, aliases = hf_bert._rules(model, "roberta." if model.head is not None else "", HEAD)
     return export_state(model, rules, reference="Hugging Face RoBERTa", aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("RoBERTa", ("roberta", "xlm-roberta"),
+           {"RobertaForMaskedLM": {"pooler": False, "head": True}, "RobertaModel": {"pooler": True, "head": False},
+           "XLMRobertaForMaskedLM": {"pooler": False, "head": True},
+           "XLMRobertaModel": {"pooler": True, "head": False}},
+           "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
+           "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_roberta,
+           export=to_hf_roberta),
+)

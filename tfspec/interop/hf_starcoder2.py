@@ -13,6 +13,7 @@ from .facts import Facts
 from .fields import Field, Fields
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from .writer import SpecWriter
+from .family import Family
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu", "relu": "relu",
                "silu": "silu"}
@@ -84,3 +85,14 @@ def from_hf_starcoder2(model, reference) -> None:
 def to_hf_starcoder2(model) -> dict:
     """A state dict for ``Starcoder2ForCausalLM`` (spec with a head) or ``Starcoder2Model``."""
     return hf_llama.export_decoder(model, _rules, "Hugging Face StarCoder2")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("StarCoder2", ("starcoder2",),
+           {"Starcoder2ForCausalLM": {"head": True},
+           "Starcoder2Model": {"head": False}},
+           "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
+           "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_starcoder2,
+           export=to_hf_starcoder2),
+)

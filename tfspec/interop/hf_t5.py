@@ -21,6 +21,7 @@ from .mapping import InteropError, Rule, export_state, load_state, refuse_other_
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter, number
+from .family import Family
 
 # feed_forward_proj -> our activation. "gated-gelu" is the tanh-approximated GELU (T5Config reads it as
 # gelu_new); the exact gated GELU has no feed_forward_proj.
@@ -202,3 +203,13 @@ def to_hf_t5(model) -> dict:
     included (``shared``, both ``embed_tokens``, and ``lm_head`` when the head is tied)."""
     rules, aliases = _rules(model, model.head is not None)
     return export_state(model, rules, reference="Hugging Face T5", aliases=aliases)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("T5", ("t5",),
+           {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
+           "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
+           "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_t5,
+           export=to_hf_t5, options_from_tensors=options_from_tensors, options_from_model=options_from_model),
+)

@@ -16,6 +16,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule
 from .writer import SpecWriter
+from .family import Family
 
 REFERENCE = "Hugging Face ViT"
 POOLER_ACTIVATIONS = {**hf_bert.ACTIVATIONS, "tanh": "tanh"}
@@ -157,3 +158,15 @@ def from_hf_vit(model, reference) -> None:
 def to_hf_vit(model) -> dict:
     """A state dict for ``ViTForImageClassification`` (spec with a head) or ``ViTModel``."""
     return export_state(model, _rules(model, "vit." if model.head is not None else ""), reference=REFERENCE)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("ViT", ("vit",),
+           {"ViTForImageClassification": {"head": True, "pooler": False},
+           "ViTModel": {"head": False, "pooler": True}},
+           "ViT: pictures cut into square patches, each mapped linearly (embedding image { image N; patch P; "
+           "class_token true }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
+           "token (head linear(num_labels) pool=first), the base model's pooler too",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_vit,
+           export=to_hf_vit),
+)
