@@ -15,7 +15,7 @@ from .fields import Field, Fields, Fixed
 from .hf_gpt_neox import qkv_rows
 from . import hf_llama
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 REFERENCE = "Hugging Face BLOOM"
@@ -43,7 +43,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a BLOOM configuration describes."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     text = f"""model {name}
 
 defaults {{

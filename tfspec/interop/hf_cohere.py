@@ -17,7 +17,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -63,7 +63,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     cohere = config.model_type == "cohere"
     w = SpecWriter()
     s = (COHERE_FIELDS if cohere else STABLELM_FIELDS).write(config, w)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     if cohere:
         position, parallel = hf_llama.rotary(s)[:-1] + ", interleaved=true)", True
         bias = f"bias={s.attention_bias}"

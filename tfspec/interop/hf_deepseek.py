@@ -30,7 +30,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
-from .writer import SpecWriter, schedule
+from .writer import SpecWriter, causal_masks, schedule
 from .family import Family
 
 
@@ -168,7 +168,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                            "every layer)")
     w = SpecWriter()
     s = TABLES[config.model_type].write(config, w)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     route = ("score=sigmoid, correction=true, " + f"renormalize={s.renormalize}, ") if v3 else ""
     groups = ""
     if s.groups is not None and s.value("groups") > 1:

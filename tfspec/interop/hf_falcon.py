@@ -24,7 +24,7 @@ from .hf_gpt_neox import qkv_rows
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule, spec_layer_modules
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 REFERENCE = "Hugging Face Falcon"
@@ -102,7 +102,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     w = SpecWriter()
     s = FIELDS.write(config, w)
     parallel, norms, kv = layout(config)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     attention = f"attention({{}}, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={s.bias})"
     feedforward = f"feedforward({{}}, d_ff={s.d_ff}, activation={s.activation}, bias={s.bias})"
     dropped = s.value("p_dropout")

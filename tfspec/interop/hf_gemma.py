@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import hf_gemma2, hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu_tanh", "silu": "swiglu"}  # on the gate -> ours
@@ -36,7 +36,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Gemma configuration describes."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     return hf_llama.decoder_text(w, s, f"rotary(theta={s.rope_theta})", masks, f"bias={s.attention_bias}", "false",
                                  "", head=head, name=name, heading=heading, norm="gemma_rmsnorm",
                                  embedding=f"; scale sqrt({s.d_model})")

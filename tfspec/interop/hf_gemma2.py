@@ -19,7 +19,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, rule
-from .writer import SpecWriter, schedule
+from .writer import SpecWriter, causal_masks, schedule
 from .family import Family
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -101,7 +101,7 @@ def sandwich_text(w: SpecWriter, s, position, attention: str, *, padding: bool, 
     rotary positions (the sliding ones' and the full ones'), ``attention`` more of the attention's arguments
     (Gemma 3's qk-norm)."""
     def masks(slides: bool) -> str:
-        return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
+        return causal_masks(s.window if slides else None, padding)
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
     kind = f"kind=softcap({s.attn_softcap}), " if s.attn_softcap else ""

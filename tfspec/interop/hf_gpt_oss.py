@@ -15,7 +15,7 @@ from . import hf_llama, hf_mixtral
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import Rule, rule
-from .writer import SpecWriter, schedule
+from .writer import SpecWriter, causal_masks, schedule
 from .family import Family
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -78,7 +78,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     s = FIELDS.write(config, w)
 
     def masks(slides: bool) -> str:
-        return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
+        return causal_masks(s.window if slides else None, padding)
 
     base, sections = schedule(_windows(config))
     lines = "".join(f"  layers {selection} {{ self_attn mask={masks(slides)} }}\n" for selection, slides in sections)

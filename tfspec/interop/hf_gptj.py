@@ -14,7 +14,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -79,7 +79,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     phi = config.model_type == "phi"
     w = SpecWriter()
     s = (PHI_FIELDS if phi else GPTJ_FIELDS).write(config, w)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     if phi:
         position = hf_llama.rotary(s)
         kv = f", kv_heads={s.kv_heads}"

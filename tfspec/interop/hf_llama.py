@@ -17,7 +17,7 @@ from .mapping import (InteropError, Rule, export_state, layer_modules, linear_ru
                       refuse_other_architecture, rule, same_head)
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
@@ -138,8 +138,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = ["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else [])
-    return decoder_text(w, s, rotary(s), " + ".join(masks), f"bias={s.attention_bias}", s.mlp_bias, "", head=head,
+    masks = causal_masks(s.window, padding)
+    return decoder_text(w, s, rotary(s), masks, f"bias={s.attention_bias}", s.mlp_bias, "", head=head,
                         name=name, heading=heading)
 
 

@@ -15,7 +15,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import Rule, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 MOE_FIELDS = [
@@ -51,8 +51,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Mixtral configuration describes."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = ["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else [])
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), " + ".join(masks), "bias=false", "false",
+    masks = causal_masks(s.window, padding)
+    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, "bias=false", "false",
                                  "", head=head, name=name, heading=heading,
                                  feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false "
                                              f"kind=moe({s.experts}, {s.top}, renormalize=true, "

@@ -17,7 +17,7 @@ from .facts import Facts
 from .fields import COMMON_IGNORED, Field, Fields, Fixed
 from . import hf_llama
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 REFERENCE = "Hugging Face MPT"
@@ -57,7 +57,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec an MPT configuration describes."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     scale = f" scale={s.scale}" if s.scale else ""
     text = f"""model {name}
 

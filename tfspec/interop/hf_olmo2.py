@@ -15,7 +15,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Fields
 from .mapping import InteropError, Rule, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -33,7 +33,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec an OLMo 2 configuration describes: norms after each sublayer, in the wiring form."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 

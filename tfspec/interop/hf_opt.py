@@ -13,7 +13,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from . import hf_llama
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 REFERENCE = "Hugging Face OPT"
@@ -57,7 +57,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     w = SpecWriter()
     s = FIELDS.write(config, w)
     pre = s.value("pre_norm")
-    masks = " + ".join(["causal"] + (["padding"] if padding else []))
+    masks = causal_masks(padding=padding)
     final = "\n  final layernorm(eps=1e-5)" if pre else ""
     text = f"""model {name}
 

@@ -13,7 +13,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -38,7 +38,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Phi-3 configuration describes."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = " + ".join(["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else []))
+    masks = causal_masks(s.window, padding)
     return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, "bias=false", "false", "", head=head, name=name,
                                  heading=heading, dropout=s.p_dropout)
 

@@ -16,7 +16,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import layer_modules, rule
-from .writer import SpecWriter, schedule
+from .writer import SpecWriter, causal_masks, schedule
 from .family import Family
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -97,7 +97,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     rotary = hf_llama.rotary(s)
 
     def masks(slides: bool) -> str:
-        return " + ".join(["causal"] + ([f"window({s.window})"] if slides else []) + (["padding"] if padding else []))
+        return causal_masks(s.window if slides else None, padding)
 
     ropes = [bool(r) for r in config.no_rope_layers] if smollm3 else [True] * config.num_hidden_layers
     base, sections = schedule(list(zip(_layer_windows(config), ropes)))

@@ -17,7 +17,7 @@ from . import hf_llama, hf_mixtral
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError
-from .writer import SpecWriter, schedule
+from .writer import SpecWriter, causal_masks, schedule
 from .family import Family
 
 
@@ -114,7 +114,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     w = SpecWriter()
     s = TABLES[config.model_type].write(config, w)
     window = getattr(s, "window", None)
-    masks = " + ".join(["causal"] + ([f"window({window})"] if window else []) + (["padding"] if padding else []))
+    masks = causal_masks(window, padding)
     shared = f", shared={s.shared}, shared_gate=true" if qwen2 else ""
     mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss}"
                f"{shared})")

@@ -12,7 +12,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from .writer import SpecWriter
+from .writer import SpecWriter, causal_masks
 from .family import Family
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -37,7 +37,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a StarCoder2 configuration describes."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = " + ".join(["causal"] + ([f"window({s.window})"] if s.window else []) + (["padding"] if padding else []))
+    masks = causal_masks(s.window, padding)
     return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, f"bias={s.use_bias}", s.use_bias, "", head=head,
                                  name=name, heading=heading, norm="layernorm",
                                  embedding=f"; dropout {s.p_embd_dropout}", dropout=s.p_dropout)

@@ -21,6 +21,16 @@ from __future__ import annotations
 import textwrap
 
 
+def causal_masks(window: int | None = None, padding: bool = True) -> str:
+    """A decoder's self-attention masks: causal, within ``window`` keys where it slides, and padded keys hidden
+    where ``padding``.
+
+    >>> causal_masks(4096), causal_masks(padding=False)
+    ('causal + window(4096) + padding', 'causal')
+    """
+    return " + ".join(["causal"] + ([f"window({window})"] if window else []) + (["padding"] if padding else []))
+
+
 def number(x) -> str:
     """A value as a spec writes it, exactly: 768, 1e-12, 10000.0 -> 10000.0, True -> true."""
     if isinstance(x, bool):
