@@ -272,6 +272,12 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "BigBirdForMaskedLM": dict(model_type="big_bird", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
                                block_size=4, num_random_blocks=1),
+    "SeedOssForCausalLM": dict(model_type="seed_oss", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=48,
+                               attention_dropout=0.0, residual_dropout=0.1),
+    "SeedOssModel": dict(model_type="seed_oss", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=4, head_dim=8, intermediate_size=48,
+                         attention_out_bias=True, mlp_bias=True, attention_bias=False),
 }
 
 
