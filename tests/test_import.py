@@ -278,6 +278,19 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "SeedOssModel": dict(model_type="seed_oss", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                          num_attention_heads=4, num_key_value_heads=4, head_dim=8, intermediate_size=48,
                          attention_out_bias=True, mlp_bias=True, attention_bias=False),
+    "Olmo3ForCausalLM": dict(model_type="olmo3", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
+                             rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                              "full_attention": {"rope_type": "default", "rope_theta": 500000.0}},
+                             pad_token_id=0, eos_token_id=2),
+    "Olmo3Model": dict(model_type="olmo3", vocab_size=90, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                       intermediate_size=48, sliding_window=5, attention_bias=True, max_position_embeddings=64,
+                       layer_types=["full_attention", "sliding_attention", "full_attention"],
+                       rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                        "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                                                           "beta_fast": 32.0, "beta_slow": 1.0,
+                                                           "original_max_position_embeddings": 16}},
+                       pad_token_id=0, eos_token_id=2),
 }
 
 

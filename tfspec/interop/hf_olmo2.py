@@ -33,7 +33,14 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec an OLMo 2 configuration describes: norms after each sublayer, in the wiring form."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = causal_masks(padding=padding)
+    return post_norm_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding), "", head=head, name=name,
+                          heading=heading)
+
+
+def post_norm_text(w: SpecWriter, s, position: str, masks: str, sections: str, *, head: bool, name: str,
+                   heading: tuple[str, ...]) -> str:
+    """The spec of an OLMo-layout decoder from its settings ``s``: its stack's rotary ``position`` and ``masks``,
+    and ``sections`` (``layers`` lines) where layers differ (OLMo 3's sliding and full layers)."""
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
@@ -46,12 +53,12 @@ defaults {{
 embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
 
 decoder x {s.layers} {{
-  position {hf_llama.rotary(s)}
+  position {position}
   x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={s.attention_bias}, \\
                          qk_norm=rmsnorm(eps={s.eps}), qk_norm_width=full))
   x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))
   final rmsnorm(eps={s.eps})
-}}
+{sections}}}
 """
     if head:  # the causal LM's; the base model has none
         text += f"\nhead {projection}\n"
