@@ -291,6 +291,13 @@ CONFIGS = {  # model class -> a tiny configuration of it
                                                            "beta_fast": 32.0, "beta_slow": 1.0,
                                                            "original_max_position_embeddings": 16}},
                        pad_token_id=0, eos_token_id=2),
+    "Exaone4ForCausalLM": dict(model_type="exaone4", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
+                               sliding_window_pattern=4, pad_token_id=0, eos_token_id=2),
+    "Exaone4Model": dict(model_type="exaone4", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, intermediate_size=48, sliding_window=None,
+                         rms_norm_eps=1e-6,
+                         layer_types=["full_attention"] * 2, pad_token_id=0, eos_token_id=2),
 }
 
 

@@ -38,9 +38,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
 
 def post_norm_text(w: SpecWriter, s, position: str, masks: str, sections: str, *, head: bool, name: str,
-                   heading: tuple[str, ...]) -> str:
+                   heading: tuple[str, ...], qk_norm_width: str = "full", bias: str | None = None) -> str:
     """The spec of an OLMo-layout decoder from its settings ``s``: its stack's rotary ``position`` and ``masks``,
-    and ``sections`` (``layers`` lines) where layers differ (OLMo 3's sliding and full layers)."""
+    and ``sections`` (``layers`` lines) where layers differ (OLMo 3's sliding and full layers); ``qk_norm_width``:
+    queries and keys normed over all heads at once (``full``, OLMo's) or each head's (``head``, EXAONE 4's);
+    ``bias``: the attention's, where the configuration has no ``attention_bias`` (EXAONE 4's: false)."""
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
@@ -54,8 +56,8 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
 
 decoder x {s.layers} {{
   position {position}
-  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={s.attention_bias}, \\
-                         qk_norm=rmsnorm(eps={s.eps}), qk_norm_width=full))
+  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={bias or s.attention_bias}, \\
+                         qk_norm=rmsnorm(eps={s.eps}), qk_norm_width={qk_norm_width}))
   x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))
   final rmsnorm(eps={s.eps})
 {sections}}}
