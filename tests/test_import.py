@@ -298,6 +298,11 @@ CONFIGS = {  # model class -> a tiny configuration of it
                          num_attention_heads=4, num_key_value_heads=4, intermediate_size=48, sliding_window=None,
                          rms_norm_eps=1e-6,
                          layer_types=["full_attention"] * 2, pad_token_id=0, eos_token_id=2),
+    "Ernie4_5ForCausalLM": dict(model_type="ernie4_5", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48),
+    "Ernie4_5Model": dict(model_type="ernie4_5", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                          num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
+                          use_bias=True),
 }
 
 
