@@ -303,6 +303,12 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "Ernie4_5Model": dict(model_type="ernie4_5", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                           num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
                           use_bias=True),
+    "Glm4ForCausalLM": dict(model_type="glm4", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=48,
+                            pad_token_id=0, eos_token_id=2),
+    "Glm4Model": dict(model_type="glm4", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=4, head_dim=8, intermediate_size=48, attention_bias=False,
+                      partial_rotary_factor=1.0, rms_norm_eps=1e-5, pad_token_id=0),
 }
 
 
