@@ -309,6 +309,13 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "Glm4Model": dict(model_type="glm4", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                       num_key_value_heads=4, head_dim=8, intermediate_size=48, attention_bias=False,
                       partial_rotary_factor=1.0, rms_norm_eps=1e-5, pad_token_id=0),
+    "GraniteForCausalLM": dict(model_type="granite", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                               embedding_multiplier=12.0, attention_multiplier=0.0078125, residual_multiplier=0.22,
+                               logits_scaling=8.0, tie_word_embeddings=True),
+    "GraniteModel": dict(model_type="granite", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                         num_attention_heads=4, intermediate_size=48, embedding_multiplier=3.5,
+                         attention_multiplier=0.3, residual_multiplier=0.5, attention_bias=True),
 }
 
 

@@ -98,6 +98,14 @@ class Facts:
         sources = {self.g.node(i).inputs[0] if isinstance(self.g.node(i), ir.Norm) else i for i in inputs}
         return len(inputs) == 1 or len(sources) == 1
 
+    def residual_scale(self, role: str) -> float:
+        """The constant every sublayer's output is multiplied by before its residual sum (1.0: none); layers
+        that scale differently are refused."""
+        factors = {node.factor for node in self.g.of(ir.Scale, stack=role, in_block=True)}
+        if len(factors) > 1:
+            raise self.refuse(f"its {role} layers scale their branches differently ({sorted(factors)})")
+        return factors.pop() if factors else 1.0
+
     def residual_dropout(self, role: str) -> float:
         """The dropout on a sublayer's output before its residual sum (0 when the layer has none)."""
         dropouts = self.g.of(ir.Dropout, stack=role, in_block=True)

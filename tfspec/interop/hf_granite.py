@@ -1,0 +1,102 @@
+"""Hugging Face ``GraniteForCausalLM`` (IBM's Granite 3; and its base model) <-> a compiled spec.
+
+Granite is Llama's layout (``tfspec.interop.hf_llama``'s weight rules) with four scalar multipliers, each a
+setting the spec states: the embeddings times ``embedding_multiplier`` (the embedding's ``scale``), the scores
+times ``attention_multiplier`` in place of 1/sqrt(head_dim) (the attention's ``scale``), each sublayer's output
+times ``residual_multiplier`` before its residual sum (``x = x + residual_multiplier * attention(norm(x))``, the
+wiring form), and the logits divided by ``logits_scaling`` (the head's input scale, its inverse).
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import hf_llama
+from .facts import Facts
+from .family import Family
+from .fields import Field, Fields
+from .writer import SpecWriter, causal_masks
+
+_LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in {"head_dim", "window"}
+          and getattr(e, "config", None) != "pretraining_tp"]
+
+
+def _logits_scaling(f) -> float | None:
+    """``logits_scaling`` from the head's input scale (its inverse), as the configuration wrote it where the two
+    agree to the last bits (1 / (1 / x) is not always x)."""
+    if f.spec.head is None:
+        return None
+    value = 1 / f.spec.head.scale
+    short = round(value, 9)
+    return short if math.isclose(short, value, rel_tol=1e-12) else value
+
+
+FIELDS = Fields(
+    *_LLAMA,
+    Field("embedding_multiplier", "embedding_multiplier", lambda f: f.embedding.scale),
+    Field("attention_multiplier", "attention_multiplier",
+          lambda f: f.attention("decoder").scale or f.geometry("decoder").head_dim ** -0.5),
+    Field("residual_multiplier", "residual_multiplier", lambda f: f.residual_scale("decoder")),
+    Field("logits_scaling", "logits_scaling", _logits_scaling),
+    ignored={**hf_llama.FIELDS.ignored},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Granite configuration describes: Llama's layer in the wiring form, its branches scaled."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    text = f"""model {name}
+
+defaults {{
+  norm rmsnorm(eps={s.eps})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale {s.embedding_multiplier} }}
+
+decoder x {s.layers} {{
+  position {hf_llama.rotary(s)}
+  x = x + residual_multiplier * attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, \\
+                                          mask={causal_masks(padding=padding)}, scale={s.attention_multiplier}, \\
+                                          bias={s.attention_bias})
+  x = x + residual_multiplier * feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})
+  final rmsnorm(eps={s.eps})
+}}
+"""
+    if head:  # the causal LM's; the base model has none, and so no logits to scale
+        text += f"\nhead {projection} scale=1 / {s.logits_scaling}\n"
+    else:
+        w.forget("logits_scaling")
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Granite configuration ``spec`` would be."""
+    f = Facts(spec, "Granite")
+    f.kind("decoder-only")
+    return {"model_type": "granite", **FIELDS.config(f)}
+
+
+def from_hf_granite(model, reference) -> None:
+    """Copy a ``GraniteForCausalLM`` (or ``GraniteModel``)'s weights into ``model``; the spec must be the
+    architecture the reference's configuration describes."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama._rules)
+
+
+def to_hf_granite(model) -> dict:
+    """A state dict for ``GraniteForCausalLM`` (spec with a head) or ``GraniteModel``."""
+    return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face Granite")
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
+           "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
+           "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
+           "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_granite,
+           export=to_hf_granite),
+)
