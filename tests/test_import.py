@@ -316,6 +316,14 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "GraniteModel": dict(model_type="granite", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                          num_attention_heads=4, intermediate_size=48, embedding_multiplier=3.5,
                          attention_multiplier=0.3, residual_multiplier=0.5, attention_bias=True),
+    "Cohere2ForCausalLM": dict(model_type="cohere2", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
+                               logit_scale=0.25, bos_token_id=1, eos_token_id=2),
+    "Cohere2Model": dict(model_type="cohere2", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
+                         sliding_window=5,
+                         layer_types=["full_attention", "sliding_attention"], attention_bias=True,
+                         bos_token_id=1, eos_token_id=2),
 }
 
 
