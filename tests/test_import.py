@@ -1317,3 +1317,25 @@ def test_unilm_starts_from_bert_masked_lm_weights_and_with_a_whole_row_prefix_co
         causal = unilm(tokens, prefix_lengths=torch.tensor([0, 0]))
     assert_close(ours, theirs, TOL)
     assert (causal - theirs).abs().max().item() > 1e-3  # a left-to-right LM computes something else
+
+
+def test_a_kimi_k2_checkpoint_is_read_as_deepseek_v3_with_a_note(tmp_path):
+    """Kimi K2's config.json says model_type 'kimi_k2' (which transformers does not know) and architectures
+    DeepseekV3ForCausalLM: it imports as DeepSeek-V3, computes what that model computes, says so in the spec, and
+    exports as deepseek_v3."""
+    from tfspec.interop.families import export_pretrained
+
+    directory, reference = saved(tmp_path, "DeepseekV3ForCausalLM")
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, "model_type": "kimi_k2",
+                                                       "auto_map": {"AutoConfig": "configuration_deepseek.X"}}))
+    text = import_config(directory)
+    assert "model_type 'kimi_k2'" in text.replace("\n# ", " ") and "read as DeepSeek-V3" in text.replace("\n# ", " ")
+    model = tfspec.from_pretrained(directory)
+    ours, theirs, real = outputs(model, reference, "DeepseekV3ForCausalLM")
+    assert_close(ours[real], theirs[real], TOL)
+    exported = tmp_path / "exported"
+    assert export_pretrained(model, exported) == "DeepseekV3ForCausalLM"
+    assert json.loads((exported / "config.json").read_text())["model_type"] == "deepseek_v3"
+    listed = import_config({**config, "model_type": "kimi_k2"})
+    assert listed.splitlines()[-1] == text.splitlines()[-1]

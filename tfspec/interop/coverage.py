@@ -7,7 +7,7 @@ field table: what ``tfspec import --list`` prints and ``docs/hf_families.md`` ho
 
 from __future__ import annotations
 
-from .families import FAMILIES, NOT_EXPRESSIBLE, Family
+from .families import FAMILIES, NOT_EXPRESSIBLE, READ_AS, Family
 from .fields import COMMON_IGNORED, Field, Fixed
 
 
@@ -31,6 +31,7 @@ def coverage_data() -> dict:
     return {"families": [{"name": f.name, "model_types": list(f.model_types), "classes": list(f.classes),
                           "conventions": f.conventions, "reads": _read(f), "refused_unless": _refused(f),
                           "ignored": _ignored(f)} for f in FAMILIES],
+            "read_as": {t: {"model_type": target, "note": note} for t, (target, note) in READ_AS.items()},
             "not_expressible": dict(NOT_EXPRESSIBLE)}
 
 
@@ -53,6 +54,8 @@ def coverage_markdown() -> str:
                   f"- refused unless: {', '.join(_refused(f)) or 'nothing'}",
                   f"- ignored (they do not change what the model computes): "
                   f"{', '.join(f'`{n}`' for n in _ignored(f)) or 'only those of every configuration'}", ""]
-    lines += ["## Not expressible", "", "| `model_type` | Why |", "|---|---|"]
+    lines += ["## Read as another family", "", "| `model_type` | Read as | Why |", "|---|---|---|"]
+    lines += [f"| `{t}` | `{target}` | {note} |" for t, (target, note) in READ_AS.items()]
+    lines += ["", "## Not expressible", "", "| `model_type` | Why |", "|---|---|"]
     lines += [f"| `{t}` | {why} |" for t, why in NOT_EXPRESSIBLE.items()]
     return "\n".join(lines) + "\n"

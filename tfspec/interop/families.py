@@ -44,6 +44,14 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_granite, hf_cohere2,
 ) for family in module.FAMILIES)
 
+# model types that are a family's architecture under a name of their own, read as that family's (its model_type),
+# with the note an imported spec states
+READ_AS = {
+    "kimi_k2": ("deepseek_v3", "Kimi K2 (Moonshot AI) is DeepSeek-V3's architecture under model_type 'kimi_k2' "
+                               "(its architectures name DeepseekV3ForCausalLM, its code is DeepSeek-V3's): read as "
+                               "DeepSeek-V3, and exported as deepseek_v3"),
+}
+
 # model types a user is likely to bring that the language cannot express exactly, and why
 NOT_EXPRESSIBLE = {
     "rwkv": "RWKV mixes positions with a recurrence (time mixing), not attention, which the language writes",
@@ -63,11 +71,8 @@ def family_of(model_type: str) -> Family:
     raise InteropError(f"model_type '{model_type}' is not supported (supported: {supported})")
 
 
-def read_config(source) -> Any:
-    """A ``transformers`` configuration from a directory, a ``config.json`` path, a dict or a configuration."""
-    transformers = _transformers()
-    if isinstance(source, transformers.PretrainedConfig):
-        return source
+def _parsed(source):
+    """A configuration as parsed JSON: read from a directory's ``config.json`` or a path (a dict as it is)."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         path = path / "config.json" if path.is_dir() else path
@@ -81,6 +86,15 @@ def read_config(source) -> Any:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InteropError(f"{shown(path)}: not a readable JSON configuration: {exc}") from None
         source = data
+    return source
+
+
+def read_config(source) -> Any:
+    """A ``transformers`` configuration from a directory, a ``config.json`` path, a dict or a configuration."""
+    transformers = _transformers()
+    if isinstance(source, transformers.PretrainedConfig):
+        return source
+    source = _parsed(source)
     unusable = _non_finite(source)
     if unusable is not None:  # JSON's NaN, Infinity and 1e400 (inf): transformers takes some of them
         raise InteropError(f"{unusable[0]} is {unusable[1]}, not a number a model can use")
@@ -88,6 +102,8 @@ def read_config(source) -> Any:
         raise InteropError(f"expected a configuration (a dict, a config.json, a directory), got {type(source).__name__}")
     if "model_type" not in source:
         raise InteropError("the configuration has no model_type, so its family is unknown")
+    if source["model_type"] in READ_AS:  # another family's architecture under a name of its own (Kimi K2)
+        source = {**source, "model_type": READ_AS[source["model_type"]][0]}
     family_of(source["model_type"])  # an unsupported type is named before transformers sees it
     refused = [f"{key}: {why}" for key, why in REFUSED_FIELDS.items() if source.get(key) is not None]
     if refused:
@@ -164,12 +180,21 @@ def import_config(source, *, name: str | None = None, padding: bool = True) -> s
     cls = model_class(config, family)
     options = {**family.classes[cls], **family.checkpoint_options(tensor_names(source))}
     heading = (f"Imported by tfspec from a Hugging Face {cls} configuration (model_type '{config.model_type}').",
-               family.conventions + ".")
+               family.conventions + ".") + _read_as_note(source)
     from ..front.fmt import format_text
 
     text = family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
                             heading=heading)
     return format_text(text, "<imported>")  # in canonical form: what `tfspec fmt --check` accepts
+
+
+def _read_as_note(source) -> tuple[str, ...]:
+    """The note on a configuration whose model_type names another family's architecture (``READ_AS``)."""
+    if isinstance(source, _transformers().PretrainedConfig):
+        return ()
+    parsed = _parsed(source)
+    declared = parsed.get("model_type") if isinstance(parsed, dict) else None
+    return (READ_AS[declared][1] + ".",) if declared in READ_AS else ()
 
 
 def tensor_names(source) -> set[str]:
