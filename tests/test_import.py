@@ -324,6 +324,12 @@ CONFIGS = {  # model class -> a tiny configuration of it
                          sliding_window=5,
                          layer_types=["full_attention", "sliding_attention"], attention_bias=True,
                          bos_token_id=1, eos_token_id=2),
+    "OlmoeForCausalLM": dict(model_type="olmoe", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=16, num_experts=4,
+                             num_experts_per_tok=2, pad_token_id=0, eos_token_id=2),
+    "OlmoeModel": dict(model_type="olmoe", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                       intermediate_size=16, num_experts=3, num_experts_per_tok=2, norm_topk_prob=True,
+                       attention_bias=True, pad_token_id=0, eos_token_id=2),
 }
 
 
