@@ -330,6 +330,15 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "OlmoeModel": dict(model_type="olmoe", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                        intermediate_size=16, num_experts=3, num_experts_per_tok=2, norm_topk_prob=True,
                        attention_bias=True, pad_token_id=0, eos_token_id=2),
+    "Glm4MoeForCausalLM": dict(model_type="glm4_moe", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                               moe_intermediate_size=8, n_routed_experts=8, num_experts_per_tok=3, n_shared_experts=1,
+                               n_group=2, topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5,
+                               use_qk_norm=True, attention_bias=True, pad_token_id=0, eos_token_id=2),
+    "Glm4MoeModel": dict(model_type="glm4_moe", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, moe_intermediate_size=8,
+                         n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=0,
+                         norm_topk_prob=False, partial_rotary_factor=1.0, pad_token_id=0),
 }
 
 

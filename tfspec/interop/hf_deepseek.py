@@ -79,8 +79,9 @@ def _v3(config) -> bool:
 
 
 def _group_limited(config) -> bool:
-    """Does the router choose among groups (V3 always, with one group meaning none; V2 by ``topk_method``)?"""
-    return _v3(config) or config.topk_method == "group_limited_greedy"
+    """Does the router choose among groups (V3 and GLM-4.5 always, with one group meaning none; V2 by
+    ``topk_method``)?"""
+    return config.model_type != "deepseek_v2" or config.topk_method == "group_limited_greedy"
 
 
 # Llama's table without what DeepSeek sizes otherwise (its head dims, dense d_ff) or lacks (a window, partial rotary)
@@ -213,10 +214,15 @@ def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state:
     rules += [rule(f"{attention}.{ours}.weight", f"{mine}.{hf}.weight")
               for ours, hf in (("q_latent_norm", "q_a_layernorm"), ("kv_latent_norm", "kv_a_layernorm"))
               if f"{attention}.{ours}.weight" in ours_state or f"{mine}.{hf}.weight" in state]
-    mlp = f"{theirs}.mlp"
+    return rules + feedforward_rules(feedforward, f"{theirs}.mlp", state, ours_state)
+
+
+def feedforward_rules(feedforward: str, mlp: str, state: dict, ours_state: dict) -> list[Rule]:
+    """One layer's mixture (router, correction bias, stacked experts, shared experts) or gated MLP, DeepSeek's
+    tensor names (``mlp``: the layer's ``mlp`` prefix)."""
     if f"{feedforward}.router.weight" not in ours_state:  # a dense layer
-        return rules + hf_llama.mlp_rules(feedforward, mlp, state, ours_state)
-    rules += [rule(f"{feedforward}.router.weight", f"{mlp}.gate.weight"),
+        return hf_llama.mlp_rules(feedforward, mlp, state, ours_state)
+    rules = [rule(f"{feedforward}.router.weight", f"{mlp}.gate.weight"),
               rule(f"{feedforward}.experts.up", f"{mlp}.experts.gate_up_proj"),
               rule(f"{feedforward}.experts.down", f"{mlp}.experts.down_proj")]
     if f"{feedforward}.correction_bias" in ours_state or f"{mlp}.gate.e_score_correction_bias" in state:
