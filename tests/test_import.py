@@ -339,6 +339,14 @@ CONFIGS = {  # model class -> a tiny configuration of it
                          num_attention_heads=4, num_key_value_heads=4, moe_intermediate_size=8,
                          n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=0,
                          norm_topk_prob=False, partial_rotary_factor=1.0, pad_token_id=0),
+    "Ernie4_5_MoeForCausalLM": dict(model_type="ernie4_5_moe", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                                    num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                                    moe_intermediate_size=8, moe_num_experts=6, moe_k=2, moe_num_shared_experts=1,
+                                    moe_layer_start_index=1),
+    "Ernie4_5_MoeModel": dict(model_type="ernie4_5_moe", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=4, intermediate_size=48,
+                              moe_intermediate_size=8, moe_num_experts=4, moe_k=2, moe_num_shared_experts=0,
+                              moe_layer_start_index=1, moe_layer_interval=2, tie_word_embeddings=False),
 }
 
 
