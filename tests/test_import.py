@@ -347,6 +347,16 @@ CONFIGS = {  # model class -> a tiny configuration of it
                               num_attention_heads=4, num_key_value_heads=4, intermediate_size=48,
                               moe_intermediate_size=8, moe_num_experts=4, moe_k=2, moe_num_shared_experts=0,
                               moe_layer_start_index=1, moe_layer_interval=2, tie_word_embeddings=False),
+    "ModernBertForMaskedLM": dict(model_type="modernbert", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                                  num_attention_heads=4, intermediate_size=48, local_attention=8,
+                                  pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
+    "ModernBertModel": dict(model_type="modernbert", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                            num_attention_heads=4, intermediate_size=48, local_attention=6, norm_bias=True,
+                            attention_bias=True, mlp_bias=True, norm_eps=1e-6,
+                            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                            rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 50000.0},
+                                             "sliding_attention": {"rope_type": "default", "rope_theta": 5000.0}},
+                            pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
 }
 
 

@@ -111,6 +111,27 @@ def test_a_stack_written_as_assignments_takes_a_schedule_by_its_calls_names():
         assert torch.equal(standalone(ids), model(ids))
 
 
+def test_a_dropped_norm_call_passes_its_input_on():
+    """ModernBERT's first layer has no norm before its attention (the embeddings' serves): `norm = none` in a
+    section leaves that call out of the layer, its input going on; the layer's other norm stays."""
+    spec = tfspec.parse("""model first_unnormed
+embedding tokens { vocab 30; dim 16; position none; norm layernorm }
+encoder x 2 {
+  x = x + attention(norm(x), heads=2, mask=padding)
+  x = x + feedforward(norm(x), d_ff=32)
+  layers 0 { norm = none }
+}""")
+    model = tfspec.compile(spec, seed=0).eval()
+    first, second = model.encoder.layers
+    assert not hasattr(first, "norm") and hasattr(first, "norm_1") and hasattr(second, "norm")
+    from tfspec.nn.context import Context
+    x, ctx = torch.randn(2, 5, 16), Context(torch.arange(5)[None])
+    with torch.no_grad():
+        h = x + first.self_attn(x, ctx)
+        assert torch.allclose(first(x, ctx), h + first.ffn(first.norm_1(h)), atol=1e-6)
+    assert spec.parameter_count() == sum(p.numel() for p in model.parameters())
+
+
 @pytest.mark.parametrize("section, message, column", [
     ("layers 1 { attn mask=causal }", "no sublayer 'attn' in this stack's layers", 14),
     ("layers 1 { norm_1 eps=1e-5 }", "norm() has no argument 'eps'", 21),

@@ -289,7 +289,7 @@ def head_params(projection: str) -> list[Param]:
     """The named arguments of ``head tied(EMBEDDING) ...`` or ``head linear(N) ...``."""
     return [Param("bias", as_bool, projection == "linear"), Param("transform", choice(ACTIVATIONS), None),
             Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0), Param("softcap", as_float, None),
-            Param("pool", word("first", "mean"), None)]
+            Param("pool", word("first", "mean"), None), Param("transform_bias", as_bool, True)]
 
 
 POOLER_PARAMS = [Param("activation", choice(ACTIVATIONS), S.Choice(name="tanh"), positional=True)]

@@ -58,6 +58,9 @@ class Heads:
         if values["transform"] is not None and ACTIVATIONS[values["transform"].name].up_features(1) != 1:
             raise spec_error("value", "a gated activation needs two projections; the head's transform has one",
                              spans["transform"])
+        if not values["transform_bias"] and values["transform"] is None:
+            raise spec_error("structure", "head transform_bias= applies to its transform; add transform=ACTIVATION",
+                             spans["transform_bias"])
         if values["norm"] is not None and values["transform"] is None:
             raise spec_error("structure", "head norm= applies to its transform; add transform=ACTIVATION",
                              spans["norm"])
@@ -68,7 +71,7 @@ class Heads:
         return self.validated(S.Head, {"tied_to": tied_to, "out": out, "bias": values["bias"],
                                        "transform": values["transform"], "transform_norm": values["norm"],
                                        "scale": values["scale"], "softcap": values["softcap"], "features": features,
-                                       "pool": values["pool"]},
+                                       "pool": values["pool"], "transform_bias": values["transform_bias"]},
                               spans, decl.span, "head", {"span": decl.span})
 
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:

@@ -101,7 +101,7 @@ class Wiring:
         return tuple(out)
 
     def _apply(self, e: Call, tensor: Callable, d: dict, names: "Namer", changes: dict[str, list[Arg]],
-               replaced: dict[str, Call | None]) -> S.Apply | None:
+               replaced: dict[str, Call | None]) -> S.Tensor | None:
         known = list(WIRING_FUNCTIONS) + NORMS.names()
         if e.func not in known:
             raise spec_error("unknown-keyword", f"unknown function '{e.func}' in wiring", e.func_span,
@@ -114,8 +114,8 @@ class Wiring:
         name = names.take(module_name(body))
         if name in replaced:  # a layer kind's sublayer in this call's place, on the same input
             call = replaced[name]
-            if call is None:
-                return None
+            if call is None:  # dropped: a norm passes its input on (ModernBERT's first layer); a sublayer is gone
+                return source if isinstance(body, S.NormOp) else None
             body = self._applied(Call(call.func, call.func_span, (), call.span), call.args, d)
             name = names.take(module_name(body))
         elif name in changes:  # a layer kind's options for this call replace those it is written with

@@ -271,6 +271,7 @@ class Head(Node):
     bias: bool
     transform: Choice | None = None  # BERT-style dense + activation + norm before projecting
     transform_norm: Choice | None = None
+    transform_bias: bool = True  # whether the transform's dense layer has a bias (ModernBERT's has none)
     scale: float = 1.0  # multiplies its input first (T5's tied head: d_model^-0.5)
     softcap: float | None = Field(None, gt=0.0)  # logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)
     features: Dim | None = None  # the transform's width where it maps into a narrower tied table (ALBERT's)

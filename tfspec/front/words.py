@@ -95,6 +95,7 @@ DOCS: dict[tuple[str, str], str] = {
     (HEAD, "bias"): "whether the projection has a bias",
     (HEAD, "transform"): "a dense layer with this activation before the projection (BERT's MLM head)",
     (HEAD, "norm"): "a norm after the transform",
+    (HEAD, "transform_bias"): "whether the transform's dense layer has a bias (default true; ModernBERT's has none)",
     (HEAD, "scale"): "a factor on the head's input (T5's tied head: d_model^-0.5)",
     (HEAD, "softcap"): "logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)",
     (HEAD, "pool"): "one vector per sequence: the `first` position's (a class token) or the `mean`",

@@ -503,7 +503,7 @@ class _Counter:
                 norm = NORMS[spec.transform_norm.name]
                 norm_flops, (kept, stats) = norm.flops_per_element, norm.saved(e)
             matmul += 2 * n * d * e
-            elementwise += n * e + (activation.flops_per_element + norm_flops) * n * e
+            elementwise += (n * e if spec.transform_bias else 0) + (activation.flops_per_element + norm_flops) * n * e
             # the activation keeps its input or its output; the next step keeps the activation's output
             elements = e * (2 if activation.saves == "input" else 1)
             if kept or stats:  # the norm's own tensors beyond its input, then its output for the projection

@@ -117,7 +117,8 @@ def describe(spec) -> Facts:
         facts[("head", "reads")] = {"first": "the first position", "mean": "the mean of the positions"}.get(
             head.pool, "every position")
         if head.transform is not None:
-            facts[("head", "transform")] = f"{head.transform} + {head.transform_norm or 'no norm'}"
+            facts[("head", "transform")] = (f"{head.transform} + {head.transform_norm or 'no norm'}"
+                                            + ("" if head.transform_bias else ", no bias"))
     else:
         facts[("head", "projection")] = "none (hidden states)"
     if spec.pooler is not None:

@@ -261,7 +261,7 @@ class _Builder:
             params, ties = {}, {}
             features = head.features or width  # what the transform writes: the tied table's width
             if head.transform is not None:
-                params.update(linear_params("transform", features, width, True))
+                params.update(linear_params("transform", features, width, head.transform_bias))
                 if head.transform_norm is not None and not NORMS[head.transform_norm.name].absent:
                     variant, options = NORMS.of(head.transform_norm)
                     params.update({f"transform_norm.{k}": v for k, v in variant.params(features, options).items()})

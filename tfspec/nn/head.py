@@ -14,12 +14,12 @@ class Head(nn.Module):
 
     def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
                  transform_norm: nn.Module | None = None, scale: float = 1.0, softcap: float | None = None,
-                 features: int | None = None, pool: str | None = None):
+                 features: int | None = None, pool: str | None = None, transform_bias: bool = True):
         super().__init__()
         self.tied, self.scale, self.softcap, self.pool = tied, scale, softcap, pool
         features = features or width  # the transform's output: a narrower tied table's width (ALBERT's head)
         if transform is not None:
-            self.transform = nn.Linear(width, features)
+            self.transform = nn.Linear(width, features, bias=transform_bias)
             self.transform_activation = transform
             self.transform_norm = transform_norm if transform_norm is not None else nn.Identity()
         else:
