@@ -357,6 +357,10 @@ CONFIGS = {  # model class -> a tiny configuration of it
                             rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 50000.0},
                                              "sliding_attention": {"rope_type": "default", "rope_theta": 5000.0}},
                             pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
+    "MPNetForMaskedLM": dict(model_type="mpnet", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=48, max_position_embeddings=40),
+    "MPNetModel": dict(model_type="mpnet", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                       intermediate_size=48, max_position_embeddings=40, hidden_act="relu", layer_norm_eps=1e-5),
 }
 
 

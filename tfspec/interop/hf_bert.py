@@ -125,8 +125,7 @@ embedding tokens {{
   vocab {s.vocab}
   dim {dim or s.d_model}{f"{chr(10)}  project {s.d_model}" if dim else ""}
   position {position or f"learned({s.max_len})"}
-  segments {s.segments}
-  norm layernorm(eps={s.eps}){extra}
+{f"  segments {s.segments}{chr(10)}" if getattr(s, "segments", None) is not None else ""}  norm layernorm(eps={s.eps}){extra}
 }}
 
 encoder x {s.layers} {{
