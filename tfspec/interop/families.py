@@ -62,7 +62,9 @@ NOT_EXPRESSIBLE = {
 
 
 def family_of(model_type: str) -> Family:
-    """The family of a configuration's ``model_type``; an ``InteropError`` naming the supported ones otherwise."""
+    """The family of a configuration's ``model_type`` (another family's architecture under its own name, as
+    ``READ_AS`` says, is that family's); an ``InteropError`` naming the supported ones otherwise."""
+    model_type = READ_AS.get(model_type, (model_type,))[0]
     for family in FAMILIES:
         if model_type in family.model_types:
             return family
@@ -180,8 +182,11 @@ def import_config(source, *, name: str | None = None, padding: bool = True) -> s
                            + "\n".join(f"  {p}" for p in problems))
     cls = model_class(config, family)
     options = {**family.classes[cls], **family.checkpoint_options(tensor_names(source))}
-    heading = (f"Imported by tfspec from a Hugging Face {cls} configuration (model_type '{config.model_type}').",
-               family.conventions + ".") + _read_as_note(source)
+    declared = _declared_type(source)
+    read_as = f"model_type '{declared}', read as '{config.model_type}'" if declared in READ_AS else \
+        f"model_type '{config.model_type}'"
+    heading = (f"Imported by tfspec from a Hugging Face {cls} configuration ({read_as}).",
+               family.conventions + ".") + ((READ_AS[declared][1] + ".",) if declared in READ_AS else ())
     from ..front.fmt import format_text
 
     text = family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
@@ -189,13 +194,13 @@ def import_config(source, *, name: str | None = None, padding: bool = True) -> s
     return format_text(text, "<imported>")  # in canonical form: what `tfspec fmt --check` accepts
 
 
-def _read_as_note(source) -> tuple[str, ...]:
-    """The note on a configuration whose model_type names another family's architecture (``READ_AS``)."""
+def _declared_type(source) -> str | None:
+    """The model_type a configuration (a dict, a path or a directory) declares, before ``READ_AS`` reads it as
+    another family's."""
     if isinstance(source, _transformers().PretrainedConfig):
-        return ()
+        return source.model_type
     parsed = _parsed(source)
-    declared = parsed.get("model_type") if isinstance(parsed, dict) else None
-    return (READ_AS[declared][1] + ".",) if declared in READ_AS else ()
+    return parsed.get("model_type") if isinstance(parsed, dict) else None
 
 
 def tensor_names(source) -> set[str]:
