@@ -361,6 +361,15 @@ CONFIGS = {  # model class -> a tiny configuration of it
                              num_attention_heads=4, intermediate_size=48, max_position_embeddings=40),
     "MPNetModel": dict(model_type="mpnet", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                        intermediate_size=48, max_position_embeddings=40, hidden_act="relu", layer_norm_eps=1e-5),
+    "HunYuanDenseV1ForCausalLM": dict(model_type="hunyuan_v1_dense", vocab_size=90, hidden_size=32,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                      intermediate_size=48,
+                                      rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0,
+                                                       "alpha": 1000.0, "factor": 1.0},
+                                      pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "HunYuanDenseV1Model": dict(model_type="hunyuan_v1_dense", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                                num_attention_heads=4, head_dim=16, intermediate_size=48, attention_bias=True,
+                                pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
 

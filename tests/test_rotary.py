@@ -155,3 +155,36 @@ def test_rotary_positions_on_an_attention_that_gives_them_no_dimension_are_refus
     with pytest.raises(tfspec.SpecError, match="rotary positions have no dimension to rotate"):
         tfspec.parse("embedding t { vocab 10; dim 16 }\ndecoder x 1 { position rotary; attention self heads=2 "
                      "kind=latent(8, 0) mask=causal; feedforward d_ff=8 }\nhead tied(t)")
+
+
+def test_ntk_alpha_stretches_the_base_by_alpha_to_the_power_d_over_d_minus_2():
+    """Hunyuan's fixed NTK scaling: the frequencies of a base theta * alpha ** (d / (d - 2)), at any length."""
+    from tfspec.nn.rope_scaling import rope_frequencies
+    dim, theta, alpha = 16, 10000.0, 1000.0
+    base = theta * alpha ** (dim / (dim - 2))
+    expected = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+    inv_freq, factor = rope_frequencies(dim, theta, {"kind": "ntk_alpha", "alpha": alpha}, longest=torch.tensor(99))
+    assert factor == 1.0 and torch.equal(inv_freq, expected)
+
+
+def test_a_qk_norm_after_the_positions_norms_the_rotated_queries_and_keys():
+    spec = """model m
+embedding tokens {{ vocab 20; dim 16; position none }}
+decoder x 1 {{ position rotary; attention self heads=2 mask=causal {qk}; feedforward d_ff=32 }}"""
+    with pytest.raises(tfspec.SpecError) as info:
+        tfspec.parse(spec.format(qk="qk_norm_after=positions"))
+    assert "qk_norm_after=positions" in info.value.message and "needs a qk_norm" in info.value.message
+    model = tfspec.compile(spec.format(qk="qk_norm=rmsnorm qk_norm_after=positions"), seed=0).eval()
+    attention = model.decoder.layers[0].self_attn
+    with torch.no_grad():
+        attention.q_norm.weight.normal_()
+    x = torch.randn(1, 5, 16)
+    from tfspec.nn.context import Context
+    ctx = Context(torch.arange(5)[None])
+    q, k, _, _, _, _ = attention.project_in_context(x, ctx, None)
+    raw_q, raw_k, _ = attention.qkv(x).split((16, 16, 16), dim=-1)
+    split = lambda t: t.view(1, 5, 2, 8).transpose(1, 2)  # noqa: E731
+    tables = attention.position.tables(ctx.positions, torch.float32)
+    rotated_q, rotated_k = attention.position.rotate(split(raw_q), split(raw_k), tables)
+    assert torch.allclose(q, attention.q_norm(rotated_q), atol=1e-6)
+    assert torch.allclose(k, attention.k_norm(rotated_k), atol=1e-6)

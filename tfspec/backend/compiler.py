@@ -268,6 +268,7 @@ def attention_config(node: ir.Attention) -> AttentionConfig:
                            position=None if position.absent else (position, position_options),
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
                            fused_causal=fused, band=band, flex=flex, qk_norm_full=body.qk_norm_width == "full",
+                           qk_norm_after_positions=body.qk_norm_after == "positions",
                            steps=steps, exports=node.id if body.exports else None)
 
 

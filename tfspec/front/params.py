@@ -262,6 +262,7 @@ def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("position", choice(POSITIONS), None),  # None: the stack's, for self-attention
             Param("qk_norm", choice(NORMS), S.Choice(name="none")),
             Param("qk_norm_width", word("head", "full"), "head"),
+            Param("qk_norm_after", word("projection", "positions"), "projection"),
             Param("scale", as_float, None),
             Param("steps", as_steps, ()),
         ]

@@ -4,7 +4,7 @@ schedules and the embedding each reads."""
 from __future__ import annotations
 
 from ..errors import Collector, Span, did_you_mean, one_of
-from ..registry import ATTENTION_STEPS
+from ..registry import ATTENTION_STEPS, NORMS
 from . import schema as S
 from .expr import Poisoned
 from .params import (BLOCK_SETTINGS, FAILED, Namer, Param, SECTIONS, STACK_SETTINGS, SUBLAYERS, applications, as_int,
@@ -359,7 +359,13 @@ class Stacks:
                 raise spec_error("structure", "memory= is for cross-attention", spans["memory"],
                                  "write `attention cross ...` to read the encoder's output")
             fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask", "kv_heads", "head_dim",
-                                             "qk_norm", "qk_norm_width", "scale", "steps")}
+                                             "qk_norm", "qk_norm_width", "qk_norm_after", "scale", "steps")}
+            if values["qk_norm_after"] == "positions" and (NORMS[values["qk_norm"].name].absent
+                                                           or values["qk_norm_width"] == "full"
+                                                           or values["reads"] == "cross"):
+                raise spec_error("value", "qk_norm_after=positions norms each head's rotated queries and keys: it "
+                                 "needs a qk_norm, each head's (qk_norm_width=head), in a self-attention",
+                                 spans["qk_norm_after"], "give qk_norm=rmsnorm, or leave qk_norm_after out")
             fields["dropout"] = values["attn_dropout"]
             fields["out_bias"] = values["bias"] if values["out_bias"] is None else values["out_bias"]
             # a stack's position scheme is for its self-attentions: a cross-attention's keys are another sequence

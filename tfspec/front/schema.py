@@ -68,6 +68,7 @@ class Attention(Node):
     qk_norm: Choice = Choice(name="none")  # a norm over each head's queries and keys
     # "full": over all heads' queries (and all kv heads' keys) at once, one weight per dimension (OLMo 2)
     qk_norm_width: Literal["head", "full"] = "head"
+    qk_norm_after: Literal["projection", "positions"] = "projection"  # norm the rotated queries and keys (Hunyuan)
     scale: Annotated[float, Field(gt=0, le=1e6)] | None = None  # softmax scale; None: 1 / sqrt(head_dim)
     steps: tuple[Choice, ...] = ()  # steps added to its pipeline (``steps=value_residual(0.5)``)
     # tensors it hands on to the same sublayer of later layers (the first layer's values, which value residual

@@ -78,6 +78,8 @@ DOCS: dict[tuple[str, str], str] = {
     (ATTENTION, "position"): "this sublayer's position scheme (default: the stack's, for self-attention)",
     (ATTENTION, "qk_norm"): "a norm on queries and keys before they meet (Qwen3, OLMo 2)",
     (ATTENTION, "qk_norm_width"): "whether the qk norm acts on each `head` or the `full` projection",
+    (ATTENTION, "qk_norm_after"): "whether the qk norm acts on the `projection` (Qwen3) or after the `positions` "
+                                  "rotate it (Hunyuan)",
     (ATTENTION, "scale"): "the factor on the scores (default: 1/sqrt(head_dim))",
     (ATTENTION, "steps"): "steps added to its pipeline, combined with `+` (value_residual(0.5): the first layer's "
                           "values mixed into this layer's)",

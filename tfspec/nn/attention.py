@@ -277,7 +277,8 @@ class MultiHeadAttention(nn.Module):
                  position: nn.Module | None = None, fused_causal: bool = False,
                  band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
                  position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True,
-                 steps: dict[str, nn.Module] | None = None, exports: str | None = None) -> None:
+                 steps: dict[str, nn.Module] | None = None, exports: str | None = None,
+                 qk_norm_after_positions: bool = False) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
@@ -295,6 +296,7 @@ class MultiHeadAttention(nn.Module):
             self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
         self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
         self.qk_norm_full = qk_norm_full  # the norms see all heads at once (before the split), not each head
+        self.qk_norm_after_positions = qk_norm_after_positions  # they norm the rotated queries and keys (Hunyuan)
         for name, step in (steps or {}).items():  # its kind's steps, after the position scheme's, in this order
             self.add_module(name, step)
         self.step_names = tuple(steps or ())
@@ -356,6 +358,8 @@ class MultiHeadAttention(nn.Module):
                 tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables(ctx.positions, q.dtype))
                 q, k = step.rotate(q, k, tables)
             extras.update(step.extras(x, ctx, cache.carry if cache is not None else None))
+        if self.qk_norm_after_positions:
+            q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
         return q, k, extras
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, queries: Side, keys: Side,
@@ -411,6 +415,8 @@ class MultiHeadAttention(nn.Module):
             q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
             return self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
         q, k, v = self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
+        if self.qk_norm_after_positions:  # (``encode`` norms them once the positions have rotated them)
+            return q, k, v
         return self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm), v
 
     def project_memory(self, x: Tensor, memory: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -626,7 +632,8 @@ def core_arguments(config, steps: dict | None = None) -> dict:
                 dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,
                 fused_causal=config.fused_causal, band=config.band, masks=mask_set(config.masks, shape.cross),
                 keep=kv_keep(config.masks), position_from_stack=position_from_stack,
-                qk_norm_full=config.qk_norm_full, steps={**(steps or {}), **{
+                qk_norm_full=config.qk_norm_full, qk_norm_after_positions=config.qk_norm_after_positions,
+                steps={**(steps or {}), **{
                     variant.name: variant.module(shape, options, source) for variant, options, source in config.steps}}
                 or None, exports=config.exports)
 

@@ -8,7 +8,9 @@ copies it). Each computes, in float32, what Hugging Face's ``modeling_rope_utils
 - ``yarn`` (Peng et al. 2023): low frequencies interpolated, high ones kept, a linear ramp between (``beta_fast``,
   ``beta_slow`` rotations), and cos/sin scaled by an attention factor (0.1 ln(factor) + 1 unless given);
 - ``llama3`` (Llama 3.1): wavelengths longer than ``original / low_freq`` divided by ``factor``, shorter than
-  ``original / high_freq`` kept, a smooth blend between.
+  ``original / high_freq`` kept, a smooth blend between;
+- ``ntk_alpha`` (Hunyuan's "dynamic" with a fixed ``alpha``): the base times ``alpha ** (d / (d - 2))``, at any
+  length.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ def rope_frequencies(rotary_dim: int, theta: float, scaling: dict | None = None,
         return 1.0 / (base ** exponents), 1.0
     if kind == "yarn":
         return _yarn(rotary_dim, theta, scaling, exponents)
+    if kind == "ntk_alpha":  # a fixed NTK stretch of the base (Hunyuan's), whatever the call's length
+        return 1.0 / ((theta * scaling["alpha"] ** (rotary_dim / (rotary_dim - 2))) ** exponents), 1.0
     inv_freq = 1.0 / (theta ** exponents)
     if kind == "linear":
         return inv_freq / scaling["factor"], 1.0

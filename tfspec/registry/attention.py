@@ -212,6 +212,7 @@ class AttentionConfig:
     band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
     flex: bool = False  # on CUDA, its masks' pattern runs through FlexAttention (``flex_attention_applies``)
     qk_norm_full: bool = False  # the norms span all heads' queries (all kv heads' keys) at once (OLMo 2)
+    qk_norm_after_positions: bool = False  # the norms act on the rotated queries and keys (Hunyuan)
     # the spec's steps: (AttentionStepKind, options, the key of what it reads in ``Context.carried`` or None)
     steps: tuple = ()
     exports: str | None = None  # the key under which it hands its values on to later layers' readers
