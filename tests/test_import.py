@@ -370,6 +370,17 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "HunYuanDenseV1Model": dict(model_type="hunyuan_v1_dense", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                                 num_attention_heads=4, head_dim=16, intermediate_size=48, attention_bias=True,
                                 pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "ApertusForCausalLM": dict(model_type="apertus", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                               max_position_embeddings=64,
+                               rope_parameters={"rope_type": "llama3", "rope_theta": 12000000.0, "factor": 8.0,
+                                                "original_max_position_embeddings": 16, "low_freq_factor": 1.0,
+                                                "high_freq_factor": 4.0},
+                               pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "ApertusModel": dict(model_type="apertus", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=4, intermediate_size=48, attention_bias=True,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                         pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
 

@@ -58,6 +58,9 @@ class Heads:
         if values["transform"] is not None and ACTIVATIONS[values["transform"].name].up_features(1) != 1:
             raise spec_error("value", "a gated activation needs two projections; the head's transform has one",
                              spans["transform"])
+        if values["transform"] is not None and _trains(values["transform"]):
+            raise spec_error("value", f"{values['transform'].name} trains parameters of its own, which the head's "
+                             "transform does not hold", spans["transform"], "use a fixed function (gelu, relu, ...)")
         if not values["transform_bias"] and values["transform"] is None:
             raise spec_error("structure", "head transform_bias= applies to its transform; add transform=ACTIVATION",
                              spans["transform_bias"])
@@ -79,4 +82,13 @@ class Heads:
         if ACTIVATIONS[values["activation"].name].up_features(1) != 1:
             raise spec_error("value", "a gated activation needs two projections; the pooler has one",
                              spans["activation"])
+        if _trains(values["activation"]):
+            raise spec_error("value", f"{values['activation'].name} trains parameters of its own, which the pooler "
+                             "does not hold", spans["activation"], "use a fixed function (tanh, gelu, ...)")
         return S.Pooler(activation=values["activation"], span=decl.span)
+
+
+def _trains(choice) -> bool:
+    """Does the activation a ``Choice`` names train parameters of its own (xIELU)?"""
+    activation, options = ACTIVATIONS.of(choice)
+    return bool(activation.params(1, options))

@@ -4,7 +4,7 @@ schedules and the embedding each reads."""
 from __future__ import annotations
 
 from ..errors import Collector, Span, did_you_mean, one_of
-from ..registry import ATTENTION_STEPS, NORMS
+from ..registry import ACTIVATIONS, ATTENTION_STEPS, FEEDFORWARD_KINDS, NORMS
 from . import schema as S
 from .expr import Poisoned
 from .params import (BLOCK_SETTINGS, FAILED, Namer, Param, SECTIONS, STACK_SETTINGS, SUBLAYERS, applications, as_int,
@@ -375,6 +375,11 @@ class Stacks:
                                   "attention", {"span": stmt.span})
         fields = {k: values[k] for k in ("d_ff", "activation", "bias", "kind")}
         fields["dropout"] = values["act_dropout"]
+        activation, activation_options = ACTIVATIONS.of(values["activation"])
+        if activation.params(1, activation_options) and not FEEDFORWARD_KINDS[values["kind"].name].trains_activation:
+            raise spec_error("value", f"{values['activation'].name} trains parameters of its own, which a "
+                             f"{values['kind'].name} feed-forward does not hold", spans["activation"],
+                             "use a fixed function (silu, gelu, swiglu, ...)")
         return self.validated(S.FeedForward, fields, {**spans, "dropout": spans.get("act_dropout")}, stmt.span,
                               "feedforward", {"span": stmt.span})
 

@@ -467,7 +467,9 @@ class _Counter:
         kind, options = FEEDFORWARD_KINDS.of(node.spec.kind)
         matmul, elementwise = kind.flops(node.width, node.spec, options)  # per position
         kept, words = kind.saved(node.width, node.spec, options)
-        memory = self.keep(("own", node.id), (kept * self.s + words * STAT_BYTES) * self.batch * n * repeat)
+        raw = kind.saved_bytes(node.width, node.spec, options)
+        memory = self.keep(("own", node.id), (kept * self.s + words * STAT_BYTES + raw) * self.batch * n * repeat
+                           + kind.call_saved(node.width, node.spec, options, self.s) * repeat)
         memory += self.keep_input(node, node.inputs[0], self.batch * n * node.width * self.s, repeat)
         return self.dense(matmul * n, elementwise * n, memory, repeat)
 

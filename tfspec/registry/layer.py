@@ -30,9 +30,22 @@ class Activation(Variant):
         """The features the up projection makes for ``d_ff`` hidden units (a gated unit's: gate and value)."""
         return d_ff
 
+    def params(self, d_ff: int, options) -> dict[str, Param]:
+        """The parameters it trains, by name in its module, for a network of ``d_ff`` hidden units (xIELU's two);
+        {}: a fixed function."""
+        return {}
+
     def flops(self, d_ff: int) -> int:
         """Element-wise FLOPs per position, from ``d_ff`` hidden units."""
         return self.flops_per_element * d_ff
+
+    def feedforward_saved_bytes(self, d_ff: int) -> int:
+        """Bytes per position it keeps whatever the activations' dtype (xIELU's bool choice of branch)."""
+        return 0
+
+    def call_saved(self, element_bytes: int) -> int:
+        """Bytes a network's call keeps whatever its length (what a trained activation makes of its values)."""
+        return 0
 
     def feedforward_saved(self, d_ff: int, dropout: bool) -> int:
         """Elements a feed-forward keeps per position between its projections: what the function keeps, and
@@ -51,6 +64,10 @@ class FeedForwardKind(Variant):
     ``activation``, ``bias``, ``dropout``) and the stream's ``width``: parameters with their roles, the runtime
     module, cost and memory per position."""
 
+    # Holds what an activation trains (xIELU's two parameters) with its network; a mixture's experts share one
+    # module of the function, so one that trains parameters is refused there
+    trains_activation: ClassVar[bool] = True
+
     def params(self, width: int, body, options) -> dict[str, Param]:
         raise NotImplementedError
 
@@ -66,6 +83,14 @@ class FeedForwardKind(Variant):
         """Per position, the (activation-dtype elements, 4-byte words) autograd keeps between the sublayer's input
         and its output, its input excluded (the analysis counts that once for all its readers)."""
         raise NotImplementedError
+
+    def saved_bytes(self, width: int, body, options) -> int:
+        """Per position, the bytes it keeps besides ``saved``'s whatever the dtype (its activation's bool masks)."""
+        return 0
+
+    def call_saved(self, width: int, body, options, element_bytes: int) -> int:
+        """Bytes a call keeps whatever its length (a trained activation's values, as its functions make them)."""
+        return 0
 
     def active_params(self, width: int, body, options) -> int:
         """The parameters one position's computation reads (a mixture's router, chosen and shared experts)."""

@@ -4,12 +4,13 @@ every position. A gated activation (SwiGLU, GEGLU) makes its up projection produ
 from ..registry import ACTIVATIONS, FEEDFORWARD_KINDS, Constructor, FeedForwardKind, linear_params
 
 
-def dense_params(width: int, d_ff: int, activation, bias: bool, prefix: str = "") -> dict:
-    """``up`` and ``down`` linear maps of one network (weights first, then biases); ``down`` writes into the
-    residual stream."""
+def dense_params(width: int, d_ff: int, activation, bias: bool, prefix: str = "", options=None) -> dict:
+    """``up`` and ``down`` linear maps of one network (weights first, then biases), then what its activation
+    trains (``options``: the activation's); ``down`` writes into the residual stream."""
     params = {**linear_params(f"{prefix}up", activation.up_features(d_ff), width, bias),
               **linear_params(f"{prefix}down", width, d_ff, bias, residual=True)}
-    return dict(sorted(params.items(), key=lambda item: item[1].role == "bias"))
+    trained = {f"{prefix}activation.{k}": v for k, v in activation.params(d_ff, options).items()}
+    return {**dict(sorted(params.items(), key=lambda item: item[1].role == "bias")), **trained}
 
 
 def dense_flops(width: int, d_ff: int, activation, bias: bool, dropout: float) -> tuple[int, int]:
@@ -25,7 +26,8 @@ class Dense(FeedForwardKind):
     doc = "one two-layer network (or gated unit) applied to every position"
 
     def params(self, width, body, options):
-        return dense_params(width, body.d_ff, ACTIVATIONS[body.activation.name], body.bias)
+        activation, values = ACTIVATIONS.of(body.activation)
+        return dense_params(width, body.d_ff, activation, body.bias, options=values)
 
     def module(self, width, body, options):
         from ..nn.feedforward import FeedForward
@@ -39,6 +41,12 @@ class Dense(FeedForwardKind):
 
     def saved(self, width, body, options):
         return ACTIVATIONS[body.activation.name].feedforward_saved(body.d_ff, bool(body.dropout)), 0
+
+    def saved_bytes(self, width, body, options):
+        return ACTIVATIONS[body.activation.name].feedforward_saved_bytes(body.d_ff)
+
+    def call_saved(self, width, body, options, element_bytes):
+        return ACTIVATIONS[body.activation.name].call_saved(element_bytes)
 
     def describe(self, body, options):
         return f"Feed Forward ({ACTIVATIONS.label(body.activation)}, {body.d_ff})"

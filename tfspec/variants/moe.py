@@ -81,6 +81,8 @@ class MixtureOfExperts(FeedForwardKind):
                                  "experts")
             return self
 
+    trains_activation = False  # its experts share one activation module: one with parameters of its own is refused
+
     def params(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
         experts, up = options.experts, activation.up_features(body.d_ff)
