@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS, combined_reach
 from .mapping import InteropError
 
 
@@ -83,9 +83,26 @@ class Facts:
     def mixture_body(self, role: str):
         """The first of ``role``'s feed-forwards that is a mixture of experts (its d_ff, activation, ...)."""
         for node in self.g.of(ir.FeedForward, stack=role, in_block=True):
-            if node.spec.kind.name == "moe":
+            if self.routes(node.spec):
                 return node.spec
         raise self.refuse(f"its {role} layers' feed-forwards are not mixtures of experts (kind=moe(...))")
+
+    @staticmethod
+    def routes(feedforward) -> bool:
+        """Is a feed-forward (a ``schema.FeedForward``) a mixture choosing among experts for each position?"""
+        return FEEDFORWARD_KINDS[feedforward.kind.name].routes
+
+    @staticmethod
+    def rotates(position) -> bool:
+        """Is a position scheme (a ``Choice``) one that rotates queries and keys (rotary)?"""
+        return POSITIONS[position.name].rotates
+
+    @staticmethod
+    def window_of(masks) -> int | None:
+        """The sliding window ``masks`` (``Choice``s) give: how many keys up to a query's own it sees, where they
+        bound how far back it looks (None: no bound)."""
+        behind, _ = combined_reach([MASKS.of(m) for m in masks])
+        return behind + 1 if behind is not None else None
 
     def norm_placement(self, role: str) -> str:
         """Where the first sublayer of ``role``'s layer meets its norm: "pre-norm", "post-norm", ..."""
@@ -129,7 +146,7 @@ class Facts:
     def rotary(self, role: str) -> dict:
         """The rotary options of the stack's self-attentions (of the first layer that has them, in a schedule)."""
         positions = [a.position for a in self.layer_attentions(role)]
-        rotary = next((p for p in positions if p.name == "rotary"), None)
+        rotary = next((p for p in positions if self.rotates(p)), None)
         if rotary is None:
             raise self.refuse(f"its attention's positions are {positions[0].name}, not rotary")
         return rotary.options
@@ -139,8 +156,7 @@ class Facts:
         return init.options.get(option, default) if init is not None else default
 
     def window(self, role: str) -> int | None:
-        windows = [m.options["k"] for m in self.attention(role).mask if m.name == "window"]
-        return windows[0] if windows else None
+        return self.window_of(self.attention(role).mask)
 
     def layer_attentions(self, role: str) -> list:
         """Each layer's first self-attention (a schedule's layers differ), in layer order."""
@@ -158,15 +174,14 @@ class Facts:
         options: no such layer)."""
         for attention, window in zip(self.layer_attentions(role), self.layer_windows(role)):
             if (window is not None) == sliding:
-                if attention.position.name != "rotary":
+                if not self.rotates(attention.position):
                     raise self.refuse(f"its attention's positions are {attention.position.name}, not rotary")
                 return attention.position.options
         return {}
 
     def layer_windows(self, role: str) -> list[int | None]:
         """Each layer's sliding window (None: it sees every earlier key)."""
-        return [next((m.options["k"] for m in a.mask if m.name == "window"), None)
-                for a in self.layer_attentions(role)]
+        return [self.window_of(a.mask) for a in self.layer_attentions(role)]
 
     def one_window(self, role: str) -> int | None:
         """The window every sliding layer has (None: no layer slides); layers of different windows are refused."""

@@ -23,7 +23,7 @@ FIELDS = Fields(
     next(e for e in hf_llama.FIELDS.fields if e.name == "head_dim"),
     # None where no layer rotates: any window leaves the sliding layers rotating
     Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=hf_exaone4._window,
-          null=lambda f: all(a.position.name != "rotary" for a in f.layer_attentions("decoder"))),
+          null=lambda f: not any(f.rotates(a.position) for a in f.layer_attentions("decoder"))),
     Field("layer_types", "layer_types", hf_exaone4._layer_types, read=lambda c: list(c.layer_types), setting=False),
     ignored={**hf_cohere.COHERE_FIELDS.ignored},
 )

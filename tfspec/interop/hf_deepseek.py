@@ -43,9 +43,9 @@ def _first_dense(f) -> int:
     """How many leading layers keep a gated MLP (refused where the mixtures are not all the layers after them)."""
     kinds = {}
     for node in f.g.of(ir.FeedForward, stack="decoder", in_block=True):
-        kinds.setdefault(node.layer_kind, node.spec.kind.name)
+        kinds.setdefault(node.layer_kind, f.routes(node.spec))
     info = f.g.stacks["decoder"]
-    dense = [kinds[info.kind_of(i)] != "moe" for i in range(info.repeat)]
+    dense = [not kinds[info.kind_of(i)] for i in range(info.repeat)]
     first = dense.index(False) if False in dense else len(dense)
     if any(dense[first:]):
         raise f.refuse("a dense layer after its first mixture of experts (DeepSeek's dense layers come first: "
@@ -55,7 +55,7 @@ def _first_dense(f) -> int:
 
 def _dense_d_ff(f) -> int | None:
     return next((n.spec.d_ff for n in f.g.of(ir.FeedForward, stack="decoder", in_block=True)
-                 if n.spec.kind.name != "moe"), None)
+                 if not Facts.routes(n.spec)), None)
 
 
 def _shared_experts(f) -> int:

@@ -74,7 +74,7 @@ QWEN2_FIELDS = Fields(*_shared(exclude={"head_dim", "window", "attention_bias", 
                       ignored=hf_llama.FIELDS.ignored)
 SMOLLM3_FIELDS = Fields(
     *_shared(exclude={"head_dim", "window", "pretraining_tp"}), *SCHEDULE_FIELDS,
-    Field("no_rope_layers", "no_rope_layers", lambda f: [int(a.position.name == "rotary")
+    Field("no_rope_layers", "no_rope_layers", lambda f: [int(f.rotates(a.position))
                                                          for a in f.layer_attentions("decoder")],
           read=lambda c: None),
     ignored={**hf_llama.FIELDS.ignored,

@@ -33,9 +33,9 @@ def _sparse(f) -> list[bool]:
     """Per layer of the spec: is its feed-forward a mixture?"""
     kinds = {}
     for node in f.g.of(ir.FeedForward, stack="decoder", in_block=True):
-        kinds.setdefault(node.layer_kind, node.spec.kind.name)
+        kinds.setdefault(node.layer_kind, f.routes(node.spec))
     info = f.g.stacks["decoder"]
-    return [kinds[info.kind_of(i)] == "moe" for i in range(info.repeat)]
+    return [kinds[info.kind_of(i)] for i in range(info.repeat)]
 
 
 def _sparse_step(f) -> int:
@@ -53,7 +53,7 @@ def _dense_layers(f) -> list[int]:
 
 def _dense_d_ff(f) -> int | None:
     return next((n.spec.d_ff for n in f.g.of(ir.FeedForward, stack="decoder", in_block=True)
-                 if n.spec.kind.name != "moe"), None)
+                 if not Facts.routes(n.spec)), None)
 
 
 def _window(config):

@@ -64,6 +64,7 @@ class FeedForwardKind(Variant):
     ``activation``, ``bias``, ``dropout``) and the stream's ``width``: parameters with their roles, the runtime
     module, cost and memory per position."""
 
+    routes: ClassVar[bool] = False  # chooses among experts for each position (a mixture), as ``moe`` does
     # Holds what an activation trains (xIELU's two parameters) with its network; a mixture's experts share one
     # module of the function, so one that trains parameters is refused there
     trains_activation: ClassVar[bool] = True

@@ -29,6 +29,7 @@ class Position(StackOwned, Variant):
     # leaves q·k a function of their offset); kinds that score otherwise refuse it.
     needs_dot_product: ClassVar[bool] = False
     biases_scores: ClassVar[bool] = False  # adds a bias to the scores (ALiBi): no fused causal kernel then
+    rotates: ClassVar[bool] = False  # turns queries and keys by angles of their positions (rotary): ``theta``, ...
     # its score bias has parameters of each layer's (KERPLE): a mask of structure it rides on keeps its bool
     # condition to route their gradient, once however many variants add such terms
     trains_score_terms: ClassVar[bool] = False

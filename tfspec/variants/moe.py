@@ -82,6 +82,7 @@ class MixtureOfExperts(FeedForwardKind):
             return self
 
     trains_activation = False  # its experts share one activation module: one with parameters of its own is refused
+    routes = True
 
     def params(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]

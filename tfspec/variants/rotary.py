@@ -31,6 +31,7 @@ class Rotary(Position):
     name = "rotary"
     title = "rotary"
     acts = "attention"
+    rotates = True
     enters = "rotates q, k"
     relative = True
     needs_dot_product = True  # only q·k of two rotated vectors depends on their offset alone
