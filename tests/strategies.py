@@ -143,14 +143,22 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
         lines.append(f"attention cross heads={heads}{_arg('mask', draw(st.sampled_from(cross_masks)))}"
                      f"{draw(st.sampled_from(['', ' memory=encoder']))}")
     if draw(st.integers(0, 4)):
-        act = draw(st.sampled_from(ACTIVATIONS.names()))
-        kinds = [choice_text(name, o) for name in FEEDFORWARD_KINDS for o in FEEDFORWARD_KINDS[name].examples]
+        kinds = [(name, choice_text(name, o)) for name in FEEDFORWARD_KINDS for o in FEEDFORWARD_KINDS[name].examples]
+        kind, kind_text = draw(st.sampled_from([("dense", ""), *kinds]))
+        # an activation that trains parameters (xIELU) only where the network holds them (not a mixture's experts)
+        act = draw(st.sampled_from(ACTIVATIONS.names() if FEEDFORWARD_KINDS[kind].trains_activation
+                                   else fixed_activations()))
         lines.append(f"feedforward d_ff={draw(st.sampled_from(['d_ff', '16', '2 * d_model']))} activation={act}"
                      f"{_arg('dropout', draw(st.sampled_from(['', '0.1'])))}"
-                     f"{_arg('kind', draw(st.sampled_from(['', *kinds])))}")
+                     f"{_arg('kind', kind_text)}")
     if draw(st.booleans()):
         lines.append(f"final {draw(NORM_TEXT)}")
     return lines
+
+
+def fixed_activations() -> list[str]:
+    """The activations that train nothing of their own, which any feed-forward kind takes."""
+    return [name for name in ACTIVATIONS.names() if not ACTIVATIONS[name].params(1, ACTIVATIONS[name].options({}))]
 
 
 @st.composite
@@ -162,7 +170,7 @@ def layer_section(draw, repeat: int, has_ffn: bool) -> str:
     if draw(st.booleans()) or not has_ffn:
         changes.append(f"norm {draw(NORM_TEXT)}")
     if has_ffn:
-        changes.append(f"ffn d_ff=16 activation={draw(st.sampled_from(ACTIVATIONS.names()))}")
+        changes.append(f"ffn d_ff=16 activation={draw(st.sampled_from(fixed_activations()))}")  # (any ffn kind)
     return f"layers {selection} {{ {'; '.join(changes)} }}"
 
 
