@@ -31,9 +31,9 @@ from .mapping import InteropError
 from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_distilbert, hf_gpt2, hf_opt, hf_bloom,
                hf_falcon, hf_mpt, hf_llama, hf_mixtral, hf_deepseek, hf_deepseek_v2, hf_vit, hf_gpt_oss, hf_qwen_moe,
                hf_qwen2_moe, hf_qwen2, hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2,
-               hf_gemma3, hf_gptj, hf_phi, hf_cohere, hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird, hf_seed_oss,
-               hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2,
-               hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus)
+               hf_gemma3, hf_gptj, hf_phi, hf_cohere, hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird,
+               hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe,
+               hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)

@@ -111,6 +111,7 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
     w = writer or SpecWriter()
     s = (fields or FIELDS).write(config, w)
     extra = "".join(f"\n  {line}" for line in embedding)
+    segments = f"  segments {s.segments}\n" if getattr(s, "segments", None) is not None else ""  # (MPNet has none)
     text = f"""model {name}
 
 defaults {{
@@ -125,7 +126,7 @@ embedding tokens {{
   vocab {s.vocab}
   dim {dim or s.d_model}{f"{chr(10)}  project {s.d_model}" if dim else ""}
   position {position or f"learned({s.max_len})"}
-{f"  segments {s.segments}{chr(10)}" if getattr(s, "segments", None) is not None else ""}  norm layernorm(eps={s.eps}){extra}
+{segments}  norm layernorm(eps={s.eps}){extra}
 }}
 
 encoder x {s.layers} {{

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from . import hf_cohere, hf_exaone4, hf_gemma2, hf_llama
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields
 from .writer import SpecWriter, causal_masks, schedule
 
@@ -87,21 +86,10 @@ def hf_config(spec) -> dict:
     return {"model_type": "cohere2", **FIELDS.config(f)}
 
 
-def from_hf_cohere2(model, reference) -> None:
-    """Copy a ``Cohere2ForCausalLM`` (or ``Cohere2Model``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes, layer by layer."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_cohere._rules)
-
-
-def to_hf_cohere2(model) -> dict:
-    """A state dict for ``Cohere2ForCausalLM`` (spec with a head) or ``Cohere2Model``."""
-    return hf_llama.export_decoder(model, hf_cohere._rules, "Hugging Face Cohere 2")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Cohere 2", ("cohere2",), {"Cohere2ForCausalLM": {"head": True}, "Cohere2Model": {"head": False}},
-           "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
-           "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_cohere2,
-           export=to_hf_cohere2),
+    hf_llama.decoder_family(
+        "Cohere 2", ("cohere2",), {"Cohere2ForCausalLM": {"head": True}, "Cohere2Model": {"head": False}},
+        "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
+        "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_cohere._rules),
 )

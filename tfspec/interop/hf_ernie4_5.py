@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from . import hf_llama
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter, causal_masks
 
@@ -61,21 +60,10 @@ def hf_config(spec) -> dict:
     return {"model_type": "ernie4_5", **FIELDS.config(f)}
 
 
-def from_hf_ernie4_5(model, reference) -> None:
-    """Copy an ``Ernie4_5ForCausalLM`` (or ``Ernie4_5Model``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama._rules)
-
-
-def to_hf_ernie4_5(model) -> dict:
-    """A state dict for ``Ernie4_5ForCausalLM`` (spec with a head) or ``Ernie4_5Model``."""
-    return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face ERNIE 4.5")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
-           "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
-           "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_ernie4_5,
-           export=to_hf_ernie4_5),
+    hf_llama.decoder_family(
+        "ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
+        "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
+        "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama._rules),
 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from . import hf_deepseek, hf_ernie4_5, hf_llama, hf_mixtral, hf_qwen_moe
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, rule
 from .writer import SpecWriter, causal_masks, schedule
@@ -119,23 +118,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
-def from_hf_ernie4_5_moe(model, reference) -> None:
-    """Copy an ``Ernie4_5_MoeForCausalLM`` (or ``Ernie4_5_MoeModel``)'s weights into ``model``; the spec must be
-    the architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_ernie4_5_moe(model) -> dict:
-    """A state dict for ``Ernie4_5_MoeForCausalLM`` (spec with a head) or ``Ernie4_5_MoeModel``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face ERNIE 4.5 MoE")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("ERNIE 4.5 MoE", ("ernie4_5_moe",),
-           {"Ernie4_5_MoeForCausalLM": {"head": True}, "Ernie4_5_MoeModel": {"head": False}},
-           "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
-           "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
-           "gated MLPs elsewhere",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_ernie4_5_moe,
-           export=to_hf_ernie4_5_moe),
+    hf_llama.decoder_family(
+        "ERNIE 4.5 MoE", ("ernie4_5_moe",),
+        {"Ernie4_5_MoeForCausalLM": {"head": True}, "Ernie4_5_MoeModel": {"head": False}},
+        "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
+        "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
+        "gated MLPs elsewhere",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from . import hf_gemma2, hf_llama, hf_olmo2
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields
 from .writer import SpecWriter, causal_masks, schedule
 
@@ -86,21 +85,10 @@ def hf_config(spec) -> dict:
     return {"model_type": "exaone4", **FIELDS.config(f)}
 
 
-def from_hf_exaone4(model, reference) -> None:
-    """Copy an ``Exaone4ForCausalLM`` (or ``Exaone4Model``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes, layer by layer."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_olmo2._rules)
-
-
-def to_hf_exaone4(model) -> dict:
-    """A state dict for ``Exaone4ForCausalLM`` (spec with a head) or ``Exaone4Model``."""
-    return hf_llama.export_decoder(model, hf_olmo2._rules, "Hugging Face EXAONE 4")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("EXAONE 4", ("exaone4",), {"Exaone4ForCausalLM": {"head": True}, "Exaone4Model": {"head": False}},
-           "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
-           "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_exaone4,
-           export=to_hf_exaone4),
+    hf_llama.decoder_family(
+        "EXAONE 4", ("exaone4",), {"Exaone4ForCausalLM": {"head": True}, "Exaone4Model": {"head": False}},
+        "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
+        "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2._rules),
 )

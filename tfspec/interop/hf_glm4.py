@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from . import hf_gemma2, hf_llama
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields
 from .mapping import InteropError, Rule, linear_rules, rule
 from .writer import SpecWriter, causal_masks
@@ -90,22 +89,11 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules + head, aliases
 
 
-def from_hf_glm4(model, reference) -> None:
-    """Copy a ``Glm4ForCausalLM`` (or ``Glm4Model``)'s weights into ``model``; the spec must be the architecture
-    the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_glm4(model) -> dict:
-    """A state dict for ``Glm4ForCausalLM`` (spec with a head) or ``Glm4Model``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face GLM-4")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("GLM-4", ("glm4",), {"Glm4ForCausalLM": {"head": True}, "Glm4Model": {"head": False}},
-           "GLM-4 (0414): sandwich norms (an RMSNorm before and after each sublayer, in the wiring form), q/k/v "
-           "biased but not the output, half of each head rotated pairing neighbouring dimensions, the MLP's gate "
-           "and up projections fused",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_glm4,
-           export=to_hf_glm4),
+    hf_llama.decoder_family(
+        "GLM-4", ("glm4",), {"Glm4ForCausalLM": {"head": True}, "Glm4Model": {"head": False}},
+        "GLM-4 (0414): sandwich norms (an RMSNorm before and after each sublayer, in the wiring form), q/k/v "
+        "biased but not the output, half of each head rotated pairing neighbouring dimensions, the MLP's gate "
+        "and up projections fused",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 from ..registry import NORMS
 from . import hf_deepseek, hf_llama, hf_mixtral
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields
 from .mapping import Rule, rule
 from .writer import SpecWriter, causal_masks, schedule
@@ -58,7 +57,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})")
     dense = f"d_ff={s.dense_d_ff} kind=dense"
     base, sections = schedule([not d for d in hf_deepseek.dense_layers(config)])
-    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n" for selection, sparse in sections)
+    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n"
+                    for selection, sparse in sections)
     qk_norm = f" qk_norm=rmsnorm(eps={s.eps})" if config.use_qk_norm else ""
     return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding),
                                  f"bias={s.attention_bias} out_bias=false{qk_norm}", "false", lines, head=head,
@@ -89,22 +89,11 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
-def from_hf_glm4_moe(model, reference) -> None:
-    """Copy a ``Glm4MoeForCausalLM`` (or ``Glm4MoeModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_glm4_moe(model) -> dict:
-    """A state dict for ``Glm4MoeForCausalLM`` (spec with a head) or ``Glm4MoeModel``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face GLM-4.5")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("GLM-4.5", ("glm4_moe",), {"Glm4MoeForCausalLM": {"head": True}, "Glm4MoeModel": {"head": False}},
-           "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
-           "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
-           "routed by sigmoid scores plus a correction bias among groups, with shared experts",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_glm4_moe,
-           export=to_hf_glm4_moe),
+    hf_llama.decoder_family(
+        "GLM-4.5", ("glm4_moe",), {"Glm4MoeForCausalLM": {"head": True}, "Glm4MoeModel": {"head": False}},
+        "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
+        "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
+        "routed by sigmoid scores plus a correction bias among groups, with shared experts",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

@@ -13,7 +13,6 @@ import math
 
 from . import hf_llama
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields
 from .writer import SpecWriter, causal_masks
 
@@ -81,22 +80,11 @@ def hf_config(spec) -> dict:
     return {"model_type": "granite", **FIELDS.config(f)}
 
 
-def from_hf_granite(model, reference) -> None:
-    """Copy a ``GraniteForCausalLM`` (or ``GraniteModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama._rules)
-
-
-def to_hf_granite(model) -> dict:
-    """A state dict for ``GraniteForCausalLM`` (spec with a head) or ``GraniteModel``."""
-    return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face Granite")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
-           "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
-           "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
-           "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_granite,
-           export=to_hf_granite),
+    hf_llama.decoder_family(
+        "Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
+        "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
+        "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
+        "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama._rules),
 )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from . import hf_llama
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, layer_modules, rule
 from .writer import SpecWriter, causal_masks
@@ -84,23 +83,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules, aliases
 
 
-def from_hf_hunyuan(model, reference) -> None:
-    """Copy a ``HunYuanDenseV1ForCausalLM`` (or ``HunYuanDenseV1Model``)'s weights into ``model``; the spec must be
-    the architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_hunyuan(model) -> dict:
-    """A state dict for ``HunYuanDenseV1ForCausalLM`` (spec with a head) or ``HunYuanDenseV1Model``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face Hunyuan")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Hunyuan", ("hunyuan_v1_dense",), {"HunYuanDenseV1ForCausalLM": {"head": True},
-                                              "HunYuanDenseV1Model": {"head": False}},
-           "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
-           "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
-           "the base (scaling=ntk_alpha)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_hunyuan,
-           export=to_hf_hunyuan),
+    hf_llama.decoder_family(
+        "Hunyuan", ("hunyuan_v1_dense",), {"HunYuanDenseV1ForCausalLM": {"head": True},
+        "HunYuanDenseV1Model": {"head": False}},
+        "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
+        "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
+        "the base (scaling=ntk_alpha)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

@@ -276,6 +276,16 @@ def export_decoder(model, rules, reference: str, prefix: str = "model.") -> dict
     return export_state(model, names, reference=reference, aliases=aliases)
 
 
+def decoder_family(name: str, model_types: tuple[str, ...], classes: dict, conventions: str, *, module: str,
+                   fields, spec_text, hf_config, rules) -> Family:
+    """A decoder-only family whose weights copy as Llama's do (``load_decoder``, ``export_decoder``) by
+    ``rules(model, prefix, state, lm)``: what most families declare beyond their table and spec text."""
+    return Family(name, model_types, classes, conventions, module=module, fields=fields, spec_text=spec_text,
+                  hf_config=hf_config,
+                  load=lambda model, reference: load_decoder(model, reference, fields, hf_config, spec_text, rules),
+                  export=lambda model: export_decoder(model, rules, f"Hugging Face {name}"))
+
+
 def from_hf_llama(model, reference) -> None:
     """Copy a ``LlamaForCausalLM``/``MistralForCausalLM`` (or base model)'s weights into ``model``.
 

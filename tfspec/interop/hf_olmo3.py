@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from . import hf_gemma2, hf_gemma3, hf_llama, hf_olmo2
 from .facts import Facts
-from .family import Family
 from .fields import Fields, Fixed
 from .writer import SpecWriter, causal_masks, schedule
 
@@ -66,21 +65,10 @@ def hf_config(spec) -> dict:
     return {"model_type": "olmo3", **FIELDS.config(f)}
 
 
-def from_hf_olmo3(model, reference) -> None:
-    """Copy an ``Olmo3ForCausalLM`` (or ``Olmo3Model``)'s weights into ``model``; the spec must be the architecture
-    the reference's configuration describes, layer by layer."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_olmo2._rules)
-
-
-def to_hf_olmo3(model) -> dict:
-    """A state dict for ``Olmo3ForCausalLM`` (spec with a head) or ``Olmo3Model``."""
-    return hf_llama.export_decoder(model, hf_olmo2._rules, "Hugging Face OLMo 3")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
-           "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
-           "each kind with rotary positions of its own base (and the full ones' scaling)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_olmo3,
-           export=to_hf_olmo3),
+    hf_llama.decoder_family(
+        "OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
+        "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
+        "each kind with rotary positions of its own base (and the full ones' scaling)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2._rules),
 )

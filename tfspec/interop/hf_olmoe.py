@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from . import hf_llama, hf_mixtral
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter, causal_masks
 
@@ -50,22 +49,11 @@ def hf_config(spec) -> dict:
     return {"model_type": "olmoe", **FIELDS.config(f)}
 
 
-def from_hf_olmoe(model, reference) -> None:
-    """Copy an ``OlmoeForCausalLM`` (or ``OlmoeModel``)'s weights into ``model``; the spec must be the architecture
-    the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_mixtral._rules)
-
-
-def to_hf_olmoe(model) -> dict:
-    """A state dict for ``OlmoeForCausalLM`` (spec with a head) or ``OlmoeModel``."""
-    return hf_llama.export_decoder(model, hf_mixtral._rules, "Hugging Face OLMoE")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("OLMoE", ("olmoe",), {"OlmoeForCausalLM": {"head": True}, "OlmoeModel": {"head": False}},
-           "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
-           "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
-           "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_olmoe,
-           export=to_hf_olmoe),
+    hf_llama.decoder_family(
+        "OLMoE", ("olmoe",), {"OlmoeForCausalLM": {"head": True}, "OlmoeModel": {"head": False}},
+        "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
+        "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
+        "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_mixtral._rules),
 )

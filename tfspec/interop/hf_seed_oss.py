@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from . import hf_llama
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields
 from .writer import SpecWriter, causal_masks
 
@@ -45,21 +44,10 @@ def hf_config(spec) -> dict:
     return {"model_type": "seed_oss", **FIELDS.config(f)}
 
 
-def from_hf_seed_oss(model, reference) -> None:
-    """Copy a ``SeedOssForCausalLM`` (or ``SeedOssModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama._rules)
-
-
-def to_hf_seed_oss(model) -> dict:
-    """A state dict for ``SeedOssForCausalLM`` (spec with a head) or ``SeedOssModel``."""
-    return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face Seed-OSS")
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Seed-OSS", ("seed_oss",), {"SeedOssForCausalLM": {"head": True}, "SeedOssModel": {"head": False}},
-           "Seed-OSS: Llama's block with biased q/k/v projections apart from the output's (attention_out_bias), "
-           "an optionally biased MLP, dropout on each sublayer's output (residual_dropout), head_dim its own",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_seed_oss,
-           export=to_hf_seed_oss),
+    hf_llama.decoder_family(
+        "Seed-OSS", ("seed_oss",), {"SeedOssForCausalLM": {"head": True}, "SeedOssModel": {"head": False}},
+        "Seed-OSS: Llama's block with biased q/k/v projections apart from the output's (attention_out_bias), "
+        "an optionally biased MLP, dropout on each sublayer's output (residual_dropout), head_dim its own",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama._rules),
 )
