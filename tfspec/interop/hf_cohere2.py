@@ -49,32 +49,15 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         w.forget("rope_theta")
     norm = f"layernorm(eps={s.eps}, bias=false)"
     head_dim = f", head_dim={s.head_dim}" if s.head_dim else ""
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     scale = f" scale={s.logit_scale}" if s.value("logit_scale") != 1.0 else ""
-    text = f"""model {name}
-
-defaults {{
-  norm {norm}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {position(base)}
-  h = norm(x)
+    wiring = f"""  h = norm(x)
   x = x + attention(h, heads={s.heads}, kv_heads={s.kv_heads}{head_dim}, mask={masks(base)}, \\
                     bias={s.attention_bias}) + \\
-      feedforward(h, d_ff={s.d_ff}, activation={s.activation}, bias=false)   # in parallel, on one norm
-  final {norm}
-{lines}}}
-"""
-    if head:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}{scale}\n"
-    else:
+      feedforward(h, d_ff={s.d_ff}, activation={s.activation}, bias=false)   # in parallel, on one norm"""
+    if not head:  # the base model has no logits to scale
         w.forget("logit_scale")
-    return w.text(text, list(heading))
+    return hf_llama.wired_decoder_text(w, s, norm, position(base), wiring, lines, head=scale if head else None,
+                                       name=name, heading=heading)
 
 
 def hf_config(spec) -> dict:

@@ -36,28 +36,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     w = SpecWriter()
     s = FIELDS.write(config, w)
     rotary = hf_llama.rotary(s)[:-1] + ", interleaved=true)"
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  norm rmsnorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {rotary}
-  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, \\
+    wiring = f"""  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, \\
                          mask={causal_masks(padding=padding)}, bias={s.attention_bias}, out_bias=false))
-  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
-  final rmsnorm(eps={s.eps})
-}}
-"""
-    if head:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
+  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
+    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", rotary, wiring, "",
+                                       head="" if head else None, name=name, heading=heading)
 
 
 def hf_config(spec) -> dict:

@@ -46,31 +46,15 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Granite configuration describes: Llama's layer in the wiring form, its branches scaled."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  norm rmsnorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale {s.embedding_multiplier} }}
-
-decoder x {s.layers} {{
-  position {hf_llama.rotary(s)}
-  x = x + residual_multiplier * attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, \\
+    wiring = f"""  x = x + residual_multiplier * attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, \\
                                           mask={causal_masks(padding=padding)}, scale={s.attention_multiplier}, \\
                                           bias={s.attention_bias})
-  x = x + residual_multiplier * feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})
-  final rmsnorm(eps={s.eps})
-}}
-"""
-    if head:  # the causal LM's; the base model has none, and so no logits to scale
-        text += f"\nhead {projection} scale=1 / {s.logits_scaling}\n"
-    else:
+  x = x + residual_multiplier * feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})"""
+    if not head:  # the base model has no logits to scale
         w.forget("logits_scaling")
-    return w.text(text, list(heading))
+    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", hf_llama.rotary(s), wiring, "",
+                                       head=f" scale=1 / {s.logits_scaling}" if head else None, name=name,
+                                       heading=heading, embedding=f"; scale {s.embedding_multiplier}")
 
 
 def hf_config(spec) -> dict:

@@ -43,28 +43,12 @@ def post_norm_text(w: SpecWriter, s, position: str, masks: str, sections: str, *
     and ``sections`` (``layers`` lines) where layers differ (OLMo 3's sliding and full layers); ``qk_norm_width``:
     queries and keys normed over all heads at once (``full``, OLMo's) or each head's (``head``, EXAONE 4's);
     ``bias``: the attention's, where the configuration has no ``attention_bias`` (EXAONE 4's: false)."""
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  norm rmsnorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {position}
-  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={bias or s.attention_bias}, \\
+    bias = bias or s.attention_bias
+    wiring = f"""  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={bias}, \\
                          qk_norm=rmsnorm(eps={s.eps}), qk_norm_width={qk_norm_width}))
-  x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))
-  final rmsnorm(eps={s.eps})
-{sections}}}
-"""
-    if head:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
+  x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
+    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", position, wiring, sections,
+                                       head="" if head else None, name=name, heading=heading)
 
 
 def hf_config(spec) -> dict:
