@@ -277,7 +277,8 @@ def test_every_norm_initialises_as_a_norm_wherever_it_stands_under_every_init(in
         if type(module) is not norm_type:
             continue
         places.add(path.rsplit(".", 1)[-1])
-        declared = NORMS[norm].params(module.weight.shape[0], NORMS[norm].options(norm_options))
+        weight = getattr(module, "weight", None)  # (none where the norm has no scale: rmsnorm(weight=false))
+        declared = NORMS[norm].params(weight.shape[0] if weight is not None else 1, NORMS[norm].options(norm_options))
         for name, p in module.named_parameters():
             role = declared[name]
             expected = (role.value if role.value is not None else 0.0 if role.role == "norm_bias"

@@ -359,12 +359,12 @@ class _Counter:
         return self.dense(0, n * node.width, 0, repeat)  # a product with a constant keeps nothing for backward
 
     def cost_norm(self, node: ir.Norm, n, repeat):
-        variant = NORMS[node.choice.name]
+        variant, options = NORMS.of(node.choice)
         return self.dense(0, variant.flops_per_element * n * node.width,
-                          self.norm_memory(node, node.inputs[0], variant, node.width, n, repeat), repeat)
+                          self.norm_memory(node, node.inputs[0], variant, options, node.width, n, repeat), repeat)
 
-    def norm_memory(self, node, producer, variant, width, n, repeat):
-        kept, stats = variant.saved(width)
+    def norm_memory(self, node, producer, variant, options, width, n, repeat):
+        kept, stats = variant.saved(width, options)
         if not kept and not stats:
             return 0
         rows = self.batch * n
@@ -383,7 +383,7 @@ class _Counter:
         m = self.lengths["encoder"] if cross else n
         heads, head_dim = shape.heads, shape.head_dim
         projections, bias = kind.projection_flops(shape, options, n, m)  # q; k and v; the output
-        norm, _ = NORMS.of(spec.qk_norm)
+        norm, norm_options = NORMS.of(spec.qk_norm)
         bias += norm.flops_per_element * head_dim * (n * heads + m * shape.kv_heads)
         position, position_options = POSITIONS.of(spec.position)
         positioned = node.positioned  # where the scheme acts (part of each head, for some kinds)
@@ -439,7 +439,7 @@ class _Counter:
             else:
                 sides = ((head_dim, self.batch * (n * heads + m * shape.kv_heads)),)
             for dim, rows in sides:
-                norm_kept, norm_stats = norm.saved(dim)
+                norm_kept, norm_stats = norm.saved(dim, norm_options)
                 kept, stats = kept + (norm_kept - dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
@@ -502,8 +502,8 @@ class _Counter:
             activation = ACTIVATIONS[spec.transform.name]
             norm_flops, (kept, stats) = 0, (0, 0)
             if spec.transform_norm is not None:
-                norm = NORMS[spec.transform_norm.name]
-                norm_flops, (kept, stats) = norm.flops_per_element, norm.saved(e)
+                norm, norm_options = NORMS.of(spec.transform_norm)
+                norm_flops, (kept, stats) = norm.flops_per_element, norm.saved(e, norm_options)
             matmul += 2 * n * d * e
             elementwise += (n * e if spec.transform_bias else 0) + (activation.flops_per_element + norm_flops) * n * e
             # the activation keeps its input or its output; the next step keeps the activation's output

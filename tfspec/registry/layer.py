@@ -105,8 +105,9 @@ class FeedForwardKind(Variant):
 class Norm(Variant):
     flops_per_element: ClassVar[int] = 0  # by convention, for tfspec.inspect.analysis
 
-    def saved(self, dim: int) -> tuple[int, int]:
-        """Per position, the (activation-dtype, float32) elements autograd keeps for backward."""
+    def saved(self, dim: int, options=None) -> tuple[int, int]:
+        """Per position, the (activation-dtype, float32) elements autograd keeps for backward (``options``: its
+        own, where they change it; None: its defaults')."""
         return (0, 0)
 
     def params(self, dim: int, options) -> dict[str, Param]:

@@ -14,7 +14,7 @@ class DyT(Norm):
     examples = ({}, {"alpha": 1.5})
     flops_per_element = 4  # α·x, tanh, weight, bias
 
-    def saved(self, dim):
+    def saved(self, dim, options=None):
         return (2 * dim, 0)  # the input (α's gradient) and tanh's output (its own and the weight's gradients)
 
     class Options(BaseModel):

@@ -16,7 +16,7 @@ class GemmaRMSNorm(Norm):
     examples = ({}, {"eps": 1e-5})
     flops_per_element = 5  # square, sum, scale by 1/rms, times w, plus the unit
 
-    def saved(self, dim):
+    def saved(self, dim, options=None):
         return (2 * dim, 1)  # the input and the normalised input (for w's gradient); 1/rms
 
     class Options(BaseModel):

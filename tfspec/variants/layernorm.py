@@ -13,7 +13,7 @@ class LayerNorm(Norm):
     examples = ({}, {"eps": 1e-3, "bias": False})
     flops_per_element = 7  # mean, centre, square, sum, scale by 1/std, weight, bias
 
-    def saved(self, dim):
+    def saved(self, dim, options=None):
         return (dim, 2)  # the input; mean and 1/std in float32
 
     class Options(BaseModel):
