@@ -49,26 +49,23 @@ def hf_config(spec) -> dict:
     return {"model_type": "apertus", **FIELDS.config(f)}
 
 
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention (Llama's projections, each head's query and key norms) and its plain feed-forward
+    with xIELU's two trained values."""
+    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+    rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")]
+    rules += [*linear_rules(f"{feedforward}.up", f"{theirs}.mlp.up_proj", state, ours_state),
+              *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state)]
+    return rules + [rule(f"{feedforward}.activation.{n}", f"{theirs}.mlp.act_fn.{n}") for n in ("alpha_p", "alpha_n")
+                    if f"{feedforward}.activation.{n}" in ours_state]
+
+
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "decoder-only":
         raise InteropError(f"Apertus is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    parts = layer_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-        rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")]
-        rules += [*linear_rules(f"{feedforward}.up", f"{theirs}.mlp.up_proj", state, ours_state),
-                  *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state)]
-        rules += [rule(f"{feedforward}.activation.{n}", f"{theirs}.mlp.act_fn.{n}") for n in ("alpha_p", "alpha_n")
-                  if f"{feedforward}.activation.{n}" in ours_state]
-        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.attention_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.feedforward_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules,
+                                 norms=("attention_layernorm", "feedforward_layernorm"))
 
 
 def _constants(model, prefix: str) -> dict:

@@ -65,7 +65,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     s = (COHERE_FIELDS if cohere else STABLELM_FIELDS).write(config, w)
     masks = causal_masks(padding=padding)
     if cohere:
-        position, parallel = hf_llama.rotary(s)[:-1] + ", interleaved=true)", True
+        position, parallel = hf_llama.rotary(s, interleaved=True), True
         bias = f"bias={s.attention_bias}"
         norm = f"layernorm(eps={s.eps}, bias=false)"
     else:

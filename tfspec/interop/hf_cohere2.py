@@ -37,7 +37,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
 
     def position(slide: bool) -> str:  # only a sliding layer rotates, and only where there is a window
-        return hf_llama.rotary(s)[:-1] + ", interleaved=true)" if slide and config.sliding_window else "none"
+        return hf_llama.rotary(s, interleaved=True) if slide and config.sliding_window else "none"
 
     def masks(slide: bool) -> str:
         return causal_masks(s.window if slide else None, padding)

@@ -179,9 +179,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     dense = f"d_ff={s.dense_d_ff} kind=dense"
     base, sections = schedule([not d for d in dense_layers(config)])
     lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n" for selection, sparse in sections)
-    rotary = hf_llama.rotary(s)
-    if not v3 or s.value("interleaved"):  # V2's rotary is complex: neighbours pair
-        rotary = rotary[:-1] + ", interleaved=true)"
+    rotary = hf_llama.rotary(s, interleaved=not v3 or s.value("interleaved"))  # V2's is complex: neighbours pair
     q_rank = f", q_rank={s.q_rank}" if s.q_rank is not None else ""
     attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=latent({s.kv_rank}, {s.rope_dim}{q_rank}, "
                  f"v_dim={s.v_dim}){_scale(s, config)} bias={s.attention_bias}")

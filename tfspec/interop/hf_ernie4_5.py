@@ -47,7 +47,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec an ERNIE 4.5 configuration describes."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    rotary = hf_llama.rotary(s)[:-1] + ", interleaved=true)"
+    rotary = hf_llama.rotary(s, interleaved=True)
     return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), f"bias={s.use_bias}", s.use_bias, "",
                                  head=head, name=name, heading=heading)
 

@@ -81,7 +81,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     dense = f"d_ff={s.dense_d_ff} kind=dense"
     base, sections = schedule(sparse)
     lines = "".join(f"  layers {selection} {{ ffn {mixture if moe else dense} }}\n" for selection, moe in sections)
-    rotary = hf_llama.rotary(s)[:-1] + ", interleaved=true)"
+    rotary = hf_llama.rotary(s, interleaved=True)
     return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), "bias=false", "false", lines,
                                  head=head, name=name, heading=heading,
                                  feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")

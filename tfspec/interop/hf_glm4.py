@@ -35,7 +35,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a GLM-4 configuration describes: sandwich-normed layers in the wiring form."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    rotary = hf_llama.rotary(s)[:-1] + ", interleaved=true)"
+    rotary = hf_llama.rotary(s, interleaved=True)
     wiring = f"""  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, \\
                          mask={causal_masks(padding=padding)}, bias={s.attention_bias}, out_bias=false))
   x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))"""

@@ -143,8 +143,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                         name=name, heading=heading)
 
 
-def rotary(s, theta: str | None = None) -> str:
-    """The stack's rotary positions, as the configuration's settings ``s`` write them (``theta``: another base)."""
+def rotary(s, theta: str | None = None, interleaved: bool = False) -> str:
+    """The stack's rotary positions, as the configuration's settings ``s`` write them (``theta``: another base;
+    ``interleaved``: neighbouring dimensions paired, GLM's and Cohere's, rather than halves)."""
     fraction = getattr(s, "rotary_fraction", None)
     options = [f"theta={theta or s.rope_theta}"] + ([f"fraction={fraction}"] if fraction else [])
     scaling = getattr(s, "rope_scaling", None)
@@ -154,7 +155,7 @@ def rotary(s, theta: str | None = None) -> str:
                     if getattr(s, f"rope_{ours}") is not None]
         if scaling == "dynamic":
             options.append(f"original={s.rope_context}")
-    return f"rotary({', '.join(options)})"
+    return f"rotary({', '.join(options + (['interleaved=true'] if interleaved else []))})"
 
 
 def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,
@@ -233,9 +234,11 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return layout_rules(model, prefix, state, lm, projection_rules)
 
 
-def layout_rules(model, prefix: str, state: dict, lm: bool, sublayers: Callable) -> tuple[list[Rule], dict[str, str]]:
-    """Llama's layout: the token table, the final norm, each layer's two norms (``input_layernorm``,
-    ``post_attention_layernorm``) and the causal LM's head; ``sublayers(model, attention, feedforward, theirs,
+def layout_rules(model, prefix: str, state: dict, lm: bool, sublayers: Callable,
+                 norms: tuple[str, str] = ("input_layernorm", "post_attention_layernorm")
+                 ) -> tuple[list[Rule], dict[str, str]]:
+    """Llama's layout: the token table, the final norm, each layer's two norms (``norms``: their names, Llama's
+    by default; Apertus's differ) and the causal LM's head; ``sublayers(model, attention, feedforward, theirs,
     state, ours_state)``: the rules of one layer's attention and feed-forward (their module paths; ``theirs``: the
     layer's prefix), which is where Llama's relatives differ."""
     ours_state = model.state_dict()
@@ -246,8 +249,8 @@ def layout_rules(model, prefix: str, state: dict, lm: bool, sublayers: Callable)
         ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
         rules += sublayers(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}", theirs, state,
                            ours_state)
-        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
+        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.{norms[0]}.weight"),
+                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.{norms[1]}.weight")]
     head, aliases = lm_head_rules(model, lm)
     return rules + head, aliases
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
+from .mapping import InteropError, Rule, linear_rules
 from .writer import SpecWriter, causal_masks
 from .family import Family
 
@@ -50,24 +50,19 @@ def hf_config(spec) -> dict:
     return {"model_type": "phi3", **FIELDS.config(f)}
 
 
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's fused projections, copied unsplit: ``qkv_proj`` and ``gate_up_proj`` are tfspec's own."""
+    return [*linear_rules(f"{attention}.qkv", f"{theirs}.self_attn.qkv_proj", state, ours_state),
+            *linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state),
+            *linear_rules(f"{feedforward}.up", f"{theirs}.mlp.gate_up_proj", state, ours_state),
+            *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state)]
+
+
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "decoder-only":
         raise InteropError(f"Phi-3 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    parts = layer_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += [*linear_rules(f"{attention}.qkv", f"{theirs}.self_attn.qkv_proj", state, ours_state),
-                  *linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state),
-                  *linear_rules(f"{feedforward}.up", f"{theirs}.mlp.gate_up_proj", state, ours_state),
-                  *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state),
-                  rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
 def from_hf_phi3(model, reference) -> None:
