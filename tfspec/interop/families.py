@@ -263,7 +263,7 @@ def from_pretrained(directory, *, device=None):
                    for kind, names in damaged.items()] + [f"  {m}" for m in info.get("error_msgs", [])]
         raise InteropError(f"{shown(path)}: the checkpoint does not match its config.json:\n" + "\n".join(details))
     _check_values(path, reference, stored)
-    family.load_weights(model, reference)
+    family.load(model, reference)
     model.hf_class = type(reference).__name__  # what it was: exported back as the same class
     model.hf_carried = family.carried_values(config)
     return (model.to(device) if device is not None else model).eval()
@@ -513,7 +513,7 @@ def export_pretrained(model, directory, prefer: str | None = None, token_ids: di
         import torch  # a head of its own, which the reference tied on construction: untie it before loading
         output.weight = torch.nn.Parameter(output.weight.detach().clone())
     try:
-        reference.load_state_dict(family.export_weights(model), strict=True)
+        reference.load_state_dict(family.export(model), strict=True)
     except RuntimeError as exc:
         raise InteropError(f"{cls} does not take these weights: {exc}") from None
     try:

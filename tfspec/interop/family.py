@@ -65,9 +65,3 @@ class Family:
     def unsupported(self, config) -> list[str]:
         """The configuration's values the family's specs cannot express, each with the reason."""
         return self.fields.unsupported(config)
-
-    def load_weights(self, model, reference) -> None:
-        self.load(model, reference)
-
-    def export_weights(self, model) -> dict:
-        return self.export(model)
