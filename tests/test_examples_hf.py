@@ -120,6 +120,20 @@ PUBLISHED = {
                              classifier_bias=False, pad_token_id=50283, eos_token_id=50282, bos_token_id=50281,
                              cls_token_id=50281, sep_token_id=50282, architectures=["ModernBertForMaskedLM"]),
                         "ModernBertForMaskedLM"),
+    # Llama-4-Scout-17B-16E's text_config (its multimodal checkpoint's text tower, Llama4ForCausalLM's)
+    "llama4_scout": (dict(model_type="llama4_text", vocab_size=202048, hidden_size=5120, intermediate_size=8192,
+                          intermediate_size_mlp=16384, num_hidden_layers=48, num_attention_heads=40,
+                          num_key_value_heads=8, head_dim=128, hidden_act="silu", max_position_embeddings=10485760,
+                          initializer_range=0.02, rms_norm_eps=1e-5, attention_bias=False, attention_dropout=0.0,
+                          num_local_experts=16, num_experts_per_tok=1, interleave_moe_layer_step=1,
+                          use_qk_norm=True, attention_chunk_size=8192, attn_temperature_tuning=True,
+                          floor_scale=8192, attn_scale=0.1, output_router_logits=False, router_aux_loss_coef=0.001,
+                          router_jitter_noise=0.0, tie_word_embeddings=False,
+                          rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0,
+                                           "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                                           "original_max_position_embeddings": 8192},
+                          pad_token_id=200018, bos_token_id=200000, eos_token_id=[200001, 200007, 200008],
+                          architectures=["Llama4ForCausalLM"]), "Llama4ForCausalLM"),
 }
 
 

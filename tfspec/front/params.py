@@ -154,7 +154,10 @@ def terms_of(e: Expr, what: str) -> list[Expr]:
 
 
 def as_steps(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
-    """``value_residual(0.5) + ...``: attention steps, each at most once."""
+    """``value_residual(0.5) + ...``: attention steps, each at most once; ``none``: no step (a layer schedule's
+    section leaving out the stack's)."""
+    if isinstance(e, Name) and e.id == "none":
+        return ()
     steps = [choice(ATTENTION_STEPS)(t, r) for t in terms_of(e, "steps")]
     seen: set[str] = set()
     for step in steps:

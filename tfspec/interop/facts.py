@@ -100,9 +100,16 @@ class Facts:
     @staticmethod
     def window_of(masks) -> int | None:
         """The sliding window ``masks`` (``Choice``s) give: how many keys up to a query's own it sees, where they
-        bound how far back it looks (None: no bound)."""
-        behind, _ = combined_reach([MASKS.of(m) for m in masks])
+        bound how far back it looks (None: no bound; chunks, which bound it without sliding, are ``chunk_of``'s)."""
+        sliding = [(variant, options) for variant, options in map(MASKS.of, masks) if variant.chunk(options) is None]
+        behind, _ = combined_reach(sliding)
         return behind + 1 if behind is not None else None
+
+    @staticmethod
+    def chunk_of(masks) -> int | None:
+        """The size of the chunks of positions ``masks`` (``Choice``s) confine each query to (None: none)."""
+        chunks = [variant.chunk(options) for variant, options in map(MASKS.of, masks)]
+        return min((c for c in chunks if c is not None), default=None)
 
     def norm_placement(self, role: str) -> str:
         """Where the first sublayer of ``role``'s layer meets its norm: "pre-norm", "post-norm", ..."""
@@ -168,6 +175,20 @@ class Facts:
         if len(by_kind) != len(info.kinds):
             raise self.refuse(f"a kind of its {role} layers has no self-attention")
         return [by_kind[info.kind_of(i)] for i in range(info.repeat)]
+
+    def layer_feedforwards(self, role: str) -> list:
+        """Each layer's first feed-forward (a schedule's layers differ), in layer order."""
+        info = self.g.stacks[role]
+        by_kind = {}
+        for node in self.g.of(ir.FeedForward, stack=role, in_block=True):
+            by_kind.setdefault(node.layer_kind, node.spec)
+        if len(by_kind) != len(info.kinds):
+            raise self.refuse(f"a kind of its {role} layers has no feed-forward")
+        return [by_kind[info.kind_of(i)] for i in range(info.repeat)]
+
+    def layer_routes(self, role: str) -> list[bool]:
+        """Per layer: is its feed-forward a mixture of experts?"""
+        return [self.routes(feedforward) for feedforward in self.layer_feedforwards(role)]
 
     def layer_rotaries(self, role: str, sliding: bool) -> dict:
         """The rotary options of the first layer that slides (``sliding``) or sees every earlier key (empty

@@ -41,11 +41,7 @@ def dense_layers(config) -> list[bool]:
 
 def _first_dense(f) -> int:
     """How many leading layers keep a gated MLP (refused where the mixtures are not all the layers after them)."""
-    kinds = {}
-    for node in f.g.of(ir.FeedForward, stack="decoder", in_block=True):
-        kinds.setdefault(node.layer_kind, f.routes(node.spec))
-    info = f.g.stacks["decoder"]
-    dense = [not kinds[info.kind_of(i)] for i in range(info.repeat)]
+    dense = [not routes for routes in f.layer_routes("decoder")]
     first = dense.index(False) if False in dense else len(dense)
     if any(dense[first:]):
         raise f.refuse("a dense layer after its first mixture of experts (DeepSeek's dense layers come first: "

@@ -29,18 +29,9 @@ def sparse_layers(config) -> tuple[bool, ...]:
                  for i in range(config.num_hidden_layers))
 
 
-def _sparse(f) -> list[bool]:
-    """Per layer of the spec: is its feed-forward a mixture?"""
-    kinds = {}
-    for node in f.g.of(ir.FeedForward, stack="decoder", in_block=True):
-        kinds.setdefault(node.layer_kind, f.routes(node.spec))
-    info = f.g.stacks["decoder"]
-    return [kinds[info.kind_of(i)] for i in range(info.repeat)]
-
-
 def _sparse_step(f) -> int:
     """``decoder_sparse_step`` where it alone says which layers are mixtures (every step-th), else 1."""
-    sparse = _sparse(f)
+    sparse = f.layer_routes("decoder")
     return next((step for step in range(1, len(sparse) + 1)
                  if sparse == [(i + 1) % step == 0 for i in range(len(sparse))]), 1)
 
@@ -48,7 +39,7 @@ def _sparse_step(f) -> int:
 def _dense_layers(f) -> list[int]:
     """``mlp_only_layers``: the layers ``decoder_sparse_step`` leaves mixtures of experts that are not."""
     step = _sparse_step(f)
-    return [i for i, sparse in enumerate(_sparse(f)) if not sparse and (i + 1) % step == 0]
+    return [i for i, sparse in enumerate(f.layer_routes("decoder")) if not sparse and (i + 1) % step == 0]
 
 
 def _dense_d_ff(f) -> int | None:

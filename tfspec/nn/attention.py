@@ -35,6 +35,7 @@ back a query looks (``window(k)`` with ``causal``) keeps only that many keys.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -360,6 +361,8 @@ class MultiHeadAttention(nn.Module):
             extras.update(step.extras(x, ctx, cache.carry if cache is not None else None))
         if self.qk_norm_after_positions:
             q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
+        for step in self.steps():
+            q = step.fresh_queries(q, ctx)
         return q, k, extras
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, queries: Side, keys: Side,
@@ -372,7 +375,7 @@ class MultiHeadAttention(nn.Module):
         if self.band is not None and ctx.whole and query_len == key_len:  # a whole sequence
             chunk = band_chunk(query_len, self.band)
             if chunk is not None:
-                return self.mix_in_bands(q, k, v, ctx.inputs, padding, chunk)
+                return self.mix_in_bands(q, k, v, ctx.inputs, padding, chunk, ctx.positions)
         if self.drops_in_blocks(q):
             return self.attend_in_blocks(q, k, v, ctx, queries, keys, padding)
         if self.causal_alone(padding, query_len, key_len):
@@ -381,7 +384,7 @@ class MultiHeadAttention(nn.Module):
         # a stack's scheme (T5's) has one key for every layer: built once per call
         bias_key = "+".join(step.key for step in steps)
         mask = self.masks.additive(ctx, query_len, key_len, self.mask_dtype(q), q.device, padding,
-                                   lambda: self.score_terms(queries, keys), bias_key)
+                                   lambda: self.score_terms(queries, keys), bias_key, keys.positions)
         return self.mix_at(q, k, v, mask, queries, keys)
 
     def causal_alone(self, padding: Tensor | None, query_len: int, key_len: int) -> bool:
@@ -454,7 +457,7 @@ class MultiHeadAttention(nn.Module):
         for start, block in zip(range(0, query_len, self.dropout_block), q.split(self.dropout_block, dim=2)):
             rows = slice(start, start + block.shape[2])
             seen = slice(0, rows.stop) if self.causal_alone(padding, query_len, key_len) else \
-                self.masks.seen_keys(ctx, query_len, key_len, rows, q.device)
+                self.masks.seen_keys(ctx, query_len, key_len, rows, q.device, keys.positions)
             outputs.append(recomputed(self.attend_rows, block, k[:, :, seen], v[:, :, seen], ctx,
                                       queries, keys, padding, (query_len, key_len), rows, seen))
         return torch.cat(outputs, dim=2)
@@ -463,11 +466,12 @@ class MultiHeadAttention(nn.Module):
                     padding: Tensor | None, lengths: tuple[int, int], rows: slice, seen: slice) -> Tensor:
         """One block of ``attend_in_blocks``: queries ``rows`` of the call's ``lengths`` (queries, keys)
         against its keys ``seen``; ``q``, ``k`` and ``v`` are those already."""
+        key_positions = keys.positions
         queries, keys = queries.part(rows), keys.part(seen)
         if self.causal_alone(padding, *lengths):
             mask = None  # ``mix`` hides the later keys of the block's last square, the only ones its queries see
         else:
-            allowed = self.masks.allowed(ctx, *lengths, q.device, padding, rows, seen)
+            allowed = self.masks.allowed(ctx, *lengths, q.device, padding, rows, seen, key_positions)
             mask = additive_mask(allowed, self.mask_dtype(q), self.score_terms(queries, keys))
         self.part = rows, seen
         try:
@@ -588,22 +592,26 @@ class MultiHeadAttention(nn.Module):
         y = y.view(batch, blocks, heads, chunk, y.shape[-1]).transpose(1, 2)
         return y.reshape(batch, heads, blocks * chunk, y.shape[-1])[:, :, :rows]
 
-    def mix_in_bands(self, q: Tensor, k: Tensor, v: Tensor, inputs: dict, padding: Tensor | None, chunk: int
-                     ) -> Tensor:
+    def mix_in_bands(self, q: Tensor, k: Tensor, v: Tensor, inputs: dict, padding: Tensor | None, chunk: int,
+                     positions: Tensor | None = None) -> Tensor:
         """``mix_banded`` over a whole sequence, ``band_rows`` queries at a time, each group's mask built and
         its attention recomputed in backward (``recomputed``): its copies of keys and values, their gradients
         and its mask exist for one group at a time, and what backward keeps is q, k and v, as a fused kernel's.
-        ``inputs``: the call's run-time inputs, which masks may read."""
+        ``inputs``: the call's run-time inputs, and ``positions`` its position ids, which masks may read."""
         blocks = -(-q.shape[2] // chunk)
         group = max(1, self.band_rows // chunk)
-        parts = [recomputed(self.mix_band_group, q, k, v, inputs, padding, chunk, first,
-                            min(first + group, blocks)) for first in range(0, blocks, group)]
+        # (the positions are no argument of the recomputed call: ids it need not keep, which the call holds anyway)
+        group_of = self.mix_band_group if positions is None or not self.masks.reads_positions else \
+            functools.partial(self.mix_band_group, positions=positions)
+        parts = [recomputed(group_of, q, k, v, inputs, padding, chunk, first, min(first + group, blocks))
+                 for first in range(0, blocks, group)]
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def mix_band_group(self, q: Tensor, k: Tensor, v: Tensor, inputs: dict, padding: Tensor | None, chunk: int,
-                       first: int, last: int) -> Tensor:
+                       first: int, last: int, positions: Tensor | None = None) -> Tensor:
         """Blocks ``first`` to ``last`` of ``mix_in_bands``, with their mask."""
-        mask = self.masks.banded(inputs, q.shape[2], self.band, q.dtype, q.device, padding, slice(first, last))
+        mask = self.masks.banded(inputs, q.shape[2], self.band, q.dtype, q.device, padding, slice(first, last),
+                                 positions)
         return self.mix_banded(q, k, v, mask, chunk, first)
 
     def extra_repr(self) -> str:
@@ -641,7 +649,7 @@ def core_arguments(config, steps: dict | None = None) -> dict:
 def mask_set(masks, cross: bool) -> Constructor:
     """The ``MaskSet`` of ``(Mask, options)`` pairs: each mask of structure's rule, options and inputs."""
     rules = [(variant.rule, options.model_dump(), tuple(i.name for i in variant.inputs))
-             for variant, options in masks if variant.structural]
+             + ((True,) if variant.reads_positions else ()) for variant, options in masks if variant.structural]
     return Constructor(MaskSet, (rules, any(variant.reads_padding for variant, _ in masks), cross))
 
 
@@ -662,7 +670,7 @@ class InContext:
         if (self.flex and ctx.whole and query_len == key_len and not (self.fused_causal and padding is None)
                 and flex_runs(q, k, self.training and self.dropout)):
             pattern = ctx.once(f"{self.masks.key}|flex|{query_len}x{q.shape[0]}", lambda: block_mask(
-                self.masks.rules, ctx.inputs, padding, q.shape[0], query_len, q.device))
+                self.masks.rules, ctx.inputs, padding, q.shape[0], query_len, q.device, positions=ctx.positions))
             return flex_mix(q, k, v, pattern, self.scale)
         return super().attend(q, k, v, ctx, queries, keys, padding)
 

@@ -37,16 +37,22 @@ def flex_runs(q: Tensor, k: Tensor, training_dropout: float) -> bool:
 
 
 def block_mask(rules: list[Callable], inputs: dict, padding: Tensor | None, batch: int, length: int, device,
-               heads: int | None = None, per_head: Tensor | None = None, block: int = 1):
+               heads: int | None = None, per_head: Tensor | None = None, block: int = 1,
+               positions: Tensor | None = None):
     """The ``BlockMask`` of a whole sequence of ``length``: where every rule ``(queries, keys, inputs) -> bool``
     (a mask's, options bound) allows, the key is not ``padding`` ((batch, length), True at padding), and,
-    given ``per_head`` (heads, blocks, blocks), the head's table allows key block j for query block i."""
+    given ``per_head`` (heads, blocks, blocks), the head's table allows key block j for query block i.
+    ``positions``: the sequence's position ids ``(batch or 1, length)``, which ``positional`` rules compare."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     def mask_mod(b, h, q_idx, kv_idx):
         allowed = q_idx >= 0
         for rule in rules:
-            seen = rule(q_idx.view(1), kv_idx.view(1), inputs)  # (1, 1), or (batch, 1, 1) from a per-row input
+            if rule.positional:
+                row = b if positions.shape[0] > 1 else 0
+                seen = rule(positions[row, q_idx].view(1), positions[row, kv_idx].view(1), inputs)
+            else:  # (1, 1), or (batch, 1, 1) from a per-row input
+                seen = rule(q_idx.view(1), kv_idx.view(1), inputs)
             allowed = allowed & (seen[b, 0, 0] if seen.dim() == 3 else seen[0, 0])
         if padding is not None:
             allowed = allowed & ~padding[b, kv_idx]
@@ -54,7 +60,8 @@ def block_mask(rules: list[Callable], inputs: dict, padding: Tensor | None, batc
             allowed = allowed & per_head[h, q_idx // block, kv_idx // block]
         return allowed
 
-    reads_rows = padding is not None or any(isinstance(v, Tensor) and v.shape[0] > 1 for v in inputs.values())
+    reads_rows = padding is not None or any(isinstance(v, Tensor) and v.shape[0] > 1 for v in inputs.values()) or (
+        positions is not None and positions.shape[0] > 1 and any(r.positional for r in rules))
     return create_block_mask(mask_mod, batch if reads_rows else None, heads if per_head is not None else None,
                              length, length, device=device, BLOCK_SIZE=BLOCK,
                              _compile=torch.device(device).type == "cuda")

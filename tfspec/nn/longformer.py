@@ -50,7 +50,8 @@ class LongformerAttention(MultiHeadAttention):
         order, filled = global_slots(is_global)
         chunk = band_chunk(length, self.band) if self.band is not None else None
         if chunk is not None:
-            mask = self.masks.banded(ctx.inputs, length, self.band, q.dtype, q.device, padding)
+            mask = self.masks.banded(ctx.inputs, length, self.band, q.dtype, q.device, padding,
+                                     positions=ctx.positions)
             y = self.mix_banded_with(q, k, v, mask, chunk, is_global, order, filled)
         else:
             mask = self.masks.additive(ctx, length, length, q.dtype, q.device, padding)

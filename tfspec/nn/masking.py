@@ -34,8 +34,9 @@ class BoundRule:
     (those named in ``inputs`` are passed on): an object, not a closure, so that a compiled model pickles
     (``torch.save``, ``copy.deepcopy``, a process pool)."""
 
-    def __init__(self, rule: Callable, options: dict, inputs):
+    def __init__(self, rule: Callable, options: dict, inputs, positional: bool = False):
         self.rule, self.options, self.inputs = rule, dict(options), tuple(inputs)
+        self.positional = positional  # it compares position ids, not indices in the sequence
 
     def __call__(self, queries: Tensor, keys: Tensor, given: dict) -> Tensor:
         return self.rule(queries, keys, **self.options, **{n: given.get(n) for n in self.inputs})
@@ -43,40 +44,48 @@ class BoundRule:
 
 class MaskSet:
     """The masks of one attention sublayer: ``rules``, each ``(rule, options, inputs)`` -- a mask's
-    ``rule(queries, keys, **options, **inputs)`` and the names of the run-time inputs it reads --, whether a
+    ``rule(queries, keys, **options, **inputs)`` and the names of the run-time inputs it reads; a fourth item
+    True where it compares the queries' and keys' position ids rather than their indices in the sequence --, whether a
     mask reads the keys' padding, and whether queries and keys are different sequences (cross-attention).
     Torch only, so ``tfspec emit`` copies it; ``tfspec.nn.attention.mask_set`` makes one from a spec's masks."""
 
     def __init__(self, rules: list | tuple = (), reads_padding: bool = False, cross: bool = False):
         self.specs = tuple(rules)
-        self.rules = [self.bound(rule, options, inputs) for rule, options, inputs in self.specs]
+        self.rules = [self.bound(*spec) for spec in self.specs]
         self.reads_padding = reads_padding
         self.cross = cross
         # what the memo is keyed by: equal mask sets (the same rule functions, options and padding) share one
         # tensor per call; a rule is told by its identity, as two rules may share a name
         self.key = "mask:" + ("cross:" if cross else "self:") + "+".join(
-            f"{rule.__name__}@{id(rule):x}{sorted(options.items())}" for rule, options, _ in self.specs
+            f"{rule.__name__}@{id(rule):x}{sorted(options.items())}" for rule, options, *_ in self.specs
         ) + f":{reads_padding}"
+        self.reads_positions = any(rule.positional for rule in self.rules)
 
     @staticmethod
-    def bound(rule: Callable, options: dict, inputs) -> Callable:
+    def bound(rule: Callable, options: dict, inputs, positional: bool = False) -> Callable:
         """``rule`` with its options bound, as ``f(queries, keys, inputs)``: bound once, at build time."""
-        return BoundRule(rule, options, inputs)
+        return BoundRule(rule, options, inputs, positional)
 
     def allowed(self, ctx: Context, query_len: int, key_len: int, device, padding: Tensor | None,
-                rows: slice = slice(None), keys: slice = slice(None)) -> Tensor | None:
+                rows: slice = slice(None), keys: slice = slice(None), key_positions: Tensor | None = None
+                ) -> Tensor | None:
         """Bool ``(batch or 1, 1, queries, keys)``: structure and the keys' ``padding``; None: all allowed.
         ``rows`` and ``keys``: part of the call's queries and keys (attention in blocks), each row of which
-        must keep every key its structure allows (``seen_keys``)."""
+        must keep every key its structure allows (``seen_keys``); ``key_positions``: as ``structure`` takes."""
         padding = padding[:, keys] if padding is not None else None
-        return with_padding(self.structure(ctx, query_len, key_len, device, rows, keys), padding)
+        return with_padding(self.structure(ctx, query_len, key_len, device, rows, keys, key_positions), padding)
 
     def structure(self, ctx: Context, query_len: int, key_len: int, device, rows: slice = slice(None),
-                  keys: slice = slice(None)) -> Tensor | None:
+                  keys: slice = slice(None), key_positions: Tensor | None = None) -> Tensor | None:
         """Bool ``(batch or 1, 1, queries, keys)`` from positions (and declared inputs); queries are the last keys.
-        ``rows`` and ``keys``: of the call's ``query_len`` queries and ``key_len`` keys, those to answer for."""
+        ``rows`` and ``keys``: of the call's ``query_len`` queries and ``key_len`` keys, those to answer for.
+        ``key_positions``: the keys' position ids ``(batch or 1, key_len)``, which a rule of ``positional`` masks
+        compares (a KV cache's; default: the queries', over a whole sequence)."""
         if not self.rules:
             return None
+        if self.reads_positions:
+            query_positions = ctx.positions[:, rows]
+            key_positions = (ctx.positions if key_positions is None else key_positions)[:, keys]
         # sequence indices: the queries follow ctx.offset cached positions and the keys end with them
         # (or, in cross-attention, are the memory's)
         end = ctx.offset + query_len
@@ -88,36 +97,45 @@ class MaskSet:
             seen = slot + key_len * torch.div(end - 1 - slot, key_len, rounding_mode="floor")
         else:
             seen = torch.arange(end - key_len, end, device=device)
-        return allowed_keys(*(rule(queries, seen[keys], ctx.inputs) for rule in self.rules))
+        return allowed_keys(*(rule(query_positions, key_positions, ctx.inputs) if rule.positional
+                              else rule(queries, seen[keys], ctx.inputs) for rule in self.rules))
 
-    def seen_keys(self, ctx: Context, query_len: int, key_len: int, rows: slice, device) -> slice:
+    def seen_keys(self, ctx: Context, query_len: int, key_len: int, rows: slice, device,
+                  key_positions: Tensor | None = None) -> slice:
         """The keys from the first to the last that a query of ``rows`` may see by structure (all: no rule), so
         a block of queries need not score the others (a causal block: none after its last query)."""
-        allowed = self.structure(ctx, query_len, key_len, device, rows)
+        allowed = self.structure(ctx, query_len, key_len, device, rows, key_positions=key_positions)
         if allowed is None:
             return slice(0, key_len)
         seen = allowed.flatten(0, -2).any(dim=0).nonzero()
         return slice(int(seen[0]), int(seen[-1]) + 1) if len(seen) else slice(0, key_len)
 
     def additive(self, ctx: Context, query_len: int, key_len: int, dtype, device, padding: Tensor | None,
-                 bias: Callable[[], Tensor | None] | None = None, bias_key: str = "") -> Tensor | None:
+                 bias: Callable[[], Tensor | None] | None = None, bias_key: str = "",
+                 key_positions: Tensor | None = None) -> Tensor | None:
         """The additive mask (0 or the dtype's minimum) plus ``bias()``; ``None`` when there is neither.
 
         ``padding``: the keys' padding when a mask reads it (else pass None). ``bias``
         builds a score bias ``(batch or 1, heads, queries, keys)`` or None, called only the
-        first time this call needs the mask (``bias_key`` tells equal biases apart).
+        first time this call needs the mask (``bias_key`` tells equal biases apart). ``key_positions``: the
+        keys' position ids (``structure``); equal mask sets keep equally many keys, so they hold the same ones.
         """
         def build():
-            return additive_mask(self.allowed(ctx, query_len, key_len, device, padding), dtype,
-                                 bias() if bias is not None else None)
+            return additive_mask(self.allowed(ctx, query_len, key_len, device, padding, key_positions=key_positions),
+                                 dtype, bias() if bias is not None else None)
 
         return ctx.once(f"{self.key}|{bias_key}|{query_len}x{key_len}|{dtype}", build)  # (one offset a call)
 
     def banded(self, inputs: dict, length: int, band: tuple[int, int], dtype, device, padding: Tensor | None,
-               blocks: slice = slice(None)) -> Tensor:
+               blocks: slice = slice(None), positions: Tensor | None = None) -> Tensor:
         """The additive mask of a whole sequence in the banded layout ``(batch or 1, blocks, chunk, span)``,
-        for its ``blocks`` (all by default); ``inputs``: the call's run-time inputs (``Context.inputs``)."""
-        rules = [lambda queries, keys, rule=rule: rule(queries, keys, inputs) for rule in self.rules]
+        for its ``blocks`` (all by default); ``inputs``: the call's run-time inputs (``Context.inputs``);
+        ``positions``: its position ids ``(batch or 1, length)``, which ``positional`` rules compare."""
+        def at(index: Tensor) -> Tensor:  # the position ids at sequence indices (past either end: never seen)
+            return positions[:, index.clamp(0, length - 1)]
+
+        rules = [(lambda queries, keys, rule=rule: rule(at(queries), at(keys), inputs)) if rule.positional else
+                 (lambda queries, keys, rule=rule: rule(queries, keys, inputs)) for rule in self.rules]
         return banded_mask(length, band, rules, padding, dtype, device, blocks)
 
 

@@ -59,8 +59,9 @@ class Experts(nn.Module):
     it and returns their weighted sum per position."""
 
     def __init__(self, experts: int, width: int, d_ff: int, up_features: int, activation: nn.Module, bias: bool,
-                 dropout: float) -> None:
+                 dropout: float, weigh_inputs: bool = False) -> None:
         super().__init__()
+        self.weigh_inputs = weigh_inputs  # the weights scale each expert's input (Llama 4's), not its output
         self.up = nn.Parameter(torch.empty(experts, up_features, width))
         self.down = nn.Parameter(torch.empty(experts, width, d_ff))
         self.up_bias = nn.Parameter(torch.empty(experts, up_features)) if bias else None
@@ -73,6 +74,8 @@ class Experts(nn.Module):
         order = chosen.reshape(-1).argsort(stable=True)  # the (position, choice) pairs, grouped by expert
         counts = expert_counts(chosen, self.up.shape[0])
         grouped = x[order // top]  # each pair's position's input
+        if self.weigh_inputs:
+            grouped = grouped * weights.reshape(-1)[order, None]
         outputs, start = [], 0
         for expert, count in enumerate(counts):
             if count:
@@ -89,7 +92,7 @@ class Experts(nn.Module):
         # back in (position, choice) order, then each position's choices summed by their weights: a gather and a
         # sum keep only indices for backward, where a scatter-add (index_add) would keep the outputs again
         y = torch.cat(outputs)[order.argsort()].view(positions, top, -1)
-        return (y * weights[..., None]).sum(dim=1)
+        return y.sum(dim=1) if self.weigh_inputs else (y * weights[..., None]).sum(dim=1)
 
     def extra_repr(self) -> str:
         experts, up, width = self.up.shape
@@ -109,7 +112,8 @@ class MixtureOfExperts(nn.Module):
                  experts: int, top: int, score: str = "softmax", renormalize: bool = False, scale: float = 1.0,
                  router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
                  aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
-                 top_groups: int = 1, group_score: str = "top2", correction_rate: float = 0.0) -> None:
+                 top_groups: int = 1, group_score: str = "top2", correction_rate: float = 0.0,
+                 weigh: str = "outputs") -> None:
         super().__init__()
         self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
         self.groups, self.top_groups, self.group_score = groups, top_groups, group_score
@@ -118,7 +122,7 @@ class MixtureOfExperts(nn.Module):
         self.correction_rate = correction_rate  # how far each training call moves it towards balance
         self.aux_loss, self.z_loss = aux_loss, z_loss
         self.router = nn.Linear(width, experts, bias=router_bias)
-        self.experts = Experts(experts, width, d_ff, up_features, activation, bias, dropout)
+        self.experts = Experts(experts, width, d_ff, up_features, activation, bias, dropout, weigh == "inputs")
         self.shared = shared
         self.shared_gate = nn.Linear(width, 1, bias=False) if shared_gate else None
         self.router_stats: dict[str, Tensor] | None = None

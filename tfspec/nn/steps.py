@@ -1,8 +1,8 @@
 """The steps of an attention's pipeline that variants contribute, each doing nothing unless a variant's step does it.
 
 ``MultiHeadAttention`` runs, in order: project the input to queries, keys and values → ``rotate`` queries and keys
-(rotary positions), from ``tables`` built once per call → transform the ``fresh_values`` before a KV cache keeps
-them (value residual learning) → make per-position ``extras`` from the input (the
+(rotary positions), from ``tables`` built once per call → transform the ``fresh_queries`` (temperature tuning) →
+transform the ``fresh_values`` before a KV cache keeps them (value residual learning) → make per-position ``extras`` from the input (the
 Forgetting Transformer's cumulative log forget gates), which a KV cache keeps beside each key → add ``score_terms``
 computed from the queries' and the keys' positions and extras (ALiBi, T5, FoX) → mix (``weigh`` the scores in
 place of the softmax: soft-capping, sigmoid attention; ``attend`` in place of the whole mix: Shaw's values) → transform the ``mixed_values`` (differential attention pairs heads) → and each
@@ -50,6 +50,11 @@ class AttentionStep(nn.Module):
     def rotate(self, q: Tensor, k: Tensor, tables) -> tuple[Tensor, Tensor]:
         """Queries ``(batch, heads, n, head_dim)`` and keys ``(batch, kv_heads, n, head_dim)``, transformed."""
         return q, k
+
+    def fresh_queries(self, q: Tensor, ctx) -> Tensor:
+        """The new queries ``(batch, heads, n, head_dim)``, rotated and normed, transformed before they score any
+        key (Llama 4's temperature tuning scales them by their index in the sequence, ``ctx.offset`` on)."""
+        return q
 
     def fresh_values(self, v: Tensor, ctx) -> Tensor:
         """The new positions' values ``(batch, kv_heads, n, value_dim)``, transformed before a KV cache keeps them

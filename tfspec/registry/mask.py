@@ -22,6 +22,10 @@ class Mask(Variant):
     fused_causal: ClassVar[bool] = False  # alone, equivalent to SDPA's is_causal=True
     reads_padding: ClassVar[bool] = False  # reads the keys' padding mask at run time
     inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # other run-time inputs ``rule`` reads (None when not given)
+    # ``rule`` compares position ids (the queries' and the keys' ``position_ids``), not indices in the sequence:
+    # a left-padded prompt's real tokens are counted from its first while decoding, as its positions count them.
+    # Where attention runs in bands, a query still sees no key farther away in the sequence than ``reach``.
+    reads_positions: ClassVar[bool] = False
     rule: ClassVar[Callable | None] = None  # set with staticmethod(function)
 
     def allowed(self, query_index, key_index, options, inputs: dict):
@@ -76,6 +80,11 @@ class Mask(Variant):
         """A sequence length at which its pattern shows in a picture (``tfspec mask``): twice its reach."""
         bounded = [r for r in self.reach(options) if r is not None]
         return 2 * max(bounded) if bounded else 0
+
+    def chunk(self, options) -> int | None:
+        """The size of the chunks of positions it confines each query to (``chunked(c)``), None where it does not:
+        such a mask bounds the look-back without sliding over it (interop tells it from a sliding window)."""
+        return None
 
     def causal_from(self, options) -> str | None:
         """Where a query stops seeing later keys: ``"start"`` (causal), a run-time input's name

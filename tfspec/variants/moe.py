@@ -10,7 +10,8 @@ an expert's bias by γ where it was chosen less often than the mean and lowers i
 balancing without an auxiliary loss); ``groups`` and
 ``top_groups`` (group-limited routing: each position chooses among the ``top_groups`` groups that score highest,
 a group by its two best scores' sum, ``group_score=top2``: DeepSeek-V3's, or by its best, ``max``: DeepSeek-V2's);
-``router_bias``; ``shared`` (the d_ff of a network every position
+``router_bias``; ``weigh`` (``outputs``: the chosen experts' outputs summed by their weights; ``inputs``: each
+chosen expert runs on its input scaled by its weight and the outputs are summed as they are, Llama 4's); ``shared`` (the d_ff of a network every position
 also runs; Qwen2-MoE's shared expert) with ``shared_gate`` (its output scaled by sigmoid(w·x)). Training adds the
 load-balancing loss (``aux_loss``: its coefficient; Switch's and Mixtral's ``experts · Σ f_e·P_e``) and the router
 z-loss (``z_loss``), which the trainer logs as ``moe_balance`` and ``moe_z``; both over the call's real positions
@@ -42,7 +43,8 @@ class MixtureOfExperts(FeedForwardKind):
                  "shared_gate": True, "aux_loss": 0.01, "z_loss": 0.001},
                 {"experts": 8, "top": 3, "score": "sigmoid", "correction": True, "groups": 4, "top_groups": 2,
                  "renormalize": True, "scale": 2.5, "shared": 8, "correction_rate": 0.001},
-                {"experts": 6, "top": 2, "groups": 3, "top_groups": 2, "group_score": "max", "scale": 1.5})
+                {"experts": 6, "top": 2, "groups": 3, "top_groups": 2, "group_score": "max", "scale": 1.5},
+                {"experts": 4, "top": 1, "score": "sigmoid", "weigh": "inputs", "shared": 8})
     doc = ("moe(experts, top): a router sends each position to its top experts, networks of the sublayer's d_ff "
            "and activation, and sums their outputs by the routing weights")
 
@@ -63,6 +65,7 @@ class MixtureOfExperts(FeedForwardKind):
         top_groups: int = Field(1, gt=0, le=1 << 16)  # ... of which each position chooses among the best these
         group_score: Literal["top2", "max"] = "top2"  # a group's: its two best scores' sum, or its best
         correction_rate: float = Field(0.0, ge=0, le=1)  # γ: how far a training call moves the correction bias
+        weigh: Literal["outputs", "inputs"] = "outputs"  # what the routing weights scale: each expert's output or input
 
         @model_validator(mode="after")
         def _fits(self):
@@ -114,7 +117,7 @@ class MixtureOfExperts(FeedForwardKind):
                             "shared_gate": options.shared_gate, "aux_loss": options.aux_loss,
                             "z_loss": options.z_loss, "correction": options.correction, "groups": options.groups,
                             "top_groups": options.top_groups, "group_score": options.group_score,
-                            "correction_rate": options.correction_rate})
+                            "correction_rate": options.correction_rate, "weigh": options.weigh})
 
     def flops(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
@@ -141,6 +144,8 @@ class MixtureOfExperts(FeedForwardKind):
         # float32 words: the probabilities; the chosen experts, the grouped order and each choice's position
         # (int64: two words each); a renormalisation's weights and their sum
         words = experts + 3 * 2 * top + (top + 1 if options.renormalize else 0)
+        if options.weigh == "inputs":  # the grouped order again, by which each choice's weight is gathered
+            words += 2 * top
         if options.shared:
             elements += activation.feedforward_saved(options.shared, bool(body.dropout))
             if options.shared_gate:  # the gate's sigmoid and the shared output it scales

@@ -94,8 +94,9 @@ class Rotary(Position):
         if "original" in used and options.original is None:
             return [Problem(f"scaling={options.scaling} needs original=, the context length trained on",
                             "e.g. original=8192")]
-        if options.scaling == "llama3" and options.high_freq <= options.low_freq:
-            return [Problem(f"llama3 scaling needs high_freq > low_freq (got {options.high_freq:g} and "
+        # (equal: no band of wavelengths blended, each either divided or kept; Llama 4 Scout's 1 and 1)
+        if options.scaling == "llama3" and options.high_freq < options.low_freq:
+            return [Problem(f"llama3 scaling needs high_freq >= low_freq (got {options.high_freq:g} and "
                             f"{options.low_freq:g})", "Llama 3.1 uses low_freq=1, high_freq=4")]
         rotated = self.rotary_dim(options, shape.head_dim)
         if options.scaling in ("dynamic", "ntk_alpha") and rotated == 2:  # the base grows as a power dim / (dim - 2)

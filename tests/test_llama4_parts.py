@@ -1,0 +1,190 @@
+"""Llama 4's new parts, each against a naive formula written here: chunked attention (chunks of position ids),
+attention temperature tuning (queries scaled by their index in the sequence), and a mixture whose routing weight
+scales each expert's input. The family itself is exact against Hugging Face in ``test_import`` (its CONFIGS)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import tfspec
+from tfspec.run.decoding import Continuation
+from numerics import FLOAT32, assert_close
+
+ONE_LAYER = """
+embedding tokens {{ vocab 30; dim 16; position none }}
+decoder x 1 {{ attention self heads=2 mask={mask} {steps}; feedforward d_ff=32 }}
+head linear(30)
+"""
+
+
+def attention_of(model, x: torch.Tensor, allowed: torch.Tensor, query_scale: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """``model``'s first attention applied to ``x`` (batch, length, width), written out in float64."""
+    attention = model.decoder.layers[0].self_attn
+    heads, dim = attention.heads, attention.head_dim
+    weight, bias = attention.qkv.weight.double(), attention.qkv.bias.double()
+    q, k, v = (x.double() @ weight.T + bias).split(heads * dim, dim=-1)
+    q, k, v = (t.view(*t.shape[:2], heads, dim).transpose(1, 2) for t in (q, k, v))
+    if query_scale is not None:
+        q = q * query_scale.double()[None, None, :, None]
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(dim)
+    scores = scores.masked_fill(~allowed[:, None], float("-inf"))
+    y = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(*x.shape[:2], heads * dim)
+    return y @ attention.out.weight.double().T + attention.out.bias.double()
+
+
+@pytest.mark.parametrize("chunk, length", [(1, 5), (3, 10), (4, 8)])
+def test_chunked_attention_sees_the_earlier_keys_of_its_own_chunk(chunk, length):
+    model = tfspec.compile(ONE_LAYER.format(mask=f"causal + chunked({chunk})", steps=""), seed=0).eval()
+    x = torch.randn(2, length, 16, generator=torch.Generator().manual_seed(0))
+    i = torch.arange(length)
+    allowed = ((i[None, :] <= i[:, None]) & (i[None, :] // chunk == i[:, None] // chunk))[None]
+    with torch.no_grad():
+        ours = model.decoder.layers[0].self_attn(x)
+    assert_close(ours, attention_of(model, x, allowed), FLOAT32)
+    if chunk > 1:  # the first query of a chunk sees itself alone: its output is its own value, projected
+        first = attention_of(model, x, torch.eye(length, dtype=torch.bool)[None])
+        assert_close(ours[:, chunk], first[:, chunk], FLOAT32)
+
+
+def test_chunks_are_of_position_ids_so_a_left_padded_prompt_decodes_as_it_does_alone():
+    """Decoding counts a left-padded prompt's positions from its first real token: its chunks start there, and the
+    padded row's tokens and logits are those of the row decoded alone."""
+    model = tfspec.compile(ONE_LAYER.format(
+        mask="causal + chunked(3) + padding", steps=""), seed=0).eval()
+    prompt = torch.randint(0, 30, (1, 5), generator=torch.Generator().manual_seed(1))
+    padded = torch.cat((torch.zeros(1, 2, dtype=torch.long), prompt), dim=1)
+    padding = torch.arange(7)[None] < 2
+    new = torch.randint(0, 30, (1, 6), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        alone, with_pads = Continuation(model), Continuation(model, prompt_padding_mask=padding)
+        assert_close(with_pads.feed(padded), alone.feed(prompt), FLOAT32)
+        for t in range(new.shape[1]):
+            assert_close(with_pads.feed(new[:, t:t + 1]), alone.feed(new[:, t:t + 1]), FLOAT32, msg=t)
+
+
+def test_chunked_attention_over_a_long_sequence_runs_in_bands_that_equal_dense_attention():
+    from test_sparse import output_and_gradients
+    model = tfspec.compile(ONE_LAYER.format(mask="causal + chunked(8) + padding", steps=""), seed=0)
+    attention = model.decoder.layers[0].self_attn
+    assert attention.band == (7, 0)
+    tokens = torch.randint(0, 30, (2, 90), generator=torch.Generator().manual_seed(3))
+    extra = {"padding_mask": torch.arange(90)[None] >= torch.tensor([[90], [61]])}
+    banded, dense = (output_and_gradients(model, tokens, extra, band) for band in (True, False))
+    for a, b in zip(banded, dense):
+        assert_close(a, b, 1e-4)
+
+
+def temperature(index: torch.Tensor, floor: int, scale: float) -> torch.Tensor:
+    return 1 + scale * torch.log(1 + torch.floor((index.double() + 1) / floor))
+
+
+def test_temperature_tuning_scales_each_query_by_its_index():
+    model = tfspec.compile(ONE_LAYER.format(mask="causal", steps="steps=temperature(floor=3, scale=0.5)"),
+                           seed=0).eval()
+    with torch.no_grad():  # attention far from uniform, where scaling the scores shows
+        for p in model.parameters():
+            p.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(p.numel()))
+    x = torch.randn(2, 12, 16, generator=torch.Generator().manual_seed(4))
+    i = torch.arange(12)
+    factors = temperature(i, 3, 0.5)
+    assert factors[:2].tolist() == [1.0, 1.0] and factors[2] > 1  # the index is 2 when (i + 1) / 3 first is 1
+    causal = (i[None, :] <= i[:, None])[None]
+    with torch.no_grad():
+        ours = model.decoder.layers[0].self_attn(x)
+    assert_close(ours, attention_of(model, x, causal, factors), FLOAT32)
+    assert (ours - attention_of(model, x, causal)).abs().max() > 1e-3  # the factors change the output
+
+
+@pytest.fixture
+def no_recompiles():
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        yield torch._dynamo.utils.counters
+    torch._dynamo.reset()
+
+
+def test_temperature_counts_cached_positions_in_eager_and_compiled_decoding(no_recompiles):
+    """The factor's index continues after the KV cache's positions: a compiled step (whose offset is a tensor)
+    and eager decoding give the logits of recomputing the whole sequence, with chunks of a left-padded prompt's
+    positions in the other layer, in one graph."""
+    model = tfspec.compile("""
+embedding tokens { vocab 30; dim 16; position none }
+decoder x 2 {
+  position rotary(interleaved=true)
+  attention self heads=2 mask=causal + chunked(4) + padding qk_norm=rmsnorm(weight=false) qk_norm_after=positions
+  feedforward d_ff=32 activation=swiglu
+  layers 1 { self_attn mask=causal + padding qk_norm=none qk_norm_after=projection \\
+             steps=temperature(floor=2, scale=0.5); position none }
+}
+head linear(30)
+""", seed=0).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    prompt = torch.randint(0, 30, (2, 5), generator=torch.Generator().manual_seed(5))
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[1, :2] = True
+    new = torch.randint(0, 30, (2, 9), generator=torch.Generator().manual_seed(6))
+
+    def decoded(**options) -> list[torch.Tensor]:
+        steps = Continuation(model, prompt_padding_mask=padding, **options)
+        with torch.no_grad():
+            return [steps.feed(prompt)] + [steps.feed(new[:, t:t + 1]) for t in range(new.shape[1])]
+
+    recomputed, eager = decoded(use_cache=False), decoded()  # (before compiling: they share the model's code)
+    compiled = decoded(compile="eager", max_len=14)
+    for t, (a, b, c) in enumerate(zip(eager, compiled, recomputed)):
+        assert_close(a, c, FLOAT32, msg=t)
+        assert_close(b, c, FLOAT32, msg=t)
+    assert no_recompiles["stats"]["unique_graphs"] == 1
+
+
+def test_a_mixture_weighing_inputs_runs_each_chosen_expert_on_its_scaled_input():
+    """Llama 4's routing: sigmoid(logit) of the top experts scales the input of each, their outputs are summed as
+    they are, and the shared expert's is added."""
+    model = tfspec.compile("""
+embedding tokens { vocab 30; dim 16; position none }
+decoder x 1 { attention self heads=2 mask=causal
+              feedforward d_ff=8 activation=swiglu bias=false kind=moe(4, 2, score=sigmoid, weigh=inputs, shared=12) }
+head linear(30)
+""", seed=0).eval()
+    moe = model.decoder.layers[0].ffn
+    with torch.no_grad():
+        for p in moe.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    x = torch.randn(3, 5, 16, generator=torch.Generator().manual_seed(7))
+
+    def expert(e: int, h: torch.Tensor) -> torch.Tensor:
+        gate, up = (h @ moe.experts.up[e].double().T).chunk(2, dim=-1)
+        return (torch.nn.functional.silu(gate) * up) @ moe.experts.down[e].double().T
+
+    flat = x.reshape(-1, 16).double()
+    logits = flat @ moe.router.weight.double().T
+    top = logits.topk(2, dim=-1)
+    expected = torch.stack([sum(expert(int(e), h * torch.sigmoid(w)) for w, e in zip(ws, es))
+                            for h, ws, es in zip(flat, top.values, top.indices)])
+    shared_gate, shared_up = (flat @ moe.shared.up.weight.double().T).chunk(2, dim=-1)
+    expected = expected + (torch.nn.functional.silu(shared_gate) * shared_up) @ moe.shared.down.weight.double().T
+    with torch.no_grad():
+        ours = moe(x)
+    assert_close(ours.reshape(-1, 16), expected, FLOAT32)
+
+
+def test_a_section_leaves_out_the_stacks_steps_with_steps_none():
+    spec = tfspec.parse("""
+embedding tokens { vocab 30; dim 16; position none }
+decoder x 3 {
+  attention self heads=2 mask=causal steps=temperature(floor=2)
+  feedforward d_ff=32
+  layers 1 { self_attn steps=none }
+}
+head linear(30)
+""")
+    model = tfspec.compile(spec, seed=0)
+    assert [hasattr(layer.self_attn, "temperature") for layer in model.decoder.layers] == [True, False, True]
