@@ -278,3 +278,48 @@ def test_the_correction_bias_moves_towards_balance_in_training_only():
     for _ in range(40):
         moe(x)
     assert loads().std() < before.std() / 2, (before, loads())
+
+
+def test_the_sparse_mixer_equals_phimoes_block_in_eval_and_in_training_with_its_gradients():
+    """Phi-3.5-MoE's routing (GRIN's sparse mixer): in eval its two choices and weights; in training, from the same
+    seed, its Gumbel-sampled choices, its Heun-estimated router gradient and the experts' gradients; and its
+    load-balancing loss, which counts the experts the probabilities rank first."""
+    from transformers.models.phimoe.modeling_phimoe import PhimoeSparseMoeBlock, load_balancing_loss_func
+    config = T.PhimoeConfig(hidden_size=16, intermediate_size=12, num_local_experts=5, num_experts_per_tok=2,
+                            router_jitter_noise=0.4, input_jitter_noise=0.0)
+    reference = perturbed(PhimoeSparseMoeBlock(config))
+    moe = tfspec.compile(SPEC.format(options="5, 2, score=sparsemixer, eps=0.4, aux_loss=1.0", activation="swiglu",
+                                     bias="false"), seed=0).decoder.layers[0].ffn
+    with torch.no_grad():
+        moe.router.weight.copy_(reference.router.weight)
+        moe.experts.up.copy_(reference.experts.gate_up_proj)
+        moe.experts.down.copy_(reference.experts.down_proj)
+    x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert_close(moe.eval()(x), reference.eval()(x), FLOAT32)
+    for seed in range(3):
+        results = []
+        for block in (moe.train(), reference.train()):
+            block.zero_grad()
+            inputs = x.clone().requires_grad_()
+            torch.manual_seed(seed)
+            out = block(inputs)
+            (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
+            results.append((out, inputs.grad, block.router.weight.grad))
+        for ours, theirs in zip(*results):
+            assert_close(ours, theirs, FLOAT32, msg=seed)
+    from tfspec.nn.moe import auxiliary_losses
+    logits = reference.router(x.reshape(-1, 16))[0]
+    assert_close(auxiliary_losses([moe])["moe_balance"], load_balancing_loss_func((logits,), 5, 2), FLOAT32)
+
+
+def test_the_sparse_mixer_samples_in_training_and_chooses_the_best_in_eval():
+    from tfspec.nn.moe import sparse_mix
+    logits = torch.tensor([[2.0, 1.9, 1.8, -3.0]])
+    weights, chosen = sparse_mix(logits, eps=0.1, training=False)
+    assert chosen.tolist() == [[0, 1]]
+    # the first weight: the softmax among the experts within 2·eps of the best (0, 1, 2 of the four)
+    assert_close(weights[0, 0], logits[0, :3].softmax(-1)[0], FLOAT32)
+    torch.manual_seed(0)
+    drawn = {tuple(sparse_mix(logits, eps=0.1, training=True)[1][0].tolist()) for _ in range(200)}
+    assert len(drawn) > 1 and all(3 not in pair and pair[0] != pair[1] for pair in drawn)

@@ -383,10 +383,10 @@ class _Constant(NamedTuple):
 
 def _helpers(obj, source: str) -> list:
     """The functions and classes of tfspec that ``obj``'s source calls by name (``band_chunk``,
-    ``LinformerProjections``), and the module's constants of literal values it reads (upper-case names): they
-    go into the file too."""
+    ``LinformerProjections``) or reads an attribute of (an autograd function's ``apply``), and the module's
+    constants of literal values it reads (upper-case names): they go into the file too."""
     scope = vars(inspect.getmodule(obj))
-    names = dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", source))
+    names = dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)[(.]", source))
     found = [scope[n] for n in names if n != obj.__name__
              and (inspect.isfunction(scope.get(n)) or inspect.isclass(scope.get(n)))
              and scope[n].__module__.startswith("tfspec.")]

@@ -15,8 +15,58 @@ from torch import Tensor, nn
 from .recompute import linear_of_activation
 
 
+class SparseMixerGradient(torch.autograd.Function):
+    """A sparse mixer's routing weight, times 1 or 1/3 (``for_one``), whose gradient reaches the router's scores by
+    Heun's third-order estimate (GRIN, Liu et al. 2024, as Phi-3.5-MoE trains): ``w · (onehot(chosen) − gates)``
+    times the incoming gradient, the weight ``w`` itself receiving none."""
+
+    @staticmethod
+    def forward(ctx, scores: Tensor, weight: Tensor, chosen: Tensor, gates: Tensor, for_one: Tensor) -> Tensor:
+        ctx.save_for_backward(weight, chosen, gates)
+        return weight * for_one
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        weight, chosen, gates = ctx.saved_tensors
+        grad = grad * weight
+        return (gates * -grad).scatter_add_(-1, chosen, grad), None, None, None, None
+
+
+def sparse_mix_choice(scores: Tensor, candidates: Tensor, eps: float, training: bool, first: bool = True
+                      ) -> tuple[Tensor, Tensor]:
+    """One choice of the sparse mixer: among ``candidates`` (the scores, with experts already chosen at -inf), those
+    within a relative ``2 · eps`` of the best stay; in eval the best is chosen, in training one is sampled by its
+    softmax (Gumbel); the weight is its softmax among those that stay. (The random draws, in number and order, are
+    Hugging Face's, so a seeded run draws what it draws: its second choice draws its uniform numbers twice.)"""
+    with torch.no_grad():
+        best, best_index = candidates.max(dim=-1, keepdim=True)
+        far = (best - scores) / scores.abs().clamp(min=best) > 2 * eps
+    if not training:
+        weights = torch.softmax(candidates.masked_fill(far, float("-inf")), dim=-1)
+        return weights.gather(-1, best_index), best_index
+    with torch.no_grad():  # the weight's gradient is the estimate's (SparseMixerGradient), not the softmax's
+        gates = candidates.masked_fill(far, float("-inf"))
+        chosen = (gates - torch.empty_like(gates).exponential_().log()).max(dim=-1)[1].unsqueeze(-1)
+        gates = torch.softmax(gates, dim=-1)
+        top_gate, top = gates.max(dim=-1, keepdim=True)
+        drawn = torch.rand_like(top_gate) if first else torch.rand_like(top_gate).uniform_()
+        for_one = torch.add(0.3333, torch.logical_or(chosen == top, drawn > 0.75), alpha=0.6667).type_as(gates)
+        weight = gates.gather(-1, chosen)
+    return SparseMixerGradient.apply(scores, weight, chosen, gates, for_one), chosen
+
+
+def sparse_mix(logits: Tensor, eps: float, training: bool) -> tuple[Tensor, Tensor]:
+    """The sparse mixer's two choices (GRIN, Liu et al. 2024: Phi-3.5-MoE's routing): (weights ``(positions, 2)``,
+    chosen experts ``(positions, 2)``), the second chosen as the first among the other experts."""
+    first_weight, first = sparse_mix_choice(logits, logits, eps, training)
+    second_weight, second = sparse_mix_choice(logits, logits.scatter(-1, first, float("-inf")), eps, training,
+                                              first=False)
+    return torch.cat((first_weight, second_weight), dim=-1), torch.cat((first, second), dim=-1)
+
+
 def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float, correction: Tensor | None = None,
-          groups: int = 1, top_groups: int = 1, group_score: str = "top2") -> tuple[Tensor, Tensor, Tensor]:
+          groups: int = 1, top_groups: int = 1, group_score: str = "top2", eps: float = 0.0,
+          training: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """(routing weights ``(positions, top)``, chosen experts ``(positions, top)``, every expert's probability
     ``(positions, experts)``) from the router's logits. Scores are taken in float32, as Hugging Face's routers take
     them, and the weights returned in the logits' dtype.
@@ -24,7 +74,12 @@ def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float,
     Which experts are chosen is not differentiated: by the scores plus ``correction`` (DeepSeek-V3's per-expert
     bias, which steers the choice but not the weights), among the ``top_groups`` of ``groups`` groups of experts
     that score highest (group-limited routing), a group by its two best scores' sum (``group_score="top2"``,
-    DeepSeek-V3) or its best (``"max"``, DeepSeek-V2); the weights are the chosen experts' scores."""
+    DeepSeek-V3) or its best (``"max"``, DeepSeek-V2); the weights are the chosen experts' scores. ``sparsemixer``:
+    two experts chosen by ``sparse_mix`` (``eps``: its threshold; ``training``: sampled), the probabilities a
+    softmax's."""
+    if score == "sparsemixer":
+        weights, chosen = sparse_mix(logits, eps, training)
+        return weights.to(logits.dtype), chosen, logits.float().softmax(dim=-1)
     probs = logits.float().softmax(dim=-1) if score == "softmax" else logits.float().sigmoid()
     with torch.no_grad():
         choice = probs if correction is None else probs + correction.float()
@@ -113,8 +168,10 @@ class MixtureOfExperts(nn.Module):
                  router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
                  aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
                  top_groups: int = 1, group_score: str = "top2", correction_rate: float = 0.0,
-                 weigh: str = "outputs") -> None:
+                 weigh: str = "outputs", eps: float = 0.0, input_jitter: float = 0.0) -> None:
         super().__init__()
+        self.eps = eps  # the sparse mixer's threshold
+        self.input_jitter = input_jitter  # training multiplies the input by noise uniform in 1 ± this
         self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
         self.groups, self.top_groups, self.group_score = groups, top_groups, group_score
         # DeepSeek-V3's per-expert bias on the choice: adjusted outside gradient descent, so frozen here
@@ -132,6 +189,8 @@ class MixtureOfExperts(nn.Module):
     def forward(self, x: Tensor, ctx=None) -> Tensor:
         """``x`` (..., width); ``ctx``: the call's ``Context``, whose padding the router's statistics leave out."""
         flat = x.reshape(-1, x.shape[-1])
+        if self.training and self.input_jitter:
+            flat = flat * torch.empty_like(flat).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
         logits = self.router(flat)
         again = self.recomputing  # a checkpointed layer's second run: route as the first did, change nothing
         correction = self.correction_bias
@@ -139,7 +198,8 @@ class MixtureOfExperts(nn.Module):
             correction = self.routed_with if again else correction.clone()  # the bias moves after this call
             self.routed_with = correction
         weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
-                                       correction, self.groups, self.top_groups, self.group_score)
+                                       correction, self.groups, self.top_groups, self.group_score, self.eps,
+                                       self.training)
         y = self.experts(flat, weights, chosen)
         if self.shared is not None:
             shared = self.shared(flat)
@@ -149,7 +209,9 @@ class MixtureOfExperts(nn.Module):
             real = ~ctx.padding.reshape(-1)
         if again:
             return y.view(x.shape)
-        self.router_stats = self.statistics(logits, chosen, probs, real) if self.training else None
+        # (the sparse mixer balances the experts its probabilities rank first, not those it sampled: Phi-3.5-MoE's)
+        counted = probs.topk(self.top, dim=-1).indices if self.score == "sparsemixer" else chosen
+        self.router_stats = self.statistics(logits, counted, probs, real) if self.training else None
         if self.training and self.correction_rate and not chosen.is_meta:  # (the meta device has no choices)
             self.balance(chosen)
         return y.view(x.shape)

@@ -4,7 +4,10 @@ that scores each position against every expert, and the ``top`` best experts' ou
 
 Options: ``score`` (``softmax`` over the experts, or ``sigmoid`` per expert), then the top ``top``; ``renormalize``
 (the chosen weights divided by their sum: Mixtral's, whose softmax-then-top-k is then top-k-then-softmax);
-``scale`` (DeepSeek's routed scaling factor); ``correction`` (DeepSeek-V3's per-expert bias added to the scores
+``scale`` (DeepSeek's routed scaling factor); ``sparsemixer`` (GRIN, Liu et al. 2024: Phi-3.5-MoE's routing) chooses two
+experts in turn, each among those whose logits lie within a relative ``2·eps`` of the best left, the best in eval and
+one sampled by its softmax in training, weighted by that softmax and trained through Heun's third-order estimate of
+the routing gradient; ``input_jitter`` multiplies a training call's input by noise uniform in 1 ± it; ``correction`` (DeepSeek-V3's per-expert bias added to the scores
 that choose, not to the weights; outside gradient descent: with ``correction_rate`` γ, each training call raises
 an expert's bias by γ where it was chosen less often than the mean and lowers it where more often, DeepSeek-V3's
 balancing without an auxiliary loss); ``groups`` and
@@ -44,7 +47,8 @@ class MixtureOfExperts(FeedForwardKind):
                 {"experts": 8, "top": 3, "score": "sigmoid", "correction": True, "groups": 4, "top_groups": 2,
                  "renormalize": True, "scale": 2.5, "shared": 8, "correction_rate": 0.001},
                 {"experts": 6, "top": 2, "groups": 3, "top_groups": 2, "group_score": "max", "scale": 1.5},
-                {"experts": 4, "top": 1, "score": "sigmoid", "weigh": "inputs", "shared": 8})
+                {"experts": 4, "top": 1, "score": "sigmoid", "weigh": "inputs", "shared": 8},
+                {"experts": 4, "top": 2, "score": "sparsemixer", "eps": 0.2, "input_jitter": 0.01, "aux_loss": 0.01})
     doc = ("moe(experts, top): a router sends each position to its top experts, networks of the sublayer's d_ff "
            "and activation, and sums their outputs by the routing weights")
 
@@ -52,7 +56,7 @@ class MixtureOfExperts(FeedForwardKind):
         model_config = ConfigDict(extra="forbid", frozen=True)
         experts: int = Field(gt=0, le=1 << 16)
         top: int = Field(gt=0, le=1 << 16)
-        score: Literal["softmax", "sigmoid"] = "softmax"
+        score: Literal["softmax", "sigmoid", "sparsemixer"] = "softmax"
         renormalize: bool = False
         scale: float = Field(1.0, gt=0, le=1e6)
         router_bias: bool = False
@@ -66,6 +70,8 @@ class MixtureOfExperts(FeedForwardKind):
         group_score: Literal["top2", "max"] = "top2"  # a group's: its two best scores' sum, or its best
         correction_rate: float = Field(0.0, ge=0, le=1)  # γ: how far a training call moves the correction bias
         weigh: Literal["outputs", "inputs"] = "outputs"  # what the routing weights scale: each expert's output or input
+        eps: float = Field(0.01, ge=0, le=1)  # sparsemixer: the experts within a relative 2·eps of the best compete
+        input_jitter: float = Field(0.0, ge=0, lt=1)  # training multiplies the input by noise uniform in 1 ± this
 
         @model_validator(mode="after")
         def _fits(self):
@@ -77,6 +83,12 @@ class MixtureOfExperts(FeedForwardKind):
                 raise ValueError(f"{self.experts} experts do not split into {self.groups} groups of 2 or more")
             if self.correction_rate and not self.correction:
                 raise ValueError("correction_rate moves a correction bias: set correction=true")
+            if self.score == "sparsemixer" and (self.top != 2 or self.renormalize or self.scale != 1.0 or self.correction
+                                                or self.groups > 1):
+                raise ValueError("score=sparsemixer chooses two experts with weights of its own: give top=2, and no "
+                                 "renormalize, scale, correction or groups")
+            if self.eps != 0.01 and self.score != "sparsemixer":
+                raise ValueError("eps is the sparse mixer's threshold: give score=sparsemixer")
             if self.group_score != "top2" and self.groups == 1:
                 raise ValueError(f"group_score={self.group_score} ranks groups of experts: give groups=")
             if self.top_groups > self.groups or self.top > self.top_groups * (self.experts // self.groups):
@@ -117,7 +129,8 @@ class MixtureOfExperts(FeedForwardKind):
                             "shared_gate": options.shared_gate, "aux_loss": options.aux_loss,
                             "z_loss": options.z_loss, "correction": options.correction, "groups": options.groups,
                             "top_groups": options.top_groups, "group_score": options.group_score,
-                            "correction_rate": options.correction_rate, "weigh": options.weigh})
+                            "correction_rate": options.correction_rate, "weigh": options.weigh,
+                            "eps": options.eps, "input_jitter": options.input_jitter})
 
     def flops(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
@@ -146,6 +159,10 @@ class MixtureOfExperts(FeedForwardKind):
         words = experts + 3 * 2 * top + (top + 1 if options.renormalize else 0)
         if options.weigh == "inputs":  # the grouped order again, by which each choice's weight is gathered
             words += 2 * top
+        if options.score == "sparsemixer":  # each choice's gradient estimate: its weight, expert and gates
+            words += 2 * (1 + 2 + experts)
+        if options.input_jitter:  # the noise (the jittered input then takes the place of the input the router keeps)
+            elements += width
         if options.shared:
             elements += activation.feedforward_saved(options.shared, bool(body.dropout))
             if options.shared_gate:  # the gate's sigmoid and the shared output it scales
