@@ -475,7 +475,8 @@ def test_every_kind_runs_with_positions_grouped_heads_a_causal_mask_and_dropout(
     padding[1, :4] = True
     from tfspec.inspect.verify import typical_inputs
     torch.manual_seed(0)  # (run-time inputs as a typical call has them: Longformer's global first token)
-    model(tokens, padding, **typical_inputs(model, tokens)).float().pow(2).mean().backward()
+    loss = model(tokens, padding, **typical_inputs(model, tokens)).float().pow(2).mean()
+    (loss + sum(model.auxiliary_losses().values())).backward()  # (those a sublayer adds: DSA's indexer learns there)
     for parameter_name, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), parameter_name
     role = spec.stacks[0].role

@@ -391,6 +391,8 @@ class _Counter:
         projections += position.attention_matmul_flops(position_options, positioned, n, m)
         shared = self.keep(("position", node.stack, POSITIONS.label(spec.position), positioned.head_dim),
                            position.call_saved(position_options, positioned, n) * self.s)  # default ids: (1, n)
+        shared += self.keep(("kind", node.stack, ATTENTION_KINDS.label(spec.kind), POSITIONS.label(spec.position)),
+                            kind.call_saved(options, position, positioned, n) * self.s)
         # the compiled model adds a T x T mask unless a lone causal mask takes SDPA's is_causal path (a score
         # bias such as ALiBi's carries the mask with it, and is counted by the position scheme)
         masks = [MASKS.of(c) for c in spec.mask]
@@ -445,7 +447,11 @@ class _Counter:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
                 keeps = recomputed or position.mix_keeps_projection(position_options, shape, kind, options,
                                                                            self.batch) and not made
-                if not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
+                if spec.qk_norm_after == "positions" and position.rotates and not keeps:
+                    # normed once rotated: their inputs are the rotated q and k, which they keep (the projection
+                    # stays whole through the values)
+                    kept += self.batch * (m * shape.kv_width + n * shape.q_width)
+                elif not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
                     kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
         # score terms with parameters (KERPLE's bias, FoX's gates) riding on a mask of structure: its where keeps
         # the bool condition for their gradient, one for all of them

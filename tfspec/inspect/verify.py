@@ -182,12 +182,14 @@ def typical_inputs(model, tokens: torch.Tensor, src=None) -> dict[str, torch.Ten
 
 
 def check_gradients(model, tokens: torch.Tensor, src=None) -> str | None:
-    """One backward pass, a typical call's (``typical_inputs``), reaches every parameter with a finite gradient."""
+    """One backward pass, a typical call's (``typical_inputs``), of a loss of its outputs and the losses its
+    sublayers add (``auxiliary_losses``: a sparse attention's indexer learns there alone), reaches every parameter
+    with a finite gradient."""
     model.zero_grad(set_to_none=True)
     inputs = typical_inputs(model, tokens, src)
     out = model(src, tokens, **inputs) if model.spec.kind == "encoder-decoder" else model(tokens, **inputs)
     loss = sum(o.float().square().mean() for o in (out if isinstance(out, tuple) else (out,)))
-    loss.backward()
+    (loss + sum(model.auxiliary_losses().values())).backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None and p.requires_grad]  # (frozen: none due)
     bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
     model.zero_grad(set_to_none=True)

@@ -63,11 +63,12 @@ def _shared_experts(f) -> int:
 
 
 def _latent(f):
-    """The options of the stack's latent attention (refused where its attention is another kind)."""
-    kind = f.attention("decoder").kind
-    if kind.name != "latent":
-        raise f.refuse(f"its attention is kind={kind.name}, not latent attention (kind=latent(...))")
-    return f.attention_kind("decoder")
+    """The options of the stack's latent attention (refused where its attention compresses no latent)."""
+    options = f.attention_kind("decoder")
+    if not hasattr(options, "kv_rank"):
+        raise f.refuse(f"its attention is kind={f.attention('decoder').kind.name}, which compresses no latent "
+                       "(kind=latent(...))")
+    return options
 
 
 def _v3(config) -> bool:

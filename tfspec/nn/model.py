@@ -120,9 +120,16 @@ class CompiledModel(nn.Module):
 
     def auxiliary_losses(self) -> dict:
         """The training losses its sublayers add, weighted by the spec's coefficients, from its last training call
-        (a mixture of experts' load balancing, ``moe_balance``, and router z-loss, ``moe_z``); empty without."""
+        (a mixture of experts' load balancing, ``moe_balance``, and router z-loss, ``moe_z``; any module's own
+        ``added_losses``, averaged over the modules that add one: DeepSeek Sparse Attention's ``dsa_index``);
+        empty without."""
         from .moe import auxiliary_losses
-        return auxiliary_losses(self.modules())
+        losses = auxiliary_losses(self.modules())
+        added: dict[str, list[Tensor]] = {}
+        for module in self.modules():
+            for name, value in (getattr(module, "added_losses", None) or {}).items():
+                added.setdefault(name, []).append(value)
+        return {**losses, **{name: torch.stack(values).mean() for name, values in added.items()}}
 
     @property
     def device(self):

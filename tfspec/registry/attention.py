@@ -145,6 +145,12 @@ class AttentionKind(StackOwned, Variant):
         CUDA alone)."""
         raise NotImplementedError
 
+    def call_saved(self, options, position, positioned: AttentionShape, length: int) -> int:
+        """Activation-dtype elements autograd keeps once per forward call for every layer of a stack of ``length``
+        positions that uses it, beside its position scheme ``position`` (a ``Position``) acting on ``positioned``:
+        tables its layers share (DeepSeek Sparse Attention's indexer's cos and sin)."""
+        return 0
+
     def core_flops(self, shape: AttentionShape, options, queries: int, keys: int, pairs: int) -> tuple[int, int]:
         """(matmul, element-wise) FLOPs of scoring ``pairs`` query-key pairs and mixing values, per sequence:
         ``queries`` rows, each scored against (up to) ``keys`` keys.
