@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import tfspec
+from tfspec.registry import ATTENTION_KINDS
 from tfspec.nn.context import Context
 from tfspec.inspect.patterns import attention_patterns, default_length, describe, seen_share
 from test_variants import ENTRIES, IDS, spec_text
@@ -37,8 +38,11 @@ def test_the_picture_shows_the_keys_each_output_depends_on(family, name, options
     by_head = [attention_patterns(spec, head=h)[0] for h in range(4)]
     drawn = torch.from_numpy(np.stack([p.allowed for p in by_head]).any(0))  # the output mixes every head
     seen = dependence(attention, length, by_head[0].inputs)
-    if name == "topk":  # only the k best of the drawn keys, chosen by score, reach the output
-        assert (seen <= drawn).all() and (seen.sum(1) <= options["k"] * 4 + 1).all()
+    kind = ATTENTION_KINDS[name] if family == "attention kind" else None
+    kept = kind.kept_keys(kind.options(options), 4) if kind is not None else None
+    if kept is not None:  # only the best of the drawn keys, chosen at run time, reach the output (and its own)
+        assert (seen <= drawn).all() and (seen.sum(1) <= kept + 1).all()
+        assert (seen.sum(1) < drawn.sum(1)).any()  # the choice leaves keys out
     else:
         assert torch.equal(seen, drawn), describe(by_head[0])
 

@@ -33,7 +33,7 @@ def sparse_layers(config) -> list[bool]:
 def _moe_layers(f) -> tuple[int, int, int]:
     """(start, end, interval): a rule that makes exactly the spec's mixture layers mixtures, Hugging Face's
     defaults (start 1, end the last layer, interval 1) where they do."""
-    sparse = hf_qwen_moe._sparse(f)
+    sparse = f.layer_routes("decoder")
     n = len(sparse)
     if any(sparse):
         first, last = sparse.index(True), n - 1 - sparse[::-1].index(True)

@@ -136,8 +136,10 @@ class SparseLatentAttention(LatentAttention):
                                    lambda: self.score_terms(queries, keys), "+".join(s.key for s in self.steps()),
                                    keys.positions)
         chosen, index = self.indexer.select(queries, keys, mask, self.topk)
-        floor = torch.finfo(dtype).min
-        mask = torch.where(chosen, mask if mask is not None else torch.zeros((), dtype=dtype, device=q.device), floor)
+        # added, not selected with ``where``: a mask carrying trained score terms (KERPLE's) then keeps no condition
+        # for backward; a key hidden twice is -inf, and each query keeps at least one key (the best it may see)
+        dropped = torch.zeros(chosen.shape, dtype=dtype, device=q.device).masked_fill_(~chosen, torch.finfo(dtype).min)
+        mask = dropped if mask is None else mask + dropped
         self.added_losses = None
         if self.training and self.index_loss and torch.is_grad_enabled():
             scale = self.scale if self.scale is not None else q.shape[-1] ** -0.5

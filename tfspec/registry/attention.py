@@ -124,6 +124,11 @@ class AttentionKind(StackOwned, Variant):
         """What a picture of the keys each query may see leaves out (top-k's choice among them at run time)."""
         return ""
 
+    def kept_keys(self, options, heads: int) -> int | None:
+        """The most keys a query's output (all ``heads`` heads) reads of those its masks allow, chosen at run time
+        by their scores (top-k's best, a sparse attention's indexer's); None: every one."""
+        return None
+
     def pattern_length(self, options) -> int:
         """A sequence length at which its pattern shows in a picture (``tfspec mask``'s default); 0: any."""
         return 0

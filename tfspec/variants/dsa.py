@@ -84,6 +84,12 @@ class DeepSeekSparse(Latent):
     def cache_elements(self, shape, options):
         return options.kv_rank + options.rope_dim + options.index_dim
 
+    def pattern_note(self, options):
+        return f"of these keys only the {options.topk} its indexer ranks highest per query are seen, chosen at run time"
+
+    def kept_keys(self, options, heads):
+        return options.topk  # one choice for every head
+
     def call_saved(self, options, position, positioned, length):
         # training the indexer: its cos and sin (halves paired, unlike an interleaved attention's), built once a call
         return 2 * length * options.rope_dim if options.index_loss and position.rotates else 0
@@ -103,9 +109,12 @@ class DeepSeekSparse(Latent):
         if options.index_loss:  # training the indexer: what its loss's backward reads, float32 but the norm's input
             heads, dim = options.index_heads, options.index_dim
             elements += batch * keys * dim  # the key's LayerNorm input (and its mean and 1/std: words)
-            # per query its heads' queries and weights; per pair the relu'd scores, each query's copy of the keys
-            # (the product broadcasts them), the predicted log-probabilities and the target they are weighed by
-            words += batch * (queries * (heads * dim + heads) + keys * 2 + queries * keys * (heads + dim + 2))
+            # per query its heads' queries and weights; per pair the relu'd scores, the predicted log-probabilities
+            # and the target they are weighed by; the keys, of which the product keeps a copy for each query where
+            # it broadcasts them over a batch (one sequence: the keys themselves)
+            copies = batch * queries if batch > 1 else 1
+            words += batch * (queries * (heads * dim + heads) + keys * 2 + queries * keys * (heads + 2)) \
+                + copies * keys * dim
         return elements, words
 
     def core(self, config, options):

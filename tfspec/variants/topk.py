@@ -37,6 +37,9 @@ class TopK(AttentionKind):
     def pattern_note(self, options):
         return f"of these keys only the {options.k} best-scoring per query survive, chosen at run time"
 
+    def kept_keys(self, options, heads):
+        return options.k * heads  # each head its own
+
     def core_flops(self, shape, options, queries, keys, pairs):
         kept = min(options.k, keys)
         # QK^T over every pair; the k chosen values; scaling q, the mask add, and a softmax over k per query
