@@ -1482,3 +1482,25 @@ def test_a_kimi_k2_checkpoint_is_read_as_deepseek_v3_with_a_note(tmp_path):
     assert json.loads((exported / "config.json").read_text())["model_type"] == "deepseek_v3"
     listed = import_config({**config, "model_type": "kimi_k2"})
     assert listed.splitlines()[-1] == text.splitlines()[-1]
+
+
+def test_no_interop_module_tests_a_variant_by_its_name():
+    """Interop asks variants what they are (``Facts.routes``, ``rotates``, ``table_rows``, ``stack_bias``, a kind's
+    ``own_pattern``), never their names: a comparison of a choice's ``.name`` with a registered variant's name in
+    ``tfspec/interop`` fails here. (Writing a reference's architecture in spec text names them, as it must.)"""
+    import re
+    from pathlib import Path
+    from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS,
+                                 NORMS, POSITIONS)
+    names = {n for r in (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS,
+                         POSITIONS) for n in r}
+    compared = re.compile(r"\.name\s*(?:==|!=)\s*[\"'](\w+)[\"']|[\"'](\w+)[\"']\s*(?:==|!=)\s*\w+\.name\b"
+                          r"|\.name\s+(?:not\s+)?in\s+\(([^)]*)\)")
+    found = []
+    for path in sorted(Path(tfspec.__file__).parent.joinpath("interop").glob("*.py")):
+        for line, text in enumerate(path.read_text().splitlines(), 1):
+            for match in compared.finditer(text):
+                words = set(re.findall(r"\w+", " ".join(g for g in match.groups() if g)))
+                if words & names:
+                    found.append(f"{path.name}:{line}: {text.strip()}")
+    assert not found, "\n".join(found)

@@ -144,11 +144,42 @@ class Facts:
             raise self.refuse("its embedding has no norm")
         return norm.options.get(option, default)
 
+    def position_table(self) -> int | None:
+        """The rows of the embedding's table of learned positions (None: its positions have no table)."""
+        return self.table_rows(self.embedding.position, self.embedding.dim)
+
+    @staticmethod
+    def table_rows(position, dim: int) -> int | None:
+        """The rows of the table of learned positions a position scheme (a ``Choice``) on an embedding of width
+        ``dim`` trains (None: it trains none: positions it computes, or none at all)."""
+        variant, options = POSITIONS.of(position)
+        tables = [p.shape[0] for p in variant.params(dim, options).values() if p.role == "position_table"] \
+            if variant.acts == "embedding" else []
+        return tables[0] if tables else None
+
+    @staticmethod
+    def computed_positions(position, dim: int) -> bool:
+        """Does a position scheme (a ``Choice``) add to an embedding of width ``dim`` positions it computes, with
+        nothing trained (sinusoids)?"""
+        variant, options = POSITIONS.of(position)
+        return variant.acts == "embedding" and not variant.absent and not variant.params(dim, options)
+
     def learned_positions(self) -> int:
-        position = self.embedding.position
-        if position.name != "learned":
-            raise self.refuse(f"its embedding's positions are {position.name}, not learned")
-        return position.options["max_len"]
+        """The rows of the embedding's table of learned positions (refused where it has none)."""
+        rows = self.position_table()
+        if rows is None:
+            raise self.refuse(f"its embedding's positions are {self.embedding.position.name}, not a learned table")
+        return rows
+
+    def stack_bias(self, role: str):
+        """The options of the relative score bias ``role``'s stack owns (one table its layers' attentions read:
+        T5's), refused where its attention's positions are another scheme."""
+        node = self.node(role, ir.Attention)
+        variant, options = POSITIONS.of(node.spec.position)
+        if not (variant.biases_scores and variant.stack_params(node.positioned, options)):
+            raise self.refuse(f"its attention's positions are {node.spec.position.name}, not T5's relative bias "
+                              "(one its stack owns)")
+        return node.spec.position
 
     def rotary(self, role: str) -> dict:
         """The rotary options of the stack's self-attentions (of the first layer that has them, in a schedule)."""

@@ -78,8 +78,8 @@ FIELDS = Fields(
 
 
 def _max_len(f) -> int | None:
-    position = f.embedding.position
-    return position.options["max_len"] - OFFSET if position.name == "learned" else None
+    rows = f.position_table()
+    return rows - OFFSET if rows is not None else None
 
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
@@ -134,9 +134,9 @@ def hf_config(spec) -> dict:
     f.kind("encoder-decoder")
     position = f.embedding.position
     placement = f.norm_placement("encoder")
-    if position.name == "sinusoidal":
+    if f.computed_positions(position, f.embedding.dim):  # Marian's sinusoids
         kind = "marian"
-    elif position.name == "learned" and position.options.get("offset") == OFFSET:
+    elif f.position_table() is not None and position.options.get("offset") == OFFSET:
         kind = "mbart" if placement == "pre-norm" else "bart"
     else:
         raise f.refuse(f"its positions are {position.name}, not BART's learned(max_len + 2, offset=2) or Marian's "
@@ -213,7 +213,7 @@ def _derived(model, prefix: str, rows: dict[str, int]) -> dict:
     import torch
     out = {}
     for role, embedding in zip(("encoder", "decoder"), model.spec.embeddings):
-        if embedding.position.name == "sinusoidal" and role in rows:
+        if Facts.computed_positions(embedding.position, embedding.dim) and role in rows:
             positions = model.embeddings[embedding.name].positions
             out[f"{prefix}{role}.embed_positions.weight"] = positions(torch.arange(rows[role])[None])[0].detach()
     return out

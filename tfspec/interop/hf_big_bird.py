@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..registry import ATTENTION_KINDS
 from .facts import Facts
 from .fields import Field, Fields
 from .hf_bert import FIELDS as BERT_FIELDS
@@ -39,7 +40,7 @@ def _kind(f):
 
 def _blocks(option: str):
     """A block-sparse attention's option, for export (None with full attention)."""
-    return lambda f: _kind(f).options[option] if _kind(f).name == "bigbird" else None
+    return lambda f: _kind(f).options[option] if ATTENTION_KINDS[_kind(f).name].own_pattern else None
 
 
 def _when_sparse(field: str):

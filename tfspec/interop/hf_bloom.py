@@ -10,6 +10,7 @@ sublayer's output. BLOOM's ALiBi biases keys by their position among real tokens
 
 from __future__ import annotations
 
+from ..registry import POSITIONS
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .hf_gpt_neox import qkv_rows
@@ -73,8 +74,9 @@ def hf_config(spec) -> dict:
     f = Facts(spec, "BLOOM")
     f.kind("decoder-only")
     position = f.attention("decoder").position
-    if position.name != "alibi" or position.options.get("max_bias", 8.0) != 8.0:
-        raise f.refuse(f"its attention's positions are {position.name}, not BLOOM's ALiBi")
+    # (the configuration is then read back as the spec it describes: a bias other than ALiBi's is refused there)
+    if not POSITIONS[position.name].biases_scores or position.options.get("max_bias", 8.0) != 8.0:
+        raise f.refuse(f"its attention's positions are {position}, not BLOOM's ALiBi")
     if f.feedforward("decoder").d_ff != 4 * f.embedding.dim:
         raise f.refuse("its feed-forward is not 4 × hidden_size wide")
     return {"model_type": "bloom", **FIELDS.config(f)}

@@ -34,7 +34,7 @@ def _window(config):
 
 def _attention_cap(f) -> float | None:
     """The scores' soft cap (None: not capped), which every layer's attention must have."""
-    caps = {a.kind.options.get("cap") if a.kind.name == "softcap" else None for a in f.layer_attentions("decoder")}
+    caps = {a.kind.options.get("cap") for a in f.layer_attentions("decoder")}
     if len(caps) > 1:
         raise f.refuse("its layers cap their attention scores differently")
     return caps.pop()

@@ -11,6 +11,7 @@ biases; Phi pairs halves, biases every projection, and may norm each head's quer
 from __future__ import annotations
 
 from . import hf_llama
+from ..registry import NORMS
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
@@ -65,7 +66,8 @@ PHI_FIELDS = Fields(
     Field("p_embd_dropout", "embd_pdrop", lambda f: f.embedding.dropout),
     Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
     Field("activation", "hidden_act", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
-    Field("qk_layernorm", "qk_layernorm", lambda f: f.attention("decoder").qk_norm.name == "layernorm", let=False),
+    Field("qk_layernorm", "qk_layernorm", lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,
+          let=False),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
     ignored=hf_llama.FIELDS.ignored,
 )

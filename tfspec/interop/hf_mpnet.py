@@ -24,10 +24,7 @@ HEAD = {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "decoder": "
 
 def _t5(f) -> dict:
     """The stack's relative bias (refused where its attention has another scheme)."""
-    position = f.attention("encoder").position
-    if position.name != "t5":
-        raise f.refuse(f"its attention's positions are {position.name}, not T5's relative bias (MPNet's)")
-    return position.options
+    return f.stack_bias("encoder").options
 
 
 FIELDS = Fields(

@@ -13,6 +13,7 @@ the two differ by a constant per query, which the softmax removes.
 
 from __future__ import annotations
 
+from ..registry import POSITIONS
 from .facts import Facts
 from .fields import COMMON_IGNORED, Field, Fields, Fixed
 from . import hf_llama
@@ -86,8 +87,9 @@ def hf_config(spec) -> dict:
     f = Facts(spec, "MPT")
     f.kind("decoder-only")
     position = f.attention("decoder").position
-    if position.name != "alibi" or position.options.get("max_bias", 8.0) != 8.0:
-        raise f.refuse(f"its attention's positions are {position.name}, not MPT's ALiBi")
+    # (the configuration is then read back as the spec it describes: a bias other than ALiBi's is refused there)
+    if not POSITIONS[position.name].biases_scores or position.options.get("max_bias", 8.0) != 8.0:
+        raise f.refuse(f"its attention's positions are {position}, not MPT's ALiBi")
     if f.feedforward("decoder").d_ff != 4 * f.embedding.dim:
         raise f.refuse("its feed-forward is not 4 × d_model wide")
     if f.attention("decoder").dropout or f.residual_dropout("decoder"):

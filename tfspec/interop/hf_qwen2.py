@@ -13,6 +13,7 @@ spec with the configuration's fact by fact, so a layer that differs is an ``Inte
 from __future__ import annotations
 
 from . import hf_llama
+from ..registry import NORMS
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import layer_modules, rule
@@ -126,9 +127,8 @@ def hf_config_qwen3(spec) -> dict:
     """The Qwen3 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
     f = Facts(spec, "Qwen3")
     f.kind("decoder-only")
-    norm = f.attention("decoder").qk_norm
-    if norm.name != "rmsnorm":
-        raise f.refuse(f"its queries and keys are normed by {norm.name}, Qwen3's by rmsnorm")
+    if NORMS[f.attention("decoder").qk_norm.name].absent:  # (its kind is compared with Qwen3's after)
+        raise f.refuse("its queries and keys are not normed, as Qwen3's are (by rmsnorm)")
     return {"model_type": "qwen3", **QWEN3_FIELDS.config(f)}
 
 

@@ -24,9 +24,9 @@ HEAD = {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "decoder": "
 def _padding_idx(f) -> int:
     """The padding token's id, one below the first row a position reads."""
     position = f.embedding.position
-    if position.name != "learned" or not position.options.get("skip_padding") or position.options["offset"] < 1:
-        raise f.refuse(f"its positions are {position.name}{'' if position.name != 'learned' else ' from row 0'}, "
-                       "not learned(max_len, offset=padding_idx + 1, skip_padding=true)")
+    if f.position_table() is None or not position.options.get("skip_padding") or position.options["offset"] < 1:
+        raise f.refuse(f"its positions are {position}, not learned(max_len, offset=padding_idx + 1, "
+                       "skip_padding=true)")
     return position.options["offset"] - 1
 
 

@@ -37,10 +37,7 @@ def scales_decoder_output(config) -> bool:
 
 def _bias(f):
     """The encoder's relative attention bias (its options: buckets, distance)."""
-    bias = f.attention("encoder").position
-    if bias.name != "t5":
-        raise f.refuse(f"its attention's positions are {bias.name}, not T5's relative bias")
-    return bias
+    return f.stack_bias("encoder")
 
 
 def _scaled(f) -> bool:

@@ -251,19 +251,24 @@ def sequential_sublayers(model, role: str) -> list:
     return list(stack.block.sublayers) if stack is not None else []
 
 
-def sublayer_problems(model, role: str, *, reference: str, residual: str, eps: float, heads: int,
+def sublayer_problems(model, role: str, *, reference: str, residual: str, norm, heads: int,
                       activation: str | None, self_masks: list[str] | None = None) -> list[str]:
-    """How a stack's sublayers differ from a reference's: residual placement, norm, heads, activation.
+    """How a stack's sublayers differ from a reference's: residual placement, norm (the reference's, as a spec
+    ``Choice``; its eps compared to 1e-15), heads, activation.
 
     ``activation`` is our name for the reference's (None: not checked); ``self_masks``: the
     masks its self-attention must have exactly (None: not checked).
     """
+    from ..registry import NORMS
+    theirs, their_options = NORMS.of(norm)
     problems = []
     for sub in sequential_sublayers(model, role):
         if sub.residual != residual:
             problems.append(f"{role} {sub.name}: residual {sub.residual}, but {reference} is {residual}-norm")
-        if sub.norm.name != "layernorm" or abs(sub.norm.options.get("eps", 0) - eps) > 1e-15:
-            problems.append(f"{role} {sub.name}: norm {sub.norm}, reference LayerNorm(eps={eps:g})")
+        ours, options = NORMS.of(sub.norm)
+        if ours is not theirs or options.model_dump(exclude={"eps"}) != their_options.model_dump(exclude={"eps"}) \
+                or abs(getattr(options, "eps", 0) - getattr(their_options, "eps", 0)) > 1e-15:
+            problems.append(f"{role} {sub.name}: norm {sub.norm}, reference {norm}")
         body = sub.body
         if body.op == "attention" and body.heads != heads:
             problems.append(f"{role} {sub.name}: {body.heads} heads, reference {heads}")

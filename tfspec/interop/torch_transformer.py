@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import nn
 
+from ..front.schema import Choice
 from .mapping import InteropError, Rule, export_state, load_state, rule, sublayer_problems
 
 OUTSIDE = ("embeddings.", "head.")
@@ -74,7 +75,9 @@ def _config_problems(model, reference: nn.Transformer) -> list[str]:
         layers = getattr(reference, role).layers
         if len(layers):
             layer = layers[0]
-            problems += sublayer_problems(model, role, reference=REFERENCE, eps=layer.norm1.eps,
+            # (the reference's norm in the spec's terms: torch's LayerNorm, weight and bias)
+            norm = Choice(name="layernorm", options={"eps": layer.norm1.eps})
+            problems += sublayer_problems(model, role, reference=REFERENCE, norm=norm,
                                           residual="pre" if layer.norm_first else "post",
                                           heads=layer.self_attn.num_heads, activation=_activation_name(layer.activation))
     return problems
