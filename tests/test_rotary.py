@@ -50,6 +50,29 @@ def test_partial_rotation_equals_hugging_face_gpt_neox():
     assert torch.equal(got[0][..., 4:], q[..., 4:])  # the unrotated three quarters pass through
 
 
+@pytest.mark.parametrize("proportion, factor", [(0.25, 1.0), (0.5, 2.0), (1.0, 1.0)])
+def test_proportional_rotation_equals_hugging_face_gemma_4s(proportion, factor):
+    """p-RoPE (Gemma 4's global layers): the fastest ``proportion`` of the frequencies over the whole head, the rest
+    0 -- those pairs pass unrotated -- all divided by ``factor``: Hugging Face's frequencies, applied as its
+    half-split rotation applies them."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, head_dim=16, rope_parameters={
+        "rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": proportion, "factor": factor})
+    inv_freq, scale = ROPE_INIT_FUNCTIONS["proportional"](config)
+    rotary = RotaryPositions(16, 1e6, scaling={"kind": "proportional", "proportion": proportion, "factor": factor})
+    q, k = heads(), heads(seed=1)
+    positions = torch.arange(3, 12)[None]
+    angles = positions[..., None].float() * inv_freq
+    cos, sin = torch.cat((angles, angles), -1).cos() * scale, torch.cat((angles, angles), -1).sin() * scale
+    expected = llama.apply_rotary_pos_emb(q, k, cos, sin)
+    got = rotate(rotary, q, k, positions)
+    assert all(close(a, b, FLOAT32) for a, b in zip(got, expected))
+    turning = int(proportion * 16 // 2)
+    if turning < 8:  # the slowest pairs (i, i + 8) for i >= turning pass through
+        assert torch.equal(got[0][..., turning:8], q[..., turning:8])
+        assert not torch.equal(got[0][..., :turning], q[..., :turning])
+
+
 def test_bfloat16_rotates_by_float32_angles_as_hugging_face_does():
     config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4)
     q, k = heads(dtype=torch.bfloat16), heads(seed=1, dtype=torch.bfloat16)

@@ -10,7 +10,9 @@ copies it). Each computes, in float32, what Hugging Face's ``modeling_rope_utils
 - ``llama3`` (Llama 3.1): wavelengths longer than ``original / low_freq`` divided by ``factor``, shorter than
   ``original / high_freq`` kept, a smooth blend between;
 - ``ntk_alpha`` (Hunyuan's "dynamic" with a fixed ``alpha``): the base times ``alpha ** (d / (d - 2))``, at any
-  length.
+  length;
+- ``proportional`` (p-RoPE, Barbero et al. 2024; Gemma 4's global layers): only the fastest ``proportion`` of the
+  frequencies turn, the others are 0 (those pairs pass unrotated), all divided by ``factor``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ def rope_frequencies(rotary_dim: int, theta: float, scaling: dict | None = None,
         return _yarn(rotary_dim, theta, scaling, exponents)
     if kind == "ntk_alpha":  # a fixed NTK stretch of the base (Hunyuan's), whatever the call's length
         return 1.0 / ((theta * scaling["alpha"] ** (rotary_dim / (rotary_dim - 2))) ** exponents), 1.0
+    if kind == "proportional":  # the first (fastest) angles of the head's, the rest 0 (as Hugging Face rounds)
+        turning = int(scaling["proportion"] * rotary_dim // 2)
+        inv_freq = torch.cat((1.0 / (theta ** exponents[:turning]),
+                              torch.zeros(rotary_dim // 2 - turning, device=device)))
+        return inv_freq / scaling["factor"], 1.0
     inv_freq = 1.0 / (theta ** exponents)
     if kind == "linear":
         return inv_freq / scaling["factor"], 1.0

@@ -12,8 +12,10 @@ as GPT-J and Meta's original Llama code do.
 ``scaling`` stretches the frequencies for contexts longer than the ``original`` one trained on, as Hugging Face's
 ``rope_parameters`` say (``tfspec.nn.rope_scaling`` computes them): ``linear`` (by ``factor``), ``dynamic``
 (NTK-aware, from the call's longest position), ``yarn`` (``beta_fast``, ``beta_slow``, an attention factor) and
-``llama3`` (Llama 3.1: ``low_freq``, ``high_freq``) and ``ntk_alpha`` (NTK-aware with a fixed ``alpha``: the base
-times ``alpha ** (d / (d - 2))``, Hunyuan's). Options of another scaling than the one chosen are refused.
+``llama3`` (Llama 3.1: ``low_freq``, ``high_freq``), ``ntk_alpha`` (NTK-aware with a fixed ``alpha``: the base
+times ``alpha ** (d / (d - 2))``, Hunyuan's) and ``proportional`` (p-RoPE, Gemma 4's global layers: only the fastest
+``proportion`` of the frequencies turn, the slowest pairs pass unrotated; divided by ``factor``). Options of another
+scaling than the one chosen are refused.
 
     decoder x 32 { position rotary(theta=10000); attention self heads=32 mask=causal; ... }
     position rotary(theta=500000, scaling=llama3, factor=8, original=8192)  # Llama 3.1
@@ -39,14 +41,14 @@ class Rotary(Position):
     examples = ({}, {"theta": 500000.0, "fraction": 0.5}, {"interleaved": True},
                 {"scaling": "llama3", "factor": 8.0, "original": 8}, {"scaling": "yarn", "factor": 4.0, "original": 6},
                 {"scaling": "dynamic", "factor": 2.0, "original": 4}, {"scaling": "linear", "factor": 2.0},
-                {"scaling": "ntk_alpha", "alpha": 1000.0})
+                {"scaling": "ntk_alpha", "alpha": 1000.0}, {"scaling": "proportional", "proportion": 0.5})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
         theta: float = Field(10000.0, gt=1.0)  # the base of the angles' geometric progression
         fraction: float = Field(1.0, gt=0.0, le=1.0)  # of each head's dimensions that rotate
         interleaved: bool = False  # pair dimensions (2i, 2i+1) instead of (i, i + d/2)
-        scaling: Literal["none", "linear", "dynamic", "yarn", "llama3", "ntk_alpha"] = "none"
+        scaling: Literal["none", "linear", "dynamic", "yarn", "llama3", "ntk_alpha", "proportional"] = "none"
         factor: float = Field(1.0, gt=0.0, le=1e6)  # how much longer the context is stretched
         original: int | None = Field(None, gt=0)  # the context trained on (dynamic, yarn, llama3)
         low_freq: float = Field(1.0, gt=0.0)  # llama3: wavelengths beyond original / low_freq are divided
@@ -58,12 +60,13 @@ class Rotary(Position):
         mscale_all_dim: float | None = None
         truncate: bool = True  # yarn: round the ramp's ends to whole dimensions
         alpha: float = Field(1.0, gt=0.0)  # ntk_alpha: the base times alpha ** (d / (d - 2)), fixed (Hunyuan)
+        proportion: float = Field(1.0, ge=0.0, le=1.0)  # proportional: of the frequencies, the fastest that turn
 
     SCALING_OPTIONS = {"linear": {"factor"}, "dynamic": {"factor", "original"},
                        "llama3": {"factor", "original", "low_freq", "high_freq"},
                        "yarn": {"factor", "original", "beta_fast", "beta_slow", "attention_factor", "mscale",
                                 "mscale_all_dim", "truncate"},
-                       "ntk_alpha": {"alpha"}}
+                       "ntk_alpha": {"alpha"}, "proportional": {"factor", "proportion"}}
 
     def relative_with(self, options) -> bool:
         return options.scaling != "dynamic"  # its frequencies depend on the longest position of a call
@@ -89,8 +92,8 @@ class Rotary(Position):
         if stray:
             which = f"scaling={options.scaling}" if options.scaling != "none" else "unscaled rotary positions"
             return [Problem(f"{', '.join(stray)} {'does' if len(stray) == 1 else 'do'} nothing with {which}",
-                            "choose the scaling these options belong to (scaling=linear, dynamic, yarn, llama3 or "
-                            "ntk_alpha)")]
+                            "choose the scaling these options belong to (scaling=linear, dynamic, yarn, llama3, "
+                            "ntk_alpha or proportional)")]
         if "original" in used and options.original is None:
             return [Problem(f"scaling={options.scaling} needs original=, the context length trained on",
                             "e.g. original=8192")]

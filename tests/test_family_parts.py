@@ -1,6 +1,7 @@
-"""Llama 4's new parts, each against a naive formula written here: chunked attention (chunks of position ids),
-attention temperature tuning (queries scaled by their index in the sequence), and a mixture whose routing weight
-scales each expert's input. The family itself is exact against Hugging Face in ``test_import`` (its CONFIGS)."""
+"""The parts today's families brought, each against a naive formula written here or the reference's own module:
+Llama 4's chunked attention (chunks of position ids), attention temperature tuning (queries scaled by their index in
+the sequence) and mixture whose routing weight scales each expert's input; Gemma 4's value norm. The families
+themselves are exact against Hugging Face in ``test_import`` (its CONFIGS)."""
 
 from __future__ import annotations
 
@@ -188,3 +189,29 @@ head linear(30)
 """)
     model = tfspec.compile(spec, seed=0)
     assert [hasattr(layer.self_attn, "temperature") for layer in model.decoder.layers] == [True, False, True]
+
+
+def test_the_value_norm_divides_each_heads_values_by_their_rms_as_gemma_4s_does():
+    """``steps=value_norm``: Gemma 4's ``v_norm`` (its RMSNorm without a scale) on each head's values, before the
+    mix and before a KV cache keeps them."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4RMSNorm
+    model = tfspec.compile(ONE_LAYER.format(mask="causal", steps="steps=value_norm(1e-6)"), seed=0).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(p.numel()))
+    attention = model.decoder.layers[0].self_attn
+    x = torch.randn(2, 7, 16, generator=torch.Generator().manual_seed(8))
+    heads, dim = attention.heads, attention.head_dim
+    q, k, v = (x @ attention.qkv.weight.T + attention.qkv.bias).split(heads * dim, dim=-1)
+    v = Gemma4RMSNorm(dim, eps=1e-6, with_scale=False)(v.view(2, 7, heads, dim)).view(2, 7, heads * dim)
+    q, k, v = (t.view(2, 7, heads, dim).transpose(1, 2) for t in (q, k, v))
+    y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    expected = attention.out(y.transpose(1, 2).reshape(2, 7, -1))
+    with torch.no_grad():
+        assert_close(attention(x), expected, FLOAT32)
+        steps = Continuation(model)
+        cached = [steps.feed(x.new_zeros(1, 3, dtype=torch.long) + 4)] + [
+            steps.feed(torch.tensor([[t]])) for t in (5, 6, 7)]
+        whole = model(torch.tensor([[4, 4, 4, 5, 6, 7]]))
+    assert_close(torch.stack(cached, 1)[0], whole[0, 2:], FLOAT32)
