@@ -194,7 +194,7 @@ head linear(30)
 def test_the_value_norm_divides_each_heads_values_by_their_rms_as_gemma_4s_does():
     """``steps=value_norm``: Gemma 4's ``v_norm`` (its RMSNorm without a scale) on each head's values, before the
     mix and before a KV cache keeps them."""
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from transformers.models.gemma4.modeling_gemma4 import Gemma4RMSNorm
     model = tfspec.compile(ONE_LAYER.format(mask="causal", steps="steps=value_norm(1e-6)"), seed=0).eval()
     with torch.no_grad():
