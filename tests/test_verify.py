@@ -38,6 +38,11 @@ def test_offset_invariance_holds_for_rotary_and_fails_for_learned_positions():
     learned = tfspec.compile(rotary.replace("dim 8 }", "dim 8; position learned(32) }")
                              .replace("position rotary; ", ""), seed=0).eval()
     assert "depends on absolute positions" in check_offset(learned, torch.tensor([[1, 2, 3, 4]]), 7)
+    # chunks of position ids start at position 0: a shift moves their boundaries, which verify says, not fails
+    chunked = results(rotary.replace("mask=causal", "mask=causal + chunked(2)"), examples=5)["offset invariance"]
+    assert chunked.status == "not applicable" and "chunked masks compare position ids" in chunked.detail
+    model = tfspec.compile(rotary.replace("mask=causal", "mask=causal + chunked(2)"), seed=0).eval()
+    assert "depends on absolute positions" in check_offset(model, torch.tensor([[1, 2, 3, 4, 5]]), 1)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

@@ -267,6 +267,11 @@ def position_schemes(spec: S.Spec, role: str) -> list:
     return [(s, options) for s, options in schemes if not s.absent]
 
 
+def position_masks(spec: S.Spec, role: str) -> list[str]:
+    """The masks of a stack's self-attentions that compare position ids (``chunked``), not indices in the sequence."""
+    return sorted({m.name for a in self_attentions(spec, role) for m in a.mask if MASKS[m.name].reads_positions})
+
+
 def structural_masks(spec: S.Spec, role: str) -> list[str]:
     return sorted({m.name for a in self_attentions(spec, role) for m in a.mask if MASKS[m.name].structural})
 
@@ -428,6 +433,9 @@ def offset_invariance(s: Subject) -> Result:
     if absolute:
         return Result("offset invariance", "not applicable",
                       f"{', '.join(absolute)} positions are absolute: outputs depend on where a sequence starts")
+    if counted := position_masks(s.spec, s.role):
+        return Result("offset invariance", "not applicable",
+                      f"{', '.join(counted)} masks compare position ids: outputs depend on where a sequence starts")
     if s.pictures is not None:
         return Result("offset invariance", "not applicable", PICTURES)
 
