@@ -67,7 +67,8 @@ class Field:
     False: the value shapes the spec rather than filling one setting (``layer_types``: a layer schedule, which
     the family's ``spec_text`` writes from it); ``null``: export writes None too (a field whose default is a
     value: Gemma 2's soft caps), where it otherwise leaves the field out; a function of the facts where that
-    depends on the spec (a base model computes no logits to cap)."""
+    depends on the spec (a base model computes no logits to cap); ``constant``: the setting takes one value whatever
+    the configuration says (``read`` returns it: ERNIE 4.5's attention dropout, which its attention never applies)."""
 
     name: str
     config: str
@@ -77,6 +78,7 @@ class Field:
     let: bool = True
     setting: bool = True
     null: bool | Callable[[Any], bool] = False
+    constant: bool = False
 
     def value(self, config) -> Any:
         return self.read(config) if self.read is not None else _lookup(config, self.config)

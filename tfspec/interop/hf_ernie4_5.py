@@ -35,7 +35,7 @@ FIELDS = Fields(
     Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
     Field("use_bias", "use_bias", _use_bias, let=False),
     # ERNIE 4.5 has no attention dropout (its attention sets it to 0); export writes none
-    Field("p_attn_dropout", "attention_dropout", lambda f: None, read=lambda c: 0.0),
+    Field("p_attn_dropout", "attention_dropout", lambda f: None, read=lambda c: 0.0, constant=True),
     Fixed("rope_parameters.partial_rotary_factor", 1.0, "partial rotary positions ({value}) are not ERNIE 4.5's: "
           "its rotation spans each head", read=lambda c: float(hf_llama.rope(c)["partial_rotary_factor"])),
     ignored={**hf_llama.FIELDS.ignored},

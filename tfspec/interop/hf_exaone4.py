@@ -47,7 +47,7 @@ FIELDS = Fields(
     # None where every layer rotates: any window, even where no layer slides, leaves the full layers unrotated
     Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=_window,
           null=lambda f: all(f.rotates(a.position) for a in f.layer_attentions("decoder"))),
-    Field("window_pattern", "sliding_window_pattern", _pattern, read=lambda c: None, setting=False),
+    Field("window_pattern", "sliding_window_pattern", _pattern, read=lambda c: None, setting=False, constant=True),
     Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layer_types), setting=False),
     ignored={**hf_llama.FIELDS.ignored},
 )

@@ -37,10 +37,10 @@ FIELDS = Fields(
     Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
     Field("rope_alpha", "rope_parameters.alpha", _fact_alpha, read=_alpha),
     Field("rope_dynamic", "rope_parameters.rope_type", lambda f: "dynamic" if _fact_alpha(f) else "default",
-          read=lambda c: None, setting=False),
+          read=lambda c: None, setting=False, constant=True),
     # what Hugging Face requires of a "dynamic" rotary, which a fixed alpha leaves unread
     Field("rope_dynamic_factor", "rope_parameters.factor", lambda f: 1.0 if _fact_alpha(f) else None,
-          read=lambda c: None, setting=False),
+          read=lambda c: None, setting=False, constant=True),
     Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not expressed (Hunyuan's is unscaled, "
           "or 'dynamic' with a fixed alpha)", read=lambda c: "default" if _alpha(c) else hf_llama.rope(c)["rope_type"],
           required="= 'default', or 'dynamic' with alpha (scaling=ntk_alpha)"),

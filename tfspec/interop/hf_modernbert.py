@@ -137,7 +137,6 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
 defaults {{
   norm {norm}
-  dropout {s.p_mlp_dropout}
   attn_dropout {s.p_attn_dropout}
   init normal(std={s.init_std})
 }}
@@ -147,7 +146,8 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; norm {norm}
 encoder x {s.layers} {{
   position rotary(theta={s.local_theta if base[1] else s.global_theta})
   x = x + {attention}
-  x = x + feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})
+  x = x + feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias}, \
+                      act_dropout={s.p_mlp_dropout})  # (Hugging Face's mlp_dropout: on the gated product)
   final {norm}
 {lines}}}
 """

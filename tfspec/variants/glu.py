@@ -41,6 +41,17 @@ class SwiGLU(GatedUnit):
 
 
 @ACTIVATIONS.register
+class ReGLU(GatedUnit):
+    name = "reglu"
+    title = "ReGLU"
+    flops_per_element = 1
+    doc = "relu(x W) * (x V) (Shazeer 2020; ModernBERT with hidden_activation relu)"
+
+    def gate(self):
+        return Constructor("ReLU")
+
+
+@ACTIVATIONS.register
 class GEGLU(GatedUnit):
     name = "geglu"
     title = "GEGLU"
