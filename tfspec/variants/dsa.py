@@ -84,6 +84,10 @@ class DeepSeekSparse(Latent):
     def cache_elements(self, shape, options):
         return options.kv_rank + options.rope_dim + options.index_dim
 
+    @property
+    def mixes_by_place(self):
+        return True  # keys of equal index scores (every indexer head's relu 0) rank by where they stand
+
     def pattern_note(self, options):
         return f"of these keys only the {options.topk} its indexer ranks highest per query are seen, chosen at run time"
 
