@@ -13,6 +13,7 @@ import torch
 import tfspec
 from tfspec.run.decoding import Continuation
 from numerics import FLOAT32, assert_close
+from test_dsa import rotate_halves
 
 ONE_LAYER = """
 embedding tokens {{ vocab 30; dim 16; position none }}
@@ -215,3 +216,43 @@ def test_the_value_norm_divides_each_heads_values_by_their_rms_as_gemma_4s_does(
             steps.feed(torch.tensor([[t]])) for t in (5, 6, 7)]
         whole = model(torch.tensor([[4, 4, 4, 5, 6, 7]]))
     assert_close(torch.stack(cached, 1)[0], whole[0, 2:], FLOAT32)
+
+
+def test_same_kv_attention_takes_its_values_from_its_keys_projection_before_norm_and_rotation():
+    """``kind=same_kv`` (Gemma 4's global layers): ``qkv`` has no value rows; the values are the keys as projected,
+    before their qk-norm and their rotation, then a value norm makes them differ from the keys."""
+    text = """
+embedding tokens { vocab 30; dim 16; position none }
+decoder x 1 { position rotary
+  attention self heads=2 kv_heads=1 head_dim=8 kind=same_kv mask=causal qk_norm=rmsnorm steps=value_norm
+  feedforward d_ff=32 }
+head linear(30)
+"""
+    model = tfspec.compile(text, seed=0).double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(p.numel()))
+    attention = model.decoder.layers[0].self_attn
+    assert attention.qkv.weight.shape == (24, 16)  # 2 query heads and 1 key head of 8: no value rows
+    x = torch.randn(2, 6, 16, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    q, k = (x @ attention.qkv.weight.T + attention.qkv.bias).split((16, 8), dim=-1)
+    q, k, v = q.view(2, 6, 2, 8).transpose(1, 2), k.view(2, 6, 1, 8).transpose(1, 2), k.view(2, 6, 1, 8).transpose(1, 2)
+
+    def rms(t, weight=None):
+        t = t / (t.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()
+        return t if weight is None else t * weight
+
+    q, k, v = rms(q, attention.q_norm.weight), rms(k, attention.k_norm.weight), rms(v)
+    positions = torch.arange(6)
+    q, k = rotate_halves(q, positions, 8), rotate_halves(k, positions, 8)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(8)
+    scores = scores.masked_fill(~torch.ones(6, 6, dtype=torch.bool).tril(), float("-inf"))
+    expected = attention.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(2, 6, 16))
+    with torch.no_grad():  # (the value norm runs in float32, as Gemma 4's does whatever the model's dtype)
+        assert_close(attention(x), expected, 1e-6)
+    with torch.no_grad():  # the cache keeps the keys rotated and the values as they are
+        steps = Continuation(model)
+        tokens = torch.tensor([[3, 1, 4, 1, 5, 9]])
+        cached = [steps.feed(tokens[:, :2])] + [steps.feed(tokens[:, t:t + 1]) for t in range(2, 6)]
+        assert_close(torch.stack(cached, 1)[0], model(tokens)[0, 1:], 1e-9)
+

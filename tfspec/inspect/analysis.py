@@ -422,8 +422,8 @@ class _Counter:
         # a step making the values anew: the mix keeps them, not a view of the projection that keeps it whole
         made = any(ATTENTION_STEPS[c.name].makes_values for c in spec.steps)
         through_values = not recomputed and kind.keeps_projection(shape, options, self.batch)
-        if made and through_values:
-            kept -= self.batch * heads * head_dim * (m if cross else 2 * m)
+        if made and through_values:  # (the projection's key rows, and its value rows where it has its own)
+            kept -= self.batch * (heads * head_dim * m if cross else m * (shape.kv_width + kind.value_rows(shape, options)))
         for choice in spec.steps:  # the steps the spec adds: their own work and what they keep
             step, step_options = ATTENTION_STEPS.of(choice)
             step_matmul, step_elementwise = step.flops(shape, step_options, n, m)
@@ -452,7 +452,8 @@ class _Counter:
                     # stays whole through the values)
                     kept += self.batch * (m * shape.kv_width + n * shape.q_width)
                 elif not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
-                    kept += self.batch * (m * 2 * shape.kv_width + (0 if cross else n * shape.q_width))
+                    values = kind.value_rows(shape, options)
+                    kept += self.batch * (m * (shape.kv_width + values) + (0 if cross else n * shape.q_width))
         # score terms with parameters (KERPLE's bias, FoX's gates) riding on a mask of structure: its where keeps
         # the bool condition for their gradient, one for all of them
         condition = n * m if structural and (position.trains_score_terms or kind.trains_score_terms) else 0

@@ -410,10 +410,14 @@ class MultiHeadAttention(nn.Module):
         """(batch, length, heads * head_dim) -> (batch, heads, length, head_dim)."""
         return t.view(t.shape[0], t.shape[1], heads, self.head_dim).transpose(1, 2)
 
+    def projected(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's queries, keys and values, all heads' side by side: the rows of ``qkv``."""
+        q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return self.qkv(x).split((q_width, kv_width, kv_width), dim=-1)
+
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Self-attention's queries, keys and values per head (queries and keys normed, not yet rotated)."""
-        q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        q, k, v = self.qkv(x).split((q_width, kv_width, kv_width), dim=-1)
+        q, k, v = self.projected(x)
         if self.qk_norm_full:
             q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
             return self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
@@ -675,9 +679,31 @@ class InContext:
         return super().attend(q, k, v, ctx, queries, keys, padding)
 
 
+class SameKeyValueCore(MultiHeadAttention):
+    """``MultiHeadAttention`` whose values are its keys as projected (before a qk-norm and positions): ``qkv`` holds
+    the query and key rows only (Gemma 4's global layers, ``attention_k_eq_v``). Torch only: ``tfspec emit`` copies
+    it."""
+
+    def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, bias: bool = True, **attention) -> None:
+        super().__init__(width, heads, kv_heads, head_dim, bias=bias, **attention)
+        self.qkv = nn.Linear(width, (heads + kv_heads) * head_dim, bias=bias)  # (no value rows)
+
+    def projected(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        q, k = self.qkv(x).split((self.heads * self.head_dim, self.kv_heads * self.head_dim), dim=-1)
+        return q, k, k
+
+
 class DotProductAttention(InContext, MultiHeadAttention):
     """Scaled dot-product attention in a compiled model; ``config`` is a ``tfspec.registry.AttentionConfig``."""
 
     def __init__(self, config, layer: int | None = None) -> None:
         MultiHeadAttention.__init__(self, **built(core_arguments(config), layer))
+        self.in_context(config)
+
+
+class SameKeyValueAttention(InContext, SameKeyValueCore):
+    """``SameKeyValueCore`` in a compiled model (``config``: a ``tfspec.registry.AttentionConfig``)."""
+
+    def __init__(self, config, layer: int | None = None) -> None:
+        SameKeyValueCore.__init__(self, **built(core_arguments(config), layer))
         self.in_context(config)

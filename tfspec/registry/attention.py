@@ -102,6 +102,11 @@ class AttentionKind(StackOwned, Variant):
         and what ``core_saved`` counts (a latent attention's norms and up projections); 0 for one linear map each."""
         return 0, 0
 
+    def value_rows(self, shape: AttentionShape, options) -> int:
+        """The rows of its projection that are values, per key (a ``same_kv`` attention's values are its keys':
+        none of their own)."""
+        return shape.kv_width
+
     def cache_elements(self, shape: AttentionShape, options) -> int:
         """Elements a KV cache keeps per token of self-attention: each kv head's key and value (and the extras
         its steps keep per key)."""
