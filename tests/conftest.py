@@ -86,3 +86,14 @@ def tfspec_cli():
 
     run.many = many
     return run
+
+
+@pytest.fixture
+def no_recompiles():
+    """Every compiled step must reuse its first graph: a recompile is an error, and graphs are counted."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        yield torch._dynamo.utils.counters
+    torch._dynamo.reset()

@@ -257,17 +257,6 @@ head tied(tokens)
 """
 
 
-@pytest.fixture
-def no_recompiles():
-    """Every compiled step must reuse its first graph: a recompile is an error, and graphs are counted."""
-    import torch._dynamo
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        yield torch._dynamo.utils.counters
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("kind", ["kv_heads=2", "kind=latent(8, 4)"])
 def test_a_compiled_step_gives_the_logits_of_eager_decoding_without_recompiling(kind, no_recompiles):
     """Windowed layers keep rings of their look-back (5 slots), the others max_len; a left-padded prompt."""

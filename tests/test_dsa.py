@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
 
@@ -154,16 +153,6 @@ def test_the_indexer_learns_from_its_own_objective_alone():
             target = p[b, i][sel]
             expected.append((target * (target.clamp(min=1e-300).log() - log_q)).sum())
     assert_close(attention.added_losses["dsa_index"], torch.stack(expected).mean(), 1e-5)
-
-
-@pytest.fixture
-def no_recompiles():
-    import torch._dynamo
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        yield torch._dynamo.utils.counters
-    torch._dynamo.reset()
 
 
 def test_cached_and_compiled_decoding_select_what_recomputation_selects(no_recompiles):

@@ -101,16 +101,6 @@ def test_temperature_tuning_scales_each_query_by_its_index():
     assert (ours - attention_of(model, x, causal)).abs().max() > 1e-3  # the factors change the output
 
 
-@pytest.fixture
-def no_recompiles():
-    import torch._dynamo
-    torch._dynamo.reset()
-    torch._dynamo.utils.counters.clear()
-    with torch._dynamo.config.patch(error_on_recompile=True):
-        yield torch._dynamo.utils.counters
-    torch._dynamo.reset()
-
-
 def test_temperature_counts_cached_positions_in_eager_and_compiled_decoding(no_recompiles):
     """The factor's index continues after the KV cache's positions: a compiled step (whose offset is a tensor)
     and eager decoding give the logits of recomputing the whole sequence, with chunks of a left-padded prompt's

@@ -157,6 +157,28 @@ def _scale(s, config) -> str:
     return f" scale={head_dim ** -0.5 * mscale * mscale!r}"
 
 
+def v3_feedforwards(s, sparse: list[bool]) -> tuple[str, str]:
+    """DeepSeek-V3's feed-forwards (GLM-4.5's, DeepSeek-V3.2's) as a spec writes them from the settings ``s``, where
+    ``sparse`` says which layers are mixtures: the stack's own feed-forward arguments, and the ``layers`` lines of
+    the layers whose feed-forward differs (a gated MLP, or a mixture)."""
+    groups = f", groups={s.groups}, top_groups={s.top_groups}" if s.value("groups") > 1 else ""
+    shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, correction=true, "
+               f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})")
+    dense = f"d_ff={s.dense_d_ff} kind=dense"
+    base, sections = schedule(sparse)
+    lines = "".join(f"  layers {selection} {{ ffn {mixture if layer else dense} }}\n" for selection, layer in sections)
+    return f"activation={s.activation} bias=false {mixture if base else dense}", lines
+
+
+def said_scale(text: str) -> str:
+    """``text`` with a comment saying where the attention's ``scale=`` comes from, where it has one."""
+    if " scale=" not in text.split("\n  attention self", 1)[-1].split("\n", 1)[0]:
+        return text
+    return text.replace("\n  attention self", "\n  # scale: 1/sqrt(head_dim) · (0.1 · mscale_all_dim · ln(factor) + 1)², "
+                                              "YaRN's softmax scale\n  attention self", 1)
+
+
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a DeepSeek-V3 or -V2 configuration describes, its first dense layers a schedule."""
@@ -183,10 +205,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     text = hf_llama.decoder_text(w, s, rotary, masks, attention, "false", lines, head=head, name=name,
                                  heading=heading,
                                  feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
-    if " scale=" in attention:  # say where the number comes from
-        text = text.replace("\n  attention self", "\n  # scale: 1/sqrt(head_dim) · (0.1 · mscale_all_dim · ln(factor) + 1)², "
-                                                  "YaRN's softmax scale\n  attention self", 1)
-    return text
+    return said_scale(text)
 
 
 def hf_config(spec) -> dict:

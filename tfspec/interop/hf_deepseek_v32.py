@@ -15,7 +15,7 @@ from . import hf_deepseek, hf_llama
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import Rule, linear_rules, rule
-from .writer import SpecWriter, causal_masks, schedule
+from .writer import SpecWriter, causal_masks
 
 DENSE, SPARSE = "dense", "sparse"
 
@@ -68,23 +68,13 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a DeepSeek-V3.2 configuration describes, its dense layers a schedule."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    groups = f", groups={s.groups}, top_groups={s.top_groups}" if s.value("groups") > 1 else ""
-    shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, correction=true, "
-               f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})")
-    dense = f"d_ff={s.dense_d_ff} kind=dense"
-    base, sections = schedule(_sparse_layers(config))
-    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n" for selection, sparse in sections)
+    feedforward, lines = hf_deepseek.v3_feedforwards(s, _sparse_layers(config))
     attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=dsa({s.kv_rank}, {s.rope_dim}, topk={s.topk}, "
                  f"index_heads={s.index_heads}, index_dim={s.index_dim}, q_rank={s.q_rank}, v_dim={s.v_dim})"
                  f"{hf_deepseek._scale(s, config)} bias={s.attention_bias}")
-    text = hf_llama.decoder_text(w, s, hf_llama.rotary(s, interleaved=True), causal_masks(padding=padding),
-                                 attention, "false", lines, head=head, name=name, heading=heading,
-                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
-    if " scale=" in attention:  # say where the number comes from
-        text = text.replace("\n  attention self", "\n  # scale: 1/sqrt(head_dim) · (0.1 · mscale_all_dim · ln(factor) + 1)², "
-                                                  "YaRN's softmax scale\n  attention self", 1)
-    return text
+    return hf_deepseek.said_scale(hf_llama.decoder_text(
+        w, s, hf_llama.rotary(s, interleaved=True), causal_masks(padding=padding), attention, "false", lines,
+        head=head, name=name, heading=heading, feedforward=feedforward))
 
 
 def hf_config(spec) -> dict:

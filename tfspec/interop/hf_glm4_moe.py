@@ -17,7 +17,7 @@ from . import hf_deepseek, hf_llama, hf_mixtral
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import Rule, rule
-from .writer import SpecWriter, causal_masks, schedule
+from .writer import SpecWriter, causal_masks
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in hf_deepseek.LEFT_OUT
           and getattr(e, "config", None) not in ("pretraining_tp",)]
@@ -51,19 +51,12 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a GLM-4.5 configuration describes, its first dense layers a schedule."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    groups = f", groups={s.groups}, top_groups={s.top_groups}" if s.value("groups") > 1 else ""
-    shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, correction=true, "
-               f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})")
-    dense = f"d_ff={s.dense_d_ff} kind=dense"
-    base, sections = schedule([not d for d in hf_deepseek.dense_layers(config)])
-    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n"
-                    for selection, sparse in sections)
+    feedforward, lines = hf_deepseek.v3_feedforwards(s, [not d for d in hf_deepseek.dense_layers(config)])
     qk_norm = f" qk_norm=rmsnorm(eps={s.eps})" if config.use_qk_norm else ""
     return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding),
                                  f"bias={s.attention_bias} out_bias=false{qk_norm}", "false", lines, head=head,
                                  name=name, heading=heading,
-                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
+                                 feedforward=feedforward)
 
 
 def hf_config(spec) -> dict:
