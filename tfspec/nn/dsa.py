@@ -65,8 +65,12 @@ class LightningIndexer(nn.Module):
             k = keys.extras["index_keys"]  # (batch, dim, keys)
             scores = F.relu(torch.matmul(q.float(), k.float().unsqueeze(1)) * self.dim ** -0.5)  # (.., heads, keys)
             index = torch.matmul(queries.extras["index_weights"].transpose(1, 2).unsqueeze(-2), scores).squeeze(-2)
-            if mask is not None:
-                index = index + mask[:, 0]
+            if mask is not None:  # the keys no head may see last (a score bias, ALiBi's, ranks none of them)
+                with torch.no_grad():  # (added, so that backward keeps no condition)
+                    floor = torch.finfo(index.dtype).min
+                    hidden = torch.zeros_like(index).masked_fill_(mask.amax(dim=1) == torch.finfo(mask.dtype).min,
+                                                                   floor)
+                index = index + hidden
         with torch.no_grad():
             order = index.sort(dim=-1, descending=True, stable=True).indices[..., :topk]
             chosen = torch.zeros(index.shape, dtype=torch.bool, device=index.device).scatter(-1, order, True)
