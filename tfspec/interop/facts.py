@@ -196,26 +196,25 @@ class Facts:
     def window(self, role: str) -> int | None:
         return self.window_of(self.attention(role).mask)
 
-    def layer_attentions(self, role: str) -> list:
-        """Each layer's first self-attention (a schedule's layers differ), in layer order."""
+    def per_layer(self, role: str, cls: type[ir.Node], what: str, reads: str | None = None) -> list:
+        """Each layer's first node of type ``cls`` (its spec; attention: that ``reads``), in layer order: a
+        schedule's layers differ."""
         info = self.g.stacks[role]
         by_kind = {}
-        for node in self.g.of(ir.Attention, stack=role, in_block=True):
-            if node.spec.reads == "self":
+        for node in self.g.of(cls, stack=role, in_block=True):
+            if reads is None or node.spec.reads == reads:
                 by_kind.setdefault(node.layer_kind, node.spec)
         if len(by_kind) != len(info.kinds):
-            raise self.refuse(f"a kind of its {role} layers has no self-attention")
+            raise self.refuse(f"a kind of its {role} layers has no {what}")
         return [by_kind[info.kind_of(i)] for i in range(info.repeat)]
 
+    def layer_attentions(self, role: str) -> list:
+        """Each layer's first self-attention, in layer order."""
+        return self.per_layer(role, ir.Attention, "self-attention", reads="self")
+
     def layer_feedforwards(self, role: str) -> list:
-        """Each layer's first feed-forward (a schedule's layers differ), in layer order."""
-        info = self.g.stacks[role]
-        by_kind = {}
-        for node in self.g.of(ir.FeedForward, stack=role, in_block=True):
-            by_kind.setdefault(node.layer_kind, node.spec)
-        if len(by_kind) != len(info.kinds):
-            raise self.refuse(f"a kind of its {role} layers has no feed-forward")
-        return [by_kind[info.kind_of(i)] for i in range(info.repeat)]
+        """Each layer's first feed-forward, in layer order."""
+        return self.per_layer(role, ir.FeedForward, "feed-forward")
 
     def layer_routes(self, role: str) -> list[bool]:
         """Per layer: is its feed-forward a mixture of experts?"""

@@ -22,7 +22,7 @@ from . import hf_llama
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import Rule, rule
-from .writer import SpecWriter, causal_masks, schedule
+from .writer import SpecWriter, causal_masks, every_step, schedule
 
 CHUNKED, FULL = "chunked_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -66,13 +66,6 @@ def _temperature(f, option: str):
     return steps[0][0].options.get(option) if steps and steps[0] else None
 
 
-def _every(flags: list[bool], otherwise: int) -> int:
-    """The step ``flags`` are every step-th layer of (as the step fields derive their lists: layer i where
-    (i + 1) % step == 0), or ``otherwise`` where no step gives them (the list is then written out)."""
-    return next((step for step in range(1, len(flags) + 1)
-                 if flags == [(i + 1) % step == 0 for i in range(len(flags))]), otherwise)
-
-
 def _qk_norm(f) -> bool:
     """Does a rotary layer normalise its queries and keys?"""
     return any(r and not NORMS[a.qk_norm.name].absent for a, r in zip(f.layer_attentions("decoder"),
@@ -106,9 +99,9 @@ FIELDS = Fields(
     Field("moe_layers", "moe_layers", lambda f: [i for i, r in enumerate(f.layer_routes("decoder")) if r],
           read=_moe, setting=False),
     # the steps the lists follow where they follow one (Hugging Face derives the lists from them when not given)
-    Field("no_rope_interval", "no_rope_layer_interval", lambda f: _every([not r for r in _layer_rotates(f)], 4),
+    Field("no_rope_interval", "no_rope_layer_interval", lambda f: every_step([not r for r in _layer_rotates(f)], 4),
           read=_rotates, setting=False),
-    Field("moe_step", "interleave_moe_layer_step", lambda f: _every(f.layer_routes("decoder"), 1), read=_moe,
+    Field("moe_step", "interleave_moe_layer_step", lambda f: every_step(f.layer_routes("decoder"), 1), read=_moe,
           setting=False),
     Field("use_qk_norm", "use_qk_norm", _qk_norm, read=lambda c: bool(c.use_qk_norm) and any(_rotates(c)),
           setting=False),

@@ -17,7 +17,7 @@ from . import hf_llama, hf_mixtral
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError
-from .writer import SpecWriter, causal_masks, schedule
+from .writer import SpecWriter, causal_masks, every_step, schedule
 from .family import Family
 
 
@@ -31,9 +31,7 @@ def sparse_layers(config) -> tuple[bool, ...]:
 
 def _sparse_step(f) -> int:
     """``decoder_sparse_step`` where it alone says which layers are mixtures (every step-th), else 1."""
-    sparse = f.layer_routes("decoder")
-    return next((step for step in range(1, len(sparse) + 1)
-                 if sparse == [(i + 1) % step == 0 for i in range(len(sparse))]), 1)
+    return every_step(f.layer_routes("decoder"), 1)
 
 
 def _dense_layers(f) -> list[int]:

@@ -104,6 +104,17 @@ def schedule(per_layer: list) -> tuple[object, list[tuple[str, object]]]:
                   for value in dict.fromkeys(per_layer) if value != base]
 
 
+def every_step(flags: list[bool], otherwise: int) -> int:
+    """The step a configuration's "every step-th layer" field has where ``flags`` (per layer) are exactly its
+    layers i with (i + 1) % step == 0, or ``otherwise`` where no step gives them (its list says which then).
+
+    >>> every_step([False, True, False, True], 1), every_step([True, False, False], 1)
+    (2, 1)
+    """
+    return next((step for step in range(1, len(flags) + 1)
+                 if flags == [(i + 1) % step == 0 for i in range(len(flags))]), otherwise)
+
+
 def selection(layers: list[int], repeat: int) -> str:
     """How a ``layers`` section writes a set of layers: ``range(a, b)``, ``every(step, from=a)`` or numbers."""
     steps = {b - a for a, b in zip(layers, layers[1:])}
