@@ -323,3 +323,22 @@ def test_the_sparse_mixer_samples_in_training_and_chooses_the_best_in_eval():
     torch.manual_seed(0)
     drawn = {tuple(sparse_mix(logits, eps=0.1, training=True)[1][0].tolist()) for _ in range(200)}
     assert len(drawn) > 1 and all(3 not in pair and pair[0] != pair[1] for pair in drawn)
+
+
+def test_mixtures_of_different_shapes_each_add_their_balance_loss():
+    """A schedule may mix mixtures of other sizes: each shape's loss is Hugging Face's over its mixtures, and the
+    shapes are averaged by their number (one shape: exactly Hugging Face's)."""
+    from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
+    model = perturbed(tfspec.compile("""embedding tokens { vocab 40; dim 16; position none }
+decoder x 3 { residual pre; attention self heads=2 mask=causal
+  feedforward d_ff=12 activation=swiglu bias=false kind=moe(4, 2, aux_loss=0.5)
+  layers 2 { ffn d_ff=12 kind=moe(3, 1, aux_loss=0.5) } }
+head linear(40)""", seed=0)).train()
+    logits = []
+    hooks = [layer.ffn.router.register_forward_hook(lambda m, i, o: logits.append(o)) for layer in model.decoder.layers]
+    model(torch.randint(0, 40, (2, 7), generator=torch.Generator().manual_seed(4)))
+    for h in hooks:
+        h.remove()
+    four = load_balancing_loss_func(tuple(logits[:2]), 4, 2)
+    three = load_balancing_loss_func((logits[2],), 3, 1)
+    assert_close(model.auxiliary_losses()["moe_balance"], 0.5 * (2 * four + three) / 3, FLOAT32)

@@ -246,15 +246,23 @@ class MixtureOfExperts(nn.Module):
 def auxiliary_losses(modules) -> dict[str, Tensor]:
     """The training losses of every mixture among ``modules`` from their last training call, each weighted by its
     coefficient: ``moe_balance``, Switch's and Mixtral's load-balancing loss ``experts · Σ f_e · P_e`` with the
-    fractions f and probabilities P averaged over the mixtures (as Hugging Face concatenates its layers' router
-    logits), and ``moe_z``, the router z-loss (ST-MoE) averaged over them."""
+    fractions f and probabilities P averaged over the mixtures of one shape (as Hugging Face concatenates its
+    layers' router logits; mixtures of other shapes weighed in by their number), and ``moe_z``, the router z-loss (ST-MoE) averaged over them."""
     mixtures = [m for m in modules if isinstance(m, MixtureOfExperts) and m.router_stats is not None]
     losses = {}
-    balanced = [m for m in mixtures if "balance" in m.router_stats]
-    if balanced:
-        choices = torch.stack([m.router_stats["balance"][0] for m in balanced]).mean(dim=0)
-        probs = torch.stack([m.router_stats["balance"][1] for m in balanced]).mean(dim=0)
-        losses["moe_balance"] = balanced[0].aux_loss * probs.shape[-1] * (choices * probs).sum()
+    # mixtures of one shape (experts, choices) average their statistics first, as Hugging Face does over its
+    # layers; those of other shapes (a schedule's) are weighed in by their number
+    groups: dict[tuple, list] = {}
+    for m in mixtures:
+        if "balance" in m.router_stats:
+            groups.setdefault(tuple(m.router_stats["balance"][0].shape), []).append(m)
+    if groups:
+        total = []
+        for group in groups.values():
+            choices = torch.stack([m.router_stats["balance"][0] for m in group]).mean(dim=0)
+            probs = torch.stack([m.router_stats["balance"][1] for m in group]).mean(dim=0)
+            total.append(len(group) * group[0].aux_loss * probs.shape[-1] * (choices * probs).sum())
+        losses["moe_balance"] = torch.stack(total).sum() / sum(len(g) for g in groups.values())
     zs = [m for m in mixtures if "z" in m.router_stats]
     if zs:
         losses["moe_z"] = zs[0].z_loss * torch.stack([m.router_stats["z"] for m in zs]).mean()
