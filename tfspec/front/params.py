@@ -356,4 +356,6 @@ def module_name(body) -> str:
         return "ffn"
     if isinstance(body, S.Mixer):
         return MIXERS[body.kind.name].module_name
+    if isinstance(body, S.NormOp):
+        return NORMS[body.norm.name].module_name
     return body.op

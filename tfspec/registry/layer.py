@@ -104,6 +104,7 @@ class FeedForwardKind(Variant):
 
 class Norm(Variant):
     flops_per_element: ClassVar[int] = 0  # by convention, for tfspec.inspect.analysis
+    module_name: ClassVar[str] = "norm"  # what a wiring call of it is named in its layer (``norm``, ``norm_1``, ...)
 
     def saved(self, dim: int, options=None) -> tuple[int, int]:
         """Per position, the (activation-dtype, float32) elements autograd keeps for backward (``options``: its
