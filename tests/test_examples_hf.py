@@ -148,19 +148,32 @@ PUBLISHED = {
                                            "original_max_position_embeddings": 8192},
                           pad_token_id=200018, bos_token_id=200000, eos_token_id=[200001, 200007, 200008],
                           architectures=["Llama4ForCausalLM"]), "Llama4ForCausalLM"),
+    # Gemma-4-31B's text model (google/gemma-4-31B's text_config): no per-layer embeddings, shared keys or experts
+    "gemma4_31b": (dict(model_type="gemma4_text", vocab_size=262144, hidden_size=5376, intermediate_size=21504,
+                        num_hidden_layers=60, num_attention_heads=32, num_key_value_heads=16, head_dim=256,
+                        global_head_dim=512, num_global_key_value_heads=4, attention_k_eq_v=True,
+                        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=262144, rms_norm_eps=1e-6,
+                        sliding_window=1024, final_logit_softcapping=30.0, tie_word_embeddings=True,
+                        hidden_size_per_layer_input=0, num_kv_shared_layers=0, enable_moe_block=False,
+                        layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 10,
+                        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                         "full_attention": {"rope_type": "proportional",
+                                                            "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
+                        pad_token_id=0, eos_token_id=1, bos_token_id=2, architectures=["Gemma4ForCausalLM"]),
+                   "Gemma4ForCausalLM"),
 }
 
 
 def hf_count(config: dict, cls: str, active: bool = False) -> int:
     """The parameters of the Hugging Face model a configuration builds, counted on the meta device; a buffer it
     holds in place of a parameter the spec has (BART's final_logits_bias, the head's bias; DeepSeek-V3's routers'
-    e_score_correction_bias, a frozen parameter of ours) counted with them.
+    e_score_correction_bias and Gemma 4's layer_scalar, frozen parameters of ours) counted with them.
     ``active``: those one position reads, a mixture's stacked experts counted for the ones it chooses."""
     with torch.device("meta"):
         model = getattr(T, cls)(read_config(config))
     total = sum(p.numel() for p in model.parameters()) + sum(
         b.numel() for name, b in model.named_buffers()
-        if name == "final_logits_bias" or name.endswith(".e_score_correction_bias"))
+        if name == "final_logits_bias" or name.endswith((".e_score_correction_bias", ".layer_scalar")))
     if active:
         experts = config.get("num_local_experts") or config.get("n_routed_experts") or 1
         chosen = config.get("num_experts_per_tok", 1) / experts

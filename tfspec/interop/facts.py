@@ -199,11 +199,15 @@ class Facts:
     def per_layer(self, role: str, cls: type[ir.Node], what: str, reads: str | None = None) -> list:
         """Each layer's first node of type ``cls`` (its spec; attention: that ``reads``), in layer order: a
         schedule's layers differ."""
+        return [node.spec for node in self.per_layer_nodes(role, cls, what, reads)]
+
+    def per_layer_nodes(self, role: str, cls: type[ir.Node], what: str, reads: str | None = None) -> list:
+        """Each layer's first node of type ``cls`` itself (``per_layer``), with its geometry."""
         info = self.g.stacks[role]
         by_kind = {}
         for node in self.g.of(cls, stack=role, in_block=True):
             if reads is None or node.spec.reads == reads:
-                by_kind.setdefault(node.layer_kind, node.spec)
+                by_kind.setdefault(node.layer_kind, node)
         if len(by_kind) != len(info.kinds):
             raise self.refuse(f"a kind of its {role} layers has no {what}")
         return [by_kind[info.kind_of(i)] for i in range(info.repeat)]

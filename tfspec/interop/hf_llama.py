@@ -55,13 +55,17 @@ SCALING_OPTIONS = {"linear": {"factor": "factor"}, "dynamic": {"factor": "factor
                               "low_freq": "low_freq_factor", "high_freq": "high_freq_factor"},
                    "yarn": {"factor": "factor", "original": "original_max_position_embeddings",
                             "beta_fast": "beta_fast", "beta_slow": "beta_slow", "attention_factor": "attention_factor",
-                            "mscale": "mscale", "mscale_all_dim": "mscale_all_dim", "truncate": "truncate"}}
+                            "mscale": "mscale", "mscale_all_dim": "mscale_all_dim", "truncate": "truncate"},
+                   # p-RoPE (Gemma 4's full layers): the fastest partial_rotary_factor of the head's frequencies turn
+                   "proportional": {"factor": "factor", "proportion": "partial_rotary_factor"}}
 
 
-def scaling_fields(path: str = "rope_parameters", params: Callable = None, options: Callable = None) -> list[Field]:
+def scaling_fields(path: str = "rope_parameters", params: Callable = None, options: Callable = None,
+                   scalings: dict[str, str] = SCALINGS) -> list[Field]:
     """The fields of a rotary scaling: its type and each scaling's options, read where the configuration's
     rope_type has them. ``path``: where the configuration holds them; ``params``: the configuration's rotary
-    dict (default: ``rope``); ``options``: the spec's rotary options from its facts (default: the stack's)."""
+    dict (default: ``rope``); ``options``: the spec's rotary options from its facts (default: the stack's);
+    ``scalings``: the family's, ``{rope_type: ours}`` (Gemma 4 adds ``proportional``)."""
     params = params or rope
     options = options or (lambda f: f.rotary("decoder"))
 
@@ -81,19 +85,23 @@ def scaling_fields(path: str = "rope_parameters", params: Callable = None, optio
 
         def fact(f):
             spec = options(f)
-            value = spec.get(ours) if ours in SCALING_OPTIONS.get(spec.get("scaling", "none"), {}) else None
-            return None if ours == "truncate" and value else value  # Hugging Face's default, left to it
+            scaling = spec.get("scaling", "none")
+            value = spec.get(ours) if ours in SCALING_OPTIONS.get(scaling, {}) else None
+            # Hugging Face's defaults, left to it: yarn's truncation, p-RoPE's unstretched frequencies
+            return None if (ours == "truncate" and value) or (scaling, ours, value) == ("proportional", "factor", 1.0) \
+                else value
 
         return Field(f"rope_{ours}", f"{path}.{theirs}", fact, read=read, let=ours != "truncate")  # no bool lets
 
-    theirs_of = {k: v for table in SCALING_OPTIONS.values() for k, v in table.items()}
+    theirs_of = {k: v for ours, table in SCALING_OPTIONS.items() if ours in scalings.values() for k, v in table.items()}
     return [Field("rope_scaling", f"{path}.rope_type", lambda f: options(f).get("scaling", "none"),
-                  read=lambda c: params(c)["rope_type"], names=SCALINGS),
+                  read=lambda c: params(c)["rope_type"], names=scalings),
             *(option(ours, theirs) for ours, theirs in theirs_of.items()),
             # dynamic scaling's original context is max_position_embeddings
-            Field("rope_context", "max_position_embeddings",
-                  lambda f: options(f).get("original") if options(f).get("scaling") == "dynamic" else None,
-                  read=lambda c: c.max_position_embeddings if params(c)["rope_type"] == "dynamic" else None)]
+            *([Field("rope_context", "max_position_embeddings",
+                     lambda f: options(f).get("original") if options(f).get("scaling") == "dynamic" else None,
+                     read=lambda c: c.max_position_embeddings if params(c)["rope_type"] == "dynamic" else None)]
+              if "dynamic" in scalings.values() else [])]
 
 
 ROPE_SCALING = scaling_fields()
@@ -268,8 +276,10 @@ def attention_rules(model, attention: str, theirs: str, state: dict, ours_state:
     """q, k and v into our fused ``qkv``, ``o`` into ``out`` (``theirs``: the layer's prefix)."""
     core = model.get_submodule(attention)
     q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
-    rules = linear_rules(f"{attention}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state, ours_state,
-                         split=(q_width, kv_width, kv_width))
+    names, split = tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), (q_width, kv_width, kv_width)
+    if core.qkv.out_features == q_width + kv_width:  # its values are its keys' projection: no v_proj (Gemma 4's)
+        names, split = names[:2], split[:2]
+    rules = linear_rules(f"{attention}.qkv", names, state, ours_state, split=split)
     return rules + linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
 
 

@@ -1,0 +1,232 @@
+"""Hugging Face ``Gemma4ForCausalLM`` (Gemma 4's text model; and ``Gemma4TextModel``) <-> a compiled spec.
+
+Gemma 4 (Google DeepMind 2026) keeps Gemma 3's sandwich-normed layer (``x = x + norm(attention(norm(x)))``) with
+its norms plain RMSNorms (a weight, not 1 + w), unscaled scores (``scale=1``: the per-head qk-norm sets their size)
+and each head's values RMS-normed without a weight (``steps=value_norm``), and ends each layer by multiplying the
+stream by a scalar held with the weights (``layer_scalar``: ``x = gain(x, scalar=true, trained=false)``). Its sliding
+and full layers differ in more than the mask, as ``layer_types`` and ``per_layer_config`` say: the full ones have
+heads of their own width (``global_head_dim``), rotate only the fastest quarter of their frequencies (p-RoPE:
+``rotary(scaling=proportional, proportion=0.25)``, θ 1e6) and, with ``attention_k_eq_v``, take their values from
+the keys' projection (``kind=same_kv``) with fewer kv heads (``num_global_key_value_heads``) -- a layer schedule.
+
+The larger and smaller sizes' further parts are refused by name until the language writes them: per-layer input
+embeddings (E2B, E4B), keys and values shared across the last layers (E2B, E4B) and the mixture of experts beside
+the MLP (26B-A4B). The 31B's text model is all this module needs.
+"""
+
+from __future__ import annotations
+
+from ..ir import nodes as ir
+from ..registry import ATTENTION_KINDS
+from . import hf_gemma2, hf_llama
+from .facts import Facts
+from .fields import Field, Fields, Fixed
+from .mapping import InteropError, Rule, rule
+from .writer import SpecWriter, causal_masks, schedule
+
+SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
+_GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
+SCALINGS = {"default": "none", "linear": "linear", "proportional": "proportional"}  # the full layers' rope_type
+_DEFAULT_ROPE = {SLIDING: {"rope_type": "default", "rope_theta": 1e4},
+                 FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}}
+
+
+def _rope(config, kind: str) -> dict:
+    """The rotary settings of one kind of layer (Hugging Face's defaults where the configuration has none)."""
+    return dict((config.rope_parameters or {}).get(kind) or _DEFAULT_ROPE[kind])
+
+
+def _types(config) -> list[str]:
+    return list(config.layer_types)
+
+
+def _shape(config, kind: str) -> tuple[int, int] | None:
+    """(head_dim, kv heads) of the first layer of a kind, as ``per_layer_config`` resolves them (None: none is)."""
+    for i, t in enumerate(_types(config)):
+        if t == kind:
+            layer = config.per_layer_config[i]
+            return layer.head_dim, layer.num_key_value_heads
+    return None
+
+
+def _per_type(config) -> bool:
+    """Do the layers of each kind share one head width and number of kv heads (all Hugging Face's rotary
+    tables, one per kind, can serve)?"""
+    return all(_shape(config, t) == (config.per_layer_config[i].head_dim,
+                                     config.per_layer_config[i].num_key_value_heads)
+               for i, t in enumerate(_types(config)))
+
+
+def _nodes(f) -> list:
+    return f.per_layer_nodes("decoder", ir.Attention, "self-attention", reads="self")
+
+
+def _of_kind(f, sliding: bool):
+    """The first layer's attention node of a kind (``sliding``: a windowed one), or None."""
+    return next((a for a in _nodes(f) if (f.window_of(a.spec.mask) is not None) == sliding), None)
+
+
+def _geometry(f, sliding: bool, what: str):
+    node = _of_kind(f, sliding)
+    return getattr(node.geometry, what) if node is not None else None
+
+
+def _values_from_keys(node) -> bool:
+    """Does an attention take its values from its keys' projection (no value rows of its own)?"""
+    kind, options = ATTENTION_KINDS.of(node.spec.kind)
+    return kind.value_rows(node.geometry, options) == 0
+
+
+def _k_eq_v(f) -> bool:
+    full = _of_kind(f, sliding=False)
+    return full is not None and _values_from_keys(full)
+
+
+def _full_rotary(f) -> dict:
+    return f.layer_rotaries("decoder", sliding=False)
+
+
+FIELDS = Fields(
+    *(_GEMMA2[n] for n in ("d_model", "heads", "layers", "d_ff", "vocab", "window", "layer_types", "eps",
+                           "p_attn_dropout", "init_std", "activation", "attention_bias", "tied", "final_softcap")),
+    # the sliding layers' heads (and the full ones', where nothing else says)
+    Field("kv_heads", "num_key_value_heads", lambda f: _geometry(f, True, "kv_heads") or (
+        None if _k_eq_v(f) else _geometry(f, False, "kv_heads")),
+          read=lambda c: _shape(c, SLIDING)[1] if SLIDING in _types(c) else
+          None if c.attention_k_eq_v else _shape(c, FULL)[1]),
+    Field("head_dim", "head_dim", lambda f: _geometry(f, True, "head_dim"),
+          read=lambda c: _shape(c, SLIDING)[0] if SLIDING in _types(c) else None),
+    Field("global_head_dim", "global_head_dim", lambda f: _geometry(f, False, "head_dim"),
+          read=lambda c: _shape(c, FULL)[0] if FULL in _types(c) else None),
+    Field("global_kv_heads", "num_global_key_value_heads",
+          lambda f: _geometry(f, False, "kv_heads") if _k_eq_v(f) else None,
+          read=lambda c: _shape(c, FULL)[1] if FULL in _types(c) and c.attention_k_eq_v else None),
+    Field("k_eq_v", "attention_k_eq_v", _k_eq_v, read=lambda c: bool(c.attention_k_eq_v) and FULL in _types(c),
+          setting=False),
+    Field("local_theta", "rope_parameters.sliding_attention.rope_theta",
+          lambda f: f.layer_rotaries("decoder", sliding=True).get("theta"),
+          read=lambda c: float(_rope(c, SLIDING)["rope_theta"]) if SLIDING in _types(c) else None),
+    Field("rope_theta", "rope_parameters.full_attention.rope_theta", lambda f: _full_rotary(f).get("theta"),
+          read=lambda c: float(_rope(c, FULL)["rope_theta"]) if FULL in _types(c) else None),
+    *hf_llama.scaling_fields("rope_parameters.full_attention",
+                             params=lambda c: _rope(c, FULL) if FULL in _types(c) else {"rope_type": "default"},
+                             options=_full_rotary, scalings=SCALINGS),
+    Fixed("rope_parameters.sliding_attention.rope_type", "default", "rope scaling '{value}' of the sliding layers "
+          "is not expressed (only of the full ones)", read=lambda c: _rope(c, SLIDING)["rope_type"], exported=True),
+    Fixed("per_layer_config", True, "per_layer_config gives layers of one kind different head widths or kv heads, "
+          "which Hugging Face's rotary tables (one per kind of layer) do not serve", read=_per_type,
+          required="one head_dim and number of kv heads per kind of layer"),
+    Fixed("use_bidirectional_attention", None, "bidirectional attention ({value}) makes Gemma 4 an encoder; "
+          "tfspec reads the causal model", read=lambda c: getattr(c, "use_bidirectional_attention", None) or None),
+    Fixed("hidden_size_per_layer_input", 0, "per-layer input embeddings (hidden_size_per_layer_input={value}: "
+          "Gemma 4 E2B and E4B) are not expressed yet", read=lambda c: c.hidden_size_per_layer_input or 0,
+          exported=True),
+    Fixed("num_kv_shared_layers", 0, "keys and values shared across the last {value} layers (Gemma 4 E2B and E4B) "
+          "are not expressed yet", read=lambda c: c.num_kv_shared_layers or 0),
+    Fixed("enable_moe_block", False, "the mixture of experts beside each layer's MLP (Gemma 4 26B-A4B) is not "
+          "expressed yet", read=lambda c: bool(c.enable_moe_block)),
+    ignored={"max_position_embeddings": "the longest sequence trained on; the rotary positions compute the same at "
+                                        "any length",
+             "vocab_size_per_layer_input": "the per-layer input embeddings' vocabulary, read with them "
+                                           "(hidden_size_per_layer_input, which must be 0)",
+             "use_double_wide_mlp": "widens the MLPs of layers that share keys and values (num_kv_shared_layers, "
+                                    "which must be 0)",
+             "num_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
+             "top_k_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
+             "moe_intermediate_size": "the mixture's, read with it (enable_moe_block, which must be false)"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Gemma 4 text configuration describes: sandwich-normed layers in the wiring form, each
+    ending by its stored scalar, and the sliding and full layers (heads, positions and values of their own) as a
+    layer schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    eps = s.eps
+
+    def attention(slides: bool) -> dict[str, str]:  # one kind of layer's attention options
+        if slides:
+            return {"mask": causal_masks(s.window, padding), "kv_heads": s.kv_heads, "head_dim": s.head_dim,
+                    "kind": "dot"}
+        return {"mask": causal_masks(None, padding), "kv_heads": s.global_kv_heads if s.value("k_eq_v") else
+                s.kv_heads, "head_dim": s.global_head_dim, "kind": "same_kv" if s.value("k_eq_v") else "dot"}
+
+    def position(slides: bool) -> str:
+        return f"rotary(theta={s.local_theta})" if slides else hf_llama.rotary(s)
+
+    slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
+    base, sections = schedule(slides)
+    own = attention(base)
+
+    def section(slide: bool) -> str:  # what a section's layers change of the stack's own
+        changed = " ".join(f"{k}={v}" for k, v in attention(slide).items() if v != own[k])
+        return f"self_attn {changed}; position {position(slide)}"
+
+    lines = "".join(f"  layers {layers} {{ {section(slide)} }}\n" for layers, slide in sections)
+    written = ", ".join(f"{k}={v}" for k, v in own.items() if (k, v) != ("kind", "dot"))
+    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    text = f"""model {name}
+
+defaults {{
+  norm rmsnorm(eps={eps})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}) }}
+
+decoder x {s.layers} {{
+  position {position(base)}
+  x = x + norm(attention(norm(x), heads={s.heads}, {written}, \\
+                         scale=1, bias={s.attention_bias}, qk_norm=rmsnorm(eps={eps}), steps=value_norm(eps={eps})))
+  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
+  x = gain(x, scalar=true, trained=false)
+  final rmsnorm(eps={eps})
+{lines}}}
+"""
+    if head:  # the causal LM's; the base model has none, and so no logits to cap
+        text += f"\nhead {projection}" + (f" softcap={s.final_softcap}" if s.final_softcap else "") + "\n"
+    else:
+        w.forget("final_softcap")
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Gemma 4 text configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "Gemma 4")
+    f.kind("decoder-only")
+    hf_gemma2.check_embedding_scale(f)
+    return {"model_type": "gemma4_text", **FIELDS.config(f)}
+
+
+def _layer_scalar(model) -> str:
+    """The module name, in a decoder layer, of the gain the layer ends with (``layer_scalar``)."""
+    g = model.spec.graph()
+    for node in g.of(ir.Norm, stack="decoder", in_block=True):
+        if node.layer_kind == 0 and any(isinstance(c, ir.BlockOutput) for c in g.consumers(node.id)):
+            return node.module.name
+    raise InteropError(f"spec '{model.spec.name}' is not Gemma 4's layer: it ends by x = gain(x, scalar=true, "
+                       "trained=false), Gemma 4's layer_scalar")
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    rules, aliases = hf_gemma2._rules(model, prefix, state, lm)
+    attention = hf_gemma2.sandwich_modules(model)["attention"]
+    scalar = _layer_scalar(model)
+    for i in range(len(model.decoder.layers)):
+        rules += [rule(f"decoder.layers.{i}.{attention}.{n}.weight", f"{prefix}layers.{i}.self_attn.{n}.weight")
+                  for n in ("q_norm", "k_norm")]
+        rules.append(rule(f"decoder.layers.{i}.{scalar}.weight", f"{prefix}layers.{i}.layer_scalar"))
+    return rules, aliases
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Gemma 4", ("gemma4_text",), {"Gemma4ForCausalLM": {"head": True}, "Gemma4TextModel": {"head": False}},
+        "Gemma 4 (text): Gemma 3's sandwich-normed layer with plain RMSNorms, unscaled scores, weightless value "
+        "norms and a stored scalar ending each layer (gain); full layers with heads of their own width, p-RoPE "
+        "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)
