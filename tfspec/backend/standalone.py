@@ -360,9 +360,15 @@ class _Writer:
         lines.append(f"        ctx = {self.need(Context)}(positions, {padding}{memory}"
                      + (f", inputs={given}" if inputs else "") + ")")
         info = g.stacks[role]
+        numbered = any(n.keys_from is not None for n in attentions(g, role))  # (``kv_from``)
         if info.weights:  # layers sharing weights: the set each runs
-            lines.append(f"        for index in {info.weights}:  # the weights each layer runs")
+            lines.append(f"        for {'ctx.layer, ' if numbered else ''}index in "
+                         f"{'enumerate(' if numbered else ''}{info.weights}{')' if numbered else ''}:"
+                         "  # the weights each layer runs")
             lines.append(f"            x = self.{role}[\"layers\"][index](x, ctx)")
+        elif numbered:  # later layers read a layer's keys and values by its number
+            lines.append(f"        for ctx.layer, layer in enumerate(self.{role}[\"layers\"]):")
+            lines.append("            x = layer(x, ctx)")
         else:
             lines.append(f"        for layer in self.{role}[\"layers\"]:")
             lines.append("            x = layer(x, ctx)")

@@ -268,6 +268,7 @@ def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("qk_norm_after", word("projection", "positions"), "projection"),
             Param("scale", as_float, None),
             Param("steps", as_steps, ()),
+            Param("kv_from", as_int, None),
         ]
     elif kind == "mixer":
         params = [Param("kind", choice(MIXERS), positional=True)]

@@ -71,6 +71,7 @@ class Stacks:
             if sections:
                 block, kinds, schedule = self._schedule(decl, repeat, d, sublayer_stmts or assignments, block,
                                                         sections)
+            block, kinds, schedule = self._layers_hand_on_keys(repeat, block, kinds, schedule)
             block, kinds, schedule = self._first_layer_hands_on(repeat, block, kinds, schedule)
         final = settings.get("final", (S.Choice(name="none"), None))[0]
         final_dropout, final_dropout_span = settings.get("final_dropout", (0.0, decl.span))
@@ -83,6 +84,49 @@ class Stacks:
                               f"{decl.role} stack", {"role": decl.role, "embedding": embedding, "block": block,
                                                      "final_norm": final, "span": decl.role_span,
                                                      "kinds": kinds, "schedule": schedule})
+
+    @staticmethod
+    def _layers_hand_on_keys(repeat: int, block: S.Block, kinds: tuple[S.Block, ...], schedule: tuple[int, ...]
+                             ) -> tuple[S.Block, tuple[S.Block, ...], tuple[int, ...]]:
+        """Where a layer's attention reads the keys and values of an earlier layer's (``kv_from=j``), layer j's
+        attention of that name hands them on (``exports``): a kind of layer of its own, whose attention the
+        readers' take an input from. A reader of itself or of a later layer, of a layer without that attention,
+        or of a layer that reads its own from another, is an error at the reader's statement."""
+        blocks = (block, *kinds)
+        per_layer = [blocks[schedule[i] if schedule else 0] for i in range(repeat)]
+        makers: dict[int, set[str]] = {}
+        for i, b in enumerate(per_layer):
+            for name, body in _attentions(b):
+                j = body.kv_from
+                if j is None:
+                    continue
+                if j >= i:
+                    raise spec_error("structure", f"kv_from={j}: layer {i}'s {name} would read the keys and values "
+                                     f"of {'itself' if j == i else f'a later layer ({j})'}", body.span,
+                                     "a layer reads those an earlier layer made: give one below its own number "
+                                     "(a `layers` section can say which layers read)")
+                theirs = dict(_attentions(per_layer[j]))
+                maker = theirs.get(name)
+                if maker is None or maker.reads != "self":
+                    raise spec_error("structure", f"kv_from={j}: layer {j} has no self-attention {name} to read the "
+                                     "keys and values of", body.span, "read a layer whose attention of that name "
+                                     "makes its own")
+                if maker.kv_from is not None:
+                    raise spec_error("structure", f"kv_from={j}: layer {j}'s {name} reads its own keys and values "
+                                     f"from layer {maker.kv_from}", body.span, f"read layer {maker.kv_from}'s")
+                makers.setdefault(j, set()).add(name)
+        if not makers:
+            return block, kinds, schedule
+        for j, names in makers.items():
+            per_layer[j] = _with_attentions(per_layer[j], lambda name, body: body.model_copy(
+                update={"exports": tuple(sorted({*body.exports, "kv"}))}) if name in names else body)
+        ordered: list[S.Block] = []
+        for b in per_layer:
+            if b not in ordered:
+                ordered.append(b)
+        if len(ordered) == 1:
+            return ordered[0], (), ()
+        return ordered[0], tuple(ordered[1:]), tuple(ordered.index(b) for b in per_layer)
 
     @staticmethod
     def _first_layer_hands_on(repeat: int, block: S.Block, kinds: tuple[S.Block, ...], schedule: tuple[int, ...]
@@ -359,7 +403,12 @@ class Stacks:
                 raise spec_error("structure", "memory= is for cross-attention", spans["memory"],
                                  "write `attention cross ...` to read the encoder's output")
             fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask", "kv_heads", "head_dim",
-                                             "qk_norm", "qk_norm_width", "qk_norm_after", "scale", "steps")}
+                                             "qk_norm", "qk_norm_width", "qk_norm_after", "scale", "steps",
+                                             "kv_from")}
+            if values["kv_from"] is not None and values["reads"] == "cross":
+                raise spec_error("structure", f"kv_from={values['kv_from']}: a cross-attention's keys and values are "
+                                 "its memory's", spans["kv_from"], "read another layer's keys and values in a "
+                                 "self-attention")
             if values["qk_norm_after"] == "positions" and (NORMS[values["qk_norm"].name].absent
                                                            or values["qk_norm_width"] == "full"
                                                            or values["reads"] == "cross"):

@@ -71,9 +71,13 @@ class Attention(Node):
     qk_norm_after: Literal["projection", "positions"] = "projection"  # norm the rotated queries and keys (Hunyuan)
     scale: Annotated[float, Field(gt=0, le=1e6)] | None = None  # softmax scale; None: 1 / sqrt(head_dim)
     steps: tuple[Choice, ...] = ()  # steps added to its pipeline (``steps=value_residual(0.5)``)
+    # the earlier layer of its stack whose same sublayer's keys and values it attends to, projecting queries only
+    # (``kv_from=13``: Gemma 4's layers sharing keys and values); None: its own
+    kv_from: Annotated[int, Field(ge=0, le=MAX_LAYERS)] | None = None
     # tensors it hands on to the same sublayer of later layers (the first layer's values, which value residual
-    # learning reads): set by the resolver on the first layer, never written in a spec
-    exports: tuple[Literal["values"], ...] = ()
+    # learning reads; its keys and values, which later layers' ``kv_from`` read): set by the resolver on the
+    # layer that makes them, never written in a spec
+    exports: tuple[Literal["values", "kv"], ...] = ()
 
     @property
     def mask_names(self) -> list[str]:
@@ -214,15 +218,19 @@ class Stack(Node):
                                  "(`layers` sections)")
         return self
 
-    def shrunk(self, layers: int) -> "Stack":
-        """The same stack with at most ``layers`` layers (more where it has more kinds): the first layer of each
-        kind, then the earliest others, in their order."""
-        keep = {self.schedule.index(k) for k in range(len(self.kinds) + 1)} if self.schedule else {0}
+    def kept_layers(self, layers: int, also: set[int] | frozenset = frozenset()) -> list[int]:
+        """The layers a stack of at most ``layers`` keeps (more where it has more kinds): the first layer of each
+        kind and those of ``also``, then the earliest others, in their order."""
+        keep = ({self.schedule.index(k) for k in range(len(self.kinds) + 1)} if self.schedule else {0}) | set(also)
         for i in range(self.repeat):
             if len(keep) >= layers:
                 break
             keep.add(i)
-        keep = sorted(keep)
+        return sorted(keep)
+
+    def shrunk(self, layers: int, also: set[int] | frozenset = frozenset()) -> "Stack":
+        """The same stack with at most ``layers`` layers (``kept_layers``)."""
+        keep = self.kept_layers(layers, also)
         schedule = tuple(self.schedule[i] for i in keep) if self.schedule else ()
         # the kept layers each with weights of their own: sharing them changes no property a small version checks
         return self.model_copy(update={"repeat": len(keep), "schedule": schedule, "weight_sets": None})

@@ -83,6 +83,8 @@ DOCS: dict[tuple[str, str], str] = {
     (ATTENTION, "scale"): "the factor on the scores (default: 1/sqrt(head_dim))",
     (ATTENTION, "steps"): "steps added to its pipeline, combined with `+` (value_residual(0.5): the first layer's "
                           "values mixed into this layer's)",
+    (ATTENTION, "kv_from"): "an earlier layer whose attention's keys and values this one attends with, projecting "
+                            "queries alone (Gemma 4's layers sharing keys and values)",
 
     (FEEDFORWARD, "d_ff"): "the hidden width",
     (FEEDFORWARD, "kind"): "dense, or moe(experts, top, ...) for a mixture of experts",

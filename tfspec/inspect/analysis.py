@@ -382,12 +382,17 @@ class _Counter:
         cross = shape.cross
         m = self.lengths["encoder"] if cross else n
         heads, head_dim = shape.heads, shape.head_dim
-        projections, bias = kind.projection_flops(shape, options, n, m)  # q; k and v; the output
+        # an attention reading another layer's keys and values (``kv_from``) projects, norms and rotates queries
+        # alone, and shares those keys and values (the same storages) with the layer that made them
+        reads = spec.kv_from is not None
+        projections, bias = kind.reader_projection_flops(shape, options, n) if reads else \
+            kind.projection_flops(shape, options, n, m)  # q; k and v; the output
         norm, norm_options = NORMS.of(spec.qk_norm)
-        bias += norm.flops_per_element * head_dim * (n * heads + m * shape.kv_heads)
+        bias += norm.flops_per_element * head_dim * (n * heads + (0 if reads else m * shape.kv_heads))
         position, position_options = POSITIONS.of(spec.position)
         positioned = node.positioned  # where the scheme acts (part of each head, for some kinds)
-        bias += position.attention_flops(position_options, positioned, n, m)
+        bias += position.attention_flops(position_options, positioned, n, m) - (
+            position.key_flops(position_options, positioned, m) if reads else 0)
         projections += position.attention_matmul_flops(position_options, positioned, n, m)
         shared = self.keep(("position", node.stack, POSITIONS.label(spec.position), positioned.head_dim),
                            position.call_saved(position_options, positioned, n) * self.s)  # default ids: (1, n)
@@ -414,16 +419,24 @@ class _Counter:
             # A scheme acting in attention there can only rotate q and k; it, or a qk-norm, makes them anew
             remade = position.acts == "attention" or not norm.absent
             kept, stats = kind.recomputed_saved(shape, options, self.batch, n, remade), 0
+            if reads:  # its queries and output are its own
+                kept -= kind.shared_recomputed(shape, options, self.batch, n, remade)
         else:
             kept, stats = position.mix_saved(position_options, shape, kind, options, self.batch, n, m, spec.dropout,
                                              self.fused)
         projected, projected_words = kind.projection_saved(shape, options, self.batch, n, m)
         kept, stats = kept + projected, stats + projected_words
+        if reads and not recomputed:
+            kept -= kind.shared_saved(shape, options, self.batch, n, m, self.fused)
         # a step making the values anew: the mix keeps them, not a view of the projection that keeps it whole
         made = any(ATTENTION_STEPS[c.name].makes_values for c in spec.steps)
         through_values = not recomputed and kind.keeps_projection(shape, options, self.batch)
         if made and through_values:  # (the projection's key rows, and its value rows where it has its own)
             kept -= self.batch * (heads * head_dim * m if cross else m * (shape.kv_width + kind.value_rows(shape, options)))
+        if made and recomputed and not reads:  # in bands: no view of the values keeps the projection's q and k rows
+            values = kind.value_rows(shape, options)
+            kept -= self.batch * n * (shape.q_width + values) if remade else \
+                -self.batch * n * values  # (unrotated, q's and k's views keep it whole)
         for choice in spec.steps:  # the steps the spec adds: their own work and what they keep
             step, step_options = ATTENTION_STEPS.of(choice)
             step_matmul, step_elementwise = step.flops(shape, step_options, n, m)
@@ -437,19 +450,21 @@ class _Counter:
             elementwise, elementwise_aware = elementwise + heads * executed, elementwise_aware + heads * pairs
         if not norm.absent:  # qk-norm: its own tensors, and the projections its inputs are views of
             if spec.qk_norm_width == "full":  # one row per position, all heads wide
-                sides = ((shape.q_width, self.batch * n), (shape.kv_width, self.batch * m))
+                sides = ((shape.q_width, self.batch * n),) + (() if reads else ((shape.kv_width, self.batch * m),))
             else:
-                sides = ((head_dim, self.batch * (n * heads + m * shape.kv_heads)),)
+                sides = ((head_dim, self.batch * (n * heads + (0 if reads else m * shape.kv_heads))),)
             for dim, rows in sides:
                 norm_kept, norm_stats = norm.saved(dim, norm_options)
                 kept, stats = kept + (norm_kept - dim) * rows, stats + norm_stats * rows
             if norm_kept:
                 kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
-                keeps = recomputed or position.mix_keeps_projection(position_options, shape, kind, options,
-                                                                           self.batch) and not made
-                if spec.qk_norm_after == "positions" and position.rotates and not keeps:
-                    # normed once rotated: their inputs are the rotated q and k, which they keep (the projection
-                    # stays whole through the values)
+                keeps = (recomputed or position.mix_keeps_projection(position_options, shape, kind, options,
+                                                                            self.batch)) and not made
+                if reads:  # its queries' own projection, or their rotation: never a view of what the keys' layer kept
+                    kept += self.batch * n * shape.q_width
+                elif spec.qk_norm_after == "positions" and position.rotates:
+                    # normed once rotated: their inputs are the rotated q and k, which they keep (whatever keeps the
+                    # projection)
                     kept += self.batch * (m * shape.kv_width + n * shape.q_width)
                 elif not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
                     values = kind.value_rows(shape, options)

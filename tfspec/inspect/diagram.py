@@ -253,6 +253,8 @@ class _Diagram:
                 b = self.g.node(inp)
                 src = self.source(inp, self.g.stacks[b.stack].kinds[b.layer_kind].layers[0] if layer is not None
                                   else None)
+            elif node.port(inp) == "kv":  # the keys and values the layer it names (``kv_from``) made
+                src = self.source(inp, node.spec.kv_from if layer is not None else None)
             else:  # a flow from another stack (the encoder's memory) leaves that stack's last layer
                 b = self.g.node(inp)
                 src = self.source(inp, layer if b.in_block and b.stack == node.stack else None)
@@ -264,6 +266,9 @@ class _Diagram:
                 attrs.update(color=MEMORY_COLOUR, penwidth="2", label="memory", fontcolor=MEMORY_COLOUR)
             elif port == "values":  # the first layer's values, into every later layer's attention
                 attrs.update(color=VALUES_COLOUR, penwidth="1.6", style="dashed", label="values",
+                             fontcolor=VALUES_COLOUR, constraint="false")
+            elif port == "kv":  # an earlier layer's keys and values, which this one attends with
+                attrs.update(color=VALUES_COLOUR, penwidth="1.6", style="dashed", label="keys, values",
                              fontcolor=VALUES_COLOUR, constraint="false")
             elif port == "shared":  # parameters the stack owns, read by every layer
                 border = STYLES[ir.StackParameters][1]

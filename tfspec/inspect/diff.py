@@ -168,7 +168,9 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward | ir.Mixer) ->
         facts[(where, "output bias")] = str(spec.out_bias).lower()
         facts[(where, "steps")] = " + ".join(ATTENTION_STEPS.label(c) for c in spec.steps) or "none"
         if spec.exports:
-            facts[(where, "hands on")] = ", ".join(spec.exports)
+            facts[(where, "hands on")] = ", ".join({"kv": "keys and values"}.get(e, e) for e in spec.exports)
+        if spec.kv_from is not None:
+            facts[(where, "keys and values")] = f"layer {spec.kv_from}'s"
     elif isinstance(node, ir.Mixer):
         facts[(where, "mixer")] = MIXERS.label(spec.kind)
     else:

@@ -29,6 +29,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from ..front import schema as S
+from ..front.resolve_stacks import _attentions as layer_attentions, _with_attentions as with_attentions
 from .analysis import mask_reach
 from ..errors import SpecError
 from ..ir import nodes as ir
@@ -239,11 +240,15 @@ def has_dropout(spec: S.Spec) -> bool:
 
 def window_reaches(spec: S.Spec, role: str) -> dict[int, int | None]:
     """How far one layer's self-attentions and mixers can carry information, for the first layer of each kind (one
-    for a uniform stack); None for a kind whose self-attention or mixer sees unboundedly far."""
+    for a uniform stack); None for a kind whose self-attention or mixer sees unboundedly far. A kind attending with
+    keys an earlier layer made (``kv_from``) runs only after that layer, so it is not a layer to run alone: it has
+    no entry (the whole model's properties check it)."""
     g = spec.graph()
     info = g.stacks[role]
     reaches: dict[int, int | None] = {}
     for k, kind in enumerate(info.kinds):
+        if any(n.keys_from is not None for n in g.of(ir.Attention, stack=role, in_block=True) if n.layer_kind == k):
+            continue
         reach = 0
         for node in g.of(ir.Sublayer, stack=role, in_block=True):
             if node.layer_kind != k or reach is None:
@@ -684,10 +689,18 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
         elif isinstance(node, S.FeedForward):
             note("d_ff", node.d_ff, min(node.d_ff, max_d_ff))
             update["d_ff"] = min(node.d_ff, max_d_ff)
-        elif isinstance(node, S.Stack):  # one layer of each kind at least
-            shrunk = node.shrunk(max_layers)
+        elif isinstance(node, S.Stack):  # one layer of each kind at least, and each whose keys another reads
+            makers = {body.kv_from for block in node.blocks for _, body in layer_attentions(block)
+                      if body.kv_from is not None}
+            shrunk = node.shrunk(max_layers, makers)
             note(f"{node.role} layers", node.repeat, shrunk.repeat)
             update.update(repeat=shrunk.repeat, schedule=shrunk.schedule)
+            if makers:  # the readers name their makers by where they stand now
+                index = {old: new for new, old in enumerate(node.kept_layers(max_layers, makers))}
+                renumbered = [with_attentions(block, lambda name, body: body if body.kv_from is None else
+                                               body.model_copy(update={"kv_from": index[body.kv_from]}))
+                              for block in (update["block"], *update["kinds"])]
+                update.update(block=renumbered[0], kinds=tuple(renumbered[1:]))
         elif isinstance(node, S.Head) and node.tied_to is None:
             note("head outputs", node.out, min(node.out, max_vocab))
             update["out"] = min(node.out, max_vocab)

@@ -108,7 +108,7 @@ class Graph(nx.DiGraph):
             for source, port in zip(node.inputs, node.ports):
                 producer = self.node(source)
                 same_layer = node.in_block and producer.stack == node.stack and producer.layer_kind == node.layer_kind
-                handed_on = port == "values" and isinstance(producer, Attention) and isinstance(node, Attention) \
+                handed_on = port in ("values", "kv") and isinstance(producer, Attention) and isinstance(node, Attention) \
                     and producer.stack == node.stack and producer.layer_kind < node.layer_kind
                 if producer.in_block and not same_layer and not handed_on and not isinstance(producer, BlockOutput):
                     raise IRError(f"{n}: reads {source} from inside a layer, not from the layer's exit")

@@ -24,6 +24,8 @@ class _Builder:
         self.kind = 0  # the layer kind whose template is being lowered
         self.stack_owned: dict[ModulePath, str] = {}  # a stack's score bias or parameters, one node per module
         self.handed_on: dict[tuple[str, str], str] = {}  # (stack, sublayer) -> the attention handing on its values
+        # (stack, layer kind, sublayer) -> the attention handing on its keys and values (``kv_from``)
+        self.keys_made: dict[tuple[str, int, str], str] = {}
 
     def add(self, cls: type[ir.Node], node_id: str, label: str, inputs=(), ports=None, **fields) -> str:
         """Add a node; ``ports`` maps input positions to ports other than ``input``. A layer's node id names its
@@ -180,6 +182,10 @@ class _Builder:
             if source is not None and any(ATTENTION_STEPS[s.name].reads == "values" for s in body.steps):
                 ports[len(inputs)] = "values"  # the first layer's values, which its steps read
                 inputs.append(source)
+            if body.kv_from is not None:  # the keys and values of an earlier layer's (a kind lowered before)
+                stack = next(s for s in self.spec.stacks if s.role == role)
+                ports[len(inputs)] = "kv"
+                inputs.append(self.keys_made[(role, stack.kind_of(body.kv_from), name)])
             node = self.add(ir.Attention, node_id, attention_label(body, shape), inputs,
                             ports=ports, stack=role, in_block=True, module=module,
                             params=attention_params(body, shape), spec=body,
@@ -187,6 +193,8 @@ class _Builder:
                             span=body.span)
             if "values" in body.exports:
                 self.handed_on[(role, name)] = node
+            if "kv" in body.exports:
+                self.keys_made[(role, self.kind, name)] = node
             return node
         if isinstance(body, S.FeedForward):
             kind, options = FEEDFORWARD_KINDS.of(body.kind)
@@ -311,12 +319,15 @@ def qk_norm_widths(body: S.Attention, shape: AttentionShape) -> dict[str, int]:
 
 
 def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
-    """The kind's projections and scorers, per-head query/key norms, and the position scheme's own tensors."""
+    """The kind's projections and scorers, per-head query/key norms, and the position scheme's own tensors; an
+    attention reading another layer's keys and values (``kv_from``) projects and norms its queries alone."""
     kind, options = ATTENTION_KINDS.of(body.kind)
-    params = dict(kind.params(shape, options))
+    reads_keys = body.kv_from is not None
+    params = dict(kind.reader_params(shape, options) if reads_keys else kind.params(shape, options))
     norm, norm_options = NORMS.of(body.qk_norm)
     for side, width in qk_norm_widths(body, shape).items():
-        params.update({f"{side}.{k}": v for k, v in norm.params(width, norm_options).items()})
+        if side == "q_norm" or not reads_keys:
+            params.update({f"{side}.{k}": v for k, v in norm.params(width, norm_options).items()})
     position, position_options = POSITIONS.of(body.position)
     if position.misplaced("attention", body.position) is None:  # (one acting elsewhere is refused by validate)
         params.update({f"position.{k}": v for k, v in position.params(position_shape(body, shape),
@@ -336,7 +347,9 @@ def attention_label(body: S.Attention, shape: AttentionShape) -> str:
             details.append(what + variant.label(options) + (" full-width" if what and body.qk_norm_width == "full"
                                                             else ""))
     details += [ATTENTION_STEPS.label(step) for step in body.steps]
-    details += [f"hands on its {what}" for what in body.exports]
+    details += [{"values": "hands on its values", "kv": "hands on its keys and values"}[what] for what in body.exports]
+    if body.kv_from is not None:
+        details.append(f"keys and values of layer {body.kv_from}")
     details.append(f"{shape.heads} heads")
     if shape.kv_heads != shape.heads:
         details.append(f"{shape.kv_heads} kv heads")

@@ -221,6 +221,12 @@ class Attention(SublayerNode):
         """The attention (of an earlier layer) whose values its steps read (port ``values``), or None."""
         return self.inputs[self.ports.index("values")] if "values" in self.ports else None
 
+    @property
+    def keys_from(self) -> str | None:
+        """The attention (of an earlier layer: ``spec.kv_from``) whose keys and values it attends with (port
+        ``kv``), or None: its own."""
+        return self.inputs[self.ports.index("kv")] if "kv" in self.ports else None
+
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class FeedForward(SublayerNode):

@@ -107,8 +107,9 @@ def active_parameters(g: Graph) -> int:
 def kv_cache_elements(g: Graph, length: int) -> tuple[int, int]:
     """Elements a decoder's KV cache holds per sequence after ``length`` tokens, summed over its self-attentions
     (a layer whose masks bound its look-back keeps that many): as each attention's kind caches them
-    (``AttentionKind.cache_elements``: a latent attention's latent), and as multi-head attention of the same heads
-    would (each head its own key and value). (0, 0): the model has no decoder.
+    (``AttentionKind.cache_elements``: a latent attention's latent; none where a layer reads an earlier one's,
+    ``kv_from``), and as multi-head attention of the same heads would (each head of each layer its own key and
+    value). (0, 0): the model has no decoder.
 
     >>> from tfspec import parse
     >>> kv_cache_elements(parse("embedding t { vocab 9; dim 16 }\\n"
@@ -122,7 +123,8 @@ def kv_cache_elements(g: Graph, length: int) -> tuple[int, int]:
         shape, repeat = node.geometry, layer_repeat(g, node)
         behind, ahead = combined_reach([MASKS.of(m) for m in node.spec.mask])
         kept = min(length, behind) if behind is not None and ahead == 0 else length
-        ours += repeat * kept * kind.cache_elements(shape, options)
+        if node.keys_from is None:  # (one reading an earlier layer's keys and values keeps none of its own)
+            ours += repeat * kept * kind.cache_elements(shape, options)
         multi_head += repeat * kept * shape.heads * (shape.head_dim + kind.value_dim(shape, options))
     return ours, multi_head
 

@@ -12,7 +12,7 @@ from typing import Callable
 import networkx as nx
 
 from ..front import schema as S
-from ..errors import Collector
+from ..errors import Collector, Diagnostic
 from ..registry import ATTENTION_KINDS, ATTENTION_STEPS, MASKS, NORMS, POSITIONS
 from . import nodes as ir
 from .graph import Graph
@@ -90,6 +90,8 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
                 errors.error("shape", f"{reader.name} mixes the first layer's values ({theirs.kv_heads} key/value "
                              f"heads of {theirs.head_dim}) into this layer's ({ours.kv_heads} of {ours.head_dim})",
                              reader.span or node.span, "give the layers' attentions the same kv_heads and head_dim")
+        if node.keys_from is not None:
+            errors.diagnostics.extend(_reading_problems(g, node, kind))
         uses = [(ATTENTION_KINDS, body.kind, shape)] + [(MASKS, m, shape) for m in body.mask]
         if misplaced is None:  # a scheme acting elsewhere has nothing to check here
             uses.append((POSITIONS, body.position, node.positioned))  # the part of each head it acts on
@@ -104,6 +106,36 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
         for problem in mixer.check(options, node.width):
             about = problem.about if problem.about is not None else node.spec.kind
             errors.error(problem.code, problem.message, about.span or node.span, problem.hint)
+
+
+def _reading_problems(g: Graph, node: ir.Attention, kind) -> list[Diagnostic]:
+    """What stops an attention attending with the keys and values an earlier layer's made (``kv_from``): a kind
+    that projects otherwise, steps acting on keys or values it does not make, or keys another kind of attention
+    made -- other heads, masks, positions or kind, which would score keys its own rules did not make (or keep)."""
+    body, maker = node.spec, g.node(node.keys_from).spec
+    where = f"kv_from={body.kv_from}"
+    problems = []
+    if not kind.reads_made_keys:
+        problems.append(Diagnostic("structure", f"{where}: {body.kind.name} attention cannot attend with keys and "
+                                   "values another layer made", body.kind.span or node.span,
+                                   "use kind=dot (or same_kv) for layers sharing keys and values"))
+    for step in body.steps:
+        if not ATTENTION_STEPS[step.name].queries_only:
+            problems.append(Diagnostic("structure", f"{where}: {step.name} acts on the keys or values an attention "
+                                       f"makes, and this one reads layer {body.kv_from}'s as made", step.span or
+                                       node.span, "drop it here (steps=none in its `layers` section)"))
+    ours, theirs = node.geometry, g.node(node.keys_from).geometry
+    differences = [what for what, a, b in (
+        ("kv_heads", ours.kv_heads, theirs.kv_heads), ("head_dim", ours.head_dim, theirs.head_dim),
+        ("kind", str(body.kind), str(maker.kind)), ("mask", " + ".join(map(str, body.mask)),
+                                                    " + ".join(map(str, maker.mask))),
+        ("position", str(body.position), str(maker.position))) if a != b]
+    if differences:
+        problems.append(Diagnostic("structure", f"{where}: layer {body.kv_from}'s {node.name} differs in "
+                                   f"{', '.join(differences)}: its keys and values are not this attention's to read",
+                                   node.span, "read a layer of the same kind of attention (the same kv_heads, "
+                                   "head_dim, kind, masks and positions)"))
+    return problems
 
 
 def _broadcast(shapes: list[tuple]) -> tuple | None:

@@ -94,8 +94,11 @@ class KVCache:
         if self.keep is None or self.length <= self.keep:
             return
         drop = self.length - self.keep
-        self.k[:, :, :self.keep] = self.k[:, :, drop:self.length].clone()
-        self.v[:, :, :self.keep] = self.v[:, :, drop:self.length].clone()
+        # into new buffers: what this call handed on (views of the old ones, ``kv_from``) keeps its keys, and the
+        # kept keys are copied once
+        kept_k, kept_v = self.k[:, :, drop:self.length], self.v[:, :, drop:self.length]
+        self.k, self.v = self.k.new_empty(self.k.shape), self.v.new_empty(self.v.shape)
+        self.k[:, :, :self.keep], self.v[:, :, :self.keep] = kept_k, kept_v
         self.positions = self.positions[:, drop:]
         self.padding = self.padding[:, drop:] if self.padding is not None else None
         self.extras = {name: t[..., drop:] for name, t in self.extras.items()}
@@ -279,7 +282,8 @@ class MultiHeadAttention(nn.Module):
                  band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
                  position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True,
                  steps: dict[str, nn.Module] | None = None, exports: str | None = None,
-                 qk_norm_after_positions: bool = False) -> None:
+                 qk_norm_after_positions: bool = False, hands_on_kv: str | None = None,
+                 kv_source: str | None = None) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
@@ -288,11 +292,16 @@ class MultiHeadAttention(nn.Module):
         self.keep = keep  # the past keys a KV cache must keep (a bounded look-back); None: all
         # its position scheme is its stack's (T5's): ``share`` hands it over when the model is built
         self.position_from_stack = position_from_stack
+        # it attends with the keys and values (and their positions and padding) an earlier layer's attention made,
+        # handed on under ``kv_source`` of ``ctx.carried``, projecting only queries; ``hands_on_kv``: it hands its
+        # own on under that key, @ the layer running it
+        self.kv_source, self.hands_on_kv = kv_source, hands_on_kv
         if projections:  # (a kind that projects otherwise, such as latent attention, makes its own)
-            if self.cross:
+            if self.cross or kv_source is not None:
                 self.q = nn.Linear(width, heads * head_dim, bias=bias)
+            if self.cross:
                 self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
-            else:
+            elif kv_source is None:
                 self.qkv = nn.Linear(width, (heads + 2 * kv_heads) * head_dim, bias=bias)
             self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
         self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
@@ -338,6 +347,9 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 cache.set(k, v)
             return q, k, v, Side(ctx.positions), Side(None), padding
+        if self.kv_source is not None:
+            k, v, keys, padding = ctx.carried[self.kv_source]
+            return self.queries_alone(x, ctx), k, v, Side(ctx.positions), keys, padding
         q, k, v = self.project(x)
         if self.exports is not None:  # the first layer's values, which later layers read (value residual)
             ctx.carried[self.exports] = v
@@ -348,7 +360,27 @@ class MultiHeadAttention(nn.Module):
         key_extras = extras
         if cache is not None:
             k, v, positions, padding, key_extras = cache.append(k, v, positions, padding, extras)
+        if self.hands_on_kv is not None:  # every key its queries see, for later layers' (``kv_from``)
+            ctx.carried[f"{self.hands_on_kv}@{ctx.layer}"] = (k, v, Side(positions, key_extras), padding)
         return q, k, v, Side(ctx.positions, extras), Side(positions, key_extras), padding
+
+    def queries_alone(self, x: Tensor, ctx: Context) -> Tensor:
+        """The queries of an attention reading another layer's keys and values: projected, normed and rotated as
+        that layer's were, then its own steps' (temperature tuning)."""
+        if self.qk_norm_full:  # all heads' at once, before the split
+            q = self.split(self.norm_heads(self.q(x), self.q_norm), self.heads)
+        else:
+            q = self.split(self.q(x), self.heads)
+            q = q if self.qk_norm_after_positions else self.norm_heads(q, self.q_norm)
+        for step in self.steps():
+            if step.key:
+                tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables(ctx.positions, q.dtype))
+                q = step.rotate_queries(q, tables)
+        if self.qk_norm_after_positions:
+            q = self.norm_heads(q, self.q_norm)
+        for step in self.steps():
+            q = step.fresh_queries(q, ctx)
+        return q
 
     def encode(self, q: Tensor, k: Tensor, x: Tensor, ctx: Context, cache: KVCache | None):
         """The steps' transforms of the new queries and keys (rotary positions, from tables built once per call),
@@ -635,6 +667,8 @@ def core_arguments(config, steps: dict | None = None) -> dict:
             q_norm, k_norm = norm.module(shape.q_width, options), norm.module(shape.kv_width, options)
         else:
             q_norm = k_norm = norm.module(shape.head_dim, options)
+        if config.kv_source is not None:  # (the keys it reads were normed where they were made)
+            k_norm = None
     if config.position is not None:
         scheme, options = config.position
         position = scheme.module(config.positioned, options)
@@ -647,7 +681,7 @@ def core_arguments(config, steps: dict | None = None) -> dict:
                 qk_norm_full=config.qk_norm_full, qk_norm_after_positions=config.qk_norm_after_positions,
                 steps={**(steps or {}), **{
                     variant.name: variant.module(shape, options, source) for variant, options, source in config.steps}}
-                or None, exports=config.exports)
+                or None, exports=config.exports, hands_on_kv=config.hands_on_kv, kv_source=config.kv_source)
 
 
 def mask_set(masks, cross: bool) -> Constructor:
@@ -686,7 +720,8 @@ class SameKeyValueCore(MultiHeadAttention):
 
     def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, bias: bool = True, **attention) -> None:
         super().__init__(width, heads, kv_heads, head_dim, bias=bias, **attention)
-        self.qkv = nn.Linear(width, (heads + kv_heads) * head_dim, bias=bias)  # (no value rows)
+        if self.kv_source is None:  # (one reading another layer's keys and values projects queries alone)
+            self.qkv = nn.Linear(width, (heads + kv_heads) * head_dim, bias=bias)  # (no value rows)
 
     def projected(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         q, k = self.qkv(x).split((self.heads * self.head_dim, self.kv_heads * self.head_dim), dim=-1)

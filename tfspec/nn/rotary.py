@@ -45,6 +45,9 @@ class RotaryPositions(InAttentionPositions):
         cos, sin = tables
         return self.apply(q, cos, sin), self.apply(k, cos, sin)
 
+    def rotate_queries(self, q: Tensor, tables: tuple[Tensor, Tensor]) -> Tensor:
+        return self.apply(q, *tables)
+
     def apply(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         """Rotate the first ``rotary_dim`` dimensions of each head; pass the rest through."""
         rotated, passed = x[..., :self.rotary_dim], x[..., self.rotary_dim:]

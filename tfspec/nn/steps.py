@@ -51,6 +51,11 @@ class AttentionStep(nn.Module):
         """Queries ``(batch, heads, n, head_dim)`` and keys ``(batch, kv_heads, n, head_dim)``, transformed."""
         return q, k
 
+    def rotate_queries(self, q: Tensor, tables) -> Tensor:
+        """Queries alone, transformed as ``rotate`` transforms them (an attention attending with keys another layer
+        rotated: ``kv_from``)."""
+        return self.rotate(q, q, tables)[0]
+
     def fresh_queries(self, q: Tensor, ctx) -> Tensor:
         """The new queries ``(batch, heads, n, head_dim)``, rotated and normed, transformed before they score any
         key (Llama 4's temperature tuning scales them by their index in the sequence, ``ctx.offset`` on)."""

@@ -34,6 +34,9 @@ class AttentionKind(StackOwned, Variant):
     # Its steps add score terms computed from the content (FoX's log forget gates): a mask of structure they ride
     # on keeps its bool condition to route their gradient, once however many variants add such terms
     trains_score_terms: ClassVar[bool] = False
+    # It can attend with the keys and values another layer made (``kv_from``), projecting its queries alone
+    # (``reader_params``): Gemma 4's layers sharing keys and values
+    reads_made_keys: ClassVar[bool] = False
 
     def conflicts(self, options, masks, position, position_choice) -> list[Problem]:
         """Its objections to the masks (``Choice``s) and the in-attention position scheme (a ``Position``, and the
@@ -66,6 +69,23 @@ class AttentionKind(StackOwned, Variant):
 
     def params(self, shape: AttentionShape, options) -> dict[str, Param]:
         raise NotImplementedError
+
+    def reader_params(self, shape: AttentionShape, options) -> dict[str, Param]:
+        """Its parameters where it reads another layer's keys and values (``reads_made_keys``): its queries' rows
+        (``q``), the output and whatever else it owns, no key or value rows. A kind that cannot read them declares
+        its own parameters (and validation refuses the reading)."""
+        return self.params(shape, options)
+
+    def reader_projection_flops(self, shape: AttentionShape, options, queries: int) -> tuple[int, int]:
+        """``projection_flops`` where it reads another layer's keys and values: q and the output only."""
+        matmul = 4 * queries * shape.width * shape.q_width
+        bias = (queries * shape.q_width if shape.bias else 0) + (queries * shape.width if shape.out_bias else 0)
+        return matmul, bias
+
+    def shared_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int, fused: bool) -> int:
+        """The activation-dtype elements ``core_saved`` counts that an attention reading another layer's keys and
+        values (``kv_from``) shares with it: what its mix keeps of them as they were made, the same storages."""
+        return 0
 
     def value_dim(self, shape: AttentionShape, options) -> int:
         """Each head's value (and output) dimension: ``head_dim`` unless the kind sizes values apart from keys."""
@@ -189,6 +209,12 @@ class AttentionKind(StackOwned, Variant):
         inputs = shape.heads * (shape.head_dim + value_dim) + shape.kv_heads * (shape.head_dim + value_dim)
         return batch * length * (inputs + (shape.q_width + shape.kv_width if remade else 0))
 
+    def shared_recomputed(self, shape: AttentionShape, options, batch: int, length: int, remade: bool) -> int:
+        """What ``recomputed_saved`` counts that an attention reading another layer's keys and values shares with
+        it: those keys and values, and the projection its values' view keeps whole."""
+        return self.recomputed_saved(shape, options, batch, length, remade) \
+            - batch * length * shape.heads * (shape.head_dim + self.value_dim(shape, options))
+
     def core_saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int, dropout: float,
                    fused: bool) -> tuple[int, int]:
         """(activation-dtype elements, 4-byte words) autograd keeps between the projections, for the batch,
@@ -232,6 +258,9 @@ class AttentionConfig:
     # the spec's steps: (AttentionStepKind, options, the key of what it reads in ``Context.carried`` or None)
     steps: tuple = ()
     exports: str | None = None  # the key under which it hands its values on to later layers' readers
+    # it hands its keys and values on to later layers' (``kv_from``) under this key, @ the layer running it
+    hands_on_kv: str | None = None
+    kv_source: str | None = None  # the key of the keys and values it attends with, an earlier layer's (``kv_from``)
 
 
 class AttentionStepKind(Variant):
@@ -246,6 +275,9 @@ class AttentionStepKind(Variant):
     follow."""
 
     reads: ClassVar[str | None] = None
+    # It acts on the queries (or the scores, or the output) alone, so an attention reading another layer's keys
+    # and values (``kv_from``) may take it; one acting on fresh keys or values would have nothing to act on there
+    queries_only: ClassVar[bool] = False
     # It makes the fresh values anew (``fresh_values``): the mix keeps its tensor, not a view of the projection, so
     # the analysis does not count the projection as kept through the values
     makes_values: ClassVar[bool] = False

@@ -99,6 +99,11 @@ class Position(StackOwned, Variant):
         """Element-wise FLOPs per sequence this scheme adds inside one attention."""
         return 0
 
+    def key_flops(self, options, shape: AttentionShape, keys: int) -> int:
+        """The part of ``attention_flops`` spent on the new keys alone (rotating them), which an attention reading
+        keys another layer made (``kv_from``) does not spend."""
+        return 0
+
     def attention_matmul_flops(self, options, shape: AttentionShape, queries: int, keys: int) -> int:
         """Matrix-product FLOPs per sequence it adds inside one attention (what ``FlopCounterMode`` counts)."""
         return 0

@@ -48,8 +48,15 @@ class DotProduct(AttentionKind):
     scores_by_dot_product = True
     plain_softmax = True
 
+    reads_made_keys = True
+
     def params(self, shape, options):
         return projection_params(shape)
+
+    def reader_params(self, shape, options):
+        return {**linear_params("q", shape.q_width, shape.width, shape.bias, query_rows=shape.q_width,
+                                head_dim=shape.head_dim),
+                **linear_params("out", shape.width, shape.q_width, shape.out_bias, residual=True)}
 
     def core_flops(self, shape, options, queries, keys, pairs):
         # QK^T and weights @ V; scaling and a 5-step softmax (max, subtract, exp, sum, divide) per score
@@ -57,6 +64,13 @@ class DotProduct(AttentionKind):
 
     def keeps_projection(self, shape, options, batch):
         return math_keeps_projection(shape, batch)
+
+    def shared_saved(self, shape, options, batch, queries, keys, fused):
+        if fused:  # the keys and values it was handed, which the kernel keeps as they are
+            return 2 * batch * keys * shape.kv_width
+        if math_keeps_projection(shape, batch):  # their layer's projection, kept whole through its values' view
+            return batch * keys * (shape.q_width + shape.kv_width + self.value_rows(shape, options))
+        return 0  # (scaled, expanded or made contiguous anew: its own copies)
 
     def core_saved(self, shape, options, batch, queries, keys, dropout, fused):
         if fused:  # q, k, v, the output and a log-sum-exp per row

@@ -124,6 +124,9 @@ class Rotary(Position):
         rotated = self.rotary_dim(options, shape.head_dim)
         return 3 * rotated * (shape.heads * queries + shape.kv_heads * keys)
 
+    def key_flops(self, options, shape, keys):
+        return 3 * self.rotary_dim(options, shape.head_dim) * shape.kv_heads * keys
+
     def call_saved(self, options, shape, length):
         return 2 * length * self.rotary_dim(options, shape.head_dim)  # cos and sin, kept by q·cos and turn(q)·sin
 

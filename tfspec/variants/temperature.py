@@ -18,6 +18,7 @@ from ..registry import ATTENTION_STEPS, AttentionStepKind, Constructor
 class TemperatureTuning(AttentionStepKind):
     name = "temperature"
     title = "temperature tuning"
+    queries_only = True
     examples = ({"floor": 3, "scale": 0.5}, {})
     doc = ("temperature(floor=8192, scale=0.1): each query times 1 + scale · log(1 + ⌊(i + 1) / floor⌋), i its "
            "index in the sequence (Llama 4's layers without positions)")
