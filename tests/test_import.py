@@ -218,12 +218,15 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "Gemma3TextModel": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
                             sliding_window=5, layer_types=["full_attention", "sliding_attention"]),
-    # the 31B's kind of layer: sliding layers, and full ones with wider heads, p-RoPE and values from the keys
-    "Gemma4ForCausalLM": dict(model_type="gemma4_text", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+    # sliding layers, and full ones with wider heads, p-RoPE and values from the keys (the 31B's); the last three
+    # reading the keys and values of the last earlier layer of their kind, with MLPs twice as wide (E2B's)
+    "Gemma4ForCausalLM": dict(model_type="gemma4_text", vocab_size=90, hidden_size=32, num_hidden_layers=7,
                               num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
                               num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=48,
                               sliding_window=6, final_logit_softcapping=0.4, hidden_size_per_layer_input=0,
-                              layer_types=["sliding_attention"] * 2 + ["full_attention"] * 2,
+                              num_kv_shared_layers=3, use_double_wide_mlp=True,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2
+                              + ["full_attention"],
                               rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                                                "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
                                                                   "partial_rotary_factor": 0.5}}),
@@ -503,13 +506,22 @@ def outputs(model, reference, cls: str, device: str = "cpu", pooler_tolerance: f
             theirs = result.logits if hasattr(result, "logits") else result.last_hidden_state
             return ours, theirs, torch.ones_like(target, dtype=torch.bool)
         ours = model(tokens, padding_mask=padding)
-        result = reference(input_ids=tokens, attention_mask=mask)
+        result = reference(input_ids=tokens, attention_mask=mask, **unsliced(reference))
         if isinstance(ours, tuple):  # logits or hidden states, and the pooled vector
             if hasattr(result, "pooler_output") and pooler_tolerance is not None:
                 assert_close(ours[1], result.pooler_output, pooler_tolerance)
             ours = ours[0]
         theirs = result.logits if hasattr(result, "logits") else result.last_hidden_state
         return ours, theirs, ~padding
+
+
+def unsliced(reference) -> dict:
+    """Arguments the reference needs to run at all: transformers 5.24's Gemma 4 with layers sharing keys and values
+    but no per-layer embeddings slices the per-layer inputs it does not have before its shared layers (a
+    TypeError); asking for the hidden states takes its unsliced path, which computes the same logits."""
+    config = reference.config
+    shares = getattr(config, "num_kv_shared_layers", 0) and not getattr(config, "hidden_size_per_layer_input", 1)
+    return {"output_hidden_states": True} if shares else {}
 
 
 def greedy(model, reference, new: int = 6) -> list[list[int]]:
@@ -527,7 +539,8 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
     if model is reference:
         with torch.no_grad():
             out = reference.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new,
-                                     do_sample=False, pad_token_id=0, eos_token_id=None)
+                                     do_sample=False, pad_token_id=0, eos_token_id=None, **unsliced(reference))
+            out = out.sequences if hasattr(out, "sequences") else out
         return out[:, 1:].tolist() if encoder_decoder else out[:, ids.shape[1]:].tolist()
     if encoder_decoder:
         start = torch.full((2, 1), reference.config.decoder_start_token_id)
@@ -1102,6 +1115,11 @@ EVERY_FIELD = {
                        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 2e4},
                                         "full_attention": {"rope_type": "proportional", "rope_theta": 5e5,
                                                            "partial_rotary_factor": 0.5, "factor": 2.0}}),
+                  dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=5,
+                       num_attention_heads=3, num_key_value_heads=1, head_dim=8, global_head_dim=16,
+                       intermediate_size=40, sliding_window=7, hidden_size_per_layer_input=0, num_kv_shared_layers=2,
+                       use_double_wide_mlp=True, layer_types=["sliding_attention", "full_attention"] * 2
+                       + ["full_attention"]),
                   *(dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
                          num_attention_heads=3, num_key_value_heads=1, head_dim=8, global_head_dim=8,
                          intermediate_size=40, sliding_window=7, hidden_size_per_layer_input=0,
@@ -1224,8 +1242,8 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "deepseek_v3", "num_hidden_layers": 2, "first_k_dense_replace": 2},
      "no layer of this configuration is a mixture of experts"),
     ({"model_type": "gemma4_text"}, "per-layer input embeddings (hidden_size_per_layer_input=256: Gemma 4 E2B"),
-    ({"model_type": "gemma4_text", "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 2},
-     "keys and values shared across the last 2 layers"),
+    ({"model_type": "gemma4_text", "hidden_size_per_layer_input": 0, "num_hidden_layers": 2,
+      "num_kv_shared_layers": 2}, "every layer shares keys and values (num_kv_shared_layers=2)"),
     ({"model_type": "gemma4_text", "hidden_size_per_layer_input": 0, "enable_moe_block": True, "num_experts": 4,
       "top_k_experts": 2, "moe_intermediate_size": 8}, "the mixture of experts beside each layer's MLP"),
     ({"model_type": "gemma4_text", "hidden_size_per_layer_input": 0, "use_bidirectional_attention": "all"},

@@ -9,9 +9,10 @@ heads of their own width (``global_head_dim``), rotate only the fastest quarter 
 ``rotary(scaling=proportional, proportion=0.25)``, θ 1e6) and, with ``attention_k_eq_v``, take their values from
 the keys' projection (``kind=same_kv``) with fewer kv heads (``num_global_key_value_heads``) -- a layer schedule.
 
-The larger and smaller sizes' further parts are refused by name until the language writes them: per-layer input
-embeddings (E2B, E4B), keys and values shared across the last layers (E2B, E4B) and the mixture of experts beside
-the MLP (26B-A4B). The 31B's text model is all this module needs.
+The last ``num_kv_shared_layers`` layers (E2B, E4B) attend with the keys and values of the last earlier layer of
+their kind, projecting queries alone (``self_attn kv_from=j steps=none``), their MLPs twice as wide with
+``use_double_wide_mlp``. Per-layer input embeddings (E2B, E4B) and the mixture of experts beside the MLP (26B-A4B)
+are refused by name until the language writes them.
 """
 
 from __future__ import annotations
@@ -86,6 +87,25 @@ def _full_rotary(f) -> dict:
     return f.layer_rotaries("decoder", sliding=False)
 
 
+def _config_makers(config) -> list[int | None]:
+    """Per layer, the layer whose keys and values it reads (Hugging Face's ``kv_sharing_modes``: the last
+    ``num_kv_shared_layers`` reuse those of the last earlier layer of their kind), or None: its own."""
+    types, first = _types(config), config.num_hidden_layers - (config.num_kv_shared_layers or 0)
+    return [None if i < first else max((j for j in range(first) if types[j] == t), default=None)
+            for i, t in enumerate(types)]
+
+
+def _makers(f) -> list[int | None]:
+    return [a.spec.kv_from for a in _nodes(f)]
+
+
+def _double_wide(f) -> bool:
+    """Are the MLPs of the layers reading another's keys and values twice as wide as the others'?"""
+    makers, widths = _makers(f), [ff.d_ff for ff in f.layer_feedforwards("decoder")]
+    readers = {w for w, m in zip(widths, makers) if m is not None}
+    return bool(readers) and readers == {2 * widths[0]}
+
+
 FIELDS = Fields(
     *(_GEMMA2[n] for n in ("d_model", "heads", "layers", "d_ff", "vocab", "window", "layer_types", "eps",
                            "p_attn_dropout", "init_std", "activation", "attention_bias", "tied", "final_softcap")),
@@ -121,16 +141,22 @@ FIELDS = Fields(
     Fixed("hidden_size_per_layer_input", 0, "per-layer input embeddings (hidden_size_per_layer_input={value}: "
           "Gemma 4 E2B and E4B) are not expressed yet", read=lambda c: c.hidden_size_per_layer_input or 0,
           exported=True),
-    Fixed("num_kv_shared_layers", 0, "keys and values shared across the last {value} layers (Gemma 4 E2B and E4B) "
-          "are not expressed yet", read=lambda c: c.num_kv_shared_layers or 0),
+    # the last layers read the keys and values of the last earlier layer of their kind (``kv_from``)
+    Field("shared_layers", "num_kv_shared_layers", lambda f: sum(_makers(f)[i] is not None
+                                                                for i in range(f.layers("decoder"))) or None,
+          read=lambda c: c.num_kv_shared_layers or None, setting=False),
+    Field("double_wide", "use_double_wide_mlp", _double_wide, read=lambda c: bool(c.use_double_wide_mlp
+                                                                                   and c.num_kv_shared_layers),
+          setting=False),
+    Fixed("num_kv_shared_layers", None, "every layer shares keys and values (num_kv_shared_layers={value}): none "
+          "makes them (Gemma 4's assistant models read a target model's)", required="fewer than num_hidden_layers",
+          read=lambda c: c.num_kv_shared_layers if (c.num_kv_shared_layers or 0) >= c.num_hidden_layers else None),
     Fixed("enable_moe_block", False, "the mixture of experts beside each layer's MLP (Gemma 4 26B-A4B) is not "
           "expressed yet", read=lambda c: bool(c.enable_moe_block)),
     ignored={"max_position_embeddings": "the longest sequence trained on; the rotary positions compute the same at "
                                         "any length",
              "vocab_size_per_layer_input": "the per-layer input embeddings' vocabulary, read with them "
                                            "(hidden_size_per_layer_input, which must be 0)",
-             "use_double_wide_mlp": "widens the MLPs of layers that share keys and values (num_kv_shared_layers, "
-                                    "which must be 0)",
              "num_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
              "top_k_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
              "moe_intermediate_size": "the mixture's, read with it (enable_moe_block, which must be false)"},
@@ -157,14 +183,26 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         return f"rotary(theta={s.local_theta})" if slides else hf_llama.rotary(s)
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
-    base, sections = schedule(slides)
+    makers = _config_makers(config)
+    unmade = sorted({t for t, m, i in zip(s.value("layer_types"), makers, range(len(makers)))
+                     if m is None and i >= len(makers) - (config.num_kv_shared_layers or 0)})
+    if unmade:
+        raise InteropError(f"the layers sharing keys and values include {', '.join(unmade)} ones, but no earlier "
+                           "layer of that kind makes them")
+    double = s.value("double_wide")
+    (base, _), sections = schedule(list(zip(slides, makers)))
     own = attention(base)
 
-    def section(slide: bool) -> str:  # what a section's layers change of the stack's own
-        changed = " ".join(f"{k}={v}" for k, v in attention(slide).items() if v != own[k])
-        return f"self_attn {changed}; position {position(slide)}"
+    def section(slide: bool, maker: int | None) -> str:  # what a section's layers change of the stack's own
+        changed = [f"{k}={v}" for k, v in attention(slide).items() if v != own[k]]
+        if maker is not None:  # its queries against the maker's keys and values, as they were made
+            changed += [f"kv_from={maker}", "steps=none"]
+        parts = [f"self_attn {' '.join(changed)}" if changed else "",
+                 f"position {position(slide)}" if slide != base else "",
+                 f"ffn d_ff=2 * {s.d_ff}" if maker is not None and double else ""]
+        return "; ".join(p for p in parts if p)
 
-    lines = "".join(f"  layers {layers} {{ {section(slide)} }}\n" for layers, slide in sections)
+    lines = "".join(f"  layers {layers} {{ {section(*layer)} }}\n" for layers, layer in sections)
     written = ", ".join(f"{k}={v}" for k, v in own.items() if (k, v) != ("kind", "dot"))
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
@@ -215,9 +253,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     rules, aliases = hf_gemma2._rules(model, prefix, state, lm)
     attention = hf_gemma2.sandwich_modules(model)["attention"]
     scalar = _layer_scalar(model)
+    ours_state = model.state_dict()
     for i in range(len(model.decoder.layers)):
-        rules += [rule(f"decoder.layers.{i}.{attention}.{n}.weight", f"{prefix}layers.{i}.self_attn.{n}.weight")
-                  for n in ("q_norm", "k_norm")]
+        ours, theirs = f"decoder.layers.{i}.{attention}", f"{prefix}layers.{i}.self_attn"
+        # (a layer reading another's keys and values norms its queries alone, on both sides)
+        rules += [rule(f"{ours}.{n}.weight", f"{theirs}.{n}.weight") for n in ("q_norm", "k_norm")
+                  if f"{ours}.{n}.weight" in ours_state or f"{theirs}.{n}.weight" in state]
         rules.append(rule(f"decoder.layers.{i}.{scalar}.weight", f"{prefix}layers.{i}.layer_scalar"))
     return rules, aliases
 

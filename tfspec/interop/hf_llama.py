@@ -275,6 +275,9 @@ def projection_rules(model, attention: str, feedforward: str, theirs: str, state
 def attention_rules(model, attention: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
     """q, k and v into our fused ``qkv``, ``o`` into ``out`` (``theirs``: the layer's prefix)."""
     core = model.get_submodule(attention)
+    if not hasattr(core, "qkv"):  # it reads another layer's keys and values: it projects queries alone
+        return linear_rules(f"{attention}.q", f"{theirs}.self_attn.q_proj", state, ours_state) + \
+            linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
     q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
     names, split = tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), (q_width, kv_width, kv_width)
     if core.qkv.out_features == q_width + kv_width:  # its values are its keys' projection: no v_proj (Gemma 4's)
