@@ -40,6 +40,7 @@ from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
 from ..nn.state import state_slot
 from ..nn.embedding import Embeddings, PatchEmbeddings
+from ..nn.per_layer import PerLayerInputs
 from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
@@ -198,7 +199,7 @@ def build_model(spec: S.Spec) -> CompiledModel:
     g = spec.graph()
     used = {s.embedding for s in spec.stacks}
     used |= {e.shares for e in spec.embeddings if e.name in used and e.shares}  # a table another reads
-    embeddings = {e.name: embeddings_constructor(e).build() for e in spec.embeddings if e.name in used}
+    embeddings = {e.name: embeddings_constructor(e, spec).build() for e in spec.embeddings if e.name in used}
     stacks, max_len, limited_by, table, real_positions = {}, {}, {}, {}, {}
     for role, info in g.stacks.items():
         templates = [layer_template(g, role, k) for k in range(len(info.kinds))]
@@ -240,15 +241,22 @@ def norm_constructor(choice: S.Choice, width: int) -> Constructor:
     return variant.module(width, options)
 
 
-def embeddings_constructor(e: S.Embedding) -> Constructor:
-    """An embedding's module: token table (or pictures' patches), positions added to it, segments, norm, dropout."""
+def embeddings_constructor(e: S.Embedding, spec: S.Spec) -> Constructor:
+    """An embedding's module: token table (or pictures' patches), positions added to it, segments, norm, dropout,
+    and the per-layer inputs of the stack of ``spec`` that reads it."""
     variant, options = POSITIONS.of(e.position)
     if e.image is not None:
         return Constructor(PatchEmbeddings, (e.image, e.patch, e.channels, e.dim, e.class_token,
                                              variant.module(e.dim, options), norm_constructor(e.norm, e.dim),
                                              e.dropout, e.project))
+    per_layer = None
+    if e.per_layer is not None:  # (validation: one stack reads it)
+        layers = next(s.repeat for s in spec.stacks if s.embedding == e.name)
+        per_layer = Constructor(PerLayerInputs, (e.per_layer_vocab or e.vocab, layers, e.per_layer, e.width,
+                                                 norm_constructor(e.per_layer_norm, e.per_layer)))
     return Constructor(Embeddings, (e.vocab, e.dim, e.scale, variant.module(e.dim, options), e.segments,
-                                    norm_constructor(e.norm, e.dim), e.dropout, e.shares is not None, e.project))
+                                    norm_constructor(e.norm, e.dim), e.dropout, e.shares is not None, e.project,
+                                    per_layer))
 
 
 def attention_config(node: ir.Attention) -> AttentionConfig:

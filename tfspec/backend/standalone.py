@@ -45,6 +45,7 @@ from ..nn.attention import cache_slot
 from ..nn.state import state_slot
 from ..nn.context import Context
 from ..nn.embedding import default_positions
+from ..nn.per_layer import CARRIED as PER_LAYER
 from ..registry import LAYER, POSITIONS, Constructor, attention_inputs
 
 HEADER = '''from __future__ import annotations
@@ -248,7 +249,7 @@ class _Writer:
         stacks = g.stacks
         used = [e for e in spec.embeddings if any(s.embedding == e.name for s in spec.stacks)]
         init = ["        self.embeddings = nn.ModuleDict({"]
-        init += [f"            {e.name!r}: {self.value(embeddings_constructor(e))}," for e in used]
+        init += [f"            {e.name!r}: {self.value(embeddings_constructor(e, spec))}," for e in used]
         init.append("        })")
         for role, info in stacks.items():
             stack = spec.decoder if role == "decoder" else spec.encoder
@@ -359,14 +360,17 @@ class _Writer:
         given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"
         lines.append(f"        ctx = {self.need(Context)}(positions, {padding}{memory}"
                      + (f", inputs={given}" if inputs else "") + ")")
+        if embedding.per_layer is not None:  # each layer's own features, which its per-layer gate reads
+            lines.append(f"        ctx.carried[{PER_LAYER!r}] = self.embeddings[{embedding.name!r}].per_layer({ids}, x)")
         info = g.stacks[role]
-        numbered = any(n.keys_from is not None for n in attentions(g, role))  # (``kv_from``)
+        # later layers read a layer's keys and values (``kv_from``), and each its per-layer inputs, by its number
+        numbered = any(n.keys_from is not None for n in attentions(g, role)) or embedding.per_layer is not None
         if info.weights:  # layers sharing weights: the set each runs
             lines.append(f"        for {'ctx.layer, ' if numbered else ''}index in "
                          f"{'enumerate(' if numbered else ''}{info.weights}{')' if numbered else ''}:"
                          "  # the weights each layer runs")
             lines.append(f"            x = self.{role}[\"layers\"][index](x, ctx)")
-        elif numbered:  # later layers read a layer's keys and values by its number
+        elif numbered:
             lines.append(f"        for ctx.layer, layer in enumerate(self.{role}[\"layers\"]):")
             lines.append("            x = layer(x, ctx)")
         else:

@@ -230,13 +230,15 @@ EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
     "segments": as_int, "norm": choice(NORMS), "dropout": as_float, "tokens": as_ref, "project": as_int,
     "image": as_int, "patch": as_int, "channels": as_int, "class_token": as_bool,
+    "per_layer": as_int, "per_layer_vocab": as_int, "per_layer_norm": choice(NORMS),
 }
 
 
 IMAGE_SETTINGS = ("image", "patch", "channels", "class_token")  # an image embedding's own
 
 
-TOKEN_SETTINGS = ("vocab", "segments", "tokens", "scale")  # a token embedding's own
+TOKEN_SETTINGS = ("vocab", "segments", "tokens", "scale", "per_layer", "per_layer_vocab",
+                  "per_layer_norm")  # a token embedding's own
 
 
 SUBLAYERS = ("attention", "feedforward", "mixer")

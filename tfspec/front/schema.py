@@ -249,6 +249,12 @@ class Embedding(Node):
     dropout: Rate = 0.0
     shares: str | None = None  # the embedding whose token table this one reads (``tokens NAME``), or None
     project: Dim | None = None  # the width a linear map projects the embeddings into (ALBERT, ELECTRA-small)
+    # per-layer inputs (Gemma 4's per-layer embeddings): ``per_layer`` features for each layer of its stack, from
+    # a table of ``per_layer_vocab`` rows (default: ``vocab``) and a projection of the embeddings normed by
+    # ``per_layer_norm``, which a ``kind=per_layer`` feed-forward of each layer reads
+    per_layer: Dim | None = None
+    per_layer_vocab: Dim | None = None
+    per_layer_norm: Choice = Choice(name="rmsnorm", options={"eps": 1e-6, "weight": True})
     # an image embedding (ViT): square pictures of side ``image`` in ``channels``, cut into ``patch``-sided squares,
     # each mapped linearly to ``dim``; ``class_token``: a learned vector before them (the classifier reads it)
     image: Dim | None = None

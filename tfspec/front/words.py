@@ -64,6 +64,10 @@ DOCS: dict[tuple[str, str], str] = {
     (EMBEDDING, "patch"): "the side of the square patches the pictures are cut into",
     (EMBEDDING, "channels"): "the channels of each picture (3: RGB)",
     (EMBEDDING, "class_token"): "a learned vector before the patches, which a classifier reads",
+    (EMBEDDING, "per_layer"): "features per layer of its stack, from the token ids and the embeddings, which each "
+                              "layer's `kind=per_layer` feed-forward reads (Gemma 4's per-layer embeddings)",
+    (EMBEDDING, "per_layer_vocab"): "the rows of the per-layer inputs' token table (default: vocab)",
+    (EMBEDDING, "per_layer_norm"): "the norm of the embeddings' projection into the per-layer inputs",
 
     (ATTENTION, "reads"): "`self` (the stack's own sequence) or `cross` (the encoder's output)",
     (ATTENTION, "heads"): "the number of query heads",

@@ -270,7 +270,7 @@ class _Counter:
         self.kept: set[tuple] = set()
         self.rules = {ir.Embedding: self.cost_embedding, ir.Patches: self.cost_patches,
                       ir.Projection: self.cost_projection,
-                      ir.PositionEncoding: self.cost_position,
+                      ir.PositionEncoding: self.cost_position, ir.PerLayerInputs: self.cost_per_layer,
                       ir.StackParameters: self.cost_parameters,
                       ir.Add: self.cost_add, ir.Scale: self.cost_scale, ir.Norm: self.cost_norm,
                       ir.Dropout: self.cost_dropout, ir.Attention: self.cost_attention,
@@ -333,6 +333,28 @@ class _Counter:
         """The embeddings' map into the stack's width: a matmul and its bias; it keeps its input."""
         memory = self.keep_input(node, node.inputs[0], self.batch * n * node.features * self.s, repeat)
         return self.dense(2 * n * node.features * node.width, n * node.width, memory, repeat)
+
+    def cost_per_layer(self, node: ir.PerLayerInputs, n, repeat):
+        """Per-layer inputs: a table lookup (it keeps the ids), the embeddings' projection (it keeps its input),
+        scalings and sums, and the norm of each layer's features, which keeps its own tensors; the inputs
+        themselves are kept once, by the layers' products that read them (a view each)."""
+        features = node.layers * node.width
+        norm, options = NORMS.of(node.norm)
+        kept, stats = norm.saved(node.width, options)
+        rows = self.batch * n * node.layers
+        memory = self.keep_input(node, node.inputs[0], self.batch * n * ID_BYTES, repeat)
+        # the embeddings, which the projection keeps: the first layer's input, kept there too by a sublayer or
+        # norm reading it (counted with that layer's)
+        entry = self.g.stacks[node.stack].kinds[0].entry
+        if not any(isinstance(c, (ir.Norm, ir.Attention, ir.FeedForward, ir.Mixer)) for c in self.g.consumers(entry)):
+            memory += self.keep_input(node, node.inputs[1], self.batch * n * self.g.node(node.inputs[1]).width
+                                      * self.s, repeat)
+        memory += self.keep(("own", node.id), rows * (kept * self.s + stats * STAT_BYTES))
+        if any(node.id in reader.inputs for reader in self.g.of(ir.FeedForward)):
+            memory += self.keep(("per_layer", node.id), self.batch * n * features * self.s)
+        width = self.g.node(node.inputs[1]).width
+        elementwise = (4 + norm.flops_per_element) * n * features  # two scalings, the norm, the sum, 2^-1/2
+        return self.dense(2 * n * width * features, elementwise, memory, repeat)
 
     def cost_position(self, node: ir.PositionEncoding, n, repeat):
         memory = self.keep(("positions", node.id), n * ID_BYTES) if node.params else 0  # learned: index lookup

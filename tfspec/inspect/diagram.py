@@ -42,6 +42,7 @@ STYLES = {  # one colour per kind of node: (fill, border)
     ir.Patches: ("#F8D7D6", "#C9534F"),  # pictures' embedding
     ir.Projection: ("#FFFFFF", "#C9534F"),  # part of the embedding: its table projected into the stack's width
     ir.PositionEncoding: ("#FFFFFF", "#C9534F"),
+    ir.PerLayerInputs: ("#F8D7D6", "#C9534F"),  # part of the embedding: features for each layer
     ir.Head: ("#E3DAF3", "#7B5EA7"),
     ir.Pooler: ("#E3DAF3", "#7B5EA7"),
     ir.Dropout: ("#EEEEEE", "#999999"),
@@ -267,6 +268,9 @@ class _Diagram:
             elif port == "values":  # the first layer's values, into every later layer's attention
                 attrs.update(color=VALUES_COLOUR, penwidth="1.6", style="dashed", label="values",
                              fontcolor=VALUES_COLOUR, constraint="false")
+            elif port == "per_layer":  # its layer's features of the per-layer inputs
+                attrs.update(color=STYLES[ir.PerLayerInputs][1], style="dashed", label="its layer's",
+                             fontcolor=STYLES[ir.PerLayerInputs][1])
             elif port == "kv":  # an earlier layer's keys and values, which this one attends with
                 attrs.update(color=VALUES_COLOUR, penwidth="1.6", style="dashed", label="keys, values",
                              fontcolor=VALUES_COLOUR, constraint="false")

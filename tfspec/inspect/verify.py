@@ -35,7 +35,7 @@ from ..errors import SpecError
 from ..ir import nodes as ir
 from ..ir import queries
 from ..ir.queries import attentions
-from ..registry import ATTENTION_KINDS, MASKS, POSITIONS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS
 
 TOLERANCE = 1e-5
 
@@ -516,14 +516,21 @@ def window_locality(s: Subject) -> Result:
     return Result(name, "held", "with one layer and " + "; ".join(held) + rest)
 
 
-def check_feedforward_alone(module, x: torch.Tensor, row: int, position: int, replacement: torch.Tensor
-                            ) -> str | None:
+def check_feedforward_alone(module, x: torch.Tensor, row: int, position: int, replacement: torch.Tensor,
+                            per_layer: torch.Tensor | None = None) -> str | None:
     """A feed-forward's output at (``row``, ``position``) is unchanged when every other position of the batch,
-    in every row, becomes ``replacement``."""
+    in every row, becomes ``replacement``; ``per_layer``: the layer's per-layer inputs it reads (the same in both
+    calls), where its kind reads them."""
     changed = replacement.clone()
     changed[row, position] = x[row, position]
+    ctx = None
+    if per_layer is not None:
+        from ..nn.context import Context
+        from ..nn.per_layer import CARRIED
+        ctx = Context(torch.arange(x.shape[1])[None])
+        ctx.carried[CARRIED], ctx.layer = per_layer, 0
     with torch.no_grad():
-        a, b = module(x)[row, position], module(changed)[row, position]
+        a, b = module(x, ctx)[row, position], module(changed, ctx)[row, position]
     gap = _differs(a[None], b[None])
     if gap:
         return (f"replacing the other positions of the batch changed the feed-forward's output at row {row}, "
@@ -538,8 +545,9 @@ def feedforward_locality(s: Subject) -> Result:
     name = "feedforward locality"
     g = s.model.spec.graph()
     # one module of each feed-forward node (a layer's copy), with the width it reads
-    modules = {path: (s.model.get_submodule(path), node.width) for node in g.of(ir.FeedForward)
-               for path in queries.module_copies(g, node)[:1]}
+    modules = {path: (s.model.get_submodule(path), node.width,
+                      node.spec.d_ff if FEEDFORWARD_KINDS[node.spec.kind.name].reads_per_layer else None)
+               for node in g.of(ir.FeedForward) for path in queries.module_copies(g, node)[:1]}
     if not modules:
         return Result(name, "not applicable", "no feed-forward sublayer")
     dtype = next(s.model.parameters()).dtype
@@ -550,9 +558,11 @@ def feedforward_locality(s: Subject) -> Result:
         rows, n, seed = draw(st.integers(1, 3)), draw(st.integers(1, 9)), draw(st.integers(0, 2 ** 31 - 1))
         generator = torch.Generator().manual_seed(seed)
         x, replacement = (torch.randn(rows, n, modules[path][1], generator=generator).to(dtype) for _ in range(2))
-        return path, x, draw(st.integers(0, rows - 1)), draw(st.integers(0, n - 1)), replacement
+        features = modules[path][2]  # per-layer inputs it reads, one layer's (``kind=per_layer``)
+        per_layer = None if features is None else torch.randn(rows, n, 1, features, generator=generator).to(dtype)
+        return path, x, draw(st.integers(0, rows - 1)), draw(st.integers(0, n - 1)), replacement, per_layer
 
-    found = s.search(lambda c: check_feedforward_alone(modules[c[0]][0], c[1], c[2], c[3], c[4]), case())
+    found = s.search(lambda c: check_feedforward_alone(modules[c[0]][0], *c[1:]), case())
     return _outcome(name, found, f"every feed-forward sublayer ({len(modules)}) mapped each position by itself")
 
 

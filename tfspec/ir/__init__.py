@@ -3,11 +3,12 @@ validation passes (``validate``) and the queries several stages share (``queries
 
 from .graph import Graph, IRError
 from .nodes import (NODE_TYPES, OPS, Add, Attention, BlockInput, BlockOutput, Dropout, Embedding, FeedForward, Head,
-                    Input, LayerKind, Mixer, ModulePath, Node, Norm, Output, Patches, Pooler, PositionEncoding, Projection,
-                    Scale, StackInfo, StackParameters, Sublayer)
+                    Input, LayerKind, Mixer, ModulePath, Node, Norm, Output, Patches, PerLayerInputs, Pooler,
+                    PositionEncoding, Projection, Scale, StackInfo, StackParameters, Sublayer)
 
 __all__ = ["Graph", "IRError", "NODE_TYPES", "OPS", "Add", "Attention", "BlockInput", "BlockOutput", "Dropout",
-           "Embedding", "FeedForward", "Head", "Input", "Mixer", "ModulePath", "Node", "Norm", "Output", "Patches", "Pooler",
+           "Embedding", "FeedForward", "Head", "Input", "Mixer", "ModulePath", "Node", "Norm", "Output", "Patches",
+           "PerLayerInputs", "Pooler",
            "PositionEncoding", "Projection", "Scale", "StackInfo", "LayerKind", "StackParameters", "Sublayer"]
 
 # A Spec gets its graph and its parameter count from here (the front end does not import the stage after it)

@@ -26,6 +26,7 @@ class _Builder:
         self.handed_on: dict[tuple[str, str], str] = {}  # (stack, sublayer) -> the attention handing on its values
         # (stack, layer kind, sublayer) -> the attention handing on its keys and values (``kv_from``)
         self.keys_made: dict[tuple[str, int, str], str] = {}
+        self.per_layer: dict[str, str] = {}  # stack -> its per-layer inputs (``PerLayerInputs``), where it has them
 
     def add(self, cls: type[ir.Node], node_id: str, label: str, inputs=(), ports=None, **fields) -> str:
         """Add a node; ``ports`` maps input positions to ports other than ``input``. A layer's node id names its
@@ -125,12 +126,29 @@ class _Builder:
             x = self.norm(f"{role}.embed_norm", emb.norm, x, emb.dim, role, False, ModulePath((*path, "norm")),
                           "Embedding Norm")
         x = self.dropout(f"{role}.embed_dropout", emb.dropout, x, role, False, emb.dim)
-        if emb.project is None:
-            return x
-        return self.add(ir.Projection, f"{role}.embed_project", f"Linear ({emb.dim} → {emb.project})", [x],
-                        stack=role, module=ModulePath((*path, "project")), features=emb.dim, width=emb.project,
-                        params={"weight": Param((emb.project, emb.dim), "matrix"),
-                                "bias": Param((emb.project,), "bias")}, span=emb.span)
+        if emb.project is not None:
+            x = self.add(ir.Projection, f"{role}.embed_project", f"Linear ({emb.dim} → {emb.project})", [x],
+                         stack=role, module=ModulePath((*path, "project")), features=emb.dim, width=emb.project,
+                         params={"weight": Param((emb.project, emb.dim), "matrix"),
+                                 "bias": Param((emb.project,), "bias")}, span=emb.span)
+        readers = [s for s in self.spec.stacks if s.embedding == emb.name]
+        if emb.per_layer is not None and len(readers) == 1:  # (two stacks' would be refused by validation)
+            self.per_layer[role] = self.per_layer_inputs(stack, emb, path, tokens, x, length)
+        return x
+
+    def per_layer_inputs(self, stack: S.Stack, emb: S.Embedding, path: tuple, tokens: str, x: str, length: str
+                         ) -> str:
+        """Per-layer inputs from the token ids and the embeddings ``x`` (``PerLayerInputs``)."""
+        width, layers = emb.per_layer, stack.repeat
+        norm, norm_options = NORMS.of(emb.per_layer_norm)
+        params = {"table.weight": Param((emb.per_layer_vocab or emb.vocab, layers * width), "embedding"),
+                  "projection.weight": Param((layers * width, emb.width), "matrix"),
+                  **{f"norm.{k}": v for k, v in norm.params(width, norm_options).items()}}
+        return self.add(ir.PerLayerInputs, f"{stack.role}.per_layer",
+                        f"Per-Layer Inputs ({layers}×{width}, {emb.per_layer_norm})", [tokens, x], ports={0: "ids"},
+                        stack=stack.role, module=ModulePath((*path, "per_layer")), params=params,
+                        norm=emb.per_layer_norm, layers=layers, width=width, shape=("batch", length, layers, width),
+                        span=emb.span)
 
     def patches(self, role: str, emb: S.Embedding, path: tuple) -> str:
         """Pictures (``pixel_values``) cut into patches, each mapped linearly, after the class token."""
@@ -198,7 +216,10 @@ class _Builder:
             return node
         if isinstance(body, S.FeedForward):
             kind, options = FEEDFORWARD_KINDS.of(body.kind)
-            return self.add(ir.FeedForward, node_id, kind.describe(body, options), [x],
+            inputs, ports = [x], {}
+            if kind.reads_per_layer and role in self.per_layer:  # its layer's inputs (without: validation says)
+                inputs, ports = [x, self.per_layer[role]], {1: "per_layer"}
+            return self.add(ir.FeedForward, node_id, kind.describe(body, options), inputs, ports=ports,
                             stack=role, in_block=True, module=module, params=kind.params(width, body, options),
                             spec=body, width=width, span=body.span)
         if isinstance(body, S.Mixer):

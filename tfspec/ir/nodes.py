@@ -141,6 +141,17 @@ class Projection(Node):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class PerLayerInputs(Node):
+    """Features for each layer of a stack (Gemma 4's per-layer embeddings): a token table of ``layers · width``
+    per id, scaled by sqrt(width), plus the embeddings projected to as many and normed, times 2^-1/2; shape
+    ``(batch, length, layers, width)``. Its inputs: the token ids (port ``ids``) and the embeddings."""
+
+    kind: ClassVar[str] = "per_layer"
+    norm: S.Choice  # of the projection, over each layer's ``width`` features
+    layers: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class PositionEncoding(Node):
     """A positional encoding for each position of its input, added to the token embeddings."""
 
@@ -286,7 +297,8 @@ class Output(Node):
     name: Literal["logits", "hidden", "pooled"]
 
 
-NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Patches, Projection, PositionEncoding, StackParameters, Add, Norm,
+NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Patches, Projection, PositionEncoding, PerLayerInputs,
+                                      StackParameters, Add, Norm,
                                       Dropout, Scale, Attention, FeedForward, Mixer, BlockInput, BlockOutput, Head,
                                       Pooler, Output)
 OPS: dict[str, str] = {cls.kind: (cls.__doc__ or "").split("\n")[0] for cls in NODE_TYPES}

@@ -13,7 +13,7 @@ import networkx as nx
 
 from ..front import schema as S
 from ..errors import Collector, Diagnostic
-from ..registry import ATTENTION_KINDS, ATTENTION_STEPS, MASKS, NORMS, POSITIONS
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS
 from . import nodes as ir
 from .graph import Graph
 from .lower import lower
@@ -108,6 +108,41 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
             errors.error(problem.code, problem.message, about.span or node.span, problem.hint)
 
 
+def check_per_layer(g: Graph, spec: S.Spec, errors: Collector) -> None:
+    """Per-layer inputs made for one stack and read there: each ``kind=per_layer`` feed-forward reads its stack's
+    embedding's, as wide as its ``d_ff``, through a function of one input; an embedding making them has a
+    reader, one stack, and a row for every token id."""
+    for stack in spec.stacks:
+        emb = spec.embedding(stack.embedding)
+        readers = [n for n in g.of(ir.FeedForward, stack=stack.role) if FEEDFORWARD_KINDS[n.spec.kind.name].reads_per_layer]
+        for node in readers:
+            activation = ACTIVATIONS[node.spec.activation.name]
+            if emb.per_layer is None:
+                errors.error("structure", f"kind=per_layer reads its layer's per-layer inputs, but embedding "
+                             f"'{emb.name}' makes none", node.span, f"add `per_layer {node.spec.d_ff}` to embedding "
+                             f"'{emb.name}'")
+            elif node.spec.d_ff != emb.per_layer:
+                errors.error("shape", f"kind=per_layer gates the layer's {emb.per_layer} per-layer inputs, but its "
+                             f"d_ff is {node.spec.d_ff}", node.span, f"give d_ff={emb.per_layer}")
+            if activation.up_features(node.spec.d_ff) != node.spec.d_ff:
+                errors.error("value", f"kind=per_layer applies a function of one input to its gate, not the gated "
+                             f"unit {node.spec.activation.name}", node.spec.activation.span or node.span,
+                             "use its function alone (gelu_tanh for geglu_tanh)")
+        if emb.per_layer is None:
+            continue
+        if sum(s.embedding == emb.name for s in spec.stacks) > 1:
+            errors.error("structure", f"per_layer {emb.per_layer}: embedding '{emb.name}' feeds both stacks, and "
+                         "per-layer inputs are one stack's layers'", emb.span, "give each stack its own embedding")
+        elif not readers:
+            errors.error("structure", f"per_layer {emb.per_layer}: no layer of the {stack.role} reads them",
+                         emb.span, f"add feedforward(x, d_ff={emb.per_layer}, kind=per_layer) to its layers, or "
+                         "drop per_layer")
+        if emb.per_layer_vocab is not None and emb.per_layer_vocab < emb.vocab:
+            errors.error("size", f"per_layer_vocab {emb.per_layer_vocab} is smaller than the vocab {emb.vocab}: ids "
+                         f"from {emb.per_layer_vocab} on would have no per-layer row", emb.span,
+                         f"give at least {emb.vocab}")
+
+
 def _reading_problems(g: Graph, node: ir.Attention, kind) -> list[Diagnostic]:
     """What stops an attention attending with the keys and values an earlier layer's made (``kv_from``): a kind
     that projects otherwise, steps acting on keys or values it does not make, or keys another kind of attention
@@ -166,6 +201,8 @@ def infer_shapes(g: Graph, spec: S.Spec, errors: Collector) -> None:
             shape = (ins[0][1], node.width)  # the length of the ids, or of the patches' sequence
         elif isinstance(node, ir.Projection):
             shape = (*ins[0][:-1], node.width)
+        elif isinstance(node, ir.PerLayerInputs):  # each id's features for each layer
+            shape = (*ins[0], node.layers, node.width)
         elif isinstance(node, ir.Add):
             shape = _broadcast(ins)
             if shape is None:
@@ -234,6 +271,7 @@ PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [
     check_embeddings_read,         # no embedding that no stack reads
     check_images,                  # pictures feed an encoder-only model whose positions cover their patches
     check_variants,                # each variant's own checks; positions where they act
+    check_per_layer,               # per-layer inputs made for one stack, read there as wide as made
 ]
 
 

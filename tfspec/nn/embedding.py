@@ -68,7 +68,8 @@ class Embeddings(nn.Module):
     encoder and decoder read one)."""
 
     def __init__(self, vocab: int, dim: int, scale: float, positions: nn.Module | None, segments: int,
-                 norm: nn.Module, dropout: float, shared: bool = False, project: int | None = None):
+                 norm: nn.Module, dropout: float, shared: bool = False, project: int | None = None,
+                 per_layer: nn.Module | None = None):
         super().__init__()
         self.vocab, self.dim, self.scale = vocab, dim, scale
         self.width = project or dim  # what the stack reads
@@ -79,6 +80,9 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(dropout)
         # a linear map into the stack's width after the norm and dropout (ALBERT's, ELECTRA-small's)
         self.project = nn.Linear(dim, project) if project else None
+        # features for each layer of its stack from the ids and the embeddings (``tfspec.nn.per_layer``), which the
+        # model computes beside them and hands the layers through the call's context
+        self.per_layer = per_layer
 
     def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor | None = None,
                 tokens: nn.Module | None = None) -> Tensor:

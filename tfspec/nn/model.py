@@ -21,6 +21,7 @@ from torch import Tensor, fx, nn
 from .checks import check_ids, check_memory, check_padding_mask, check_pixels, check_runtime_inputs
 from .context import Context
 from .embedding import Embeddings, default_positions
+from .per_layer import CARRIED as PER_LAYER
 from .generated import Generated
 from .recompute import checkpointed
 
@@ -148,7 +149,10 @@ class CompiledModel(nn.Module):
                     raise ValueError(f"token_types must have the shape of {name} {tuple(ids.shape)}, "
                                      f"got {tuple(token_types.shape)}")
         source = self.shared_tokens[role]
-        return embedding(ids, ctx.positions, token_types, self.embeddings[source].tokens if source else None)
+        x = embedding(ids, ctx.positions, token_types, self.embeddings[source].tokens if source else None)
+        if embedding.per_layer is not None:  # each layer's own features, which its per-layer gate reads
+            ctx.carried[PER_LAYER] = embedding.per_layer(ids, x)
+        return x
 
     def context(self, role: str, name: str, ids: Tensor, inputs: dict, padding: Tensor | None = None,
                 offset: int = 0, memory: Tensor | None = None, memory_padding: Tensor | None = None) -> Context:

@@ -68,6 +68,9 @@ class FeedForwardKind(Variant):
     # Holds what an activation trains (xIELU's two parameters) with its network; a mixture's experts share one
     # module of the function, so one that trains parameters is refused there
     trains_activation: ClassVar[bool] = True
+    # Reads its layer's per-layer inputs (``embedding ... { per_layer N }``: Gemma 4's), which its stack's
+    # embedding must make, N wide (``d_ff``); the graph has an edge on port ``per_layer`` from them
+    reads_per_layer: ClassVar[bool] = False
 
     def params(self, width: int, body, options) -> dict[str, Param]:
         raise NotImplementedError
