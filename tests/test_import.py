@@ -218,22 +218,25 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "Gemma3TextModel": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
                             sliding_window=5, layer_types=["full_attention", "sliding_attention"]),
-    # sliding layers, and full ones with wider heads, p-RoPE and values from the keys (the 31B's); the last three
-    # reading the keys and values of the last earlier layer of their kind, with MLPs twice as wide (E2B's)
+    # E2B's layers: sliding and full ones (wider heads, p-RoPE), per-layer input embeddings, and the last three
+    # reading the keys and values of the last earlier layer of their kind, with MLPs twice as wide
     "Gemma4ForCausalLM": dict(model_type="gemma4_text", vocab_size=90, hidden_size=32, num_hidden_layers=7,
                               num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
-                              num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=48,
-                              sliding_window=6, final_logit_softcapping=0.4, hidden_size_per_layer_input=0,
+                              intermediate_size=48, sliding_window=6, final_logit_softcapping=0.4,
+                              hidden_size_per_layer_input=8, vocab_size_per_layer_input=90,
                               num_kv_shared_layers=3, use_double_wide_mlp=True,
                               layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2
                               + ["full_attention"],
                               rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                                                "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
                                                                   "partial_rotary_factor": 0.5}}),
-    "Gemma4TextModel": dict(model_type="gemma4_text", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+    # the 31B's full layers (values from the keys, fewer kv heads), the last two reading earlier layers' keys
+    "Gemma4TextModel": dict(model_type="gemma4_text", vocab_size=90, hidden_size=32, num_hidden_layers=5,
                             num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
-                            intermediate_size=48, sliding_window=5, hidden_size_per_layer_input=0,
-                            layer_types=["full_attention", "sliding_attention", "full_attention"]),
+                            num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=48,
+                            sliding_window=5, hidden_size_per_layer_input=0, num_kv_shared_layers=2,
+                            layer_types=["full_attention", "sliding_attention", "full_attention",
+                                         "sliding_attention", "full_attention"]),
     "GPTJForCausalLM": dict(model_type="gptj", vocab_size=90, n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
                             n_positions=40, bos_token_id=1, eos_token_id=2),
     "GPTJModel": dict(model_type="gptj", vocab_size=90, n_embd=32, n_layer=1, n_head=4, rotary_dim=8, n_inner=48,
@@ -1117,7 +1120,8 @@ EVERY_FIELD = {
                                                            "partial_rotary_factor": 0.5, "factor": 2.0}}),
                   dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=5,
                        num_attention_heads=3, num_key_value_heads=1, head_dim=8, global_head_dim=16,
-                       intermediate_size=40, sliding_window=7, hidden_size_per_layer_input=0, num_kv_shared_layers=2,
+                       intermediate_size=40, sliding_window=7, hidden_size_per_layer_input=6,
+                       vocab_size_per_layer_input=97, num_kv_shared_layers=2,
                        use_double_wide_mlp=True, layer_types=["sliding_attention", "full_attention"] * 2
                        + ["full_attention"]),
                   *(dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
@@ -1241,7 +1245,6 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "deepseek_v2", "topk_method": "noaux_tc"}, "topk_method 'noaux_tc' has no tfspec topk_method"),
     ({"model_type": "deepseek_v3", "num_hidden_layers": 2, "first_k_dense_replace": 2},
      "no layer of this configuration is a mixture of experts"),
-    ({"model_type": "gemma4_text"}, "per-layer input embeddings (hidden_size_per_layer_input=256: Gemma 4 E2B"),
     ({"model_type": "gemma4_text", "hidden_size_per_layer_input": 0, "num_hidden_layers": 2,
       "num_kv_shared_layers": 2}, "every layer shares keys and values (num_kv_shared_layers=2)"),
     ({"model_type": "gemma4_text", "hidden_size_per_layer_input": 0, "enable_moe_block": True, "num_experts": 4,

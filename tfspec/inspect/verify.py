@@ -675,6 +675,11 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
             else:
                 note(f"vocab of {node.name}", node.vocab, min(node.vocab, max_vocab))
                 update["vocab"] = min(node.vocab, max_vocab)
+            if node.per_layer is not None:  # as wide as the per-layer gates reading them (their d_ff, capped)
+                note(f"per-layer inputs of {node.name}", node.per_layer, min(node.per_layer, max_d_ff))
+                update["per_layer"] = min(node.per_layer, max_d_ff)
+                if node.per_layer_vocab is not None:
+                    update["per_layer_vocab"] = min(node.per_layer_vocab, max_vocab)
             variant, options = POSITIONS.of(node.position)
             table = variant.max_len(options)
             if table is not None:  # keep room for the longest window, so its locality stays testable

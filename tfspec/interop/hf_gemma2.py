@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as ir
+from ..registry import FEEDFORWARD_KINDS
 from ..ir.queries import sublayers
 from . import hf_llama
 from .facts import Facts
@@ -158,6 +159,8 @@ def sandwich_modules(model) -> dict[str, str]:
     g = model.spec.graph()
     found: dict[str, str] = {}
     for node in sublayers(g, "decoder", kind=0):  # every kind of layer names its calls alike
+        if isinstance(node, ir.FeedForward) and FEEDFORWARD_KINDS[node.spec.kind.name].reads_per_layer:
+            continue  # (Gemma 4's per-layer gate, which its family maps)
         part = "attention" if isinstance(node, ir.Attention) else "feedforward"
         before, after = g.node(node.inputs[0]), g.consumers(node.id)
         if part in found or not isinstance(before, ir.Norm) or len(after) != 1 or not isinstance(after[0], ir.Norm):

@@ -9,16 +9,19 @@ heads of their own width (``global_head_dim``), rotate only the fastest quarter 
 ``rotary(scaling=proportional, proportion=0.25)``, θ 1e6) and, with ``attention_k_eq_v``, take their values from
 the keys' projection (``kind=same_kv``) with fewer kv heads (``num_global_key_value_heads``) -- a layer schedule.
 
-The last ``num_kv_shared_layers`` layers (E2B, E4B) attend with the keys and values of the last earlier layer of
-their kind, projecting queries alone (``self_attn kv_from=j steps=none``), their MLPs twice as wide with
-``use_double_wide_mlp``. Per-layer input embeddings (E2B, E4B) and the mixture of experts beside the MLP (26B-A4B)
-are refused by name until the language writes them.
+The smaller sizes (E2B, E4B) add two parts. Per-layer input embeddings (``hidden_size_per_layer_input``): the
+embedding makes features for each layer (``per_layer 256``) and each layer, after its MLP, adds a normed gate of
+its own (``x = x + norm(feedforward(x, d_ff=256, activation=gelu_tanh, kind=per_layer))``). And the last
+``num_kv_shared_layers`` layers attend with the keys and values of the last earlier layer of their kind,
+projecting queries alone (``self_attn kv_from=j steps=none``), their MLPs twice as wide with
+``use_double_wide_mlp``. The mixture of experts beside the MLP (26B-A4B) is refused by name until the language
+writes it.
 """
 
 from __future__ import annotations
 
 from ..ir import nodes as ir
-from ..registry import ATTENTION_KINDS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS
 from . import hf_gemma2, hf_llama
 from .facts import Facts
 from .fields import Field, Fields, Fixed
@@ -28,6 +31,8 @@ from .writer import SpecWriter, causal_masks, schedule
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
 SCALINGS = {"default": "none", "linear": "linear", "proportional": "proportional"}  # the full layers' rope_type
+# the function of one input the per-layer gate applies (hidden_activation), by the MLP's gated unit of it
+ONE_INPUT = {"gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 _DEFAULT_ROPE = {SLIDING: {"rope_type": "default", "rope_theta": 1e4},
                  FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}}
 
@@ -138,9 +143,12 @@ FIELDS = Fields(
           required="one head_dim and number of kv heads per kind of layer"),
     Fixed("use_bidirectional_attention", None, "bidirectional attention ({value}) makes Gemma 4 an encoder; "
           "tfspec reads the causal model", read=lambda c: getattr(c, "use_bidirectional_attention", None) or None),
-    Fixed("hidden_size_per_layer_input", 0, "per-layer input embeddings (hidden_size_per_layer_input={value}: "
-          "Gemma 4 E2B and E4B) are not expressed yet", read=lambda c: c.hidden_size_per_layer_input or 0,
-          exported=True),
+    # per-layer input embeddings (E2B, E4B): the embedding's per_layer, and each layer's per-layer gate
+    Field("per_layer_dim", "hidden_size_per_layer_input", lambda f: f.embedding.per_layer or 0,
+          read=lambda c: c.hidden_size_per_layer_input or None),
+    Field("per_layer_vocab", "vocab_size_per_layer_input",
+          lambda f: (f.embedding.per_layer_vocab or f.embedding.vocab) if f.embedding.per_layer else None,
+          read=lambda c: c.vocab_size_per_layer_input if c.hidden_size_per_layer_input else None),
     # the last layers read the keys and values of the last earlier layer of their kind (``kv_from``)
     Field("shared_layers", "num_kv_shared_layers", lambda f: sum(_makers(f)[i] is not None
                                                                 for i in range(f.layers("decoder"))) or None,
@@ -155,8 +163,6 @@ FIELDS = Fields(
           "expressed yet", read=lambda c: bool(c.enable_moe_block)),
     ignored={"max_position_embeddings": "the longest sequence trained on; the rotary positions compute the same at "
                                         "any length",
-             "vocab_size_per_layer_input": "the per-layer input embeddings' vocabulary, read with them "
-                                           "(hidden_size_per_layer_input, which must be 0)",
              "num_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
              "top_k_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
              "moe_intermediate_size": "the mixture's, read with it (enable_moe_block, which must be false)"},
@@ -190,7 +196,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         raise InteropError(f"the layers sharing keys and values include {', '.join(unmade)} ones, but no earlier "
                            "layer of that kind makes them")
     double = s.value("double_wide")
-    (base, _), sections = schedule(list(zip(slides, makers)))
+    # (a layer reading another's keys is never the stack's own: a section cannot undo kv_from)
+    (base, _), sections = schedule(list(zip(slides, makers)), own=lambda layer: layer[1] is None)
     own = attention(base)
 
     def section(slide: bool, maker: int | None) -> str:  # what a section's layers change of the stack's own
@@ -205,6 +212,13 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     lines = "".join(f"  layers {layers} {{ {section(*layer)} }}\n" for layers, layer in sections)
     written = ", ".join(f"{k}={v}" for k, v in own.items() if (k, v) != ("kind", "dot"))
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    per_layer, gate = "", ""
+    if s.per_layer_dim:  # the table and projection with the embedding; each layer's gate after its MLP
+        other = s.value("per_layer_vocab") != s.value("vocab")
+        per_layer = (f"; per_layer {s.per_layer_dim}" + (f"; per_layer_vocab {s.per_layer_vocab}" if other else "")
+                     + f"; per_layer_norm rmsnorm(eps={eps})")
+        gate = (f"  x = x + norm(feedforward(x, d_ff={s.per_layer_dim}, activation={ONE_INPUT[s.value('activation')]}, "
+                "bias=false, kind=per_layer))\n")
     text = f"""model {name}
 
 defaults {{
@@ -213,14 +227,14 @@ defaults {{
   init normal(std={s.init_std})
 }}
 
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}) }}
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}){per_layer} }}
 
 decoder x {s.layers} {{
   position {position(base)}
   x = x + norm(attention(norm(x), heads={s.heads}, {written}, \\
                          scale=1, bias={s.attention_bias}, qk_norm=rmsnorm(eps={eps}), steps=value_norm(eps={eps})))
   x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
-  x = gain(x, scalar=true, trained=false)
+{gate}  x = gain(x, scalar=true, trained=false)
   final rmsnorm(eps={eps})
 {lines}}}
 """
@@ -249,11 +263,35 @@ def _layer_scalar(model) -> str:
                        "trained=false), Gemma 4's layer_scalar")
 
 
+def _per_layer_gate(model) -> tuple[str, str] | None:
+    """The module names, in a decoder layer, of its per-layer gate and the norm after it (None: it has none)."""
+    g = model.spec.graph()
+    for node in g.of(ir.FeedForward, stack="decoder", in_block=True):
+        if node.layer_kind == 0 and FEEDFORWARD_KINDS[node.spec.kind.name].reads_per_layer:
+            after = g.consumers(node.id)
+            if len(after) != 1 or not isinstance(after[0], ir.Norm):
+                raise InteropError(f"spec '{model.spec.name}' is not Gemma 4's layer: its per-layer gate is normed "
+                                   "before the residual sum (x = x + norm(feedforward(x, ..., kind=per_layer)))")
+            return node.name, after[0].module.name
+    return None
+
+
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     rules, aliases = hf_gemma2._rules(model, prefix, state, lm)
     attention = hf_gemma2.sandwich_modules(model)["attention"]
     scalar = _layer_scalar(model)
     ours_state = model.state_dict()
+    gate = _per_layer_gate(model)
+    if gate is not None:
+        ours = "embeddings.tokens.per_layer"
+        rules += [rule(f"{ours}.table.weight", f"{prefix}embed_tokens_per_layer.weight"),
+                  rule(f"{ours}.projection.weight", f"{prefix}per_layer_model_projection.weight"),
+                  rule(f"{ours}.norm.weight", f"{prefix}per_layer_projection_norm.weight")]
+        for i in range(len(model.decoder.layers)):
+            ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
+            rules += [rule(f"{ours}.{gate[0]}.gate.weight", f"{theirs}.per_layer_input_gate.weight"),
+                      rule(f"{ours}.{gate[0]}.down.weight", f"{theirs}.per_layer_projection.weight"),
+                      rule(f"{ours}.{gate[1]}.weight", f"{theirs}.post_per_layer_input_norm.weight")]
     for i in range(len(model.decoder.layers)):
         ours, theirs = f"decoder.layers.{i}.{attention}", f"{prefix}layers.{i}.self_attn"
         # (a layer reading another's keys and values norms its queries alone, on both sides)

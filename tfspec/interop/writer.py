@@ -90,16 +90,16 @@ class SpecWriter:
         return "\n".join(lines + [first, ""] + lets + ([""] + rest.rstrip("\n").split("\n") if rest else [])) + "\n"
 
 
-def schedule(per_layer: list) -> tuple[object, list[tuple[str, object]]]:
-    """A stack's per-layer values as a layer schedule: the most common (the stack's own; the first of equals)
-    and, for each other value, the ``layers`` selection of its layers.
+def schedule(per_layer: list, own=lambda value: True) -> tuple[object, list[tuple[str, object]]]:
+    """A stack's per-layer values as a layer schedule: the most common of those that may be the stack's ``own``
+    (the first of equals) and, for each other value, the ``layers`` selection of its layers.
 
     >>> schedule(["sliding", "sliding", "sliding", "full"])
     ('sliding', [('3', 'full')])
-    >>> schedule([1, 0, 1, 0, 1, 0]), schedule([0, 0, 1, 1, 1, 1])
-    ((1, [('every(2, from=1)', 0)]), (1, [('range(0, 2)', 0)]))
+    >>> schedule([1, 0, 1, 0, 1, 0]), schedule([0, 0, 1, 1, 1, 1]), schedule([0, 1, 1], own=lambda v: v == 0)
+    ((1, [('every(2, from=1)', 0)]), (1, [('range(0, 2)', 0)]), (0, [('range(1, 3)', 1)]))
     """
-    base = max(dict.fromkeys(per_layer), key=per_layer.count)
+    base = max((v for v in dict.fromkeys(per_layer) if own(v)), key=per_layer.count)
     return base, [(selection([i for i, v in enumerate(per_layer) if v == value], len(per_layer)), value)
                   for value in dict.fromkeys(per_layer) if value != base]
 
