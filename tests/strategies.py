@@ -143,7 +143,9 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
         lines.append(f"attention cross heads={heads}{_arg('mask', draw(st.sampled_from(cross_masks)))}"
                      f"{draw(st.sampled_from(['', ' memory=encoder']))}")
     if draw(st.integers(0, 4)):
-        kinds = [(name, choice_text(name, o)) for name in FEEDFORWARD_KINDS for o in FEEDFORWARD_KINDS[name].examples]
+        # (one reading per-layer inputs needs its embedding to make them: tests/test_per_layer.py)
+        kinds = [(name, choice_text(name, o)) for name in FEEDFORWARD_KINDS for o in FEEDFORWARD_KINDS[name].examples
+                 if not FEEDFORWARD_KINDS[name].reads_per_layer]
         kind, kind_text = draw(st.sampled_from([("dense", ""), *kinds]))
         # an activation that trains parameters (xIELU) only where the network holds them (not a mixture's experts)
         act = draw(st.sampled_from(ACTIVATIONS.names() if FEEDFORWARD_KINDS[kind].trains_activation

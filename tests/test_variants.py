@@ -58,6 +58,9 @@ def spec_text(family: str, name: str, options: dict) -> str:
     text = defaults + EMBEDDING.format(position="none") + f"{stack} x 2 {{ {body} }}\nhead linear(40)"
     if family == "attention kind" and refused(text):  # a kind for causal attention alone: a decoder's
         text = text.replace("encoder x 2", "decoder x 2").replace("mask=padding", "mask=causal + padding")
+    if family == "feed-forward kind" and variant.reads_per_layer:  # its stack's embedding makes them
+        text = text.replace("position none }", "position none; per_layer 32 }").replace("activation=swiglu",
+                                                                                     "activation=gelu")
     return text
 
 

@@ -529,8 +529,9 @@ def check_feedforward_alone(module, x: torch.Tensor, row: int, position: int, re
         from ..nn.per_layer import CARRIED
         ctx = Context(torch.arange(x.shape[1])[None])
         ctx.carried[CARRIED], ctx.layer = per_layer, 0
+    run = module if ctx is None else (lambda t: module(t, ctx))
     with torch.no_grad():
-        a, b = module(x, ctx)[row, position], module(changed, ctx)[row, position]
+        a, b = run(x)[row, position], run(changed)[row, position]
     gap = _differs(a[None], b[None])
     if gap:
         return (f"replacing the other positions of the batch changed the feed-forward's output at row {row}, "

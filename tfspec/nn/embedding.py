@@ -110,6 +110,7 @@ class PatchEmbeddings(nn.Module):
 
     vocab = None  # no token table
     segments = None
+    per_layer = None  # (per-layer inputs are of token ids)
 
     def __init__(self, image: int, patch: int, channels: int, dim: int, class_token: bool,
                  positions: nn.Module | None, norm: nn.Module, dropout: float, project: int | None = None):
