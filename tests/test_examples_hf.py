@@ -172,6 +172,22 @@ PUBLISHED = {
                                                             "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
                         pad_token_id=0, eos_token_id=1, bos_token_id=2, architectures=["Gemma4ForCausalLM"]),
                    "Gemma4ForCausalLM"),
+    # Gemma-4-26B-A4B's text model: a mixture of 128 experts (8 chosen) beside each layer's MLP
+    "gemma4_26b_a4b": (dict(model_type="gemma4_text", vocab_size=262144, hidden_size=2816, intermediate_size=2112,
+                            num_hidden_layers=30, num_attention_heads=16, num_key_value_heads=8,
+                            num_global_key_value_heads=2, head_dim=256, global_head_dim=512,
+                            hidden_activation="gelu_pytorch_tanh", max_position_embeddings=262144, rms_norm_eps=1e-6,
+                            sliding_window=1024, final_logit_softcapping=30.0, tie_word_embeddings=True,
+                            attention_bias=False, attention_k_eq_v=True, hidden_size_per_layer_input=0,
+                            num_kv_shared_layers=0, use_double_wide_mlp=False, enable_moe_block=True, num_experts=128,
+                            top_k_experts=8, moe_intermediate_size=704,
+                            layer_types=(["sliding_attention"] * 5 + ["full_attention"]) * 5,
+                            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                             "full_attention": {"rope_type": "proportional",
+                                                                "partial_rotary_factor": 0.25,
+                                                                "rope_theta": 1000000.0}},
+                            pad_token_id=0, eos_token_id=1, bos_token_id=2, architectures=["Gemma4ForCausalLM"]),
+                       "Gemma4ForCausalLM"),
     # Gemma-4-31B's text model (google/gemma-4-31B's text_config): no per-layer embeddings, shared keys or experts
     "gemma4_31b": (dict(model_type="gemma4_text", vocab_size=262144, hidden_size=5376, intermediate_size=21504,
                         num_hidden_layers=60, num_attention_heads=32, num_key_value_heads=16, head_dim=256,
@@ -199,8 +215,8 @@ def hf_count(config: dict, cls: str, active: bool = False) -> int:
         b.numel() for name, b in model.named_buffers()
         if name == "final_logits_bias" or name.endswith((".e_score_correction_bias", ".layer_scalar")))
     if active:
-        experts = config.get("num_local_experts") or config.get("n_routed_experts") or 1
-        chosen = config.get("num_experts_per_tok", 1) / experts
+        experts = config.get("num_local_experts") or config.get("n_routed_experts") or config.get("num_experts") or 1
+        chosen = (config.get("num_experts_per_tok") or config.get("top_k_experts") or 1) / experts
         total -= sum(round(p.numel() * (1 - chosen)) for name, p in model.named_parameters() if ".experts." in name)
     return total
 

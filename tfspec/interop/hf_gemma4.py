@@ -14,13 +14,16 @@ embedding makes features for each layer (``per_layer 256``) and each layer, afte
 its own (``x = x + norm(feedforward(x, d_ff=256, activation=gelu_tanh, kind=per_layer))``). And the last
 ``num_kv_shared_layers`` layers attend with the keys and values of the last earlier layer of their kind,
 projecting queries alone (``self_attn kv_from=j steps=none``), their MLPs twice as wide with
-``use_double_wide_mlp``. The mixture of experts beside the MLP (26B-A4B) is refused by name until the language
-writes it.
+``use_double_wide_mlp``. The 26B-A4B has a mixture of experts beside each MLP (``enable_moe_block``): the router
+reads the stream RMS-normed and scaled, the experts read it normed with a weight, each chosen expert's weight is
+scaled by its own learned scale, and the MLP's and the mixture's outputs are each normed before their sum is
+(``x = x + norm(norm(feedforward(norm(x), ...)) + norm(feedforward(x, ..., kind=moe(...))))``).
 """
 
 from __future__ import annotations
 
 from ..ir import nodes as ir
+from ..ir.queries import sublayers
 from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS
 from . import hf_gemma2, hf_llama
 from .facts import Facts
@@ -104,16 +107,40 @@ def _makers(f) -> list[int | None]:
     return [a.spec.kv_from for a in _nodes(f)]
 
 
+def _layer_mlps(f) -> list:
+    """Each layer's MLP (not its mixture or per-layer gate), in layer order."""
+    info, mlps = f.g.stacks["decoder"], {}
+    for node in f.g.of(ir.FeedForward, stack="decoder", in_block=True):
+        kind = FEEDFORWARD_KINDS[node.spec.kind.name]
+        if not kind.routes and not kind.reads_per_layer:
+            mlps.setdefault(node.layer_kind, node.spec)
+    if len(mlps) != len(info.kinds):
+        raise f.refuse("a kind of its layers has no MLP")
+    return [mlps[info.kind_of(i)] for i in range(info.repeat)]
+
+
+def _mlp(f):
+    """The MLP of the stack's own kind of layer."""
+    return _layer_mlps(f)[f.g.stacks["decoder"].kinds[0].layers[0]]
+
+
+def _routes(f) -> bool:
+    """Does some layer have a mixture of experts (beside its MLP)?"""
+    return any(FEEDFORWARD_KINDS[n.spec.kind.name].routes for n in f.g.of(ir.FeedForward, stack="decoder"))
+
+
 def _double_wide(f) -> bool:
     """Are the MLPs of the layers reading another's keys and values twice as wide as the others'?"""
-    makers, widths = _makers(f), [ff.d_ff for ff in f.layer_feedforwards("decoder")]
+    makers, widths = _makers(f), [ff.d_ff for ff in _layer_mlps(f)]
     readers = {w for w, m in zip(widths, makers) if m is not None}
     return bool(readers) and readers == {2 * widths[0]}
 
 
 FIELDS = Fields(
-    *(_GEMMA2[n] for n in ("d_model", "heads", "layers", "d_ff", "vocab", "window", "layer_types", "eps",
-                           "p_attn_dropout", "init_std", "activation", "attention_bias", "tied", "final_softcap")),
+    *(_GEMMA2[n] for n in ("d_model", "heads", "layers", "vocab", "window", "layer_types", "eps",
+                           "p_attn_dropout", "init_std", "attention_bias", "tied", "final_softcap")),
+    Field("d_ff", "intermediate_size", lambda f: _mlp(f).d_ff),
+    Field("activation", "hidden_activation", lambda f: _mlp(f).activation.name, names=hf_gemma2.ACTIVATIONS),
     # the sliding layers' heads (and the full ones', where nothing else says)
     Field("kv_heads", "num_key_value_heads", lambda f: _geometry(f, True, "kv_heads") or (
         None if _k_eq_v(f) else _geometry(f, False, "kv_heads")),
@@ -159,13 +186,17 @@ FIELDS = Fields(
     Fixed("num_kv_shared_layers", None, "every layer shares keys and values (num_kv_shared_layers={value}): none "
           "makes them (Gemma 4's assistant models read a target model's)", required="fewer than num_hidden_layers",
           read=lambda c: c.num_kv_shared_layers if (c.num_kv_shared_layers or 0) >= c.num_hidden_layers else None),
-    Fixed("enable_moe_block", False, "the mixture of experts beside each layer's MLP (Gemma 4 26B-A4B) is not "
-          "expressed yet", read=lambda c: bool(c.enable_moe_block)),
+    # the mixture of experts beside each layer's MLP (26B-A4B)
+    Field("moe", "enable_moe_block", _routes, read=lambda c: bool(c.enable_moe_block), setting=False),
+    Field("experts", "num_experts", lambda f: f.mixture("decoder").experts if _routes(f) else None,
+          read=lambda c: c.num_experts if c.enable_moe_block else None),
+    Field("top", "top_k_experts", lambda f: f.mixture("decoder").top if _routes(f) else None,
+          read=lambda c: c.top_k_experts if c.enable_moe_block else None),
+    Field("moe_d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff if _routes(f) else None,
+          read=lambda c: c.moe_intermediate_size if c.enable_moe_block else None),
     ignored={"max_position_embeddings": "the longest sequence trained on; the rotary positions compute the same at "
                                         "any length",
-             "num_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
-             "top_k_experts": "the mixture's, read with it (enable_moe_block, which must be false)",
-             "moe_intermediate_size": "the mixture's, read with it (enable_moe_block, which must be false)"},
+             },
 )
 
 
@@ -212,6 +243,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     lines = "".join(f"  layers {layers} {{ {section(*layer)} }}\n" for layers, layer in sections)
     written = ", ".join(f"{k}={v}" for k, v in own.items() if (k, v) != ("kind", "dot"))
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    mlp = f"feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false)"
+    if s.value("moe"):  # beside the MLP: the experts read the stream normed, the router the stream itself
+        mlp = (f"norm({mlp}) + norm(feedforward(x, d_ff={s.moe_d_ff}, activation={s.activation}, bias=false, \\\n"
+               f"                 kind=moe({s.experts}, {s.top}, renormalize=true, router_input=normed, "
+               f"experts_norm=rmsnorm, norm_eps={eps}, expert_scale=true)))")
     per_layer, gate = "", ""
     if s.per_layer_dim:  # the table and projection with the embedding; each layer's gate after its MLP
         other = s.value("per_layer_vocab") != s.value("vocab")
@@ -233,7 +269,7 @@ decoder x {s.layers} {{
   position {position(base)}
   x = x + norm(attention(norm(x), heads={s.heads}, {written}, \\
                          scale=1, bias={s.attention_bias}, qk_norm=rmsnorm(eps={eps}), steps=value_norm(eps={eps})))
-  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
+  x = x + norm({mlp})
 {gate}  x = gain(x, scalar=true, trained=false)
   final rmsnorm(eps={eps})
 {lines}}}
@@ -253,52 +289,93 @@ def hf_config(spec) -> dict:
     return {"model_type": "gemma4_text", **FIELDS.config(f)}
 
 
-def _layer_scalar(model) -> str:
-    """The module name, in a decoder layer, of the gain the layer ends with (``layer_scalar``)."""
+def _layer_modules(model) -> dict[str, str]:
+    """Module names, inside one decoder layer (every kind names its calls alike), of each part of Gemma 4's layer
+    and the norms around it, under Hugging Face's names: ``self_attn``, ``mlp``, ``experts`` (the mixture, where it
+    has one), ``per_layer`` (the per-layer gate), and the norms ``input_layernorm``, ``post_attention_layernorm``,
+    ``pre_feedforward_layernorm``, ``post_feedforward_layernorm`` (and ``..._1``, ``..._2`` with a mixture),
+    ``post_per_layer_input_norm``, ``layer_scalar``."""
     g = model.spec.graph()
+    found: dict[str, str] = {}
+
+    def refuse(what: str) -> InteropError:
+        return InteropError(f"spec '{model.spec.name}' is not Gemma 4's layer: {what}")
+
+    def norm_after(node) -> ir.Node:
+        after = g.consumers(node.id)
+        if len(after) != 1 or not isinstance(after[0], ir.Norm):
+            raise refuse(f"its {node.name} is not normed before it is added to the stream")
+        return after[0]
+
+    def norm_before(node) -> str:
+        before = g.node(node.inputs[0])
+        if not isinstance(before, ir.Norm):
+            raise refuse(f"its {node.name} does not read a norm of the stream")
+        return before.module.name
+
+    for node in sublayers(g, "decoder", kind=0):
+        kind = FEEDFORWARD_KINDS[node.spec.kind.name] if isinstance(node, ir.FeedForward) else None
+        if isinstance(node, ir.Attention):
+            found.update(self_attn=node.name, input_layernorm=norm_before(node),
+                         post_attention_layernorm=norm_after(node).module.name)
+        elif kind.reads_per_layer:
+            found.update(per_layer=node.name, post_per_layer_input_norm=norm_after(node).module.name)
+        elif kind.routes:  # beside the MLP: both normed, summed, and the sum normed
+            post = norm_after(node)
+            total = [c for c in g.consumers(post.id) if isinstance(c, ir.Add)]
+            if len(total) != 1:
+                raise refuse("its mixture's normed output is not summed with the MLP's")
+            found.update(experts=node.name, post_feedforward_layernorm_2=post.module.name,
+                         post_feedforward_layernorm=norm_after(total[0]).module.name)
+        else:
+            found.update(mlp=node.name, pre_feedforward_layernorm=norm_before(node),
+                         post_feedforward_layernorm_1=norm_after(node).module.name)
+    if "experts" not in found:  # the MLP's norm after it is the layer's own
+        found["post_feedforward_layernorm"] = found.pop("post_feedforward_layernorm_1", None)
     for node in g.of(ir.Norm, stack="decoder", in_block=True):
         if node.layer_kind == 0 and any(isinstance(c, ir.BlockOutput) for c in g.consumers(node.id)):
-            return node.module.name
-    raise InteropError(f"spec '{model.spec.name}' is not Gemma 4's layer: it ends by x = gain(x, scalar=true, "
-                       "trained=false), Gemma 4's layer_scalar")
-
-
-def _per_layer_gate(model) -> tuple[str, str] | None:
-    """The module names, in a decoder layer, of its per-layer gate and the norm after it (None: it has none)."""
-    g = model.spec.graph()
-    for node in g.of(ir.FeedForward, stack="decoder", in_block=True):
-        if node.layer_kind == 0 and FEEDFORWARD_KINDS[node.spec.kind.name].reads_per_layer:
-            after = g.consumers(node.id)
-            if len(after) != 1 or not isinstance(after[0], ir.Norm):
-                raise InteropError(f"spec '{model.spec.name}' is not Gemma 4's layer: its per-layer gate is normed "
-                                   "before the residual sum (x = x + norm(feedforward(x, ..., kind=per_layer)))")
-            return node.name, after[0].module.name
-    return None
+            found["layer_scalar"] = node.module.name
+    missing = [part for part in ("self_attn", "mlp", "layer_scalar") if part not in found]
+    if missing:
+        raise refuse(f"it has no {', '.join(missing)} (x = gain(x, scalar=true, trained=false) ends the layer)")
+    return found
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    rules, aliases = hf_gemma2._rules(model, prefix, state, lm)
-    attention = hf_gemma2.sandwich_modules(model)["attention"]
-    scalar = _layer_scalar(model)
-    ours_state = model.state_dict()
-    gate = _per_layer_gate(model)
-    if gate is not None:
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"Gemma 4 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    parts, ours_state = _layer_modules(model), model.state_dict()
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
+    if "per_layer" in parts:  # the per-layer inputs' table, projection and norm
         ours = "embeddings.tokens.per_layer"
         rules += [rule(f"{ours}.table.weight", f"{prefix}embed_tokens_per_layer.weight"),
                   rule(f"{ours}.projection.weight", f"{prefix}per_layer_model_projection.weight"),
                   rule(f"{ours}.norm.weight", f"{prefix}per_layer_projection_norm.weight")]
-        for i in range(len(model.decoder.layers)):
-            ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-            rules += [rule(f"{ours}.{gate[0]}.gate.weight", f"{theirs}.per_layer_input_gate.weight"),
-                      rule(f"{ours}.{gate[0]}.down.weight", f"{theirs}.per_layer_projection.weight"),
-                      rule(f"{ours}.{gate[1]}.weight", f"{theirs}.post_per_layer_input_norm.weight")]
+    norms = [n for n in parts if "norm" in n]
     for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}.{attention}", f"{prefix}layers.{i}.self_attn"
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
+        attention = f"{ours}.{parts['self_attn']}"
+        rules += hf_llama.projection_rules(model, attention, f"{ours}.{parts['mlp']}", theirs, state, ours_state)
         # (a layer reading another's keys and values norms its queries alone, on both sides)
-        rules += [rule(f"{ours}.{n}.weight", f"{theirs}.{n}.weight") for n in ("q_norm", "k_norm")
-                  if f"{ours}.{n}.weight" in ours_state or f"{theirs}.{n}.weight" in state]
-        rules.append(rule(f"decoder.layers.{i}.{scalar}.weight", f"{prefix}layers.{i}.layer_scalar"))
-    return rules, aliases
+        rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
+                  if f"{attention}.{n}.weight" in ours_state or f"{theirs}.self_attn.{n}.weight" in state]
+        rules += [rule(f"{ours}.{parts[n]}.weight", f"{theirs}.{n}.weight") for n in norms]
+        rules.append(rule(f"{ours}.{parts['layer_scalar']}.weight", f"{theirs}.layer_scalar"))
+        if "per_layer" in parts:
+            gate = f"{ours}.{parts['per_layer']}"
+            rules += [rule(f"{gate}.gate.weight", f"{theirs}.per_layer_input_gate.weight"),
+                      rule(f"{gate}.down.weight", f"{theirs}.per_layer_projection.weight")]
+        if "experts" in parts:  # the router (its scales), the stacked experts (gate rows first), their norm
+            moe = f"{ours}.{parts['experts']}"
+            rules += [rule(f"{moe}.router.weight", f"{theirs}.router.proj.weight"),
+                      rule(f"{moe}.router_scale", f"{theirs}.router.scale"),
+                      rule(f"{moe}.expert_scale", f"{theirs}.router.per_expert_scale"),
+                      rule(f"{moe}.experts.up", f"{theirs}.experts.gate_up_proj"),
+                      rule(f"{moe}.experts.down", f"{theirs}.experts.down_proj"),
+                      rule(f"{moe}.experts_norm.weight", f"{theirs}.pre_feedforward_layernorm_2.weight")]
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
@@ -306,6 +383,8 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "Gemma 4", ("gemma4_text",), {"Gemma4ForCausalLM": {"head": True}, "Gemma4TextModel": {"head": False}},
         "Gemma 4 (text): Gemma 3's sandwich-normed layer with plain RMSNorms, unscaled scores, weightless value "
         "norms and a stored scalar ending each layer (gain); full layers with heads of their own width, p-RoPE "
-        "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule)",
+        "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule); "
+        "per-layer input embeddings, the last layers reading earlier layers' keys and values (kv_from), a "
+        "mixture of experts beside each MLP",
         module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

@@ -168,8 +168,15 @@ class MixtureOfExperts(nn.Module):
                  router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
                  aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
                  top_groups: int = 1, group_score: str = "top2", correction_rate: float = 0.0,
-                 weigh: str = "outputs", eps: float = 0.0, input_jitter: float = 0.0) -> None:
+                 weigh: str = "outputs", eps: float = 0.0, input_jitter: float = 0.0, router_input: str = "plain",
+                 experts_norm: str = "none", norm_eps: float = 1e-6, expert_scale: bool = False) -> None:
         super().__init__()
+        # Gemma 4's: the router reads rms(x) · router_scale / √width, the experts x RMS-normed with a weight, and
+        # each chosen expert's weight is scaled by its own learned scale
+        self.width, self.norm_eps = width, norm_eps
+        self.router_scale = nn.Parameter(torch.ones(width)) if router_input == "normed" else None
+        self.experts_norm = nn.RMSNorm(width, eps=norm_eps) if experts_norm == "rmsnorm" else None
+        self.expert_scale = nn.Parameter(torch.ones(experts)) if expert_scale else None
         self.eps = eps  # the sparse mixer's threshold
         self.input_jitter = input_jitter  # training multiplies the input by noise uniform in 1 ± this
         self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
@@ -191,7 +198,10 @@ class MixtureOfExperts(nn.Module):
         flat = x.reshape(-1, x.shape[-1])
         if self.training and self.input_jitter:
             flat = flat * torch.empty_like(flat).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
-        logits = self.router(flat)
+        routed = flat
+        if self.router_scale is not None:
+            routed = F.rms_norm(flat, (self.width,), eps=self.norm_eps) * self.router_scale * self.width ** -0.5
+        logits = self.router(routed)
         again = self.recomputing  # a checkpointed layer's second run: route as the first did, change nothing
         correction = self.correction_bias
         if correction is not None and self.training and self.correction_rate:
@@ -200,10 +210,13 @@ class MixtureOfExperts(nn.Module):
         weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
                                        correction, self.groups, self.top_groups, self.group_score, self.eps,
                                        self.training)
-        y = self.experts(flat, weights, chosen)
+        if self.expert_scale is not None:
+            weights = weights * self.expert_scale[chosen].to(weights.dtype)
+        inputs = flat if self.experts_norm is None else self.experts_norm(flat)
+        y = self.experts(inputs, weights, chosen)
         if self.shared is not None:
-            shared = self.shared(flat)
-            y = y + (shared if self.shared_gate is None else torch.sigmoid(self.shared_gate(flat)) * shared)
+            shared = self.shared(inputs)
+            y = y + (shared if self.shared_gate is None else torch.sigmoid(self.shared_gate(inputs)) * shared)
         real = None
         if ctx is not None and ctx.padding is not None and ctx.padding.shape == x.shape[:-1]:
             real = ~ctx.padding.reshape(-1)

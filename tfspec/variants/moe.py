@@ -13,7 +13,10 @@ an expert's bias by γ where it was chosen less often than the mean and lowers i
 balancing without an auxiliary loss); ``groups`` and
 ``top_groups`` (group-limited routing: each position chooses among the ``top_groups`` groups that score highest,
 a group by its two best scores' sum, ``group_score=top2``: DeepSeek-V3's, or by its best, ``max``: DeepSeek-V2's);
-``router_bias``; ``weigh`` (``outputs``: the chosen experts' outputs summed by their weights; ``inputs``: each
+``router_bias``; ``router_input=normed`` (the router reads rms(x) · s / √width, s a learned scale per channel),
+``experts_norm=rmsnorm`` (the experts read x RMS-normed, with a weight, while the router reads x: Gemma 4's
+mixture beside its MLP), ``norm_eps`` (both norms'), ``expert_scale`` (a learned scale per expert on its routing
+weight, after the renormalisation: Gemma 4's ``per_expert_scale``); ``weigh`` (``outputs``: the chosen experts' outputs summed by their weights; ``inputs``: each
 chosen expert runs on its input scaled by its weight and the outputs are summed as they are, Llama 4's); ``shared`` (the d_ff of a network every position
 also runs; Qwen2-MoE's shared expert) with ``shared_gate`` (its output scaled by sigmoid(w·x)). Training adds the
 load-balancing loss (``aux_loss``: its coefficient; Switch's and Mixtral's ``experts · Σ f_e·P_e``) and the router
@@ -48,7 +51,9 @@ class MixtureOfExperts(FeedForwardKind):
                  "renormalize": True, "scale": 2.5, "shared": 8, "correction_rate": 0.001},
                 {"experts": 6, "top": 2, "groups": 3, "top_groups": 2, "group_score": "max", "scale": 1.5},
                 {"experts": 4, "top": 1, "score": "sigmoid", "weigh": "inputs", "shared": 8},
-                {"experts": 4, "top": 2, "score": "sparsemixer", "eps": 0.2, "input_jitter": 0.01, "aux_loss": 0.01})
+                {"experts": 4, "top": 2, "score": "sparsemixer", "eps": 0.2, "input_jitter": 0.01, "aux_loss": 0.01},
+                {"experts": 4, "top": 2, "renormalize": True, "router_input": "normed", "experts_norm": "rmsnorm",
+                 "norm_eps": 1e-5, "expert_scale": True})
     doc = ("moe(experts, top): a router sends each position to its top experts, networks of the sublayer's d_ff "
            "and activation, and sums their outputs by the routing weights")
 
@@ -72,6 +77,11 @@ class MixtureOfExperts(FeedForwardKind):
         weigh: Literal["outputs", "inputs"] = "outputs"  # what the routing weights scale: each expert's output or input
         eps: float = Field(0.01, ge=0, le=1)  # sparsemixer: the experts within a relative 2·eps of the best compete
         input_jitter: float = Field(0.0, ge=0, lt=1)  # training multiplies the input by noise uniform in 1 ± this
+        # what the router reads: the input, or rms(x) · s / √width with s a learned scale per channel (Gemma 4's)
+        router_input: Literal["plain", "normed"] = "plain"
+        experts_norm: Literal["none", "rmsnorm"] = "none"  # the experts (and a shared network) read x normed so
+        norm_eps: float = Field(1e-6, gt=0, lt=1)  # of the router's norm and the experts' norm
+        expert_scale: bool = False  # a learned scale per expert on its routing weight (Gemma 4's per_expert_scale)
 
         @model_validator(mode="after")
         def _fits(self):
@@ -89,6 +99,9 @@ class MixtureOfExperts(FeedForwardKind):
                                  "renormalize, scale, correction or groups")
             if self.eps != 0.01 and self.score != "sparsemixer":
                 raise ValueError("eps is the sparse mixer's threshold: give score=sparsemixer")
+            if self.norm_eps != 1e-6 and self.router_input == "plain" and self.experts_norm == "none":
+                raise ValueError("norm_eps is the router's and the experts' norm's: give router_input=normed or "
+                                 "experts_norm=rmsnorm")
             if self.group_score != "top2" and self.groups == 1:
                 raise ValueError(f"group_score={self.group_score} ranks groups of experts: give groups=")
             if self.top_groups > self.groups or self.top > self.top_groups * (self.experts // self.groups):
@@ -103,6 +116,11 @@ class MixtureOfExperts(FeedForwardKind):
         activation = ACTIVATIONS[body.activation.name]
         experts, up = options.experts, activation.up_features(body.d_ff)
         params = {**linear_params("router", experts, width, options.router_bias),
+                  **({"router_scale": Param((width,), "norm_weight", value=1.0)}
+                     if options.router_input == "normed" else {}),
+                  **({"expert_scale": Param((experts,), "norm_weight", value=1.0)} if options.expert_scale else {}),
+                  **({"experts_norm.weight": Param((width,), "norm_weight")} if options.experts_norm == "rmsnorm"
+                     else {}),
                   **({"correction_bias": Param((experts,), "bias")} if options.correction else {}),
                   "experts.up": Param((experts, up, width), "matrix"),
                   "experts.down": Param((experts, width, body.d_ff), "matrix", residual=True)}
@@ -130,7 +148,9 @@ class MixtureOfExperts(FeedForwardKind):
                             "z_loss": options.z_loss, "correction": options.correction, "groups": options.groups,
                             "top_groups": options.top_groups, "group_score": options.group_score,
                             "correction_rate": options.correction_rate, "weigh": options.weigh,
-                            "eps": options.eps, "input_jitter": options.input_jitter})
+                            "eps": options.eps, "input_jitter": options.input_jitter,
+                            "router_input": options.router_input, "experts_norm": options.experts_norm,
+                            "norm_eps": options.norm_eps, "expert_scale": options.expert_scale})
 
     def flops(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
@@ -140,6 +160,12 @@ class MixtureOfExperts(FeedForwardKind):
         matmul += 2 * width * options.experts
         elementwise += (options.experts if options.router_bias else 0) + 3 * options.experts \
             + 2 * options.top * width
+        if options.router_input == "normed":  # the norm (4 a channel), its scale and the constant
+            elementwise += 6 * width
+        if options.experts_norm == "rmsnorm":
+            elementwise += 4 * width
+        if options.expert_scale:
+            elementwise += options.top
         if options.shared:
             shared_matmul, shared_elementwise = dense_flops(width, options.shared, activation, body.bias,
                                                             body.dropout)
@@ -169,12 +195,19 @@ class MixtureOfExperts(FeedForwardKind):
                 elements += width + 1
         if options.z_loss:  # the logits and their log-sum-exp (training)
             elements, words = elements + experts, words + 1
+        if options.router_input == "normed":  # the normed input (for its scale) and the router's input; 1/rms
+            elements, words = elements + 2 * width, words + 1
+        if options.experts_norm == "rmsnorm":  # the normed input (for its weight); 1/rms
+            elements, words = elements + width, words + 1
+        if options.expert_scale:  # the weights it scales and the chosen experts' scales
+            elements += 2 * top
         return elements, words
 
     def active_params(self, width, body, options):
         params = self.params(width, body, options)
-        per_expert = sum(math.prod(p.shape[1:]) for name, p in params.items() if name.startswith("experts."))
-        rest = sum(math.prod(p.shape) for name, p in params.items() if not name.startswith("experts."))
+        stacked = [name for name in params if name.startswith("experts.") and not name.startswith("experts_norm")]
+        per_expert = sum(math.prod(params[name].shape[1:]) for name in stacked)
+        rest = sum(math.prod(p.shape) for name, p in params.items() if name not in stacked)
         return rest + options.top * per_expert
 
     def describe(self, body, options):
