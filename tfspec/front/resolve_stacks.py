@@ -120,13 +120,7 @@ class Stacks:
         for j, names in makers.items():
             per_layer[j] = _with_attentions(per_layer[j], lambda name, body: body.model_copy(
                 update={"exports": tuple(sorted({*body.exports, "kv"}))}) if name in names else body)
-        ordered: list[S.Block] = []
-        for b in per_layer:
-            if b not in ordered:
-                ordered.append(b)
-        if len(ordered) == 1:
-            return ordered[0], (), ()
-        return ordered[0], tuple(ordered[1:]), tuple(ordered.index(b) for b in per_layer)
+        return _as_kinds(per_layer)
 
     @staticmethod
     def _first_layer_hands_on(repeat: int, block: S.Block, kinds: tuple[S.Block, ...], schedule: tuple[int, ...]
@@ -159,13 +153,7 @@ class Stacks:
             return body.model_copy(update={"steps": kept, "exports": made})
 
         per_layer[0] = _with_attentions(per_layer[0], hand_on)
-        ordered: list[S.Block] = []
-        for b in per_layer:
-            if b not in ordered:
-                ordered.append(b)
-        if len(ordered) == 1:
-            return ordered[0], (), ()
-        return ordered[0], tuple(ordered[1:]), tuple(ordered.index(b) for b in per_layer)
+        return _as_kinds(per_layer)
 
     @staticmethod
     def _weight_sets_fit(sets: int, span: Span, repeat: int, schedule: tuple[int, ...]) -> None:
@@ -431,6 +419,18 @@ class Stacks:
                              "use a fixed function (silu, gelu, swiglu, ...)")
         return self.validated(S.FeedForward, fields, {**spans, "dropout": spans.get("act_dropout")}, stmt.span,
                               "feedforward", {"span": stmt.span})
+
+
+def _as_kinds(per_layer: list[S.Block]) -> tuple[S.Block, tuple[S.Block, ...], tuple[int, ...]]:
+    """Each layer's block as a stack's kinds: the first layer's, the others in the order layers first have them,
+    and each layer's kind (no schedule where every layer is alike)."""
+    ordered: list[S.Block] = []
+    for b in per_layer:
+        if b not in ordered:
+            ordered.append(b)
+    if len(ordered) == 1:
+        return ordered[0], (), ()
+    return ordered[0], tuple(ordered[1:]), tuple(ordered.index(b) for b in per_layer)
 
 
 def _attentions(block: S.Block) -> list[tuple[str, S.Attention]]:

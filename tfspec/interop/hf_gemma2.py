@@ -111,7 +111,6 @@ def sandwich_text(w: SpecWriter, s, position, attention: str, *, padding: bool, 
     lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}"
                     + (f"; position {position(slide)}" if position(slide) != own else "") + " }\n"
                     for layers, slide in sections)
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
 defaults {{
@@ -130,7 +129,14 @@ decoder x {s.layers} {{
   final gemma_rmsnorm(eps={s.eps})
 {lines}}}
 """
-    if head:  # the causal LM's; the base model has none, and so no logits to cap
+    return with_head(w, s, text, head, heading)
+
+
+def with_head(w: SpecWriter, s, text: str, head: bool, heading: tuple[str, ...]) -> str:
+    """A Gemma's spec ``text`` finished: the causal LM's head (tied or not, its logits capped where the settings
+    ``s`` say), none for the base model, which computes no logits to cap."""
+    if head:
+        projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
         text += f"\nhead {projection}" + (f" softcap={s.final_softcap}" if s.final_softcap else "") + "\n"
     else:
         w.forget("final_softcap")

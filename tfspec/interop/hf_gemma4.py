@@ -242,7 +242,6 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
     lines = "".join(f"  layers {layers} {{ {section(*layer)} }}\n" for layers, layer in sections)
     written = ", ".join(f"{k}={v}" for k, v in own.items() if (k, v) != ("kind", "dot"))
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     mlp = f"feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false)"
     if s.value("moe"):  # beside the MLP: the experts read the stream normed, the router the stream itself
         mlp = (f"norm({mlp}) + norm(feedforward(x, d_ff={s.moe_d_ff}, activation={s.activation}, bias=false, \\\n"
@@ -274,11 +273,7 @@ decoder x {s.layers} {{
   final rmsnorm(eps={eps})
 {lines}}}
 """
-    if head:  # the causal LM's; the base model has none, and so no logits to cap
-        text += f"\nhead {projection}" + (f" softcap={s.final_softcap}" if s.final_softcap else "") + "\n"
-    else:
-        w.forget("final_softcap")
-    return w.text(text, list(heading))
+    return hf_gemma2.with_head(w, s, text, head, heading)
 
 
 def hf_config(spec) -> dict:
