@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import tfspec
+from tfspec import ir
 from tfspec.run.decoding import Continuation, decode_step
 from numerics import FLOAT32, assert_close
 
@@ -213,3 +214,20 @@ def test_verify_holds_and_emit_writes_a_file_that_computes_the_same():
     assert results["causality"] == results["padding invariance"] == "held"
     assert "violated" not in results.values()
     assert_emitted_equals_compiled(spec)
+
+
+def test_the_first_layer_hands_on_its_values_and_its_keys_alike():
+    """Value residual learning's first layer may also make the keys a later layer reads: it hands on both, and
+    cached decoding still gives recomputation's logits."""
+    spec = tfspec.parse("embedding tokens { vocab 40; dim 16; position none }\n"
+                        "decoder x 3 {\n  residual pre; norm rmsnorm; position rotary\n"
+                        "  attention self heads=4 kv_heads=2 mask=causal + padding steps=value_residual(0.5)\n"
+                        "  feedforward d_ff=32\n  layers 2 { self_attn kv_from=0 steps=none }\n}\nhead tied(tokens)")
+    makers = [n for n in spec.graph().of(ir.Attention) if n.spec.exports]
+    assert [n.spec.exports for n in makers] == [("kv", "values")]
+    model = tfspec.compile(spec, seed=0).eval()
+    tokens = torch.randint(0, 40, (2, 8), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        steps = Continuation(model)
+        per_step = torch.stack([steps.feed(tokens[:, i:i + 1]) for i in range(8)], dim=1)
+        assert_close(per_step, model(tokens), FLOAT32)

@@ -150,7 +150,7 @@ class Stacks:
                 return body
             kept = tuple(step for step in body.steps if ATTENTION_STEPS[step.name].reads is None)
             made = tuple(sorted({ATTENTION_STEPS[step.name].reads for step in readers[name]}))
-            return body.model_copy(update={"steps": kept, "exports": made})
+            return body.model_copy(update={"steps": kept, "exports": tuple(sorted({*body.exports, *made}))})
 
         per_layer[0] = _with_attentions(per_layer[0], hand_on)
         return _as_kinds(per_layer)
