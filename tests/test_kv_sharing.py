@@ -233,15 +233,21 @@ def test_the_first_layer_hands_on_its_values_and_its_keys_alike():
         assert_close(per_step, model(tokens), FLOAT32)
 
 
-def test_activation_checkpointing_gives_the_same_gradients():
-    """A reader recomputed in backward reads what the maker handed on in the forward call; the maker, recomputed
-    after it, gets the readers' gradients: every gradient as without checkpointing."""
+def assert_checkpointing_keeps_gradients(make_model) -> None:
+    """A fresh model from ``make_model()`` gets, with activation checkpointing, exactly the gradients it gets
+    without."""
     grads = []
     for checkpointed in (False, True):
-        m = model().train()
+        m = make_model().train()
         if checkpointed:
             m.checkpoint_activations()
         tokens = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(0))
         F.cross_entropy(m(tokens).flatten(0, 1), tokens.flatten()).backward()
         grads.append({name: p.grad for name, p in m.named_parameters()})
     assert all(torch.equal(grads[0][name], grads[1][name]) for name in grads[0])
+
+
+def test_activation_checkpointing_gives_the_same_gradients():
+    """A reader recomputed in backward reads what the maker handed on in the forward call; the maker, recomputed
+    after it, gets the readers' gradients: every gradient as without checkpointing."""
+    assert_checkpointing_keeps_gradients(model)
