@@ -239,6 +239,7 @@ CONFIGS = {  # model class -> a tiny configuration of it
                             num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=48,
                             enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=12,
                             sliding_window=5, hidden_size_per_layer_input=0, num_kv_shared_layers=2,
+                            use_bidirectional_attention="vision",  # (the larger sizes': causal for text)
                             layer_types=["full_attention", "sliding_attention", "full_attention",
                                          "sliding_attention", "full_attention"]),
     "GPTJForCausalLM": dict(model_type="gptj", vocab_size=90, n_embd=32, n_layer=2, n_head=4, rotary_dim=4,

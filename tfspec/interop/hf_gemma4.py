@@ -168,8 +168,11 @@ FIELDS = Fields(
     Fixed("per_layer_config", True, "per_layer_config gives layers of one kind different head widths or kv heads, "
           "which Hugging Face's rotary tables (one per kind of layer) do not serve", read=_per_type,
           required="one head_dim and number of kv heads per kind of layer"),
+    # "all" makes every attention bidirectional; "vision" (the larger sizes' setting) only lets a multimodal
+    # model's image tokens see each other, so the text model attends causally: carried back as it was
     Fixed("use_bidirectional_attention", None, "bidirectional attention ({value}) makes Gemma 4 an encoder; "
-          "tfspec reads the causal model", read=lambda c: getattr(c, "use_bidirectional_attention", None) or None),
+          "tfspec reads the causal model",
+          read=lambda c: "all" if getattr(c, "use_bidirectional_attention", None) == "all" else None),
     # per-layer input embeddings (E2B, E4B): the embedding's per_layer, and each layer's per-layer gate
     Field("per_layer_dim", "hidden_size_per_layer_input", lambda f: f.embedding.per_layer or 0,
           read=lambda c: c.hidden_size_per_layer_input or None),
@@ -381,5 +384,6 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule); "
         "per-layer input embeddings, the last layers reading earlier layers' keys and values (kv_from), a "
         "mixture of experts beside each MLP",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        carried=("use_bidirectional_attention",)),
 )
