@@ -436,10 +436,10 @@ class _Counter:
             rows, seen = blocks * chunk, span
             mask_add = heads * rows * seen
         recomputed = chunk is not None or kind.recomputes(options, n)
+        # where recomputed, a scheme acting in attention can only rotate q and k; it, or a qk-norm, makes them anew
+        remade = position.acts == "attention" or not norm.absent
         if recomputed:
-            # bands, or a kind's own blocks, recomputed in backward: what they keep is their inputs and output.
-            # A scheme acting in attention there can only rotate q and k; it, or a qk-norm, makes them anew
-            remade = position.acts == "attention" or not norm.absent
+            # bands, or a kind's own blocks, recomputed in backward: what they keep is their inputs and output
             kept, stats = kind.recomputed_saved(shape, options, self.batch, n, remade), 0
             if reads:  # its queries and output are its own
                 kept -= kind.shared_recomputed(shape, options, self.batch, n, remade)

@@ -35,6 +35,8 @@ from ..errors import SpecError
 from ..ir import nodes as ir
 from ..ir import queries
 from ..ir.queries import attentions
+from ..nn.context import Context
+from ..nn.per_layer import CARRIED as PER_LAYER
 from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS
 
 TOLERANCE = 1e-5
@@ -525,10 +527,8 @@ def check_feedforward_alone(module, x: torch.Tensor, row: int, position: int, re
     changed[row, position] = x[row, position]
     ctx = None
     if per_layer is not None:
-        from ..nn.context import Context
-        from ..nn.per_layer import CARRIED
         ctx = Context(torch.arange(x.shape[1])[None])
-        ctx.carried[CARRIED], ctx.layer = per_layer, 0
+        ctx.carried[PER_LAYER], ctx.layer = per_layer, 0
     run = module if ctx is None else (lambda t: module(t, ctx))
     with torch.no_grad():
         a, b = run(x)[row, position], run(changed)[row, position]

@@ -34,7 +34,7 @@ from .writer import SpecWriter, causal_masks, schedule
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
 SCALINGS = {"default": "none", "linear": "linear", "proportional": "proportional"}  # the full layers' rope_type
-# the function of one input the per-layer gate applies (hidden_activation), by the MLP's gated unit of it
+# the per-layer gate's function of one input, by hidden_activation (the MLP gates with the same function)
 ONE_INPUT = {"gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
 _DEFAULT_ROPE = {SLIDING: {"rope_type": "default", "rope_theta": 1e4},
                  FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}}

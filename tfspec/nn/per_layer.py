@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-
 from torch import Tensor, nn
 
 CARRIED = "per_layer_inputs"  # the key of ``Context.carried`` under which a call's per-layer inputs travel

@@ -205,7 +205,7 @@ class MixtureOfExperts(FeedForwardKind):
 
     def active_params(self, width, body, options):
         params = self.params(width, body, options)
-        stacked = [name for name in params if name.startswith("experts.") and not name.startswith("experts_norm")]
+        stacked = [name for name in params if name.startswith("experts.")]  # (not experts_norm: every position's)
         per_expert = sum(math.prod(params[name].shape[1:]) for name in stacked)
         rest = sum(math.prod(p.shape) for name, p in params.items() if name not in stacked)
         return rest + options.top * per_expert
