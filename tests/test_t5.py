@@ -199,7 +199,7 @@ def test_a_dropout_difference_copies_the_weights_with_a_warning():
     reference = T.T5ForConditionalGeneration(T.T5Config(**{**TINY, **V1_1, "dropout_rate": 0.2}))
     reference.lm_head.weight = nn.Parameter(torch.randn(reference.config.vocab_size, reference.config.d_model))
     ours = tfspec.compile(spec_text(T.T5Config(**{**TINY, **V1_1})))
-    with pytest.warns(UserWarning, match="trains with other dropout than .*dropout 0.1 → 0.2"):
+    with pytest.warns(UserWarning, match="trains with other dropout or loss weights than .*dropout 0.1 → 0.2"):
         from_hf_t5(ours, reference)
     assert torch.equal(ours.head.weight, reference.lm_head.weight)
 

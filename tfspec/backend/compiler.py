@@ -44,6 +44,7 @@ from ..nn.per_layer import PerLayerInputs
 from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
+from ..nn.mtp import MultiTokenPrediction, PredictionModule
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
                         AttentionConfig, Constructor, Role, attention_inputs)
 from ..nn.kernels import attention_band, flex_attention_applies, fused_causal_kernel
@@ -228,8 +229,19 @@ def build_model(spec: S.Spec) -> CompiledModel:
     head = head_constructor(spec.head, width).build() if spec.head is not None else None
     pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
+    mtp = next((multi_token_prediction(g, node) for node in g.of(ir.MultiTokenPrediction)), None)
     return CompiledModel(spec, embeddings, stacks, head, pooler, stack_embedding, max_len, limited_by, table,
-                         model_graph(g), real_positions)
+                         model_graph(g), real_positions, mtp)
+
+
+def multi_token_prediction(g: Graph, node: ir.MultiTokenPrediction) -> MultiTokenPrediction:
+    """The MTP modules, each with a layer of its own of the kind it copies, numbered after the decoder's."""
+    norm = norm_constructor(node.spec.norm, node.width)
+    template = layer_template(g, "decoder", node.copies)
+    return MultiTokenPrediction([PredictionModule(node.width, norm.build(), norm.build(),
+                                                  _layer(template, "decoder", node.copies, node.layers_from + k),
+                                                  norm.build()) for k in range(node.spec.depth)],
+                                node.spec.weight, node.layers_from)
 
 
 def _norm(choice: S.Choice, width: int) -> nn.Module:
@@ -415,6 +427,9 @@ def model_graph(g: Graph) -> fx.Graph:
     padding = {role: graph.placeholder("padding_mask" if names[role] == "tokens" else f"{names[role]}_padding_mask",
                                        default_value=None) for role in roles}
     types = graph.placeholder("token_types", default_value=None) if len(roles) == 1 else None
+    ahead = g.of(ir.MultiTokenPrediction)
+    # the next token's id at each position, which multi-token prediction's modules train on, shifted
+    labels = graph.placeholder("labels", default_value=None) if ahead else None
     inputs = graph.placeholder("**inputs")
     per_stack = {roles[0]: inputs}
     if len(roles) == 2:
@@ -428,6 +443,9 @@ def model_graph(g: Graph) -> fx.Graph:
             options.update(memory=memory, memory_padding=padding[roles[0]])
         hidden = memory = graph.create_node("call_module", "run_stack", (role, names[role], ids[role], padding[role],
                                                                          per_stack[role]), options, name=role)
+    if ahead:  # (training only: the loss it adds is ``mtp.added_losses``'s)
+        hidden = graph.create_node("call_module", "train_ahead", (hidden, ids["decoder"], padding["decoder"],
+                                                                  per_stack["decoder"], labels), name="trained_ahead")
     graph.output(graph.create_node("call_module", "output", (hidden,), name="out"))
     return graph
 

@@ -45,6 +45,7 @@ from ..nn.attention import cache_slot
 from ..nn.state import state_slot
 from ..nn.context import Context
 from ..nn.embedding import default_positions
+from ..nn.mtp import MultiTokenPrediction, PredictionModule
 from ..nn.per_layer import CARRIED as PER_LAYER
 from ..registry import LAYER, POSITIONS, Constructor, attention_inputs
 
@@ -291,6 +292,7 @@ class _Writer:
                     "        self.head = None")
         init.append(f"        self.pooler = {self.value(pooler_constructor(spec.pooler, width))}" if spec.pooler else
                     "        self.pooler = None")
+        init += self.mtp_init()
         # the compiled model's generated forward (compiler.model_graph), each step written out: its token ids and
         # padding masks are this forward's first arguments; each stack's run-time inputs follow, by name
         program = model_graph(g)
@@ -304,6 +306,9 @@ class _Writer:
                 _, _, extra, lines = self.stack_forward(getattr(spec, step.args[0]))
                 other_args += extra
                 body += lines
+            elif step.target == "train_ahead":
+                other_args.append("labels")
+                body += self.mtp_lines()
             elif step.target == "output":
                 body += self.output_lines()
         signature = ", ".join([f"{a}: Tensor" for a in arguments] +
@@ -315,6 +320,29 @@ class _Writer:
                 f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions."""\n\n'
                 "    def __init__(self) -> None:\n        super().__init__()\n" + "\n".join(init) + "\n\n"
                 f"    def forward(self, {signature}):\n" + "\n".join(body))
+
+    def mtp_init(self) -> list[str]:
+        """Multi-token prediction's modules, each with a layer of the kind it copies (numbered after the decoder's)."""
+        lines = []
+        for node in self.g.of(ir.MultiTokenPrediction):
+            norm = self.value(norm_constructor(node.spec.norm, node.width))
+            layer = layer_class_name("decoder", node.copies)
+            number = f"{node.layers_from} + k" if "decoder" in self.stacks_reading_layer else ""
+            lines.append(f"        self.mtp = {self.need(MultiTokenPrediction)}([  # training's; inference does not "
+                         f"run them\n            {self.need(PredictionModule)}({node.width}, {norm}, {norm}, "
+                         f"{layer}({number}), {norm})\n            for k in range({node.spec.depth})], "
+                         f"{node.spec.weight!r}, {node.layers_from})")
+        return lines
+
+    def mtp_lines(self) -> list[str]:
+        """The forward's training step of multi-token prediction: its loss into ``self.mtp.added_losses``."""
+        spec = self.spec
+        embedding = spec.embedding(spec.decoder.embedding)
+        tied = (f"self.embeddings[{spec.head.tied_to!r}].tokens.weight" if spec.head.tied_to is not None else "None")
+        return ["        # multi-token prediction's loss, when training (self.mtp.added_losses): labels, the next token's "
+                "id at each position",
+                f"        self.mtp(x, tokens, lambda ahead: self.embeddings[{embedding.name!r}](ahead, positions, None),",
+                f"                 lambda hidden: self.head(hidden, {tied}), ctx, labels)"]
 
     def output_lines(self) -> list[str]:
         """The forward's last lines: the head's logits and the pooler's summary of the last stack's output."""

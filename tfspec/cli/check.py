@@ -39,11 +39,12 @@ def run(args) -> int:
             failed += 1
             continue
         if args.json:
-            from ..ir.queries import active_parameters
+            from ..ir.queries import active_parameters, training_only_parameters
 
             found = [w.message.diagnostic.to_dict() for w in caught or [] if isinstance(w.message, SpecWarning)]
             results.append({"file": path, "ok": True, "name": spec.name, "kind": spec.kind,
                             "parameters": spec.parameter_count(), "active_parameters": active_parameters(spec.graph()),
+                            "training_only_parameters": training_only_parameters(spec.graph()),
                             "summary": summary_line(path, spec), "diagnostics": found})
         elif args.dump:
             print(_dump(spec, args.dump))

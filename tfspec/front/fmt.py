@@ -7,7 +7,7 @@ blank line between top-level items. ``parse(format_text(s)) == parse(s)``.
 
 from __future__ import annotations
 
-from .syntax import (Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module,
+from .syntax import (Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module, MtpDecl,
                      Setting, StackDecl, arg_to_text, expr_to_text, parse_module, split_comment)
 
 INDENT = "  "
@@ -109,7 +109,7 @@ class _Printer:
         elif isinstance(item, StackDecl):
             self.body(f"{item.role} x {expr_to_text(item.repeat)}", item.body, span)
         else:
-            keyword = "head" if isinstance(item, HeadDecl) else "pooler"
+            keyword = "head" if isinstance(item, HeadDecl) else "mtp" if isinstance(item, MtpDecl) else "pooler"
             self.emit(" ".join([keyword, *map(arg_to_text, item.args)]), span.line, span.end_line)
 
     def body(self, header: str, body, span, indent: str = "") -> None:

@@ -301,6 +301,10 @@ def head_params(projection: str) -> list[Param]:
 
 POOLER_PARAMS = [Param("activation", choice(ACTIVATIONS), S.Choice(name="tanh"), positional=True)]
 
+# ``mtp D weight=0.3 layer=N norm=...``: ``layer`` defaults to the decoder's last, ``norm`` to its final norm
+MTP_PARAMS = [Param("depth", as_int, positional=True), Param("weight", as_float, 0.3), Param("layer", as_int, None),
+              Param("norm", choice(NORMS), None)]
+
 
 class Namer:
     """Deterministic unique module names: self_attn, self_attn_1, ..."""

@@ -25,7 +25,8 @@ from .resolve_heads import Heads
 from .resolve_lets import Lets
 from .resolve_stacks import Stacks
 from .resolve_wiring import Wiring
-from .syntax import Arg, Defaults, EmbeddingDecl, Expr, HeadDecl, Let, ModelDecl, Module, PoolerDecl, StackDecl, names
+from .syntax import (Arg, Defaults, EmbeddingDecl, Expr, HeadDecl, Let, ModelDecl, Module, MtpDecl, PoolerDecl,
+                     StackDecl, names)
 
 
 class _Resolver(Lets, Embeddings, Stacks, Wiring, Heads):
@@ -134,12 +135,14 @@ class _Resolver(Lets, Embeddings, Stacks, Wiring, Heads):
         stacks = self._stacks([i for i in items if isinstance(i, StackDecl)], defaults, embeddings, first_span)
         head = self._single(items, HeadDecl, "head", lambda h: self._head(h, embeddings, stacks))
         pooler = self._single(items, PoolerDecl, "pooler", self._pooler)
+        mtp = self._single(items, MtpDecl, "multi-token prediction", lambda d: self._mtp(d, embeddings, stacks, head,
+                                                                                        pooler))
         self.errors.raise_if_any(self.sources)
         return S.Spec(name=model_name,
                       params={k: v for k, v in self.env.items() if v is not POISON},
                       embeddings=tuple(embeddings.values()),
                       encoder=stacks.get("encoder"), decoder=stacks.get("decoder"),
-                      head=head, pooler=pooler, init=init, span=first_span)
+                      head=head, pooler=pooler, mtp=mtp, init=init, span=first_span)
 
     def _model_name(self, items) -> str:
         decls = [i for i in items if isinstance(i, ModelDecl)]

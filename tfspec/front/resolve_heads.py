@@ -1,4 +1,4 @@
-"""The part of the resolver that reads the ``head`` and the ``pooler``."""
+"""The part of the resolver that reads the ``head``, the ``pooler`` and multi-token prediction (``mtp``)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from ..errors import did_you_mean, one_of
 from ..registry import ACTIVATIONS
 from . import schema as S
 from .expr import Poisoned
-from .params import HEAD_PROJECTIONS, POOLER_PARAMS, Param, as_int, as_ref, head_params, spec_error, what_it_is
-from .syntax import Call, EmbeddingDecl, HeadDecl, Name, PoolerDecl
+from .params import HEAD_PROJECTIONS, MTP_PARAMS, POOLER_PARAMS, Param, as_int, as_ref, head_params, spec_error, what_it_is
+from .syntax import Call, EmbeddingDecl, HeadDecl, MtpDecl, Name, PoolerDecl, StackDecl
 
 
 class Heads:
-    """Reads the ``head`` and the ``pooler``. (a part of ``resolve._Resolver``)."""
+    """Reads the ``head``, the ``pooler`` and ``mtp``. (a part of ``resolve._Resolver``)."""
 
     # --- head and pooler
     def _head(self, decl: HeadDecl, embeddings: dict, stacks: dict) -> S.Head:
@@ -86,6 +86,40 @@ class Heads:
             raise spec_error("value", f"{values['activation'].name} trains parameters of its own, which the pooler "
                              "does not hold", spans["activation"], "use a fixed function (tanh, gelu, ...)")
         return S.Pooler(activation=values["activation"], span=decl.span)
+
+    def _mtp(self, decl: MtpDecl, embeddings: dict, stacks: dict, head: S.Head | None,
+             pooler: S.Pooler | None) -> S.MultiTokenPrediction:
+        """``mtp D``: the decoder-only language model's chain of D modules predicting further tokens."""
+        values, spans = self.bind(decl.args, MTP_PARAMS, "mtp", decl.span)
+        decoder = stacks.get("decoder")
+        declared = {i.role for i in self.module.items if isinstance(i, StackDecl)}
+        if set(stacks) != declared:  # a stack with its own errors, already reported
+            raise Poisoned
+        if "encoder" in stacks or decoder is None:
+            raise spec_error("structure", "multi-token prediction predicts a decoder-only model's next tokens; this "
+                             "model " + ("has no decoder" if decoder is None else "has an encoder"), decl.span)
+        if head is None or pooler is not None or head.pool is not None:
+            raise spec_error("structure", "multi-token prediction reads the head's logits at every position: it "
+                             "needs a head over the tokens " + ("and no pooler" if pooler is not None else
+                                                                "without `pool`" if head is not None else
+                                                                "(`head tied(tokens)` or `head linear`)"), decl.span)
+        embedding = embeddings.get(decoder.embedding)
+        if embedding is None:
+            raise Poisoned
+        if embedding.vocab is None or head.out != embedding.vocab:
+            raise spec_error("structure", "multi-token prediction predicts tokens, which the head's outputs must "
+                             f"be: the head has {head.out:,} outputs, embedding '{embedding.name}' "
+                             + (f"{embedding.vocab:,} tokens" if embedding.vocab else "reads pictures"), decl.span)
+        if embedding.per_layer is not None:
+            raise spec_error("structure", f"embedding '{embedding.name}' gives each layer inputs of its own "
+                             "(`per_layer`), which a multi-token prediction module's layer has none of", decl.span)
+        layer = decoder.repeat - 1 if values["layer"] is None else values["layer"]
+        if not 0 <= layer < decoder.repeat:
+            raise spec_error("value", f"mtp: layer {layer} is not one of the decoder's {decoder.repeat} layers "
+                             f"(0 to {decoder.repeat - 1})", spans["layer"])
+        return self.validated(S.MultiTokenPrediction, {"depth": values["depth"], "weight": values["weight"],
+                                                       "layer": layer, "norm": values["norm"] or decoder.final_norm},
+                              spans, decl.span, "mtp", {"span": decl.span})
 
 
 def _trains(choice) -> bool:

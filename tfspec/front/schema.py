@@ -299,6 +299,18 @@ class Pooler(Node):
     activation: Choice
 
 
+class MultiTokenPrediction(Node):
+    """DeepSeek-V3's multi-token prediction (``mtp D``): D modules in a chain, module k predicting the token k + 1
+    places after the next from the one before's hidden states and the embedding of the token k places ahead,
+    through a layer of its own of the kind of decoder layer ``layer``, the embedding and head shared with the
+    model. Training adds ``weight / D`` times the sum of their cross-entropies; inference does not run them."""
+
+    depth: Annotated[int, Field(ge=1, le=16)]
+    weight: Annotated[float, Field(ge=0, le=1e3)] = 0.3
+    layer: Annotated[int, Field(ge=0, lt=MAX_LAYERS)]  # the decoder layer whose kind each module's layer is
+    norm: Choice  # of the embedding (enorm), of the hidden states (hnorm) and before the shared head
+
+
 class Spec(Node):
     """A whole model. Build one with ``tfspec.parse`` / ``tfspec.load``."""
 
@@ -309,6 +321,7 @@ class Spec(Node):
     decoder: Stack | None = None
     head: Head | None = None
     pooler: Pooler | None = None
+    mtp: MultiTokenPrediction | None = None  # training's extra modules predicting further tokens
     init: Choice | None = None  # initialisation scheme (``defaults { init gpt2 }``); None: normal(std=0.02)
 
     _graph: object = PrivateAttr(default=None)

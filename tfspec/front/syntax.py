@@ -161,7 +161,13 @@ class PoolerDecl:
     span: Span
 
 
-Item = Union[ModelDecl, Include, Let, Defaults, EmbeddingDecl, StackDecl, HeadDecl, PoolerDecl]
+@dataclass(frozen=True)
+class MtpDecl:
+    args: tuple[Arg, ...]
+    span: Span
+
+
+Item = Union[ModelDecl, Include, Let, Defaults, EmbeddingDecl, StackDecl, HeadDecl, PoolerDecl, MtpDecl]
 
 
 @dataclass(frozen=True)
@@ -592,6 +598,9 @@ class _ToAst(Transformer):
 
     def pooler_decl(self, meta, c):
         return PoolerDecl(tuple(c), self._s(meta))
+
+    def mtp_decl(self, meta, c):
+        return MtpDecl(tuple(c), self._s(meta))
 
 
 def names(items) -> Iterator[Name]:

@@ -16,6 +16,7 @@ FEEDFORWARD = "feedforward"
 MIXER = "mixer"  # an argument of a `mixer` statement or call
 HEAD = "head"
 POOLER = "pooler"
+MTP = "mtp"  # an argument of the `mtp` item
 
 _RESIDUAL = "how it joins the residual stream: `pre` (x + f(norm(x))), `post` (norm(x + f(x))) or `none`"
 
@@ -30,6 +31,8 @@ DOCS: dict[tuple[str, str], str] = {
                       "cross-attention when there is one",
     (TOP, "head"): "`head tied(EMBEDDING)` or `head linear(N)`: the output projection to logits",
     (TOP, "pooler"): "`pooler ACTIVATION`: BERT's pooler, a dense layer and activation on the first position",
+    (TOP, "mtp"): "`mtp D`: DeepSeek-V3's multi-token prediction, D modules trained to predict the tokens after the "
+                  "next; training adds their losses, inference does not run them",
 
     (BLOCK, "residual"): _RESIDUAL,
     (BLOCK, "norm"): "the norm of each sublayer (layernorm, rmsnorm, ...)",
@@ -108,6 +111,11 @@ DOCS: dict[tuple[str, str], str] = {
     (HEAD, "softcap"): "logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)",
     (HEAD, "pool"): "one vector per sequence: the `first` position's (a class token) or the `mean`",
     (POOLER, "activation"): "the pooler's activation (default: tanh)",
+    (MTP, "depth"): "how many modules, each predicting one token further ahead (DeepSeek-V3: 1)",
+    (MTP, "weight"): "λ: training adds λ/D times the sum of the modules' cross-entropies (DeepSeek-V3: 0.3, later 0.1)",
+    (MTP, "layer"): "the decoder layer whose kind each module's layer is, with weights of its own (default: the last)",
+    (MTP, "norm"): "the norms of the embedding, of the hidden states and before the shared head (default: the "
+                   "decoder's final norm)",
     # a sublayer's own wiring, overriding its stack's
     **{(place, word): doc for place in (ATTENTION, FEEDFORWARD, MIXER)
        for word, doc in (("residual", _RESIDUAL), ("norm", "this sublayer's norm"),

@@ -49,6 +49,7 @@ STYLES = {  # one colour per kind of node: (fill, border)
     ir.Scale: ("#FFFFFF", "#555555"),
     ir.Add: ("#FFFFFF", "#555555"),
     ir.StackParameters: ("#FFFFFF", "#D98E1F"),  # a stack's, read by an attention of every layer
+    ir.MultiTokenPrediction: ("#FFFFFF", "#7B5EA7"),  # training's modules beside the head, which they share
 }
 SHAPES = {ir.PositionEncoding: "ellipse", ir.StackParameters: "note"}
 POSITION_NODES = (ir.PositionEncoding,)  # drawn first, left of their embedding
@@ -217,6 +218,8 @@ class _Diagram:
                            style="filled", fillcolor=STYLES[ir.Add][0], color=STYLES[ir.Add][1], tooltip=tooltip, **extra)
         else:
             fill, border = STYLES[type(node)]
+            if isinstance(node, ir.MultiTokenPrediction):
+                extra = {**extra, "style": "dashed,rounded,filled"}
             graph.node(node_id, self.label(node), fillcolor=fill, color=border, shape=SHAPES.get(type(node), "box"),
                        tooltip=tooltip, **extra)
             if isinstance(node, ir.Attention):
@@ -242,6 +245,12 @@ class _Diagram:
             return f"{node.label}\nshared by both stacks"
         if isinstance(node, ir.Head) and node.ties:
             return f"Linear ({node.spec.out:,})\nshares the embedding's weights"
+        if isinstance(node, ir.MultiTokenPrediction):  # dashed: training runs it, inference does not
+            layers = describe_layers(self.g.stacks["decoder"].kinds[node.copies].layers,
+                                     self.g.stacks["decoder"].repeat)
+            norm = node.spec.norm.name
+            return (f"{node.label}\n{node.spec.depth}× [{norm}(embedding ahead) ‖ {norm}(h)] → Linear → a layer "
+                    f"as {layers} → {norm} → the head\ntraining only")
         return node.label
 
     def edges(self, node: ir.Node, layer: int | None) -> None:

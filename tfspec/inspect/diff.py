@@ -123,6 +123,13 @@ def describe(spec) -> Facts:
         facts[("head", "projection")] = "none (hidden states)"
     if spec.pooler is not None:
         facts[("pooler", "activation")] = str(spec.pooler.activation)
+    for node in g.of(ir.MultiTokenPrediction):  # training's modules: their layer's kind, as its layer's facts say
+        facts[("mtp", "modules")] = str(node.spec.depth)
+        facts[("mtp", "norm")] = NORMS.label(node.spec.norm)
+        facts[("mtp", "loss weight")] = f"{node.spec.weight:g}"
+        kinds = g.stacks["decoder"].kinds
+        facts[("mtp", "layer")] = ("the decoder's" if len(kinds) == 1 else
+                                   f"as decoder {describe_layers(kinds[node.copies].layers, g.stacks['decoder'].repeat)}")
     return facts
 
 
@@ -216,7 +223,7 @@ def _collapse(changes: list[Change], g1: Graph, g2: Graph) -> list[Change]:
             by_node.setdefault(c.where, []).append(i)
     for where, members in by_node.items():
         cs = [changes[i] for i in members]
-        what = "sublayer" if "." in where else "stack"
+        what = "sublayer" if "." in where else "multi-token prediction" if where == "mtp" else "stack"
         if all(c.before is None for c in cs) and where not in g1.stacks and where not in g1 \
                 and where not in ("model", "head", "pooler"):
             out.append(Change(where, what, None, _summary(cs, "after")))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .analysis import Analysis
 from ..ir import nodes as ir
-from ..ir.queries import active_parameters, attentions
+from ..ir.queries import active_parameters, attentions, training_only_parameters
 from ..errors import shown
 from ..files import figure_text, save_figure
 
@@ -232,7 +232,10 @@ def summary_line(path: str, spec) -> str:
     head_text = ", ".join((["/".join(map(str, heads)) + (" head" if heads == [1] else " heads")] if heads else [])
                           + ([f"{'/'.join(mixers)} mixer{'s' if len(mixers) > 1 else ''}"] if mixers else [])) \
         or "no attention"
-    total, active = spec.parameter_count(), active_parameters(g)
+    training_only = training_only_parameters(g)
+    total, active = spec.parameter_count() - training_only, active_parameters(g)
     count = f"{total:,} parameters" + (f" ({active:,} active)" if active != total else "")
+    if training_only:  # DeepSeek's way: 671B + 14B of multi-token prediction
+        count += f" + {training_only:,} for multi-token prediction"
     return (f"{shown(path)}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, "
             f"{count}")

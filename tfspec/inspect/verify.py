@@ -725,6 +725,10 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
         return node.model_copy(update=update)
 
     small = shrink(spec)
+    if spec.mtp is not None:  # multi-token prediction's layer: a kept layer of the kind it copies
+        kind = spec.decoder.kind_of(spec.mtp.layer)
+        layer = next(i for i in range(small.decoder.repeat) if small.decoder.kind_of(i) == kind)
+        small = small.model_copy(update={"mtp": small.mtp.model_copy(update={"layer": layer})})
     small._sources = spec._sources
     small._graph = None
     small.graph()  # validate the shrunk architecture like any other

@@ -28,6 +28,7 @@ from ..files import as_os_error, read_json, read_regular, safe_reason
 from ..errors import shown
 from .family import Family
 from .mapping import InteropError
+from . import mtp
 from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_distilbert, hf_gpt2, hf_opt, hf_bloom,
                hf_falcon, hf_mpt, hf_llama, hf_mixtral, hf_deepseek, hf_deepseek_v2, hf_vit, hf_gpt_oss, hf_qwen_moe,
                hf_qwen2_moe, hf_qwen2, hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2,
@@ -513,12 +514,15 @@ def export_pretrained(model, directory, prefer: str | None = None, token_ids: di
     if model.head is not None and not model.head.tied and output is not None and output.weight is embedding.weight:
         import torch  # a head of its own, which the reference tied on construction: untie it before loading
         output.weight = torch.nn.Parameter(output.weight.detach().clone())
+    # multi-token prediction's tensors, which the model class leaves out, go beside its own in the checkpoint
+    held, ahead = mtp.split(model, family.export(model))
     try:
-        reference.load_state_dict(family.export(model), strict=True)
+        reference.load_state_dict(held, strict=True)
     except RuntimeError as exc:
         raise InteropError(f"{cls} does not take these weights: {exc}") from None
     try:
         reference.save_pretrained(str(directory))
+        mtp.write(directory, ahead)
     except Exception as exc:  # safetensors' I/O errors name no file: it is the weights' file
         if type(exc).__name__ != "SafetensorError":
             raise

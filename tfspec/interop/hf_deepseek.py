@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from ..ir import nodes as ir
-from . import hf_llama
+from . import hf_llama, mtp
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
@@ -130,9 +130,7 @@ V3_FIELDS = Fields(
     *SHARED, *group_fields(always=True),
     Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
     Field("interleaved", "rope_interleave", lambda f: f.rotary("decoder").get("interleaved", False), let=False),
-    ignored={**IGNORED, "num_nextn_predict_layers": "multi-token prediction modules, which Hugging Face's model "
-                                                    "leaves out (their weights are ignored when loading)",
-             "num_mtp_layers": "multi-token prediction modules, which Hugging Face's model leaves out"})
+    mtp.field(default=1), ignored=IGNORED)
 V2_FIELDS = Fields(
     *SHARED, *group_fields(always=False),
     Field("topk_method", "topk_method", lambda f: "group_limited_greedy" if f.mixture("decoder").groups > 1
@@ -205,7 +203,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     text = hf_llama.decoder_text(w, s, rotary, masks, attention, "false", lines, head=head, name=name,
                                  heading=heading,
                                  feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
-    return said_scale(text)
+    return said_scale(text) + (mtp.line(s, head) if v3 else "")
 
 
 def hf_config(spec) -> dict:

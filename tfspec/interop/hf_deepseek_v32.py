@@ -11,7 +11,7 @@ multi-token prediction layers are left out, as Hugging Face's model leaves them 
 
 from __future__ import annotations
 
-from . import hf_deepseek, hf_llama
+from . import hf_deepseek, hf_llama, mtp
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import Rule, linear_rules, rule
@@ -55,11 +55,10 @@ FIELDS = Fields(
     Field("mlp_layer_types", "mlp_layer_types", lambda f: [SPARSE if r else DENSE for r in f.layer_routes("decoder")],
           read=_sparse_layers, setting=False),
     Field("first_dense", "first_k_dense_replace", _leading_dense, read=_sparse_layers, setting=False),
+    mtp.field(default=0),
     ignored={**hf_deepseek.IGNORED,
              "mlp_bias": "not read by Hugging Face's DeepSeek-V3.2, whose networks have no biases",
-             "layer_types": "every layer's attention is sparse whatever it says (it chooses the cache's classes)",
-             "num_nextn_predict_layers": "multi-token prediction modules, which Hugging Face's model leaves out",
-             "num_mtp_layers": "multi-token prediction modules, which Hugging Face's model leaves out"},
+             "layer_types": "every layer's attention is sparse whatever it says (it chooses the cache's classes)"},
 )
 
 
@@ -74,7 +73,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                  f"{hf_deepseek._scale(s, config)} bias={s.attention_bias}")
     return hf_deepseek.said_scale(hf_llama.decoder_text(
         w, s, hf_llama.rotary(s, interleaved=True), causal_masks(padding=padding), attention, "false", lines,
-        head=head, name=name, heading=heading, feedforward=feedforward))
+        head=head, name=name, heading=heading, feedforward=feedforward)) + mtp.line(s, head)
 
 
 def hf_config(spec) -> dict:

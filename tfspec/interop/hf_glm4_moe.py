@@ -7,13 +7,13 @@ head rotated (``partial_rotary_factor`` 0.5, the halves paired as GPT-NeoX pairs
 DeepSeek-V3's (``tfspec.interop.hf_deepseek``): after the first ``first_k_dense_replace`` layers' gated MLPs, a
 mixture of SwiGLU experts routed by sigmoid scores plus a correction bias among the best groups of experts, the
 chosen weights renormalised and scaled by ``routed_scaling_factor``, beside shared experts. Its multi-token
-prediction layers (``num_mtp_layers``) are left out, as Hugging Face's model leaves them out.
+prediction layers (``num_mtp_layers``) are the spec's ``mtp`` (``tfspec.interop.mtp``).
 """
 
 from __future__ import annotations
 
 from ..registry import NORMS
-from . import hf_deepseek, hf_llama, hf_mixtral
+from . import hf_deepseek, hf_llama, hf_mixtral, mtp
 from .facts import Facts
 from .fields import Field, Fields
 from .mapping import Rule, rule
@@ -38,11 +38,9 @@ FIELDS = Fields(
     Field("rotary_fraction", "rope_parameters.partial_rotary_factor",
           lambda f: f.rotary("decoder").get("fraction", 1.0),
           read=lambda c: hf_llama._fraction(hf_llama.rope(c)["partial_rotary_factor"])),
+    mtp.field(default=1),
     ignored={**hf_llama.FIELDS.ignored,
-             "output_router_logits": "what a forward call returns; GLM-4.5's causal LM adds no auxiliary loss",
-             "num_mtp_layers": "multi-token prediction layers, which Hugging Face's model leaves out (their "
-                               "weights are ignored when loading)",
-             "num_nextn_predict_layers": "the same multi-token prediction layers under DeepSeek's name"},
+             "output_router_logits": "what a forward call returns; GLM-4.5's causal LM adds no auxiliary loss"},
 )
 
 
@@ -56,7 +54,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding),
                                  f"bias={s.attention_bias} out_bias=false{qk_norm}", "false", lines, head=head,
                                  name=name, heading=heading,
-                                 feedforward=feedforward)
+                                 feedforward=feedforward) + mtp.line(s, head)
 
 
 def hf_config(spec) -> dict:

@@ -19,6 +19,7 @@ from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .writer import SpecWriter, causal_masks
 from .family import Family
+from . import mtp
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
 
@@ -252,16 +253,19 @@ def layout_rules(model, prefix: str, state: dict, lm: bool, sublayers: Callable,
     layer's prefix), which is where Llama's relatives differ."""
     ours_state = model.state_dict()
     parts = layer_modules(model)
+
+    def layer(ours: str, theirs: str) -> list[Rule]:
+        return sublayers(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}", theirs, state,
+                         ours_state) + [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.{norms[0]}.weight"),
+                                        rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.{norms[1]}.weight")]
+
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
     for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        rules += sublayers(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}", theirs, state,
-                           ours_state)
-        rules += [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.{norms[0]}.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.{norms[1]}.weight")]
+        rules += layer(f"decoder.layers.{i}", f"{prefix}layers.{i}")
     head, aliases = lm_head_rules(model, lm)
-    return rules + head, aliases
+    ahead, shared = mtp.rules(model, prefix, state, layer) if lm else ([], {})  # (checkpoints' layers L, L + 1, ...)
+    return rules + head + ahead, {**aliases, **shared}
 
 
 def projection_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
@@ -308,9 +312,11 @@ def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: 
     same_head(model, reference, lm)
     refuse_other_architecture(model, reference, fields, hf_config, lambda: spec_text(
         reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
+    # multi-token prediction's modules, which Hugging Face's model leaves out: from its checkpoint's files
+    state = {**reference.state_dict(), **(mtp.checkpoint_tensors(reference, model, prefix) if lm else {})}
     names, aliases = rules(model, prefix if lm else "", state, lm)
-    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases)
+    names, aliases, outside = mtp.without_missing(model, state, names, aliases, prefix, type(reference).__name__)
+    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases, outside=outside)
 
 
 def export_decoder(model, rules, reference: str, prefix: str = "model.") -> dict:

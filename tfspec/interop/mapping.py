@@ -71,10 +71,11 @@ def architecture_problems(spec, expected_text: str, reference: str) -> list[str]
 
     expected = parse(expected_text)
     changes = [c for c in architecture_changes(spec, expected) if c.what != "init"]
-    training = [c for c in changes if "dropout" in c.what]  # the same computation in eval: told, not refused
+    # the same computation in eval (dropout; multi-token prediction's share of the loss): told, not refused
+    training = [c for c in changes if "dropout" in c.what or c.what == "loss weight"]
     if training:
-        warnings.warn(f"spec '{spec.name}' trains with other dropout than {reference}'s configuration (the "
-                      "weights compute the same in eval): " + "; ".join(str(c) for c in training), stacklevel=3)
+        warnings.warn(f"spec '{spec.name}' trains with other dropout or loss weights than {reference}'s "
+                      "configuration (the weights compute the same in eval): " + "; ".join(str(c) for c in training), stacklevel=3)
     return [f"{c} (ours → {reference})" for c in changes if c not in training]
 
 

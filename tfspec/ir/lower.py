@@ -309,12 +309,34 @@ class _Builder:
             self.add(ir.Output, "logits", "logits", [node], name="logits", shape=("batch", length, head.out))
         else:
             self.add(ir.Output, "hidden", "hidden states", [x], name="hidden", width=width)
+        if spec.mtp is not None:
+            self.multi_token_prediction(x, width)
         if spec.pooler is not None:
             pooler = self.add(ir.Pooler, "pooler", f"Pooler ({spec.pooler.activation})", [x],
                               module=ModulePath(("pooler",)),
                               params=linear_params("dense", width, width, True),
                               spec=spec.pooler, width=width, span=spec.pooler.span)
             self.add(ir.Output, "pooled", "pooled", [pooler], name="pooled")
+
+    def multi_token_prediction(self, x: str, width: int) -> None:
+        """The MTP modules: each an embedding norm, a hidden-state norm, a projection of both joined, a layer of
+        the kind of decoder layer ``layer`` (its template's parameters, under ``{k}.layer``) and the norm before
+        the shared head."""
+        mtp, info = self.spec.mtp, self.stacks["decoder"]
+        kind = info.kind_of(mtp.layer)
+        norm, norm_options = NORMS.of(mtp.norm)
+        template = [self.g.node(n) for n in self.g.nodes if self.g.node(n).stack == "decoder"
+                    and self.g.node(n).in_block and self.g.node(n).layer_kind == kind]
+        layer = {f"layer.{n.module.name}.{name}": p for n in template if n.params for name, p in n.params.items()}
+        one = {**{f"enorm.{k}": v for k, v in norm.params(width, norm_options).items()},
+               **{f"hnorm.{k}": v for k, v in norm.params(width, norm_options).items()},
+               **linear_params("proj", width, 2 * width, False), **layer,
+               **{f"norm.{k}": v for k, v in norm.params(width, norm_options).items()}}
+        params = {f"{k}.{name}": p for k in range(mtp.depth) for name, p in one.items()}
+        ahead = "1 token" if mtp.depth == 1 else f"{mtp.depth} tokens"
+        self.add(ir.MultiTokenPrediction, "mtp", f"Multi-Token Prediction ({ahead} further, λ {mtp.weight:g})", [x],
+                 stack="decoder", module=ModulePath(("mtp",)), params=params, spec=mtp, copies=kind,
+                 embedding="decoder.embed", layers_from=info.repeat, width=width, span=mtp.span)
 
 
 def attention_shape(body: S.Attention, width: int, memory_width: int) -> AttentionShape:

@@ -297,10 +297,25 @@ class Output(Node):
     name: Literal["logits", "hidden", "pooled"]
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class MultiTokenPrediction(Node):
+    """Training's chain of modules predicting further tokens (DeepSeek-V3's MTP), each with a layer of its own.
+
+    It reads the decoder's output; its parameters are every module's (``0.enorm.weight``, ``0.proj.weight``,
+    ``0.layer.self_attn.q.weight``, ...), each layer's as the template of decoder layer kind ``copies`` declares
+    them. It computes nothing the model returns: training adds its loss."""
+
+    kind: ClassVar[str] = "mtp"
+    spec: S.MultiTokenPrediction
+    copies: int  # the decoder layer kind each module's layer is
+    embedding: str  # the embedding node whose table each module reads the tokens ahead through
+    layers_from: int  # the layer number the first module's layer runs as (the decoder's layer count)
+
+
 NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Patches, Projection, PositionEncoding, PerLayerInputs,
                                       StackParameters, Add, Norm,
                                       Dropout, Scale, Attention, FeedForward, Mixer, BlockInput, BlockOutput, Head,
-                                      Pooler, Output)
+                                      Pooler, Output, MultiTokenPrediction)
 OPS: dict[str, str] = {cls.kind: (cls.__doc__ or "").split("\n")[0] for cls in NODE_TYPES}
 Sublayer = (Attention, FeedForward, Mixer)  # the node types a layer's residual branches compute
 

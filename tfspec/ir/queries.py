@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS, combined_reach
 from .graph import Graph
-from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Mixer, Node, Norm, Patches, PositionEncoding,
-                    Scale, Sublayer, describe_layers)
+from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Mixer, MultiTokenPrediction, Node, Norm,
+                    Patches, PositionEncoding, Scale, Sublayer, describe_layers)
 
 __all__ = ["describe_layers"]  # beside the queries defined here; it lives with the node types it describes
 
@@ -90,9 +90,16 @@ def count_parameters(g: Graph) -> int:
     return total
 
 
+def training_only_parameters(g: Graph) -> int:
+    """The parameters only training runs: multi-token prediction's modules (DeepSeek-V3's 14B beside its 671B);
+    0 without them. ``count_parameters`` counts them too, as the compiled model holds them."""
+    return sum(math.prod(p.shape) for node in g.of(MultiTokenPrediction) for p in node.params.values())
+
+
 def active_parameters(g: Graph) -> int:
-    """The parameters one position's computation reads: every one, less the experts a mixture does not choose
-    (``FeedForwardKind.active_params``). Equal to ``count_parameters`` for a model without one."""
+    """The parameters one position's computation reads at inference: every one, less the experts a mixture does
+    not choose (``FeedForwardKind.active_params``) and those only training runs (``training_only_parameters``).
+    Equal to ``count_parameters`` for a model without either."""
     unused, seen = 0, set()
     for node in g.of(FeedForward):
         if (key := weights_key(g, node)) in seen:
@@ -101,7 +108,7 @@ def active_parameters(g: Graph) -> int:
         kind, options = FEEDFORWARD_KINDS.of(node.spec.kind)
         total = sum(math.prod(p.shape) for p in node.params.values())
         unused += (total - kind.active_params(node.width, node.spec, options)) * weight_repeat(g, node)
-    return count_parameters(g) - unused
+    return count_parameters(g) - unused - training_only_parameters(g)
 
 
 def kv_cache_elements(g: Graph, length: int) -> tuple[int, int]:

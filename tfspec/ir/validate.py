@@ -143,6 +143,29 @@ def check_per_layer(g: Graph, spec: S.Spec, errors: Collector) -> None:
                          f"give at least {emb.vocab}")
 
 
+def check_mtp(g: Graph, spec: S.Spec, errors: Collector) -> None:
+    """A multi-token prediction module's layer runs on its own, after the decoder: the kind of layer it copies
+    reads nothing another layer hands on (keys and values, ``kv_from``; the first layer's values) and shares no
+    module its stack owns for every layer (T5's relative bias) or borrows."""
+    for node in g.of(ir.MultiTokenPrediction):
+        where = f"mtp layer={node.spec.layer}"
+        for part in g.of(ir.Node, stack="decoder", in_block=True):
+            if part.layer_kind != node.copies:
+                continue
+            if isinstance(part, ir.Attention) and (part.keys_from or part.values_from) is not None:
+                read = "keys and values" if part.keys_from is not None else "values"
+                errors.error("structure", f"{where}: that layer's {part.name} reads the {read} an earlier layer "
+                             "made, and a multi-token prediction module's layer runs with no layer before it",
+                             node.span, "give layer= a decoder layer that makes its own keys and values")
+            elif part.ties:
+                errors.error("structure", f"{where}: that layer's {part.label} borrows weights, which a module's own "
+                             "layer would not", node.span)
+        if g.of(ir.StackParameters, stack="decoder"):
+            errors.error("structure", f"{where}: the decoder's layers share modules it owns for all of them "
+                         "(a relative bias, layer-wise projections), which a module's own layer does not",
+                         node.span)
+
+
 def _reading_problems(g: Graph, node: ir.Attention, kind) -> list[Diagnostic]:
     """What stops an attention attending with the keys and values an earlier layer's made (``kv_from``): a kind
     that projects otherwise, steps acting on keys or values it does not make, or keys another kind of attention
@@ -272,6 +295,7 @@ PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [
     check_images,                  # pictures feed an encoder-only model whose positions cover their patches
     check_variants,                # each variant's own checks; positions where they act
     check_per_layer,               # per-layer inputs made for one stack, read there as wide as made
+    check_mtp,                     # multi-token prediction's layers run on their own
 ]
 
 

@@ -15,7 +15,8 @@ import re
 from ..front import resolve as R
 from .language import FAMILIES
 
-KEYWORDS = ("model", "include", "let", "defaults", "embedding", "encoder", "decoder", "head", "pooler")
+KEYWORDS = ("model", "include", "let", "defaults", "embedding", "encoder", "decoder", "head", "pooler",
+            "mtp")
 CONSTANTS = ("true", "false", "none", "self", "cross", "pre", "post", "first", "mean", "encoder")
 
 

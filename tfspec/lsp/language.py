@@ -25,7 +25,7 @@ from ..errors import Diagnostic, Span, SpecError, SpecWarning, source_lines
 from ..front import resolve as R
 from ..front import words
 from ..front.syntax import (Arg, Assignment, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl, Module,
-                            PoolerDecl, Setting, StackDecl, names, parse_module)
+                            MtpDecl, PoolerDecl, Setting, StackDecl, names, parse_module)
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry, format_value,
                         option_docs)
 
@@ -258,6 +258,8 @@ def statement_params(context: Context) -> tuple[str | None, list[R.Param]]:
             return words.HEAD, R.head_params(projection)
         if keyword == "pooler":
             return words.POOLER, R.POOLER_PARAMS
+        if keyword == "mtp":
+            return words.MTP, R.MTP_PARAMS
         return None, []
     if keyword in R.SUBLAYERS:
         return keyword, R.sublayer_params(keyword, R.BUILTIN_DEFAULTS, sequential=True)
@@ -337,7 +339,8 @@ def _candidates(doc: Document, context: Context) -> list[Completion]:
     if context.at_start():
         if context.block == "top":
             return [Completion(k, "keyword", documentation=words.doc(words.TOP, k) or "")
-                    for k in ("model", "include", "let", "defaults", "embedding", "encoder", "decoder", "head", "pooler")]
+                    for k in ("model", "include", "let", "defaults", "embedding", "encoder", "decoder", "head", "pooler",
+                              "mtp")]
         names = list(settings_of(context.block))
         if context.block in ("stack", "section"):
             names += list(R.SUBLAYERS) + (list(R.SECTIONS) if context.block == "stack" else [])
@@ -634,7 +637,7 @@ def renameable(doc: Document, line: int, column: int) -> tuple[Position, Positio
 @dataclass
 class Symbol:
     name: str
-    kind: str  # "model", "let", "defaults", "embedding", "stack", "sublayer", "section", "head", "pooler"
+    kind: str  # "model", "let", "defaults", "embedding", "stack", "sublayer", "section", "head", "pooler", "mtp"
     range: tuple[Position, Position]
     selection: tuple[Position, Position]
     detail: str = ""
@@ -672,6 +675,8 @@ def symbols(doc: Document) -> list[Symbol]:
             out.append(Symbol("head", "head", whole, whole, _args_text(item.args)))
         elif isinstance(item, PoolerDecl):
             out.append(Symbol("pooler", "pooler", whole, whole))
+        elif isinstance(item, MtpDecl):
+            out.append(Symbol("mtp", "mtp", whole, whole, _args_text(item.args)))
     return out
 
 

@@ -79,7 +79,7 @@ class CompiledModel(nn.Module):
     def __init__(self, spec, embeddings: dict[str, Embeddings], stacks: dict[str, Stack], head: nn.Module | None,
                  pooler: nn.Module | None, stack_embedding: dict[str, str], max_len: dict[str, int | None],
                  limited_by: dict[str, str], position_table: dict[str, int | None], program: fx.Graph,
-                 real_positions: dict[str, int | None] | None = None):
+                 real_positions: dict[str, int | None] | None = None, mtp: nn.Module | None = None):
         super().__init__()
         self.spec = spec
         self.embeddings = nn.ModuleDict(embeddings)
@@ -87,6 +87,7 @@ class CompiledModel(nn.Module):
             setattr(self, role, stack)
         self.head = head
         self.pooler = pooler
+        self.mtp = mtp  # multi-token prediction's modules (``tfspec.nn.mtp``), which only training runs
         self.stack_embedding = stack_embedding
         # per stack, the embedding whose token table its own reads (BART's decoder: the encoder's), if another's
         self.shared_tokens = {role: spec.embedding(name).shares for role, name in stack_embedding.items()}
@@ -222,6 +223,42 @@ class CompiledModel(nn.Module):
         self.check_padding("padding_mask" if name == "tokens" else f"{name}_padding_mask", padding, ids, name, used,
                            " or ".join(readers))
         return getattr(self, role)(x, ctx)
+
+    def train_ahead(self, hidden: Tensor, ids: Tensor, padding: Tensor | None, inputs: dict,
+                    labels: Tensor | None = None) -> Tensor:
+        """Multi-token prediction's loss on this batch when training (``mtp.added_losses``, one of
+        ``auxiliary_losses``), from the decoder's output ``hidden``; ``hidden`` unchanged. ``labels``: the next
+        token's id at each position, -100 where it has none (default: the next id of ``ids``)."""
+        if self.check_inputs and labels is not None and (
+                not isinstance(labels, Tensor) or labels.shape != ids.shape or labels.dtype != torch.long):
+            got = f"{tuple(labels.shape)} {labels.dtype}" if isinstance(labels, Tensor) else type(labels).__name__
+            raise ValueError(f"labels must be token ids (int64) of the shape of tokens {tuple(ids.shape)}, got {got}")
+        if self.mtp is None:  # dropped
+            return hidden
+        if not (self.training and torch.is_grad_enabled()):
+            self.mtp.added_losses = None
+            return hidden
+        ctx = self.context("decoder", "tokens", ids, inputs, padding)
+        self.mtp(hidden, ids, lambda ahead: self.embed("decoder", "tokens", ahead, ctx), self.output, ctx, labels)
+        return hidden
+
+    def predict_ahead(self, tokens: Tensor, padding_mask: Tensor | None = None, **inputs) -> list[Tensor]:
+        """The logits of each multi-token prediction module at every position: module k's at position i predict
+        token i + k + 1 (speculative decoding's drafts; what its loss trains), those at the last k positions
+        meaningless. The model's own logits predict token i + 1."""
+        if self.mtp is None:
+            raise TypeError(f"spec '{self.spec.name}' has no multi-token prediction (`mtp D`)" +
+                            (" left: it was dropped" if self.spec.mtp is not None else ""))
+        hidden = self.run_stack("decoder", "tokens", tokens, padding_mask, inputs)
+        ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask)
+        embed = lambda ahead: self.embed("decoder", "tokens", ahead, ctx)  # noqa: E731
+        return [self.output(h) for h in self.mtp.chain(hidden, tokens, embed, ctx)]
+
+    def drop_multi_token_prediction(self) -> "CompiledModel":
+        """Free the MTP modules: inference never runs them, and training afterwards adds no MTP loss. The model's
+        state dict then lacks their ``mtp.*`` weights."""
+        self.mtp = None
+        return self
 
     def split_inputs(self, inputs: dict) -> tuple[dict, dict]:
         """An encoder-decoder's run-time inputs, named for their sequence (``src_position_ids``,

@@ -261,7 +261,9 @@ class Trainer:
             counts.append(max(whole.tokens, 1))  # the global batch's labelled tokens: what the loss averages
             batch = whole.rows(world.rows(self.objective.rows)).to(self.device)
             with gradients_synced(model, world, micro == config.accumulate - 1), self.autocast():
-                logits = output_logits(model(**batch.inputs))
+                # multi-token prediction trains on the labels further ahead: the same positions' labels, shifted
+                ahead = {"labels": batch.labels} if unwrap(model).mtp is not None else {}
+                logits = output_logits(model(**batch.inputs, **ahead))
                 summed = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.labels.flatten(),
                                          ignore_index=IGNORE,
                                          label_smoothing=self.recipe.label_smoothing, reduction="sum")
