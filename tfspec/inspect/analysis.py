@@ -16,6 +16,9 @@
 - complexity classes per layer type, as in Table 1 of "Attention Is All You
   Need", derived from each sublayer's attention kind and masks.
 
+Multi-token prediction's modules (``mtp D``), which training runs beside the model and inference drops, are
+counted in the parameters (``training_only_parameters`` says how many) but not in the FLOPs or memory.
+
 >>> from tfspec import load
 >>> a = analyse(load("examples/gpt2_small.tfs"), seq_len=1024)
 >>> a.total.params, round(a.total.matmul / 1e9, 1)
@@ -275,7 +278,7 @@ class _Counter:
                       ir.Add: self.cost_add, ir.Scale: self.cost_scale, ir.Norm: self.cost_norm,
                       ir.Dropout: self.cost_dropout, ir.Attention: self.cost_attention,
                       ir.FeedForward: self.cost_feedforward, ir.Mixer: self.cost_mixer, ir.Head: self.cost_head,
-                      ir.Pooler: self.cost_pooler}
+                      ir.Pooler: self.cost_pooler, ir.MultiTokenPrediction: self.cost_training_only}
 
     # -- helpers
     def keep(self, key: tuple, nbytes: int) -> int:
@@ -560,6 +563,10 @@ class _Counter:
             memory += self.keep(("capped", node.id), rows * spec.out * self.s)
         memory += self.keep(("logits", node.id), rows * spec.out * self.s)  # the output, kept by the loss
         return self.dense(matmul, elementwise, memory, repeat)
+
+    def cost_training_only(self, node: ir.MultiTokenPrediction, n, repeat):
+        """Multi-token prediction's modules: their parameters (``row``), not their training-only compute."""
+        return self.dense(0, 0, 0, 1)
 
     def cost_pooler(self, node: ir.Pooler, n, repeat):
         d = node.width

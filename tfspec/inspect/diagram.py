@@ -250,7 +250,7 @@ class _Diagram:
                                      self.g.stacks["decoder"].repeat)
             norm = node.spec.norm.name
             return (f"{node.label}\n{node.spec.depth}× [{norm}(embedding ahead) ‖ {norm}(h)] → Linear → a layer "
-                    f"as {layers} → {norm} → the head\ntraining only")
+                    f"as {layers} → {norm} → the head")
         return node.label
 
     def edges(self, node: ir.Node, layer: int | None) -> None:

@@ -37,7 +37,9 @@ def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "floa
 
     ``attention_backend``: a ``torch.nn.attention.SDPBackend`` to force (on a real device).
     """
-    model = compile_spec(spec, device=device, dtype=getattr(torch, dtype), seed=0).train()
+    # the model's own forward, which the analysis counts: multi-token prediction's modules, which only training
+    # runs beside it, are not counted (``tfspec.inspect.analysis``)
+    model = compile_spec(spec, device=device, dtype=getattr(torch, dtype), seed=0).train().drop_multi_token_prediction()
     inputs = _inputs(model, lengths, batch, device)
     with FlopCounterMode(display=False) as counter:
         model(*inputs)

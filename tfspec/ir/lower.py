@@ -334,7 +334,7 @@ class _Builder:
                **{f"norm.{k}": v for k, v in norm.params(width, norm_options).items()}}
         params = {f"{k}.{name}": p for k in range(mtp.depth) for name, p in one.items()}
         ahead = "1 token" if mtp.depth == 1 else f"{mtp.depth} tokens"
-        self.add(ir.MultiTokenPrediction, "mtp", f"Multi-Token Prediction ({ahead} further, λ {mtp.weight:g})", [x],
+        self.add(ir.MultiTokenPrediction, "mtp", f"Multi-Token Prediction ({ahead} further, λ {mtp.weight:g}; training only)", [x],
                  stack="decoder", module=ModulePath(("mtp",)), params=params, spec=mtp, copies=kind,
                  embedding="decoder.embed", layers_from=info.repeat, width=width, span=mtp.span)
 
