@@ -246,3 +246,19 @@ def test_a_checkpoints_module_that_does_not_share_the_token_table_is_refused(tmp
     save_file(tensors, str(path), metadata={"format": "pt"})
     with pytest.raises(InteropError, match="model.layers.2.embed_tokens.weight"):
         tfspec.from_pretrained(tmp_path / "out")
+
+
+@pytest.mark.parametrize("source", [SPEC, "examples/deepseek_v3.tfs", "examples/deepseek_v32.tfs"])
+def test_their_training_flops_are_what_the_flop_counter_counts(source):
+    """A training forward runs the modules beside the model: FlopCounterMode counts the model's matrix products
+    (``total``) and theirs (``training_only``), at full size on the meta device."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from tfspec.inspect.analysis import analyse
+    spec = tfspec.load(source) if source.endswith(".tfs") else tfspec.parse(source)
+    a = analyse(spec, seq_len=64, batch=2)
+    model = tfspec.compile(spec, device="meta").train()
+    with FlopCounterMode(display=False) as counter:
+        model(torch.zeros(2, 64, dtype=torch.long, device="meta"))
+    assert a.training_only.matmul > 0
+    assert counter.get_total_flops() == a.total.matmul + a.training_only.matmul
+    assert a.training()["flops_forward_backward"] == 3 * (a.total.flops + a.training_only.flops)

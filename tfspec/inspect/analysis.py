@@ -16,8 +16,9 @@
 - complexity classes per layer type, as in Table 1 of "Attention Is All You
   Need", derived from each sublayer's attention kind and masks.
 
-Multi-token prediction's modules (``mtp D``), which training runs beside the model and inference drops, are
-counted in the parameters (``training_only_parameters`` says how many) but not in the FLOPs or memory.
+Multi-token prediction's modules (``mtp D``), which training runs beside the model and inference drops: their
+parameters are in the totals (``training_only_parameters`` says how many), their forward FLOPs apart
+(``Analysis.training_only``, which ``training()`` adds); the activations they keep are not counted.
 
 >>> from tfspec import load
 >>> a = analyse(load("examples/gpt2_small.tfs"), seq_len=1024)
@@ -33,7 +34,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import (active_parameters, count_parameters, default_length, fixed_length,  # noqa: F401
-                         kv_cache_elements, layer_repeat, state_elements, length_limit, max_length, parameter_table, source,
+                         kv_cache_elements, layer_repeat, layer_template, state_elements, length_limit, max_length, parameter_table, source,
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS,
@@ -183,6 +184,9 @@ class Analysis:
     kv_cache_bytes: int = 0
     kv_cache_multi_head_bytes: int = 0
     state_bytes: int = 0  # what a decoder's mixers keep while decoding, for the batch, whatever the length
+    # the forward FLOPs of what only training runs beside the model (multi-token prediction's modules; its memory
+    # is not counted): not in the rows
+    training_only: Cost = field(default_factory=Cost)
 
     @property
     def total(self) -> Cost:
@@ -198,13 +202,14 @@ class Analysis:
                 "components": [r.to_dict() for r in self.rows], "total": self.total.to_dict(),
                 "active_params": self.active_params, "kv_cache_bytes": self.kv_cache_bytes,
                 "kv_cache_multi_head_bytes": self.kv_cache_multi_head_bytes, "state_bytes": self.state_bytes,
-                "training": self.training(),
+                "training": self.training(), "training_only": self.training_only.to_dict(),
                 "complexity": [asdict(c) for c in self.complexity]}
 
     def training(self) -> dict[str, int]:
-        """Rough training figures: backward costs two matmuls per forward matmul; Adam keeps two moments."""
+        """Rough training figures: backward costs two matmuls per forward matmul; Adam keeps two moments; the
+        forward is the model's and what only training runs beside it (``training_only``)."""
         total = self.total
-        return {"flops_forward_backward": 3 * total.flops,
+        return {"flops_forward_backward": 3 * (total.flops + self.training_only.flops),
                 "weights_grads_adam_bytes": total.params * (2 * DTYPE_BYTES[self.dtype] + 2 * 4),
                 "activation_bytes": total.memory}
 
@@ -236,7 +241,7 @@ def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = 
     element = batch * DTYPE_BYTES[dtype]
     return Analysis(g.name, g.kind, batch, lengths, dtype, fused_attention, rows,
                     complexity_classes(g), active_parameters(g), cached * element, multi_head * element,
-                    state_elements(g) * element)
+                    state_elements(g) * element, counter.training_only())
 
 
 def _graph_of(spec_or_graph) -> Graph:
@@ -565,8 +570,27 @@ class _Counter:
         return self.dense(matmul, elementwise, memory, repeat)
 
     def cost_training_only(self, node: ir.MultiTokenPrediction, n, repeat):
-        """Multi-token prediction's modules: their parameters (``row``), not their training-only compute."""
+        """Multi-token prediction's modules in the rows: their parameters (``row``); their compute is training's
+        alone (``training_only``)."""
         return self.dense(0, 0, 0, 1)
+
+    def training_only(self) -> Cost:
+        """Multi-token prediction's forward FLOPs: per module, the embedding of the tokens ahead, three norms, the
+        projection of both joined, a layer of the kind it copies, and the shared head (its loss's element-wise
+        work aside); memory not counted."""
+        total = Cost()
+        for node in self.g.of(ir.MultiTokenPrediction):
+            d, n = node.width, self.lengths["decoder"]
+            apart = _Counter(self.g, self.lengths, self.batch, self.s, self.fused)  # (its own tensors)
+            parts = [apart.rules[type(t)](t, n, 1) for t in layer_template(self.g, "decoder", node.copies)
+                     if type(t) in apart.rules]
+            parts.append(apart.cost_embedding(self.g.node(node.embedding), n, 1))
+            norm, _ = NORMS.of(node.spec.norm)
+            parts.append(apart.dense(2 * n * 2 * d * d, 3 * norm.flops_per_element * n * d, 0, 1))
+            parts.append(apart.cost_head(self.g.node("head"), n, 1))
+            one = sum(parts, Cost())
+            total += Cost(0, *(getattr(one, k) * node.spec.depth for k in COST_FIELDS[1:-1]), 0)
+        return total
 
     def cost_pooler(self, node: ir.Pooler, n, repeat):
         d = node.width

@@ -82,11 +82,16 @@ def format_summary(a: Analysis, label_width: int = 50) -> str:
     if a.state_bytes:  # what the mixers keep while decoding: the same after any number of tokens
         out += ["", f"mixer states while decoding: {binary(a.state_bytes)}, whatever the length"]
     train = a.training()
+    extra = a.training_only
     out += ["",
             f"forward: {si(t.flops, 'FLOPs')} = {si(t.matmul)} in matrix products (what FlopCounterMode counts)"
-            f" + {si(t.elementwise)} element-wise",
-            f"mask-aware: {si(t.flops_mask_aware, 'FLOPs')}, scoring only the query-key pairs the masks allow",
-            f"training step ≈ 3 × forward = {si(train['flops_forward_backward'], 'FLOPs')}; "
+            f" + {si(t.elementwise)} element-wise"]
+    if extra.flops:  # what training alone runs beside the model
+        out.append(f"multi-token prediction, training only: {si(extra.flops, 'FLOPs')} more per forward "
+                   f"({extra.flops / t.flops:.1%}), in the training step below; its activations not counted")
+    out += [f"mask-aware: {si(t.flops_mask_aware, 'FLOPs')}, scoring only the query-key pairs the masks allow",
+            f"training step ≈ 3 × forward{' (both)' if extra.flops else ''} = "
+            f"{si(train['flops_forward_backward'], 'FLOPs')}; "
             f"weights + grads + Adam moments {binary(train['weights_grads_adam_bytes'])}; "
             f"activations {binary(t.memory)}"
             + ("" if a.fused_attention else " (attention probabilities materialised; --fused-attention for "
