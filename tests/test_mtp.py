@@ -262,3 +262,23 @@ def test_their_training_flops_are_what_the_flop_counter_counts(source):
     assert a.training_only.matmul > 0
     assert counter.get_total_flops() == a.total.matmul + a.training_only.matmul
     assert a.training()["flops_forward_backward"] == 3 * (a.total.flops + a.training_only.flops)
+
+
+def test_a_task_run_with_them_resumes_exactly_and_tunes_with_lora(tmp_path):
+    """The reverse task labels only the answer: the modules' labels are the trainer's, shifted. An interrupted run
+    resumes to the uninterrupted one's losses (their dropout draws included); LoRA adapts the modules' layers too."""
+    from tfspec.run.lora import parse_settings
+    from tfspec.run.train import TrainConfig, resume, train
+    spec = SPEC.replace("residual pre", "residual pre\n  dropout 0.1").replace("vocab 40", "vocab 16")
+    config = dict(task="reverse", steps=6, save_every=3, eval_every=3, symbols=6, min_len=2, max_len=6, batch=8,
+                  eval_size=8)
+    whole = train(spec, TrainConfig(**config), tmp_path / "a", progress=False, log=lambda *_: None)
+    train(spec, TrainConfig(**config), tmp_path / "b", progress=False, log=lambda *_: None, stop_after=2)
+    rest = resume(tmp_path / "b", progress=False, log=lambda *_: None)
+    assert whole.losses[2:] == rest.losses
+    steps, _ = read_metrics(tmp_path / "a" / "metrics.jsonl")
+    assert all(s["mtp"] > 0 for s in steps)
+    tuned = train(spec, TrainConfig(**config, lora=parse_settings("r=2,targets=qkv")), tmp_path / "lora",
+                  progress=False, log=lambda *_: None)
+    adapters = dict(tuned.model.mtp.named_parameters())
+    assert adapters["1.layer.self_attn.qkv.lora_B.default.weight"].abs().sum() > 0  # (zero at first): trained
