@@ -463,7 +463,7 @@ class ParamRole:
     kind: the declared role (``matrix``, ``unembedding``, ``embedding``, ``position_table``, ``vector``,
     ``bias``, ``norm_weight``, ``norm_bias``). residual_branches: for a projection declared as writing into
     the residual stream, how many such branches its stack has in all (0 otherwise). width: the residual
-    stream's width where it acts. query_rows, head_dim, value: as declared.
+    stream's width where it acts. query_rows, head_dim, value, std, uniform, log: as declared.
     """
 
     kind: Role
@@ -473,6 +473,8 @@ class ParamRole:
     head_dim: int = 0
     value: float | None = None
     std: float | None = None
+    uniform: tuple[float, float] | None = None
+    log: bool = False
 
 
 def parameter_roles(g: Graph) -> dict[str, ParamRole]:
@@ -484,7 +486,7 @@ def parameter_roles(g: Graph) -> dict[str, ParamRole]:
             for name, p in node.params.items():
                 roles.setdefault(f"{module}.{name}", ParamRole(
                     p.role, branches.get(node.stack, 0) if p.residual else 0, node.width, p.query_rows,
-                    p.head_dim, p.value, p.std))
+                    p.head_dim, p.value, p.std, p.uniform, p.log))
     return roles
 
 

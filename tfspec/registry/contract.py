@@ -33,6 +33,8 @@ class Param:
     value: a constant it starts at under every scheme (DyT's α: 0.5); None: the scheme's draw for its role.
     std: a normal distribution N(0, std) it is drawn from under every scheme, where its paper gives one
     (differential attention's λ vectors: N(0, 0.1)); None: the scheme's draw for its role.
+    uniform: (low, high), a uniform distribution it is drawn from under every scheme; with ``log``, it holds the
+    draw's logarithm (a state-space model's A_log: log U(1, 16)).
     """
 
     shape: Shape
@@ -42,6 +44,8 @@ class Param:
     head_dim: int = 0
     value: float | None = None
     std: float | None = None
+    uniform: tuple[float, float] | None = None
+    log: bool = False
 
 
 def linear_params(name: str, out: int, inp: int, bias: bool, **matrix) -> dict[str, Param]:

@@ -2,7 +2,7 @@
 
 Every scheme sets biases to 0, norm scales to 1 (shifts to 0), a parameter
 declared with a constant (``Param.value``) to that constant and one declared with a distribution
-(``Param.std``) from it; they differ in how
+(``Param.std``, ``Param.uniform``) from it; they differ in how
 they draw matrices, embedding tables and other vectors. Each parameter arrives
 with the role its variant declared (``tfspec.backend.compiler.ParamRole``), so a scheme
 never guesses from names.
@@ -23,6 +23,10 @@ def _fixed(tensor, role, norm_scale: float = 1.0, generator=None) -> bool:
         nn.init.constant_(tensor, role.value)
     elif role.std is not None:
         nn.init.normal_(tensor, 0.0, role.std, generator=generator)
+    elif role.uniform is not None:
+        nn.init.uniform_(tensor, *role.uniform, generator=generator)
+        if role.log:
+            tensor.log_()
     elif role.kind in ("bias", "norm_bias"):
         nn.init.zeros_(tensor)
     elif role.kind == "norm_weight":
