@@ -329,7 +329,14 @@ class MultiHeadAttention(nn.Module):
             y = step.head_output(y)
         if cache is not None and not self.cross:
             cache.trim()
-        return self.out(y.transpose(1, 2).reshape(batch, length, -1))  # heads · value dimension
+        return self.project_out(y.transpose(1, 2).reshape(batch, length, -1), x)  # heads · value dimension
+
+    def project_out(self, y: Tensor, x: Tensor) -> Tensor:
+        """The output projection of the heads' joined outputs ``y`` (batch, length, heads · value dimension), after
+        the steps that transform them from the attention's input ``x`` (an output gate)."""
+        for step in self.steps():
+            y = step.joined_output(y, x)
+        return self.out(y)
 
     def steps(self) -> list[nn.Module]:
         """Its pipeline's steps (``tfspec.nn.steps.AttentionStep``): the position scheme's, then its kind's."""

@@ -59,7 +59,7 @@ class LongformerAttention(MultiHeadAttention):
                 mask = torch.where(is_global[:, None, None], torch.zeros((), dtype=q.dtype, device=q.device), mask)
             y = self.mix(q, k, v, mask, False)
         y = self.attend_globally(x, y, order, filled, ctx.padding)
-        return self.out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim))
+        return self.project_out(y.transpose(1, 2).reshape(batch, length, self.heads * self.head_dim), x)
 
     def mix_banded_with(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, chunk: int, is_global: Tensor,
                         order: Tensor, filled: Tensor) -> Tensor:

@@ -5,8 +5,9 @@
 transform the ``fresh_values`` before a KV cache keeps them (value residual learning) → make per-position ``extras`` from the input (the
 Forgetting Transformer's cumulative log forget gates), which a KV cache keeps beside each key → add ``score_terms``
 computed from the queries' and the keys' positions and extras (ALiBi, T5, FoX) → mix (``weigh`` the scores in
-place of the softmax: soft-capping, sigmoid attention; ``attend`` in place of the whole mix: Shaw's values) → transform the ``mixed_values`` (differential attention pairs heads) → and each
-head's output (``head_output``: a per-head norm). A step is an ``nn.Module``: its parameters are the attention's (under
+place of the softmax: soft-capping, sigmoid attention; ``attend`` in place of the whole mix: Shaw's values) → transform the ``mixed_values`` (differential attention pairs heads) → each
+head's output (``head_output``: a per-head norm) → the heads' outputs joined, from the input (``joined_output``: an
+output gate). A step is an ``nn.Module``: its parameters are the attention's (under
 the name it is given), and it may read its layer's index from its arguments. Torch only, so ``tfspec emit`` copies it.
 """
 
@@ -104,4 +105,9 @@ class AttentionStep(nn.Module):
 
     def head_output(self, y: Tensor) -> Tensor:
         """Each head's output ``(batch, heads, queries, value_dim)``, transformed before the output projection."""
+        return y
+
+    def joined_output(self, y: Tensor, x: Tensor) -> Tensor:
+        """The heads' outputs joined ``(batch, queries, heads · value_dim)``, transformed from the attention's input
+        ``x`` (an output gate: Qwen3-Next's σ(x W_g) ⊙ y) before the output projection."""
         return y
