@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS, combined_reach
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, MIXERS, POSITIONS, combined_reach
 from .mapping import InteropError
 
 
@@ -183,7 +183,11 @@ class Facts:
 
     def rotary(self, role: str) -> dict:
         """The rotary options of the stack's self-attentions (of the first layer that has them, in a schedule)."""
-        positions = [a.position for a in self.layer_attentions(role)]
+        # (of each kind of layer in the order the layers first run them: a hybrid's may have none)
+        positions = [n.spec.position for n in self.g.of(ir.Attention, stack=role, in_block=True)
+                     if n.spec.reads == "self"]
+        if not positions:
+            raise self.refuse(f"its {role} layers have no self-attention")
         rotary = next((p for p in positions if self.rotates(p)), None)
         if rotary is None:
             raise self.refuse(f"its attention's positions are {positions[0].name}, not rotary")
@@ -215,6 +219,19 @@ class Facts:
     def layer_attentions(self, role: str) -> list:
         """Each layer's first self-attention, in layer order."""
         return self.per_layer(role, ir.Attention, "self-attention", reads="self")
+
+    def layer_mixers(self, role: str) -> list:
+        """Each layer's token mixer (a ``schema.Mixer``), None where the layer has none (attention mixes there)."""
+        info = self.g.stacks[role]
+        by_kind = {n.layer_kind: n.spec for n in self.g.of(ir.Mixer, stack=role, in_block=True)}
+        return [by_kind.get(info.kind_of(i)) for i in range(info.repeat)]
+
+    def mixer(self, role: str):
+        """The options of the first token mixer of ``role``'s layers (refused where none has one)."""
+        mixers = [m for m in self.layer_mixers(role) if m is not None]
+        if not mixers:
+            raise self.refuse(f"its {role} layers have no token mixer (mixer KIND)")
+        return MIXERS.of(mixers[0].kind)[1]
 
     def layer_feedforwards(self, role: str) -> list:
         """Each layer's first feed-forward, in layer order."""

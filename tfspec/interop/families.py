@@ -35,7 +35,7 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_gemma3, hf_gptj, hf_phi, hf_cohere, hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird,
                hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe,
                hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus, hf_llama4, hf_phimoe,
-               hf_deepseek_v32, hf_gemma4)
+               hf_deepseek_v32, hf_gemma4, hf_qwen3_5)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
@@ -45,7 +45,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2, hf_gemma3, hf_gptj, hf_phi, hf_cohere,
     hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird, hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4,
     hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan,
-    hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4,
+    hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5,
 ) for family in module.FAMILIES)
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),
@@ -465,6 +465,7 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
                      if key in values and values[key] != value]
         values = _without_foreign_token_ids({**values, **_still_true(candidate, values, carried or {}),
                                              **(token_ids or {})})
+        values = _nested(values)
         config = read_config(values)
         family = family_of(config.model_type)
         has = {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
@@ -491,6 +492,16 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
     problems = conflicts + problems
     raise InteropError(f"spec '{model.spec.name}' has no Hugging Face equivalent; the closest family, {closest}, "
                        "differs:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _nested(values: dict) -> dict:
+    """``values`` with each dotted key (a carried ``rope_parameters.mrope_section``) put inside its dict field."""
+    from .fields import _put
+    out = {key: (dict(value) if isinstance(value, dict) else value) for key, value in values.items() if "." not in key}
+    for key, value in values.items():
+        if "." in key:
+            _put(out, key, value)
+    return out
 
 
 def _still_true(family: Family, values: dict, carried: dict) -> dict:

@@ -281,6 +281,8 @@ class AttentionStepKind(Variant):
     # It makes the fresh values anew (``fresh_values``): the mix keeps its tensor, not a view of the projection, so
     # the analysis does not count the projection as kept through the values
     makes_values: ClassVar[bool] = False
+    # It multiplies the heads' joined outputs by a gate computed from the attention's input (``joined_output``)
+    gates_output: ClassVar[bool] = False
 
     def params(self, shape: AttentionShape, options) -> dict[str, Param]:
         """Its parameters (under ``NAME.`` in the attention's), with their roles."""

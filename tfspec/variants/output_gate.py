@@ -15,6 +15,7 @@ class OutputGateStep(AttentionStepKind):
     name = "output_gate"
     title = "output gate"
     queries_only = True  # it reads the input and acts on the output: a reader of another layer's keys may take it
+    gates_output = True
     examples = ({}, {"bias": True})
     doc = ("output_gate(bias=false): the heads' joined outputs times σ(x W_g + b) of the attention's input, before "
            "the output projection (Qwen3-Next's and Qwen3.5's gated attention)")

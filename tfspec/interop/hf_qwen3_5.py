@@ -1,0 +1,194 @@
+"""Hugging Face ``Qwen3_5ForCausalLM`` (Qwen3.5's text model; and its base ``Qwen3_5TextModel``) <-> a compiled spec.
+
+Qwen3.5 (2026) is a hybrid: as ``layer_types`` says, most layers mix positions with Gated DeltaNet (``mixer
+gated_deltanet(...)``, the layer's ``linear_attn``: a delta-rule state per value head, a short convolution, a
+gated RMSNorm), every fourth by default with gated attention (``attention(self, ...)`` with ``steps=output_gate``:
+σ of a projection of the input times the heads' output; its queries' and gate's rows interleaved per head in
+``q_proj``), each head's queries and keys normed, a quarter of each head rotated. Every norm is the (1 + w) RMSNorm
+(``gemma_rmsnorm``); the feed-forward a SwiGLU. The text model's M-RoPE sections turn the three position axes of an
+image's tokens; a text's three are equal, which is rotary positions (``rotary(fraction=...)``).
+"""
+
+from __future__ import annotations
+
+from ..ir import nodes as ir
+from ..ir.queries import layer_template, residual_placement
+from ..registry import ATTENTION_STEPS
+from . import hf_llama
+from .facts import Facts
+from .fields import Field, Fields, Fixed
+from .mapping import InteropError, Rule, linear_rules, rule
+from .writer import SpecWriter, causal_masks, schedule
+
+LINEAR, FULL = "linear_attention", "full_attention"
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+
+def _mixer(f):
+    """The options of the decoder's Gated DeltaNet (refused where its mixers keep no delta-rule state)."""
+    options = f.mixer("decoder")
+    if not hasattr(options, "key_dim"):
+        raise f.refuse(f"its layers' mixer is {f.layer_mixers('decoder')[0].kind.name}, not Gated DeltaNet "
+                       "(mixer gated_deltanet(...))")
+    return options
+
+
+def _layer_types(f) -> list[str]:
+    return [FULL if mixer is None else LINEAR for mixer in f.layer_mixers("decoder")]
+
+
+def _gate_bias(f) -> bool:
+    """The attention's bias, which its output gate (rows of ``q_proj``) must share."""
+    attention = f.attention("decoder")
+    gates = [s for s in attention.steps if ATTENTION_STEPS[s.name].gates_output]
+    if len(gates) != 1:
+        raise f.refuse("its attention has no output gate (steps=output_gate): Qwen3.5's is gated")
+    if gates[0].options.get("bias", False) != attention.bias or attention.out_bias != attention.bias:
+        raise f.refuse("its attention's projections, output gate and output projection are not all biased or all "
+                       "not (attention_bias)")
+    return attention.bias
+
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "eps", "p_attn_dropout",
+                          "init_std", "tied", "rope_theta", "rotary_fraction")),
+    Fixed("hidden_act", "silu", "hidden_act={value}: Qwen3.5 applies it in its Gated DeltaNet's convolution as well "
+                                "as in its MLP, and tfspec's convolution applies SiLU"),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),  # (its default is 256, not d / heads)
+    Field("attention_bias", "attention_bias", _gate_bias, let=False),
+    Field("linear_heads", "linear_num_value_heads", lambda f: _mixer(f).heads),
+    Field("linear_key_heads", "linear_num_key_heads", lambda f: _mixer(f).key_heads or _mixer(f).heads),
+    Field("linear_key_dim", "linear_key_head_dim", lambda f: _mixer(f).key_dim),
+    Field("linear_value_dim", "linear_value_head_dim", lambda f: _mixer(f).value_dim),
+    Field("conv_kernel", "linear_conv_kernel_dim", lambda f: _mixer(f).kernel),
+    Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layer_types), setting=False),
+    *hf_llama.ROPE_SCALING,
+    ignored={**hf_llama.FIELDS.ignored,
+             "rope_parameters.mrope_section": "M-RoPE's sections turn the time, height and width positions of an "
+                                              "image's tokens; a text's three are equal: rotary positions",
+             "rope_parameters.mrope_interleaved": "how M-RoPE interleaves those sections: the same for a text"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Qwen3.5 text configuration describes: the most common kind of layer the stack's, the
+    other kind's layers a section that puts it in the mixer's place (or the attention's)."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    norm = f"gemma_rmsnorm(eps={s.eps})"
+    bias = str(s.attention_bias).lower()
+    mixer = (f"gated_deltanet({s.linear_heads}, key_heads={s.linear_key_heads}, key_dim={s.linear_key_dim}, "
+             f"value_dim={s.linear_value_dim}, kernel={s.conv_kernel}, eps={s.eps})")
+    attention = (f"heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, qk_norm={norm}, "
+                 f"mask={causal_masks(None, padding)}, bias={bias}, out_bias={bias}, "
+                 f"steps=output_gate(bias={bias})")
+    base, sections = schedule(s.value("layer_types"))
+    if base == LINEAR:
+        own = f"mixer {mixer}"
+        other = f"linear_attn = attention(self, {attention})"
+    else:
+        own = "attention self " + attention.replace(", ", " ")
+        other = f"self_attn = mixer({mixer})"
+    lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
+    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+  norm {norm}
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
+
+decoder x {s.layers} {{
+  position {hf_llama.rotary(s)}
+  {own}
+  feedforward d_ff={s.d_ff} activation=swiglu bias=false
+  final {norm}
+{lines}}}
+"""
+    if head:
+        text += f"\nhead {projection}\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Qwen3.5 text configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "Qwen3.5")
+    f.kind("decoder-only")
+    return {"model_type": "qwen3_5_text", **FIELDS.config(f)}
+
+
+def _parts(model, layer: int) -> dict[str, str]:
+    """Layer ``layer``'s modules by their part: ``mixer`` (its Gated DeltaNet) or ``attention``, ``feedforward``,
+    and the norm before each (``mixer_norm`` ...), read from the graph."""
+    g = model.spec.graph()
+    found: dict[str, str] = {}
+    for node in layer_template(g, "decoder", g.stacks["decoder"].kind_of(layer)):
+        if isinstance(node, (ir.Attention, ir.Mixer, ir.FeedForward)):
+            part = {ir.Attention: "attention", ir.Mixer: "mixer", ir.FeedForward: "feedforward"}[type(node)]
+            found[part] = node.name
+            norm = g.node(node.inputs[0])
+            if residual_placement(g, node).placement != "pre-norm" or not isinstance(norm, ir.Norm):
+                raise InteropError(f"spec '{model.spec.name}': layer {layer}'s {node.name} is not pre-normed, as "
+                                   "Qwen3.5's sublayers are")
+            found[f"{part}_norm"] = norm.module.name
+    return found
+
+
+def _attention_rules(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """Gated attention: ``q_proj``'s rows, each head's queries then its gate, into our ``qkv``'s queries and the
+    output gate's ``proj``; ``k_proj`` and ``v_proj`` after them in ``qkv``; the norms and ``o_proj``."""
+    attention = model.get_submodule(ours)
+    heads, kv_heads, head_dim = attention.heads, attention.kv_heads, attention.head_dim
+    q = [h * 2 * head_dim + j for h in range(heads) for j in range(head_dim)]
+    kv = [2 * heads * head_dim + r for r in range(2 * kv_heads * head_dim)]
+    gate = [h * 2 * head_dim + head_dim + j for h in range(heads) for j in range(head_dim)]
+    split = (2 * heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
+    pieces = (f"{theirs}.q_proj", f"{theirs}.k_proj", f"{theirs}.v_proj")
+    rules = [rule((f"{ours}.qkv.weight", f"{ours}.output_gate.proj.weight"), tuple(f"{p}.weight" for p in pieces),
+                  rows=tuple(q + kv + gate), split=split)]
+    if f"{ours}.qkv.bias" in ours_state or f"{theirs}.q_proj.bias" in state:
+        rules.append(rule((f"{ours}.qkv.bias", f"{ours}.output_gate.proj.bias"), tuple(f"{p}.bias" for p in pieces),
+                          rows=tuple(q + kv + gate), split=split))
+    rules += [rule(f"{ours}.q_norm.weight", f"{theirs}.q_norm.weight"),
+              rule(f"{ours}.k_norm.weight", f"{theirs}.k_norm.weight")]
+    return rules + linear_rules(f"{ours}.out", f"{theirs}.o_proj", state, ours_state)
+
+
+MIXER_TENSORS = ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "in_proj_a.weight", "conv1d.weight",
+                 "dt_bias", "A_log", "norm.weight", "out_proj.weight")  # Qwen3.5's names are ours
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    ours_state = model.state_dict()
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", _parts(model, i)
+        if "mixer" in parts:
+            mixer = f"{ours}.{parts['mixer']}"
+            rules += [rule(f"{mixer}.{t}", f"{theirs}.linear_attn.{t}") for t in MIXER_TENSORS]
+            first = parts["mixer_norm"]
+        else:
+            rules += _attention_rules(model, f"{ours}.{parts['attention']}", f"{theirs}.self_attn", state, ours_state)
+            first = parts["attention_norm"]
+        rules += [rule(f"{ours}.{first}.weight", f"{theirs}.input_layernorm.weight"),
+                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
+        rules += hf_llama.mlp_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.mlp", state, ours_state)
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Qwen3.5", ("qwen3_5_text",), {"Qwen3_5ForCausalLM": {"head": True}, "Qwen3_5TextModel": {"head": False}},
+        "Qwen3.5 (text): a hybrid whose layers mix by Gated DeltaNet (mixer gated_deltanet) or by gated attention "
+        "(steps=output_gate, qk-norms, a quarter of each head rotated) as layer_types says, a layer schedule; "
+        "(1 + w) RMSNorms (gemma_rmsnorm) and SwiGLU feed-forwards",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved")),
+)
