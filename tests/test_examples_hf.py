@@ -216,6 +216,20 @@ PUBLISHED = {
                                                             "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
                         pad_token_id=0, eos_token_id=1, bos_token_id=2, architectures=["Gemma4ForCausalLM"]),
                    "Gemma4ForCausalLM"),
+    # Qwen3-Next-80B-A3B (Qwen/Qwen3-Next-80B-A3B-Instruct's config.json): three Gated DeltaNet layers to one of
+    # gated attention, 512 experts of which 10 and a shared one per token
+    "qwen3_next_80b_a3b": (dict(model_type="qwen3_next", vocab_size=151936, hidden_size=2048, intermediate_size=5120,
+                                num_hidden_layers=48, num_attention_heads=16, num_key_value_heads=2, head_dim=256,
+                                hidden_act="silu", linear_conv_kernel_dim=4, linear_key_head_dim=128,
+                                linear_num_key_heads=16, linear_num_value_heads=32, linear_value_head_dim=128,
+                                full_attention_interval=4, decoder_sparse_step=1, mlp_only_layers=[],
+                                moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts=512,
+                                num_experts_per_tok=10, norm_topk_prob=True, output_router_logits=False,
+                                router_aux_loss_coef=0.001, max_position_embeddings=262144,
+                                partial_rotary_factor=0.25, rope_theta=10000000, rms_norm_eps=1e-6,
+                                attention_bias=False, attention_dropout=0.0, initializer_range=0.02,
+                                tie_word_embeddings=False, bos_token_id=151643, eos_token_id=151645,
+                                architectures=["Qwen3NextForCausalLM"]), "Qwen3NextForCausalLM"),
 }
 
 

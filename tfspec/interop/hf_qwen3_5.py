@@ -66,7 +66,8 @@ FIELDS = Fields(
     ignored={**hf_llama.FIELDS.ignored,
              "rope_parameters.mrope_section": "M-RoPE's sections turn the time, height and width positions of an "
                                               "image's tokens; a text's three are equal: rotary positions",
-             "rope_parameters.mrope_interleaved": "how M-RoPE interleaves those sections: the same for a text"},
+             "rope_parameters.mrope_interleaved": "how M-RoPE interleaves those sections: the same for a text",
+             "full_attention_interval": "the period of the default layer_types, which layer_types states"},
 )
 
 
@@ -76,6 +77,15 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     other kind's layers a section that puts it in the mixer's place (or the attention's)."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
+    return hybrid_text(w, s, f"d_ff={s.d_ff}", head=head, padding=padding, name=name, heading=heading)
+
+
+def hybrid_text(w: SpecWriter, s, feedforward: str, *, head: bool, padding: bool, name: str,
+                heading: tuple[str, ...], sparse: list[bool] | None = None, dense: str = "") -> str:
+    """A Qwen hybrid's spec from its settings ``s``: Gated DeltaNet or gated attention in each layer as
+    ``layer_types`` says, SwiGLU feed-forwards of the ``feedforward`` arguments, and (``sparse``, per layer) the
+    layers whose feed-forward takes the ``dense`` ones instead (Qwen3-Next's ``mlp_only_layers``); one section per
+    kind of layer."""
     norm = f"gemma_rmsnorm(eps={s.eps})"
     bias = str(s.attention_bias).lower()
     mixer = (f"gated_deltanet({s.linear_heads}, key_heads={s.linear_key_heads}, key_dim={s.linear_key_dim}, "
@@ -83,14 +93,17 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     attention = (f"heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, qk_norm={norm}, "
                  f"mask={causal_masks(None, padding)}, bias={bias}, out_bias={bias}, "
                  f"steps=output_gate(bias={bias})")
-    base, sections = schedule(s.value("layer_types"))
-    if base == LINEAR:
-        own = f"mixer {mixer}"
-        other = f"linear_attn = attention(self, {attention})"
-    else:
-        own = "attention self " + attention.replace(", ", " ")
-        other = f"self_attn = mixer({mixer})"
-    lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
+    sparse = sparse or [True] * s.value("layers")
+    (linear, routes), sections = schedule(list(zip([t == LINEAR for t in s.value("layer_types")], sparse)))
+    own = f"mixer {mixer}" if linear else "attention self " + attention.replace(", ", " ")
+    other = f"linear_attn = attention(self, {attention})" if linear else f"self_attn = mixer({mixer})"
+
+    def section(layer: tuple[bool, bool]) -> str:
+        changes = ([other] if layer[0] != linear else []) + \
+            ([f"ffn {feedforward if layer[1] else dense}"] if layer[1] != routes else [])
+        return "; ".join(changes)
+
+    lines = "".join(f"  layers {layers} {{ {section(layer)} }}\n" for layers, layer in sections)
     projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
     text = f"""model {name}
 
@@ -106,7 +119,7 @@ embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
 decoder x {s.layers} {{
   position {hf_llama.rotary(s)}
   {own}
-  feedforward d_ff={s.d_ff} activation=swiglu bias=false
+  feedforward activation=swiglu bias=false {feedforward if routes else dense}
   final {norm}
 {lines}}}
 """
@@ -163,22 +176,31 @@ MIXER_TENSORS = ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "
                  "dt_bias", "A_log", "norm.weight", "out_proj.weight")  # Qwen3.5's names are ours
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+def identical_mixer_rules(ours: str, theirs: str, model, state: dict) -> list[Rule]:
+    """Qwen3.5's Gated DeltaNet: its tensors' names are ours."""
+    return [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in MIXER_TENSORS]
+
+
+def hybrid_rules(model, prefix: str, state: dict, lm: bool, mixer_rules=identical_mixer_rules,
+                 feedforward_rules=None) -> tuple[list[Rule], dict[str, str]]:
+    """A Qwen hybrid's tensors layer by layer: its Gated DeltaNet (``mixer_rules(ours, theirs, model, state)``)
+    or gated attention, the norm before each sublayer, and its feed-forward (``feedforward_rules(ours, theirs,
+    state, ours_state)``; default: a gated MLP)."""
     ours_state = model.state_dict()
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
     for i in range(len(model.decoder.layers)):
         ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", _parts(model, i)
         if "mixer" in parts:
-            mixer = f"{ours}.{parts['mixer']}"
-            rules += [rule(f"{mixer}.{t}", f"{theirs}.linear_attn.{t}") for t in MIXER_TENSORS]
+            rules += mixer_rules(f"{ours}.{parts['mixer']}", f"{theirs}.linear_attn", model, state)
             first = parts["mixer_norm"]
         else:
             rules += _attention_rules(model, f"{ours}.{parts['attention']}", f"{theirs}.self_attn", state, ours_state)
             first = parts["attention_norm"]
         rules += [rule(f"{ours}.{first}.weight", f"{theirs}.input_layernorm.weight"),
                   rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-        rules += hf_llama.mlp_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.mlp", state, ours_state)
+        feedforward = f"{ours}.{parts['feedforward']}"
+        rules += (feedforward_rules or hf_llama.mlp_rules)(feedforward, f"{theirs}.mlp", state, ours_state)
     head, aliases = hf_llama.lm_head_rules(model, lm)
     return rules + head, aliases
 
@@ -189,6 +211,6 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "Qwen3.5 (text): a hybrid whose layers mix by Gated DeltaNet (mixer gated_deltanet) or by gated attention "
         "(steps=output_gate, qk-norms, a quarter of each head rotated) as layer_types says, a layer schedule; "
         "(1 + w) RMSNorms (gemma_rmsnorm) and SwiGLU feed-forwards",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hybrid_rules,
         carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved")),
 )
