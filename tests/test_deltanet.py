@@ -219,3 +219,17 @@ def test_value_heads_that_key_heads_do_not_divide_are_a_located_error():
     with pytest.raises(tfspec.SpecError, match="heads=3 is not a multiple of key_heads=2") as caught:
         tfspec.parse(HYBRID.replace("gated_deltanet(4, key_heads=2", "gated_deltanet(3, key_heads=2"))
     assert caught.value.diagnostics[0].span is not None
+
+
+def test_summary_weighs_the_hybrids_decoding_state_against_attention_in_every_layer():
+    """The hybrid keeps the attention layer's keys and values and the mixers' states; the model of its shape with
+    that attention in every layer keeps what its own analysis says its KV cache holds."""
+    hybrid = analyse(tfspec.parse(HYBRID), seq_len=50)
+    everywhere = tfspec.parse(HYBRID.replace(
+        "mixer gated_deltanet(4, key_heads=2, key_dim=6, value_dim=5, kernel=3, chunk=4)",
+        "attention self heads=2 mask=causal + padding").replace(
+        "  layers 3 { linear_attn = attention(self, heads=2, mask=causal + padding) }\n", ""))
+    assert hybrid.all_attention_bytes == analyse(everywhere, seq_len=50).kv_cache_bytes == 4 * 50 * 2 * 16 * 4
+    assert hybrid.kv_cache_bytes == 50 * 2 * 16 * 4
+    from tfspec.inspect.summary import format_summary
+    assert f"with attention in every layer {hybrid.all_attention_bytes / 1024:.2f} KiB" in format_summary(hybrid)

@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import (active_parameters, count_parameters, default_length, fixed_length,  # noqa: F401
-                         kv_cache_elements, layer_repeat, layer_template, state_elements, length_limit, max_length, parameter_table, source,
+                         attention_everywhere_elements, kv_cache_elements, layer_repeat, layer_template,
+                         state_elements, length_limit, max_length, parameter_table, source,
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS,
@@ -184,6 +185,8 @@ class Analysis:
     kv_cache_bytes: int = 0
     kv_cache_multi_head_bytes: int = 0
     state_bytes: int = 0  # what a decoder's mixers keep while decoding, for the batch, whatever the length
+    # a hybrid's KV cache had every mixer's layer its first self-attention: the all-attention model of its shape
+    all_attention_bytes: int = 0
     # the forward FLOPs of what only training runs beside the model (multi-token prediction's modules; its memory
     # is not counted): not in the rows
     training_only: Cost = field(default_factory=Cost)
@@ -202,6 +205,7 @@ class Analysis:
                 "components": [r.to_dict() for r in self.rows], "total": self.total.to_dict(),
                 "active_params": self.active_params, "kv_cache_bytes": self.kv_cache_bytes,
                 "kv_cache_multi_head_bytes": self.kv_cache_multi_head_bytes, "state_bytes": self.state_bytes,
+                "all_attention_bytes": self.all_attention_bytes,
                 "training": self.training(), "training_only": self.training_only.to_dict(),
                 "complexity": [asdict(c) for c in self.complexity]}
 
@@ -241,7 +245,8 @@ def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = 
     element = batch * DTYPE_BYTES[dtype]
     return Analysis(g.name, g.kind, batch, lengths, dtype, fused_attention, rows,
                     complexity_classes(g), active_parameters(g), cached * element, multi_head * element,
-                    state_elements(g) * element, counter.training_only())
+                    state_elements(g) * element, training_only=counter.training_only(),
+                    all_attention_bytes=attention_everywhere_elements(g, lengths.get("decoder", 0)) * element)
 
 
 def _graph_of(spec_or_graph) -> Graph:

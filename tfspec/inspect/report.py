@@ -181,7 +181,10 @@ def _costs(a: Analysis, curve: list[Analysis]) -> str:
           f"{binary(a.total.memory)} of activations kept for backward"
           + (f", a KV cache of {binary(a.kv_cache_bytes)}" if a.kv_cache_bytes else "")
           + (f" ({binary(a.kv_cache_multi_head_bytes)} with multi-head attention of the same heads)"
-             if a.kv_cache_multi_head_bytes != a.kv_cache_bytes else "") + ".</p>")
+             if a.kv_cache_multi_head_bytes != a.kv_cache_bytes else "")
+          + (f"; mixer states of {binary(a.state_bytes)} whatever the length" if a.state_bytes else "")
+          + (f"; with attention in every layer its decoding state would be {binary(a.all_attention_bytes)}, not "
+             f"{binary(a.kv_cache_bytes + a.state_bytes)}" if a.all_attention_bytes else "") + ".</p>")
     table = _table(["sequence length", "forward", "activations", "KV cache"], rows, {0, 1, 2, 3}) if rows else ""
     return at + (_chart({a.name: curve}) if curve else "<p>No sweep length fits.</p>") + table
 

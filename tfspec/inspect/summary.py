@@ -81,6 +81,10 @@ def format_summary(a: Analysis, label_width: int = 50) -> str:
         out += ["", line]
     if a.state_bytes:  # what the mixers keep while decoding: the same after any number of tokens
         out += ["", f"mixer states while decoding: {binary(a.state_bytes)}, whatever the length"]
+    if a.all_attention_bytes:  # a hybrid against the all-attention model of its shape
+        n, kept = a.lengths["decoder"], a.kv_cache_bytes + a.state_bytes
+        out.append(f"decoding state after {n} tokens: {binary(kept)}; with attention in every layer "
+                   f"{binary(a.all_attention_bytes)} ({a.all_attention_bytes / kept:.1f}×)")
     train = a.training()
     extra = a.training_only
     out += ["",

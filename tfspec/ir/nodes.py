@@ -336,6 +336,10 @@ def describe_layers(layers: tuple[int, ...], repeat: int) -> str:
     ('layers 0–2', 'layer 3', 'every 2nd layer from 1')
     >>> describe_layers(tuple(range(4)), 4), describe_layers((0, 1, 3), 8), describe_layers((0, 4), 12)
     ('every layer', 'layers 0, 1, 3', 'layers 0, 4')
+    >>> describe_layers((0, 1, 2, 4, 5, 6), 8), describe_layers((1, 2, 3, 5, 6, 7, 8), 9)
+    ('every layer but layers 3, 7', 'every layer but layers 0, 4')
+    >>> describe_layers(tuple(i for i in range(48) if i % 4 != 3), 48)
+    'every layer but every 4th layer from 3'
     """
     if len(layers) == repeat:
         return "every layer"
@@ -347,6 +351,9 @@ def describe_layers(layers: tuple[int, ...], repeat: int) -> str:
     if len(steps) == 1 and len(layers) > 2 and layers[-1] + min(steps) >= repeat:
         step = min(steps)
         return f"every {step}{'nd' if step == 2 else 'rd' if step == 3 else 'th'} layer from {layers[0]}"
+    others = tuple(i for i in range(repeat) if i not in layers)  # a hybrid's: all but its other kind's
+    if 0 < len(others) < len(layers):
+        return "every layer but " + describe_layers(others, repeat)
     return "layers " + ", ".join(map(str, layers))
 
 

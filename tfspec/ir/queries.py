@@ -136,6 +136,20 @@ def kv_cache_elements(g: Graph, length: int) -> tuple[int, int]:
     return ours, multi_head
 
 
+def attention_everywhere_elements(g: Graph, length: int) -> int:
+    """What a hybrid decoder's KV cache would hold per sequence after ``length`` tokens were every layer with a
+    mixer one with its stack's first self-attention (its kind's cache, its masks' look-back): the all-attention
+    model of the same shape a hybrid is measured against; 0 without a mixer or a self-attention."""
+    mixed = sum(layer_repeat(g, node) for node in g.of(Mixer, stack="decoder"))
+    first = next(iter(attentions(g, "decoder", reads="self")), None)
+    if not mixed or first is None:
+        return 0
+    kind, options = ATTENTION_KINDS.of(first.spec.kind)
+    behind, ahead = combined_reach([MASKS.of(m) for m in first.spec.mask])
+    kept = min(length, behind) if behind is not None and ahead == 0 else length
+    return kv_cache_elements(g, length)[0] + mixed * kept * kind.cache_elements(first.geometry, options)
+
+
 def state_elements(g: Graph) -> int:
     """Elements a decoder's mixers keep per sequence while decoding, whatever the length (``TokenMixer.state_elements``:
     a short convolution's last inputs), summed over its layers; 0 without a mixer."""
