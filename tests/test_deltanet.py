@@ -233,3 +233,18 @@ def test_summary_weighs_the_hybrids_decoding_state_against_attention_in_every_la
     assert hybrid.kv_cache_bytes == 50 * 2 * 16 * 4
     from tfspec.inspect.summary import format_summary
     assert f"with attention in every layer {hybrid.all_attention_bytes / 1024:.2f} KiB" in format_summary(hybrid)
+
+
+def test_a_hybrid_trains_and_resumes_exactly(tmp_path):
+    """The reverse task on the hybrid (three Gated DeltaNet layers, one of attention), with dropout: an interrupted
+    run resumes to the uninterrupted one's losses, and the loss falls."""
+    from tfspec.run.train import TrainConfig, resume, train
+    spec = HYBRID.replace("vocab 40", "vocab 16").replace("residual pre", "residual pre\n  dropout 0.1")
+    config = dict(task="reverse", steps=8, save_every=4, eval_every=4, symbols=6, min_len=2, max_len=6, batch=8,
+                  eval_size=8, lr=3e-3)
+    quiet = lambda *_: None  # noqa: E731
+    whole = train(spec, TrainConfig(**config), tmp_path / "a", progress=False, log=quiet)
+    train(spec, TrainConfig(**config), tmp_path / "b", progress=False, log=quiet, stop_after=3)
+    rest = resume(tmp_path / "b", progress=False, log=quiet)
+    assert whole.losses[3:] == rest.losses
+    assert sum(whole.losses[-3:]) < sum(whole.losses[:3])
