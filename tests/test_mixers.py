@@ -17,7 +17,7 @@ from tfspec.inspect.summary import summary_line
 from tfspec.nn.context import Context
 from tfspec.nn.shortconv import ShortConv
 from tfspec.nn.state import RecurrentState
-from tfspec.run.decoding import Continuation, beam_search
+from hybrids import assert_decodes_like_recomputation, assert_left_padding_is_invisible
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
@@ -148,35 +148,11 @@ def test_a_layer_whose_mixer_becomes_attention_is_a_second_kind_of_layer():
 def test_cached_and_compiled_decoding_of_a_hybrid_equal_recomputation():
     """Greedy decoding and beam search over the layers' own states (a convolution window, keys and values): eager,
     compiled into one graph over static buffers, and recomputed from scratch, with a left-padded prompt."""
-    model = hybrid(kernel=4)
-    prompt = torch.randint(0, 40, (2, 5), generator=torch.Generator().manual_seed(1))
-    padding = torch.zeros(2, 5, dtype=torch.bool)
-    padding[1, :2] = True
-    with torch.no_grad():
-        cached = Continuation(model, prompt_padding_mask=padding)
-        assert cached.use_cache
-        recomputed = Continuation(model, use_cache=False, prompt_padding_mask=padding)
-        compiled = Continuation(model, prompt_padding_mask=padding, compile="eager", max_len=12)
-        steps = [(c.feed(prompt), f.feed(prompt), s.feed(prompt)) for c, f, s in [(cached, recomputed, compiled)]]
-        for _ in range(6):
-            token = steps[-1][1].argmax(-1, keepdim=True)
-            steps.append((cached.feed(token), recomputed.feed(token), compiled.feed(token)))
-        for eager, again, static in steps:
-            assert_close(eager, again, 1e-4)
-            assert_close(static, again, 1e-4)
-        beams = [beam_search(Continuation(model, **options), prompt[:1], max_new=5, eos=0, beam=3)
-                 for options in ({}, {"use_cache": False}, {"compile": "eager", "max_len": 10})]
-    assert [h.tokens for h in beams[0][0]] == [h.tokens for h in beams[1][0]] == [h.tokens for h in beams[2][0]]
+    assert_decodes_like_recomputation(hybrid(kernel=4), 40, 5)
 
 
 def test_a_left_padded_row_computes_what_it_does_unpadded():
-    model = hybrid()
-    tokens = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(4))
-    padding = torch.zeros(2, 9, dtype=torch.bool)
-    padding[1, :3] = True
-    positions = ((~padding).long().cumsum(1) - 1).clamp(min=0)
-    with torch.no_grad():
-        assert_close(model(tokens, padding, position_ids=positions)[1, 3:], model(tokens[1:, 3:])[0], FLOAT32)
+    assert_left_padding_is_invisible(hybrid(), 40)
 
 
 def test_a_mixer_declares_its_state_reach_and_cost():

@@ -1,0 +1,43 @@
+"""Checks every stateful mixer's hybrid passes: decoding from the layers' states (eager, compiled over static buffers)
+equals recomputation, and a left-padded row computes what it does unpadded."""
+
+from __future__ import annotations
+
+import torch
+
+from tfspec.run.decoding import Continuation, beam_search
+from numerics import FLOAT32, assert_close
+
+
+def assert_decodes_like_recomputation(model, vocab: int, prompt_length: int, steps: int = 6) -> None:
+    """Greedy decoding and beam search over the layers' own states (a mixer's, keys and values), eager, compiled
+    into one graph over static buffers, and recomputed from scratch, with a left-padded prompt."""
+    prompt = torch.randint(0, vocab, (2, prompt_length), generator=torch.Generator().manual_seed(1))
+    padding = torch.zeros(2, prompt_length, dtype=torch.bool)
+    padding[1, :2] = True
+    capacity = prompt_length + steps + 2
+    with torch.no_grad():
+        cached = Continuation(model, prompt_padding_mask=padding)
+        assert cached.use_cache
+        recomputed = Continuation(model, use_cache=False, prompt_padding_mask=padding)
+        compiled = Continuation(model, prompt_padding_mask=padding, compile="eager", max_len=capacity)
+        outputs = [(cached.feed(prompt), recomputed.feed(prompt), compiled.feed(prompt))]
+        for _ in range(steps):
+            token = outputs[-1][1].argmax(-1, keepdim=True)
+            outputs.append((cached.feed(token), recomputed.feed(token), compiled.feed(token)))
+        for eager, again, static in outputs:
+            assert_close(eager, again, 1e-4)
+            assert_close(static, again, 1e-4)
+        beams = [beam_search(Continuation(model, **options), prompt[:1], max_new=5, eos=0, beam=3)
+                 for options in ({}, {"use_cache": False}, {"compile": "eager", "max_len": prompt_length + 7})]
+    assert [h.tokens for h in beams[0][0]] == [h.tokens for h in beams[1][0]] == [h.tokens for h in beams[2][0]]
+
+
+def assert_left_padding_is_invisible(model, vocab: int) -> None:
+    """A row left-padded by three positions (its position ids counting real tokens) computes what it does alone."""
+    tokens = torch.randint(0, vocab, (2, 9), generator=torch.Generator().manual_seed(4))
+    padding = torch.zeros(2, 9, dtype=torch.bool)
+    padding[1, :3] = True
+    positions = ((~padding).long().cumsum(1) - 1).clamp(min=0)
+    with torch.no_grad():
+        assert_close(model(tokens, padding, position_ids=positions)[1, 3:], model(tokens[1:, 3:])[0], FLOAT32)
