@@ -225,3 +225,18 @@ def test_a_hybrid_trains_and_resumes_exactly(tmp_path):
     rest = resume(tmp_path / "b", progress=False, log=quiet)
     assert whole.losses[3:] == rest.losses
     assert sum(whole.losses[-3:]) < sum(whole.losses[:3])
+
+
+def test_the_state_stays_float32_under_half_precision_activations_as_summary_counts():
+    """In bfloat16, the convolution's inputs are kept as the activations and the delta rule's state in float32 (as
+    Hugging Face keeps it): the bytes decoding holds are what the analysis says at that dtype."""
+    model = tfspec.compile(HYBRID, seed=0, dtype="bfloat16").eval()
+    with torch.no_grad():
+        steps = Continuation(model)
+        steps.feed(torch.randint(0, 40, (1, 7)))
+        steps.feed(torch.randint(0, 40, (1, 1)))
+    states = [t for cache in steps.cache for s in cache.values() if isinstance(s, RecurrentState)
+              for t in s.tensors.values()]
+    assert {t.dtype for t in states} == {torch.bfloat16, torch.float32}
+    held = sum(t.numel() * t.element_size() for t in states)
+    assert held == analyse(tfspec.parse(HYBRID), seq_len=8, dtype="bfloat16").state_bytes

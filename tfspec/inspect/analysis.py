@@ -35,7 +35,7 @@ from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import (active_parameters, count_parameters, default_length, fixed_length,  # noqa: F401
                          attention_everywhere_elements, kv_cache_elements, layer_repeat, layer_template,
-                         state_elements, length_limit, max_length, parameter_table, source,
+                         state_bytes, length_limit, max_length, parameter_table, source,
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS,
@@ -245,7 +245,7 @@ def analyse(spec_or_graph, *, seq_len: int | None = None, src_len: int | None = 
     element = batch * DTYPE_BYTES[dtype]
     return Analysis(g.name, g.kind, batch, lengths, dtype, fused_attention, rows,
                     complexity_classes(g), active_parameters(g), cached * element, multi_head * element,
-                    state_elements(g) * element, training_only=counter.training_only(),
+                    state_bytes(g, DTYPE_BYTES[dtype]) * batch, training_only=counter.training_only(),
                     all_attention_bytes=attention_everywhere_elements(g, lengths.get("decoder", 0)) * element)
 
 

@@ -150,6 +150,16 @@ def attention_everywhere_elements(g: Graph, length: int) -> int:
     return kv_cache_elements(g, length)[0] + mixed * kept * kind.cache_elements(first.geometry, options)
 
 
+def state_bytes(g: Graph, element_bytes: int) -> int:
+    """Bytes a decoder's mixers keep per sequence while decoding with activations of ``element_bytes``
+    (``TokenMixer.state_bytes``: a float32 state stays so), summed over its layers; 0 without a mixer."""
+    total = 0
+    for node in g.of(Mixer, stack="decoder"):
+        mixer, options = node.variant()
+        total += layer_repeat(g, node) * mixer.state_bytes(node.width, options, element_bytes)
+    return total
+
+
 def state_elements(g: Graph) -> int:
     """Elements a decoder's mixers keep per sequence while decoding, whatever the length (``TokenMixer.state_elements``:
     a short convolution's last inputs), summed over its layers; 0 without a mixer."""

@@ -175,6 +175,11 @@ class TokenMixer(Variant):
         a recurrent state holds once)."""
         raise NotImplementedError
 
+    def state_bytes(self, width: int, options, element_bytes: int) -> int:
+        """Bytes its decoding state takes per sequence with activations of ``element_bytes``: its elements at that
+        size, unless a tensor of it keeps a dtype of its own (Gated DeltaNet's float32 state)."""
+        return self.state_elements(width, options) * element_bytes
+
     def describe(self, options) -> str:
         """The node's label: "Short Convolution (kernel 3)"."""
         return self.label(options)

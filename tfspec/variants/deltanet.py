@@ -105,6 +105,10 @@ class GatedDeltaNetMixer(TokenMixer):
         _, mixed, _ = self._sizes(options)
         return mixed * (options.kernel - 1) + options.heads * options.key_dim * options.value_dim
 
+    def state_bytes(self, width, options, element_bytes):
+        _, mixed, _ = self._sizes(options)  # the convolution's inputs as the activations; the state in float32
+        return mixed * (options.kernel - 1) * element_bytes + options.heads * options.key_dim * options.value_dim * 4
+
     def describe(self, options):
         key_heads = options.key_heads or options.heads
         grouped = f", {key_heads} key heads" if key_heads != options.heads else ""
