@@ -230,6 +230,15 @@ PUBLISHED = {
                                 attention_bias=False, attention_dropout=0.0, initializer_range=0.02,
                                 tie_word_embeddings=False, bos_token_id=151643, eos_token_id=151645,
                                 architectures=["Qwen3NextForCausalLM"]), "Qwen3NextForCausalLM"),
+    # LFM2-1.2B (LiquidAI/LFM2-1.2B's config.json): ten short-convolution layers and six of attention; its SwiGLU
+    # width derived from block_ff_dim (intermediate_size) 12288 by block_auto_adjust_ff_dim
+    "lfm2_1_2b": (dict(model_type="lfm2", vocab_size=65536, hidden_size=2048, intermediate_size=12288,
+                       num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8, conv_L_cache=3,
+                       conv_bias=False, full_attn_idxs=[2, 5, 8, 10, 12, 14], block_auto_adjust_ff_dim=True,
+                       block_ffn_dim_multiplier=1.0, block_multiple_of=256, norm_eps=1e-5, rope_theta=1000000.0,
+                       max_position_embeddings=128000, initializer_range=0.02, tie_word_embeddings=True,
+                       bos_token_id=1, eos_token_id=7, pad_token_id=0, architectures=["Lfm2ForCausalLM"]),
+                  "Lfm2ForCausalLM"),
 }
 
 

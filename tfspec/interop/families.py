@@ -35,7 +35,7 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_gemma3, hf_gptj, hf_phi, hf_cohere, hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird,
                hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe,
                hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus, hf_llama4, hf_phimoe,
-               hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next)
+               hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
@@ -45,7 +45,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2, hf_gemma3, hf_gptj, hf_phi, hf_cohere,
     hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird, hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4,
     hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan,
-    hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next,
+    hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2,
 ) for family in module.FAMILIES)
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),
@@ -58,9 +58,9 @@ READ_AS = {
 
 # model types a user is likely to bring that the language cannot express exactly, and why
 NOT_EXPRESSIBLE = {
-    "rwkv": "RWKV mixes positions with a recurrence (time mixing), not attention, which the language writes",
-    "mamba": "Mamba mixes positions with a selective state-space scan, not attention, which the language writes",
-    "mamba2": "Mamba-2 mixes positions with a state-space scan, not attention, which the language writes",
+    "rwkv": "RWKV mixes positions with a recurrence (time mixing), which is not among tfspec's mixers",
+    "mamba": "Mamba mixes positions with a selective state-space scan, which is not among tfspec's mixers",
+    "mamba2": "Mamba-2 mixes positions with a state-space scan (SSD), which is not among tfspec's mixers yet",
 }
 
 
