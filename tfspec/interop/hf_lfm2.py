@@ -12,12 +12,10 @@ Its final norm is named ``embedding_norm``.
 
 from __future__ import annotations
 
-from ..ir import nodes as ir
-from ..ir.queries import layer_template, residual_placement
-from . import hf_llama
+from . import hf_llama, hybrid
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, linear_rules, rule
+from .mapping import Rule, linear_rules, rule
 from .writer import SpecWriter, causal_masks, schedule
 
 CONV, FULL = "conv", "full_attention"
@@ -83,27 +81,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     own = f"mixer {conv}" if base == CONV else "attention self " + attention.replace(", ", " ")
     other = f"conv = attention(self, {attention})" if base == CONV else f"self_attn = mixer({conv})"
     lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {hf_llama.rotary(s)}
-  {own}
-  feedforward d_ff={s.d_ff} activation=swiglu bias=false
-  final {norm}
-{lines}}}
-"""
-    if head:
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
+    return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position=hf_llama.rotary(s),
+                               own=own, feedforward=f"d_ff={s.d_ff} activation=swiglu bias=false", sections=lines,
+                               attn_dropout=False)
 
 
 def hf_config(spec) -> dict:
@@ -113,30 +93,12 @@ def hf_config(spec) -> dict:
     return {"model_type": "lfm2", **FIELDS.config(f)}
 
 
-def _parts(model, layer: int) -> dict[str, str]:
-    """Layer ``layer``'s ``operator`` (its short convolution or attention) and ``feedforward``, the norm before
-    each (``operator_norm``, ``feedforward_norm``), and whether the operator is attention (``attends``)."""
-    g = model.spec.graph()
-    found: dict[str, str] = {}
-    for node in layer_template(g, "decoder", g.stacks["decoder"].kind_of(layer)):
-        if isinstance(node, (ir.Attention, ir.Mixer, ir.FeedForward)):
-            part = "feedforward" if isinstance(node, ir.FeedForward) else "operator"
-            norm = g.node(node.inputs[0])
-            if residual_placement(g, node).placement != "pre-norm" or not isinstance(norm, ir.Norm):
-                raise InteropError(f"spec '{model.spec.name}': layer {layer}'s {node.name} is not pre-normed, as "
-                                   "LFM2's sublayers are")
-            found[part], found[f"{part}_norm"] = node.name, norm.module.name
-            if isinstance(node, ir.Attention):
-                found["attends"] = node.name
-    return found
-
-
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     ours_state = model.state_dict()
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}embedding_norm.weight")]
     for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", _parts(model, i)
+        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "LFM2")
         operator = f"{ours}.{parts['operator']}"
         if "attends" in parts:
             rules += [r for r in hf_llama.attention_rules(model, operator, theirs, state, ours_state)

@@ -11,13 +11,11 @@ image's tokens; a text's three are equal, which is rotary positions (``rotary(fr
 
 from __future__ import annotations
 
-from ..ir import nodes as ir
-from ..ir.queries import layer_template, residual_placement
 from ..registry import ATTENTION_STEPS
-from . import hf_llama
+from . import hf_llama, hybrid
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, linear_rules, rule
+from .mapping import Rule, linear_rules, rule
 from .writer import SpecWriter, causal_masks, schedule
 
 LINEAR, FULL = "linear_attention", "full_attention"
@@ -104,28 +102,9 @@ def hybrid_text(w: SpecWriter, s, feedforward: str, *, head: bool, padding: bool
         return "; ".join(changes)
 
     lines = "".join(f"  layers {layers} {{ {section(layer)} }}\n" for layers, layer in sections)
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {hf_llama.rotary(s)}
-  {own}
-  feedforward activation=swiglu bias=false {feedforward if routes else dense}
-  final {norm}
-{lines}}}
-"""
-    if head:
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
+    return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position=hf_llama.rotary(s),
+                               own=own, feedforward=f"activation=swiglu bias=false {feedforward if routes else dense}",
+                               sections=lines)
 
 
 def hf_config(spec) -> dict:
@@ -133,23 +112,6 @@ def hf_config(spec) -> dict:
     f = Facts(spec, "Qwen3.5")
     f.kind("decoder-only")
     return {"model_type": "qwen3_5_text", **FIELDS.config(f)}
-
-
-def _parts(model, layer: int) -> dict[str, str]:
-    """Layer ``layer``'s modules by their part: ``mixer`` (its Gated DeltaNet) or ``attention``, ``feedforward``,
-    and the norm before each (``mixer_norm`` ...), read from the graph."""
-    g = model.spec.graph()
-    found: dict[str, str] = {}
-    for node in layer_template(g, "decoder", g.stacks["decoder"].kind_of(layer)):
-        if isinstance(node, (ir.Attention, ir.Mixer, ir.FeedForward)):
-            part = {ir.Attention: "attention", ir.Mixer: "mixer", ir.FeedForward: "feedforward"}[type(node)]
-            found[part] = node.name
-            norm = g.node(node.inputs[0])
-            if residual_placement(g, node).placement != "pre-norm" or not isinstance(norm, ir.Norm):
-                raise InteropError(f"spec '{model.spec.name}': layer {layer}'s {node.name} is not pre-normed, as "
-                                   "Qwen3.5's sublayers are")
-            found[f"{part}_norm"] = norm.module.name
-    return found
 
 
 def _attention_rules(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
@@ -190,14 +152,13 @@ def hybrid_rules(model, prefix: str, state: dict, lm: bool, mixer_rules=identica
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
     for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", _parts(model, i)
-        if "mixer" in parts:
-            rules += mixer_rules(f"{ours}.{parts['mixer']}", f"{theirs}.linear_attn", model, state)
-            first = parts["mixer_norm"]
+        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "Qwen3.5")
+        operator = f"{ours}.{parts['operator']}"
+        if "attends" in parts:
+            rules += _attention_rules(model, operator, f"{theirs}.self_attn", state, ours_state)
         else:
-            rules += _attention_rules(model, f"{ours}.{parts['attention']}", f"{theirs}.self_attn", state, ours_state)
-            first = parts["attention_norm"]
-        rules += [rule(f"{ours}.{first}.weight", f"{theirs}.input_layernorm.weight"),
+            rules += mixer_rules(operator, f"{theirs}.linear_attn", model, state)
+        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.input_layernorm.weight"),
                   rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
         feedforward = f"{ours}.{parts['feedforward']}"
         rules += (feedforward_rules or hf_llama.mlp_rules)(feedforward, f"{theirs}.mlp", state, ours_state)
