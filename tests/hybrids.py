@@ -1,12 +1,37 @@
-"""Checks every stateful mixer's hybrid passes: decoding from the layers' states (eager, compiled over static buffers)
-equals recomputation, and a left-padded row computes what it does unpadded."""
+"""Checks every stateful mixer passes: a mixer continuing from its state computes what the whole sequence does; its
+hybrid decodes from the layers' states (eager, compiled over static buffers) as recomputation does, and a left-padded
+row computes what it does unpadded."""
 
 from __future__ import annotations
 
 import torch
 
+from hypothesis import strategies as st
+
+from tfspec.nn.context import Context
+from tfspec.nn.state import RecurrentState
 from tfspec.run.decoding import Continuation, beam_search
 from numerics import FLOAT32, assert_close
+
+
+def assert_continues_from_its_state(mixer, x: torch.Tensor, data) -> RecurrentState:
+    """``mixer`` over ``x`` (batch ≥ 2, length, width) in calls continuing from one ``RecurrentState`` -- a drawn
+    prompt, its second row left-padded by a drawn number of positions, then calls of one to three positions --
+    computes what it computes over the whole sequence at once; the state it ends with."""
+    batch, length, _ = x.shape
+    padding = torch.zeros(batch, length, dtype=torch.bool)
+    prompt = data.draw(st.integers(1, length), label="prompt")
+    padding[1, :data.draw(st.integers(0, prompt - 1), label="pads")] = True
+    with torch.no_grad():
+        whole = mixer(x, Context(torch.arange(length)[None], padding))
+        state, outputs, start = RecurrentState(), [], 0
+        while start < length:
+            end = prompt if start == 0 else min(length, start + data.draw(st.integers(1, 3), label="step"))
+            outputs.append(mixer(x[:, start:end], Context(torch.arange(start, end)[None], padding[:, start:end]),
+                                 state))
+            start = end
+    assert_close(torch.cat(outputs, dim=1), whole, FLOAT32)
+    return state
 
 
 def assert_decodes_like_recomputation(model, vocab: int, prompt_length: int, steps: int = 6) -> None:

@@ -19,7 +19,8 @@ from tfspec.nn.deltanet import GatedDeltaNet, chunked_gated_delta_rule, recurren
 from tfspec.nn.state import RecurrentState
 from tfspec.registry import MIXERS
 from tfspec.run.decoding import Continuation
-from hybrids import assert_decodes_like_recomputation, assert_left_padding_is_invisible
+from hybrids import (assert_continues_from_its_state, assert_decodes_like_recomputation,
+                     assert_left_padding_is_invisible)
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
@@ -117,19 +118,8 @@ def test_decoding_from_the_state_equals_recomputing(length, data):
     ours, _ = layer_pair()
     ours.chunk = data.draw(st.integers(1, 6), label="chunk")
     x = torch.randn(3, length, 16, generator=torch.Generator().manual_seed(length))
-    padding = torch.zeros(3, length, dtype=torch.bool)
-    prompt = data.draw(st.integers(1, length), label="prompt")
-    padding[1, :data.draw(st.integers(0, prompt - 1), label="pads")] = True
-    with torch.no_grad():
-        whole = ours(x, Context(torch.arange(length)[None], padding))
-        state, outputs, start = RecurrentState(), [], 0
-        while start < length:
-            end = prompt if start == 0 else min(length, start + data.draw(st.integers(1, 3), label="step"))
-            outputs.append(ours(x[:, start:end], Context(torch.arange(start, end)[None], padding[:, start:end]),
-                                state))
-            start = end
+    state = assert_continues_from_its_state(ours, x, data)
     assert state.get("recurrent").shape == (3, 4, 6, 5) and state.get("conv").shape == (3, 2 * 2 * 6 + 20, 2)
-    assert_close(torch.cat(outputs, dim=1), whole, FLOAT32)
 
 
 HYBRID = """model qwen_next_like

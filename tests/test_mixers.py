@@ -16,8 +16,8 @@ from tfspec.inspect.diff import diff
 from tfspec.inspect.summary import summary_line
 from tfspec.nn.context import Context
 from tfspec.nn.shortconv import ShortConv
-from tfspec.nn.state import RecurrentState
-from hybrids import assert_decodes_like_recomputation, assert_left_padding_is_invisible
+from hybrids import (assert_continues_from_its_state, assert_decodes_like_recomputation,
+                     assert_left_padding_is_invisible)
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
@@ -91,19 +91,8 @@ def test_decoding_from_the_state_equals_recomputing(kernel, length, bias, data):
     with left padding in the prompt."""
     conv = perturbed(ShortConv(5, kernel, bias), seed=kernel).eval()
     x = torch.randn(3, length, 5, generator=torch.Generator().manual_seed(length))
-    padding = torch.zeros(3, length, dtype=torch.bool)
-    prompt = data.draw(st.integers(1, length), label="prompt")
-    padding[1, :data.draw(st.integers(0, prompt - 1), label="pads")] = True
-    with torch.no_grad():
-        whole = conv(x, Context(torch.arange(length)[None], padding))
-        state, outputs, start = RecurrentState(), [], 0
-        while start < length:
-            end = prompt if start == 0 else min(length, start + data.draw(st.integers(1, 3), label="chunk"))
-            outputs.append(conv(x[:, start:end], Context(torch.arange(start, end)[None], padding[:, start:end]),
-                                state))
-            start = end
+    state = assert_continues_from_its_state(conv, x, data)
     assert state.get("inputs").shape == (3, 5, kernel - 1)  # kernel − 1 inputs, whatever the length
-    assert_close(torch.cat(outputs, dim=1), whole, FLOAT32)
 
 
 HYBRID = """model hybrid
