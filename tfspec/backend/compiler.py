@@ -474,7 +474,9 @@ class ParamRole:
     value: float | None = None
     std: float | None = None
     uniform: tuple[float, float] | None = None
-    log: bool = False
+    log_spaced: bool = False
+    floor: float | None = None
+    stored: str = "value"
 
 
 def parameter_roles(g: Graph) -> dict[str, ParamRole]:
@@ -486,7 +488,8 @@ def parameter_roles(g: Graph) -> dict[str, ParamRole]:
             for name, p in node.params.items():
                 roles.setdefault(f"{module}.{name}", ParamRole(
                     p.role, branches.get(node.stack, 0) if p.residual else 0, node.width, p.query_rows,
-                    p.head_dim, p.value, p.std, p.uniform, p.log))
+                    p.head_dim, p.value, p.std, p.uniform, p.log_spaced, p.floor,
+                    p.stored))
     return roles
 
 

@@ -33,8 +33,11 @@ class Param:
     value: a constant it starts at under every scheme (DyT's α: 0.5); None: the scheme's draw for its role.
     std: a normal distribution N(0, std) it is drawn from under every scheme, where its paper gives one
     (differential attention's λ vectors: N(0, 0.1)); None: the scheme's draw for its role.
-    uniform: (low, high), a uniform distribution it is drawn from under every scheme; with ``log``, it holds the
-    draw's logarithm (a state-space model's A_log: log U(1, 16)).
+    uniform: (low, high), a uniform distribution it is drawn from under every scheme; ``log_spaced``: uniform in
+    the logarithm between them instead, and ``floor`` the least a draw may be (Mamba's time steps: log-uniform in
+    [0.001, 0.1], at least 1e-4).
+    stored: what the tensor holds of the draw: the ``value``, its ``log`` (a state-space model's A_log: log U(1,
+    16)), or the ``inverse_softplus`` of it (Mamba's dt_bias, which softplus turns back into the time step).
     """
 
     shape: Shape
@@ -45,7 +48,9 @@ class Param:
     value: float | None = None
     std: float | None = None
     uniform: tuple[float, float] | None = None
-    log: bool = False
+    log_spaced: bool = False
+    floor: float | None = None
+    stored: Literal["value", "log", "inverse_softplus"] = "value"
 
 
 def linear_params(name: str, out: int, inp: int, bias: bool, **matrix) -> dict[str, Param]:

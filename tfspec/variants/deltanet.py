@@ -57,7 +57,7 @@ class GatedDeltaNetMixer(TokenMixer):
                 **linear_params("in_proj_b", heads, width, False), **linear_params("in_proj_a", heads, width, False),
                 "conv1d.weight": Param((mixed, 1, options.kernel), "vector"),  # a filter along the sequence
                 "dt_bias": Param((heads,), "vector", value=1.0),
-                "A_log": Param((heads,), "vector", uniform=(0.01, 16.0), log=True),  # A ~ U(0.01, 16), kept as log
+                "A_log": Param((heads,), "vector", uniform=(0.01, 16.0), stored="log"),  # A ~ U(0.01, 16), kept as log
                 "norm.weight": Param((options.value_dim,), "norm_weight"),
                 **linear_params("out_proj", width, values, False, residual=True)}
 

@@ -18,15 +18,23 @@ from ..registry import INITS, Init
 def _fixed(tensor, role, norm_scale: float = 1.0, generator=None) -> bool:
     """Declared constants and distributions, biases, norm scales and shifts: the same for every scheme. True when
     handled."""
+    import torch
     from torch import nn
     if role.value is not None:
         nn.init.constant_(tensor, role.value)
     elif role.std is not None:
         nn.init.normal_(tensor, 0.0, role.std, generator=generator)
     elif role.uniform is not None:
-        nn.init.uniform_(tensor, *role.uniform, generator=generator)
-        if role.log:
+        low, high = (math.log(b) for b in role.uniform) if role.log_spaced else role.uniform
+        nn.init.uniform_(tensor, low, high, generator=generator)
+        if role.log_spaced:
+            tensor.exp_()
+        if role.floor is not None:
+            tensor.clamp_(min=role.floor)
+        if role.stored == "log":
             tensor.log_()
+        elif role.stored == "inverse_softplus":  # x + log(1 − e^−x): softplus of it is x (torch has no inverse)
+            tensor.add_(torch.log(-torch.expm1(-tensor)))
     elif role.kind in ("bias", "norm_bias"):
         nn.init.zeros_(tensor)
     elif role.kind == "norm_weight":
