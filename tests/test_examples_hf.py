@@ -239,6 +239,24 @@ PUBLISHED = {
                        max_position_embeddings=128000, initializer_range=0.02, tie_word_embeddings=True,
                        bos_token_id=1, eos_token_id=7, pad_token_id=0, architectures=["Lfm2ForCausalLM"]),
                   "Lfm2ForCausalLM"),
+    # Granite-4.0-H-Tiny (ibm-granite/granite-4.0-h-tiny's config.json): 40 layers, attention in 5, 15, 25 and 35 and
+    # Mamba-2 in the others, no positions; 64 experts of 512 (6 chosen) beside a shared SwiGLU of 1024
+    "granite_4_0_h_tiny": (dict(model_type="granitemoehybrid", vocab_size=100352, hidden_size=1536,
+                                intermediate_size=512, shared_intermediate_size=1024, num_hidden_layers=40,
+                                num_attention_heads=12, num_key_value_heads=4, num_local_experts=64,
+                                num_experts_per_tok=6, router_aux_loss_coef=0.0, output_router_logits=False,
+                                mamba_n_heads=48, mamba_d_head=64, mamba_d_state=128, mamba_n_groups=1,
+                                mamba_d_conv=4, mamba_expand=2, mamba_chunk_size=256, mamba_conv_bias=True,
+                                mamba_proj_bias=False, position_embedding_type="nope", rope_theta=10000.0,
+                                embedding_multiplier=12.0, attention_multiplier=0.0078125, residual_multiplier=0.22,
+                                logits_scaling=6.0, rms_norm_eps=1e-5, attention_bias=False, attention_dropout=0.0,
+                                initializer_range=0.1, hidden_act="silu", max_position_embeddings=131072,
+                                tie_word_embeddings=True, bos_token_id=100257, eos_token_id=100257,
+                                pad_token_id=100256,
+                                layer_types=(["mamba"] * 5 + ["attention"] + ["mamba"] * 9 + ["attention"]
+                                             + ["mamba"] * 9 + ["attention"] + ["mamba"] * 9 + ["attention"]
+                                             + ["mamba"] * 4),
+                                architectures=["GraniteMoeHybridForCausalLM"]), "GraniteMoeHybridForCausalLM"),
 }
 
 

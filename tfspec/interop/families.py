@@ -35,7 +35,8 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_gemma3, hf_gptj, hf_phi, hf_cohere, hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird,
                hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe,
                hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus, hf_llama4, hf_phimoe,
-               hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2)
+               hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2, hf_granitemoehybrid,
+               hf_mamba2)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
@@ -46,6 +47,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird, hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4,
     hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan,
     hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2,
+    hf_granitemoehybrid, hf_mamba2,
 ) for family in module.FAMILIES)
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),
@@ -60,7 +62,6 @@ READ_AS = {
 NOT_EXPRESSIBLE = {
     "rwkv": "RWKV mixes positions with a recurrence (time mixing), which is not among tfspec's mixers",
     "mamba": "Mamba mixes positions with a selective state-space scan, which is not among tfspec's mixers",
-    "mamba2": "Mamba-2 mixes positions with a state-space scan (SSD), which is not among tfspec's mixers yet",
 }
 
 
@@ -91,8 +92,18 @@ def _parsed(source):
             raise InteropError(f"{shown(path)}: {exc.strerror or exc}") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InteropError(f"{shown(path)}: not a readable JSON configuration: {exc}") from None
-        source = data
+        source = _special_floats(data)
     return source
+
+
+def _special_floats(value):
+    """A parsed config.json with transformers' tags for the floats JSON cannot write (``{"__float__": "Infinity"}``,
+    which ``save_pretrained`` writes for Mamba-2's unbounded time step) read as those floats."""
+    if isinstance(value, dict):
+        if set(value) == {"__float__"} and value["__float__"] in ("NaN", "Infinity", "-Infinity"):
+            return float(value["__float__"].replace("Infinity", "inf"))
+        return {k: _special_floats(v) for k, v in value.items()}
+    return [_special_floats(v) for v in value] if isinstance(value, list) else value
 
 
 def read_config(source) -> Any:
@@ -146,9 +157,14 @@ REFUSED_FIELDS = {
 }
 
 
+# fields where Infinity means "no bound" (Mamba-2's time step limit, written [0.0, Infinity])
+UNBOUNDED = {"time_step_limit.1"}
+
+
 def _non_finite(value, where: str = "") -> tuple[str, str] | None:
-    """(field, 'NaN' or 'inf') for the first non-finite number in a parsed config.json (JSON's NaN, Infinity, 1e400)."""
-    if isinstance(value, float) and not math.isfinite(value):
+    """(field, 'NaN' or 'inf') for the first non-finite number in a parsed config.json (JSON's NaN, Infinity, 1e400)
+    other than an upper bound of ``UNBOUNDED``."""
+    if isinstance(value, float) and not math.isfinite(value) and not (value == math.inf and where in UNBOUNDED):
         return where or "the configuration", "NaN" if math.isnan(value) else "infinite"
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:

@@ -1,11 +1,13 @@
 """What the hybrid families share (layers mixing by a token mixer or by attention, as ``layer_types`` says): each
-layer's sublayers by part, read from the graph, and the spec of a pre-normed hybrid decoder."""
+layer's sublayers by part, read from the graph, the spec of a pre-normed hybrid decoder, and the Mamba-2 layer that
+Mamba-2, Granite 4.0-H, Bamba and Nemotron-H store alike under names of their own in their configurations."""
 
 from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
-from .mapping import InteropError
+from .fields import Field, Fixed
+from .mapping import InteropError, Rule, linear_rules, rule
 
 
 def layer_parts(model, layer: int, family: str) -> dict[str, str]:
@@ -54,3 +56,69 @@ decoder x {s.layers} {{
     if head:
         text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
     return w.text(text, list(heading))
+
+
+def mamba2(f):
+    """The options of the decoder's Mamba-2 layers (refused where its mixers are another kind, or where their
+    gated norm's eps is not the model's, which one configuration field holds for both)."""
+    options = f.mixer("decoder")
+    if not hasattr(options, "state"):
+        raise f.refuse(f"its layers' mixer is {f.layer_mixers('decoder')[0].kind.name}, not Mamba-2 "
+                       "(mixer mamba2(...))")
+    eps = f.norm_option("decoder", "eps")
+    if eps is not None and options.eps != eps:
+        raise f.refuse(f"its Mamba-2 layers' gated norm has eps={options.eps}, its norms eps={eps}: one "
+                       "configuration field holds both")
+    return options
+
+
+def _expand(f, d_model: int) -> int:
+    width = mamba2(f).heads * mamba2(f).head_dim
+    if width % d_model:
+        raise f.refuse(f"its Mamba-2 layers are {width} wide (heads × head_dim), not a multiple of d_model {d_model}, "
+                       "which the configuration's expand multiplies")
+    return width // d_model
+
+
+def mamba2_fields(heads: str, head_dim: str, state: str, groups: str, kernel: str, chunk: str, conv_bias: str,
+                  bias: str, expand: str) -> list:
+    """The configuration fields of a family's Mamba-2 layers, by the names its configuration gives them (Granite's
+    ``mamba_n_heads``, Mamba-2's ``num_heads``, ...): the spec's ``mamba_*`` settings. ``expand`` (the layer's
+    width over d_model) is what heads × head_dim make it; SiLU is the convolution's activation; the time step is
+    not clamped (``time_step_limit`` (0, inf), which the recurrent step Hugging Face decodes with ignores)."""
+    return [
+        Field("mamba_heads", heads, lambda f: mamba2(f).heads),
+        Field("mamba_head_dim", head_dim, lambda f: mamba2(f).head_dim),
+        Field("mamba_state", state, lambda f: mamba2(f).state),
+        Field("mamba_groups", groups, lambda f: mamba2(f).groups),
+        Field("mamba_kernel", kernel, lambda f: mamba2(f).kernel),
+        Field("mamba_chunk", chunk, lambda f: mamba2(f).chunk),
+        Field("mamba_conv_bias", conv_bias, lambda f: mamba2(f).conv_bias, let=False),
+        Field("mamba_bias", bias, lambda f: mamba2(f).bias, let=False),
+        Field("mamba_expand", expand, lambda f: _expand(f, f.embedding.dim), setting=False),
+        Fixed("time_step_limit", (0.0, float("inf")),
+              "time_step_limit={value}: Hugging Face clamps the time step to it in a prompt and not while decoding; "
+              "tfspec's Mamba-2 does neither", read=lambda c: tuple(c.time_step_limit or (0.0, float("inf")))),
+    ]
+
+
+MAMBA2_IGNORED = {
+    "time_step_min": "the least time step a new model's dt_bias is drawn for; a checkpoint holds dt_bias",
+    "time_step_max": "the greatest time step a new model's dt_bias is drawn for; a checkpoint holds dt_bias",
+    "time_step_floor": "the floor of a new model's drawn time steps; a checkpoint holds dt_bias",
+}
+
+
+def mamba2_layer(s, eps: str) -> str:
+    """The ``mamba2(...)`` call of a configuration's settings ``s`` (``mamba_*``), its gated norm's ``eps``."""
+    return (f"mamba2({s.mamba_heads}, head_dim={s.mamba_head_dim}, state={s.mamba_state}, groups={s.mamba_groups}, "
+            f"kernel={s.mamba_kernel}, chunk={s.mamba_chunk}, conv_bias={s.mamba_conv_bias}, bias={s.mamba_bias}, "
+            f"eps={eps})")
+
+
+def mamba2_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A Mamba-2 layer's tensors, which every family names as tfspec does."""
+    rules = linear_rules(f"{ours}.in_proj", f"{theirs}.in_proj", state, ours_state)
+    rules += linear_rules(f"{ours}.conv1d", f"{theirs}.conv1d", state, ours_state)
+    rules += [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("dt_bias", "A_log", "D", "norm.weight")]
+    return rules + linear_rules(f"{ours}.out_proj", f"{theirs}.out_proj", state, ours_state)

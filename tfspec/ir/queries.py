@@ -286,11 +286,13 @@ def post_norm(g: Graph, add: Node) -> Norm | None:
 
 
 def _residual_add(g: Graph, node: Node) -> tuple[Add | None, float]:
-    """The residual sum a sublayer's output flows into (through its dropout, if any), and that dropout's rate."""
+    """The residual sum a sublayer's output flows into (through its dropout, and a constant scaling the branch --
+    Granite's ``x + m * attention(...)`` --, if any), and that dropout's rate."""
     out, dropout = node, 0.0
     readers = g.consumers(out.id)
-    if len(readers) == 1 and isinstance(readers[0], Dropout):
-        out, dropout = readers[0], readers[0].p
+    while len(readers) == 1 and isinstance(readers[0], (Dropout, Scale)):
+        out = readers[0]
+        dropout = out.p if isinstance(out, Dropout) else dropout
         readers = g.consumers(out.id)
     adds = [r for r in readers if isinstance(r, Add) and "residual" in r.ports]
     return (adds[0] if adds else None), dropout
