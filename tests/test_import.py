@@ -236,6 +236,15 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "Mamba2Model": dict(model_type="mamba2", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_heads=2,
                         head_dim=32, expand=2, state_size=6, n_groups=1, conv_kernel=3, use_bias=True,
                         use_conv_bias=False, chunk_size=4, layer_norm_epsilon=1e-6),
+    # Bamba: Mamba-2 with attention in layer 2 (half of each head rotated); the base model's attention first
+    "BambaForCausalLM": dict(model_type="bamba", vocab_size=90, hidden_size=32, intermediate_size=40,
+                             num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[2],
+                             mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_n_groups=2, mamba_chunk_size=8),
+    "BambaModel": dict(model_type="bamba", vocab_size=90, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
+                       num_attention_heads=2, num_key_value_heads=1, attn_layer_indices=[0, 1], mamba_n_heads=2,
+                       mamba_d_head=32, mamba_d_state=6, mamba_d_conv=3, mamba_chunk_size=4, mamba_proj_bias=True,
+                       mamba_conv_bias=False, attention_bias=True, mlp_bias=True,
+                       rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
     "Qwen3ForCausalLM": dict(model_type="qwen3", vocab_size=90, hidden_size=32, num_hidden_layers=3,
                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=48,
                              use_sliding_window=True, sliding_window=6, max_window_layers=1),
@@ -706,6 +715,16 @@ def test_every_configuration_reads_the_same_with_transformers_loaded_without_tor
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == {name: import_config(json.loads(json.dumps(values)))
                                        for name, values in configs.items()}
+
+
+def test_importing_leaves_the_callers_configuration_as_it_was():
+    """transformers writes into a configuration's nested dicts (Bamba's rope_parameters gains its rotary
+    fraction); import reads a copy, so a dict a caller passes, and reuses, is not changed."""
+    import copy
+    config = dict(CONFIGS["BambaModel"])
+    before = copy.deepcopy(config)
+    import_config(config)
+    assert config == before
 
 
 def test_every_family_class_is_covered():
@@ -1202,6 +1221,16 @@ EVERY_FIELD = {
                        head_dim=32, expand=4, state_size=6, n_groups=3, conv_kernel=3, chunk_size=4, use_bias=True,
                        use_conv_bias=False, layer_norm_epsilon=1e-6, initializer_range=0.05,
                        tie_word_embeddings=True)],
+    "hf_bamba": [dict(model_type="bamba", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                      num_attention_heads=3, num_key_value_heads=1, attn_layer_indices=[0, 2], rms_norm_eps=1e-6,
+                      attention_dropout=0.1, initializer_range=0.05, attention_bias=True, mlp_bias=True,
+                      tie_word_embeddings=True, mamba_n_heads=3, mamba_d_head=32, mamba_d_state=6, mamba_n_groups=3,
+                      mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False, mamba_proj_bias=True,
+                      mamba_expand=4, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+                 *(dict(model_type="bamba", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                        num_attention_heads=3, num_key_value_heads=3, attn_layer_indices=[1], mamba_n_heads=2,
+                        mamba_d_head=24, max_position_embeddings=32, rope_parameters=rope)
+                   for rope in ROPE_SCALINGS.values())],
     "hf_qwen3": [dict(model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                       num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
                       rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
@@ -1319,7 +1348,8 @@ EVERY_FIELD = {
                          bos_token_id=1, eos_token_id=2),
                     *(dict(model_type="stablelm", vocab_size=91, hidden_size=24, num_hidden_layers=1,
                            num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32,
-                           rope_parameters=rope, bos_token_id=1, eos_token_id=2)
+                           # half of each 8-wide head: its default quarter is two dimensions, too few for dynamic
+                           rope_parameters={**rope, "partial_rotary_factor": 0.5}, bos_token_id=1, eos_token_id=2)
                       for rope in ROPE_SCALINGS.values())],
     "hf_gpt_neox": [dict(model_type="gpt_neox", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                          num_attention_heads=3, intermediate_size=40, layer_norm_eps=1e-6,

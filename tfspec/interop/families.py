@@ -14,6 +14,7 @@ it cannot account for. Nothing is downloaded: a directory is read with ``local_f
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import math
@@ -36,7 +37,7 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe,
                hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus, hf_llama4, hf_phimoe,
                hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2, hf_granitemoehybrid,
-               hf_mamba2)
+               hf_mamba2, hf_bamba)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
@@ -47,7 +48,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird, hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4,
     hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan,
     hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2,
-    hf_granitemoehybrid, hf_mamba2,
+    hf_granitemoehybrid, hf_mamba2, hf_bamba,
 ) for family in module.FAMILIES)
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),
@@ -125,7 +126,8 @@ def read_config(source) -> Any:
     refused = [f"{key}: {why}" for key, why in REFUSED_FIELDS.items() if source.get(key) is not None]
     if refused:
         raise InteropError("the configuration asks for what tfspec does not read: " + "; ".join(refused))
-    values = {k: v for k, v in source.items() if k != "model_type" and k not in LOADER_FIELDS}
+    # a copy: transformers writes into nested dicts (Bamba's rope_parameters gains its partial_rotary_factor)
+    values = copy.deepcopy({k: v for k, v in source.items() if k != "model_type" and k not in LOADER_FIELDS})
     try:
         return transformers.AutoConfig.for_model(source["model_type"], **values)
     except (TypeError, ValueError) as exc:
