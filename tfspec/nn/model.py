@@ -188,7 +188,8 @@ class CompiledModel(nn.Module):
         return out
 
     def extend(self, tokens: Tensor, cache: list[dict], offset: int, memory: Tensor | None = None,
-               memory_padding_mask: Tensor | None = None, padding_mask: Tensor | None = None, **inputs):
+               memory_padding_mask: Tensor | None = None, padding_mask: Tensor | None = None, *,
+               last: bool = False, **inputs):
         """Decoder logits for ``tokens`` continuing a prefix of ``offset`` positions held in ``cache``.
 
         ``cache`` has one dict per decoder layer (start with empty ones); each call
@@ -196,11 +197,15 @@ class CompiledModel(nn.Module):
         left-padded prompt). Equals running the decoder over the whole sequence when
         its attention kinds and masks are cache-exact (see ``tfspec.run.decoding.cache_supported``).
         Encoder-decoder models pass ``memory`` (from ``encode``); cross-attention
-        projects it on the first call only.
+        projects it on the first call only. ``last``: the logits of the last position alone (a prompt's, which
+        decoding reads: the head's work over the others is saved).
         """
         ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask, offset, memory, memory_padding_mask)
         x = self.embed("decoder", "tokens", tokens, ctx)
-        return self.output(self.decoder(x, ctx, cache))
+        hidden = self.decoder(x, ctx, cache)
+        if last and self.pooler is None and (self.head is None or not self.head.pool):
+            hidden = hidden[:, -1:]
+        return self.output(hidden)
 
     def check_padding(self, name: str, mask, ids: Tensor, ids_name: str, used: bool, where: str) -> None:
         if self.check_inputs:

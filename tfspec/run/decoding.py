@@ -254,7 +254,7 @@ class Continuation:
                 self.model.check_inputs = checked
         if self.use_cache:
             out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask,
-                                    padding_mask=new_padding, **step, **self.inputs)
+                                    padding_mask=new_padding, last=True, **step, **self.inputs)
         else:
             every = {} if self.padding is None else {"position_ids": self._all_positions()}
             if self.memory is not None:
