@@ -9,7 +9,10 @@
 # slowest tests.
 #
 #   bash benchmarks/gpu_check.sh                  # on the GPU machine, carrying .whl/ (make gpu-wheels, here)
-#   GPU_CHECK_DRY_RUN=1 bash benchmarks/gpu_check.sh   # on a CPU: the same steps at tiny sizes (the tests do this)
+#   bash benchmarks/gpu_check.sh hybrid           # the second, shorter call: the hybrids against Hugging Face
+#                                                 # (benchmarks/bench_hybrid.py, 240 s), in hybrid.txt
+#   GPU_CHECK_DRY_RUN=1 bash benchmarks/gpu_check.sh [hybrid]   # on a CPU: the same steps at tiny sizes (the tests
+#                                                               # do this)
 #
 # Outputs go to $OUT (the device tool's folder that comes back) or, without it, out/gpu-check: versions.txt,
 # tier.txt (tier-rest.txt: the tests after a CUDA fault, in fresh processes), train.txt, generate.txt, sdpa.txt
@@ -69,6 +72,17 @@ for name in ("transformers", "lark", "pydantic", "pydantic_core", "networkx", "h
         print(name, "missing:", type(exc).__name__, exc)
 EOF
 cat "$OUT/versions.txt"
+
+if [ "${1:-}" = hybrid ]; then  # the second call
+  if [ -n "$DRY" ]; then
+    step hybrid 300 "$PY" benchmarks/bench_hybrid.py --device cpu --lengths 64 128 --repeats 1 --no-decode
+  else
+    step hybrid 240 "$PY" benchmarks/bench_hybrid.py --device cuda --lengths 1024 4096 16384 --repeats 2 --new 32
+  fi
+  echo "outputs in $OUT"
+  ! grep -qv " 0 " "$OUT/status.txt"
+  exit
+fi
 
 if [ -n "$DRY" ]; then  # the steps' plumbing on a CPU: a few tests of the tier, the benchmarks at their tiny size
   export TFSPEC_GPU_DEVICE=cpu

@@ -26,6 +26,17 @@ def test_the_prepared_gpu_call_dry_runs_on_the_cpu(tmp_path):
     assert "padding, bidirectional (BERT) (512)" in (tmp_path / "sdpa.txt").read_text()  # its positions bound it
 
 
+def test_the_second_gpu_call_benchmarks_the_hybrids(tmp_path):
+    """``gpu_check.sh hybrid``: bench_hybrid.py against Hugging Face's implementation, here on the CPU at tiny lengths
+    (its logits checked equal to Hugging Face's, its rows and targets printed)."""
+    done = subprocess.run(["bash", "benchmarks/gpu_check.sh", "hybrid"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600, env={**os.environ, "GPU_CHECK_DRY_RUN": "1", "OUT": str(tmp_path),
+                                            "GPU_PYTHON": sys.executable})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    out = (tmp_path / "hybrid.txt").read_text()
+    assert "qwen3_5" in out and "granite" in out and "targets:" in out
+
+
 def test_the_gpu_tier_stops_at_a_cuda_fault_and_names_the_test_that_raised_it(tmp_path):
     """A CUDA fault poisons the process's context, so the tier stops there (``conftest.py``) instead of reporting
     every later test as failed for it."""

@@ -87,6 +87,21 @@ def test_cache_grows_by_one_position_per_token_and_memory_is_projected_once():
     assert len(calls) == 1
 
 
+def test_a_prompt_computes_the_logits_of_its_last_position_alone():
+    """Decoding reads a prompt's last logits: the head projects that position only (a vocabulary's worth of work
+    per position saved), and the logits are recomputation's."""
+    model = compile("examples/gpt2_small.tfs", overrides={"layers": 2, "d_model": 32, "heads": 4, "vocab": 50,
+                                                          "context": 32}, seed=0).eval()
+    prompt = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(0))
+    projected = []
+    hook = model.head.register_forward_hook(lambda module, args, out: projected.append(out.shape[1]))
+    with torch.no_grad():
+        logits = Continuation(model).feed(prompt)
+        hook.remove()
+        assert_close(logits, model(prompt)[:, -1], FLOAT32)
+    assert projected == [1]
+
+
 def test_a_decoder_that_looks_ahead_is_never_cached():
     model = compile("""embedding tokens { vocab 10; dim 8 }
         decoder x 1 { attention self heads=2 mask=none; feedforward d_ff=8 }

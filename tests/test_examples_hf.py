@@ -257,6 +257,23 @@ PUBLISHED = {
                                              + ["mamba"] * 9 + ["attention"] + ["mamba"] * 9 + ["attention"]
                                              + ["mamba"] * 4),
                                 architectures=["GraniteMoeHybridForCausalLM"]), "GraniteMoeHybridForCausalLM"),
+    # Falcon-H1-0.5B (tiiuae/Falcon-H1-0.5B-Base's config.json): Mamba-2 (24 heads of 64, mamba_d_ssm 1536, no norm)
+    # beside attention (8 heads of 64, 2 key/value heads) in each of 36 layers; its µP multipliers
+    "falcon_h1_0_5b": (dict(model_type="falcon_h1", vocab_size=32784, hidden_size=1024, intermediate_size=2048,
+                            num_hidden_layers=36, num_attention_heads=8, num_key_value_heads=2, head_dim=64,
+                            attention_bias=False, attention_dropout=0.0, attention_in_multiplier=1.0,
+                            attention_out_multiplier=0.9375, attn_layer_indices=None,
+                            embedding_multiplier=5.656854249492381, hidden_act="silu", initializer_range=0.02,
+                            key_multiplier=0.39062499999999994, lm_head_multiplier=0.0390625, mamba_chunk_size=128,
+                            mamba_conv_bias=True, mamba_d_conv=4, mamba_d_head=64, mamba_d_ssm=1536,
+                            mamba_d_state=128, mamba_expand=2, mamba_n_groups=1, mamba_n_heads=24,
+                            mamba_norm_before_gate=False, mamba_proj_bias=False, mamba_rms_norm=False,
+                            mamba_use_mlp=True, max_position_embeddings=16384, mlp_bias=False,
+                            mlp_multipliers=[0.8838834764831844, 0.5859375], projectors_bias=False, rms_norm_eps=1e-5,
+                            rope_theta=100000000000.0, ssm_in_multiplier=1.25,
+                            ssm_multipliers=[0.3535533905932738, 0.25, 0.3535533905932738, 0.5, 0.3535533905932738],
+                            ssm_out_multiplier=0.23570226039551587, tie_word_embeddings=False,
+                            architectures=["FalconH1ForCausalLM"]), "FalconH1ForCausalLM"),
 }
 
 

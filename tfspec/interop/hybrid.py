@@ -81,11 +81,12 @@ def _expand(f, d_model: int) -> int:
 
 
 def mamba2_fields(heads: str, head_dim: str, state: str, groups: str, kernel: str, chunk: str, conv_bias: str,
-                  bias: str, expand: str) -> list:
+                  bias: str, expand: str | None) -> list:
     """The configuration fields of a family's Mamba-2 layers, by the names its configuration gives them (Granite's
     ``mamba_n_heads``, Mamba-2's ``num_heads``, ...): the spec's ``mamba_*`` settings. ``expand`` (the layer's
-    width over d_model) is what heads × head_dim make it; SiLU is the convolution's activation; the time step is
-    not clamped (``time_step_limit`` (0, inf), which the recurrent step Hugging Face decodes with ignores)."""
+    width over d_model; None: the family states the width itself) is what heads × head_dim make it; SiLU is the
+    convolution's activation; the time step is not clamped (``time_step_limit`` (0, inf), which the recurrent step
+    Hugging Face decodes with ignores)."""
     return [
         Field("mamba_heads", heads, lambda f: mamba2(f).heads),
         Field("mamba_head_dim", head_dim, lambda f: mamba2(f).head_dim),
@@ -95,7 +96,7 @@ def mamba2_fields(heads: str, head_dim: str, state: str, groups: str, kernel: st
         Field("mamba_chunk", chunk, lambda f: mamba2(f).chunk),
         Field("mamba_conv_bias", conv_bias, lambda f: mamba2(f).conv_bias, let=False),
         Field("mamba_bias", bias, lambda f: mamba2(f).bias, let=False),
-        Field("mamba_expand", expand, lambda f: _expand(f, f.embedding.dim), setting=False),
+        *([Field("mamba_expand", expand, lambda f: _expand(f, f.embedding.dim), setting=False)] if expand else []),
         Fixed("time_step_limit", (0.0, float("inf")),
               "time_step_limit={value}: Hugging Face clamps the time step to it in a prompt and not while decoding; "
               "tfspec's Mamba-2 does neither", read=lambda c: tuple(c.time_step_limit or (0.0, float("inf")))),
@@ -109,11 +110,12 @@ MAMBA2_IGNORED = {
 }
 
 
-def mamba2_layer(s, eps: str) -> str:
-    """The ``mamba2(...)`` call of a configuration's settings ``s`` (``mamba_*``), its gated norm's ``eps``."""
+def mamba2_layer(s, eps: str, more: str = "") -> str:
+    """The ``mamba2(...)`` call of a configuration's settings ``s`` (``mamba_*``), its gated norm's ``eps``;
+    ``more``: options after those (Falcon-H1's norm and scales)."""
     return (f"mamba2({s.mamba_heads}, head_dim={s.mamba_head_dim}, state={s.mamba_state}, groups={s.mamba_groups}, "
             f"kernel={s.mamba_kernel}, chunk={s.mamba_chunk}, conv_bias={s.mamba_conv_bias}, bias={s.mamba_bias}, "
-            f"eps={eps})")
+            f"eps={eps}{more})")
 
 
 def mamba2_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:

@@ -7,6 +7,7 @@ second half.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .recompute import linear_of_activation
@@ -39,6 +40,20 @@ class Gated(nn.Module):
     def forward(self, h: Tensor) -> Tensor:
         gate, value = h.chunk(2, dim=-1)
         return self.gate(gate) * value
+
+
+class ScaledSiLU(nn.Module):
+    """silu(scale · x): a gate multiplied by a constant first (Falcon-H1's gate multiplier)."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x * self.scale)
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}"
 
 
 class ClampedSwiGLU(nn.Module):

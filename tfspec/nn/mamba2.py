@@ -6,7 +6,8 @@ S (head_dim × state) through the selective scan
     S_t = exp(Δ_t A_h) · S_{t-1} + Δ_t · x_t B_tᵀ        y_t = S_t C_t + D_h · x_t
 
 with Δ_t = softplus(dt_t + dt_bias_h), A_h = −exp(A_log_h) and B, C shared by the heads of a group; y times SiLU(z)
-is RMS-normed per group, scaled, and projected back. Training and prompts run the chunked form (state-space
+is RMS-normed per group, scaled, and projected back (Falcon-H1: y RMS-normed, then gated; or gated alone; and the
+projection's five parts each times a constant of its own). Training and prompts run the chunked form (state-space
 duality: within a chunk, a masked attention-like product; across chunks, the state carried), whose memory grows
 linearly with the length; decoding one token at a time runs the recurrence from the state the chunks leave. As
 Hugging Face does, a padded position's input is zeroed before the projection and its x, B and C after the
@@ -26,18 +27,26 @@ class Mamba2(nn.Module):
     heads / groups · head_dim): each group's heads side by side)."""
 
     def __init__(self, width: int, heads: int, head_dim: int, state: int, groups: int, kernel: int, chunk: int,
-                 conv_bias: bool, bias: bool, eps: float) -> None:
+                 conv_bias: bool, bias: bool, eps: float, norm: str = "gated",
+                 scales: tuple[float, ...] = (1.0,) * 5) -> None:
         super().__init__()
         self.heads, self.head_dim, self.state, self.groups = heads, head_dim, state, groups
         self.kernel, self.chunk = kernel, chunk
         inner = heads * head_dim
         self.conv_dim = inner + 2 * groups * state  # [x; B; C], which the convolution reads
         self.in_proj = nn.Linear(width, inner + self.conv_dim + heads, bias=bias)  # [z; x; B; C; dt]
+        if any(scale != 1.0 for scale in scales):  # each part of the projection times its own constant
+            parts = (inner, inner, groups * state, groups * state, heads)
+            self.register_buffer("scales", torch.cat([torch.full((n,), float(scale)) for n, scale in
+                                                      zip(parts, scales)]), persistent=False)
+        else:
+            self.scales = None
         self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, kernel, groups=self.conv_dim, bias=conv_bias)
         self.dt_bias = nn.Parameter(torch.ones(heads))
         self.A_log = nn.Parameter(torch.zeros(heads))
         self.D = nn.Parameter(torch.ones(heads))
-        self.norm = GroupGatedRMSNorm(inner, groups, eps)
+        self.norm = GroupGatedRMSNorm(inner, groups, eps, before_gate=norm == "before_gate") if norm != "none" \
+            else SiLUGate()
         self.out_proj = nn.Linear(inner, width, bias=bias)
 
     def forward(self, x: Tensor, ctx=None, state=None) -> Tensor:
@@ -46,7 +55,10 @@ class Mamba2(nn.Module):
             x = x.masked_fill(padding[..., None], 0)
         batch, length, _ = x.shape
         inner, scanned = self.heads * self.head_dim, self.groups * self.state
-        z, mixed, dt = self.in_proj(x).split([inner, self.conv_dim, self.heads], dim=-1)
+        projected = self.in_proj(x)
+        if self.scales is not None:
+            projected = projected * self.scales
+        z, mixed, dt = projected.split([inner, self.conv_dim, self.heads], dim=-1)
         mixed = mixed.transpose(1, 2)  # (batch, channels, length): as the convolution reads them
         past = state.get("conv") if state is not None else None
         window = F.pad(mixed, (self.kernel - 1, 0)) if past is None else torch.cat((past, mixed), dim=-1)
@@ -79,19 +91,30 @@ class Mamba2(nn.Module):
 
 class GroupGatedRMSNorm(nn.Module):
     """x · SiLU(gate), RMS-normed over each of ``groups`` equal parts of the features in float32, times the
-    weight (mamba_ssm's ``RMSNormGated`` with the gate before the norm)."""
+    weight (mamba_ssm's ``RMSNormGated`` with the gate before the norm); ``before_gate``: x normed and scaled first,
+    then times SiLU(gate) (its ``norm_before_gate``, Falcon-H1's)."""
 
-    def __init__(self, width: int, groups: int, eps: float) -> None:
+    def __init__(self, width: int, groups: int, eps: float, before_gate: bool = False) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.ones(width))
-        self.groups, self.eps = groups, eps
+        self.groups, self.eps, self.before_gate = groups, eps, before_gate
 
     def forward(self, x: Tensor, gate: Tensor) -> Tensor:
         wide = torch.promote_types(x.dtype, torch.float32)
-        x = x.to(wide) * F.silu(gate.to(wide))
+        x = x.to(wide)
+        if not self.before_gate:
+            x = x * F.silu(gate.to(wide))
         parts = x.unflatten(-1, (self.groups, -1))
-        normed = parts * torch.rsqrt(parts.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * normed.flatten(-2)
+        normed = self.weight * (parts * torch.rsqrt(parts.pow(2).mean(-1, keepdim=True) + self.eps)).flatten(-2)
+        return normed * F.silu(gate.to(wide)) if self.before_gate else normed
+
+
+class SiLUGate(nn.Module):
+    """x · SiLU(gate), without a norm (Falcon-H1's Mamba-2 without ``mamba_rms_norm``)."""
+
+    def forward(self, x: Tensor, gate: Tensor) -> Tensor:
+        wide = torch.promote_types(x.dtype, torch.float32)
+        return x.to(wide) * F.silu(gate.to(wide))
 
 
 def _scan_inputs(x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor) -> tuple[Tensor, ...]:

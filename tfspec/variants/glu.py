@@ -98,3 +98,28 @@ class ClampedSwiGLU(GatedUnit):
         # up's output (both clamps read it), the clamped gate, its scaled sigmoid, value + 1, the gated
         # product, and the down projection's input (with dropout: its mask and the dropped values)
         return (2 + 4 + (2 if dropout else 1)) * d_ff
+
+
+@ACTIVATIONS.register
+class ScaledSwiGLU(GatedUnit):
+    name = "swiglu_scaled"
+    title = "SwiGLU (scaled gate)"
+    flops_per_element = 5  # the gate times its constant, then its silu
+    examples = ({}, {"gate_scale": 0.5})
+    doc = ("swiglu_scaled(gate_scale=1): silu(s · x W) * (x V), the gate multiplied by a constant before its silu "
+           "(Falcon-H1's mlp_multipliers[0], µP)")
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        gate_scale: float = Field(1.0, gt=0, le=1e6)
+
+    def module(self):
+        return self.module_for(self.Options())
+
+    def module_for(self, options):
+        from ..nn.feedforward import Gated, ScaledSiLU
+        return Constructor(Gated, (Constructor(ScaledSiLU, (options.gate_scale,)),))
+
+    def feedforward_saved(self, d_ff, dropout):
+        # up's output (gate and value), the scaled gate (silu's input), silu's output, the product
+        return (2 + 1 + 1 + (2 if dropout else 1)) * d_ff

@@ -8,6 +8,8 @@ convolution's last inputs: the same size after any number of tokens.
     decoder x 40 { residual pre; norm rmsnorm; mixer mamba2(128, head_dim=64, state=128); feedforward ... }
 """
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..registry import MIXERS, ComplexityClass, Constructor, Param, TokenMixer, linear_params
@@ -21,12 +23,16 @@ class Mamba2Mixer(TokenMixer):
     module_name = "mamba"  # Granite 4.0-H's, Bamba's and Falcon-H1's layer attribute (``model.layers.0.mamba``)
     examples = ({"heads": 2, "head_dim": 8, "state": 4, "chunk": 4},
                 {"heads": 4, "head_dim": 4, "state": 6, "groups": 2, "kernel": 3, "chunk": 8, "conv_bias": False,
-                 "bias": True})
+                 "bias": True},
+                {"heads": 2, "head_dim": 4, "state": 4, "groups": 2, "chunk": 4, "norm": "before_gate",
+                 "z_scale": 0.5, "x_scale": 2.0, "b_scale": 0.25, "c_scale": 1.5, "dt_scale": 0.75},
+                {"heads": 2, "head_dim": 4, "state": 4, "chunk": 4, "norm": "none"})
     doc = ("mamba2(heads, head_dim=64, state=128, groups=1, kernel=4, chunk=256, conv_bias=true, bias=false, "
-           "eps=1e-5): Mamba-2's selective state-space layer (SSD): per head a head_dim × state state decayed by "
-           "exp(Δ·A) and fed Δ·x·Bᵀ, read through C, B and C shared by the heads of each of `groups` groups, "
-           "computed chunk by chunk in training and one step at a time while decoding, which keeps the state "
-           "(heads · head_dim · state) and the convolution's last inputs")
+           "eps=1e-5, norm=gated, z_scale=1, x_scale=1, b_scale=1, c_scale=1, dt_scale=1): Mamba-2's selective "
+           "state-space layer (SSD): per head a head_dim × state state decayed by exp(Δ·A) and fed Δ·x·Bᵀ, read "
+           "through C, B and C shared by the heads of each of `groups` groups, computed chunk by chunk in training "
+           "and one step at a time while decoding, which keeps the state (heads · head_dim · state) and the "
+           "convolution's last inputs")
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
@@ -39,6 +45,15 @@ class Mamba2Mixer(TokenMixer):
         conv_bias: bool = True
         bias: bool = False  # on the in and out projections
         eps: float = Field(1e-5, gt=0, lt=1)  # of the gated RMSNorm
+        # the output's norm: of y · SiLU(z) (Mamba-2's), of y then times SiLU(z) (Falcon-H1's norm_before_gate), or
+        # none, y · SiLU(z) alone (Falcon-H1 without mamba_rms_norm)
+        norm: Literal["gated", "before_gate", "none"] = "gated"
+        # each part of the in-projection times a constant (Falcon-H1's ssm_multipliers, µP): z, x, B, C, dt
+        z_scale: float = Field(1.0, gt=0, le=1e6)
+        x_scale: float = Field(1.0, gt=0, le=1e6)
+        b_scale: float = Field(1.0, gt=0, le=1e6)
+        c_scale: float = Field(1.0, gt=0, le=1e6)
+        dt_scale: float = Field(1.0, gt=0, le=1e6)
 
         @model_validator(mode="after")
         def _groups(self):
@@ -53,6 +68,10 @@ class Mamba2Mixer(TokenMixer):
         inner = options.heads * options.head_dim
         return inner, inner + 2 * options.groups * options.state
 
+    @staticmethod
+    def _scales(options) -> tuple[float, ...]:
+        return options.z_scale, options.x_scale, options.b_scale, options.c_scale, options.dt_scale
+
     def params(self, width, options):
         inner, conv = self._sizes(options)
         heads = options.heads
@@ -64,13 +83,14 @@ class Mamba2Mixer(TokenMixer):
                                  stored="inverse_softplus"),
                 "A_log": Param((heads,), "vector", uniform=(1.0, 16.0), stored="log"),  # A ~ U(1, 16), kept as log
                 "D": Param((heads,), "vector", value=1.0),
-                "norm.weight": Param((inner,), "norm_weight"),
+                **({"norm.weight": Param((inner,), "norm_weight")} if options.norm != "none" else {}),
                 **linear_params("out_proj", width, inner, options.bias, residual=True)}
 
     def module(self, width, options):
         from ..nn.mamba2 import Mamba2
         return Constructor(Mamba2, (width, options.heads, options.head_dim, options.state, options.groups,
-                                    options.kernel, options.chunk, options.conv_bias, options.bias, options.eps))
+                                    options.kernel, options.chunk, options.conv_bias, options.bias, options.eps,
+                                    options.norm, self._scales(options)))
 
     def flops(self, width, options, length):
         n, d, h, c = length, width, options.heads, options.chunk
@@ -80,9 +100,12 @@ class Mamba2Mixer(TokenMixer):
         projections = 2 * n * d * (inner + conv + h) + 2 * n * options.kernel * conv + 2 * n * inner * d
         # per chunk: each group's C·Bᵀ, each head's scores times its inputs; each group's state made and read
         chunks = 2 * padded * c * (g * s + h * p) + 2 * 2 * padded * s * h * p
-        # decays between positions, the scores' decays, Δ·x, the states carried, D's term, SiLUs, gated norm
-        elementwise = h * padded * (2 * c + 3 * p) + (padded // c) * 2 * h * s * p + n * (3 * conv + 8 * inner + 4 * h)
-        return projections + chunks, elementwise
+        # decays between positions, the scores' decays, Δ·x, the states carried, D's term, SiLUs, the gate and its
+        # norm; the projection's constants
+        gate = {"none": 5, "gated": 8, "before_gate": 8}[options.norm] * inner
+        scaled = (2 * inner + conv + h) * n if any(v != 1.0 for v in self._scales(options)) else 0
+        elementwise = h * padded * (2 * c + 3 * p) + (padded // c) * 2 * h * s * p + n * (3 * conv + gate + 4 * h)
+        return projections + chunks, elementwise + scaled
 
     def saved(self, width, options, batch, length):
         b, n, h, c = batch, length, options.heads, options.chunk
@@ -101,10 +124,12 @@ class Mamba2Mixer(TokenMixer):
         heads_first = 0 if h == 1 or (b == 1 and chunks == 1) else 1
         scan = b * h * padded * (3 * c + (3 + heads_first) * p + 2) + b * g * padded * (c + 2 * s) + \
             b * h * chunks * (2 * s * p + 1)
-        # the gated norm: its input (y + D·x), SiLU(z), their product, inverse norms, normed; the out projection's
-        # input
-        norm = b * n * (5 * inner + g)
-        return front + scan + norm
+        # the gated norm: its input (y + D·x), SiLU(z), their product (or y normed and scaled), inverse norms,
+        # normed; the out projection's input (without a norm: y, SiLU(z) and their product); the projection's
+        # constants, where it has them
+        norm = b * n * (3 * inner if options.norm == "none" else 5 * inner + g)
+        scaled = inner + conv + h if any(v != 1.0 for v in self._scales(options)) else 0
+        return front + scan + norm + scaled
 
     def state_elements(self, width, options):
         _, conv = self._sizes(options)
@@ -116,8 +141,10 @@ class Mamba2Mixer(TokenMixer):
 
     def describe(self, options):
         grouped = f", {options.groups} groups" if options.groups != 1 else ""
+        norm = {"gated": "", "before_gate": ", normed before its gate", "none": ", gated without a norm"}
+        scaled = ", its projection scaled" if any(v != 1.0 for v in self._scales(options)) else ""
         return (f"Mamba-2 ({options.heads} heads of {options.head_dim}, state {options.state}{grouped}, "
-                f"kernel {options.kernel}, chunks of {options.chunk})")
+                f"kernel {options.kernel}, chunks of {options.chunk}{norm[options.norm]}{scaled})")
 
     def complexity(self, options):
         return ComplexityClass("O(n·d²)", "O(n/c)", "O(n)", f"a state carried from chunk to chunk, c = "
