@@ -174,5 +174,6 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "schedule; a mixture of SwiGLU experts beside a shared SwiGLU (shared=), or that one alone; Granite's "
         "multipliers (the embedding's scale, the scores' scale, branches scaled in the wiring form, the head's "
         "input scale)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        carried=("intermediate_size",)),  # the experts' width, which a model without experts does not have
 )

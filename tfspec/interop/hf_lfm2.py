@@ -73,17 +73,31 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     section putting attention in the convolution's place (or the convolution in the attention's)."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
+    return layers_text(w, s, [(t, True) for t in s.value("layer_types")], f"d_ff={s.d_ff}", "", head=head,
+                       padding=padding, name=name, heading=heading)
+
+
+def layers_text(w: SpecWriter, s, layers: list[tuple[str, bool]], feedforward: str, dense: str, *, head: bool,
+                padding: bool, name: str, heading: tuple[str, ...]) -> str:
+    """An LFM2 spec from its settings ``s``: each layer's (type, whether its feed-forward takes the
+    ``feedforward`` arguments, else the ``dense`` ones: LFM2-MoE's first layers), the most common the stack's and
+    the others sections."""
     norm = f"rmsnorm(eps={s.eps})"
     conv = f"shortconv({s.conv_kernel})"
     attention = f"heads={s.heads}, kv_heads={s.kv_heads}, qk_norm={norm}, mask={causal_masks(None, padding)}, " \
                 "bias=false, out_bias=false"
-    base, sections = schedule(s.value("layer_types"))
+    (base, routes), sections = schedule(layers)
     own = f"mixer {conv}" if base == CONV else "attention self " + attention.replace(", ", " ")
     other = f"conv = attention(self, {attention})" if base == CONV else f"self_attn = mixer({conv})"
-    lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
+
+    def section(layer: tuple[str, bool]) -> str:
+        return "; ".join(([other] if layer[0] != base else []) +
+                         ([f"ffn {feedforward if layer[1] else dense}"] if layer[1] != routes else []))
+
+    lines = "".join(f"  layers {selected} {{ {section(layer)} }}\n" for selected, layer in sections)
     return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position=hf_llama.rotary(s),
-                               own=own, feedforward=f"d_ff={s.d_ff} activation=swiglu bias=false", sections=lines,
-                               attn_dropout=False)
+                               own=own, sections=lines, attn_dropout=False,
+                               feedforward=f"{feedforward if routes else dense} activation=swiglu bias=false")
 
 
 def hf_config(spec) -> dict:
@@ -93,7 +107,16 @@ def hf_config(spec) -> dict:
     return {"model_type": "lfm2", **FIELDS.config(f)}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+def mlp_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """LFM2's SwiGLU: ``w1`` the gate and ``w3`` the up projection into our ``up`` (gate first), ``w2`` down."""
+    return linear_rules(f"{ours}.up", (f"{theirs}.w1", f"{theirs}.w3"), state, ours_state) + \
+        linear_rules(f"{ours}.down", f"{theirs}.w2", state, ours_state)
+
+
+def _rules(model, prefix: str, state: dict, lm: bool, feedforward_rules=mlp_rules
+           ) -> tuple[list[Rule], dict[str, str]]:
+    """LFM2's tensors layer by layer: its short convolution or attention, its norms, and its feed-forward
+    (``feedforward_rules(ours, theirs, state, ours_state)``: LFM2's SwiGLU by default)."""
     ours_state = model.state_dict()
     rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
              rule("decoder.final_norm.weight", f"{prefix}embedding_norm.weight")]
@@ -112,10 +135,7 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
             rules += [rule(f"{operator}.conv.weight", f"{theirs}.conv.conv.weight")]
             if f"{operator}.conv.bias" in ours_state or f"{theirs}.conv.conv.bias" in state:
                 rules.append(rule(f"{operator}.conv.bias", f"{theirs}.conv.conv.bias"))
-        feedforward = f"{ours}.{parts['feedforward']}"
-        rules += linear_rules(f"{feedforward}.up", (f"{theirs}.feed_forward.w1", f"{theirs}.feed_forward.w3"), state,
-                              ours_state)
-        rules += linear_rules(f"{feedforward}.down", f"{theirs}.feed_forward.w2", state, ours_state)
+        rules += feedforward_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.feed_forward", state, ours_state)
         rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.operator_norm.weight"),
                   rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.ffn_norm.weight")]
     head, aliases = hf_llama.lm_head_rules(model, lm)

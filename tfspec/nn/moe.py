@@ -66,7 +66,7 @@ def sparse_mix(logits: Tensor, eps: float, training: bool) -> tuple[Tensor, Tens
 
 def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float, correction: Tensor | None = None,
           groups: int = 1, top_groups: int = 1, group_score: str = "top2", eps: float = 0.0,
-          training: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+          training: bool = False, renormalize_eps: float = 0.0) -> tuple[Tensor, Tensor, Tensor]:
     """(routing weights ``(positions, top)``, chosen experts ``(positions, top)``, every expert's probability
     ``(positions, experts)``) from the router's logits. Scores are taken in float32, as Hugging Face's routers take
     them, and the weights returned in the logits' dtype.
@@ -93,7 +93,8 @@ def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float,
         chosen = choice.topk(top, dim=-1).indices
     weights = probs.gather(-1, chosen)
     if renormalize:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        total = weights.sum(dim=-1, keepdim=True)
+        weights = weights / (total + renormalize_eps if renormalize_eps else total)
     if scale != 1.0:
         weights = weights * scale
     return weights.to(logits.dtype), chosen, probs
@@ -169,7 +170,8 @@ class MixtureOfExperts(nn.Module):
                  aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
                  top_groups: int = 1, group_score: str = "top2", correction_rate: float = 0.0,
                  weigh: str = "outputs", eps: float = 0.0, input_jitter: float = 0.0, router_input: str = "plain",
-                 experts_norm: str = "none", norm_eps: float = 1e-6, expert_scale: bool = False) -> None:
+                 experts_norm: str = "none", norm_eps: float = 1e-6, expert_scale: bool = False,
+                 renormalize_eps: float = 0.0) -> None:
         super().__init__()
         # Gemma 4's: the router reads rms(x) · router_scale / √width, the experts x RMS-normed with a weight, and
         # each chosen expert's weight is scaled by its own learned scale
@@ -180,6 +182,7 @@ class MixtureOfExperts(nn.Module):
         self.eps = eps  # the sparse mixer's threshold
         self.input_jitter = input_jitter  # training multiplies the input by noise uniform in 1 ± this
         self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
+        self.renormalize_eps = renormalize_eps  # added to the chosen weights' sum before dividing
         self.groups, self.top_groups, self.group_score = groups, top_groups, group_score
         # DeepSeek-V3's per-expert bias on the choice: adjusted outside gradient descent, so frozen here
         self.correction_bias = nn.Parameter(torch.zeros(experts), requires_grad=False) if correction else None
@@ -209,7 +212,7 @@ class MixtureOfExperts(nn.Module):
             self.routed_with = correction
         weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
                                        correction, self.groups, self.top_groups, self.group_score, self.eps,
-                                       self.training)
+                                       self.training, self.renormalize_eps)
         if self.expert_scale is not None:
             weights = weights * self.expert_scale[chosen].to(weights.dtype)
         inputs = flat if self.experts_norm is None else self.experts_norm(flat)

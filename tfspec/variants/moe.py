@@ -14,6 +14,7 @@ balancing without an auxiliary loss); ``groups`` and
 ``top_groups`` (group-limited routing: each position chooses among the ``top_groups`` groups that score highest,
 a group by its two best scores' sum, ``group_score=top2``: DeepSeek-V3's, or by its best, ``max``: DeepSeek-V2's);
 ``router_bias``; ``router_input=normed`` (the router reads rms(x) · s / √width, s a learned scale per channel),
+``renormalize_eps`` (added to the sum the chosen weights are divided by: LFM2-MoE's 1e-6);
 ``experts_norm=rmsnorm`` (the experts read x RMS-normed, with a weight, while the router reads x: Gemma 4's
 mixture beside its MLP), ``norm_eps`` (both norms'), ``expert_scale`` (a learned scale per expert on its routing
 weight, after the renormalisation: Gemma 4's ``per_expert_scale``); ``weigh`` (``outputs``: the chosen experts' outputs summed by their weights; ``inputs``: each
@@ -49,6 +50,8 @@ class MixtureOfExperts(FeedForwardKind):
                  "shared_gate": True, "aux_loss": 0.01, "z_loss": 0.001},
                 {"experts": 8, "top": 3, "score": "sigmoid", "correction": True, "groups": 4, "top_groups": 2,
                  "renormalize": True, "scale": 2.5, "shared": 8, "correction_rate": 0.001},
+                {"experts": 4, "top": 2, "score": "sigmoid", "correction": True, "renormalize": True,
+                 "renormalize_eps": 1e-6, "scale": 1.5},
                 {"experts": 6, "top": 2, "groups": 3, "top_groups": 2, "group_score": "max", "scale": 1.5},
                 {"experts": 4, "top": 1, "score": "sigmoid", "weigh": "inputs", "shared": 8},
                 {"experts": 4, "top": 2, "score": "sparsemixer", "eps": 0.2, "input_jitter": 0.01, "aux_loss": 0.01},
@@ -82,6 +85,7 @@ class MixtureOfExperts(FeedForwardKind):
         experts_norm: Literal["none", "rmsnorm"] = "none"  # the experts (and a shared network) read x normed so
         norm_eps: float = Field(1e-6, gt=0, lt=1)  # of the router's norm and the experts' norm
         expert_scale: bool = False  # a learned scale per expert on its routing weight (Gemma 4's per_expert_scale)
+        renormalize_eps: float = Field(0.0, ge=0, lt=1)  # added to the chosen weights' sum (LFM2-MoE's 1e-6)
 
         @model_validator(mode="after")
         def _fits(self):
@@ -102,6 +106,8 @@ class MixtureOfExperts(FeedForwardKind):
             if self.norm_eps != 1e-6 and self.router_input == "plain" and self.experts_norm == "none":
                 raise ValueError("norm_eps is the router's and the experts' norm's: give router_input=normed or "
                                  "experts_norm=rmsnorm")
+            if self.renormalize_eps and not self.renormalize:
+                raise ValueError("renormalize_eps is added to the sum renormalize divides by: set renormalize=true")
             if self.group_score != "top2" and self.groups == 1:
                 raise ValueError(f"group_score={self.group_score} ranks groups of experts: give groups=")
             if self.top_groups > self.groups or self.top > self.top_groups * (self.experts // self.groups):
@@ -150,7 +156,8 @@ class MixtureOfExperts(FeedForwardKind):
                             "correction_rate": options.correction_rate, "weigh": options.weigh,
                             "eps": options.eps, "input_jitter": options.input_jitter,
                             "router_input": options.router_input, "experts_norm": options.experts_norm,
-                            "norm_eps": options.norm_eps, "expert_scale": options.expert_scale})
+                            "norm_eps": options.norm_eps, "expert_scale": options.expert_scale,
+                            "renormalize_eps": options.renormalize_eps})
 
     def flops(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]
