@@ -44,6 +44,8 @@ def layout(config) -> tuple[bool, int, int]:
 def spec_layout(f) -> tuple[bool, int, int]:
     """The same, read from a spec's facts."""
     parts = spec_layer_modules(f.spec)
+    if not {"attention_norm", "feedforward_norm"} <= set(parts):
+        raise f.refuse("its layers are not each a normed attention and a normed feed-forward, as Falcon's are")
     parallel = f.parallel("decoder")
     return parallel, 1 if parallel and parts["attention_norm"] == parts["feedforward_norm"] else 2, \
         f.geometry("decoder").kv_heads

@@ -276,18 +276,21 @@ def projection_rules(model, attention: str, feedforward: str, theirs: str, state
         mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
 
 
-def attention_rules(model, attention: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """q, k and v into our fused ``qkv``, ``o`` into ``out`` (``theirs``: the layer's prefix)."""
+def attention_rules(model, attention: str, theirs: str, state: dict, ours_state: dict,
+                    module: str = "self_attn") -> list[Rule]:
+    """q, k and v into our fused ``qkv``, ``o`` into ``out`` (``theirs``: the layer's prefix; ``module``: the
+    layer's attribute holding the projections, Nemotron-H's ``mixer``)."""
     core = model.get_submodule(attention)
+    theirs = f"{theirs}.{module}"
     if not hasattr(core, "qkv"):  # it reads another layer's keys and values: it projects queries alone
-        return linear_rules(f"{attention}.q", f"{theirs}.self_attn.q_proj", state, ours_state) + \
-            linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
+        return linear_rules(f"{attention}.q", f"{theirs}.q_proj", state, ours_state) + \
+            linear_rules(f"{attention}.out", f"{theirs}.o_proj", state, ours_state)
     q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
-    names, split = tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), (q_width, kv_width, kv_width)
+    names, split = tuple(f"{theirs}.{p}_proj" for p in "qkv"), (q_width, kv_width, kv_width)
     if core.qkv.out_features == q_width + kv_width:  # its values are its keys' projection: no v_proj (Gemma 4's)
         names, split = names[:2], split[:2]
     rules = linear_rules(f"{attention}.qkv", names, state, ours_state, split=split)
-    return rules + linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state)
+    return rules + linear_rules(f"{attention}.out", f"{theirs}.o_proj", state, ours_state)
 
 
 def mlp_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
