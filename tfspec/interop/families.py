@@ -37,7 +37,8 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe,
                hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus, hf_llama4, hf_phimoe,
                hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2, hf_granitemoehybrid,
-               hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h)
+               hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h,
+               hf_minimax)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
@@ -48,7 +49,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird, hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4,
     hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan,
     hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2,
-    hf_granitemoehybrid, hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h,
+    hf_granitemoehybrid, hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h, hf_minimax,
 ) for family in module.FAMILIES)
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),

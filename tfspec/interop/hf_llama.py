@@ -306,11 +306,13 @@ def lm_head_rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     return ([rule("head.weight", "lm_head.weight")] if lm else []), {}
 
 
-def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: str = "model.") -> None:
+def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: str = "model.",
+                 derived: Callable | None = None) -> None:
     """Copy a decoder-only causal LM's (or base model's) weights into ``model`` by ``rules(model, prefix, state,
     lm)``, once ``model``'s spec is the architecture the reference's configuration describes (``spec_text``,
     read field by field through ``fields`` and ``hf_config``); every tensor must be accounted for. ``prefix``:
-    where the causal LM holds its base model (Llama's ``model.``, BLOOM's ``transformer.``)."""
+    where the causal LM holds its base model (Llama's ``model.``, BLOOM's ``transformer.``); ``derived(model,
+    prefix)``: the tensors the reference holds that the model computes (MiniMax's decays), checked."""
     lm = hasattr(reference, "lm_head")
     same_head(model, reference, lm)
     refuse_other_architecture(model, reference, fields, hf_config, lambda: spec_text(
@@ -319,26 +321,30 @@ def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: 
     state = {**reference.state_dict(), **(mtp.checkpoint_tensors(reference, model, prefix) if lm else {})}
     names, aliases = rules(model, prefix if lm else "", state, lm)
     names, aliases, outside = mtp.without_missing(model, state, names, aliases, prefix, type(reference).__name__)
-    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases, outside=outside)
+    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases, outside=outside,
+               derived=derived(model, prefix if lm else "") if derived else None)
 
 
-def export_decoder(model, rules, reference: str, prefix: str = "model.") -> dict:
+def export_decoder(model, rules, reference: str, prefix: str = "model.", derived: Callable | None = None) -> dict:
     """A decoder-only state dict of ``model`` by ``rules``: the causal LM's (spec with a head; its base model under
-    ``prefix``) or the base model's."""
+    ``prefix``) or the base model's; ``derived``: as ``load_decoder``'s, written as computed."""
     lm = model.head is not None
     names, aliases = rules(model, prefix if lm else "", {}, lm)
-    return export_state(model, names, reference=reference, aliases=aliases)
+    return export_state(model, names, reference=reference, aliases=aliases,
+                        derived=derived(model, prefix if lm else "") if derived else None)
 
 
 def decoder_family(name: str, model_types: tuple[str, ...], classes: dict, conventions: str, *, module: str,
-                   fields, spec_text, hf_config, rules, carried: tuple[str, ...] = ()) -> Family:
+                   fields, spec_text, hf_config, rules, carried: tuple[str, ...] = (),
+                   derived: Callable | None = None) -> Family:
     """A decoder-only family whose weights copy as Llama's do (``load_decoder``, ``export_decoder``) by
     ``rules(model, prefix, state, lm)``: what most families declare beyond their table and spec text;
-    ``carried``: as ``Family.carried``."""
+    ``carried``: as ``Family.carried``; ``derived``: as ``load_decoder``'s."""
     return Family(name, model_types, classes, conventions, module=module, fields=fields, spec_text=spec_text,
                   hf_config=hf_config, carried=carried,
-                  load=lambda model, reference: load_decoder(model, reference, fields, hf_config, spec_text, rules),
-                  export=lambda model: export_decoder(model, rules, f"Hugging Face {name}"))
+                  load=lambda model, reference: load_decoder(model, reference, fields, hf_config, spec_text, rules,
+                                                             derived=derived),
+                  export=lambda model: export_decoder(model, rules, f"Hugging Face {name}", derived=derived))
 
 
 def from_hf_llama(model, reference) -> None:
