@@ -120,7 +120,7 @@ def _arg(name: str, value: str) -> str:
 
 @st.composite
 def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool, sep: str, padding: bool = False,
-                     windows: bool = True, shape: AttentionShape | None = None) -> list[str]:
+                     windows: bool = True, shape: AttentionShape | None = None, layers: int = 1) -> list[str]:
     lines = []
     if draw(st.booleans()):
         lines.append(f"residual {draw(st.sampled_from(['post', 'pre', 'none']))}")
@@ -136,7 +136,9 @@ def sequential_block(draw, role: str, heads: str, has_cross: bool, causal: bool,
         lines.append(f"attention self heads={heads}{_arg('mask', mask)}{_arg('kind', kind)}"
                      f"{_arg('kv_heads', kv_heads)}{_arg('bias', draw(st.sampled_from(['', 'true', 'false'])))}{extra}")
     if draw(st.integers(0, 3)) == 0:  # a mixer beside attention (a hybrid's layer), each registered one
-        lines.append(f"mixer {draw(st.sampled_from([choice_text(n, o) for n in MIXERS for o in MIXERS[n].examples]))}")
+        fitting = [choice_text(n, o) for n in MIXERS for o in MIXERS[n].examples
+                   if not MIXERS[n].check(MIXERS[n].options(o), shape.width, layers)]  # (lightning's depth)
+        lines.append(f"mixer {draw(st.sampled_from(fitting))}")
     if has_cross:
         readers = [text for v, o, text in mask_choices(cross=True) if v.reads_padding and not v.structural]
         cross_masks = readers if padding else ['', *no_mask(), *readers]
@@ -251,7 +253,7 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
         if draw(st.integers(0, 3)) == 0:
             body = draw(wired_block(role, "heads", has_cross, causal, padding, windows))
         else:
-            body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows, shape))
+            body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows, shape, repeat))
         written = [kind_choices().get(k) for line in body if not line.startswith("feedforward")
                    for k in re.findall(r"kind=(\w+(?:\([^)]*\))?)", line)]
         schemes = attention_positions(width, heads, tuple(k for k in written if k is not None)) if in_attention else []

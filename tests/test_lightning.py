@@ -132,3 +132,10 @@ def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length, 
     analysed, measured = analyse(spec, seq_len=length, batch=batch), measure(spec, {"decoder": length}, batch=batch)
     assert measured.flops == analysed.total.matmul
     assert measured.saved_bytes == analysed.total.memory
+
+
+def test_slopes_that_do_not_span_the_stack_are_a_located_error():
+    """Past the depth its slopes span, a layer's factor 1 − layer/(layers − 1) turns negative: its state would grow."""
+    with pytest.raises(tfspec.SpecError, match="slopes span layers=3, but the stack has 4 layers") as caught:
+        tfspec.parse(HYBRID.replace("layers=4)", "layers=3)"))
+    assert caught.value.diagnostics[0].span is not None

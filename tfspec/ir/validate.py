@@ -103,7 +103,7 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
             errors.error(problem.code, problem.message, about.span or node.span, problem.hint)
     for node in g.of(ir.Mixer):
         mixer, options = node.variant()
-        for problem in mixer.check(options, node.width):
+        for problem in mixer.check(options, node.width, g.stacks[node.stack].repeat):
             about = problem.about if problem.about is not None else node.spec.kind
             errors.error(problem.code, problem.message, about.span or node.span, problem.hint)
 

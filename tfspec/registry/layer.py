@@ -152,7 +152,8 @@ class TokenMixer(Variant):
         ``(batch, length, width)``."""
         raise NotImplementedError
 
-    def check(self, options, width: int) -> list[Problem]:
+    def check(self, options, width: int, layers: int) -> list[Problem]:
+        """Objections to its options in a stack of ``width`` and ``layers`` layers."""
         return []
 
     def flops(self, width: int, options, length: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ projection of the input and projected back. Decoding keeps the states: the same 
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import LAYER, MIXERS, ComplexityClass, Constructor, Param, TokenMixer, linear_params
+from ..registry import LAYER, MIXERS, ComplexityClass, Constructor, Param, Problem, TokenMixer, linear_params
 
 
 @MIXERS.register
@@ -32,6 +32,13 @@ class LightningMixer(TokenMixer):
         block: int = Field(256, ge=1, le=4096)  # positions the training form computes at once
         layers: int = Field(1, ge=1, le=4096)  # the depth the slopes are scaled over (the stack's layers)
         eps: float = Field(1e-6, gt=0, lt=1)  # of the output's RMSNorm
+
+    def check(self, options, width, layers):
+        if options.layers < layers:
+            return [Problem(f"lightning attention's slopes span layers={options.layers}, but the stack has {layers} "
+                            "layers: past the last, a layer's state would grow instead of decaying",
+                            f"give layers={layers}")]
+        return []
 
     def params(self, width, options):
         inner = options.heads * options.head_dim
