@@ -477,6 +477,7 @@ class ParamRole:
     log_spaced: bool = False
     floor: float | None = None
     stored: str = "value"
+    ramp: bool = False
 
 
 def parameter_roles(g: Graph) -> dict[str, ParamRole]:
@@ -489,7 +490,7 @@ def parameter_roles(g: Graph) -> dict[str, ParamRole]:
                 roles.setdefault(f"{module}.{name}", ParamRole(
                     p.role, branches.get(node.stack, 0) if p.residual else 0, node.width, p.query_rows,
                     p.head_dim, p.value, p.std, p.uniform, p.log_spaced, p.floor,
-                    p.stored))
+                    p.stored, p.ramp))
     return roles
 
 

@@ -62,7 +62,7 @@ def mamba2(f):
     """The options of the decoder's Mamba-2 layers (refused where its mixers are another kind, or where their
     gated norm's eps is not the model's, which one configuration field holds for both)."""
     options = f.mixer("decoder")
-    if not hasattr(options, "state"):
+    if not (hasattr(options, "state") and hasattr(options, "head_dim")):  # (Mamba-1's has no heads)
         raise f.refuse(f"its layers' mixer is {f.layer_mixers('decoder')[0].kind.name}, not Mamba-2 "
                        "(mixer mamba2(...))")
     eps = f.norm_option("decoder", "eps")

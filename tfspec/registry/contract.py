@@ -36,7 +36,8 @@ class Param:
     uniform: (low, high), a uniform distribution it is drawn from under every scheme; ``log_spaced``: uniform in
     the logarithm between them instead, and ``floor`` the least a draw may be (Mamba's time steps: log-uniform in
     [0.001, 0.1], at least 1e-4).
-    stored: what the tensor holds of the draw: the ``value``, its ``log`` (a state-space model's A_log: log U(1,
+    ramp: it starts at 1, 2, ..., n along its last axis under every scheme (S4D-real's A, Mamba's).
+    stored: what the tensor holds of the draw (or the ramp): the ``value``, its ``log`` (a state-space model's A_log: log U(1,
     16)), or the ``inverse_softplus`` of it (Mamba's dt_bias, which softplus turns back into the time step).
     """
 
@@ -50,6 +51,7 @@ class Param:
     uniform: tuple[float, float] | None = None
     log_spaced: bool = False
     floor: float | None = None
+    ramp: bool = False
     stored: Literal["value", "log", "inverse_softplus"] = "value"
 
 

@@ -24,6 +24,10 @@ def _fixed(tensor, role, norm_scale: float = 1.0, generator=None) -> bool:
         nn.init.constant_(tensor, role.value)
     elif role.std is not None:
         nn.init.normal_(tensor, 0.0, role.std, generator=generator)
+    elif role.ramp:
+        tensor.copy_(torch.arange(1, tensor.shape[-1] + 1, dtype=tensor.dtype).expand_as(tensor))
+        if role.stored == "log":
+            tensor.log_()
     elif role.uniform is not None:
         low, high = (math.log(b) for b in role.uniform) if role.log_spaced else role.uniform
         nn.init.uniform_(tensor, low, high, generator=generator)
