@@ -239,3 +239,34 @@ def test_a_hybrid_trains_and_resumes_exactly(tmp_path):
     rest = resume(tmp_path / "b", progress=False, log=quiet)
     assert whole.losses[3:] == rest.losses
     assert sum(whole.losses[-3:]) < sum(whole.losses[:3])
+
+
+def test_a_hybrid_of_three_kinds_trains_on_text_from_the_cli_and_resumes_exactly(tfspec_cli, tmp_path):
+    """Mamba-2, Gated DeltaNet and attention layers trained by ``tfspec train`` on a text file: a run stopped by
+    SIGTERM after its second step and resumed with ``--resume`` logs the losses of the run that was not stopped."""
+    import signal
+    import subprocess
+    import sys
+    from tfspec.run.train import read_metrics
+    spec, text = tmp_path / "hybrid.tfs", tmp_path / "corpus.txt"
+    spec.write_text(HYBRID.replace("vocab 40", "vocab 300").replace(
+        "  layers 2 { mamba = attention(self, heads=2, mask=causal + padding) }\n",
+        "  layers 1 { mamba = mixer(gated_deltanet(2, key_dim=8, value_dim=8, chunk=4)) }\n"
+        "  layers 2 { mamba = attention(self, heads=2, mask=causal + padding) }\n"))
+    text.write_text("to be or not to be, that is the question. " * 20)
+    common = ["--data", str(text), "--seq-len", "16", "--batch", "4", "--eval-every", "100", "--eval-size", "4",
+              "--steps", "6", "--log-every", "1"]
+    whole = tfspec_cli("train", spec, *common, "--no-progress", "--out", tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr
+    stopped = subprocess.Popen([sys.executable, "-m", "tfspec.cli", "train", str(spec), *common, "--out",
+                                str(tmp_path / "part")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in stopped.stdout:
+        if line.startswith("step 2/"):
+            break
+    stopped.send_signal(signal.SIGTERM)
+    _, err = stopped.communicate(timeout=120)
+    assert stopped.returncode in (0, 143), err  # (it may finish before the signal arrives)
+    resumed = tfspec_cli("train", "--resume", tmp_path / "part", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr
+    losses = [[s["loss"] for s in read_metrics(tmp_path / run / "metrics.jsonl")[0]] for run in ("whole", "part")]
+    assert len(losses[0]) == 6 and losses[0] == losses[1]
