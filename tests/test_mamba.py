@@ -4,7 +4,6 @@ state against recomputation, and its cost and memory."""
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch

@@ -12,7 +12,7 @@ shared network alone. Granite's four multipliers are settings the spec states, a
 
 from __future__ import annotations
 
-from . import hf_granite, hf_llama, hf_mixtral, hybrid
+from . import hf_granite, hf_llama, hybrid
 from .facts import Facts
 from .fields import Field, Fields, Fixed
 from .mapping import Rule, linear_rules, rule
