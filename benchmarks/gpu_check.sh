@@ -75,7 +75,7 @@ cat "$OUT/versions.txt"
 
 if [ "${1:-}" = hybrid ]; then  # the second call
   if [ -n "$DRY" ]; then
-    step hybrid 300 "$PY" benchmarks/bench_hybrid.py --device cpu --lengths 64 128 --repeats 1 --no-decode
+    step hybrid 300 "$PY" benchmarks/bench_hybrid.py --device cpu --models granite --lengths 32 --repeats 1 --no-decode
   else
     step hybrid 240 "$PY" benchmarks/bench_hybrid.py --device cuda --lengths 1024 4096 16384 --repeats 2 --new 32
   fi

@@ -37,7 +37,7 @@ def naive_lightning(q, k, v, slope, initial=None):
     return out, final
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(length=st.integers(1, 19), block=st.integers(1, 8), continued=st.booleans())
 def test_the_blocked_and_recurrent_forms_are_the_decayed_linear_attention(length, block, continued):
     """Blocks of any size (dividing the length or not), and a state carried in from before."""
@@ -78,7 +78,7 @@ def test_every_layer_computes_what_hugging_faces_minimax_layer_computes():
             assert_close(padded[mask.bool()], theirs(x, None, mask)[0][mask.bool()], FLOAT32)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(length=st.integers(1, 14), data=st.data())
 def test_decoding_from_the_state_equals_recomputing(length, data):
     """A left-padded prompt, then calls of one to three positions: each continues from the heads' states what

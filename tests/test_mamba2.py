@@ -56,7 +56,7 @@ def inputs(batch, length, heads, head_dim, groups, width, seed=0, dtype=torch.fl
     return x, dt, A, B, C
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(length=st.integers(1, 19), chunk=st.integers(1, 8), groups=st.sampled_from([1, 2]),
        continued=st.booleans())
 def test_the_chunked_and_recurrent_scans_are_the_recurrence(length, chunk, groups, continued):
@@ -117,7 +117,7 @@ def test_the_layer_computes_what_hugging_faces_mamba2_mixer_computes(bias):
         assert_close(padded[mask.bool()], theirs(x, attention_mask=mask)[mask.bool()], FLOAT32)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(length=st.integers(1, 14), data=st.data())
 def test_decoding_from_the_state_equals_recomputing(length, data):
     """A left-padded prompt, then calls of one to three positions: each continues from the state (the convolution's
