@@ -8,6 +8,9 @@ import torch
 
 from hypothesis import strategies as st
 
+import tfspec
+from tfspec.inspect.analysis import analyse
+from tfspec.inspect.measure import measure
 from tfspec.nn.context import Context
 from tfspec.nn.state import RecurrentState
 from tfspec.run.decoding import Continuation, beam_search
@@ -66,3 +69,21 @@ def assert_left_padding_is_invisible(model, vocab: int) -> None:
     positions = ((~padding).long().cumsum(1) - 1).clamp(min=0)
     with torch.no_grad():
         assert_close(model(tokens, padding, position_ids=positions)[1, 3:], model(tokens[1:, 3:])[0], FLOAT32)
+
+
+def perturbed(module, shift: float = 0.05):
+    """``module`` in eval mode with every weight moved from its initial value (a norm weight of exactly 1, or a
+    zero bias, hides mistakes): each scaled by 1 + N(0, 0.2²) and shifted by N(0, shift²), from torch's generator."""
+    with torch.no_grad():
+        for p in module.parameters():
+            p.mul_(1 + 0.2 * torch.randn_like(p)).add_(shift * torch.randn_like(p))
+    return module.eval()
+
+
+def assert_cost_is_measured(text: str, length: int, batch: int = 2) -> None:
+    """The analysis's matmul FLOPs and saved bytes for a decoder ``text`` at ``length`` are what ``FlopCounterMode``
+    and autograd's saved tensors see in one training forward."""
+    spec = tfspec.parse(text)
+    analysed, measured = analyse(spec, seq_len=length, batch=batch), measure(spec, {"decoder": length}, batch=batch)
+    assert measured.flops == analysed.total.matmul
+    assert measured.saved_bytes == analysed.total.memory

@@ -13,14 +13,13 @@ from hypothesis import strategies as st
 
 import tfspec
 from tfspec.inspect.analysis import analyse
-from tfspec.inspect.measure import measure
 from tfspec.nn.context import Context
 from tfspec.nn.deltanet import GatedDeltaNet, chunked_gated_delta_rule, recurrent_gated_delta_rule
 from tfspec.nn.state import RecurrentState
 from tfspec.registry import MIXERS
 from tfspec.run.decoding import Continuation
-from hybrids import (assert_continues_from_its_state, assert_decodes_like_recomputation,
-                     assert_left_padding_is_invisible)
+from hybrids import (assert_continues_from_its_state, assert_cost_is_measured, assert_decodes_like_recomputation,
+                     assert_left_padding_is_invisible, perturbed)
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
@@ -88,10 +87,7 @@ def layer_pair(heads=4, key_heads=2, key_dim=6, value_dim=5, kernel=3, width=16)
                                  linear_conv_kernel_dim=kernel, rms_norm_eps=1e-6, num_hidden_layers=1,
                                  layer_types=["linear_attention"])
     torch.manual_seed(0)
-    theirs = Qwen3_5GatedDeltaNet(config, 0).eval()
-    with torch.no_grad():
-        for p in theirs.parameters():
-            p.mul_(1 + 0.2 * torch.randn_like(p)).add_(0.1 * torch.randn_like(p))
+    theirs = perturbed(Qwen3_5GatedDeltaNet(config, 0), shift=0.1)
     ours = GatedDeltaNet(width, heads, key_heads, key_dim, value_dim, kernel, 64, 1e-6).eval()
     ours.load_state_dict(theirs.state_dict())
     return ours, theirs
@@ -137,11 +133,7 @@ head tied(tokens)
 
 
 def hybrid():
-    model = tfspec.compile(HYBRID, seed=0)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(1 + 0.2 * torch.randn_like(p)).add_(0.05 * torch.randn_like(p))
-    return model.eval()
+    return perturbed(tfspec.compile(HYBRID, seed=0))
 
 
 def test_a_hybrid_decodes_cached_compiled_and_recomputed_alike():
@@ -158,10 +150,7 @@ def test_a_left_padded_row_computes_what_it_does_unpadded():
 @pytest.mark.parametrize("length", [1, 3, 4, 9, 17])
 def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length):
     """Lengths within one chunk, at its end, and past it (a partial last chunk, padded)."""
-    spec = tfspec.parse(HYBRID)
-    analysed, measured = analyse(spec, seq_len=length, batch=2), measure(spec, {"decoder": length}, batch=2)
-    assert measured.flops == analysed.total.matmul
-    assert measured.saved_bytes == analysed.total.memory
+    assert_cost_is_measured(HYBRID, length)
 
 
 def test_it_starts_as_its_paper_says_and_its_state_is_what_summary_counts():

@@ -13,12 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfspec
-from tfspec.inspect.analysis import analyse
-from tfspec.inspect.measure import measure
 from tfspec.nn.context import Context
 from tfspec.nn.lightning import LightningAttention, blocked_lightning, recurrent_lightning
-from hybrids import (assert_continues_from_its_state, assert_decodes_like_recomputation,
-                     assert_left_padding_is_invisible)
+from hybrids import (assert_continues_from_its_state, assert_cost_is_measured, assert_decodes_like_recomputation,
+                     assert_left_padding_is_invisible, perturbed)
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
@@ -65,10 +63,7 @@ def test_every_layer_computes_what_hugging_faces_minimax_layer_computes():
     mask[2, :3] = 0
     for layer in range(4):
         torch.manual_seed(layer)
-        theirs = MiniMaxLightningAttention(config, layer).eval()
-        with torch.no_grad():
-            for p in theirs.parameters():
-                p.mul_(1 + 0.2 * torch.randn_like(p)).add_(0.1 * torch.randn_like(p))
+        theirs = perturbed(MiniMaxLightningAttention(config, layer), shift=0.1)
         ours = LightningAttention(16, 2, 8, 4, layer, 4, 1e-6).eval()
         ours.load_state_dict({k: v for k, v in theirs.state_dict().items() if k in ours.state_dict()})
         assert torch.equal(ours.slope, theirs.slope_rate.flatten())
@@ -108,11 +103,7 @@ head tied(tokens)
 
 
 def hybrid():
-    model = tfspec.compile(HYBRID, seed=0)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(1 + 0.2 * torch.randn_like(p)).add_(0.05 * torch.randn_like(p))
-    return model.eval()
+    return perturbed(tfspec.compile(HYBRID, seed=0))
 
 
 def test_a_hybrid_decodes_cached_compiled_and_recomputed_alike():
@@ -128,10 +119,7 @@ def test_a_hybrid_decodes_cached_compiled_and_recomputed_alike():
 @pytest.mark.parametrize("length, batch", [(1, 2), (4, 1), (9, 2), (17, 1)])
 def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length, batch):
     """Lengths within one block, at its end, and past it (a partial last block, padded); one sequence and two."""
-    spec = tfspec.parse(HYBRID)
-    analysed, measured = analyse(spec, seq_len=length, batch=batch), measure(spec, {"decoder": length}, batch=batch)
-    assert measured.flops == analysed.total.matmul
-    assert measured.saved_bytes == analysed.total.memory
+    assert_cost_is_measured(HYBRID, length, batch)
 
 
 def test_slopes_that_do_not_span_the_stack_are_a_located_error():

@@ -11,11 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfspec
-from tfspec.inspect.analysis import analyse
-from tfspec.inspect.measure import measure
 from tfspec.nn.context import Context
 from tfspec.nn.mamba import Mamba, selective_scan
-from hybrids import assert_continues_from_its_state, assert_decodes_like_recomputation
+from hybrids import (assert_continues_from_its_state, assert_cost_is_measured, assert_decodes_like_recomputation,
+                     perturbed)
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
@@ -45,10 +44,7 @@ def layer_pair():
                            mamba_proj_bias=True, rms_norm_eps=1e-6, num_hidden_layers=2, attn_layer_period=2,
                            attn_layer_offset=1, num_attention_heads=2, num_key_value_heads=2)
     torch.manual_seed(0)
-    theirs = JambaMambaMixer(config, 0).eval()
-    with torch.no_grad():
-        for p in theirs.parameters():
-            p.mul_(1 + 0.2 * torch.randn_like(p)).add_(0.1 * torch.randn_like(p))
+    theirs = perturbed(JambaMambaMixer(config, 0), shift=0.1)
     ours = Mamba(16, 32, 4, 3, 3, True, True, True, 1e-6).eval()
     ours.load_state_dict(theirs.state_dict())
     return ours, theirs
@@ -98,10 +94,7 @@ def test_a_hybrid_decodes_cached_compiled_and_recomputed_alike():
 
 @pytest.mark.parametrize("length, batch", [(1, 2), (5, 1), (9, 2)])
 def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length, batch):
-    spec = tfspec.parse(JAMBA_LIKE)
-    analysed, measured = analyse(spec, seq_len=length, batch=batch), measure(spec, {"decoder": length}, batch=batch)
-    assert measured.flops == analysed.total.matmul
-    assert measured.saved_bytes == analysed.total.memory
+    assert_cost_is_measured(JAMBA_LIKE, length, batch)
 
 
 def test_it_starts_as_its_paper_says():

@@ -14,14 +14,13 @@ from hypothesis import strategies as st
 
 import tfspec
 from tfspec.inspect.analysis import analyse
-from tfspec.inspect.measure import measure
 from tfspec.nn.context import Context
 from tfspec.nn.mamba2 import Mamba2, chunked_ssd, recurrent_ssd
 from tfspec.nn.state import RecurrentState
 from tfspec.registry import MIXERS
 from tfspec.run.decoding import Continuation
-from hybrids import (assert_continues_from_its_state, assert_decodes_like_recomputation,
-                     assert_left_padding_is_invisible)
+from hybrids import (assert_continues_from_its_state, assert_cost_is_measured, assert_decodes_like_recomputation,
+                     assert_left_padding_is_invisible, perturbed)
 from numerics import FLOAT32, FLOAT64, assert_close
 
 
@@ -91,10 +90,7 @@ def layer_pair(heads=4, head_dim=8, state=6, groups=2, kernel=3, bias=True, conv
                             state_size=state, n_groups=groups, conv_kernel=kernel, use_bias=bias,
                             use_conv_bias=conv_bias, chunk_size=8, layer_norm_epsilon=1e-5, num_hidden_layers=1)
     torch.manual_seed(0)
-    theirs = Mamba2Mixer(config, 0).eval()
-    with torch.no_grad():
-        for p in theirs.parameters():
-            p.mul_(1 + 0.2 * torch.randn_like(p)).add_(0.1 * torch.randn_like(p))
+    theirs = perturbed(Mamba2Mixer(config, 0), shift=0.1)
     ours = Mamba2(width, heads, head_dim, state, groups, kernel, 64, conv_bias, bias, 1e-5).eval()
     ours.load_state_dict(theirs.state_dict())
     return ours, theirs
@@ -144,11 +140,7 @@ head tied(tokens)
 
 
 def hybrid(text=HYBRID):
-    model = tfspec.compile(text, seed=0)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(1 + 0.2 * torch.randn_like(p)).add_(0.05 * torch.randn_like(p))
-    return model.eval()
+    return perturbed(tfspec.compile(text, seed=0))
 
 
 def test_a_hybrid_decodes_cached_compiled_and_recomputed_alike():
@@ -177,10 +169,7 @@ head tied(tokens)
 @pytest.mark.parametrize("length", [1, 3, 4, 9, 17])
 def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length):
     """Lengths within one chunk, at its end, and past it (a partial last chunk, padded)."""
-    spec = tfspec.parse(HYBRID)
-    analysed, measured = analyse(spec, seq_len=length, batch=2), measure(spec, {"decoder": length}, batch=2)
-    assert measured.flops == analysed.total.matmul
-    assert measured.saved_bytes == analysed.total.memory
+    assert_cost_is_measured(HYBRID, length)
 
 
 def test_it_starts_as_its_paper_says_and_its_state_is_what_summary_counts():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import hf_llama, hybrid
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import Rule, rule
+from .mapping import Rule
 from .writer import SpecWriter, causal_masks, schedule
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
@@ -73,21 +73,12 @@ def hf_config(spec) -> dict:
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}final_layernorm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "Bamba")
-        operator = f"{ours}.{parts['operator']}"
-        if "attends" in parts:
-            rules += hf_llama.attention_rules(model, operator, theirs, state, ours_state)
-        else:
-            rules += hybrid.mamba2_rules(operator, f"{theirs}.mamba", state, ours_state)
-        rules += hf_llama.mlp_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.feed_forward", state, ours_state)
-        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.pre_ff_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    return hybrid.decoder_rules(
+        model, prefix, state, lm, "Bamba", norms=("input_layernorm", "pre_ff_layernorm"), final="final_layernorm",
+        operator=lambda ours, theirs, state, ours_state: hybrid.mamba2_rules(ours, f"{theirs}.mamba", state,
+                                                                             ours_state),
+        feedforward=lambda ours, theirs, state, ours_state: hf_llama.mlp_rules(ours, f"{theirs}.feed_forward", state,
+                                                                               ours_state))
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

@@ -148,21 +148,10 @@ def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) ->
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "Granite 4.0-H")
-        operator = f"{ours}.{parts['operator']}"
-        if "attends" in parts:
-            rules += hf_llama.attention_rules(model, operator, theirs, state, ours_state)
-        else:
-            rules += hybrid.mamba2_rules(operator, f"{theirs}.mamba", state, ours_state)
-        rules += _feedforward_rules(f"{ours}.{parts['feedforward']}", theirs, state, ours_state)
-        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    return hybrid.decoder_rules(
+        model, prefix, state, lm, "Granite 4.0-H", feedforward=_feedforward_rules,
+        operator=lambda ours, theirs, state, ours_state: hybrid.mamba2_rules(ours, f"{theirs}.mamba", state,
+                                                                             ours_state))
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

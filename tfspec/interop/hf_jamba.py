@@ -154,31 +154,26 @@ def hf_config(spec) -> dict:
 MAMBA_TENSORS = ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
 
 
+def _mamba_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A Jamba Mamba layer's tensors, which it names as tfspec does."""
+    rules = [r for part in MAMBA_TENSORS for r in linear_rules(f"{ours}.{part}", f"{theirs}.mamba.{part}", state,
+                                                               ours_state)]
+    return rules + [rule(f"{ours}.{t}", f"{theirs}.mamba.{t}") for t in
+                    ("A_log", "D", "dt_layernorm.weight", "b_layernorm.weight", "c_layernorm.weight")]
+
+
+def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A mixture (its router and stacked experts) or a SwiGLU."""
+    if f"{ours}.router.weight" not in ours_state:
+        return hf_llama.mlp_rules(ours, f"{theirs}.feed_forward", state, ours_state)
+    return [rule(f"{ours}.router.weight", f"{theirs}.feed_forward.router.weight"),
+            rule(f"{ours}.experts.up", f"{theirs}.feed_forward.experts.gate_up_proj"),
+            rule(f"{ours}.experts.down", f"{theirs}.feed_forward.experts.down_proj")]
+
+
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}final_layernorm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "Jamba")
-        operator = f"{ours}.{parts['operator']}"
-        if "attends" in parts:
-            rules += hf_llama.attention_rules(model, operator, theirs, state, ours_state)
-        else:
-            rules += [r for part in MAMBA_TENSORS
-                      for r in linear_rules(f"{operator}.{part}", f"{theirs}.mamba.{part}", state, ours_state)]
-            rules += [rule(f"{operator}.{t}", f"{theirs}.mamba.{t}") for t in
-                      ("A_log", "D", "dt_layernorm.weight", "b_layernorm.weight", "c_layernorm.weight")]
-        feedforward = f"{ours}.{parts['feedforward']}"
-        if f"{feedforward}.router.weight" in ours_state:
-            rules += [rule(f"{feedforward}.router.weight", f"{theirs}.feed_forward.router.weight"),
-                      rule(f"{feedforward}.experts.up", f"{theirs}.feed_forward.experts.gate_up_proj"),
-                      rule(f"{feedforward}.experts.down", f"{theirs}.feed_forward.experts.down_proj")]
-        else:
-            rules += hf_llama.mlp_rules(feedforward, f"{theirs}.feed_forward", state, ours_state)
-        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.pre_ff_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    return hybrid.decoder_rules(model, prefix, state, lm, "Jamba", norms=("input_layernorm", "pre_ff_layernorm"),
+                                final="final_layernorm", operator=_mamba_rules, feedforward=_feedforward_rules)
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
+from . import hf_llama
 from .fields import Field, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
 
@@ -27,6 +28,29 @@ def layer_parts(model, layer: int, family: str) -> dict[str, str]:
             if isinstance(node, ir.Attention):
                 found["attends"] = node.name
     return found
+
+
+def decoder_rules(model, prefix: str, state: dict, lm: bool, family: str, *, operator, feedforward,
+                  norms: tuple[str, str] = ("input_layernorm", "post_attention_layernorm"),
+                  final: str = "norm") -> tuple[list[Rule], dict[str, str]]:
+    """A pre-normed hybrid decoder's tensors, layer by layer: the token table (``embed_tokens``), the ``final``
+    norm, each layer's operator (attention by Llama's rules; else ``operator(ours, theirs, state, ours_state)``,
+    ``theirs`` the layer's prefix), its feed-forward (``feedforward(ours, theirs, state, ours_state)``), the norm
+    before each (``norms``: their names in the checkpoint), and the causal LM's head."""
+    ours_state = model.state_dict()
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}{final}.weight")]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", layer_parts(model, i, family)
+        if "attends" in parts:
+            rules += hf_llama.attention_rules(model, f"{ours}.{parts['operator']}", theirs, state, ours_state)
+        else:
+            rules += operator(f"{ours}.{parts['operator']}", theirs, state, ours_state)
+        rules += feedforward(f"{ours}.{parts['feedforward']}", theirs, state, ours_state)
+        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.{norms[0]}.weight"),
+                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.{norms[1]}.weight")]
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
 
 
 def decoder_text(w, s, *, name: str, heading: tuple[str, ...], head: bool, norm: str, position: str, own: str,
