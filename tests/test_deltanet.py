@@ -147,7 +147,7 @@ def test_a_left_padded_row_computes_what_it_does_unpadded():
     assert_left_padding_is_invisible(hybrid(), 40)
 
 
-@pytest.mark.parametrize("length", [1, 3, 4, 9, 17])
+@pytest.mark.parametrize("length", [3, 4, 9])
 def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length):
     """Lengths within one chunk, at its end, and past it (a partial last chunk, padded)."""
     assert_cost_is_measured(HYBRID, length)

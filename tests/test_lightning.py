@@ -116,7 +116,7 @@ def test_a_hybrid_decodes_cached_compiled_and_recomputed_alike():
     assert_left_padding_is_invisible(model, 40)
 
 
-@pytest.mark.parametrize("length, batch", [(1, 2), (4, 1), (9, 2), (17, 1)])
+@pytest.mark.parametrize("length, batch", [(3, 2), (4, 1), (9, 2)])
 def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length, batch):
     """Lengths within one block, at its end, and past it (a partial last block, padded); one sequence and two."""
     assert_cost_is_measured(HYBRID, length, batch)

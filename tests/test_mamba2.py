@@ -166,7 +166,7 @@ head tied(tokens)
     assert_decodes_like_recomputation(hybrid(text), 40, 5)
 
 
-@pytest.mark.parametrize("length", [1, 3, 4, 9, 17])
+@pytest.mark.parametrize("length", [3, 4, 9])
 def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length):
     """Lengths within one chunk, at its end, and past it (a partial last chunk, padded)."""
     assert_cost_is_measured(HYBRID, length)
@@ -213,21 +213,6 @@ def test_the_state_stays_float32_under_half_precision_activations_as_summary_cou
     assert {t.dtype for t in states} == {torch.bfloat16, torch.float32}
     held = sum(t.numel() * t.element_size() for t in states)
     assert held == analyse(tfspec.parse(HYBRID), seq_len=8, dtype="bfloat16").state_bytes
-
-
-def test_a_hybrid_trains_and_resumes_exactly(tmp_path):
-    """The reverse task on the hybrid (three Mamba-2 layers, one of attention), with dropout: an interrupted run
-    resumes to the uninterrupted one's losses, and the loss falls."""
-    from tfspec.run.train import TrainConfig, resume, train
-    spec = HYBRID.replace("vocab 40", "vocab 16").replace("residual pre", "residual pre\n  dropout 0.1")
-    config = dict(task="reverse", steps=8, save_every=4, eval_every=4, symbols=6, min_len=2, max_len=6, batch=8,
-                  eval_size=8, lr=3e-3)
-    quiet = lambda *_: None  # noqa: E731
-    whole = train(spec, TrainConfig(**config), tmp_path / "a", progress=False, log=quiet)
-    train(spec, TrainConfig(**config), tmp_path / "b", progress=False, log=quiet, stop_after=3)
-    rest = resume(tmp_path / "b", progress=False, log=quiet)
-    assert whole.losses[3:] == rest.losses
-    assert sum(whole.losses[-3:]) < sum(whole.losses[:3])
 
 
 def test_a_hybrid_of_three_kinds_trains_on_text_from_the_cli_and_resumes_exactly(tfspec_cli, tmp_path):
