@@ -98,7 +98,10 @@ def test_its_cost_and_memory_are_what_the_flop_counter_and_autograd_see(length, 
 
 
 def test_it_starts_as_its_paper_says():
-    """S4D-real's A: its n-th column n, kept as its log; D 1; the time step's rank ⌈width/16⌉ unless given."""
+    """S4D-real's A: its n-th column n, kept as its log; D 1; the time step softplus(dt_proj's bias) log-uniform in
+    [0.001, 0.1]; the time step's rank ⌈width/16⌉ unless given."""
     layer = tfspec.compile(JAMBA_LIKE, seed=0).decoder.layers[0].mamba
     assert torch.equal(layer.A_log.exp().round(), torch.arange(1, 5.0).expand(32, 4))
     assert torch.equal(layer.D, torch.ones(32)) and layer.dt_rank == 1
+    step = torch.nn.functional.softplus(layer.dt_proj.bias)
+    assert (step >= 0.001 - 1e-7).all() and (step <= 0.1 + 1e-6).all() and step.std() > 0

@@ -166,8 +166,6 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     for i in range(len(model.decoder.layers)):
         ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
         rules += hybrid.mamba2_rules(f"{ours}.{parts['mamba']}", f"{theirs}.mamba", state, ours_state)
-        if f"{ours}.{parts['mamba']}.norm.weight" not in ours_state:  # (a Mamba-2 layer without its norm)
-            rules = [r for r in rules if r.ours != (f"{ours}.{parts['mamba']}.norm.weight",)]
         rules += hf_llama.attention_rules(model, f"{ours}.{parts['attention']}", theirs, state, ours_state)
         rules += hf_llama.mlp_rules(f"{ours}.{parts['mlp']}", f"{theirs}.feed_forward", state, ours_state)
         rules += [rule(f"{ours}.{parts['input']}.weight", f"{theirs}.input_layernorm.weight"),

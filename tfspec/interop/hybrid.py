@@ -143,8 +143,11 @@ def mamba2_layer(s, eps: str, more: str = "") -> str:
 
 
 def mamba2_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A Mamba-2 layer's tensors, which every family names as tfspec does."""
+    """A Mamba-2 layer's tensors, which every family names as tfspec does (its norm's weight where it has a norm:
+    Falcon-H1's may not)."""
     rules = linear_rules(f"{ours}.in_proj", f"{theirs}.in_proj", state, ours_state)
     rules += linear_rules(f"{ours}.conv1d", f"{theirs}.conv1d", state, ours_state)
-    rules += [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("dt_bias", "A_log", "D", "norm.weight")]
+    rules += [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("dt_bias", "A_log", "D")]
+    if f"{ours}.norm.weight" in ours_state or f"{theirs}.norm.weight" in state:
+        rules.append(rule(f"{ours}.norm.weight", f"{theirs}.norm.weight"))
     return rules + linear_rules(f"{ours}.out_proj", f"{theirs}.out_proj", state, ours_state)

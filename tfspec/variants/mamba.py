@@ -49,7 +49,10 @@ class MambaMixer(TokenMixer):
                   "conv1d.weight": Param((d, 1, options.kernel), "vector"),
                   **({"conv1d.bias": Param((d,), "bias")} if options.conv_bias else {}),
                   **linear_params("x_proj", r + 2 * s, d, False),
-                  **linear_params("dt_proj", d, r, True),
+                  **linear_params("dt_proj", d, r, False),
+                  # the paper's: Δ log-uniform in [0.001, 0.1] (at least 1e-4), kept so that softplus gives it back
+                  "dt_proj.bias": Param((d,), "vector", uniform=(0.001, 0.1), log_spaced=True, floor=1e-4,
+                                        stored="inverse_softplus"),
                   # the paper's: A's n-th column n (S4D-real), kept as its log; D 1
                   "A_log": Param((d, s), "vector", ramp=True, stored="log"),
                   "D": Param((d,), "vector", value=1.0),
