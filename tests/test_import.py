@@ -1980,3 +1980,15 @@ def test_no_interop_module_tests_a_variant_by_its_name():
                 if words & names:
                     found.append(f"{path.name}:{line}: {text.strip()}")
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("written", ['[0.0, Infinity]', '[0.0, {"__float__": "Infinity"}]'])
+def test_an_unbounded_time_step_limit_reads_as_no_bound(tmp_path, written):
+    """Mamba-2's configurations write ``time_step_limit`` [0.0, Infinity] (JSON's Infinity, or transformers' tag
+    for it): an upper bound that is no bound, read as such, where any other infinity is refused; Nemotron-H's older
+    ``mamba_dt_limit`` too."""
+    for model_type, field in (("mamba2", "time_step_limit"), ("nemotron_h", "mamba_dt_limit")):
+        config = {**CONFIGS["Mamba2ForCausalLM" if model_type == "mamba2" else "NemotronHModel"]}
+        text = json.dumps(config)[:-1] + f', "{field}": {written}}}'
+        (tmp_path / "config.json").write_text(text)
+        assert "mixer mamba2(" in import_config(tmp_path)

@@ -162,8 +162,8 @@ REFUSED_FIELDS = {
 }
 
 
-# fields where Infinity means "no bound" (Mamba-2's time step limit, written [0.0, Infinity])
-UNBOUNDED = {"time_step_limit.1"}
+# fields where Infinity means "no bound" (Mamba-2's time step limit, written [0.0, Infinity]; Nemotron-H's older name)
+UNBOUNDED = {"time_step_limit.1", "mamba_dt_limit.1"}
 
 
 def _non_finite(value, where: str = "") -> tuple[str, str] | None:
