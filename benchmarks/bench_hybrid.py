@@ -46,6 +46,7 @@ import torch.nn.functional as F
 import transformers
 
 import tfspec
+from tfspec.inspect.measure import saved_bytes
 from tfspec.run.decoding import Continuation, sample
 
 VOCAB, WIDTH, PROMPT = 8192, 256, 16
@@ -110,19 +111,7 @@ def prefill(model, ids):
 
 def kept_bytes(model, ids) -> int:
     """Bytes autograd keeps for backward in one training forward, each storage once, parameters excluded."""
-    parameters = {p.untyped_storage()._cdata for p in model.parameters()}
-    saved, alive = {}, []
-
-    def pack(t):
-        alive.append(t)
-        storage = t.untyped_storage()
-        if storage._cdata not in parameters:
-            saved[storage._cdata] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        logits_of(model(ids))
-    return sum(saved.values())
+    return saved_bytes(model, lambda: logits_of(model(ids)))[0]
 
 
 def median_time(fn, device, repeats: int) -> float:

@@ -45,6 +45,18 @@ def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "floa
         model(*inputs)
     by_op = {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()}
 
+    backend = sdpa_kernel(attention_backend) if attention_backend is not None else nullcontext()
+    with backend:
+        kept, out = saved_bytes(model, lambda: model(*inputs))
+    logits = out[0] if isinstance(out, tuple) else out
+    kept += logits.untyped_storage().nbytes() if spec.head is not None else 0
+    return Measurement(counter.get_total_flops(), by_op, kept)
+
+
+def saved_bytes(model, forward) -> tuple[int, object]:
+    """(bytes autograd keeps for backward while ``forward()`` runs -- each storage once, ``model``'s parameters
+    excluded --, what ``forward`` returned). Works for any module: ``benchmarks/bench_hybrid.py`` measures Hugging
+    Face's models with it."""
     parameters = {p.untyped_storage()._cdata for p in model.parameters()}
     saved: dict[int, int] = {}
     alive = []  # hold saved tensors so storages are not freed and their ids reused
@@ -56,12 +68,9 @@ def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "floa
             saved[storage._cdata] = storage.nbytes()
         return t
 
-    backend = sdpa_kernel(attention_backend) if attention_backend is not None else nullcontext()
-    with backend, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(*inputs)
-    logits = out[0] if isinstance(out, tuple) else out
-    kept = sum(saved.values()) + (logits.untyped_storage().nbytes() if spec.head is not None else 0)
-    return Measurement(counter.get_total_flops(), by_op, kept)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = forward()
+    return sum(saved.values()), out
 
 
 def _inputs(model, lengths, batch, device):

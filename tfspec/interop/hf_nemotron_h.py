@@ -14,7 +14,7 @@ from ..ir.queries import layer_template
 from ..registry import ACTIVATIONS
 from . import hf_llama, hybrid
 from .facts import Facts
-from .fields import Field, Fields, Fixed
+from .fields import Field, Fields, Fixed, _lookup
 from .mapping import InteropError, Rule, linear_rules, rule
 from .writer import SpecWriter, causal_masks, schedule
 
@@ -42,6 +42,13 @@ def _layer_types(f) -> list[str]:
 def _some(f, kind: str, value):
     """``value(f)`` where some layer is of ``kind``; None (left out) otherwise."""
     return value(f) if kind in _layer_types(f) else None
+
+
+def _of(kind: str, name: str, config: str, fact, let: bool = True) -> Field:
+    """A field of the layers of ``kind`` (the MLPs', the mixtures'): read, and written back, only where some layer
+    is of that kind."""
+    return Field(name, config, lambda f: _some(f, kind, fact),
+                 read=lambda c: _lookup(c, config) if kind in c.layers_block_type else None, let=let)
 
 
 def _mlp(f):
@@ -86,24 +93,15 @@ FIELDS = Fields(
           lambda f: _some(f, ATTENTION, lambda f: f.attention("decoder").dropout)),
     Field("activation", "mlp_hidden_act", _activation, names=ACTIVATION_NAMES),
     Field("mlp_bias", "mlp_bias", lambda f: next((s.bias for s in _feedforwards(f)), None), let=False),
-    Field("d_ff", "intermediate_size", lambda f: _some(f, MLP, lambda f: _mlp(f).d_ff),
-          read=lambda c: c.intermediate_size if MLP in c.layers_block_type else None),
-    Field("experts", "n_routed_experts", lambda f: _some(f, MOE, lambda f: _mixture(f).experts),
-          read=lambda c: c.n_routed_experts if MOE in c.layers_block_type else None),
-    Field("top", "num_experts_per_tok", lambda f: _some(f, MOE, lambda f: _mixture(f).top),
-          read=lambda c: c.num_experts_per_tok if MOE in c.layers_block_type else None),
-    Field("expert_d_ff", "moe_intermediate_size", lambda f: _some(f, MOE, lambda f: f.mixture_body("decoder").d_ff),
-          read=lambda c: c.moe_intermediate_size if MOE in c.layers_block_type else None),
-    Field("shared", "moe_shared_expert_intermediate_size", lambda f: _some(f, MOE, lambda f: _mixture(f).shared),
-          read=lambda c: c.moe_shared_expert_intermediate_size if MOE in c.layers_block_type else None),
-    Field("routed_scale", "routed_scaling_factor", lambda f: _some(f, MOE, lambda f: _mixture(f).scale),
-          read=lambda c: c.routed_scaling_factor if MOE in c.layers_block_type else None),
-    Field("expert_groups", "n_group", lambda f: _some(f, MOE, lambda f: _mixture(f).groups),
-          read=lambda c: c.n_group if MOE in c.layers_block_type else None),
-    Field("top_groups", "topk_group", lambda f: _some(f, MOE, lambda f: _mixture(f).top_groups),
-          read=lambda c: c.topk_group if MOE in c.layers_block_type else None),
-    Field("renormalize", "norm_topk_prob", lambda f: _some(f, MOE, lambda f: _mixture(f).renormalize),
-          read=lambda c: bool(c.norm_topk_prob) if MOE in c.layers_block_type else None, let=False),
+    _of(MLP, "d_ff", "intermediate_size", lambda f: _mlp(f).d_ff),
+    _of(MOE, "experts", "n_routed_experts", lambda f: _mixture(f).experts),
+    _of(MOE, "top", "num_experts_per_tok", lambda f: _mixture(f).top),
+    _of(MOE, "expert_d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
+    _of(MOE, "shared", "moe_shared_expert_intermediate_size", lambda f: _mixture(f).shared),
+    _of(MOE, "routed_scale", "routed_scaling_factor", lambda f: _mixture(f).scale),
+    _of(MOE, "expert_groups", "n_group", lambda f: _mixture(f).groups),
+    _of(MOE, "top_groups", "topk_group", lambda f: _mixture(f).top_groups),
+    _of(MOE, "renormalize", "norm_topk_prob", lambda f: _mixture(f).renormalize, let=False),
     *hybrid.mamba2_fields("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel",
                           "chunk_size", "use_conv_bias", "use_bias", None),
     Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layers_block_type), setting=False),
