@@ -110,6 +110,12 @@ def _special_floats(value):
     return [_special_floats(v) for v in value] if isinstance(value, list) else value
 
 
+# layer kinds under their older names (Nemotron-H's config.json files before transformers renamed them), read as
+# transformers 5.24 reads them for every family; transformers 5.17 refuses Nemotron-H's
+LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}
+LAYER_TYPE_FIELDS = {"layer_types", "layers_block_type", "mtp_layer_types", "mtp_layers_block_type"}
+
+
 def read_config(source) -> Any:
     """A ``transformers`` configuration from a directory, a ``config.json`` path, a dict or a configuration."""
     transformers = _transformers()
@@ -131,6 +137,9 @@ def read_config(source) -> Any:
         raise InteropError("the configuration asks for what tfspec does not read: " + "; ".join(refused))
     # a copy: transformers writes into nested dicts (Bamba's rope_parameters gains its partial_rotary_factor)
     values = copy.deepcopy({k: v for k, v in source.items() if k != "model_type" and k not in LOADER_FIELDS})
+    for key in LAYER_TYPE_FIELDS.intersection(values):
+        if isinstance(values[key], list):
+            values[key] = [LEGACY_LAYER_TYPES.get(t, t) if isinstance(t, str) else t for t in values[key]]
     try:
         return transformers.AutoConfig.for_model(source["model_type"], **values)
     except (TypeError, ValueError) as exc:
@@ -138,6 +147,9 @@ def read_config(source) -> Any:
     except Exception as exc:  # huggingface_hub's StrictDataclassFieldValidationError: a field of the wrong type
         if "StrictDataclass" not in type(exc).__name__:
             raise
+        if "ClassValidation" in type(exc).__name__:  # a check across fields (Nemotron-H's layer kinds): its reason
+            cause = exc.__cause__ or exc
+            raise InteropError(f"transformers cannot read this {source['model_type']} configuration: {cause}") from None
         field = getattr(exc, "field", None) or str(exc).split("'")[1]
         types = re.findall(r"<class '(\w+)'>", str(exc)) or re.findall(r"expected (\w+)", str(exc))
         expected = f"; transformers expects {' or '.join(dict.fromkeys(types))}" if types else ""
