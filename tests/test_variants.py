@@ -527,6 +527,35 @@ def test_aligning_sdpas_inputs_traces_under_torch_compile(monkeypatch):
     assert_close(compiled(q, k, values, is_causal=True), F.scaled_dot_product_attention(q, k, values, is_causal=True))
 
 
+def test_grouped_float32_attention_on_cuda_reaches_sdpa_with_a_head_per_query_head(monkeypatch):
+    """On CUDA, float32 attention with fewer key/value heads than query heads has no fused kernel, and SDPA's math
+    path keeps every score (memory quadratic in the length): a grouped-query model hands SDPA one key/value head per
+    query head there, computing the same; bfloat16 (flash, cuDNN) stays grouped. Dry run: "cpu" stands for CUDA."""
+    from tfspec.nn import attention
+    model = tfspec.compile(tfspec.parse(
+        "model gqa\nembedding tokens { vocab 40; dim 32; position none }\n"
+        "decoder x 2 { position rotary; attention self heads=4 kv_heads=2 mask=causal + padding; "
+        "feedforward d_ff=48 }\nhead tied(tokens)\n"))
+    tokens = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(0))
+    padding = torch.zeros(2, 9, dtype=torch.bool)
+    padding[1, :3] = True
+    expected = model(tokens, padding)
+    plain, calls = F.scaled_dot_product_attention, []
+
+    def recorded(q, k, v, **options):
+        calls.append((q.shape[1], k.shape[1], v.shape[1], bool(options.get("enable_gqa")), q.dtype))
+        return plain(q, k, v, **options)
+
+    monkeypatch.setattr(attention, "UNGROUPED_FLOAT32_DEVICES", {"cuda", "cpu"})
+    monkeypatch.setattr(F, "scaled_dot_product_attention", recorded)
+    assert_close(model(tokens, padding), expected, 1e-6)
+    assert calls and all(c[:4] == (4, 4, 4, False) for c in calls), calls
+    calls.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(tokens, padding)
+    assert calls and all(c[:4] == (4, 2, 2, True) for c in calls), calls
+
+
 @pytest.mark.parametrize("name, options", KINDS, ids=[choice_text(n, o) for n, o in KINDS])
 def test_a_kinds_declared_cache_size_is_what_decoding_keeps(name, options):
     """What ``AttentionKind.cache_elements`` declares per token (``kv_cache_elements``, which ``summary`` prints) is

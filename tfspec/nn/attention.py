@@ -143,6 +143,10 @@ def dropout_keep_mask(shape, p: float, device=None, dtype=torch.bool) -> tuple[T
 
 
 ALIGNED_DEVICES = {"cuda"}  # device types whose fused attention kernels need aligned inputs (tests add "cpu")
+# device types where float32 attention with grouped heads has no fused kernel (tests add "cpu"): on CUDA neither
+# flash nor cuDNN takes float32, and the memory-efficient kernel takes as many key/value heads as query heads only,
+# so SDPA would fall back to its math path, which keeps every score for backward: memory quadratic in the length
+UNGROUPED_FLOAT32_DEVICES = {"cuda"}
 
 
 def sdpa(q: Tensor, k: Tensor, v: Tensor, **options) -> Tensor:
@@ -150,9 +154,14 @@ def sdpa(q: Tensor, k: Tensor, v: Tensor, **options) -> Tensor:
     16-byte boundary copied first on CUDA: its fused kernels read 16-byte vectors from where a view starts without
     checking, and a view split off a wider projection at an odd offset (latent attention's values after each
     head's key part) fails as a 'misaligned address' that poisons every later CUDA call of the process. (Under
-    ``torch.compile`` inductor aligns what it hands SDPA itself, and a pointer is not traced.)"""
+    ``torch.compile`` inductor aligns what it hands SDPA itself, and a pointer is not traced.) Grouped keys and
+    values in float32 on CUDA are given one head per query head, for the memory-efficient kernel to take them
+    (``UNGROUPED_FLOAT32_DEVICES``): a copy linear in the length, where the math path keeps quadratic scores."""
     if q.device.type in ALIGNED_DEVICES and not torch.compiler.is_compiling():
         q, k, v = (t if t.data_ptr() % 16 == 0 else t.contiguous() for t in (q, k, v))
+    if options.get("enable_gqa") and q.dtype == torch.float32 and q.device.type in UNGROUPED_FLOAT32_DEVICES:
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+        options = {**options, "enable_gqa": False}
     return F.scaled_dot_product_attention(q, k, v, **options)
 
 
