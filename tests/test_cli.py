@@ -74,12 +74,7 @@ def test_console_script_installed():
 
 
 # ---------------------------------------------------------------- build and verify
-def tfspec_cli(*args: str) -> subprocess.CompletedProcess:
-    """Run the CLI as a user does: a subprocess in the repository root."""
-    return subprocess.run([sys.executable, "-m", "tfspec.cli", *args], capture_output=True, text=True, cwd=ROOT)
-
-
-def test_build_gpt2_small_prints_the_parameter_count_and_runs():
+def test_build_gpt2_small_prints_the_parameter_count_and_runs(tfspec_cli):
     result = tfspec_cli("build", "examples/gpt2_small.tfs", "--seq-len", "64")
     assert result.returncode == 0, result.stderr
     assert "gpt2_small: 124,439,808 parameters" in result.stdout
@@ -87,7 +82,7 @@ def test_build_gpt2_small_prints_the_parameter_count_and_runs():
     assert "forward pass on random tokens (2, 64): logits (2, 64, 50257)" in result.stdout
 
 
-def test_build_errors():
+def test_build_errors(tfspec_cli):
     too_long = tfspec_cli("build", "examples/gpt2_small.tfs", "--seq-len", "2000", "--set", "layers=1")
     assert too_long.returncode == 2  # an option value the spec cannot serve: refused before building
     assert "the decoder sees 2000 positions, but its learned positions cover 1024" in too_long.stderr
@@ -98,7 +93,7 @@ def test_build_errors():
     assert bad_len.returncode == 2 and "expected a positive integer" in bad_len.stderr
 
 
-def test_build_prints_generated_code_and_bfloat16():
+def test_build_prints_generated_code_and_bfloat16(tfspec_cli):
     result = tfspec_cli("build", "examples/vaswani_base.tfs", "--set", "layers=1", "--dtype", "bfloat16", "--code")
     assert result.returncode == 0, result.stderr
     assert "# decoder layer, DecoderLayer (generated from the graph IR)" in result.stdout
@@ -108,14 +103,14 @@ def test_build_prints_generated_code_and_bfloat16():
     assert "bfloat16 on cpu" in result.stdout
 
 
-def test_verify_examples_hold():
+def test_verify_examples_hold(tfspec_cli):
     result = tfspec_cli("verify", "examples/vaswani_base.tfs", "--examples", "10")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "held     causality" in result.stdout and "held     padding invariance" in result.stdout
     assert "0 of 6 properties violated" in result.stdout
 
 
-def test_verify_reports_a_leak_with_a_minimal_counterexample(tmp_path):
+def test_verify_reports_a_leak_with_a_minimal_counterexample(tmp_path, tfspec_cli):
     spec = tmp_path / "leaky.tfs"
     spec.write_text("embedding tokens { vocab 20; dim 16; position learned(16) }\n"
                     "decoder x 2 { h = norm(x); x = x + attention(h, heads=2, mask=window(3)) + feedforward(h, d_ff=32) }\n"
@@ -128,7 +123,7 @@ def test_verify_reports_a_leak_with_a_minimal_counterexample(tmp_path):
     assert "held     window locality" in result.stdout
 
 
-def test_verify_permutation_equivariance_of_a_position_free_encoder(tmp_path):
+def test_verify_permutation_equivariance_of_a_position_free_encoder(tmp_path, tfspec_cli):
     spec = tmp_path / "set.tfs"
     spec.write_text("embedding tokens { vocab 20; dim 16 }\nencoder x 2 { attention self heads=4 mask=padding; feedforward d_ff=32 }\n")
     result = tfspec_cli("verify", str(spec), "--examples", "10")

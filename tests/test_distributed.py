@@ -198,11 +198,11 @@ def test_a_launcher_told_to_stop_stops_its_workers_in_one_line(tmp_path):
     assert ckpt.load(tmp_path / "run").step % 5 == 0
 
 
-def test_distributed_options_are_checked_before_any_worker_starts(tmp_path):
+def test_distributed_options_are_checked_before_any_worker_starts(tmp_path, tfspec_cli):
     for args, message in [(["--strategy", "fsdp"], "give --nproc N as well"),
                           (["--nproc", "2", "--batch", "7"], "make it a multiple of 2"),
                           (["--nproc", str((os.cpu_count() or 1) + 1)], "CPU cores, and each worker takes one")]:
-        result = tfspec("train", "examples/reverse.tfs", *SETS, "--steps", 1, *args, "--out", tmp_path / "x")
+        result = tfspec_cli("train", "examples/reverse.tfs", *SETS, "--steps", 1, *args, "--out", tmp_path / "x")
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert not (tmp_path / "x").exists()
 

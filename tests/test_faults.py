@@ -153,7 +153,7 @@ def test_a_run_directory_has_one_writer_and_a_dead_ones_lock_never_blocks(tmp_pa
     assert main([*TRAIN, "--steps", "1", "--out", str(out)]) == 0  # the killed holder's lock is gone with it
 
 
-def test_a_second_trainer_on_a_live_run_is_refused_and_the_first_finishes_alone(tmp_path):
+def test_a_second_trainer_on_a_live_run_is_refused_and_the_first_finishes_alone(tmp_path, tfspec_cli):
     out = tmp_path / "run"
     first = subprocess.Popen([sys.executable, "-m", "tfspec", *TRAIN, "--steps", "400", "--save-every", "100",
                               "--eval-every", "100", "--out", str(out)], stdout=subprocess.DEVNULL,
@@ -163,8 +163,7 @@ def test_a_second_trainer_on_a_live_run_is_refused_and_the_first_finishes_alone(
         while not (out / "metrics.jsonl").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         for args in ([*TRAIN, "--steps", "400", "--out", str(out)], ["train", "--resume", str(out), "--no-progress"]):
-            second = subprocess.run([sys.executable, "-m", "tfspec", *args], capture_output=True, text=True,
-                                    timeout=120)
+            second = tfspec_cli(*args)  # in this process: another pid than the first's
             assert second.returncode == 1 and f"process {first.pid} is writing this run" in second.stderr, \
                 second.stderr
     finally:

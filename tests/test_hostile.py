@@ -275,7 +275,7 @@ def trained(tmp_path_factory):
     return out
 
 
-def test_a_bad_metrics_record_is_passed_over_with_a_warning_on_every_later_resume(trained, tmp_path):
+def test_a_bad_metrics_record_is_passed_over_with_a_warning_on_every_later_resume(trained, tmp_path, tfspec_cli):
     from tfspec.errors import RunWarning
     from tfspec.run.train import read_metrics
 
@@ -287,8 +287,8 @@ def test_a_bad_metrics_record_is_passed_over_with_a_warning_on_every_later_resum
         losses, _ = read_metrics(run / "metrics.jsonl")
     assert [r["step"] for r in losses] == [1, 2, 3, 4]
     for steps in (6, 8):  # the command line: one line of warning, and the run goes on
-        done = cli("train", "--resume", run, "--steps", steps, "--no-progress", timeout=300)
-        err = done.stderr.decode()
+        done = tfspec_cli("train", "--resume", run, "--steps", steps, "--no-progress")
+        err = done.stderr
         assert done.returncode == 0 and "Traceback" not in err, err
         if steps == 6:
             assert [line for line in err.splitlines() if line.startswith("warning:")] == [

@@ -50,7 +50,9 @@ def output_kept(ffn, x) -> bool:
     handle = ffn.activation.register_forward_hook(lambda module, args, out: outputs.append(weakref.ref(out)))
     y = ffn(x)
     handle.remove()
-    gc.collect()
+    # the young generations, where this forward's objects are (a full collection, of the whole suite's heap, took
+    # seconds)
+    gc.collect(1)
     kept = outputs[0]() is not None
     y.sum().backward()  # and backward still runs
     return kept
@@ -144,7 +146,7 @@ def test_experts_keep_their_activations_input_alone_too():
     tokens = torch.randint(0, 20, (2, 6), generator=torch.Generator().manual_seed(7))
     loss = model(tokens).pow(2).mean()
     handle.remove()
-    gc.collect()
+    gc.collect(1)
     assert outputs and all(ref() is None for ref in outputs)
     got = torch.autograd.grad(loss, list(experts.parameters()))
 
