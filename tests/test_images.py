@@ -15,7 +15,7 @@ from tfspec.inspect.analysis import AnalysisError, analyse
 from tfspec.inspect.measure import measure
 from numerics import FLOAT32, assert_close
 
-SPEC = """embedding image {{ image 12; patch 4; channels 2; dim 24; class_token {cls}; position learned(10) }}
+SPEC = """embedding image {{ input patches(image=12, patch=4, channels=2, class_token={cls}); dim 24; position learned(10) }}
 encoder x 2 {{ residual pre; attention self heads=3; feedforward d_ff=32 activation=gelu; final layernorm }}
 head linear(7) pool={pool}"""
 
@@ -50,23 +50,26 @@ def test_the_cost_is_what_the_flop_counter_and_autograd_see(cls, pool):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("embedding image { image 12; dim 24 }\nencoder x 1 { attention self heads=3 }", "needs 'patch'"),
-    ("embedding image { image 12; patch 5; dim 24 }\nencoder x 1 { attention self heads=3 }",
-     "image 12 is not a whole number of 5-pixel patches"),
-    ("embedding image { image 12; patch 4; vocab 30; dim 24 }\nencoder x 1 { attention self heads=3 }",
+    ("embedding image { input patches(image=12); dim 24 }\nencoder x 1 { attention self heads=3 }", "patch"),
+    ("embedding image { input patches(12, 5); dim 24 }\nencoder x 1 { attention self heads=3 }",
+     "image 12 is not a whole number of 5-pixel patches; try patch=4"),
+    ("embedding image { input patches(12, 4); vocab 30; dim 24 }\nencoder x 1 { attention self heads=3 }",
      "`vocab` does not apply"),
-    ("embedding t { vocab 30; patch 4; dim 24 }\nencoder x 1 { attention self heads=3 }",
-     "`patch` belongs to an image embedding"),
-    ("embedding image { image 12; patch 4; dim 24 }\ndecoder x 1 { attention self heads=3 mask=causal }",
+    ("embedding image { input patches(12, 4) }\nencoder x 1 { attention self heads=3 }", "needs 'dim'"),
+    ("embedding t { vocab 30; patch 4; dim 24 }\nencoder x 1 { attention self heads=3 }", "patch"),
+    ("embedding image { input patches(12, 4); dim 24 }\ndecoder x 1 { attention self heads=3 mask=causal }",
      "feed an encoder-only model"),
-    ("embedding image { image 12; patch 4; dim 24; class_token true; position learned(8) }\n"
-     "encoder x 1 { attention self heads=3 }", "learned positions cover 8 positions, but embedding 'image' makes 10"),
-    ("embedding image { image 12; patch 4; dim 24 }\nencoder x 1 { attention self heads=3 }\nhead linear(5)",
-     "needs a vector per picture"),
-    ("embedding image { image 12; patch 4; dim 24 }\nencoder x 1 { attention self heads=3 }\nhead tied(image)",
+    ("embedding image { input patches(12, 4, class_token=true); dim 24; position learned(8) }\n"
+     "encoder x 1 { attention self heads=3 }",
+     "learned positions cover 8 positions, but embedding 'image' makes 10 (9 from its pictures and 1 learned "
+     "vector before them)"),
+    ("embedding image { input patches(12, 4); dim 24 }\nencoder x 1 { attention self heads=3 }\nhead linear(5)",
+     "a head over pictures needs a vector for each"),
+    ("embedding image { input patches(12, 4); dim 24 }\nencoder x 1 { attention self heads=3 }\nhead tied(image)",
      "cannot be tied to embedding 'image'"),
-    ("embedding image { image 12; patch 4; dim 24 }\nencoder x 1 { attention self heads=3 }\nhead linear pool=first",
-     "needs its number of outputs"),
+    ("embedding image { input patches(12, 4); dim 24 }\nencoder x 1 { attention self heads=3 }\n"
+     "head linear pool=first", "needs its number of outputs"),
+    ("embedding image { input pixels(12, 4); dim 24 }\nencoder x 1 { attention self heads=3 }", "unknown input 'pixels'"),
 ])
 def test_what_a_model_of_pictures_cannot_be_is_a_located_error(text, message):
     with pytest.raises(tfspec.SpecError) as info:
@@ -137,7 +140,7 @@ def test_2d_sinusoidal_positions_are_hugging_faces_and_maes(columns_first):
     table = vit_mae.build_2d_sinusoidal_position_embedding(5, 5, 24, cls_token=True)
     if columns_first:
         table = torch.cat((table[:, 12:], table[:, :12]), dim=1)
-    text = SPEC.format(cls="true", pool="first").replace("image 12; patch 4", "image 20; patch 4").replace(
+    text = SPEC.format(cls="true", pool="first").replace("image=12, patch=4", "image=20, patch=4").replace(
         "learned(10)", f"sinusoidal_2d(5, columns_first={str(columns_first).lower()})")
     model = tfspec.compile(text, seed=0)
     assert not any(name.startswith("embeddings.image.positions") for name in model.state_dict())  # nothing learned
@@ -164,3 +167,22 @@ def test_an_imported_vit_fine_tunes_on_the_digits(tmp_path, capsys):
     before = transformers.ViTForImageClassification.from_pretrained(tmp_path / "vit").classifier.weight
     after = checkpoint.load(tmp_path / "tuned").weights["head.weight"]
     assert not torch.equal(before, after) and (before - after).abs().max() < 0.05
+
+
+def test_two_models_of_pictures_of_different_sizes_diff_each_at_its_own_length(tmp_path, tfspec_cli):
+    """A model of pictures runs at the length its pictures make: ``diff`` costs each at its own (pictures of 12 and
+    of 16 pixels), and names the input's change."""
+    small, large = tmp_path / "small.tfs", tmp_path / "large.tfs"
+    small.write_text(SPEC.format(cls="true", pool="first"))
+    large.write_text(SPEC.format(cls="true", pool="first").replace("image=12", "image=16").replace("learned(10)",
+                                                                                               "learned(17)"))
+    done = tfspec_cli("diff", small, large)
+    assert done.returncode == 0, done.stderr
+    assert "input patches(12, 4, channels=2, class_token=true) → patches(16, 4, channels=2, class_token=true)" \
+        in done.stdout, done.stdout
+    assert "seq_len 10 and 17" in done.stdout, done.stdout
+    from tfspec.inspect.diff import diff
+    result = diff(tfspec.load(small), tfspec.load(large))
+    assert result.seq_len == (10, 17)
+    flops = next((a, b) for what, a, b in result.totals if what == "forward FLOPs")
+    assert flops[1] > flops[0]  # the larger pictures cost more

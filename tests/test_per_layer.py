@@ -115,7 +115,7 @@ def test_what_does_not_fit_is_a_located_error(embedding, change, message):
 
 def test_an_image_embedding_has_no_per_layer_inputs():
     with pytest.raises(tfspec.SpecError) as info:
-        tfspec.parse("embedding pictures { image 8; patch 4; dim 16; per_layer 4 }\nencoder x 1 { attention self "
+        tfspec.parse("embedding pictures { input patches(8, 4); dim 16; per_layer 4 }\nencoder x 1 { attention self "
                      "heads=2; feedforward d_ff=8 }")
     assert "`per_layer` does not apply" in info.value.message
 

@@ -18,14 +18,15 @@ import tfspec
 from tfspec.inspect.analysis import analyse, mask_pairs, parameter_table
 from tfspec.inspect.diff import diff
 from tfspec.inspect.measure import measure
+from tfspec.ir.queries import fixed_length
 from tfspec.front.schema import Choice
-from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS,
-                             NORMS, POSITIONS, AttentionShape)
+from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS,
+                             MIXERS, NORMS, POSITIONS, AttentionShape)
 from numerics import FLOAT32, assert_close, close
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
             "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "mixer": MIXERS,
-            "attention step": ATTENTION_STEPS, "init": INITS}
+            "attention step": ATTENTION_STEPS, "init": INITS, "input": INPUTS}
 EMBEDDING = "embedding tokens {{ vocab 40; dim 16; position {position} }}\n"
 
 
@@ -43,6 +44,9 @@ def spec_text(family: str, name: str, options: dict) -> str:
     if family == "position" and variant.acts == "embedding":
         return EMBEDDING.format(position=c) + \
             "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }\nhead linear(40)"
+    if family == "input":  # an encoder of what it reads, classified
+        return (f"embedding given {{ input {c}; dim 16; norm layernorm; position none }}\n"
+                "encoder x 2 { attention self heads=2; feedforward d_ff=32 }\nhead linear(10) pool=mean")
     body = {"attention kind": f"attention self heads=2 kind={c} mask=padding; feedforward d_ff=32",
             "mask": f"attention self heads=2 mask={c}; feedforward d_ff=32",
             "position": f"position {c}; attention self heads=2 mask=causal; feedforward d_ff=32",
@@ -167,7 +171,8 @@ def test_declared_kernel_properties_are_the_runtime_modules(family, name, option
 def test_declared_costs_are_what_the_flop_counter_and_autograd_see(family, name, options):
     spec = tfspec.parse(spec_text(family, name, options))
     role = spec.stacks[0].role
-    for length in (12, 75) if family == "mask" else (12,):  # 75: masks of bounded reach run in bands
+    fixed = fixed_length(spec.graph(), role)  # (an input's: the pictures' patches)
+    for length in (12, 75) if family == "mask" else (fixed or 12,):  # 75: masks of bounded reach run in bands
         analysed = analyse(spec, seq_len=length, batch=2)
         measured = measure(spec, {role: length}, batch=2)
         assert measured.flops == analysed.total.matmul, length

@@ -39,14 +39,14 @@ from ..ir.queries import count_parameters, layer_template, length_limit, module_
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
 from ..nn.state import state_slot
-from ..nn.embedding import Embeddings, PatchEmbeddings
+from ..nn.embedding import Embeddings
 from ..nn.per_layer import PerLayerInputs
 from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
 from ..nn.mtp import MultiTokenPrediction, PredictionModule
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS,
-                        AttentionConfig, Constructor, Role, attention_inputs)
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, NORMS,
+                        POSITIONS, AttentionConfig, Constructor, Role, attention_inputs)
 from ..nn.kernels import attention_band, flex_attention_applies, fused_causal_kernel
 
 DEFAULT_INIT = S.Choice(name="normal", options={"std": 0.02})
@@ -254,13 +254,13 @@ def norm_constructor(choice: S.Choice, width: int) -> Constructor:
 
 
 def embeddings_constructor(e: S.Embedding, spec: S.Spec) -> Constructor:
-    """An embedding's module: token table (or pictures' patches), positions added to it, segments, norm, dropout,
-    and the per-layer inputs of the stack of ``spec`` that reads it."""
+    """An embedding's module: token table (or its input kind's, which makes vectors of pictures), positions added
+    to it, segments, norm, dropout, and the per-layer inputs of the stack of ``spec`` that reads it."""
     variant, options = POSITIONS.of(e.position)
-    if e.image is not None:
-        return Constructor(PatchEmbeddings, (e.image, e.patch, e.channels, e.dim, e.class_token,
-                                             variant.module(e.dim, options), norm_constructor(e.norm, e.dim),
-                                             e.dropout, e.project))
+    if e.input is not None:
+        kind, kind_options = INPUTS.of(e.input)
+        return kind.module(e.dim, kind_options, variant.module(e.dim, options), norm_constructor(e.norm, e.dim),
+                           e.dropout, e.project)
     per_layer = None
     if e.per_layer is not None:  # (validation: one stack reads it)
         layers = next(s.repeat for s in spec.stacks if s.embedding == e.name)

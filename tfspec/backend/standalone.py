@@ -376,8 +376,9 @@ class _Writer:
         real = scheme.counts_real_tokens(options)
         default = (f"torch.arange({ids}.shape[1], device={where})[None]" if real is None else
                    f"{self.need(default_positions)}({ids}, {padding}, {-real})")  # counting real tokens only
-        if embedding.image is not None:  # pictures: positions number their patches (and class token)
-            default = f"torch.arange({embedding.length}, device={where})[None]"
+        features = next(iter(g.of(ir.Features, stack=role)), None)
+        if features is not None:  # an input kind's vectors (pictures' patches and class token) are numbered
+            default = f"torch.arange({features.length}, device={where})[None]"
         lines = [f"        # {role}",
                  f"        positions = {default} if {positions} is None else {positions}",
                  f"        x = self.embeddings[{embedding.name!r}]({ids}, positions, {types or 'None'}"

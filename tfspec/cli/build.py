@@ -15,9 +15,8 @@ def _random_inputs(model, batch: int, length: int, device, generator):
 
     def ids(role):
         embedding = model.embeddings[model.stack_embedding[role]]
-        if embedding.vocab is None:  # pictures
-            side = embedding.image
-            return torch.randn(batch, embedding.channels, side, side, generator=generator).to(device)
+        if embedding.vocab is None:  # an input kind's tensor (pictures)
+            return torch.randn(batch, *embedding.shape, generator=generator).to(device)
         return torch.randint(0, embedding.vocab, (batch, length), generator=generator).to(device)
 
     if model.spec.kind == "encoder-decoder":

@@ -9,6 +9,7 @@ import sys
 
 from ..errors import shown
 from ..front.api import load, parse
+from ..registry import INPUTS
 from ..run.watch import LOGGERS, missing as missing_logger
 from .common import (DEFAULT_GLOB, DTYPES, data_path, fits, gib, natural, overrides, positive, print_json,
                      quiet_transformers, seed_number, torch_device, UsageError, with_json, with_set, within)
@@ -169,9 +170,9 @@ def run(args) -> int:
     else:
         spec, config, initial, run_dir = _new_run(args, load_initial=True)
         run_dir = broadcast(run_dir, world)  # one directory, named by rank 0
-        pictures = spec.embedding(spec.stacks[0].embedding).image is not None
-        data = (f"--data {' '.join(config.data)}" if config.data else "the generated digits" if pictures
-                else f"the {config.task} task")
+        given = spec.embedding(spec.stacks[0].embedding).input
+        data = (f"--data {' '.join(config.data)}" if config.data else
+                f"the generated {INPUTS[given.name].task}" if given is not None else f"the {config.task} task")
         start = f", from the weights of {config.init}" if config.init else ""
         say(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on {data}{start}; "
             f"run directory {shown(run_dir)}")
@@ -217,19 +218,20 @@ def _new_run(args, load_initial: bool):
         raise UsageError(f"--out {shown(args.out)}: a file, not a run directory")
     length = (config.seq_len or 256) if config.data else config.max_len + 2
     from ..ir.queries import fixed_length
-    pictures = fixed_length(spec.graph(), spec.stacks[0].role)
-    if pictures is not None:  # a model of pictures classifies the generated digits
+    fixed = fixed_length(spec.graph(), spec.stacks[0].role)
+    kind = INPUTS[spec.embedding(spec.stacks[0].embedding).input.name] if fixed is not None else None
+    if kind is not None:  # a model of pictures learns its input kind's generated task (classifies the digits)
         given = [f"--{name.replace('_', '-')}" for name in ("task", "data", "tokenizer", "seq_len", "max_len")
                  if getattr(args, name, None) is not None]
         if given:
-            raise UsageError(f"{spec.name} reads pictures and trains on the generated digits; "
+            raise UsageError(f"{spec.name} reads {kind.what} and trains on the generated {kind.task}; "
                              f"{', '.join(given)} describe{'s' if len(given) == 1 else ''} token sequences")
-        length = pictures
+        length = fixed
     fits(spec, config.batch, length, "--batch × --seq-len", config.device, beyond_positions_ok=True)
     if config.eval_size * length * 16 > available_memory_bytes(config.device) // 4:
         raise UsageError(f"--eval-size {config.eval_size:,}: the held-out set alone would take "
                          f"{gib(config.eval_size * length * 16)}; use fewer sequences")
-    task = "digits" if pictures is not None else "text" if config.data else config.task
+    task = kind.task if kind is not None else "text" if config.data else config.task
     return spec, config, initial, args.out or _fresh_run_dir(spec.name, task)
 
 

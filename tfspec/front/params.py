@@ -10,8 +10,8 @@ import typing
 from typing import Any, Callable, Literal, Protocol, Union
 
 from ..errors import Diagnostic, Span, SpecError, did_you_mean, one_of
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, MASKS, MIXERS, NORMS,
-                        POSITIONS, Registry)
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, MIXERS,
+                        NORMS, POSITIONS, Registry)
 from . import schema as S
 from .syntax import BinOp, Call, Expr, Name, Number
 
@@ -229,12 +229,9 @@ STACK_SETTINGS: dict[str, Converter] = {**BLOCK_SETTINGS, "embedding": as_ref, "
 EMBEDDING_SETTINGS: dict[str, Converter] = {
     "vocab": as_int, "dim": as_int, "scale": as_float, "position": choice(POSITIONS),
     "segments": as_int, "norm": choice(NORMS), "dropout": as_float, "tokens": as_ref, "project": as_int,
-    "image": as_int, "patch": as_int, "channels": as_int, "class_token": as_bool,
+    "input": choice(INPUTS),
     "per_layer": as_int, "per_layer_vocab": as_int, "per_layer_norm": choice(NORMS),
 }
-
-
-IMAGE_SETTINGS = ("image", "patch", "channels", "class_token")  # an image embedding's own
 
 
 TOKEN_SETTINGS = ("vocab", "segments", "tokens", "scale", "per_layer", "per_layer_vocab",

@@ -17,7 +17,7 @@ from ..errors import Collector, Diagnostic, Span, SpecError, did_you_mean, one_o
 from . import schema as S
 from .expr import POISON, Poisoned, evaluate
 from .params import (BLOCK_SETTINGS, BUILTIN_DEFAULTS, DEFAULTS_SETTINGS, EMBEDDING_SETTINGS, FAILED, HEAD_PROJECTIONS,
-                     IMAGE_SETTINGS, POOLER_PARAMS, REQUIRED, SCALARS, SECTIONS, STACK_SETTINGS, SUBLAYERS,
+                     POOLER_PARAMS, REQUIRED, SCALARS, SECTIONS, STACK_SETTINGS, SUBLAYERS,
                      TOKEN_SETTINGS, WIRING_FUNCTIONS, as_bool, as_float, as_int, as_mask, as_ref, choice, Converter,
                      converter_for, head_params, optional, Param, sublayer_params, word)
 from .resolve_embeddings import Embeddings
@@ -230,7 +230,7 @@ def narrower_stacks(spec: S.Spec) -> list[Diagnostic]:
 
 # the stage's entry points, and the vocabulary of parameters (from .params) that the language server reads
 __all__ = ["let_values", "narrower_stacks", "resolve", "unused_lets", "BLOCK_SETTINGS", "BUILTIN_DEFAULTS",
-           "DEFAULTS_SETTINGS", "EMBEDDING_SETTINGS", "FAILED", "HEAD_PROJECTIONS", "IMAGE_SETTINGS", "POOLER_PARAMS",
+           "DEFAULTS_SETTINGS", "EMBEDDING_SETTINGS", "FAILED", "HEAD_PROJECTIONS", "POOLER_PARAMS",
            "REQUIRED", "SCALARS", "SECTIONS", "STACK_SETTINGS", "SUBLAYERS", "TOKEN_SETTINGS", "WIRING_FUNCTIONS",
            "as_bool", "as_float", "as_int", "as_mask", "as_ref", "choice", "Converter", "converter_for", "head_params",
            "optional", "Param", "sublayer_params", "word"]

@@ -1,11 +1,12 @@
-"""The part of the resolver that reads ``embedding`` items: token tables, pictures cut into patches, tables shared
-between stacks."""
+"""The part of the resolver that reads ``embedding`` items: token tables, the inputs of other kinds (pictures cut
+into patches), tables shared between stacks."""
 
 from __future__ import annotations
 
 from ..errors import did_you_mean, one_of
+from ..registry import INPUTS
 from . import schema as S
-from .params import EMBEDDING_SETTINGS, FAILED, IMAGE_SETTINGS, TOKEN_SETTINGS
+from .params import EMBEDDING_SETTINGS, FAILED, TOKEN_SETTINGS
 from .syntax import EmbeddingDecl
 
 
@@ -25,9 +26,9 @@ class Embeddings:
                 continue
             if "tokens" in values and not self._shared_tokens(decl, values, spans, out):
                 continue
-            if any(k in values for k in IMAGE_SETTINGS) and not self._image(decl, values, spans):
+            if "input" in values and not self._input(decl, values, spans):
                 continue
-            missing = [k for k in (("dim",) if "image" in values else ("vocab", "dim")) if k not in values]
+            missing = [k for k in (("dim",) if "input" in values else ("vocab", "dim")) if k not in values]
             for k in missing:
                 self.errors.error("missing", f"embedding '{decl.name}' needs '{k}'", decl.name_span, f"add `{k} N` to its body")
             if missing:
@@ -41,30 +42,16 @@ class Embeddings:
                 out[decl.name] = emb
         return out
 
-    def _image(self, decl: EmbeddingDecl, values: dict, spans: dict) -> bool:
-        """An image embedding's settings: ``image`` and ``patch`` given, the image a whole number of patches, and
-        none of a token table's settings. False: refused (reported)."""
+    def _input(self, decl: EmbeddingDecl, values: dict, spans: dict) -> bool:
+        """An embedding of an input kind (``input patches(...)``) has none of a token table's settings. False:
+        refused (reported)."""
         ok = True
-        if "image" not in values:
-            given = next(k for k in IMAGE_SETTINGS if k in values)
-            self.errors.error("missing", f"`{given}` belongs to an image embedding, which needs 'image'", spans[given],
-                              "add `image N` (the side of its square pictures, in pixels), or drop it")
-            return False
         for key in TOKEN_SETTINGS:
             if key in values:
-                self.errors.error("structure", f"embedding '{decl.name}' reads images, which have no token table: "
-                                  f"`{key}` does not apply", spans[key], f"drop `{key}`, or `image` for tokens")
+                what = INPUTS[values["input"].name].what
+                self.errors.error("structure", f"embedding '{decl.name}' reads {what}, which have no token table: "
+                                  f"`{key}` does not apply", spans[key], f"drop `{key}`, or `input` for tokens")
                 ok = False
-        if "patch" not in values:
-            self.errors.error("missing", f"embedding '{decl.name}' needs 'patch'", decl.name_span,
-                              "add `patch N`: the side of the square patches its pictures are cut into (ViT: 16)")
-            return False
-        if ok and values["image"] % values["patch"]:
-            image, patch = values["image"], values["patch"]
-            sides = [p for p in range(1, image + 1) if image % p == 0]
-            self.errors.error("shape", f"image {image} is not a whole number of {patch}-pixel patches", spans["patch"],
-                              f"try patch {min(sides, key=lambda p: (abs(p - patch), p))}")
-            ok = False
         return ok
 
     def _shared_tokens(self, decl: EmbeddingDecl, values: dict, spans: dict, earlier: dict) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import did_you_mean, one_of
-from ..registry import ACTIVATIONS
+from ..registry import ACTIVATIONS, INPUTS
 from . import schema as S
 from .expr import Poisoned
 from .params import HEAD_PROJECTIONS, MTP_PARAMS, POOLER_PARAMS, Param, as_int, as_ref, head_params, spec_error, what_it_is
@@ -38,9 +38,10 @@ class Heads:
                                  did_you_mean(target, declared) or (one_of(declared) if declared else None))
             if target not in embeddings:
                 raise Poisoned
-            if embeddings[target].image is not None:
-                raise spec_error("structure", f"a head cannot be tied to embedding '{target}': it reads images, through "
-                                 "no token table", bspans["embedding"], "use linear(N), N the number of classes")
+            if embeddings[target].input is not None:
+                what = INPUTS[embeddings[target].input.name].what
+                raise spec_error("structure", f"a head cannot be tied to embedding '{target}': it reads {what}, "
+                                 "through no token table", bspans["embedding"], "use linear(N), N the number of classes")
             tied_to = embeddings[target].shares or target  # the table itself, where the embedding reads another's
             out = embeddings[target].vocab
             spans["out"] = proj.span

@@ -237,10 +237,10 @@ class Stack(Node):
 
 
 class Embedding(Node):
-    """What a stack reads: token ids through a table of ``vocab`` rows, or (``image``) pictures cut into patches."""
+    """What a stack reads: token ids through a table of ``vocab`` rows, or (``input``) what an input kind reads."""
 
     name: str
-    vocab: Dim | None = None  # None: an image embedding
+    vocab: Dim | None = None  # None: an embedding of an input kind (``input``), no token table
     dim: Dim
     scale: float = 1.0
     position: Choice
@@ -255,22 +255,9 @@ class Embedding(Node):
     per_layer: Dim | None = None
     per_layer_vocab: Dim | None = None
     per_layer_norm: Choice = Choice(name="rmsnorm", options={"eps": 1e-6, "weight": True})
-    # an image embedding (ViT): square pictures of side ``image`` in ``channels``, cut into ``patch``-sided squares,
-    # each mapped linearly to ``dim``; ``class_token``: a learned vector before them (the classifier reads it)
-    image: Dim | None = None
-    patch: Dim | None = None
-    channels: Dim = 3
-    class_token: bool = False
-
-    @property
-    def patches(self) -> int:
-        """How many patches an image is cut into (0: a token embedding)."""
-        return (self.image // self.patch) ** 2 if self.image is not None else 0
-
-    @property
-    def length(self) -> int | None:
-        """The sequence an image embedding hands its stack: its patches and class token; None for tokens."""
-        return self.patches + self.class_token if self.image is not None else None
+    # what it reads instead of token ids (``input patches(image=224, patch=16)``: pictures, ViT's): an input kind
+    # of ``registry.INPUTS``; None: token ids through its table
+    input: Choice | None = None
 
     @property
     def width(self) -> int:

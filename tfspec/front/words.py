@@ -63,10 +63,8 @@ DOCS: dict[tuple[str, str], str] = {
     (EMBEDDING, "dropout"): "dropout on the embeddings",
     (EMBEDDING, "tokens"): "another embedding whose token table this one reads (shared weights)",
     (EMBEDDING, "project"): "a linear map of the embeddings into this width (ALBERT's factorised embedding)",
-    (EMBEDDING, "image"): "the side, in pixels, of the square pictures this embedding reads (ViT)",
-    (EMBEDDING, "patch"): "the side of the square patches the pictures are cut into",
-    (EMBEDDING, "channels"): "the channels of each picture (3: RGB)",
-    (EMBEDDING, "class_token"): "a learned vector before the patches, which a classifier reads",
+    (EMBEDDING, "input"): "what the embedding reads instead of token ids: patches(image, patch, ...) for pictures "
+                          "(ViT)",
     (EMBEDDING, "per_layer"): "features per layer of its stack, from the token ids and the embeddings, which each "
                               "layer's `kind=per_layer` feed-forward reads (Gemma 4's per-layer embeddings)",
     (EMBEDDING, "per_layer_vocab"): "the rows of the per-layer inputs' token table (default: vocab)",

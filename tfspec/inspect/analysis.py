@@ -38,8 +38,8 @@ from ..ir.queries import (active_parameters, count_parameters, default_length, f
                          state_bytes, length_limit, max_length, parameter_table, source,
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS,
-                        combined_reach)
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, NORMS,
+                        POSITIONS, combined_reach)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -265,8 +265,9 @@ def stack_lengths(g: Graph, seq_len=None, src_len=None, tgt_len=None) -> dict[st
             raise AnalysisError(f"the {role}'s length must be positive, got {n}")
         fixed = fixed_length(g, role)
         if fixed is not None and n != fixed:
-            raise AnalysisError(f"the {role} reads pictures, which make {fixed} positions (their patches and class "
-                                f"token); analyse at that length, not {n}")
+            what = INPUTS[next(iter(g.of(ir.Features, stack=role))).choice.name].what
+            raise AnalysisError(f"the {role} reads {what}, which make {fixed} positions; analyse at that length, "
+                                f"not {n}")
         limit = length_limit(g, role)
         if limit is not None and n > limit[0]:
             raise AnalysisError(f"the {role} sees {n} positions, but its {limit[1]} cover {limit[0]}; "
@@ -281,7 +282,7 @@ class _Counter:
         self.g, self.lengths, self.batch, self.s, self.fused = g, lengths, batch, element_bytes, fused
         self.seen_modules: set = set()
         self.kept: set[tuple] = set()
-        self.rules = {ir.Embedding: self.cost_embedding, ir.Patches: self.cost_patches,
+        self.rules = {ir.Embedding: self.cost_embedding, ir.Features: self.cost_features,
                       ir.Projection: self.cost_projection,
                       ir.PositionEncoding: self.cost_position, ir.PerLayerInputs: self.cost_per_layer,
                       ir.StackParameters: self.cost_parameters,
@@ -335,12 +336,13 @@ class _Counter:
         memory = self.keep_input(node, node.inputs[0], self.batch * n * ID_BYTES, repeat)
         return self.dense(0, scale, memory, repeat)
 
-    def cost_patches(self, node: ir.Patches, n, repeat):
-        """Pictures' patches through a linear map and its bias; the map keeps its input, the patches gathered from
-        the pictures (a copy)."""
-        patches = node.length - node.class_token
-        memory = self.keep(("own", node.id), self.batch * patches * node.features * self.s)
-        return self.dense(2 * patches * node.features * node.width, patches * node.width, memory, repeat)
+    def cost_features(self, node: ir.Features, n, repeat):
+        """What an input kind makes of its tensor (pictures' patches through a linear map): its FLOPs and what it
+        keeps, per example, as it declares them."""
+        kind, options = INPUTS.of(node.choice)
+        matmul, elementwise = kind.flops(node.width, options)
+        memory = self.keep(("own", node.id), self.batch * kind.kept(node.width, options) * self.s)
+        return self.dense(matmul, elementwise, memory, repeat)
 
     def cost_projection(self, node: ir.Projection, n, repeat):
         """The embeddings' map into the stack's width: a matmul and its bias; it keeps its input."""

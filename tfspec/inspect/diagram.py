@@ -39,7 +39,7 @@ STYLES = {  # one colour per kind of node: (fill, border)
     ir.Mixer: ("#D5EFD9", "#3E9A54"),  # a mixer other than attention: a recurrence, a convolution
     ir.Norm: ("#F4F2C1", "#A9A337"),
     ir.Embedding: ("#F8D7D6", "#C9534F"),
-    ir.Patches: ("#F8D7D6", "#C9534F"),  # pictures' embedding
+    ir.Features: ("#F8D7D6", "#C9534F"),  # an input kind's embedding (pictures')
     ir.Projection: ("#FFFFFF", "#C9534F"),  # part of the embedding: its table projected into the stack's width
     ir.PositionEncoding: ("#FFFFFF", "#C9534F"),
     ir.PerLayerInputs: ("#F8D7D6", "#C9534F"),  # part of the embedding: features for each layer

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from .analysis import analyse
 from ..ir import nodes as ir
 from ..ir.graph import Graph
-from ..ir.queries import default_length, describe_layers, residual_placement, sublayers
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS
+from ..ir.queries import default_length, describe_layers, fixed_length, residual_placement, sublayers
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, NORMS,
+                        POSITIONS)
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -46,7 +47,7 @@ class Diff:
     names: tuple[str, str]
     changes: list[Change]
     totals: list[tuple[str, int, int]]  # (what, first, second)
-    seq_len: int
+    seq_len: int | tuple[int, int]  # the length both were analysed at, or each one's (an input fixes its own)
 
     def to_dict(self) -> dict:
         return {"names": list(self.names), "seq_len": self.seq_len,
@@ -58,16 +59,19 @@ class Diff:
 def diff(first, second, *, seq_len: int | None = None) -> Diff:
     """Architectural changes from ``first`` to ``second`` (two ``Spec``s), plus parameter/FLOP/memory totals.
 
-    Totals are compared at ``seq_len`` (default: the shorter of the two specs' default lengths).
+    Totals are compared at ``seq_len`` (default: the shorter of the two specs' default lengths); a spec whose input
+    fixes its length (pictures) at that one, unless ``seq_len`` is given.
     """
     g1, g2 = first.graph(), second.graph()
     changes = architecture_changes(first, second)
     n = seq_len or min(default_length(g1), default_length(g2))
-    a1, a2 = analyse(first, seq_len=n), analyse(second, seq_len=n)
+    lengths = tuple(n if seq_len or all(fixed_length(g, r) is None for r in g.stacks) else default_length(g)
+                    for g in (g1, g2))
+    a1, a2 = analyse(first, seq_len=lengths[0]), analyse(second, seq_len=lengths[1])
     totals = [("parameters", a1.total.params, a2.total.params),
               ("forward FLOPs", a1.total.flops, a2.total.flops),
               ("activation memory (bytes)", a1.total.memory, a2.total.memory)]
-    return Diff((first.name, second.name), changes, totals, n)
+    return Diff((first.name, second.name), changes, totals, n if lengths[0] == lengths[1] else lengths)
 
 
 def architecture_changes(first, second) -> list[Change]:
@@ -83,10 +87,8 @@ def describe(spec) -> Facts:
         facts[("model", "init")] = str(spec.init)
     for emb in spec.embeddings:
         where = f"embedding {emb.name}"
-        if emb.image is not None:  # pictures
-            facts.update({(where, "pictures"): f"{emb.image}×{emb.image}, {emb.channels} channels",
-                          (where, "patches"): f"{emb.patch}×{emb.patch}",
-                          (where, "class token"): str(emb.class_token).lower()})
+        if emb.input is not None:  # pictures, or another input kind's
+            facts[(where, "input")] = INPUTS.label(emb.input)
         else:
             facts[(where, "vocab")] = f"{emb.vocab:,}"
         facts.update({(where, "dim"): str(emb.dim),

@@ -22,6 +22,7 @@ from torch.nn.attention import sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..backend.compiler import compile as compile_spec
+from ..registry import INPUTS
 
 
 @dataclass
@@ -81,8 +82,9 @@ def _inputs(model, lengths, batch, device):
         return ids("encoder"), ids("decoder")
     role = model.spec.stacks[0].role
     embedding = model.spec.embedding(model.spec.stacks[0].embedding)
-    if embedding.image is not None:  # pictures
-        return (torch.zeros(batch, embedding.channels, embedding.image, embedding.image, device=device),)
+    if embedding.input is not None:  # an input kind's tensor (pictures)
+        kind, options = INPUTS.of(embedding.input)
+        return (torch.zeros(batch, *kind.shape(options), device=device),)
     segments = embedding.segments
     if segments:  # token types are given in training, so their ids are kept too
         return ids(role), None, ids(role)

@@ -37,7 +37,7 @@ from ..ir import queries
 from ..ir.queries import attentions
 from ..nn.context import Context
 from ..nn.per_layer import CARRIED as PER_LAYER
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, POSITIONS
 
 TOLERANCE = 1e-5
 
@@ -366,8 +366,7 @@ class Subject:
         """Random tokens (and source) for the properties that need no search."""
         generator = torch.Generator().manual_seed(self.seed)
         if self.pictures is not None:
-            side = self.pictures.image
-            return torch.randn(2, self.pictures.channels, side, side, generator=generator), None
+            return torch.randn(2, *self.pictures.shape, generator=generator), None
         tokens = torch.randint(0, self.v, (2, self.length), generator=generator)
         src = (torch.randint(0, vocab(self.model, "encoder"), (2, max_length(self.model, "encoder", self.max_len)),
                              generator=generator) if self.kind == "encoder-decoder" else None)
@@ -670,9 +669,11 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
             dim = min(node.dim, width)
             note("width", node.dim, dim)
             update["dim"] = dim
-            if node.image is not None:  # pictures of 2 × 2 patches (their patches' size, and channels, kept)
-                note(f"pictures of {node.name}", node.image, min(node.image, 2 * node.patch))
-                update["image"] = min(node.image, 2 * node.patch)
+            if node.input is not None:  # its input kind at its smallest size that keeps its structure
+                kind, options = INPUTS.of(node.input)
+                smaller = kind.smaller(options)
+                note(f"input of {node.name}", kind.label(options), kind.label(smaller))
+                update["input"] = node.input.model_copy(update={"options": smaller.model_dump()})
             else:
                 note(f"vocab of {node.name}", node.vocab, min(node.vocab, max_vocab))
                 update["vocab"] = min(node.vocab, max_vocab)
@@ -685,8 +686,8 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
             table = variant.max_len(options)
             if table is not None:  # keep room for the longest window, so its locality stays testable
                 limit = min(table, max(max_positions, windows + 2))
-                if node.image is not None:  # pictures: exactly their patches (a 2-D scheme's grid) and class token
-                    limit = (update["image"] // node.patch) ** 2 + node.class_token
+                if node.input is not None:  # exactly the sequence its input makes (a 2-D scheme's grid)
+                    limit = kind.length(smaller)
                 note(f"{variant.name} positions", table, limit)
                 update["position"] = node.position.model_copy(
                     update={"options": variant.shrunk(options, limit).model_dump()})

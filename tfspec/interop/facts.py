@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, MIXERS, POSITIONS, combined_reach
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, POSITIONS, combined_reach
 from .mapping import InteropError
 
 
@@ -137,6 +137,17 @@ class Facts:
 
     def norm_option(self, role: str, option: str, default=None):
         return self.node(role, ir.Norm).choice.options.get(option, default)
+
+    def input_option(self, option: str):
+        """An option of what the embedding reads instead of token ids (``input patches(image=...)``: ``image``)."""
+        given = self.embedding.input
+        if given is None:
+            raise self.refuse(f"embedding '{self.embedding.name}' reads token ids, not an input of another kind "
+                              "(input patches(...))")
+        options = INPUTS.of(given)[1]
+        if option not in type(options).model_fields:
+            raise self.refuse(f"embedding '{self.embedding.name}' reads input {given}, which has no {option}")
+        return getattr(options, option)
 
     def embedding_norm_option(self, option: str, default=None):
         norm = self.embedding.norm

@@ -3,9 +3,10 @@
 ViT (Dosovitskiy et al. 2021) cuts each picture into ``patch_size``-sided squares, maps each linearly to
 ``hidden_size`` (Hugging Face's ``patch_embeddings.projection``, a convolution whose kernel is its stride: our
 ``patches`` over each patch's pixels in (channel, row, column) order, the same matrix reshaped), puts a learned
-class token before them and adds learned positions (``embedding image { image N; patch P; class_token true;
-position learned(...) }``); then a pre-norm LayerNorm encoder and a final norm. The classifier reads the class
-token (``head linear(num_labels) pool=first``); the base model has BERT's pooler on it (``pooler tanh``).
+class token before them and adds learned positions (``embedding image { input patches(image=N, patch=P,
+class_token=true); position learned(...) }``); then a pre-norm LayerNorm encoder and a final norm. The classifier
+reads the class token (``head linear(num_labels) pool=first``); the base model has BERT's pooler on it (``pooler
+tanh``).
 Pictures are square (an ``image_size`` or ``patch_size`` of two different sides is refused).
 """
 
@@ -33,21 +34,14 @@ def _square(config) -> bool:
     return _side(config.image_size) is not None and _side(config.patch_size) is not None
 
 
-def _image(f):
-    image = f.embedding.image
-    if image is None:
-        raise f.refuse(f"embedding '{f.embedding.name}' reads tokens, not pictures (image N; patch P)")
-    return image
-
-
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.dim),
     Field("heads", "num_attention_heads", lambda f: f.attention("encoder").heads),
     Field("layers", "num_hidden_layers", lambda f: f.layers("encoder")),
     Field("d_ff", "intermediate_size", lambda f: f.feedforward("encoder").d_ff),
-    Field("image", "image_size", _image, read=lambda c: _side(c.image_size)),
-    Field("patch", "patch_size", lambda f: f.embedding.patch, read=lambda c: _side(c.patch_size)),
-    Field("channels", "num_channels", lambda f: f.embedding.channels),
+    Field("image", "image_size", lambda f: f.input_option("image"), read=lambda c: _side(c.image_size)),
+    Field("patch", "patch_size", lambda f: f.input_option("patch"), read=lambda c: _side(c.patch_size)),
+    Field("channels", "num_channels", lambda f: f.input_option("channels")),
     Field("eps", "layer_norm_eps", lambda f: f.norm_option("encoder", "eps", 1e-5)),
     Field("p_dropout", "hidden_dropout_prob", lambda f: f.residual_dropout("encoder")),
     Field("p_attn_dropout", "attention_probs_dropout_prob", lambda f: f.attention("encoder").dropout),
@@ -88,8 +82,12 @@ defaults {{
   init normal(std={s.init_std})
 }}
 
-embedding image {{ image {s.image}; patch {s.patch}; channels {s.channels}; dim {s.d_model}; class_token true
-                  position learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1); dropout {s.p_dropout} }}
+embedding image {{
+  input patches(image={s.image}, patch={s.patch}, channels={s.channels}, class_token=true)
+  dim {s.d_model}
+  position learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1)
+  dropout {s.p_dropout}
+}}
 
 encoder x {s.layers} {{
   attention self heads={s.heads} bias={s.qkv_bias} out_bias=true
@@ -145,7 +143,7 @@ def _rules(model, prefix: str) -> list[Rule]:
 def from_hf_vit(model, reference) -> None:
     """Copy a ``ViTForImageClassification`` or ``ViTModel``'s weights into ``model`` (every tensor accounted for);
     the spec must be the architecture the reference's configuration describes."""
-    if model.spec.kind != "encoder-only" or model.spec.embeddings[0].image is None:
+    if model.spec.kind != "encoder-only" or model.spec.embeddings[0].input is None:
         raise InteropError(f"{type(reference).__name__} reads pictures into an encoder; spec '{model.spec.name}' "
                            "does not")
     classifier = hasattr(reference, "classifier")
@@ -164,8 +162,8 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
     Family("ViT", ("vit",),
            {"ViTForImageClassification": {"head": True, "pooler": False},
            "ViTModel": {"head": False, "pooler": True}},
-           "ViT: pictures cut into square patches, each mapped linearly (embedding image { image N; patch P; "
-           "class_token true }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
+           "ViT: pictures cut into square patches, each mapped linearly (embedding image { input patches(image=N, "
+           "patch=P, class_token=true) }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
            "token (head linear(num_labels) pool=first), the base model's pooler too",
            module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_vit,
            export=to_hf_vit),

@@ -103,8 +103,7 @@ def example_inputs(model, inputs: list[OnnxInput], batch: int, lengths: dict[str
     for i in inputs:
         embedding = model.embeddings[model.stack_embedding[i.role]]
         if i.kind == "pixels":
-            side = embedding.image
-            out.append(torch.rand(batch, embedding.channels, side, side, generator=generator))
+            out.append(torch.rand(batch, *embedding.shape, generator=generator))
             continue
         length = lengths[i.role]
         if i.kind == "ids":

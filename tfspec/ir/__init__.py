@@ -3,11 +3,11 @@ validation passes (``validate``) and the queries several stages share (``queries
 
 from .graph import Graph, IRError
 from .nodes import (NODE_TYPES, OPS, Add, Attention, BlockInput, BlockOutput, Dropout, Embedding, FeedForward, Head,
-                    Input, LayerKind, Mixer, ModulePath, Node, Norm, Output, Patches, PerLayerInputs, Pooler,
+                    Input, LayerKind, Mixer, ModulePath, Node, Norm, Output, Features, PerLayerInputs, Pooler,
                     PositionEncoding, Projection, Scale, StackInfo, StackParameters, Sublayer)
 
 __all__ = ["Graph", "IRError", "NODE_TYPES", "OPS", "Add", "Attention", "BlockInput", "BlockOutput", "Dropout",
-           "Embedding", "FeedForward", "Head", "Input", "Mixer", "ModulePath", "Node", "Norm", "Output", "Patches",
+           "Embedding", "FeedForward", "Head", "Input", "Mixer", "ModulePath", "Node", "Norm", "Output", "Features",
            "PerLayerInputs", "Pooler",
            "PositionEncoding", "Projection", "Scale", "StackInfo", "LayerKind", "StackParameters", "Sublayer"]
 

@@ -8,8 +8,8 @@ back-edge, so the IR stays a DAG and diagrams show the structure.
 from __future__ import annotations
 
 from ..front import schema as S
-from ..registry import (ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS, POSITIONS, AttentionShape, Param,
-                        combined_reach, linear_params)
+from ..registry import (ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, NORMS, POSITIONS,
+                        AttentionShape, Param, combined_reach, linear_params)
 from . import nodes as ir
 from .graph import Graph
 from .nodes import ModulePath
@@ -87,8 +87,8 @@ class _Builder:
     def embed(self, stack: S.Stack, emb: S.Embedding, length: str) -> str:
         role = stack.role
         path = ("embeddings", emb.name)
-        if emb.image is not None:  # pictures, cut into patches: positions number the patches' sequence
-            positioned = self.patches(role, emb, path)
+        if emb.input is not None:  # what an input kind makes (pictures' patches): positions number its sequence
+            positioned = self.features(role, emb, path)
             terms = [positioned]
         else:
             ids_name = {"encoder": "src", "decoder": "tgt"}.get(role, "tokens") if len(self.spec.stacks) == 2 \
@@ -150,17 +150,15 @@ class _Builder:
                         norm=emb.per_layer_norm, layers=layers, width=width, shape=("batch", length, layers, width),
                         span=emb.span)
 
-    def patches(self, role: str, emb: S.Embedding, path: tuple) -> str:
-        """Pictures (``pixel_values``) cut into patches, each mapped linearly, after the class token."""
-        pixels = self.add(ir.Input, f"{role}.tokens", "pixel_values", name="pixel_values", stack=role,
-                          shape=("batch", emb.channels, emb.image, emb.image))
-        params = {"patches.weight": Param((emb.dim, emb.channels * emb.patch ** 2), "matrix"),
-                  "patches.bias": Param((emb.dim,), "bias"),
-                  **({"class_token": Param((emb.dim,), "embedding")} if emb.class_token else {})}
-        return self.add(ir.Patches, f"{role}.embed", f"Patch Embedding ({emb.patch}×{emb.patch}×{emb.channels} → "
-                        f"{emb.dim}{', class token' if emb.class_token else ''})", [pixels], stack=role,
-                        module=ModulePath(path), params=params, table=emb.name, image=emb.image, patch=emb.patch,
-                        channels=emb.channels, class_token=emb.class_token, width=emb.dim, span=emb.span)
+    def features(self, role: str, emb: S.Embedding, path: tuple) -> str:
+        """An input kind's tensor (``pixel_values``) and the vectors it makes of it (pictures' patches)."""
+        kind, options = INPUTS.of(emb.input)
+        given = self.add(ir.Input, f"{role}.tokens", kind.argument, name=kind.argument, stack=role,
+                         shape=("batch", *kind.shape(options)))
+        return self.add(ir.Features, f"{role}.embed", f"{kind.describe(options)} → {emb.dim}", [given], stack=role,
+                        module=ModulePath(path), params=kind.params(emb.dim, options), table=emb.name,
+                        choice=emb.input, length=kind.length(options), leading=kind.leading(options), width=emb.dim,
+                        span=emb.input.span or emb.span)
 
     # ----------------------------------------------------------- pieces
     def norm(self, node_id, choice: S.Choice, x, width, stack, in_block, module: ModulePath, title="Norm") -> str:

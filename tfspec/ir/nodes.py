@@ -94,7 +94,7 @@ class Node:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Input(Node):
-    """What enters the model: integer ids (tokens or token types), or pictures (``pixel_values``)."""
+    """What enters the model: integer ids (tokens or token types), or an input kind's tensor (``pixel_values``)."""
 
     kind: ClassVar[str] = "input"
     name: str  # the forward's argument: "tokens", "src", "tgt", "token_types"
@@ -111,26 +111,14 @@ class Embedding(Node):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class Patches(Node):
-    """Pictures cut into square patches, each mapped linearly to a vector, after a learned class token (ViT)."""
+class Features(Node):
+    """What an input kind (``registry.INPUTS``) makes of a tensor other than token ids: pictures' patches (ViT)."""
 
-    kind: ClassVar[str] = "patches"
+    kind: ClassVar[str] = "features"
     table: str  # the spec's embedding name
-    image: int  # the side of the square pictures, in pixels
-    patch: int  # the side of a patch
-    channels: int
-    class_token: bool
-
-    @property
-    def features(self) -> int:
-        """What one patch holds: its pixels in every channel."""
-        return self.channels * self.patch ** 2
-
-    @property
-    def length(self) -> int:
-        """The sequence it makes: the patches, after the class token."""
-        return (self.image // self.patch) ** 2 + self.class_token
-
+    choice: S.Choice  # of the input kind, with its options
+    length: int  # the sequence of vectors it makes
+    leading: int = 0  # learned vectors before the rest (a class token)
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Projection(Node):
@@ -312,7 +300,7 @@ class MultiTokenPrediction(Node):
     layers_from: int  # the layer number the first module's layer runs as (the decoder's layer count)
 
 
-NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Patches, Projection, PositionEncoding, PerLayerInputs,
+NODE_TYPES: tuple[type[Node], ...] = (Input, Embedding, Features, Projection, PositionEncoding, PerLayerInputs,
                                       StackParameters, Add, Norm,
                                       Dropout, Scale, Attention, FeedForward, Mixer, BlockInput, BlockOutput, Head,
                                       Pooler, Output, MultiTokenPrediction)

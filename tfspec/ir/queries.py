@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, MASKS, POSITIONS, combined_reach
 from .graph import Graph
 from .nodes import (Add, Attention, BlockOutput, Dropout, FeedForward, Mixer, MultiTokenPrediction, Node, Norm,
-                    Patches, PositionEncoding, Scale, Sublayer, describe_layers)
+                    Features, PositionEncoding, Scale, Sublayer, describe_layers)
 
 __all__ = ["describe_layers"]  # beside the queries defined here; it lives with the node types it describes
 
@@ -204,8 +204,9 @@ def max_length(g: Graph, role: str) -> int | None:
 
 
 def fixed_length(g: Graph, role: str) -> int | None:
-    """The one length a stack runs at, where its input fixes it (pictures: their patches and class token)."""
-    return next((node.length for node in g.of(Patches, stack=role)), None)
+    """The one length a stack runs at, where its input fixes it (an input kind's: pictures' patches and class
+    token)."""
+    return next((node.length for node in g.of(Features, stack=role)), None)
 
 
 def default_length(g: Graph) -> int:

@@ -13,7 +13,7 @@ import networkx as nx
 
 from ..front import schema as S
 from ..errors import Collector, Diagnostic
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, NORMS, POSITIONS
+from ..registry import ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, NORMS, POSITIONS
 from . import nodes as ir
 from .graph import Graph
 from .lower import lower
@@ -66,8 +66,8 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
         scheme, options = POSITIONS.of(emb.position)
         problem = scheme.misplaced("embedding", emb.position)
         if problem is None:
-            grid = emb.image // emb.patch if emb.image is not None else None
-            problem = scheme.embedding_problem(options, emb.dim, grid, emb.class_token)
+            grid, leading = _grid_of(emb)
+            problem = scheme.embedding_problem(options, emb.dim, grid, leading > 0)
         if problem is not None:
             errors.error(problem.code, problem.message, emb.position.span or emb.span, problem.hint)
     for node in g.of(ir.Attention):
@@ -218,7 +218,7 @@ def infer_shapes(g: Graph, spec: S.Spec, errors: Collector) -> None:
             pass  # ids, or a stack's parameters (()): set when lowered
         elif isinstance(node, ir.Embedding):
             shape = (*ins[0], node.width)
-        elif isinstance(node, ir.Patches):
+        elif isinstance(node, ir.Features):
             shape = (ins[0][0], node.length, node.width)
         elif isinstance(node, ir.PositionEncoding):
             shape = (ins[0][1], node.width)  # the length of the ids, or of the patches' sequence
@@ -264,25 +264,41 @@ def check_embeddings_read(g: Graph, spec: S.Spec, errors: Collector) -> None:
                          f"read it with `embedding {emb.name}` in a stack body, or remove it")
 
 
-def check_images(g: Graph, spec: S.Spec, errors: Collector) -> None:
-    """Pictures feed an encoder-only model (ViT), whose positions (a learned table) cover its patches; its head
-    reads the class token or the mean of the patches."""
-    for node in g.of(ir.Patches):
+def _grid_of(emb: S.Embedding) -> tuple[int | None, int]:
+    """The square grid an embedding's input kind lays its vectors in (None: tokens, or none), and how many learned
+    vectors come before them."""
+    if emb.input is None:
+        return None, 0
+    kind, options = INPUTS.of(emb.input)
+    return kind.grid(options), kind.leading(options)
+
+
+def check_inputs(g: Graph, spec: S.Spec, errors: Collector) -> None:
+    """An input kind (pictures' patches) feeds the encoder of an encoder-only model, whose positions cover the
+    sequence it makes; a head over it reads one vector per example (a class token, or the mean). The input kind's
+    own objections to its options at this width."""
+    for node in g.of(ir.Features):
         emb = spec.embedding(node.table)
+        kind, options = INPUTS.of(node.choice)
+        for problem in kind.check(options, emb.dim):
+            errors.error(problem.code, problem.message, node.choice.span or emb.span, problem.hint)
         if spec.kind != "encoder-only":
-            errors.error("structure", f"embedding '{emb.name}' reads images, which feed an encoder-only model "
+            errors.error("structure", f"embedding '{emb.name}' reads {kind.what}, which feed an encoder-only model "
                          f"(ViT); this model is {spec.kind}", emb.span, "read it with an `encoder x N` stack alone")
-        scheme, options = POSITIONS.of(emb.position)
-        objected = scheme.embedding_problem(options, emb.dim, emb.image // emb.patch, emb.class_token) is not None
+        scheme, position_options = POSITIONS.of(emb.position)
+        grid, leading = _grid_of(emb)
+        objected = scheme.embedding_problem(position_options, emb.dim, grid, leading > 0) is not None
         limit = length_limit(g, node.stack)
         if limit is not None and limit[0] < node.length and not objected:  # (else the scheme says why: check_variants)
+            before = f" and {node.leading} learned vector{'s' if node.leading > 1 else ''} before them" \
+                if node.leading else ""
             errors.error("shape", f"{limit[1]} cover {limit[0]} positions, but embedding '{emb.name}' makes "
-                         f"{node.length} ({node.length - node.class_token} patches"
-                         f"{' and a class token' if node.class_token else ''})",
+                         f"{node.length} ({node.length - node.leading} from its {kind.what}{before})",
                          emb.position.span or emb.span, f"cover {node.length} positions")
-    if spec.head is not None and spec.head.pool is None and any(True for _ in g.of(ir.Patches)):
-        errors.error("structure", "a head over images needs a vector per picture: pool=first reads the class "
-                     "token, pool=mean the mean of the positions", spec.head.span, "add pool=first (ViT's)")
+        if spec.head is not None and spec.head.pool is None:
+            errors.error("structure", f"a head over {kind.what} needs a vector for each: pool=first reads the "
+                         "first position (a class token), pool=mean the mean of the positions", spec.head.span,
+                         "add pool=first (ViT's)")
 
 
 PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [
@@ -292,7 +308,7 @@ PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [
     infer_shapes,                  # symbolic shapes along every edge
     check_tied_head,               # tied head matches its embedding
     check_embeddings_read,         # no embedding that no stack reads
-    check_images,                  # pictures feed an encoder-only model whose positions cover their patches
+    check_inputs,                  # an input kind feeds an encoder-only model whose positions cover its sequence
     check_variants,                # each variant's own checks; positions where they act
     check_per_layer,               # per-layer inputs made for one stack, read there as wide as made
     check_mtp,                     # multi-token prediction's layers run on their own

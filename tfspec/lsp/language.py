@@ -26,11 +26,12 @@ from ..front import resolve as R
 from ..front import words
 from ..front.syntax import (Arg, Assignment, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl, Module,
                             MtpDecl, PoolerDecl, Setting, StackDecl, names, parse_module)
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, MASKS, NORMS, POSITIONS, Registry, format_value,
-                        option_docs)
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, NORMS, POSITIONS, Registry,
+                        format_value, option_docs)
 
 Position = tuple[int, int]  # 0-based line and column, in characters
-FAMILIES: tuple[Registry, ...] = (ATTENTION_KINDS, MASKS, POSITIONS, NORMS, ACTIVATIONS, FEEDFORWARD_KINDS, INITS)
+FAMILIES: tuple[Registry, ...] = (ATTENTION_KINDS, MASKS, POSITIONS, NORMS, ACTIVATIONS, FEEDFORWARD_KINDS, INITS,
+                                  INPUTS)
 
 
 # ---------------------------------------------------------------- a checked document
@@ -516,7 +517,7 @@ def _embedding_text(doc: Document, name: str) -> str:
     text = f"**embedding {name}**"
     if doc.spec is not None:
         e = doc.spec.embedding(name)
-        what = f"pictures {e.image}×{e.image} in patches of {e.patch}" if e.image else f"vocab {e.vocab:,}"
+        what = f"input {INPUTS.label(e.input)}" if e.input is not None else f"vocab {e.vocab:,}"
         text += f" — {what}, dim {e.dim}"
     return text
 
@@ -535,7 +536,7 @@ def _parameters_at(doc: Document, offset: int, keyword: str) -> str | None:
         stack = doc.spec.encoder if keyword == "encoder" else doc.spec.decoder
         total = sum(r.cost.params for r in rows if r.stack == keyword)
         layers = sum(r.cost.params for r in rows if r.stack == keyword and graph.nodes[r.node]["node"].in_block)
-        embedded = " its embedding included" if any(r.stack == keyword and issubclass(r.node_type, (ir.Embedding, ir.Patches))
+        embedded = " its embedding included" if any(r.stack == keyword and issubclass(r.node_type, (ir.Embedding, ir.Features))
                                                     for r in rows) else ""
         return (f"{total:,} parameters in the {keyword},{embedded} ({layers:,} in its {stack.repeat} layers, "
                 f"{layers // max(stack.repeat, 1):,} a layer)")

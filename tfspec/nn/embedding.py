@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .checks import check_pixels
+
 
 class SinusoidalPositions(nn.Module):
     """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)) (Vaswani et al., 3.5); with
@@ -106,7 +108,8 @@ class PatchEmbeddings(nn.Module):
     """Pictures ``(batch, channels, image, image)`` cut into ``patch``-sided squares, each mapped linearly
     (``patches``, over its pixels in (channel, row, column) order: a convolution whose kernel is its stride, as
     ViT's) to a vector, after a learned ``class_token``; then positions, norm, dropout and ``project``, as
-    ``Embeddings`` does for tokens."""
+    ``Embeddings`` does for tokens (``tfspec.variants.patches``). ``shape``: one picture's; ``length``: the
+    sequence it makes; ``check``: a wrong argument refused, naming it."""
 
     vocab = None  # no token table
     segments = None
@@ -118,6 +121,7 @@ class PatchEmbeddings(nn.Module):
         self.image, self.patch, self.channels, self.dim = image, patch, channels, dim
         self.width = project or dim
         self.length = (image // patch) ** 2 + class_token  # the sequence it hands its stack
+        self.shape = (channels, image, image)
         self.patches = nn.Linear(channels * patch * patch, dim)
         self.class_token = nn.Parameter(torch.empty(dim)) if class_token else None
         self.positions = positions
@@ -138,6 +142,9 @@ class PatchEmbeddings(nn.Module):
             x = x + self.positions(positions).to(x.dtype)
         x = self.dropout(self.norm(x))
         return x if self.project is None else self.project(x)
+
+    def check(self, name: str, pixels, device: torch.device) -> None:
+        check_pixels(name, pixels, self.channels, self.image, device)
 
     def extra_repr(self) -> str:
         return f"image={self.image}, patch={self.patch}, channels={self.channels}"

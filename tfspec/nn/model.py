@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, fx, nn
 
-from .checks import check_ids, check_memory, check_padding_mask, check_pixels, check_runtime_inputs
+from .checks import check_ids, check_memory, check_padding_mask, check_runtime_inputs
 from .context import Context
 from .embedding import Embeddings, default_positions
 from .per_layer import CARRIED as PER_LAYER
@@ -162,10 +162,10 @@ class CompiledModel(nn.Module):
         stack = getattr(self, role)
         positions = inputs.get("position_ids")
         embedding = self.embeddings[self.stack_embedding[role]]
-        sequence = ids  # what the stack's positions number: the ids, or the patches of pictures
-        if embedding.vocab is None:  # pictures
+        sequence = ids  # what the stack's positions number: the ids, or the vectors an input kind makes
+        if embedding.vocab is None:  # an input kind's tensor (pictures)
             if self.check_inputs:
-                check_pixels(name, ids, embedding.channels, embedding.image, self.device)
+                embedding.check(name, ids, self.device)
             sequence = torch.zeros(ids.shape[0], embedding.length, dtype=torch.long, device=ids.device)
         elif self.check_inputs and not isinstance(offset, Tensor):  # (a tensor: a compiled decode step's,
             check_ids(name, ids, embedding.vocab, self.device, self.max_len[role], offset,  # checked before)

@@ -1,4 +1,4 @@
-"""Registries of the variants a spec can name: attention kinds, masks, norms, positions, activations, inits.
+"""Registries of the variants a spec can name: attention kinds, masks, norms, positions, activations, inits, inputs.
 
 Each variant is one small class in its own file under ``tfspec/variants/`` that
 registers itself; the package imports every file there, so adding a variant is
@@ -21,7 +21,7 @@ contract, and every stage asks it rather than testing its name:
 
 The contracts live beside this file, one per family of variants, each with its registry: ``contract`` (what all
 declare, and the ``Registry``), ``attention``, ``position``, ``mask``, ``layer`` (activations, feed-forward kinds,
-norms, mixers, inits).
+norms, mixers, inits), ``inputs`` (what an embedding reads other than token ids).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .attention import ATTENTION_KINDS, ATTENTION_STEPS, AttentionConfig, Attent
 from .contract import (LAYER, POSITION_IDS, AttentionShape, ComplexityClass, Constructor, LayerIndex, NoOptions, Param,
                        Problem, Registry, Role, RuntimeInput, Shape, StackOwned, Variant, built_value, format_value,
                        linear_params, option_docs)
+from .inputs import INPUTS, InputKind
 from .layer import (ACTIVATIONS, FEEDFORWARD_KINDS, INITS, MIXERS, NORMS, Activation, FeedForwardKind, Init, Norm,
                     TokenMixer)
 from .mask import MASKS, Mask, combined_reach
@@ -41,9 +42,10 @@ def attention_inputs(body) -> tuple[RuntimeInput, ...]:
     return ATTENTION_KINDS[body.kind.name].inputs + tuple(i for m in body.mask for i in MASKS[m.name].inputs)
 
 
-__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "FEEDFORWARD_KINDS", "INITS", "LAYER", "MASKS", "MIXERS",
-           "NORMS", "POSITIONS", "POSITION_IDS", "Activation", "AttentionConfig", "AttentionKind", "AttentionShape",
-           "AttentionStepKind", "ComplexityClass", "Constructor", "FeedForwardKind", "Init", "LayerIndex", "Mask",
-           "NoOptions", "Norm", "Param", "Position", "Problem", "Registry", "Role", "RuntimeInput", "Shape",
-           "StackOwned", "TokenMixer", "Variant", "attention_inputs", "built_value", "combined_reach", "format_value",
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "FEEDFORWARD_KINDS", "INITS", "INPUTS",
+           "LAYER", "MASKS", "MIXERS", "NORMS", "POSITIONS", "POSITION_IDS", "Activation",
+           "AttentionConfig", "AttentionKind", "AttentionShape", "AttentionStepKind", "ComplexityClass",
+           "Constructor", "FeedForwardKind", "Init", "InputKind", "LayerIndex", "Mask", "NoOptions", "Norm",
+           "Param", "Position", "Problem", "Registry", "Role", "RuntimeInput", "Shape", "StackOwned",
+           "TokenMixer", "Variant", "attention_inputs", "built_value", "combined_reach", "format_value",
            "linear_params", "option_docs"]

@@ -8,10 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import LengthError
+from ..registry import INPUTS
 from .config import TrainConfig
 from .corpus import PairData, TextData, positions_in_documents
-from .data import (BOS, DIGIT_CLASSES, EOS, EVAL, IGNORE, PAD, SEP, TRAIN, Batch, DataError, TaskData, Vocabulary,
-                   digit_pictures, generator_for, mlm_batch, prompted_batch, seq2seq_batch)
+from .data import (BOS, EOS, EVAL, IGNORE, PAD, SEP, TRAIN, Batch, DataError, TaskData, Vocabulary, generator_for,
+                   mlm_batch, prompted_batch, seq2seq_batch)
 from .decoding import Continuation, Restricted, sample
 from .distributed import World, all_sum, unwrap
 
@@ -29,7 +30,7 @@ class Objective:
         if config.batch % world.size:
             raise DataError(f"--batch {config.batch} is the global batch, shared equally among {world.size} "
                             f"workers; make it a multiple of {world.size}")
-        self.text = self.pairs = self.tasks = self.pictures = None
+        self.text = self.pairs = self.tasks = self.generated = None
         self.notes: list[str] = []
         if spec.head is None:
             shipped = ("; examples/bert_base_mlm.tfs is BERT-base with its masked-language-modelling head"
@@ -41,8 +42,8 @@ class Objective:
             raise DataError(f"--{'tokenizer' if config.tokenizer else 'eval-data'} goes with --data; a task's "
                             "sequences are letters")
         embedding = spec.embedding(spec.stacks[0].embedding)
-        if embedding.image is not None:  # pictures: the generated digits, classified
-            self.read_pictures(embedding, spec, source, vocab)
+        if embedding.input is not None:  # pictures: the input kind's generated task (the digits), classified
+            self.read_examples(embedding, spec, source, vocab)
             return
         stack = getattr(model, spec.stacks[0].role)
         # the run-time input that keeps packed documents apart, when the spec's masks read one
@@ -75,20 +76,21 @@ class Objective:
             "tgt": spec.kind == "encoder-decoder" and decoder.masks_padding}
         self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(config.eval_size / self.rows))]
 
-    def read_pictures(self, embedding, spec, source, vocab) -> None:
-        """A model of pictures learns to classify the generated digits (``digit_pictures``) at its pictures' size;
-        its head's outputs are the classes."""
+    def read_examples(self, embedding, spec, source, vocab) -> None:
+        """A model of an input kind's tensors (pictures) learns the task it generates (the digits, classified) at
+        its size; its head's outputs are the classes."""
+        kind, options = INPUTS.of(embedding.input)
         if source is not None or vocab is not None:
-            raise DataError(f"{spec.name} reads pictures: it trains on the generated digits, not on "
+            raise DataError(f"{spec.name} reads {kind.what}: it trains on the generated {kind.task}, not on "
                             f"{'--data' if source is not None else 'the token vocabulary of these weights'}")
-        if spec.head.out < DIGIT_CLASSES:
-            raise DataError(f"the head has {spec.head.out} outputs, but the digits task has {DIGIT_CLASSES} classes; "
-                            f"give it linear({DIGIT_CLASSES}) or more")
-        digit_pictures(1, embedding.image, embedding.channels, torch.Generator())  # (refuses pictures too small)
-        self.pictures, self.vocab, self.padding = embedding, None, {}
-        self.notes.append(f"classifying generated digits 0-{DIGIT_CLASSES - 1} in {embedding.image}×{embedding.image} "
-                          f"pictures of {embedding.channels} channel{'s' if embedding.channels > 1 else ''}, "
-                          "at random places and brightness, over noise")
+        if spec.head.out < kind.classes:
+            raise DataError(f"the head has {spec.head.out} outputs, but the {kind.task} task has {kind.classes} "
+                            f"classes; give it linear({kind.classes}) or more")
+        problem = kind.task_problem(options)
+        if problem is not None:
+            raise DataError(problem.message)
+        self.generated, self.vocab, self.padding = (kind, options), None, {}
+        self.notes.append(kind.task_note(options))
         self.eval_set = [self.batch(EVAL, i) for i in range(math.ceil(self.config.eval_size / self.rows))]
 
     def _packing_note(self) -> str:
@@ -157,9 +159,10 @@ class Objective:
         c = self.config
         generator = generator_for(c.seed, stream, index * c.accumulate + micro if stream == TRAIN else index)
         evaluation = stream == EVAL
-        if self.pictures is not None:  # (held out by their own stream of the generator)
-            pixels, labels = digit_pictures(self.rows, self.pictures.image, self.pictures.channels, generator)
-            return Batch({"pixel_values": pixels}, labels)
+        if self.generated is not None:  # (held out by their own stream of the generator)
+            kind, options = self.generated
+            given, labels = kind.examples_of(options, self.rows, generator)
+            return Batch({kind.argument: given}, labels)
         if self.pairs is not None:
             src, tgt, src_lengths, tgt_lengths = self.pairs.batch(self.rows, generator, evaluation)
             return seq2seq_batch(src, tgt, src_lengths, self.padding, tgt_lengths, self.vocab)
@@ -204,7 +207,7 @@ class Objective:
             if language_model:
                 text_bytes += byte_lengths[batch.labels[labelled].cpu()].sum().item()
         nll, correct, total, text_bytes = all_sum([nll, correct, total, text_bytes], self.world)
-        if self.pictures is not None:  # one label per picture
+        if self.generated is not None:  # one label per picture
             model.train(was_training)
             return {"eval_loss": nll / total, "accuracy": correct / total}
         metrics = {"eval_loss": nll / total, "token_accuracy": correct / total}

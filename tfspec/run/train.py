@@ -88,8 +88,8 @@ def train(spec, config: TrainConfig | None = None, run_dir: str | Path | None = 
         if initial is not None and initial.vocab is not None and config.tokenizer is not None:
             raise DataError(f"--init {shown(config.init)}: its weights come with their vocabulary "
                             f"({initial.vocab.describe()}); drop --tokenizer")
-        if (initial is not None and initial.vocab is None and config.tokenizer is None  # (pictures need none)
-                and parse(spec_text, file=name, overrides=overrides).embeddings[0].image is None):
+        if (initial is not None and initial.vocab is None and config.tokenizer is None  # (an input kind needs none)
+                and parse(spec_text, file=name, overrides=overrides).embeddings[0].input is None):
             raise DataError(f"--init {shown(config.init)}: the weights come without a tokenizer; name the one they "
                             "were "
                             "trained with: --tokenizer PATH/tokenizer.json")

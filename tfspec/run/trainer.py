@@ -229,7 +229,7 @@ class Trainer:
                 elif run.step % log_every == 0 or run.step in (first_step + 1, self.last_step):  # not a terminal
                     per_step = (time.perf_counter() - started) / (run.step - first_step)
                     extra = "".join(f", {k} {v:.4f}" for k, v in self.auxiliary.items())
-                    unit = "pictures" if self.objective.pictures is not None else "tokens"
+                    unit = self.objective.generated[0].what if self.objective.generated is not None else "tokens"
                     self.log(f"step {run.step:,}/{config.steps:,}: loss {loss:.4f}{extra}, lr {lr:.2e}, {speed:,.0f} "
                              f"{unit}/s, ETA {'at most ' if self.stops.until else ''}"
                              f"{duration(per_step * (self.last_step - run.step))}")

@@ -7,7 +7,7 @@ column: ``[sin(row) | cos(row) | sin(col) | cos(col)]`` (``columns_first``: the 
 released weights). Computed in float64 as Hugging Face's ``build_2d_sinusoidal_position_embedding`` is, then cast;
 nothing is learned and nothing lands in the state dict. Token sequences are numbered in the same grid.
 
-    embedding image { image 224; patch 16; dim 768; class_token true; position sinusoidal_2d(14) }
+    embedding image { input patches(image=224, patch=16, class_token=true); dim 768; position sinusoidal_2d(14) }
 """
 
 import math
