@@ -37,12 +37,13 @@ def load_emitted(source: str):
 
 
 def inputs(model, generator: torch.Generator, lengths=(11, 7)) -> tuple[tuple, dict]:
-    """Random ids (or pictures) for each stack, and left-padded rows wherever the spec reads padding."""
+    """Random ids (or an input kind's tensors: pictures, spectrograms) for each stack, and left-padded rows wherever
+    the spec reads padding."""
     args, kwargs = [], {}
     for stack, length in zip(model.spec.stacks, lengths if len(model.spec.stacks) == 2 else lengths[:1]):
         embedding = model.embeddings[model.stack_embedding[stack.role]]
-        if embedding.vocab is None:  # pictures
-            args.append(torch.randn(2, embedding.channels, embedding.image, embedding.image, generator=generator))
+        if embedding.vocab is None:  # an input kind's
+            args.append(torch.randn(2, *embedding.shape, generator=generator))
             continue
         args.append(torch.randint(0, embedding.vocab, (2, length), generator=generator))
     names = ("src", "tgt") if len(args) == 2 else ("",)

@@ -58,7 +58,7 @@ def test_the_cost_is_what_the_flop_counter_and_autograd_see(cls, pool):
     ("embedding image { input patches(12, 4) }\nencoder x 1 { attention self heads=3 }", "needs 'dim'"),
     ("embedding t { vocab 30; patch 4; dim 24 }\nencoder x 1 { attention self heads=3 }", "patch"),
     ("embedding image { input patches(12, 4); dim 24 }\ndecoder x 1 { attention self heads=3 mask=causal }",
-     "feed an encoder-only model"),
+     "which feed an encoder (ViT's, Whisper's); here the decoder reads it"),
     ("embedding image { input patches(12, 4, class_token=true); dim 24; position learned(8) }\n"
      "encoder x 1 { attention self heads=3 }",
      "learned positions cover 8 positions, but embedding 'image' makes 10 (9 from its pictures and 1 learned "

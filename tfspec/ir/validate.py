@@ -274,17 +274,19 @@ def _grid_of(emb: S.Embedding) -> tuple[int | None, int]:
 
 
 def check_inputs(g: Graph, spec: S.Spec, errors: Collector) -> None:
-    """An input kind (pictures' patches) feeds the encoder of an encoder-only model, whose positions cover the
-    sequence it makes; a head over it reads one vector per example (a class token, or the mean). The input kind's
-    own objections to its options at this width."""
+    """An input kind (pictures' patches, spectrograms) feeds an encoder (of an encoder-only model, ViT's; or of an
+    encoder-decoder, Whisper's), whose positions cover the sequence it makes; a head over an encoder alone reads
+    one vector per example (a class token, or the mean). The input kind's own objections to its options at this
+    width."""
     for node in g.of(ir.Features):
         emb = spec.embedding(node.table)
         kind, options = INPUTS.of(node.choice)
         for problem in kind.check(options, emb.dim):
             errors.error(problem.code, problem.message, node.choice.span or emb.span, problem.hint)
-        if spec.kind != "encoder-only":
-            errors.error("structure", f"embedding '{emb.name}' reads {kind.what}, which feed an encoder-only model "
-                         f"(ViT); this model is {spec.kind}", emb.span, "read it with an `encoder x N` stack alone")
+        if node.stack != "encoder":
+            errors.error("structure", f"embedding '{emb.name}' reads {kind.what}, which feed an encoder (ViT's, "
+                         f"Whisper's); here the {node.stack} reads it", emb.span,
+                         "read it with an `encoder x N` stack (a decoder reads token ids)")
         scheme, position_options = POSITIONS.of(emb.position)
         grid, leading = _grid_of(emb)
         objected = scheme.embedding_problem(position_options, emb.dim, grid, leading > 0) is not None
@@ -295,7 +297,7 @@ def check_inputs(g: Graph, spec: S.Spec, errors: Collector) -> None:
             errors.error("shape", f"{limit[1]} cover {limit[0]} positions, but embedding '{emb.name}' makes "
                          f"{node.length} ({node.length - node.leading} from its {kind.what}{before})",
                          emb.position.span or emb.span, f"cover {node.length} positions")
-        if spec.head is not None and spec.head.pool is None:
+        if spec.kind == "encoder-only" and spec.head is not None and spec.head.pool is None:
             errors.error("structure", f"a head over {kind.what} needs a vector for each: pool=first reads the "
                          "first position (a class token), pool=mean the mean of the positions", spec.head.span,
                          "add pool=first (ViT's)")

@@ -61,6 +61,20 @@ def check_pixels(name: str, pixels, channels: int, image: int, device: torch.dev
     return pixels
 
 
+def check_features(name: str, features, mels: int, frames: int, device: torch.device) -> Tensor:
+    """Log-mel spectrograms ``(batch, mels, frames)`` of floating-point values."""
+    features = _tensor(name, features, "log-mel features")
+    if not features.is_floating_point():
+        raise ValueError(f"{name} must hold log-mel features as floating-point numbers, got {features.dtype}")
+    if features.dim() != 3 or tuple(features.shape[1:]) != (mels, frames):
+        raise ValueError(f"{name} must be shaped (batch, {mels}, {frames}): spectrograms of {mels} mel bins and "
+                         f"{frames} frames; got {tuple(features.shape)}")
+    if features.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(features.shape)}); give at least one spectrogram")
+    _same_device(name, features, device)
+    return features
+
+
 def check_padding_mask(name: str, mask, like: Tensor, like_name: str, used: bool, hint: str) -> None:
     if mask is None:
         return

@@ -5,25 +5,31 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .checks import check_pixels
+from .checks import check_features, check_pixels
 
 
 class SinusoidalPositions(nn.Module):
     """PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(p / 10000^(2i/d)) (Vaswani et al., 3.5); with
-    ``halves`` the sines fill the first half and the cosines the second (Marian, fairseq).
+    ``halves`` the sines fill the first half and the cosines the second (Marian, fairseq); with ``endpoint`` too,
+    the frequencies are 10000^(-i / (d/2 - 1)), the last exactly 1/10000 (Whisper's ``sinusoids``).
 
     Computed on the fly in float32 (cheap next to attention), so no table
     limits the length and nothing lands in the state dict.
     """
 
-    def __init__(self, dim: int, halves: bool = False):
+    def __init__(self, dim: int, halves: bool = False, endpoint: bool = False):
         super().__init__()
-        self.dim, self.halves = dim, halves
+        self.dim, self.halves, self.endpoint = dim, halves, endpoint
 
     def forward(self, positions: Tensor) -> Tensor:
         half = (self.dim + 1) // 2
+        if self.endpoint:  # in float32, in Whisper's order of operations: its checkpoints hold this table
+            frequencies = torch.exp(-math.log(10000.0) / max(half - 1, 1) * torch.arange(half, device=positions.device))
+            angles = positions[..., None] * frequencies
+            return torch.cat((angles.sin(), angles[..., : self.dim - half].cos()), dim=-1)
         if self.halves:  # every sine, then every cosine, in float64 as Marian's numpy table is (then float32)
             frequencies = 10000.0 ** (-2.0 * torch.arange(half, device=positions.device, dtype=torch.float64) / self.dim)
             angles = positions.to(torch.float64)[..., None] * frequencies
@@ -35,7 +41,7 @@ class SinusoidalPositions(nn.Module):
         return table[..., : self.dim]
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}" + (", halves" if self.halves else "")
+        return f"dim={self.dim}" + (", halves" if self.halves else "") + (", endpoint" if self.endpoint else "")
 
 
 class OffsetPositions(nn.Embedding):
@@ -148,6 +154,46 @@ class PatchEmbeddings(nn.Module):
 
     def extra_repr(self) -> str:
         return f"image={self.image}, patch={self.patch}, channels={self.channels}"
+
+
+class AudioEmbeddings(nn.Module):
+    """Log-mel spectrograms ``(batch, mels, frames)`` through a 1-D convolution of ``kernel`` taps to ``dim``, GELU,
+    a second of stride 2, GELU, each padded by ``kernel // 2`` a side (Whisper's front end,
+    ``tfspec.variants.audio``); then positions, norm, dropout and ``project``, as ``Embeddings`` does for tokens."""
+
+    vocab = None  # no token table
+    segments = None
+    per_layer = None  # (per-layer inputs are of token ids)
+
+    def __init__(self, mels: int, frames: int, kernel: int, dim: int, positions: nn.Module | None, norm: nn.Module,
+                 dropout: float, project: int | None = None):
+        super().__init__()
+        self.mels, self.frames, self.dim = mels, frames, dim
+        self.width = project or dim
+        self.length = (frames - 1) // 2 + 1  # the sequence it hands its stack: one vector per pair of frames
+        self.shape = (mels, frames)
+        self.conv1 = nn.Conv1d(mels, dim, kernel, padding=kernel // 2)
+        self.conv2 = nn.Conv1d(dim, dim, kernel, stride=2, padding=kernel // 2)
+        self.positions = positions
+        self.norm = norm
+        self.dropout = nn.Dropout(dropout)
+        self.project = nn.Linear(dim, project) if project else None
+
+    def forward(self, features: Tensor, positions: Tensor, token_types: Tensor | None = None,
+                tokens: nn.Module | None = None) -> Tensor:
+        """``features`` (batch, mels, frames) at position ids ``positions`` -> (batch, length, dim)."""
+        x = F.gelu(self.conv1(features.to(self.conv1.weight.dtype)))
+        x = F.gelu(self.conv2(x)).transpose(1, 2)
+        if self.positions is not None:
+            x = x + self.positions(positions).to(x.dtype)
+        x = self.dropout(self.norm(x))
+        return x if self.project is None else self.project(x)
+
+    def check(self, name: str, features, device: torch.device) -> None:
+        check_features(name, features, self.mels, self.frames, device)
+
+    def extra_repr(self) -> str:
+        return f"mels={self.mels}, frames={self.frames}"
 
 
 class Sinusoidal2DPositions(nn.Module):

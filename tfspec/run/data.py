@@ -575,3 +575,27 @@ def mlm_batch(tokens: Tensor, generator: torch.Generator, vocab, padding: bool) 
         model_inputs["padding_mask"] = (tokens == vocab.pad if vocab.pad is not None
                                         else torch.zeros_like(tokens, dtype=torch.bool))
     return Batch(model_inputs, labels)
+
+
+# ---------------------------------------------------------------- spectrograms: generated tones
+TONE_CLASSES = 10
+
+
+def tone_spectrograms(count: int, mels: int, frames: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """``count`` log-mel spectrograms ``(count, mels, frames)`` of tones and their labels ``(count,)``: tone k
+    lights the k-th tenth of the mel bins, louder by a random amount, over a random stretch of at least half the
+    frames, over Gaussian noise (std 0.25); values roughly in [-1, 1.5]. The same generator state draws the same
+    spectrograms. Fewer than ten bins cannot hold ten tones apart."""
+    if mels < TONE_CLASSES:
+        raise DataError(f"spectrograms of {mels} mel bins cannot hold {TONE_CLASSES} tones apart: the tones task "
+                        f"needs mels={TONE_CLASSES} or more")
+    labels = torch.randint(0, TONE_CLASSES, (count,), generator=generator)
+    loudness = 0.75 + 0.75 * torch.rand(count, generator=generator)
+    lengths = frames - (frames // 2) * torch.rand(count, generator=generator)  # at least half the frames
+    starts = torch.rand(count, generator=generator) * (frames - lengths + 1)
+    features = 0.25 * torch.randn(count, mels, frames, generator=generator) - 0.5
+    for i in range(count):
+        low, high = labels[i] * mels // TONE_CLASSES, (labels[i] + 1) * mels // TONE_CLASSES
+        start = int(starts[i])
+        features[i, low:high, start:start + int(lengths[i])] += loudness[i]
+    return features, labels

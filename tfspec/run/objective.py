@@ -83,6 +83,10 @@ class Objective:
         if source is not None or vocab is not None:
             raise DataError(f"{spec.name} reads {kind.what}: it trains on the generated {kind.task}, not on "
                             f"{'--data' if source is not None else 'the token vocabulary of these weights'}")
+        if spec.kind != "encoder-only":
+            raise DataError(f"{spec.name} reads {kind.what} into an encoder-decoder; the generated {kind.task} are "
+                            "classified by an encoder alone, and tfspec train has no generated task with targets "
+                            "to decode from them")
         if spec.head.out < kind.classes:
             raise DataError(f"the head has {spec.head.out} outputs, but the {kind.task} task has {kind.classes} "
                             f"classes; give it linear({kind.classes}) or more")

@@ -10,17 +10,27 @@ MAX_POSITIONS = 1 << 20
 @POSITIONS.register
 class Sinusoidal(Position):
     name = "sinusoidal"
-    doc = ("sinusoidal(halves=false): fixed sin/cos of geometric wavelengths (Vaswani et al. 2017, section 3.5), "
-           "interleaved; halves=true puts every sine first, then every cosine (Marian, fairseq)")
-    examples = ({}, {"halves": True})
+    doc = ("sinusoidal(halves=false, endpoint=false): fixed sin/cos of geometric wavelengths (Vaswani et al. 2017, "
+           "section 3.5), interleaved; halves=true puts every sine first, then every cosine (Marian, fairseq); "
+           "endpoint=true spaces the d/2 frequencies from 1 to 1/10000 inclusive (Whisper's)")
+    examples = ({}, {"halves": True}, {"halves": True, "endpoint": True})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
         halves: bool = False  # [sin | cos] instead of sin and cos interleaved
+        endpoint: bool = False  # the last frequency 1/10000 exactly: 10000^(-i / (d/2 - 1)), Whisper's
+
+        @model_validator(mode="after")
+        def _whisper(self):
+            if self.endpoint and not self.halves:
+                raise ValueError("endpoint=true is Whisper's ladder of frequencies, written in [sin | cos] halves: "
+                                 "write halves=true too")
+            return self
 
     def module(self, dim, options):
         from ..nn.embedding import SinusoidalPositions
-        return Constructor(SinusoidalPositions, (dim,), {"halves": options.halves} if options.halves else {})
+        chosen = {k: v for k, v in options.model_dump().items() if v}
+        return Constructor(SinusoidalPositions, (dim,), chosen)
 
 
 @POSITIONS.register
