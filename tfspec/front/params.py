@@ -256,6 +256,7 @@ def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("kind", choice(ATTENTION_KINDS), S.Choice(name="dot")),
             Param("bias", as_bool, d["bias"]),
             Param("out_bias", as_bool, None),  # None: as bias
+            Param("key_bias", as_bool, None),  # None: as bias
             Param("mask", as_mask, ()),
             Param("memory", word("encoder"), None),
             Param("attn_dropout", as_float, d["attn_dropout"]),

@@ -405,6 +405,10 @@ class Stacks:
                                  spans["qk_norm_after"], "give qk_norm=rmsnorm, or leave qk_norm_after out")
             fields["dropout"] = values["attn_dropout"]
             fields["out_bias"] = values["bias"] if values["out_bias"] is None else values["out_bias"]
+            if values["key_bias"] and not values["bias"]:
+                raise spec_error("value", "key_bias=true biases the keys' rows of the q/k/v projections, which have "
+                                 "no bias here (bias=false)", spans["key_bias"], "give bias=true, or drop key_bias")
+            fields["key_bias"] = values["bias"] if values["key_bias"] is None else values["key_bias"]
             # a stack's position scheme is for its self-attentions: a cross-attention's keys are another sequence
             fields["position"] = values["position"] or (d["position"] if values["reads"] == "self"
                                                         else S.Choice(name="none"))

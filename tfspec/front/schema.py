@@ -60,6 +60,9 @@ class Attention(Node):
     kind: Choice
     bias: bool  # on the q/k/v projections
     out_bias: bool  # on the output projection
+    # with bias: the keys' too. Whisper's keys have none: a key's bias adds one value to all of a query's scores,
+    # which softmax ignores
+    key_bias: bool = True
     mask: tuple[Choice, ...] = ()  # empty: no mask
     dropout: Rate = 0.0  # on the attention probabilities
     kv_heads: Dim | None = None  # None: one key/value head per query head

@@ -75,6 +75,8 @@ DOCS: dict[tuple[str, str], str] = {
     (ATTENTION, "kind"): "how queries meet keys (dot, additive, linformer(k), latent(...), ...)",
     (ATTENTION, "bias"): "whether the q, k, v projections have a bias",
     (ATTENTION, "out_bias"): "whether the output projection has a bias (default: as `bias`)",
+    (ATTENTION, "key_bias"): "whether the keys' projection has a bias, where q and v have one (default: as `bias`; "
+                             "Whisper's keys have none)",
     (ATTENTION, "mask"): "which keys each query may see; masks combine with `+` (causal + padding)",
     (ATTENTION, "memory"): "what cross-attention reads: `encoder`",
     (ATTENTION, "attn_dropout"): "dropout on the attention probabilities",

@@ -343,6 +343,7 @@ def attention_shape(body: S.Attention, width: int, memory_width: int) -> Attenti
                           head_dim=body.head_dim or max(1, width // body.heads),
                           memory_width=memory_width if body.reads == "cross" else width,
                           cross=body.reads == "cross", bias=body.bias, out_bias=body.out_bias,
+                          key_bias=body.bias and body.key_bias,
                           causal=combined_reach([MASKS.of(m) for m in body.mask])[1] == 0)
 
 

@@ -256,6 +256,21 @@ def kv_keep(masks) -> int | None:
     return behind if behind is not None and ahead == 0 else None
 
 
+class UnbiasedKeys(nn.Linear):
+    """A fused projection whose keys' rows have no bias (Whisper's ``k_proj``): rows [before; keys; after], its
+    ``bias`` the rows before the keys' and after them. (A key's bias adds one value to all of a query's scores,
+    which softmax ignores, so Whisper has none.)"""
+
+    def __init__(self, in_features: int, before: int, keys: int, after: int) -> None:
+        super().__init__(in_features, before + keys + after, bias=False)
+        self.before, self.keys = before, keys
+        self.bias = nn.Parameter(torch.zeros(before + after))
+
+    def forward(self, x: Tensor) -> Tensor:
+        bias = self.bias
+        return F.linear(x, self.weight, torch.cat((bias[:self.before], bias.new_zeros(self.keys), bias[self.before:])))
+
+
 class MultiHeadAttention(nn.Module):
     """softmax(q k^T · scale + mask) v per head, over whole sequences.
 
@@ -292,7 +307,7 @@ class MultiHeadAttention(nn.Module):
                  position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True,
                  steps: dict[str, nn.Module] | None = None, exports: str | None = None,
                  qk_norm_after_positions: bool = False, hands_on_kv: str | None = None,
-                 kv_source: str | None = None) -> None:
+                 kv_source: str | None = None, key_bias: bool = True) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
@@ -308,10 +323,13 @@ class MultiHeadAttention(nn.Module):
         if projections:  # (a kind that projects otherwise, such as latent attention, makes its own)
             if self.cross or kv_source is not None:
                 self.q = nn.Linear(width, heads * head_dim, bias=bias)
+            q_width, kv_width = heads * head_dim, kv_heads * head_dim
             if self.cross:
-                self.kv = nn.Linear(memory_width, 2 * kv_heads * head_dim, bias=bias)
+                self.kv = UnbiasedKeys(memory_width, 0, kv_width, kv_width) if bias and not key_bias else \
+                    nn.Linear(memory_width, 2 * kv_width, bias=bias)
             elif kv_source is None:
-                self.qkv = nn.Linear(width, (heads + 2 * kv_heads) * head_dim, bias=bias)
+                self.qkv = UnbiasedKeys(width, q_width, kv_width, kv_width) if bias and not key_bias else \
+                    nn.Linear(width, q_width + 2 * kv_width, bias=bias)
             self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
         self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
         self.qk_norm_full = qk_norm_full  # the norms see all heads at once (before the split), not each head
@@ -697,7 +715,8 @@ def core_arguments(config, steps: dict | None = None) -> dict:
                 qk_norm_full=config.qk_norm_full, qk_norm_after_positions=config.qk_norm_after_positions,
                 steps={**(steps or {}), **{
                     variant.name: variant.module(shape, options, source) for variant, options, source in config.steps}}
-                or None, exports=config.exports, hands_on_kv=config.hands_on_kv, kv_source=config.kv_source)
+                or None, exports=config.exports, hands_on_kv=config.hands_on_kv, kv_source=config.kv_source,
+                key_bias=shape.key_bias)
 
 
 def mask_set(masks, cross: bool) -> Constructor:

@@ -110,6 +110,7 @@ class AttentionShape:
     bias: bool  # on the q/k/v projections
     out_bias: bool  # on the output projection
     causal: bool = False  # its masks never let a query see a later key (a decoder's self-attention)
+    key_bias: bool = True  # with bias, on the keys' rows too (Whisper's have none)
 
     @property
     def q_width(self) -> int:

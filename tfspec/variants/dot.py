@@ -5,18 +5,25 @@ With ``kv_heads`` < ``heads`` it is grouped-query attention (Ainslie et al. 2023
 ``heads / kv_heads`` query heads.
 """
 
-from ..registry import ATTENTION_KINDS, AttentionKind, Constructor, linear_params
+from ..registry import ATTENTION_KINDS, AttentionKind, Constructor, Param, linear_params
 
 
 def projection_params(shape):
     """Q/K/V/output projections: one fused qkv for self-attention (rows [q; k; v]), q + fused kv for cross; the
-    output projection writes the attention's branch into the residual stream."""
+    output projection writes the attention's branch into the residual stream. Keys without a bias
+    (``key_bias=false``): the fused bias holds the queries' and values' rows alone (``UnbiasedKeys``)."""
     queries = dict(query_rows=shape.q_width, head_dim=shape.head_dim)
+    keyless = shape.bias and not shape.key_bias
     if shape.cross:
         params = {**linear_params("q", shape.q_width, shape.width, shape.bias, **queries),
-                  **linear_params("kv", 2 * shape.kv_width, shape.memory_width, shape.bias)}
+                  **linear_params("kv", 2 * shape.kv_width, shape.memory_width, shape.bias and not keyless)}
+        if keyless:
+            params["kv.bias"] = Param((shape.kv_width,), "bias")
     else:
-        params = linear_params("qkv", shape.q_width + 2 * shape.kv_width, shape.width, shape.bias, **queries)
+        rows = shape.q_width + 2 * shape.kv_width
+        params = linear_params("qkv", rows, shape.width, shape.bias and not keyless, **queries)
+        if keyless:
+            params["qkv.bias"] = Param((shape.q_width + shape.kv_width,), "bias")
     return {**params, **linear_params("out", shape.width, shape.q_width, shape.out_bias, residual=True)}
 
 

@@ -61,6 +61,9 @@ class Latent(AttentionKind):
 
     def check(self, options, shape):
         problems = []
+        if shape.bias and not shape.key_bias:
+            problems.append(Problem("latent attention projects its keys from a latent of its own, which key_bias "
+                                    "does not describe", "drop key_bias=false"))
         if shape.cross:
             problems.append(Problem("latent attention compresses a sequence's own keys and values; cross-attention "
                                     "reads them from the memory", "use kind=dot on the cross-attention"))

@@ -23,6 +23,9 @@ class SameKeyValue(DotProduct):
 
     def check(self, options, shape):
         problems = super().check(options, shape)
+        if shape.bias and not shape.key_bias:
+            problems.append(Problem("its values are its keys, one projection: keys without a bias would be values "
+                                    "without one", "drop key_bias=false"))
         if shape.cross:
             problems.append(Problem("keys and values from one projection are of the queries' own sequence; "
                                     "cross-attention projects the memory", "use kind=dot on the cross-attention"))
