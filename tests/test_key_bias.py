@@ -66,6 +66,13 @@ def test_unbiased_keys_declare_their_parameters_costs_and_initial_values():
     assert_emitted_equals_compiled(spec)
 
 
+def test_diff_names_keys_without_a_bias():
+    from tfspec.inspect.diff import diff
+    changes = diff(tfspec.parse(TEXT.format(kv=4, key="")), tfspec.parse(TEXT.format(kv=4, key="key_bias=false")))
+    assert [str(c) for c in changes.changes] == [f"{where}: key bias true → false" for where in (
+        "encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")]
+
+
 def test_keys_without_a_bias_where_nothing_has_one_is_a_located_error():
     with pytest.raises(tfspec.SpecError) as info:
         tfspec.parse(TEXT.format(kv=4, key="bias=false key_bias=true"))

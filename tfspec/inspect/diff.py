@@ -175,6 +175,8 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward | ir.Mixer) ->
         facts[(where, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
         facts[(where, "attention dropout")] = f"{spec.dropout:g}"
         facts[(where, "output bias")] = str(spec.out_bias).lower()
+        if spec.bias:
+            facts[(where, "key bias")] = str(spec.key_bias).lower()
         facts[(where, "steps")] = " + ".join(ATTENTION_STEPS.label(c) for c in spec.steps) or "none"
         if spec.exports:
             facts[(where, "hands on")] = ", ".join({"kv": "keys and values"}.get(e, e) for e in spec.exports)
