@@ -75,6 +75,17 @@ PUBLISHED = {
                       attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-12, image_size=224,
                       patch_size=16, num_channels=3, qkv_bias=True, num_labels=1000,  # (its id2label: 1000 classes)
                       architectures=["ViTForImageClassification"]), "ViTForImageClassification"),
+    # openai/whisper-small's config.json (its suppress_tokens, which generation reads, left out)
+    "whisper_small": (dict(model_type="whisper", vocab_size=51865, num_mel_bins=80, d_model=768, encoder_layers=12,
+                           decoder_layers=12, encoder_attention_heads=12, decoder_attention_heads=12,
+                           encoder_ffn_dim=3072, decoder_ffn_dim=3072, max_source_positions=1500,
+                           max_target_positions=448, activation_function="gelu", dropout=0.0, attention_dropout=0.0,
+                           activation_dropout=0.0, init_std=0.02, scale_embedding=False, encoder_layerdrop=0.0,
+                           decoder_layerdrop=0.0, use_weighted_layer_sum=False, apply_spec_augment=False,
+                           begin_suppress_tokens=[220, 50257], forced_decoder_ids=[[1, 50259], [2, 50359], [3, 50363]],
+                           max_length=448, pad_token_id=50257, bos_token_id=50257, eos_token_id=50257,
+                           decoder_start_token_id=50258, architectures=["WhisperForConditionalGeneration"]),
+                      "WhisperForConditionalGeneration"),
     "bart_base": (dict(model_type="bart", vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
                        encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
                        decoder_ffn_dim=3072, max_position_embeddings=1024, activation_function="gelu",
@@ -280,11 +291,13 @@ PUBLISHED = {
 def hf_count(config: dict, cls: str, active: bool = False) -> int:
     """The parameters of the Hugging Face model a configuration builds, counted on the meta device; a buffer it
     holds in place of a parameter the spec has (BART's final_logits_bias, the head's bias; DeepSeek-V3's routers'
-    e_score_correction_bias and Gemma 4's layer_scalar, frozen parameters of ours) counted with them.
+    e_score_correction_bias and Gemma 4's layer_scalar, frozen parameters of ours) counted with them; a frozen
+    parameter holding what the spec computes (Whisper's encoder sinusoids, ``requires_grad`` False) left out.
     ``active``: those one position reads, a mixture's stacked experts counted for the ones it chooses."""
     with torch.device("meta"):
         model = getattr(T, cls)(read_config(config))
-    total = sum(p.numel() for p in model.parameters()) + sum(
+    total = sum(p.numel() for name, p in model.named_parameters() if p.requires_grad or not name.endswith(
+        "encoder.embed_positions.weight")) + sum(
         b.numel() for name, b in model.named_buffers()
         if name == "final_logits_bias" or name.endswith((".e_score_correction_bias", ".layer_scalar")))
     if active:

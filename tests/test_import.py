@@ -436,6 +436,18 @@ CONFIGS = {  # model class -> a tiny configuration of it
                         decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48,
                         decoder_ffn_dim=48, max_position_embeddings=40, pad_token_id=1, eos_token_id=2,
                         decoder_start_token_id=1),
+    # Whisper: spectrograms through two convolutions, sinusoids, keys without a bias; heads differing per stack
+    "WhisperForConditionalGeneration": dict(model_type="whisper", vocab_size=90, num_mel_bins=12, d_model=16,
+                                            encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+                                            decoder_attention_heads=4, encoder_ffn_dim=24, decoder_ffn_dim=20,
+                                            max_source_positions=10, max_target_positions=24,
+                                            activation_function="gelu", pad_token_id=0, bos_token_id=1,
+                                            eos_token_id=2, decoder_start_token_id=1, begin_suppress_tokens=[]),
+    "WhisperModel": dict(model_type="whisper", vocab_size=90, num_mel_bins=8, d_model=16, encoder_layers=1,
+                         decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
+                         decoder_ffn_dim=32, max_source_positions=6, max_target_positions=20,
+                         activation_function="relu", pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                         decoder_start_token_id=1, begin_suppress_tokens=[5, 7], suppress_tokens=[9]),
     "BigBirdModel": dict(model_type="big_bird", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                          num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
                          attention_type="original_full"),
@@ -657,6 +669,15 @@ def outputs(model, reference, cls: str, device: str = "cpu", pooler_tolerance: f
             ours = ours[0]
         theirs = result.logits if hasattr(result, "logits") else result.last_hidden_state
         return ours, theirs, torch.ones(theirs.shape[:-1], dtype=torch.bool, device=device)
+    if reference.main_input_name == "input_features":  # spectrograms, then the target tokens
+        config = reference.config
+        features = torch.randn(2, config.num_mel_bins, 2 * config.max_source_positions,  # (in the weights' dtype:
+                               generator=torch.Generator().manual_seed(1)).to(device, reference.dtype)  # HF's takes it)
+        target = torch.randint(3, config.vocab_size, (2, 11), generator=torch.Generator().manual_seed(2)).to(device)
+        with torch.no_grad():
+            ours, result = model(features, target), reference(input_features=features, decoder_input_ids=target)
+        theirs = result.logits if hasattr(result, "logits") else result.last_hidden_state
+        return ours, theirs, torch.ones_like(target, dtype=torch.bool)
     # no 0, 1 or 2: RoBERTa reads a pad token (1) as padding wherever it stands; tokenizers put it only there
     tokens = torch.randint(3, reference.config.vocab_size, (2, 24), generator=torch.Generator().manual_seed(1))
     tokens = tokens.to(device)
@@ -695,6 +716,15 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
     sentences, the second padded (an encoder-decoder's), by tfspec's cached decoding or by Hugging Face's
     ``generate`` when ``model`` is the reference."""
     from tfspec.run.decoding import Continuation, sample
+    if reference.main_input_name == "input_features":  # spectrograms: Whisper's own generate (it returns no start)
+        config = reference.config
+        features = torch.randn(2, config.num_mel_bins, 2 * config.max_source_positions,
+                               generator=torch.Generator().manual_seed(3))
+        if model is reference:
+            with torch.no_grad():
+                return reference.generate(input_features=features, max_new_tokens=new, min_new_tokens=new,
+                                          do_sample=False, eos_token_id=None).tolist()
+        return sample(Continuation(model, features), torch.full((2, 1), config.decoder_start_token_id), max_new=new)
     ids = torch.randint(3, 90, (2, 7), generator=torch.Generator().manual_seed(2))
     mask = torch.ones_like(ids)
     encoder_decoder = reference.config.is_encoder_decoder
@@ -903,6 +933,11 @@ EVERY_FIELD = {
                         hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
                         type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, pad_token_id=3,
                         architectures=["RobertaForMaskedLM"])],
+    "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
+                        decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
+                        decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
+                        attention_dropout=0.3, activation_dropout=0.15, init_std=0.05, activation_function="relu",
+                        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)],
     "hf_bart": [dict(model_type="bart", vocab_size=91, d_model=24, encoder_layers=3, decoder_layers=2,
                      encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40, decoder_ffn_dim=36,
                      max_position_embeddings=33, dropout=0.2, attention_dropout=0.3, activation_dropout=0.15,
@@ -2021,3 +2056,16 @@ def test_older_layer_kind_names_read_as_the_current_ones(tmp_path):
     assert import_config(legacy) == import_config(current)
     with pytest.raises(InteropError, match=r"cannot read this nemotron_h configuration: .*invalid types: \{'bogus'\}"):
         import_config({**current, "layer_types": ["bogus", *current["layer_types"][1:]]})
+
+
+def test_whispers_scale_embedding_changes_nothing_hugging_face_computes(tmp_path):
+    """Whisper's configuration has ``scale_embedding``, which tfspec ignores: transformers keeps it and never scales
+    with it. Should a version start to, this fails and the field must become a setting."""
+    _, plain = saved(tmp_path, "WhisperForConditionalGeneration")
+    _, scaled = saved(tmp_path / "scaled", "WhisperForConditionalGeneration", scale_embedding=True)
+    assert scaled.config.scale_embedding and torch.equal(plain.model.decoder.embed_tokens.weight,
+                                                         scaled.model.decoder.embed_tokens.weight)
+    features, target = torch.randn(2, 12, 20), torch.randint(3, 90, (2, 5))
+    with torch.no_grad():
+        logits = [m(input_features=features, decoder_input_ids=target).logits for m in (plain, scaled)]
+    assert torch.equal(*logits)
