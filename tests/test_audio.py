@@ -104,3 +104,16 @@ def test_an_encoder_decoder_reads_spectrograms_and_decodes_cached_as_it_recomput
     with torch.no_grad():
         whole = model(features, tokens)
     assert_close(torch.stack(last, dim=1), whole[:, start.shape[1] - 1:], FLOAT32)
+
+
+def test_summary_holds_an_encoder_of_spectrograms_at_its_length_and_sweeps_the_decoder(tfspec_cli):
+    """Whisper's encoder reads 1,500 vectors whatever the decoder's length: ``summary`` costs it there, and its
+    sweep lengthens the decoder alone, within its 448 learned positions."""
+    from tfspec.inspect.analysis import analyse, sweep
+    spec = tfspec.load("examples/whisper_small.tfs")
+    assert analyse(spec).lengths == {"encoder": 1500, "decoder": 448}
+    assert analyse(spec, seq_len=64).lengths == {"encoder": 1500, "decoder": 64}
+    assert [a.lengths for a in sweep(spec)] == [{"encoder": 1500, "decoder": n} for n in (64, 128, 256)]
+    done = tfspec_cli("summary", "examples/whisper_small.tfs")
+    assert done.returncode == 0, done.stderr
+    assert "(the decoder at that length, the encoder at its 1500)" in done.stdout

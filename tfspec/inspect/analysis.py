@@ -259,7 +259,9 @@ def stack_lengths(g: Graph, seq_len=None, src_len=None, tgt_len=None) -> dict[st
         raise AnalysisError("src_len/tgt_len apply to encoder-decoder specs; use seq_len")
     base = seq_len if seq_len is not None else default_length(g)
     chosen = {"encoder": src_len, "decoder": tgt_len}
-    lengths = {role: chosen[role] if chosen[role] is not None else base for role in roles}
+    # a stack whose input fixes its length (spectrograms) runs at it beside another stack, whatever seq_len says
+    fixed = {role: fixed_length(g, role) if len(roles) > 1 else None for role in roles}
+    lengths = {role: chosen[role] if chosen[role] is not None else fixed[role] or base for role in roles}
     for role, n in lengths.items():
         if n <= 0:
             raise AnalysisError(f"the {role}'s length must be positive, got {n}")
@@ -642,11 +644,11 @@ def complexity_classes(g: Graph) -> list[Complexity]:
 
 def sweep_lengths(g: Graph, lengths: list[int] | None = None) -> list[int]:
     """The sequence lengths a sweep covers: powers of two from 64 up to 8192, within learned positions; the one
-    length of a model of pictures."""
-    fixed = [n for role in g.stacks if (n := fixed_length(g, role)) is not None]
-    if fixed:
-        return fixed[:1]
-    limits = [m for role in g.stacks if (m := max_length(g, role)) is not None]
+    length of a model of pictures alone (a stack whose input fixes its length stays at it beside another's)."""
+    free = [role for role in g.stacks if fixed_length(g, role) is None]
+    if not free:
+        return [fixed_length(g, next(iter(g.stacks)))]
+    limits = [m for role in free if (m := max_length(g, role)) is not None]
     limit = min(limits) if limits else None
     chosen = lengths if lengths else [2 ** k for k in range(6, 14)]
     return [n for n in chosen if limit is None or n <= limit]

@@ -76,15 +76,17 @@ def saved_bytes(model, forward) -> tuple[int, object]:
 
 def _inputs(model, lengths, batch, device):
     def ids(role):
+        stack = next(s for s in model.spec.stacks if s.role == role)
+        given = model.spec.embedding(stack.embedding).input
+        if given is not None:  # an input kind's tensor (pictures, spectrograms)
+            kind, options = INPUTS.of(given)
+            return torch.zeros(batch, *kind.shape(options), device=device)
         return torch.zeros(batch, lengths[role], dtype=torch.long, device=device)
 
     if model.spec.kind == "encoder-decoder":
         return ids("encoder"), ids("decoder")
     role = model.spec.stacks[0].role
     embedding = model.spec.embedding(model.spec.stacks[0].embedding)
-    if embedding.input is not None:  # an input kind's tensor (pictures)
-        kind, options = INPUTS.of(embedding.input)
-        return (torch.zeros(batch, *kind.shape(options), device=device),)
     segments = embedding.segments
     if segments:  # token types are given in training, so their ids are kept too
         return ids(role), None, ids(role)

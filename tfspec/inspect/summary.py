@@ -118,10 +118,14 @@ def sweep_rows(analyses: list[Analysis]) -> list[dict]:
 
 
 def format_sweep(analyses: list[Analysis]) -> str:
-    rows = [[str(max(a.lengths.values())), si(a.total.flops), si(a.total.flops_mask_aware),
+    # the stacks the sweep lengthens, and those their input holds at one length (an encoder of spectrograms)
+    swept = [r for r in analyses[0].lengths if len({a.lengths[r] for a in analyses}) > 1] or list(analyses[0].lengths)
+    held = [f"the {r} at its {n}" for r, n in analyses[0].lengths.items() if r not in swept]
+    rows = [[str(max(a.lengths[r] for r in swept)), si(a.total.flops), si(a.total.flops_mask_aware),
              f"{attention_share(a):.0%}", binary(a.total.memory)]
             for a in analyses]
-    return "\n".join(["how the cost grows with sequence length (every stack at that length):"]
+    every = f"the {' and '.join(swept)} at that length, {', '.join(held)}" if held else "every stack at that length"
+    return "\n".join([f"how the cost grows with sequence length ({every}):"]
                      + _table(["length", "fwd FLOPs", "mask-aware", "in attention", "act. memory"], rows,
                               {0, 1, 2, 3, 4}))
 

@@ -210,12 +210,13 @@ def fixed_length(g: Graph, role: str) -> int | None:
 
 
 def default_length(g: Graph) -> int:
-    """The length analyses use by default: a stack's fixed one (pictures'), else the shortest stack limit, else
-    512."""
+    """The length analyses use by default for the stacks whose input does not fix theirs: the shortest limit of
+    theirs, else 512; a model whose every stack's input fixes it (pictures'): the shortest of those."""
     fixed = [n for role in g.stacks if (n := fixed_length(g, role)) is not None]
-    if fixed:
+    free = [role for role in g.stacks if fixed_length(g, role) is None]
+    if not free:
         return min(fixed)
-    limits = [m for role in g.stacks if (m := max_length(g, role)) is not None]
+    limits = [m for role in free if (m := max_length(g, role)) is not None]
     return min(limits) if limits else 512
 
 
