@@ -188,7 +188,7 @@ def test_hostile_weight_files_are_one_line_without_unsafe_advice(gpt2_directory,
 
 @pytest.mark.parametrize("fifo", ["model.safetensors", "model.safetensors.index.json", "generation_config.json",
                                   "config.json"])
-def test_a_fifo_in_a_model_directory_is_refused_not_waited_on(gpt2_directory, tmp_path, fifo):
+def test_a_fifo_in_a_model_directory_is_refused_not_waited_on(gpt2_directory, tmp_path, fifo, tfspec_cli):
     def make(directory: Path) -> None:
         if (directory / fifo).exists():
             (directory / fifo).unlink()
@@ -196,11 +196,24 @@ def test_a_fifo_in_a_model_directory_is_refused_not_waited_on(gpt2_directory, tm
 
     hostile = variant(gpt2_directory, tmp_path / "fifo", files=make)
     started = time.monotonic()
-    commands = [["import", hostile, "--run", tmp_path / "run"]]
-    if fifo == "model.safetensors":  # the same reads: fine-tuning from the directory
-        commands.append(["train", "--init", hostile, "--steps", "1", "--no-progress", "--out", tmp_path / "tuned"])
-    for args in commands:  # each in a process of its own, bounded in time: a blocked read fails the test alone
-        line = one_line(cli(*args, timeout=60))
+    # import in this process, on a thread bounded in time: a read blocked on the FIFO fails the test, which then
+    # opens the FIFO's other end so that the read ends
+    done = []
+    reader = threading.Thread(target=lambda: done.append(tfspec_cli("import", hostile, "--run", tmp_path / "run")),
+                              daemon=True)
+    reader.start()
+    reader.join(60)
+    if reader.is_alive():
+        with open(hostile / fifo, "wb"):
+            pass
+        reader.join(10)
+        pytest.fail(f"import waited on the FIFO {fifo}")
+    lines = [one_line(done[0])]
+    if fifo == "model.safetensors":  # the same reads: fine-tuning from the directory (in a process of its own,
+        # bounded in time: training answers signals, which only a process's main thread may)
+        lines.append(one_line(cli("train", "--init", hostile, "--steps", "1", "--no-progress", "--out",
+                                  tmp_path / "tuned", timeout=60)))
+    for line in lines:
         assert f"/{fifo}: " in line and "not a regular file (a device, a FIFO or a socket)" in line, line
     assert time.monotonic() - started < 60
 

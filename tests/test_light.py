@@ -1,5 +1,6 @@
-"""Checking stays light: the commands that read specs without running a model never import torch (a
-subprocess each, as a user runs them; `python benchmarks/bench_check.py` times `check` against `import torch`)."""
+"""Checking stays light: the commands that read specs without running a model never import torch (in a fresh
+process, as a user runs them, the modules checked after each command; `python benchmarks/bench_check.py` times
+`check` against `import torch`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ PROBE = """
 import json, sys
 from tfspec.cli import main
 import contextlib, io
-with contextlib.redirect_stdout(io.StringIO()):
-    code = main()  # the process's own command line, as the tfspec command runs it
-print(json.dumps([code, sorted(m for m in ("torch", "transformers", "onnx") if sys.modules.get(m) is not None)]))
+for command in json.loads(sys.argv[1]):  # one after another: a module once imported stays in sys.modules
+    sys.argv = ["tfspec", *command]
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main()  # the process's command line, as the tfspec command runs it
+    loaded = sorted(m for m in ("torch", "transformers", "onnx") if sys.modules.get(m) is not None)
+    print(json.dumps([command, code, loaded]), flush=True)
 """
 
 
@@ -51,11 +55,14 @@ def test_reading_commands_never_import_torch(tmp_path):
                                              "  attention self heads=2 mask=prefix + document + padding; feedforward d_ff=8\n"
                                              "  attention self heads=2 mask=block(4); feedforward d_ff=8\n"
                                              "  attention self heads=2 mask=sink(2, 5) + window(7); feedforward d_ff=8 }\n")
-    for command in commands:
-        done = subprocess.run([sys.executable, "-c", PROBE, *command], capture_output=True, text=True, cwd=ROOT)
-        code, loaded = json.loads(done.stdout.strip().splitlines()[-1])
-        assert code == 0 and loaded == (["transformers"] if command[0] == "import" else []), \
-            (command, loaded, done.stderr[-500:])
+    # in one process, the imports last: they load transformers (without torch), which stays loaded
+    commands = [[str(a) for a in c] for c in sorted(commands, key=lambda c: c[0] == "import")]
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(commands)], capture_output=True, text=True,
+                          cwd=ROOT)
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[[")]
+    assert [r[0] for r in results] == commands, done.stderr[-1000:]
+    for command, code, loaded in results:
+        assert code == 0 and loaded == (["transformers"] if command[0] == "import" else []), (command, loaded)
     # transformers without torch reads a configuration as it does with torch (this process has torch)
     from tfspec.interop.families import import_config
     assert "torch" in sys.modules

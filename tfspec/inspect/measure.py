@@ -30,6 +30,7 @@ class Measurement:
     flops: int  # matmul FLOPs as FlopCounterMode counts them
     flops_by_op: dict[str, int]
     saved_bytes: int  # activation memory kept for backward, logits included
+    parameters: int = 0  # of the model compiled, multi-token prediction's modules included
 
 
 def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "float32", device: str = "meta",
@@ -40,7 +41,9 @@ def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "floa
     """
     # the model's own forward, which the analysis counts: multi-token prediction's modules, which only training
     # runs beside it, are not counted (``tfspec.inspect.analysis``)
-    model = compile_spec(spec, device=device, dtype=getattr(torch, dtype), seed=0).train().drop_multi_token_prediction()
+    model = compile_spec(spec, device=device, dtype=getattr(torch, dtype), seed=0).train()
+    parameters = sum(p.numel() for p in model.parameters())
+    model.drop_multi_token_prediction()
     inputs = _inputs(model, lengths, batch, device)
     with FlopCounterMode(display=False) as counter:
         model(*inputs)
@@ -51,7 +54,7 @@ def measure(spec, lengths: dict[str, int], *, batch: int = 1, dtype: str = "floa
         kept, out = saved_bytes(model, lambda: model(*inputs))
     logits = out[0] if isinstance(out, tuple) else out
     kept += logits.untyped_storage().nbytes() if spec.head is not None else 0
-    return Measurement(counter.get_total_flops(), by_op, kept)
+    return Measurement(counter.get_total_flops(), by_op, kept, parameters)
 
 
 def saved_bytes(model, forward) -> tuple[int, object]:
