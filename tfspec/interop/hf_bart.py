@@ -39,15 +39,20 @@ def _scaled(f) -> bool:
     return f.embedding.scale != 1.0
 
 
-FIELDS = Fields(
-    Field("d_model", "d_model", lambda f: f.embedding.dim),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+# each stack's depth, heads and feed-forward width, as BART's configurations and those after it (Whisper) name them
+STACK_FIELDS = (
     Field("layers", "encoder_layers", lambda f: f.layers("encoder")),
     Field("decoder_layers", "decoder_layers", lambda f: f.layers("decoder")),
     Field("heads", "encoder_attention_heads", lambda f: f.attention("encoder").heads),
     Field("decoder_heads", "decoder_attention_heads", lambda f: f.attention("decoder").heads),
     Field("d_ff", "encoder_ffn_dim", lambda f: f.feedforward("encoder").d_ff),
     Field("decoder_d_ff", "decoder_ffn_dim", lambda f: f.feedforward("decoder").d_ff),
+)
+
+FIELDS = Fields(
+    Field("d_model", "d_model", lambda f: f.embedding.dim),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *STACK_FIELDS,
     Field("max_len", "max_position_embeddings", lambda f: _max_len(f),
           read=lambda c: c.max_position_embeddings if c.model_type != "marian" else None),
     Field("p_dropout", "dropout", lambda f: f.residual_dropout("encoder")),

@@ -49,30 +49,27 @@ def check_ids(name: str, ids, vocab: int, device: torch.device, max_len: int | N
 
 def check_pixels(name: str, pixels, channels: int, image: int, device: torch.device) -> Tensor:
     """Pictures ``(batch, channels, image, image)`` of floating-point pixel values."""
-    pixels = _tensor(name, pixels, "pixel values")
-    if not pixels.is_floating_point():
-        raise ValueError(f"{name} must hold pixel values as floating-point numbers, got {pixels.dtype}")
-    if pixels.dim() != 4 or tuple(pixels.shape[1:]) != (channels, image, image):
-        raise ValueError(f"{name} must be shaped (batch, {channels}, {image}, {image}): pictures of {channels} "
-                         f"channel{'s' if channels > 1 else ''}, {image} pixels square; got {tuple(pixels.shape)}")
-    if pixels.shape[0] == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(pixels.shape)}); give at least one picture")
-    _same_device(name, pixels, device)
-    return pixels
+    return _examples(name, pixels, (channels, image, image), "pixel values", "picture", device,
+                     f"pictures of {channels} channel{'s' if channels > 1 else ''}, {image} pixels square")
 
 
 def check_features(name: str, features, mels: int, frames: int, device: torch.device) -> Tensor:
     """Log-mel spectrograms ``(batch, mels, frames)`` of floating-point values."""
-    features = _tensor(name, features, "log-mel features")
-    if not features.is_floating_point():
-        raise ValueError(f"{name} must hold log-mel features as floating-point numbers, got {features.dtype}")
-    if features.dim() != 3 or tuple(features.shape[1:]) != (mels, frames):
-        raise ValueError(f"{name} must be shaped (batch, {mels}, {frames}): spectrograms of {mels} mel bins and "
-                         f"{frames} frames; got {tuple(features.shape)}")
-    if features.shape[0] == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(features.shape)}); give at least one spectrogram")
-    _same_device(name, features, device)
-    return features
+    return _examples(name, features, (mels, frames), "log-mel features", "spectrogram", device,
+                     f"spectrograms of {mels} mel bins and {frames} frames")
+
+
+def _examples(name: str, x, shape: tuple[int, ...], what: str, one: str, device: torch.device, shown: str) -> Tensor:
+    """A batch of floating-point examples of ``shape`` each (what an input kind reads), ``shown`` in words."""
+    x = _tensor(name, x, what)
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must hold {what} as floating-point numbers, got {x.dtype}")
+    if x.dim() != len(shape) + 1 or tuple(x.shape[1:]) != shape:
+        raise ValueError(f"{name} must be shaped (batch, {', '.join(map(str, shape))}): {shown}; got {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(x.shape)}); give at least one {one}")
+    _same_device(name, x, device)
+    return x
 
 
 def check_padding_mask(name: str, mask, like: Tensor, like_name: str, used: bool, hint: str) -> None:

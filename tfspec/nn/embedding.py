@@ -110,44 +110,60 @@ class Embeddings(nn.Module):
         return f"scale={self.scale:g}" if self.scale != 1.0 else ""
 
 
-class PatchEmbeddings(nn.Module):
-    """Pictures ``(batch, channels, image, image)`` cut into ``patch``-sided squares, each mapped linearly
-    (``patches``, over its pixels in (channel, row, column) order: a convolution whose kernel is its stride, as
-    ViT's) to a vector, after a learned ``class_token``; then positions, norm, dropout and ``project``, as
-    ``Embeddings`` does for tokens (``tfspec.variants.patches``). ``shape``: one picture's; ``length``: the
-    sequence it makes; ``check``: a wrong argument refused, naming it."""
+class FeatureEmbeddings(nn.Module):
+    """What an input kind makes of its tensor (``vectors``, each kind's own), then positions, norm, dropout and
+    ``project``, as ``Embeddings`` does for tokens. ``shape``: one example's; ``length``: the sequence it makes;
+    ``check``: a tensor of the wrong kind or shape refused, naming its argument."""
 
     vocab = None  # no token table
     segments = None
     per_layer = None  # (per-layer inputs are of token ids)
 
-    def __init__(self, image: int, patch: int, channels: int, dim: int, class_token: bool,
-                 positions: nn.Module | None, norm: nn.Module, dropout: float, project: int | None = None):
+    def __init__(self, shape: tuple[int, ...], length: int, dim: int, positions: nn.Module | None, norm: nn.Module,
+                 dropout: float, project: int | None = None):
         super().__init__()
-        self.image, self.patch, self.channels, self.dim = image, patch, channels, dim
+        self.shape, self.length, self.dim = shape, length, dim
         self.width = project or dim
-        self.length = (image // patch) ** 2 + class_token  # the sequence it hands its stack
-        self.shape = (channels, image, image)
-        self.patches = nn.Linear(channels * patch * patch, dim)
-        self.class_token = nn.Parameter(torch.empty(dim)) if class_token else None
         self.positions = positions
         self.norm = norm
         self.dropout = nn.Dropout(dropout)
         self.project = nn.Linear(dim, project) if project else None
 
-    def forward(self, pixels: Tensor, positions: Tensor, token_types: Tensor | None = None,
+    def vectors(self, x: Tensor) -> Tensor:
+        """(batch, *shape) -> (batch, length, dim)."""
+        raise NotImplementedError
+
+    def forward(self, x: Tensor, positions: Tensor, token_types: Tensor | None = None,
                 tokens: nn.Module | None = None) -> Tensor:
-        """``pixels`` (batch, channels, image, image) at position ids ``positions`` -> (batch, length, dim)."""
+        """``x`` (batch, *shape) at position ids ``positions`` -> (batch, length, width)."""
+        x = self.vectors(x)
+        if self.positions is not None:
+            x = x + self.positions(positions).to(x.dtype)
+        x = self.dropout(self.norm(x))
+        return x if self.project is None else self.project(x)
+
+
+class PatchEmbeddings(FeatureEmbeddings):
+    """Pictures ``(batch, channels, image, image)`` cut into ``patch``-sided squares, each mapped linearly
+    (``patches``, over its pixels in (channel, row, column) order: a convolution whose kernel is its stride, as
+    ViT's) to a vector, after a learned ``class_token`` (``tfspec.variants.patches``)."""
+
+    def __init__(self, image: int, patch: int, channels: int, dim: int, class_token: bool,
+                 positions: nn.Module | None, norm: nn.Module, dropout: float, project: int | None = None):
+        super().__init__((channels, image, image), (image // patch) ** 2 + class_token, dim, positions, norm,
+                         dropout, project)
+        self.image, self.patch, self.channels = image, patch, channels
+        self.patches = nn.Linear(channels * patch * patch, dim)
+        self.class_token = nn.Parameter(torch.empty(dim)) if class_token else None
+
+    def vectors(self, pixels: Tensor) -> Tensor:
         batch, p = pixels.shape[0], self.patch
         pixels = pixels.to(self.patches.weight.dtype)  # float32 pictures into a bf16 model, as a token id would go
         squares = pixels.unfold(2, p, p).unfold(3, p, p)  # (batch, channels, rows, columns, p, p)
         x = self.patches(squares.permute(0, 2, 3, 1, 4, 5).reshape(batch, -1, self.channels * p * p))
         if self.class_token is not None:
             x = torch.cat((self.class_token.to(x.dtype).expand(batch, 1, -1), x), dim=1)
-        if self.positions is not None:
-            x = x + self.positions(positions).to(x.dtype)
-        x = self.dropout(self.norm(x))
-        return x if self.project is None else self.project(x)
+        return x
 
     def check(self, name: str, pixels, device: torch.device) -> None:
         check_pixels(name, pixels, self.channels, self.image, device)
@@ -156,38 +172,21 @@ class PatchEmbeddings(nn.Module):
         return f"image={self.image}, patch={self.patch}, channels={self.channels}"
 
 
-class AudioEmbeddings(nn.Module):
+class AudioEmbeddings(FeatureEmbeddings):
     """Log-mel spectrograms ``(batch, mels, frames)`` through a 1-D convolution of ``kernel`` taps to ``dim``, GELU,
     a second of stride 2, GELU, each padded by ``kernel // 2`` a side (Whisper's front end,
-    ``tfspec.variants.audio``); then positions, norm, dropout and ``project``, as ``Embeddings`` does for tokens."""
-
-    vocab = None  # no token table
-    segments = None
-    per_layer = None  # (per-layer inputs are of token ids)
+    ``tfspec.variants.audio``): one vector per pair of frames."""
 
     def __init__(self, mels: int, frames: int, kernel: int, dim: int, positions: nn.Module | None, norm: nn.Module,
                  dropout: float, project: int | None = None):
-        super().__init__()
-        self.mels, self.frames, self.dim = mels, frames, dim
-        self.width = project or dim
-        self.length = (frames - 1) // 2 + 1  # the sequence it hands its stack: one vector per pair of frames
-        self.shape = (mels, frames)
+        super().__init__((mels, frames), (frames - 1) // 2 + 1, dim, positions, norm, dropout, project)
+        self.mels, self.frames = mels, frames
         self.conv1 = nn.Conv1d(mels, dim, kernel, padding=kernel // 2)
         self.conv2 = nn.Conv1d(dim, dim, kernel, stride=2, padding=kernel // 2)
-        self.positions = positions
-        self.norm = norm
-        self.dropout = nn.Dropout(dropout)
-        self.project = nn.Linear(dim, project) if project else None
 
-    def forward(self, features: Tensor, positions: Tensor, token_types: Tensor | None = None,
-                tokens: nn.Module | None = None) -> Tensor:
-        """``features`` (batch, mels, frames) at position ids ``positions`` -> (batch, length, dim)."""
+    def vectors(self, features: Tensor) -> Tensor:
         x = F.gelu(self.conv1(features.to(self.conv1.weight.dtype)))
-        x = F.gelu(self.conv2(x)).transpose(1, 2)
-        if self.positions is not None:
-            x = x + self.positions(positions).to(x.dtype)
-        x = self.dropout(self.norm(x))
-        return x if self.project is None else self.project(x)
+        return F.gelu(self.conv2(x)).transpose(1, 2)
 
     def check(self, name: str, features, device: torch.device) -> None:
         check_features(name, features, self.mels, self.frames, device)
