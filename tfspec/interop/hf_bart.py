@@ -49,18 +49,23 @@ STACK_FIELDS = (
     Field("decoder_d_ff", "decoder_ffn_dim", lambda f: f.feedforward("decoder").d_ff),
 )
 
-FIELDS = Fields(
-    Field("d_model", "d_model", lambda f: f.embedding.dim),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
-    *STACK_FIELDS,
-    Field("max_len", "max_position_embeddings", lambda f: _max_len(f),
-          read=lambda c: c.max_position_embeddings if c.model_type != "marian" else None),
+# their dropouts, initialisation and activation, named alike too
+LAYER_FIELDS = (
     Field("p_dropout", "dropout", lambda f: f.residual_dropout("encoder")),
     Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("encoder").dropout),
     Field("p_act_dropout", "activation_dropout", lambda f: f.feedforward("encoder").dropout),
     Field("init_std", "init_std", lambda f: f.init_option("std", 0.02)),
     Field("activation", "activation_function", lambda f: f.feedforward("encoder").activation.name,
           names=ACTIVATIONS),
+)
+
+FIELDS = Fields(
+    Field("d_model", "d_model", lambda f: f.embedding.dim),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *STACK_FIELDS,
+    Field("max_len", "max_position_embeddings", lambda f: _max_len(f),
+          read=lambda c: c.max_position_embeddings if c.model_type != "marian" else None),
+    *LAYER_FIELDS,
     Field("scaled", "scale_embedding", _scaled, let=False),
     # transformers ties the stacks' tables to ``shared`` only where it ties the head: untied, each stack has its own
     Fixed("tie_word_embeddings", True, "tie_word_embeddings={value} gives each stack a token table of its own and "

@@ -22,8 +22,6 @@ from .writer import SpecWriter
 from .family import Family
 
 REFERENCE = "Hugging Face Whisper"
-ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-               "silu": "silu", "swish": "silu"}
 KERNEL = 3  # the taps of Whisper's convolutions (fixed in its code)
 # token ids generation never emits (first), which no spec setting holds: written back as an import carried them
 CARRIED = ("suppress_tokens", "begin_suppress_tokens")
@@ -49,12 +47,7 @@ FIELDS = Fields(
     Field("source_positions", "max_source_positions", _source_positions),
     Field("target_positions", "max_target_positions", _target_positions),
     *hf_bart.STACK_FIELDS,
-    Field("p_dropout", "dropout", lambda f: f.residual_dropout("encoder")),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("encoder").dropout),
-    Field("p_act_dropout", "activation_dropout", lambda f: f.feedforward("encoder").dropout),
-    Field("init_std", "init_std", lambda f: f.init_option("std", 0.02)),
-    Field("activation", "activation_function", lambda f: f.feedforward("encoder").activation.name,
-          names=ACTIVATIONS),
+    *hf_bart.LAYER_FIELDS,
     Fixed("tie_word_embeddings", True, "tie_word_embeddings={value} gives the decoder a head of its own; tfspec "
           "reads the tied models Whisper releases", exported=True),
     Fixed("use_weighted_layer_sum", False, "use_weighted_layer_sum={value} is for audio classification, whose "
