@@ -75,6 +75,13 @@ PUBLISHED = {
                       attention_probs_dropout_prob=0.0, initializer_range=0.02, layer_norm_eps=1e-12, image_size=224,
                       patch_size=16, num_channels=3, qkv_bias=True, num_labels=1000,  # (its id2label: 1000 classes)
                       architectures=["ViTForImageClassification"]), "ViTForImageClassification"),
+    # state-spaces/mamba-130m-hf's config.json
+    "mamba_130m": (dict(model_type="mamba", vocab_size=50280, hidden_size=768, num_hidden_layers=24, state_size=16,
+                        expand=2, conv_kernel=4, time_step_rank=48, layer_norm_epsilon=1e-5, use_bias=False,
+                        use_conv_bias=True, initializer_range=0.1, residual_in_fp32=True, rescale_prenorm_residual=False,
+                        time_step_scale=1.0, time_step_min=0.001, time_step_max=0.1, time_step_init_scheme="random",
+                        time_step_floor=1e-4, hidden_act="silu", tie_word_embeddings=True, pad_token_id=0,
+                        bos_token_id=0, eos_token_id=0, architectures=["MambaForCausalLM"]), "MambaForCausalLM"),
     # openai/whisper-small's config.json (its suppress_tokens, which generation reads, left out)
     "whisper_small": (dict(model_type="whisper", vocab_size=51865, num_mel_bins=80, d_model=768, encoder_layers=12,
                            decoder_layers=12, encoder_attention_heads=12, decoder_attention_heads=12,

@@ -237,6 +237,11 @@ CONFIGS = {  # model class -> a tiny configuration of it
     "Mamba2Model": dict(model_type="mamba2", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_heads=2,
                         head_dim=32, expand=2, state_size=6, n_groups=1, conv_kernel=3, use_bias=True,
                         use_conv_bias=False, chunk_size=4, layer_norm_epsilon=1e-6),
+    # Mamba: layers of a normed Mamba-1 mixer alone; the base model's biased projections, no convolution bias
+    "MambaForCausalLM": dict(model_type="mamba", vocab_size=90, hidden_size=32, num_hidden_layers=3, state_size=8,
+                             expand=2, conv_kernel=4, tie_word_embeddings=False),
+    "MambaModel": dict(model_type="mamba", vocab_size=90, hidden_size=16, num_hidden_layers=2, state_size=6, expand=3,
+                       conv_kernel=3, use_bias=True, use_conv_bias=False, time_step_rank=5, layer_norm_epsilon=1e-6),
     # Bamba: Mamba-2 with attention in layer 2 (half of each head rotated); the base model's attention first
     "BambaForCausalLM": dict(model_type="bamba", vocab_size=90, hidden_size=32, intermediate_size=40,
                              num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[2],
@@ -1337,6 +1342,9 @@ EVERY_FIELD = {
                        head_dim=32, expand=4, state_size=6, n_groups=3, conv_kernel=3, chunk_size=4, use_bias=True,
                        use_conv_bias=False, layer_norm_epsilon=1e-6, initializer_range=0.05,
                        tie_word_embeddings=True)],
+    "hf_mamba": [dict(model_type="mamba", vocab_size=91, hidden_size=24, num_hidden_layers=3, state_size=6, expand=3,
+                      conv_kernel=3, use_bias=True, use_conv_bias=False, time_step_rank=7, layer_norm_epsilon=1e-6,
+                      initializer_range=0.05, tie_word_embeddings=False)],
     "hf_bamba": [dict(model_type="bamba", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
                       num_attention_heads=3, num_key_value_heads=1, attn_layer_indices=[0, 2], rms_norm_eps=1e-6,
                       attention_dropout=0.1, initializer_range=0.05, attention_bias=True, mlp_bias=True,

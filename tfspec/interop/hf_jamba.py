@@ -154,12 +154,19 @@ def hf_config(spec) -> dict:
 MAMBA_TENSORS = ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
 
 
-def _mamba_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A Jamba Mamba layer's tensors, which it names as tfspec does."""
-    rules = [r for part in MAMBA_TENSORS for r in linear_rules(f"{ours}.{part}", f"{theirs}.mamba.{part}", state,
+def mamba_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A Mamba mixer's tensors (``theirs``: Hugging Face's ``MambaMixer`` or Jamba's), which it names as tfspec
+    does; Jamba's RMSNorms of the time step's input, B and C where tfspec's has them."""
+    rules = [r for part in MAMBA_TENSORS for r in linear_rules(f"{ours}.{part}", f"{theirs}.{part}", state,
                                                                ours_state)]
-    return rules + [rule(f"{ours}.{t}", f"{theirs}.mamba.{t}") for t in
-                    ("A_log", "D", "dt_layernorm.weight", "b_layernorm.weight", "c_layernorm.weight")]
+    norms = [f"{n}_layernorm.weight" for n in ("dt", "b", "c") if f"{ours}.{n}_layernorm.weight" in ours_state
+             or f"{theirs}.{n}_layernorm.weight" in state]
+    return rules + [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("A_log", "D", *norms)]
+
+
+def _mamba_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A Jamba layer's Mamba mixer, under ``mamba``."""
+    return mamba_rules(ours, f"{theirs}.mamba", state, ours_state)
 
 
 def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
