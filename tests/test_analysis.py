@@ -23,6 +23,7 @@ from tfspec import SpecError, load, parse
 from tfspec.inspect.analysis import AnalysisError, allowed_pairs, analyse, mask_reach, sweep
 from tfspec.backend.compiler import compile as compile_spec
 from tfspec.inspect.measure import measure
+from tfspec import ir
 from tfspec.ir.queries import fixed_length
 from tfspec.registry import ATTENTION_KINDS, MASKS, NORMS, AttentionShape
 from tfspec.front.schema import Choice
@@ -42,6 +43,8 @@ def test_examples_match_flop_counter_and_saved_tensors_at_full_size(path):
     # sublayer against O(n·d²) for the products, so its share falls with width: under 2% for the
     # paper-sized examples, about 4% for the 64-wide reverse.tfs
     bound = 0.02 if spec.graph().stacks[spec.stacks[0].role].width >= 512 else 0.06
+    if spec.graph().of(ir.Mixer):  # a token mixer's scan is element-wise work of its own (Mamba's: 2% at d 768)
+        bound *= 2
     assert 0 < a.total.elementwise < bound * m.flops
     assert abs(a.total.flops - m.flops) / m.flops < bound
     assert m.saved_bytes == a.total.memory
