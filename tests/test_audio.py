@@ -117,3 +117,32 @@ def test_summary_holds_an_encoder_of_spectrograms_at_its_length_and_sweeps_the_d
     done = tfspec_cli("summary", "examples/whisper_small.tfs")
     assert done.returncode == 0, done.stderr
     assert "(the decoder at that length, the encoder at its 1500)" in done.stdout
+
+
+def test_the_cli_refuses_what_it_cannot_do_with_spectrograms_in_one_line(tmp_path, tfspec_cli):
+    """An imported Whisper run (its tokenizer beside it) is written; ``generate``, which encodes text as the source,
+    refuses it in one line naming the Python way; ``train`` refuses an encoder-decoder of spectrograms before any run
+    directory is made."""
+    T = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    config = T.WhisperConfig(vocab_size=40, num_mel_bins=12, encoder_layers=1, decoder_layers=1, d_model=16,
+                             encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=24,
+                             decoder_ffn_dim=24, max_source_positions=5, max_target_positions=16, pad_token_id=0,
+                             bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, begin_suppress_tokens=[])
+    directory = tmp_path / "whisper"
+    T.WhisperForConditionalGeneration(config).save_pretrained(directory)
+    words = {w: i for i, w in enumerate(["<pad>", "<s>", "</s>", "[UNK]", *(f"w{i}" for i in range(30))])}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(words, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    imported = tfspec_cli("import", directory, "--run", tmp_path / "run")
+    assert imported.returncode == 0 and "and its tokenizer.json" in imported.stdout, imported.stderr
+    refused = tfspec_cli("generate", tmp_path / "run", "--input", "w1 w2")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and len(lines) == 1, refused.stderr
+    assert "its encoder reads log-mel spectrograms, not text" in lines[0] and "Continuation(model, input_features)" \
+        in lines[0]
+    trained = tfspec_cli("train", "examples/whisper_small.tfs", "--set", "layers=1", "--set", "decoder_layers=1",
+                         "--steps", "1", "--out", tmp_path / "tuned")
+    assert trained.returncode == 2 and "has no generated task with targets" in trained.stderr, trained.stderr
+    assert not (tmp_path / "tuned").exists()

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..errors import LengthError, RunError, shown
+from ..registry import INPUTS
 from .common import fits, number, positive, print_json, seed_number, torch_device, UsageError, with_json, within
 
 
@@ -74,6 +75,12 @@ def run(args) -> int:
     if kind == "encoder-only":
         raise RunError(f"{shown(saved.path)}: an encoder-only model (a masked-language model, a classifier) has no "
                        "decoder to generate with")
+    given = model.spec.embedding(model.spec.stacks[0].embedding).input
+    if given is not None:  # an encoder of spectrograms (Whisper's): its source is no text
+        kind_of_input = INPUTS[given.name]
+        raise RunError(f"{shown(saved.path)}: its encoder reads {kind_of_input.what}, not text, and tfspec generate "
+                       f"encodes text; decode from Python with tfspec.run.decoding.Continuation(model, "
+                       f"{kind_of_input.argument})")
     if args.compile and args.no_cache:
         raise UsageError("--compile decodes over a KV cache; it does not combine with --no-cache")
     if args.beam is not None and (args.temperature is not None or args.top_k or args.top_p):

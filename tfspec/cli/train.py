@@ -221,6 +221,10 @@ def _new_run(args, load_initial: bool):
     fixed = fixed_length(spec.graph(), spec.stacks[0].role)
     kind = INPUTS[spec.embedding(spec.stacks[0].embedding).input.name] if fixed is not None else None
     if kind is not None:  # a model of pictures learns its input kind's generated task (classifies the digits)
+        if spec.kind != "encoder-only":
+            raise UsageError(f"{spec.name} reads {kind.what} into an {spec.kind}; the generated {kind.task} are "
+                             "classified by an encoder alone, and tfspec train has no generated task with targets to "
+                             "decode from them")
         given = [f"--{name.replace('_', '-')}" for name in ("task", "data", "tokenizer", "seq_len", "max_len")
                  if getattr(args, name, None) is not None]
         if given:

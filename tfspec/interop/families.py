@@ -388,18 +388,20 @@ def _check_values(path: Path, reference, stored: dict[str, str]) -> None:
 
 def tokenizer_of(directory, model):
     """The ``tokenizer.json`` of a model directory as a vocabulary (special ids from its ``config.json``), or None
-    without one; a tokenizer with more tokens than ``model``'s embedding has rows is refused."""
+    without one, or for a model that reads no token ids (pictures); a tokenizer with more tokens than ``model``'s
+    token table has rows is refused (the table of the stack last in the model: a decoder's, Whisper's)."""
     from ..run.data import DataError, TokenizerVocabulary
 
     path = Path(directory) / "tokenizer.json"
-    if not path.is_file():
+    tables = [model.spec.embedding(s.embedding).vocab for s in model.spec.stacks]
+    if not path.is_file() or tables[-1] is None:
         return None
     try:
         config = read_json(Path(directory) / "config.json")
         vocab = TokenizerVocabulary.load(path, config if isinstance(config, dict) else {})
     except (OSError, ValueError, DataError) as exc:
         raise InteropError(str(exc)) from None
-    rows = model.spec.embeddings[0].vocab
+    rows = tables[-1]
     if vocab.size > rows:
         raise InteropError(f"{shown(path)}: {vocab.size:,} tokens, but the model's embedding has {rows:,} rows")
     return vocab
