@@ -14,7 +14,7 @@ from . import hf_jamba, hf_llama, hybrid
 from .facts import Facts
 from .family import Family
 from .fields import Field, Fields, Fixed
-from .mapping import Rule, rule
+from .mapping import Rule
 from .writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -49,15 +49,12 @@ FIELDS = Fields(
     Field("conv_bias", "use_conv_bias", lambda f: _mamba(f).conv_bias, let=False),
     Field("bias", "use_bias", lambda f: _mamba(f).bias, let=False),
     Fixed("hidden_act", "silu", "hidden_act={value}: the convolution's activation, which is SiLU in tfspec's Mamba"),
-    ignored={**hf_llama.FIELDS.ignored,
-             "residual_in_fp32": "keeps the residual stream in float32 under half precision (a float32 model's "
-                                 "is float32 anyway); tfspec's stream has the model's dtype",
+    ignored={**hf_llama.FIELDS.ignored, **hybrid.MIXERS_ALONE_IGNORED,
              "time_step_scale": "scales a new model's draw of the time step's projection; a checkpoint holds it",
              "time_step_min": "bounds a new model's draw of the time step's bias; a checkpoint holds it",
              "time_step_max": "bounds a new model's draw of the time step's bias; a checkpoint holds it",
              "time_step_floor": "bounds a new model's draw of the time step's bias; a checkpoint holds it",
              "time_step_init_scheme": "how a new model draws the time step's projection; a checkpoint holds it",
-             "rescale_prenorm_residual": "scales a new model's out_proj draw; a checkpoint holds out_proj",
              "intermediate_size": "expand × hidden_size, which transformers derives from them",
              "use_mambapy": "which torch implementation of the scan runs; the result is the same",
              "use_associative_scan": "which torch implementation of the scan runs; the result is the same"},
@@ -69,25 +66,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Mamba configuration describes: a stack of normed Mamba mixers."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    norm = f"rmsnorm(eps={s.eps})"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  mixer mamba({s.expand} * {s.d_model}, state={s.state}, kernel={s.kernel}, dt_rank={s.dt_rank}, conv_bias={s.conv_bias}, bias={s.bias})
-  final {norm}
-}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    mixer = (f"mamba({s.expand} * {s.d_model}, state={s.state}, kernel={s.kernel}, dt_rank={s.dt_rank}, "
+             f"conv_bias={s.conv_bias}, bias={s.bias})")
+    return hybrid.mixers_alone_text(w, s, mixer, name=name, heading=heading, head=head)
 
 
 def hf_config(spec) -> dict:
@@ -98,17 +79,7 @@ def hf_config(spec) -> dict:
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embeddings.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm_f.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        parts = hybrid.layer_parts(model, i, "Mamba")
-        rules += hf_jamba.mamba_rules(f"{ours}.{parts['operator']}", f"{theirs}.mixer", state, ours_state)
-        rules.append(rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.norm.weight"))
-    if lm and model.tied_to is not None:
-        return rules, {"lm_head.weight": "embeddings.tokens.tokens.weight"}
-    return rules + ([rule("head.weight", "lm_head.weight")] if lm else []), {}
+    return hybrid.mixers_alone_rules(model, prefix, state, lm, "Mamba", hf_jamba.mamba_rules)
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

@@ -12,7 +12,7 @@ from . import hf_llama, hybrid
 from .facts import Facts
 from .family import Family
 from .fields import Field, Fields, Fixed
-from .mapping import Rule, rule
+from .mapping import Rule
 from .writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -33,11 +33,8 @@ FIELDS = Fields(
                           "use_conv_bias", "use_bias", "expand"),
     Fixed("hidden_act", "silu", "hidden_act={value}: the convolution's activation, which is SiLU in tfspec's "
                                 "Mamba-2"),
-    ignored={**hf_llama.FIELDS.ignored, **hybrid.MAMBA2_IGNORED,
-             "residual_in_fp32": "keeps the residual stream in float32 under half precision (a float32 model's "
-                                 "is float32 anyway); tfspec's stream has the model's dtype",
-             "time_step_rank": "Mamba-1's rank of the time step's projection, which Mamba-2 does not have",
-             "rescale_prenorm_residual": "scales a new model's out_proj draw; a checkpoint holds out_proj"},
+    ignored={**hf_llama.FIELDS.ignored, **hybrid.MAMBA2_IGNORED, **hybrid.MIXERS_ALONE_IGNORED,
+             "time_step_rank": "Mamba-1's rank of the time step's projection, which Mamba-2 does not have"},
 )
 
 
@@ -46,25 +43,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Mamba-2 configuration describes: a stack of normed Mamba-2 mixers."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    norm = f"rmsnorm(eps={s.eps})"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  mixer {hybrid.mamba2_layer(s, s.eps)}
-  final {norm}
-}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    return hybrid.mixers_alone_text(w, s, hybrid.mamba2_layer(s, s.eps), name=name, heading=heading, head=head)
 
 
 def hf_config(spec) -> dict:
@@ -76,16 +55,7 @@ def hf_config(spec) -> dict:
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embeddings.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm_f.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "Mamba-2")
-        rules += hybrid.mamba2_rules(f"{ours}.{parts['operator']}", f"{theirs}.mixer", state, ours_state)
-        rules.append(rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.norm.weight"))
-    if lm and model.tied_to is not None:
-        return rules, {"lm_head.weight": "embeddings.tokens.tokens.weight"}
-    return rules + ([rule("head.weight", "lm_head.weight")] if lm else []), {}
+    return hybrid.mixers_alone_rules(model, prefix, state, lm, "Mamba-2", hybrid.mamba2_rules)
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

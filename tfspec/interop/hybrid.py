@@ -82,6 +82,54 @@ decoder x {s.layers} {{
     return w.text(text, list(heading))
 
 
+# fields of the models whose layers are one normed mixer alone (Mamba's, Mamba-2's) that change no computation
+MIXERS_ALONE_IGNORED = {
+    "residual_in_fp32": "keeps the residual stream in float32 under half precision (a float32 model's is float32 "
+                        "anyway); tfspec's stream has the model's dtype",
+    "rescale_prenorm_residual": "scales a new model's out_proj draw; a checkpoint holds out_proj",
+}
+
+
+def mixers_alone_text(w, s, mixer: str, *, name: str, heading: tuple[str, ...], head: bool) -> str:
+    """The spec of a model whose layers are one RMS-normed ``mixer`` call alone (Mamba's, Mamba-2's), from the
+    settings ``s`` (``d_model``, ``layers``, ``vocab``, ``init_std``, ``eps``, ``tied``)."""
+    norm = f"rmsnorm(eps={s.eps})"
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+  norm {norm}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
+
+decoder x {s.layers} {{
+  mixer {mixer}
+  final {norm}
+}}
+"""
+    if head:
+        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
+    return w.text(text, list(heading))
+
+
+def mixers_alone_rules(model, prefix: str, state: dict, lm: bool, family: str, mixer_rules
+                       ) -> tuple[list[Rule], dict[str, str]]:
+    """Such a model's tensors: the table (``embeddings``), the final norm (``norm_f``), each layer's ``norm`` and
+    ``mixer`` (``mixer_rules(ours, theirs, state, ours_state)``), and the causal LM's head."""
+    ours_state = model.state_dict()
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embeddings.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm_f.weight")]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", layer_parts(model, i, family)
+        rules += mixer_rules(f"{ours}.{parts['operator']}", f"{theirs}.mixer", state, ours_state)
+        rules.append(rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.norm.weight"))
+    if lm and model.tied_to is not None:
+        return rules, {"lm_head.weight": "embeddings.tokens.tokens.weight"}
+    return rules + ([rule("head.weight", "lm_head.weight")] if lm else []), {}
+
+
 def mamba2(f):
     """The options of the decoder's Mamba-2 layers (refused where its mixers are another kind, or where their
     gated norm's eps is not the model's, which one configuration field holds for both)."""
