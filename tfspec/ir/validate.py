@@ -276,13 +276,10 @@ def _grid_of(emb: S.Embedding) -> tuple[int | None, int]:
 def check_inputs(g: Graph, spec: S.Spec, errors: Collector) -> None:
     """An input kind (pictures' patches, spectrograms) feeds an encoder (of an encoder-only model, ViT's; or of an
     encoder-decoder, Whisper's), whose positions cover the sequence it makes; a head over an encoder alone reads
-    one vector per example (a class token, or the mean). The input kind's own objections to its options at this
-    width."""
+    one vector per example (a class token, or the mean)."""
     for node in g.of(ir.Features):
         emb = spec.embedding(node.table)
-        kind, options = INPUTS.of(node.choice)
-        for problem in kind.check(options, emb.dim):
-            errors.error(problem.code, problem.message, node.choice.span or emb.span, problem.hint)
+        kind = INPUTS[node.choice.name]
         if node.stack != "encoder":
             errors.error("structure", f"embedding '{emb.name}' reads {kind.what}, which feed an encoder (ViT's, "
                          f"Whisper's); here the {node.stack} reads it", emb.span,

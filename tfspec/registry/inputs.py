@@ -70,9 +70,6 @@ class InputKind(Variant):
         """What diagrams write in its node: ``Patch Embedding (16×16×3 → 768, class token)`` without the width."""
         return self.label(options)
 
-    def check(self, options, dim: int) -> list[Problem]:
-        return []
-
     def task_note(self, options) -> str:
         raise NotImplementedError
 
