@@ -146,3 +146,28 @@ def test_the_cli_refuses_what_it_cannot_do_with_spectrograms_in_one_line(tmp_pat
                          "--steps", "1", "--out", tmp_path / "tuned")
     assert trained.returncode == 2 and "has no generated task with targets" in trained.stderr, trained.stderr
     assert not (tmp_path / "tuned").exists()
+
+
+def test_every_command_reads_an_encoder_decoder_of_spectrograms(tmp_path, tfspec_cli):
+    """Whisper's shape through verify (its sources drawn as spectrograms), mask and report (the encoder at its
+    length), build, and ONNX (onnxruntime computing what PyTorch does)."""
+    small = ["--set", "layers=1", "--set", "decoder_layers=1", "--set", "d_model=32", "--set", "heads=2",
+             "--set", "decoder_heads=2", "--set", "d_ff=32", "--set", "decoder_d_ff=32", "--set", "vocab=64",
+             "--set", "mels=12", "--set", "source_positions=6", "--set", "target_positions=16"]
+    spec = tmp_path / "whisper.tfs"
+    spec.write_text(open("examples/whisper_small.tfs").read())
+    verified = tfspec_cli("verify", spec, *small, "--examples", "5")
+    assert verified.returncode == 0 and "held     causality" in verified.stdout, verified.stdout + verified.stderr
+    assert "held     padding invariance" in verified.stdout
+    masked = tfspec_cli("mask", spec, *small, "-o", tmp_path / "mask.svg")
+    assert masked.returncode == 0 and "decoder.cross_attn: 16 queries × 6 keys" in masked.stdout, masked.stderr
+    reported = tfspec_cli("report", spec, *small, "-o", tmp_path / "page.html")
+    assert reported.returncode == 0 and "note:" not in reported.stderr, reported.stderr
+    built = tfspec_cli("build", "examples/audio_tones.tfs")
+    assert built.returncode == 0 and "forward pass on random log-mel spectrograms (2, 20, 32)" in built.stdout
+    pytest.importorskip("onnxruntime")
+    from tfspec.interop.onnx import export_onnx
+    sizes = dict(setting.split("=") for setting in small[1::2])
+    model = tfspec.compile(tfspec.load(spec, overrides={k: int(v) for k, v in sizes.items()}), seed=0)
+    exported = export_onnx(model, tmp_path / "whisper.onnx")
+    assert exported.inputs[0] == "input_features" and exported.max_difference < 1e-5

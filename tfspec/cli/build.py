@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from ..front.api import load
+from ..registry import INPUTS
 from .common import DTYPES, fits, overrides, positive, print_json, seed_number, torch_device, with_json, with_set
 
 
@@ -84,7 +85,8 @@ def run(args) -> int:
     shapes = ", ".join(str(tuple(o.shape)) for o in outputs)
     names = " and ".join(["logits" if spec.head else "hidden states"] + (["pooled"] if spec.pooler else []))
     finite = all(torch.isfinite(o).all().item() for o in outputs)
-    what = "pictures" if inputs[-1].is_floating_point() else "tokens"
+    given = spec.embedding(spec.stacks[-1].embedding).input  # what the last input is: tokens, or an input kind's
+    what = INPUTS[given.name].what if given is not None else "tokens"
     if args.json:
         print_json({"name": spec.name, "kind": spec.kind, "parameters": total, "dtype": args.dtype,
                      "device": str(device), "input": {what: list(inputs[-1].shape)},

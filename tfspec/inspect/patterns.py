@@ -54,16 +54,17 @@ class AttentionPattern:
 def default_length(g) -> int:
     """The length at which every pattern shows: the largest its masks and kinds ask for (at least 64), within
     the stacks' limits (learned positions, Linformer's projections) and 8192; pictures' own length (their
-    patches)."""
-    fixed = [n for role in g.stacks if (n := fixed_length(g, role)) is not None]
-    if fixed:
-        return fixed[0]
+    patches), where every stack's input fixes its length; a stack whose input fixes it beside another (an encoder of
+    spectrograms) stays at it, and this is the other's."""
+    free = [role for role in g.stacks if fixed_length(g, role) is None]
+    if not free:
+        return fixed_length(g, next(iter(g.stacks)))
     wanted = [SMALLEST]
     for node in attentions(g):
         kind, options = ATTENTION_KINDS.of(node.spec.kind)
         wanted += [kind.pattern_length(options)] + [m.pattern_length(o) for m, o in map(MASKS.of, node.spec.mask)]
     length = min(max(wanted), LARGEST)
-    limits = [limit[0] for role in g.stacks if (limit := length_limit(g, role)) is not None]
+    limits = [limit[0] for role in free if (limit := length_limit(g, role)) is not None]
     return min([length] + limits)
 
 

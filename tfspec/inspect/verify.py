@@ -353,9 +353,14 @@ class Subject:
         self.pictures = self.model.embeddings[self.model.stack_embedding[self.role]] if self.v is None else None
 
     def sources(self, batch: int):
-        """An encoder-decoder's source rows for a target batch (``None`` for a single stack)."""
+        """An encoder-decoder's source rows for a target batch (``None`` for a single stack): token ids, or an
+        input kind's tensors (spectrograms), drawn from a seed."""
         if self.kind != "encoder-decoder":
             return st.just(None)
+        given = self.model.embeddings[self.model.stack_embedding["encoder"]]
+        if given.vocab is None:
+            return st.integers(0, 2 ** 31 - 1).map(
+                lambda seed: torch.randn(batch, *given.shape, generator=torch.Generator().manual_seed(seed)))
         return st.integers(1, max_length(self.model, "encoder", self.max_len)).flatmap(
             lambda n: _tokens(vocab(self.model, "encoder"), batch, n))
 
@@ -368,8 +373,11 @@ class Subject:
         if self.pictures is not None:
             return torch.randn(2, *self.pictures.shape, generator=generator), None
         tokens = torch.randint(0, self.v, (2, self.length), generator=generator)
-        src = (torch.randint(0, vocab(self.model, "encoder"), (2, max_length(self.model, "encoder", self.max_len)),
-                             generator=generator) if self.kind == "encoder-decoder" else None)
+        src = None
+        if self.kind == "encoder-decoder":
+            given = self.model.embeddings[self.model.stack_embedding["encoder"]]
+            src = torch.randn(2, *given.shape, generator=generator) if given.vocab is None else torch.randint(
+                0, given.vocab, (2, max_length(self.model, "encoder", self.max_len)), generator=generator)
         return tokens, src
 
 
@@ -457,7 +465,8 @@ def offset_invariance(s: Subject) -> Result:
 def padding_invariance(s: Subject) -> Result:
     """Outputs at real positions ignore what padded positions contain."""
     target_pads = accepts_padding(s.model, s.role)
-    source_pads = s.kind == "encoder-decoder" and accepts_padding(s.model, "encoder")
+    # (a source of spectrograms has no padded positions of its own to fill)
+    source_pads = s.kind == "encoder-decoder" and accepts_padding(s.model, "encoder") and vocab(s.model, "encoder")
     if not (target_pads or source_pads):
         return Result("padding invariance", "not applicable", "no attention masks padding")
 
@@ -468,8 +477,7 @@ def padding_invariance(s: Subject) -> Result:
         filler = draw(_tokens(s.v, *tokens.shape))
         src = src_lengths = src_filler = None
         if s.kind == "encoder-decoder":
-            src = draw(_tokens(vocab(s.model, "encoder"), tokens.shape[0],
-                               draw(st.integers(1, max_length(s.model, "encoder", s.max_len)))))
+            src = draw(s.sources(tokens.shape[0]))
             if source_pads:
                 src_lengths = [draw(st.integers(1, src.shape[1])) for _ in range(src.shape[0])]
                 src_filler = draw(_tokens(vocab(s.model, "encoder"), *src.shape))
