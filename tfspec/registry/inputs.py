@@ -28,6 +28,7 @@ class InputKind(Variant):
       ``forward(x, positions)`` gives ``(batch, length, dim)`` and whose ``check(name, x, device)`` refuses a
       tensor of the wrong kind or shape with a ``ValueError`` naming ``name``;
     - ``smaller(options)``: the same kind at the smallest size that keeps its structure (what ``verify`` builds);
+    - ``describe(options)``: what diagrams and ``summary`` call its node;
     - the generated task a run of ``tfspec train`` learns from it: ``task`` (its name), ``classes`` (what the
       head predicts), ``task_note(options)``, ``examples_of(options, count, generator)`` (inputs and labels) and
       ``task_problem(options)`` (its objection to a size the task cannot fill).
