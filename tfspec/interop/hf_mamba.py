@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import math
 
-from ..ir import nodes as ir
 from . import hf_jamba, hf_llama, hybrid
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields, Fixed
-from .mapping import Rule
 from .writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -23,11 +20,7 @@ _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 def _mamba(f):
     """The options of the layers' Mamba mixer; refused where a layer attends or has a feed-forward, or its mixer is
     another kind or norms inside (Jamba's)."""
-    f.kind("decoder-only")
-    if any(m is None for m in f.layer_mixers("decoder")):
-        raise f.refuse("some of its layers attend: Mamba's layers are one Mamba mixer each")
-    if f.g.of(ir.FeedForward, stack="decoder", in_block=True):
-        raise f.refuse("its layers have feed-forwards: Mamba's layers are one Mamba mixer each")
+    hybrid.only_mixers(f, "Mamba")
     options = f.mixer("decoder")
     if not hasattr(options, "dt_rank"):
         raise f.refuse(f"its layers' mixer is {f.layer_mixers('decoder')[0].kind.name}, not Mamba (mixer mamba)")
@@ -78,16 +71,9 @@ def hf_config(spec) -> dict:
     return {"model_type": "mamba", **FIELDS.config(f)}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hybrid.mixers_alone_rules(model, prefix, state, lm, "Mamba", hf_jamba.mamba_rules)
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Mamba", ("mamba",), {"MambaForCausalLM": {"head": True}, "MambaModel": {"head": False}},
-           "Mamba: every layer one RMS-normed Mamba mixer (mixer mamba, Mamba-1's selective scan) on a residual "
-           "branch, with no attention and no feed-forward; a final RMSNorm",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config,
-           load=lambda model, reference: hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules,
-                                                               prefix="backbone."),
-           export=lambda model: hf_llama.export_decoder(model, _rules, "Hugging Face Mamba", prefix="backbone.")),
+    hybrid.mixers_alone_family(
+        "Mamba", "mamba", "Mamba: every layer one RMS-normed Mamba mixer (mixer mamba, Mamba-1's selective scan) on a "
+        "residual branch, with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, spec_text,
+        hf_config, hf_jamba.mamba_rules),
 )

@@ -7,23 +7,12 @@ Its base model is the ``backbone``; its embedding ``embeddings``.
 
 from __future__ import annotations
 
-from ..ir import nodes as ir
 from . import hf_llama, hybrid
 from .facts import Facts
-from .family import Family
 from .fields import Field, Fields, Fixed
-from .mapping import Rule
 from .writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
-
-
-def _only_mixers(f) -> None:
-    """Refused where a layer attends or has a feed-forward: Mamba-2's layers are one mixer each."""
-    if any(m is None for m in f.layer_mixers("decoder")):
-        raise f.refuse("some of its layers attend: Mamba-2's layers are one Mamba-2 mixer each")
-    if f.g.of(ir.FeedForward, stack="decoder", in_block=True):
-        raise f.refuse("its layers have feed-forwards: Mamba-2's layers are one Mamba-2 mixer each")
 
 
 FIELDS = Fields(
@@ -49,21 +38,13 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 def hf_config(spec) -> dict:
     """The Mamba-2 configuration ``spec`` would be."""
     f = Facts(spec, "Mamba-2")
-    f.kind("decoder-only")
-    _only_mixers(f)
+    hybrid.only_mixers(f, "Mamba-2")
     return {"model_type": "mamba2", **FIELDS.config(f)}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hybrid.mixers_alone_rules(model, prefix, state, lm, "Mamba-2", hybrid.mamba2_rules)
-
-
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Mamba-2", ("mamba2",), {"Mamba2ForCausalLM": {"head": True}, "Mamba2Model": {"head": False}},
-           "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, with no "
-           "attention and no feed-forward; a final RMSNorm",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config,
-           load=lambda model, reference: hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules,
-                                                               prefix="backbone."),
-           export=lambda model: hf_llama.export_decoder(model, _rules, "Hugging Face Mamba-2", prefix="backbone.")),
+    hybrid.mixers_alone_family(
+        "Mamba-2", "mamba2", "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, "
+        "with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, spec_text, hf_config,
+        hybrid.mamba2_rules),
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
 from . import hf_llama
+from .family import Family
 from .fields import Field, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
 
@@ -112,6 +113,32 @@ decoder x {s.layers} {{
     if head:
         text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
     return w.text(text, list(heading))
+
+
+def only_mixers(f, family: str) -> None:
+    """Refused where a layer attends or has a feed-forward: ``family``'s layers are one mixer each."""
+    f.kind("decoder-only")
+    if any(m is None for m in f.layer_mixers("decoder")):
+        raise f.refuse(f"some of its layers attend: {family}'s layers are one {family} mixer each")
+    if f.g.of(ir.FeedForward, stack="decoder", in_block=True):
+        raise f.refuse(f"its layers have feed-forwards: {family}'s layers are one {family} mixer each")
+
+
+def mixers_alone_family(name: str, model_type: str, conventions: str, module: str, fields, spec_text, hf_config,
+                        mixer_rules):
+    """The family of a model whose layers are one normed mixer alone (Mamba's, Mamba-2's): its causal LM and base
+    model (``<Name>ForCausalLM``, ``<Name>Model``) under ``backbone.``, each mixer's tensors by ``mixer_rules``."""
+    cls = name.replace("-", "")  # Mamba-2's classes: Mamba2ForCausalLM, Mamba2Model
+
+    def rules(model, prefix: str, state: dict, lm: bool):
+        return mixers_alone_rules(model, prefix, state, lm, name, mixer_rules)
+
+    return Family(name, (model_type,), {f"{cls}ForCausalLM": {"head": True}, f"{cls}Model": {"head": False}},
+                  conventions, module=module, fields=fields, spec_text=spec_text, hf_config=hf_config,
+                  load=lambda model, reference: hf_llama.load_decoder(model, reference, fields, hf_config, spec_text,
+                                                                      rules, prefix="backbone."),
+                  export=lambda model: hf_llama.export_decoder(model, rules, f"Hugging Face {name}",
+                                                               prefix="backbone."))
 
 
 def mixers_alone_rules(model, prefix: str, state: dict, lm: bool, family: str, mixer_rules
