@@ -603,6 +603,14 @@ CONFIGS = {  # model class -> a tiny configuration of it
                             num_local_experts=4, num_experts_per_tok=2, no_rope_layers=[0, 1, 1],
                             attention_chunk_size=5, use_qk_norm=False, attn_temperature_tuning=False,
                             attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    # two towers (a causal text encoder pooled at its end-of-text id, a vision encoder of bias-free patches) meeting
+    # in a contrastive head
+    "CLIPModel": dict(model_type="clip", projection_dim=16, logit_scale_init_value=2.3,
+                      text_config=dict(vocab_size=90, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                       num_attention_heads=4, max_position_embeddings=30, eos_token_id=89),
+                      vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=4, image_size=12, patch_size=4, num_channels=3,
+                                         hidden_act="gelu", layer_norm_eps=1e-6)),
 }
 
 
@@ -663,6 +671,8 @@ def outputs(model, reference, cls: str, device: str = "cpu", pooler_tolerance: f
     """Both models' outputs on a batch (logits, or the last hidden states of base models), its second row
     right-padded where ``padded``; ``device``: where the models are; a pooled vector is checked to
     ``pooler_tolerance`` (None: not checked)."""
+    if hasattr(reference, "logit_scale"):  # two towers meeting in a contrastive head: texts against pictures
+        return _contrasted(model, reference, device, padded)
     if reference.main_input_name == "pixel_values":  # pictures, which have no padding
         c, side = reference.config.num_channels, reference.config.image_size
         pixels = torch.randn(2, c, side, side, generator=torch.Generator().manual_seed(1)).to(device)
@@ -705,6 +715,26 @@ def outputs(model, reference, cls: str, device: str = "cpu", pooler_tolerance: f
             ours = ours[0]
         theirs = result.logits if hasattr(result, "logits") else result.last_hidden_state
         return ours, theirs, ~padding
+
+
+def _contrasted(model, reference, device: str, padded: bool):
+    """A contrastive pair's logits over 3 texts (each with its end-of-text id, the third right-padded where
+    ``padded``) and 2 pictures: ours and the reference's ``logits_per_text``."""
+    text, vision = reference.config.text_config, reference.config.vision_config
+    tokens = torch.randint(3, text.vocab_size - 1, (3, 9), generator=torch.Generator().manual_seed(1))
+    eos = text.eos_token_id if text.eos_token_id != 2 else text.vocab_size - 1  # (legacy: the highest id)
+    for row, end in enumerate((8, 5, 3)):
+        tokens[row, end] = eos
+    mask = torch.ones_like(tokens)
+    if padded:
+        mask[2, 4:] = 0
+    side = vision.image_size
+    pixels = torch.randn(2, vision.num_channels, side, side, generator=torch.Generator().manual_seed(2))
+    tokens, mask, pixels = tokens.to(device), mask.to(device), pixels.to(device)
+    with torch.no_grad():
+        ours = model(text=tokens, text_padding_mask=mask == 0, vision=pixels).logits
+        theirs = reference(input_ids=tokens, attention_mask=mask, pixel_values=pixels).logits_per_text
+    return ours, theirs, torch.ones(theirs.shape, dtype=torch.bool, device=device)
 
 
 def unsliced(reference) -> dict:
@@ -760,7 +790,7 @@ def test_an_imported_directory_computes_what_hugging_face_computes_and_exports_b
         ours, theirs, real = outputs(model, reference, cls, padded=padded)
         assert ours.shape == theirs.shape
         assert_close(ours[real], theirs[real], TOL, msg=padded)
-    generates = model.head is not None and model.spec.decoder is not None
+    generates = getattr(model, "head", None) is not None and model.spec.decoder is not None
     if generates and not cls.startswith("T5"):  # T5: untied, below
         expected = greedy(reference, reference)
         if not reference.config.is_encoder_decoder:  # a tiny tied encoder-decoder repeats its start token
@@ -938,6 +968,19 @@ EVERY_FIELD = {
                         hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
                         type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, pad_token_id=3,
                         architectures=["RobertaForMaskedLM"])],
+    # every field away from its default; the second a checkpoint from before CLIP's end-of-text id was written
+    # (eos_token_id 2: pooled at the highest id)
+    "hf_clip": [dict(model_type="clip", projection_dim=12, logit_scale_init_value=3.1,
+                     text_config=dict(vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                                      num_attention_heads=3, max_position_embeddings=33, hidden_act="gelu",
+                                      layer_norm_eps=1e-6, attention_dropout=0.1, initializer_range=0.05,
+                                      eos_token_id=90),
+                     vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                        num_attention_heads=5, image_size=20, patch_size=5, num_channels=1,
+                                        hidden_act="relu", layer_norm_eps=1e-7, attention_dropout=0.2,
+                                        initializer_range=0.04)),
+                dict(model_type="clip", text_config=dict(vocab_size=50, eos_token_id=2),
+                     vision_config=dict(image_size=32, patch_size=16))],
     "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                         decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                         decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
@@ -2077,3 +2120,15 @@ def test_whispers_scale_embedding_changes_nothing_hugging_face_computes(tmp_path
     with torch.no_grad():
         logits = [m(input_features=features, decoder_input_ids=target).logits for m in (plain, scaled)]
     assert torch.equal(*logits)
+
+
+def test_a_clip_checkpoint_from_before_its_end_of_text_id_pools_at_the_highest_id(tmp_path):
+    """CLIP's first checkpoints say eos_token_id 2 and pool at each text's highest id (their end-of-text token was
+    the vocabulary's last): imported as ``pool=highest_id``, computing Hugging Face's logits, exported back."""
+    text = {**CONFIGS["CLIPModel"]["text_config"], "eos_token_id": 2}
+    directory, reference = saved(tmp_path, "CLIPModel", text_config=text)
+    assert "pool=highest_id" in import_config(directory)
+    model = tfspec.from_pretrained(directory)
+    ours, theirs, _ = outputs(model, reference, "CLIPModel")
+    assert_close(ours, theirs, TOL)
+    exports_back(tmp_path, "CLIPModel", reference, model)

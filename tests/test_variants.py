@@ -21,12 +21,12 @@ from tfspec.inspect.measure import measure
 from tfspec.ir.queries import fixed_length
 from tfspec.front.schema import Choice
 from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS,
-                             MIXERS, NORMS, POSITIONS, AttentionShape)
+                             MIXERS, NORMS, POOLS, POSITIONS, AttentionShape)
 from numerics import FLOAT32, assert_close, close
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
             "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "mixer": MIXERS,
-            "attention step": ATTENTION_STEPS, "init": INITS, "input": INPUTS}
+            "attention step": ATTENTION_STEPS, "init": INITS, "input": INPUTS, "pool": POOLS}
 EMBEDDING = "embedding tokens {{ vocab 40; dim 16; position {position} }}\n"
 
 
@@ -47,6 +47,9 @@ def spec_text(family: str, name: str, options: dict) -> str:
     if family == "input":  # an encoder of what it reads, classified
         return (f"embedding given {{ input {c}; dim 16; norm layernorm; position none }}\n"
                 "encoder x 2 { attention self heads=2; feedforward d_ff=32 }\nhead linear(10) pool=mean")
+    if family == "pool":  # an encoder of tokens, classified from one vector of each sequence
+        return (EMBEDDING.format(position="learned(80)") + "encoder x 2 { attention self heads=2 mask=padding; "
+                f"feedforward d_ff=32 }}\nhead linear(10) pool={c}")
     body = {"attention kind": f"attention self heads=2 kind={c} mask=padding; feedforward d_ff=32",
             "mask": f"attention self heads=2 mask={c}; feedforward d_ff=32",
             "position": f"position {c}; attention self heads=2 mask=causal; feedforward d_ff=32",

@@ -44,17 +44,19 @@ from ..nn.per_layer import PerLayerInputs
 from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
+from ..nn.towers import ContrastiveHead, TowersModel
 from ..nn.mtp import MultiTokenPrediction, PredictionModule
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, NORMS,
-                        POSITIONS, AttentionConfig, Constructor, Role, attention_inputs)
+                        POOLS, POSITIONS, AttentionConfig, Constructor, Role, attention_inputs)
 from ..nn.kernels import attention_band, flex_attention_applies, fused_causal_kernel
 
 DEFAULT_INIT = S.Choice(name="normal", options={"std": 0.02})
 
 
-def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = None, device=None, dtype=None,
-            seed: int | None = None) -> CompiledModel:
-    """Compile a spec (a ``Spec``, a ``.tfs`` path, or spec text) to an initialised ``nn.Module``.
+def compile(source: S.Spec | S.Towers | str | Path, *, overrides: dict[str, Any] | None = None, device=None,
+            dtype=None, seed: int | None = None) -> CompiledModel | TowersModel:
+    """Compile a spec (a ``Spec``, a ``.tfs`` path, or spec text) to an initialised ``nn.Module``; a model of
+    several towers to a ``TowersModel`` of one compiled model per tower, initialised in the towers' order.
 
     ``device="meta"`` builds without allocating (for counting); ``seed`` seeds the
     initialisation (otherwise it draws from torch's global generator, so
@@ -70,15 +72,15 @@ def compile(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = N
     where = device if device is not None else torch.empty(0).device  # torch's default device, where it builds
     with torch.device(device) if device is not None else nullcontext():
         if where.type == "meta":  # nothing to draw
-            model = _build_and_initialise(spec)
+            model = _build_and_initialise(spec, None, where)
         elif seed is not None:
             # a generator of this call's own: another thread drawing meanwhile (another compile, a data loader)
             # cannot change the weights; the modules' own draws, which initialise overwrites, leave torch's
             # global generator as it was
             with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []):
-                model = _build_and_initialise(spec, torch.Generator(where).manual_seed(seed))
+                model = _build_and_initialise(spec, torch.Generator(where).manual_seed(seed), where)
         else:  # from where torch's global generator stands, as after torch.manual_seed(seed): the same weights
-            model = _build_and_initialise(spec, _global_generator_copy(where))
+            model = _build_and_initialise(spec, _global_generator_copy(where), where)
     if dtype is not None:
         model = model.to(dtype=dtype)
     return model
@@ -139,13 +141,25 @@ def available_memory_bytes(device=None) -> int:
         return 1 << 40
 
 
-def check_fits(spec: S.Spec, device=None, dtype=None) -> None:
+def check_fits(spec: S.Spec | S.Towers, device=None, dtype=None) -> None:
     """Refuse, before allocating, weights that will not fit in the memory available (a SpecError, code ``size``).
 
     Only materialising a model is refused for its size: ``check``, ``summary``,
     ``render`` and ``diff`` read the same spec without allocating anything.
     """
     if device is not None and torch.device(device).type == "meta":
+        return
+    if isinstance(spec, S.Towers):  # the towers together, the largest named
+        params = spec.parameter_count()
+        largest = max(spec.towers, key=lambda t: t.spec.parameter_count()).spec
+        need = params * torch.empty((), dtype=torch.get_default_dtype(), device="meta").element_size()
+        if need > available_memory_bytes(device):
+            raise SpecError([Diagnostic("size", f"the model's {params:,} parameters need {need / 2**30:,.1f} GiB "
+                                                f"({torch.get_default_dtype()}), but only "
+                                                f"{available_memory_bytes(device) / 2**30:,.1f} GiB of memory is "
+                                                "available", largest.span,
+                                        "shrink it (e.g. with --set), or inspect it without weights")],
+                            spec._sources)
         return
     g = spec.graph()
     params = count_parameters(g)
@@ -162,8 +176,8 @@ def check_fits(spec: S.Spec, device=None, dtype=None) -> None:
                                     "check, summary and render need no memory for them")], spec._sources)
 
 
-def _spec_of(source, overrides) -> S.Spec:
-    if isinstance(source, S.Spec):
+def _spec_of(source, overrides) -> S.Spec | S.Towers:
+    if isinstance(source, (S.Spec, S.Towers)):
         if overrides:
             raise ValueError("overrides apply when compiling text or a path; a parsed Spec is already resolved")
         return source
@@ -188,10 +202,20 @@ def _global_generator_copy(device: torch.device) -> torch.Generator:
     return generator
 
 
-def _build_and_initialise(spec: S.Spec, generator: torch.Generator | None = None) -> CompiledModel:
+def _build_and_initialise(spec: S.Spec | S.Towers, generator: torch.Generator | None = None,
+                          where: torch.device | None = None) -> CompiledModel | TowersModel:
+    if isinstance(spec, S.Towers):  # each tower from the one generator, in order; then the joins' own values
+        towers = {t.name: _build_and_initialise(t.spec, generator, where) for t in spec.towers}
+        return TowersModel(spec, towers, contrastive_constructor(spec.contrastive).build()
+                           if spec.contrastive is not None else None)
     model = build_model(spec)
     initialise(model, spec, generator)
     return model
+
+
+def contrastive_constructor(join: S.Contrastive) -> Constructor:
+    """The contrastive head's module, its scale and bias at their initial values (which no scheme draws)."""
+    return Constructor(ContrastiveHead, (join.loss, join.scale, join.bias))
 
 
 # ---------------------------------------------------------------- building
@@ -307,10 +331,11 @@ def stack_owned(g: Graph, role: str) -> dict[str, dict[str, Constructor]]:
 def head_constructor(head: S.Head, width: int) -> Constructor:
     transform = ACTIVATIONS[head.transform.name].module() if head.transform is not None else None
     features = head.features or width
+    pool = None if head.pool is None else POOLS[head.pool.name].module(width, POOLS.of(head.pool)[1])
     norm = (norm_constructor(head.transform_norm, features)
             if head.transform is not None and head.transform_norm else None)
     return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm, head.scale,
-                              head.softcap, head.features, head.pool, head.transform_bias))
+                              head.softcap, head.features, pool, head.transform_bias))
 
 
 def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:
@@ -446,7 +471,7 @@ def model_graph(g: Graph) -> fx.Graph:
     if ahead:  # (training only: the loss it adds is ``mtp.added_losses``'s)
         hidden = graph.create_node("call_module", "train_ahead", (hidden, ids["decoder"], padding["decoder"],
                                                                   per_stack["decoder"], labels), name="trained_ahead")
-    graph.output(graph.create_node("call_module", "output", (hidden,), name="out"))
+    graph.output(graph.create_node("call_module", "output", (hidden, ids[roles[-1]]), name="out"))
     return graph
 
 

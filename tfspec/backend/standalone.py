@@ -352,7 +352,9 @@ class _Writer:
         if spec.head is not None:
             tied = (f"self.embeddings[{spec.head.tied_to!r}].tokens.weight" if spec.head.tied_to is not None
                     else "None")
-            body.append(f"        logits = self.head(hidden, {tied})  # {_shape(g.node('logits').shape)}")
+            # (the last stack's token ids, where the head's pool finds its position among them)
+            ids = f", {g.node(f'{list(g.stacks)[-1]}.tokens').name}" if spec.head.pool is not None else ""
+            body.append(f"        logits = self.head(hidden, {tied}{ids})  # {_shape(g.node('logits').shape)}")
             result = "logits"
         if spec.pooler is not None:
             body.append("        pooled = self.pooler(hidden)  # (batch, width): the first position's summary")

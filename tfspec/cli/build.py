@@ -8,7 +8,8 @@ import sys
 
 from ..front.api import load
 from ..registry import INPUTS
-from .common import DTYPES, fits, overrides, positive, print_json, seed_number, torch_device, with_json, with_set
+from .common import (DTYPES, fits, one_model, overrides, positive, print_json, seed_number, torch_device, with_json,
+                     with_set)
 
 
 def _random_inputs(model, batch: int, length: int, device, generator):
@@ -47,7 +48,7 @@ def run(args) -> int:
 
     from ..backend.compiler import compile as compile_spec
 
-    spec = load(args.file, overrides=overrides(args))
+    spec = one_model(load(args.file, overrides=overrides(args)), "build")
     device = torch_device(args.device)
     from ..ir.queries import fixed_length
     fixed = [n for role in spec.graph().stacks if (n := fixed_length(spec.graph(), role)) is not None]

@@ -195,3 +195,18 @@ def positive(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def one_model(spec, command: str):
+    """``spec`` where it is a model of one or two stacks; a model of towers is refused, at its first tower, for a
+    command that does not read towers yet (a SpecError: the caret shows where)."""
+    from ..errors import Diagnostic, SpecError
+    from ..front.schema import Towers
+
+    if not isinstance(spec, Towers):
+        return spec
+    where = spec.towers[0].span
+    raise SpecError([Diagnostic("structure", f"`tfspec {command}` reads a model of one or two stacks; "
+                                f"'{spec.name}' is {len(spec.towers)} towers", where,
+                                "check, diff, import and export read towers; compile them in Python "
+                                "(tfspec.compile) for the rest")], spec._sources)

@@ -41,7 +41,7 @@ def run(args) -> int:
             print(f"  {change}")
     else:
         print("\nno architectural differences")
-    lengths = result.seq_len if isinstance(result.seq_len, int) else " and ".join(map(str, result.seq_len))
+    lengths = result.seq_len if isinstance(result.seq_len, (int, str)) else " and ".join(map(str, result.seq_len))
     print(f"\ntotals (batch 1, seq_len {lengths}):")
     show = {"parameters": lambda v: f"{v:,}", "forward FLOPs": si, "activation memory (bytes)": binary}
     for what, a, b in result.totals:

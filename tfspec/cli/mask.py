@@ -6,7 +6,7 @@ import os
 
 from ..errors import shown
 from ..front.api import load
-from .common import overrides, positive, print_json, UsageError, with_json, with_set, writable
+from .common import overrides, positive, print_json, UsageError, with_json, with_set, writable, one_model
 
 
 def add(sub) -> None:
@@ -38,7 +38,7 @@ def run(args) -> int:
     if longest > MAX_LENGTH:
         raise UsageError(f"a picture of {longest} positions would hold {longest ** 2:,} pairs; "
                          f"use a length <= {MAX_LENGTH}")
-    spec = load(args.file, overrides=overrides(args))
+    spec = one_model(load(args.file, overrides=overrides(args)), "mask")
     try:
         patterns = attention_patterns(spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len,
                                       head=args.head - 1)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..errors import shown
 from ..files import write_atomically
 from ..front.api import load
-from .common import check_output, example_count, overrides, positive, print_json, UsageError, with_json, with_set
+from .common import (check_output, example_count, one_model, overrides, positive, print_json, UsageError, with_json,
+                     with_set)
 
 
 def add(sub) -> None:
@@ -30,7 +31,7 @@ def run(args) -> int:
     if not args.output.lower().endswith((".html", ".htm")):
         raise UsageError(f"-o {shown(args.output)}: a report is an HTML page; name a .html file")
     check_output(args.output, ".html")
-    specs = [load(path, overrides=overrides(args)) for path in args.files]
+    specs = [one_model(load(path, overrides=overrides(args)), "report") for path in args.files]
     try:
         reports = build(args.files, specs, seq_len=args.seq_len, verify=not args.no_verify, examples=args.examples)
     except AnalysisError as exc:

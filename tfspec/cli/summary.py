@@ -10,7 +10,7 @@ import os
 
 from ..errors import shown
 from ..front.api import load
-from .common import DTYPES, fits, overrides, positive, UsageError, with_set, writable
+from .common import DTYPES, fits, overrides, positive, UsageError, with_set, writable, one_model
 
 
 def _lengths_list(text: str) -> list[int]:
@@ -68,7 +68,7 @@ def run(args) -> int:
     if args.plot:
         writable(args.plot, "--plot")
         _plot_format(args.plot)
-    specs = [load(path, overrides=overrides(args)) for path in args.files]
+    specs = [one_model(load(path, overrides=overrides(args)), "summary") for path in args.files]
     if args.measure:
         from ..inspect.analysis import default_length
 

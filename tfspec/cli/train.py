@@ -11,7 +11,7 @@ from ..errors import shown
 from ..front.api import load, parse
 from ..registry import INPUTS
 from ..run.watch import LOGGERS, missing as missing_logger
-from .common import (DEFAULT_GLOB, DTYPES, data_path, fits, gib, natural, overrides, positive, print_json,
+from .common import (one_model, DEFAULT_GLOB, DTYPES, data_path, fits, gib, natural, overrides, positive, print_json,
                      quiet_transformers, seed_number, torch_device, UsageError, with_json, with_set, within)
 
 
@@ -209,7 +209,7 @@ def _new_run(args, load_initial: bool):
         quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
         initial = initial_weights(args.init, accept_edits=args.accept_edits)
     if args.file:
-        spec = load(args.file, overrides=overrides(args))
+        spec = one_model(load(args.file, overrides=overrides(args)), "train")
     elif initial is not None:  # the spec the initial weights came with
         spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **overrides(args)})
     else:

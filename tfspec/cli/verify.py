@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import shown
 from ..front.api import load
-from .common import example_count, overrides, print_json, seed_number, with_json, with_set
+from .common import example_count, overrides, print_json, seed_number, with_json, with_set, one_model
 
 
 def add(sub) -> None:
@@ -26,7 +26,7 @@ def run(args) -> int:
     from ..backend.compiler import compile as compile_spec
     from ..inspect.verify import small_version, verify
 
-    spec = load(args.file, overrides=overrides(args))
+    spec = one_model(load(args.file, overrides=overrides(args)), "verify")
     changes = []
     if not args.full_size:
         spec, changes = small_version(spec)

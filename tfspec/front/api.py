@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import Diagnostic, SpecError, SpecWarning, shown
 from ..files import NotAFile, read_regular
 from .resolve import resolve
-from .schema import Spec
+from .schema import Spec, Towers
 from .syntax import parse_module
 from ..run.layout import spec_of
 from .. import ir  # noqa: F401 (gives a Spec its graph: see Spec.lowering)
@@ -18,8 +18,9 @@ from .. import ir  # noqa: F401 (gives a Spec its graph: see Spec.lowering)
 MAX_SPEC_BYTES = 8 << 20  # a spec file; larger ones are refused before they are read
 
 
-def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None = None) -> Spec:
-    """Parse and validate spec text; raises ``SpecError`` listing every problem.
+def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None = None) -> Spec | Towers:
+    """Parse and validate spec text; raises ``SpecError`` listing every problem. A spec of ``tower``s gives
+    ``Towers``, each tower a ``Spec``.
 
     >>> spec = parse('''
     ... embedding tokens { vocab 100; dim 64 }
@@ -29,13 +30,14 @@ def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None =
     ('decoder-only', 106368)
     """
     spec = resolve(parse_module(text, file), overrides)
-    spec.graph()  # lowering + validation passes: a returned Spec is always valid
+    if isinstance(spec, Spec):  # (each tower is validated as it is resolved)
+        spec.graph()  # lowering + validation passes: a returned Spec is always valid
     for diagnostic in spec._warnings:
         warnings.warn(SpecWarning(diagnostic, spec._sources), stacklevel=2)
     return spec
 
 
-def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec:
+def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec | Towers:
     """Read and validate a ``.tfs`` file; ``overrides`` replace ``let`` parameters by name. A run directory or a
     checkpoint gives the spec its weights belong to, with the run's own overrides.
 

@@ -7,8 +7,10 @@ blank line between top-level items. ``parse(format_text(s)) == parse(s)``.
 
 from __future__ import annotations
 
-from .syntax import (Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module, MtpDecl,
-                     Setting, StackDecl, arg_to_text, expr_to_text, parse_module, split_comment)
+from .syntax import (ContrastiveDecl, Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module, MtpDecl,
+                     PoolerDecl, Setting, StackDecl, TowerDecl, arg_to_text, expr_to_text, parse_module,
+                     split_comment)
+
 
 INDENT = "  "
 
@@ -93,9 +95,20 @@ class _Printer:
         self.lines.append(text)
         self.trailing.append(" ".join(trailing) if trailing else None)
 
-    def item(self, item) -> None:
+    def item(self, item, indent: str = "") -> None:
         span = item.span
-        if isinstance(item, ModelDecl):
+        if isinstance(item, TowerDecl):  # its items one level in, a blank line between them, as at the top level
+            first = item.items[0].span.line if item.items else span.end_line
+            self.emit(f"{indent}tower {item.name} {{", span.line, first - 1 if first > span.line else span.line)
+            for index, inner in enumerate(item.items):
+                if index:
+                    self.lines.append("")
+                    self.trailing.append(None)
+                self.standalone_before(inner.span.line, indent + INDENT)
+                self.item(inner, indent + INDENT)
+            self.standalone_before(span.end_line, indent + INDENT)
+            self.emit(indent + "}", span.end_line)
+        elif isinstance(item, ModelDecl):
             self.emit(f"model {item.name}", span.line)
         elif isinstance(item, Include):
             self.emit(f'include "{item.path}"', span.line, span.end_line)
@@ -103,14 +116,14 @@ class _Printer:
             self.emit("let " + ", ".join(f"{b.name} = {expr_to_text(b.value)}" for b in item.bindings),
                       span.line, span.end_line)
         elif isinstance(item, Defaults):
-            self.body("defaults", item.body, span)
+            self.body("defaults", item.body, span, indent)
         elif isinstance(item, EmbeddingDecl):
-            self.body(f"embedding {item.name}", item.body, span)
+            self.body(f"embedding {item.name}", item.body, span, indent)
         elif isinstance(item, StackDecl):
-            self.body(f"{item.role} x {expr_to_text(item.repeat)}", item.body, span)
+            self.body(f"{item.role} x {expr_to_text(item.repeat)}", item.body, span, indent)
         else:
-            keyword = "head" if isinstance(item, HeadDecl) else "mtp" if isinstance(item, MtpDecl) else "pooler"
-            self.emit(" ".join([keyword, *map(arg_to_text, item.args)]), span.line, span.end_line)
+            keyword = {HeadDecl: "head", MtpDecl: "mtp", PoolerDecl: "pooler", ContrastiveDecl: "contrastive"}[type(item)]
+            self.emit(indent + " ".join([keyword, *map(arg_to_text, item.args)]), span.line, span.end_line)
 
     def body(self, header: str, body, span, indent: str = "") -> None:
         first_stmt = body[0].span.line if body else span.end_line

@@ -11,7 +11,7 @@ from typing import Any, Callable, Literal, Protocol, Union
 
 from ..errors import Diagnostic, Span, SpecError, did_you_mean, one_of
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, MIXERS,
-                        NORMS, POSITIONS, Registry)
+                        NORMS, POOLS, POSITIONS, Registry)
 from . import schema as S
 from .syntax import BinOp, Call, Expr, Name, Number
 
@@ -294,7 +294,7 @@ def head_params(projection: str) -> list[Param]:
     """The named arguments of ``head tied(EMBEDDING) ...`` or ``head linear(N) ...``."""
     return [Param("bias", as_bool, projection == "linear"), Param("transform", choice(ACTIVATIONS), None),
             Param("norm", choice(NORMS), None), Param("scale", as_float, 1.0), Param("softcap", as_float, None),
-            Param("pool", word("first", "mean"), None), Param("transform_bias", as_bool, True)]
+            Param("pool", choice(POOLS), None), Param("transform_bias", as_bool, True)]
 
 
 POOLER_PARAMS = [Param("activation", choice(ACTIVATIONS), S.Choice(name="tanh"), positional=True)]

@@ -22,14 +22,15 @@ from .params import (BLOCK_SETTINGS, BUILTIN_DEFAULTS, DEFAULTS_SETTINGS, EMBEDD
                      converter_for, head_params, optional, Param, sublayer_params, word)
 from .resolve_embeddings import Embeddings
 from .resolve_heads import Heads
+from .resolve_towers import Joins
 from .resolve_lets import Lets
 from .resolve_stacks import Stacks
 from .resolve_wiring import Wiring
-from .syntax import (Arg, Defaults, EmbeddingDecl, Expr, HeadDecl, Let, ModelDecl, Module, MtpDecl, PoolerDecl,
-                     StackDecl, names)
+from .syntax import (Arg, ContrastiveDecl, Defaults, EmbeddingDecl, Expr, HeadDecl, Let, ModelDecl, Module, MtpDecl,
+                     PoolerDecl, StackDecl, TowerDecl, names)
 
 
-class _Resolver(Lets, Embeddings, Stacks, Wiring, Heads):
+class _Resolver(Lets, Embeddings, Stacks, Wiring, Heads, Joins):
     """AST -> ``Spec``: the arguments of every statement bound and checked, every problem collected. Each section of
     a spec is read by a part of its own (``resolve_lets``, ``resolve_embeddings``, ``resolve_stacks``,
     ``resolve_wiring``, ``resolve_heads``); this holds what they share and the order they run in."""
@@ -125,10 +126,20 @@ class _Resolver(Lets, Embeddings, Stacks, Wiring, Heads):
             problems.raise_if_any()
 
     # --- stages
-    def run(self, first_span: Span) -> S.Spec:
+    def run(self, first_span: Span) -> S.Spec | S.Towers:
         items = self.module.items
         model_name = self._model_name(items)
         self._lets([i for i in items if isinstance(i, Let)])
+        if any(isinstance(i, TowerDecl) for i in items):
+            return self._towers(model_name, first_span)
+        for join in (i for i in items if isinstance(i, ContrastiveDecl)):
+            self.errors.error("structure", "a contrastive head joins two towers; this model has none", join.span,
+                              "write each side as `tower NAME { ... }`")
+        return self._model(model_name, first_span)
+
+    def _model(self, model_name: str, first_span: Span) -> S.Spec:
+        """The model of one or two stacks the items other than ``let``s hold (a whole spec's, or a tower's)."""
+        items = self.module.items
         defaults = self._defaults([i for i in items if isinstance(i, Defaults)])
         init = defaults.pop("init", None)
         embeddings = self._embeddings([i for i in items if isinstance(i, EmbeddingDecl)], defaults)
@@ -172,8 +183,8 @@ def _explain(err: dict) -> str:
     }.get(err["type"], lambda: err["msg"].lower())()
 
 
-def resolve(module: Module, overrides: dict[str, Any] | None = None) -> S.Spec:
-    """AST -> Spec, or SpecError with every independent problem found."""
+def resolve(module: Module, overrides: dict[str, Any] | None = None) -> S.Spec | S.Towers:
+    """AST -> Spec (or Towers, a model of several), or SpecError with every independent problem found."""
     first = Span(module.file, 1, 1, 1, 2)
     if module.items:
         item = module.items[0]
@@ -181,7 +192,8 @@ def resolve(module: Module, overrides: dict[str, Any] | None = None) -> S.Spec:
     resolver = _Resolver(module, overrides)
     spec = resolver.run(first)
     spec._sources = resolver.sources
-    spec._warnings = narrower_stacks(spec) + unused_lets(module)
+    # (towers of their own widths are the rule: no one d_model is meant for all)
+    spec._warnings = (narrower_stacks(spec) if isinstance(spec, S.Spec) else []) + unused_lets(module)
     return spec
 
 

@@ -101,11 +101,13 @@ class Lets:
         return out
 
     def _defaults(self, decls: list[Defaults]) -> dict[str, Any]:
+        """The built-in defaults, overridden by the ones a tower inherits from its file (``inherited``), then by
+        its own (or the model's) block."""
         for extra in decls[1:]:
             self.errors.error("duplicate", "a model has one defaults block; this is a second", extra.span)
         merged = dict(BUILTIN_DEFAULTS)
-        if decls:
-            settings = self._settings(decls[0].body, DEFAULTS_SETTINGS, "defaults")
+        for block in (*getattr(self, "inherited", ()), *decls[:1]):
+            settings = self._settings(block.body, DEFAULTS_SETTINGS, "defaults")
             for name, (value, span) in settings.items():
                 if value is not FAILED and self._in_range(name, value, span):
                     merged[name] = value

@@ -280,7 +280,7 @@ class Head(Node):
     scale: float = 1.0  # multiplies its input first (T5's tied head: d_model^-0.5)
     softcap: float | None = Field(None, gt=0.0)  # logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)
     features: Dim | None = None  # the transform's width where it maps into a narrower tied table (ALBERT's)
-    pool: Literal["first", "mean"] | None = None  # one vector per sequence: the first position's (ViT's class token)
+    pool: Choice | None = None  # one vector per sequence (``registry.POOLS``): ``first`` reads ViT's class token
 
 
 class Pooler(Node):
@@ -358,6 +358,58 @@ class Spec(Node):
     def parameter_count(self) -> int:
         """Number of parameters, computed from the IR (shared weights counted once)."""
         return Spec.counting(self.graph())
+
+
+class Tower(Node):
+    """One tower of a model of several (``tower text { ... }``): a whole model of one stack or two, named."""
+
+    name: str
+    spec: Spec
+
+
+class Contrastive(Node):
+    """Two towers' pooled vectors meeting in a contrastive head (CLIP, SigLIP): each normalised to length 1, the
+    logits of a pair ``exp(scale) · cos + bias``, the pairs of one batch's row and column the true ones.
+
+    ``loss``: ``softmax``, the cross-entropies of each row and each column averaged (CLIP); ``sigmoid``, each
+    pair's own binary one (SigLIP). ``scale``: the learned log scale's initial value (CLIP: ln(1/0.07));
+    ``bias``: a learned bias's initial value (SigLIP: -10), or None for none."""
+
+    towers: tuple[str, str]
+    loss: Literal["softmax", "sigmoid"] = "softmax"
+    scale: Annotated[float, Field(ge=-100, le=100)] = 2.6592
+    bias: Annotated[float, Field(ge=-1e4, le=1e4)] | None = None
+
+
+class Towers(Node):
+    """A model of several towers and the joins between them. Build one with ``tfspec.parse`` / ``tfspec.load``
+    (a spec whose items are ``tower``s)."""
+
+    name: str
+    params: dict[str, Union[int, float]] = Field(default_factory=dict)
+    towers: tuple[Tower, ...]
+    contrastive: Contrastive | None = None
+
+    _sources: dict = PrivateAttr(default_factory=dict)
+    _warnings: list = PrivateAttr(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return "towers"
+
+    def tower(self, name: str) -> Spec:
+        return next(t.spec for t in self.towers if t.name == name)
+
+    def parameter_count(self) -> int:
+        """Every tower's parameters and the joins' (the contrastive head's scale and bias)."""
+        joins = 0 if self.contrastive is None else 1 + (self.contrastive.bias is not None)
+        return sum(t.spec.parameter_count() for t in self.towers) + joins
+
+    def __repr__(self) -> str:
+        names = ", ".join(t.name for t in self.towers)
+        return f"<Towers {self.name}: {names}, {self.parameter_count():,} parameters>"
+
+    __str__ = __repr__
 
 
 Apply.model_rebuild()

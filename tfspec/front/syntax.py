@@ -167,7 +167,23 @@ class MtpDecl:
     span: Span
 
 
-Item = Union[ModelDecl, Include, Let, Defaults, EmbeddingDecl, StackDecl, HeadDecl, PoolerDecl, MtpDecl]
+@dataclass(frozen=True)
+class TowerDecl:
+    """``tower NAME { ... }``: the items of one tower (``defaults``, embeddings, stacks, a head, a pooler)."""
+    name: str
+    name_span: Span
+    items: tuple
+    span: Span
+
+
+@dataclass(frozen=True)
+class ContrastiveDecl:
+    args: tuple[Arg, ...]
+    span: Span
+
+
+Item = Union[ModelDecl, Include, Let, Defaults, EmbeddingDecl, StackDecl, HeadDecl, PoolerDecl, MtpDecl, TowerDecl,
+             ContrastiveDecl]
 
 
 @dataclass(frozen=True)
@@ -602,6 +618,12 @@ class _ToAst(Transformer):
     def mtp_decl(self, meta, c):
         return MtpDecl(tuple(c), self._s(meta))
 
+    def tower_decl(self, meta, c):
+        return TowerDecl(str(c[0]), _tspan(self.file, c[0]), tuple(c[1:]), self._s(meta))
+
+    def contrastive_decl(self, meta, c):
+        return ContrastiveDecl(tuple(c), self._s(meta))
+
 
 def names(items) -> Iterator[Name]:
     """Every name written as a value in ``items`` (a module's items, statements, arguments or expressions): the
@@ -624,7 +646,9 @@ def names(items) -> Iterator[Name]:
             children = [node.repeat, *node.body]
         elif isinstance(node, (Defaults, EmbeddingDecl)):
             children = node.body
-        elif isinstance(node, (HeadDecl, PoolerDecl, Call)):
+        elif isinstance(node, TowerDecl):
+            children = node.items
+        elif isinstance(node, (HeadDecl, PoolerDecl, ContrastiveDecl, Call)):
             children = node.args
         elif isinstance(node, Setting):
             children = [*node.args, *(node.body or ())]

@@ -33,6 +33,11 @@ DOCS: dict[tuple[str, str], str] = {
     (TOP, "pooler"): "`pooler ACTIVATION`: BERT's pooler, a dense layer and activation on the first position",
     (TOP, "mtp"): "`mtp D`: DeepSeek-V3's multi-token prediction, D modules trained to predict the tokens after the "
                   "next; training adds their losses, inference does not run them",
+    (TOP, "tower"): "`tower NAME { embedding ...; encoder x N { ... }; head ... }`: one tower of a model of several "
+                    "(CLIP's text and vision), holding what a model of one holds",
+    (TOP, "contrastive"): "`contrastive A B loss=softmax|sigmoid scale=S bias=B`: towers A and B's pooled vectors "
+                          "compared by their cosine, times a learned exp(scale) (plus a learned bias): CLIP's and "
+                          "SigLIP's head",
 
     (BLOCK, "residual"): _RESIDUAL,
     (BLOCK, "norm"): "the norm of each sublayer (layernorm, rmsnorm, ...)",

@@ -39,7 +39,7 @@ from ..ir.queries import (active_parameters, count_parameters, default_length, f
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, NORMS,
-                        POSITIONS, combined_reach)
+                        POOLS, POSITIONS, combined_reach)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -546,18 +546,18 @@ class _Counter:
         e = spec.features or d  # the transform's output, which the projection reads
         whole = self.batch * n  # the positions of its input
         memory = 0
-        if spec.pool == "mean":  # a mean keeps nothing for backward; what reads it keeps the mean
-            memory += self.keep(("pooled", node.id), self.batch * d * self.s)
-            elementwise, n = n * d, 1
-        else:  # all its input (the first position's is a view of it)
-            elementwise = 0
-            n = 1 if spec.pool == "first" else n
+        pool = POOLS.of(spec.pool) if spec.pool is not None else None
+        elementwise = 0
+        if pool is not None and not pool[0].keeps_input:  # (a mean, a gather) what reads it keeps the pooled vector
+            memory += self.keep(("pooled", node.id), self.batch * (d * self.s + 8 * pool[0].indices))
+        if pool is not None:  # one vector per sequence
+            elementwise, n = pool[0].flops(d, n, pool[1])[1], 1
         rows = self.batch * n
         matmul, elementwise = 2 * n * e * spec.out, elementwise + (n * spec.out if spec.bias else 0)
         if spec.scale != 1.0:  # a product with a constant keeps nothing; what reads it keeps the product
             elementwise += n * d
             memory += self.keep(("scaled", node.id), rows * d * self.s)
-        elif spec.pool != "mean":
+        elif pool is None or pool[0].keeps_input:  # all its input (a position's vector is a view of it)
             memory += self.keep_input(node, node.inputs[0], whole * d * self.s, repeat)
         if spec.transform is not None:  # dense (+bias), activation, norm, then the projection's input
             activation = ACTIVATIONS[spec.transform.name]

@@ -18,11 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .analysis import analyse
+from ..front import schema as S
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import default_length, describe_layers, fixed_length, residual_placement, sublayers
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, NORMS,
-                        POSITIONS)
+                        POOLS, POSITIONS)
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -47,7 +48,9 @@ class Diff:
     names: tuple[str, str]
     changes: list[Change]
     totals: list[tuple[str, int, int]]  # (what, first, second)
-    seq_len: int | tuple[int, int]  # the length both were analysed at, or each one's (an input fixes its own)
+    # the length both were analysed at, or each one's (an input fixes its own); of towers, each tower's ("text 77,
+    # vision 50")
+    seq_len: int | str | tuple[int | str, int | str]
 
     def to_dict(self) -> dict:
         return {"names": list(self.names), "seq_len": self.seq_len,
@@ -62,6 +65,8 @@ def diff(first, second, *, seq_len: int | None = None) -> Diff:
     Totals are compared at ``seq_len`` (default: the shorter of the two specs' default lengths); a spec whose input
     fixes its length (pictures) at that one, unless ``seq_len`` is given.
     """
+    if isinstance(first, S.Towers) or isinstance(second, S.Towers):
+        return _towers_diff(first, second, seq_len)
     g1, g2 = first.graph(), second.graph()
     changes = architecture_changes(first, second)
     n = seq_len or min(default_length(g1), default_length(g2))
@@ -74,9 +79,53 @@ def diff(first, second, *, seq_len: int | None = None) -> Diff:
     return Diff((first.name, second.name), changes, totals, n if lengths[0] == lengths[1] else lengths)
 
 
+def _towers_diff(first, second, seq_len: int | None) -> Diff:
+    """Two models of which one at least is towers: each tower costed at ``seq_len`` where its input lets it
+    (its default length otherwise), the totals the towers' sums and the joins' parameters."""
+    def totals(model):
+        named = [(t.name, t.spec) for t in model.towers] if isinstance(model, S.Towers) else [(model.name, model)]
+        lengths = {name: seq_len if seq_len and all(fixed_length(spec.graph(), r) is None
+                                                    for r in spec.graph().stacks) else default_length(spec.graph())
+                   for name, spec in named}
+        analyses = [analyse(spec, seq_len=lengths[name]) for name, spec in named]
+        return (model.parameter_count(), sum(a.total.flops for a in analyses), sum(a.total.memory for a in analyses),
+                ", ".join(f"{name} {length}" for name, length in lengths.items()))
+
+    (p1, f1, m1, n1), (p2, f2, m2, n2) = totals(first), totals(second)
+    rows = [("parameters", p1, p2), ("forward FLOPs", f1, f2), ("activation memory (bytes)", m1, m2)]
+    return Diff((first.name, second.name), architecture_changes(first, second), rows, n1 if n1 == n2 else (n1, n2))
+
+
 def architecture_changes(first, second) -> list[Change]:
-    """The architectural changes alone (no totals): what ``diff`` lists, and what interop compares."""
+    """The architectural changes alone (no totals): what ``diff`` lists, and what interop compares. Of two models of
+    towers: each tower's, where prefixed ``tower NAME:``, and the joins'."""
+    if isinstance(first, S.Towers) or isinstance(second, S.Towers):
+        return _tower_changes(first, second)
     return _collapse(_compare(describe(first), describe(second)), first.graph(), second.graph())
+
+
+def _tower_changes(first, second) -> list[Change]:
+    kinds = [m.kind if isinstance(m, S.Towers) else m.graph().kind for m in (first, second)]
+    if kinds[0] != kinds[1]:
+        return [Change("model", "kind", *kinds)]
+    towers = [{t.name: t.spec for t in m.towers} for m in (first, second)]
+    changes = []
+    for name in dict.fromkeys([*towers[0], *towers[1]]):
+        a, b = towers[0].get(name), towers[1].get(name)
+        if a is None or b is None:
+            changes.append(Change("towers", "tower", None if a is None else name, None if b is None else name))
+            continue
+        changes += [Change(f"tower {name}: {c.where}", c.what, c.before, c.after) for c in architecture_changes(a, b)]
+    joins = [_join_facts(m.contrastive) for m in (first, second)]
+    return changes + _compare(*joins)
+
+
+def _join_facts(join: S.Contrastive | None) -> Facts:
+    if join is None:
+        return {}
+    return {("contrastive", "towers"): " and ".join(join.towers), ("contrastive", "loss"): join.loss,
+            ("contrastive", "initial log scale"): f"{join.scale:g}",
+            ("contrastive", "bias"): "none" if join.bias is None else f"learned, from {join.bias:g}"}
 
 
 def describe(spec) -> Facts:
@@ -116,8 +165,7 @@ def describe(spec) -> Facts:
         facts[("head", "bias")] = str(head.bias).lower()
         facts[("head", "input scale")] = f"{head.scale:g}"
         facts[("head", "soft cap")] = "none" if head.softcap is None else f"{head.softcap:g}"
-        facts[("head", "reads")] = {"first": "the first position", "mean": "the mean of the positions"}.get(
-            head.pool, "every position")
+        facts[("head", "reads")] = "every position" if head.pool is None else _pool_reads(head.pool)
         if head.transform is not None:
             facts[("head", "transform")] = (f"{head.transform} + {head.transform_norm or 'no norm'}"
                                             + ("" if head.transform_bias else ", no bias"))
@@ -242,3 +290,9 @@ def _collapse(changes: list[Change], g1: Graph, g2: Graph) -> list[Change]:
 
 def _summary(changes: list[Change], side: str) -> str:
     return "(" + ", ".join(f"{c.what} {getattr(c, side)}" for c in changes) + ")"
+
+
+def _pool_reads(choice) -> str:
+    """``token(7)``: the first position of token 7."""
+    variant, options = POOLS.of(choice)
+    return f"{variant.label(options)}: {variant.describe(options)}"

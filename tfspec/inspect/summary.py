@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .analysis import Analysis
+from ..front import schema as S
 from ..ir import nodes as ir
 from ..ir.queries import active_parameters, attentions, training_only_parameters
 from ..errors import shown
@@ -227,7 +228,18 @@ def plot(curves: dict[str, list[Analysis]], path: str) -> None:
 
 
 def summary_line(path: str, spec) -> str:
-    """`tfspec check`'s line: "PATH: NAME: KIND, 4 layers (2 kinds), d_model 64, 4 heads, 1,234 parameters"."""
+    """`tfspec check`'s line: "PATH: NAME: KIND, 4 layers (2 kinds), d_model 64, 4 heads, 1,234 parameters"; of a
+    model of towers, each tower's in brackets and what joins them."""
+    if isinstance(spec, S.Towers):
+        parts = [f"tower {t.name} ({tower_line(t.spec)})" for t in spec.towers]
+        join = f", contrastive ({spec.contrastive.loss})" if spec.contrastive is not None else ""
+        return f"{shown(path)}: {spec.name}: {len(parts)} towers: {', '.join(parts)}{join}, " \
+               f"{spec.parameter_count():,} parameters"
+    return f"{shown(path)}: {spec.name}: {tower_line(spec)}"
+
+
+def tower_line(spec) -> str:
+    """The part of the summary line after the name: "decoder-only, 4 layers, d_model 64, ..."."""
     g = spec.graph()
     layers = "+".join(str(g.stacks[s.role].repeat) for s in spec.stacks)
     kinds = "+".join(str(len(g.stacks[s.role].kinds)) for s in spec.stacks)
@@ -250,5 +262,4 @@ def summary_line(path: str, spec) -> str:
     count = f"{total:,} parameters" + (f" ({active:,} active)" if active != total else "")
     if training_only:  # DeepSeek's way: 671B + 14B of multi-token prediction
         count += f" + {training_only:,} for multi-token prediction"
-    return (f"{shown(path)}: {spec.name}: {spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, "
-            f"{count}")
+    return f"{spec.kind}, {layers}, d_model {'/'.join(map(str, widths))}, {head_text}, {count}"

@@ -38,7 +38,7 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus, hf_llama4, hf_phimoe,
                hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2, hf_granitemoehybrid,
                hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h,
-               hf_minimax, hf_jamba, hf_whisper, hf_mamba)
+               hf_minimax, hf_jamba, hf_whisper, hf_mamba, hf_clip)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
@@ -50,7 +50,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan,
     hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2,
     hf_granitemoehybrid, hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h, hf_minimax,
-    hf_jamba, hf_whisper, hf_mamba,
+    hf_jamba, hf_whisper, hf_mamba, hf_clip,
 ) for family in module.FAMILIES)
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),
@@ -477,14 +477,17 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
     first (the one a model was imported from: BigBird with full attention is also exactly a BERT). ``carried``:
     what an import carried (``Family.carried``), written back where it still says what the spec does."""
     from .mapping import architecture_problems
+    from ..front.schema import Towers
 
-    padding = any(getattr(model, s.role).masks_padding for s in model.spec.stacks)
+    towers = isinstance(model.spec, Towers)  # (a model of towers: families of towers alone describe it)
+    padding = any(getattr(tower, s.role).masks_padding for tower in (model.towers.values() if towers else [model])
+                  for s in tower.spec.stacks)
     from .facts import OtherKind
 
     # (how far it got, family, differences, special tokens its configuration names otherwise than the vocabulary)
     tried: list[tuple[int, str, list[str], list[str]]] = []
     preferred = [f.module for f in FAMILIES if prefer in f.classes]
-    for module in dict.fromkeys(preferred + [f.module for f in FAMILIES]):
+    for module in dict.fromkeys(preferred + [f.module for f in FAMILIES if f.towers == towers]):
         candidate = next(f for f in FAMILIES if f.module == module)
         try:
             values = candidate.hf_config(model.spec)
@@ -501,7 +504,7 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
         values = _nested(values)
         config = read_config(values)
         family = family_of(config.model_type)
-        has = {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
+        has = {} if towers else {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
         classes = sorted((c for c, options in family.classes.items()
                           if all(has[k] == v for k, v in options.items() if k in has)), key=lambda c: c != prefer)
         if not classes:
@@ -545,6 +548,12 @@ def _still_true(family: Family, values: dict, carried: dict) -> dict:
         key in names and names[key].get(value) is not None and names[key].get(value) == names[key].get(values[key]))}
 
 
+def _tied_on_construction(reference) -> bool:
+    """Did the reference tie its output embeddings to its input embeddings when it was built?"""
+    output, embedding = reference.get_output_embeddings(), reference.get_input_embeddings()
+    return output is not None and output.weight is embedding.weight
+
+
 def export_pretrained(model, directory, prefer: str | None = None, token_ids: dict[str, int] | None = None) -> str:
     """Write ``model`` as a Hugging Face model directory (``config.json``, ``model.safetensors``) that
     ``transformers``' ``from_pretrained`` loads; returns the class it is (``prefer``'s where it fits; by
@@ -554,9 +563,9 @@ def export_pretrained(model, directory, prefer: str | None = None, token_ids: di
                                         getattr(model, "hf_carried", None))
     transformers = _transformers()
     reference = getattr(transformers, cls)(config)
-    output, embedding = reference.get_output_embeddings(), reference.get_input_embeddings()
-    if model.head is not None and not model.head.tied and output is not None and output.weight is embedding.weight:
+    if getattr(model, "head", None) is not None and not model.head.tied and _tied_on_construction(reference):
         import torch  # a head of its own, which the reference tied on construction: untie it before loading
+        output = reference.get_output_embeddings()
         output.weight = torch.nn.Parameter(output.weight.detach().clone())
     # multi-token prediction's tensors, which the model class leaves out, go beside its own in the checkpoint
     held, ahead = mtp.split(model, family.export(model))

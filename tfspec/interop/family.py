@@ -24,7 +24,7 @@ class Family:
     ``load(model, reference)`` / ``export(model)``: the weights each way; ``carried``: configuration keys
     export writes back as they were (see ``carried_values``); ``options_from_tensors(names)`` and
     ``options_from_model(model)``: ``spec_text`` arguments a checkpoint's tensor names, or a compiled model,
-    decide (T5: whether its head is tied)."""
+    decide (T5: whether its head is tied); ``towers``: its specs are models of several towers (CLIP's)."""
 
     name: str
     model_types: tuple[str, ...]
@@ -39,6 +39,7 @@ class Family:
     carried: tuple[str, ...] = ()
     options_from_tensors: Callable[[set], dict] | None = field(default=None, hash=False)
     options_from_model: Callable[[Any], dict] | None = field(default=None, hash=False)
+    towers: bool = False  # its models are several towers (``schema.Towers``: CLIP's), not one
 
     def __post_init__(self):
         object.__setattr__(self, "module", self.module.rsplit(".", 1)[-1])  # hf_llama: the family's home

@@ -180,6 +180,12 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
                 mismatched.append(f"{' + '.join(r.theirs)}: {have} rows, the layout expects {len(r.rows)}")
                 continue
             joined = joined.index_select(r.axis, torch.tensor(r.rows))
+        if len(r.ours) == 1 and ours[r.ours[0]].dim() == 0:  # a scalar (CLIP's logit scale)
+            if joined.dim() == 0:
+                updates[r.ours[0]] = joined
+            else:
+                mismatched.append(f"{r.theirs[0]} {tuple(joined.shape)} -> {r.ours[0]} (a scalar)")
+            continue
         sizes = [ours[o].shape[0] for o in r.ours]
         expected = (sum(sizes), *ours[r.ours[0]].shape[1:])
         if tuple(joined.shape) != expected or any(ours[o].shape[1:] != ours[r.ours[0]].shape[1:] for o in r.ours):
@@ -231,6 +237,9 @@ def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str,
         joined = torch.cat([ours[o] for o in r.ours]) if len(r.ours) > 1 else ours[r.ours[0]]
         if r.rows is not None:
             joined = joined.index_select(r.axis, torch.argsort(torch.tensor(r.rows)))
+        if joined.dim() == 0:  # a scalar (CLIP's logit scale)
+            out[r.theirs[0]] = joined.clone()
+            continue
         pieces = joined.split(list(r.split)) if r.split is not None else joined.chunk(len(r.theirs))
         for name, piece in zip(r.theirs, pieces):
             piece = piece.reshape(r.shape) if r.shape is not None else piece

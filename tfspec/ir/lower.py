@@ -8,8 +8,8 @@ back-edge, so the IR stays a DAG and diagrams show the structure.
 from __future__ import annotations
 
 from ..front import schema as S
-from ..registry import (ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, NORMS, POSITIONS,
-                        AttentionShape, Param, combined_reach, linear_params)
+from ..registry import (ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, NORMS, POOLS,
+                        POSITIONS, AttentionShape, Param, combined_reach, linear_params)
 from . import nodes as ir
 from .graph import Graph
 from .nodes import ModulePath
@@ -301,7 +301,7 @@ class _Builder:
             how = f"tied to '{head.tied_to}'" if head.tied_to else "linear"
             how += f", input ×{head.scale:.4g}" if head.scale != 1.0 else ""
             how += f", capped ±{head.softcap:g}" if head.softcap is not None else ""
-            how += {"first": ", of the first position", "mean": ", of the mean position"}.get(head.pool, "")
+            how += f", of {POOLS[head.pool.name].describe(POOLS.of(head.pool)[1])}" if head.pool else ""
             node = self.add(ir.Head, "head", f"Linear ({how}, {head.out:,})", [x], module=ModulePath(("head",)),
                             params=params, ties=ties, spec=head, width=width, span=head.span)
             self.add(ir.Output, "logits", "logits", [node], name="logits", shape=("batch", length, head.out))

@@ -13,7 +13,8 @@ import networkx as nx
 
 from ..front import schema as S
 from ..errors import Collector, Diagnostic
-from ..registry import ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, NORMS, POSITIONS
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, NORMS, POOLS,
+                        POSITIONS)
 from . import nodes as ir
 from .graph import Graph
 from .lower import lower
@@ -298,6 +299,11 @@ def check_inputs(g: Graph, spec: S.Spec, errors: Collector) -> None:
             errors.error("structure", f"a head over {kind.what} needs a vector for each: pool=first reads the "
                          "first position (a class token), pool=mean the mean of the positions", spec.head.span,
                          "add pool=first (ViT's)")
+        if spec.head is not None and spec.head.pool is not None and node.stack == spec.stacks[-1].role:
+            pool = POOLS[spec.head.pool.name]
+            if pool.reads_ids:
+                errors.error("structure", f"pool={spec.head.pool.name} finds its position among token ids; the "
+                             f"{node.stack} reads {kind.what}", spec.head.pool.span, "pool=first or pool=mean")
 
 
 PASSES: list[Callable[[Graph, S.Spec, Collector], None]] = [

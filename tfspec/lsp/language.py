@@ -341,7 +341,7 @@ def _candidates(doc: Document, context: Context) -> list[Completion]:
         if context.block == "top":
             return [Completion(k, "keyword", documentation=words.doc(words.TOP, k) or "")
                     for k in ("model", "include", "let", "defaults", "embedding", "encoder", "decoder", "head", "pooler",
-                              "mtp")]
+                              "mtp", "tower", "contrastive")]
         names = list(settings_of(context.block))
         if context.block in ("stack", "section"):
             names += list(R.SUBLAYERS) + (list(R.SECTIONS) if context.block == "stack" else [])

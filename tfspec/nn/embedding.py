@@ -149,11 +149,12 @@ class PatchEmbeddings(FeatureEmbeddings):
     ViT's) to a vector, after a learned ``class_token`` (``tfspec.variants.patches``)."""
 
     def __init__(self, image: int, patch: int, channels: int, dim: int, class_token: bool,
-                 positions: nn.Module | None, norm: nn.Module, dropout: float, project: int | None = None):
+                 positions: nn.Module | None, norm: nn.Module, dropout: float, project: int | None = None,
+                 bias: bool = True):
         super().__init__((channels, image, image), (image // patch) ** 2 + class_token, dim, positions, norm,
                          dropout, project)
         self.image, self.patch, self.channels = image, patch, channels
-        self.patches = nn.Linear(channels * patch * patch, dim)
+        self.patches = nn.Linear(channels * patch * patch, dim, bias=bias)
         self.class_token = nn.Parameter(torch.empty(dim)) if class_token else None
 
     def vectors(self, pixels: Tensor) -> Tensor:

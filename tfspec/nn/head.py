@@ -9,12 +9,12 @@ from torch import Tensor, nn
 
 class Head(nn.Module):
     """Logits = transform(x · scale) W^T + b, capped to ``softcap · tanh(logits / softcap)`` where ``softcap`` is
-    set (Gemma 2); with ``pool``, of one vector per sequence (``first``: its first position, ViT's class token;
-    ``mean``: the mean of its positions). A tied head owns no ``weight``: the model passes the embedding's."""
+    set (Gemma 2); with ``pool`` (a module of ``tfspec.nn.pool``), of one vector per sequence, which it finds from
+    the hidden states and the token ids. A tied head owns no ``weight``: the model passes the embedding's."""
 
     def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
                  transform_norm: nn.Module | None = None, scale: float = 1.0, softcap: float | None = None,
-                 features: int | None = None, pool: str | None = None, transform_bias: bool = True):
+                 features: int | None = None, pool: nn.Module | None = None, transform_bias: bool = True):
         super().__init__()
         self.tied, self.scale, self.softcap, self.pool = tied, scale, softcap, pool
         features = features or width  # the transform's output: a narrower tied table's width (ALBERT's head)
@@ -31,14 +31,12 @@ class Head(nn.Module):
         weight = "tied to the token embedding" if self.tied else f"weight={tuple(self.weight.shape)}"
         scale = f", scale={self.scale:g}" if self.scale != 1.0 else ""
         cap = f", softcap={self.softcap:g}" if self.softcap is not None else ""
-        pool = f", pool={self.pool}" if self.pool else ""
-        return f"{weight}, bias={self.bias is not None}{scale}{cap}{pool}"
+        return f"{weight}, bias={self.bias is not None}{scale}{cap}"
 
-    def forward(self, x: Tensor, tied_weight: Tensor | None = None) -> Tensor:
-        if self.pool == "first":  # one vector per sequence: its first position's (ViT's class token)
-            x = x[:, 0]
-        elif self.pool == "mean":
-            x = x.mean(dim=1)
+    def forward(self, x: Tensor, tied_weight: Tensor | None = None, ids: Tensor | None = None) -> Tensor:
+        """``ids``: the token ids of the sequences, where its pool finds its position among them."""
+        if self.pool is not None:  # one vector per sequence
+            x = self.pool(x, ids)
         if self.scale != 1.0:
             x = x * self.scale
         if self.transform is not None:

@@ -178,11 +178,13 @@ class CompiledModel(nn.Module):
         extra = {k: v for k, v in inputs.items() if k != "position_ids"}
         return Context(positions, padding, memory, memory_padding, extra, offset)
 
-    def output(self, hidden: Tensor):
+    def output(self, hidden: Tensor, ids: Tensor | None = None):
+        """The head's logits and the pooler's vector of the last stack's output ``hidden``; ``ids``: its token ids
+        (where the head's pool finds its position among them)."""
         out = hidden
         if self.head is not None:
             tied = self.embeddings[self.tied_to].tokens.weight if self.tied_to is not None else None
-            out = self.head(hidden, tied)
+            out = self.head(hidden, tied, ids)
         if self.pooler is not None:
             return out, self.pooler(hidden)
         return out
@@ -203,9 +205,9 @@ class CompiledModel(nn.Module):
         ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask, offset, memory, memory_padding_mask)
         x = self.embed("decoder", "tokens", tokens, ctx)
         hidden = self.decoder(x, ctx, cache)
-        if last and self.pooler is None and (self.head is None or not self.head.pool):
+        if last and self.pooler is None and (self.head is None or self.head.pool is None):
             hidden = hidden[:, -1:]
-        return self.output(hidden)
+        return self.output(hidden, tokens)
 
     def check_padding(self, name: str, mask, ids: Tensor, ids_name: str, used: bool, where: str) -> None:
         if self.check_inputs:
@@ -290,7 +292,7 @@ class CompiledModel(nn.Module):
             check_padding_mask("src_padding_mask", src_padding_mask, memory[..., 0], "memory's (batch, src_len)",
                                True, "")
         return self.output(self.run_stack("decoder", "tgt", tgt, tgt_padding_mask, inputs, memory=memory,
-                                          memory_padding=src_padding_mask))
+                                          memory_padding=src_padding_mask), tgt)
 
     def needs_both_stacks(self, what: str) -> None:
         if self.spec.kind != "encoder-decoder":

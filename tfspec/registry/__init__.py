@@ -1,4 +1,5 @@
-"""Registries of the variants a spec can name: attention kinds, masks, norms, positions, activations, inits, inputs.
+"""Registries of the variants a spec can name: attention kinds, masks, norms, positions, activations, inits, inputs,
+pools.
 
 Each variant is one small class in its own file under ``tfspec/variants/`` that
 registers itself; the package imports every file there, so adding a variant is
@@ -21,7 +22,8 @@ contract, and every stage asks it rather than testing its name:
 
 The contracts live beside this file, one per family of variants, each with its registry: ``contract`` (what all
 declare, and the ``Registry``), ``attention``, ``position``, ``mask``, ``layer`` (activations, feed-forward kinds,
-norms, mixers, inits), ``inputs`` (what an embedding reads other than token ids).
+norms, mixers, inits), ``inputs`` (what an embedding reads other than token ids), ``pool`` (how a head makes one
+vector of a sequence).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .inputs import INPUTS, InputKind
 from .layer import (ACTIVATIONS, FEEDFORWARD_KINDS, INITS, MIXERS, NORMS, Activation, FeedForwardKind, Init, Norm,
                     TokenMixer)
 from .mask import MASKS, Mask, combined_reach
+from .pool import POOLS, Pool
 from .position import POSITIONS, Position
 
 
@@ -43,9 +46,9 @@ def attention_inputs(body) -> tuple[RuntimeInput, ...]:
 
 
 __all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "FEEDFORWARD_KINDS", "INITS", "INPUTS",
-           "LAYER", "MASKS", "MIXERS", "NORMS", "POSITIONS", "POSITION_IDS", "Activation",
+           "LAYER", "MASKS", "MIXERS", "NORMS", "POOLS", "POSITIONS", "POSITION_IDS", "Activation",
            "AttentionConfig", "AttentionKind", "AttentionShape", "AttentionStepKind", "ComplexityClass",
            "Constructor", "FeedForwardKind", "Init", "InputKind", "LayerIndex", "Mask", "NoOptions", "Norm",
-           "Param", "Position", "Problem", "Registry", "Role", "RuntimeInput", "Shape", "StackOwned",
+           "Param", "Pool", "Position", "Problem", "Registry", "Role", "RuntimeInput", "Shape", "StackOwned",
            "TokenMixer", "Variant", "attention_inputs", "built_value", "combined_reach", "format_value",
            "linear_params", "option_docs"]

@@ -1,9 +1,9 @@
 """Pictures cut into square patches, each mapped linearly to a vector (ViT, Dosovitskiy et al. 2021).
 
-``patches(image, patch, channels=3, class_token=false)``: square pictures ``(batch, channels, image, image)``
-(``pixel_values``) cut into ``patch``-sided squares, row by row; each square's pixels, in (channel, row, column)
-order, through one linear map (ViT's convolution whose kernel is its stride); a learned class token before them
-where ``class_token``, which a classifier reads (``head ... pool=first``).
+``patches(image, patch, channels=3, class_token=false, bias=true)``: square pictures ``(batch, channels, image,
+image)`` (``pixel_values``) cut into ``patch``-sided squares, row by row; each square's pixels, in (channel, row,
+column) order, through one linear map (ViT's convolution whose kernel is its stride; CLIP's has no bias); a learned
+class token before them where ``class_token``, which a classifier reads (``head ... pool=first``).
 
     embedding image { input patches(image=224, patch=16, class_token=true); dim 768; position learned(197) }
 
@@ -25,9 +25,9 @@ class Patches(InputKind):
     what = "pictures"
     task = "digits"
     classes = 10  # the digits 0-9 (run.data.DIGIT_CLASSES)
-    doc = ("patches(image, patch, channels=3, class_token=false): square pictures image pixels a side cut into "
-           "patch-sided squares, each mapped linearly to a vector; a learned class token before them (ViT)")
-    examples = ({"image": 8, "patch": 4}, {"image": 12, "patch": 3, "channels": 1, "class_token": True})
+    doc = ("patches(image, patch, channels=3, class_token=false, bias=true): square pictures image pixels a side "
+           "cut into patch-sided squares, each mapped linearly to a vector; a learned class token before them (ViT)")
+    examples = ({"image": 8, "patch": 4}, {"image": 12, "patch": 3, "channels": 1, "class_token": True, "bias": False})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
@@ -35,6 +35,7 @@ class Patches(InputKind):
         patch: int = Field(gt=0, le=MAX_SIDE)  # the side of the square patches they are cut into
         channels: int = Field(3, gt=0, le=1 << 10)  # of each picture (3: RGB)
         class_token: bool = False  # a learned vector before the patches, which a classifier reads
+        bias: bool = True  # of the linear map of each patch (CLIP's has none)
 
         @model_validator(mode="after")
         def _whole(self):
@@ -62,24 +63,25 @@ class Patches(InputKind):
 
     def params(self, dim, options):
         return {"patches.weight": Param((dim, self._features(options)), "matrix"),
-                "patches.bias": Param((dim,), "bias"),
+                **({"patches.bias": Param((dim,), "bias")} if options.bias else {}),
                 **({"class_token": Param((dim,), "embedding")} if options.class_token else {})}
 
     def flops(self, dim, options):
         patches = self.grid(options) ** 2
-        return 2 * patches * self._features(options) * dim, patches * dim  # the map, and its bias
+        return 2 * patches * self._features(options) * dim, patches * dim * options.bias  # the map, and its bias
 
     def kept(self, dim, options):
         return self.grid(options) ** 2 * self._features(options)  # the map keeps the patches gathered from pixels
 
     def describe(self, options):
         p = options.patch
-        return f"Patch Embedding ({p}×{p}×{options.channels}{', class token' if options.class_token else ''})"
+        extras = ", class token" * options.class_token + ", no bias" * (not options.bias)
+        return f"Patch Embedding ({p}×{p}×{options.channels}{extras})"
 
     def module(self, dim, options, positions, norm, dropout, project):
         from ..nn.embedding import PatchEmbeddings
         return Constructor(PatchEmbeddings, (options.image, options.patch, options.channels, dim,
-                                             options.class_token, positions, norm, dropout, project))
+                                             options.class_token, positions, norm, dropout, project, options.bias))
 
     def smaller(self, options):
         return options.model_copy(update={"image": min(options.image, 2 * options.patch)})  # 2 × 2 patches

@@ -1,0 +1,216 @@
+"""Models of several towers (``tower NAME { ... }``) joined by a contrastive head: the language, its errors, the
+compiled model and its head against formulas written here, and the commands that read towers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tfspec
+from tfspec.front.fmt import format_text
+from tfspec.front.schema import Spec, Towers
+from numerics import FLOAT32, assert_close
+
+TOWERS = """model pair
+let d = 16, text_d = 12, vocab = 40, proj = 8
+
+defaults {
+  residual pre
+  norm layernorm(eps=1e-5)
+}
+
+tower text {
+  defaults { norm rmsnorm }
+  embedding tokens { vocab vocab; dim text_d; position learned(16) }
+  encoder x 2 {
+    attention self heads=2 mask=causal + padding
+    feedforward d_ff=4 * text_d activation=quick_gelu
+    final rmsnorm
+  }
+  head linear(proj) bias=false pool=token(39)
+}
+
+tower vision {
+  embedding image {
+    input patches(image=8, patch=4, channels=3, class_token=true, bias=false)
+    dim d
+    position learned(5)
+    norm layernorm
+  }
+  encoder x 1 {
+    attention self heads=2
+    feedforward d_ff=4 * d activation=quick_gelu
+    final layernorm
+  }
+  head linear(proj) bias=false pool=first
+}
+
+contrastive text vision loss={loss}{bias}
+"""
+
+
+def towers_text(loss: str = "softmax", bias: float | None = None) -> str:
+    return TOWERS.replace("{loss}", loss).replace("{bias}", "" if bias is None else f" bias={bias}")
+
+
+def batch(count: int = 3):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 39, (count, 7), generator=g)
+    ids[torch.arange(count), torch.tensor([6, 3, 4, 2, 5][:count])] = 39  # each text's end
+    padding = torch.zeros(count, 7, dtype=torch.bool)
+    padding[-1, 5:] = True
+    return ids, padding, torch.randn(count, 3, 8, 8, generator=g)
+
+
+def test_towers_are_models_of_their_own_under_the_files_lets_and_defaults():
+    towers = tfspec.parse(towers_text())
+    assert isinstance(towers, Towers) and [t.name for t in towers.towers] == ["text", "vision"]
+    text, vision = towers.tower("text"), towers.tower("vision")
+    assert isinstance(text, Spec) and text.name == "text" and text.kind == "encoder-only"
+    # the file's defaults (pre-norm), then the tower's own (rmsnorm in the text tower alone)
+    assert text.encoder.block.sublayers[0].residual == "pre" and vision.encoder.block.sublayers[0].residual == "pre"
+    assert text.encoder.block.sublayers[0].norm.name == "rmsnorm"
+    assert vision.encoder.block.sublayers[0].norm.name == "layernorm"
+    assert towers.contrastive.towers == ("text", "vision") and towers.contrastive.scale == 2.6592
+    model = tfspec.compile(towers, seed=0)
+    assert towers.parameter_count() == sum(p.numel() for p in model.parameters()) \
+        == text.parameter_count() + vision.parameter_count() + 1  # and the contrastive head's scale
+
+
+def test_each_tower_computes_what_it_computes_compiled_alone():
+    towers = tfspec.parse(towers_text())
+    model = tfspec.compile(towers, seed=0).eval()
+    ids, padding, pixels = batch()
+    for name, given in (("text", dict(padding_mask=padding)), ("vision", {})):
+        alone = tfspec.compile(towers.tower(name), seed=1).eval()
+        alone.load_state_dict(model.towers[name].state_dict())
+        source = ids if name == "text" else pixels
+        with torch.no_grad():
+            assert torch.equal(model.tower(name, input=source, **given), alone(source, **given))
+
+
+@pytest.mark.parametrize("loss, bias", [("softmax", None), ("sigmoid", -10.0)])
+def test_the_contrastive_head_is_its_formula(loss, bias):
+    model = tfspec.compile(towers_text(loss, bias), seed=0).eval()
+    with torch.no_grad():
+        model.contrastive.scale.fill_(1.7)
+        if bias is not None:
+            model.contrastive.bias.fill_(-1.25)
+    ids, padding, pixels = batch()
+    out = model(text=ids, text_padding_mask=padding, vision=pixels)
+    with torch.no_grad():
+        texts = model.tower("text", input=ids, padding_mask=padding)
+        pictures = model.tower("vision", input=pixels)
+    cosines = torch.tensor([[float(F.cosine_similarity(t, p, dim=0)) for p in pictures] for t in texts])
+    expected = math.exp(1.7) * cosines + (0.0 if bias is None else -1.25)
+    assert_close(out.logits, expected, FLOAT32)
+    assert_close(out.first.norm(dim=-1), torch.ones(3), FLOAT32)
+    n = len(expected)
+    if loss == "softmax":  # CLIP's: the cross-entropy of each row and of each column, the diagonal true
+        rows = -sum(expected[i].log_softmax(0)[i] for i in range(n)) / n
+        columns = -sum(expected[:, j].log_softmax(0)[j] for j in range(n)) / n
+        wanted = (rows + columns) / 2
+    else:  # SigLIP's: each pair's logistic loss, +1 on the diagonal, summed over a row, averaged over rows
+        wanted = -sum(math.log(1 / (1 + math.exp(-(1 if i == j else -1) * float(expected[i, j]))))
+                      for i in range(n) for j in range(n)) / n
+    assert_close(model.loss(out).detach(), torch.tensor(float(wanted)), FLOAT32)
+
+
+def test_the_loss_trains_both_towers_and_the_scale():
+    model = tfspec.compile(towers_text("sigmoid", -10.0), seed=0)
+    ids, padding, pixels = batch()
+    model.loss(model(text=ids, text_padding_mask=padding, vision=pixels)).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_seeds_reproduce_and_the_towers_draw_apart():
+    a, b = (tfspec.compile(towers_text(), seed=3).state_dict() for _ in range(2))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    c = tfspec.compile(towers_text(), seed=4).state_dict()
+    assert not torch.equal(a["towers.text.head.weight"], c["towers.text.head.weight"])
+
+
+def test_inputs_are_named_by_their_tower():
+    model = tfspec.compile(towers_text(), seed=0)
+    ids, padding, pixels = batch()
+    with pytest.raises(TypeError, match="'pixels' is no tower's input: this model's towers are text, vision"):
+        model(text=ids, pixels=pixels)
+    with pytest.raises(TypeError, match="missing the input of tower vision"):
+        model(text=ids, text_padding_mask=padding)
+    with pytest.raises(ValueError, match="pixel_values"):  # the tower's own check, naming its argument
+        model(text=ids, vision=pixels[:, :1])
+    with pytest.raises(ValueError, match="give both towers one batch"):
+        model.loss(model(text=ids, vision=pixels[:2]))
+
+
+@pytest.mark.parametrize("old, new, message, line", [
+    ("contrastive text vision", "contrastive txt vision", "unknown tower 'txt'", 35),
+    ("bias=false pool=token(39)", "bias=false", "tower 'text' makes no vector", 35),
+    ("tower vision {", "tower text {", "tower 'text' is declared twice", 20),
+    ("linear(proj) bias=false pool=token(39)", "linear(9) bias=false pool=token(39)",
+     "the contrastive head compares vectors of one width", 35),
+    ("model pair", "model pair\nhead linear(3)", "a model of towers holds its embeddings", 2),
+    ("loss=softmax", "loss=hinge", "expected softmax or sigmoid, got 'hinge'", 35),
+])
+def test_mistakes_are_located_errors(old, new, message, line):
+    with pytest.raises(tfspec.SpecError) as exc:
+        tfspec.parse(towers_text().replace(old, new), file="pair.tfs")
+    shown = str(exc.value)
+    assert message in shown, shown
+    assert any(d.span is not None and d.span.line == line for d in exc.value.diagnostics), shown
+    if message.startswith("unknown tower"):
+        assert "did you mean 'text'" in shown
+
+
+def test_every_towers_problems_are_reported_together():
+    text = towers_text().replace("heads=2 mask=causal", "heads=5 mask=causal").replace("final layernorm",
+                                                                                       "final layernrom")
+    with pytest.raises(tfspec.SpecError) as exc:
+        tfspec.parse(text)
+    shown = str(exc.value)
+    assert "layernrom" in shown and "heads" in shown  # the vision tower's and the text tower's
+    assert {d.span.line for d in exc.value.diagnostics} >= {13, 30}
+
+
+def test_one_tower_or_a_contrastive_head_without_towers_are_refused():
+    one = towers_text().split("tower vision")[0]
+    with pytest.raises(tfspec.SpecError, match="a model of towers has two or more; this has 1"):
+        tfspec.parse(one)
+    with pytest.raises(tfspec.SpecError, match="a contrastive head joins two towers; this model has none"):
+        tfspec.parse("embedding tokens { vocab 10; dim 8 }\nencoder x 1 { attention self heads=2 }\n"
+                     "contrastive a b")
+
+
+def test_formatting_keeps_the_towers_and_is_stable():
+    text = towers_text("sigmoid", -10.0)
+    formatted = format_text(text, "pair.tfs")
+    assert format_text(formatted, "pair.tfs") == formatted
+    assert "tower text {\n  defaults {\n    norm rmsnorm\n  }\n\n  embedding tokens {" in formatted
+    assert tfspec.parse(formatted) == tfspec.parse(text)
+
+
+def test_check_and_diff_read_towers_and_the_rest_say_they_do_not_yet(tfspec_cli, tmp_path):
+    first, second = tmp_path / "pair.tfs", tmp_path / "pair2.tfs"
+    first.write_text(towers_text())
+    second.write_text(towers_text("sigmoid", -10.0).replace("encoder x 1", "encoder x 2"))
+    result = tfspec_cli("check", str(first))
+    assert result.returncode == 0 and "pair: 2 towers: tower text (encoder-only, 2 layers, d_model 12" in result.stdout
+    assert "contrastive (softmax)" in result.stdout
+    assert f"{tfspec.parse(towers_text()).parameter_count():,} parameters" in result.stdout
+    checked = json.loads(tfspec_cli("check", "--json", str(first)).stdout)[0]
+    assert checked["kind"] == "towers" and set(checked["towers"]) == {"text", "vision"}
+    assert checked["parameters"] == sum(t["parameters"] for t in checked["towers"].values()) + 1
+    result = tfspec_cli("diff", str(first), str(second))
+    out = result.stdout
+    assert result.returncode == 0 and "tower vision: encoder: layers 1 → 2" in out
+    assert "contrastive: loss softmax → sigmoid" in out and "contrastive: bias none → learned, from -10" in out
+    assert "seq_len text 16, vision 5" in out
+    result = tfspec_cli("summary", str(first))
+    assert result.returncode == 1
+    assert "`tfspec summary` reads a model of one or two stacks; 'pair' is 2 towers" in result.stderr
+    assert "pair.tfs:9:1" in result.stderr and "Traceback" not in result.stderr

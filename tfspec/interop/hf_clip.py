@@ -1,0 +1,265 @@
+"""Hugging Face ``CLIPModel`` <-> a compiled model of two towers and a contrastive head.
+
+CLIP (Radford et al. 2021) is two towers whose pooled vectors meet in a contrastive head:
+
+- ``tower text``: token ids with learned positions through a pre-norm LayerNorm encoder under a causal mask (and
+  the padding mask), a final norm, pooled at the end-of-text token (``pool=token(eos_token_id)``; the checkpoints
+  from before that id was written, ``eos_token_id`` 2, at the highest token id: ``pool=highest_id``) and
+  projected without a bias (``text_projection``);
+- ``tower vision``: square pictures cut into patches mapped without a bias (``patches(..., class_token=true,
+  bias=false)``), learned positions, a LayerNorm on the embeddings (``pre_layrnorm``), a pre-norm encoder, the
+  class token normed (``post_layernorm``: the final norm, which only the pooled vector reads) and projected without
+  a bias (``visual_projection``);
+- ``contrastive text vision``: the cosine of each pair times exp(``logit_scale``), softmax's loss both ways.
+
+Each tower's configuration is nested (``text_config``, ``vision_config``); the field tables read them there.
+"""
+
+from __future__ import annotations
+
+from ..front import schema as S
+from . import hf_bert
+from .facts import Facts, OtherKind
+from .fields import Field, Fields, Fixed
+from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .writer import SpecWriter
+from .family import Family
+
+REFERENCE = "Hugging Face CLIP"
+ACTIVATIONS = {"quick_gelu": "quick_gelu", **hf_bert.ACTIVATIONS}
+LEGACY_EOS = 2  # CLIPTextModel pools at the highest token id where its configuration's eos_token_id is this
+
+
+class TowerFacts:
+    """A model of towers' settings, as a two-tower family's ``hf_config`` asks for them: ``text`` and ``vision``
+    are the ``Facts`` of the tower reading token ids and of the one reading pictures."""
+
+    def __init__(self, towers, family: str):
+        if not isinstance(towers, S.Towers):
+            raise OtherKind(f"not a {family} model: '{towers.name}' is one model, not towers")
+        if towers.contrastive is None or len(towers.towers) != 2:
+            raise OtherKind(f"not a {family} model: '{towers.name}' is not two towers joined by a contrastive head")
+        self.towers, self.family = towers, family
+        self.text_name, self.vision_name = tower_roles(towers, family)
+        self.text = Facts(towers.tower(self.text_name), family)
+        self.vision = Facts(towers.tower(self.vision_name), family)
+        self.contrastive = towers.contrastive
+
+    theirs = staticmethod(Facts.theirs)
+
+
+def tower_roles(towers, family: str) -> tuple[str, str]:
+    """The names of the tower reading token ids and of the one reading pictures (refused otherwise)."""
+    text = [t.name for t in towers.towers if t.spec.embeddings[0].input is None]
+    vision = [t.name for t in towers.towers if t.spec.embeddings[0].input is not None]
+    if len(text) != 1 or len(vision) != 1:
+        raise OtherKind(f"not a {family} model: '{towers.name}' needs a tower of token ids and one of pictures")
+    return text[0], vision[0]
+
+
+def _eos(facts: TowerFacts) -> int | None:
+    """The end-of-text id the text tower pools at (the legacy 2 where it pools at the highest id)."""
+    pool = facts.text.spec.head.pool if facts.text.spec.head is not None else None
+    if pool is None:
+        return None
+    return pool.options["id"] if "id" in pool.options else LEGACY_EOS if pool.name == "highest_id" else None
+
+
+def _side(value):
+    return value[0] if isinstance(value, (list, tuple)) and len(set(value)) == 1 else value
+
+
+def _tower_fields(prefix: str, tower: str, where: str) -> tuple[Field, ...]:
+    """The fields both towers' configurations have, read from ``where`` (``text_config``) and the facts of
+    ``tower`` (``text``)."""
+    def of(f):
+        return getattr(f, tower)
+    return (
+        Field(f"{prefix}d_model", f"{where}.hidden_size", lambda f: of(f).embedding.dim),
+        Field(f"{prefix}heads", f"{where}.num_attention_heads", lambda f: of(f).attention("encoder").heads),
+        Field(f"{prefix}layers", f"{where}.num_hidden_layers", lambda f: of(f).layers("encoder")),
+        Field(f"{prefix}d_ff", f"{where}.intermediate_size", lambda f: of(f).feedforward("encoder").d_ff),
+        Field(f"{prefix}eps", f"{where}.layer_norm_eps", lambda f: of(f).norm_option("encoder", "eps", 1e-5)),
+        Field(f"{prefix}p_attn_dropout", f"{where}.attention_dropout", lambda f: of(f).attention("encoder").dropout),
+        Field(f"{prefix}activation", f"{where}.hidden_act",
+              lambda f: of(f).feedforward("encoder").activation.name, names=ACTIVATIONS, let=False),
+        Field(f"{prefix}init_std", f"{where}.initializer_range", lambda f: of(f).init_option("std", 0.02)),
+    )
+
+
+FIELDS = Fields(
+    *_tower_fields("text_", "text", "text_config"),
+    Field("vocab", "text_config.vocab_size", lambda f: f.text.embedding.vocab),
+    Field("text_positions", "text_config.max_position_embeddings", lambda f: f.text.learned_positions()),
+    Field("eos", "text_config.eos_token_id", _eos, let=False),
+    *_tower_fields("vision_", "vision", "vision_config"),
+    Field("image", "vision_config.image_size", lambda f: f.vision.input_option("image"),
+          read=lambda c: _side(c.vision_config.image_size)),
+    Field("patch", "vision_config.patch_size", lambda f: f.vision.input_option("patch"),
+          read=lambda c: _side(c.vision_config.patch_size)),
+    Field("channels", "vision_config.num_channels", lambda f: f.vision.input_option("channels")),
+    Field("projection", "projection_dim", lambda f: f.text.spec.head.out if f.text.spec.head else None),
+    Field("logit_scale", "logit_scale_init_value", lambda f: f.contrastive.scale, let=False),
+    Fixed("vision_config.image_size", True, "image_size of two different sides: tfspec's pictures are square",
+          read=lambda c: not isinstance(c.vision_config.image_size, (list, tuple))
+          or len(set(c.vision_config.image_size)) == 1, required="one side (square pictures)"),
+    ignored={
+        **{f"{where}.{key}": why for where in ("text_config", "vision_config") for key, why in {
+            "projection_dim": "the towers' projections are the model's projection_dim",
+            "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's",
+            "_name_or_path": "where the configuration was read from",
+            "architectures": "the class, CLIPModel's", "model_type": "the tower's configuration class",
+            "dtype": "the weights' storage type; tfspec loads them as float32",
+            "output_attentions": "what a forward call returns, not what it computes",
+            "output_hidden_states": "what a forward call returns, not what it computes",
+            "return_dict": "what a forward call returns, not what it computes",
+            "chunk_size_feed_forward": "splits the feed-forward's work into chunks; the result is the same",
+            "is_encoder_decoder": "the family's kind, which its spec states",
+            "id2label": "labels of classification heads, which tfspec does not import",
+            "label2id": "labels of classification heads, which tfspec does not import",
+            "problem_type": "the loss of classification heads, which tfspec does not import"}.items()},
+        "text_config.pad_token_id": "a token id, which the tokenizer reads",
+        "text_config.bos_token_id": "a token id, which the tokenizer reads",
+        "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's",
+    },
+)
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The two towers and the contrastive head a CLIP configuration describes."""
+    if isinstance(config.vision_config.image_size, (list, tuple)) and len(set(config.vision_config.image_size)) > 1:
+        raise InteropError("image_size of two different sides: tfspec's pictures are square")
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    eos = s.value("eos")
+    pool = "highest_id" if eos == LEGACY_EOS else f"token({eos})"
+    masks = "causal + padding" if padding else "causal"
+    grid = f"({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1"
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+}}
+
+tower text {{
+  defaults {{
+    norm layernorm(eps={s.text_eps})
+    attn_dropout {s.text_p_attn_dropout}
+    init normal(std={s.text_init_std})
+  }}
+
+  embedding tokens {{
+    vocab {s.vocab}
+    dim {s.text_d_model}
+    position learned({s.text_positions})
+  }}
+
+  encoder x {s.text_layers} {{
+    attention self heads={s.text_heads} mask={masks}
+    feedforward d_ff={s.text_d_ff} activation={s.text_activation}
+    final layernorm(eps={s.text_eps})
+  }}
+
+  head linear({s.projection}) bias=false pool={pool}  # at the end of each text
+}}
+
+tower vision {{
+  defaults {{
+    norm layernorm(eps={s.vision_eps})
+    attn_dropout {s.vision_p_attn_dropout}
+    init normal(std={s.vision_init_std})
+  }}
+
+  embedding image {{
+    input patches(image={s.image}, patch={s.patch}, channels={s.channels}, class_token=true, bias=false)
+    dim {s.vision_d_model}
+    position learned({grid})
+    norm layernorm(eps={s.vision_eps})
+  }}
+
+  encoder x {s.vision_layers} {{
+    attention self heads={s.vision_heads}
+    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
+    final layernorm(eps={s.vision_eps})  # which only the class token's vector reads
+  }}
+
+  head linear({s.projection}) bias=false pool=first  # the class token
+}}
+
+contrastive text vision loss=softmax scale={s.logit_scale}
+"""
+    return w.text(text, list(heading))
+
+
+def hf_config(towers) -> dict:
+    """The CLIP configuration ``towers`` would be."""
+    return {"model_type": "clip", **FIELDS.config(TowerFacts(towers, "CLIP"))}
+
+
+def _layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
+    rules = []
+    for i in range(layers):
+        o, t = f"{ours}.layers.{i}", f"{theirs}.layers.{i}"
+        a = f"{t}.self_attn"
+        rules += [rule(f"{o}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
+                  rule(f"{o}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")),
+                  *hf_bert._linear(f"{o}.self_attn.out", f"{a}.out_proj"),
+                  *hf_bert._linear(f"{o}.self_attn_norm", f"{t}.layer_norm1"),
+                  *hf_bert._linear(f"{o}.ffn.up", f"{t}.mlp.fc1"),
+                  *hf_bert._linear(f"{o}.ffn.down", f"{t}.mlp.fc2"),
+                  *hf_bert._linear(f"{o}.ffn_norm", f"{t}.layer_norm2")]
+    return rules
+
+
+def _rules(model) -> list[Rule]:
+    text, vision = tower_roles(model.spec, "CLIP")
+    t, v = f"towers.{text}", f"towers.{vision}"
+    te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
+    image = model.spec.tower(vision).embeddings[0].name
+    ve = f"{v}.embeddings.{image}"
+    embedding = model.towers[vision].embeddings[image]
+    width = embedding.dim
+    return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
+            rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
+            *_layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
+            *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
+            rule(f"{t}.head.weight", "text_projection.weight"),
+            rule(f"{ve}.patches.weight", "vision_model.embeddings.patch_embedding.weight",
+                 shape=(width, embedding.channels, embedding.patch, embedding.patch)),
+            rule(f"{ve}.class_token", "vision_model.embeddings.class_embedding"),
+            rule(f"{ve}.positions.weight", "vision_model.embeddings.position_embedding.weight"),
+            *hf_bert._linear(f"{ve}.norm", "vision_model.pre_layrnorm"),
+            *_layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
+            *hf_bert._linear(f"{v}.encoder.final_norm", "vision_model.post_layernorm"),
+            rule(f"{v}.head.weight", "visual_projection.weight"),
+            rule("contrastive.scale", "logit_scale")]
+
+
+def from_hf_clip(model, reference) -> None:
+    """Copy a ``CLIPModel``'s weights into ``model`` (every tensor accounted for); the spec must be the
+    architecture the reference's configuration describes."""
+    if not isinstance(model.spec, S.Towers):
+        raise InteropError(f"{type(reference).__name__} is two towers and a contrastive head; spec "
+                           f"'{model.spec.name}' is one model")
+    problems = FIELDS.unsupported(reference.config) or architecture_problems(
+        model.spec, spec_text(reference.config), type(reference).__name__)
+    if problems:
+        raise InteropError(f"cannot load {type(reference).__name__} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
+    load_state(model, reference.state_dict(), _rules(model), reference=REFERENCE)
+
+
+def to_hf_clip(model) -> dict:
+    """A state dict for ``CLIPModel``."""
+    return export_state(model, _rules(model), reference=REFERENCE)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("CLIP", ("clip",), {"CLIPModel": {}},
+           "CLIP: two towers (tower text, tower vision) whose pooled, projected vectors meet in a contrastive head "
+           "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "
+           "vision tower's patches without a bias, a LayerNorm on its embeddings, its class token normed and "
+           "projected",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_clip,
+           export=to_hf_clip, towers=True),
+)

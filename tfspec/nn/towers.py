@@ -1,0 +1,120 @@
+"""A compiled model of several towers (``TowersModel``) and the contrastive head joining two (CLIP, SigLIP).
+
+    model = tfspec.compile("examples/clip_digits.tfs")
+    out = model(text=ids, vision=pixels, text_padding_mask=pads)   # each tower's input by its name
+    out.logits        # (texts, pictures): exp(scale) · cos + bias
+    model.loss(out)   # the contrastive loss of a batch of matching pairs
+
+Each tower is a ``CompiledModel`` of its own (``model.towers["text"]``), called with its input and its
+keyword inputs prefixed by its name (``text_padding_mask``, ``vision_position_ids``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class Contrasted(NamedTuple):
+    """A contrastive head's output: ``logits[i, j]`` compares the first tower's example i with the second's j;
+    ``first`` and ``second``: each tower's vectors, normalised to length 1."""
+
+    logits: Tensor
+    first: Tensor
+    second: Tensor
+
+
+class ContrastiveHead(nn.Module):
+    """Two batches of vectors normalised to length 1; ``logits = exp(scale) · a bᵀ (+ bias)``. ``loss``:
+    ``softmax``, the mean of the cross-entropies of the rows and of the columns, the diagonal the true pairs
+    (CLIP); ``sigmoid``, each pair's own logistic loss, +1 on the diagonal and -1 off it, summed over a row and
+    averaged over the rows (SigLIP). Torch only, so ``tfspec emit`` could copy it."""
+
+    def __init__(self, loss: str, scale: float, bias: float | None):
+        super().__init__()
+        self.kind = loss
+        self.scale = nn.Parameter(torch.tensor(float(scale)))
+        self.bias = nn.Parameter(torch.tensor(float(bias))) if bias is not None else None
+
+    def forward(self, first: Tensor, second: Tensor) -> Contrasted:
+        first = first / first.norm(p=2, dim=-1, keepdim=True)
+        second = second / second.norm(p=2, dim=-1, keepdim=True)
+        logits = first @ second.t().to(first.dtype) * self.scale.exp().to(first.dtype)
+        if self.bias is not None:
+            logits = logits + self.bias.to(first.dtype)
+        return Contrasted(logits, first, second)
+
+    def loss(self, logits: Tensor) -> Tensor:
+        """The loss of a batch whose example i of each tower make a pair (``logits`` square)."""
+        if logits.shape[0] != logits.shape[1]:
+            raise ValueError(f"the contrastive loss pairs example i of each tower: give both towers one batch, got "
+                             f"{logits.shape[0]} and {logits.shape[1]}")
+        if self.kind == "sigmoid":
+            signs = 2 * torch.eye(logits.shape[0], device=logits.device, dtype=logits.dtype) - 1
+            return -F.logsigmoid(signs * logits).sum(dim=-1).mean()
+        targets = torch.arange(logits.shape[0], device=logits.device)
+        return (F.cross_entropy(logits, targets) + F.cross_entropy(logits.t(), targets)) / 2
+
+    def extra_repr(self) -> str:
+        return f"loss={self.kind}, bias={self.bias is not None}"
+
+
+class TowersModel(nn.Module):
+    """One ``CompiledModel`` per tower (``towers``, by name) and the contrastive head joining two. Its forward
+    takes each tower's input by the tower's name and that tower's keyword inputs prefixed by it; it returns the
+    contrastive head's ``Contrasted``, or without one each tower's output by name."""
+
+    def __init__(self, spec, towers: dict[str, nn.Module], contrastive: nn.Module | None = None):
+        super().__init__()
+        self.spec = spec
+        self.towers = nn.ModuleDict(towers)
+        self.contrastive = contrastive
+        self.joined = spec.contrastive.towers if spec.contrastive is not None else ()
+
+    def extra_repr(self) -> str:
+        return f"{self.spec.name}: towers, {sum(p.numel() for p in self.parameters()):,} parameters"
+
+    @property
+    def device(self):
+        return next(self.parameters()).device
+
+    def split(self, inputs: dict) -> dict[str, dict]:
+        """The keyword inputs by tower: ``text`` and ``text_padding_mask`` are the text tower's ``tokens`` (its
+        input) and ``padding_mask``."""
+        by_tower: dict[str, dict] = {name: {} for name in self.towers}
+        for key, value in inputs.items():
+            name = key if key in self.towers else next((t for t in self.towers if key.startswith(f"{t}_")), None)
+            if name is None:
+                raise TypeError(f"{key!r} is no tower's input: this model's towers are {', '.join(self.towers)}; "
+                                "give each its input by its name and its other inputs prefixed by it "
+                                f"({next(iter(self.towers))}_padding_mask)")
+            by_tower[name]["input" if key == name else key[len(name) + 1:]] = value
+        return by_tower
+
+    def tower(self, name: str, **inputs) -> Tensor:
+        """One tower's output for its ``input`` and keyword inputs (its pooled head's vectors, for a contrastive
+        head)."""
+        inputs = dict(inputs)
+        if "input" not in inputs:
+            raise TypeError(f"tower {name!r} needs its input: model.tower({name!r}, input=...)")
+        return self.towers[name](inputs.pop("input"), **inputs)
+
+    def forward(self, **inputs):
+        by_tower = self.split(inputs)
+        missing = [name for name in (self.joined or self.towers) if "input" not in by_tower[name]]
+        if missing:
+            raise TypeError(f"missing the input of tower{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                            f"(model({missing[0]}=...))")
+        if self.contrastive is None:
+            return {name: self.tower(name, **given) for name, given in by_tower.items() if given}
+        first, second = (self.tower(name, **by_tower[name]) for name in self.joined)
+        return self.contrastive(first, second)
+
+    def loss(self, out: Contrasted) -> Tensor:
+        """The contrastive loss of a batch of matching pairs (``forward``'s output)."""
+        if self.contrastive is None:
+            raise TypeError(f"'{self.spec.name}' has no contrastive head to take a loss of")
+        return self.contrastive.loss(out.logits)
