@@ -471,8 +471,16 @@ def model_graph(g: Graph) -> fx.Graph:
     if ahead:  # (training only: the loss it adds is ``mtp.added_losses``'s)
         hidden = graph.create_node("call_module", "train_ahead", (hidden, ids["decoder"], padding["decoder"],
                                                                   per_stack["decoder"], labels), name="trained_ahead")
-    graph.output(graph.create_node("call_module", "output", (hidden, ids[roles[-1]]), name="out"))
+    # (the last stack's token ids, where the head's pool finds its position among them)
+    read = (ids[roles[-1]],) if pool_reads_ids(g) else ()
+    graph.output(graph.create_node("call_module", "output", (hidden, *read), name="out"))
     return graph
+
+
+def pool_reads_ids(g: Graph) -> bool:
+    """Does the head's pool find its position among the token ids (CLIP's end of text)?"""
+    heads = g.of(ir.Head)
+    return bool(heads) and heads[0].spec.pool is not None and POOLS[heads[0].spec.pool.name].reads_ids
 
 
 def layer_class_name(role: str, kind: int) -> str:

@@ -36,8 +36,8 @@ from torch import fx
 
 from ..version import __version__
 from ..front import schema as S
-from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_class_name,
-                       layer_graph, looks_like_path, model_graph, norm_constructor, pooler_constructor, stack_owned,
+from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_class_name, layer_graph,
+                       looks_like_path, model_graph, norm_constructor, pool_reads_ids, pooler_constructor, stack_owned,
                        sublayer_constructor)
 from ..ir import nodes as ir
 from ..ir.queries import attentions, describe_layers, layer_template
@@ -353,7 +353,7 @@ class _Writer:
             tied = (f"self.embeddings[{spec.head.tied_to!r}].tokens.weight" if spec.head.tied_to is not None
                     else "None")
             # (the last stack's token ids, where the head's pool finds its position among them)
-            ids = f", {g.node(f'{list(g.stacks)[-1]}.tokens').name}" if spec.head.pool is not None else ""
+            ids = f", {g.node(f'{list(g.stacks)[-1]}.tokens').name}" if pool_reads_ids(g) else ""
             body.append(f"        logits = self.head(hidden, {tied}{ids})  # {_shape(g.node('logits').shape)}")
             result = "logits"
         if spec.pooler is not None:
