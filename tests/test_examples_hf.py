@@ -10,6 +10,7 @@ import torch
 import tfspec
 from tfspec.interop.families import family_of, import_config, read_config
 from tfspec.interop.mapping import architecture_problems
+from tfspec.front.schema import Towers
 
 T = pytest.importorskip("transformers")
 
@@ -93,6 +94,19 @@ PUBLISHED = {
                            max_length=448, pad_token_id=50257, bos_token_id=50257, eos_token_id=50257,
                            decoder_start_token_id=50258, architectures=["WhisperForConditionalGeneration"]),
                       "WhisperForConditionalGeneration"),
+    # openai/clip-vit-base-patch32's config.json: its text configuration's eos_token_id 2, from before CLIP's
+    # end-of-text id was written there (pooled at each text's highest id)
+    "clip_vit_base_patch32": (dict(model_type="clip", projection_dim=512, logit_scale_init_value=2.6592,
+                                   text_config=dict(vocab_size=49408, hidden_size=512, intermediate_size=2048,
+                                                    num_hidden_layers=12, num_attention_heads=8,
+                                                    max_position_embeddings=77, hidden_act="quick_gelu",
+                                                    layer_norm_eps=1e-5, bos_token_id=0, eos_token_id=2,
+                                                    pad_token_id=1, projection_dim=512),
+                                   vision_config=dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                                                      num_attention_heads=12, image_size=224, patch_size=32,
+                                                      hidden_act="quick_gelu", layer_norm_eps=1e-5,
+                                                      projection_dim=512),
+                                   architectures=["CLIPModel"]), "CLIPModel"),
     "bart_base": (dict(model_type="bart", vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
                        encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
                        decoder_ffn_dim=3072, max_position_embeddings=1024, activation_function="gelu",
@@ -320,9 +334,12 @@ def test_examples_check_with_the_published_models_parameter_counts(example, tfsp
     spec = tfspec.load(f"examples/{example}.tfs")
     count = hf_count(config, cls)
     from tfspec.ir.queries import active_parameters, training_only_parameters
+    # (a model of towers: each tower's, and the joins' parameters beside them)
+    specs = [t.spec for t in spec.towers] if isinstance(spec, Towers) else [spec]
+    joins = spec.parameter_count() - sum(s.parameter_count() for s in specs)
     # Hugging Face's model leaves out multi-token prediction's modules, which tfspec counts apart
-    assert spec.parameter_count() - training_only_parameters(spec.graph()) == count
-    assert active_parameters(spec.graph()) == hf_count(config, cls, active=True)
+    assert spec.parameter_count() - sum(training_only_parameters(s.graph()) for s in specs) == count
+    assert sum(active_parameters(s.graph()) for s in specs) + joins == hf_count(config, cls, active=True)
     expected = family_of(config["model_type"]).spec_text(read_config(config), **family_of(
         config["model_type"]).classes[cls], padding=True)
     assert architecture_problems(spec, expected, cls) == []

@@ -671,7 +671,8 @@ def outputs(model, reference, cls: str, device: str = "cpu", pooler_tolerance: f
     """Both models' outputs on a batch (logits, or the last hidden states of base models), its second row
     right-padded where ``padded``; ``device``: where the models are; a pooled vector is checked to
     ``pooler_tolerance`` (None: not checked)."""
-    if hasattr(reference, "logit_scale"):  # two towers meeting in a contrastive head: texts against pictures
+    if hasattr(reference.config, "vision_config") and hasattr(reference, "get_text_features"):  # two towers meeting
+        # in a contrastive head: texts against pictures
         return _contrasted(model, reference, device, padded)
     if reference.main_input_name == "pixel_values":  # pictures, which have no padding
         c, side = reference.config.num_channels, reference.config.image_size

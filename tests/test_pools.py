@@ -63,3 +63,12 @@ def test_an_unknown_pool_is_a_located_error_with_a_suggestion():
     with pytest.raises(tfspec.SpecError) as exc:
         tfspec.parse(SPEC.format(pool="frist"))
     assert "unknown pool 'frist'" in str(exc.value) and "first" in str(exc.value)
+
+
+def test_a_decoder_whose_head_pools_is_refused_by_generation():
+    from tfspec.run.decoding import Continuation
+    model = tfspec.compile("embedding tokens { vocab 12; dim 8 }\n"
+                           "decoder x 1 { attention self heads=2 mask=causal; feedforward d_ff=16 }\n"
+                           "head linear(5) pool=last", seed=0)
+    with pytest.raises(ValueError, match="its head pools each sequence into one vector"):
+        Continuation(model)

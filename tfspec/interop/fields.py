@@ -164,7 +164,9 @@ class Fields:
             elif f.names is not None:
                 text[f.name] = f.names.get(value)
             elif f.let:
-                text[f.name] = writer(f.name, value, f.config.rsplit(".", 1)[-1])
+                # (a tower's nested configuration named whole: text_config.hidden_size; a dict field's key alone)
+                cited = f.config if f.config.split(".")[0].endswith("_config") else f.config.rsplit(".", 1)[-1]
+                text[f.name] = writer(f.name, value, cited)
             else:
                 text[f.name] = number(value)
         return Settings(text, values)

@@ -162,9 +162,15 @@ class Continuation:
                  use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None,
                  compile: bool | str = False, max_len: int | None = None):
         spec = model.spec
+        if getattr(spec, "kind", None) == "towers":
+            raise ValueError(f"{spec.name} cannot generate: it is a model of towers; generate with the tower that "
+                             "decodes (model.towers[NAME])")
         if spec.kind == "encoder-only" or spec.head is None:
             raise ValueError(f"{spec.name} cannot generate: generation needs a decoder and a head "
                              f"(this is {'an encoder-only model' if spec.kind == 'encoder-only' else 'a model without a head'})")
+        if spec.head.pool is not None:
+            raise ValueError(f"{spec.name} cannot generate: its head pools each sequence into one vector "
+                             f"(pool={spec.head.pool}), which predicts no next token")
         if (spec.kind == "encoder-decoder") != (src is not None):
             raise ValueError("give src exactly when the model is encoder-decoder")
         supported = cache_supported(spec)
