@@ -611,6 +611,14 @@ CONFIGS = {  # model class -> a tiny configuration of it
                       vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                          num_attention_heads=4, image_size=12, patch_size=4, num_channels=3,
                                          hidden_act="gelu", layer_norm_eps=1e-6)),
+    # CLIP's towers with a sigmoid head and a learned bias: a text tower reading its last position, a vision tower
+    # of patches pooled by attention
+    "SiglipModel": dict(model_type="siglip",
+                        text_config=dict(vocab_size=90, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                         num_attention_heads=4, max_position_embeddings=30, projection_size=32),
+                        vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                           num_attention_heads=4, image_size=12, patch_size=4, num_channels=3,
+                                           layer_norm_eps=1e-5)),
 }
 
 
@@ -725,7 +733,7 @@ def _contrasted(model, reference, device: str, padded: bool):
     tokens = torch.randint(3, text.vocab_size - 1, (3, 9), generator=torch.Generator().manual_seed(1))
     eos = text.eos_token_id if text.eos_token_id != 2 else text.vocab_size - 1  # (legacy: the highest id)
     for row, end in enumerate((8, 5, 3)):
-        tokens[row, end] = eos
+        tokens[row, end] = min(eos, text.vocab_size - 1)
     mask = torch.ones_like(tokens)
     if padded:
         mask[2, 4:] = 0
@@ -982,6 +990,13 @@ EVERY_FIELD = {
                                         initializer_range=0.04)),
                 dict(model_type="clip", text_config=dict(vocab_size=50, eos_token_id=2),
                      vision_config=dict(image_size=32, patch_size=16))],
+    "hf_siglip": [dict(model_type="siglip",
+                       text_config=dict(vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                                        num_attention_heads=3, max_position_embeddings=33, hidden_act="gelu",
+                                        layer_norm_eps=1e-5, attention_dropout=0.1, projection_size=20),
+                       vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                          num_attention_heads=5, image_size=20, patch_size=5, num_channels=1,
+                                          hidden_act="quick_gelu", layer_norm_eps=1e-7, attention_dropout=0.2))],
     "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                         decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                         decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
@@ -1645,6 +1660,10 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "gemma4_text", "hidden_size_per_layer_input": 0, "use_bidirectional_attention": "all"},
      "bidirectional attention (all) makes Gemma 4 an encoder"),
     ({"model_type": "vit", "image_size": [32, 24]}, "tfspec's pictures and patches are square"),
+    ({"model_type": "siglip", "text_config": {"projection_size": 64}},
+     "text_config.projection_size other than vision_config.hidden_size: the two towers' vectors"),
+    ({"model_type": "siglip", "vision_config": {"vision_use_head": False}}, "vision_use_head=false"),
+    ({"model_type": "clip", "vision_config": {"image_size": [32, 24]}}, "tfspec's pictures are square"),
     ({"model_type": "vit", "pooler_output_size": 64}, "pooler_output_size=64: tfspec's pooler keeps the width"),
     ({"model_type": "bert", "architectures": ["BertForQuestionAnswering"]},
      "BertForQuestionAnswering: not a BERT class tfspec reads (it reads BertForMaskedLM, BertModel)"),

@@ -208,7 +208,8 @@ def test_check_and_diff_read_towers_and_the_rest_say_they_do_not_yet(tfspec_cli,
     result = tfspec_cli("diff", str(first), str(second))
     out = result.stdout
     assert result.returncode == 0 and "tower vision: encoder: layers 1 → 2" in out
-    assert "contrastive: loss softmax → sigmoid" in out and "contrastive: bias none → learned, from -10" in out
+    assert "contrastive: loss softmax → sigmoid" in out and "contrastive: bias none → learned" in out
+    assert "contrastive: init log scale 2.6592 → log scale 2.6592, bias -10" in out
     assert "seq_len text 16, vision 5" in out
     result = tfspec_cli("summary", str(first))
     assert result.returncode == 1

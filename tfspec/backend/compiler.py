@@ -335,7 +335,7 @@ def head_constructor(head: S.Head, width: int) -> Constructor:
     norm = (norm_constructor(head.transform_norm, features)
             if head.transform is not None and head.transform_norm else None)
     return Constructor(Head, (width, head.out, head.bias, head.tied_to is not None, transform, norm, head.scale,
-                              head.softcap, head.features, pool, head.transform_bias))
+                              head.softcap, head.features, pool, head.transform_bias, head.projects))
 
 
 def pooler_constructor(pooler: S.Pooler, width: int) -> Constructor:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..errors import did_you_mean, one_of
-from ..registry import ACTIVATIONS, INPUTS
+from ..registry import ACTIVATIONS, INPUTS, POOLS
 from . import schema as S
 from .expr import Poisoned
-from .params import HEAD_PROJECTIONS, MTP_PARAMS, POOLER_PARAMS, Param, as_int, as_ref, head_params, spec_error, what_it_is
+from .params import (HEAD_PROJECTIONS, MTP_PARAMS, POOLER_PARAMS, Param, as_int, as_ref, choice, head_params, spec_error,
+                     what_it_is)
 from .syntax import Call, EmbeddingDecl, HeadDecl, MtpDecl, Name, PoolerDecl, StackDecl
 
 
@@ -16,9 +17,11 @@ class Heads:
     # --- head and pooler
     def _head(self, decl: HeadDecl, embeddings: dict, stacks: dict) -> S.Head:
         positional = [a for a in decl.args if a.name is None]
+        if not positional and any(a.name == "pool" for a in decl.args):  # the pooled vectors, projected by nothing
+            return self._pool_alone(decl, embeddings, stacks)
         if not positional:
             raise spec_error("missing", "head needs a projection: tied(EMBEDDING) or linear", decl.span,
-                             "e.g. `head tied(tokens)`")
+                             "e.g. `head tied(tokens)`, or `head pool=...` for the pooled vectors alone")
         proj = positional[0].value
         func = proj.id if isinstance(proj, Name) else proj.func if isinstance(proj, Call) else None
         proj_args = proj.args if isinstance(proj, Call) else ()
@@ -76,6 +79,17 @@ class Heads:
                                        "transform": values["transform"], "transform_norm": values["norm"],
                                        "scale": values["scale"], "softcap": values["softcap"], "features": features,
                                        "pool": values["pool"], "transform_bias": values["transform_bias"]},
+                              spans, decl.span, "head", {"span": decl.span})
+
+    def _pool_alone(self, decl: HeadDecl, embeddings: dict, stacks: dict) -> S.Head:
+        """``head pool=...``: one vector of each sequence, its stack's width, through no projection."""
+        values, spans = self.bind(decl.args, [Param("pool", choice(POOLS), positional=False)],
+                                  "a head without a projection", decl.span)
+        last = stacks.get("decoder") or stacks.get("encoder")
+        if last is None or last.embedding not in embeddings:
+            raise Poisoned
+        return self.validated(S.Head, {"tied_to": None, "out": embeddings[last.embedding].width, "bias": False,
+                                       "pool": values["pool"], "projects": False},
                               spans, decl.span, "head", {"span": decl.span})
 
     def _pooler(self, decl: PoolerDecl) -> S.Pooler:

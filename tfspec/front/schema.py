@@ -281,6 +281,8 @@ class Head(Node):
     softcap: float | None = Field(None, gt=0.0)  # logits capped to softcap·tanh(logits/softcap) (Gemma 2: 30)
     features: Dim | None = None  # the transform's width where it maps into a narrower tied table (ALBERT's)
     pool: Choice | None = None  # one vector per sequence (``registry.POOLS``): ``first`` reads ViT's class token
+    # False: the pooled vectors as they are, ``out`` their width (``head pool=...`` alone: SigLIP's vision tower)
+    projects: bool = True
 
 
 class Pooler(Node):

@@ -547,13 +547,16 @@ class _Counter:
         whole = self.batch * n  # the positions of its input
         memory = 0
         pool = POOLS.of(spec.pool) if spec.pool is not None else None
-        elementwise = 0
-        if pool is not None and not pool[0].keeps_input:  # (a mean, a gather) what reads it keeps the pooled vector
-            memory += self.keep(("pooled", node.id), self.batch * (d * self.s + 8 * pool[0].indices))
-        if pool is not None:  # one vector per sequence
-            elementwise, n = pool[0].flops(d, n, pool[1])[1], 1
+        pooling = elementwise = 0
+        if pool is not None:  # one vector per sequence: the pool's own work and tensors
+            pooling, elementwise = pool[0].flops(d, n, pool[1])
+            memory += self.keep(("pool", node.id), self.batch * pool[0].saved(d, n, pool[1], self.s))
+            if spec.projects and not pool[0].view:  # (a mean, a gather, an attention pool) the projection keeps it
+                memory += self.keep(("pooled", node.id), self.batch * d * self.s)
+            n = 1
         rows = self.batch * n
-        matmul, elementwise = 2 * n * e * spec.out, elementwise + (n * spec.out if spec.bias else 0)
+        matmul = pooling + (2 * n * e * spec.out if spec.projects else 0)
+        elementwise += n * spec.out if spec.bias else 0
         if spec.scale != 1.0:  # a product with a constant keeps nothing; what reads it keeps the product
             elementwise += n * d
             memory += self.keep(("scaled", node.id), rows * d * self.s)
@@ -575,7 +578,8 @@ class _Counter:
         if spec.softcap is not None:  # divide, tanh, multiply; tanh's output is kept for its gradient
             elementwise += 3 * n * spec.out
             memory += self.keep(("capped", node.id), rows * spec.out * self.s)
-        memory += self.keep(("logits", node.id), rows * spec.out * self.s)  # the output, kept by the loss
+        if spec.projects or not pool[0].view:  # (a view of its input the input's storage holds)
+            memory += self.keep(("logits", node.id), rows * spec.out * self.s)  # the output, kept by the loss
         return self.dense(matmul, elementwise, memory, repeat)
 
     def cost_training_only(self, node: ir.MultiTokenPrediction, n, repeat):

@@ -123,9 +123,10 @@ def _tower_changes(first, second) -> list[Change]:
 def _join_facts(join: S.Contrastive | None) -> Facts:
     if join is None:
         return {}
+    # (the learned scale's and bias's initial values are an init's: shown, and not compared by interop)
     return {("contrastive", "towers"): " and ".join(join.towers), ("contrastive", "loss"): join.loss,
-            ("contrastive", "initial log scale"): f"{join.scale:g}",
-            ("contrastive", "bias"): "none" if join.bias is None else f"learned, from {join.bias:g}"}
+            ("contrastive", "bias"): "none" if join.bias is None else "learned",
+            ("contrastive", "init"): f"log scale {join.scale:g}" + ("" if join.bias is None else f", bias {join.bias:g}")}
 
 
 def describe(spec) -> Facts:
@@ -161,7 +162,8 @@ def describe(spec) -> Facts:
             facts.update(_sublayer_facts(g, node))
     if spec.head is not None:
         head = spec.head
-        facts[("head", "projection")] = f"tied to '{head.tied_to}'" if head.tied_to else f"linear({head.out:,})"
+        facts[("head", "projection")] = f"tied to '{head.tied_to}'" if head.tied_to else \
+            f"linear({head.out:,})" if head.projects else "none (the pooled vectors)"
         facts[("head", "bias")] = str(head.bias).lower()
         facts[("head", "input scale")] = f"{head.scale:g}"
         facts[("head", "soft cap")] = "none" if head.softcap is None else f"{head.softcap:g}"

@@ -37,7 +37,7 @@ from ..ir import queries
 from ..ir.queries import attentions
 from ..nn.context import Context
 from ..nn.per_layer import CARRIED as PER_LAYER
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, POSITIONS
+from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, POOLS, POSITIONS
 
 TOLERANCE = 1e-5
 
@@ -657,6 +657,9 @@ def small_version(spec: S.Spec, width_per_head: int = 4, max_vocab: int = 32, ma
 def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, max_layers: int,
             max_positions: int) -> tuple[S.Spec, list[str]]:
     heads = [a.heads for role in ("encoder", "decoder") for a in _attentions(spec, role)] or [1]
+    if spec.head is not None and spec.head.pool is not None:  # an attention pool's heads divide the width too
+        pool, options = POOLS.of(spec.head.pool)
+        heads += [pool.heads(options)] if pool.heads(options) else []
     windows = max([behind for role in ("encoder", "decoder") for a in _attentions(spec, role)
                    for behind in mask_reach(a.mask) if behind is not None], default=0)
     base = math.lcm(*heads) * width_per_head
@@ -726,6 +729,8 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
                                                body.model_copy(update={"kv_from": index[body.kv_from]}))
                               for block in (update["block"], *update["kinds"])]
                 update.update(block=renumbered[0], kinds=tuple(renumbered[1:]))
+        elif isinstance(node, S.Head) and not node.projects:  # the pooled vectors: the stack's width
+            update["out"] = min(node.out, width)
         elif isinstance(node, S.Head) and node.tied_to is None:
             note("head outputs", node.out, min(node.out, max_vocab))
             update["out"] = min(node.out, max_vocab)

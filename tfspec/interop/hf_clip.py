@@ -69,9 +69,10 @@ def _side(value):
     return value[0] if isinstance(value, (list, tuple)) and len(set(value)) == 1 else value
 
 
-def _tower_fields(prefix: str, tower: str, where: str) -> tuple[Field, ...]:
-    """The fields both towers' configurations have, read from ``where`` (``text_config``) and the facts of
-    ``tower`` (``text``)."""
+def tower_fields(prefix: str, tower: str, where: str, activations: dict[str, str] = ACTIVATIONS,
+                 init: bool = True) -> tuple[Field, ...]:
+    """The fields a tower's configuration has (a CLIP-like encoder's), read from ``where`` (``text_config``) and
+    the facts of ``tower`` (``text``); ``init``: its ``initializer_range`` too."""
     def of(f):
         return getattr(f, tower)
     return (
@@ -82,17 +83,25 @@ def _tower_fields(prefix: str, tower: str, where: str) -> tuple[Field, ...]:
         Field(f"{prefix}eps", f"{where}.layer_norm_eps", lambda f: of(f).norm_option("encoder", "eps", 1e-5)),
         Field(f"{prefix}p_attn_dropout", f"{where}.attention_dropout", lambda f: of(f).attention("encoder").dropout),
         Field(f"{prefix}activation", f"{where}.hidden_act",
-              lambda f: of(f).feedforward("encoder").activation.name, names=ACTIVATIONS, let=False),
-        Field(f"{prefix}init_std", f"{where}.initializer_range", lambda f: of(f).init_option("std", 0.02)),
-    )
+              lambda f: of(f).feedforward("encoder").activation.name, names=activations, let=False),
+    ) + ((Field(f"{prefix}init_std", f"{where}.initializer_range", lambda f: of(f).init_option("std", 0.02)),)
+         if init else ())
+
+
+def towers_ignored(where: tuple[str, ...] = ("text_config", "vision_config")) -> dict[str, str]:
+    """The fields of every tower's nested configuration that do not change what it computes."""
+    from .fields import COMMON_IGNORED
+    own = {"model_type": "the tower's configuration class", "architectures": "the class, the whole model's"}
+    return {f"{w}.{key}": own.get(key, why) for w in where for key, why in COMMON_IGNORED.items()
+            if key not in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "decoder_start_token_id")}
 
 
 FIELDS = Fields(
-    *_tower_fields("text_", "text", "text_config"),
+    *tower_fields("text_", "text", "text_config"),
     Field("vocab", "text_config.vocab_size", lambda f: f.text.embedding.vocab),
     Field("text_positions", "text_config.max_position_embeddings", lambda f: f.text.learned_positions()),
     Field("eos", "text_config.eos_token_id", _eos, let=False),
-    *_tower_fields("vision_", "vision", "vision_config"),
+    *tower_fields("vision_", "vision", "vision_config"),
     Field("image", "vision_config.image_size", lambda f: f.vision.input_option("image"),
           read=lambda c: _side(c.vision_config.image_size)),
     Field("patch", "vision_config.patch_size", lambda f: f.vision.input_option("patch"),
@@ -104,20 +113,10 @@ FIELDS = Fields(
           read=lambda c: not isinstance(c.vision_config.image_size, (list, tuple))
           or len(set(c.vision_config.image_size)) == 1, required="one side (square pictures)"),
     ignored={
+        **towers_ignored(),
         **{f"{where}.{key}": why for where in ("text_config", "vision_config") for key, why in {
             "projection_dim": "the towers' projections are the model's projection_dim",
-            "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's",
-            "_name_or_path": "where the configuration was read from",
-            "architectures": "the class, CLIPModel's", "model_type": "the tower's configuration class",
-            "dtype": "the weights' storage type; tfspec loads them as float32",
-            "output_attentions": "what a forward call returns, not what it computes",
-            "output_hidden_states": "what a forward call returns, not what it computes",
-            "return_dict": "what a forward call returns, not what it computes",
-            "chunk_size_feed_forward": "splits the feed-forward's work into chunks; the result is the same",
-            "is_encoder_decoder": "the family's kind, which its spec states",
-            "id2label": "labels of classification heads, which tfspec does not import",
-            "label2id": "labels of classification heads, which tfspec does not import",
-            "problem_type": "the loss of classification heads, which tfspec does not import"}.items()},
+            "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's"}.items()},
         "text_config.pad_token_id": "a token id, which the tokenizer reads",
         "text_config.bos_token_id": "a token id, which the tokenizer reads",
         "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's",

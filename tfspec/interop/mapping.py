@@ -180,9 +180,9 @@ def load_state(model, state: dict[str, Tensor], rules: list[Rule], *, reference:
                 mismatched.append(f"{' + '.join(r.theirs)}: {have} rows, the layout expects {len(r.rows)}")
                 continue
             joined = joined.index_select(r.axis, torch.tensor(r.rows))
-        if len(r.ours) == 1 and ours[r.ours[0]].dim() == 0:  # a scalar (CLIP's logit scale)
-            if joined.dim() == 0:
-                updates[r.ours[0]] = joined
+        if len(r.ours) == 1 and ours[r.ours[0]].dim() == 0:  # a scalar (CLIP's logit scale; SigLIP's, of shape (1,))
+            if joined.dim() == 0 or (r.shape is not None and tuple(joined.shape) == r.shape and joined.numel() == 1):
+                updates[r.ours[0]] = joined.reshape(())
             else:
                 mismatched.append(f"{r.theirs[0]} {tuple(joined.shape)} -> {r.ours[0]} (a scalar)")
             continue
@@ -237,8 +237,8 @@ def export_state(model, rules: list[Rule], *, reference: str, aliases: dict[str,
         joined = torch.cat([ours[o] for o in r.ours]) if len(r.ours) > 1 else ours[r.ours[0]]
         if r.rows is not None:
             joined = joined.index_select(r.axis, torch.argsort(torch.tensor(r.rows)))
-        if joined.dim() == 0:  # a scalar (CLIP's logit scale)
-            out[r.theirs[0]] = joined.clone()
+        if joined.dim() == 0:  # a scalar (CLIP's logit scale; SigLIP's, of shape (1,))
+            out[r.theirs[0]] = joined.reshape(r.shape or ()).clone()
             continue
         pieces = joined.split(list(r.split)) if r.split is not None else joined.chunk(len(r.theirs))
         for name, piece in zip(r.theirs, pieces):

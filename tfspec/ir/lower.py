@@ -292,9 +292,12 @@ class _Builder:
                 if head.transform_norm is not None and not NORMS[head.transform_norm.name].absent:
                     variant, options = NORMS.of(head.transform_norm)
                     params.update({f"transform_norm.{k}": v for k, v in variant.params(features, options).items()})
+            if head.pool is not None:  # the pool's own (an attention pool's probe and projections)
+                pool, pool_options = POOLS.of(head.pool)
+                params.update({f"pool.{k}": v for k, v in pool.params(width, pool_options).items()})
             if head.tied_to is not None:
                 ties["weight"] = f"embeddings.{head.tied_to}.tokens.weight"
-            else:
+            elif head.projects:
                 params["weight"] = Param((head.out, width), "unembedding")
             if head.bias:
                 params["bias"] = Param((head.out,), "bias")
@@ -302,7 +305,9 @@ class _Builder:
             how += f", input ×{head.scale:.4g}" if head.scale != 1.0 else ""
             how += f", capped ±{head.softcap:g}" if head.softcap is not None else ""
             how += f", of {POOLS[head.pool.name].describe(POOLS.of(head.pool)[1])}" if head.pool else ""
-            node = self.add(ir.Head, "head", f"Linear ({how}, {head.out:,})", [x], module=ModulePath(("head",)),
+            label = f"Linear ({how}, {head.out:,})" if head.projects else \
+                f"Pool ({POOLS.label(head.pool)}, {head.out:,})"
+            node = self.add(ir.Head, "head", label, [x], module=ModulePath(("head",)),
                             params=params, ties=ties, spec=head, width=width, span=head.span)
             self.add(ir.Output, "logits", "logits", [node], name="logits", shape=("batch", length, head.out))
         else:

@@ -58,6 +58,16 @@ def check_heads_divide_width(g: Graph, spec: S.Spec, errors: Collector) -> None:
             errors.error("shape", f"heads={heads} is not a multiple of kv_heads={kv_heads}",
                          body.arg_spans.get("kv_heads", node.span),
                          f"each key/value head serves heads / kv_heads query heads; try kv_heads={nearest}")
+    for node in g.of(ir.Head):  # an attention pool's heads
+        if node.spec.pool is None:
+            continue
+        pool, options = POOLS.of(node.spec.pool)
+        heads = pool.heads(options)
+        if heads and node.width % heads:
+            divisors = [h for h in range(1, node.width + 1) if node.width % h == 0]
+            nearest = min(divisors, key=lambda h: (abs(h - heads), h))
+            errors.error("shape", f"the pool's {heads} heads do not divide the width {node.width}",
+                         node.spec.pool.span or node.span, f"try {pool.name}({nearest}, ...)")
 
 
 def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:

@@ -14,7 +14,8 @@ class Head(nn.Module):
 
     def __init__(self, width: int, out: int, bias: bool, tied: bool, transform: nn.Module | None = None,
                  transform_norm: nn.Module | None = None, scale: float = 1.0, softcap: float | None = None,
-                 features: int | None = None, pool: nn.Module | None = None, transform_bias: bool = True):
+                 features: int | None = None, pool: nn.Module | None = None, transform_bias: bool = True,
+                 projects: bool = True):
         super().__init__()
         self.tied, self.scale, self.softcap, self.pool = tied, scale, softcap, pool
         features = features or width  # the transform's output: a narrower tied table's width (ALBERT's head)
@@ -24,11 +25,13 @@ class Head(nn.Module):
             self.transform_norm = transform_norm if transform_norm is not None else nn.Identity()
         else:
             self.transform = None
-        self.weight = None if tied else nn.Parameter(torch.empty(out, features))
+        self.projects = projects  # False: the pooled vectors as they are (SigLIP's vision tower)
+        self.weight = None if tied or not projects else nn.Parameter(torch.empty(out, features))
         self.bias = nn.Parameter(torch.empty(out)) if bias else None
 
     def extra_repr(self) -> str:
-        weight = "tied to the token embedding" if self.tied else f"weight={tuple(self.weight.shape)}"
+        weight = "tied to the token embedding" if self.tied else "no projection" if not self.projects else \
+            f"weight={tuple(self.weight.shape)}"
         scale = f", scale={self.scale:g}" if self.scale != 1.0 else ""
         cap = f", softcap={self.softcap:g}" if self.softcap is not None else ""
         return f"{weight}, bias={self.bias is not None}{scale}{cap}"
@@ -37,6 +40,8 @@ class Head(nn.Module):
         """``ids``: the token ids of the sequences, where its pool finds its position among them."""
         if self.pool is not None:  # one vector per sequence
             x = self.pool(x, ids)
+        if not self.projects:
+            return x
         if self.scale != 1.0:
             x = x * self.scale
         if self.transform is not None:

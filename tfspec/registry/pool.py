@@ -18,9 +18,12 @@ class Pool(Variant):
     - ``reads_ids``: it finds its position among the token ids (CLIP's end of text), so its stack reads tokens;
     - ``params(width, options)``: its parameters, by their names in its module ({}: none);
     - ``flops(width, length, options)``: forward FLOPs per sequence, (those of matrix products, the rest);
-    - ``keeps_input``: what reads its output keeps its whole input (a position's vector is a view of it; a mean
-      or a gather is a tensor of its own); ``indices``: the int64 indices autograd keeps per sequence (a
-      gather's two: the sequence's and the position's);
+    - ``keeps_input``: autograd keeps its whole input for it (a position's vector is a view of it, which what
+      reads it keeps; an attention pool projects it to keys and values); ``view``: its output is a view of its input
+      (else a tensor of its own, which a projection after it keeps);
+    - ``saved(width, length, options, element_bytes)``: bytes autograd keeps per sequence for its own tensors
+      (an attention pool's keys and values, probabilities, ...), beyond its input and its output;
+    - ``heads(options)``: the heads it splits the width into (None: none), which must divide it;
     - ``module(width, options)``: its runtime module, ``forward(x, ids)`` -> ``(batch, width)``, ``ids`` None
       where its stack reads no token ids.
     """
@@ -28,13 +31,19 @@ class Pool(Variant):
     reads: ClassVar[str]
     reads_ids: ClassVar[bool] = False
     keeps_input: ClassVar[bool] = False
-    indices: ClassVar[int] = 0
+    view: ClassVar[bool] = False
 
     def params(self, width: int, options) -> dict[str, Param]:
         return {}
 
     def flops(self, width: int, length: int, options) -> tuple[int, int]:
         return 0, 0
+
+    def saved(self, width: int, length: int, options, element_bytes: int) -> int:
+        return 0
+
+    def heads(self, options) -> int | None:
+        return None
 
     def describe(self, options) -> str:
         """What it reads, with its options: "the first position of token 49407"."""

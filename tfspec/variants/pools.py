@@ -19,7 +19,7 @@ MAX_ID = 1 << 24
 class First(Pool):
     name = "first"
     reads = "the first position"
-    keeps_input = True  # the vector it reads is a view of its input
+    keeps_input = view = True  # the vector it reads is a view of its input
     doc = "first: the first position's vector (a class token)"
 
     def module(self, width, options):
@@ -31,7 +31,7 @@ class First(Pool):
 class Last(Pool):
     name = "last"
     reads = "the last position"
-    keeps_input = True  # the vector it reads is a view of its input
+    keeps_input = view = True  # the vector it reads is a view of its input
     doc = "last: the last position's vector, whatever token it holds (SigLIP's text)"
 
     def module(self, width, options):
@@ -59,7 +59,6 @@ class Token(Pool):
     positional = ("id",)
     reads_ids = True
     reads = "the first position of a token"
-    indices = 2  # (a gather: each sequence's vector a tensor of its own)
     doc = "token(id): the vector of the first position holding token id (CLIP's end of text)"
     examples = ({"id": 3}, {"id": 7})
 
@@ -69,6 +68,9 @@ class Token(Pool):
 
     def describe(self, options):
         return f"the first position of token {options.id}"
+
+    def saved(self, width, length, options, element_bytes):
+        return 2 * 8  # a gather's int64 indices: the sequence's and the position's
 
     def module(self, width, options):
         from ..nn.pool import FirstOf
@@ -80,8 +82,10 @@ class HighestId(Pool):
     name = "highest_id"
     reads_ids = True
     reads = "the first position of the highest token id"
-    indices = 2  # (a gather: each sequence's vector a tensor of its own)
     doc = "highest_id: the vector of the first position of the sequence's highest token id (CLIP's first checkpoints)"
+
+    def saved(self, width, length, options, element_bytes):
+        return 2 * 8  # a gather's int64 indices: the sequence's and the position's
 
     def module(self, width, options):
         from ..nn.pool import HighestId as Module

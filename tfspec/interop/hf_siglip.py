@@ -1,0 +1,217 @@
+"""Hugging Face ``SiglipModel`` <-> a compiled model of two towers and a sigmoid contrastive head.
+
+SigLIP (Zhai et al. 2023) is CLIP's two towers with a pairwise sigmoid loss and a learned bias:
+
+- ``tower text``: token ids with learned positions through a pre-norm encoder that sees every position (its
+  padding hidden), a final norm, the last position's vector (``pool=last``: SigLIP pads every text to one length)
+  through a linear map with a bias (``head``, to ``projection_size``);
+- ``tower vision``: square pictures cut into patches (with a bias, no class token), learned positions, a pre-norm
+  encoder, a final norm (``post_layernorm``) and multi-head attention pooling (``head pool=attention(heads,
+  d_ff)``: a learned probe attends over the patches, a LayerNormed MLP adds to it), projected by nothing;
+- ``contrastive text vision loss=sigmoid``: the cosine of each pair times exp(``logit_scale``) plus
+  ``logit_bias``. Hugging Face starts both at 0; the imported spec starts them where the paper does, ln 10 and
+  -10 (a checkpoint's own values are loaded over them).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..front import schema as S
+from . import hf_bert
+from .fields import Field, Fields, Fixed
+from .hf_clip import TowerFacts, tower_fields, tower_roles, towers_ignored
+from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .writer import SpecWriter
+from .family import Family
+
+REFERENCE = "Hugging Face SigLIP"
+ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", **hf_bert.ACTIVATIONS, "quick_gelu": "quick_gelu"}
+SCALE, BIAS = math.log(10), -10.0  # the paper's initial log scale and bias
+
+
+def _side(value):
+    return value[0] if isinstance(value, (list, tuple)) and len(set(value)) == 1 else value
+
+
+def _pool_option(facts, option: str):
+    """An option of the vision tower's attention pool (refused where its head pools otherwise)."""
+    head = facts.vision.spec.head
+    if head is None or head.pool is None or "heads" not in head.pool.options:
+        raise facts.vision.refuse("its vision tower's head is not an attention pool (head pool=attention(...))")
+    return head.pool.options[option]
+
+
+FIELDS = Fields(
+    *tower_fields("text_", "text", "text_config", ACTIVATIONS, init=False),
+    Field("vocab", "text_config.vocab_size", lambda f: f.text.embedding.vocab),
+    Field("text_positions", "text_config.max_position_embeddings", lambda f: f.text.learned_positions()),
+    Field("projection", "text_config.projection_size", lambda f: f.text.spec.head.out if f.text.spec.head else None),
+    *tower_fields("vision_", "vision", "vision_config", ACTIVATIONS, init=False),
+    Field("image", "vision_config.image_size", lambda f: f.vision.input_option("image"),
+          read=lambda c: _side(c.vision_config.image_size)),
+    Field("patch", "vision_config.patch_size", lambda f: f.vision.input_option("patch"),
+          read=lambda c: _side(c.vision_config.patch_size)),
+    Field("channels", "vision_config.num_channels", lambda f: f.vision.input_option("channels")),
+    Fixed("vision_config.vision_use_head", True, "vision_use_head=false: the model's image embeddings are its "
+                                                 "attention pool's, which it then lacks"),
+    Fixed("text_config.projection_size", True, "text_config.projection_size other than vision_config.hidden_size: "
+                                               "the two towers' vectors, which the head compares, of two widths",
+          read=lambda c: c.text_config.projection_size == c.vision_config.hidden_size,
+          required="vision_config.hidden_size"),
+    Fixed("vision_config.image_size", True, "image_size of two different sides: tfspec's pictures are square",
+          read=lambda c: not isinstance(c.vision_config.image_size, (list, tuple))
+          or len(set(c.vision_config.image_size)) == 1, required="one side (square pictures)"),
+    ignored={
+        **towers_ignored(),
+        "text_config.pad_token_id": "a token id, which the tokenizer reads (the text tower pools its last position)",
+        "text_config.bos_token_id": "a token id, which the tokenizer reads",
+        "text_config.eos_token_id": "a token id, which the tokenizer reads (the text tower pools its last position)",
+        "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's",
+    },
+)
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The two towers and the sigmoid contrastive head a SigLIP configuration describes."""
+    if isinstance(config.vision_config.image_size, (list, tuple)) and len(set(config.vision_config.image_size)) > 1:
+        raise InteropError("image_size of two different sides: tfspec's pictures are square")
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    masks = " mask=padding" if padding else ""
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+}}
+
+tower text {{
+  defaults {{
+    norm layernorm(eps={s.text_eps})
+    attn_dropout {s.text_p_attn_dropout}
+  }}
+
+  embedding tokens {{
+    vocab {s.vocab}
+    dim {s.text_d_model}
+    position learned({s.text_positions})
+  }}
+
+  encoder x {s.text_layers} {{
+    attention self heads={s.text_heads}{masks}
+    feedforward d_ff={s.text_d_ff} activation={s.text_activation}
+    final layernorm(eps={s.text_eps})
+  }}
+
+  head linear({s.projection}) pool=last  # the last position, whatever it holds: texts padded to one length
+}}
+
+tower vision {{
+  defaults {{
+    norm layernorm(eps={s.vision_eps})
+    attn_dropout {s.vision_p_attn_dropout}
+  }}
+
+  embedding image {{
+    input patches(image={s.image}, patch={s.patch}, channels={s.channels})
+    dim {s.vision_d_model}
+    position learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}))
+  }}
+
+  encoder x {s.vision_layers} {{
+    attention self heads={s.vision_heads}
+    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
+    final layernorm(eps={s.vision_eps})
+  }}
+
+  head pool=attention({s.vision_heads}, d_ff={s.vision_d_ff}, activation={s.vision_activation}, eps={s.vision_eps})
+}}
+
+contrastive text vision loss=sigmoid scale={SCALE!r} bias={BIAS!r}
+"""
+    return w.text(text, list(heading))
+
+
+def hf_config(towers) -> dict:
+    """The SigLIP configuration ``towers`` would be."""
+    facts = TowerFacts(towers, "SigLIP")
+    if facts.contrastive.loss != "sigmoid" or facts.contrastive.bias is None:
+        raise facts.text.refuse("its contrastive head is not the sigmoid one with a learned bias")
+    _pool_option(facts, "heads")
+    return {"model_type": "siglip", **FIELDS.config(facts)}
+
+
+def _layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
+    rules = []
+    for i in range(layers):
+        o, t = f"{ours}.layers.{i}", f"{theirs}.layers.{i}"
+        a = f"{t}.self_attn"
+        rules += [rule(f"{o}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
+                  rule(f"{o}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")),
+                  *hf_bert._linear(f"{o}.self_attn.out", f"{a}.out_proj"),
+                  *hf_bert._linear(f"{o}.self_attn_norm", f"{t}.layer_norm1"),
+                  *hf_bert._linear(f"{o}.ffn.up", f"{t}.mlp.fc1"),
+                  *hf_bert._linear(f"{o}.ffn.down", f"{t}.mlp.fc2"),
+                  *hf_bert._linear(f"{o}.ffn_norm", f"{t}.layer_norm2")]
+    return rules
+
+
+def _rules(model) -> list[Rule]:
+    text, vision = tower_roles(model.spec, "SigLIP")
+    t, v = f"towers.{text}", f"towers.{vision}"
+    te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
+    image = model.spec.tower(vision).embeddings[0].name
+    ve = f"{v}.embeddings.{image}"
+    embedding = model.towers[vision].embeddings[image]
+    width, pool = embedding.dim, f"{v}.head.pool"
+    head = "vision_model.head"
+    return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
+            rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
+            *_layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
+            *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
+            *hf_bert._linear(f"{t}.head", "text_model.head"),
+            rule(f"{ve}.patches.weight", "vision_model.embeddings.patch_embedding.weight",
+                 shape=(width, embedding.channels, embedding.patch, embedding.patch)),
+            rule(f"{ve}.patches.bias", "vision_model.embeddings.patch_embedding.bias"),
+            rule(f"{ve}.positions.weight", "vision_model.embeddings.position_embedding.weight"),
+            *_layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
+            *hf_bert._linear(f"{v}.encoder.final_norm", "vision_model.post_layernorm"),
+            rule(f"{pool}.probe", f"{head}.probe", shape=(1, 1, width)),
+            rule((f"{pool}.q.weight", f"{pool}.kv.weight"), f"{head}.attention.in_proj_weight"),
+            rule((f"{pool}.q.bias", f"{pool}.kv.bias"), f"{head}.attention.in_proj_bias"),
+            *hf_bert._linear(f"{pool}.out", f"{head}.attention.out_proj"),
+            *hf_bert._linear(f"{pool}.norm", f"{head}.layernorm"),
+            *hf_bert._linear(f"{pool}.up", f"{head}.mlp.fc1"),
+            *hf_bert._linear(f"{pool}.down", f"{head}.mlp.fc2"),
+            rule("contrastive.scale", "logit_scale", shape=(1,)),
+            rule("contrastive.bias", "logit_bias", shape=(1,))]
+
+
+def from_hf_siglip(model, reference) -> None:
+    """Copy a ``SiglipModel``'s weights into ``model`` (every tensor accounted for); the spec must be the
+    architecture the reference's configuration describes."""
+    if not isinstance(model.spec, S.Towers):
+        raise InteropError(f"{type(reference).__name__} is two towers and a contrastive head; spec "
+                           f"'{model.spec.name}' is one model")
+    problems = FIELDS.unsupported(reference.config) or architecture_problems(
+        model.spec, spec_text(reference.config), type(reference).__name__)
+    if problems:
+        raise InteropError(f"cannot load {type(reference).__name__} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
+    load_state(model, reference.state_dict(), _rules(model), reference=REFERENCE)
+
+
+def to_hf_siglip(model) -> dict:
+    """A state dict for ``SiglipModel``."""
+    return export_state(model, _rules(model), reference=REFERENCE)
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("SigLIP", ("siglip",), {"SiglipModel": {}},
+           "SigLIP: CLIP's two towers meeting in a sigmoid contrastive head with a learned bias (contrastive text "
+           "vision loss=sigmoid bias=-10); the text tower sees every position and reads its last (pool=last) "
+           "through a linear map with a bias; the vision tower has no class token and pools its patches by "
+           "attention (head pool=attention(heads, d_ff)), projected by nothing",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_siglip,
+           export=to_hf_siglip, towers=True),
+)
