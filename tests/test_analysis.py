@@ -24,25 +24,32 @@ from tfspec.inspect.analysis import AnalysisError, allowed_pairs, analyse, mask_
 from tfspec.backend.compiler import compile as compile_spec
 from tfspec.inspect.measure import measure
 from tfspec import ir
-from tfspec.ir.queries import fixed_length
+from tfspec.ir.queries import default_length, fixed_length
 from tfspec.registry import ATTENTION_KINDS, MASKS, NORMS, AttentionShape
-from tfspec.front.schema import Choice
+from tfspec.front.schema import Choice, Towers
 
 EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_examples_match_flop_counter_and_saved_tensors_at_full_size(path):
-    spec = load(path)
-    # a model of pictures alone runs at their patches' length (an encoder of spectrograms beside a decoder: its own)
+    model = load(path)
+    for spec in [t.spec for t in model.towers] if isinstance(model, Towers) else [model]:  # (each tower alone)
+        _matches_at_full_size(spec)
+
+
+def _matches_at_full_size(spec):
+    # a model of pictures alone runs at their patches' length (an encoder of spectrograms beside a decoder: its own);
+    # a text tower as long as its positions go, up to 128
     pictures = fixed_length(spec.graph(), spec.stacks[0].role) if len(spec.stacks) == 1 else None
-    a = analyse(spec, seq_len=pictures or 128, batch=2)
+    a = analyse(spec, seq_len=pictures or min(128, default_length(spec.graph())), batch=2)
     m = measure(spec, a.lengths, batch=2)  # meta device: no memory, no time
     assert m.flops == a.total.matmul
     # the systematic difference: element-wise work the counter does not see. It is O(n·d) per
     # sublayer against O(n·d²) for the products, so its share falls with width: under 2% for the
-    # paper-sized examples, about 4% for the 64-wide reverse.tfs
-    bound = 0.02 if spec.graph().stacks[spec.stacks[0].role].width >= 512 else 0.06
+    # paper-sized examples, about 4% for the 64-wide reverse.tfs, 6.4% for clip_digits.tfs's 32-wide text tower
+    width = spec.graph().stacks[spec.stacks[0].role].width
+    bound = 0.02 if width >= 512 else 0.06 if width >= 64 else 0.08
     if spec.graph().of(ir.Mixer):  # a token mixer's scan is element-wise work of its own (Mamba's: 2% at d 768)
         bound *= 2
     assert 0 < a.total.elementwise < bound * m.flops

@@ -12,6 +12,7 @@ import pytest
 
 from tfspec import ir
 from tfspec import load, render
+from tfspec.front.schema import Towers
 from tfspec.inspect.diagram import MEMORY_COLOUR, RESIDUAL_COLOUR, RenderError, to_graphviz
 
 EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
@@ -40,26 +41,39 @@ def texts(parts, kind):
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_renders_with_its_structure(path, tmp_path):
     spec = load(path)
-    g = spec.graph()
     out = render(spec, tmp_path / "diagram.svg")
     parts = parse_svg(out)
-    for role, info in g.stacks.items():  # each kind of layer drawn once, in an "N×" box: N together the stack's
-        boxes = [c["text"] for c in parts["cluster"] if c["title"].startswith(f"cluster_{role}")
-                 and "×" in c["text"]]
-        assert sum(int(text.split("×")[0]) for text in boxes) == info.repeat and len(boxes) == len(info.kinds)
-    node_text = " | ".join(texts(parts, "node"))
-    for node in g.of(ir.Sublayer):
-        assert node.label in node_text
-    # (a sum of branches that is not the stream's, Gemma 4's normed MLP and mixture outputs, draws no residual edge)
-    residual_adds = [a for a in g.of(ir.Add, in_block=True) if "residual" in a.ports]
+    # a model of towers: each in a box of its own, side by side, its ids prefixed by its name
+    towers = [(f"{t.name}/", f"{t.name}_", t.spec) for t in spec.towers] if isinstance(spec, Towers) else \
+        [("", "", spec)]
+    residual_adds = cross = 0
+    for prefix, cluster, tower in towers:
+        g = tower.graph()
+        for role, info in g.stacks.items():  # each kind of layer drawn once, in an "N×" box: N together the stack's
+            boxes = [c["text"] for c in parts["cluster"] if c["title"].startswith(f"cluster_{cluster}{role}")
+                     and "×" in c["text"]]
+            assert sum(int(text.split("×")[0]) for text in boxes) == info.repeat and len(boxes) == len(info.kinds)
+        node_text = " | ".join(p["text"] for p in parts["node"] if p["title"].startswith(prefix))
+        for node in g.of(ir.Sublayer):
+            assert node.label in node_text
+        # (a sum of branches that is not the stream's, Gemma 4's normed MLP and mixture outputs, draws no residual
+        # edge)
+        residual_adds += len([a for a in g.of(ir.Add, in_block=True) if "residual" in a.ports])
+        memory = [e for e in parts["edge"] if e["text"] == "memory" and e["title"].startswith(prefix)]
+        crossing = [f"{prefix}{n.id}" for n in g.of(ir.Attention) if n.spec.reads == "cross"]
+        cross += len(crossing)
+        assert [e["title"].split("->")[1] for e in memory] == crossing
+        assert all(MEMORY_COLOUR in e["strokes"] for e in memory)
     residual_edges = [e for e in parts["edge"] if RESIDUAL_COLOUR in e["strokes"]]
-    assert len(residual_edges) == len(residual_adds) > 0
-    memory = [e for e in parts["edge"] if e["text"] == "memory"]
-    cross = [n.id for n in g.of(ir.Attention) if n.spec.reads == "cross"]
-    assert [e["title"].split("->")[1] for e in memory] == cross
-    assert all(MEMORY_COLOUR in e["strokes"] for e in memory)
-    tied = spec.head is not None and spec.head.tied_to is not None
+    assert len(residual_edges) == residual_adds > 0
+    assert len([e for e in parts["edge"] if e["text"] == "memory"]) == cross
+    tied = any(t.head is not None and t.head.tied_to is not None for _, _, t in towers)
     assert ("shared weights" in texts(parts, "edge")) == tied
+    if isinstance(spec, Towers):
+        assert [c["text"].split(" (")[0] for c in parts["cluster"] if c["title"].startswith("cluster_tower_")] == \
+            [f"tower {t.name}" for t in spec.towers]
+        joined = [e["title"] for e in parts["edge"] if e["title"].endswith("->contrastive")]
+        assert sorted(joined) == sorted(f"{name}/logits->contrastive" for name in spec.contrastive.towers)
 
 
 @needs_dot

@@ -215,3 +215,43 @@ def test_check_and_diff_read_towers_and_the_rest_say_they_do_not_yet(tfspec_cli,
     assert result.returncode == 1
     assert "`tfspec summary` reads a model of one or two stacks; 'pair' is 2 towers" in result.stderr
     assert "pair.tfs:9:1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_small_clip_learns_to_match_pictures_with_their_digits_names_and_resumes_exactly(tfspec_cli, tmp_path):
+    """``tfspec train`` of two towers: generated pictures paired with their digits' names; the held-out accuracy
+    of choosing each picture's name among the ten climbs far above chance (a tenth), and a run stopped and
+    resumed ends with the weights and figures of one that was not."""
+    from tfspec.run import checkpoint
+    common = ["--batch", "32", "--lr", "1e-3", "--warmup", "10", "--eval-every", "75", "--eval-size", "128",
+              "--no-progress"]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    done = tfspec_cli("train", "examples/clip_digits.tfs", "--steps", "150", *common, "--out", whole)
+    assert done.returncode == 0, done.stderr
+    assert "on the generated digits and their names" in done.stdout
+    assert "each paired with its class's name (zero, one, two, ...) for the contrastive head (softmax)" in done.stdout
+    assert "recipe (CLIP (Radford et al. 2021)" in done.stdout and "pictures and names/s" in done.stdout
+    evaluations = [json.loads(line) for line in (whole / "metrics.jsonl").read_text().splitlines()
+                   if "accuracy" in line]
+    assert evaluations[-1]["accuracy"] >= 0.3 and evaluations[-1]["accuracy"] > evaluations[0]["accuracy"] - 0.05
+    from tfspec.run.config import TrainConfig
+    from tfspec.run.train import train
+    config = TrainConfig(steps=150, batch=32, lr=1e-3, warmup=10, eval_every=75, eval_size=128)
+    train("examples/clip_digits.tfs", config, parts, progress=False, log=lambda line: None, stop_after=80)
+    assert tfspec_cli("train", "--resume", parts, "--no-progress").returncode == 0
+    a, b = (checkpoint.load(run).weights for run in (whole, parts))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [json.loads(line) for line in (parts / "metrics.jsonl").read_text().splitlines()][-1] == \
+        [json.loads(line) for line in (whole / "metrics.jsonl").read_text().splitlines()][-1]
+
+
+def test_training_towers_refuses_what_does_not_pair(tfspec_cli, tmp_path):
+    spec = tmp_path / "pair.tfs"
+    spec.write_text(open("examples/clip_digits.tfs").read().replace("pool=token(2)", "pool=token(7)"))
+    refused = tfspec_cli("train", spec, "--steps", "1", "--no-progress", "--out", tmp_path / "a")
+    assert refused.returncode == 1 and "pools at token(id=7): a name's end token is 2" in refused.stderr
+    spec.write_text(open("examples/clip_digits.tfs").read().replace("vocab 31", "vocab 20"))
+    refused = tfspec_cli("train", spec, "--steps", "1", "--no-progress", "--out", tmp_path / "b")
+    assert refused.returncode == 1 and "tower 'text' reads 31 ids" in refused.stderr
+    refused = tfspec_cli("train", "examples/clip_digits.tfs", "--task", "copy", "--out", tmp_path / "c")
+    assert refused.returncode == 2 and "--task describes token sequences" in refused.stderr
+    assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())

@@ -10,6 +10,7 @@ import torch
 import tfspec
 from tfspec.inspect.analysis import count_parameters
 from tfspec.inspect.verify import check_offset, small_version, verify
+from tfspec.front.schema import Towers
 
 EXAMPLES = sorted(Path(__file__).parent.parent.joinpath("examples").glob("*.tfs"))
 
@@ -47,12 +48,13 @@ def test_offset_invariance_holds_for_rotary_and_fails_for_learned_positions():
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_the_test_size_model_is_never_larger_than_the_spec(path):
-    spec = tfspec.load(path)
-    small, changes = small_version(spec)
-    assert count_parameters(small.graph()) <= count_parameters(spec.graph())
-    for role, info in small.graph().stacks.items():
-        original = spec.graph().stacks[role]
-        assert info.width <= original.width and info.repeat <= original.repeat
+    model = tfspec.load(path)
+    for spec in [t.spec for t in model.towers] if isinstance(model, Towers) else [model]:  # (each tower's)
+        small, changes = small_version(spec)
+        assert count_parameters(small.graph()) <= count_parameters(spec.graph())
+        for role, info in small.graph().stacks.items():
+            original = spec.graph().stacks[role]
+            assert info.width <= original.width and info.repeat <= original.repeat
 
 
 def test_verify_tests_a_4096_token_sliding_window_past_its_end():

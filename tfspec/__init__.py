@@ -40,9 +40,9 @@ def render(spec, path, **options):
     """Draw a spec to ``path`` (.svg/.png/.pdf/.dot); see ``tfspec.inspect.diagram.render``."""
     from .inspect.diagram import render as render_spec
 
-    from .front.api import Spec, load
+    from .front.api import Spec, Towers, load
 
-    return render_spec(spec if isinstance(spec, Spec) else load(spec), path, **options)
+    return render_spec(spec if isinstance(spec, (Spec, Towers)) else load(spec), path, **options)
 
 
 def present_spec(spec) -> str:

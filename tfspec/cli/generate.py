@@ -72,6 +72,9 @@ def run(args) -> int:
     kind = model.spec.kind
     # an imported model (no training configuration) continues a prompt, or maps an input to an output
     config = saved.config()
+    if kind == "towers":
+        raise RunError(f"{shown(saved.path)}: two towers joined by a contrastive head compare examples, they generate "
+                       "no tokens; compare from Python: model(NAME=...) gives the contrastive logits")
     if kind == "encoder-only":
         raise RunError(f"{shown(saved.path)}: an encoder-only model (a masked-language model, a classifier) has no "
                        "decoder to generate with")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import shown
 from ..front.api import load
-from .common import overrides, print_json, UsageError, with_json, with_set, writable, one_model
+from .common import overrides, print_json, UsageError, with_json, with_set, writable
 
 
 def add(sub) -> None:
@@ -21,7 +21,7 @@ def add(sub) -> None:
 def run(args) -> int:
     from ..inspect.diagram import RenderError, render
 
-    spec = one_model(load(args.file, overrides=overrides(args)), "render")
+    spec = load(args.file, overrides=overrides(args))
     writable(args.output, "-o")
     try:
         path = render(spec, args.output, expand=args.expand, detail=args.detail)

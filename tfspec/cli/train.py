@@ -9,9 +9,10 @@ import sys
 
 from ..errors import shown
 from ..front.api import load, parse
+from ..front.schema import Towers
 from ..registry import INPUTS
 from ..run.watch import LOGGERS, missing as missing_logger
-from .common import (one_model, DEFAULT_GLOB, DTYPES, data_path, fits, gib, natural, overrides, positive, print_json,
+from .common import (DEFAULT_GLOB, DTYPES, data_path, fits, gib, natural, overrides, positive, print_json,
                      quiet_transformers, seed_number, torch_device, UsageError, with_json, with_set, within)
 
 
@@ -170,9 +171,11 @@ def run(args) -> int:
     else:
         spec, config, initial, run_dir = _new_run(args, load_initial=True)
         run_dir = broadcast(run_dir, world)  # one directory, named by rank 0
-        given = spec.embedding(spec.stacks[0].embedding).input
+        given = next((t.spec.embeddings[0].input for t in spec.towers if t.spec.embeddings[0].input is not None),
+                     None) if isinstance(spec, Towers) else spec.embedding(spec.stacks[0].embedding).input
         data = (f"--data {' '.join(config.data)}" if config.data else
                 f"the generated {INPUTS[given.name].task}" if given is not None else f"the {config.task} task")
+        data += " and their names" if isinstance(spec, Towers) else ""
         start = f", from the weights of {config.init}" if config.init else ""
         say(f"training {spec.name} ({spec.kind}, {spec.parameter_count():,} parameters) on {data}{start}; "
             f"run directory {shown(run_dir)}")
@@ -209,13 +212,16 @@ def _new_run(args, load_initial: bool):
         quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
         initial = initial_weights(args.init, accept_edits=args.accept_edits)
     if args.file:
-        spec = one_model(load(args.file, overrides=overrides(args)), "train")
+        spec = load(args.file, overrides=overrides(args))
     elif initial is not None:  # the spec the initial weights came with
         spec = parse(initial.spec_text, file=initial.name, overrides={**initial.overrides, **overrides(args)})
     else:
         return None, config, None, args.out
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {shown(args.out)}: a file, not a run directory")
+    if isinstance(spec, Towers):  # generated examples paired with their classes' names
+        named = _towers_run(args, spec, config)  # (its checks, whether or not --out names the directory)
+        return spec, config, initial, args.out or named
     length = (config.seq_len or 256) if config.data else config.max_len + 2
     from ..ir.queries import fixed_length
     fixed = fixed_length(spec.graph(), spec.stacks[0].role)
@@ -237,6 +243,22 @@ def _new_run(args, load_initial: bool):
                          f"{gib(config.eval_size * length * 16)}; use fewer sequences")
     task = kind.task if kind is not None else "text" if config.data else config.task
     return spec, config, initial, args.out or _fresh_run_dir(spec.name, task)
+
+
+def _towers_run(args, spec, config) -> str:
+    """A model of towers' checks before its run directory is named: no token options (it reads the generated
+    examples and their names), each tower's batch within memory."""
+    from ..ir.queries import default_length
+
+    given = [f"--{name.replace('_', '-')}" for name in ("task", "data", "tokenizer", "seq_len", "max_len")
+             if getattr(args, name, None) is not None]
+    if given:
+        raise UsageError(f"{spec.name} is two towers and trains on generated examples paired with their classes' "
+                         f"names; {', '.join(given)} describe{'s' if len(given) == 1 else ''} token sequences")
+    for tower in spec.towers:
+        fits(tower.spec, config.batch, default_length(tower.spec.graph()), f"--batch (tower {tower.name})",
+             config.device, beyond_positions_ok=True)
+    return _fresh_run_dir(spec.name, "pairs")
 
 
 def _launch_workers(args) -> int:

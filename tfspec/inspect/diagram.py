@@ -22,6 +22,7 @@ import graphviz
 import networkx as nx
 
 from ..files import write_atomically
+from ..front import schema as S
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
@@ -94,21 +95,60 @@ def render(spec, path: str | Path, *, expand: bool = False, detail: bool = False
 
 
 def to_graphviz(spec, *, expand: bool = False, detail: bool = False) -> graphviz.Digraph:
-    """The diagram as a ``graphviz.Digraph`` (``.source`` is the DOT text)."""
+    """The diagram as a ``graphviz.Digraph`` (``.source`` is the DOT text); a model of towers draws them side by
+    side, each in a box of its own, their outputs meeting in the head that joins them."""
+    if isinstance(spec, S.Towers):
+        return _towers(spec, expand, detail)
     return _Diagram(spec.graph(), expand, detail).draw()
 
 
+def _towers(spec, expand: bool, detail: bool) -> graphviz.Digraph:
+    dot = graphviz.Digraph(spec.name, graph_attr={**GRAPH_ATTRIBUTES, "label": f"{spec.name} (towers)"},
+                           node_attr=NODE_ATTRIBUTES, edge_attr=EDGE_ATTRIBUTES)
+    inputs = []
+    for tower in spec.towers:
+        drawn = _Diagram(tower.spec.graph(), expand, detail, tower=tower.name)
+        dot.subgraph(drawn.draw())
+        inputs += [drawn.dot_id(n.id, None) for n in drawn.g.of(ir.Input)]
+    with dot.subgraph() as bottom:  # every tower starts from the same baseline, in the order they are declared
+        bottom.attr(rank="same")
+        for n in inputs:
+            bottom.node(n)
+        for left, right in zip(inputs, inputs[1:]):
+            bottom.edge(left, right, style="invis")
+    join = spec.contrastive
+    if join is not None:
+        bias = ", learned bias" if join.bias is not None else ""
+        dot.node("contrastive", f"Contrastive head ({join.loss})\nexp(s) · cos{bias}", fillcolor=STYLES[ir.Head][0],
+                 color=STYLES[ir.Head][1], shape=SHAPES.get(ir.Head, "box"))
+        for name in join.towers:
+            output = spec.tower(name).graph().of(ir.Output)[0]
+            dot.edge(f"{name}/{output.id}", "contrastive")
+    return dot
+
+
+GRAPH_ATTRIBUTES = {"rankdir": "BT", "fontname": FONT, "fontsize": "12", "nodesep": "0.35", "ranksep": "0.3",
+                    "newrank": "true", "labelloc": "t", "splines": "spline", "bgcolor": "white", "pad": "0.2"}
+NODE_ATTRIBUTES = {"fontname": FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled", "penwidth": "1.3",
+                   "margin": "0.15,0.06"}
+EDGE_ATTRIBUTES = {"fontname": FONT, "fontsize": "9", "arrowsize": "0.7", "color": "#333333"}
+
+
 class _Diagram:
-    def __init__(self, g: Graph, expand: bool, detail: bool):
+    def __init__(self, g: Graph, expand: bool, detail: bool, tower: str | None = None):
+        """``tower``: the tower of a model of several it draws, in a box of its own, its ids prefixed by its name."""
         self.g, self.expand, self.detail = g, expand, detail
+        self.prefix = f"{tower}/" if tower else ""
         # post-norm: a residual sum whose only reader is a norm is drawn with it, as one "Add & Norm" node
         self.norm_after = {add.id: norm for add in g.of(ir.Add) if (norm := post_norm(g, add)) is not None}
         self.merged = {norm.id: add for add, norm in self.norm_after.items()}  # norm -> the add drawn with it
         self.dot = graphviz.Digraph(
-            g.name,
+            f"cluster_tower_{tower}" if tower else g.name,
             graph_attr={"rankdir": "BT", "fontname": FONT, "fontsize": "12", "nodesep": "0.35", "ranksep": "0.3",
                         "newrank": "true", "label": f"{g.name} ({g.kind})", "labelloc": "t",
-                        "splines": "spline", "bgcolor": "white", "pad": "0.2"},
+                        "splines": "spline", "bgcolor": "white", "pad": "0.2",
+                        **({"label": f"tower {tower} ({g.kind})", "style": "rounded", "color": "#9A9A9A"}
+                           if tower else {})},
             node_attr={"fontname": FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
                        "penwidth": "1.3", "margin": "0.15,0.06"},
             edge_attr={"fontname": FONT, "fontsize": "9", "arrowsize": "0.7", "color": "#333333"})
@@ -128,7 +168,7 @@ class _Diagram:
         return info.kinds[info.kind_of(info.repeat - 1)].exit, info.repeat - 1
 
     def dot_id(self, n: str, layer: int | None) -> str:
-        return n if layer is None else f"{n}@{layer}"
+        return f"{self.prefix}{n}" if layer is None else f"{self.prefix}{n}@{layer}"
 
     def source(self, n: str, layer: int | None) -> str:
         """The drawn node that carries IR node ``n``'s output, seen from copy ``layer`` of its stack."""
@@ -160,7 +200,8 @@ class _Diagram:
                           else ""))
                       for k, kind in enumerate(info.kinds)])
             for layer, k, label in boxes:
-                name = f"cluster_{role}" + (f"_{layer}" if layer is not None else f"_kind{k}" if k else "")
+                name = f"cluster_{self.prefix.replace('/', '_')}{role}" + (
+                    f"_{layer}" if layer is not None else f"_kind{k}" if k else "")
                 with self.dot.subgraph(name=name) as box:
                     box.attr(label=label, labeljust="r", labelloc="t", style="rounded,filled", fillcolor="#F4F4F4",
                              color="#9A9A9A", fontsize="14" if layer is None else "11", margin="12")
@@ -186,7 +227,7 @@ class _Diagram:
                 level.attr(rank="same")
                 for n in starts:
                     level.node(n)
-        inputs = [n.id for n in self.g.of(ir.Input)]
+        inputs = [self.dot_id(n.id, None) for n in self.g.of(ir.Input)]
         with self.dot.subgraph() as bottom:  # every stack starts from the same baseline, as in the paper
             bottom.attr(rank="same")
             for n in inputs:
@@ -315,10 +356,10 @@ class _Diagram:
                 feeding = [m for m in owners if nx.has_path(self.g, m, node.id)]
                 for owner in owners:
                     side = "e" if owner == (feeding or owners)[-1] else "w"
-                    self.dot.edge(owner, node.id, label="shared weights", tailport=side, headport=side,
-                                  **style)  # a ranked edge: dot routes it round nodes
+                    self.dot.edge(self.dot_id(owner, None), self.dot_id(node.id, None), label="shared weights",
+                                  tailport=side, headport=side, **style)  # a ranked edge: dot routes it round nodes
         for weight in sorted({f"{n.module}.{name}" for n in self.g.of(ir.Embedding) for name in n.params} - borrowed):
-            copies = [m.id for m in owner_of(self.g, weight) if not self.hidden(m)]
+            copies = [self.dot_id(m.id, None) for m in owner_of(self.g, weight) if not self.hidden(m)]
             for left, right in zip(copies, copies[1:]):  # below them, clear of the nodes between
                 self.dot.edge(left, right, xlabel="shared weights", constraint="false", tailport="s",
                               headport="s", **style)

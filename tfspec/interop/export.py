@@ -45,6 +45,9 @@ def export(source, directory, to: str = "hf") -> str:
 
 
 def _write(to: str, saved, model, out: Path, final: Path) -> str:
+    if getattr(model.spec, "kind", None) == "towers" and to != "hf":
+        raise ExportError(f"'{model.spec.name}' is a model of towers: export --to {to} writes a model of one or "
+                          "two stacks; --to hf writes CLIP's and SigLIP's")
     if to == "hf":
         return _hugging_face(saved, model, out, final)
     if to == "torch":

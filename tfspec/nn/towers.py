@@ -74,8 +74,21 @@ class TowersModel(nn.Module):
         self.contrastive = contrastive
         self.joined = spec.contrastive.towers if spec.contrastive is not None else ()
 
+    mtp = None  # (no multi-token prediction: what the trainer asks of every model)
+
     def extra_repr(self) -> str:
         return f"{self.spec.name}: towers, {sum(p.numel() for p in self.parameters()):,} parameters"
+
+    def auxiliary_losses(self) -> dict:
+        """The towers' own training losses (a mixture's load balancing), each tower's under its name."""
+        return {f"{name}.{loss}": value for name, tower in self.towers.items()
+                for loss, value in tower.auxiliary_losses().items()}
+
+    def checkpoint_activations(self, enabled: bool = True) -> "TowersModel":
+        """Each tower's layers recomputed in backward (``CompiledModel.checkpoint_activations``)."""
+        for tower in self.towers.values():
+            tower.checkpoint_activations(enabled)
+        return self
 
     @property
     def device(self):

@@ -189,6 +189,19 @@ class Objective:
         sequence = torch.cat((prompted.inputs["tokens"], prompted.labels[:, -1:].clamp(min=0)), dim=1)
         return mlm_batch(sequence, generator, self.vocab, self.padding["src"])
 
+    def loss(self, model, batch: Batch, label_smoothing: float = 0.0):
+        """The batch's cross-entropy, summed over its labelled positions (the trainer divides by them)."""
+        # multi-token prediction trains on the labels further ahead: the same positions' labels, shifted
+        ahead = {"labels": batch.labels} if unwrap(model).mtp is not None else {}
+        logits = output_logits(model(**batch.inputs, **ahead))
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.labels.flatten(),
+                               ignore_index=IGNORE, label_smoothing=label_smoothing, reduction="sum")
+
+    @property
+    def unit(self) -> str:
+        """What the log counts a second: tokens, or the examples an input kind makes (pictures)."""
+        return self.generated[0].what if self.generated is not None else "tokens"
+
     # ------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self, model, device, autocast) -> dict[str, float]:

@@ -12,20 +12,21 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from ..backend.compiler import compile as compile_spec
 from ..errors import RunError
 from ..files import append_line
 from ..front.api import parse
+from ..front.schema import Towers
 from . import checkpoint as ckpt
 from . import lora
 from .config import TrainConfig
-from .data import IGNORE, TRAIN
+from .data import TRAIN
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
 from .initial import Initial, load_initial
 from .metrics import plot_losses, truncate_metrics
-from .objective import Objective, output_logits
+from .contrastive import PairedObjective
+from .objective import Objective
 from .recipe import Recipe, paper_defaults, recipe_notes
 from .watch import TensorBoard
 
@@ -139,11 +140,10 @@ class Trainer:
         model = compile_spec(self.spec, device=device, seed=config.seed)
         vocab = start.saved.vocabulary() if start.saved is not None else \
             start.initial.vocab if start.initial is not None else None
-        self.objective = Objective(model, config, vocab, world)
+        self.objective = objective_for(model, config, vocab, world)
         if start.initial is not None:
             load_initial(model, start.initial, start.name)
-        width = model.embeddings[model.stack_embedding[self.spec.stacks[-1].role]].dim
-        self.recipe = paper_defaults(self.spec.kind, width, config)
+        self.recipe = paper_defaults(self.spec.kind, _width(model), config)
         if start.saved is not None:
             model.load_state_dict(start.saved.weights)
         try:
@@ -229,7 +229,7 @@ class Trainer:
                 elif run.step % log_every == 0 or run.step in (first_step + 1, self.last_step):  # not a terminal
                     per_step = (time.perf_counter() - started) / (run.step - first_step)
                     extra = "".join(f", {k} {v:.4f}" for k, v in self.auxiliary.items())
-                    unit = self.objective.generated[0].what if self.objective.generated is not None else "tokens"
+                    unit = self.objective.unit
                     self.log(f"step {run.step:,}/{config.steps:,}: loss {loss:.4f}{extra}, lr {lr:.2e}, {speed:,.0f} "
                              f"{unit}/s, ETA {'at most ' if self.stops.until else ''}"
                              f"{duration(per_step * (self.last_step - run.step))}")
@@ -261,12 +261,7 @@ class Trainer:
             counts.append(max(whole.tokens, 1))  # the global batch's labelled tokens: what the loss averages
             batch = whole.rows(world.rows(self.objective.rows)).to(self.device)
             with gradients_synced(model, world, micro == config.accumulate - 1), self.autocast():
-                # multi-token prediction trains on the labels further ahead: the same positions' labels, shifted
-                ahead = {"labels": batch.labels} if unwrap(model).mtp is not None else {}
-                logits = output_logits(model(**batch.inputs, **ahead))
-                summed = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), batch.labels.flatten(),
-                                         ignore_index=IGNORE,
-                                         label_smoothing=self.recipe.label_smoothing, reduction="sum")
+                summed = self.objective.loss(model, batch, self.recipe.label_smoothing)
                 # workers' gradients are averaged: scaled by their number, they add up to the global mean's
                 loss = summed * world.size / (counts[-1] * config.accumulate)
                 # the sublayers' own training losses (a mixture of experts' load balancing), a mean per micro-batch
@@ -337,6 +332,20 @@ class Trainer:
                                         self.objective.vocab.files() if self.objective.vocab is not None else {})
 
 
+def objective_for(model, config: TrainConfig, vocab, world: World) -> Objective | PairedObjective:
+    """What ``model`` learns: two towers joined by a contrastive head, generated examples paired with their
+    classes' names; any other model, its kind's task or text."""
+    return (PairedObjective if isinstance(model.spec, Towers) else Objective)(model, config, vocab, world)
+
+
+def _width(model) -> int:
+    """The width a recipe's learning rate may read (Vaswani's d_model^-0.5): the last stack's; of towers, the width
+    at which the contrastive head compares them."""
+    if isinstance(model.spec, Towers):
+        return model.spec.tower(model.spec.contrastive.towers[0]).head.out if model.spec.contrastive else 0
+    return model.embeddings[model.stack_embedding[model.spec.stacks[-1].role]].dim
+
+
 def _agreed(stop: bool, world: World) -> bool:
     """Whether any worker was asked to stop (Ctrl-C reaches them at different moments; they stop together)."""
     return stop if not world.distributed else all_sum([float(stop)], world)[0] > 0
@@ -383,9 +392,13 @@ def _estimate(model, objective: Objective, config: TrainConfig, device, autocast
     per_step = 3 * forward * share / rows * config.accumulate
     lengths = objective.lengths()
     try:
-        sizes = ({"src_len": lengths["encoder"], "tgt_len": lengths["decoder"]} if len(lengths) == 2
-                 else {"seq_len": next(iter(lengths.values()))})
-        flops = analyse(spec, batch=share, **sizes).training()["flops_forward_backward"] * config.accumulate
+        if isinstance(spec, Towers):  # each tower at the length it reads
+            flops = sum(analyse(t.spec, batch=share, seq_len=lengths[t.name]).training()["flops_forward_backward"]
+                        for t in spec.towers) * config.accumulate
+        else:
+            sizes = ({"src_len": lengths["encoder"], "tgt_len": lengths["decoder"]} if len(lengths) == 2
+                     else {"seq_len": next(iter(lengths.values()))})
+            flops = analyse(spec, batch=share, **sizes).training()["flops_forward_backward"] * config.accumulate
         work = f"{flops / 1e9:,.3g} GFLOP a step at most, "
     except AnalysisError:
         work = ""
