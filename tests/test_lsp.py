@@ -288,6 +288,25 @@ def test_document_symbols_outline_the_model(client, tmp_path):
     assert decoder["detail"] == "x 2" and [c["name"] for c in decoder["children"]] == ["attention", "feedforward"]
 
 
+def test_document_symbols_outline_a_model_of_towers(client, tmp_path):
+    uri = (tmp_path / "pair.tfs").as_uri()
+    client.open(uri, open("examples/clip_digits.tfs").read())
+    found = client.request("textDocument/documentSymbol", {"textDocument": {"uri": uri}})
+    assert [s["name"] for s in found] == ["clip_digits", "width", "proj", "defaults", "text", "vision", "contrastive"]
+    text, vision = found[4], found[5]
+    assert [c["name"] for c in text["children"]] == ["tokens", "encoder", "head"]
+    assert [c["name"] for c in vision["children"]] == ["image", "encoder", "head"]
+    assert found[6]["detail"] == "text vision loss=softmax"
+    doc = L.Document.check(open("examples/clip_digits.tfs").read(), "pair.tfs")
+    line = next(i for i, text in enumerate(doc.text.split("\n")) if "pool=token(2)" in text)
+    pooled = L.hover(doc, line, doc.line(line).index("token(2)") + 1)
+    assert pooled is not None and "first position holding token id" in pooled[0]
+    image = next(i for i, text in enumerate(doc.text.split("\n")) if "embedding image" in text)
+    assert "input patches(16, 4, channels=1" in L.hover(doc, image, doc.line(image).index("image") + 1)[0]
+    encoder = next(i for i, text in enumerate(doc.text.split("\n")) if "encoder x 2" in text)
+    assert "26,624 parameters in the encoder, its embedding included (25,408 in its 2 layers" in L.hover(doc, encoder, doc.line(encoder).index("encoder") + 1)[0]
+
+
 def _apply(text: str, edits: list[dict]) -> str:
     lines = text.split("\n")
     offsets = [0]

@@ -168,13 +168,20 @@ def test_mistakes_are_located_errors(old, new, message, line):
 
 
 def test_every_towers_problems_are_reported_together():
-    text = towers_text().replace("heads=2 mask=causal", "heads=5 mask=causal").replace("final layernorm",
-                                                                                       "final layernrom")
+    # as in a model of one: every problem of reading the towers, or (all read) every one of checking them
+    read = towers_text().replace("activation=quick_gelu", "activation=quick_glu", 1).replace("final layernorm",
+                                                                                             "final layernrom")
     with pytest.raises(tfspec.SpecError) as exc:
-        tfspec.parse(text)
+        tfspec.parse(read)
     shown = str(exc.value)
-    assert "layernrom" in shown and "heads" in shown  # the vision tower's and the text tower's
-    assert {d.span.line for d in exc.value.diagnostics} >= {13, 30}
+    assert "quick_glu" in shown and "layernrom" in shown  # the text tower's and the vision tower's
+    assert {d.span.line for d in exc.value.diagnostics} == {14, 30}
+    checked = towers_text().replace("heads=2 mask=causal", "heads=5 mask=causal").replace(
+        "attention self heads=2\n", "attention self heads=3\n")
+    with pytest.raises(tfspec.SpecError) as exc:
+        tfspec.parse(checked)
+    assert [str(d.message) for d in exc.value.diagnostics] == ["d_model 12 is not divisible by heads=5",
+                                                               "d_model 16 is not divisible by heads=3"]
 
 
 def test_one_tower_or_a_contrastive_head_without_towers_are_refused():
@@ -211,10 +218,27 @@ def test_check_and_diff_read_towers_and_the_rest_say_they_do_not_yet(tfspec_cli,
     assert "contrastive: loss softmax → sigmoid" in out and "contrastive: bias none → learned" in out
     assert "contrastive: init log scale 2.6592 → log scale 2.6592, bias -10" in out
     assert "seq_len text 16, vision 5" in out
-    result = tfspec_cli("summary", str(first))
+    result = tfspec_cli("mask", str(first), "-o", tmp_path / "mask.png")
     assert result.returncode == 1
-    assert "`tfspec summary` reads a model of one or two stacks; 'pair' is 2 towers" in result.stderr
+    assert "`tfspec mask` reads a model of one or two stacks; 'pair' is 2 towers" in result.stderr
     assert "pair.tfs:9:1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_summary_costs_each_tower_at_its_length_and_the_towers_together(tfspec_cli, tmp_path):
+    from tfspec.inspect.analysis import analyse
+    path = tmp_path / "pair.tfs"
+    path.write_text(towers_text())
+    result = tfspec_cli("summary", path, "--seq-len", "12", "--batch", "2", "--json")
+    data = json.loads(result.stdout)
+    towers = tfspec.parse(towers_text())
+    text, vision = (analyse(towers.tower(n), seq_len=length, batch=2) for n, length in (("text", 12),
+                                                                                         ("vision", None)))
+    assert data["towers"]["text"]["lengths"] == {"encoder": 12} and data["towers"]["vision"]["lengths"] == {"encoder": 5}
+    assert data["flops"] == text.total.flops + vision.total.flops
+    assert data["parameters"] == towers.parameter_count()
+    shown = tfspec_cli("summary", path).stdout
+    assert shown.startswith("tower text\n") and "\ntower vision\n" in shown
+    assert f"pair: the towers together, {towers.parameter_count():,} parameters (1 of the heads joining them)" in shown
 
 
 def test_a_small_clip_learns_to_match_pictures_with_their_digits_names_and_resumes_exactly(tfspec_cli, tmp_path):
@@ -255,3 +279,23 @@ def test_training_towers_refuses_what_does_not_pair(tfspec_cli, tmp_path):
     refused = tfspec_cli("train", "examples/clip_digits.tfs", "--task", "copy", "--out", tmp_path / "c")
     assert refused.returncode == 2 and "--task describes token sequences" in refused.stderr
     assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())
+
+
+def test_verify_checks_each_tower_and_that_pairs_follow_their_examples(tfspec_cli):
+    from tfspec.inspect.verify import small_version, verify_towers
+    small, changes = small_version(tfspec.load("examples/siglip_base_patch16_224.tfs"))
+    assert "tower vision: width 768 -> 48" in changes and "tower text: head outputs 768 -> 32" in changes
+    # the compared vectors at one width: the vision tower's pool alone fixes it, the text tower's head follows
+    assert small.tower("text").head.out == small.tower("vision").head.out == 48
+    model = tfspec.compile(small, seed=0)
+    results = {r.name: r for r in verify_towers(model, examples=3)}
+    assert results["pairs follow their examples"].status == "held"
+    assert results["tower text: padding invariance"].status == "held"  # over the stack's positions: it pools
+    assert results["tower vision: finite gradients"].status == "held"
+    assert not [r for r in results.values() if r.status == "violated"]
+    # a head that mixes the batch breaks it, and the property says so
+    model.contrastive.forward = lambda a, b: type(model.contrastive).forward(model.contrastive, a.flip(0), b)
+    broken = {r.name: r for r in verify_towers(model, examples=2)}
+    assert broken["pairs follow their examples"].status == "violated"
+    result = tfspec_cli("verify", "examples/clip_digits.tfs", "--examples", "3")
+    assert result.returncode == 0 and "held     pairs follow their examples" in result.stdout

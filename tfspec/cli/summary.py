@@ -10,6 +10,7 @@ import os
 
 from ..errors import shown
 from ..front.api import load
+from ..front.schema import Towers
 from .common import DTYPES, fits, overrides, positive, UsageError, with_set, writable, one_model
 
 
@@ -68,7 +69,11 @@ def run(args) -> int:
     if args.plot:
         writable(args.plot, "--plot")
         _plot_format(args.plot)
-    specs = [one_model(load(path, overrides=overrides(args)), "summary") for path in args.files]
+    loaded = [load(path, overrides=overrides(args)) for path in args.files]
+    if len(loaded) == 1 and isinstance(loaded[0], Towers) and not args.measure:
+        return _towers_summary(args, loaded[0])
+    specs = [one_model(spec, "summary --measure" if args.measure else "summary of several files")
+             for spec in loaded]
     if args.measure:
         from ..inspect.analysis import default_length
 
@@ -105,6 +110,54 @@ def run(args) -> int:
         if not curve:
             raise UsageError("--plot: no sweep length fits this spec's learned positions")
         plot({analysis.name: curve}, args.plot)
+        if not args.json:
+            print(f"\nwrote {shown(args.plot)}")
+    return 0
+
+
+def _towers_summary(args, towers) -> int:
+    """A model of towers: each tower's summary and sweep, the one reading tokens at ``--seq-len`` (the others at
+    the length their input fixes), then the towers together."""
+    from ..inspect.analysis import AnalysisError, analyse, sweep
+    from ..inspect.summary import binary, format_summary, format_sweep, plot, si, sweep_rows
+    from ..ir.queries import fixed_length
+
+    options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
+    if args.src_len or args.tgt_len:
+        raise UsageError("--src-len and --tgt-len are an encoder-decoder's; a tower of tokens reads --seq-len")
+    parts, curves = {}, {}
+    for tower in towers.towers:
+        spec = tower.spec
+        fixed = fixed_length(spec.graph(), spec.stacks[0].role)
+        try:
+            parts[tower.name] = analyse(spec, seq_len=None if fixed else args.seq_len, **options)
+            curves[tower.name] = sweep(spec, args.sweep, **options) if not fixed else []
+        except AnalysisError as exc:
+            raise UsageError(f"tower {tower.name}: {exc}") from None
+    joins = towers.parameter_count() - sum(a.total.params for a in parts.values())
+    flops = sum(a.total.flops for a in parts.values())
+    memory = sum(a.total.memory for a in parts.values())
+    if args.json:
+        print(json.dumps({"name": towers.name, "kind": "towers", "batch": args.batch,
+                          "parameters": towers.parameter_count(), "flops": flops, "memory": memory,
+                          "towers": {name: {**a.to_dict(), "sweep": sweep_rows(curves[name])}
+                                     for name, a in parts.items()}}, indent=2))
+    else:
+        for name, analysis in parts.items():
+            print(f"tower {name}\n")
+            print(format_summary(analysis))
+            if curves[name]:
+                print()
+                print(format_sweep(curves[name]))
+            print()
+        print(f"{towers.name}: the towers together, {towers.parameter_count():,} parameters ({joins:,} of the "
+              f"heads joining them), {si(flops, 'FLOPs')} and {binary(memory)} of activations for a forward pass "
+              f"at batch {args.batch}")
+    if args.plot:
+        drawn = {f"{towers.name}/{name}": curve for name, curve in curves.items() if curve}
+        if not drawn:
+            raise UsageError("--plot: no tower's length can vary (each reads a fixed input)")
+        plot(drawn, args.plot)
         if not args.json:
             print(f"\nwrote {shown(args.plot)}")
     return 0

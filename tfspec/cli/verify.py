@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import shown
 from ..front.api import load
-from .common import example_count, overrides, print_json, seed_number, with_json, with_set, one_model
+from .common import example_count, overrides, print_json, seed_number, with_json, with_set
 
 
 def add(sub) -> None:
@@ -24,9 +24,10 @@ def add(sub) -> None:
 
 def run(args) -> int:
     from ..backend.compiler import compile as compile_spec
-    from ..inspect.verify import small_version, verify
+    from ..front.schema import Towers
+    from ..inspect.verify import small_version, verify, verify_towers
 
-    spec = one_model(load(args.file, overrides=overrides(args)), "verify")
+    spec = load(args.file, overrides=overrides(args))
     changes = []
     if not args.full_size:
         spec, changes = small_version(spec)
@@ -34,7 +35,7 @@ def run(args) -> int:
         changed = f" ({', '.join(changes)})" if changes else ""
         print(f"{shown(args.file)}: checking {spec.name} at test size{changed}")
     model = compile_spec(spec, seed=args.seed)
-    results = verify(model, examples=args.examples, seed=args.seed)
+    results = (verify_towers if isinstance(spec, Towers) else verify)(model, examples=args.examples, seed=args.seed)
     if args.json:
         print_json({"file": args.file, "name": spec.name, "test_size": not args.full_size, "reduced": changes,
                      "properties": [{"name": r.name, "status": r.status, "detail": r.detail} for r in results],

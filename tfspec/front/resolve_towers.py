@@ -63,7 +63,6 @@ class Joins:
         try:
             spec = self._model(decl.name, decl.span)
             spec._sources = self.sources
-            spec.graph()  # lowered and validated: its problems are the model's
             return spec
         except SpecError as exc:
             outer_errors.diagnostics.extend(exc.diagnostics)

@@ -402,6 +402,20 @@ class Towers(Node):
     def tower(self, name: str) -> Spec:
         return next(t.spec for t in self.towers if t.name == name)
 
+    def graphs(self) -> dict:
+        """Each tower's validated graph IR by name; one ``SpecError`` with every tower's problems."""
+        from ..errors import SpecError
+        found, problems, sources = {}, [], dict(self._sources)
+        for tower in self.towers:
+            try:
+                found[tower.name] = tower.spec.graph()
+            except SpecError as exc:
+                problems += exc.diagnostics
+                sources.update(exc.sources)
+        if problems:
+            raise SpecError(problems, sources)
+        return found
+
     def parameter_count(self) -> int:
         """Every tower's parameters and the joins' (the contrastive head's scale and bias)."""
         joins = 0 if self.contrastive is None else 1 + (self.contrastive.bias is not None)

@@ -68,10 +68,13 @@ def self_attentions(spec: S.Spec, role: str) -> list[S.Attention]:
 
 
 def run(model, tokens: torch.Tensor, padding_mask=None, src=None, src_padding_mask=None, **inputs) -> torch.Tensor:
-    """The main output for ``tokens`` (for an encoder-decoder: ``tokens`` is tgt, ``src`` its source).
+    """The main output for ``tokens`` (for an encoder-decoder: ``tokens`` is tgt, ``src`` its source); where the
+    head pools each sequence into one vector, the stack's output, whose positions the properties are about.
 
     ``inputs``: run-time inputs of the stack ``tokens`` enters (``position_ids``, ``prefix_lengths``, ...).
     """
+    if model.spec.kind != "encoder-decoder" and model.head is not None and model.head.pool is not None:
+        return model.run_stack(model.spec.stacks[0].role, "tokens", tokens, padding_mask, inputs)
     if model.spec.kind == "encoder-decoder":
         return main_output(model(src, tokens, src_padding_mask, padding_mask,
                                  **{f"tgt_{k}": v for k, v in inputs.items()}))
@@ -623,6 +626,41 @@ def verify(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> li
     return results
 
 
+def verify_towers(model, *, examples: int = 25, seed: int = 0, max_len: int = 12) -> list[Result]:
+    """Every property of each tower (``verify``), named ``tower NAME: property``; and of the contrastive head, that
+    a permutation of one tower's batch permutes the logits' rows (or columns) alike and nothing else."""
+    results = [Result(f"tower {name}: {r.name}", r.status, r.detail) for name, tower in model.towers.items()
+               for r in verify(tower, examples=examples, seed=seed, max_len=max_len)]
+    if model.contrastive is not None:
+        results.append(_pairs_follow_their_examples(model, seed, max_len))
+    model.eval()
+    return results
+
+
+def _pairs_follow_their_examples(model, seed: int, max_len: int) -> Result:
+    import torch
+
+    name = "pairs follow their examples"
+    batch, generator = 3, torch.Generator().manual_seed(seed)
+    inputs = {}
+    for tower in model.joined:
+        s = Subject(model.towers[tower], 1, seed, max_len)
+        inputs[tower] = (torch.randn(batch, *s.pictures.shape, generator=generator) if s.pictures is not None
+                         else torch.randint(0, s.v, (batch, s.length), generator=generator))
+    order = torch.tensor([2, 0, 1])
+    with torch.no_grad():
+        logits = model(**inputs).logits
+        for side, tower in enumerate(model.joined):
+            moved = model(**{**inputs, tower: inputs[tower][order]}).logits
+            expected = logits[order] if side == 0 else logits[:, order]
+            if not torch.allclose(moved, expected, rtol=1e-5, atol=1e-6 * float(logits.abs().max()) + 1e-12):
+                return Result(name, "violated", f"permuting tower {tower}'s batch changed the logits otherwise "
+                                                f"than permuting its {'rows' if side == 0 else 'columns'}")
+    first, second = model.joined
+    return Result(name, "held", f"permuting tower {first}'s examples permutes the logits' rows, tower {second}'s "
+                                "their columns, and nothing else")
+
+
 def _single_layer(model, layer: int = 0):
     """The same model with one layer, ``layer`` (window reach is per layer)."""
     import copy
@@ -636,15 +674,18 @@ def _single_layer(model, layer: int = 0):
 
 
 # ---------------------------------------------------------------- a small version of a spec
-def small_version(spec: S.Spec, width_per_head: int = 4, max_vocab: int = 32, max_d_ff: int = 32,
-                  max_layers: int = 2, max_positions: int = 16) -> tuple[S.Spec, list[str]]:
-    """The same architecture at test size (same wiring, heads, masks, norms); and what changed.
+def small_version(spec: S.Spec | S.Towers, width_per_head: int = 4, max_vocab: int = 32, max_d_ff: int = 32,
+                  max_layers: int = 2, max_positions: int = 16) -> tuple[S.Spec | S.Towers, list[str]]:
+    """The same architecture at test size (same wiring, heads, masks, norms); and what changed. Of a model of
+    towers, each tower's (``tower NAME: ...``), the heads a contrastive head compares at one width.
 
     Widths become lcm(heads) * ``width_per_head`` at least 8 (doubling the per-head width until
     every variant accepts it: a partial rotary needs an even number of rotated dimensions);
     vocabularies, d_ff, layers, head_dim and learned position tables are capped, and nothing
     grows beyond the spec. Window sizes are kept: they are part of the architecture.
     """
+    if isinstance(spec, S.Towers):
+        return _small_towers(spec, width_per_head, max_vocab, max_d_ff, max_layers, max_positions)
     while True:
         try:
             return _shrunk(spec, width_per_head, max_vocab, max_d_ff, max_layers, max_positions)
@@ -652,6 +693,24 @@ def small_version(spec: S.Spec, width_per_head: int = 4, max_vocab: int = 32, ma
             if width_per_head >= 64:
                 raise
             width_per_head *= 2
+
+
+def _small_towers(towers: S.Towers, *sizes) -> tuple[S.Towers, list[str]]:
+    small, changes = {}, []
+    for tower in towers.towers:
+        small[tower.name], changed = small_version(tower.spec, *sizes)
+        changes += [f"tower {tower.name}: {c}" for c in changed]
+    if towers.contrastive is not None:  # the compared vectors of one width: a pool alone's, else the narrowest
+        heads = {name: small[name].head for name in towers.contrastive.towers}
+        fixed = {h.out for h in heads.values() if not h.projects}
+        width = fixed.pop() if len(fixed) == 1 else min(h.out for h in heads.values())
+        for name, head in heads.items():
+            if head.projects and head.out != width:
+                small[name] = small[name].model_copy(update={"head": head.model_copy(update={"out": width})})
+    shrunk = towers.model_copy(update={"towers": tuple(t.model_copy(update={"spec": small[t.name]})
+                                                       for t in towers.towers)})
+    shrunk._sources = towers._sources
+    return shrunk, changes
 
 
 def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, max_layers: int,

@@ -24,14 +24,16 @@ from pathlib import Path
 from ..errors import Diagnostic, Span, SpecError, SpecWarning, source_lines
 from ..front import resolve as R
 from ..front import words
-from ..front.syntax import (Arg, Assignment, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl, Module,
-                            MtpDecl, PoolerDecl, Setting, StackDecl, names, parse_module)
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, NORMS, POSITIONS, Registry,
+from ..front import schema as S
+from ..front.syntax import (Arg, Assignment, ContrastiveDecl, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl,
+                            Module, MtpDecl, PoolerDecl, Setting, StackDecl, TowerDecl, names, parse_module)
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, NORMS, POOLS, POSITIONS,
+                        Registry,
                         format_value, option_docs)
 
 Position = tuple[int, int]  # 0-based line and column, in characters
 FAMILIES: tuple[Registry, ...] = (ATTENTION_KINDS, MASKS, POSITIONS, NORMS, ACTIVATIONS, FEEDFORWARD_KINDS, INITS,
-                                  INPUTS)
+                                  INPUTS, POOLS)
 
 
 # ---------------------------------------------------------------- a checked document
@@ -57,11 +59,13 @@ class Document:
             doc.problems, doc.sources = exc.diagnostics, {**exc.sources, file: text}
             return doc
         doc.sources = {**doc.module.sources, file: text}
+        from .. import ir  # noqa: F401 (gives a Spec its graph: see Spec.lowering)
+
         try:
             spec = R.resolve(doc.module)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", SpecWarning)
-                spec.graph()
+                spec.graphs() if isinstance(spec, S.Towers) else spec.graph()
             doc.spec = spec
             doc.problems = list(spec._warnings) + [w.message.diagnostic for w in caught
                                                    if isinstance(w.message, SpecWarning)]
@@ -483,8 +487,10 @@ def _hover_text(doc: Document, context: Context, name: str, is_argument: bool, s
     variant = _variant(name, family) if family is not None or context.calls or context.statement else None
     if variant is not None:
         return _variant_text(variant, family)
-    if doc.module is not None and name in {i.name for i in doc.module.items if isinstance(i, EmbeddingDecl)}:
-        return _embedding_text(doc, name)
+    declared = [i for t in (doc.module.items if doc.module is not None else ())
+                for i in (t.items if isinstance(t, TowerDecl) else (t,))]  # (a tower's own too)
+    if name in {i.name for i in declared if isinstance(i, EmbeddingDecl)}:
+        return _embedding_text(doc, name, _position(doc.text, start)[0])
     if context.block == "top" and context.keyword == "head" and name in R.HEAD_PROJECTIONS:
         return f"**{name}** — {words.doc(words.HEAD, name)}"
     return None
@@ -513,10 +519,19 @@ def _variant_text(variant, family: Registry | None) -> str:
     return "\n".join(lines[:1] + ([""] if len(lines) > 1 else []) + lines[1:])
 
 
-def _embedding_text(doc: Document, name: str) -> str:
+def _model_at(doc: Document, line: int):
+    """The model of one or two stacks that the (0-based) ``line`` belongs to: the spec, or the tower holding it."""
+    if not isinstance(doc.spec, S.Towers):
+        return doc.spec
+    return next((t.spec for t in doc.spec.towers if t.span is not None and t.span.line - 1 <= line
+                 <= t.span.end_line - 1), None)
+
+
+def _embedding_text(doc: Document, name: str, line: int = 0) -> str:
     text = f"**embedding {name}**"
-    if doc.spec is not None:
-        e = doc.spec.embedding(name)
+    spec = _model_at(doc, line) if doc.spec is not None else None
+    if spec is not None and any(e.name == name for e in spec.embeddings):
+        e = spec.embedding(name)
         what = f"input {INPUTS.label(e.input)}" if e.input is not None else f"vocab {e.vocab:,}"
         text += f" — {what}, dim {e.dim}"
     return text
@@ -530,10 +545,13 @@ def _parameters_at(doc: Document, offset: int, keyword: str) -> str | None:
     from ..inspect.analysis import analyse
 
     line, column = _position(doc.text, offset)
-    graph = doc.spec.graph()
-    rows = analyse(doc.spec).rows
+    spec = _model_at(doc, line)
+    if spec is None:
+        return None
+    graph = spec.graph()
+    rows = analyse(spec).rows
     if keyword in ("encoder", "decoder") and doc.module is not None:
-        stack = doc.spec.encoder if keyword == "encoder" else doc.spec.decoder
+        stack = spec.encoder if keyword == "encoder" else spec.decoder
         total = sum(r.cost.params for r in rows if r.stack == keyword)
         layers = sum(r.cost.params for r in rows if r.stack == keyword and graph.nodes[r.node]["node"].in_block)
         embedded = " its embedding included" if any(r.stack == keyword and issubclass(r.node_type, (ir.Embedding, ir.Features))
@@ -638,7 +656,9 @@ def renameable(doc: Document, line: int, column: int) -> tuple[Position, Positio
 @dataclass
 class Symbol:
     name: str
-    kind: str  # "model", "let", "defaults", "embedding", "stack", "sublayer", "section", "head", "pooler", "mtp"
+    # "model", "let", "defaults", "embedding", "stack", "sublayer", "section", "head", "pooler", "mtp", "tower",
+    # "contrastive"
+    kind: str
     range: tuple[Position, Position]
     selection: tuple[Position, Position]
     detail: str = ""
@@ -649,12 +669,22 @@ def symbols(doc: Document) -> list[Symbol]:
     """The outline: the model, lets, defaults, embeddings, stacks with their sublayers and sections, the head."""
     if doc.module is None:
         return []
+    return _item_symbols(doc, doc.module.items)
+
+
+def _item_symbols(doc: Document, items) -> list[Symbol]:
+    """The outline of ``items``: a tower's own items are its children."""
     out = []
-    for item in doc.module.items:
+    for item in items:
         if not same_file(item.span.file, doc.file):
             continue  # an included file's items belong to that file's outline
         whole = span_range(item.span)
-        if isinstance(item, ModelDecl):
+        if isinstance(item, TowerDecl):
+            out.append(Symbol(item.name, "tower", whole, span_range(item.name_span), "",
+                              _item_symbols(doc, item.items)))
+        elif isinstance(item, ContrastiveDecl):
+            out.append(Symbol("contrastive", "contrastive", whole, whole, _args_text(item.args)))
+        elif isinstance(item, ModelDecl):
             out.append(Symbol(item.name, "model", whole, whole))
         elif isinstance(item, Let):
             out += [Symbol(b.name, "let", span_range(b.span), span_range(b.name_span)) for b in item.bindings]
