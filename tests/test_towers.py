@@ -299,3 +299,11 @@ def test_verify_checks_each_tower_and_that_pairs_follow_their_examples(tfspec_cl
     assert broken["pairs follow their examples"].status == "violated"
     result = tfspec_cli("verify", "examples/clip_digits.tfs", "--examples", "3")
     assert result.returncode == 0 and "held     pairs follow their examples" in result.stdout
+
+
+def test_report_gives_each_tower_a_page(tfspec_cli, tmp_path):
+    out = tmp_path / "pair.html"
+    result = tfspec_cli("report", "examples/clip_digits.tfs", "-o", out, "--no-verify")
+    assert result.returncode == 0 and "clip_digits.text, clip_digits.vision" in result.stdout
+    page = out.read_text()
+    assert "<h2>clip_digits.text</h2>" in page and "<h2>clip_digits.vision</h2>" in page

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..errors import shown
 from ..files import write_atomically
 from ..front.api import load
-from .common import (check_output, example_count, one_model, overrides, positive, print_json, UsageError, with_json,
+from ..front.schema import Towers
+from .common import (check_output, example_count, overrides, positive, print_json, UsageError, with_json,
                      with_set)
 
 
@@ -31,9 +32,15 @@ def run(args) -> int:
     if not args.output.lower().endswith((".html", ".htm")):
         raise UsageError(f"-o {shown(args.output)}: a report is an HTML page; name a .html file")
     check_output(args.output, ".html")
-    specs = [one_model(load(path, overrides=overrides(args)), "report") for path in args.files]
+    paths, specs = [], []
+    for path in args.files:  # a model of towers: a page for each tower, named model.tower
+        spec = load(path, overrides=overrides(args))
+        for name, part in ([(f"{spec.name}.{t.name}", t.spec) for t in spec.towers] if isinstance(spec, Towers)
+                           else [(spec.name, spec)]):
+            paths.append(path)
+            specs.append(part if part.name == name else part.model_copy(update={"name": name}))
     try:
-        reports = build(args.files, specs, seq_len=args.seq_len, verify=not args.no_verify, examples=args.examples)
+        reports = build(paths, specs, seq_len=args.seq_len, verify=not args.no_verify, examples=args.examples)
     except AnalysisError as exc:
         raise UsageError(str(exc)) from None
     write_atomically(args.output, page(reports).encode("utf-8"))
