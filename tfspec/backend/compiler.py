@@ -44,9 +44,10 @@ from ..nn.per_layer import PerLayerInputs
 from ..nn.generated import Generated
 from ..nn.head import Head, Pooler
 from ..nn.model import CompiledModel, Stack
-from ..nn.towers import ContrastiveHead, TowersModel
+from ..nn.towers import Connector, ContrastiveHead, TowersModel
 from ..nn.mtp import MultiTokenPrediction, PredictionModule
-from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, NORMS,
+from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, CONNECTOR_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS,
+                        MASKS, NORMS,
                         POOLS, POSITIONS, AttentionConfig, Constructor, Role, attention_inputs)
 from ..nn.kernels import attention_band, flex_attention_applies, fused_causal_kernel
 
@@ -206,11 +207,37 @@ def _build_and_initialise(spec: S.Spec | S.Towers, generator: torch.Generator | 
                           where: torch.device | None = None) -> CompiledModel | TowersModel:
     if isinstance(spec, S.Towers):  # each tower from the one generator, in order; then the joins' own values
         towers = {t.name: _build_and_initialise(t.spec, generator, where) for t in spec.towers}
-        return TowersModel(spec, towers, contrastive_constructor(spec.contrastive).build()
-                           if spec.contrastive is not None else None)
+        connectors = {c.source: connector_constructor(c, spec.width(c.source)).build() for c in spec.connectors}
+        model = TowersModel(spec, towers, contrastive_constructor(spec.contrastive).build()
+                            if spec.contrastive is not None else None, connectors)
+        initialise_connectors(model, spec, generator)
+        return model
     model = build_model(spec)
     initialise(model, spec, generator)
     return model
+
+
+def connector_constructor(connector: S.Connector, width: int) -> Constructor:
+    """A connector's module: its steps' modules, each at the width it reads (``width``: its source's)."""
+    steps = [CONNECTOR_STEPS[step.name].module(w, CONNECTOR_STEPS.of(step)[1])
+             for step, w in zip(connector.steps, connector.widths(width))]
+    return Constructor(Connector, (connector.target, connector.image_token, connector.layer,
+                                   connector.drop == "first", steps))
+
+
+def initialise_connectors(model, spec: S.Towers, generator: torch.Generator | None = None) -> None:
+    """The connectors' parameters by their declared roles, as the default scheme initialises a tower's."""
+    variant = INITS[DEFAULT_INIT.name]
+    options = variant.options(DEFAULT_INIT.options)
+    for connector in spec.connectors:
+        module = model.connectors[connector.source]
+        declared = {f"steps.{i}.{name}": (p, w) for i, (step, w) in enumerate(zip(connector.steps,
+                                                                                    connector.widths(
+                                                                                        spec.width(connector.source))))
+                    for name, p in CONNECTOR_STEPS[step.name].params(w, CONNECTOR_STEPS.of(step)[1]).items()}
+        with torch.no_grad():
+            variant.initialise([(name, p, ParamRole(declared[name][0].role, width=declared[name][1]))
+                                for name, p in module.named_parameters()], options, generator)
 
 
 def contrastive_constructor(join: S.Contrastive) -> Constructor:

@@ -7,7 +7,7 @@ blank line between top-level items. ``parse(format_text(s)) == parse(s)``.
 
 from __future__ import annotations
 
-from .syntax import (ContrastiveDecl, Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module, MtpDecl,
+from .syntax import (ConnectDecl, ContrastiveDecl, Defaults, EmbeddingDecl, HeadDecl, Include, Let, ModelDecl, Module, MtpDecl,
                      PoolerDecl, Setting, StackDecl, TowerDecl, arg_to_text, expr_to_text, parse_module,
                      split_comment)
 
@@ -108,6 +108,9 @@ class _Printer:
                 self.item(inner, indent + INDENT)
             self.standalone_before(span.end_line, indent + INDENT)
             self.emit(indent + "}", span.end_line)
+        elif isinstance(item, ConnectDecl):
+            header = " ".join([f"connect {item.source} -> {item.target}", *map(arg_to_text, item.args)])
+            self.body(header, item.body, span, indent)
         elif isinstance(item, ModelDecl):
             self.emit(f"model {item.name}", span.line)
         elif isinstance(item, Include):

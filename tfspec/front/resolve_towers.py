@@ -4,14 +4,17 @@ them (``contrastive TEXT VISION``)."""
 from __future__ import annotations
 
 from ..errors import Collector, Span, SpecError, did_you_mean, one_of
-from ..registry import POOLS
+from ..registry import CONNECTOR_STEPS, INPUTS, POOLS
 from . import schema as S
 from .expr import Poisoned
-from .params import Param, as_float, as_ref, optional, spec_error, word
-from .syntax import ContrastiveDecl, Defaults, Let, ModelDecl, Module, TowerDecl
+from .params import REQUIRED, Param, as_float, as_int, as_ref, choice, optional, spec_error, word
+from .syntax import Call, ConnectDecl, ContrastiveDecl, Defaults, Let, ModelDecl, Module, Setting, TowerDecl
 
 # what a model of towers holds at its top level besides its towers and joins: the rest lives in a tower
-TOP_LEVEL = (ModelDecl, Let, Defaults, TowerDecl, ContrastiveDecl)
+TOP_LEVEL = (ModelDecl, Let, Defaults, TowerDecl, ContrastiveDecl, ConnectDecl)
+
+CONNECT_PARAMS = [Param("image_token", as_int, REQUIRED), Param("layer", optional(as_int), None),
+                  Param("drop", word("none", "first"), "none")]
 
 CONTRASTIVE_PARAMS = [Param("first", as_ref, positional=True), Param("second", as_ref, positional=True),
                       Param("loss", word("softmax", "sigmoid"), "softmax"), Param("scale", as_float, 2.6592),
@@ -46,13 +49,23 @@ class Joins:
         for extra in joins[1:]:
             self.errors.error("duplicate", "a model has one contrastive head; this is a second", extra.span)
         contrastive = self.attempt(lambda: self._contrastive(joins[0], towers, spans)) if joins else None
+        connections = [i for i in items if isinstance(i, ConnectDecl)]
+        connectors = [c for c in (self.attempt(lambda d=d: self._connector(d, towers, spans)) for d in connections)
+                      if c is not None]
+        if joins and connections:
+            self.errors.error("structure", "a model joins its towers by a contrastive head or by connectors, not "
+                              "both", connections[0].span, "keep one")
+        for extra in [d for i, d in enumerate(connections) if d.source in [c.source for c in connections[:i]]]:
+            self.errors.error("duplicate", f"tower '{extra.source}' is connected twice; a tower feeds one other",
+                              extra.source_span)
         if len(spans) < 2:
             self.errors.error("structure", f"a model of towers has two or more; this has {len(spans)}",
                               next(i.span for i in items if isinstance(i, TowerDecl)),
                               "write a model of one tower without `tower`")
         self.errors.raise_if_any(self.sources)
         return S.Towers(name=model_name, params={k: v for k, v in self.env.items() if isinstance(v, (int, float))},
-                        towers=tuple(towers.values()), contrastive=contrastive, span=first_span)
+                        towers=tuple(towers.values()), contrastive=contrastive, connectors=tuple(connectors),
+                        span=first_span)
 
     def _tower(self, decl: TowerDecl, file_defaults: tuple) -> S.Spec | None:
         """One tower as a model of its own: the file's ``defaults`` first, then its own; None where it is wrong
@@ -100,3 +113,59 @@ class Joins:
         return self.validated(S.Contrastive, {"towers": pair, "loss": values["loss"], "scale": values["scale"],
                                               "bias": values["bias"]}, arg_spans, decl.span, "contrastive",
                               {"span": decl.span})
+
+    def _connector(self, decl: ConnectDecl, towers: dict[str, S.Tower], spans: dict[str, Span]) -> S.Connector:
+        values, arg_spans = self.bind(decl.args, CONNECT_PARAMS, "connect", decl.span)
+        for name, where in ((decl.source, decl.source_span), (decl.target, decl.target_span)):
+            if name not in spans:
+                raise spec_error("unknown-name", f"unknown tower '{name}'", where, did_you_mean(name, spans)
+                                 or one_of(spans))
+        if decl.source == decl.target:
+            raise spec_error("structure", f"tower '{decl.source}' cannot feed itself", decl.target_span)
+        steps = [self.attempt(lambda s=s: self._step(s)) for s in decl.body]
+        if decl.source not in towers or decl.target not in towers or None in steps:
+            raise Poisoned  # (their own problems are reported)
+        source, target = towers[decl.source].spec, towers[decl.target].spec
+        given = source.embedding(source.stacks[0].embedding).input
+        if given is None:
+            raise spec_error("structure", f"tower '{decl.source}' reads token ids; a connector carries what a tower "
+                             "reads from another input (pictures) into one of tokens", decl.source_span)
+        kind, options = INPUTS.of(given)
+        table = target.embedding(target.stacks[-1].embedding)
+        if table.vocab is None or target.decoder is None:
+            raise spec_error("structure", f"tower '{decl.target}' is no decoder of token ids: a connector puts "
+                             f"{kind.what} among a decoder's tokens", decl.target_span)
+        if values["image_token"] >= table.vocab:
+            raise spec_error("value", f"image_token {values['image_token']} is not among tower '{decl.target}''s "
+                             f"{table.vocab:,} token ids", arg_spans["image_token"])
+        layers = source.stacks[0].repeat
+        if values["layer"] is not None and not -layers - 1 <= values["layer"] <= layers:
+            raise spec_error("value", f"tower '{decl.source}' has {layers} layers: layer is one of {-layers - 1} to "
+                             f"{layers} (0: its embeddings, -1: its last layer's output)", arg_spans["layer"])
+        if values["drop"] == "first" and not kind.leading(options):
+            raise spec_error("structure", f"drop=first leaves out a class token, which tower '{decl.source}''s "
+                             f"{kind.what} do not have", arg_spans["drop"], "drop=none")
+        connector = self.validated(S.Connector, {"source": decl.source, "target": decl.target, **values,
+                                                 "steps": tuple(steps)}, arg_spans, decl.span, "connect",
+                                   {"span": decl.span})
+        length = kind.length(options) - (values["drop"] == "first")
+        widths = connector.widths(source.embedding(source.stacks[0].embedding).width)
+        for step, width in zip(connector.steps, widths):
+            variant, step_options = CONNECTOR_STEPS.of(step)
+            problem = variant.problem(width, length, step_options)
+            if problem is not None:
+                raise spec_error("value", problem.message, step.span)
+            length = variant.length(length, step_options)
+        if widths[-1] != table.dim:
+            raise spec_error("shape", f"the connector gives vectors of width {widths[-1]}, but tower "
+                             f"'{decl.target}''s embeddings are {table.dim} wide", decl.span,
+                             f"end its steps at width {table.dim} (e.g. linear {table.dim})")
+        return connector
+
+    def _step(self, statement) -> S.Choice:
+        """A connector's statement (``linear 4096``) as the step it names, its arguments bound."""
+        if not isinstance(statement, Setting) or statement.body is not None:
+            raise spec_error("structure", "a connector's body is a list of steps (linear 4096, activation gelu, "
+                             "norm layernorm)", statement.span)
+        call = Call(statement.name, statement.name_span, statement.args, statement.span)
+        return choice(CONNECTOR_STEPS)(call, self)

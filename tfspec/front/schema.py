@@ -383,6 +383,39 @@ class Contrastive(Node):
     bias: Annotated[float, Field(ge=-1e4, le=1e4)] | None = None
 
 
+class Connector(Node):
+    """``connect SOURCE -> TARGET image_token=ID layer=L drop=first { steps }``: each example of the source tower
+    (a picture) as the vectors of its stack at ``layer``, less its first vector where ``drop`` is ``first`` (a class
+    token), through ``steps`` (``registry.CONNECTOR_STEPS``) into the target tower's width; the target's embeddings
+    are replaced by them, in order, at the positions of token ``image_token`` (LLaVA's projector)."""
+
+    source: str
+    target: str
+    image_token: Annotated[int, Field(ge=0, le=MAX_DIM)]
+    # the source's vectors after ``layer`` of its layers, Hugging Face's ``hidden_states[layer]``: 0 the embeddings,
+    # -1 the last layer's output (before its final norm), -2 the one before; None: the stack's output, normed
+    layer: Annotated[int, Field(ge=-MAX_LAYERS - 1, le=MAX_LAYERS)] | None = None
+    drop: Literal["none", "first"] = "none"
+    steps: tuple[Choice, ...] = ()
+
+    def widths(self, width: int) -> list[int]:
+        """The width of the vectors before each step and after the last, from the source's ``width``."""
+        from ..registry import CONNECTOR_STEPS
+        out = [width]
+        for step in self.steps:
+            variant, options = CONNECTOR_STEPS.of(step)
+            out.append(variant.width(out[-1], options))
+        return out
+
+    def parameter_count(self, width: int) -> int:
+        """Its steps' parameters, from the source's ``width``."""
+        import math
+
+        from ..registry import CONNECTOR_STEPS
+        return sum(math.prod(p.shape) for step, w in zip(self.steps, self.widths(width))
+                   for p in CONNECTOR_STEPS[step.name].params(w, CONNECTOR_STEPS.of(step)[1]).values())
+
+
 class Towers(Node):
     """A model of several towers and the joins between them. Build one with ``tfspec.parse`` / ``tfspec.load``
     (a spec whose items are ``tower``s)."""
@@ -391,6 +424,7 @@ class Towers(Node):
     params: dict[str, Union[int, float]] = Field(default_factory=dict)
     towers: tuple[Tower, ...]
     contrastive: Contrastive | None = None
+    connectors: tuple[Connector, ...] = ()
 
     _sources: dict = PrivateAttr(default_factory=dict)
     _warnings: list = PrivateAttr(default_factory=list)
@@ -416,9 +450,15 @@ class Towers(Node):
             raise SpecError(problems, sources)
         return found
 
+    def width(self, name: str) -> int:
+        """The width of tower ``name``'s stack (of its last, where it has two)."""
+        spec = self.tower(name)
+        return spec.embedding(spec.stacks[-1].embedding).width
+
     def parameter_count(self) -> int:
-        """Every tower's parameters and the joins' (the contrastive head's scale and bias)."""
+        """Every tower's parameters and the joins' (the contrastive head's scale and bias, the connectors')."""
         joins = 0 if self.contrastive is None else 1 + (self.contrastive.bias is not None)
+        joins += sum(c.parameter_count(self.width(c.source)) for c in self.connectors)
         return sum(t.spec.parameter_count() for t in self.towers) + joins
 
     def __repr__(self) -> str:

@@ -182,8 +182,20 @@ class ContrastiveDecl:
     span: Span
 
 
+@dataclass(frozen=True)
+class ConnectDecl:
+    """``connect SOURCE -> TARGET args { steps }``."""
+    source: str
+    source_span: Span
+    target: str
+    target_span: Span
+    args: tuple[Arg, ...]
+    body: tuple[Statement, ...]
+    span: Span
+
+
 Item = Union[ModelDecl, Include, Let, Defaults, EmbeddingDecl, StackDecl, HeadDecl, PoolerDecl, MtpDecl, TowerDecl,
-             ContrastiveDecl]
+             ContrastiveDecl, ConnectDecl]
 
 
 @dataclass(frozen=True)
@@ -624,6 +636,10 @@ class _ToAst(Transformer):
     def contrastive_decl(self, meta, c):
         return ContrastiveDecl(tuple(c), self._s(meta))
 
+    def connect_decl(self, meta, c):
+        return ConnectDecl(str(c[0]), _tspan(self.file, c[0]), str(c[1]), _tspan(self.file, c[1]), tuple(c[2:-1]),
+                           c[-1], self._s(meta))
+
 
 def names(items) -> Iterator[Name]:
     """Every name written as a value in ``items`` (a module's items, statements, arguments or expressions): the
@@ -648,6 +664,8 @@ def names(items) -> Iterator[Name]:
             children = node.body
         elif isinstance(node, TowerDecl):
             children = node.items
+        elif isinstance(node, ConnectDecl):
+            children = [*node.args, *node.body]
         elif isinstance(node, (HeadDecl, PoolerDecl, ContrastiveDecl, Call)):
             children = node.args
         elif isinstance(node, Setting):

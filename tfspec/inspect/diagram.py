@@ -26,7 +26,7 @@ from ..front import schema as S
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
-from ..registry import NORMS, POSITIONS
+from ..registry import CONNECTOR_STEPS, NORMS, POSITIONS
 from ..errors import shown
 
 FORMATS = ("svg", "png", "pdf", "dot")
@@ -116,6 +116,17 @@ def _towers(spec, expand: bool, detail: bool) -> graphviz.Digraph:
             bottom.node(n)
         for left, right in zip(inputs, inputs[1:]):
             bottom.edge(left, right, style="invis")
+    for c in spec.connectors:  # a source's vectors into its target's embeddings, where its image tokens stand
+        steps = " → ".join(CONNECTOR_STEPS.label(s) for s in c.steps) or "no steps"
+        reads = "output" if c.layer is None else f"layer {c.layer}"
+        node = f"connect {c.source}"
+        dot.node(node, f"Connector ({steps})\n{reads}{', less the first' if c.drop == 'first' else ''}",
+                 fillcolor=STYLES[ir.Projection][0], color=STYLES[ir.Projection][1])
+        source = spec.tower(c.source).graph()
+        dot.edge(f"{c.source}/{source.stacks[source_role(source)].output}", node)
+        target = spec.tower(c.target).graph()
+        embed = target.of(ir.Embedding, stack=source_role(target))[0]  # (its vectors replace the table's)
+        dot.edge(node, f"{c.target}/{embed.id}", label=f"at token {c.image_token}", constraint="false")
     join = spec.contrastive
     if join is not None:
         bias = ", learned bias" if join.bias is not None else ""
@@ -125,6 +136,11 @@ def _towers(spec, expand: bool, detail: bool) -> graphviz.Digraph:
             output = spec.tower(name).graph().of(ir.Output)[0]
             dot.edge(f"{name}/{output.id}", "contrastive")
     return dot
+
+
+def source_role(g: Graph) -> str:
+    """The last stack of a tower's graph (its decoder, where it has two)."""
+    return list(g.stacks)[-1]
 
 
 GRAPH_ATTRIBUTES = {"rankdir": "BT", "fontname": FONT, "fontsize": "12", "nodesep": "0.35", "ranksep": "0.3",

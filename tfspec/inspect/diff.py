@@ -23,7 +23,7 @@ from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import default_length, describe_layers, fixed_length, residual_placement, sublayers
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, NORMS,
-                        POOLS, POSITIONS)
+                        CONNECTOR_STEPS, POOLS, POSITIONS)
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -116,8 +116,19 @@ def _tower_changes(first, second) -> list[Change]:
             changes.append(Change("towers", "tower", None if a is None else name, None if b is None else name))
             continue
         changes += [Change(f"tower {name}: {c.where}", c.what, c.before, c.after) for c in architecture_changes(a, b)]
-    joins = [_join_facts(m.contrastive) for m in (first, second)]
+    joins = [{**_join_facts(m.contrastive), **_connector_facts(m.connectors)} for m in (first, second)]
     return changes + _compare(*joins)
+
+
+def _connector_facts(connectors) -> Facts:
+    facts: Facts = {}
+    for c in connectors:
+        where = f"connect {c.source}"
+        facts.update({(where, "into"): c.target, (where, "image token"): str(c.image_token),
+                      (where, "reads"): "the output" if c.layer is None else f"layer {c.layer}",
+                      (where, "drops"): "the first vector" if c.drop == "first" else "nothing",
+                      (where, "steps"): "; ".join(CONNECTOR_STEPS.label(s) for s in c.steps) or "none"})
+    return facts
 
 
 def _join_facts(join: S.Contrastive | None) -> Facts:

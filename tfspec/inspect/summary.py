@@ -233,6 +233,7 @@ def summary_line(path: str, spec) -> str:
     if isinstance(spec, S.Towers):
         parts = [f"tower {t.name} ({tower_line(t.spec)})" for t in spec.towers]
         join = f", contrastive ({spec.contrastive.loss})" if spec.contrastive is not None else ""
+        join += "".join(f", {c.source} → {c.target} at token {c.image_token}" for c in spec.connectors)
         return f"{shown(path)}: {spec.name}: {len(parts)} towers: {', '.join(parts)}{join}, " \
                f"{spec.parameter_count():,} parameters"
     return f"{shown(path)}: {spec.name}: {tower_line(spec)}"

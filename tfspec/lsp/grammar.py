@@ -16,7 +16,7 @@ from ..front import resolve as R
 from .language import FAMILIES
 
 KEYWORDS = ("model", "include", "let", "defaults", "embedding", "encoder", "decoder", "head", "pooler",
-            "mtp", "tower", "contrastive")
+            "mtp", "tower", "contrastive", "connect")
 CONSTANTS = ("true", "false", "none", "self", "cross", "pre", "post", "first", "mean", "encoder")
 
 

@@ -25,7 +25,7 @@ from ..errors import Diagnostic, Span, SpecError, SpecWarning, source_lines
 from ..front import resolve as R
 from ..front import words
 from ..front import schema as S
-from ..front.syntax import (Arg, Assignment, ContrastiveDecl, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl,
+from ..front.syntax import (Arg, Assignment, ConnectDecl, ContrastiveDecl, Defaults, EmbeddingDecl, HeadDecl, Let, ModelDecl,
                             Module, MtpDecl, PoolerDecl, Setting, StackDecl, TowerDecl, names, parse_module)
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, NORMS, POOLS, POSITIONS,
                         Registry,
@@ -345,7 +345,7 @@ def _candidates(doc: Document, context: Context) -> list[Completion]:
         if context.block == "top":
             return [Completion(k, "keyword", documentation=words.doc(words.TOP, k) or "")
                     for k in ("model", "include", "let", "defaults", "embedding", "encoder", "decoder", "head", "pooler",
-                              "mtp", "tower", "contrastive")]
+                              "mtp", "tower", "contrastive", "connect")]
         names = list(settings_of(context.block))
         if context.block in ("stack", "section"):
             names += list(R.SUBLAYERS) + (list(R.SECTIONS) if context.block == "stack" else [])
@@ -684,6 +684,9 @@ def _item_symbols(doc: Document, items) -> list[Symbol]:
                               _item_symbols(doc, item.items)))
         elif isinstance(item, ContrastiveDecl):
             out.append(Symbol("contrastive", "contrastive", whole, whole, _args_text(item.args)))
+        elif isinstance(item, ConnectDecl):
+            out.append(Symbol(f"{item.source} -> {item.target}", "connect", whole, span_range(item.source_span),
+                              _args_text(item.args)))
         elif isinstance(item, ModelDecl):
             out.append(Symbol(item.name, "model", whole, whole))
         elif isinstance(item, Let):

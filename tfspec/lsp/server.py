@@ -321,7 +321,7 @@ def rename(ls: SpecServer, params: T.RenameParams) -> T.WorkspaceEdit:
 SYMBOL_KINDS = {"model": T.SymbolKind.Module, "let": T.SymbolKind.Constant, "defaults": T.SymbolKind.Namespace,
                 "embedding": T.SymbolKind.Struct, "stack": T.SymbolKind.Class, "sublayer": T.SymbolKind.Method,
                 "section": T.SymbolKind.Namespace, "head": T.SymbolKind.Function, "pooler": T.SymbolKind.Function,
-                "tower": T.SymbolKind.Module, "contrastive": T.SymbolKind.Function,
+                "tower": T.SymbolKind.Module, "contrastive": T.SymbolKind.Function, "connect": T.SymbolKind.Function,
                 "mtp": T.SymbolKind.Function}
 
 

@@ -93,12 +93,16 @@ class Embeddings(nn.Module):
         self.per_layer = per_layer
 
     def forward(self, ids: Tensor, positions: Tensor, token_types: Tensor | None = None,
-                tokens: nn.Module | None = None) -> Tensor:
+                tokens: nn.Module | None = None, spliced: tuple[Tensor, Tensor] | None = None) -> Tensor:
         """``ids`` (batch, length) at position ids ``positions`` (batch or 1, length) -> (batch, length, dim);
-        ``tokens``: the token table, where it is another embedding's."""
+        ``tokens``: the token table, where it is another embedding's; ``spliced``: (where, vectors), the looked-up
+        (and scaled) vectors replaced by ``vectors``, in order, where ``where`` is True (a connector's pictures
+        among the tokens, before positions and norm, as Hugging Face's vision-language models put them)."""
         x = (tokens if tokens is not None else self.tokens)(ids)
         if self.scale != 1.0:
             x = x * self.scale
+        if spliced is not None:
+            x = x.masked_scatter(spliced[0][..., None], spliced[1].to(x.dtype))
         if self.positions is not None:
             x = x + self.positions(positions).to(x.dtype)
         if self.segments is not None:

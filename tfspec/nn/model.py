@@ -56,15 +56,16 @@ class Stack(nn.Module):
         self.inputs = dict(inputs or {})
         self.checkpointing = False  # each layer's activations recomputed in backward (CompiledModel.checkpoint_activations)
 
-    def forward(self, x: Tensor, ctx: Context, cache: list[dict] | None = None) -> Tensor:
+    def forward(self, x: Tensor, ctx: Context, cache: list[dict] | None = None, layers: int | None = None) -> Tensor:
         """``cache``: one dict per layer run (``len(runs)``; see ``tfspec.run.decoding``), filled and extended
-        in place."""
-        for i, index in enumerate(self.runs):
+        in place. ``layers``: run that many layers and return their output, before the final norm (the vectors a
+        connector reads at a layer); None: every layer, then the final norm."""
+        for i, index in enumerate(self.runs if layers is None else self.runs[:layers]):
             if self.checkpointing and cache is None and torch.is_grad_enabled():
                 x = checkpointed(self.layers[index], i, x, ctx, run=self.run_layer)
             else:
                 x = self.run_layer(i, x, ctx, cache[i] if cache is not None else None)
-        return self.final_dropout(self.final_norm(x))
+        return x if layers is not None else self.final_dropout(self.final_norm(x))
 
     def run_layer(self, i: int, x: Tensor, ctx: Context, cache: dict | None = None) -> Tensor:
         """Layer run ``i`` (which ``ctx`` is told, also when activation checkpointing runs it again in backward)."""
@@ -137,7 +138,8 @@ class CompiledModel(nn.Module):
     def device(self):
         return next(self.embeddings.parameters()).device
 
-    def embed(self, role: str, name: str, ids: Tensor, ctx: Context, token_types: Tensor | None = None) -> Tensor:
+    def embed(self, role: str, name: str, ids: Tensor, ctx: Context, token_types: Tensor | None = None,
+              spliced: tuple[Tensor, Tensor] | None = None) -> Tensor:
         embedding: Embeddings = self.embeddings[self.stack_embedding[role]]
         if self.check_inputs:
             if token_types is not None:
@@ -150,7 +152,8 @@ class CompiledModel(nn.Module):
                     raise ValueError(f"token_types must have the shape of {name} {tuple(ids.shape)}, "
                                      f"got {tuple(token_types.shape)}")
         source = self.shared_tokens[role]
-        x = embedding(ids, ctx.positions, token_types, self.embeddings[source].tokens if source else None)
+        x = embedding(ids, ctx.positions, token_types, self.embeddings[source].tokens if source else None,
+                      **({"spliced": spliced} if spliced is not None else {}))
         if embedding.per_layer is not None:  # each layer's own features, which its per-layer gate reads
             ctx.carried[PER_LAYER] = embedding.per_layer(ids, x)
         return x
@@ -217,11 +220,15 @@ class CompiledModel(nn.Module):
     # ------------------------------------------------------------ the steps of the generated forward
     def run_stack(self, role: str, name: str, ids: Tensor, padding: Tensor | None, inputs: dict,
                   token_types: Tensor | None = None, memory: Tensor | None = None,
-                  memory_padding: Tensor | None = None) -> Tensor:
+                  memory_padding: Tensor | None = None, spliced: tuple[Tensor, Tensor] | None = None,
+                  layers: int | None = None) -> Tensor:
         """``role``'s stack over ``ids`` (the argument ``name``): its inputs checked, the call's ``Context``, the
-        embeddings, the layers and the final norm. ``memory``: the encoder's output, which cross-attention reads."""
+        embeddings, the layers and the final norm. ``memory``: the encoder's output, which cross-attention reads.
+        ``spliced``: (where, vectors): the embeddings at the positions ``where`` is True replaced by ``vectors``, in
+        order (a connector's pictures among a decoder's tokens). ``layers``: that many layers' output, before the
+        final norm (``Stack.forward``)."""
         ctx = self.context(role, name, ids, inputs, padding, memory=memory, memory_padding=memory_padding)
-        x = self.embed(role, name, ids, ctx, token_types)
+        x = self.embed(role, name, ids, ctx, token_types, spliced)
         readers = [f"{role}'s self-attention"]
         used = getattr(self, role).masks_padding
         if role == "encoder" and self.spec.decoder is not None:  # the decoder's cross-attention reads it too
@@ -229,7 +236,7 @@ class CompiledModel(nn.Module):
             used = used or self.decoder.memory_masks_padding
         self.check_padding("padding_mask" if name == "tokens" else f"{name}_padding_mask", padding, ids, name, used,
                            " or ".join(readers))
-        return getattr(self, role)(x, ctx)
+        return getattr(self, role)(x, ctx, layers=layers)
 
     def train_ahead(self, hidden: Tensor, ids: Tensor, padding: Tensor | None, inputs: dict,
                     labels: Tensor | None = None) -> Tensor:

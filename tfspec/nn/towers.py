@@ -62,17 +62,43 @@ class ContrastiveHead(nn.Module):
         return f"loss={self.kind}, bias={self.bias is not None}"
 
 
+class Connector(nn.Module):
+    """One tower's vectors into another's (``connect vision -> text { ... }``): each example's vectors after
+    ``layer`` layers of its source's stack (None: the stack's output), less the first where ``drop_first`` (a class
+    token), through ``steps`` in order. Its target puts them among its token embeddings at the positions of
+    ``image_token``."""
+
+    def __init__(self, target: str, image_token: int, layer: int | None, drop_first: bool, steps: list[nn.Module]):
+        super().__init__()
+        self.target, self.image_token, self.layer, self.drop_first = target, image_token, layer, drop_first
+        self.steps = nn.ModuleList(steps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The source's vectors ``(examples, length, width)`` -> ``(examples, length', target width)``."""
+        if self.drop_first:
+            x = x[:, 1:]
+        for step in self.steps:
+            x = step(x)
+        return x
+
+    def extra_repr(self) -> str:
+        layer = "the output" if self.layer is None else f"layer {self.layer}"
+        return f"-> {self.target} at token {self.image_token}, from {layer}" + (", less the first" * self.drop_first)
+
+
 class TowersModel(nn.Module):
     """One ``CompiledModel`` per tower (``towers``, by name) and the contrastive head joining two. Its forward
     takes each tower's input by the tower's name and that tower's keyword inputs prefixed by it; it returns the
     contrastive head's ``Contrasted``, or without one each tower's output by name."""
 
-    def __init__(self, spec, towers: dict[str, nn.Module], contrastive: nn.Module | None = None):
+    def __init__(self, spec, towers: dict[str, nn.Module], contrastive: nn.Module | None = None,
+                 connectors: dict[str, nn.Module] | None = None):
         super().__init__()
         self.spec = spec
         self.towers = nn.ModuleDict(towers)
         self.contrastive = contrastive
         self.joined = spec.contrastive.towers if spec.contrastive is not None else ()
+        self.connectors = nn.ModuleDict(connectors or {})  # by source tower
 
     mtp = None  # (no multi-token prediction: what the trainer asks of every model)
 
@@ -121,10 +147,41 @@ class TowersModel(nn.Module):
         if missing:
             raise TypeError(f"missing the input of tower{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                             f"(model({missing[0]}=...))")
+        if self.connectors:
+            return self.connected(by_tower)
         if self.contrastive is None:
             return {name: self.tower(name, **given) for name, given in by_tower.items() if given}
         first, second = (self.tower(name, **by_tower[name]) for name in self.joined)
         return self.contrastive(first, second)
+
+    def features(self, source: str, given: Tensor, **inputs) -> Tensor:
+        """What tower ``source``'s connector gives for its input ``given``: ``(examples, length, target width)``."""
+        connector, tower = self.connectors[source], self.towers[source]
+        role = tower.spec.stacks[0].role
+        layers = None if connector.layer is None else connector.layer % (len(getattr(tower, role).runs) + 1)
+        hidden = tower.run_stack(role, "tokens", given, inputs.pop("padding_mask", None), inputs, layers=layers)
+        return connector(hidden)
+
+    def connected(self, by_tower: dict[str, dict]):
+        """The target tower's output, its embeddings at each source's image token replaced by the source's
+        vectors through its connector, in order: the first example's first vector at the first image token."""
+        (source, connector), = self.connectors.items()  # (one connector: resolution refuses more for now)
+        given, target = dict(by_tower[source]), dict(by_tower[connector.target])
+        if "input" not in given:
+            raise TypeError(f"missing the input of tower {source} (model({source}=...))")
+        vectors = self.features(source, given.pop("input"), **given)
+        ids = target.pop("input")
+        where = ids == connector.image_token
+        count = int(where.sum())
+        if count != vectors.shape[0] * vectors.shape[1]:
+            raise ValueError(f"{connector.target} holds {count} image tokens ({connector.image_token}), but "
+                             f"{source} gives {vectors.shape[0]} examples of {vectors.shape[1]} vectors each: "
+                             f"{vectors.shape[0] * vectors.shape[1]} in all, one per image token")
+        tower = self.towers[connector.target]
+        role = tower.spec.stacks[-1].role
+        padding = target.pop("padding_mask", None)
+        hidden = tower.run_stack(role, "tokens", ids, padding, target, spliced=(where, vectors.flatten(0, 1)))
+        return tower.output(hidden)
 
     def loss(self, out: Contrasted) -> Tensor:
         """The contrastive loss of a batch of matching pairs (``forward``'s output)."""

@@ -23,7 +23,7 @@ contract, and every stage asks it rather than testing its name:
 The contracts live beside this file, one per family of variants, each with its registry: ``contract`` (what all
 declare, and the ``Registry``), ``attention``, ``position``, ``mask``, ``layer`` (activations, feed-forward kinds,
 norms, mixers, inits), ``inputs`` (what an embedding reads other than token ids), ``pool`` (how a head makes one
-vector of a sequence).
+vector of a sequence), ``connector`` (the steps that map one tower's vectors into another's).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from .layer import (ACTIVATIONS, FEEDFORWARD_KINDS, INITS, MIXERS, NORMS, Activa
                     TokenMixer)
 from .mask import MASKS, Mask, combined_reach
 from .pool import POOLS, Pool
+from .connector import CONNECTOR_STEPS, ConnectorStep
 from .position import POSITIONS, Position
 
 
@@ -45,7 +46,7 @@ def attention_inputs(body) -> tuple[RuntimeInput, ...]:
     return ATTENTION_KINDS[body.kind.name].inputs + tuple(i for m in body.mask for i in MASKS[m.name].inputs)
 
 
-__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "FEEDFORWARD_KINDS", "INITS", "INPUTS",
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "CONNECTOR_STEPS", "ConnectorStep", "FEEDFORWARD_KINDS", "INITS", "INPUTS",
            "LAYER", "MASKS", "MIXERS", "NORMS", "POOLS", "POSITIONS", "POSITION_IDS", "Activation",
            "AttentionConfig", "AttentionKind", "AttentionShape", "AttentionStepKind", "ComplexityClass",
            "Constructor", "FeedForwardKind", "Init", "InputKind", "LayerIndex", "Mask", "NoOptions", "Norm",

@@ -1,0 +1,153 @@
+"""Connectors between towers (``connect vision -> text image_token=ID { steps }``): the language, its errors, and
+the model against the formula written here: the source's vectors at a layer, less its class token, through the
+steps, in place of the target's embeddings at its image tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tfspec
+from numerics import FLOAT32, assert_close
+
+VLM = """model tiny_vlm
+
+defaults {
+  residual pre
+  norm layernorm
+}
+
+tower vision {
+  embedding image { input patches(image=8, patch=4, class_token=true); dim 16; position learned(5) }
+  encoder x 3 { attention self heads=2; feedforward d_ff=32; final layernorm }
+}
+
+tower text {
+  embedding tokens { vocab 40; dim 24; position learned(32) }
+  decoder x 2 { attention self heads=2 mask=causal + padding; feedforward d_ff=48; final layernorm }
+  head tied(tokens)
+}
+
+connect vision -> text image_token=39 layer=LAYER drop=DROP {
+  linear 24
+  activation gelu
+  linear 24
+}
+"""
+
+
+def vlm(layer: str = "-2", drop: str = "first") -> str:
+    return VLM.replace("LAYER", layer).replace("DROP", drop)
+
+
+def prompt(patches: int = 4):
+    """Two rows of tokens, each with ``patches`` image tokens: the first after one token, the second after six."""
+    ids = torch.randint(0, 38, (2, 12), generator=torch.Generator().manual_seed(3))
+    ids[0, 1:1 + patches] = 39
+    ids[1, 6:6 + patches] = 39
+    return ids
+
+
+@pytest.mark.parametrize("layer, drop", [("-2", "first"), ("-1", "none"), ("0", "first"), ("none", "first")])
+def test_the_text_reads_the_pictures_vectors_where_its_image_tokens_stand(layer, drop):
+    model = tfspec.compile(vlm(layer, drop).replace(" layer=none", ""), seed=0).eval()
+    # four patches a picture, and its class token too where it is kept
+    ids, pixels = prompt(4 if drop == "first" else 5), torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(4))
+    vision, text, connector = model.towers["vision"], model.towers["text"], model.connectors["vision"]
+    with torch.no_grad():
+        ctx = vision.context("encoder", "tokens", pixels, {})
+        x = vision.embed("encoder", "tokens", pixels, ctx)
+        hidden = [x]  # Hugging Face's hidden_states: the embeddings, then each layer's output
+        for layer_module in vision.encoder.layers:
+            x = layer_module(x, ctx)
+            hidden.append(x)
+        chosen = vision.encoder.final_norm(hidden[-1]) if layer == "none" else hidden[int(layer)]
+        if drop == "first":
+            chosen = chosen[:, 1:]
+        steps = connector.steps
+        vectors = steps[2](F.gelu(steps[0](chosen)))
+        tctx = text.context("decoder", "tokens", ids, {})
+        table = text.embeddings["tokens"]
+        embedded = table.tokens(ids)  # the pictures' vectors in place of the table's, then the positions added
+        for row in range(2):
+            embedded[row, ids[row] == 39] = vectors[row]
+        y = embedded + table.positions(torch.arange(12))[None]
+        for layer_module in text.decoder.layers:
+            y = layer_module(y, tctx)
+        expected = text.decoder.final_norm(y) @ text.embeddings["tokens"].tokens.weight.T
+        assert_close(model(text=ids, vision=pixels), expected, FLOAT32)
+
+
+def test_the_image_tokens_must_be_as_many_as_the_pictures_vectors():
+    import re
+    model = tfspec.compile(vlm("-1", "none"), seed=0).eval()
+    message = "text holds 8 image tokens (39), but vision gives 2 examples of 5 vectors each: 10 in all"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        model(text=prompt(4), vision=torch.randn(2, 3, 8, 8))
+
+
+def test_a_picture_changes_only_what_comes_after_its_tokens():
+    """Causality with pictures spliced in: a row's logits before its first image token do not depend on the
+    picture; after it, they do."""
+    model = tfspec.compile(vlm(), seed=0).eval()
+    ids = prompt()
+    a, b = (torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(s)) for s in (5, 6))
+    with torch.no_grad():
+        first, second = model(text=ids, vision=a), model(text=ids, vision=b)
+    assert torch.equal(first[0, :1], second[0, :1]) and torch.equal(first[1, :6], second[1, :6])
+    assert not torch.allclose(first[0, 1:], second[0, 1:]) and not torch.allclose(first[1, 6:], second[1, 6:])
+
+
+def test_parameters_and_gradients_reach_the_connector():
+    spec = tfspec.parse(vlm())
+    model = tfspec.compile(spec, seed=0)
+    assert spec.parameter_count() == sum(p.numel() for p in model.parameters())
+    assert spec.parameter_count() - sum(t.spec.parameter_count() for t in spec.towers) == 16 * 24 + 24 + 24 * 24 + 24
+    model(text=prompt(), vision=torch.randn(2, 3, 8, 8)).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.connectors.parameters())
+    weight = model.connectors["vision"].steps[0].weight
+    assert 0.01 < float(weight.detach().std()) < 0.03 and torch.equal(model.connectors["vision"].steps[0].bias,
+                                                             torch.zeros(24))  # (normal(0.02), zero biases)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("image_token=39", "image_token=40", "image_token 40 is not among tower 'text''s 40 token ids"),
+    ("layer=LAYER", "layer=-5", "tower 'vision' has 3 layers: layer is one of -4 to 3"),
+    ("connect vision -> text", "connect vision -> txt", "unknown tower 'txt'"),
+    ("connect vision -> text", "connect text -> vision", "tower 'text' reads token ids"),
+    ("  linear 24\n}", "  linear 20\n}", "the connector gives vectors of width 20, but tower 'text''s embeddings are 24"),
+    ("class_token=true", "class_token=false", "drop=first leaves out a class token"),
+    ("activation gelu", "activation mish", "expected gelu or gelu_tanh"),
+    ("activation gelu", "attention self heads=2", "unknown connector step 'attention'"),
+])
+def test_mistakes_are_located_errors(old, new, message):
+    text = vlm().replace(old.replace("LAYER", "-2"), new) if "LAYER" in old else vlm().replace(old, new)
+    if old == "class_token=true":
+        text = text.replace("learned(5)", "learned(4)")
+    with pytest.raises(tfspec.SpecError) as exc:
+        tfspec.parse(text, file="vlm.tfs")
+    assert message in str(exc.value), str(exc.value)
+    assert all(d.span is not None for d in exc.value.diagnostics)
+
+
+def test_formatting_keeps_the_connector():
+    from tfspec.front.fmt import format_text
+    formatted = format_text(vlm(), "vlm.tfs")
+    assert "connect vision -> text image_token=39 layer=-2 drop=first {\n  linear 24\n  activation gelu\n" in formatted
+    assert tfspec.parse(formatted) == tfspec.parse(vlm())
+
+
+def test_check_diff_and_the_diagram_show_the_connector(tfspec_cli, tmp_path):
+    from tfspec.inspect.diagram import to_graphviz
+    first, second = tmp_path / "a.tfs", tmp_path / "b.tfs"
+    first.write_text(vlm())
+    second.write_text(vlm("-1", "first").replace("  activation gelu\n", "  activation silu\n"))
+    checked = tfspec_cli("check", first)
+    assert checked.returncode == 0 and "vision → text at token 39" in checked.stdout
+    changes = tfspec_cli("diff", first, second).stdout
+    assert "connect vision: reads layer -2 → layer -1" in changes
+    assert "steps linear(24); activation(gelu); linear(24) → linear(24); activation(silu); linear(24)" in changes
+    dot = to_graphviz(tfspec.parse(vlm())).source
+    assert "Connector (linear(24) → activation(gelu) → linear(24))" in dot
+    assert '"connect vision" -> "text/decoder.embed"' in dot and '"vision/encoder.final_norm" -> "connect vision"' in dot
