@@ -151,3 +151,22 @@ def test_check_diff_and_the_diagram_show_the_connector(tfspec_cli, tmp_path):
     dot = to_graphviz(tfspec.parse(vlm())).source
     assert "Connector (linear(24) → activation(gelu) → linear(24))" in dot
     assert '"connect vision" -> "text/decoder.embed"' in dot and '"vision/encoder.final_norm" -> "connect vision"' in dot
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoding_with_pictures_continues_what_the_whole_model_computes(use_cache):
+    """Greedy decoding of prompts holding a picture's image tokens, cached or recomputed, picks at each step the
+    token the whole model's logits pick over the sequence so far."""
+    from tfspec.run.decoding import Restricted, sample
+    model = tfspec.compile(vlm(), seed=0).eval()
+    ids, pixels = prompt()[:, :10], torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(4))
+    allowed = torch.arange(40) != 39  # (a generated image token would be one more place for a picture)
+    produced = sample(Restricted(model.continuation(vision=pixels, use_cache=use_cache), allowed), ids, 5)
+    sequence = ids
+    for _ in range(5):  # the whole model over everything so far, its last logits' best token each time
+        with torch.no_grad():
+            best = model(text=sequence, vision=pixels)[:, -1].masked_fill(~allowed, -torch.inf).argmax(-1)
+        sequence = torch.cat((sequence, best[:, None]), dim=1)
+    assert produced == sequence[:, 10:].tolist()
+    with pytest.raises(ValueError, match="each prompt row holds 4 image tokens \\(39\\), one per vector"):
+        sample(model.continuation(vision=pixels), ids[:, 2:], 1)

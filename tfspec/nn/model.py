@@ -194,7 +194,7 @@ class CompiledModel(nn.Module):
 
     def extend(self, tokens: Tensor, cache: list[dict], offset: int, memory: Tensor | None = None,
                memory_padding_mask: Tensor | None = None, padding_mask: Tensor | None = None, *,
-               last: bool = False, **inputs):
+               last: bool = False, spliced: tuple[Tensor, Tensor] | None = None, **inputs):
         """Decoder logits for ``tokens`` continuing a prefix of ``offset`` positions held in ``cache``.
 
         ``cache`` has one dict per decoder layer (start with empty ones); each call
@@ -203,10 +203,11 @@ class CompiledModel(nn.Module):
         its attention kinds and masks are cache-exact (see ``tfspec.run.decoding.cache_supported``).
         Encoder-decoder models pass ``memory`` (from ``encode``); cross-attention
         projects it on the first call only. ``last``: the logits of the last position alone (a prompt's, which
-        decoding reads: the head's work over the others is saved).
+        decoding reads: the head's work over the others is saved). ``spliced``: vectors in place of the tokens'
+        at some of these positions (``run_stack``: a connector's pictures in a prompt).
         """
         ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask, offset, memory, memory_padding_mask)
-        x = self.embed("decoder", "tokens", tokens, ctx)
+        x = self.embed("decoder", "tokens", tokens, ctx, spliced=spliced)
         hidden = self.decoder(x, ctx, cache)
         if last and self.pooler is None and (self.head is None or self.head.pool is None):
             hidden = hidden[:, -1:]

@@ -162,6 +162,24 @@ class TowersModel(nn.Module):
         hidden = tower.run_stack(role, "tokens", given, inputs.pop("padding_mask", None), inputs, layers=layers)
         return connector(hidden)
 
+    def continuation(self, **inputs):
+        """The decoding steps (``tfspec.run.decoding.Continuation``) of the tower the connector feeds, its prompt's
+        image tokens read as the pictures given: ``sample(model.continuation(vision=pixels), prompt, 8)``.
+        ``inputs``: the sources' inputs by tower, and ``Continuation``'s options (``use_cache``, ``compile``,
+        ``prompt_padding_mask``)."""
+        from ..run.decoding import Continuation
+
+        if not self.connectors:
+            raise TypeError(f"'{self.spec.name}' has no connector: continue with the tower that decodes "
+                            "(Continuation(model.towers[NAME]))")
+        (source, connector), = self.connectors.items()
+        options = {k: inputs.pop(k) for k in ("use_cache", "compile", "max_len", "prompt_padding_mask") if k in inputs}
+        given = self.split(inputs)[source]
+        if "input" not in given:
+            raise TypeError(f"missing the input of tower {source} (model.continuation({source}=...))")
+        vectors = self.features(source, given.pop("input"), **given)
+        return Continuation(self.towers[connector.target], pictures=(connector.image_token, vectors), **options)
+
     def connected(self, by_tower: dict[str, dict]):
         """The target tower's output, its embeddings at each source's image token replaced by the source's
         vectors through its connector, in order: the first example's first vector at the first image token."""

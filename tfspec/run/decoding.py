@@ -160,7 +160,10 @@ class Continuation:
 
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
                  use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None,
-                 compile: bool | str = False, max_len: int | None = None):
+                 compile: bool | str = False, max_len: int | None = None,
+                 pictures: tuple[int, Tensor] | None = None):
+        """``pictures``: (image token, vectors ``(batch, k, width)``): each row's k vectors in place of the
+        prompt's image tokens (a connector's, ``TowersModel.continuation``); generated tokens are never replaced."""
         spec = model.spec
         if getattr(spec, "kind", None) == "towers":
             raise ValueError(f"{spec.name} cannot generate: it is a model of towers; generate with the tower that "
@@ -204,6 +207,8 @@ class Continuation:
         self.inputs: dict[str, Tensor] = {}
         # a left-padded prompt: True at its pads; positions then count real tokens only (as HF generate does)
         self.prompt_padding = prompt_padding_mask
+        self.pictures = pictures
+        self.prompt_length = 0  # the prompt's positions: where pictures may stand
         self.padding: Tensor | None = None  # (batch, length) so far, when the prompt was padded
         self.next_position: Tensor | None = None  # (batch, 1) position id of each row's next token
 
@@ -235,6 +240,7 @@ class Continuation:
     def _extend(self, tokens: Tensor, offset: int) -> Tensor:
         new_padding = positions = None
         if offset == 0:  # the first chunk is the prompt: a prefix-LM sees it bidirectionally
+            self.prompt_length = tokens.shape[1]
             lengths = torch.full((tokens.shape[0],), tokens.shape[1], dtype=torch.long, device=tokens.device)
             self.inputs = {name: lengths for name in self.prefix_inputs}
             new_padding = self.prompt_padding
@@ -259,16 +265,35 @@ class Continuation:
             finally:
                 self.model.check_inputs = checked
         if self.use_cache:
+            spliced = self._spliced(tokens) if offset == 0 else None
             out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask,
-                                    padding_mask=new_padding, last=True, **step, **self.inputs)
+                                    padding_mask=new_padding, last=True, **step, **self.inputs,
+                                    **({"spliced": spliced} if spliced is not None else {}))
         else:
             every = {} if self.padding is None else {"position_ids": self._all_positions()}
-            if self.memory is not None:
+            spliced = self._spliced(self.tokens)
+            if spliced is not None:  # (the prompt's pictures again, at their places, over everything so far)
+                out = self.model.output(self.model.run_stack("decoder", "tokens", self.tokens, self.padding,
+                                                             {**every, **self.inputs}, spliced=spliced))
+            elif self.memory is not None:
                 out = self.model.decode(self.tokens, self.memory, self.memory_padding_mask, self.padding,
                                         **every, **self.inputs)
             else:
                 out = self.model(self.tokens, self.padding, **every, **self.inputs)
         return (out[0] if isinstance(out, tuple) else out)[:, -1]
+
+    def _spliced(self, tokens: Tensor) -> tuple[Tensor, Tensor] | None:
+        """Where the pictures' vectors go among ``tokens`` (the prompt's image tokens), and the vectors."""
+        if self.pictures is None:
+            return None
+        image_token, vectors = self.pictures
+        where = tokens == image_token
+        where[:, self.prompt_length:] = False  # (a generated image token is a token)
+        counts = where.sum(dim=1)
+        if bool((counts != vectors.shape[1]).any()):
+            raise ValueError(f"each prompt row holds {vectors.shape[1]} image tokens ({image_token}), one per vector "
+                             f"of its picture; these hold {counts.tolist()}")
+        return where, vectors.flatten(0, 1)
 
     def _positions(self, padding: Tensor) -> Tensor:
         """Position ids of new tokens that count only real ones (pads repeat their neighbour's, never read)."""
@@ -283,6 +308,8 @@ class Continuation:
 
     def reorder(self, rows: Tensor) -> None:
         self.tokens = self.tokens.index_select(0, rows) if self.tokens is not None else None
+        if self.pictures is not None:
+            self.pictures = (self.pictures[0], self.pictures[1].index_select(0, rows))
         self.inputs = {k: v.index_select(0, rows) for k, v in self.inputs.items()}
         if self.padding is not None:
             self.padding = self.padding.index_select(0, rows)
