@@ -633,8 +633,41 @@ def verify_towers(model, *, examples: int = 25, seed: int = 0, max_len: int = 12
                for r in verify(tower, examples=examples, seed=seed, max_len=max_len)]
     if model.contrastive is not None:
         results.append(_pairs_follow_their_examples(model, seed, max_len))
+    if model.connectors:
+        results.append(_pictures_reach_later_positions(model, seed))
     model.eval()
     return results
+
+
+def _pictures_reach_later_positions(model, seed: int) -> Result:
+    """With another picture at its image tokens, a causal decoder's outputs before the first image token stay as
+    they were, and after it they change."""
+    import torch
+
+    name = "pictures reach only later positions"
+    (source, connector), = model.connectors.items()
+    target = model.towers[connector.target]
+    if queries.causal_from(target.spec.graph()) is None:
+        return Result(name, "not applicable", f"tower {connector.target} is not causal: every position sees them")
+    generator = torch.Generator().manual_seed(seed)
+    shape = model.towers[source].embeddings[model.towers[source].stack_embedding["encoder"]].shape
+    a, b = (torch.randn(1, *shape, generator=generator) for _ in range(2))
+    with torch.no_grad():
+        count = model.features(source, a).shape[1]
+        vocab = target.embeddings[target.stack_embedding["decoder"]].vocab
+        ids = torch.randint(0, vocab, (1, count + 6), generator=generator)
+        ids[ids == connector.image_token] = (connector.image_token + 1) % vocab
+        ids[0, 3:3 + count] = connector.image_token  # three tokens, the picture, three more
+        first, second = model(**{connector.target: ids, source: a}), model(**{connector.target: ids, source: b})
+    before, after = _differs(first[:, :3], second[:, :3]), _differs(first[:, 3:], second[:, 3:])
+    if before:
+        return Result(name, "violated", f"another picture changed the outputs before its image tokens by up to "
+                                        f"{before:.3g}")
+    if not after:
+        return Result(name, "violated", "another picture changed nothing after its image tokens: the decoder does "
+                                        "not read it")
+    return Result(name, "held", f"another picture changed tower {connector.target}'s outputs from its first image "
+                                "token on, and none before")
 
 
 def _pairs_follow_their_examples(model, seed: int, max_len: int) -> Result:
@@ -707,8 +740,17 @@ def _small_towers(towers: S.Towers, *sizes) -> tuple[S.Towers, list[str]]:
         for name, head in heads.items():
             if head.projects and head.out != width:
                 small[name] = small[name].model_copy(update={"head": head.model_copy(update={"out": width})})
+    connectors = []
+    for c in towers.connectors:  # its linear maps into the target's smaller width, its token in the smaller table
+        table = small[c.target].embedding(small[c.target].stacks[-1].embedding)
+        width, token = table.dim, min(c.image_token, table.vocab - 1)
+        if token != c.image_token:
+            changes.append(f"image token {c.image_token} -> {token}")
+        connectors.append(c.model_copy(update={"image_token": token, "steps": tuple(
+            s.model_copy(update={"options": {**s.options, "out": width}}) if "out" in s.options else s
+            for s in c.steps)}))
     shrunk = towers.model_copy(update={"towers": tuple(t.model_copy(update={"spec": small[t.name]})
-                                                       for t in towers.towers)})
+                                                       for t in towers.towers), "connectors": tuple(connectors)})
     shrunk._sources = towers._sources
     return shrunk, changes
 

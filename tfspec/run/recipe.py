@@ -75,7 +75,8 @@ def recipe_notes(recipe: Recipe, config: TrainConfig, parameters: int) -> list[s
 
 
 def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
-    """Vaswani et al. for encoder-decoder, GPT-2/3 for decoder-only, BERT for encoder-only, CLIP for towers.
+    """Vaswani et al. for encoder-decoder, GPT-2/3 for decoder-only, BERT for encoder-only, CLIP for towers joined
+    by a contrastive head, LLaVA-1.5 for towers joined by a connector.
 
     Warmup is the paper's, shortened to a quarter of ``steps`` when a run is too
     short to finish it.
@@ -84,6 +85,10 @@ def paper_defaults(kind: str, d_model: int, config: TrainConfig) -> Recipe:
         base = dict(optimizer="adam", betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0, schedule="noam", warmup=4000,
                     lr=None, label_smoothing=0.1, grad_clip=None, source="Vaswani et al. 2017, 5.3-5.4",
                     paper_steps=100_000, paper_parameters="65M")
+    elif kind == "connected towers":  # a vision-language model: LLaVA-1.5's instruction tuning (batch 128)
+        base = dict(optimizer="adamw", betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, schedule="cosine", warmup=156,
+                    lr=2e-5, label_smoothing=0.0, grad_clip=1.0, source="LLaVA-1.5 (Liu et al. 2023), table 9",
+                    paper_steps=5_200, paper_parameters="7B")
     elif kind == "towers":  # a contrastive pair: CLIP's (its ViT-B/32 at batch 32,768, table 20)
         base = dict(optimizer="adamw", betas=(0.9, 0.98), eps=1e-6, weight_decay=0.2, schedule="cosine", warmup=2000,
                     lr=5e-4, label_smoothing=0.0, grad_clip=1.0, source="CLIP (Radford et al. 2021), 2.5 and F",

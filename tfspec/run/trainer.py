@@ -25,7 +25,7 @@ from .data import TRAIN
 from .distributed import World, all_sum, full_state, gathered, gradients_synced, load_optimizer_state, unwrap, wrap
 from .initial import Initial, load_initial
 from .metrics import plot_losses, truncate_metrics
-from .contrastive import PairedObjective
+from .contrastive import AnsweringObjective, PairedObjective
 from .objective import Objective
 from .recipe import Recipe, paper_defaults, recipe_notes
 from .watch import TensorBoard
@@ -143,7 +143,8 @@ class Trainer:
         self.objective = objective_for(model, config, vocab, world)
         if start.initial is not None:
             load_initial(model, start.initial, start.name)
-        self.recipe = paper_defaults(self.spec.kind, _width(model), config)
+        kind = "connected towers" if isinstance(self.spec, Towers) and self.spec.connectors else self.spec.kind
+        self.recipe = paper_defaults(kind, _width(model), config)
         if start.saved is not None:
             model.load_state_dict(start.saved.weights)
         try:
@@ -332,17 +333,20 @@ class Trainer:
                                         self.objective.vocab.files() if self.objective.vocab is not None else {})
 
 
-def objective_for(model, config: TrainConfig, vocab, world: World) -> Objective | PairedObjective:
+def objective_for(model, config: TrainConfig, vocab, world: World) -> Objective | PairedObjective | AnsweringObjective:
     """What ``model`` learns: two towers joined by a contrastive head, generated examples paired with their
     classes' names; any other model, its kind's task or text."""
-    return (PairedObjective if isinstance(model.spec, Towers) else Objective)(model, config, vocab, world)
+    if isinstance(model.spec, Towers):
+        return (AnsweringObjective if model.spec.connectors else PairedObjective)(model, config, vocab, world)
+    return Objective(model, config, vocab, world)
 
 
 def _width(model) -> int:
     """The width a recipe's learning rate may read (Vaswani's d_model^-0.5): the last stack's; of towers, the width
     at which the contrastive head compares them."""
     if isinstance(model.spec, Towers):
-        return model.spec.tower(model.spec.contrastive.towers[0]).head.out if model.spec.contrastive else 0
+        return model.spec.tower(model.spec.contrastive.towers[0]).head.out if model.spec.contrastive else \
+            model.spec.width(model.spec.connectors[0].target) if model.spec.connectors else 0
     return model.embeddings[model.stack_embedding[model.spec.stacks[-1].role]].dim
 
 
