@@ -197,6 +197,12 @@ def test_a_small_vision_language_model_learns_to_name_the_digit_and_greedy_decod
     names = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
     right = [vocab.decode(answer) == names[label] for answer, label in zip(answers, labels.tolist())]
     assert sum(right) >= 4, [vocab.decode(a) for a in answers]  # far above chance (a tenth)
+    answered = tfspec_cli("generate", run, "--digit", "3", "--digit", "8", "--json")
+    results = json.loads(answered.stdout)["results"]
+    assert [r["digit"] for r in results] == [3, 8]
+    assert all(r["correct"] == (r["answer"] == names[r["digit"]]) for r in results)
+    refused = tfspec_cli("generate", run, "--input", "x")
+    assert refused.returncode == 2 and "answers about pictures greedily" in refused.stderr
 
 
 def test_verify_checks_the_towers_and_that_pictures_reach_only_later_positions(tfspec_cli, tmp_path):

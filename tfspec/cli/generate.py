@@ -27,6 +27,9 @@ def add(sub) -> None:
                           help="a source to transform (task models) or a prompt to continue (text models); "
                                "repeatable. Task models default to held-out examples")
     generate.add_argument("--count", type=positive, default=5, help="held-out examples without --input (default 5)")
+    generate.add_argument("--digit", type=int, action="append", choices=range(10), metavar="D",
+                          help="a vision-language run: a generated picture of digit D to answer about (repeatable; "
+                               "default: --count held-out pictures)")
     generate.add_argument("--max-new", type=positive, help="most tokens to generate (default: the task's "
                                                             "longest target + 1, or 200 for text)")
     generate.add_argument("--temperature", type=_temperature, help="sample at this temperature (0: greedy; "
@@ -72,9 +75,13 @@ def run(args) -> int:
     kind = model.spec.kind
     # an imported model (no training configuration) continues a prompt, or maps an input to an output
     config = saved.config()
+    if kind == "towers" and model.connectors:  # a vision-language run: its answers about generated pictures
+        return _answer_pictures(args, saved, model, vocab)
     if kind == "towers":
         raise RunError(f"{shown(saved.path)}: two towers joined by a contrastive head compare examples, they generate "
                        "no tokens; compare from Python: model(NAME=...) gives the contrastive logits")
+    if args.digit:
+        raise UsageError("--digit draws a picture for a vision-language run (towers joined by a connector)")
     if kind == "encoder-only":
         raise RunError(f"{shown(saved.path)}: an encoder-only model (a masked-language model, a classifier) has no "
                        "decoder to generate with")
@@ -164,3 +171,58 @@ def _unit(text: str) -> float:
 
 def _temperature(text: str) -> float:
     return number(text, lambda v: 0 <= v <= 1e4, "a temperature from 0 (greedy) to 10000")
+
+
+def _answer_pictures(args, saved, model, vocab) -> int:
+    """A vision-language run (towers joined by a connector) answers about generated pictures: each its image
+    tokens and the separator, then the answer decoded greedily, beside the digit drawn."""
+    import torch
+
+    from ..run.contrastive import NUMBER_NAMES
+    from ..run.data import EOS, EVAL, SEP, generator_for
+    from ..run.decoding import Restricted, sample
+
+    if args.input or args.beam or args.temperature or args.top_k or args.top_p:
+        raise UsageError("a vision-language run answers about pictures greedily: --digit D or --count N, not "
+                         "--input or sampling options")
+    (source, connector), = model.connectors.items()
+    kind, options = INPUTS.of(model.spec.tower(source).embeddings[0].input)
+    wanted = args.digit or []
+    count = len(wanted) or args.count
+    if count > MAX_COUNT:
+        raise UsageError(f"--count {count:,}: at most {MAX_COUNT:,} pictures are answered in one call")
+    pictures, labels, draw = [], [], 0
+    while len(pictures) < count:  # held-out draws (the evaluation's stream), kept where they show a wanted digit
+        given, drawn = kind.examples_of(options, 64, generator_for(args.seed, EVAL, (1 << 22) + draw))
+        draw += 1
+        for picture, label in zip(given, drawn.tolist()):
+            if len(pictures) == count:
+                break
+            if not wanted or wanted[len(pictures)] == label:
+                pictures.append(picture)
+                labels.append(label)
+        if draw > 1000:
+            raise RunError(f"no generated picture of {wanted[len(pictures)]} in 64,000 draws")
+    device = _device_of(model)
+    pixels = torch.stack(pictures).to(device)
+    vectors = model.features(source, pixels).shape[1]
+    prompt = torch.cat((torch.full((count, vectors), connector.image_token), torch.full((count, 1), SEP)), dim=1)
+    vocab_size = model.towers[connector.target].spec.embeddings[0].vocab
+    allowed = torch.arange(vocab_size, device=device) != connector.image_token
+    with torch.no_grad():
+        answers = sample(Restricted(model.continuation(**{source: pixels}, use_cache=not args.no_cache), allowed),
+                         prompt.to(device), args.max_new or 8, eos=EOS)
+    results = [{"digit": label, "answer": vocab.decode(answer), "correct": vocab.decode(answer) == NUMBER_NAMES[label]}
+               for label, answer in zip(labels, answers)]
+    if args.json:
+        print_json({"checkpoint": str(saved.path), "step": saved.step, "name": model.spec.name,
+                     "decoding": "greedy decoding", "results": results})
+        return 0
+    print(f"{shown(saved.path)} (step {saved.step}): {model.spec.name}, towers; greedy decoding after each picture's "
+          f"{vectors} image tokens")
+    for r in results:
+        mark = "✓" if r["correct"] else f"✗ (it shows {NUMBER_NAMES[r['digit']]})"
+        print(f"  a picture of {r['digit']} -> {r['answer']}  {mark}")
+    right = sum(r["correct"] for r in results)
+    print(f"{right} of {len(results)} right")
+    return 0
