@@ -73,7 +73,11 @@ def test_every_example_renders_with_its_structure(path, tmp_path):
         assert [c["text"].split(" (")[0] for c in parts["cluster"] if c["title"].startswith("cluster_tower_")] == \
             [f"tower {t.name}" for t in spec.towers]
         joined = [e["title"] for e in parts["edge"] if e["title"].endswith("->contrastive")]
-        assert sorted(joined) == sorted(f"{name}/logits->contrastive" for name in spec.contrastive.towers)
+        expected = spec.contrastive.towers if spec.contrastive is not None else ()
+        assert sorted(joined) == sorted(f"{name}/logits->contrastive" for name in expected)
+        for c in spec.connectors:  # from the source's output, into the target's token table
+            assert [e["title"].split("->")[1] for e in parts["edge"]
+                    if e["title"].startswith(f"connect {c.source}->")] == [f"{c.target}/decoder.embed"]
 
 
 @needs_dot

@@ -119,7 +119,7 @@ def _towers_summary(args, towers) -> int:
     """A model of towers: each tower's summary and sweep, the one reading tokens at ``--seq-len`` (the others at
     the length their input fixes), then the towers together."""
     from ..inspect.analysis import AnalysisError, analyse, sweep
-    from ..inspect.summary import binary, format_summary, format_sweep, plot, si, sweep_rows
+    from ..inspect.summary import binary, format_summary, format_sweep, si, sweep_rows
     from ..ir.queries import fixed_length
 
     options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
@@ -154,18 +154,14 @@ def _towers_summary(args, towers) -> int:
               f"heads joining them), {si(flops, 'FLOPs')} and {binary(memory)} of activations for a forward pass "
               f"at batch {args.batch}")
     if args.plot:
-        drawn = {f"{towers.name}/{name}": curve for name, curve in curves.items() if curve}
-        if not drawn:
-            raise UsageError("--plot: no tower's length can vary (each reads a fixed input)")
-        plot(drawn, args.plot)
-        if not args.json:
-            print(f"\nwrote {shown(args.plot)}")
+        _plot(args, {f"{towers.name}/{name}": curve for name, curve in curves.items()},
+              "no tower's length can vary (each reads a fixed input)")
     return 0
 
 
 def _compare_summaries(args, analyses, curves) -> int:
     """``tfspec summary A.tfs B.tfs …``: one line each, their costs side by side over the sweep, the plot."""
-    from ..inspect.summary import binary, format_comparison, lengths_text, plot, si, spec_labels, sweep_rows
+    from ..inspect.summary import binary, format_comparison, lengths_text, si, spec_labels, sweep_rows
 
     labels = spec_labels([a.name for a in analyses], args.files)
     if args.json:
@@ -179,13 +175,20 @@ def _compare_summaries(args, analyses, curves) -> int:
         print()
         print(format_comparison(dict(zip(labels, curves))))
     if args.plot:
-        drawn = {label: curve for label, curve in zip(labels, curves) if curve}
-        if not drawn:
-            raise UsageError("--plot: no sweep length fits these specs' learned positions")
-        plot(drawn, args.plot)
-        if not args.json:
-            print(f"\nwrote {shown(args.plot)}")
+        _plot(args, dict(zip(labels, curves)), "no sweep length fits these specs' learned positions")
     return 0
+
+
+def _plot(args, curves: dict, none_drawn: str) -> None:
+    """The curves that have points, drawn to ``--plot``; ``none_drawn``: why none has."""
+    from ..inspect.summary import plot
+
+    drawn = {label: curve for label, curve in curves.items() if curve}
+    if not drawn:
+        raise UsageError(f"--plot: {none_drawn}")
+    plot(drawn, args.plot)
+    if not args.json:
+        print(f"\nwrote {shown(args.plot)}")
 
 
 def _measure(spec, analysis):

@@ -195,7 +195,8 @@ def hf_config(towers) -> dict:
     return {"model_type": "clip", **FIELDS.config(TowerFacts(towers, "CLIP"))}
 
 
-def _layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
+def layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
+    """A CLIP-like encoder's layers (CLIP's, SigLIP's): q, k, v and out projections, two LayerNorms, fc1 and fc2."""
     rules = []
     for i in range(layers):
         o, t = f"{ours}.layers.{i}", f"{theirs}.layers.{i}"
@@ -220,7 +221,7 @@ def _rules(model) -> list[Rule]:
     width = embedding.dim
     return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
             rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
-            *_layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
+            *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
             *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
             rule(f"{t}.head.weight", "text_projection.weight"),
             rule(f"{ve}.patches.weight", "vision_model.embeddings.patch_embedding.weight",
@@ -228,30 +229,33 @@ def _rules(model) -> list[Rule]:
             rule(f"{ve}.class_token", "vision_model.embeddings.class_embedding"),
             rule(f"{ve}.positions.weight", "vision_model.embeddings.position_embedding.weight"),
             *hf_bert._linear(f"{ve}.norm", "vision_model.pre_layrnorm"),
-            *_layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
+            *layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
             *hf_bert._linear(f"{v}.encoder.final_norm", "vision_model.post_layernorm"),
             rule(f"{v}.head.weight", "visual_projection.weight"),
             rule("contrastive.scale", "logit_scale")]
 
 
-def from_hf_clip(model, reference) -> None:
-    """Copy a ``CLIPModel``'s weights into ``model`` (every tensor accounted for); the spec must be the
-    architecture the reference's configuration describes."""
-    if not isinstance(model.spec, S.Towers):
-        raise InteropError(f"{type(reference).__name__} is two towers and a contrastive head; spec "
-                           f"'{model.spec.name}' is one model")
-    problems = FIELDS.unsupported(reference.config) or architecture_problems(
-        model.spec, spec_text(reference.config), type(reference).__name__)
-    if problems:
-        raise InteropError(f"cannot load {type(reference).__name__} weights into spec '{model.spec.name}':\n"
-                           + "\n".join(f"  {p}" for p in problems))
-    load_state(model, reference.state_dict(), _rules(model), reference=REFERENCE)
+def towers_weights(fields, spec_text, rules, reference: str):
+    """A family of towers' two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies every tensor
+    by ``rules(model)`` once the spec is seen to be the architecture the configuration describes (``fields``,
+    ``spec_text``); ``export(model)`` is the state dict the class loads."""
+    def load(model, hf_model) -> None:
+        name = type(hf_model).__name__
+        if not isinstance(model.spec, S.Towers):
+            raise InteropError(f"{name} is two towers and a contrastive head; spec '{model.spec.name}' is one model")
+        problems = fields.unsupported(hf_model.config) or architecture_problems(
+            model.spec, spec_text(hf_model.config), name)
+        if problems:
+            raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                               + "\n".join(f"  {p}" for p in problems))
+        load_state(model, hf_model.state_dict(), rules(model), reference=reference)
+
+    def export(model) -> dict:
+        return export_state(model, rules(model), reference=reference)
+    return load, export
 
 
-def to_hf_clip(model) -> dict:
-    """A state dict for ``CLIPModel``."""
-    return export_state(model, _rules(model), reference=REFERENCE)
-
+from_hf_clip, to_hf_clip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
     Family("CLIP", ("clip",), {"CLIPModel": {}},

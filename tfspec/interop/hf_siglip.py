@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import math
 
-from ..front import schema as S
 from . import hf_bert
 from .fields import Field, Fields, Fixed
-from .hf_clip import TowerFacts, tower_fields, tower_roles, towers_ignored
-from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .hf_clip import TowerFacts, layer_rules, tower_fields, tower_roles, towers_ignored, towers_weights
+from .mapping import InteropError, Rule, rule
 from .writer import SpecWriter
 from .family import Family
 
@@ -141,21 +140,6 @@ def hf_config(towers) -> dict:
     return {"model_type": "siglip", **FIELDS.config(facts)}
 
 
-def _layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
-    rules = []
-    for i in range(layers):
-        o, t = f"{ours}.layers.{i}", f"{theirs}.layers.{i}"
-        a = f"{t}.self_attn"
-        rules += [rule(f"{o}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
-                  rule(f"{o}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")),
-                  *hf_bert._linear(f"{o}.self_attn.out", f"{a}.out_proj"),
-                  *hf_bert._linear(f"{o}.self_attn_norm", f"{t}.layer_norm1"),
-                  *hf_bert._linear(f"{o}.ffn.up", f"{t}.mlp.fc1"),
-                  *hf_bert._linear(f"{o}.ffn.down", f"{t}.mlp.fc2"),
-                  *hf_bert._linear(f"{o}.ffn_norm", f"{t}.layer_norm2")]
-    return rules
-
-
 def _rules(model) -> list[Rule]:
     text, vision = tower_roles(model.spec, "SigLIP")
     t, v = f"towers.{text}", f"towers.{vision}"
@@ -167,14 +151,14 @@ def _rules(model) -> list[Rule]:
     head = "vision_model.head"
     return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
             rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
-            *_layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
+            *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
             *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
             *hf_bert._linear(f"{t}.head", "text_model.head"),
             rule(f"{ve}.patches.weight", "vision_model.embeddings.patch_embedding.weight",
                  shape=(width, embedding.channels, embedding.patch, embedding.patch)),
             rule(f"{ve}.patches.bias", "vision_model.embeddings.patch_embedding.bias"),
             rule(f"{ve}.positions.weight", "vision_model.embeddings.position_embedding.weight"),
-            *_layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
+            *layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
             *hf_bert._linear(f"{v}.encoder.final_norm", "vision_model.post_layernorm"),
             rule(f"{pool}.probe", f"{head}.probe", shape=(1, 1, width)),
             rule((f"{pool}.q.weight", f"{pool}.kv.weight"), f"{head}.attention.in_proj_weight"),
@@ -187,23 +171,7 @@ def _rules(model) -> list[Rule]:
             rule("contrastive.bias", "logit_bias", shape=(1,))]
 
 
-def from_hf_siglip(model, reference) -> None:
-    """Copy a ``SiglipModel``'s weights into ``model`` (every tensor accounted for); the spec must be the
-    architecture the reference's configuration describes."""
-    if not isinstance(model.spec, S.Towers):
-        raise InteropError(f"{type(reference).__name__} is two towers and a contrastive head; spec "
-                           f"'{model.spec.name}' is one model")
-    problems = FIELDS.unsupported(reference.config) or architecture_problems(
-        model.spec, spec_text(reference.config), type(reference).__name__)
-    if problems:
-        raise InteropError(f"cannot load {type(reference).__name__} weights into spec '{model.spec.name}':\n"
-                           + "\n".join(f"  {p}" for p in problems))
-    load_state(model, reference.state_dict(), _rules(model), reference=REFERENCE)
-
-
-def to_hf_siglip(model) -> dict:
-    """A state dict for ``SiglipModel``."""
-    return export_state(model, _rules(model), reference=REFERENCE)
+from_hf_siglip, to_hf_siglip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
