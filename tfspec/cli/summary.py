@@ -155,7 +155,8 @@ def _towers_summary(args, towers) -> int:
               f"at batch {args.batch}")
     if args.plot:
         _plot(args, {f"{towers.name}/{name}": curve for name, curve in curves.items()},
-              "no tower's length can vary (each reads a fixed input)")
+              "no sweep length fits a tower of tokens' learned positions (a tower of pictures reads "
+              "one length)")
     return 0
 
 
