@@ -221,3 +221,11 @@ def test_verify_checks_the_towers_and_that_pictures_reach_only_later_positions(t
         "not applicable"
     result = tfspec_cli("verify", path, "--examples", "2")
     assert result.returncode == 0 and "held     pictures reach only later positions" in result.stdout
+
+
+def test_a_wrong_picture_is_refused_naming_its_argument():
+    model = tfspec.compile(vlm(), seed=0).eval()
+    with pytest.raises(ValueError, match="pixel_values"):
+        model(text=prompt(), vision=torch.randn(2, 1, 8, 8))
+    with pytest.raises(TypeError, match="missing the input of tower vision"):
+        model(text=prompt())

@@ -159,7 +159,8 @@ class TowersModel(nn.Module):
         connector, tower = self.connectors[source], self.towers[source]
         role = tower.spec.stacks[0].role
         layers = None if connector.layer is None else connector.layer % (len(getattr(tower, role).runs) + 1)
-        hidden = tower.run_stack(role, "tokens", given, inputs.pop("padding_mask", None), inputs, layers=layers)
+        argument = tower.spec.graph().node(f"{role}.tokens").name  # what its messages call it (pixel_values)
+        hidden = tower.run_stack(role, argument, given, inputs.pop("padding_mask", None), inputs, layers=layers)
         return connector(hidden)
 
     def continuation(self, **inputs):

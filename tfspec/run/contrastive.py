@@ -163,6 +163,8 @@ class AnsweringObjective:
         if config.source() is not None or config.tokenizer is not None:
             raise DataError(f"{spec.name} is towers joined by a connector: it trains on generated examples and "
                             "their classes' names, not on --data")
+        if world.size > 1:
+            raise DataError("train a model of towers with one worker (no --nproc)")
         connector = spec.connectors[0]
         self.source, self.target, self.image_token = connector.source, connector.target, connector.image_token
         kind, options = self.input_kind = INPUTS.of(spec.tower(self.source).embeddings[0].input)
