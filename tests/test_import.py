@@ -2086,10 +2086,10 @@ def test_no_interop_module_tests_a_variant_by_its_name():
     ``tfspec/interop`` fails here. (Writing a reference's architecture in spec text names them, as it must.)"""
     import re
     from pathlib import Path
-    from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS,
-                                 NORMS, POSITIONS)
-    names = {n for r in (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, MASKS, MIXERS, NORMS,
-                         POSITIONS) for n in r}
+    from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, CONNECTOR_STEPS, FEEDFORWARD_KINDS,
+                                 INPUTS, MASKS, MIXERS, NORMS, POOLS, POSITIONS)
+    names = {n for r in (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, CONNECTOR_STEPS, FEEDFORWARD_KINDS, INPUTS,
+                         MASKS, MIXERS, NORMS, POOLS, POSITIONS) for n in r}
     compared = re.compile(r"\.name\s*(?:==|!=)\s*[\"'](\w+)[\"']|[\"'](\w+)[\"']\s*(?:==|!=)\s*\w+\.name\b"
                           r"|\.name\s+(?:not\s+)?in\s+\(([^)]*)\)")
     found = []

@@ -18,6 +18,7 @@ Each tower's configuration is nested (``text_config``, ``vision_config``); the f
 from __future__ import annotations
 
 from ..front import schema as S
+from ..registry import POOLS
 from . import hf_bert
 from .facts import Facts, OtherKind
 from .fields import Field, Fields, Fixed
@@ -62,7 +63,9 @@ def _eos(facts: TowerFacts) -> int | None:
     pool = facts.text.spec.head.pool if facts.text.spec.head is not None else None
     if pool is None:
         return None
-    return pool.options["id"] if "id" in pool.options else LEGACY_EOS if pool.name == "highest_id" else None
+    variant, options = POOLS.of(pool)
+    return variant.token(options) if variant.token(options) is not None else \
+        LEGACY_EOS if variant.reads_highest_id else None
 
 
 def _side(value):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from ..registry import POOLS
 from . import hf_bert
 from .fields import Field, Fields, Fixed
 from .hf_clip import TowerFacts, layer_rules, tower_fields, tower_roles, towers_ignored, towers_weights
@@ -36,7 +37,7 @@ def _side(value):
 def _pool_option(facts, option: str):
     """An option of the vision tower's attention pool (refused where its head pools otherwise)."""
     head = facts.vision.spec.head
-    if head is None or head.pool is None or "heads" not in head.pool.options:
+    if head is None or head.pool is None or POOLS[head.pool.name].heads(POOLS.of(head.pool)[1]) is None:
         raise facts.vision.refuse("its vision tower's head is not an attention pool (head pool=attention(...))")
     return head.pool.options[option]
 

@@ -24,6 +24,8 @@ class Pool(Variant):
     - ``saved(width, length, options, element_bytes)``: bytes autograd keeps per sequence for its own tensors
       (an attention pool's keys and values, probabilities, ...), beyond its input and its output;
     - ``heads(options)``: the heads it splits the width into (None: none), which must divide it;
+    - ``token(options)``: the token id whose first position it reads (None: it finds no token), and
+      ``reads_highest_id``: it reads the position of the highest id;
     - ``module(width, options)``: its runtime module, ``forward(x, ids)`` -> ``(batch, width)``, ``ids`` None
       where its stack reads no token ids.
     """
@@ -32,6 +34,7 @@ class Pool(Variant):
     reads_ids: ClassVar[bool] = False
     keeps_input: ClassVar[bool] = False
     view: ClassVar[bool] = False
+    reads_highest_id: ClassVar[bool] = False
 
     def params(self, width: int, options) -> dict[str, Param]:
         return {}
@@ -43,6 +46,9 @@ class Pool(Variant):
         return 0
 
     def heads(self, options) -> int | None:
+        return None
+
+    def token(self, options) -> int | None:
         return None
 
     def describe(self, options) -> str:

@@ -89,7 +89,8 @@ class PairedObjective:
             raise DataError(f"the classes' names take {self.width} positions (the longest and its end token), "
                             f"beyond tower '{self.text_tower}''s learned({limit})")
         pool = spec.head.pool
-        if POOLS[pool.name].reads_ids and pool.options.get("id") != EOS:
+        variant, options = POOLS.of(pool)
+        if variant.reads_ids and variant.token(options) != EOS:
             raise DataError(f"tower '{self.text_tower}' pools at {pool}: a name's end token is {EOS}, so "
                             f"pool=token({EOS}) reads it (or pool=last, first, mean)")
         self.text_padding = getattr(tower, spec.stacks[0].role).masks_padding

@@ -69,6 +69,9 @@ class Token(Pool):
     def describe(self, options):
         return f"the first position of token {options.id}"
 
+    def token(self, options):
+        return options.id
+
     def saved(self, width, length, options, element_bytes):
         return 2 * 8  # a gather's int64 indices: the sequence's and the position's
 
@@ -80,7 +83,7 @@ class Token(Pool):
 @POOLS.register
 class HighestId(Pool):
     name = "highest_id"
-    reads_ids = True
+    reads_ids = reads_highest_id = True
     reads = "the first position of the highest token id"
     doc = "highest_id: the vector of the first position of the sequence's highest token id (CLIP's first checkpoints)"
 
