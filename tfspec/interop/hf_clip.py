@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from ..front import schema as S
 from ..registry import POOLS
-from . import hf_bert
+from . import hf_bert, hf_vit
 from .facts import Facts, OtherKind
-from .fields import Field, Fields, Fixed
+from .fields import Field, Fields, Fixed, _lookup
 from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
 from .writer import SpecWriter
 from .family import Family
@@ -68,8 +68,25 @@ def _eos(facts: TowerFacts) -> int | None:
         LEGACY_EOS if variant.reads_highest_id else None
 
 
-def _side(value):
-    return value[0] if isinstance(value, (list, tuple)) and len(set(value)) == 1 else value
+def picture_fields(where: str = "vision_config") -> tuple:
+    """A vision tower's pictures (``where``'s ``image_size``, ``patch_size``, ``num_channels``), square: one side
+    each, as ViT's are read; two different sides are refused."""
+    return (Field("image", f"{where}.image_size", lambda f: f.vision.input_option("image"),
+                  read=lambda c: hf_vit._side(_lookup(c, f"{where}.image_size"))),
+            Field("patch", f"{where}.patch_size", lambda f: f.vision.input_option("patch"),
+                  read=lambda c: hf_vit._side(_lookup(c, f"{where}.patch_size"))),
+            Field("channels", f"{where}.num_channels", lambda f: f.vision.input_option("channels")),
+            Fixed(f"{where}.image_size", True, SQUARE, required="one side (square pictures)",
+                  read=lambda c: hf_vit._side(_lookup(c, f"{where}.image_size")) is not None))
+
+
+def square_pictures(config, where: str = "vision_config") -> None:
+    """Refuse a configuration whose pictures have two different sides (``spec_text`` called on its own)."""
+    if hf_vit._side(_lookup(config, f"{where}.image_size")) is None:
+        raise InteropError(SQUARE)
+
+
+SQUARE = "image_size of two different sides: tfspec's pictures are square"
 
 
 def tower_fields(prefix: str, tower: str, where: str, activations: dict[str, str] = ACTIVATIONS,
@@ -105,16 +122,9 @@ FIELDS = Fields(
     Field("text_positions", "text_config.max_position_embeddings", lambda f: f.text.learned_positions()),
     Field("eos", "text_config.eos_token_id", _eos, let=False),
     *tower_fields("vision_", "vision", "vision_config"),
-    Field("image", "vision_config.image_size", lambda f: f.vision.input_option("image"),
-          read=lambda c: _side(c.vision_config.image_size)),
-    Field("patch", "vision_config.patch_size", lambda f: f.vision.input_option("patch"),
-          read=lambda c: _side(c.vision_config.patch_size)),
-    Field("channels", "vision_config.num_channels", lambda f: f.vision.input_option("channels")),
+    *picture_fields(),
     Field("projection", "projection_dim", lambda f: f.text.spec.head.out if f.text.spec.head else None),
     Field("logit_scale", "logit_scale_init_value", lambda f: f.contrastive.scale, let=False),
-    Fixed("vision_config.image_size", True, "image_size of two different sides: tfspec's pictures are square",
-          read=lambda c: not isinstance(c.vision_config.image_size, (list, tuple))
-          or len(set(c.vision_config.image_size)) == 1, required="one side (square pictures)"),
     ignored={
         **towers_ignored(),
         **{f"{where}.{key}": why for where in ("text_config", "vision_config") for key, why in {
@@ -129,8 +139,7 @@ FIELDS = Fields(
 
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The two towers and the contrastive head a CLIP configuration describes."""
-    if isinstance(config.vision_config.image_size, (list, tuple)) and len(set(config.vision_config.image_size)) > 1:
-        raise InteropError("image_size of two different sides: tfspec's pictures are square")
+    square_pictures(config)
     w = SpecWriter()
     s = FIELDS.write(config, w)
     eos = s.value("eos")

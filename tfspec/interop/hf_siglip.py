@@ -20,18 +20,15 @@ import math
 from ..registry import POOLS
 from . import hf_bert
 from .fields import Field, Fields, Fixed
-from .hf_clip import TowerFacts, layer_rules, tower_fields, tower_roles, towers_ignored, towers_weights
-from .mapping import InteropError, Rule, rule
+from .hf_clip import (TowerFacts, layer_rules, picture_fields, square_pictures, tower_fields, tower_roles,
+                      towers_ignored, towers_weights)
+from .mapping import Rule, rule
 from .writer import SpecWriter
 from .family import Family
 
 REFERENCE = "Hugging Face SigLIP"
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", **hf_bert.ACTIVATIONS, "quick_gelu": "quick_gelu"}
 SCALE, BIAS = math.log(10), -10.0  # the paper's initial log scale and bias
-
-
-def _side(value):
-    return value[0] if isinstance(value, (list, tuple)) and len(set(value)) == 1 else value
 
 
 def _pool_option(facts, option: str):
@@ -48,20 +45,13 @@ FIELDS = Fields(
     Field("text_positions", "text_config.max_position_embeddings", lambda f: f.text.learned_positions()),
     Field("projection", "text_config.projection_size", lambda f: f.text.spec.head.out if f.text.spec.head else None),
     *tower_fields("vision_", "vision", "vision_config", ACTIVATIONS, init=False),
-    Field("image", "vision_config.image_size", lambda f: f.vision.input_option("image"),
-          read=lambda c: _side(c.vision_config.image_size)),
-    Field("patch", "vision_config.patch_size", lambda f: f.vision.input_option("patch"),
-          read=lambda c: _side(c.vision_config.patch_size)),
-    Field("channels", "vision_config.num_channels", lambda f: f.vision.input_option("channels")),
+    *picture_fields(),
     Fixed("vision_config.vision_use_head", True, "vision_use_head=false: the model's image embeddings are its "
                                                  "attention pool's, which it then lacks"),
     Fixed("text_config.projection_size", True, "text_config.projection_size other than vision_config.hidden_size: "
                                                "the two towers' vectors, which the head compares, of two widths",
           read=lambda c: c.text_config.projection_size == c.vision_config.hidden_size,
           required="vision_config.hidden_size"),
-    Fixed("vision_config.image_size", True, "image_size of two different sides: tfspec's pictures are square",
-          read=lambda c: not isinstance(c.vision_config.image_size, (list, tuple))
-          or len(set(c.vision_config.image_size)) == 1, required="one side (square pictures)"),
     ignored={
         **towers_ignored(),
         "text_config.pad_token_id": "a token id, which the tokenizer reads (the text tower pools its last position)",
@@ -74,8 +64,7 @@ FIELDS = Fields(
 
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The two towers and the sigmoid contrastive head a SigLIP configuration describes."""
-    if isinstance(config.vision_config.image_size, (list, tuple)) and len(set(config.vision_config.image_size)) > 1:
-        raise InteropError("image_size of two different sides: tfspec's pictures are square")
+    square_pictures(config)
     w = SpecWriter()
     s = FIELDS.write(config, w)
     masks = " mask=padding" if padding else ""
