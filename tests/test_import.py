@@ -619,6 +619,14 @@ CONFIGS = {  # model class -> a tiny configuration of it
                         vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                            num_attention_heads=4, image_size=12, patch_size=4, num_channels=3,
                                            layer_norm_eps=1e-5)),
+    # CLIP's vision tower, its patches at the input of its last layer through a two-layer projector in place of a
+    # Llama's image tokens
+    "LlavaForConditionalGeneration": dict(
+        model_type="llava", image_token_index=89, image_seq_length=9,
+        text_config=dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=48),
+        vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
+                           image_size=12, patch_size=4, num_channels=3, layer_norm_eps=1e-6)),
 }
 
 
@@ -682,6 +690,8 @@ def outputs(model, reference, cls: str, device: str = "cpu", pooler_tolerance: f
     if hasattr(reference.config, "vision_config") and hasattr(reference, "get_text_features"):  # two towers meeting
         # in a contrastive head: texts against pictures
         return _contrasted(model, reference, device, padded)
+    if hasattr(reference.config, "image_token_id"):  # pictures read into a text model's prompt
+        return _connected(model, reference, device, padded)
     if reference.main_input_name == "pixel_values":  # pictures, which have no padding
         c, side = reference.config.num_channels, reference.config.image_size
         pixels = torch.randn(2, c, side, side, generator=torch.Generator().manual_seed(1)).to(device)
@@ -746,6 +756,33 @@ def _contrasted(model, reference, device: str, padded: bool):
     return ours, theirs, torch.ones(theirs.shape, dtype=torch.bool, device=device)
 
 
+def _pictured(reference, length: int, start: int, seed: int):
+    """Two prompts of ``length`` token ids holding one picture's image tokens from ``start`` on, and two pictures,
+    for a vision-language reference."""
+    config = reference.config
+    text, vision = config.text_config, config.vision_config
+    ids = torch.randint(3, text.vocab_size, (2, length), generator=torch.Generator().manual_seed(seed))
+    ids[ids == config.image_token_id] = 3
+    ids[:, start:start + config.image_seq_length] = config.image_token_id
+    side = vision.image_size
+    pixels = torch.randn(2, vision.num_channels, side, side, generator=torch.Generator().manual_seed(seed + 1))
+    return ids, pixels
+
+
+def _connected(model, reference, device: str, padded: bool):
+    """A vision-language model's logits over two prompts holding a picture's image tokens, the second
+    right-padded where ``padded``: ours and the reference's."""
+    ids, pixels = _pictured(reference, reference.config.image_seq_length + 8, 2, seed=1)
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, -3:] = 0
+    ids, mask, pixels = ids.to(device), mask.to(device), pixels.to(device)
+    with torch.no_grad():
+        ours = model(text=ids, text_padding_mask=mask == 0, vision=pixels)
+        theirs = reference(input_ids=ids, attention_mask=mask, pixel_values=pixels).logits
+    return ours, theirs, mask.bool()
+
+
 def unsliced(reference) -> dict:
     """Arguments the reference needs to run at all: transformers 5.24's Gemma 4 with layers sharing keys and values
     but no per-layer embeddings slices the per-layer inputs it does not have before its shared layers (a
@@ -769,6 +806,16 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
                 return reference.generate(input_features=features, max_new_tokens=new, min_new_tokens=new,
                                           do_sample=False, eos_token_id=None).tolist()
         return sample(Continuation(model, features), torch.full((2, 1), config.decoder_start_token_id), max_new=new)
+    if hasattr(reference.config, "image_token_id"):  # a picture in each prompt, the second left-padded
+        ids, pixels = _pictured(reference, reference.config.image_seq_length + 6, 3, seed=2)
+        mask = torch.ones_like(ids)
+        mask[1, :2] = 0
+        if model is reference:
+            with torch.no_grad():
+                out = reference.generate(ids, attention_mask=mask, pixel_values=pixels, max_new_tokens=new,
+                                         min_new_tokens=new, do_sample=False, pad_token_id=0, eos_token_id=None)
+            return out[:, ids.shape[1]:].tolist()
+        return sample(model.continuation(vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=new)
     ids = torch.randint(3, 90, (2, 7), generator=torch.Generator().manual_seed(2))
     mask = torch.ones_like(ids)
     encoder_decoder = reference.config.is_encoder_decoder
@@ -799,7 +846,8 @@ def test_an_imported_directory_computes_what_hugging_face_computes_and_exports_b
         ours, theirs, real = outputs(model, reference, cls, padded=padded)
         assert ours.shape == theirs.shape
         assert_close(ours[real], theirs[real], TOL, msg=padded)
-    generates = getattr(model, "head", None) is not None and model.spec.decoder is not None
+    generates = getattr(model, "head", None) is not None and model.spec.decoder is not None or \
+        bool(getattr(model, "connectors", None))  # (a vision-language model's text tower)
     if generates and not cls.startswith("T5"):  # T5: untied, below
         expected = greedy(reference, reference)
         if not reference.config.is_encoder_decoder:  # a tiny tied encoder-decoder repeats its start token
@@ -997,6 +1045,18 @@ EVERY_FIELD = {
                        vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
                                           num_attention_heads=5, image_size=20, patch_size=5, num_channels=1,
                                           hidden_act="quick_gelu", layer_norm_eps=1e-7, attention_dropout=0.2))],
+    # every field away from its default: the class token kept, the last layer's output read, a bias-free projector,
+    # a tied Qwen2 text model (any family's text_config: that family's fields are its own table's)
+    "hf_llava": [dict(model_type="llava", image_token_index=3, image_seq_length=17, projector_hidden_act="relu",
+                      vision_feature_select_strategy="full", vision_feature_layer=-1, multimodal_projector_bias=False,
+                      tie_word_embeddings=True,
+                      text_config=dict(model_type="qwen2", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
+                                       tie_word_embeddings=True),
+                      vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                         num_attention_heads=5, image_size=16, patch_size=4, num_channels=1,
+                                         hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
+                                         initializer_range=0.04))],
     "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                         decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                         decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
@@ -1664,6 +1724,14 @@ def test_the_imported_spec_reads_well(tmp_path):
      "text_config.projection_size other than vision_config.hidden_size: the two towers' vectors"),
     ({"model_type": "siglip", "vision_config": {"vision_use_head": False}}, "vision_use_head=false"),
     ({"model_type": "clip", "vision_config": {"image_size": [32, 24]}}, "tfspec's pictures are square"),
+    ({"model_type": "llava", "vision_feature_layer": [-2, -5]}, "vision_feature_layer naming several layers"),
+    ({"model_type": "llava", "vision_config": {"model_type": "siglip_vision_model"}},
+     "vision_config of model_type 'siglip_vision_model': tfspec reads LLaVA's CLIP vision tower"),
+    ({"model_type": "llava", "image_seq_length": 100}, "image_seq_length other than the vectors a picture gives"),
+    ({"model_type": "llava", "text_config": {"model_type": "rwkv"}},
+     "text_config: model_type 'rwkv' cannot be imported exactly: RWKV mixes positions"),
+    ({"model_type": "llava", "text_config": {"model_type": "llama", "hidden_act": "relu"}},
+     "text_config: hidden_act 'relu' has no tfspec activation"),
     ({"model_type": "vit", "pooler_output_size": 64}, "pooler_output_size=64: tfspec's pooler keeps the width"),
     ({"model_type": "bert", "architectures": ["BertForQuestionAnswering"]},
      "BertForQuestionAnswering: not a BERT class tfspec reads (it reads BertForMaskedLM, BertModel)"),
@@ -2152,3 +2220,42 @@ def test_a_clip_checkpoint_from_before_its_end_of_text_id_pools_at_the_highest_i
     ours, theirs, _ = outputs(model, reference, "CLIPModel")
     assert_close(ours, theirs, TOL)
     exports_back(tmp_path, "CLIPModel", reference, model)
+
+
+def test_a_llava_reads_its_text_model_through_that_models_own_family(tmp_path):
+    """LLaVA's text_config may name any family: a tied Qwen2 (biased q, k, v) is written, loaded and exported by
+    Qwen2's family, its lets prefixed and citing text_config; the class token kept and the last layer's output
+    read, through a projector without biases: Hugging Face's logits and greedy generation, and back bit for bit."""
+    qwen2 = dict(model_type="qwen2", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, intermediate_size=40, tie_word_embeddings=True)
+    directory, reference = saved(tmp_path, "LlavaForConditionalGeneration", text_config=qwen2, image_seq_length=10,
+                                 vision_feature_select_strategy="full", vision_feature_layer=-1,
+                                 multimodal_projector_bias=False, projector_hidden_act="relu", tie_word_embeddings=True)
+    text = import_config(directory)
+    cited = " ".join(line.lstrip("# ") for line in text.split("\n") if line.startswith("#"))
+    assert "text_d_model = text_config.hidden_size" in cited and "let text_d_model = 32" in text
+    tower = text.split("\ntower text {")[1]
+    assert "head tied(tokens)" in tower and "bias=true" in tower  # Qwen2's q, k, v biases
+    assert "layer=-1 drop=none {\n  linear text_d_model bias=false\n  activation relu\n" in text
+    model = tfspec.from_pretrained(directory)
+    for padded in (False, True):
+        ours, theirs, real = outputs(model, reference, "LlavaForConditionalGeneration", padded=padded)
+        assert_close(ours[real], theirs[real], TOL)
+    expected = greedy(reference, reference)
+    assert len({t for row in expected for t in row}) >= 2 and greedy(model, reference) == expected
+    exports_back(tmp_path, "LlavaForConditionalGeneration", reference, model)
+
+
+def test_a_llava_checkpoint_is_loaded_only_into_the_spec_its_configuration_describes(tmp_path):
+    """Weights are copied only once every fact agrees: a text tower of other kv heads, or a connector reading
+    another layer, is refused naming the difference, before any tensor is read."""
+    from tfspec.interop.families import family_of
+    directory, reference = saved(tmp_path, "LlavaForConditionalGeneration")
+    family = family_of("llava")
+    text = import_config(directory)
+    for before, after, named in (("text_kv_heads = 2,", "text_kv_heads = 4,", "kv"), ("layer=-2", "layer=-3", "layer")):
+        other = text.replace(before, after)
+        assert other != text
+        with pytest.raises(InteropError, match="cannot load LlavaForConditionalGeneration weights") as info:
+            family.load(tfspec.compile(other), reference)
+        assert named in str(info.value)

@@ -53,7 +53,12 @@ def coverage_markdown() -> str:
                   f"- read and written: {', '.join(f'`{c}`' for c in _read(f))}",
                   f"- refused unless: {', '.join(_refused(f)) or 'nothing'}",
                   f"- ignored (they do not change what the model computes): "
-                  f"{', '.join(f'`{n}`' for n in _ignored(f)) or 'only those of every configuration'}", ""]
+                  f"{', '.join(f'`{n}`' for n in _ignored(f)) or 'only those of every configuration'}"]
+        nested = getattr(f.fields, "nested", None)  # a tower read through another family (LLaVA's text model)
+        if nested is not None:
+            lines.append(f"- `{nested.where}`: read, refused and written by the family its `model_type` names, "
+                         f"any above that is one model (`{nested.default}` where it names none)")
+        lines.append("")
     lines += ["## Read as another family", "", "| `model_type` | Read as | Why |", "|---|---|---|"]
     lines += [f"| `{t}` | `{target}` | {note} |" for t, (target, note) in READ_AS.items()]
     lines += ["", "## Not expressible", "", "| `model_type` | Why |", "|---|---|"]

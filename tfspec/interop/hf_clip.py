@@ -145,7 +145,7 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
     eos = s.value("eos")
     pool = "highest_id" if eos == LEGACY_EOS else f"token({eos})"
     masks = "causal + padding" if padding else "causal"
-    grid = f"({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1"
+    vision = vision_tower(s, f"head linear({s.projection}) bias=false pool=first  # the class token")
     text = f"""model {name}
 
 defaults {{
@@ -174,7 +174,17 @@ tower text {{
   head linear({s.projection}) bias=false pool={pool}  # at the end of each text
 }}
 
-tower vision {{
+{vision}
+contrastive text vision loss=softmax scale={s.logit_scale}
+"""
+    return w.text(text, list(heading))
+
+
+def vision_tower(s, head: str = "") -> str:
+    """CLIP's vision tower (``tower vision { ... }``) from a configuration's settings ``s``: ``head``, its head's
+    line (none without: LLaVA's, whose connector reads the patches)."""
+    grid = f"({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1"
+    text = f"""tower vision {{
   defaults {{
     norm layernorm(eps={s.vision_eps})
     attn_dropout {s.vision_p_attn_dropout}
@@ -191,15 +201,10 @@ tower vision {{
   encoder x {s.vision_layers} {{
     attention self heads={s.vision_heads}
     feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
-    final layernorm(eps={s.vision_eps})  # which only the class token's vector reads
+    final layernorm(eps={s.vision_eps})  # {"which only the class token's vector reads" if head else "post_layernorm, read by nothing"}
   }}
-
-  head linear({s.projection}) bias=false pool=first  # the class token
-}}
-
-contrastive text vision loss=softmax scale={s.logit_scale}
 """
-    return w.text(text, list(heading))
+    return text + (f"\n  {head}\n" if head else "") + "}\n"
 
 
 def hf_config(towers) -> dict:
@@ -227,24 +232,28 @@ def _rules(model) -> list[Rule]:
     text, vision = tower_roles(model.spec, "CLIP")
     t, v = f"towers.{text}", f"towers.{vision}"
     te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
-    image = model.spec.tower(vision).embeddings[0].name
-    ve = f"{v}.embeddings.{image}"
-    embedding = model.towers[vision].embeddings[image]
-    width = embedding.dim
     return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
             rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
             *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
             *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
             rule(f"{t}.head.weight", "text_projection.weight"),
-            rule(f"{ve}.patches.weight", "vision_model.embeddings.patch_embedding.weight",
-                 shape=(width, embedding.channels, embedding.patch, embedding.patch)),
-            rule(f"{ve}.class_token", "vision_model.embeddings.class_embedding"),
-            rule(f"{ve}.positions.weight", "vision_model.embeddings.position_embedding.weight"),
-            *hf_bert._linear(f"{ve}.norm", "vision_model.pre_layrnorm"),
-            *layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
-            *hf_bert._linear(f"{v}.encoder.final_norm", "vision_model.post_layernorm"),
+            *vision_rules(model, vision, "vision_model"),
             rule(f"{v}.head.weight", "visual_projection.weight"),
             rule("contrastive.scale", "logit_scale")]
+
+
+def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
+    """CLIP's vision tower ``vision`` (``theirs``: where the reference holds its ``CLIPVisionTransformer``): the
+    patches, the class token, the positions, ``pre_layrnorm``, the layers and ``post_layernorm``."""
+    v, image = f"towers.{vision}", model.spec.tower(vision).embeddings[0].name
+    ve, embedding = f"{v}.embeddings.{image}", model.towers[vision].embeddings[image]
+    return [rule(f"{ve}.patches.weight", f"{theirs}.embeddings.patch_embedding.weight",
+                 shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
+            rule(f"{ve}.class_token", f"{theirs}.embeddings.class_embedding"),
+            rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
+            *hf_bert._linear(f"{ve}.norm", f"{theirs}.pre_layrnorm"),
+            *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
+            *hf_bert._linear(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
 def towers_weights(fields, spec_text, rules, reference: str):

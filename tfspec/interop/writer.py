@@ -57,6 +57,14 @@ class SpecWriter:
             self.fields.setdefault(name, field)
         return name
 
+    def written(self, name: str, text: str, field: str | None = None) -> None:
+        """Name an expression already written as spec text (another writer's ``let``, renamed)."""
+        if self.values.get(name, text) != text:
+            raise ValueError(f"let {name} is {self.values[name]} and {text}")
+        self.values[name] = text
+        if field:
+            self.fields.setdefault(name, field)
+
     def forget(self, name: str) -> None:
         """Leave out a ``let`` the spec turned out not to use (a base model's logit cap)."""
         self.values.pop(name, None)

@@ -1,0 +1,197 @@
+"""Hugging Face ``LlavaForConditionalGeneration`` <-> a compiled model of two towers joined by a connector.
+
+LLaVA (Liu et al. 2023; LLaVA-1.5's projector) reads a picture with CLIP's vision tower, takes each patch's vector
+from one of its layers (``vision_feature_layer``: Hugging Face's ``hidden_states[-2]`` by default, the input of
+its last layer), drops the class token (``vision_feature_select_strategy`` "default"; "full" keeps it), maps the
+rest through a two-layer MLP (``linear_1``, an activation, ``linear_2``) to the text model's width and puts them
+in place of the prompt's image tokens (``image_token_index``) among its token embeddings:
+
+- ``tower vision``: CLIP's vision tower as CLIP's family writes it, without a projection;
+- ``tower text``: the language model of ``text_config``, written, loaded and exported by its own family (a Llama's,
+  a Mistral's, a Qwen2's ...; ``tfspec.interop.nested``), its ``let``s prefixed ``text_``;
+- ``connect vision -> text image_token=ID layer=L drop=first { linear; activation; linear }``.
+"""
+
+from __future__ import annotations
+
+from ..front import schema as S
+from .facts import Facts, OtherKind
+from .fields import Field, Fields, Fixed
+from .hf_clip import ACTIVATIONS, picture_fields, square_pictures, tower_fields, towers_ignored, vision_rules, \
+    vision_tower
+from .mapping import InteropError, architecture_problems, export_state, linear_rules, load_state
+from .nested import Nested
+from .writer import SpecWriter
+from .family import Family
+
+REFERENCE = "Hugging Face LLaVA"
+TEXT = Nested("text_config", "text", "text_", "llama")
+# where LlavaForConditionalGeneration holds its language model, and where a model of its own holds it
+RENAMES = {"model.language_model.": "model.", "lm_head.": "lm_head."}
+PROJECTOR = "model.multi_modal_projector"
+
+
+class ConnectedFacts:
+    """A model of two towers joined by one connector, as a vision-language family's ``hf_config`` asks for it:
+    ``vision`` and ``text``, the ``Facts`` of the connector's source and target; ``connector``, its declaration."""
+
+    def __init__(self, towers, family: str):
+        if not isinstance(towers, S.Towers):
+            raise OtherKind(f"not a {family} model: '{towers.name}' is one model, not towers")
+        if len(towers.connectors) != 1 or towers.contrastive is not None or len(towers.towers) != 2:
+            raise OtherKind(f"not a {family} model: '{towers.name}' is not two towers joined by one connector")
+        self.towers, self.family = towers, family
+        self.connector = towers.connectors[0]
+        self.vision = Facts(towers.tower(self.connector.source), family)
+        self.text = Facts(towers.tower(self.connector.target), family)
+
+    theirs = staticmethod(Facts.theirs)
+
+    def step(self, index: int, option: str):
+        """An option of the connector's step ``index`` (None where it has no such step or option)."""
+        steps = self.connector.steps
+        return steps[index].options.get(option) if index < len(steps) else None
+
+
+def _patches(config) -> int:
+    """The vectors a picture gives the text model: its patches, and its class token where kept."""
+    vision = config.vision_config
+    return (vision.image_size // vision.patch_size) ** 2 + (config.vision_feature_select_strategy == "full")
+
+
+FIELDS = TEXT.fields(Fields(
+    *tower_fields("vision_", "vision", "vision_config"),
+    *picture_fields(),
+    Field("image_token", "image_token_index", lambda f: f.connector.image_token, let=False),
+    Field("feature_layer", "vision_feature_layer", lambda f: f.connector.layer, let=False),
+    Field("drop", "vision_feature_select_strategy", lambda f: f.connector.drop, let=False,
+          names={"default": "first", "full": "none"}),
+    Field("projector_activation", "projector_hidden_act", lambda f: f.step(1, "kind"), names=ACTIVATIONS, let=False),
+    Field("projector_bias", "multimodal_projector_bias", lambda f: f.step(0, "bias"), let=False),
+    Field("tied", "tie_word_embeddings", lambda f: f.text.tied, setting=False),
+    Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by side; "
+          "tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
+          required="one layer"),
+    Fixed("vision_config.model_type", "clip_vision_model", "vision_config of model_type '{value}': tfspec reads "
+          "LLaVA's CLIP vision tower (clip_vision_model)"),
+    Fixed("image_seq_length", True, "image_seq_length other than the vectors a picture gives (its patches, and its "
+          "class token where vision_feature_select_strategy is 'full'): the processor's image tokens would not be "
+          "the connector's vectors", read=lambda c: c.image_seq_length == _patches(c), required="the picture's vectors"),
+    Fixed("tie_word_embeddings", True, "tie_word_embeddings other than text_config.tie_word_embeddings: the head "
+          "is the text model's", read=lambda c: bool(c.tie_word_embeddings) == bool(c.text_config.tie_word_embeddings),
+          required="text_config.tie_word_embeddings"),
+    ignored={
+        **towers_ignored(("vision_config",)),
+        "vision_config.projection_dim": "CLIP's projection, which LLaVA's vision tower does not have",
+        "vision_config.vocab_size": "a text model's, which a vision tower does not have",
+        "vision_config.initializer_factor": "scales Hugging Face's initialisation; imported weights are the "
+                                            "checkpoint's",
+    },
+), )
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The vision tower, the text model and the projector a LLaVA configuration describes."""
+    square_pictures(config)
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    text = TEXT.tower_text(w, config, padding=padding)
+    bias = "" if s.value("projector_bias") else " bias=false"
+    body = f"""model {name}
+
+defaults {{
+  residual pre
+}}
+
+{vision_tower(s)}
+{text}
+# {_reading(s)}
+connect vision -> text image_token={s.image_token} layer={s.feature_layer} drop={s.drop} {{
+  linear text_d_model{bias}
+  activation {s.projector_activation}
+  linear text_d_model{bias}
+}}
+"""
+    return w.text(body, list(heading))
+
+
+def _reading(s) -> str:
+    """What the connector reads of a picture, in words."""
+    layer = s.value("feature_layer")
+    where = {-1: "its last layer's output (before the final norm)", -2: "the input of its last layer"}.get(
+        layer, f"the vision tower's hidden_states[{layer}]")
+    return f"each patch's vector{' and the class token' if s.drop == 'none' else ''}, at {where}"
+
+
+def hf_config(towers) -> dict:
+    """The LLaVA configuration ``towers`` would be."""
+    facts = ConnectedFacts(towers, "LLaVA")
+    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
+        raise facts.text.refuse("LLaVA reads pictures into a text model with an LM head")
+    own = FIELDS.config(facts)
+    vectors = (facts.vision.input_option("image") // facts.vision.input_option("patch")) ** 2 + \
+        (facts.connector.drop == "none")
+    return {"model_type": "llava", **own, "image_seq_length": vectors,
+            "vision_config": {"model_type": "clip_vision_model", **own["vision_config"]},
+            "text_config": TEXT.config(facts.text.spec)}
+
+
+def vision_prefix(names=None) -> str:
+    """Where ``LlavaForConditionalGeneration`` holds its CLIP vision transformer: ``model.vision_tower`` itself
+    (transformers 5.2x's ``CLIPVisionModel``) or its ``vision_model`` (earlier ones); ``names``: a state dict's
+    keys to read it from, else the installed transformers' class, built on the meta device."""
+    if names is None:
+        import torch
+        import transformers
+
+        with torch.device("meta"):
+            tiny = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(
+                hidden_size=4, intermediate_size=4, num_hidden_layers=1, num_attention_heads=1, image_size=4,
+                patch_size=2))
+        names = [f"model.vision_tower.{k}" for k in tiny.state_dict()]
+    return "model.vision_tower.vision_model" if any(n.startswith("model.vision_tower.vision_model.") for n in names) \
+        else "model.vision_tower"
+
+
+def _rules(model, vision: str, state: dict) -> list:
+    """The vision tower's and the projector's tensors (``state``: the reference's, where it is read)."""
+    source = model.spec.connectors[0].source
+    steps, ours = f"connectors.{source}.steps", model.state_dict()
+    return [*vision_rules(model, source, vision),
+            *linear_rules(f"{steps}.0", f"{PROJECTOR}.linear_1", state, ours),
+            *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)]
+
+
+def from_hf_llava(model, reference) -> None:
+    """Copy a ``LlavaForConditionalGeneration``'s weights into ``model``: the vision tower and the projector here,
+    the text model through its own family."""
+    name = type(reference).__name__
+    if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
+        raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
+    problems = FIELDS.unsupported(reference.config) or architecture_problems(
+        model.spec, spec_text(reference.config), name)
+    if problems:
+        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
+    target = model.spec.connectors[0].target
+    state = {k: v for k, v in reference.state_dict().items() if not k.startswith(tuple(RENAMES))}
+    load_state(model, state, _rules(model, vision_prefix(state), state), reference=REFERENCE, outside=(f"towers.{target}.",))
+    TEXT.load(model.towers[target], reference, RENAMES)
+
+
+def to_hf_llava(model) -> dict:
+    """The state dict ``LlavaForConditionalGeneration`` loads."""
+    target = model.spec.connectors[0].target
+    return {**export_state(model, _rules(model, vision_prefix(), {}), reference=REFERENCE, outside=(f"towers.{target}.",)),
+            **TEXT.export(model.towers[target], RENAMES)}
+
+
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("LLaVA", ("llava",), {"LlavaForConditionalGeneration": {}},
+           "LLaVA: CLIP's vision tower (tower vision) connected to a text model (tower text, its text_config's "
+           "family: Llama's by default) by a two-layer projector (connect vision -> text { linear; activation; "
+           "linear }) that reads each patch's vector at vision_feature_layer, less the class token, and puts it in "
+           "place of an image token",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llava,
+           export=to_hf_llava, towers=True),
+)

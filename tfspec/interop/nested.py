@@ -1,0 +1,176 @@
+"""A tower read through the family of its own nested configuration: LLaVA's ``text_config`` is a Llama's (or a
+Mistral's, a Qwen2's ...), so its text tower is what that family writes, loads and exports, not a copy of it.
+
+``Nested("text_config", "text", "text_")`` says where the configuration is, which tower it is and how the tower's
+``let`` parameters are prefixed in the whole model's spec (``text_d_model``, citing ``text_config.hidden_size``):
+
+- ``tower_text(writer, config)``: the tower as its family writes it, inside ``tower text { ... }``;
+- ``fields(own)``: a family's table together with the nested family's, each of whose fields is ``text_config.X``;
+- ``config(spec)``: the nested configuration a tower's spec is, by the first family whose configuration describes
+  it exactly;
+- ``load(...)`` / ``export(...)``: the tower's tensors through its family, their names moved from the whole
+  model's (``model.language_model.layers.0...``) to a model of its own (``model.layers.0...``) and back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .fields import Fields, _lookup
+from .mapping import InteropError
+from .writer import SpecWriter
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A tower whose configuration is nested at ``where``; ``tower``: its name in the spec; ``prefix``: of its
+    ``let``s; ``default``: the model type the whole model's class builds where the nested configuration names
+    none (LLaVA's Llama); ``options``: the ``spec_text`` arguments of its family's class (a causal LM's head)."""
+
+    where: str
+    tower: str
+    prefix: str
+    default: str
+    options: tuple[tuple[str, Any], ...] = (("head", True),)
+
+    def family(self, config):
+        """The family of the nested configuration (refused by name where tfspec has none)."""
+        from .families import family_of
+
+        nested = _lookup(config, self.where)
+        model_type = _lookup(nested, "model_type") or self.default
+        try:
+            family = family_of(model_type)
+        except InteropError as exc:
+            raise InteropError(f"{self.where}: {exc}") from None
+        if family.towers:
+            raise InteropError(f"{self.where}: model_type '{model_type}' is a model of towers, not one tower")
+        return family
+
+    def tower_text(self, w: SpecWriter, config, *, padding: bool) -> str:
+        """The tower ``tower NAME { ... }`` the nested configuration describes, as its family writes it; its
+        ``let``s, prefixed, registered with ``w`` citing the nested fields."""
+        from ..front.syntax import Let, ModelDecl, expr_to_text, names, parse_module
+
+        family, nested = self.family(config), _lookup(config, self.where)
+        text = family.spec_text(nested, **dict(self.options), padding=padding)
+        module = parse_module(text)
+        lets = {b.name for item in module.items if isinstance(item, Let) for b in item.bindings}
+        lines = text.split("\n")
+        spans = [b.name_span for item in module.items if isinstance(item, Let) for b in item.bindings] + \
+                [n.span for n in names(module.items) if n.id in lets]
+        for span in sorted(spans, key=lambda s: (s.line, s.column), reverse=True):  # (names: one line each)
+            line = lines[span.line - 1]
+            lines[span.line - 1] = line[:span.column - 1] + self.prefix + line[span.column - 1:]
+        renamed = parse_module("\n".join(lines))
+        cited = {f.name: f"{self.where}.{f.config}" for f in family.fields.fields}
+        for item in renamed.items:
+            if isinstance(item, Let):
+                for b in item.bindings:
+                    w.written(b.name, expr_to_text(b.value), cited.get(b.name[len(self.prefix):]))
+        body = [item for item in renamed.items if not isinstance(item, (ModelDecl, Let))]
+        inner = "\n".join(lines[body[0].span.line - 1:]).strip("\n")
+        return f"tower {self.tower} {{\n" + "\n".join(f"  {line}" if line else "" for line in inner.split("\n")) + \
+            "\n}\n"
+
+    def fields(self, own: Fields) -> "WithNested":
+        """A family's own table (``own``) and the nested family's, read at ``where``."""
+        return WithNested(own, self)
+
+    def config(self, spec) -> dict:
+        """The nested configuration the tower's ``spec`` is: the first family's (in export's order) whose
+        configuration describes the spec exactly; an ``InteropError`` with the closest one's differences otherwise."""
+        from .families import FAMILIES, family_of, read_config
+        from .mapping import architecture_problems
+
+        closest: tuple[int, str, list[str]] | None = None
+        for candidate in FAMILIES:
+            if candidate.towers:
+                continue
+            try:
+                values = candidate.hf_config(spec)
+                config = read_config(values)
+                family = family_of(config.model_type)
+            except (InteropError, TypeError, ValueError):
+                continue
+            if family.unsupported(config):
+                continue
+            for padding in (True, False):
+                expected = family.spec_text(config, **dict(self.options), padding=padding)
+                problems = architecture_problems(spec, expected, f"{family.name}'s {self.where}")
+                if not problems:
+                    return values
+                if closest is None or len(problems) < closest[0]:
+                    closest = (len(problems), family.name, problems)
+        why = ":\n" + "\n".join(f"  {p}" for p in closest[2]) if closest else ""
+        raise InteropError(f"tower {self.tower} is no model a Hugging Face family describes"
+                           + (f"; the closest, {closest[1]}, differs" if closest else "") + why)
+
+    def load(self, model, reference, renames: dict[str, str]) -> None:
+        """Copy the tower's tensors from ``reference`` (the whole Hugging Face model) into ``model`` (the tower's
+        compiled model) through the nested family; ``renames``: ``{the whole model's prefix: the family's}``
+        (``{"model.language_model.": "model.", "lm_head.": "lm_head."}``)."""
+        family = self.family(reference.config)
+        state = {own + key[len(theirs):]: value for key, value in reference.state_dict().items()
+                 for theirs, own in renames.items() if key.startswith(theirs)}
+        view = type(f"{type(reference).__name__}'s {self.where}", (_View,), {})(
+            _lookup(reference.config, self.where), state, "lm_head.weight" in state)
+        family.load(model, view)
+
+    def export(self, model, renames: dict[str, str]) -> dict:
+        """The tower's tensors as the whole Hugging Face model names them (``renames`` as ``load``'s)."""
+        from .families import family_of
+
+        state = family_of(self.config(model.spec)["model_type"]).export(model)
+        out = {theirs + key[len(own):]: value for key, value in state.items()
+               for theirs, own in renames.items() if key.startswith(own)}
+        if len(out) != len(state):
+            placed = {own + key[len(theirs):] for key in out for theirs, own in renames.items() if key.startswith(theirs)}
+            raise InteropError(f"tower {self.tower}'s tensors {sorted(set(state) - placed)[:4]} have no place in "
+                               "the whole model")
+        return out
+
+
+class _View:
+    """A model of one as its family's ``load`` reads a reference: the nested configuration, the tensors under
+    the names a model of its own has, and an ``lm_head`` where they hold one."""
+
+    def __init__(self, config, state: dict, lm: bool):
+        self.config, self._state = config, state
+        if lm:
+            self.lm_head = True
+
+    def state_dict(self) -> dict:
+        return self._state
+
+
+class WithNested(Fields):
+    """A family's table (its own fields) and, at ``nested.where``, the table of the family its nested
+    configuration names: every field of it accounted for, its values refused or compared as that family's."""
+
+    def __init__(self, own: Fields, nested: Nested):
+        super().__init__(*own.entries, ignored=own.ignored)
+        self.nested = nested
+
+    def accounted(self) -> set[str]:
+        from .families import family_of
+
+        where = self.nested.where
+        return super().accounted() | {f"{where}.{key}" for key in family_of(self.nested.default).fields.accounted()}
+
+    def unsupported(self, config) -> list[str]:
+        problems = super().unsupported(config)
+        try:
+            family = self.nested.family(config)
+        except InteropError as exc:
+            return problems + [str(exc)]
+        return problems + [f"{self.nested.where}: {p}" for p in family.unsupported(_lookup(config, self.nested.where))]
+
+    def differences(self, config, other) -> list[str]:
+        where, out = self.nested.where, super().differences(config, other)
+        mine, theirs = _lookup(config, where), _lookup(other, where)
+        if _lookup(mine, "model_type") != _lookup(theirs, "model_type"):
+            return out + [f"{where}.model_type: {_lookup(mine, 'model_type')!r} in the configuration, "
+                          f"{_lookup(theirs, 'model_type')!r} in the spec"]
+        return out + [f"{where}.{d}" for d in self.nested.family(config).fields.differences(mine, theirs)]
