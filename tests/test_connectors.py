@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import tfspec
+from tfspec.registry import CONNECTOR_STEPS
 from numerics import FLOAT32, assert_close
 
 VLM = """model tiny_vlm
@@ -229,3 +230,70 @@ def test_a_wrong_picture_is_refused_naming_its_argument():
         model(text=prompt(), vision=torch.randn(2, 1, 8, 8))
     with pytest.raises(TypeError, match="missing the input of tower vision"):
         model(text=prompt())
+
+
+SHUFFLED = VLM.replace("image=8, patch=4, class_token=true); dim 16; position learned(5)",
+                       "image=16, patch=4); dim 16; position learned(16)").replace(
+    "layer=LAYER drop=DROP {\n  linear 24\n  activation gelu\n", "{\n  pixel_shuffle 2\n")
+
+
+def test_a_pixel_shuffle_makes_each_block_of_patches_one_wider_vector():
+    """pixel_shuffle(2) over a 4 × 4 grid: four vectors, each block's patches (rows, then columns) side by side,
+    written here patch by patch, then the linear map; the picture takes four image tokens."""
+    spec = tfspec.parse(SHUFFLED)
+    assert spec.connectors[0].vectors(16) == 4 and spec.connectors[0].widths(16) == [16, 64, 24]
+    model = tfspec.compile(spec, seed=0).eval()
+    pixels = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        grid = model.towers["vision"].run_stack("encoder", "pixel_values", pixels, None, {})  # (2, 16, 16)
+        blocks = torch.stack([torch.cat([grid[:, (2 * i + a) * 4 + 2 * j + b] for a in range(2) for b in range(2)], -1)
+                              for i in range(2) for j in range(2)], 1)
+        expected = model.connectors["vision"].steps[1](blocks)
+        assert_close(model.features("vision", pixels), expected, FLOAT32)
+        ids = prompt(4)
+        assert model(text=ids, vision=pixels).shape == (2, 12, 40)
+
+
+def test_a_pixel_shuffle_needs_a_square_grid_its_factor_divides():
+    for change, message in (("pixel_shuffle 2", "pixel_shuffle(3) reads a square grid of patches whose side "
+                                                "divides by 3; it would read 16 vectors (4 × 4)"),
+                            ("{\n  pixel_shuffle 2", "pixel_shuffle(2) reads a square grid of patches whose side "
+                                                     "divides by 2; it would read 17 vectors (no square)")):
+        text = SHUFFLED.replace("pixel_shuffle 2", "pixel_shuffle 3") if change == "pixel_shuffle 2" else \
+            SHUFFLED.replace("patch=4)", "patch=4, class_token=true)").replace("learned(16)", "learned(17)")
+        with pytest.raises(tfspec.SpecError) as exc:
+            tfspec.parse(text, file="vlm.tfs")
+        assert message in str(exc.value) and "vlm.tfs:" in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("name, options", [(name, options) for name in CONNECTOR_STEPS.names()
+                                           for options in CONNECTOR_STEPS[name].examples])
+def test_every_connector_step_is_what_it_declares(name, options):
+    """The registry contract of a connector's steps: the module's parameters are the declared ones (names and
+    shapes), its output the declared width and length, its matrix FLOPs what the FLOP counter sees."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tfspec.front.schema import Choice
+
+    variant, parsed = CONNECTOR_STEPS.of(Choice(name=name, options=options))
+    width, length = 12, 36
+    module = variant.module(width, parsed).build()
+    assert {n: tuple(p.shape) for n, p in module.named_parameters()} == \
+        {n: tuple(p.shape) for n, p in variant.params(width, parsed).items()}
+    with FlopCounterMode(display=False) as counter:
+        out = module(torch.randn(1, length, width))
+    assert out.shape == (1, variant.length(length, parsed), variant.width(width, parsed))
+    assert counter.get_total_flops() == variant.flops(width, length, parsed)[0]
+    assert variant.problem(width, length, parsed) is None
+
+
+def test_the_towers_summary_counts_each_pictures_connector(tfspec_cli):
+    """The towers' FLOPs together are each tower's and, per picture, its connector's two linear maps: 2 · 16 patch
+    vectors · (32·32 + 32·32) matrix FLOPs, and the activation's."""
+    import json
+    result = tfspec_cli("summary", "examples/vlm_digits.tfs", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    towers = sum(t["total"]["flops"] for t in out["towers"].values())
+    spec = tfspec.load("examples/vlm_digits.tfs")
+    assert out["flops"] - towers == spec.connectors[0].flops(32, 17) > 2 * 16 * (32 * 32 + 32 * 32)

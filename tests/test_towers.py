@@ -238,7 +238,7 @@ def test_summary_costs_each_tower_at_its_length_and_the_towers_together(tfspec_c
     assert data["parameters"] == towers.parameter_count()
     shown = tfspec_cli("summary", path).stdout
     assert shown.startswith("tower text\n") and "\ntower vision\n" in shown
-    assert f"pair: the towers together, {towers.parameter_count():,} parameters (1 of the heads joining them)" in shown
+    assert f"pair: the towers together, {towers.parameter_count():,} parameters (1 in what joins them)" in shown
 
 
 def test_a_small_clip_learns_to_match_pictures_with_their_digits_names_and_resumes_exactly(tfspec_cli, tmp_path):

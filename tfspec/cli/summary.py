@@ -115,6 +115,13 @@ def run(args) -> int:
     return 0
 
 
+def _source_vectors(spec) -> tuple[int, int]:
+    """The width and number of the vectors a connector reads of a tower of pictures (its input fixes them)."""
+    from ..ir.queries import fixed_length
+    role = spec.stacks[0].role
+    return spec.embedding(spec.stacks[0].embedding).width, fixed_length(spec.graph(), role)
+
+
 def _towers_summary(args, towers) -> int:
     """A model of towers: each tower's summary and sweep, the one reading tokens at ``--seq-len`` (the others at
     the length their input fixes), then the towers together."""
@@ -135,7 +142,8 @@ def _towers_summary(args, towers) -> int:
         except AnalysisError as exc:
             raise UsageError(f"tower {tower.name}: {exc}") from None
     joins = towers.parameter_count() - sum(a.total.params for a in parts.values())
-    flops = sum(a.total.flops for a in parts.values())
+    flops = sum(a.total.flops for a in parts.values()) + args.batch * sum(  # each picture through its connector
+        c.flops(*_source_vectors(towers.tower(c.source))) for c in towers.connectors)
     memory = sum(a.total.memory for a in parts.values())
     if args.json:
         print(json.dumps({"name": towers.name, "kind": "towers", "batch": args.batch,
@@ -150,9 +158,9 @@ def _towers_summary(args, towers) -> int:
                 print()
                 print(format_sweep(curves[name]))
             print()
-        print(f"{towers.name}: the towers together, {towers.parameter_count():,} parameters ({joins:,} of the "
-              f"heads joining them), {si(flops, 'FLOPs')} and {binary(memory)} of activations for a forward pass "
-              f"at batch {args.batch}")
+        print(f"{towers.name}: the towers together, {towers.parameter_count():,} parameters ({joins:,} in what "
+              f"joins them), {si(flops, 'FLOPs')} and {binary(memory)} of activations for a forward pass at batch "
+              f"{args.batch}")
     if args.plot:
         _plot(args, {f"{towers.name}/{name}": curve for name, curve in curves.items()},
               "no sweep length fits a tower of tokens' learned positions (a tower of pictures reads "

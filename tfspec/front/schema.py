@@ -407,6 +407,27 @@ class Connector(Node):
             out.append(variant.width(out[-1], options))
         return out
 
+    def vectors(self, length: int) -> int:
+        """The vectors it gives the target for each example of ``length`` vectors of its source (the image tokens
+        a picture takes): less the class token it drops, then as each step gives (a pixel shuffle's fewer)."""
+        from ..registry import CONNECTOR_STEPS
+        length -= self.drop == "first"
+        for step in self.steps:
+            variant, options = CONNECTOR_STEPS.of(step)
+            length = variant.length(length, options)
+        return length
+
+    def flops(self, width: int, length: int) -> int:
+        """Its steps' forward FLOPs for one example of its source's ``length`` vectors of ``width``, matrix products
+        and the rest together."""
+        from ..registry import CONNECTOR_STEPS
+        total, length = 0, length - (self.drop == "first")
+        for step in self.steps:
+            variant, options = CONNECTOR_STEPS.of(step)
+            total += sum(variant.flops(width, length, options))
+            width, length = variant.width(width, options), variant.length(length, options)
+        return total
+
     def parameter_count(self, width: int) -> int:
         """Its steps' parameters, from the source's ``width``."""
         import math

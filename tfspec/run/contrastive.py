@@ -180,7 +180,7 @@ class AnsweringObjective:
                             f"{self.vocab.needs()}); give the connector an id after them (image_token="
                             f"{self.vocab.size} or more)")
         self.names = NUMBER_NAMES[:kind.classes]
-        self.pictures = kind.length(options) - (connector.drop == "first")
+        self.pictures = connector.vectors(kind.length(options))
         self.width = self.pictures + 1 + max(map(len, self.names)) + 1  # image tokens, SEP, a name, its end
         tower = model.towers[self.target]
         limit = tower.max_len[tower.spec.stacks[-1].role]

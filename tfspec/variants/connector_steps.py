@@ -2,14 +2,16 @@
 
 - ``linear(out, bias=true)``: each vector through one linear map to ``out`` features (LLaVA's projector's two);
 - ``activation(kind)``: a function of each feature (``activation gelu``);
-- ``norm(kind=layernorm, eps=1e-5)``: each vector normalised, with a learned scale (and a shift for LayerNorm).
+- ``norm(kind=layernorm, eps=1e-5)``: each vector normalised, with a learned scale (and a shift for LayerNorm);
+- ``pixel_shuffle(factor)``: each factor × factor block of a square grid of patches as one vector factor² times as
+  wide (Idefics3's and SmolVLM's, before their projection).
 """
 
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..registry import ACTIVATIONS, CONNECTOR_STEPS, NORMS, ConnectorStep, Constructor, Param
+from ..registry import ACTIVATIONS, CONNECTOR_STEPS, NORMS, ConnectorStep, Constructor, Param, Problem
 from ..variants.attention_pool import ONE_INPUT
 
 
@@ -84,6 +86,38 @@ class Norm(ConnectorStep):
     def module(self, width, options):
         variant, norm_options = self._norm(options)
         return variant.module(width, norm_options)
+
+
+@CONNECTOR_STEPS.register
+class PixelShuffle(ConnectorStep):
+    name = "pixel_shuffle"
+    positional = ("factor",)
+    doc = ("pixel_shuffle(factor): each factor × factor block of a square grid of patches as one vector factor² "
+           "times as wide (a picture's vectors factor² times fewer)")
+    examples = ({"factor": 2}, {"factor": 3})
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        factor: int = Field(gt=0, le=64)  # the side of each block of patches made one vector
+
+    def width(self, width, options):
+        return width * options.factor ** 2
+
+    def length(self, length, options):
+        return length // options.factor ** 2
+
+    def problem(self, width, length, options):
+        side = round(length ** 0.5)
+        if side * side != length or side % options.factor:
+            return Problem(f"pixel_shuffle({options.factor}) reads a square grid of patches whose side divides by "
+                           f"{options.factor}; it would read {length} vectors"
+                           + (f" ({side} × {side})" if side * side == length else " (no square)"),
+                           "drop the class token first (drop=first), or choose a factor dividing the grid's side")
+        return None
+
+    def module(self, width, options):
+        from ..nn.pixel_shuffle import PixelShuffle as Runtime
+        return Constructor(Runtime, (options.factor,))
 
 
 def _choice(name: str, **options):

@@ -1,0 +1,28 @@
+"""Pixel shuffle over a square grid of patch vectors (Idefics3's and SmolVLM's connector): each ``factor`` ×
+``factor`` block of neighbouring patches becomes one vector ``factor²`` times as wide, so a picture gives
+``factor²`` times fewer vectors. Torch only, so ``tfspec emit`` could copy it."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+
+class PixelShuffle(nn.Module):
+    """``(batch, side², width)`` -> ``(batch, (side / factor)², width · factor²)``, row-major over the grid: the
+    vector of block (i, j) joins, in order, the patches (i·f + a, j·f + b) for a, then b (Idefics3's layout: a
+    block's rows, each row's patches side by side)."""
+
+    def __init__(self, factor: int):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, length, width = x.shape
+        side, f = int(round(length ** 0.5)), self.factor
+        if side * side != length or side % f:
+            raise ValueError(f"pixel_shuffle({f}) reads a square grid whose side divides by {f}; got {length} vectors")
+        x = x.reshape(batch, side // f, f, side // f, f, width)  # (batch, block row, a, block column, b, width)
+        return x.permute(0, 1, 3, 2, 4, 5).reshape(batch, (side // f) ** 2, f * f * width)
+
+    def extra_repr(self) -> str:
+        return f"factor={self.factor}"
