@@ -627,6 +627,15 @@ CONFIGS = {  # model class -> a tiny configuration of it
                          num_attention_heads=4, num_key_value_heads=2, intermediate_size=48),
         vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
                            image_size=12, patch_size=4, num_channels=3, layer_norm_eps=1e-6)),
+    # SigLIP's vision tower, normed, each 2 × 2 block of its patches one vector mapped in place of a Llama's image
+    # tokens (SmolVLM: the same architecture under its own model type)
+    **{cls: dict(model_type=model_type, image_token_id=89, scale_factor=2,
+                 text_config=dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=48),
+                 vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                                    image_size=16, patch_size=4, num_channels=3, layer_norm_eps=1e-6))
+       for cls, model_type in (("Idefics3ForConditionalGeneration", "idefics3"),
+                               ("SmolVLMForConditionalGeneration", "smolvlm"))},
 }
 
 
@@ -756,14 +765,29 @@ def _contrasted(model, reference, device: str, padded: bool):
     return ours, theirs, torch.ones(theirs.shape, dtype=torch.bool, device=device)
 
 
-def _pictured(reference, length: int, start: int, seed: int):
-    """Two prompts of ``length`` token ids holding one picture's image tokens from ``start`` on, and two pictures,
-    for a vision-language reference."""
+def image_tokens(config) -> int:
+    """The image tokens one picture takes in a vision-language configuration's prompts (Idefics3's: its patches
+    less the pixel shuffle's factor²)."""
+    vision = config.vision_config
+    return getattr(config, "image_seq_length", None) or \
+        (vision.image_size // vision.patch_size) ** 2 // config.scale_factor ** 2
+
+
+def theirs_pixels(reference, pixels):
+    """Pictures as a vision-language reference takes them: Idefics3's as (prompts, tiles, ...), one tile each."""
+    import inspect
+    return pixels[:, None] if "pixel_attention_mask" in inspect.signature(reference.forward).parameters else pixels
+
+
+def _pictured(reference, extra: int, start: int, seed: int):
+    """Two prompts holding one picture's image tokens from ``start`` on and ``extra`` other tokens, and two
+    pictures, for a vision-language reference."""
     config = reference.config
     text, vision = config.text_config, config.vision_config
-    ids = torch.randint(3, text.vocab_size, (2, length), generator=torch.Generator().manual_seed(seed))
+    count = image_tokens(config)
+    ids = torch.randint(3, text.vocab_size, (2, count + extra), generator=torch.Generator().manual_seed(seed))
     ids[ids == config.image_token_id] = 3
-    ids[:, start:start + config.image_seq_length] = config.image_token_id
+    ids[:, start:start + count] = config.image_token_id
     side = vision.image_size
     pixels = torch.randn(2, vision.num_channels, side, side, generator=torch.Generator().manual_seed(seed + 1))
     return ids, pixels
@@ -772,14 +796,14 @@ def _pictured(reference, length: int, start: int, seed: int):
 def _connected(model, reference, device: str, padded: bool):
     """A vision-language model's logits over two prompts holding a picture's image tokens, the second
     right-padded where ``padded``: ours and the reference's."""
-    ids, pixels = _pictured(reference, reference.config.image_seq_length + 8, 2, seed=1)
+    ids, pixels = _pictured(reference, 8, 2, seed=1)
     mask = torch.ones_like(ids)
     if padded:
         mask[1, -3:] = 0
     ids, mask, pixels = ids.to(device), mask.to(device), pixels.to(device)
     with torch.no_grad():
         ours = model(text=ids, text_padding_mask=mask == 0, vision=pixels)
-        theirs = reference(input_ids=ids, attention_mask=mask, pixel_values=pixels).logits
+        theirs = reference(input_ids=ids, attention_mask=mask, pixel_values=theirs_pixels(reference, pixels)).logits
     return ours, theirs, mask.bool()
 
 
@@ -807,12 +831,13 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
                                           do_sample=False, eos_token_id=None).tolist()
         return sample(Continuation(model, features), torch.full((2, 1), config.decoder_start_token_id), max_new=new)
     if hasattr(reference.config, "image_token_id"):  # a picture in each prompt, the second left-padded
-        ids, pixels = _pictured(reference, reference.config.image_seq_length + 6, 3, seed=2)
+        ids, pixels = _pictured(reference, 6, 3, seed=2)
         mask = torch.ones_like(ids)
         mask[1, :2] = 0
         if model is reference:
             with torch.no_grad():
-                out = reference.generate(ids, attention_mask=mask, pixel_values=pixels, max_new_tokens=new,
+                out = reference.generate(ids, attention_mask=mask, pixel_values=theirs_pixels(reference, pixels),
+                                         max_new_tokens=new,
                                          min_new_tokens=new, do_sample=False, pad_token_id=0, eos_token_id=None)
             return out[:, ids.shape[1]:].tolist()
         return sample(model.continuation(vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=new)
@@ -1057,6 +1082,15 @@ EVERY_FIELD = {
                                          num_attention_heads=5, image_size=16, patch_size=4, num_channels=1,
                                          hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
                                          initializer_range=0.04))],
+    # every field away from its default: a 3 × 3 pixel shuffle of a 6 × 6 grid, a tied text model
+    "hf_idefics3": [dict(model_type="idefics3", image_token_id=5, scale_factor=3, tie_word_embeddings=True,
+                         text_config=dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
+                                          tie_word_embeddings=True),
+                         vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                            num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
+                                            hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
+                                            initializer_range=0.04))],
     "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                         decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                         decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
@@ -1727,6 +1761,7 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "llava", "vision_feature_layer": [-2, -5]}, "vision_feature_layer naming several layers"),
     ({"model_type": "llava", "vision_config": {"model_type": "siglip_vision_model"}},
      "vision_config of model_type 'siglip_vision_model': tfspec reads LLaVA's CLIP vision tower"),
+    ({"model_type": "idefics3"}, "scale_factor not dividing the side of the grid of patches"),  # (7 × 7, by 2)
     ({"model_type": "llava", "image_seq_length": 100}, "image_seq_length other than the vectors a picture gives"),
     ({"model_type": "llava", "text_config": {"model_type": "rwkv"}},
      "text_config: model_type 'rwkv' cannot be imported exactly: RWKV mixes positions"),

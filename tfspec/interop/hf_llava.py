@@ -153,37 +153,43 @@ def vision_prefix(names=None) -> str:
         else "model.vision_tower"
 
 
-def _rules(model, vision: str, state: dict) -> list:
+def _rules(model, state: dict) -> list:
     """The vision tower's and the projector's tensors (``state``: the reference's, where it is read)."""
     source = model.spec.connectors[0].source
     steps, ours = f"connectors.{source}.steps", model.state_dict()
-    return [*vision_rules(model, source, vision),
+    return [*vision_rules(model, source, vision_prefix(state or None)),
             *linear_rules(f"{steps}.0", f"{PROJECTOR}.linear_1", state, ours),
             *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)]
 
 
-def from_hf_llava(model, reference) -> None:
-    """Copy a ``LlavaForConditionalGeneration``'s weights into ``model``: the vision tower and the projector here,
-    the text model through its own family."""
-    name = type(reference).__name__
-    if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
-        raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
-    problems = FIELDS.unsupported(reference.config) or architecture_problems(
-        model.spec, spec_text(reference.config), name)
-    if problems:
-        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
-                           + "\n".join(f"  {p}" for p in problems))
-    target = model.spec.connectors[0].target
-    state = {k: v for k, v in reference.state_dict().items() if not k.startswith(tuple(RENAMES))}
-    load_state(model, state, _rules(model, vision_prefix(state), state), reference=REFERENCE, outside=(f"towers.{target}.",))
-    TEXT.load(model.towers[target], reference, RENAMES)
+def connected_weights(fields, spec_text, rules, text: Nested, renames: dict[str, str], reference: str):
+    """A vision-language family's two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies the
+    source tower's and the connector's tensors by ``rules(model, state)`` (``state``: the reference's, empty on
+    export) and the text model's through ``text``'s family, whose tensors the whole model holds under ``renames``'
+    prefixes, once the spec is seen to be the architecture the configuration describes; ``export(model)`` is the
+    state dict the class loads."""
+    def load(model, hf_model) -> None:
+        name = type(hf_model).__name__
+        if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
+            raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
+        problems = fields.unsupported(hf_model.config) or architecture_problems(
+            model.spec, spec_text(hf_model.config), name)
+        if problems:
+            raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                               + "\n".join(f"  {p}" for p in problems))
+        target = model.spec.connectors[0].target
+        state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith(tuple(renames))}
+        load_state(model, state, rules(model, state), reference=reference, outside=(f"towers.{target}.",))
+        text.load(model.towers[target], hf_model, renames)
+
+    def export(model) -> dict:
+        target = model.spec.connectors[0].target
+        return {**export_state(model, rules(model, {}), reference=reference, outside=(f"towers.{target}.",)),
+                **text.export(model.towers[target], renames)}
+    return load, export
 
 
-def to_hf_llava(model) -> dict:
-    """The state dict ``LlavaForConditionalGeneration`` loads."""
-    target = model.spec.connectors[0].target
-    return {**export_state(model, _rules(model, vision_prefix(), {}), reference=REFERENCE, outside=(f"towers.{target}.",)),
-            **TEXT.export(model.towers[target], RENAMES)}
+from_hf_llava, to_hf_llava = connected_weights(FIELDS, spec_text, _rules, TEXT, RENAMES, REFERENCE)
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

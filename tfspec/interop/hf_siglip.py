@@ -68,6 +68,8 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
     w = SpecWriter()
     s = FIELDS.write(config, w)
     masks = " mask=padding" if padding else ""
+    vision = vision_tower(s, f"head pool=attention({s.vision_heads}, d_ff={s.vision_d_ff}, "
+                             f"activation={s.vision_activation}, eps={s.vision_eps})")
     text = f"""model {name}
 
 defaults {{
@@ -95,10 +97,22 @@ tower text {{
   head linear({s.projection}) pool=last  # the last position, whatever it holds: texts padded to one length
 }}
 
-tower vision {{
+{vision}
+contrastive text vision loss=sigmoid scale={SCALE!r} bias={BIAS!r}
+"""
+    return w.text(text, list(heading))
+
+
+def vision_tower(s, head: str = "", init: bool = False) -> str:
+    """SigLIP's vision tower (``tower vision { ... }``) from a configuration's settings ``s``: its patches with a
+    bias and no class token, learned positions, a pre-norm encoder and a final norm (``post_layernorm``); ``head``,
+    its head's line (none without: Idefics3's, whose connector reads the normed patches); ``init``: with its
+    ``initializer_range``."""
+    init_line = f"\n    init normal(std={s.vision_init_std})" if init else ""
+    text = f"""tower vision {{
   defaults {{
     norm layernorm(eps={s.vision_eps})
-    attn_dropout {s.vision_p_attn_dropout}
+    attn_dropout {s.vision_p_attn_dropout}{init_line}
   }}
 
   embedding image {{
@@ -112,13 +126,21 @@ tower vision {{
     feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
     final layernorm(eps={s.vision_eps})
   }}
-
-  head pool=attention({s.vision_heads}, d_ff={s.vision_d_ff}, activation={s.vision_activation}, eps={s.vision_eps})
-}}
-
-contrastive text vision loss=sigmoid scale={SCALE!r} bias={BIAS!r}
 """
-    return w.text(text, list(heading))
+    return text + (f"\n  {head}\n" if head else "") + "}\n"
+
+
+def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
+    """SigLIP's vision tower ``vision`` without its head (``theirs``: where the reference holds its vision
+    transformer): the patches and their bias, the positions, the layers and ``post_layernorm``."""
+    v, image = f"towers.{vision}", model.spec.tower(vision).embeddings[0].name
+    ve, embedding = f"{v}.embeddings.{image}", model.towers[vision].embeddings[image]
+    return [rule(f"{ve}.patches.weight", f"{theirs}.embeddings.patch_embedding.weight",
+                 shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
+            rule(f"{ve}.patches.bias", f"{theirs}.embeddings.patch_embedding.bias"),
+            rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
+            *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
+            *hf_bert._linear(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
 def hf_config(towers) -> dict:
@@ -134,22 +156,14 @@ def _rules(model) -> list[Rule]:
     text, vision = tower_roles(model.spec, "SigLIP")
     t, v = f"towers.{text}", f"towers.{vision}"
     te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
-    image = model.spec.tower(vision).embeddings[0].name
-    ve = f"{v}.embeddings.{image}"
-    embedding = model.towers[vision].embeddings[image]
-    width, pool = embedding.dim, f"{v}.head.pool"
+    width, pool = model.towers[vision].embeddings[model.spec.tower(vision).embeddings[0].name].dim, f"{v}.head.pool"
     head = "vision_model.head"
     return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
             rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
             *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
             *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
             *hf_bert._linear(f"{t}.head", "text_model.head"),
-            rule(f"{ve}.patches.weight", "vision_model.embeddings.patch_embedding.weight",
-                 shape=(width, embedding.channels, embedding.patch, embedding.patch)),
-            rule(f"{ve}.patches.bias", "vision_model.embeddings.patch_embedding.bias"),
-            rule(f"{ve}.positions.weight", "vision_model.embeddings.position_embedding.weight"),
-            *layer_rules(f"{v}.encoder", "vision_model.encoder", len(model.towers[vision].encoder.layers)),
-            *hf_bert._linear(f"{v}.encoder.final_norm", "vision_model.post_layernorm"),
+            *vision_rules(model, vision, "vision_model"),
             rule(f"{pool}.probe", f"{head}.probe", shape=(1, 1, width)),
             rule((f"{pool}.q.weight", f"{pool}.kv.weight"), f"{head}.attention.in_proj_weight"),
             rule((f"{pool}.q.bias", f"{pool}.kv.bias"), f"{head}.attention.in_proj_bias"),
