@@ -636,6 +636,15 @@ CONFIGS = {  # model class -> a tiny configuration of it
                                     image_size=16, patch_size=4, num_channels=3, layer_norm_eps=1e-6))
        for cls, model_type in (("Idefics3ForConditionalGeneration", "idefics3"),
                                ("SmolVLMForConditionalGeneration", "smolvlm"))},
+    # SigLIP's vision tower, normed, its patches averaged in 2 × 2 blocks, normed and mapped in place of Gemma 3's
+    # image tokens, which see one another (sliding and full layers)
+    "Gemma3ForConditionalGeneration": dict(
+        model_type="gemma3", image_token_index=89, boi_token_index=87, eoi_token_index=88, mm_tokens_per_image=4,
+        text_config=dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, head_dim=8,
+                         sliding_window=8, layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+        vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=16, patch_size=4, num_channels=3, layer_norm_eps=1e-6, vision_use_head=False)),
 }
 
 
@@ -769,14 +778,18 @@ def image_tokens(config) -> int:
     """The image tokens one picture takes in a vision-language configuration's prompts (Idefics3's: its patches
     less the pixel shuffle's factor²)."""
     vision = config.vision_config
-    return getattr(config, "image_seq_length", None) or \
+    return getattr(config, "image_seq_length", None) or getattr(config, "mm_tokens_per_image", None) or \
         (vision.image_size // vision.patch_size) ** 2 // config.scale_factor ** 2
 
 
-def theirs_pixels(reference, pixels):
-    """Pictures as a vision-language reference takes them: Idefics3's as (prompts, tiles, ...), one tile each."""
+def theirs_pictures(reference, ids, pixels) -> dict:
+    """Pictures as a vision-language reference takes them: Idefics3's as (prompts, tiles, ...), one tile each; with
+    Gemma 3's ``token_type_ids``, which its processor gives (1 at image tokens: they see one another)."""
     import inspect
-    return pixels[:, None] if "pixel_attention_mask" in inspect.signature(reference.forward).parameters else pixels
+    takes = inspect.signature(reference.forward).parameters
+    pixels = pixels[:, None] if "pixel_attention_mask" in takes else pixels
+    types = {"token_type_ids": (ids == reference.config.image_token_id).long()} if "token_type_ids" in takes else {}
+    return {"pixel_values": pixels, **types}
 
 
 def _pictured(reference, extra: int, start: int, seed: int):
@@ -803,7 +816,7 @@ def _connected(model, reference, device: str, padded: bool):
     ids, mask, pixels = ids.to(device), mask.to(device), pixels.to(device)
     with torch.no_grad():
         ours = model(text=ids, text_padding_mask=mask == 0, vision=pixels)
-        theirs = reference(input_ids=ids, attention_mask=mask, pixel_values=theirs_pixels(reference, pixels)).logits
+        theirs = reference(input_ids=ids, attention_mask=mask, **theirs_pictures(reference, ids, pixels)).logits
     return ours, theirs, mask.bool()
 
 
@@ -836,7 +849,7 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
         mask[1, :2] = 0
         if model is reference:
             with torch.no_grad():
-                out = reference.generate(ids, attention_mask=mask, pixel_values=theirs_pixels(reference, pixels),
+                out = reference.generate(ids, attention_mask=mask, **theirs_pictures(reference, ids, pixels),
                                          max_new_tokens=new,
                                          min_new_tokens=new, do_sample=False, pad_token_id=0, eos_token_id=None)
             return out[:, ids.shape[1]:].tolist()
@@ -1091,6 +1104,16 @@ EVERY_FIELD = {
                                             num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
                                             hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
                                             initializer_range=0.04))],
+    # every field away from its default (Gemma 3's pictures of 896 pixels give 256 vectors of 4 × 4 blocks)
+    "hf_gemma3_vl": [dict(model_type="gemma3", image_token_index=5, mm_tokens_per_image=9, tie_word_embeddings=False,
+                          text_config=dict(model_type="gemma3_text", vocab_size=91, hidden_size=24,
+                                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                           head_dim=6, intermediate_size=40, sliding_window=16,
+                                           tie_word_embeddings=False),
+                          vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                             num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
+                                             hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
+                                             vision_use_head=False))],
     "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                         decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                         decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
@@ -1761,6 +1784,11 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "llava", "vision_feature_layer": [-2, -5]}, "vision_feature_layer naming several layers"),
     ({"model_type": "llava", "vision_config": {"model_type": "siglip_vision_model"}},
      "vision_config of model_type 'siglip_vision_model': tfspec reads LLaVA's CLIP vision tower"),
+    ({"model_type": "gemma3"}, "vision_use_head=true: an attention pool Gemma 3 never reads"),
+    ({"model_type": "gemma3", "vision_config": {"vision_use_head": False}, "mm_tokens_per_image": 8},
+     "mm_tokens_per_image not the square of a divisor of the patches' side"),
+    ({"model_type": "gemma3", "vision_config": {"vision_use_head": False}, "text_config": {"sliding_window": 200}},
+     "a picture's image tokens (mm_tokens_per_image) as many as the text model's sliding window or more"),
     ({"model_type": "idefics3"}, "scale_factor not dividing the side of the grid of patches"),  # (7 × 7, by 2)
     ({"model_type": "llava", "image_seq_length": 100}, "image_seq_length other than the vectors a picture gives"),
     ({"model_type": "llava", "text_config": {"model_type": "rwkv"}},

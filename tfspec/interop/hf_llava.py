@@ -136,21 +136,21 @@ def hf_config(towers) -> dict:
             "text_config": TEXT.config(facts.text.spec)}
 
 
-def vision_prefix(names=None) -> str:
-    """Where ``LlavaForConditionalGeneration`` holds its CLIP vision transformer: ``model.vision_tower`` itself
-    (transformers 5.2x's ``CLIPVisionModel``) or its ``vision_model`` (earlier ones); ``names``: a state dict's
-    keys to read it from, else the installed transformers' class, built on the meta device."""
+def vision_prefix(names=None, vision: str = "CLIPVision", within: str = "model.vision_tower") -> str:
+    """Where a vision-language model holds its vision transformer: ``within`` itself (transformers 5.2x's
+    ``CLIPVisionModel`` and ``SiglipVisionModel``) or its ``vision_model`` (earlier ones); ``names``: a state
+    dict's keys to read it from, else the installed transformers' class (``vision``: ``CLIPVision``,
+    ``SiglipVision``), built on the meta device."""
     if names is None:
         import torch
         import transformers
 
         with torch.device("meta"):
-            tiny = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(
+            tiny = getattr(transformers, f"{vision}Model")(getattr(transformers, f"{vision}Config")(
                 hidden_size=4, intermediate_size=4, num_hidden_layers=1, num_attention_heads=1, image_size=4,
                 patch_size=2))
-        names = [f"model.vision_tower.{k}" for k in tiny.state_dict()]
-    return "model.vision_tower.vision_model" if any(n.startswith("model.vision_tower.vision_model.") for n in names) \
-        else "model.vision_tower"
+        names = [f"{within}.{k}" for k in tiny.state_dict()]
+    return f"{within}.vision_model" if any(n.startswith(f"{within}.vision_model.") for n in names) else within
 
 
 def _rules(model, state: dict) -> list:

@@ -33,6 +33,9 @@ class Nested:
     prefix: str
     default: str
     options: tuple[tuple[str, Any], ...] = (("head", True),)
+    # words of the tower's settings written otherwise inside the whole model (Gemma 3's text model sees each
+    # picture's image tokens together: its masks' ``causal`` is ``pictures``)
+    words: tuple[tuple[str, str], ...] = ()
 
     def family(self, config):
         """The family of the nested configuration (refused by name where tfspec has none)."""
@@ -51,18 +54,10 @@ class Nested:
     def tower_text(self, w: SpecWriter, config, *, padding: bool) -> str:
         """The tower ``tower NAME { ... }`` the nested configuration describes, as its family writes it; its
         ``let``s, prefixed, registered with ``w`` citing the nested fields."""
-        from ..front.syntax import Let, ModelDecl, expr_to_text, names, parse_module
+        from ..front.syntax import Let, ModelDecl, expr_to_text, parse_module
 
         family, nested = self.family(config), _lookup(config, self.where)
-        text = family.spec_text(nested, **dict(self.options), padding=padding)
-        module = parse_module(text)
-        lets = {b.name for item in module.items if isinstance(item, Let) for b in item.bindings}
-        lines = text.split("\n")
-        spans = [b.name_span for item in module.items if isinstance(item, Let) for b in item.bindings] + \
-                [n.span for n in names(module.items) if n.id in lets]
-        for span in sorted(spans, key=lambda s: (s.line, s.column), reverse=True):  # (names: one line each)
-            line = lines[span.line - 1]
-            lines[span.line - 1] = line[:span.column - 1] + self.prefix + line[span.column - 1:]
+        lines = self.rewritten(family.spec_text(nested, **dict(self.options), padding=padding), self.prefix)
         renamed = parse_module("\n".join(lines))
         cited = {f.name: f"{self.where}.{f.config}" for f in family.fields.fields}
         for item in renamed.items:
@@ -73,6 +68,35 @@ class Nested:
         inner = "\n".join(lines[body[0].span.line - 1:]).strip("\n")
         return f"tower {self.tower} {{\n" + "\n".join(f"  {line}" if line else "" for line in inner.split("\n")) + \
             "\n}\n"
+
+    def rewritten(self, text: str, prefix: str = "") -> list[str]:
+        """The lines of a spec its family wrote, each ``let`` name prefixed with ``prefix`` and each of ``words``
+        written as the whole model writes it."""
+        from ..front.syntax import Let, names, parse_module
+
+        module = parse_module(text)
+        lets = {b.name for item in module.items if isinstance(item, Let) for b in item.bindings} if prefix else set()
+        lines, words = text.split("\n"), dict(self.words)
+        edits = [(b.name_span, prefix + b.name) for item in module.items if isinstance(item, Let)
+                 for b in item.bindings if b.name in lets] + \
+                [(n.span, prefix + n.id if n.id in lets else words[n.id]) for n in names(module.items)
+                 if n.id in lets or n.id in words]
+        for span, written in sorted(edits, key=lambda e: (e[0].line, e[0].column), reverse=True):  # (one line each)
+            line = lines[span.line - 1]
+            lines[span.line - 1] = line[:span.column - 1] + written + line[span.end_column - 1:]
+        return lines
+
+    def as_written(self, model, family, config):
+        """The tower's compiled ``model`` as ``family``'s weight functions read it: itself, or where the whole
+        model writes some ``words`` otherwise, a view of it whose spec is the one the family writes for
+        ``config`` (the same modules; Gemma 3's masks ``causal``)."""
+        if not self.words:
+            return model
+        from ..front.api import parse
+
+        stack = model.spec.stacks[-1].role
+        spec = parse(family.spec_text(config, **dict(self.options), padding=getattr(model, stack).masks_padding))
+        return _Written(model, spec)
 
     def fields(self, own: Fields) -> "WithNested":
         """A family's own table (``own``) and the nested family's, read at ``where``."""
@@ -97,7 +121,7 @@ class Nested:
             if family.unsupported(config):
                 continue
             for padding in (True, False):
-                expected = family.spec_text(config, **dict(self.options), padding=padding)
+                expected = "\n".join(self.rewritten(family.spec_text(config, **dict(self.options), padding=padding)))
                 problems = architecture_problems(spec, expected, f"{family.name}'s {self.where}")
                 if not problems:
                     return values
@@ -114,15 +138,19 @@ class Nested:
         family = self.family(reference.config)
         state = {own + key[len(theirs):]: value for key, value in reference.state_dict().items()
                  for theirs, own in renames.items() if key.startswith(theirs)}
-        view = type(f"{type(reference).__name__}'s {self.where}", (_View,), {})(
-            _lookup(reference.config, self.where), state, "lm_head.weight" in state)
-        family.load(model, view)
+        nested = _lookup(reference.config, self.where)
+        view = type(f"{type(reference).__name__}'s {self.where}", (_View,), {})(nested, state, "lm_head.weight" in state)
+        family.load(self.as_written(model, family, nested), view)
 
     def export(self, model, renames: dict[str, str]) -> dict:
         """The tower's tensors as the whole Hugging Face model names them (``renames`` as ``load``'s)."""
         from .families import family_of
 
-        state = family_of(self.config(model.spec)["model_type"]).export(model)
+        from .families import read_config
+
+        config = read_config(self.config(model.spec))
+        family = family_of(config.model_type)
+        state = family.export(self.as_written(model, family, config))
         out = {theirs + key[len(own):]: value for key, value in state.items()
                for theirs, own in renames.items() if key.startswith(own)}
         if len(out) != len(state):
@@ -130,6 +158,16 @@ class Nested:
             raise InteropError(f"tower {self.tower}'s tensors {sorted(set(state) - placed)[:4]} have no place in "
                                "the whole model")
         return out
+
+
+class _Written:
+    """A compiled tower seen with another spec of the same modules (``Nested.as_written``)."""
+
+    def __init__(self, model, spec):
+        self._model, self.spec = model, spec
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
 
 
 class _View:

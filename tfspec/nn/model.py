@@ -206,12 +206,26 @@ class CompiledModel(nn.Module):
         decoding reads: the head's work over the others is saved). ``spliced``: vectors in place of the tokens'
         at some of these positions (``run_stack``: a connector's pictures in a prompt).
         """
+        inputs = self.marked(self.decoder, inputs, spliced)
         ctx = self.context("decoder", "tokens", tokens, inputs, padding_mask, offset, memory, memory_padding_mask)
         x = self.embed("decoder", "tokens", tokens, ctx, spliced=spliced)
         hidden = self.decoder(x, ctx, cache)
         if last and self.pooler is None and (self.head is None or self.head.pool is None):
             hidden = hidden[:, -1:]
         return self.output(hidden, tokens)
+
+    @staticmethod
+    def marked(stack, inputs: dict, spliced: tuple[Tensor, Tensor] | None) -> dict:
+        """``inputs`` with, where pictures are ``spliced`` in, each run-time input the stack reads that marks them
+        (``RuntimeInput.pictures``: the picture each token stands for, 0 for none, 1, 2, ... along a row) unless
+        given: each run of spliced positions one picture."""
+        wanted = [name for name, declared in stack.inputs.items() if declared.pictures and name not in inputs]
+        if spliced is None or not wanted:
+            return inputs
+        where = spliced[0]
+        starts = where & ~torch.nn.functional.pad(where, (1, 0))[:, :-1]
+        ids = torch.where(where, starts.long().cumsum(dim=1), 0)
+        return {**inputs, **{name: ids for name in wanted}}
 
     def check_padding(self, name: str, mask, ids: Tensor, ids_name: str, used: bool, where: str) -> None:
         if self.check_inputs:
@@ -228,6 +242,7 @@ class CompiledModel(nn.Module):
         ``spliced``: (where, vectors): the embeddings at the positions ``where`` is True replaced by ``vectors``, in
         order (a connector's pictures among a decoder's tokens). ``layers``: that many layers' output, before the
         final norm (``Stack.forward``)."""
+        inputs = self.marked(getattr(self, role), inputs, spliced)
         ctx = self.context(role, name, ids, inputs, padding, memory=memory, memory_padding=memory_padding)
         x = self.embed(role, name, ids, ctx, token_types, spliced)
         readers = [f"{role}'s self-attention"]

@@ -1,6 +1,7 @@
-"""Pixel shuffle over a square grid of patch vectors (Idefics3's and SmolVLM's connector): each ``factor`` ×
-``factor`` block of neighbouring patches becomes one vector ``factor²`` times as wide, so a picture gives
-``factor²`` times fewer vectors. Torch only, so ``tfspec emit`` could copy it."""
+"""Blocks of a square grid of patch vectors made one vector: a pixel shuffle (Idefics3's and SmolVLM's connector:
+each ``factor`` × ``factor`` block of neighbouring patches one vector ``factor²`` times as wide) or a mean (Gemma
+3's: each block averaged). Either way a picture gives ``factor²`` times fewer vectors. Torch only, so ``tfspec
+emit`` could copy them."""
 
 from __future__ import annotations
 
@@ -26,3 +27,23 @@ class PixelShuffle(nn.Module):
 
     def extra_repr(self) -> str:
         return f"factor={self.factor}"
+
+
+class MeanPool(nn.Module):
+    """``(batch, side², width)`` -> ``(batch, (side / block)², width)``: each ``block`` × ``block`` block of the
+    row-major grid averaged, the blocks row-major (Gemma 3's ``AvgPool2d``)."""
+
+    def __init__(self, block: int):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, length, width = x.shape
+        side, b = int(round(length ** 0.5)), self.block
+        if side * side != length or side % b:
+            raise ValueError(f"mean_pool({b}) reads a square grid whose side divides by {b}; got {length} vectors")
+        x = x.reshape(batch, side // b, b, side // b, b, width)
+        return x.mean(dim=(2, 4)).reshape(batch, (side // b) ** 2, width)
+
+    def extra_repr(self) -> str:
+        return f"block={self.block}"

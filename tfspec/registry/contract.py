@@ -82,7 +82,9 @@ class RuntimeInput:
     ``per``: one value per sequence, shape ``(batch,)``, or per position, ``(batch, length)``. ``example``:
     a typical value for one sequence of a given length (an int, or a list of ints per position), which
     pictures of the masks that read it use (``tfspec mask``). ``documents``: the input is the document each
-    token belongs to, which the trainer fills when it packs several documents into one row.
+    token belongs to, which the trainer fills when it packs several documents into one row. ``pictures``: the
+    input is the picture each token stands for (0: none; 1, 2, ... in order along the row), which a model of
+    towers fills where its connector puts pictures among the tokens (``CompiledModel.run_stack(spliced=...)``).
     """
 
     name: str
@@ -90,6 +92,7 @@ class RuntimeInput:
     per: Literal["sequence", "position"] = "sequence"
     example: Callable[[int], int | list[int]] | None = None
     documents: bool = False
+    pictures: bool = False
 
 
 # Every model reads these; variants add their own (see Mask.inputs).

@@ -4,7 +4,9 @@
 - ``activation(kind)``: a function of each feature (``activation gelu``);
 - ``norm(kind=layernorm, eps=1e-5)``: each vector normalised, with a learned scale (and a shift for LayerNorm);
 - ``pixel_shuffle(factor)``: each factor × factor block of a square grid of patches as one vector factor² times as
-  wide (Idefics3's and SmolVLM's, before their projection).
+  wide (Idefics3's and SmolVLM's, before their projection);
+- ``mean_pool(side)``: each side × side block of a square grid of patches averaged into one vector (Gemma 3's,
+  256 vectors of a picture's 4096 patches).
 """
 
 from typing import Literal
@@ -63,17 +65,17 @@ class Activation(ConnectorStep):
 class Norm(ConnectorStep):
     name = "norm"
     positional = ("kind",)
-    doc = "norm(kind=layernorm, eps=1e-5): each vector normalised, with a learned scale (and shift)"
+    doc = ("norm(kind=layernorm, eps=1e-5): each vector normalised, with a learned scale (and shift); kind layernorm, "
+           "rmsnorm or gemma_rmsnorm")
     examples = ({}, {"kind": "rmsnorm", "eps": 1e-6})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
-        kind: Literal["layernorm", "rmsnorm"] = "layernorm"
+        kind: Literal["layernorm", "rmsnorm", "gemma_rmsnorm"] = "layernorm"  # (gemma_rmsnorm: Gemma 3's projector's)
         eps: float = Field(1e-5, gt=0, lt=1)
 
     def _norm(self, options):
-        return NORMS.of({"layernorm": _choice("layernorm", eps=options.eps),
-                         "rmsnorm": _choice("rmsnorm", eps=options.eps)}[options.kind])
+        return NORMS.of(_choice(options.kind, eps=options.eps))
 
     def params(self, width, options):
         variant, norm_options = self._norm(options)
@@ -107,17 +109,47 @@ class PixelShuffle(ConnectorStep):
         return length // options.factor ** 2
 
     def problem(self, width, length, options):
-        side = round(length ** 0.5)
-        if side * side != length or side % options.factor:
-            return Problem(f"pixel_shuffle({options.factor}) reads a square grid of patches whose side divides by "
-                           f"{options.factor}; it would read {length} vectors"
-                           + (f" ({side} × {side})" if side * side == length else " (no square)"),
-                           "drop the class token first (drop=first), or choose a factor dividing the grid's side")
-        return None
+        return _square_grid("pixel_shuffle", options.factor, length)
 
     def module(self, width, options):
         from ..nn.pixel_shuffle import PixelShuffle as Runtime
         return Constructor(Runtime, (options.factor,))
+
+
+def _square_grid(name: str, side: int, length: int) -> Problem | None:
+    """The objection of a step reading a square grid of patches in blocks of ``side`` to ``length`` vectors."""
+    grid = round(length ** 0.5)
+    if grid * grid == length and grid % side == 0:
+        return None
+    return Problem(f"{name}({side}) reads a square grid of patches whose side divides by {side}; it would read "
+                   f"{length} vectors" + (f" ({grid} × {grid})" if grid * grid == length else " (no square)"),
+                   "drop the class token first (drop=first), or choose a block dividing the grid's side")
+
+
+@CONNECTOR_STEPS.register
+class MeanPool(ConnectorStep):
+    name = "mean_pool"
+    positional = ("side",)
+    doc = ("mean_pool(side): each side × side block of a square grid of patches averaged into one vector (a "
+           "picture's vectors side² times fewer)")
+    examples = ({"side": 2}, {"side": 3})
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+        side: int = Field(gt=0, le=64)  # the side of each block of patches averaged
+
+    def length(self, length, options):
+        return length // options.side ** 2
+
+    def flops(self, width, length, options):
+        return 0, length * width  # (an addition per patch and feature; the divisions by side² are fewer)
+
+    def problem(self, width, length, options):
+        return _square_grid("mean_pool", options.side, length)
+
+    def module(self, width, options):
+        from ..nn.pixel_shuffle import MeanPool as Runtime
+        return Constructor(Runtime, (options.side,))
 
 
 def _choice(name: str, **options):
