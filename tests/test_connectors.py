@@ -297,3 +297,29 @@ def test_the_towers_summary_counts_each_pictures_connector(tfspec_cli):
     towers = sum(t["total"]["flops"] for t in out["towers"].values())
     spec = tfspec.load("examples/vlm_digits.tfs")
     assert out["flops"] - towers == spec.connectors[0].flops(32, 17) > 2 * 16 * (32 * 32 + 32 * 32)
+
+
+def test_the_pictures_mask_lets_a_pictures_tokens_see_one_another_and_is_causal_elsewhere():
+    """Gemma 3's mask, against the rule written here: query i sees key j when j <= i, or when both stand for one
+    picture; a model of towers marks the pictures itself (what passing the marks by hand gives, not what no marks
+    give), and decoding with a cache continues what the whole model computes."""
+    from tfspec.run.decoding import sample
+    from tfspec.variants.pictures import pictures
+
+    marks = torch.tensor([[0, 1, 1, 0, 2, 2, 2, 0]])
+    allowed = pictures(torch.arange(8), torch.arange(8), marks)[0]
+    expected = torch.tensor([[j <= i or (marks[0, i] == marks[0, j] > 0) for j in range(8)] for i in range(8)])
+    assert torch.equal(allowed, expected) and torch.equal(pictures(torch.arange(8), torch.arange(8)),
+                                                          torch.ones(8, 8, dtype=torch.bool).tril())
+    model = tfspec.compile(vlm().replace("mask=causal + padding", "mask=pictures + padding"), seed=0).eval()
+    ids, pixels = prompt(), torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(4))
+    by_hand = torch.zeros_like(ids)
+    by_hand[ids == 39] = 1
+    with torch.no_grad():
+        out = model(text=ids, vision=pixels)
+        assert torch.equal(out, model(text=ids, vision=pixels, text_picture_ids=by_hand))
+        unmarked = model(text=ids, vision=pixels, text_picture_ids=torch.zeros_like(ids))
+    assert torch.equal(out[0, :1], unmarked[0, :1]) and not torch.allclose(out[0, 1:5], unmarked[0, 1:5])
+    rows = ids[:, :10]
+    cached = sample(model.continuation(vision=pixels), rows, max_new=4)
+    assert cached == sample(model.continuation(vision=pixels, use_cache=False), rows, max_new=4)
