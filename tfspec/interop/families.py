@@ -29,7 +29,7 @@ from ..files import as_os_error, read_json, read_regular, safe_reason
 from ..errors import shown
 from .family import Family
 from .mapping import InteropError
-from . import mtp
+from . import mtp, nested
 from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_distilbert, hf_gpt2, hf_opt, hf_bloom,
                hf_falcon, hf_mpt, hf_llama, hf_mixtral, hf_deepseek, hf_deepseek_v2, hf_vit, hf_gpt_oss, hf_qwen_moe,
                hf_qwen2_moe, hf_qwen2, hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2,
@@ -582,3 +582,7 @@ def export_pretrained(model, directory, prefer: str | None = None, token_ids: di
             raise
         raise as_os_error(exc, Path(directory) / "model.safetensors") from None
     return cls
+
+
+# a family of towers reads its nested configurations through the others (``tfspec.interop.nested``)
+nested.CATALOG = nested.Catalog(FAMILIES, family_of, read_config)

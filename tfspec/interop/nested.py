@@ -15,11 +15,25 @@ Mistral's, a Qwen2's ...), so its text tower is what that family writes, loads a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .fields import Fields, _lookup
 from .mapping import InteropError
 from .writer import SpecWriter
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The families tfspec reads, as ``tfspec.interop.families`` lists them, with its ``family_of`` and
+    ``read_config``: it hands them here once it has them (``CATALOG``), so a family of towers reads its nested
+    configurations through the others without importing the list that imports it."""
+
+    families: tuple = ()
+    family_of: Callable | None = None
+    read_config: Callable | None = None
+
+
+CATALOG = Catalog()
 
 
 @dataclass(frozen=True)
@@ -39,12 +53,10 @@ class Nested:
 
     def family(self, config):
         """The family of the nested configuration (refused by name where tfspec has none)."""
-        from .families import family_of
-
         nested = _lookup(config, self.where)
         model_type = _lookup(nested, "model_type") or self.default
         try:
-            family = family_of(model_type)
+            family = CATALOG.family_of(model_type)
         except InteropError as exc:
             raise InteropError(f"{self.where}: {exc}") from None
         if family.towers:
@@ -105,17 +117,16 @@ class Nested:
     def config(self, spec) -> dict:
         """The nested configuration the tower's ``spec`` is: the first family's (in export's order) whose
         configuration describes the spec exactly; an ``InteropError`` with the closest one's differences otherwise."""
-        from .families import FAMILIES, family_of, read_config
         from .mapping import architecture_problems
 
         closest: tuple[int, str, list[str]] | None = None
-        for candidate in FAMILIES:
+        for candidate in CATALOG.families:
             if candidate.towers:
                 continue
             try:
                 values = candidate.hf_config(spec)
-                config = read_config(values)
-                family = family_of(config.model_type)
+                config = CATALOG.read_config(values)
+                family = CATALOG.family_of(config.model_type)
             except (InteropError, TypeError, ValueError):
                 continue
             if family.unsupported(config):
@@ -144,12 +155,8 @@ class Nested:
 
     def export(self, model, renames: dict[str, str]) -> dict:
         """The tower's tensors as the whole Hugging Face model names them (``renames`` as ``load``'s)."""
-        from .families import family_of
-
-        from .families import read_config
-
-        config = read_config(self.config(model.spec))
-        family = family_of(config.model_type)
+        config = CATALOG.read_config(self.config(model.spec))
+        family = CATALOG.family_of(config.model_type)
         state = family.export(self.as_written(model, family, config))
         out = {theirs + key[len(own):]: value for key, value in state.items()
                for theirs, own in renames.items() if key.startswith(own)}
@@ -192,10 +199,9 @@ class WithNested(Fields):
         self.nested = nested
 
     def accounted(self) -> set[str]:
-        from .families import family_of
-
         where = self.nested.where
-        return super().accounted() | {f"{where}.{key}" for key in family_of(self.nested.default).fields.accounted()}
+        return super().accounted() | {f"{where}.{key}"
+                                      for key in CATALOG.family_of(self.nested.default).fields.accounted()}
 
     def unsupported(self, config) -> list[str]:
         problems = super().unsupported(config)
