@@ -2322,3 +2322,36 @@ def test_a_llava_checkpoint_is_loaded_only_into_the_spec_its_configuration_descr
         with pytest.raises(InteropError, match="cannot load LlavaForConditionalGeneration weights") as info:
             family.load(tfspec.compile(other), reference)
         assert named in str(info.value)
+
+
+def test_gemma3s_text_model_imports_alone_from_its_multimodal_checkpoint(tmp_path, tfspec_cli):
+    """A Gemma 3 checkpoint of model_type gemma3 (vision and text): ``--tower text`` imports its text model as Gemma
+    3's text family writes it (causal masks: no pictures), computing what the whole model computes on prompts
+    without pictures, and exports as Gemma3ForCausalLM with the same tensors; a tower that is no model of its own is
+    refused by name."""
+    from tfspec.interop.families import export_pretrained
+    directory, reference = saved(tmp_path, "Gemma3ForConditionalGeneration")
+    text = import_config(directory, tower="text")
+    assert "Gemma3ForCausalLM configuration (model_type 'gemma3_text')" in text and "pictures" not in text
+    assert "The text model (text_config) of a Hugging Face Gemma3ForConditionalGeneration" in " ".join(
+        line.lstrip("# ") for line in text.split("\n") if line.startswith("#"))
+    model = tfspec.from_pretrained(directory, tower="text")
+    ids = torch.randint(3, 87, (2, 12), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    with torch.no_grad():
+        ours, theirs = model(ids, padding_mask=mask == 0), reference(input_ids=ids, attention_mask=mask).logits
+    assert_close(ours[mask.bool()], theirs[mask.bool()], TOL)
+    assert export_pretrained(model, tmp_path / "text") == "Gemma3ForCausalLM"
+    alone = T.Gemma3ForCausalLM.from_pretrained(tmp_path / "text")
+    whole = {k.replace("model.language_model.", "model."): v for k, v in reference.state_dict().items()
+             if k.startswith(("model.language_model.", "lm_head."))}
+    assert alone.state_dict().keys() == whole.keys() and all(torch.equal(alone.state_dict()[k], v)
+                                                            for k, v in whole.items())
+    for tower, message in (("vision", "--tower vision: only tower text (text_config) is a model of its own"),):
+        with pytest.raises(InteropError, match=re.escape(message)):
+            import_config(directory, tower=tower)
+    with pytest.raises(InteropError, match="--tower text: a Llama model is one model, not towers"):
+        import_config(CONFIGS["LlamaForCausalLM"], tower="text")
+    run = tfspec_cli("import", str(directory), "--tower", "text", "--run", str(tmp_path / "run"))
+    assert run.returncode == 0 and "the Gemma3ForCausalLM weights" in run.stdout, run.stderr

@@ -18,6 +18,8 @@ def add(sub) -> None:
                                                               "import reads (Markdown; docs/hf_families.md)")
     imports.add_argument("-o", "--output", metavar="NAME.tfs", help="where to write it (default: standard output)")
     imports.add_argument("--name", help="the spec's model name (default: the directory's)")
+    imports.add_argument("--tower", metavar="NAME", help="only this tower of a model of towers, where it is a model "
+                         "of its own (a Gemma 3 checkpoint's text model: --tower text), exported as its own family's")
     imports.add_argument("--run", dest="run_dir", metavar="OUT", help="also write the weights as a run directory (a "
                          "step-0 checkpoint that tfspec export reads)")
     imports.set_defaults(run=run)
@@ -28,7 +30,7 @@ def run(args) -> int:
     from ..interop.mapping import InteropError
 
     if args.list:
-        if args.source or args.run_dir or args.output or args.name:
+        if args.source or args.run_dir or args.output or args.name or args.tower:
             raise UsageError("--list takes no model directory or other options")
         from ..interop.coverage import coverage_data, coverage_markdown
         if args.json:
@@ -42,10 +44,10 @@ def run(args) -> int:
     if args.whole_process and not args.run_dir:
         configurations_without_torch()  # a configuration alone: 2-3x as fast as with torch
     try:
-        text = import_config(args.source, name=args.name)
+        text = import_config(args.source, name=args.name, tower=args.tower)
         parse(text, file=args.output or "<imported>")  # what import writes always checks
         if args.run_dir:
-            _import_run(args.source, text, args.run_dir)
+            _import_run(args.source, text, args.run_dir, args.tower)
     except InteropError as exc:
         message = str(exc)
         raise RunError(message if str(args.source) in message else f"{shown(args.source)}: {message}") from None
@@ -61,7 +63,7 @@ def run(args) -> int:
     return 0
 
 
-def _import_run(source, text: str, run_dir: str) -> None:
+def _import_run(source, text: str, run_dir: str, tower: str | None = None) -> None:
     """A run directory holding the imported weights as tfspec's step-0 checkpoint (``tfspec export`` reads it)."""
     from pathlib import Path
 
@@ -72,7 +74,7 @@ def _import_run(source, text: str, run_dir: str) -> None:
         raise UsageError(f"--run {shown(run_dir)}: already exists; name a new directory")
     writable(run_dir, "--run")
     quiet_transformers()
-    model = from_pretrained(source)
+    model = from_pretrained(source, tower=tower)
     meta, files = {"hf_class": model.hf_class, "hf_carried": model.hf_carried, "imported_from": str(source)}, {}
     vocab = tokenizer_of(source, model)
     if vocab is not None:

@@ -28,6 +28,7 @@ from typing import Any
 from ..files import as_os_error, read_json, read_regular, safe_reason
 from ..errors import shown
 from .family import Family
+from .fields import _lookup
 from .mapping import InteropError
 from . import mtp, nested
 from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_distilbert, hf_gpt2, hf_opt, hf_bloom,
@@ -206,10 +207,19 @@ def model_class(config, family: Family) -> str:
     return next(iter(family.classes))
 
 
-def import_config(source, *, name: str | None = None, padding: bool = True) -> str:
-    """The readable spec a Hugging Face configuration describes (see the module's docstring)."""
+def import_config(source, *, name: str | None = None, padding: bool = True, tower: str | None = None,
+                  _within: str | None = None) -> str:
+    """The readable spec a Hugging Face configuration describes (see the module's docstring); ``tower``: only that
+    tower of a model of towers, where it is a model of its own (Gemma 3's ``text``: its text model, from the
+    multimodal checkpoint's ``text_config``)."""
     config = read_config(source)
     family = family_of(config.model_type)
+    if tower is not None:
+        nested = tower_of(family, tower)
+        within = (f"The {tower} model ({nested.where}) of a Hugging Face {model_class(config, family)} configuration "
+                  f"(model_type '{config.model_type}'), alone.")
+        return import_config(_lookup(config, nested.where), name=name or _spec_name(source, config), padding=padding,
+                             _within=within)
     problems = family.unsupported(config)
     if problems:
         raise InteropError(f"this {family.name} configuration cannot be expressed exactly:\n"
@@ -220,12 +230,25 @@ def import_config(source, *, name: str | None = None, padding: bool = True) -> s
     read_as = f"model_type '{declared}', read as '{config.model_type}'" if declared in READ_AS else \
         f"model_type '{config.model_type}'"
     heading = (f"Imported by tfspec from a Hugging Face {cls} configuration ({read_as}).",
-               family.conventions + ".") + ((READ_AS[declared][1] + ".",) if declared in READ_AS else ())
+               family.conventions + ".") + ((READ_AS[declared][1] + ".",) if declared in READ_AS else ()) + \
+        ((_within,) if _within else ())
     from ..front.fmt import format_text
 
     text = family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
                             heading=heading)
     return format_text(text, "<imported>")  # in canonical form: what `tfspec fmt --check` accepts
+
+
+def tower_of(family: Family, tower: str):
+    """The ``Nested`` description of ``tower`` in ``family``'s models, where it is a model of its own; an
+    ``InteropError`` naming the ones that are otherwise."""
+    nested = getattr(family.fields, "nested", None)
+    if not family.towers:
+        raise InteropError(f"--tower {tower}: a {family.name} model is one model, not towers")
+    if nested is None or nested.tower != tower:
+        alone = f"only tower {nested.tower} ({nested.where}) is" if nested is not None else "none of its towers is"
+        raise InteropError(f"--tower {tower}: {alone} a model of its own in a {family.name} configuration")
+    return nested
 
 
 def _declared_type(source) -> str | None:
@@ -259,8 +282,10 @@ def tensor_names(source) -> set[str]:
     return set()
 
 
-def from_pretrained(directory, *, device=None):
-    """The compiled model of a Hugging Face model directory, with its weights, in eval mode."""
+def from_pretrained(directory, *, device=None, tower: str | None = None):
+    """The compiled model of a Hugging Face model directory, with its weights, in eval mode; ``tower``: only that
+    tower of a model of towers, where it is a model of its own (``import_config``'s), exported as its own
+    family's class."""
     from ..front.api import parse
     from ..backend.compiler import compile as compile_spec
 
@@ -274,7 +299,7 @@ def from_pretrained(directory, *, device=None):
                            "tfspec.import_config reads the configuration alone")
     config = read_config(path)
     family = family_of(config.model_type)
-    text = import_config(path)
+    text = import_config(path, tower=tower)
     stored = stored_types(path)  # every file transformers would open is checked first: none is a FIFO
     model = compile_spec(parse(text, file=str(path / "config.json")), seed=0)
     transformers = _transformers()
@@ -296,6 +321,12 @@ def from_pretrained(directory, *, device=None):
                    for kind, names in damaged.items()] + [f"  {m}" for m in info.get("error_msgs", [])]
         raise InteropError(f"{shown(path)}: the checkpoint does not match its config.json:\n" + "\n".join(details))
     _check_values(path, reference, stored)
+    if tower is not None:  # the tower alone, through its own family: exported back as that family's class
+        nested = tower_of(family, tower)
+        inner = _lookup(config, nested.where)
+        nested.load(model, reference, dict(nested.renames))
+        model.hf_class, model.hf_carried = model_class(inner, family_of(inner.model_type)), {}
+        return (model.to(device) if device is not None else model).eval()
     family.load(model, reference)
     model.hf_class = type(reference).__name__  # what it was: exported back as the same class
     model.hf_carried = family.carried_values(config)

@@ -29,9 +29,8 @@ from .writer import SpecWriter
 from .family import Family
 
 REFERENCE = "Hugging Face Gemma 3"
-TEXT = Nested("text_config", "text", "text_", "gemma3_text", words=(("causal", "pictures"),))
-# where the whole model holds its language model, and where a model of its own holds it
-RENAMES = {"model.language_model.": "model.", "lm_head.": "lm_head."}
+TEXT = Nested("text_config", "text", "text_", "gemma3_text",
+              (("model.language_model.", "model."), ("lm_head.", "lm_head.")), words=(("causal", "pictures"),))
 PROJECTOR = "model.multi_modal_projector"
 # token ids the processor writes around a picture's image tokens, which no spec setting holds: written back as an
 # import carried them
@@ -123,7 +122,7 @@ def _rules(model, state: dict) -> list:
             rule(f"{steps}.2.weight", f"{PROJECTOR}.mm_input_projection_weight", transpose=True)]
 
 
-from_hf_gemma3_vl, to_hf_gemma3_vl = connected_weights(FIELDS, spec_text, _rules, TEXT, RENAMES, REFERENCE)
+from_hf_gemma3_vl, to_hf_gemma3_vl = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
     Family("Gemma 3 (vision)", ("gemma3",), {"Gemma3ForConditionalGeneration": {}},

@@ -29,9 +29,8 @@ from .writer import SpecWriter
 from .family import Family
 
 REFERENCE = "Hugging Face Idefics3"
-TEXT = Nested("text_config", "text", "text_", "llama")
-# where the whole model holds its language model, and where a model of its own holds it
-RENAMES = {"model.text_model.": "model.", "lm_head.": "lm_head."}
+TEXT = Nested("text_config", "text", "text_", "llama",
+              (("model.text_model.", "model."), ("lm_head.", "lm_head.")))
 
 FIELDS = TEXT.fields(Fields(
     *tower_fields("vision_", "vision", "vision_config", ACTIVATIONS),
@@ -96,7 +95,7 @@ def _rules(model, state: dict) -> list:
                           model.state_dict())]
 
 
-from_hf_idefics3, to_hf_idefics3 = connected_weights(FIELDS, spec_text, _rules, TEXT, RENAMES, REFERENCE)
+from_hf_idefics3, to_hf_idefics3 = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 CONVENTIONS = ("SigLIP's vision tower, normed (tower vision), connected to a text model (tower text, its "
                "text_config's family: Llama's by default) by a pixel shuffle of scale_factor and a linear map without "

@@ -25,9 +25,8 @@ from .writer import SpecWriter
 from .family import Family
 
 REFERENCE = "Hugging Face LLaVA"
-TEXT = Nested("text_config", "text", "text_", "llama")
-# where LlavaForConditionalGeneration holds its language model, and where a model of its own holds it
-RENAMES = {"model.language_model.": "model.", "lm_head.": "lm_head."}
+TEXT = Nested("text_config", "text", "text_", "llama",
+              (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
 PROJECTOR = "model.multi_modal_projector"
 
 
@@ -162,7 +161,7 @@ def _rules(model, state: dict) -> list:
             *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)]
 
 
-def connected_weights(fields, spec_text, rules, text: Nested, renames: dict[str, str], reference: str):
+def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
     """A vision-language family's two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies the
     source tower's and the connector's tensors by ``rules(model, state)`` (``state``: the reference's, empty on
     export) and the text model's through ``text``'s family, whose tensors the whole model holds under ``renames``'
@@ -178,6 +177,7 @@ def connected_weights(fields, spec_text, rules, text: Nested, renames: dict[str,
             raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
                                + "\n".join(f"  {p}" for p in problems))
         target = model.spec.connectors[0].target
+        renames = dict(text.renames)
         state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith(tuple(renames))}
         load_state(model, state, rules(model, state), reference=reference, outside=(f"towers.{target}.",))
         text.load(model.towers[target], hf_model, renames)
@@ -185,11 +185,11 @@ def connected_weights(fields, spec_text, rules, text: Nested, renames: dict[str,
     def export(model) -> dict:
         target = model.spec.connectors[0].target
         return {**export_state(model, rules(model, {}), reference=reference, outside=(f"towers.{target}.",)),
-                **text.export(model.towers[target], renames)}
+                **text.export(model.towers[target], dict(text.renames))}
     return load, export
 
 
-from_hf_llava, to_hf_llava = connected_weights(FIELDS, spec_text, _rules, TEXT, RENAMES, REFERENCE)
+from_hf_llava, to_hf_llava = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

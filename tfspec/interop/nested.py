@@ -40,12 +40,15 @@ CATALOG = Catalog()
 class Nested:
     """A tower whose configuration is nested at ``where``; ``tower``: its name in the spec; ``prefix``: of its
     ``let``s; ``default``: the model type the whole model's class builds where the nested configuration names
-    none (LLaVA's Llama); ``options``: the ``spec_text`` arguments of its family's class (a causal LM's head)."""
+    none (LLaVA's Llama); ``renames``: where the whole model holds the tower's tensors, and where a model of its
+    own holds them (``("model.language_model.", "model.")``); ``options``: the ``spec_text`` arguments of its
+    family's class (a causal LM's head)."""
 
     where: str
     tower: str
     prefix: str
     default: str
+    renames: tuple[tuple[str, str], ...] = ()
     options: tuple[tuple[str, Any], ...] = (("head", True),)
     # words of the tower's settings written otherwise inside the whole model (Gemma 3's text model sees each
     # picture's image tokens together: its masks' ``causal`` is ``pictures``)
