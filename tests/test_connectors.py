@@ -323,3 +323,13 @@ def test_the_pictures_mask_lets_a_pictures_tokens_see_one_another_and_is_causal_
     rows = ids[:, :10]
     cached = sample(model.continuation(vision=pixels), rows, max_new=4)
     assert cached == sample(model.continuation(vision=pixels, use_cache=False), rows, max_new=4)
+
+
+def test_build_runs_a_vision_language_model_on_a_prompt_holding_each_pictures_tokens(tfspec_cli):
+    import json
+    result = tfspec_cli("build", "examples/vlm_digits.tfs", "--json")
+    assert result.returncode == 0, result.stderr
+    built = json.loads(result.stdout)
+    # the prompt's first token, the picture's 16 image tokens, then the other 15 of --seq-len 16
+    assert built["inputs"] == {"vision": [2, 1, 16, 16], "text": [2, 32]} and built["outputs"] == {"logits": [2, 32, 32]}
+    assert built["parameters"] == 39_584 and built["finite"]

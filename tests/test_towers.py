@@ -218,10 +218,28 @@ def test_check_and_diff_read_towers_and_the_rest_say_they_do_not_yet(tfspec_cli,
     assert "contrastive: loss softmax → sigmoid" in out and "contrastive: bias none → learned" in out
     assert "contrastive: init log scale 2.6592 → log scale 2.6592, bias -10" in out
     assert "seq_len text 16, vision 5" in out
-    result = tfspec_cli("mask", str(first), "-o", tmp_path / "mask.png")
+    result = tfspec_cli("emit", str(first), "-o", tmp_path / "pair.py")
     assert result.returncode == 1
-    assert "`tfspec mask` reads a model of one or two stacks; 'pair' is 2 towers" in result.stderr
+    assert "`tfspec emit` reads a model of one or two stacks; 'pair' is 2 towers" in result.stderr
     assert "pair.tfs:9:1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_mask_draws_every_towers_attention_and_build_runs_the_towers_once(tfspec_cli, tmp_path):
+    """``mask``: each tower's attentions, named with their tower, the tower of tokens at --seq-len and the one of
+    pictures at its own length; ``build``: the module tree, the parameters (compiler and analysis agreeing) and one
+    forward pass giving the contrastive logits and each tower's vectors."""
+    path = tmp_path / "pair.tfs"
+    path.write_text(towers_text())
+    result = tfspec_cli("mask", str(path), "-o", tmp_path / "mask.png", "--seq-len", "6", "--json")
+    assert result.returncode == 0, result.stderr
+    drawn = {p["sublayer"]: (p["queries"], p["pairs_seen"]) for p in json.loads(result.stdout)["patterns"]}
+    assert drawn == {"text.encoder.self_attn": (6, 21), "vision.encoder.self_attn": (5, 25)}  # (causal; all seen)
+    assert (tmp_path / "mask.png").stat().st_size > 0
+    result = tfspec_cli("build", str(path), "--seq-len", "6", "--json")
+    assert result.returncode == 0, result.stderr
+    built = json.loads(result.stdout)
+    assert built["parameters"] == tfspec.parse(towers_text()).parameter_count() and built["finite"]
+    assert built["outputs"] == {"logits": [2, 2], "first": [2, 8], "second": [2, 8]}  # (each head: linear(proj))
 
 
 def test_summary_costs_each_tower_at_its_length_and_the_towers_together(tfspec_cli, tmp_path):

@@ -8,7 +8,8 @@ import sys
 
 from ..front.api import load
 from ..registry import INPUTS
-from .common import (DTYPES, fits, one_model, overrides, positive, print_json, seed_number, torch_device, with_json,
+from ..front.schema import Towers
+from .common import (DTYPES, UsageError, fits, overrides, positive, print_json, seed_number, torch_device, with_json,
                      with_set)
 
 
@@ -48,7 +49,9 @@ def run(args) -> int:
 
     from ..backend.compiler import compile as compile_spec
 
-    spec = one_model(load(args.file, overrides=overrides(args)), "build")
+    spec = load(args.file, overrides=overrides(args))
+    if isinstance(spec, Towers):
+        return _build_towers(args, spec)
     device = torch_device(args.device)
     from ..ir.queries import fixed_length
     fixed = [n for role in spec.graph().stacks if (n := fixed_length(spec.graph(), role)) is not None]
@@ -95,5 +98,76 @@ def run(args) -> int:
                      "milliseconds": round(elapsed * 1000, 3), "finite": finite})
     else:
         print(f"forward pass on random {what} {tuple(inputs[-1].shape)}: {names} {shapes} in {elapsed * 1000:.1f} ms"
+              f"{'' if finite else ' -- NON-FINITE VALUES'}")
+    return 0 if finite else 1
+
+
+def _tower_inputs(model, batch: int, length: int, device, generator) -> dict:
+    """Random inputs of a model of towers, by tower: pictures, or ``length`` token ids; a connector's target holds
+    its source's vectors as image tokens after its first token (its length grows to hold them)."""
+    import torch
+
+    inputs = {}
+    for name, tower in model.towers.items():
+        embedding = tower.embeddings[tower.stack_embedding[tower.spec.stacks[0].role]]
+        inputs[name] = torch.randn(batch, *embedding.shape, generator=generator).to(device) if embedding.vocab is None \
+            else torch.randint(0, embedding.vocab, (batch, length), generator=generator).to(device)
+    for source, connector in model.connectors.items():
+        with torch.no_grad():
+            count = model.features(source, inputs[source]).shape[1]
+        ids = inputs[connector.target]
+        vocab = model.towers[connector.target].embeddings[model.towers[connector.target].stack_embedding["decoder"]].vocab
+        ids = torch.cat([ids[:, :1], ids[:, :1].new_full((batch, count), connector.image_token), ids[:, 1:]], dim=1)
+        ids[:, 1 + count:][ids[:, 1 + count:] == connector.image_token] = (connector.image_token + 1) % vocab
+        ids[:, :1][ids[:, :1] == connector.image_token] = (connector.image_token + 1) % vocab
+        inputs[connector.target] = ids
+    return inputs
+
+
+def _build_towers(args, towers) -> int:
+    """``build`` of a model of towers: its module tree, its parameters (the compiler's and the analysis's), one
+    forward pass on random inputs of every tower."""
+    import time
+
+    import torch
+
+    from ..backend.compiler import compile as compile_spec
+
+    if args.code:
+        raise UsageError("--code prints a model of one's generated forwards; a model of towers calls each tower's "
+                         "(tfspec.compile(...).towers[NAME].program)")
+    device = torch_device(args.device)
+    model = compile_spec(towers, device=device, dtype=getattr(torch, args.dtype), seed=args.seed).eval()
+    total = sum(p.numel() for p in model.parameters())
+    if not args.json:
+        print(model)
+        print(f"\n{towers.name}: {total:,} parameters ({len(towers.towers)} towers; {args.dtype} on {device})")
+    if total != towers.parameter_count():  # the compiler and the IR analysis must agree
+        print(f"error: the IR analysis counts {towers.parameter_count():,}", file=sys.stderr)
+        return 1
+    inputs = _tower_inputs(model, args.batch, args.seq_len, device, torch.Generator().manual_seed(args.seed))
+    try:
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = model(**inputs)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - start
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    outputs = out._asdict() if hasattr(out, "_asdict") else out if isinstance(out, dict) else {"logits": out}
+    outputs = {name: (o[0] if isinstance(o, tuple) else o) for name, o in outputs.items()}
+    finite = all(torch.isfinite(o).all().item() for o in outputs.values())
+    shapes = {name: list(tensor.shape) for name, tensor in inputs.items()}
+    if args.json:
+        print_json({"name": towers.name, "kind": "towers", "parameters": total, "dtype": args.dtype,
+                     "device": str(device), "inputs": shapes,
+                     "outputs": {name: list(o.shape) for name, o in outputs.items()},
+                     "milliseconds": round(elapsed * 1000, 3), "finite": finite})
+    else:
+        given = ", ".join(f"{name} {tuple(shape)}" for name, shape in shapes.items())
+        made = ", ".join(f"{name} {tuple(o.shape)}" for name, o in outputs.items())
+        print(f"forward pass on random inputs ({given}): {made} in {elapsed * 1000:.1f} ms"
               f"{'' if finite else ' -- NON-FINITE VALUES'}")
     return 0 if finite else 1

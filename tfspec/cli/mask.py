@@ -6,7 +6,8 @@ import os
 
 from ..errors import shown
 from ..front.api import load
-from .common import overrides, positive, print_json, UsageError, with_json, with_set, writable, one_model
+from ..front.schema import Towers
+from .common import overrides, positive, print_json, UsageError, with_json, with_set, writable
 
 
 def add(sub) -> None:
@@ -24,6 +25,34 @@ def add(sub) -> None:
     mask.set_defaults(run=run)
 
 
+def _tower_patterns(args, towers) -> list:
+    """Every tower's patterns, each sublayer named with its tower (``text.decoder.self_attn``): a tower of tokens at
+    ``--seq-len``, one of pictures at the length its input makes."""
+    import dataclasses
+
+    from ..inspect.analysis import AnalysisError
+    from ..inspect.patterns import attention_patterns
+    from ..ir.queries import fixed_length
+
+    if args.src_len or args.tgt_len:
+        raise UsageError("--src-len and --tgt-len are an encoder-decoder's; a tower of tokens reads --seq-len")
+    patterns, heads = [], []
+    for tower in towers.towers:
+        g = tower.spec.graph()
+        fixed = fixed_length(g, tower.spec.stacks[0].role)
+        try:
+            found = attention_patterns(tower.spec, seq_len=None if fixed else args.seq_len, head=args.head - 1)
+        except AnalysisError as exc:
+            if "head" not in str(exc):
+                raise AnalysisError(f"tower {tower.name}: {exc}") from None
+            heads.append(f"tower {tower.name}: {exc}")
+            continue
+        patterns += [dataclasses.replace(p, sublayer=f"{tower.name}.{p.sublayer}") for p in found]
+    if heads and not patterns:
+        raise AnalysisError("; ".join(heads))
+    return patterns
+
+
 def run(args) -> int:
     from ..inspect.analysis import AnalysisError
     from ..inspect.patterns import MAX_LENGTH, attention_patterns, describe, plot_patterns
@@ -38,10 +67,10 @@ def run(args) -> int:
     if longest > MAX_LENGTH:
         raise UsageError(f"a picture of {longest} positions would hold {longest ** 2:,} pairs; "
                          f"use a length <= {MAX_LENGTH}")
-    spec = one_model(load(args.file, overrides=overrides(args)), "mask")
+    spec = load(args.file, overrides=overrides(args))
     try:
-        patterns = attention_patterns(spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len,
-                                      head=args.head - 1)
+        patterns = _tower_patterns(args, spec) if isinstance(spec, Towers) else attention_patterns(
+            spec, seq_len=args.seq_len, src_len=args.src_len, tgt_len=args.tgt_len, head=args.head - 1)
     except AnalysisError as exc:
         raise UsageError(str(exc)) from None
     if not patterns:
