@@ -43,8 +43,6 @@ def add(sub) -> None:
 
 
 def run(args) -> int:
-    import time
-
     import torch
 
     from ..backend.compiler import compile as compile_spec
@@ -76,12 +74,7 @@ def run(args) -> int:
         return 1
     inputs = _random_inputs(model, args.batch, args.seq_len, device, torch.Generator().manual_seed(args.seed))
     try:
-        start = time.perf_counter()
-        with torch.no_grad():
-            out = model(*inputs)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
+        out, elapsed = _timed(lambda: model(*inputs), device)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -100,6 +93,20 @@ def run(args) -> int:
         print(f"forward pass on random {what} {tuple(inputs[-1].shape)}: {names} {shapes} in {elapsed * 1000:.1f} ms"
               f"{'' if finite else ' -- NON-FINITE VALUES'}")
     return 0 if finite else 1
+
+
+def _timed(forward, device):
+    """One forward pass without gradients, and the seconds it took (a GPU's work waited for)."""
+    import time
+
+    import torch
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = forward()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - start
 
 
 def _tower_inputs(model, batch: int, length: int, device, generator) -> dict:
@@ -127,8 +134,6 @@ def _tower_inputs(model, batch: int, length: int, device, generator) -> dict:
 def _build_towers(args, towers) -> int:
     """``build`` of a model of towers: its module tree, its parameters (the compiler's and the analysis's), one
     forward pass on random inputs of every tower."""
-    import time
-
     import torch
 
     from ..backend.compiler import compile as compile_spec
@@ -147,12 +152,7 @@ def _build_towers(args, towers) -> int:
         return 1
     inputs = _tower_inputs(model, args.batch, args.seq_len, device, torch.Generator().manual_seed(args.seed))
     try:
-        start = time.perf_counter()
-        with torch.no_grad():
-            out = model(**inputs)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - start
+        out, elapsed = _timed(lambda: model(**inputs), device)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -20,12 +20,11 @@ from __future__ import annotations
 import math
 
 from .fields import Field, Fields, Fixed
-from .hf_clip import picture_fields, square_pictures, tower_fields, towers_ignored
-from .hf_llava import ConnectedFacts, connected_weights, vision_prefix
+from .hf_clip import picture_fields, tower_fields, towers_ignored
+from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights, vision_prefix
 from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from .mapping import rule
 from .nested import Nested
-from .writer import SpecWriter
 from .family import Family
 
 REFERENCE = "Hugging Face Gemma 3"
@@ -56,15 +55,12 @@ FIELDS = TEXT.fields(Fields(
     Field("image_token", "image_token_index", lambda f: f.connector.image_token, let=False),
     Field("block", "mm_tokens_per_image", lambda f: (f.vision.input_option("image") // f.vision.input_option("patch")
                                                      // f.step(0, "side")) ** 2, read=_block, let=False),
-    Field("tied", "tie_word_embeddings", lambda f: f.text.tied, setting=False),
+    *TIED,
     Fixed("mm_tokens_per_image", True, "mm_tokens_per_image not the square of a divisor of the patches' side "
           "(vision_config.image_size // patch_size): no square blocks of patches average into that many vectors",
           read=lambda c: _block(c) is not None, required="a square dividing the patches' grid"),
     Fixed("vision_config.vision_use_head", False, "vision_use_head=true: an attention pool Gemma 3 never reads",
           exported=True),
-    Fixed("tie_word_embeddings", True, "tie_word_embeddings other than text_config.tie_word_embeddings: the head "
-          "is the text model's", read=lambda c: bool(c.tie_word_embeddings) == bool(c.text_config.tie_word_embeddings),
-          required="text_config.tie_word_embeddings"),
     Fixed("text_config.sliding_window", True, "a picture's image tokens (mm_tokens_per_image) as many as the text "
           "model's sliding window or more: Hugging Face's window bounds how far back a query sees, tfspec's both ways",
           read=lambda c: c.text_config.sliding_window is None or c.mm_tokens_per_image < c.text_config.sliding_window,
@@ -80,26 +76,15 @@ FIELDS = TEXT.fields(Fields(
 
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The vision tower, Gemma 3's text model and the projector a Gemma 3 configuration describes."""
-    square_pictures(config)
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    text = TEXT.tower_text(w, config, padding=padding)
-    body = f"""model {name}
-
-defaults {{
-  residual pre
-}}
-
-{vision_tower(s)}
-{text}
-# each picture's normed patches averaged in blocks of {s.block} × {s.block}: {config.mm_tokens_per_image} vectors
+    def connector(s) -> str:
+        return f"""# each picture's normed patches averaged in blocks of {s.block} × {s.block}: {config.mm_tokens_per_image} vectors
 connect vision -> text image_token={s.image_token} {{
   mean_pool {s.block}
   norm gemma_rmsnorm eps=vision_eps
   linear text_d_model bias=false
 }}
 """
-    return w.text(body, list(heading))
+    return connected_text(FIELDS, TEXT, config, vision_tower, connector, padding=padding, name=name, heading=heading)
 
 
 def hf_config(towers) -> dict:

@@ -20,12 +20,11 @@ all-zero tiles that pad it.
 from __future__ import annotations
 
 from .fields import Field, Fields, Fixed
-from .hf_clip import picture_fields, square_pictures, tower_fields, towers_ignored
-from .hf_llava import ConnectedFacts, connected_weights
+from .hf_clip import picture_fields, tower_fields, towers_ignored
+from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights
 from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from .mapping import linear_rules
 from .nested import Nested
-from .writer import SpecWriter
 from .family import Family
 
 REFERENCE = "Hugging Face Idefics3"
@@ -37,13 +36,10 @@ FIELDS = TEXT.fields(Fields(
     *picture_fields(),
     Field("image_token", "image_token_id", lambda f: f.connector.image_token, let=False),
     Field("scale_factor", "scale_factor", lambda f: f.step(0, "factor"), let=False),
-    Field("tied", "tie_word_embeddings", lambda f: f.text.tied, setting=False),
+    *TIED,
     Fixed("scale_factor", True, "scale_factor not dividing the side of the grid of patches (vision_config.image_size "
           "// patch_size): a pixel shuffle's blocks would not tile it", required="a divisor of the patches' side",
           read=lambda c: (c.vision_config.image_size // c.vision_config.patch_size) % c.scale_factor == 0),
-    Fixed("tie_word_embeddings", True, "tie_word_embeddings other than text_config.tie_word_embeddings: the head "
-          "is the text model's", read=lambda c: bool(c.tie_word_embeddings) == bool(c.text_config.tie_word_embeddings),
-          required="text_config.tie_word_embeddings"),
     ignored={
         **towers_ignored(("vision_config",)),
         "_pad_token_id": "a token id, which the tokenizer reads",
@@ -55,25 +51,15 @@ FIELDS = TEXT.fields(Fields(
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The vision tower, the text model and the pixel-shuffle connector an Idefics3 or SmolVLM configuration
     describes."""
-    square_pictures(config)
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    text = TEXT.tower_text(w, config, padding=padding)
-    body = f"""model {name}
-
-defaults {{
-  residual pre
-}}
-
-{vision_tower(s, init=True)}
-{text}
-# each picture's normed patches, each {s.scale_factor} × {s.scale_factor} block of them one vector
+    def connector(s) -> str:
+        return f"""# each picture's normed patches, each {s.scale_factor} × {s.scale_factor} block of them one vector
 connect vision -> text image_token={s.image_token} {{
   pixel_shuffle {s.scale_factor}
   linear text_d_model bias=false
 }}
 """
-    return w.text(body, list(heading))
+    return connected_text(FIELDS, TEXT, config, lambda s: vision_tower(s, init=True), connector, padding=padding,
+                          name=name, heading=heading)
 
 
 def hf_config(towers, model_type: str = "idefics3") -> dict:

@@ -52,6 +52,13 @@ class ConnectedFacts:
         return steps[index].options.get(option) if index < len(steps) else None
 
 
+# the whole model's head is its text model's: tied as text_config says (exported from the text tower's head)
+TIED = (Field("tied", "tie_word_embeddings", lambda f: f.text.tied, setting=False),
+        Fixed("tie_word_embeddings", True, "tie_word_embeddings other than text_config.tie_word_embeddings: the head "
+              "is the text model's", read=lambda c: bool(c.tie_word_embeddings) == bool(
+                  c.text_config.tie_word_embeddings), required="text_config.tie_word_embeddings"))
+
+
 def _patches(config) -> int:
     """The vectors a picture gives the text model: its patches, and its class token where kept."""
     vision = config.vision_config
@@ -67,7 +74,7 @@ FIELDS = TEXT.fields(Fields(
           names={"default": "first", "full": "none"}),
     Field("projector_activation", "projector_hidden_act", lambda f: f.step(1, "kind"), names=ACTIVATIONS, let=False),
     Field("projector_bias", "multimodal_projector_bias", lambda f: f.step(0, "bias"), let=False),
-    Field("tied", "tie_word_embeddings", lambda f: f.text.tied, setting=False),
+    *TIED,
     Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by side; "
           "tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
           required="one layer"),
@@ -76,9 +83,6 @@ FIELDS = TEXT.fields(Fields(
     Fixed("image_seq_length", True, "image_seq_length other than the vectors a picture gives (its patches, and its "
           "class token where vision_feature_select_strategy is 'full'): the processor's image tokens would not be "
           "the connector's vectors", read=lambda c: c.image_seq_length == _patches(c), required="the picture's vectors"),
-    Fixed("tie_word_embeddings", True, "tie_word_embeddings other than text_config.tie_word_embeddings: the head "
-          "is the text model's", read=lambda c: bool(c.tie_word_embeddings) == bool(c.text_config.tie_word_embeddings),
-          required="text_config.tie_word_embeddings"),
     ignored={
         **towers_ignored(("vision_config",)),
         "vision_config.projection_dim": "CLIP's projection, which LLaVA's vision tower does not have",
@@ -89,29 +93,39 @@ FIELDS = TEXT.fields(Fields(
 ), )
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The vision tower, the text model and the projector a LLaVA configuration describes."""
+def connected_text(fields, text: Nested, config, vision, connector, *, padding: bool, name: str,
+                   heading: tuple[str, ...]) -> str:
+    """The spec of a vision tower connected to a text model read through its own family (``text``): the
+    configuration's settings by ``fields``, the vision tower's text ``vision(s)`` and the connector's
+    ``connector(s)`` from them (``s``: ``Fields.write``'s settings)."""
     square_pictures(config)
     w = SpecWriter()
-    s = FIELDS.write(config, w)
-    text = TEXT.tower_text(w, config, padding=padding)
-    bias = "" if s.value("projector_bias") else " bias=false"
+    s = fields.write(config, w)
+    tower = text.tower_text(w, config, padding=padding)
     body = f"""model {name}
 
 defaults {{
   residual pre
 }}
 
-{vision_tower(s)}
-{text}
-# {_reading(s)}
+{vision(s)}
+{tower}
+{connector(s)}"""
+    return w.text(body, list(heading))
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The vision tower, the text model and the projector a LLaVA configuration describes."""
+    def connector(s) -> str:
+        bias = "" if s.value("projector_bias") else " bias=false"
+        return f"""# {_reading(s)}
 connect vision -> text image_token={s.image_token} layer={s.feature_layer} drop={s.drop} {{
   linear text_d_model{bias}
   activation {s.projector_activation}
   linear text_d_model{bias}
 }}
 """
-    return w.text(body, list(heading))
+    return connected_text(FIELDS, TEXT, config, vision_tower, connector, padding=padding, name=name, heading=heading)
 
 
 def _reading(s) -> str:
