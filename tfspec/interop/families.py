@@ -324,7 +324,7 @@ def from_pretrained(directory, *, device=None, tower: str | None = None):
     if tower is not None:  # the tower alone, through its own family: exported back as that family's class
         nested = tower_of(family, tower)
         inner = _lookup(config, nested.where)
-        nested.load(model, reference, dict(nested.renames))
+        nested.load(model, reference)
         model.hf_class, model.hf_carried = model_class(inner, family_of(inner.model_type)), {}
         return (model.to(device) if device is not None else model).eval()
     family.load(model, reference)

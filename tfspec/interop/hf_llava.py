@@ -178,9 +178,9 @@ def _rules(model, state: dict) -> list:
 def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
     """A vision-language family's two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies the
     source tower's and the connector's tensors by ``rules(model, state)`` (``state``: the reference's, empty on
-    export) and the text model's through ``text``'s family, whose tensors the whole model holds under ``renames``'
-    prefixes, once the spec is seen to be the architecture the configuration describes; ``export(model)`` is the
-    state dict the class loads."""
+    export) and the text model's through ``text``'s family (its tensors where ``text.renames`` says), once the
+    spec is seen to be the architecture the configuration describes; ``export(model)`` is the state dict the class
+    loads."""
     def load(model, hf_model) -> None:
         name = type(hf_model).__name__
         if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
@@ -191,15 +191,15 @@ def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
             raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
                                + "\n".join(f"  {p}" for p in problems))
         target = model.spec.connectors[0].target
-        renames = dict(text.renames)
-        state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith(tuple(renames))}
+        theirs = tuple(whole for whole, _ in text.renames)  # the text model's, copied by its own family
+        state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith(theirs)}
         load_state(model, state, rules(model, state), reference=reference, outside=(f"towers.{target}.",))
-        text.load(model.towers[target], hf_model, renames)
+        text.load(model.towers[target], hf_model)
 
     def export(model) -> dict:
         target = model.spec.connectors[0].target
         return {**export_state(model, rules(model, {}), reference=reference, outside=(f"towers.{target}.",)),
-                **text.export(model.towers[target], dict(text.renames))}
+                **text.export(model.towers[target])}
     return load, export
 
 

@@ -145,26 +145,25 @@ class Nested:
         raise InteropError(f"tower {self.tower} is no model a Hugging Face family describes"
                            + (f"; the closest, {closest[1]}, differs" if closest else "") + why)
 
-    def load(self, model, reference, renames: dict[str, str]) -> None:
+    def load(self, model, reference) -> None:
         """Copy the tower's tensors from ``reference`` (the whole Hugging Face model) into ``model`` (the tower's
-        compiled model) through the nested family; ``renames``: ``{the whole model's prefix: the family's}``
-        (``{"model.language_model.": "model.", "lm_head.": "lm_head."}``)."""
+        compiled model) through the nested family, each renamed as ``renames`` says."""
         family = self.family(reference.config)
         state = {own + key[len(theirs):]: value for key, value in reference.state_dict().items()
-                 for theirs, own in renames.items() if key.startswith(theirs)}
+                 for theirs, own in self.renames if key.startswith(theirs)}
         nested = _lookup(reference.config, self.where)
         view = type(f"{type(reference).__name__}'s {self.where}", (_View,), {})(nested, state, "lm_head.weight" in state)
         family.load(self.as_written(model, family, nested), view)
 
-    def export(self, model, renames: dict[str, str]) -> dict:
-        """The tower's tensors as the whole Hugging Face model names them (``renames`` as ``load``'s)."""
+    def export(self, model) -> dict:
+        """The tower's tensors as the whole Hugging Face model names them (``renames`` the other way)."""
         config = CATALOG.read_config(self.config(model.spec))
         family = CATALOG.family_of(config.model_type)
         state = family.export(self.as_written(model, family, config))
         out = {theirs + key[len(own):]: value for key, value in state.items()
-               for theirs, own in renames.items() if key.startswith(own)}
+               for theirs, own in self.renames if key.startswith(own)}
         if len(out) != len(state):
-            placed = {own + key[len(theirs):] for key in out for theirs, own in renames.items() if key.startswith(theirs)}
+            placed = {own + key[len(theirs):] for key in out for theirs, own in self.renames if key.startswith(theirs)}
             raise InteropError(f"tower {self.tower}'s tensors {sorted(set(state) - placed)[:4]} have no place in "
                                "the whole model")
         return out
