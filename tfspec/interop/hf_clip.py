@@ -256,6 +256,16 @@ def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
             *hf_bert._linear(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
+def refuse_undescribed(model, hf_model, fields, spec_text) -> None:
+    """Stop before any tensor is read where ``hf_model``'s configuration holds a value ``fields`` cannot express, or
+    describes (``spec_text``) another architecture than ``model``'s spec: an ``InteropError`` naming each."""
+    name = type(hf_model).__name__
+    problems = fields.unsupported(hf_model.config) or architecture_problems(model.spec, spec_text(hf_model.config), name)
+    if problems:
+        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
+
+
 def towers_weights(fields, spec_text, rules, reference: str):
     """A family of towers' two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies every tensor
     by ``rules(model)`` once the spec is seen to be the architecture the configuration describes (``fields``,
@@ -264,11 +274,7 @@ def towers_weights(fields, spec_text, rules, reference: str):
         name = type(hf_model).__name__
         if not isinstance(model.spec, S.Towers):
             raise InteropError(f"{name} is two towers and a contrastive head; spec '{model.spec.name}' is one model")
-        problems = fields.unsupported(hf_model.config) or architecture_problems(
-            model.spec, spec_text(hf_model.config), name)
-        if problems:
-            raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
-                               + "\n".join(f"  {p}" for p in problems))
+        refuse_undescribed(model, hf_model, fields, spec_text)
         load_state(model, hf_model.state_dict(), rules(model), reference=reference)
 
     def export(model) -> dict:

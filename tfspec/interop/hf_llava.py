@@ -17,9 +17,9 @@ from __future__ import annotations
 from ..front import schema as S
 from .facts import Facts, OtherKind
 from .fields import Field, Fields, Fixed
-from .hf_clip import ACTIVATIONS, picture_fields, square_pictures, tower_fields, towers_ignored, vision_rules, \
-    vision_tower
-from .mapping import InteropError, architecture_problems, export_state, linear_rules, load_state
+from .hf_clip import (ACTIVATIONS, picture_fields, refuse_undescribed, square_pictures, tower_fields, towers_ignored,
+                      vision_rules, vision_tower)
+from .mapping import InteropError, export_state, linear_rules, load_state
 from .nested import Nested
 from .writer import SpecWriter
 from .family import Family
@@ -185,11 +185,7 @@ def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
         name = type(hf_model).__name__
         if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
             raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
-        problems = fields.unsupported(hf_model.config) or architecture_problems(
-            model.spec, spec_text(hf_model.config), name)
-        if problems:
-            raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
-                               + "\n".join(f"  {p}" for p in problems))
+        refuse_undescribed(model, hf_model, fields, spec_text)
         target = model.spec.connectors[0].target
         theirs = tuple(whole for whole, _ in text.renames)  # the text model's, copied by its own family
         state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith(theirs)}
