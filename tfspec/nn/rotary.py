@@ -66,3 +66,28 @@ class RotaryPositions(InAttentionPositions):
         layout = ", interleaved" if self.interleaved else ""
         scaling = f", scaling={self.scaling['kind']}" if self.scaling else ""
         return f"rotary_dim={self.rotary_dim}, theta={self.theta:g}{layout}{scaling}"
+
+
+class AxialRotaryPositions(RotaryPositions):
+    """Rotary positions of patches in a grid ``side`` wide (``rotary_2d``): position p turns the first half of
+    each head's pairs by its row ``p // side`` and the second by its column ``p % side``. ``shared``: both halves
+    at the frequencies θ^(-4i/d) (Qwen2-VL); else the ladder θ^(-2i/d) dealt out in turn, even rungs to the row
+    (Pixtral). Rotates as ``RotaryPositions`` does, the half-split pairs (i, i + d/2)."""
+
+    def __init__(self, head_dim: int, theta: float, side: int, shared: bool = False) -> None:
+        super().__init__(head_dim, theta)
+        self.side, self.shared = side, shared
+        self.key = f"rotary_2d:{head_dim}:{theta!r}:{side}:{shared}"
+
+    def tables(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        ladder = 1.0 / self.theta ** (torch.arange(0, self.rotary_dim, 2, device=positions.device).float()
+                                      / self.rotary_dim)
+        rows, columns = ladder[0::2], ladder[0::2] if self.shared else ladder[1::2]
+        # (an element-wise product, not a matmul: autocast leaves it in float32)
+        angles = torch.cat((torch.div(positions, self.side, rounding_mode="floor")[..., None].float() * rows,
+                            (positions % self.side)[..., None].float() * columns), dim=-1)
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos()[:, None].to(dtype), angles.sin()[:, None].to(dtype)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.rotary_dim}, theta={self.theta:g}, side={self.side}" + ", shared" * self.shared

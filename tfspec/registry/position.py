@@ -56,6 +56,11 @@ class Position(StackOwned, Variant):
         tokens (``grid`` None), or pictures' patches, ``grid`` a side, after a class token where ``class_token``."""
         return None
 
+    def grid_problem(self, options, grid: int | None, leading: int) -> Problem | None:
+        """Its objection, acting inside attention, to numbering the positions of a stack whose embedding lays
+        pictures' patches in a grid ``grid`` a side after ``leading`` learned vectors (``grid`` None: tokens)."""
+        return None
+
     def misplaced(self, where: Literal["embedding", "attention"], choice) -> Problem | None:
         """Its objection to standing ``where`` (on an embedding, or in an attention) when it acts elsewhere."""
         if self.absent or self.acts == where:
