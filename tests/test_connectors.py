@@ -254,6 +254,27 @@ def test_a_pixel_shuffle_makes_each_block_of_patches_one_wider_vector():
         assert model(text=ids, vision=pixels).shape == (2, 12, 40)
 
 
+@pytest.mark.parametrize("factor, side", [(2, 4), (2, 6), (3, 6), (4, 8)])
+def test_both_pixel_shuffle_layouts_equal_hugging_face_s(factor, side):
+    """Idefics3's ``pixel_shuffle`` and Mistral 3's patch merger (``unfold``, before its linear map) on a grid of
+    vectors: ``pixel_shuffle(f)`` and ``pixel_shuffle(f, channel_major=true)``."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.idefics3.modeling_idefics3 import Idefics3Connector
+    from transformers.models.mistral3.modeling_mistral3 import Mistral3PatchMerger
+    from tfspec.nn.pixel_shuffle import PixelShuffle
+
+    width = 5
+    x = torch.randn(2, side * side, width, generator=torch.Generator().manual_seed(side))
+    assert torch.equal(PixelShuffle(factor)(x), Idefics3Connector.pixel_shuffle(None, x, factor))
+    config = transformers.Mistral3Config(vision_config={"model_type": "pixtral", "hidden_size": width,
+                                                        "patch_size": 2}, spatial_merge_size=factor)
+    merger = Mistral3PatchMerger(config)
+    with torch.no_grad():
+        theirs = torch.stack([merger(one, [(2 * side, 2 * side)]) for one in x])
+    ours = PixelShuffle(factor, channel_major=True)(x) @ merger.merging_layer.weight.detach().t()
+    assert_close(ours, theirs, FLOAT32)
+
+
 def test_a_pixel_shuffle_needs_a_square_grid_its_factor_divides():
     for change, message in (("pixel_shuffle 2", "pixel_shuffle(3) reads a square grid of patches whose side "
                                                 "divides by 3; it would read 16 vectors (4 × 4)"),

@@ -645,6 +645,16 @@ CONFIGS = {  # model class -> a tiny configuration of it
                          sliding_window=8, layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
         vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
                            image_size=16, patch_size=4, num_channels=3, layer_norm_eps=1e-6, vision_use_head=False)),
+    # Pixtral's vision encoder (2-D rotary positions, gated MLPs, RMSNorm), its patches normed, merged in 2 × 2
+    # blocks and projected in place of a Mistral's image tokens
+    "Mistral3ForConditionalGeneration": dict(
+        model_type="mistral3", image_token_index=89, spatial_merge_size=2, tie_word_embeddings=False,
+        text_config=dict(model_type="mistral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
+                         rms_norm_eps=1e-6, sliding_window=6),
+        vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=40, num_hidden_layers=2,
+                           num_attention_heads=4, image_size=16, patch_size=4, num_channels=3, hidden_act="silu",
+                           rope_parameters={"rope_theta": 100.0, "rope_type": "axial"})),
 }
 
 
@@ -778,8 +788,9 @@ def image_tokens(config) -> int:
     """The image tokens one picture takes in a vision-language configuration's prompts (Idefics3's: its patches
     less the pixel shuffle's factor²)."""
     vision = config.vision_config
+    blocks = getattr(config, "scale_factor", None) or getattr(config, "spatial_merge_size", None)
     return getattr(config, "image_seq_length", None) or getattr(config, "mm_tokens_per_image", None) or \
-        (vision.image_size // vision.patch_size) ** 2 // config.scale_factor ** 2
+        (vision.image_size // vision.patch_size) ** 2 // blocks ** 2
 
 
 def theirs_pictures(reference, ids, pixels) -> dict:
@@ -789,7 +800,8 @@ def theirs_pictures(reference, ids, pixels) -> dict:
     takes = inspect.signature(reference.forward).parameters
     pixels = pixels[:, None] if "pixel_attention_mask" in takes else pixels
     types = {"token_type_ids": (ids == reference.config.image_token_id).long()} if "token_type_ids" in takes else {}
-    return {"pixel_values": pixels, **types}
+    sizes = {"image_sizes": torch.tensor([pixels.shape[-2:]] * len(pixels))} if "image_sizes" in takes else {}
+    return {"pixel_values": pixels, **types, **sizes}
 
 
 def _pictured(reference, extra: int, start: int, seed: int):
@@ -800,7 +812,13 @@ def _pictured(reference, extra: int, start: int, seed: int):
     count = image_tokens(config)
     ids = torch.randint(3, text.vocab_size, (2, count + extra), generator=torch.Generator().manual_seed(seed))
     ids[ids == config.image_token_id] = 3
-    ids[:, start:start + count] = config.image_token_id
+    if hasattr(config, "spatial_merge_size"):  # Mistral 3's processor ends each row of image tokens with a break
+        side = round(count ** 0.5)
+        rows = torch.full((side, side + 1), config.image_token_id)
+        rows[:, -1] = config.image_token_id - 1
+        ids[:, start:start + rows.numel()] = rows.flatten()
+    else:
+        ids[:, start:start + count] = config.image_token_id
     side = vision.image_size
     pixels = torch.randn(2, vision.num_channels, side, side, generator=torch.Generator().manual_seed(seed + 1))
     return ids, pixels
@@ -1114,6 +1132,18 @@ EVERY_FIELD = {
                                              num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
                                              hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
                                              vision_use_head=False))],
+    # every field away from its default: a 3 × 3 merge of a 6 × 6 grid, the input of the last vision layer, a
+    # biased relu projector, a tied text model
+    "hf_mistral3": [dict(model_type="mistral3", image_token_index=5, spatial_merge_size=3, vision_feature_layer=-2,
+                         projector_hidden_act="relu", multimodal_projector_bias=True, tie_word_embeddings=False,
+                         text_config=dict(model_type="mistral", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, head_dim=6,
+                                          intermediate_size=40, sliding_window=16, tie_word_embeddings=False),
+                         vision_config=dict(model_type="pixtral", hidden_size=24, intermediate_size=36,
+                                            num_hidden_layers=1, num_attention_heads=2, image_size=24, patch_size=4,
+                                            num_channels=1, hidden_act="silu", attention_dropout=0.2,
+                                            initializer_range=0.04,
+                                            rope_parameters={"rope_theta": 500.0, "rope_type": "axial"}))],
     "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                         decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                         decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
@@ -1790,6 +1820,14 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "gemma3", "vision_config": {"vision_use_head": False}, "text_config": {"sliding_window": 200}},
      "a picture's image tokens (mm_tokens_per_image) as many as the text model's sliding window or more"),
     ({"model_type": "idefics3"}, "scale_factor not dividing the side of the grid of patches"),  # (7 × 7, by 2)
+    # (the library's default Mistral 3 configuration ties the whole model's head but not its text model's)
+    ({"model_type": "mistral3"}, "tie_word_embeddings other than text_config.tie_word_embeddings"),
+    ({"model_type": "mistral3", "tie_word_embeddings": False, "spatial_merge_size": 3},
+     "spatial_merge_size not dividing the patches' side"),  # (110 patches a side)
+    ({"model_type": "mistral3", "tie_word_embeddings": False, "vision_feature_layer": [-1, -2]},
+     "vision_feature_layer naming several layers"),
+    ({"model_type": "mistral3", "tie_word_embeddings": False, "vision_config": {"model_type": "siglip_vision_model"}},
+     "vision_config of model_type 'siglip_vision_model': tfspec reads Mistral 3's Pixtral vision encoder"),
     ({"model_type": "llava", "image_seq_length": 100}, "image_seq_length other than the vectors a picture gives"),
     ({"model_type": "llava", "text_config": {"model_type": "rwkv"}},
      "text_config: model_type 'rwkv' cannot be imported exactly: RWKV mixes positions"),

@@ -11,11 +11,12 @@ from torch import Tensor, nn
 class PixelShuffle(nn.Module):
     """``(batch, side², width)`` -> ``(batch, (side / factor)², width · factor²)``, row-major over the grid: the
     vector of block (i, j) joins, in order, the patches (i·f + a, j·f + b) for a, then b (Idefics3's layout: a
-    block's rows, each row's patches side by side)."""
+    block's rows, each row's patches side by side); ``channel_major``: feature c of every patch of the block, for
+    c, then a, then b (Mistral 3's: ``torch.nn.functional.unfold``'s)."""
 
-    def __init__(self, factor: int):
+    def __init__(self, factor: int, channel_major: bool = False):
         super().__init__()
-        self.factor = factor
+        self.factor, self.channel_major = factor, channel_major
 
     def forward(self, x: Tensor) -> Tensor:
         batch, length, width = x.shape
@@ -23,10 +24,11 @@ class PixelShuffle(nn.Module):
         if side * side != length or side % f:
             raise ValueError(f"pixel_shuffle({f}) reads a square grid whose side divides by {f}; got {length} vectors")
         x = x.reshape(batch, side // f, f, side // f, f, width)  # (batch, block row, a, block column, b, width)
-        return x.permute(0, 1, 3, 2, 4, 5).reshape(batch, (side // f) ** 2, f * f * width)
+        order = (0, 1, 3, 5, 2, 4) if self.channel_major else (0, 1, 3, 2, 4, 5)
+        return x.permute(*order).reshape(batch, (side // f) ** 2, f * f * width)
 
     def extra_repr(self) -> str:
-        return f"factor={self.factor}"
+        return f"factor={self.factor}" + ", channel_major" * self.channel_major
 
 
 class MeanPool(nn.Module):

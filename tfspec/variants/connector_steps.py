@@ -3,8 +3,9 @@
 - ``linear(out, bias=true)``: each vector through one linear map to ``out`` features (LLaVA's projector's two);
 - ``activation(kind)``: a function of each feature (``activation gelu``);
 - ``norm(kind=layernorm, eps=1e-5)``: each vector normalised, with a learned scale (and a shift for LayerNorm);
-- ``pixel_shuffle(factor)``: each factor × factor block of a square grid of patches as one vector factor² times as
-  wide (Idefics3's and SmolVLM's, before their projection);
+- ``pixel_shuffle(factor, channel_major=false)``: each factor × factor block of a square grid of patches as one
+  vector factor² times as wide (Idefics3's and SmolVLM's, before their projection; ``channel_major``: Mistral 3's
+  patch merger's, ``torch.nn.functional.unfold``'s order);
 - ``mean_pool(side)``: each side × side block of a square grid of patches averaged into one vector (Gemma 3's,
   256 vectors of a picture's 4096 patches).
 """
@@ -94,13 +95,15 @@ class Norm(ConnectorStep):
 class PixelShuffle(ConnectorStep):
     name = "pixel_shuffle"
     positional = ("factor",)
-    doc = ("pixel_shuffle(factor): each factor × factor block of a square grid of patches as one vector factor² "
-           "times as wide (a picture's vectors factor² times fewer)")
-    examples = ({"factor": 2}, {"factor": 3})
+    doc = ("pixel_shuffle(factor, channel_major=false): each factor × factor block of a square grid of patches as "
+           "one vector factor² times as wide (a picture's vectors factor² times fewer); channel_major: each "
+           "feature's block side by side (Mistral 3's unfold), else each patch's vector (Idefics3's)")
+    examples = ({"factor": 2}, {"factor": 3}, {"factor": 2, "channel_major": True})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
         factor: int = Field(gt=0, le=64)  # the side of each block of patches made one vector
+        channel_major: bool = False  # the vector's order: feature, row, column (else row, column, feature)
 
     def width(self, width, options):
         return width * options.factor ** 2
@@ -113,7 +116,7 @@ class PixelShuffle(ConnectorStep):
 
     def module(self, width, options):
         from ..nn.pixel_shuffle import PixelShuffle as Runtime
-        return Constructor(Runtime, (options.factor,))
+        return Constructor(Runtime, (options.factor,), {"channel_major": options.channel_major})
 
 
 def _square_grid(name: str, side: int, length: int) -> Problem | None:
