@@ -204,6 +204,26 @@ def test_a_small_vision_language_model_learns_to_name_the_digit_and_greedy_decod
     assert all(r["correct"] == (r["answer"] == names[r["digit"]]) for r in results)
     refused = tfspec_cli("generate", run, "--input", "x")
     assert refused.returncode == 2 and "answers about pictures greedily" in refused.stderr
+    # picture files (dark digits on white, three times the pictures' size): the answers about the pictures they read as
+    from PIL import Image
+
+    from tfspec.run.data import DIGIT_GLYPHS, digit_picture_file
+    files = []
+    for digit in (3, 8):
+        paper = torch.full((48, 48), 255, dtype=torch.uint8)
+        glyph = torch.tensor([[int(c) for c in row] for row in DIGIT_GLYPHS[digit]], dtype=torch.bool)
+        paper[3:45, 9:39][glyph.repeat_interleave(6, 0).repeat_interleave(6, 1)] = 20
+        files.append(tmp_path / f"{digit}.png")
+        Image.fromarray(paper.numpy(), mode="L").save(files[-1])
+    read = tfspec_cli("generate", run, "--image", files[0], "--image", files[1], "--json")
+    results = json.loads(read.stdout)["results"]
+    pixels = torch.stack([digit_picture_file(f, 16, 1) for f in files])
+    expected = sample(Restricted(model.continuation(vision=pixels), torch.arange(32) != 31), prompt[:2], 8, eos=EOS)
+    assert results == [{"image": str(f), "answer": vocab.decode(a)} for f, a in zip(files, expected)]
+    both = tfspec_cli("generate", run, "--image", files[0], "--digit", "3")
+    assert both.returncode == 2 and "not both" in both.stderr
+    missing = tfspec_cli("generate", run, "--image", tmp_path / "none.png")
+    assert missing.returncode == 1 and "none.png: no such picture file" in missing.stderr, missing.stderr
 
 
 def test_verify_checks_the_towers_and_that_pictures_reach_only_later_positions(tfspec_cli, tmp_path):

@@ -107,6 +107,59 @@ def test_the_generated_digits_are_drawn_from_the_generator_and_hold_their_digit(
         digit_pictures(1, 6, 1, torch.Generator())
 
 
+def _png(path, values, mode: str = "L"):
+    """``values`` (height, width[, 3]) in [0, 1] written as an 8-bit PNG; returns them as the file holds them."""
+    from PIL import Image
+    levels = (values * 255).round().to(torch.uint8)
+    Image.fromarray(levels.numpy(), mode=mode).save(path)
+    return levels.float() / 255
+
+
+def test_a_picture_file_reads_as_the_generated_digits_are_drawn(tmp_path):
+    """Its background (the border's median) at -0.5 and its strongest ink at 1.25, light ink on a dark ground or
+    dark ink on a light one alike; resized by area, and padded to a square first, as the formula here says."""
+    from tfspec.run.data import DIGIT_GLYPHS, digit_picture_file
+    glyph = torch.tensor([[int(c) for c in row] for row in DIGIT_GLYPHS[7]], dtype=torch.float32)
+    values = torch.full((16, 16), 0.1)
+    values[4:11, 5:10] += 0.7 * glyph
+    values[12, 2] = 0.5  # a fainter mark
+    held = _png(tmp_path / "light.png", values)
+    expected = (-0.5 + 1.75 * ((held - held[0, 0]) / (held.max() - held[0, 0])).clamp(0, 1))[None]
+    assert_close(digit_picture_file(tmp_path / "light.png", 16, 1), expected, FLOAT32)
+    _png(tmp_path / "dark.png", 1 - held)  # dark ink on white paper
+    assert_close(digit_picture_file(tmp_path / "dark.png", 16, 1), expected, FLOAT32)
+    _png(tmp_path / "large.png", held.repeat_interleave(3, 0).repeat_interleave(3, 1))  # three times as large
+    assert_close(digit_picture_file(tmp_path / "large.png", 16, 1), expected, FLOAT32)
+    wide = torch.full((16, 24), float(held[0, 0]))
+    wide[:, 4:20] = held
+    _png(tmp_path / "wide.png", wide)  # padded to 24 × 24 with its background, then shrunk to 16
+    square = torch.full((24, 24), float(held[0, 0]))
+    square[4:20] = wide
+    shrunk = F.interpolate(square[None, None], size=(16, 16), mode="area")[0]
+    assert_close(digit_picture_file(tmp_path / "wide.png", 16, 1),
+                 -0.5 + 1.75 * ((shrunk - held[0, 0]) / (shrunk.max() - held[0, 0])).clamp(0, 1), FLOAT32)
+    colour = _png(tmp_path / "colour.png", torch.stack((values, values * 0.5, values * 0.25), -1), "RGB")
+    read = digit_picture_file(tmp_path / "colour.png", 16, 3)
+    assert read.shape == (3, 16, 16) and read[0].max() == 1.25 and read[2].max() < read[1].max() < 1.25
+    assert_close(read, -0.5 + 1.75 * ((colour - colour[0, 0]) / (colour - colour[0, 0]).max()).clamp(0, 1)
+                 .permute(2, 0, 1), FLOAT32)
+
+
+def test_a_picture_file_that_cannot_be_read_is_refused_naming_it(tmp_path):
+    from tfspec.run.data import DataError, digit_picture_file
+    (tmp_path / "notes.png").write_text("not a picture")
+    _png(tmp_path / "blank.png", torch.full((8, 8), 0.3))
+    _png(tmp_path / "noise.png", torch.rand(64, 64, generator=torch.Generator().manual_seed(0)))
+    whole = (tmp_path / "noise.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(whole[:len(whole) // 2])  # its header whole, half its pixels
+    for name, message in (("missing.png", "no such picture file"), ("notes.png", "not a picture file Pillow reads"),
+                          ("blank.png", "a picture of one colour: no digit to read"),
+                          ("cut.png", "a damaged picture file")):
+        with pytest.raises(DataError, match=message) as info:
+            digit_picture_file(tmp_path / name, 16, 1)
+        assert name in str(info.value)
+
+
 def test_a_vision_transformer_learns_the_digits_from_the_command_line(tmp_path, capsys):
     """The example at its size, briefly: the held-out accuracy is far above chance (a tenth)."""
     from tfspec.cli import main

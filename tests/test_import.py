@@ -800,7 +800,9 @@ def theirs_pictures(reference, ids, pixels) -> dict:
     takes = inspect.signature(reference.forward).parameters
     pixels = pixels[:, None] if "pixel_attention_mask" in takes else pixels
     types = {"token_type_ids": (ids == reference.config.image_token_id).long()} if "token_type_ids" in takes else {}
-    sizes = {"image_sizes": torch.tensor([pixels.shape[-2:]] * len(pixels))} if "image_sizes" in takes else {}
+    # (Pixtral's encoder reads each picture's size, which its processor gives)
+    pixtral = reference.config.vision_config.model_type == "pixtral"
+    sizes = {"image_sizes": torch.tensor([pixels.shape[-2:]] * len(pixels))} if pixtral else {}
     return {"pixel_values": pixels, **types, **sizes}
 
 
@@ -2360,6 +2362,24 @@ def test_a_llava_checkpoint_is_loaded_only_into_the_spec_its_configuration_descr
         with pytest.raises(InteropError, match="cannot load LlavaForConditionalGeneration weights") as info:
             family.load(tfspec.compile(other), reference)
         assert named in str(info.value)
+
+
+def test_a_mistral_3_text_model_without_a_window_exports_as_llamas_and_computes_the_same(tmp_path):
+    """Mistral Small 3.1's text model has no sliding window: its text_config exports as a Llama's (as a Mistral
+    alone does), which Mistral 3 builds with the same tensors; the logits stay the reference's."""
+    from tfspec.interop.families import export_pretrained
+    cls = "Mistral3ForConditionalGeneration"
+    directory, reference = saved(tmp_path, cls, text_config={**CONFIGS[cls]["text_config"], "sliding_window": None})
+    model = tfspec.from_pretrained(directory)
+    assert "window(" not in import_config(directory)
+    assert export_pretrained(model, tmp_path / "exported") == cls
+    back = T.Mistral3ForConditionalGeneration.from_pretrained(tmp_path / "exported").eval()
+    assert back.config.text_config.model_type == "llama"
+    theirs, ours = reference.state_dict(), back.state_dict()
+    assert theirs.keys() == ours.keys() and all(torch.equal(theirs[k], ours[k]) for k in theirs)
+    ours_out, theirs_out, real = outputs(model, back, cls)
+    assert_close(ours_out[real], theirs_out[real], TOL)
+    assert_close(ours_out[real], outputs(model, reference, cls)[1][real], TOL)
 
 
 def test_gemma3s_text_model_imports_alone_from_its_multimodal_checkpoint(tmp_path, tfspec_cli):

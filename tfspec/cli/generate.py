@@ -30,6 +30,9 @@ def add(sub) -> None:
     generate.add_argument("--digit", type=int, action="append", choices=range(10), metavar="D",
                           help="a vision-language run: a generated picture of digit D to answer about (repeatable; "
                                "default: --count held-out pictures)")
+    generate.add_argument("--image", action="append", metavar="FILE",
+                          help="a vision-language run: a picture file (PNG, JPEG, ...) to answer about, prepared as "
+                               "its training pictures are (repeatable)")
     generate.add_argument("--max-new", type=positive, help="most tokens to generate (default: the task's "
                                                             "longest target + 1, or 200 for text)")
     generate.add_argument("--temperature", type=_temperature, help="sample at this temperature (0: greedy; "
@@ -80,8 +83,9 @@ def run(args) -> int:
     if kind == "towers":
         raise RunError(f"{shown(saved.path)}: two towers joined by a contrastive head compare examples, they generate "
                        "no tokens; compare from Python: model(NAME=...) gives the contrastive logits")
-    if args.digit:
-        raise UsageError("--digit draws a picture for a vision-language run (towers joined by a connector)")
+    if args.digit or args.image:
+        raise UsageError(f"{'--digit draws' if args.digit else '--image reads'} a picture for a vision-language run "
+                         "(towers joined by a connector)")
     if kind == "encoder-only":
         raise RunError(f"{shown(saved.path)}: an encoder-only model (a masked-language model, a classifier) has no "
                        "decoder to generate with")
@@ -174,23 +178,70 @@ def _temperature(text: str) -> float:
 
 
 def _answer_pictures(args, saved, model, vocab) -> int:
-    """A vision-language run (towers joined by a connector) answers about generated pictures: each its image
-    tokens and the separator, then the answer decoded greedily, beside the digit drawn."""
+    """A vision-language run (towers joined by a connector) answers about generated pictures (beside the digit
+    drawn) or picture files (``--image``): each its image tokens and the separator, then the answer decoded
+    greedily."""
     import torch
 
     from ..run.contrastive import NUMBER_NAMES
-    from ..run.data import EOS, EVAL, SEP, generator_for
+    from ..run.data import EOS, SEP
     from ..run.decoding import Restricted, sample
 
     if args.input or args.beam or args.temperature or args.top_k or args.top_p:
-        raise UsageError("a vision-language run answers about pictures greedily: --digit D or --count N, not "
-                         "--input or sampling options")
+        raise UsageError("a vision-language run answers about pictures greedily: --digit D, --count N or --image "
+                         "FILE, not --input or sampling options")
+    if args.image and args.digit:
+        raise UsageError("--image and --digit: answer about your pictures or about generated ones, not both")
     (source, connector), = model.connectors.items()
     kind, options = INPUTS.of(model.spec.tower(source).embeddings[0].input)
     wanted = args.digit or []
-    count = len(wanted) or args.count
+    count = len(args.image or wanted) or args.count
     if count > MAX_COUNT:
         raise UsageError(f"--count {count:,}: at most {MAX_COUNT:,} pictures are answered in one call")
+    if args.image:
+        if "imported_from" in saved.meta:
+            raise RunError(f"{shown(saved.path)}: imported from {saved.meta['imported_from']}, it reads pictures as "
+                           "its Hugging Face processor prepares them; --image prepares them as tfspec's digits task "
+                           "draws them. Decode from Python: model.continuation(NAME=pixel_values)")
+        pictures, labels = [kind.example_from_file(options, path) for path in args.image], [None] * count
+    else:
+        pictures, labels = _drawn(args, kind, options, wanted, count)
+    device = _device_of(model)
+    pixels = torch.stack(pictures).to(device)
+    vectors = model.features(source, pixels).shape[1]
+    prompt = torch.cat((torch.full((count, vectors), connector.image_token), torch.full((count, 1), SEP)), dim=1)
+    vocab_size = model.towers[connector.target].spec.embeddings[0].vocab
+    allowed = torch.arange(vocab_size, device=device) != connector.image_token
+    with torch.no_grad():
+        answers = sample(Restricted(model.continuation(**{source: pixels}, use_cache=not args.no_cache), allowed),
+                         prompt.to(device), args.max_new or 8, eos=EOS)
+    if args.image:
+        results = [{"image": path, "answer": vocab.decode(answer)} for path, answer in zip(args.image, answers)]
+    else:
+        results = [{"digit": label, "answer": vocab.decode(answer), "correct": vocab.decode(answer) ==
+                    NUMBER_NAMES[label]} for label, answer in zip(labels, answers)]
+    if args.json:
+        print_json({"checkpoint": str(saved.path), "step": saved.step, "name": model.spec.name,
+                     "decoding": "greedy decoding", "results": results})
+        return 0
+    print(f"{shown(saved.path)} (step {saved.step}): {model.spec.name}, towers; greedy decoding after each picture's "
+          f"{vectors} image tokens")
+    if args.image:
+        for r in results:
+            print(f"  {r['image']} -> {r['answer']}")
+        return 0
+    for r in results:
+        mark = "✓" if r["correct"] else f"✗ (it shows {NUMBER_NAMES[r['digit']]})"
+        print(f"  a picture of {r['digit']} -> {r['answer']}  {mark}")
+    right = sum(r["correct"] for r in results)
+    print(f"{right} of {len(results)} right")
+    return 0
+
+
+def _drawn(args, kind, options, wanted: list[int], count: int) -> tuple[list, list[int]]:
+    """``count`` held-out pictures of the digits task and their digits: those ``wanted`` in order, or any."""
+    from ..run.data import EVAL, generator_for
+
     pictures, labels, draw = [], [], 0
     while len(pictures) < count:  # held-out draws (the evaluation's stream), kept where they show a wanted digit
         given, drawn = kind.examples_of(options, 64, generator_for(args.seed, EVAL, (1 << 22) + draw))
@@ -203,26 +254,4 @@ def _answer_pictures(args, saved, model, vocab) -> int:
                 labels.append(label)
         if draw > 1000:
             raise RunError(f"no generated picture of {wanted[len(pictures)]} in 64,000 draws")
-    device = _device_of(model)
-    pixels = torch.stack(pictures).to(device)
-    vectors = model.features(source, pixels).shape[1]
-    prompt = torch.cat((torch.full((count, vectors), connector.image_token), torch.full((count, 1), SEP)), dim=1)
-    vocab_size = model.towers[connector.target].spec.embeddings[0].vocab
-    allowed = torch.arange(vocab_size, device=device) != connector.image_token
-    with torch.no_grad():
-        answers = sample(Restricted(model.continuation(**{source: pixels}, use_cache=not args.no_cache), allowed),
-                         prompt.to(device), args.max_new or 8, eos=EOS)
-    results = [{"digit": label, "answer": vocab.decode(answer), "correct": vocab.decode(answer) == NUMBER_NAMES[label]}
-               for label, answer in zip(labels, answers)]
-    if args.json:
-        print_json({"checkpoint": str(saved.path), "step": saved.step, "name": model.spec.name,
-                     "decoding": "greedy decoding", "results": results})
-        return 0
-    print(f"{shown(saved.path)} (step {saved.step}): {model.spec.name}, towers; greedy decoding after each picture's "
-          f"{vectors} image tokens")
-    for r in results:
-        mark = "✓" if r["correct"] else f"✗ (it shows {NUMBER_NAMES[r['digit']]})"
-        print(f"  a picture of {r['digit']} -> {r['answer']}  {mark}")
-    right = sum(r["correct"] for r in results)
-    print(f"{right} of {len(results)} right")
-    return 0
+    return pictures, labels

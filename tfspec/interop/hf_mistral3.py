@@ -17,11 +17,14 @@ processor's row breaks and end token between them are ordinary tokens):
   linear; activation; linear }``.
 
 Hugging Face reads pictures of any size up to ``image_size`` (``image_sizes``); a tfspec spec reads square pictures
-of one size, ``image_size`` pixels a side.
+of one size, ``image_size`` pixels a side. A text model without a sliding window (Mistral Small 3.1's) is exported
+as Llama's configuration, as the Mistral family exports one alone: Mistral 3 builds it with the same tensors and
+computes the same.
 """
 
 from __future__ import annotations
 
+from ..registry import POSITIONS
 from . import hf_llama
 from .fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
@@ -43,9 +46,9 @@ def _grid(config) -> int:
 
 
 def _vision_rope(f, option: str):
-    """An option of the vision tower's rotary_2d positions (None where it has other positions)."""
-    position = f.vision.attention("encoder").position
-    return position.options.get(option, 10000.0) if position.name == "rotary_2d" else None
+    """An option of the vision tower's positions (None where they have none such; export then checks that the
+    configuration describes them: Pixtral's are ``rotary_2d``)."""
+    return getattr(POSITIONS.of(f.vision.attention("encoder").position)[1], option, None)
 
 
 FIELDS = TEXT.fields(Fields(

@@ -8,9 +8,12 @@ stack reads; the embedding then adds positions, a norm, dropout and a projection
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .contract import Constructor, Param, Problem, Registry, Variant
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class InputKind(Variant):
@@ -79,6 +82,11 @@ class InputKind(Variant):
 
     def examples_of(self, options, count: int, generator):
         raise NotImplementedError
+
+    def example_from_file(self, options, path) -> Tensor:
+        """One example read from a file (``tfspec generate --image``) as ``examples_of`` makes them: its tensor
+        without the batch dimension; a ``DataError`` says why a file cannot be one."""
+        raise NotImplementedError(f"{self.name} reads no example from a file")
 
 
 INPUTS: Registry[InputKind] = Registry("input", InputKind)

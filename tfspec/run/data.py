@@ -500,6 +500,53 @@ def digit_pictures(count: int, side: int, channels: int, generator: torch.Genera
     return pixels, labels
 
 
+def digit_picture_file(path, side: int, channels: int) -> Tensor:
+    """A picture file (PNG, JPEG, ... : what Pillow reads) as ``digit_pictures`` draws pictures: ``(channels, side,
+    side)``, its background (the median of its border) at -0.5 and its strongest ink at 1.25, whichever of the two
+    is the brighter (a dark digit on white paper reads as the generated light digit on a dark ground). A picture
+    that is not square is first padded to a square with its background, keeping its proportions; then it is
+    resized to ``side`` pixels a side (averaging the pixels each one covers where it shrinks).
+
+    >>> digit_picture_file("seven.png", 16, 1).shape  # doctest: +SKIP
+    torch.Size([1, 16, 16])
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as opened:
+            picture = opened.convert("L" if channels != 3 else "RGB")  # (reads the pixels: a damaged file fails here)
+    except (FileNotFoundError, IsADirectoryError):
+        raise DataError(f"{shown(path)}: no such picture file") from None
+    except UnidentifiedImageError:
+        raise DataError(f"{shown(path)}: not a picture file Pillow reads (PNG, JPEG, BMP, GIF, ...)") from None
+    except (OSError, ValueError) as exc:  # a truncated or damaged file
+        raise DataError(f"{shown(path)}: a damaged picture file ({exc})") from None
+    import numpy
+
+    values = torch.from_numpy(numpy.array(picture, dtype=numpy.float32)).reshape(
+        picture.height, picture.width, -1).permute(2, 0, 1) / 255.0
+    border = torch.cat((values[:, 0], values[:, -1], values[:, :, 0], values[:, :, -1]), dim=1)
+    background = border.median(dim=1).values  # per channel
+    if background.mean() > 0.5:  # dark ink on a light ground: the digits task's pictures are the other way round
+        values, background = 1.0 - values, 1.0 - background
+    height, width = values.shape[1:]
+    if height != width:  # padded to a square with the background, the picture in its middle
+        square = background[:, None, None].expand(-1, max(height, width), max(height, width)).clone()
+        top, left = (max(height, width) - height) // 2, (max(height, width) - width) // 2
+        square[:, top:top + height, left:left + width] = values
+        values = square
+    if values.shape[1] != side:
+        shrinks = values.shape[1] > side
+        values = torch.nn.functional.interpolate(values[None], size=(side, side), mode="area" if shrinks else
+                                                 "bilinear", align_corners=None if shrinks else False)[0]
+    ink = (values - background[:, None, None]).flatten(1).max(dim=1).values
+    if float(ink.max()) <= 1 / 255:
+        raise DataError(f"{shown(path)}: a picture of one colour: no digit to read")
+    strength = (values - background[:, None, None]) / ink.max()
+    pixels = -0.5 + 1.75 * strength.clamp(0.0, 1.0)
+    return pixels.expand(channels, -1, -1).clone() if pixels.shape[0] != channels else pixels
+
+
 # ---------------------------------------------------------------- batches per objective
 @dataclass
 class Batch:

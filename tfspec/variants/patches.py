@@ -100,3 +100,7 @@ class Patches(InputKind):
     def examples_of(self, options, count, generator):
         from ..run.data import digit_pictures
         return digit_pictures(count, options.image, options.channels, generator)
+
+    def example_from_file(self, options, path):
+        from ..run.data import digit_picture_file
+        return digit_picture_file(path, options.image, options.channels)

@@ -54,7 +54,7 @@ class Rotary2D(Position):
         if grid is None:
             return None
         if leading:
-            return Problem(f"rotary_2d numbers the patches from position 0, but a class token comes first: every "
+            return Problem("rotary_2d numbers the patches from position 0, but a class token comes first: every "
                            "patch would take its neighbour's row and column", "drop the class token (class_token="
                            "false), as Pixtral and Qwen2-VL have none")
         if grid != options.side:
