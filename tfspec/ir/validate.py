@@ -106,8 +106,10 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
         uses = [(ATTENTION_KINDS, body.kind, shape)] + [(MASKS, m, shape) for m in body.mask]
         if misplaced is None and body.reads == "self":  # numbering its own stack's positions
             stack = next(s for s in spec.stacks if s.role == node.stack)
-            grid_problem = position.grid_problem(position_options, *_grid_of(spec.embedding(stack.embedding)))
-            objections += [(grid_problem, body.position)] if grid_problem is not None else []
+            grid = _grid_of(spec.embedding(stack.embedding))
+            for variant, choice in [(position, body.position)] + [(MASKS[m.name], m) for m in body.mask]:
+                grid_problem = variant.grid_problem(variant.options(choice.options), *grid)
+                objections += [(grid_problem, choice)] if grid_problem is not None else []
         if misplaced is None:  # a scheme acting elsewhere has nothing to check here
             uses.append((POSITIONS, body.position, node.positioned))  # the part of each head it acts on
         for family, choice, geometry in uses:

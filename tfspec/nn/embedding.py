@@ -150,22 +150,25 @@ class FeatureEmbeddings(nn.Module):
 class PatchEmbeddings(FeatureEmbeddings):
     """Pictures ``(batch, channels, image, image)`` cut into ``patch``-sided squares, each mapped linearly
     (``patches``, over its pixels in (channel, row, column) order: a convolution whose kernel is its stride, as
-    ViT's) to a vector, after a learned ``class_token`` (``tfspec.variants.patches``)."""
+    ViT's) to a vector, after a learned ``class_token`` (``tfspec.variants.patches``); with ``frames``, over
+    (channel, frame, row, column), the picture each frame (a video model's 3-D convolution of a still picture)."""
 
     def __init__(self, image: int, patch: int, channels: int, dim: int, class_token: bool,
                  positions: nn.Module | None, norm: nn.Module, dropout: float, project: int | None = None,
-                 bias: bool = True):
+                 bias: bool = True, frames: int = 1):
         super().__init__((channels, image, image), (image // patch) ** 2 + class_token, dim, positions, norm,
                          dropout, project)
-        self.image, self.patch, self.channels = image, patch, channels
-        self.patches = nn.Linear(channels * patch * patch, dim, bias=bias)
+        self.image, self.patch, self.channels, self.frames = image, patch, channels, frames
+        self.patches = nn.Linear(channels * frames * patch * patch, dim, bias=bias)
         self.class_token = nn.Parameter(torch.empty(dim)) if class_token else None
 
     def vectors(self, pixels: Tensor) -> Tensor:
         batch, p = pixels.shape[0], self.patch
         pixels = pixels.to(self.patches.weight.dtype)  # float32 pictures into a bf16 model, as a token id would go
         squares = pixels.unfold(2, p, p).unfold(3, p, p)  # (batch, channels, rows, columns, p, p)
-        x = self.patches(squares.permute(0, 2, 3, 1, 4, 5).reshape(batch, -1, self.channels * p * p))
+        squares = squares.permute(0, 2, 3, 1, 4, 5)[:, :, :, :, None]  # (batch, rows, columns, channels, 1, p, p)
+        squares = squares.expand(-1, -1, -1, -1, self.frames, -1, -1)  # each frame the picture
+        x = self.patches(squares.reshape(batch, -1, self.channels * self.frames * p * p))
         if self.class_token is not None:
             x = torch.cat((self.class_token.to(x.dtype).expand(batch, 1, -1), x), dim=1)
         return x
@@ -174,7 +177,8 @@ class PatchEmbeddings(FeatureEmbeddings):
         check_pixels(name, pixels, self.channels, self.image, device)
 
     def extra_repr(self) -> str:
-        return f"image={self.image}, patch={self.patch}, channels={self.channels}"
+        return f"image={self.image}, patch={self.patch}, channels={self.channels}" + \
+            f", frames={self.frames}" * (self.frames > 1)
 
 
 class AudioEmbeddings(FeatureEmbeddings):

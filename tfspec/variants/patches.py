@@ -1,9 +1,11 @@
 """Pictures cut into square patches, each mapped linearly to a vector (ViT, Dosovitskiy et al. 2021).
 
-``patches(image, patch, channels=3, class_token=false, bias=true)``: square pictures ``(batch, channels, image,
-image)`` (``pixel_values``) cut into ``patch``-sided squares, row by row; each square's pixels, in (channel, row,
-column) order, through one linear map (ViT's convolution whose kernel is its stride; CLIP's has no bias); a learned
-class token before them where ``class_token``, which a classifier reads (``head ... pool=first``).
+``patches(image, patch, channels=3, class_token=false, bias=true, frames=1)``: square pictures ``(batch, channels,
+image, image)`` (``pixel_values``) cut into ``patch``-sided squares, row by row; each square's pixels, in (channel,
+row, column) order, through one linear map (ViT's convolution whose kernel is its stride; CLIP's has no bias); a
+learned class token before them where ``class_token``, which a classifier reads (``head ... pool=first``).
+``frames``: the picture read as that many identical frames by a map over (channel, frame, row, column), a video
+model's patches of a still picture (Qwen2-VL's and Qwen2.5-VL's ``temporal_patch_size`` 2: their 3-D convolution).
 
     embedding image { input patches(image=224, patch=16, class_token=true); dim 768; position learned(197) }
 
@@ -25,9 +27,11 @@ class Patches(InputKind):
     what = "pictures"
     task = "digits"
     classes = 10  # the digits 0-9 (run.data.DIGIT_CLASSES)
-    doc = ("patches(image, patch, channels=3, class_token=false, bias=true): square pictures image pixels a side "
-           "cut into patch-sided squares, each mapped linearly to a vector; a learned class token before them (ViT)")
-    examples = ({"image": 8, "patch": 4}, {"image": 12, "patch": 3, "channels": 1, "class_token": True, "bias": False})
+    doc = ("patches(image, patch, channels=3, class_token=false, bias=true, frames=1): square pictures image pixels "
+           "a side cut into patch-sided squares, each mapped linearly to a vector; a learned class token before them "
+           "(ViT); frames: the picture as that many identical frames of a video model's patches (Qwen2-VL's 2)")
+    examples = ({"image": 8, "patch": 4}, {"image": 12, "patch": 3, "channels": 1, "class_token": True, "bias": False},
+                {"image": 8, "patch": 4, "frames": 2, "bias": False})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
@@ -36,6 +40,7 @@ class Patches(InputKind):
         channels: int = Field(3, gt=0, le=1 << 10)  # of each picture (3: RGB)
         class_token: bool = False  # a learned vector before the patches, which a classifier reads
         bias: bool = True  # of the linear map of each patch (CLIP's has none)
+        frames: int = Field(1, gt=0, le=64)  # identical frames the map reads (a video model's temporal patches)
 
         @model_validator(mode="after")
         def _whole(self):
@@ -59,7 +64,7 @@ class Patches(InputKind):
         return self.grid(options) ** 2 + options.class_token
 
     def _features(self, options) -> int:
-        return options.channels * options.patch ** 2
+        return options.channels * options.frames * options.patch ** 2
 
     def params(self, dim, options):
         return {"patches.weight": Param((dim, self._features(options)), "matrix"),
@@ -75,13 +80,15 @@ class Patches(InputKind):
 
     def describe(self, options):
         p = options.patch
-        extras = ", class token" * options.class_token + ", no bias" * (not options.bias)
+        extras = ", class token" * options.class_token + ", no bias" * (not options.bias) + \
+            f", {options.frames} frames" * (options.frames > 1)
         return f"Patch Embedding ({p}×{p}×{options.channels}{extras})"
 
     def module(self, dim, options, positions, norm, dropout, project):
         from ..nn.embedding import PatchEmbeddings
         return Constructor(PatchEmbeddings, (options.image, options.patch, options.channels, dim,
-                                             options.class_token, positions, norm, dropout, project, options.bias))
+                                             options.class_token, positions, norm, dropout, project, options.bias),
+                           {"frames": options.frames})
 
     def smaller(self, options):
         return options.model_copy(update={"image": min(options.image, 2 * options.patch)})  # 2 × 2 patches
