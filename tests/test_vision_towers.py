@@ -112,3 +112,152 @@ def test_tiles_see_their_own_tile_of_the_grid_and_are_refused_off_it():
         tfspec.parse(QWEN_VISION.format(tile=4).replace("tiles(side=10", "tiles(side=9"), file="qv.tfs")
     assert "the pictures make a grid 10 patches a side; tiles(side=9) cuts one 9 a side" in str(info.value)
     assert "qv.tfs:8:" in str(info.value)
+
+
+QWEN_VL = """model qwen_vl
+defaults { residual pre }
+tower vision {
+  defaults { norm rmsnorm(eps=1e-6) }
+  embedding image { input patches(image=12, patch=2, channels=3, frames=2, bias=false); dim 32; position none }
+  encoder x 2 {
+    position rotary_2d(side=6, frequencies=shared)
+    attention self heads=4 mask=tiles(side=6, size=4)
+    feedforward d_ff=40 activation=swiglu
+    final none
+    layers 1 { self_attn mask=none }
+  }
+}
+tower text {
+  defaults { norm rmsnorm(eps=1e-5) }
+  embedding tokens { vocab 90; dim 32; position none }
+  decoder x 2 {
+    position mrope(theta=1000.0, temporal=1, height=1, width=2)
+    attention self heads=4 kv_heads=2 mask=causal + padding bias=true out_bias=false
+    feedforward d_ff=48 activation=swiglu bias=false
+    final rmsnorm(eps=1e-5)
+  }
+  head linear(90) bias=false
+}
+connect vision -> text image_token=89 {
+  norm rmsnorm eps=1e-6
+  pixel_shuffle 2
+  linear 128
+  activation gelu
+  linear 32
+}
+"""
+
+
+def _qwen_vl():
+    """A tiny Hugging Face Qwen2.5-VL, every weight perturbed, and the spec above with its weights."""
+    torch.manual_seed(0)
+    config = transformers.Qwen2_5_VLConfig(
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=40, num_heads=4, in_channels=3, patch_size=2,
+                           spatial_merge_size=2, temporal_patch_size=2, window_size=8, out_hidden_size=32,
+                           fullatt_block_indexes=[1]),
+        text_config=dict(vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=48,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "mrope_section": [1, 1, 2]}),
+        image_token_id=89, vision_start_token_id=87, vision_end_token_id=88, tie_word_embeddings=False)
+    reference = _perturbed(transformers.Qwen2_5_VLForConditionalGeneration(config)).eval()
+    model = tfspec.compile(tfspec.parse(QWEN_VL), seed=0).eval()
+    theirs, state = reference.state_dict(), dict(model.state_dict())
+    v, V, steps = "towers.vision", "model.visual", "connectors.vision.steps"
+    state[f"{v}.embeddings.image.patches.weight"] = theirs[f"{V}.patch_embed.proj.weight"].reshape(32, -1)
+    for i in range(2):
+        o, t = f"{v}.encoder.layers.{i}", f"{V}.blocks.{i}"
+        for ours, hf in (("self_attn.qkv", "attn.qkv"), ("self_attn.out", "attn.proj"), ("ffn.down", "mlp.down_proj")):
+            state[f"{o}.{ours}.weight"], state[f"{o}.{ours}.bias"] = theirs[f"{t}.{hf}.weight"], theirs[f"{t}.{hf}.bias"]
+        state[f"{o}.self_attn_norm.weight"], state[f"{o}.ffn_norm.weight"] = (theirs[f"{t}.norm1.weight"],
+                                                                              theirs[f"{t}.norm2.weight"])
+        for part in ("weight", "bias"):
+            state[f"{o}.ffn.up.{part}"] = torch.cat([theirs[f"{t}.mlp.gate_proj.{part}"],
+                                                     theirs[f"{t}.mlp.up_proj.{part}"]])
+    state[f"{steps}.0.weight"] = theirs[f"{V}.merger.ln_q.weight"]
+    for ours, hf in ((2, 0), (4, 2)):
+        state[f"{steps}.{ours}.weight"], state[f"{steps}.{ours}.bias"] = (theirs[f"{V}.merger.mlp.{hf}.weight"],
+                                                                          theirs[f"{V}.merger.mlp.{hf}.bias"])
+    x, L = "towers.text", "model.language_model"
+    state[f"{x}.embeddings.tokens.tokens.weight"] = theirs[f"{L}.embed_tokens.weight"]
+    state[f"{x}.decoder.final_norm.weight"], state[f"{x}.head.weight"] = theirs[f"{L}.norm.weight"], \
+        theirs["lm_head.weight"]
+    for i in range(2):
+        o, t = f"{x}.decoder.layers.{i}", f"{L}.layers.{i}"
+        for part in ("weight", "bias"):
+            state[f"{o}.self_attn.qkv.{part}"] = torch.cat([theirs[f"{t}.self_attn.{n}_proj.{part}"] for n in "qkv"])
+        state[f"{o}.self_attn.out.weight"] = theirs[f"{t}.self_attn.o_proj.weight"]
+        state[f"{o}.self_attn_norm.weight"] = theirs[f"{t}.input_layernorm.weight"]
+        state[f"{o}.ffn_norm.weight"] = theirs[f"{t}.post_attention_layernorm.weight"]
+        state[f"{o}.ffn.up.weight"] = torch.cat([theirs[f"{t}.mlp.gate_proj.weight"], theirs[f"{t}.mlp.up_proj.weight"]])
+        state[f"{o}.ffn.down.weight"] = theirs[f"{t}.mlp.down_proj.weight"]
+    model.load_state_dict(state)
+    return model, reference
+
+
+def _prompt(seed: int, length: int, start: int):
+    """Two prompts, each holding one picture's 9 image tokens between a vision start and end token."""
+    ids = torch.randint(3, 80, (2, length), generator=torch.Generator().manual_seed(seed))
+    ids[:, start], ids[:, start + 1:start + 10], ids[:, start + 10] = 87, 89, 88
+    return ids
+
+
+def test_qwen2_5_vl_is_its_vision_tower_connected_to_a_text_model_of_mrope_and_generates_as_it_does():
+    """Hugging Face's ``Qwen2_5_VLForConditionalGeneration`` and the spec: logits over a plain and a right-padded
+    prompt holding a picture (M-RoPE: the picture's 9 vectors at one position, their rows and columns added), and
+    greedy generation after a left-padded prompt, cached and not, token for token as ``generate``."""
+    from tfspec.run.decoding import sample
+    model, reference = _qwen_vl()
+    pixels = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(1))
+    theirs_pictures = {"pixel_values": torch.cat([qwen_patches(p, 2, 2) for p in pixels]),
+                       "image_grid_thw": torch.tensor([[1, 6, 6]] * 2)}
+    ids = _prompt(2, 20, 3)
+    for padded in (False, True):
+        mask = torch.ones_like(ids)
+        mask[1, -3:] = 0 if padded else 1
+        with torch.no_grad():
+            expected = reference(input_ids=ids, attention_mask=mask, mm_token_type_ids=(ids == 89).int(),
+                                 **theirs_pictures).logits
+            ours = model(text=ids, text_padding_mask=mask == 0, vision=pixels)
+        assert_close(ours[mask.bool()], expected[mask.bool()], FLOAT32)
+    prompt = _prompt(7, 18, 4)
+    mask = torch.ones_like(prompt)
+    mask[1, :3] = 0
+    with torch.no_grad():
+        out = reference.generate(prompt, attention_mask=mask, mm_token_type_ids=(prompt == 89).int(),
+                                 **theirs_pictures, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                                 pad_token_id=0, eos_token_id=None)
+    expected = out[:, prompt.shape[1]:].tolist()
+    assert len({t for row in expected for t in row}) >= 4  # a real continuation
+    for use_cache in (True, False):
+        steps = model.continuation(vision=pixels, prompt_padding_mask=mask == 0, use_cache=use_cache)
+        assert sample(steps, prompt, max_new=8) == expected
+
+
+def test_mrope_numbers_a_prompt_of_pictures_as_hugging_face_does():
+    """Two pictures (2 × 2 and 3 × 3 vectors) among tokens, one row left-padded: the position ids and the three
+    positions M-RoPE turns by, against Hugging Face's ``get_rope_index``."""
+    from tfspec.nn.model import picture_marks
+    model, reference = _qwen_vl()
+    text = model.towers["text"]
+    ids = torch.randint(3, 80, (2, 24), generator=torch.Generator().manual_seed(3))
+    ids[:, 3:7], ids[:, 9:18] = 89, 89
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    ids[1, :2] = 0
+    grids = torch.tensor([[1, 4, 4], [1, 6, 6]] * 2)
+    expected, _ = reference.model.get_rope_index(ids, (ids == 89).int(), grids, attention_mask=mask)
+    marks = picture_marks(ids == 89)
+    counted = ((mask.cumsum(dim=1) - 1).clamp(min=0))
+    inputs = {"picture_ids": marks["ids"], "picture_rows": marks["rows"], "picture_columns": marks["columns"]}
+    positions = text.numbered("decoder", counted, inputs)
+    real = mask.bool()
+    assert torch.equal(positions[real], expected[0][real])
+    assert torch.equal((positions + marks["rows"])[real], expected[1][real])
+    assert torch.equal((positions + marks["columns"])[real], expected[2][real])
+
+
+def test_mrope_sections_other_than_half_a_head_are_refused_where_written():
+    with pytest.raises(tfspec.SpecError) as info:
+        tfspec.parse(QWEN_VL.replace("width=2)", "width=3)"), file="qvl.tfs")
+    assert "mrope's sections turn 5 frequencies (1 + 1 + 3); a head of 8 dimensions has 4" in str(info.value)
+    assert "qvl.tfs:18:14" in str(info.value)

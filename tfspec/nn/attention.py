@@ -408,7 +408,7 @@ class MultiHeadAttention(nn.Module):
             q = q if self.qk_norm_after_positions else self.norm_heads(q, self.q_norm)
         for step in self.steps():
             if step.key:
-                tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables(ctx.positions, q.dtype))
+                tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables_of(ctx, q.dtype))
                 q = step.rotate_queries(q, tables)
         if self.qk_norm_after_positions:
             q = self.norm_heads(q, self.q_norm)
@@ -422,7 +422,7 @@ class MultiHeadAttention(nn.Module):
         extras = {}
         for step in self.steps():
             if step.key:
-                tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables(ctx.positions, q.dtype))
+                tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables_of(ctx, q.dtype))
                 q, k = step.rotate(q, k, tables)
             extras.update(step.extras(x, ctx, cache.carry if cache is not None else None))
         if self.qk_norm_after_positions:

@@ -24,6 +24,7 @@ from .embedding import Embeddings, default_positions
 from .per_layer import CARRIED as PER_LAYER
 from .generated import Generated
 from .recompute import checkpointed
+from .steps import AttentionStep
 
 
 class Stack(nn.Module):
@@ -97,6 +98,8 @@ class CompiledModel(nn.Module):
         self.position_table = position_table  # the learned positions' size, which position ids index
         # per stack, where its default position ids count real tokens only: the offset of a pad's row below 0
         self.real_positions = real_positions or {}
+        # per stack, the position schemes that number a call's positions themselves (``AttentionStep.numbered``)
+        self.numbering = {role: _numbering(stack) for role, stack in stacks.items()}
         self.tied_to = spec.head.tied_to if spec.head is not None else None
         self.check_inputs = True
         # The generated forward calls this model's steps and modules; kept out of the module tree, so its
@@ -177,7 +180,8 @@ class CompiledModel(nn.Module):
             check_runtime_inputs(inputs, stack.inputs, sequence, self.device, self.position_table[role])
         if positions is None:
             real = self.real_positions.get(role)
-            positions = default_positions(sequence, padding, None if real is None else -real, offset)
+            positions = self.numbered(role, default_positions(sequence, padding, None if real is None else -real,
+                                                              offset), inputs)
         extra = {k: v for k, v in inputs.items() if k != "position_ids"}
         return Context(positions, padding, memory, memory_padding, extra, offset)
 
@@ -217,15 +221,21 @@ class CompiledModel(nn.Module):
     @staticmethod
     def marked(stack, inputs: dict, spliced: tuple[Tensor, Tensor] | None) -> dict:
         """``inputs`` with, where pictures are ``spliced`` in, each run-time input the stack reads that marks them
-        (``RuntimeInput.pictures``: the picture each token stands for, 0 for none, 1, 2, ... along a row) unless
-        given: each run of spliced positions one picture."""
-        wanted = [name for name, declared in stack.inputs.items() if declared.pictures and name not in inputs]
+        (``RuntimeInput.pictures``) unless given: each run of spliced positions one picture, its vectors a square
+        grid, row by row."""
+        wanted = {name: declared.pictures for name, declared in stack.inputs.items()
+                  if declared.pictures is not None and name not in inputs}
         if spliced is None or not wanted:
             return inputs
-        where = spliced[0]
-        starts = where & ~torch.nn.functional.pad(where, (1, 0))[:, :-1]
-        ids = torch.where(where, starts.long().cumsum(dim=1), 0)
-        return {**inputs, **{name: ids for name in wanted}}
+        marks = picture_marks(spliced[0])
+        return {**inputs, **{name: marks[what] for name, what in wanted.items()}}
+
+    def numbered(self, role: str, positions: Tensor, inputs: dict) -> Tensor:
+        """Position ids ``positions`` as ``role``'s position schemes number them given the call's run-time
+        ``inputs`` (M-RoPE's pictures at one position each); as they are for every other scheme."""
+        for step in self.numbering[role]:
+            positions = step.numbered(positions, inputs)
+        return positions
 
     def check_padding(self, name: str, mask, ids: Tensor, ids_name: str, used: bool, where: str) -> None:
         if self.check_inputs:
@@ -325,3 +335,27 @@ class CompiledModel(nn.Module):
     @property
     def encoder_width(self) -> int:
         return self.embeddings[self.stack_embedding["encoder"]].width
+
+
+def _numbering(stack: nn.Module) -> list[AttentionStep]:
+    """The stack's attention steps that number positions themselves, one of each ``key``."""
+    found: dict[str, AttentionStep] = {}
+    for module in stack.modules():
+        if isinstance(module, AttentionStep) and type(module).numbered is not AttentionStep.numbered:
+            found.setdefault(module.key, module)
+    return list(found.values())
+
+
+def picture_marks(where: Tensor) -> dict[str, Tensor]:
+    """What marks the pictures spliced at ``where`` (bool ``(batch, length)``; each run of True one picture, its
+    vectors a square grid row by row): ``ids``, the picture of each position (0: none; 1, 2, ... along a row);
+    ``rows`` and ``columns``, each vector's in its picture's grid (0 elsewhere)."""
+    starts = where & ~torch.nn.functional.pad(where, (1, 0))[:, :-1]
+    ids = torch.where(where, starts.long().cumsum(dim=1), 0)
+    counted = where.long().cumsum(dim=1)
+    before = torch.where(starts, counted - 1, 0).cummax(dim=1).values  # vectors before the picture's first
+    index = torch.where(where, counted - 1 - before, 0)  # each vector's place in its picture
+    sizes = torch.zeros(where.shape[0], int(ids.max()) + 1 if ids.numel() else 1, dtype=torch.long,
+                        device=where.device).scatter_add_(1, ids, torch.ones_like(ids))
+    sides = torch.sqrt(sizes.gather(1, ids).float()).round().long().clamp(min=1)
+    return {"ids": ids, "rows": torch.where(where, index // sides, 0), "columns": torch.where(where, index % sides, 0)}

@@ -91,3 +91,44 @@ class AxialRotaryPositions(RotaryPositions):
 
     def extra_repr(self) -> str:
         return f"head_dim={self.rotary_dim}, theta={self.theta:g}, side={self.side}" + ", shared" * self.shared
+
+
+class MultimodalRotaryPositions(RotaryPositions):
+    """M-RoPE (``mrope``): the frequencies θ^(-2i/d) in three consecutive ``sections``, turned by a token's position
+    id (temporal), that plus its row in its picture (height) and that plus its column (width); ``picture_rows`` and
+    ``picture_columns`` are 0 for a token, and absent without pictures. ``numbered``: a picture's vectors all at its
+    first position, the picture advancing the count by its side."""
+
+    def __init__(self, head_dim: int, theta: float, sections: list[int]) -> None:
+        super().__init__(head_dim, theta)
+        self.sections = sections
+        self.key = f"mrope:{head_dim}:{theta!r}:{sections}"
+
+    def tables_of(self, ctx, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        positions = ctx.positions
+        ladder = 1.0 / self.theta ** (torch.arange(0, self.rotary_dim, 2, device=positions.device).float()
+                                      / self.rotary_dim)
+        rows, columns = ctx.inputs.get("picture_rows"), ctx.inputs.get("picture_columns")
+        # which of the three positions each frequency turns by: 0 temporal, 1 height, 2 width
+        axis = torch.tensor([i for i, count in enumerate(self.sections) for _ in range(count)],
+                            device=positions.device)
+        angles = positions[..., None].float() * ladder  # (batch or 1, length, d / 2)
+        if rows is not None:  # (the prompt's pictures; later tokens stand at one position on all three)
+            extra = torch.stack((torch.zeros_like(rows), rows, columns), dim=-1).float()  # (batch, length, 3)
+            angles = angles + extra[..., axis] * ladder
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos()[:, None].to(dtype), angles.sin()[:, None].to(dtype)
+
+    def numbered(self, positions: Tensor, inputs: dict) -> Tensor:
+        ids, columns = inputs.get("picture_ids"), inputs.get("picture_columns")
+        if ids is None or columns is None:
+            return positions
+        image = ids > 0
+        last = image & (ids != torch.nn.functional.pad(ids, (0, 1))[:, 1:])  # each picture's last vector
+        # each token's change to the count after it: a picture's vectors -1 each (they share its first position),
+        # its last one then + its side (its last column + 1)
+        change = torch.where(image, torch.where(last, columns, -1), 0)
+        return positions + change.cumsum(dim=1) - change
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.rotary_dim}, theta={self.theta:g}, sections={self.sections}"

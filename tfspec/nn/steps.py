@@ -48,6 +48,17 @@ class AttentionStep(nn.Module):
         every attention with an equal ``key``."""
         return None
 
+    def tables_of(self, ctx, dtype: torch.dtype):
+        """``tables`` for a call's ``Context``: of its position ids, and of the run-time inputs a step declares
+        (the rows and columns of the pictures' vectors, M-RoPE's)."""
+        return self.tables(ctx.positions, dtype)
+
+    def numbered(self, positions: Tensor, inputs: dict) -> Tensor:
+        """The call's default position ids ``(batch or 1, length)`` as the step numbers them, given its run-time
+        ``inputs`` (M-RoPE's: a picture's vectors all at its first position, the picture advancing the count by its
+        side); by default as they are."""
+        return positions
+
     def rotate(self, q: Tensor, k: Tensor, tables) -> tuple[Tensor, Tensor]:
         """Queries ``(batch, heads, n, head_dim)`` and keys ``(batch, kv_heads, n, head_dim)``, transformed."""
         return q, k

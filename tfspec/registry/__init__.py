@@ -42,8 +42,10 @@ from .position import POSITIONS, Position
 
 
 def attention_inputs(body) -> tuple[RuntimeInput, ...]:
-    """The run-time inputs an attention sublayer (``schema.Attention``) reads: its kind's and its masks'."""
-    return ATTENTION_KINDS[body.kind.name].inputs + tuple(i for m in body.mask for i in MASKS[m.name].inputs)
+    """The run-time inputs an attention sublayer (``schema.Attention``) reads: its kind's, its masks' and its
+    position scheme's."""
+    return ATTENTION_KINDS[body.kind.name].inputs + tuple(i for m in body.mask for i in MASKS[m.name].inputs) + \
+        POSITIONS[body.position.name].inputs
 
 
 __all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "CONNECTOR_STEPS", "ConnectorStep", "FEEDFORWARD_KINDS", "INITS", "INPUTS",

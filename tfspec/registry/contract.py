@@ -82,9 +82,11 @@ class RuntimeInput:
     ``per``: one value per sequence, shape ``(batch,)``, or per position, ``(batch, length)``. ``example``:
     a typical value for one sequence of a given length (an int, or a list of ints per position), which
     pictures of the masks that read it use (``tfspec mask``). ``documents``: the input is the document each
-    token belongs to, which the trainer fills when it packs several documents into one row. ``pictures``: the
-    input is the picture each token stands for (0: none; 1, 2, ... in order along the row), which a model of
-    towers fills where its connector puts pictures among the tokens (``CompiledModel.run_stack(spliced=...)``).
+    token belongs to, which the trainer fills when it packs several documents into one row. ``pictures``: what
+    the input says of the pictures a model of towers puts among the tokens, which it fills where its connector
+    splices them (``CompiledModel.run_stack(spliced=...)``): ``"ids"``, the picture each token stands for (0:
+    none; 1, 2, ... in order along the row); ``"rows"`` and ``"columns"``, each image token's row and column in its
+    picture's square grid of vectors (0 for a token).
     """
 
     name: str
@@ -92,7 +94,7 @@ class RuntimeInput:
     per: Literal["sequence", "position"] = "sequence"
     example: Callable[[int], int | list[int]] | None = None
     documents: bool = False
-    pictures: bool = False
+    pictures: Literal["ids", "rows", "columns"] | None = None
 
 
 # Every model reads these; variants add their own (see Mask.inputs).

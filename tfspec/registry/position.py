@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from .contract import AttentionShape, Constructor, Param, Problem, Registry, StackOwned, Variant
+from .contract import AttentionShape, Constructor, Param, Problem, Registry, RuntimeInput, StackOwned, Variant
 
 if TYPE_CHECKING:
     from .attention import AttentionKind
@@ -37,6 +37,7 @@ class Position(StackOwned, Variant):
     # needs a kind whose mix is a plain softmax of dot products, and declares that mix's cost itself.
     mixes_values: ClassVar[bool] = False
     stack_attribute: ClassVar[str] = "positions"
+    inputs: ClassVar[tuple[RuntimeInput, ...]] = ()  # run-time inputs its module reads (as ``Mask.inputs``)
 
     def params(self, where, options) -> dict[str, Param]:
         """``where``: the embedding's width (``acts == "embedding"``) or an ``AttentionShape``."""

@@ -211,6 +211,8 @@ class Continuation:
         self.prompt_length = 0  # the prompt's positions: where pictures may stand
         self.padding: Tensor | None = None  # (batch, length) so far, when the prompt was padded
         self.next_position: Tensor | None = None  # (batch, 1) position id of each row's next token
+        # every position id fed so far, where they are given (a padded prompt's, or one holding pictures)
+        self.positions: Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -230,11 +232,11 @@ class Continuation:
             if tokens.device.type == "cpu":  # (free here; on a GPU reading the ids back makes every step wait)
                 vocab = self.model.embeddings[self.model.stack_embedding["decoder"]].vocab
                 check_ids("tokens", tokens, vocab, self.model.device)
-        kept = self.tokens, self.padding, self.next_position, self.inputs
+        kept = self.tokens, self.padding, self.next_position, self.positions, self.inputs
         try:
             return self._extend(tokens, offset)
         except ValueError:  # an input refused before any layer ran (an id outside the vocabulary): as it was
-            self.tokens, self.padding, self.next_position, self.inputs = kept
+            self.tokens, self.padding, self.next_position, self.positions, self.inputs = kept
             raise
 
     def _extend(self, tokens: Tensor, offset: int) -> Tensor:
@@ -250,6 +252,12 @@ class Continuation:
             positions = self._positions(new_padding)
             self.padding = new_padding if self.padding is None else torch.cat((self.padding, new_padding), dim=1)
         self.tokens = tokens if self.tokens is None else torch.cat((self.tokens, tokens), dim=1)
+        if offset == 0 and self.pictures is not None:
+            positions = self._numbered(tokens, positions)
+        elif positions is None and self.next_position is not None:  # (after a prompt of pictures)
+            positions = self._positions(torch.zeros(tokens.shape, dtype=torch.bool, device=tokens.device))
+        if positions is not None:
+            self.positions = positions if offset == 0 else torch.cat((self.positions, positions), dim=1)
         step = {} if positions is None else {"position_ids": positions}
         if self.step is not None and offset > 0:
             if self.step_offset is None or self.step_offset.device != tokens.device:
@@ -270,7 +278,7 @@ class Continuation:
                                     padding_mask=new_padding, last=True, **step, **self.inputs,
                                     **({"spliced": spliced} if spliced is not None else {}))
         else:
-            every = {} if self.padding is None else {"position_ids": self._all_positions()}
+            every = {} if self.positions is None else {"position_ids": self.positions}
             spliced = self._spliced(self.tokens)
             if spliced is not None:  # (the prompt's pictures again, at their places, over everything so far)
                 out = self.model.output(self.model.run_stack("decoder", "tokens", self.tokens, self.padding,
@@ -303,8 +311,16 @@ class Continuation:
         self.next_position = positions[:, -1:] + 1
         return positions
 
-    def _all_positions(self) -> Tensor:
-        return ((~self.padding).long().cumsum(dim=1) - 1).clamp(min=0)
+    def _numbered(self, prompt: Tensor, positions: Tensor | None) -> Tensor:
+        """The prompt's position ids as the decoder numbers them around its pictures (M-RoPE's: a picture's
+        vectors at one position, the picture advancing the count by its side): from ``positions`` (a padded
+        prompt's, counting real tokens) or 0, 1, 2, ...; later tokens continue after the last."""
+        if positions is None:
+            positions = torch.arange(prompt.shape[1], device=prompt.device)[None].expand(prompt.shape[0], -1)
+        marks = self.model.marked(self.model.decoder, {}, self._spliced(prompt))
+        positions = self.model.numbered("decoder", positions, marks)
+        self.next_position = positions.max(dim=1, keepdim=True).values + 1
+        return positions
 
     def reorder(self, rows: Tensor) -> None:
         self.tokens = self.tokens.index_select(0, rows) if self.tokens is not None else None
@@ -313,7 +329,9 @@ class Continuation:
         self.inputs = {k: v.index_select(0, rows) for k, v in self.inputs.items()}
         if self.padding is not None:
             self.padding = self.padding.index_select(0, rows)
+        if self.next_position is not None:
             self.next_position = self.next_position.index_select(0, rows)
+            self.positions = self.positions.index_select(0, rows)
         if self.memory is not None:
             self.memory = self.memory.index_select(0, rows)
             if self.memory_padding_mask is not None:

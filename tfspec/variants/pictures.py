@@ -24,7 +24,7 @@ def two_pictures(length: int) -> list[int]:
 
 PICTURE_IDS = RuntimeInput("picture_ids", "the picture each token stands for (0: none; 1, 2, ... along the row), "
                            "filled from the image tokens by a model of towers (default: no pictures)", "position",
-                           example=two_pictures, pictures=True)
+                           example=two_pictures, pictures="ids")
 
 
 def pictures(queries, keys, picture_ids=None):
