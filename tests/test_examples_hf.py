@@ -159,6 +159,23 @@ PUBLISHED = {
                                                       patch_size=14, rope_theta=10000.0),
                                    architectures=["Mistral3ForConditionalGeneration"]),
                               "Mistral3ForConditionalGeneration"),
+    # Qwen/Qwen2.5-VL-3B-Instruct's config.json (its text settings at the top level, as the file writes them; its
+    # vision_config's legacy in_chans as in_channels): 448-pixel pictures here, 32 × 32 patches merged into 256
+    # vectors (Hugging Face's reads any size)
+    "qwen2_5_vl_3b": (dict(model_type="qwen2_5_vl", hidden_size=2048, intermediate_size=11008,
+                           max_position_embeddings=128000, max_window_layers=70, num_attention_heads=16,
+                           num_hidden_layers=36, num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                           sliding_window=32768, tie_word_embeddings=True, use_sliding_window=False,
+                           vocab_size=151936, image_token_id=151655, video_token_id=151656,
+                           vision_start_token_id=151652, vision_end_token_id=151653, bos_token_id=151643,
+                           eos_token_id=151645, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]},
+                           vision_config=dict(depth=32, hidden_act="silu", hidden_size=1280, intermediate_size=3420,
+                                              num_heads=16, in_channels=3, out_hidden_size=2048, patch_size=14,
+                                              spatial_merge_size=2, window_size=112,
+                                              fullatt_block_indexes=[7, 15, 23, 31], tokens_per_second=2,
+                                              temporal_patch_size=2),
+                           architectures=["Qwen2_5_VLForConditionalGeneration"]),
+                      "Qwen2_5_VLForConditionalGeneration"),
     "bart_base": (dict(model_type="bart", vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
                        encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
                        decoder_ffn_dim=3072, max_position_embeddings=1024, activation_function="gelu",

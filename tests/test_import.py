@@ -655,6 +655,18 @@ CONFIGS = {  # model class -> a tiny configuration of it
         vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=40, num_hidden_layers=2,
                            num_attention_heads=4, image_size=16, patch_size=4, num_channels=3, hidden_act="silu",
                            rope_parameters={"rope_theta": 100.0, "rope_type": "axial"})),
+    # its vision transformer (two frames' patches, 2-D rotary positions, tiles of 8 pixels but in its layer 1), its
+    # merger in place of the image tokens of Qwen2's text model with M-RoPE; square pictures of vision_config's
+    # image_size (Hugging Face's reads any size)
+    "Qwen2_5_VLForConditionalGeneration": dict(
+        model_type="qwen2_5_vl", image_token_id=89, vision_start_token_id=87, vision_end_token_id=88,
+        video_token_id=86, tie_word_embeddings=False,
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=40, num_heads=4, in_channels=3, patch_size=2,
+                           spatial_merge_size=2, temporal_patch_size=2, window_size=8, out_hidden_size=32,
+                           fullatt_block_indexes=[1], image_size=12),
+        text_config=dict(vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=48,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "mrope_section": [1, 1, 2]})),
 }
 
 
@@ -788,7 +800,8 @@ def image_tokens(config) -> int:
     """The image tokens one picture takes in a vision-language configuration's prompts (Idefics3's: its patches
     less the pixel shuffle's factor²)."""
     vision = config.vision_config
-    blocks = getattr(config, "scale_factor", None) or getattr(config, "spatial_merge_size", None)
+    blocks = getattr(config, "scale_factor", None) or getattr(config, "spatial_merge_size", None) or \
+        getattr(vision, "spatial_merge_size", None)
     return getattr(config, "image_seq_length", None) or getattr(config, "mm_tokens_per_image", None) or \
         (vision.image_size // vision.patch_size) ** 2 // blocks ** 2
 
@@ -803,6 +816,15 @@ def theirs_pictures(reference, ids, pixels) -> dict:
     # (Pixtral's encoder reads each picture's size, which its processor gives)
     pixtral = reference.config.vision_config.model_type == "pixtral"
     sizes = {"image_sizes": torch.tensor([pixels.shape[-2:]] * len(pixels))} if pixtral else {}
+    if "image_grid_thw" in takes:  # Qwen2.5-VL's: its processor's flattened patches, their grid, the image tokens
+        from test_vision_towers import qwen_patches
+        vision = reference.config.vision_config
+        side = pixels.shape[-1] // vision.patch_size
+        return {"pixel_values": torch.cat([qwen_patches(p, vision.patch_size, vision.spatial_merge_size,
+                                                        vision.temporal_patch_size) for p in pixels.cpu()]
+                                          ).to(pixels.device),
+                "image_grid_thw": torch.tensor([[1, side, side]] * len(pixels), device=pixels.device),
+                "mm_token_type_ids": (ids == reference.config.image_token_id).int()}
     return {"pixel_values": pixels, **types, **sizes}
 
 
@@ -821,8 +843,8 @@ def _pictured(reference, extra: int, start: int, seed: int):
         ids[:, start:start + rows.numel()] = rows.flatten()
     else:
         ids[:, start:start + count] = config.image_token_id
-    side = vision.image_size
-    pixels = torch.randn(2, vision.num_channels, side, side, generator=torch.Generator().manual_seed(seed + 1))
+    side, channels = vision.image_size, getattr(vision, "num_channels", None) or vision.in_channels
+    pixels = torch.randn(2, channels, side, side, generator=torch.Generator().manual_seed(seed + 1))
     return ids, pixels
 
 
@@ -1146,6 +1168,20 @@ EVERY_FIELD = {
                                             num_channels=1, hidden_act="silu", attention_dropout=0.2,
                                             initializer_range=0.04,
                                             rope_parameters={"rope_theta": 500.0, "rope_type": "axial"}))],
+    # every field away from its default: one-frame patches of 3 pixels, merged 3 × 3, tiles of 9 pixels, two full
+    # layers, a tied text model of GELU with its own M-RoPE sections
+    "hf_qwen2_5_vl": [dict(model_type="qwen2_5_vl", image_token_id=5, tie_word_embeddings=True,
+                           vision_config=dict(depth=3, hidden_size=24, intermediate_size=36, num_heads=2,
+                                              in_channels=1, patch_size=3, spatial_merge_size=3,
+                                              temporal_patch_size=1, window_size=9, out_hidden_size=24,
+                                              fullatt_block_indexes=[0, 2], hidden_act="gelu",
+                                              initializer_range=0.04, image_size=18,
+                                              rope_parameters={"rope_type": "axial", "rope_theta": 500.0}),
+                           text_config=dict(vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
+                                            num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-6,
+                                            attention_dropout=0.1, initializer_range=0.03, hidden_act="gelu",
+                                            rope_parameters={"rope_type": "default", "rope_theta": 5000.0,
+                                                             "mrope_section": [2, 2, 2]}))],
     "hf_whisper": [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                         decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                         decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
@@ -1822,6 +1858,11 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "gemma3", "vision_config": {"vision_use_head": False}, "text_config": {"sliding_window": 200}},
      "a picture's image tokens (mm_tokens_per_image) as many as the text model's sliding window or more"),
     ({"model_type": "idefics3"}, "scale_factor not dividing the side of the grid of patches"),  # (7 × 7, by 2)
+    ({"model_type": "qwen2_5_vl", "vision_config": {"out_hidden_size": 1024}},
+     "vision_config.out_hidden_size other than text_config.hidden_size"),
+    ({"model_type": "qwen2_5_vl", "vision_config": {"window_size": 100}}, "window_size not a multiple of"),
+    ({"model_type": "qwen2_5_vl", "vision_config": {"image_size": 450}}, "image_size not a multiple of"),
+    ({"model_type": "qwen2_5_vl", "text_config": {"use_sliding_window": True}}, "use_sliding_window=true"),
     # (the library's default Mistral 3 configuration ties the whole model's head but not its text model's)
     ({"model_type": "mistral3"}, "tie_word_embeddings other than text_config.tie_word_embeddings"),
     ({"model_type": "mistral3", "tie_word_embeddings": False, "spatial_merge_size": 3},

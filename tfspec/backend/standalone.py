@@ -43,6 +43,7 @@ from ..ir import nodes as ir
 from ..ir.queries import attentions, describe_layers, layer_template
 from ..nn.attention import cache_slot
 from ..nn.state import state_slot
+from ..nn.steps import AttentionStep
 from ..nn.context import Context
 from ..nn.embedding import default_positions
 from ..nn.mtp import MultiTokenPrediction, PredictionModule
@@ -362,6 +363,19 @@ class _Writer:
         body.append(f"        return {result}")
         return body
 
+    def numbering(self, role: str) -> str | None:
+        """The module path of ``role``'s first in-attention position scheme that numbers a call's positions itself
+        (``AttentionStep.numbered``: M-RoPE's), as the compiled model asks it; None where none does."""
+        for node in attentions(self.g, role):
+            position = POSITIONS.of(node.spec.position)
+            constructor = position[0].module(node.positioned, position[1]) if position[0].acts == "attention" \
+                else None
+            target = getattr(constructor, "target", None)
+            if isinstance(target, type) and getattr(target, "numbered", None) not in (None, AttentionStep.numbered):
+                layer = self.g.stacks[role].kinds[node.layer_kind].layers[0]
+                return f"{node.module.at(layer if node.module.per_layer else None)}.position"
+        return None
+
     def stack_forward(self, stack: S.Stack) -> tuple[str, str, list[str], list[str]]:
         """One stack's part of the model's forward: its arguments, and lines leaving its output in ``x``."""
         g, role = self.g, stack.role
@@ -381,6 +395,10 @@ class _Writer:
         features = next(iter(g.of(ir.Features, stack=role)), None)
         if features is not None:  # an input kind's vectors (pictures' patches and class token) are numbered
             default = f"torch.arange({features.length}, device={where})[None]"
+        given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"
+        numbering = self.numbering(role)
+        if numbering is not None:  # a position scheme that numbers the call's positions itself (M-RoPE's pictures)
+            default = f"self.get_submodule({numbering!r}).numbered({default}, {given})"
         lines = [f"        # {role}",
                  f"        positions = {default} if {positions} is None else {positions}",
                  f"        x = self.embeddings[{embedding.name!r}]({ids}, positions, {types or 'None'}"
@@ -388,7 +406,6 @@ class _Writer:
                  + f"  # {_shape(g.node(g.stacks[role].entry).shape)}"]
         # what every layer's sublayers read in this call (the attention builds its masks from it, once a call)
         memory = f", memory, {self.memory_padding}" if self.memory_padding and role == "decoder" else ""
-        given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"
         lines.append(f"        ctx = {self.need(Context)}(positions, {padding}{memory}"
                      + (f", inputs={given}" if inputs else "") + ")")
         if embedding.per_layer is not None:  # each layer's own features, which its per-layer gate reads

@@ -766,6 +766,10 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
     base = math.lcm(*heads) * width_per_head
     width = base * max(1, math.ceil(8 / base))
     changes: list[str] = []
+    # the side of the grid of patches the smaller pictures make, which 2-D position schemes and masks number
+    grids = [INPUTS[e.input.name].grid(INPUTS[e.input.name].smaller(INPUTS.of(e.input)[1]))
+             for e in spec.embeddings if e.input is not None]
+    grid = next((g for g in grids if g is not None), None)
 
     def note(what: str, old, new) -> None:
         if old != new and f"{what} {old} -> {new}" not in changes:
@@ -815,6 +819,14 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
             if small_options != options:  # a kind's own widths (a latent attention's ranks)
                 note(f"{kind.name} attention", kind.label(options), kind.label(small_options))
                 update["kind"] = node.kind.model_copy(update={"options": small_options.model_dump()})
+            position, position_options = POSITIONS.of(update["position"])
+            narrowed = position.for_head_dim(position_options, head_dim)
+            if narrowed != position_options:  # options counting a head's dimensions (M-RoPE's sections)
+                note(position.name, position.label(position_options), position.label(narrowed))
+                update["position"] = update["position"].model_copy(update={"options": narrowed.model_dump()})
+            if grid is not None:  # its positions and masks on the smaller pictures' grid
+                update["position"] = _regridded(POSITIONS, update["position"], grid, note)
+                update["mask"] = tuple(_regridded(MASKS, m, grid, note) for m in update["mask"])
         elif isinstance(node, S.FeedForward):
             note("d_ff", node.d_ff, min(node.d_ff, max_d_ff))
             update["d_ff"] = min(node.d_ff, max_d_ff)
@@ -852,3 +864,13 @@ def _shrunk(spec: S.Spec, width_per_head: int, max_vocab: int, max_d_ff: int, ma
 
 def _attentions(spec: S.Spec, role: str) -> list[S.Attention]:
     return [node.spec for node in attentions(spec.graph(), role)]
+
+
+def _regridded(registry, choice, grid: int, note):
+    """A position scheme's or mask's choice for pictures whose grid of patches is ``grid`` a side."""
+    variant, options = registry.of(choice)
+    regridded = variant.regridded(options, grid)
+    if regridded == options:
+        return choice
+    note(variant.name, variant.label(options), variant.label(regridded))
+    return choice.model_copy(update={"options": regridded.model_dump()})

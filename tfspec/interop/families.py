@@ -40,7 +40,7 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2, hf_granitemoehybrid,
                hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h,
                hf_minimax, hf_jamba, hf_whisper, hf_mamba, hf_clip, hf_siglip, hf_llava, hf_idefics3, hf_gemma3_vl,
-               hf_mistral3)
+               hf_mistral3, hf_qwen2_5_vl)
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
@@ -53,6 +53,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2,
     hf_granitemoehybrid, hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h, hf_minimax,
     hf_jamba, hf_whisper, hf_mamba, hf_clip, hf_siglip, hf_llava, hf_idefics3, hf_gemma3_vl, hf_mistral3,
+    hf_qwen2_5_vl,
 ) for family in module.FAMILIES)
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),

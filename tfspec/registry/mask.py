@@ -91,6 +91,11 @@ class Mask(Variant):
         (``"prefix_lengths"``: causal after the prefix), or ``None`` (it may see ahead)."""
         return "start" if self.reach(options)[1] == 0 else None
 
+    def regridded(self, options, grid: int):
+        """The same mask for pictures whose grid of patches is ``grid`` a side (``tfspec verify`` tests at small
+        sizes), where its rule reads a grid."""
+        return options
+
     def grid_problem(self, options, grid: int | None, leading: int) -> Problem | None:
         """Its objection to the positions of a stack whose embedding lays pictures' patches in a grid ``grid`` a
         side after ``leading`` learned vectors (``grid`` None: tokens), where its rule reads a grid."""

@@ -57,6 +57,16 @@ class Position(StackOwned, Variant):
         tokens (``grid`` None), or pictures' patches, ``grid`` a side, after a class token where ``class_token``."""
         return None
 
+    def for_head_dim(self, options, head_dim: int):
+        """The same scheme for heads of ``head_dim`` dimensions (``tfspec verify`` tests at small widths), where its
+        options count a head's dimensions."""
+        return options
+
+    def regridded(self, options, grid: int):
+        """The same scheme for pictures whose grid of patches is ``grid`` a side (``tfspec verify`` tests at small
+        sizes), where it numbers a grid."""
+        return options
+
     def grid_problem(self, options, grid: int | None, leading: int) -> Problem | None:
         """Its objection, acting inside attention, to numbering the positions of a stack whose embedding lays
         pictures' patches in a grid ``grid`` a side after ``leading`` learned vectors (``grid`` None: tokens)."""

@@ -59,6 +59,13 @@ class MRoPE(Position):
     def sections(options) -> list[int]:
         return [options.temporal, options.height, options.width]
 
+    def for_head_dim(self, options, head_dim):
+        """Its sections in the same proportions (each at least 1 where it had any) of ``head_dim / 2``."""
+        sections, pairs = self.sections(options), head_dim // 2
+        scaled = [max(1 if s else 0, s * pairs // sum(sections)) for s in sections]
+        scaled[scaled.index(max(scaled))] += pairs - sum(scaled)
+        return options.model_copy(update=dict(zip(("temporal", "height", "width"), scaled)))
+
     def check(self, options, shape):
         turned = sum(self.sections(options))
         if 2 * turned != shape.head_dim:

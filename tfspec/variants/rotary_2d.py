@@ -50,6 +50,9 @@ class Rotary2D(Position):
                             "sequences", "set position=none on the cross-attention")]
         return []
 
+    def regridded(self, options, grid):
+        return options.model_copy(update={"side": grid})
+
     def grid_problem(self, options, grid, leading):
         if grid is None:
             return None

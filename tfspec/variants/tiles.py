@@ -59,6 +59,9 @@ class Tiles(Mask):
     def pattern_length(self, options):
         return options.side * min(options.side, 2 * options.size)
 
+    def regridded(self, options, grid):
+        return options.model_copy(update={"side": grid, "size": max(1, min(options.size, grid // 2))})
+
     def grid_problem(self, options, grid, leading):
         if grid is None:
             return None
