@@ -58,6 +58,29 @@ def _perturbed(module):
     return module
 
 
+def _vision_state(theirs: dict, prefix: str, layers: int) -> dict:
+    """Hugging Face's Qwen2.5-VL vision model's tensors (under ``prefix``) as the spec's vision tower and connector
+    name them, written out here: the 3-D convolution's kernel flattened (channel, frame, row, column), each block's
+    biased qkv, proj and gated MLP (gate first), its two norms, the merger's norm and MLP."""
+    v, steps, state = "towers.vision", "connectors.vision.steps", {}
+    kernel = theirs[f"{prefix}patch_embed.proj.weight"]
+    state[f"{v}.embeddings.image.patches.weight"] = kernel.reshape(kernel.shape[0], -1)
+    for i in range(layers):
+        o, t = f"{v}.encoder.layers.{i}", f"{prefix}blocks.{i}"
+        for part in ("weight", "bias"):
+            for ours, hf in (("self_attn.qkv", "attn.qkv"), ("self_attn.out", "attn.proj"), ("ffn.down", "mlp.down_proj")):
+                state[f"{o}.{ours}.{part}"] = theirs[f"{t}.{hf}.{part}"]
+            state[f"{o}.ffn.up.{part}"] = torch.cat([theirs[f"{t}.mlp.gate_proj.{part}"],
+                                                     theirs[f"{t}.mlp.up_proj.{part}"]])
+        state[f"{o}.self_attn_norm.weight"], state[f"{o}.ffn_norm.weight"] = (theirs[f"{t}.norm1.weight"],
+                                                                              theirs[f"{t}.norm2.weight"])
+    state[f"{steps}.0.weight"] = theirs[f"{prefix}merger.ln_q.weight"]
+    for ours, hf in ((2, 0), (4, 2)):
+        for part in ("weight", "bias"):
+            state[f"{steps}.{ours}.{part}"] = theirs[f"{prefix}merger.mlp.{hf}.{part}"]
+    return state
+
+
 @pytest.mark.parametrize("window", [8, 4])
 def test_qwen2_5_vl_s_vision_model_is_patches_of_frames_rotary_2d_tiles_and_a_merger(window):
     """Hugging Face's ``Qwen2_5_VisionTransformerPretrainedModel`` (its windows of ``window`` pixels: tiles of 4
@@ -72,23 +95,7 @@ def test_qwen2_5_vl_s_vision_model_is_patches_of_frames_rotary_2d_tiles_and_a_me
     reference = _perturbed(Qwen2_5_VisionTransformerPretrainedModel(config)).eval()
     tile = window // 2 // 2 * 2  # (window pixels // merge // patch) merge units of merge patches a side
     model = tfspec.compile(tfspec.parse(QWEN_VISION.format(tile=tile)), seed=0).eval()
-    theirs, state = reference.state_dict(), dict(model.state_dict())
-    v, steps = "towers.vision", "connectors.vision.steps"
-    state[f"{v}.embeddings.image.patches.weight"] = theirs["patch_embed.proj.weight"].reshape(32, -1)
-    for i in range(3):
-        o, t = f"{v}.encoder.layers.{i}", f"blocks.{i}"
-        for ours, hf in (("self_attn.qkv", "attn.qkv"), ("self_attn.out", "attn.proj"), ("ffn.down", "mlp.down_proj")):
-            state[f"{o}.{ours}.weight"], state[f"{o}.{ours}.bias"] = theirs[f"{t}.{hf}.weight"], theirs[f"{t}.{hf}.bias"]
-        state[f"{o}.self_attn_norm.weight"], state[f"{o}.ffn_norm.weight"] = (theirs[f"{t}.norm1.weight"],
-                                                                              theirs[f"{t}.norm2.weight"])
-        for part in ("weight", "bias"):  # gate first
-            state[f"{o}.ffn.up.{part}"] = torch.cat([theirs[f"{t}.mlp.gate_proj.{part}"],
-                                                     theirs[f"{t}.mlp.up_proj.{part}"]])
-    state[f"{steps}.0.weight"] = theirs["merger.ln_q.weight"]
-    for ours, hf in ((2, 0), (4, 2)):
-        state[f"{steps}.{ours}.weight"], state[f"{steps}.{ours}.bias"] = (theirs[f"merger.mlp.{hf}.weight"],
-                                                                          theirs[f"merger.mlp.{hf}.bias"])
-    model.load_state_dict(state)
+    model.load_state_dict({**model.state_dict(), **_vision_state(reference.state_dict(), "", 3)})
     pixels = torch.randn(2, 3, 20, 20, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = reference(torch.cat([qwen_patches(p, 2, 2) for p in pixels]),
@@ -161,22 +168,8 @@ def _qwen_vl():
         image_token_id=89, vision_start_token_id=87, vision_end_token_id=88, tie_word_embeddings=False)
     reference = _perturbed(transformers.Qwen2_5_VLForConditionalGeneration(config)).eval()
     model = tfspec.compile(tfspec.parse(QWEN_VL), seed=0).eval()
-    theirs, state = reference.state_dict(), dict(model.state_dict())
-    v, V, steps = "towers.vision", "model.visual", "connectors.vision.steps"
-    state[f"{v}.embeddings.image.patches.weight"] = theirs[f"{V}.patch_embed.proj.weight"].reshape(32, -1)
-    for i in range(2):
-        o, t = f"{v}.encoder.layers.{i}", f"{V}.blocks.{i}"
-        for ours, hf in (("self_attn.qkv", "attn.qkv"), ("self_attn.out", "attn.proj"), ("ffn.down", "mlp.down_proj")):
-            state[f"{o}.{ours}.weight"], state[f"{o}.{ours}.bias"] = theirs[f"{t}.{hf}.weight"], theirs[f"{t}.{hf}.bias"]
-        state[f"{o}.self_attn_norm.weight"], state[f"{o}.ffn_norm.weight"] = (theirs[f"{t}.norm1.weight"],
-                                                                              theirs[f"{t}.norm2.weight"])
-        for part in ("weight", "bias"):
-            state[f"{o}.ffn.up.{part}"] = torch.cat([theirs[f"{t}.mlp.gate_proj.{part}"],
-                                                     theirs[f"{t}.mlp.up_proj.{part}"]])
-    state[f"{steps}.0.weight"] = theirs[f"{V}.merger.ln_q.weight"]
-    for ours, hf in ((2, 0), (4, 2)):
-        state[f"{steps}.{ours}.weight"], state[f"{steps}.{ours}.bias"] = (theirs[f"{V}.merger.mlp.{hf}.weight"],
-                                                                          theirs[f"{V}.merger.mlp.{hf}.bias"])
+    theirs = reference.state_dict()
+    state = {**model.state_dict(), **_vision_state(theirs, "model.visual.", 2)}
     x, L = "towers.text", "model.language_model"
     state[f"{x}.embeddings.tokens.tokens.weight"] = theirs[f"{L}.embed_tokens.weight"]
     state[f"{x}.decoder.final_norm.weight"], state[f"{x}.head.weight"] = theirs[f"{L}.norm.weight"], \

@@ -15,6 +15,7 @@ itself: ``model(text=ids, vision=pixels)`` needs nothing more. Without pictures 
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .rotary import on_cross
 from ..registry import POSITIONS, Constructor, Position, Problem, RuntimeInput
 from .pictures import PICTURE_IDS
 
@@ -72,10 +73,7 @@ class MRoPE(Position):
             return [Problem(f"mrope's sections turn {turned} frequencies ({options.temporal} + {options.height} + "
                             f"{options.width}); a head of {shape.head_dim} dimensions has {shape.head_dim // 2}",
                             "make temporal + height + width head_dim / 2 (Qwen2.5-VL: 16 + 24 + 24 of 128)")]
-        if shape.cross:
-            return [Problem("rotary positions on cross-attention: queries and keys are positions of different "
-                            "sequences", "set position=none on the cross-attention")]
-        return []
+        return on_cross(shape)
 
     def attention_flops(self, options, shape, queries, keys):
         return 3 * shape.head_dim * (shape.heads * queries + shape.kv_heads * keys)

@@ -28,6 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..registry import POSITIONS, Constructor, Position, Problem
 
 
+def on_cross(shape) -> list[Problem]:
+    """A rotary scheme's objection to a cross-attention (every rotary scheme's: 1-D, 2-D, M-RoPE)."""
+    if shape.cross:
+        return [Problem("rotary positions on cross-attention: queries and keys are positions of different sequences",
+                        "set position=none on the cross-attention")]
+    return []
+
+
 @POSITIONS.register
 class Rotary(Position):
     name = "rotary"
@@ -114,10 +122,7 @@ class Rotary(Position):
                             "dimensions per head; rotation needs an even number, at least 2",
                             f"choose a fraction with an even head_dim · fraction (e.g. "
                             f"{2 * max(1, shape.head_dim // 4) / shape.head_dim:g})")]
-        if shape.cross:
-            return [Problem("rotary positions on cross-attention: queries and keys are positions of different "
-                            "sequences", "set position=none on the cross-attention")]
-        return []
+        return on_cross(shape)
 
     def attention_flops(self, options, shape, queries, keys):
         # x·cos + rotate(x)·sin per rotated element of the queries and of the new keys

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .rotary import on_cross
 from ..registry import POSITIONS, Constructor, Position, Problem
 
 
@@ -45,10 +46,7 @@ class Rotary2D(Position):
             return [Problem(f"rotary_2d turns a quarter of each head's dimensions by the row and a quarter by the "
                             f"column, in pairs; head_dim {shape.head_dim} is not a multiple of 4",
                             "choose heads whose head_dim divides by 4")]
-        if shape.cross:
-            return [Problem("rotary positions on cross-attention: queries and keys are positions of different "
-                            "sequences", "set position=none on the cross-attention")]
-        return []
+        return on_cross(shape)
 
     def regridded(self, options, grid):
         return options.model_copy(update={"side": grid})
