@@ -36,7 +36,8 @@ from torch import fx
 
 from ..version import __version__
 from ..front import schema as S
-from .compiler import (_spec_of, embeddings_constructor, head_constructor, layer_class_name, layer_graph,
+from .compiler import (_spec_of, connector_constructor, contrastive_constructor, embeddings_constructor,
+                       head_constructor, layer_class_name, layer_graph,
                        looks_like_path, model_graph, norm_constructor, pool_reads_ids, pooler_constructor, stack_owned,
                        sublayer_constructor)
 from ..ir import nodes as ir
@@ -45,6 +46,7 @@ from ..nn.attention import cache_slot
 from ..nn.state import state_slot
 from ..nn.steps import AttentionStep
 from ..nn.context import Context
+from ..nn.model import picture_marks
 from ..nn.embedding import default_positions
 from ..nn.mtp import MultiTokenPrediction, PredictionModule
 from ..nn.per_layer import CARRIED as PER_LAYER
@@ -68,14 +70,25 @@ def emit(source: S.Spec | str | Path, *, overrides: dict[str, Any] | None = None
     spec = _spec_of(source, overrides)
     if origin is None and (isinstance(source, Path) or isinstance(source, str) and looks_like_path(source)):
         origin = str(source)
+    if isinstance(spec, S.Towers):
+        return _TowersWriter(spec, origin).file()
     return _Writer(spec, origin).file()
 
 
 class _Writer:
-    def __init__(self, spec: S.Spec, origin: str | None):
-        self.spec, self.origin = spec, origin
+    """One model's file, or (``prefix``) one tower's classes in a file of towers: ``VisionModel``,
+    ``VisionEncoderLayer``; ``definitions``: the copied sources the file shares; ``reserved``: every class name the
+    file defines; ``splices``: the tower takes a connector's vectors (``spliced``) among its token embeddings."""
+
+    def __init__(self, spec: S.Spec, origin: str | None, prefix: str = "", definitions: dict | None = None,
+                 reserved: frozenset[str] = frozenset(), splices: bool = False):
+        self.spec, self.origin, self.prefix, self.splices = spec, origin, prefix, splices
         self.g = spec.graph()
-        self.definitions: dict[Any, str] = {}  # class or function -> its source, in first-use order
+        # class or function -> its source, in first-use order
+        self.definitions: dict[Any, str] = {} if definitions is None else definitions
+        self.reserved = reserved or frozenset({"Model"} | {layer_class_name(role, k) for role, info in
+                                                           self.g.stacks.items() for k in range(len(info.kinds))})
+        self.arguments: tuple[list[str], list[str]] = ([], [])  # the model's forward's (set by ``model_class``)
         self.memory_padding = ""  # the encoder's padding argument, which cross-attention reads
         self.reads_layer = False  # the value being written reads its layer's index (``LAYER``)
         # the stacks some of whose sublayers read their layer's index: their layer classes take ``layer``
@@ -95,8 +108,7 @@ class _Writer:
             source = textwrap.dedent(inspect.getsource(obj)).rstrip()
             for helper in _helpers(obj, source):
                 self.need(helper)
-            taken = {getattr(other, "__name__", None) for other in self.definitions} | {"Model"} | {
-                layer_class_name(role, k) for role, info in self.g.stacks.items() for k in range(len(info.kinds))}
+            taken = {getattr(other, "__name__", None) for other in self.definitions} | set(self.reserved)
             if obj.__name__ in taken:  # two runtime classes of one name would shadow each other in the file
                 raise ValueError(f"{obj.__module__}.{obj.__qualname__}: another definition in the standalone "
                                  f"file is named {obj.__name__}; rename one of them")
@@ -148,21 +160,16 @@ class _Writer:
                "(strict) and the outputs are the compiled model's. It computes whole sequences: there is no KV\n"
                "cache, no input check and no initialisation here (load weights, or initialise them yourself).\n"
                '"""')
-        header = HEADER
-        if any(re.search(r"\bnp\.", source) for source in self.definitions.values()):  # BigBird's pattern
-            header = header.replace("import math\n\n", "import math\n\nimport numpy as np\n")
-        parts = [doc, header.rstrip(), *self.definitions.values(), *layers, model]
+        parts = [doc, _header(self.definitions).rstrip(), *self.definitions.values(), *layers, model]
         return "\n\n\n".join(parts) + f"\n\n\n# The spec it was written from:\n{spec_lines}\n"
 
     def spec_text(self) -> str:
-        """The spec's source: each file (and ``--set`` override) it was read from."""
-        sources = {name: text for name, text in (getattr(self.spec, "_sources", None) or {}).items()
-                   if isinstance(text, str)}
-        if not sources:
-            return f"model {self.spec.name}"
-        return "\n".join(f"[{name}]\n{text.rstrip()}" for name, text in sources.items())
+        return _source_text(self.spec)
 
     # ------------------------------------------------------------ one layer of a stack
+    def layer_name(self, role: str, kind: int) -> str:
+        return self.prefix + layer_class_name(role, kind)
+
     def reads_layer_index(self, role: str) -> bool:
         """Does a sublayer of ``role``'s layers read its layer's index (``LAYER`` among its arguments)?"""
         self.reads_layer = False
@@ -186,7 +193,7 @@ class _Writer:
                   if info.weights else "")
         which = (f"One of the {role}'s {info.repeat} layers{shared}" if len(info.kinds) == 1 else
                  f"The {role}'s {describe_layers(info.kinds[kind].layers, info.repeat)} (of {info.repeat})")
-        return (f"class {layer_class_name(role, kind)}(nn.Module):\n"
+        return (f"class {self.layer_name(role, kind)}(nn.Module):\n"
                 f'    """{which}, as the spec wires it."""\n\n'
                 f"    def __init__(self{arguments}) -> None:\n        super().__init__()\n"
                 f"{init}\n\n"
@@ -246,7 +253,9 @@ class _Writer:
                                                                      "self") else local
 
     # ------------------------------------------------------------ the model
-    def model_class(self) -> str:
+    def model_class(self, features: bool = False) -> str:
+        """The model's class (``Model``, or a tower's ``VisionModel``); ``features``: with the method a connector
+        reads its vectors by."""
         spec, g = self.spec, self.g
         stacks = g.stacks
         used = [e for e in spec.embeddings if any(s.embedding == e.name for s in spec.stacks)]
@@ -261,12 +270,12 @@ class _Writer:
             indices = [first[w] for w in range(info.weight_sets)]
             reading = role in self.stacks_reading_layer
             if len(info.kinds) == 1 and not reading:
-                layers = f"nn.ModuleList({layer_class_name(role, 0)}() for _ in range({info.weight_sets}))"
+                layers = f"nn.ModuleList({self.layer_name(role, 0)}() for _ in range({info.weight_sets}))"
             elif len(info.kinds) == 1:
                 over = f"range({info.weight_sets})" if indices == list(range(info.weight_sets)) else str(indices)
-                layers = f"nn.ModuleList({layer_class_name(role, 0)}(layer) for layer in {over})"
+                layers = f"nn.ModuleList({self.layer_name(role, 0)}(layer) for layer in {over})"
             else:  # a schedule: each layer (each set of weights, where layers share them) of its kind
-                classes = ", ".join(layer_class_name(role, k) for k in range(len(info.kinds)))
+                classes = ", ".join(self.layer_name(role, k) for k in range(len(info.kinds)))
                 kinds = {info.weights_of(i): info.kind_of(i) for i in range(info.repeat)}
                 schedule = ", ".join(str(kinds[w]) for w in range(info.weight_sets))
                 if reading:
@@ -312,22 +321,38 @@ class _Writer:
                 body += self.mtp_lines()
             elif step.target == "output":
                 body += self.output_lines()
-        signature = ", ".join([f"{a}: Tensor" for a in arguments] +
-                              [f"{a}: Tensor | None = None" for a in padding_args + other_args])
+        optional = padding_args + other_args
+        self.arguments = (arguments, optional)  # (a model of towers calls it by them)
+        signature = ", ".join([f"{a}: Tensor" for a in arguments] + [f"{a}: Tensor | None = None" for a in optional]
+                              + (["spliced: tuple[Tensor, Tensor] | None = None"] if self.splices else []))
         outputs = g.of(ir.Output)
         returns = " and ".join(n.label for n in outputs)
         inputs = ", ".join(f"``{a}``" for a in arguments)
-        return ("class Model(nn.Module):\n"
-                f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions."""\n\n'
+        spliced = " ``spliced``: (where, vectors), a connector's vectors in place of the token embeddings where " \
+                  "``where`` is True, in order." if self.splices else ""
+        return (f"class {self.prefix}Model(nn.Module):\n"
+                f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions.'
+                f'{spliced}"""\n\n'
                 "    def __init__(self) -> None:\n        super().__init__()\n" + "\n".join(init) + "\n\n"
-                f"    def forward(self, {signature}):\n" + "\n".join(body))
+                f"    def forward(self, {signature}):\n" + "\n".join(body)
+                + (self.features_method() if features else ""))
+
+    def features_method(self) -> str:
+        """The method a connector reads a tower's vectors by: its stack's output, or after ``layers`` layers
+        before the final norm (``TowersModel.features``)."""
+        ids, padding, extra, lines = self.stack_forward(self.spec.stacks[0], stop=True)
+        signature = ", ".join([f"{ids}: Tensor"] + [f"{a}: Tensor | None = None" for a in [padding] + extra]
+                              + ["layers: int | None = None"])
+        return (f"\n\n    def features(self, {signature}) -> Tensor:\n"
+                '        """The stack\'s output, or its first ``layers`` layers\' (before its final norm): what a '
+                'connector reads."""\n' + "\n".join(lines) + "\n        return x")
 
     def mtp_init(self) -> list[str]:
         """Multi-token prediction's modules, each with a layer of the kind it copies (numbered after the decoder's)."""
         lines = []
         for node in self.g.of(ir.MultiTokenPrediction):
             norm = self.value(norm_constructor(node.spec.norm, node.width))
-            layer = layer_class_name("decoder", node.copies)
+            layer = self.layer_name("decoder", node.copies)
             number = f"{node.layers_from} + k" if "decoder" in self.stacks_reading_layer else ""
             lines.append(f"        self.mtp = {self.need(MultiTokenPrediction)}([  # training's; inference does not "
                          f"run them\n            {self.need(PredictionModule)}({node.width}, {norm}, {norm}, "
@@ -376,8 +401,10 @@ class _Writer:
                 return f"{node.module.at(layer if node.module.per_layer else None)}.position"
         return None
 
-    def stack_forward(self, stack: S.Stack) -> tuple[str, str, list[str], list[str]]:
-        """One stack's part of the model's forward: its arguments, and lines leaving its output in ``x``."""
+    def stack_forward(self, stack: S.Stack, stop: bool = False) -> tuple[str, str, list[str], list[str]]:
+        """One stack's part of the model's forward: its arguments, and lines leaving its output in ``x``; ``stop``:
+        after the argument ``layers``'s first layers, before the final norm, where it is given (a connector's
+        reading)."""
         g, role = self.g, stack.role
         ids = g.node(f"{role}.tokens").name
         prefix = "" if ids == "tokens" else f"{ids}_"
@@ -396,14 +423,22 @@ class _Writer:
         if features is not None:  # an input kind's vectors (pictures' patches and class token) are numbered
             default = f"torch.arange({features.length}, device={where})[None]"
         given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"
+        marks = []  # a connector's pictures among the tokens: the run-time inputs that mark them, unless given
+        if self.splices and role == self.spec.stacks[-1].role:
+            marked = {i.name: i.pictures for a in readers for i in attention_inputs(a.spec) if i.pictures}
+            if marked:
+                marks.append(f"        marks = {self.need(picture_marks)}(spliced[0]) if spliced is not None else {{}}")
+                marks += [f"        {prefix}{name} = marks.get({what!r}) if {prefix}{name} is None else {prefix}{name}"
+                          for name, what in sorted(marked.items())]
         numbering = self.numbering(role)
         if numbering is not None:  # a position scheme that numbers the call's positions itself (M-RoPE's pictures)
             default = f"self.get_submodule({numbering!r}).numbered({default}, {given})"
-        lines = [f"        # {role}",
+        spliced = ", spliced=spliced" if self.splices and role == self.spec.stacks[-1].role else ""
+        lines = [f"        # {role}", *marks,
                  f"        positions = {default} if {positions} is None else {positions}",
                  f"        x = self.embeddings[{embedding.name!r}]({ids}, positions, {types or 'None'}"
-                 + (f", self.embeddings[{embedding.shares!r}].tokens)" if embedding.shares else ")")
-                 + f"  # {_shape(g.node(g.stacks[role].entry).shape)}"]
+                 + (f", self.embeddings[{embedding.shares!r}].tokens" if embedding.shares else "")
+                 + f"{spliced})  # {_shape(g.node(g.stacks[role].entry).shape)}"]
         # what every layer's sublayers read in this call (the attention builds its masks from it, once a call)
         memory = f", memory, {self.memory_padding}" if self.memory_padding and role == "decoder" else ""
         lines.append(f"        ctx = {self.need(Context)}(positions, {padding}{memory}"
@@ -413,17 +448,21 @@ class _Writer:
         info = g.stacks[role]
         # later layers read a layer's keys and values (``kv_from``), and each its per-layer inputs, by its number
         numbered = any(n.keys_from is not None for n in attentions(g, role)) or embedding.per_layer is not None
+        until = "[:layers]" if stop else ""
         if info.weights:  # layers sharing weights: the set each runs
             lines.append(f"        for {'ctx.layer, ' if numbered else ''}index in "
-                         f"{'enumerate(' if numbered else ''}{info.weights}{')' if numbered else ''}:"
+                         f"{'enumerate(' if numbered else ''}{info.weights}{until}{')' if numbered else ''}:"
                          "  # the weights each layer runs")
             lines.append(f"            x = self.{role}[\"layers\"][index](x, ctx)")
         elif numbered:
-            lines.append(f"        for ctx.layer, layer in enumerate(self.{role}[\"layers\"]):")
+            lines.append(f"        for ctx.layer, layer in enumerate(self.{role}[\"layers\"]{until}):")
             lines.append("            x = layer(x, ctx)")
         else:
-            lines.append(f"        for layer in self.{role}[\"layers\"]:")
+            lines.append(f"        for layer in self.{role}[\"layers\"]{until}:")
             lines.append("            x = layer(x, ctx)")
+        if stop:
+            lines.append("        if layers is not None:  # the connector reads that layer's output")
+            lines.append("            return x")
         lines.append(f"        x = self.{role}[\"final_norm\"](x)")
         if stack.final_dropout:
             lines.append(f"        x = self.{role}[\"final_dropout\"](x)")
@@ -431,6 +470,25 @@ class _Writer:
             self.memory_padding = padding
             lines.append("        memory = x")
         return ids, padding, extra, lines
+
+
+def _header(definitions: dict) -> str:
+    """The file's imports: torch's, and numpy's or ``NamedTuple`` where a copied definition reads them (BigBird's
+    pattern; the contrastive head's output)."""
+    header = HEADER
+    if any(re.search(r"\bnp\.", source) for source in definitions.values()):
+        header = header.replace("import math\n\n", "import math\n\nimport numpy as np\n")
+    if any(re.search(r"\bNamedTuple\b", source) for source in definitions.values()):
+        header = header.replace("import math\n", "import math\nfrom typing import NamedTuple\n")
+    return header
+
+
+def _source_text(spec) -> str:
+    """A spec's source: each file (and ``--set`` override) it was read from."""
+    sources = {name: text for name, text in (getattr(spec, "_sources", None) or {}).items() if isinstance(text, str)}
+    if not sources:
+        return f"model {spec.name}"
+    return "\n".join(f"[{name}]\n{text.rstrip()}" for name, text in sources.items())
 
 
 class _Constant(NamedTuple):
@@ -473,3 +531,87 @@ def _printable(text: str) -> str:
 
 def _shape(shape) -> str:
     return f"({', '.join(map(str, shape))})" if shape else ""
+
+
+class _TowersWriter:
+    """A file of towers: each tower's classes (``_Writer``, their names prefixed by the tower's: ``VisionModel``),
+    the connector's and the contrastive head's, and ``Model``, whose state dict is the compiled ``TowersModel``'s
+    and whose forward takes each tower's input by the tower's name, its other inputs prefixed by it."""
+
+    def __init__(self, towers: S.Towers, origin: str | None):
+        self.towers, self.origin = towers, origin
+        self.definitions: dict[Any, str] = {}
+        self.prefixes = {t.name: "".join(part.capitalize() for part in t.name.split("_")) for t in towers.towers}
+        reserved = frozenset({"Model"} | {f"{p}Model" for p in self.prefixes.values()} | {
+            self.prefixes[t.name] + layer_class_name(role, k) for t in towers.towers
+            for role, info in t.spec.graph().stacks.items() for k in range(len(info.kinds))})
+        targets = {c.target for c in towers.connectors}
+        self.writers = {t.name: _Writer(t.spec, origin, self.prefixes[t.name], self.definitions, reserved,
+                                        splices=t.name in targets) for t in towers.towers}
+
+    def file(self) -> str:
+        sources = {c.source for c in self.towers.connectors}
+        layers = [w.layer_class(role, k) for w in self.writers.values() for role, info in w.g.stacks.items()
+                  for k in range(len(info.kinds))]
+        models = [w.model_class(features=name in sources) for name, w in self.writers.items()]
+        model = self.model_class()
+        spec_lines = "\n".join(f"#   {_printable(line)}".rstrip() for line in _source_text(self.towers).splitlines())
+        origin = " " + _printable(self.origin).replace("\\", "\\\\").replace('"', '\\"') if self.origin else ""
+        names = ", ".join(self.prefixes[t.name] + "Model" for t in self.towers.towers)
+        doc = (f'"""{self.towers.name}: a model of towers ({names}), written by `tfspec emit{origin}` '
+               f"(tfspec {__version__}).\n\n"
+               "Standalone: it needs torch alone. ``Model()`` has the parameters of the model tfspec compiles from\n"
+               "the spec, under the same names, so ``Model().load_state_dict(compiled.state_dict())`` loads them\n"
+               "(strict) and the outputs are the compiled model's. It computes whole sequences: there is no KV\n"
+               "cache, no input check and no initialisation here (load weights, or initialise them yourself).\n"
+               '"""')
+        parts = [doc, _header(self.definitions).rstrip(), *self.definitions.values(), *layers, *models, model]
+        return "\n\n\n".join(parts) + f"\n\n\n# The spec it was written from:\n{spec_lines}\n"
+
+    def model_class(self) -> str:
+        towers, writers = self.towers, self.writers
+        value = next(iter(writers.values())).value  # (its definitions are the file's)
+        init = ["        self.towers = nn.ModuleDict({"]
+        init += [f"            {t.name!r}: {self.prefixes[t.name]}Model()," for t in towers.towers]
+        init.append("        })")
+        if towers.connectors:
+            init.append("        self.connectors = nn.ModuleDict({")
+            init += [f"            {c.source!r}: {value(connector_constructor(c, towers.width(c.source)))},"
+                     for c in towers.connectors]
+            init.append("        })")
+        init.append(f"        self.contrastive = {value(contrastive_constructor(towers.contrastive))}"
+                    if towers.contrastive is not None else "        self.contrastive = None")
+        signature = [f"{t.name}: Tensor" for t in towers.towers]
+        calls = {}
+        for t in towers.towers:  # its inputs as ``TowersModel`` names them: ``vision_padding_mask``
+            arguments, optional = writers[t.name].arguments
+            own = "" if arguments[0] == "tokens" else f"{arguments[0]}_"  # (its stack's names: pixel_values_...)
+            outer = {a: f"{t.name}_{a[len(own):] if a.startswith(own) else a}" for a in optional}
+            signature += [f"{outer[a]}: Tensor | None = None" for a in optional]
+            calls[t.name] = ", ".join([t.name] + [f"{a}={outer[a]}" for a in optional])
+        body = []
+        if towers.connectors:
+            (c,) = towers.connectors
+            source = towers.tower(c.source)
+            layers = None if c.layer is None else c.layer % (source.stacks[0].repeat + 1)
+            body += [f"        vectors = self.connectors[{c.source!r}](self.towers[{c.source!r}].features("
+                     f"{calls[c.source]}, layers={layers}))",
+                     f"        where = {c.target} == {c.image_token}  # its image tokens, each the next vector",
+                     f"        return self.towers[{c.target!r}]({calls[c.target]}, spliced=(where, "
+                     "vectors.flatten(0, 1)))"]
+            returns = f"tower {c.target}'s output, {c.source}'s vectors through the connector at its image tokens"
+        elif towers.contrastive is not None:
+            a, b = towers.contrastive.towers
+            body.append(f"        return self.contrastive(self.towers[{a!r}]({calls[a]}), "
+                        f"self.towers[{b!r}]({calls[b]}))")
+            returns = "the contrastive head's logits and both towers' normed vectors"
+        else:
+            body.append("        return {" + ", ".join(f"{t.name!r}: self.towers[{t.name!r}]({calls[t.name]})"
+                                               for t in towers.towers) + "}")
+            returns = "each tower's output by its name"
+        names = ", ".join(f"``{t.name}``" for t in towers.towers)
+        return ("class Model(nn.Module):\n"
+                f'    """{towers.name}: {names} (each tower\'s input; its other inputs prefixed by its name) -> '
+                f'{returns}."""\n\n'
+                "    def __init__(self) -> None:\n        super().__init__()\n" + "\n".join(init) + "\n\n"
+                f"    def forward(self, {', '.join(signature)}):\n" + "\n".join(body))

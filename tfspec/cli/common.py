@@ -208,5 +208,5 @@ def one_model(spec, command: str):
     where = spec.towers[0].span
     raise SpecError([Diagnostic("structure", f"`tfspec {command}` reads a model of one or two stacks; "
                                 f"'{spec.name}' is {len(spec.towers)} towers", where,
-                                "check, diff, render, summary, report, verify, train, build, mask, "
+                                "check, diff, render, summary, report, verify, train, build, mask, emit, "
                                 "import and export --to hf read towers; compile them in Python (tfspec.compile) for the rest")], spec._sources)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import shown
 from ..front.api import load
-from .common import check_output, overrides, print_json, UsageError, with_json, with_set, write_output, one_model
+from .common import check_output, overrides, print_json, UsageError, with_json, with_set, write_output
 
 
 def add(sub) -> None:
@@ -19,7 +19,7 @@ def add(sub) -> None:
 def run(args) -> int:
     from ..backend.standalone import emit
 
-    spec = one_model(load(args.file, overrides=overrides(args)), "emit")
+    spec = load(args.file, overrides=overrides(args))
     source = emit(spec, origin=" ".join([args.file] + [f"--set {k}={v}" for k, v in overrides(args).items()]))
     check_output(args.output, ".py")
     if args.json and args.output in (None, "-"):

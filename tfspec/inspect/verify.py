@@ -37,7 +37,7 @@ from ..ir import queries
 from ..ir.queries import attentions
 from ..nn.context import Context
 from ..nn.per_layer import CARRIED as PER_LAYER
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, POOLS, POSITIONS
+from ..registry import ATTENTION_KINDS, CONNECTOR_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, POOLS, POSITIONS
 
 TOLERANCE = 1e-5
 
@@ -741,14 +741,24 @@ def _small_towers(towers: S.Towers, *sizes) -> tuple[S.Towers, list[str]]:
             if head.projects and head.out != width:
                 small[name] = small[name].model_copy(update={"head": head.model_copy(update={"out": width})})
     connectors = []
-    for c in towers.connectors:  # its linear maps into the target's smaller width, its token in the smaller table
+    for c in towers.connectors:  # its linear maps into the target's smaller width, its token in the smaller table,
+        # its grid steps on the smaller pictures' grid
         table = small[c.target].embedding(small[c.target].stacks[-1].embedding)
         width, token = table.dim, min(c.image_token, table.vocab - 1)
         if token != c.image_token:
             changes.append(f"image token {c.image_token} -> {token}")
-        connectors.append(c.model_copy(update={"image_token": token, "steps": tuple(
-            s.model_copy(update={"options": {**s.options, "out": width}}) if "out" in s.options else s
-            for s in c.steps)}))
+        length = next(iter(small[c.source].graph().of(ir.Features))).length - (c.drop == "first")
+        steps = []
+        for step in c.steps:
+            variant, options = CONNECTOR_STEPS.of(step)
+            regridded = variant.regridded(options, length)
+            if regridded != options:
+                changes.append(f"connector {c.source}: {variant.label(options)} -> {variant.label(regridded)}")
+            length = variant.length(length, regridded)
+            changed = {k: v for k, v in regridded.model_dump().items() if v != getattr(options, k)}
+            steps.append(step.model_copy(update={"options": {**step.options, **changed, **(
+                {"out": width} if "out" in step.options else {})}}))
+        connectors.append(c.model_copy(update={"image_token": token, "steps": tuple(steps)}))
     shrunk = towers.model_copy(update={"towers": tuple(t.model_copy(update={"spec": small[t.name]})
                                                        for t in towers.towers), "connectors": tuple(connectors)})
     shrunk._sources = towers._sources

@@ -41,6 +41,11 @@ class ConnectorStep(Variant):
     def module(self, width: int, options) -> Constructor:
         raise NotImplementedError
 
+    def regridded(self, options, length: int):
+        """The same step for ``length`` vectors a picture (``tfspec verify`` tests at small sizes), where it reads
+        them as a grid."""
+        return options
+
     def problem(self, width: int, length: int, options) -> Problem | None:
         return None
 

@@ -114,9 +114,18 @@ class PixelShuffle(ConnectorStep):
     def problem(self, width, length, options):
         return _square_grid("pixel_shuffle", options.factor, length)
 
+    def regridded(self, options, length):
+        return options.model_copy(update={"factor": _block_within(options.factor, length)})
+
     def module(self, width, options):
         from ..nn.pixel_shuffle import PixelShuffle as Runtime
         return Constructor(Runtime, (options.factor,), {"channel_major": options.channel_major})
+
+
+def _block_within(block: int, length: int) -> int:
+    """The largest block side, at most ``block``, that tiles a square grid of ``length`` vectors (1 where none)."""
+    side = max(1, round(length ** 0.5))
+    return max(b for b in range(1, min(block, side) + 1) if side % b == 0)
 
 
 def _square_grid(name: str, side: int, length: int) -> Problem | None:
@@ -149,6 +158,9 @@ class MeanPool(ConnectorStep):
 
     def problem(self, width, length, options):
         return _square_grid("mean_pool", options.side, length)
+
+    def regridded(self, options, length):
+        return options.model_copy(update={"side": _block_within(options.side, length)})
 
     def module(self, width, options):
         from ..nn.pixel_shuffle import MeanPool as Runtime
