@@ -149,22 +149,9 @@ class _Writer:
     def file(self) -> str:
         layers = [self.layer_class(role, k) for role, info in self.g.stacks.items() for k in range(len(info.kinds))]
         model = self.model_class()
-        spec_lines = "\n".join(f"#   {_printable(line)}".rstrip() for line in self.spec_text().splitlines())
-        # in the docstring: no quote, backslash or line break of a file name can end it early
-        origin = " " + _printable(self.origin).replace("\\", "\\\\").replace('"', '\\"') if self.origin else ""
         article = "an" if self.spec.kind[0] in "aeiou" else "a"
-        doc = (f'"""{self.spec.name}: {article} {self.spec.kind} Transformer, written by `tfspec emit{origin}` '
-               f"(tfspec {__version__}).\n\n"
-               "Standalone: it needs torch alone. ``Model()`` has the parameters of the model tfspec compiles from\n"
-               "the spec, under the same names, so ``Model().load_state_dict(compiled.state_dict())`` loads them\n"
-               "(strict) and the outputs are the compiled model's. It computes whole sequences: there is no KV\n"
-               "cache, no input check and no initialisation here (load weights, or initialise them yourself).\n"
-               '"""')
-        parts = [doc, _header(self.definitions).rstrip(), *self.definitions.values(), *layers, model]
-        return "\n\n\n".join(parts) + f"\n\n\n# The spec it was written from:\n{spec_lines}\n"
-
-    def spec_text(self) -> str:
-        return _source_text(self.spec)
+        return _file(self.spec, f"{article} {self.spec.kind} Transformer", self.origin, self.definitions,
+                     [*layers, model])
 
     # ------------------------------------------------------------ one layer of a stack
     def layer_name(self, role: str, kind: int) -> str:
@@ -472,6 +459,22 @@ class _Writer:
         return ids, padding, extra, lines
 
 
+def _file(spec, what: str, origin: str | None, definitions: dict, classes: list[str]) -> str:
+    """The file: its docstring (``spec``'s name, ``what`` it is, where it came from), its imports, the copied
+    ``definitions``, the written ``classes``, and the spec's source in comments."""
+    spec_lines = "\n".join(f"#   {_printable(line)}".rstrip() for line in _source_text(spec).splitlines())
+    # in the docstring: no quote, backslash or line break of a file name can end it early
+    origin = " " + _printable(origin).replace("\\", "\\\\").replace('"', '\\"') if origin else ""
+    doc = (f'"""{spec.name}: {what}, written by `tfspec emit{origin}` (tfspec {__version__}).\n\n'
+           "Standalone: it needs torch alone. ``Model()`` has the parameters of the model tfspec compiles from\n"
+           "the spec, under the same names, so ``Model().load_state_dict(compiled.state_dict())`` loads them\n"
+           "(strict) and the outputs are the compiled model's. It computes whole sequences: there is no KV\n"
+           "cache, no input check and no initialisation here (load weights, or initialise them yourself).\n"
+           '"""')
+    parts = [doc, _header(definitions).rstrip(), *definitions.values(), *classes]
+    return "\n\n\n".join(parts) + f"\n\n\n# The spec it was written from:\n{spec_lines}\n"
+
+
 def _header(definitions: dict) -> str:
     """The file's imports: torch's, and numpy's or ``NamedTuple`` where a copied definition reads them (BigBird's
     pattern; the contrastive head's output)."""
@@ -555,18 +558,9 @@ class _TowersWriter:
                   for k in range(len(info.kinds))]
         models = [w.model_class(features=name in sources) for name, w in self.writers.items()]
         model = self.model_class()
-        spec_lines = "\n".join(f"#   {_printable(line)}".rstrip() for line in _source_text(self.towers).splitlines())
-        origin = " " + _printable(self.origin).replace("\\", "\\\\").replace('"', '\\"') if self.origin else ""
         names = ", ".join(self.prefixes[t.name] + "Model" for t in self.towers.towers)
-        doc = (f'"""{self.towers.name}: a model of towers ({names}), written by `tfspec emit{origin}` '
-               f"(tfspec {__version__}).\n\n"
-               "Standalone: it needs torch alone. ``Model()`` has the parameters of the model tfspec compiles from\n"
-               "the spec, under the same names, so ``Model().load_state_dict(compiled.state_dict())`` loads them\n"
-               "(strict) and the outputs are the compiled model's. It computes whole sequences: there is no KV\n"
-               "cache, no input check and no initialisation here (load weights, or initialise them yourself).\n"
-               '"""')
-        parts = [doc, _header(self.definitions).rstrip(), *self.definitions.values(), *layers, *models, model]
-        return "\n\n\n".join(parts) + f"\n\n\n# The spec it was written from:\n{spec_lines}\n"
+        return _file(self.towers, f"a model of towers ({names})", self.origin, self.definitions,
+                     [*layers, *models, model])
 
     def model_class(self) -> str:
         towers, writers = self.towers, self.writers
