@@ -252,8 +252,9 @@ class Continuation:
             positions = self._positions(new_padding)
             self.padding = new_padding if self.padding is None else torch.cat((self.padding, new_padding), dim=1)
         self.tokens = tokens if self.tokens is None else torch.cat((self.tokens, tokens), dim=1)
-        if offset == 0 and self.pictures is not None:
-            positions = self._numbered(tokens, positions)
+        prompted = self._spliced(tokens) if offset == 0 else None  # the prompt's pictures, where it has some
+        if prompted is not None:
+            positions = self._numbered(tokens, positions, prompted)
         elif positions is None and self.next_position is not None:  # (after a prompt of pictures)
             positions = self._positions(torch.zeros(tokens.shape, dtype=torch.bool, device=tokens.device))
         if positions is not None:
@@ -273,10 +274,9 @@ class Continuation:
             finally:
                 self.model.check_inputs = checked
         if self.use_cache:
-            spliced = self._spliced(tokens) if offset == 0 else None
             out = self.model.extend(tokens, self.cache, offset, self.memory, self.memory_padding_mask,
                                     padding_mask=new_padding, last=True, **step, **self.inputs,
-                                    **({"spliced": spliced} if spliced is not None else {}))
+                                    **({"spliced": prompted} if prompted is not None else {}))
         else:
             every = {} if self.positions is None else {"position_ids": self.positions}
             spliced = self._spliced(self.tokens)
@@ -311,13 +311,14 @@ class Continuation:
         self.next_position = positions[:, -1:] + 1
         return positions
 
-    def _numbered(self, prompt: Tensor, positions: Tensor | None) -> Tensor:
+    def _numbered(self, prompt: Tensor, positions: Tensor | None, spliced: tuple[Tensor, Tensor]) -> Tensor:
         """The prompt's position ids as the decoder numbers them around its pictures (M-RoPE's: a picture's
         vectors at one position, the picture advancing the count by its side): from ``positions`` (a padded
-        prompt's, counting real tokens) or 0, 1, 2, ...; later tokens continue after the last."""
+        prompt's, counting real tokens) or 0, 1, 2, ...; later tokens continue after the last. ``spliced``:
+        where its pictures stand, and their vectors."""
         if positions is None:
             positions = torch.arange(prompt.shape[1], device=prompt.device)[None].expand(prompt.shape[0], -1)
-        marks = self.model.marked(self.model.decoder, {}, self._spliced(prompt))
+        marks = self.model.marked(self.model.decoder, {}, spliced)
         positions = self.model.numbered("decoder", positions, marks)
         self.next_position = positions.max(dim=1, keepdim=True).values + 1
         return positions
