@@ -53,6 +53,11 @@ class Facts:
     def attention(self, role: str, reads: str = "self"):
         return self.node(role, ir.Attention, reads).spec
 
+    def position_option(self, role: str, option: str):
+        """An option of the first self-attention's position scheme, as the scheme reads it (its default where
+        the spec leaves it out; None where the scheme has no such option)."""
+        return getattr(POSITIONS.of(self.attention(role).position)[1], option, None)
+
     def attention_kind(self, role: str, reads: str = "self"):
         """The options of the first attention's kind (a latent attention's ranks)."""
         return ATTENTION_KINDS.of(self.attention(role, reads).kind)[1]

@@ -24,7 +24,6 @@ computes the same.
 
 from __future__ import annotations
 
-from ..registry import POSITIONS
 from . import hf_llama
 from .fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
@@ -45,12 +44,6 @@ def _grid(config) -> int:
     return config.vision_config.image_size // config.vision_config.patch_size
 
 
-def _vision_rope(f, option: str):
-    """An option of the vision tower's positions (None where they have none such; export then checks that the
-    configuration describes them: Pixtral's are ``rotary_2d``)."""
-    return getattr(POSITIONS.of(f.vision.attention("encoder").position)[1], option, None)
-
-
 FIELDS = TEXT.fields(Fields(
     Field("vision_d_model", "vision_config.hidden_size", lambda f: f.vision.embedding.dim),
     Field("vision_heads", "vision_config.num_attention_heads", lambda f: f.vision.attention("encoder").heads),
@@ -58,7 +51,8 @@ FIELDS = TEXT.fields(Fields(
     Field("vision_d_ff", "vision_config.intermediate_size", lambda f: f.vision.feedforward("encoder").d_ff),
     Field("vision_p_attn_dropout", "vision_config.attention_dropout",
           lambda f: f.vision.attention("encoder").dropout),
-    Field("vision_rope_theta", "vision_config.rope_parameters.rope_theta", lambda f: _vision_rope(f, "theta")),
+    Field("vision_rope_theta", "vision_config.rope_parameters.rope_theta",
+          lambda f: f.vision.position_option("encoder", "theta")),
     Field("vision_init_std", "vision_config.initializer_range", lambda f: f.vision.init_option("std", 0.02)),
     Field("vision_activation", "vision_config.hidden_act", lambda f: f.vision.feedforward("encoder").activation.name,
           names=hf_llama.ACTIVATIONS, let=False),
