@@ -126,6 +126,11 @@ class Joins:
         if decl.source not in towers or decl.target not in towers or None in steps:
             raise Poisoned  # (their own problems are reported)
         source, target = towers[decl.source].spec, towers[decl.target].spec
+        for name, spec, where in ((decl.source, source, decl.source_span), (decl.target, target, decl.target_span)):
+            if not spec.stacks:  # (a tower of embeddings alone: nothing to read vectors from or feed them to)
+                raise spec_error("structure", f"tower '{name}' has no stack for the connector to "
+                                 f"{'read' if name == decl.source else 'feed'}", where,
+                                 "give it an `encoder x N { ... }` or `decoder x N { ... }`")
         given = source.embedding(source.stacks[0].embedding).input
         if given is None:
             raise spec_error("structure", f"tower '{decl.source}' reads token ids; a connector carries what a tower "
