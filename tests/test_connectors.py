@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import tfspec
+from tfspec import ir
 from tfspec.registry import CONNECTOR_STEPS
 from numerics import FLOAT32, assert_close
 
@@ -151,7 +152,14 @@ def test_check_diff_and_the_diagram_show_the_connector(tfspec_cli, tmp_path):
     assert "steps linear(24); activation(gelu); linear(24) → linear(24); activation(silu); linear(24)" in changes
     dot = to_graphviz(tfspec.parse(vlm())).source
     assert "Connector (linear(24) → activation(gelu) → linear(24))" in dot
-    assert '"connect vision" -> "text/decoder.embed"' in dot and '"vision/encoder.final_norm" -> "connect vision"' in dot
+    assert '"connector.vision" -> "text/decoder.embed"' in dot
+    # it reads what it says: layer -2 of 3 is the second layer's output (its box's exit when the layers are drawn
+    # once, that very layer's expanded), the stack's output after its final norm
+    assert '"vision/encoder.ffn_add" -> "connector.vision"' in dot
+    expanded = to_graphviz(tfspec.parse(vlm()), expand=True).source
+    assert '"vision/encoder.ffn_add@1" -> "connector.vision"' in expanded
+    assert '"vision/encoder.final_norm" -> "connector.vision"' in to_graphviz(
+        tfspec.parse(vlm().replace(" layer=-2", ""))).source
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
@@ -336,8 +344,9 @@ def test_the_towers_summary_counts_each_pictures_connector(tfspec_cli):
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     towers = sum(t["total"]["flops"] for t in out["towers"].values())
-    spec = tfspec.load("examples/vlm_digits.tfs")
-    assert out["flops"] - towers == spec.connectors[0].flops(32, 17) > 2 * 16 * (32 * 32 + 32 * 32)
+    (connector,) = tfspec.load("examples/vlm_digits.tfs").graph().of(ir.Connector)
+    assert [(step.length, step.width) for step in connector.steps] == [(16, 32)] * 3  # (its class token dropped)
+    assert out["flops"] - towers == connector.flops() > 2 * 16 * (32 * 32 + 32 * 32)
 
 
 def test_the_pictures_mask_lets_a_pictures_tokens_see_one_another_and_is_causal_elsewhere():

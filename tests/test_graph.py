@@ -1,6 +1,7 @@
 """The graph IR: closed op set, one template per stack, residual wiring, sharing, shapes."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -218,3 +219,89 @@ def test_lint_refuses_a_node_that_is_not_an_ir_type():
     g = graph(EMB + "decoder x 1 { attention self heads=2 mask=causal }")
     with pytest.raises(ir.IRError, match="not an IR node type"):
         g.add(ir.Node(id="stray", label="?"))
+
+
+# ---------------------------------------------------------------- a model of several towers
+TOWERS = sorted(str(p) for p in Path("examples").glob("*.tfs") if "\ntower " in p.read_text())
+
+VLM = """
+tower vision {
+  embedding image { input patches(image=8, patch=4, class_token=true); dim 16; position learned(5) }
+  encoder x 3 { attention self heads=2; feedforward d_ff=32; final layernorm }
+}
+tower text {
+  embedding tokens { vocab 40; dim 24; position learned(32) }
+  decoder x 2 { attention self heads=2 mask=causal + padding; feedforward d_ff=48; final layernorm }
+  head tied(tokens)
+}
+connect vision -> text image_token=39 LAYER drop=first { linear 24; activation gelu; linear 24 }
+"""
+
+
+@pytest.mark.parametrize("path", TOWERS)
+def test_a_model_of_towers_is_typed_nodes_whose_parameters_are_the_compiled_models(path):
+    spec = tfspec.load(path)
+    g = spec.graph()
+    assert isinstance(g, ir.TowersGraph) and list(g.towers) == [t.name for t in spec.towers]
+    for c in g.of(ir.Connector):  # its source before it, it before its target
+        order = [n.id for n in g.ordered()]
+        assert order.index(c.source) < order.index(c.id) < order.index(c.target)
+        assert isinstance(g.towers[c.target].node(c.into), ir.Embedding)
+    model = tfspec.compile(path, device="meta")
+    assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == parameter_table(g)
+    assert sum(p.numel() for p in model.parameters()) == spec.parameter_count()
+
+
+@pytest.mark.parametrize("layer, reads, reads_layer", [
+    ("", "encoder.final_norm", None),  # the stack's output, normed
+    ("layer=0", "encoder.embed_sum", None),  # the embeddings entering its first layer
+    ("layer=-1", "encoder.block_output", 2),  # the last layer's output, before the final norm
+    ("layer=-2", "encoder.block_output", 1),
+    ("layer=1", "encoder.block_output", 0),
+])
+def test_a_connector_reads_the_node_its_layer_names(layer, reads, reads_layer):
+    g = tfspec.parse(VLM.replace("LAYER", layer)).graph()
+    (c,) = g.of(ir.Connector)
+    assert (c.reads, c.reads_layer, c.into, c.module.at(None)) == (reads, reads_layer, "decoder.embed",
+                                                                  "connectors.vision")
+    assert [(s.length, s.width, s.out_width) for s in c.steps] == [(4, 16, 24), (4, 24, 24), (4, 24, 24)]
+    assert c.vectors == 4 and set(c.params) == {"steps.0.weight", "steps.0.bias", "steps.2.weight", "steps.2.bias"}
+    assert "connector.vision = connector(vision) -> text/decoder.embed at token 39" in g.format()
+
+
+def _replaced(node_id, **fields):
+    def break_it(g):
+        g.nodes[node_id]["node"] = replace(g.node(node_id), **fields)
+    return break_it
+
+
+@pytest.mark.parametrize("break_it, message", [
+    (_replaced("connector.vision", reads="encoder.nothing"), "which tower vision does not have"),
+    (_replaced("connector.vision", reads="encoder.ffn"), "inside a layer without saying which layer"),
+    (_replaced("connector.vision", reads_layer=1), "not the exit of layer 1's kind"),
+    (_replaced("connector.vision", into="decoder.final_norm"), "no embedding of tower text"),
+    (_replaced("connector.vision", reads_width=12), "step 0 reads 4×16, but is given 4×12"),
+    (_replaced("connector.vision", params={}), "its parameters are not its steps'"),
+    (_replaced("text", inputs=()), "differ from inputs"),
+    (lambda g: g.add_edge("text", "vision"), "differ from inputs"),
+])
+def test_towers_lint_finds_each_broken_invariant(break_it, message):
+    g = tfspec.parse(VLM.replace("LAYER", "")).graph()
+    g.lint()
+    broken = g.copy()
+    break_it(broken)
+    with pytest.raises(ir.IRError, match=message):
+        broken.lint()
+
+
+def test_a_contrastive_head_reads_each_towers_output_and_owns_its_scale_and_bias():
+    g = tfspec.load("examples/siglip_base_patch16_224.tfs").graph()
+    (join,) = g.of(ir.Contrastive)
+    assert join.inputs == ("text", "vision") and all(isinstance(g.towers[t].node(r), ir.Output)
+                                                    for t, r in zip(join.inputs, join.reads))
+    assert {n: (p.shape, p.value) for n, p in join.params.items()} == {"scale": ((), join.scale),
+                                                                       "bias": ((), -10.0)}
+    broken = g.copy()
+    _replaced("contrastive", reads=("head", "logits"))(broken)
+    with pytest.raises(ir.IRError, match="not its output"):
+        broken.lint()

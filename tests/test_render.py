@@ -75,9 +75,13 @@ def test_every_example_renders_with_its_structure(path, tmp_path):
         joined = [e["title"] for e in parts["edge"] if e["title"].endswith("->contrastive")]
         expected = spec.contrastive.towers if spec.contrastive is not None else ()
         assert sorted(joined) == sorted(f"{name}/logits->contrastive" for name in expected)
-        for c in spec.connectors:  # from the source's output, into the target's token table
+        drawn = {p["title"] for p in parts["node"]}
+        for c in spec.connectors:  # from a node the source draws, into the target's token table
             assert [e["title"].split("->")[1] for e in parts["edge"]
-                    if e["title"].startswith(f"connect {c.source}->")] == [f"{c.target}/decoder.embed"]
+                    if e["title"].startswith(f"connector.{c.source}->")] == [f"{c.target}/decoder.embed"]
+            (reads,) = [e["title"].split("->")[0] for e in parts["edge"]
+                        if e["title"].endswith(f"->connector.{c.source}")]
+            assert reads.startswith(f"{c.source}/") and reads in drawn
 
 
 @needs_dot

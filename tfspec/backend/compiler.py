@@ -34,6 +34,7 @@ from torch import fx, nn
 from ..front import schema as S
 from ..front.api import load, parse
 from ..ir import nodes as ir
+from ..ir import towers as tower_ir
 from ..ir.graph import Graph
 from ..ir.queries import count_parameters, layer_template, length_limit, module_copies, sublayers, weight_repeat
 from ..errors import Diagnostic, SpecError
@@ -206,42 +207,41 @@ def _global_generator_copy(device: torch.device) -> torch.Generator:
 def _build_and_initialise(spec: S.Spec | S.Towers, generator: torch.Generator | None = None,
                           where: torch.device | None = None) -> CompiledModel | TowersModel:
     if isinstance(spec, S.Towers):  # each tower from the one generator, in order; then the joins' own values
+        g = spec.graph()
         towers = {t.name: _build_and_initialise(t.spec, generator, where) for t in spec.towers}
-        connectors = {c.source: connector_constructor(c, spec.width(c.source)).build() for c in spec.connectors}
-        model = TowersModel(spec, towers, contrastive_constructor(spec.contrastive).build()
-                            if spec.contrastive is not None else None, connectors)
-        initialise_connectors(model, spec, generator)
+        connectors = {c.source: connector_constructor(c).build() for c in g.of(tower_ir.Connector)}
+        contrastive = next((contrastive_constructor(j).build() for j in g.of(tower_ir.Contrastive)), None)
+        model = TowersModel(spec, towers, contrastive, connectors)
+        initialise_connectors(model, g, generator)
         return model
     model = build_model(spec)
     initialise(model, spec, generator)
     return model
 
 
-def connector_constructor(connector: S.Connector, width: int) -> Constructor:
-    """A connector's module: its steps' modules, each at the width it reads (``width``: its source's)."""
-    steps = [CONNECTOR_STEPS[step.name].module(w, CONNECTOR_STEPS.of(step)[1])
-             for step, w in zip(connector.steps, connector.widths(width))]
-    return Constructor(Connector, (connector.target, connector.image_token, connector.layer,
-                                   connector.drop == "first", steps))
+def connector_constructor(connector: tower_ir.Connector) -> Constructor:
+    """A connector's module: its steps' modules, each at the width it reads."""
+    steps = [CONNECTOR_STEPS[step.choice.name].module(step.width, CONNECTOR_STEPS.of(step.choice)[1])
+             for step in connector.steps]
+    return Constructor(Connector, (connector.target, connector.image_token, connector.layer, connector.drop_first,
+                                   steps))
 
 
-def initialise_connectors(model, spec: S.Towers, generator: torch.Generator | None = None) -> None:
-    """The connectors' parameters by their declared roles, as the default scheme initialises a tower's."""
+def initialise_connectors(model, g: tower_ir.TowersGraph, generator: torch.Generator | None = None) -> None:
+    """The connectors' parameters by the roles their steps declare, as the default scheme initialises a tower's."""
     variant = INITS[DEFAULT_INIT.name]
     options = variant.options(DEFAULT_INIT.options)
-    for connector in spec.connectors:
-        module = model.connectors[connector.source]
-        declared = {f"steps.{i}.{name}": (p, w) for i, (step, w) in enumerate(zip(connector.steps,
-                                                                                    connector.widths(
-                                                                                        spec.width(connector.source))))
-                    for name, p in CONNECTOR_STEPS[step.name].params(w, CONNECTOR_STEPS.of(step)[1]).items()}
+    for connector in g.of(tower_ir.Connector):
+        declared = {f"steps.{i}.{name}": (p, step.width) for i, step in enumerate(connector.steps)
+                    for name, p in step.params.items()}
         with torch.no_grad():
             variant.initialise([(name, p, ParamRole(declared[name][0].role, width=declared[name][1]))
-                                for name, p in module.named_parameters()], options, generator)
+                                for name, p in model.connectors[connector.source].named_parameters()],
+                               options, generator)
 
 
-def contrastive_constructor(join: S.Contrastive) -> Constructor:
-    """The contrastive head's module, its scale and bias at their initial values (which no scheme draws)."""
+def contrastive_constructor(join: tower_ir.Contrastive) -> Constructor:
+    """The contrastive head's module, its scale and bias at their declared values (which no scheme draws)."""
     return Constructor(ContrastiveHead, (join.loss, join.scale, join.bias))
 
 

@@ -41,6 +41,7 @@ from .compiler import (_spec_of, connector_constructor, contrastive_constructor,
                        looks_like_path, model_graph, norm_constructor, pool_reads_ids, pooler_constructor, stack_owned,
                        sublayer_constructor)
 from ..ir import nodes as ir
+from ..ir.towers import Connector as Connection, Contrastive
 from ..ir.queries import attentions, describe_layers, layer_template
 from ..nn.attention import cache_slot
 from ..nn.state import state_slot
@@ -543,17 +544,19 @@ class _TowersWriter:
 
     def __init__(self, towers: S.Towers, origin: str | None):
         self.towers, self.origin = towers, origin
+        g = towers.graph()
+        self.connectors, self.contrastive = g.of(Connection), next(iter(g.of(Contrastive)), None)
         self.definitions: dict[Any, str] = {}
         self.prefixes = {t.name: "".join(part.capitalize() for part in t.name.split("_")) for t in towers.towers}
         reserved = frozenset({"Model"} | {f"{p}Model" for p in self.prefixes.values()} | {
             self.prefixes[t.name] + layer_class_name(role, k) for t in towers.towers
             for role, info in t.spec.graph().stacks.items() for k in range(len(info.kinds))})
-        targets = {c.target for c in towers.connectors}
+        targets = {c.target for c in self.connectors}
         self.writers = {t.name: _Writer(t.spec, origin, self.prefixes[t.name], self.definitions, reserved,
                                         splices=t.name in targets) for t in towers.towers}
 
     def file(self) -> str:
-        sources = {c.source for c in self.towers.connectors}
+        sources = {c.source for c in self.connectors}
         layers = [w.layer_class(role, k) for w in self.writers.values() for role, info in w.g.stacks.items()
                   for k in range(len(info.kinds))]
         models = [w.model_class(features=name in sources) for name, w in self.writers.items()]
@@ -568,13 +571,12 @@ class _TowersWriter:
         init = ["        self.towers = nn.ModuleDict({"]
         init += [f"            {t.name!r}: {self.prefixes[t.name]}Model()," for t in towers.towers]
         init.append("        })")
-        if towers.connectors:
+        if self.connectors:
             init.append("        self.connectors = nn.ModuleDict({")
-            init += [f"            {c.source!r}: {value(connector_constructor(c, towers.width(c.source)))},"
-                     for c in towers.connectors]
+            init += [f"            {c.source!r}: {value(connector_constructor(c))}," for c in self.connectors]
             init.append("        })")
-        init.append(f"        self.contrastive = {value(contrastive_constructor(towers.contrastive))}"
-                    if towers.contrastive is not None else "        self.contrastive = None")
+        init.append(f"        self.contrastive = {value(contrastive_constructor(self.contrastive))}"
+                    if self.contrastive is not None else "        self.contrastive = None")
         signature = [f"{t.name}: Tensor" for t in towers.towers]
         calls = {}
         for t in towers.towers:  # its inputs as ``TowersModel`` names them: ``vision_padding_mask``
@@ -584,18 +586,18 @@ class _TowersWriter:
             signature += [f"{outer[a]}: Tensor | None = None" for a in optional]
             calls[t.name] = ", ".join([t.name] + [f"{a}={outer[a]}" for a in optional])
         body = []
-        if towers.connectors:
-            (c,) = towers.connectors
-            source = towers.tower(c.source)
-            layers = None if c.layer is None else c.layer % (source.stacks[0].repeat + 1)
+        if self.connectors:
+            (c,) = self.connectors
+            # the layers it reads after: None, the stack's normed output; 0, its input
+            layers = None if c.layer is None else 0 if c.reads_layer is None else c.reads_layer + 1
             body += [f"        vectors = self.connectors[{c.source!r}](self.towers[{c.source!r}].features("
                      f"{calls[c.source]}, layers={layers}))",
                      f"        where = {c.target} == {c.image_token}  # its image tokens, each the next vector",
                      f"        return self.towers[{c.target!r}]({calls[c.target]}, spliced=(where, "
                      "vectors.flatten(0, 1)))"]
             returns = f"tower {c.target}'s output, {c.source}'s vectors through the connector at its image tokens"
-        elif towers.contrastive is not None:
-            a, b = towers.contrastive.towers
+        elif self.contrastive is not None:
+            a, b = self.contrastive.inputs
             body.append(f"        return self.contrastive(self.towers[{a!r}]({calls[a]}), "
                         f"self.towers[{b!r}]({calls[b]}))")
             returns = "the contrastive head's logits and both towers' normed vectors"

@@ -40,7 +40,7 @@ def run(args) -> int:
             continue
         if args.json:
             found = [w.message.diagnostic.to_dict() for w in caught or [] if isinstance(w.message, SpecWarning)]
-            results.append({"file": path, "ok": True, "name": spec.name, "kind": spec.kind, **_counts(spec),
+            results.append({"file": path, "ok": True, "name": spec.name, "kind": spec.kind, **_counts(spec.graph()),
                             "summary": summary_line(path, spec), "diagnostics": found})
         elif args.dump:
             print(_dump(spec, args.dump))
@@ -51,28 +51,26 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def _counts(spec) -> dict:
-    """Its parameters: all, those one token's computation reads, those only training runs; of towers, each
-    tower's too."""
-    from ..front.schema import Towers
-    from ..ir.queries import active_parameters, training_only_parameters
+def _counts(g) -> dict:
+    """Its parameters (``g``: its IR): all, those one token's computation reads, those only training runs; of
+    towers, each tower's too."""
+    from ..ir import TowersGraph
+    from ..ir.queries import active_parameters, count_parameters, training_only_parameters
+    from ..ir.towers import count_tower_parameters
 
-    if isinstance(spec, Towers):
-        towers = {t.name: _counts(t.spec) for t in spec.towers}
-        joins = spec.parameter_count() - sum(c["parameters"] for c in towers.values())
-        return {"parameters": spec.parameter_count(),
+    if isinstance(g, TowersGraph):
+        towers = {name: _counts(tower) for name, tower in g.towers.items()}
+        total = count_tower_parameters(g)
+        joins = total - sum(c["parameters"] for c in towers.values())
+        return {"parameters": total,
                 "active_parameters": sum(c["active_parameters"] for c in towers.values()) + joins,
                 "training_only_parameters": sum(c["training_only_parameters"] for c in towers.values()),
                 "towers": towers}
-    return {"parameters": spec.parameter_count(), "active_parameters": active_parameters(spec.graph()),
-            "training_only_parameters": training_only_parameters(spec.graph())}
+    return {"parameters": count_parameters(g), "active_parameters": active_parameters(g),
+            "training_only_parameters": training_only_parameters(g)}
 
 
 def _dump(spec, what: str) -> str:
-    from ..front.schema import Towers
-
     if what == "spec":
         return json.dumps(spec.model_dump(), indent=2)
-    if isinstance(spec, Towers):  # each tower's graph under its name
-        return "\n\n".join(f"tower {t.name}:\n{t.spec.graph().format()}" for t in spec.towers)
     return spec.graph().format()

@@ -115,19 +115,13 @@ def run(args) -> int:
     return 0
 
 
-def _source_vectors(spec) -> tuple[int, int]:
-    """The width and number of the vectors a connector reads of a tower of pictures (its input fixes them)."""
-    from ..ir.queries import fixed_length
-    role = spec.stacks[0].role
-    return spec.embedding(spec.stacks[0].embedding).width, fixed_length(spec.graph(), role)
-
-
 def _towers_summary(args, towers) -> int:
     """A model of towers: each tower's summary and sweep, the one reading tokens at ``--seq-len`` (the others at
     the length their input fixes), then the towers together."""
     from ..inspect.analysis import AnalysisError, analyse, sweep
     from ..inspect.summary import binary, format_summary, format_sweep, si, sweep_rows
     from ..ir.queries import fixed_length
+    from ..ir.towers import Connector
 
     options = {"batch": args.batch, "dtype": args.dtype, "fused_attention": args.fused_attention}
     if args.src_len or args.tgt_len:
@@ -143,7 +137,7 @@ def _towers_summary(args, towers) -> int:
             raise UsageError(f"tower {tower.name}: {exc}") from None
     joins = towers.parameter_count() - sum(a.total.params for a in parts.values())
     flops = sum(a.total.flops for a in parts.values()) + args.batch * sum(  # each picture through its connector
-        c.flops(*_source_vectors(towers.tower(c.source))) for c in towers.connectors)
+        c.flops() for c in towers.graph().of(Connector))
     memory = sum(a.total.memory for a in parts.values())
     if args.json:
         print(json.dumps({"name": towers.name, "kind": "towers", "batch": args.batch,

@@ -30,10 +30,7 @@ def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None =
     ('decoder-only', 106368)
     """
     spec = resolve(parse_module(text, file), overrides)
-    if isinstance(spec, Towers):
-        spec.graphs()  # every tower's lowering and validation: a returned model is always valid
-    else:
-        spec.graph()  # lowering + validation passes: a returned Spec is always valid
+    spec.graph()  # lowering + validation passes (every tower's): a returned model is always valid
     for diagnostic in spec._warnings:
         warnings.warn(SpecWarning(diagnostic, spec._sources), stacklevel=2)
     return spec

@@ -417,25 +417,6 @@ class Connector(Node):
             length = variant.length(length, options)
         return length
 
-    def flops(self, width: int, length: int) -> int:
-        """Its steps' forward FLOPs for one example of its source's ``length`` vectors of ``width``, matrix products
-        and the rest together."""
-        from ..registry import CONNECTOR_STEPS
-        total, length = 0, length - (self.drop == "first")
-        for step in self.steps:
-            variant, options = CONNECTOR_STEPS.of(step)
-            total += sum(variant.flops(width, length, options))
-            width, length = variant.width(width, options), variant.length(length, options)
-        return total
-
-    def parameter_count(self, width: int) -> int:
-        """Its steps' parameters, from the source's ``width``."""
-        import math
-
-        from ..registry import CONNECTOR_STEPS
-        return sum(math.prod(p.shape) for step, w in zip(self.steps, self.widths(width))
-                   for p in CONNECTOR_STEPS[step.name].params(w, CONNECTOR_STEPS.of(step)[1]).values())
-
 
 class Towers(Node):
     """A model of several towers and the joins between them. Build one with ``tfspec.parse`` / ``tfspec.load``
@@ -449,6 +430,7 @@ class Towers(Node):
 
     _sources: dict = PrivateAttr(default_factory=dict)
     _warnings: list = PrivateAttr(default_factory=list)
+    _graph: object = PrivateAttr(default=None)
 
     @property
     def kind(self) -> str:
@@ -457,19 +439,26 @@ class Towers(Node):
     def tower(self, name: str) -> Spec:
         return next(t.spec for t in self.towers if t.name == name)
 
+    # the IR registers these (``tfspec.ir.towers``), as it does ``Spec``'s
+    lowering: ClassVar[Callable | None] = None
+    counting: ClassVar[Callable | None] = None
+
+    def graph(self):
+        """The validated IR (``tfspec.ir.TowersGraph``): each tower's graph and the joins as typed nodes; one
+        ``SpecError`` with every tower's problems."""
+        if self._graph is None:
+            self._graph = Towers.lowering(self, self._sources)
+        return self._graph
+
     def graphs(self) -> dict:
-        """Each tower's validated graph IR by name; one ``SpecError`` with every tower's problems."""
-        from ..errors import SpecError
-        found, problems, sources = {}, [], dict(self._sources)
-        for tower in self.towers:
-            try:
-                found[tower.name] = tower.spec.graph()
-            except SpecError as exc:
-                problems += exc.diagnostics
-                sources.update(exc.sources)
-        if problems:
-            raise SpecError(problems, sources)
-        return found
+        """Each tower's validated graph IR by name."""
+        return self.graph().towers
+
+    def model_copy(self, *, update=None, deep: bool = False) -> "Towers":
+        """A copy (``update``: fields changed) lowered anew: the IR is its fields', never its original's."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy._graph = None
+        return copy
 
     def width(self, name: str) -> int:
         """The width of tower ``name``'s stack (of its last, where it has two)."""
@@ -477,10 +466,9 @@ class Towers(Node):
         return spec.embedding(spec.stacks[-1].embedding).width
 
     def parameter_count(self) -> int:
-        """Every tower's parameters and the joins' (the contrastive head's scale and bias, the connectors')."""
-        joins = 0 if self.contrastive is None else 1 + (self.contrastive.bias is not None)
-        joins += sum(c.parameter_count(self.width(c.source)) for c in self.connectors)
-        return sum(t.spec.parameter_count() for t in self.towers) + joins
+        """Every tower's parameters and the joins' (the contrastive head's scale and bias, the connectors'),
+        counted from the IR."""
+        return Towers.counting(self.graph())
 
     def __repr__(self) -> str:
         names = ", ".join(t.name for t in self.towers)

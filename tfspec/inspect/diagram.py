@@ -22,11 +22,11 @@ import graphviz
 import networkx as nx
 
 from ..files import write_atomically
-from ..front import schema as S
 from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import describe_layers, layer_template, layers_of, owner_of, post_norm
-from ..registry import CONNECTOR_STEPS, NORMS, POSITIONS
+from ..ir.towers import Connector, Contrastive, TowersGraph
+from ..registry import NORMS, POSITIONS
 from ..errors import shown
 
 FORMATS = ("svg", "png", "pdf", "dot")
@@ -97,50 +97,37 @@ def render(spec, path: str | Path, *, expand: bool = False, detail: bool = False
 def to_graphviz(spec, *, expand: bool = False, detail: bool = False) -> graphviz.Digraph:
     """The diagram as a ``graphviz.Digraph`` (``.source`` is the DOT text); a model of towers draws them side by
     side, each in a box of its own, their outputs meeting in the head that joins them."""
-    if isinstance(spec, S.Towers):
-        return _towers(spec, expand, detail)
-    return _Diagram(spec.graph(), expand, detail).draw()
+    g = spec.graph()
+    if isinstance(g, TowersGraph):
+        return _towers(g, expand, detail)
+    return _Diagram(g, expand, detail).draw()
 
 
-def _towers(spec, expand: bool, detail: bool) -> graphviz.Digraph:
-    dot = graphviz.Digraph(spec.name, graph_attr={**GRAPH_ATTRIBUTES, "label": f"{spec.name} (towers)"},
+def _towers(g: TowersGraph, expand: bool, detail: bool) -> graphviz.Digraph:
+    dot = graphviz.Digraph(g.name, graph_attr={**GRAPH_ATTRIBUTES, "label": f"{g.name} (towers)"},
                            node_attr=NODE_ATTRIBUTES, edge_attr=EDGE_ATTRIBUTES)
+    drawn = {name: _Diagram(tower, expand, detail, tower=name) for name, tower in g.towers.items()}
     inputs = []
-    for tower in spec.towers:
-        drawn = _Diagram(tower.spec.graph(), expand, detail, tower=tower.name)
-        dot.subgraph(drawn.draw())
-        inputs += [drawn.dot_id(n.id, None) for n in drawn.g.of(ir.Input)]
+    for diagram in drawn.values():
+        dot.subgraph(diagram.draw())
+        inputs += [diagram.dot_id(n.id, None) for n in diagram.g.of(ir.Input)]
     with dot.subgraph() as bottom:  # every tower starts from the same baseline, in the order they are declared
         bottom.attr(rank="same")
         for n in inputs:
             bottom.node(n)
         for left, right in zip(inputs, inputs[1:]):
             bottom.edge(left, right, style="invis")
-    for c in spec.connectors:  # a source's vectors into its target's embeddings, where its image tokens stand
-        steps = " → ".join(CONNECTOR_STEPS.label(s) for s in c.steps) or "no steps"
-        reads = "output" if c.layer is None else f"layer {c.layer}"
-        node = f"connect {c.source}"
-        dot.node(node, f"Connector ({steps})\n{reads}{', less the first' if c.drop == 'first' else ''}",
-                 fillcolor=STYLES[ir.Projection][0], color=STYLES[ir.Projection][1])
-        source = spec.tower(c.source).graph()
-        dot.edge(f"{c.source}/{source.stacks[source_role(source)].output}", node)
-        target = spec.tower(c.target).graph()
-        embed = target.of(ir.Embedding, stack=source_role(target))[0]  # (its vectors replace the table's)
-        dot.edge(node, f"{c.target}/{embed.id}", label=f"at token {c.image_token}", constraint="false")
-    join = spec.contrastive
-    if join is not None:
-        bias = ", learned bias" if join.bias is not None else ""
-        dot.node("contrastive", f"Contrastive head ({join.loss})\nexp(s) · cos{bias}", fillcolor=STYLES[ir.Head][0],
-                 color=STYLES[ir.Head][1], shape=SHAPES.get(ir.Head, "box"))
-        for name in join.towers:
-            output = spec.tower(name).graph().of(ir.Output)[0]
-            dot.edge(f"{name}/{output.id}", "contrastive")
+    for c in g.of(Connector):  # a source's vectors into its target's embeddings, where its image tokens stand
+        dot.node(c.id, c.label, fillcolor=STYLES[ir.Projection][0], color=STYLES[ir.Projection][1])
+        # (drawn once per kind, a layer's copy is its kind's box; expanded, the very layer's)
+        dot.edge(drawn[c.source].source(c.reads, c.reads_layer if expand else None), c.id)
+        dot.edge(c.id, drawn[c.target].dot_id(c.into, None), label=f"at token {c.image_token}", constraint="false")
+    for join in g.of(Contrastive):
+        dot.node(join.id, join.label, fillcolor=STYLES[ir.Head][0], color=STYLES[ir.Head][1],
+                 shape=SHAPES.get(ir.Head, "box"))
+        for name, output in zip(join.inputs, join.reads):
+            dot.edge(drawn[name].dot_id(output, None), join.id)
     return dot
-
-
-def source_role(g: Graph) -> str:
-    """The last stack of a tower's graph (its decoder, where it has two)."""
-    return list(g.stacks)[-1]
 
 
 GRAPH_ATTRIBUTES = {"rankdir": "BT", "fontname": FONT, "fontsize": "12", "nodesep": "0.35", "ranksep": "0.3",

@@ -6,6 +6,7 @@ from .analysis import Analysis
 from ..front import schema as S
 from ..ir import nodes as ir
 from ..ir.queries import active_parameters, attentions, training_only_parameters
+from ..ir.towers import Connector, Contrastive
 from ..errors import shown
 from ..files import figure_text, save_figure
 
@@ -231,9 +232,10 @@ def summary_line(path: str, spec) -> str:
     """`tfspec check`'s line: "PATH: NAME: KIND, 4 layers (2 kinds), d_model 64, 4 heads, 1,234 parameters"; of a
     model of towers, each tower's in brackets and what joins them."""
     if isinstance(spec, S.Towers):
+        g = spec.graph()
         parts = [f"tower {t.name} ({tower_line(t.spec)})" for t in spec.towers]
-        join = f", contrastive ({spec.contrastive.loss})" if spec.contrastive is not None else ""
-        join += "".join(f", {c.source} → {c.target} at token {c.image_token}" for c in spec.connectors)
+        join = "".join(f", contrastive ({j.loss})" for j in g.of(Contrastive))
+        join += "".join(f", {c.source} → {c.target} at token {c.image_token}" for c in g.of(Connector))
         return f"{shown(path)}: {spec.name}: {len(parts)} towers: {', '.join(parts)}{join}, " \
                f"{spec.parameter_count():,} parameters"
     return f"{shown(path)}: {spec.name}: {tower_line(spec)}"

@@ -64,7 +64,10 @@ def parameter_table(g: Graph) -> dict[str, tuple[int, ...]]:
 
     Shared weights appear once, under their owner's name; a template layer's
     tensors are listed once per set of weights (``decoder.layers.0.ffn.up.weight``, ...).
+    A model of towers' (``TowersGraph``): each tower's under ``towers.NAME``, then the joins'.
     """
+    if not isinstance(g, Graph):
+        return g.parameter_table()
     table: dict[str, tuple[int, ...]] = {}
     for node in g.ordered():
         for module in module_copies(g, node):

@@ -65,7 +65,7 @@ class Document:
             spec = R.resolve(doc.module)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", SpecWarning)
-                spec.graphs() if isinstance(spec, S.Towers) else spec.graph()
+                spec.graph()
             doc.spec = spec
             doc.problems = list(spec._warnings) + [w.message.diagnostic for w in caught
                                                    if isinstance(w.message, SpecWarning)]
