@@ -223,14 +223,18 @@ def test_two_runtime_classes_of_one_name_are_refused_not_shadowed():
         writer.need(Head)
 
 
-def towers_inputs(model, generator: torch.Generator) -> dict:
+def towers_inputs(model, generator: torch.Generator, wide: bool = False) -> dict:
     """Each tower's input by its name: pictures or token ids (a connector's target holding each picture's image
-    tokens after a token); the second row's last two positions padded where a tower reads padding."""
+    tokens after a token); the second row's last two positions padded where a tower reads padding. ``wide``:
+    pictures twice as wide as the spec's where a tower reads pictures of any size."""
     given = {}
     for name, tower in model.towers.items():
         role = tower.spec.stacks[0].role
         embedding = tower.embeddings[tower.stack_embedding[role]]
-        given[name] = torch.randn(2, *embedding.shape, generator=generator) if embedding.vocab is None else \
+        shape = getattr(embedding, "shape", ())
+        if wide and tower.any_picture_size.get(role):
+            shape = (*shape[:-1], 2 * shape[-1])
+        given[name] = torch.randn(2, *shape, generator=generator) if embedding.vocab is None else \
             torch.randint(0, embedding.vocab, (2, min(9, tower.max_len[role] or 9)), generator=generator)
     for source, connector in model.connectors.items():
         count = model.features(source, given[source]).shape[1]
@@ -252,19 +256,21 @@ def towers_inputs(model, generator: torch.Generator) -> dict:
 def test_every_model_of_towers_emits_one_file_that_loads_its_weights_and_computes_the_same(path):
     """The towers, their connector or contrastive head in one file: ``Model`` loads the compiled model's state dict
     (strict) and gives its outputs, bit for bit (a connector's pictures spliced among the text's tokens, M-RoPE's
-    positions numbered as the compiled model numbers them)."""
+    positions numbered as the compiled model numbers them; pictures twice as wide where a tower reads any size)."""
     spec, _ = small_version(tfspec.load(path), width_per_head=8, max_vocab=64, max_d_ff=48)
     compiled = tfspec.compile(spec, seed=0).eval()
     source = emit(spec)
     assert "class Model(nn.Module):" in source and "self.towers = nn.ModuleDict({" in source
     standalone = load_emitted(source).Model().eval()
     standalone.load_state_dict(compiled.state_dict(), strict=True)
-    given = towers_inputs(compiled, torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        expected, got = compiled(**given), standalone(**given)
-    expected = expected.logits if hasattr(expected, "logits") else expected
-    got = got[0] if isinstance(got, tuple) else got
-    assert torch.equal(got, expected), f"max |diff| {float((got - expected).abs().max())}"
+    wide = any(any(t.any_picture_size.values()) for t in compiled.towers.values())
+    for inputs in [towers_inputs(compiled, torch.Generator().manual_seed(1))] + \
+            [towers_inputs(compiled, torch.Generator().manual_seed(2), wide=True)] * wide:
+        with torch.no_grad():
+            expected, got = compiled(**inputs), standalone(**inputs)
+        expected = expected.logits if hasattr(expected, "logits") else expected
+        got = got[0] if isinstance(got, tuple) else got
+        assert torch.equal(got, expected), f"max |diff| {float((got - expected).abs().max())}"
 
 
 def test_a_model_of_towers_exports_to_torch_as_its_emitted_file_and_weights_and_not_yet_to_onnx(tmp_path):

@@ -819,32 +819,37 @@ def theirs_pictures(reference, ids, pixels) -> dict:
     if "image_grid_thw" in takes:  # Qwen2.5-VL's: its processor's flattened patches, their grid, the image tokens
         from test_vision_towers import qwen_patches
         vision = reference.config.vision_config
-        side = pixels.shape[-1] // vision.patch_size
+        rows, columns = pixels.shape[-2] // vision.patch_size, pixels.shape[-1] // vision.patch_size
         return {"pixel_values": torch.cat([qwen_patches(p, vision.patch_size, vision.spatial_merge_size,
                                                         vision.temporal_patch_size) for p in pixels.cpu()]
                                           ).to(pixels.device),
-                "image_grid_thw": torch.tensor([[1, side, side]] * len(pixels), device=pixels.device),
+                "image_grid_thw": torch.tensor([[1, rows, columns]] * len(pixels), device=pixels.device),
                 "mm_token_type_ids": (ids == reference.config.image_token_id).int()}
     return {"pixel_values": pixels, **types, **sizes}
 
 
-def _pictured(reference, extra: int, start: int, seed: int):
+def _pictured(reference, extra: int, start: int, seed: int, size: tuple[int, int] | None = None):
     """Two prompts holding one picture's image tokens from ``start`` on and ``extra`` other tokens, and two
-    pictures, for a vision-language reference."""
+    pictures, for a vision-language reference; ``size``: the pictures' height and width (of a family reading any
+    size), else its square ``image_size``."""
     config = reference.config
     text, vision = config.text_config, config.vision_config
+    height, width = size or (vision.image_size, vision.image_size)
     count = image_tokens(config)
+    if size is not None:  # a grid of merged blocks of patches
+        block = vision.patch_size * (getattr(config, "spatial_merge_size", None) or vision.spatial_merge_size)
+        count = (height // block) * (width // block)
     ids = torch.randint(3, text.vocab_size, (2, count + extra), generator=torch.Generator().manual_seed(seed))
     ids[ids == config.image_token_id] = 3
     if hasattr(config, "spatial_merge_size"):  # Mistral 3's processor ends each row of image tokens with a break
-        side = round(count ** 0.5)
-        rows = torch.full((side, side + 1), config.image_token_id)
+        columns = round(count ** 0.5) if size is None else width // block
+        rows = torch.full((count // columns, columns + 1), config.image_token_id)
         rows[:, -1] = config.image_token_id - 1
         ids[:, start:start + rows.numel()] = rows.flatten()
     else:
         ids[:, start:start + count] = config.image_token_id
-    side, channels = vision.image_size, getattr(vision, "num_channels", None) or vision.in_channels
-    pixels = torch.randn(2, channels, side, side, generator=torch.Generator().manual_seed(seed + 1))
+    channels = getattr(vision, "num_channels", None) or vision.in_channels
+    pixels = torch.randn(2, channels, height, width, generator=torch.Generator().manual_seed(seed + 1))
     return ids, pixels
 
 
@@ -914,6 +919,101 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
         steps = Continuation(model, ids, src_padding_mask=mask == 0)
         return sample(steps, start, max_new=new)
     return sample(Continuation(model, prompt_padding_mask=mask == 0), ids, max_new=new)
+
+
+@pytest.mark.parametrize("cls, size", [
+    ("Qwen2_5_VLForConditionalGeneration", (8, 20)),  # wider than the spec's 12 × 12 pictures, and not square
+    ("Qwen2_5_VLForConditionalGeneration", (16, 12)),  # taller: its tiles partial at the bottom
+    ("Mistral3ForConditionalGeneration", (8, 16)),  # (Pixtral's rotary table holds image_size // patch a side)
+    ("Mistral3ForConditionalGeneration", (16, 8)),
+])
+def test_pictures_of_any_size_are_read_as_hugging_face_reads_them(tmp_path, cls, size):
+    """Qwen2.5-VL and Mistral 3 read pictures of any size (Hugging Face's ``image_grid_thw``, ``image_sizes``):
+    each picture's own grid for its 2-D positions, tiles and merged blocks, and M-RoPE's numbering by its longer
+    side; the logits on a plain and a right-padded batch, and greedy generation, as Hugging Face's."""
+    directory, reference = saved(tmp_path, cls)
+    model = tfspec.from_pretrained(directory)
+    ids, pixels = _pictured(reference, 8, 2, seed=1, size=size)
+    for padded in (False, True):
+        mask = torch.ones_like(ids)
+        mask[1, -3:] = 0 if padded else 1
+        with torch.no_grad():
+            ours = model(text=ids, text_padding_mask=mask == 0, vision=pixels)
+            theirs = reference(input_ids=ids, attention_mask=mask, **theirs_pictures(reference, ids, pixels)).logits
+        assert_close(ours[mask.bool()], theirs[mask.bool()], TOL, msg=padded)
+    from tfspec.run.decoding import sample
+    ids, pixels = _pictured(reference, 6, 3, seed=2, size=size)
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    with torch.no_grad():
+        out = reference.generate(ids, attention_mask=mask, **theirs_pictures(reference, ids, pixels), max_new_tokens=6,
+                                 min_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)
+    expected = out[:, ids.shape[1]:].tolist()
+    assert len({t for row in expected for t in row}) >= 2
+    assert sample(model.continuation(vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=6) == expected
+
+
+def test_pictures_of_several_sizes_in_one_batch_are_read_as_hugging_face_reads_them(tmp_path):
+    """Qwen2.5-VL's batch of pictures of three sizes (Hugging Face's ``image_grid_thw`` of three rows), the first
+    prompt holding two of them and the second one: a list of batches, one per size, in the order their image
+    tokens stand; the logits on a plain and a right-padded batch, and greedy generation after a left-padded
+    prompt, as Hugging Face's."""
+    from test_vision_towers import qwen_patches
+    from tfspec.run.decoding import sample
+    directory, reference = saved(tmp_path, "Qwen2_5_VLForConditionalGeneration")
+    model = tfspec.from_pretrained(directory)
+    generator = torch.Generator().manual_seed(5)
+    sizes = [(8, 20), (4, 8), (16, 12)]  # 2 × 5, 1 × 2 and 4 × 3 merged blocks of 2 × 2 patches of 2 pixels
+    pictures = [torch.randn(1, 3, h, w, generator=generator) for h, w in sizes]
+    ids = torch.randint(3, 80, (2, 30), generator=generator)
+    for row, start, (h, w) in ((0, 1, sizes[0]), (0, 15, sizes[1]), (1, 3, sizes[2])):
+        count = h * w // 16
+        ids[row, start], ids[row, start + 1:start + 1 + count], ids[row, start + 1 + count] = 87, 89, 88
+    theirs_pictures = {"pixel_values": torch.cat([qwen_patches(p[0], 2, 2) for p in pictures]),
+                       "image_grid_thw": torch.tensor([[1, h // 2, w // 2] for h, w in sizes]),
+                       "mm_token_type_ids": (ids == 89).int()}
+    for padded in (False, True):
+        mask = torch.ones_like(ids)
+        mask[1, -3:] = 0 if padded else 1
+        with torch.no_grad():
+            ours = model(text=ids, text_padding_mask=mask == 0, vision=pictures)
+            theirs = reference(input_ids=ids, attention_mask=mask, **theirs_pictures).logits
+        assert_close(ours[mask.bool()], theirs[mask.bool()], TOL, msg=padded)
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    with torch.no_grad():
+        out = reference.generate(ids, attention_mask=mask, **theirs_pictures, max_new_tokens=6, min_new_tokens=6,
+                                 do_sample=False, pad_token_id=0, eos_token_id=None)
+    expected = out[:, ids.shape[1]:].tolist()
+    assert len({t for row in expected for t in row}) >= 2
+    for use_cache in (True, False):
+        steps = model.continuation(vision=pictures, prompt_padding_mask=mask == 0, use_cache=use_cache)
+        assert sample(steps, ids, max_new=6) == expected
+    short = ids.clone()
+    short[1, 4:6] = 3  # the third picture's first two image tokens made text
+    with pytest.raises(ValueError, match=r"the prompt's rows hold \[12, 10\] image tokens \(89\), but the pictures "
+                                         r"give \[10, 2, 12\] vectors, in order along the rows"):
+        sample(model.continuation(vision=pictures), short, max_new=1)
+    with pytest.raises(ValueError, match="text holds 22 image tokens \\(89\\), but vision gives 3 examples of 10, 2, "
+                                         "12 vectors: 24 in all"):
+        model(text=short, vision=pictures)
+
+
+def test_a_vision_tower_numbering_one_grid_refuses_pictures_of_another_size(tmp_path):
+    """LLaVA's CLIP tower adds a learned table of its grid's positions: a picture of another size is a ValueError
+    naming the argument and the size it takes; Qwen2.5-VL's takes it but for sides of whole patches."""
+    model = tfspec.from_pretrained(saved(tmp_path, "LlavaForConditionalGeneration")[0])
+    vision = model.towers["vision"]
+    side = vision.embeddings["image"].image
+    with pytest.raises(ValueError, match=rf"pixel_values must be shaped \(batch, 3, {side}, {side}\)"):
+        model(text=torch.zeros(1, 4, dtype=torch.long), vision=torch.randn(1, 3, side, 2 * side))
+    qwen = tfspec.from_pretrained(saved(tmp_path, "Qwen2_5_VLForConditionalGeneration")[0])
+    with pytest.raises(ValueError, match=r"pixel_values must be pictures whose sides are whole 2-pixel patches; "
+                                         r"got 12 × 13 pixels"):
+        qwen.towers["vision"](torch.randn(1, 3, 12, 13))
+    with pytest.raises(ValueError, match=r"pixel_shuffle\(2\) reads a grid of whole 2 × 2 blocks; got 18 vectors 6 a "
+                                         "row"):
+        qwen(text=torch.zeros(1, 4, dtype=torch.long), vision=torch.randn(1, 3, 6, 12))
 
 
 @pytest.mark.parametrize("cls", list(CONFIGS))

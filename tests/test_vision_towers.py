@@ -81,11 +81,12 @@ def _vision_state(theirs: dict, prefix: str, layers: int) -> dict:
     return state
 
 
-@pytest.mark.parametrize("window", [8, 4])
-def test_qwen2_5_vl_s_vision_model_is_patches_of_frames_rotary_2d_tiles_and_a_merger(window):
+@pytest.mark.parametrize("window, height, width", [(8, 20, 20), (4, 20, 20), (8, 12, 28)])
+def test_qwen2_5_vl_s_vision_model_is_patches_of_frames_rotary_2d_tiles_and_a_merger(window, height, width):
     """Hugging Face's ``Qwen2_5_VisionTransformerPretrainedModel`` (its windows of ``window`` pixels: tiles of 4
     patches, the grid's 10 cut 4 + 4 + 2, or of 2; its layer 1 sees the whole picture) and the spec's vision tower
-    and connector on two pictures: the merged vectors, in the same order."""
+    and connector on two pictures, of the spec's size or another (6 × 14 patches: tiles of their own grid): the
+    merged vectors, in the same order."""
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
     torch.manual_seed(0)
     config = transformers.Qwen2_5_VLVisionConfig(
@@ -96,10 +97,11 @@ def test_qwen2_5_vl_s_vision_model_is_patches_of_frames_rotary_2d_tiles_and_a_me
     tile = window // 2 // 2 * 2  # (window pixels // merge // patch) merge units of merge patches a side
     model = tfspec.compile(tfspec.parse(QWEN_VISION.format(tile=tile)), seed=0).eval()
     model.load_state_dict({**model.state_dict(), **_vision_state(reference.state_dict(), "", 3)})
-    pixels = torch.randn(2, 3, 20, 20, generator=torch.Generator().manual_seed(1))
+    pixels = torch.randn(2, 3, height, width, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = reference(torch.cat([qwen_patches(p, 2, 2) for p in pixels]),
-                             grid_thw=torch.tensor([[1, 10, 10]] * 2)).pooler_output.reshape(2, 25, 24)
+                             grid_thw=torch.tensor([[1, height // 2, width // 2]] * 2)).pooler_output
+        expected = expected.reshape(2, height * width // 16, 24)
         assert_close(model.features("vision", pixels), expected, FLOAT32)
 
 
@@ -226,20 +228,23 @@ def test_qwen2_5_vl_is_its_vision_tower_connected_to_a_text_model_of_mrope_and_g
         assert sample(steps, prompt, max_new=8) == expected
 
 
-def test_mrope_numbers_a_prompt_of_pictures_as_hugging_face_does():
-    """Two pictures (2 × 2 and 3 × 3 vectors) among tokens, one row left-padded: the position ids and the three
-    positions M-RoPE turns by, against Hugging Face's ``get_rope_index``."""
+@pytest.mark.parametrize("first, second", [((2, 2), (3, 3)), ((2, 3), (3, 2)), ((1, 4), (4, 1))])
+def test_mrope_numbers_a_prompt_of_pictures_as_hugging_face_does(first, second):
+    """Two pictures (``first`` and ``second`` rows × columns of vectors; square, wide or tall) among tokens, one row
+    left-padded: the position ids and the three positions M-RoPE turns by, against Hugging Face's
+    ``get_rope_index`` (a picture advances the count by its longer side)."""
     from tfspec.nn.model import picture_marks
     model, reference = _qwen_vl()
     text = model.towers["text"]
     ids = torch.randint(3, 80, (2, 24), generator=torch.Generator().manual_seed(3))
-    ids[:, 3:7], ids[:, 9:18] = 89, 89
+    a, b = first[0] * first[1], second[0] * second[1]
+    ids[:, 3:3 + a], ids[:, 5 + a:5 + a + b] = 89, 89
     mask = torch.ones_like(ids)
     mask[1, :2] = 0
     ids[1, :2] = 0
-    grids = torch.tensor([[1, 4, 4], [1, 6, 6]] * 2)
+    grids = torch.tensor([[1, 2 * first[0], 2 * first[1]], [1, 2 * second[0], 2 * second[1]]] * 2)
     expected, _ = reference.model.get_rope_index(ids, (ids == 89).int(), grids, attention_mask=mask)
-    marks = picture_marks(ids == 89)
+    marks = picture_marks(ids == 89, torch.tensor([first[1], second[1]] * 2))
     counted = ((mask.cumsum(dim=1) - 1).clamp(min=0))
     inputs = {"picture_ids": marks["ids"], "picture_rows": marks["rows"], "picture_columns": marks["columns"]}
     positions = text.numbered("decoder", counted, inputs)
@@ -254,3 +259,22 @@ def test_mrope_sections_other_than_half_a_head_are_refused_where_written():
         tfspec.parse(QWEN_VL.replace("width=2)", "width=3)"), file="qvl.tfs")
     assert "mrope's sections turn 5 frequencies (1 + 1 + 3); a head of 8 dimensions has 4" in str(info.value)
     assert "qvl.tfs:18:14" in str(info.value)
+
+
+def test_pictures_side_by_side_are_told_apart_by_their_counts():
+    """Two pictures' image tokens with no token between them (2 × 3 then 3 × 2 vectors; Hugging Face's
+    ``get_rope_index`` reads such a run as one picture, so its processor never writes one): with each picture's
+    count of vectors, each is numbered on its own grid, by the rule written here."""
+    from tfspec.nn.model import picture_marks
+    model, _ = _qwen_vl()
+    ids = torch.randint(3, 80, (1, 20), generator=torch.Generator().manual_seed(4))
+    ids[:, 4:16] = 89
+    marks = picture_marks(ids == 89, torch.tensor([3, 2]), torch.tensor([6, 6]))
+    assert marks["ids"][0].tolist() == [0] * 4 + [1] * 6 + [2] * 6 + [0] * 4
+    assert marks["rows"][0, 4:16].tolist() == [0, 0, 0, 1, 1, 1] + [0, 0, 1, 1, 2, 2]
+    assert marks["columns"][0, 4:16].tolist() == [0, 1, 2, 0, 1, 2] + [0, 1, 0, 1, 0, 1]
+    inputs = {"picture_ids": marks["ids"], "picture_rows": marks["rows"], "picture_columns": marks["columns"]}
+    positions = model.towers["text"].numbered("decoder", torch.arange(20)[None], inputs)
+    # each picture's vectors at its first position, the count then advanced by its longer side (3)
+    assert positions[0].tolist() == [0, 1, 2, 3] + [4] * 6 + [7] * 6 + [10, 11, 12, 13]
+    assert picture_marks(ids == 89)["ids"][0, 4:16].tolist() == [1] * 12  # (a run alone: one picture)

@@ -36,7 +36,8 @@ from ..front.api import load, parse
 from ..ir import nodes as ir
 from ..ir import towers as tower_ir
 from ..ir.graph import Graph
-from ..ir.queries import count_parameters, layer_template, length_limit, module_copies, sublayers, weight_repeat
+from ..ir.queries import (count_parameters, layer_template, length_limit, module_copies, reads_any_picture_size,
+                          sublayers, weight_repeat)
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
 from ..nn.state import state_slot
@@ -281,8 +282,9 @@ def build_model(spec: S.Spec) -> CompiledModel:
     pooler = pooler_constructor(spec.pooler, width).build() if spec.pooler is not None else None
     stack_embedding = {s.role: s.embedding for s in spec.stacks}
     mtp = next((multi_token_prediction(g, node) for node in g.of(ir.MultiTokenPrediction)), None)
+    any_size = {role: reads_any_picture_size(g, role) for role in g.stacks}
     return CompiledModel(spec, embeddings, stacks, head, pooler, stack_embedding, max_len, limited_by, table,
-                         model_graph(g), real_positions, mtp)
+                         model_graph(g), real_positions, mtp, any_size)
 
 
 def multi_token_prediction(g: Graph, node: ir.MultiTokenPrediction) -> MultiTokenPrediction:

@@ -312,12 +312,12 @@ class _Writer:
         optional = padding_args + other_args
         self.arguments = (arguments, optional)  # (a model of towers calls it by them)
         signature = ", ".join([f"{a}: Tensor" for a in arguments] + [f"{a}: Tensor | None = None" for a in optional]
-                              + (["spliced: tuple[Tensor, Tensor] | None = None"] if self.splices else []))
+                              + (["spliced: tuple[Tensor, Tensor, Tensor] | None = None"] if self.splices else []))
         outputs = g.of(ir.Output)
         returns = " and ".join(n.label for n in outputs)
         inputs = ", ".join(f"``{a}``" for a in arguments)
-        spliced = " ``spliced``: (where, vectors), a connector's vectors in place of the token embeddings where " \
-                  "``where`` is True, in order." if self.splices else ""
+        spliced = " ``spliced``: (where, vectors, columns), a connector's vectors in place of the token embeddings " \
+                  "where ``where`` is True, in order, each picture's a grid ``columns`` wide." if self.splices else ""
         return (f"class {self.prefix}Model(nn.Module):\n"
                 f'    """{spec.name}: {inputs} -> {returns}. Padding masks are bool, True at padded positions.'
                 f'{spliced}"""\n\n'
@@ -408,14 +408,22 @@ class _Writer:
         default = (f"torch.arange({ids}.shape[1], device={where})[None]" if real is None else
                    f"{self.need(default_positions)}({ids}, {padding}, {-real})")  # counting real tokens only
         features = next(iter(g.of(ir.Features, stack=role)), None)
-        if features is not None:  # an input kind's vectors (pictures' patches and class token) are numbered
-            default = f"torch.arange({features.length}, device={where})[None]"
+        table = f"self.embeddings[{embedding.name!r}]"
+        marks = []
+        if features is not None:  # an input kind's vectors (pictures' patches and class token) are numbered, and
+            # the width of their grid given where the stack reads it (pictures of any size)
+            default = f"torch.arange({table}.length_of({ids}), device={where})[None]"
+            marks += [f"        {prefix}{i.name} = torch.full(({ids}.shape[0],), {table}.grid_of({ids})[1], "
+                      f"device={where}) if {prefix}{i.name} is None else {prefix}{i.name}"
+                      for i in sorted({i for a in readers for i in attention_inputs(a.spec) if i.grid},
+                                      key=lambda i: i.name)]
         given = "{" + ", ".join(f"{name!r}: {prefix}{name}" for name in inputs) + "}"
-        marks = []  # a connector's pictures among the tokens: the run-time inputs that mark them, unless given
+        # a connector's pictures among the tokens: the run-time inputs that mark them, unless given
         if self.splices and role == self.spec.stacks[-1].role:
             marked = {i.name: i.pictures for a in readers for i in attention_inputs(a.spec) if i.pictures}
             if marked:
-                marks.append(f"        marks = {self.need(picture_marks)}(spliced[0]) if spliced is not None else {{}}")
+                marks.append(f"        marks = {self.need(picture_marks)}(spliced[0], *spliced[2:]) if spliced is not "
+                             "None else {}")
                 marks += [f"        {prefix}{name} = marks.get({what!r}) if {prefix}{name} is None else {prefix}{name}"
                           for name, what in sorted(marked.items())]
         numbering = self.numbering(role)
@@ -503,10 +511,12 @@ class _Constant(NamedTuple):
 
 def _helpers(obj, source: str) -> list:
     """The functions and classes of tfspec that ``obj``'s source calls by name (``band_chunk``,
-    ``LinformerProjections``) or reads an attribute of (an autograd function's ``apply``), and the module's
-    constants of literal values it reads (upper-case names): they go into the file too."""
+    ``LinformerProjections``), reads an attribute of (an autograd function's ``apply``) or tests an object's class
+    by (``isinstance(step, GridStep)``), and the module's constants of literal values it reads (upper-case names):
+    they go into the file too."""
     scope = vars(inspect.getmodule(obj))
-    names = dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)[(.]", source))
+    names = dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)[(.]", source)
+                          + re.findall(r"\bisinstance\([^,()]+,\s*([A-Za-z_]\w*)\)", source))
     found = [scope[n] for n in names if n != obj.__name__
              and (inspect.isfunction(scope.get(n)) or inspect.isclass(scope.get(n)))
              and scope[n].__module__.startswith("tfspec.")]
@@ -590,11 +600,16 @@ class _TowersWriter:
             (c,) = self.connectors
             # the layers it reads after: None, the stack's normed output; 0, its input
             layers = None if c.layer is None else 0 if c.reads_layer is None else c.reads_layer + 1
-            body += [f"        vectors = self.connectors[{c.source!r}](self.towers[{c.source!r}].features("
-                     f"{calls[c.source]}, layers={layers}))",
+            source = self.towers.tower(c.source)
+            table = f"self.towers[{c.source!r}].embeddings[{source.stacks[0].embedding!r}]"
+            body += [f"        columns = {table}.grid_of({c.source})[1]  # each picture's grid of patches: its width",
+                     f"        vectors = self.connectors[{c.source!r}](self.towers[{c.source!r}].features("
+                     f"{calls[c.source]}, layers={layers}), columns)",
                      f"        where = {c.target} == {c.image_token}  # its image tokens, each the next vector",
+                     f"        columns = torch.full((len(vectors),), self.connectors[{c.source!r}].columns_after("
+                     "columns), device=vectors.device)",
                      f"        return self.towers[{c.target!r}]({calls[c.target]}, spliced=(where, "
-                     "vectors.flatten(0, 1)))"]
+                     "vectors.flatten(0, 1), columns))"]
             returns = f"tower {c.target}'s output, {c.source}'s vectors through the connector at its image tokens"
         elif self.contrastive is not None:
             a, b = self.contrastive.inputs

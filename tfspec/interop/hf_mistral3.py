@@ -10,14 +10,16 @@ maps it back to the vision width (``merging_layer``, no bias), then through ``li
 ``linear_2`` into the text model's width, in place of the prompt's image tokens (``image_token_index``; the
 processor's row breaks and end token between them are ordinary tokens):
 
-- ``tower vision``: Pixtral's encoder (``rotary_2d(side=image // patch)``: square pictures of the configured size);
+- ``tower vision``: Pixtral's encoder (``rotary_2d(side=image // patch)``, each picture turned by its own grid);
 - ``tower text``: the language model of ``text_config``, a Mistral's by default, written, loaded and exported by
   its own family, its ``let``s prefixed ``text_``;
 - ``connect vision -> text image_token=ID layer=L { norm rmsnorm; pixel_shuffle M channel_major=true; linear;
   linear; activation; linear }``.
 
-Hugging Face reads pictures of any size up to ``image_size`` (``image_sizes``); a tfspec spec reads square pictures
-of one size, ``image_size`` pixels a side. A text model without a sliding window (Mistral Small 3.1's) is exported
+Pictures of any size whose sides are whole merged blocks are read as Hugging Face reads them (``image_sizes``; its
+rotary table holds ``image_size // patch_size`` patches a side, so it reads none larger); ``image_size`` is the
+spec's picture size for what needs one (counts, costs, training). A text model without a sliding window (Mistral
+Small 3.1's) is exported
 as Llama's configuration, as the Mistral family exports one alone: Mistral 3 builds it with the same tensors and
 computes the same.
 """

@@ -14,8 +14,11 @@ picture's vectors numbered by their place in its grid), read and written by this
 - ``tower vision``, ``tower text``;
 - ``connect vision -> text image_token=ID { norm rmsnorm; pixel_shuffle M; linear; activation gelu; linear }``.
 
-Hugging Face's Qwen2.5-VL reads pictures of any size (its processor resizes each within ``min_pixels`` and
-``max_pixels`` to a multiple of 28 pixels, ``image_grid_thw``); a tfspec spec reads square pictures of one size,
+Pictures of any size whose sides are whole merged blocks (its processor resizes each within ``min_pixels`` and
+``max_pixels`` to a multiple of 28 pixels; ``image_grid_thw``) are read as Hugging Face reads them: each on its own
+grid, for its 2-D positions, its tiles, its merged blocks and M-RoPE's numbering. A batch of pictures of one size
+is one tensor; pictures of several sizes a list of such batches, in the order their image tokens stand. The spec
+names a picture size for what needs one (``tfspec check``'s counts, ``summary``'s costs, ``verify``, training):
 ``vision_config.image_size`` where the configuration has it (written back on export), else ``IMAGE`` pixels a side.
 Videos are not read (``video_token_id`` is carried back as it was).
 """

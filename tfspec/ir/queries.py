@@ -212,6 +212,27 @@ def fixed_length(g: Graph, role: str) -> int | None:
     return next((node.length for node in g.of(Features, stack=role)), None)
 
 
+def reads_any_picture_size(g: Graph, role: str) -> bool:
+    """Does a stack of pictures' patches mean the same on pictures of other sizes than its spec's, square or not?
+    Where nothing in it numbers a picture but by each patch's row and column in its own grid (of the width a tower
+    fills, ``RuntimeInput.grid``: ``rotary_2d``'s and ``tiles``'): no table of positions, no length limit,
+    no token mixer, and each self-attention's position scheme and each mask reading positions reading the grid.
+    (Qwen2.5-VL's and Pixtral's vision towers do; ViT's and CLIP's, whose learned table numbers one grid, do not.)"""
+    if fixed_length(g, role) is None or g.of((PositionEncoding, Mixer), stack=role) or length_limit(g, role):
+        return False
+
+    def reads_grid(variant) -> bool:
+        return any(i.grid for i in variant.inputs)
+
+    for node in attentions(g, role):
+        position = POSITIONS.of(node.spec.position)[0]
+        if not (position.absent or reads_grid(position)):
+            return False
+        if any(MASKS[m.name].reads_positions and not reads_grid(MASKS[m.name]) for m in node.spec.mask):
+            return False
+    return True
+
+
 def default_length(g: Graph) -> int:
     """The length analyses use by default for the stacks whose input does not fix theirs: the shortest limit of
     theirs, else 512; a model whose every stack's input fixes it (pictures'): the shortest of those."""

@@ -53,6 +53,18 @@ def check_pixels(name: str, pixels, channels: int, image: int, device: torch.dev
                      f"pictures of {channels} channel{'s' if channels > 1 else ''}, {image} pixels square")
 
 
+def check_pixels_of_any_size(name: str, pixels, channels: int, patch: int, device: torch.device) -> Tensor:
+    """Pictures ``(batch, channels, height, width)`` of floating-point pixel values, each side whole patches."""
+    x = _tensor(name, pixels, "pixel values")
+    if x.dim() != 4 or x.shape[1] != channels:
+        raise ValueError(f"{name} must be shaped (batch, {channels}, height, width): pictures of {channels} "
+                         f"channel{'s' if channels > 1 else ''}; got {tuple(x.shape)}")
+    if x.shape[2] % patch or x.shape[3] % patch or 0 in x.shape[2:]:
+        raise ValueError(f"{name} must be pictures whose sides are whole {patch}-pixel patches; got "
+                         f"{x.shape[2]} × {x.shape[3]} pixels")
+    return _examples(name, x, tuple(x.shape[1:]), "pixel values", "picture", device, "pictures")
+
+
 def check_features(name: str, features, mels: int, frames: int, device: torch.device) -> Tensor:
     """Log-mel spectrograms ``(batch, mels, frames)`` of floating-point values."""
     return _examples(name, features, (mels, frames), "log-mel features", "spectrogram", device,

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .checks import check_features, check_pixels
+from .checks import check_features, check_pixels, check_pixels_of_any_size
 
 
 class SinusoidalPositions(nn.Module):
@@ -137,6 +137,19 @@ class FeatureEmbeddings(nn.Module):
         """(batch, *shape) -> (batch, length, dim)."""
         raise NotImplementedError
 
+    def grid_of(self, x: Tensor) -> tuple[int, int] | None:
+        """The rows and columns of the grid of patches ``x``'s examples make; None: no grid (spectrograms)."""
+        return None
+
+    def length_of(self, x: Tensor) -> int:
+        """The vectors ``x``'s examples make each (``length`` at the spec's size)."""
+        return self.length
+
+    def check(self, name: str, x, device: torch.device, any_size: bool = False) -> None:
+        """``x`` refused, naming ``name``, unless a batch of examples of ``shape`` (``any_size``: the kind's
+        examples of any size it reads)."""
+        raise NotImplementedError
+
     def forward(self, x: Tensor, positions: Tensor, token_types: Tensor | None = None,
                 tokens: nn.Module | None = None) -> Tensor:
         """``x`` (batch, *shape) at position ids ``positions`` -> (batch, length, width)."""
@@ -173,8 +186,20 @@ class PatchEmbeddings(FeatureEmbeddings):
             x = torch.cat((self.class_token.to(x.dtype).expand(batch, 1, -1), x), dim=1)
         return x
 
-    def check(self, name: str, pixels, device: torch.device) -> None:
-        check_pixels(name, pixels, self.channels, self.image, device)
+    def grid_of(self, pixels: Tensor) -> tuple[int, int]:
+        return pixels.shape[-2] // self.patch, pixels.shape[-1] // self.patch
+
+    def length_of(self, pixels: Tensor) -> int:
+        rows, columns = self.grid_of(pixels)
+        return rows * columns + (self.class_token is not None)
+
+    def check(self, name: str, pixels, device: torch.device, any_size: bool = False) -> None:
+        """Pictures of the spec's size; ``any_size``: of any size whose sides are whole patches (a tower whose
+        positions read each patch's row and column in its own picture's grid)."""
+        if any_size:
+            check_pixels_of_any_size(name, pixels, self.channels, self.patch, device)
+        else:
+            check_pixels(name, pixels, self.channels, self.image, device)
 
     def extra_repr(self) -> str:
         return f"image={self.image}, patch={self.patch}, channels={self.channels}" + \
@@ -197,7 +222,7 @@ class AudioEmbeddings(FeatureEmbeddings):
         x = F.gelu(self.conv1(features.to(self.conv1.weight.dtype)))
         return F.gelu(self.conv2(x)).transpose(1, 2)
 
-    def check(self, name: str, features, device: torch.device) -> None:
+    def check(self, name: str, features, device: torch.device, any_size: bool = False) -> None:
         check_features(name, features, self.mels, self.frames, device)
 
     def extra_repr(self) -> str:

@@ -81,7 +81,8 @@ class CompiledModel(nn.Module):
     def __init__(self, spec, embeddings: dict[str, Embeddings], stacks: dict[str, Stack], head: nn.Module | None,
                  pooler: nn.Module | None, stack_embedding: dict[str, str], max_len: dict[str, int | None],
                  limited_by: dict[str, str], position_table: dict[str, int | None], program: fx.Graph,
-                 real_positions: dict[str, int | None] | None = None, mtp: nn.Module | None = None):
+                 real_positions: dict[str, int | None] | None = None, mtp: nn.Module | None = None,
+                 any_picture_size: dict[str, bool] | None = None):
         super().__init__()
         self.spec = spec
         self.embeddings = nn.ModuleDict(embeddings)
@@ -98,6 +99,8 @@ class CompiledModel(nn.Module):
         self.position_table = position_table  # the learned positions' size, which position ids index
         # per stack, where its default position ids count real tokens only: the offset of a pad's row below 0
         self.real_positions = real_positions or {}
+        # per stack of pictures, whether it reads pictures of any size (``ir.queries.reads_any_picture_size``)
+        self.any_picture_size = any_picture_size or {}
         # per stack, the position schemes that number a call's positions themselves (``AttentionStep.numbered``)
         self.numbering = {role: _numbering(stack) for role, stack in stacks.items()}
         self.tied_to = spec.head.tied_to if spec.head is not None else None
@@ -171,8 +174,9 @@ class CompiledModel(nn.Module):
         sequence = ids  # what the stack's positions number: the ids, or the vectors an input kind makes
         if embedding.vocab is None:  # an input kind's tensor (pictures)
             if self.check_inputs:
-                embedding.check(name, ids, self.device)
-            sequence = torch.zeros(ids.shape[0], embedding.length, dtype=torch.long, device=ids.device)
+                embedding.check(name, ids, self.device, self.any_picture_size.get(role, False))
+            sequence = torch.zeros(ids.shape[0], embedding.length_of(ids), dtype=torch.long, device=ids.device)
+            inputs = self.gridded(stack, embedding, ids, inputs)
         elif self.check_inputs and not isinstance(offset, Tensor):  # (a tensor: a compiled decode step's,
             check_ids(name, ids, embedding.vocab, self.device, self.max_len[role], offset,  # checked before)
                       limited_by=self.limited_by[role])
@@ -221,14 +225,25 @@ class CompiledModel(nn.Module):
     @staticmethod
     def marked(stack, inputs: dict, spliced: tuple[Tensor, Tensor] | None) -> dict:
         """``inputs`` with, where pictures are ``spliced`` in, each run-time input the stack reads that marks them
-        (``RuntimeInput.pictures``) unless given: each run of spliced positions one picture, its vectors a square
-        grid, row by row."""
+        (``RuntimeInput.pictures``) unless given: ``spliced`` is (where, vectors, columns, counts), the last two
+        optional (``picture_marks``)."""
         wanted = {name: declared.pictures for name, declared in stack.inputs.items()
                   if declared.pictures is not None and name not in inputs}
         if spliced is None or not wanted:
             return inputs
-        marks = picture_marks(spliced[0])
+        marks = picture_marks(spliced[0], *spliced[2:])
         return {**inputs, **{name: marks[what] for name, what in wanted.items()}}
+
+    @staticmethod
+    def gridded(stack, embedding, given: Tensor, inputs: dict) -> dict:
+        """``inputs`` with, for pictures ``given``, each run-time input the stack reads of their grid of patches
+        (``RuntimeInput.grid``) unless given: its width, each picture's."""
+        wanted = [name for name, declared in stack.inputs.items() if declared.grid and name not in inputs]
+        grid = embedding.grid_of(given) if wanted else None
+        if grid is None:
+            return inputs
+        width = torch.full((given.shape[0],), grid[1], dtype=torch.long, device=given.device)
+        return {**inputs, **{name: width for name in wanted}}
 
     def numbered(self, role: str, positions: Tensor, inputs: dict) -> Tensor:
         """Position ids ``positions`` as ``role``'s position schemes number them given the call's run-time
@@ -346,16 +361,32 @@ def _numbering(stack: nn.Module) -> list[AttentionStep]:
     return list(found.values())
 
 
-def picture_marks(where: Tensor) -> dict[str, Tensor]:
-    """What marks the pictures spliced at ``where`` (bool ``(batch, length)``; each run of True one picture, its
-    vectors a square grid row by row): ``ids``, the picture of each position (0: none; 1, 2, ... along a row);
-    ``rows`` and ``columns``, each vector's in its picture's grid (0 elsewhere)."""
-    starts = where & ~torch.nn.functional.pad(where, (1, 0))[:, :-1]
-    ids = torch.where(where, starts.long().cumsum(dim=1), 0)
-    counted = where.long().cumsum(dim=1)
-    before = torch.where(starts, counted - 1, 0).cummax(dim=1).values  # vectors before the picture's first
-    index = torch.where(where, counted - 1 - before, 0)  # each vector's place in its picture
-    sizes = torch.zeros(where.shape[0], int(ids.max()) + 1 if ids.numel() else 1, dtype=torch.long,
-                        device=where.device).scatter_add_(1, ids, torch.ones_like(ids))
-    sides = torch.sqrt(sizes.gather(1, ids).float()).round().long().clamp(min=1)
+def picture_marks(where: Tensor, columns: Tensor | None = None, counts: Tensor | None = None) -> dict[str, Tensor]:
+    """What marks the pictures spliced at ``where`` (bool ``(batch, length)``), the pictures in order along the
+    rows of the batch, each one's vectors a grid row by row, ``columns`` ``(pictures,)`` wide (None: square):
+    ``ids``, the picture of each position (0: none; 1, 2, ... along a row); ``rows`` and ``columns``, each vector's
+    in its picture's grid (0 elsewhere). ``counts`` ``(pictures,)``: each picture's vectors; None: each run of True
+    one picture."""
+    if counts is None:
+        starts = where & ~torch.nn.functional.pad(where, (1, 0))[:, :-1]
+        ids = torch.where(where, starts.long().cumsum(dim=1), 0)
+        counted = where.long().cumsum(dim=1)
+        before = torch.where(starts, counted - 1, 0).cummax(dim=1).values  # vectors before the picture's first
+        index = torch.where(where, counted - 1 - before, 0)  # each vector's place in its picture
+        pictures = starts.long().sum(dim=1)
+        order = (pictures.cumsum(dim=0) - pictures)[:, None] + ids - 1  # each vector's picture in the batch
+    else:  # each vector's picture in the batch by the count of vectors before it
+        counts = counts.to(where.device)
+        ends = counts.cumsum(dim=0)
+        flat = (where.flatten().long().cumsum(dim=0) - 1).reshape(where.shape).clamp(min=0)
+        order = torch.searchsorted(ends, flat, right=True).clamp(max=max(len(counts) - 1, 0))
+        index = torch.where(where, flat - (ends - counts)[order], 0)
+        first = torch.where(where, order, len(counts)).min(dim=1, keepdim=True).values  # each row's first picture
+        ids = torch.where(where, order - first + 1, 0)
+    if columns is None:
+        sizes = torch.zeros(where.shape[0], int(ids.max()) + 1 if ids.numel() else 1, dtype=torch.long,
+                            device=where.device).scatter_add_(1, ids, torch.ones_like(ids))
+        sides = torch.sqrt(sizes.gather(1, ids).float()).round().long().clamp(min=1)
+    else:
+        sides = columns.to(where.device)[order.clamp(0, max(len(columns) - 1, 0))].clamp(min=1)
     return {"ids": ids, "rows": torch.where(where, index // sides, 0), "columns": torch.where(where, index % sides, 0)}

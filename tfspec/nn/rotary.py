@@ -69,8 +69,9 @@ class RotaryPositions(InAttentionPositions):
 
 
 class AxialRotaryPositions(RotaryPositions):
-    """Rotary positions of patches in a grid ``side`` wide (``rotary_2d``): position p turns the first half of
-    each head's pairs by its row ``p // side`` and the second by its column ``p % side``. ``shared``: both halves
+    """Rotary positions of patches in a grid ``side`` wide (``rotary_2d``), or as wide as the call's pictures'
+    (``patch_columns``): position p turns the first half of each head's pairs by its row ``p // side`` and the
+    second by its column ``p % side``. ``shared``: both halves
     at the frequencies θ^(-4i/d) (Qwen2-VL); else the ladder θ^(-2i/d) dealt out in turn, even rungs to the row
     (Pixtral). Rotates as ``RotaryPositions`` does, the half-split pairs (i, i + d/2)."""
 
@@ -79,13 +80,23 @@ class AxialRotaryPositions(RotaryPositions):
         self.side, self.shared = side, shared
         self.key = f"rotary_2d:{head_dim}:{theta!r}:{side}:{shared}"
 
-    def tables(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    def tables_of(self, ctx, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """The call's tables, on the grid of its pictures where the tower gives its width (``patch_columns``
+        ``(batch,)``: pictures of any size), else on one ``side`` wide."""
+        width = ctx.inputs.get("patch_columns")
+        return self.tables(ctx.positions, dtype, self.side if width is None else width[:, None])
+
+    def tables(self, positions: Tensor, dtype: torch.dtype, width: Tensor | int | None = None
+               ) -> tuple[Tensor, Tensor]:
+        """cos and sin ``(batch or 1, 1, length, head_dim)`` of the patches at ``positions`` on a grid ``width``
+        wide (``side`` by default)."""
+        width = self.side if width is None else width
+        rows, columns = torch.div(positions, width, rounding_mode="floor"), positions % width
         ladder = 1.0 / self.theta ** (torch.arange(0, self.rotary_dim, 2, device=positions.device).float()
                                       / self.rotary_dim)
-        rows, columns = ladder[0::2], ladder[0::2] if self.shared else ladder[1::2]
+        by_row, by_column = ladder[0::2], ladder[0::2] if self.shared else ladder[1::2]
         # (an element-wise product, not a matmul: autocast leaves it in float32)
-        angles = torch.cat((torch.div(positions, self.side, rounding_mode="floor")[..., None].float() * rows,
-                            (positions % self.side)[..., None].float() * columns), dim=-1)
+        angles = torch.cat((rows[..., None].float() * by_row, columns[..., None].float() * by_column), dim=-1)
         angles = torch.cat((angles, angles), dim=-1)
         return angles.cos()[:, None].to(dtype), angles.sin()[:, None].to(dtype)
 
@@ -97,7 +108,7 @@ class MultimodalRotaryPositions(RotaryPositions):
     """M-RoPE (``mrope``): the frequencies θ^(-2i/d) in three consecutive ``sections``, turned by a token's position
     id (temporal), that plus its row in its picture (height) and that plus its column (width); ``picture_rows`` and
     ``picture_columns`` are 0 for a token, and absent without pictures. ``numbered``: a picture's vectors all at its
-    first position, the picture advancing the count by its side."""
+    first position, the picture advancing the count by its longer side."""
 
     def __init__(self, head_dim: int, theta: float, sections: list[int]) -> None:
         super().__init__(head_dim, theta)
@@ -120,14 +131,14 @@ class MultimodalRotaryPositions(RotaryPositions):
         return angles.cos()[:, None].to(dtype), angles.sin()[:, None].to(dtype)
 
     def numbered(self, positions: Tensor, inputs: dict) -> Tensor:
-        ids, columns = inputs.get("picture_ids"), inputs.get("picture_columns")
-        if ids is None or columns is None:
+        ids, rows, columns = inputs.get("picture_ids"), inputs.get("picture_rows"), inputs.get("picture_columns")
+        if ids is None or rows is None or columns is None:
             return positions
         image = ids > 0
         last = image & (ids != torch.nn.functional.pad(ids, (0, 1))[:, 1:])  # each picture's last vector
         # each token's change to the count after it: a picture's vectors -1 each (they share its first position),
-        # its last one then + its side (its last column + 1)
-        change = torch.where(image, torch.where(last, columns, -1), 0)
+        # its last one then + its longer side (its last row or column, + 1)
+        change = torch.where(image, torch.where(last, torch.maximum(rows, columns), -1), 0)
         return positions + change.cumsum(dim=1) - change
 
     def extra_repr(self) -> str:

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .pixel_shuffle import GridStep
+
 
 class Contrasted(NamedTuple):
     """A contrastive head's output: ``logits[i, j]`` compares the first tower's example i with the second's j;
@@ -73,13 +75,26 @@ class Connector(nn.Module):
         self.target, self.image_token, self.layer, self.drop_first = target, image_token, layer, drop_first
         self.steps = nn.ModuleList(steps)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """The source's vectors ``(examples, length, width)`` -> ``(examples, length', target width)``."""
+    def forward(self, x: Tensor, columns: int | None = None) -> Tensor:
+        """The source's vectors ``(examples, length, width)`` -> ``(examples, length', target width)``;
+        ``columns``: the width of each example's grid of patches (None: a square grid), which steps over the grid
+        read."""
         if self.drop_first:
             x = x[:, 1:]
         for step in self.steps:
-            x = step(x)
+            if isinstance(step, GridStep):
+                x = step(x, columns)
+                columns = None if columns is None else columns // step.block
+            else:
+                x = step(x)
         return x
+
+    def columns_after(self, columns: int) -> int:
+        """The width of the grid of vectors it gives for pictures whose grid of patches is ``columns`` wide."""
+        for step in self.steps:
+            if isinstance(step, GridStep):
+                columns //= step.block
+        return columns
 
     def extra_repr(self) -> str:
         layer = "the output" if self.layer is None else f"layer {self.layer}"
@@ -161,7 +176,34 @@ class TowersModel(nn.Module):
         layers = None if connector.layer is None else connector.layer % (len(getattr(tower, role).runs) + 1)
         argument = tower.spec.graph().node(f"{role}.tokens").name  # what its messages call it (pixel_values)
         hidden = tower.run_stack(role, argument, given, inputs.pop("padding_mask", None), inputs, layers=layers)
-        return connector(hidden)
+        return connector(hidden, self.columns(source, given))
+
+    def columns(self, source: str, given: Tensor) -> int | None:
+        """The width of the grid of patches tower ``source`` makes of each of the pictures ``given`` (of any size
+        where it reads them: Qwen2.5-VL's); None: its input lays no grid."""
+        tower = self.towers[source]
+        grid = tower.embeddings[tower.stack_embedding[tower.spec.stacks[0].role]].grid_of(given)
+        return None if grid is None else grid[1]
+
+    def spliced(self, source: str, given: Tensor | list[Tensor], **inputs) -> tuple[Tensor, Tensor, Tensor]:
+        """Tower ``source``'s vectors of its input ``given`` through its connector, every example's in order
+        ``(vectors, target width)``, the width of each example's grid of them ``(examples,)`` (which M-RoPE numbers
+        by) and how many each gives ``(examples,)``. ``given``: a batch, or a list of batches of pictures of
+        different sizes (a tower reading any size: Qwen2.5-VL's), in the order their image tokens stand."""
+        batches = list(given) if isinstance(given, (list, tuple)) else [given]
+        if not batches:
+            raise ValueError(f"{source} is an empty list: give a batch of pictures, or a list of batches")
+        parts, columns, counts = [], [], []
+        for batch in batches:
+            vectors = self.features(source, batch, **inputs)
+            width = self.columns(source, batch)
+            after = self.connectors[source].columns_after(width) if width is not None else \
+                int(round(vectors.shape[1] ** 0.5))
+            parts.append(vectors.flatten(0, 1))
+            columns += [after] * vectors.shape[0]
+            counts += [vectors.shape[1]] * vectors.shape[0]
+        device = parts[0].device
+        return torch.cat(parts), torch.tensor(columns, device=device), torch.tensor(counts, device=device)
 
     def continuation(self, **inputs):
         """The decoding steps (``tfspec.run.decoding.Continuation``) of the tower the connector feeds, its prompt's
@@ -178,8 +220,9 @@ class TowersModel(nn.Module):
         given = self.split(inputs)[source]
         if "input" not in given:
             raise TypeError(f"missing the input of tower {source} (model.continuation({source}=...))")
-        vectors = self.features(source, given.pop("input"), **given)
-        return Continuation(self.towers[connector.target], pictures=(connector.image_token, vectors), **options)
+        vectors, columns, counts = self.spliced(source, given.pop("input"), **given)
+        return Continuation(self.towers[connector.target], pictures=(connector.image_token, vectors, columns, counts),
+                            **options)
 
     def connected(self, by_tower: dict[str, dict]):
         """The target tower's output, its embeddings at each source's image token replaced by the source's
@@ -188,18 +231,19 @@ class TowersModel(nn.Module):
         given, target = dict(by_tower[source]), dict(by_tower[connector.target])
         if "input" not in given:
             raise TypeError(f"missing the input of tower {source} (model({source}=...))")
-        vectors = self.features(source, given.pop("input"), **given)
+        vectors, columns, counts = self.spliced(source, given.pop("input"), **given)
         ids = target.pop("input")
         where = ids == connector.image_token
         count = int(where.sum())
-        if count != vectors.shape[0] * vectors.shape[1]:
+        if count != len(vectors):
+            each = f"{len(counts)} examples of {int(counts[0])} vectors each" if bool((counts == counts[0]).all()) \
+                else f"{len(counts)} examples of {', '.join(map(str, counts.tolist()))} vectors"
             raise ValueError(f"{connector.target} holds {count} image tokens ({connector.image_token}), but "
-                             f"{source} gives {vectors.shape[0]} examples of {vectors.shape[1]} vectors each: "
-                             f"{vectors.shape[0] * vectors.shape[1]} in all, one per image token")
+                             f"{source} gives {each}: {len(vectors)} in all, one per image token")
         tower = self.towers[connector.target]
         role = tower.spec.stacks[-1].role
         padding = target.pop("padding_mask", None)
-        hidden = tower.run_stack(role, "tokens", ids, padding, target, spliced=(where, vectors.flatten(0, 1)))
+        hidden = tower.run_stack(role, "tokens", ids, padding, target, spliced=(where, vectors, columns, counts))
         return tower.output(hidden)
 
     def loss(self, out: Contrasted) -> Tensor:

@@ -86,7 +86,9 @@ class RuntimeInput:
     the input says of the pictures a model of towers puts among the tokens, which it fills where its connector
     splices them (``CompiledModel.run_stack(spliced=...)``): ``"ids"``, the picture each token stands for (0:
     none; 1, 2, ... in order along the row); ``"rows"`` and ``"columns"``, each image token's row and column in its
-    picture's square grid of vectors (0 for a token).
+    picture's grid of vectors (0 for a token). ``grid``: the input is the width of each picture's grid of patches
+    (per sequence), which a tower of pictures fills from the size of the pictures it reads (``CompiledModel
+    .context``): its patches, row by row, are numbered 0, 1, 2, ... on that grid.
     """
 
     name: str
@@ -95,6 +97,7 @@ class RuntimeInput:
     example: Callable[[int], int | list[int]] | None = None
     documents: bool = False
     pictures: Literal["ids", "rows", "columns"] | None = None
+    grid: bool = False
 
 
 # Every model reads these; variants add their own (see Mask.inputs).

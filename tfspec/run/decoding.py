@@ -161,9 +161,11 @@ class Continuation:
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
                  use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None,
                  compile: bool | str = False, max_len: int | None = None,
-                 pictures: tuple[int, Tensor] | None = None):
+                 pictures: tuple | None = None):
         """``pictures``: (image token, vectors ``(batch, k, width)``): each row's k vectors in place of the
-        prompt's image tokens (a connector's, ``TowersModel.continuation``); generated tokens are never replaced."""
+        prompt's image tokens; or (image token, vectors ``(n, width)``, the width of each picture's grid of them
+        ``(pictures,)``, each picture's count of them ``(pictures,)``): the pictures in order along the rows (a
+        connector's, ``TowersModel.continuation``). Generated tokens are never replaced."""
         spec = model.spec
         if getattr(spec, "kind", None) == "towers":
             raise ValueError(f"{spec.name} cannot generate: it is a model of towers; generate with the tower that "
@@ -207,7 +209,12 @@ class Continuation:
         self.inputs: dict[str, Tensor] = {}
         # a left-padded prompt: True at its pads; positions then count real tokens only (as HF generate does)
         self.prompt_padding = prompt_padding_mask
+        if pictures is not None and pictures[1].dim() == 3:  # one picture a row, k vectors each
+            token, vectors = pictures[:2]
+            pictures = (token, vectors.flatten(0, 1), None,
+                        torch.full((vectors.shape[0],), vectors.shape[1], device=vectors.device))
         self.pictures = pictures
+        self.by_row: list[tuple] | None = None  # each row's pictures (vectors, columns, counts), from its prompt
         self.prompt_length = 0  # the prompt's positions: where pictures may stand
         self.padding: Tensor | None = None  # (batch, length) so far, when the prompt was padded
         self.next_position: Tensor | None = None  # (batch, 1) position id of each row's next token
@@ -290,18 +297,37 @@ class Continuation:
                 out = self.model(self.tokens, self.padding, **every, **self.inputs)
         return (out[0] if isinstance(out, tuple) else out)[:, -1]
 
-    def _spliced(self, tokens: Tensor) -> tuple[Tensor, Tensor] | None:
-        """Where the pictures' vectors go among ``tokens`` (the prompt's image tokens), and the vectors."""
+    def _spliced(self, tokens: Tensor) -> tuple | None:
+        """Where the pictures' vectors go among ``tokens`` (the prompt's image tokens), the vectors, the width of
+        each picture's grid of them (None: square) and each one's count (``picture_marks``)."""
         if self.pictures is None:
             return None
-        image_token, vectors = self.pictures
+        image_token = self.pictures[0]
         where = tokens == image_token
         where[:, self.prompt_length:] = False  # (a generated image token is a token)
-        counts = where.sum(dim=1)
-        if bool((counts != vectors.shape[1]).any()):
-            raise ValueError(f"each prompt row holds {vectors.shape[1]} image tokens ({image_token}), one per vector "
-                             f"of its picture; these hold {counts.tolist()}")
-        return where, vectors.flatten(0, 1)
+        if self.by_row is None:
+            self.by_row = self._rows(where.sum(dim=1))
+        vectors, columns, counts = (torch.cat(parts) if parts[0] is not None else None for parts in zip(*self.by_row))
+        return where, vectors, columns, counts
+
+    def _rows(self, held: Tensor) -> list[tuple]:
+        """The pictures split by the prompt's rows, which hold ``held`` image tokens each: each row's (vectors,
+        columns, counts); a ``ValueError`` where the rows do not hold whole pictures' tokens."""
+        image_token, vectors, columns, counts = self.pictures
+        ends, bounds = counts.cumsum(dim=0).tolist(), held.cumsum(dim=0).tolist()
+        if bounds[-1] != len(vectors) or any(b not in ends and b != 0 for b in bounds):
+            if bool((counts == counts[0]).all()) and len(counts) == len(held):
+                raise ValueError(f"each prompt row holds {int(counts[0])} image tokens ({image_token}), one per "
+                                 f"vector of its picture; these hold {held.tolist()}")
+            raise ValueError(f"the prompt's rows hold {held.tolist()} image tokens ({image_token}), but the pictures "
+                             f"give {counts.tolist()} vectors, in order along the rows")
+        rows, start, first = [], 0, 0
+        for bound in bounds:  # the pictures whose vectors end at or before the row's last image token
+            last = ends.index(bound) + 1 if bound else first
+            part = slice(first, max(first, last))
+            rows.append((vectors[start:bound], None if columns is None else columns[part], counts[part]))
+            start, first = bound, max(first, last)
+        return rows
 
     def _positions(self, padding: Tensor) -> Tensor:
         """Position ids of new tokens that count only real ones (pads repeat their neighbour's, never read)."""
@@ -325,8 +351,8 @@ class Continuation:
 
     def reorder(self, rows: Tensor) -> None:
         self.tokens = self.tokens.index_select(0, rows) if self.tokens is not None else None
-        if self.pictures is not None:
-            self.pictures = (self.pictures[0], self.pictures[1].index_select(0, rows))
+        if self.by_row is not None:
+            self.by_row = [self.by_row[i] for i in rows.tolist()]
         self.inputs = {k: v.index_select(0, rows) for k, v in self.inputs.items()}
         if self.padding is not None:
             self.padding = self.padding.index_select(0, rows)

@@ -5,8 +5,8 @@ Each head's frequency ladder θ^(-2i/d), i < d/2, is cut into three consecutive 
 and ``width`` frequencies (summing to d/2, Hugging Face's ``mrope_section``), turning by a token's temporal, height
 and width positions. A text token's three positions are its position
 id. A picture's vectors all stand at one position id, its first (the temporal position), with their row and column
-in its grid of vectors added for the height and width ones; the picture advances the count by its side, not by its
-vectors (a picture of 16 × 16 vectors takes 256 tokens and 16 positions). The model numbers a prompt so where its
+in its grid of vectors added for the height and width ones; the picture advances the count by its longer side, not
+by its vectors (a picture of 16 × 16 vectors takes 256 tokens and 16 positions, one of 8 × 20 160 tokens and 20). The model numbers a prompt so where its
 connector puts pictures, and fills the run-time inputs ``picture_ids``, ``picture_rows`` and ``picture_columns``
 itself: ``model(text=ids, vision=pixels)`` needs nothing more. Without pictures it is ``rotary``.
 
@@ -26,10 +26,10 @@ def _grid_example(axis: int):
     return example
 
 
-PICTURE_ROWS = RuntimeInput("picture_rows", "each image token's row in its picture's square grid of vectors (0 for "
+PICTURE_ROWS = RuntimeInput("picture_rows", "each image token's row in its picture's grid of vectors (0 for "
                             "a token), filled from the image tokens by a model of towers", "position",
                             example=_grid_example(0), pictures="rows")
-PICTURE_COLUMNS = RuntimeInput("picture_columns", "each image token's column in its picture's square grid of "
+PICTURE_COLUMNS = RuntimeInput("picture_columns", "each image token's column in its picture's grid of "
                                "vectors (0 for a token), filled from the image tokens by a model of towers",
                                "position", example=_grid_example(1), pictures="columns")
 

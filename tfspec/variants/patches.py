@@ -7,6 +7,10 @@ learned class token before them where ``class_token``, which a classifier reads 
 ``frames``: the picture read as that many identical frames by a map over (channel, frame, row, column), a video
 model's patches of a still picture (Qwen2-VL's and Qwen2.5-VL's ``temporal_patch_size`` 2: their 3-D convolution).
 
+A tower that numbers its patches by nothing but their row and column in each picture's own grid (``rotary_2d``,
+``tiles``, no table of positions: ``ir.queries.reads_any_picture_size``) reads pictures of any size whose sides are
+whole patches, square or not (Qwen2.5-VL's, Pixtral's); ``image`` is then the size analyses and training use.
+
     embedding image { input patches(image=224, patch=16, class_token=true); dim 768; position learned(197) }
 
 ``tfspec train`` teaches such a model to tell the generated digits apart (``run.data.digit_pictures``).

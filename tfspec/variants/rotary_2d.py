@@ -12,6 +12,10 @@ A query-key product then depends on the two patches' offsets in rows and in colu
 token sequence is numbered on the same grid. The cos and sin tables are computed in float32 from the position ids
 and cast, as for ``rotary``.
 
+A tower of pictures fills the run-time input ``patch_columns`` with the width of its pictures' grid, whatever their
+size (``CompiledModel.context``): pictures of another size than the spec's, square or not, are turned by the rows
+and columns of their own grid (Qwen2.5-VL's and Pixtral's pictures of any size); ``side`` where it is not given.
+
     encoder x 24 { position rotary_2d(side=1024 // 16, theta=10000); attention self heads=16 bias=false; ... }
 """
 
@@ -20,7 +24,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .rotary import on_cross
-from ..registry import POSITIONS, Constructor, Position, Problem
+from ..registry import POSITIONS, Constructor, Position, Problem, RuntimeInput
+
+
+# (no example: where a tower does not fill it, as in the mask's picture, the grid is ``side`` wide)
+PATCH_COLUMNS = RuntimeInput("patch_columns", "the width of each picture's grid of patches, filled by a tower of "
+                             "pictures from their size", grid=True)
 
 
 @POSITIONS.register
@@ -31,6 +40,7 @@ class Rotary2D(Position):
     acts = "attention"
     enters = "rotates q, k"
     needs_dot_product = True  # only q·k of two rotated vectors depends on their offsets alone
+    inputs = (PATCH_COLUMNS,)
     doc = ("rotary_2d(side, theta=10000, frequencies=alternate): queries and keys turned by the row and the column "
            "of their patch in a grid side patches wide (2-D RoPE: Pixtral's; frequencies=shared: Qwen2-VL's)")
     examples = ({"side": 3, "theta": 100.0}, {"side": 4, "theta": 50.0, "frequencies": "shared"})

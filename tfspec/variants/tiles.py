@@ -4,7 +4,9 @@ Position p is the patch at row ``p // side`` and column ``p % side`` of a grid `
 into ``size`` × ``size`` tiles from its top-left corner (those at the right and bottom edges smaller where ``size``
 does not divide the grid), and a query sees the keys of its own tile alone. A tile's patches are apart in the
 sequence, row by row: the mask declares each row of the tile as a range of keys (``keys_at``), so the analysis counts
-exactly the pairs it allows.
+exactly the pairs it allows. A tower of pictures gives the width of its pictures' grid (``patch_columns``, as for
+``rotary_2d``): pictures of another size are cut into tiles of their own grid, partial at its right and bottom
+edges, as Qwen2.5-VL's windows of pictures of any size are.
 
     encoder x 32 {
       attention self heads=16 mask=tiles(side=1008 // 14, size=8)
@@ -14,13 +16,17 @@ exactly the pairs it allows.
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .rotary_2d import PATCH_COLUMNS
 from ..registry import MASKS, Mask, Problem
 
 
-def tiles(queries, keys, side: int, size: int):
+def tiles(queries, keys, side: int, size: int, patch_columns=None):
     """Query at position i sees the key at position j when both are in one ``size`` × ``size`` tile of a grid
-    ``side`` wide: the same ⌊row / size⌋ and the same ⌊column / size⌋."""
+    ``side`` wide: the same ⌊row / size⌋ and the same ⌊column / size⌋. ``patch_columns`` ``(batch,)``: each
+    picture's own grid width, in place of ``side`` (the positions ``(batch or 1, ...)``: the rule is positional)."""
     q, k = queries[..., :, None], keys[..., None, :]
+    if patch_columns is not None:
+        side = patch_columns.reshape(-1, *[1] * (q.ndim - 1))
     return (q // side // size == k // side // size) & (q % side // size == k % side // size)
 
 
@@ -29,6 +35,7 @@ class Tiles(Mask):
     name = "tiles"
     allowed_in_cross = False
     reads_positions = True
+    inputs = (PATCH_COLUMNS,)
     examples = ({"side": 4, "size": 2}, {"side": 5, "size": 2})
     doc = ("tiles(side, size): a query sees the keys of its own size × size tile of a grid of patches side wide "
            "(Qwen2.5-VL's windowed vision attention)")
