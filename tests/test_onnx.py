@@ -145,3 +145,61 @@ def _wrong(compare, model):
             model.head.proj.weight.add_(0.5) if hasattr(model.head, "proj") else next(model.parameters()).add_(0.5)
         return compare(*args, **kwargs)
     return wrong
+
+
+def _towers(path: str):
+    """An example of towers at ``verify``'s small sizes, every weight perturbed."""
+    from tfspec.inspect.verify import small_version
+    spec, _ = small_version(tfspec.load(path), width_per_head=8, max_vocab=64, max_d_ff=48)
+    torch.manual_seed(0)
+    model = tfspec.compile(spec)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+def test_two_towers_meeting_in_a_contrastive_head_each_at_its_own_batch(tmp_path):
+    """CLIP's towers: each tower's input by its name, the text's padding mask, and each tower's batch an axis of its
+    own; the logits and both towers' vectors as PyTorch's for 3 texts (one padded) against 5 pictures."""
+    model = tfspec.compile("examples/clip_digits.tfs", seed=0).eval()
+    done = tfspec.export(model, tmp_path / "clip", to="onnx")
+    assert done.startswith("model.onnx (inputs text, text_padding_mask, vision; outputs logits, text_vectors, "
+                           "vision_vectors;")
+    text = torch.randint(1, 31, (3, 6), generator=torch.Generator().manual_seed(1))
+    padding = torch.zeros(3, 6, dtype=torch.bool)
+    padding[1, 4:] = True
+    pictures = torch.rand(5, 1, 16, 16, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ours = model(text=text, text_padding_mask=padding, vision=pictures)
+    theirs = _run(tmp_path / "clip" / "model.onnx", {"text": text, "text_padding_mask": padding, "vision": pictures})
+    assert theirs[0].shape == (3, 5)
+    for mine, other in zip(ours, theirs):
+        assert_close(torch.from_numpy(other), mine, ONNX)
+
+
+def test_a_vision_language_model_reads_its_prompts_pictures_in_onnxruntime(tmp_path):
+    """Qwen2.5-VL's towers (2-D rotary positions, tiles, the merger, M-RoPE numbering each picture by its place
+    in the batch): a first prompt holding two pictures and a second, left-padded, none, unlike the rows traced;
+    the logits as PyTorch's, and the graph's axes named by tower."""
+    import onnx
+    model = _towers("examples/qwen2_5_vl_3b.tfs")
+    done = export_onnx(model, tmp_path / "model.onnx")
+    assert done.inputs == ("vision", "text", "text_padding_mask") and done.outputs == ("logits",)
+    assert done.max_difference is not None and done.max_difference <= ONNX
+    axes = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in onnx.load(str(done.path)).graph.input}
+    assert axes["text"] == ["text_batch", "text_length"] and axes["vision"][0] == "vision_batch"
+    connector = next(iter(model.connectors.values()))
+    count = model.features("vision", torch.rand(1, *axes["vision"][1:])).shape[1]
+    text = torch.randint(1, 60, (2, 2 * count + 7), generator=torch.Generator().manual_seed(3))
+    text[text == connector.image_token] = 1
+    text[0, 1:1 + count] = connector.image_token
+    text[0, 3 + count:3 + 2 * count] = connector.image_token
+    padding = torch.zeros_like(text, dtype=torch.bool)
+    padding[1, :3] = True
+    pictures = torch.rand(2, *axes["vision"][1:], generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ours = model(text=text, text_padding_mask=padding, vision=pictures)
+    (theirs,) = _run(done.path, {"vision": pictures, "text": text, "text_padding_mask": padding})
+    assert_close(torch.from_numpy(theirs)[~padding], ours[~padding], ONNX)

@@ -45,10 +45,6 @@ def export(source, directory, to: str = "hf") -> str:
 
 
 def _write(to: str, saved, model, out: Path, final: Path) -> str:
-    if getattr(model.spec, "kind", None) == "towers" and to == "onnx":
-        raise ExportError(f"'{model.spec.name}' is a model of towers: export --to onnx writes a model of one or "
-                          "two stacks; --to torch writes the towers (tfspec emit's file), --to hf the families' "
-                          "(CLIP, SigLIP, LLaVA, ...)")
     if to == "hf":
         return _hugging_face(saved, model, out, final)
     if to == "torch":

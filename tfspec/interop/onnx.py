@@ -6,6 +6,11 @@ positions) and ``token_types`` where the embedding has segments. Batch and every
 their own: an encoder-decoder's source and target lengths are independent. Position ids and the inputs other
 masks read take their defaults.
 
+A model of towers takes each tower's input by the tower's name (``text``, ``vision``) and its padding mask as
+``text_padding_mask``, as ``TowersModel`` does; each tower's batch and length are axes of their own. It gives a
+contrastive head's ``logits`` and both towers' normed vectors, or (a connector's) the target tower's outputs, its
+prompts' image tokens read as the pictures given in order. Pictures are of the spec's size.
+
 The export runs ``torch.onnx.export`` (the dynamo exporter: needs ``onnx`` and ``onnxscript``), then, with
 ``onnxruntime`` installed, runs the file on two batches of other shapes than those traced and compares with
 PyTorch: the export is refused rather than written wrong.
@@ -37,6 +42,7 @@ class OnnxInput:
     name: str  # the forward's argument, and the graph's input
     kind: str  # "ids", "padding", "token_types", "pixels"
     role: str  # the stack that reads it
+    tower: str | None = None  # of a model of towers: the tower whose stack it is
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ def missing_packages(verify: bool = True) -> list[str]:
 def graph_inputs(model) -> list[OnnxInput]:
     """What the exported graph takes, in the forward's order."""
     kind = model.spec.kind
+    if kind == "towers":
+        return _tower_inputs(model)
     parameters = list(inspect.signature(model.forward).parameters)
     ids = [p for p in parameters if p not in ("token_types", "inputs") and not p.endswith("padding_mask")]
     roles = dict(zip(ids, ("encoder", "decoder") if kind == "encoder-decoder" else
@@ -80,6 +88,34 @@ def graph_inputs(model) -> list[OnnxInput]:
     return out
 
 
+def _tower_inputs(model) -> list[OnnxInput]:
+    """A model of towers' inputs: each tower's by its name, then its padding mask where its stack reads one."""
+    out = []
+    for name, tower in model.towers.items():
+        if len(tower.spec.stacks) > 1:
+            raise OnnxError(f"tower {name} has an encoder and a decoder; export --to onnx writes towers of one stack "
+                            "each (--to torch writes every model of towers)")
+        role = tower.spec.stacks[0].role
+        pictures = tower.embeddings[tower.stack_embedding[role]].vocab is None
+        out.append(OnnxInput(name, "pixels" if pictures else "ids", role, name))
+        if not pictures and getattr(tower, role).masks_padding:
+            out.append(OnnxInput(f"{name}_padding_mask", "padding", role, name))
+    return out
+
+
+def graph_outputs(model) -> tuple[str, ...]:
+    """The names of the exported graph's outputs, in order."""
+    if model.spec.kind != "towers":
+        return ("logits" if model.head is not None else "hidden",) + (("pooled",) if model.pooler is not None else ())
+    if model.contrastive is not None:
+        first, second = model.joined
+        return "logits", f"{first}_vectors", f"{second}_vectors"
+    if model.connectors:
+        (connector,) = model.connectors.values()
+        return graph_outputs(model.towers[connector.target])
+    return tuple(f"{name}_{output}" for name, tower in model.towers.items() for output in graph_outputs(tower))
+
+
 class _Named(nn.Module):
     """The model with the graph's inputs as positional arguments, in order (the exporter's signature)."""
 
@@ -87,25 +123,43 @@ class _Named(nn.Module):
         super().__init__()
         self.model = model
         self.names = [i.name for i in inputs]
-        self.positional = [i.name for i in inputs if i.kind in ("ids", "pixels")]
+        # (a model of towers takes every input by name)
+        self.positional = [i.name for i in inputs if i.kind in ("ids", "pixels") and i.tower is None]
 
     def forward(self, *tensors):
         given = dict(zip(self.names, tensors))
         ids = [given.pop(n) for n in self.positional]
         out = self.model(*ids, **given)
+        if isinstance(out, dict):  # (towers without a join: each one's outputs, in order)
+            out = tuple(part for value in out.values() for part in (value if isinstance(value, tuple) else (value,)))
         return tuple(out) if isinstance(out, tuple) else (out,)
+
+
+def _owner(model, i: OnnxInput):
+    """The compiled model (a tower's, for a model of towers) whose stack reads input ``i``."""
+    return model.towers[i.tower] if i.tower is not None else model
 
 
 def example_inputs(model, inputs: list[OnnxInput], batch: int, lengths: dict[str, int],
                    generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-    """Inputs of the given shapes: random ids, a padding mask with the last rows' ends padded."""
+    """Inputs of the given shapes: random ids, a padding mask with the last rows' ends padded; a connector's
+    target, each row a picture's image tokens after its first token (``lengths``: by role, or by tower)."""
     out = []
+    images = _image_tokens(model)
     for i in inputs:
-        embedding = model.embeddings[model.stack_embedding[i.role]]
+        owner = _owner(model, i)
+        embedding = owner.embeddings[owner.stack_embedding[i.role]]
         if i.kind == "pixels":
             out.append(torch.rand(batch, *embedding.shape, generator=generator))
             continue
-        length = lengths[i.role]
+        length = lengths[i.tower or i.role] + images.get(i.tower, (0, 0))[1]
+        if i.kind == "ids" and i.tower in images:
+            token, count = images[i.tower]
+            ids = torch.randint(1, embedding.vocab, (batch, length), generator=generator)
+            ids[ids == token] = 1 + (token == 1)
+            ids[:, 1:1 + count] = token
+            out.append(ids)
+            continue
         if i.kind == "ids":
             low = 1 if embedding.vocab > 1 else 0  # id 0 is often the pad
             out.append(torch.randint(low, embedding.vocab, (batch, length), generator=generator))
@@ -118,10 +172,27 @@ def example_inputs(model, inputs: list[OnnxInput], batch: int, lengths: dict[str
     return tuple(out)
 
 
+def _image_tokens(model) -> dict[str, tuple[int, int]]:
+    """A model of towers' connector's target by name: its image token and a picture's count of them (the IR's)."""
+    if getattr(model.spec, "kind", None) != "towers":
+        return {}
+    from ..ir import Connector
+    return {c.target: (c.image_token, c.vectors) for c in model.spec.graph().of(Connector)}
+
+
 def _lengths(model, wanted: dict[str, int]) -> dict[str, int]:
     """``wanted`` lengths, each cut to what its stack reads (learned positions) and at least 2 (a dynamic axis
-    traced at 1 would be fixed at 1)."""
-    return {role: max(2, min(length, model.max_len.get(role) or length)) for role, length in wanted.items()}
+    traced at 1 would be fixed at 1); of a model of towers, by tower (``wanted``'s ``decoder`` for a decoder's,
+    its ``encoder`` for an encoder's), less a connector's image tokens."""
+    if getattr(model.spec, "kind", None) != "towers":
+        return {role: max(2, min(length, model.max_len.get(role) or length)) for role, length in wanted.items()}
+    images = _image_tokens(model)
+    out = {}
+    for name, tower in model.towers.items():
+        role = tower.spec.stacks[0].role
+        limit = (tower.max_len.get(role) or 1 << 30) - images.get(name, (0, 0))[1]
+        out[name] = max(2, min(wanted.get(role, wanted.get("decoder", 5)), limit))
+    return out
 
 
 def export_onnx(model, path: str | Path, verify: bool = True) -> OnnxExport:
@@ -135,8 +206,9 @@ def export_onnx(model, path: str | Path, verify: bool = True) -> OnnxExport:
         raise OnnxError(f"ONNX export needs {', '.join(missing)}: pip install 'tfspec[onnx]'")
     path = Path(path)
     inputs = graph_inputs(model)
-    pictures = any(i.kind == "pixels" for i in inputs)
-    outputs = ("logits" if model.head is not None else "hidden",) + (("pooled",) if model.pooler is not None else ())
+    towers = model.spec.kind == "towers"
+    pictures = any(i.kind == "pixels" for i in inputs) and not towers
+    outputs = graph_outputs(model)
     axis = torch.export.Dim.DYNAMIC  # the exporter finds each axis's range; _name_axes names them after
     dynamic = {i.name: ({0: axis} if i.kind == "pixels" else {0: axis, 1: axis}) for i in inputs}
     generator = torch.Generator().manual_seed(0)
@@ -174,11 +246,15 @@ def export_onnx(model, path: str | Path, verify: bool = True) -> OnnxExport:
 
 
 def _name_axes(graph_model, inputs: list[OnnxInput], kind: str) -> None:
-    """Give the graph's symbolic axes readable names (``batch``, ``src_length``), wherever they appear."""
+    """Give the graph's symbolic axes readable names (``batch``, ``src_length``; a tower's ``text_batch``,
+    ``text_length``), wherever they appear."""
     names = {}
     for i, value in zip(inputs, graph_model.graph.inputs):
         length = (f"{i.name}_length" if kind == "encoder-decoder" else "length") if i.kind != "pixels" else None
-        for axis, label in zip(value.shape, ("batch", length)):
+        batch = "batch"
+        if i.tower is not None:  # (each tower's axes its own)
+            batch, length = f"{i.tower}_batch", (f"{i.tower}_length" if i.kind != "pixels" else None)
+        for axis, label in zip(value.shape, (batch, length)):
             if label is not None and not isinstance(axis, int) and axis.value not in names:
                 names[axis.value] = label
     import onnx_ir

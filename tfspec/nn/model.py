@@ -236,10 +236,12 @@ class CompiledModel(nn.Module):
 
     @staticmethod
     def gridded(stack, embedding, given: Tensor, inputs: dict) -> dict:
-        """``inputs`` with, for pictures ``given``, each run-time input the stack reads of their grid of patches
-        (``RuntimeInput.grid``) unless given: its width, each picture's."""
+        """``inputs`` with, for pictures ``given`` of another size than the spec's, each run-time input the stack
+        reads of their grid of patches (``RuntimeInput.grid``) unless given: its width, each picture's. (Pictures
+        of the spec's size are numbered on its grid, as the variants reading it do by default: a graph traced for
+        export at that size holds no tensor of it.)"""
         wanted = [name for name, declared in stack.inputs.items() if declared.grid and name not in inputs]
-        grid = embedding.grid_of(given) if wanted else None
+        grid = embedding.grid_of(given) if wanted and tuple(given.shape[1:]) != tuple(embedding.shape) else None
         if grid is None:
             return inputs
         width = torch.full((given.shape[0],), grid[1], dtype=torch.long, device=given.device)
@@ -379,14 +381,20 @@ def picture_marks(where: Tensor, columns: Tensor | None = None, counts: Tensor |
         counts = counts.to(where.device)
         ends = counts.cumsum(dim=0)
         flat = (where.flatten().long().cumsum(dim=0) - 1).reshape(where.shape).clamp(min=0)
-        order = torch.searchsorted(ends, flat, right=True).clamp(max=max(len(counts) - 1, 0))
-        index = torch.where(where, flat - (ends - counts)[order], 0)
-        first = torch.where(where, order, len(counts)).min(dim=1, keepdim=True).values  # each row's first picture
+        # (sizes as tensors' own, never Python numbers: a traced graph keeps its batch and lengths free)
+        order = (flat[..., None] >= ends).sum(dim=-1).clamp(0, counts.shape[0] - 1)  # (ONNX has no searchsorted)
+        index = torch.where(where, flat - _at(ends - counts, order), 0)
+        first = torch.where(where, order, counts.shape[0]).min(dim=1, keepdim=True).values  # each row's first
         ids = torch.where(where, order - first + 1, 0)
     if columns is None:
         sizes = torch.zeros(where.shape[0], int(ids.max()) + 1 if ids.numel() else 1, dtype=torch.long,
                             device=where.device).scatter_add_(1, ids, torch.ones_like(ids))
         sides = torch.sqrt(sizes.gather(1, ids).float()).round().long().clamp(min=1)
     else:
-        sides = columns.to(where.device)[order.clamp(0, max(len(columns) - 1, 0))].clamp(min=1)
+        sides = _at(columns.to(where.device), order.clamp(0, columns.shape[0] - 1)).clamp(min=1)
     return {"ids": ids, "rows": torch.where(where, index // sides, 0), "columns": torch.where(where, index % sides, 0)}
+
+
+def _at(values: Tensor, index: Tensor) -> Tensor:
+    """``values[index]`` for an index tensor of any shape (by ``index_select``, which export keeps shape-free)."""
+    return values.index_select(0, index.flatten()).reshape(index.shape)

@@ -117,6 +117,16 @@ class TowersModel(nn.Module):
 
     mtp = None  # (no multi-token prediction: what the trainer asks of every model)
 
+    @property
+    def check_inputs(self) -> bool:
+        """Are inputs' values checked (image tokens counted, ids in range)? Off while tracing for export."""
+        return all(tower.check_inputs for tower in self.towers.values())
+
+    @check_inputs.setter
+    def check_inputs(self, value: bool) -> None:
+        for tower in self.towers.values():
+            tower.check_inputs = value
+
     def extra_repr(self) -> str:
         return f"{self.spec.name}: towers, {sum(p.numel() for p in self.parameters()):,} parameters"
 
@@ -200,10 +210,10 @@ class TowersModel(nn.Module):
             after = self.connectors[source].columns_after(width) if width is not None else \
                 int(round(vectors.shape[1] ** 0.5))
             parts.append(vectors.flatten(0, 1))
-            columns += [after] * vectors.shape[0]
-            counts += [vectors.shape[1]] * vectors.shape[0]
-        device = parts[0].device
-        return torch.cat(parts), torch.tensor(columns, device=device), torch.tensor(counts, device=device)
+            # (tensors filled, not made of lists: a traced batch stays of any size)
+            columns.append(torch.full(vectors.shape[:1], after, dtype=torch.long, device=vectors.device))
+            counts.append(torch.full(vectors.shape[:1], vectors.shape[1], dtype=torch.long, device=vectors.device))
+        return torch.cat(parts), torch.cat(columns), torch.cat(counts)
 
     def continuation(self, **inputs):
         """The decoding steps (``tfspec.run.decoding.Continuation``) of the tower the connector feeds, its prompt's
@@ -234,17 +244,24 @@ class TowersModel(nn.Module):
         vectors, columns, counts = self.spliced(source, given.pop("input"), **given)
         ids = target.pop("input")
         where = ids == connector.image_token
-        count = int(where.sum())
-        if count != len(vectors):
-            each = f"{len(counts)} examples of {int(counts[0])} vectors each" if bool((counts == counts[0]).all()) \
-                else f"{len(counts)} examples of {', '.join(map(str, counts.tolist()))} vectors"
-            raise ValueError(f"{connector.target} holds {count} image tokens ({connector.image_token}), but "
-                             f"{source} gives {each}: {len(vectors)} in all, one per image token")
+        if self.check_inputs:  # (a traced graph checks no values)
+            self.check_image_tokens(connector, source, int(where.sum()), counts)
         tower = self.towers[connector.target]
         role = tower.spec.stacks[-1].role
         padding = target.pop("padding_mask", None)
         hidden = tower.run_stack(role, "tokens", ids, padding, target, spliced=(where, vectors, columns, counts))
         return tower.output(hidden)
+
+    @staticmethod
+    def check_image_tokens(connector, source: str, count: int, counts: Tensor) -> None:
+        """A ``ValueError`` unless the target's ``count`` image tokens are one per vector of the pictures (each
+        picture's ``counts``)."""
+        total = int(counts.sum())
+        if count != total:
+            each = f"{len(counts)} examples of {int(counts[0])} vectors each" if bool((counts == counts[0]).all()) \
+                else f"{len(counts)} examples of {', '.join(map(str, counts.tolist()))} vectors"
+            raise ValueError(f"{connector.target} holds {count} image tokens ({connector.image_token}), but "
+                             f"{source} gives {each}: {total} in all, one per image token")
 
     def loss(self, out: Contrasted) -> Tensor:
         """The contrastive loss of a batch of matching pairs (``forward``'s output)."""
