@@ -999,6 +999,81 @@ def test_pictures_of_several_sizes_in_one_batch_are_read_as_hugging_face_reads_t
         model(text=short, vision=pictures)
 
 
+def _processed(cls: str, config, images: list) -> tuple[dict, list[list[int]]]:
+    """Hugging Face's image processor of a vision-language family (built here, offline) on ``images``, and each
+    picture's image tokens as its processor writes them in a prompt (Qwen2.5-VL's between a vision start and end
+    token, Mistral 3's each row of blocks ended by a break)."""
+    vision = config.vision_config
+    if cls == "LlavaForConditionalGeneration":
+        side = vision.image_size
+        outputs = T.CLIPImageProcessor(size={"shortest_edge": side},
+                                       crop_size={"height": side, "width": side})(images, return_tensors="pt")
+        return outputs, [[config.image_token_id] * image_tokens(config)] * len(images)
+    if cls == "Idefics3ForConditionalGeneration":  # each picture split into tiles and a global view
+        side = vision.image_size
+        outputs = T.Idefics3ImageProcessor(size={"longest_edge": 2 * side}, max_image_size={"longest_edge": side})(
+            [[image] for image in images], return_tensors="pt")
+        tiles = (outputs["pixel_values"] != 0).flatten(2).any(dim=-1).sum(dim=1).tolist()
+        return outputs, [[config.image_token_id] * (image_tokens(config) * n) for n in tiles]
+    if cls == "Qwen2_5_VLForConditionalGeneration":
+        outputs = T.Qwen2VLImageProcessor(patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
+                                                     temporal_patch_size=vision.temporal_patch_size, min_pixels=16,
+                                                     max_pixels=400)(images, return_tensors="pt")
+        counts = [int(g.prod()) // vision.spatial_merge_size ** 2 for g in outputs["image_grid_thw"]]
+        return outputs, [[config.vision_start_token_id] + [config.image_token_id] * n + [config.vision_end_token_id]
+                         for n in counts]
+    block = vision.patch_size * config.spatial_merge_size  # Mistral 3: Pixtral's processor, its longest edge
+    outputs = T.PixtralImageProcessor(patch_size=vision.patch_size,
+                                                 size={"longest_edge": vision.image_size})(images, return_tensors="pt")
+    return outputs, [([config.image_token_index] * (w // block) + [config.image_token_index - 1]) * (h // block)
+                     for h, w in outputs["image_sizes"].tolist()]
+
+
+@pytest.mark.parametrize("cls", ["LlavaForConditionalGeneration", "Idefics3ForConditionalGeneration",
+                                 "Qwen2_5_VLForConditionalGeneration", "Mistral3ForConditionalGeneration"])
+def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, cls):
+    """The processors stay Hugging Face's: two pictures of different sizes (9 × 21 and 16 × 12 pixels) through the
+    family's image processor (resized, normalised; Idefics3's cut into 3 and 5 tiles, Qwen2.5-VL's flattened into
+    patches, Pixtral's padded to one size), ``tfspec.interop.pictures`` making the compiled model's ``vision=`` input of its outputs; the logits as
+    the reference's on the processor's outputs, each prompt holding its picture's image tokens."""
+    import numpy as np
+    from PIL import Image
+
+    directory, reference = saved(tmp_path, cls)
+    model = tfspec.from_pretrained(directory)
+    rng = np.random.default_rng(0)
+    images = [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for h, w in ((9, 21), (16, 12))]
+    outputs, tokens = _processed(cls, reference.config, images)
+    length = max(map(len, tokens)) + 5
+    ids = torch.randint(3, 80, (2, length), generator=torch.Generator().manual_seed(6))
+    for row, picture in enumerate(tokens):
+        ids[row, 1:1 + len(picture)] = torch.tensor(picture)
+    theirs_inputs = {k: v for k, v in outputs.items()
+                     if k in ("pixel_values", "image_grid_thw", "image_sizes", "pixel_attention_mask")}
+    if cls == "Qwen2_5_VLForConditionalGeneration":
+        theirs_inputs["mm_token_type_ids"] = (ids == reference.config.image_token_id).int()
+    with torch.no_grad():
+        theirs = reference(input_ids=ids, **theirs_inputs).logits
+        ours = model(text=ids, vision=tfspec.interop.pictures(directory, outputs))
+    assert_close(ours, theirs, TOL)
+
+
+def test_a_processors_outputs_that_are_not_pictures_are_refused_saying_why(tmp_path):
+    directory, reference = saved(tmp_path, "Qwen2_5_VLForConditionalGeneration")
+    with pytest.raises(ValueError, match="hold no pixel_values"):
+        tfspec.interop.pictures(directory, {"input_ids": torch.zeros(1, 3)})
+    with pytest.raises(ValueError, match="come with their image_grid_thw"):
+        tfspec.interop.pictures(directory, {"pixel_values": torch.zeros(4, 24)})
+    with pytest.raises(ValueError, match="a video, which tfspec does not read"):
+        tfspec.interop.pictures(directory, {"pixel_values": torch.zeros(8, 24),
+                                            "image_grid_thw": torch.tensor([[2, 2, 2]])})
+    with pytest.raises(ValueError, match=r"pixel_values \(5, 24\) are not the patches of image_grid_thw"):
+        tfspec.interop.pictures(directory, {"pixel_values": torch.zeros(5, 24),
+                                            "image_grid_thw": torch.tensor([[1, 2, 2]])})
+    with pytest.raises(InteropError, match="reads no pictures"):
+        tfspec.interop.pictures(saved(tmp_path, "LlamaForCausalLM")[0], {"pixel_values": torch.zeros(1, 3, 4, 4)})
+
+
 def test_a_vision_tower_numbering_one_grid_refuses_pictures_of_another_size(tmp_path):
     """LLaVA's CLIP tower adds a learned table of its grid's positions: a picture of another size is a ValueError
     naming the argument and the size it takes; Qwen2.5-VL's takes it but for sides of whole patches."""

@@ -23,7 +23,7 @@ import importlib
 
 # Each name from the module that defines it, imported when first used: reading a configuration (``tfspec import``)
 # never loads torch, which the weight mappings need.
-_HOMES = {"FAMILIES": "families", "from_pretrained": "families", "import_config": "families",
+_HOMES = {"FAMILIES": "families", "from_pretrained": "families", "import_config": "families", "pictures": "families",
           "InteropError": "mapping", "Rule": "mapping",
           "from_torch_transformer": "torch_transformer", "to_torch_transformer": "torch_transformer",
           **{f"{way}_hf_{family}": f"hf_{family}" for way in ("from", "to")

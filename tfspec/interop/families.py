@@ -117,6 +117,22 @@ LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"
 LAYER_TYPE_FIELDS = {"layer_types", "layers_block_type", "mtp_layer_types", "mtp_layers_block_type"}
 
 
+def pictures(source, outputs: dict):
+    """A vision-language model's ``vision=`` input from its Hugging Face processor's ``outputs`` (``source``: its
+    directory, ``config.json`` or configuration): the processor stays Hugging Face's, each family's pictures become
+    what its compiled model reads (Qwen2.5-VL's flattened patches pictures again, Pixtral's cut to their sizes).
+
+        batch = AutoProcessor.from_pretrained(path)(images=pictures, text=prompts, return_tensors="pt")
+        model(text=batch["input_ids"], text_padding_mask=batch["attention_mask"] == 0,
+              vision=tfspec.interop.pictures(path, batch))
+    """
+    config = read_config(source)
+    family = family_of(config.model_type)
+    if not family.towers:
+        raise InteropError(f"{family.name} reads no pictures: its models are text models")
+    return family.processor_pictures(config, dict(outputs))
+
+
 def read_config(source) -> Any:
     """A ``transformers`` configuration from a directory, a ``config.json`` path, a dict or a configuration."""
     transformers = _transformers()

@@ -24,7 +24,10 @@ class Family:
     ``load(model, reference)`` / ``export(model)``: the weights each way; ``carried``: configuration keys
     export writes back as they were (see ``carried_values``); ``options_from_tensors(names)`` and
     ``options_from_model(model)``: ``spec_text`` arguments a checkpoint's tensor names, or a compiled model,
-    decide (T5: whether its head is tied); ``towers``: its specs are models of several towers (CLIP's)."""
+    decide (T5: whether its head is tied); ``towers``: its specs are models of several towers (CLIP's);
+    ``pictures(config, outputs)``: a vision-language family's pictures as its compiled model reads them (its
+    ``vision=`` input) from what its Hugging Face processor gives (``pixel_values`` and what goes with them); None:
+    the processor's ``pixel_values`` as they are (``Family.processor_pictures``)."""
 
     name: str
     model_types: tuple[str, ...]
@@ -40,9 +43,23 @@ class Family:
     options_from_tensors: Callable[[set], dict] | None = field(default=None, hash=False)
     options_from_model: Callable[[Any], dict] | None = field(default=None, hash=False)
     towers: bool = False  # its models are several towers (``schema.Towers``: CLIP's), not one
+    pictures: Callable[[Any, dict], Any] | None = field(default=None, hash=False)
 
     def __post_init__(self):
         object.__setattr__(self, "module", self.module.rsplit(".", 1)[-1])  # hf_llama: the family's home
+
+    def processor_pictures(self, config, outputs: dict):
+        """The ``vision=`` input of this family's compiled model from its Hugging Face processor's ``outputs``
+        (a batch of pictures, or a list of batches of several sizes, in the order of the prompts' image tokens)."""
+        if "pixel_values" not in outputs:
+            raise ValueError(f"the processor's outputs hold no pixel_values (they hold {', '.join(outputs) or 'none'})")
+        if self.pictures is not None:
+            return self.pictures(config, outputs)
+        pixels = outputs["pixel_values"]
+        if pixels.dim() != 4:
+            raise ValueError(f"{self.name} reads pixel_values (pictures, channels, height, width); got "
+                             f"{tuple(pixels.shape)}")
+        return pixels
 
     def checkpoint_options(self, names: set[str]) -> dict:
         """``spec_text`` arguments that the checkpoint's tensor names decide (T5: a saved ``lm_head`` is untied)."""

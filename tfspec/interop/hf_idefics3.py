@@ -83,6 +83,18 @@ def _rules(model, state: dict) -> list:
 
 from_hf_idefics3, to_hf_idefics3 = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
+def pictures(config, outputs: dict):
+    """Idefics3's processor's tiles (``pixel_values`` ``(prompts, tiles, channels, height, width)``, a prompt's
+    missing tiles all zeros) as the spec reads them: each real tile a picture ``(tiles, channels, height, width)``,
+    in order, as Hugging Face's model keeps them (a tile of zeros alone is padding)."""
+    pixels = outputs["pixel_values"]
+    if pixels.dim() != 5:
+        raise ValueError(f"Idefics3 reads pixel_values (prompts, tiles, channels, height, width); got "
+                         f"{tuple(pixels.shape)}")
+    tiles = pixels.flatten(0, 1)
+    return tiles[(tiles != 0).flatten(1).any(dim=1)]
+
+
 CONVENTIONS = ("SigLIP's vision tower, normed (tower vision), connected to a text model (tower text, its "
                "text_config's family: Llama's by default) by a pixel shuffle of scale_factor and a linear map without "
                "a bias (connect vision -> text { pixel_shuffle; linear }), its vectors in place of the image tokens")
@@ -90,9 +102,9 @@ CONVENTIONS = ("SigLIP's vision tower, normed (tower vision), connected to a tex
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
     Family("Idefics3", ("idefics3",), {"Idefics3ForConditionalGeneration": {}}, f"Idefics3: {CONVENTIONS}",
            module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_idefics3,
-           export=to_hf_idefics3, towers=True),
+           export=to_hf_idefics3, towers=True, pictures=pictures),
     Family("SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}}, f"SmolVLM: Idefics3's architecture: "
            f"{CONVENTIONS}", module=__name__, fields=FIELDS, spec_text=spec_text,
            hf_config=lambda towers: hf_config(towers, "smolvlm"), load=from_hf_idefics3, export=to_hf_idefics3,
-           towers=True),
+           towers=True, pictures=pictures),
 )

@@ -159,6 +159,22 @@ def _rules(model, state: dict) -> list:
 
 from_hf_mistral3, to_hf_mistral3 = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
+
+def pictures(config, outputs: dict):
+    """Pixtral's processor's pictures (``pixel_values`` padded to the batch's largest, ``image_sizes`` each one's
+    height and width) as the spec reads them: each cut to its own size, in order (a list of batches where the
+    sizes differ)."""
+    pixels, sizes = outputs["pixel_values"], outputs.get("image_sizes")
+    if pixels.dim() != 4:
+        raise ValueError(f"Mistral 3 reads pixel_values (pictures, channels, height, width); got {tuple(pixels.shape)}")
+    if sizes is None:
+        return pixels
+    if tuple(sizes.shape) != (pixels.shape[0], 2):
+        raise ValueError(f"image_sizes {tuple(sizes.shape)} is not each of the {pixels.shape[0]} pictures' height "
+                         "and width")
+    out = [pixels[i:i + 1, :, :h, :w] for i, (h, w) in enumerate(sizes.tolist())]
+    return out if len({tuple(x.shape) for x in out}) > 1 else pixels[:, :, :out[0].shape[2], :out[0].shape[3]]
+
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
     Family("Mistral 3", ("mistral3",), {"Mistral3ForConditionalGeneration": {}},
            "Mistral 3's vision-language models (Mistral Small 3.1, 3.2): Pixtral's vision encoder (tower vision: "
@@ -166,5 +182,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
            "text, its text_config's family: Mistral's by default) by an RMSNorm, a patch merger (pixel_shuffle "
            "channel_major=true; linear) and a two-layer projector, in place of the image tokens",
            module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mistral3,
-           export=to_hf_mistral3, towers=True),
+           export=to_hf_mistral3, towers=True, pictures=pictures),
 )

@@ -260,6 +260,32 @@ def from_hf_qwen2_5_vl(model, hf_model) -> None:
     load_state(model, state, rules, reference=REFERENCE, aliases=aliases)
 
 
+def pictures(config, outputs: dict) -> list:
+    """Qwen2.5-VL's processor's pictures (``pixel_values``: each picture's patches, each merged block's
+    consecutive, a patch's pixels in (channel, frame, row, column) order; ``image_grid_thw``: each picture's frames,
+    rows and columns of patches) as the spec reads them: each picture ``(1, channels, height, width)``, its first
+    frame (a still picture's frames are one picture), in order. Videos (``pixel_values_videos``) are not read."""
+    import torch
+
+    vision = config.vision_config
+    pixels, grids = outputs["pixel_values"], outputs.get("image_grid_thw")
+    if grids is None:
+        raise ValueError("Qwen2.5-VL's pixel_values come with their image_grid_thw (each picture's grid of patches)")
+    c, t, p, m = vision.in_channels, vision.temporal_patch_size, vision.patch_size, vision.spatial_merge_size
+    if pixels.dim() != 2 or pixels.shape[1] != c * t * p * p or int(grids.prod(dim=1).sum()) != pixels.shape[0]:
+        raise ValueError(f"pixel_values {tuple(pixels.shape)} are not the patches of image_grid_thw "
+                         f"{grids.tolist()}, {c}·{t}·{p}·{p} values each")
+    out, start = [], 0
+    for frames, rows, columns in grids.tolist():
+        if frames != 1:
+            raise ValueError(f"a picture of {frames} frames of patches is a video, which tfspec does not read")
+        patches = pixels[start:start + rows * columns]
+        start += rows * columns
+        x = patches.reshape(rows // m, columns // m, m, m, c, t, p, p)[..., 0, :, :]  # (its first frame)
+        out.append(x.permute(4, 0, 2, 5, 1, 3, 6).reshape(1, c, rows * p, columns * p))
+    return out if len({tuple(x.shape) for x in out}) > 1 else torch.cat(out)
+
+
 def to_hf_qwen2_5_vl(model) -> dict:
     rules, aliases = _rules(model, {})
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
@@ -272,5 +298,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
            "merger (norm rmsnorm; pixel_shuffle; a two-layer GELU MLP) to Qwen2's text model with M-RoPE (tower "
            "text: position mrope(temporal, height, width), a picture's vectors numbered by their place in its grid)",
            module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen2_5_vl,
-           export=to_hf_qwen2_5_vl, towers=True, carried=CARRIED),
+           export=to_hf_qwen2_5_vl, towers=True, carried=CARRIED, pictures=pictures),
 )

@@ -97,7 +97,8 @@ class PixelShuffle(ConnectorStep):
     positional = ("factor",)
     doc = ("pixel_shuffle(factor, channel_major=false): each factor × factor block of a square grid of patches as "
            "one vector factor² times as wide (a picture's vectors factor² times fewer); channel_major: each "
-           "feature's block side by side (Mistral 3's unfold), else each patch's vector (Idefics3's)")
+           "feature's block side by side (Mistral 3's unfold, which leaves out a partial block at the edge of a "
+           "picture of another size), else each patch's vector (Idefics3's)")
     examples = ({"factor": 2}, {"factor": 3}, {"factor": 2, "channel_major": True})
 
     class Options(BaseModel):
