@@ -224,18 +224,12 @@ def test_lint_refuses_a_node_that_is_not_an_ir_type():
 # ---------------------------------------------------------------- a model of several towers
 TOWERS = sorted(str(p) for p in Path("examples").glob("*.tfs") if "\ntower " in p.read_text())
 
-VLM = """
-tower vision {
-  embedding image { input patches(image=8, patch=4, class_token=true); dim 16; position learned(5) }
-  encoder x 3 { attention self heads=2; feedforward d_ff=32; final layernorm }
-}
-tower text {
-  embedding tokens { vocab 40; dim 24; position learned(32) }
-  decoder x 2 { attention self heads=2 mask=causal + padding; feedforward d_ff=48; final layernorm }
-  head tied(tokens)
-}
-connect vision -> text image_token=39 LAYER drop=first { linear 24; activation gelu; linear 24 }
-"""
+
+def towers_graph(layer: str = "none"):
+    """The IR of test_connectors' small vision-language model, its connector reading ``layer`` (none: the
+    output)."""
+    from test_connectors import vlm
+    return tfspec.parse(vlm(layer).replace(" layer=none", "")).graph()
 
 
 @pytest.mark.parametrize("path", TOWERS)
@@ -253,14 +247,14 @@ def test_a_model_of_towers_is_typed_nodes_whose_parameters_are_the_compiled_mode
 
 
 @pytest.mark.parametrize("layer, reads, reads_layer", [
-    ("", "encoder.final_norm", None),  # the stack's output, normed
-    ("layer=0", "encoder.embed_sum", None),  # the embeddings entering its first layer
-    ("layer=-1", "encoder.block_output", 2),  # the last layer's output, before the final norm
-    ("layer=-2", "encoder.block_output", 1),
-    ("layer=1", "encoder.block_output", 0),
+    ("none", "encoder.final_norm", None),  # the stack's output, normed
+    ("0", "encoder.embed_sum", None),  # the embeddings entering its first layer
+    ("-1", "encoder.block_output", 2),  # the last layer's output, before the final norm
+    ("-2", "encoder.block_output", 1),
+    ("1", "encoder.block_output", 0),
 ])
 def test_a_connector_reads_the_node_its_layer_names(layer, reads, reads_layer):
-    g = tfspec.parse(VLM.replace("LAYER", layer)).graph()
+    g = towers_graph(layer)
     (c,) = g.of(ir.Connector)
     assert (c.reads, c.reads_layer, c.into, c.module.at(None)) == (reads, reads_layer, "decoder.embed",
                                                                   "connectors.vision")
@@ -286,7 +280,7 @@ def _replaced(node_id, **fields):
     (lambda g: g.add_edge("text", "vision"), "differ from inputs"),
 ])
 def test_towers_lint_finds_each_broken_invariant(break_it, message):
-    g = tfspec.parse(VLM.replace("LAYER", "")).graph()
+    g = towers_graph()
     g.lint()
     broken = g.copy()
     break_it(broken)
