@@ -2277,6 +2277,21 @@ def test_an_imported_run_generates_what_hugging_face_generates(tfspec_cli, tmp_p
     assert generated.stdout.splitlines()[-1] == prompt + expected
 
 
+def test_generate_image_of_an_imported_vision_language_run_says_where_its_processor_is(tfspec_cli, tmp_path):
+    """A vision-language directory with a tokenizer.json imports as a run holding it (the text tower's vocabulary);
+    ``--image`` prepares a picture as tfspec's digits task draws it, which an imported model never saw: it is
+    refused (exit 1), naming what prepares its pictures instead."""
+    from PIL import Image
+    directory, _ = saved(tmp_path, "LlavaForConditionalGeneration")
+    tiny_tokenizer(directory)
+    imported = tfspec_cli("import", str(directory), "--run", str(tmp_path / "run"))
+    assert imported.returncode == 0 and "and its tokenizer.json" in imported.stdout, imported.stderr
+    Image.new("RGB", (12, 12), "white").save(tmp_path / "picture.png")
+    result = tfspec_cli("generate", str(tmp_path / "run"), "--image", str(tmp_path / "picture.png"))
+    assert result.returncode == 1 and "it reads pictures as its Hugging Face processor prepares them" in result.stderr
+    assert "tfspec.interop.pictures(PATH, processor outputs)" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_tokenizer_larger_than_the_embedding_is_refused(tfspec_cli, tmp_path):
     directory, _ = saved(tmp_path, "GPT2LMHeadModel", vocab_size=40)
     tiny_tokenizer(directory, vocab_size=80)

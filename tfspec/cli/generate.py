@@ -202,7 +202,8 @@ def _answer_pictures(args, saved, model, vocab) -> int:
         if "imported_from" in saved.meta:
             raise RunError(f"{shown(saved.path)}: imported from {saved.meta['imported_from']}, it reads pictures as "
                            "its Hugging Face processor prepares them; --image prepares them as tfspec's digits task "
-                           "draws them. Decode from Python: model.continuation(NAME=pixel_values)")
+                           "draws them. Decode from Python: model.continuation(vision=tfspec.interop.pictures(PATH, "
+                           "processor outputs)), docs/interop.md")
         pictures, labels = [kind.example_from_file(options, path) for path in args.image], [None] * count
     else:
         pictures, labels = _drawn(args, kind, options, wanted, count)

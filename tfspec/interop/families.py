@@ -27,6 +27,7 @@ from typing import Any
 
 from ..files import as_os_error, read_json, read_regular, safe_reason
 from ..errors import shown
+from ..front import schema as S
 from .family import Family
 from .fields import _lookup
 from .mapping import InteropError
@@ -438,11 +439,19 @@ def _check_values(path: Path, reference, stored: dict[str, str]) -> None:
 def tokenizer_of(directory, model):
     """The ``tokenizer.json`` of a model directory as a vocabulary (special ids from its ``config.json``), or None
     without one, or for a model that reads no token ids (pictures); a tokenizer with more tokens than ``model``'s
-    token table has rows is refused (the table of the stack last in the model: a decoder's, Whisper's)."""
+    token table has rows is refused (the table of the stack last in the model: a decoder's, Whisper's; of a model of
+    towers, the tower of tokens a connector feeds, else its first tower of tokens)."""
     from ..run.data import DataError, TokenizerVocabulary
 
     path = Path(directory) / "tokenizer.json"
-    tables = [model.spec.embedding(s.embedding).vocab for s in model.spec.stacks]
+    spec = model.spec
+    if isinstance(spec, S.Towers):
+        fed = [c.target for c in spec.connectors]
+        spec = next((t.spec for t in sorted(spec.towers, key=lambda t: t.name not in fed)
+                     if t.spec.embedding(t.spec.stacks[-1].embedding).vocab is not None), None)
+        if spec is None:
+            return None
+    tables = [spec.embedding(s.embedding).vocab for s in spec.stacks]
     if not path.is_file() or tables[-1] is None:
         return None
     try:
