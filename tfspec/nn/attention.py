@@ -438,7 +438,8 @@ class MultiHeadAttention(nn.Module):
         The additive mask, with the steps' score terms (ALiBi's, the one the stack owns: T5's, FoX's) folded in,
         is built once per call for every layer with the same masks and steps."""
         query_len, key_len = q.shape[2], k.shape[2]
-        if self.band is not None and ctx.whole and query_len == key_len:  # a whole sequence
+        regridded = any(name in ctx.inputs for name in self.masks.regrid)  # (pictures of another size)
+        if self.band is not None and ctx.whole and query_len == key_len and not regridded:  # a whole sequence
             chunk = band_chunk(query_len, self.band)
             if chunk is not None:
                 return self.mix_in_bands(q, k, v, ctx.inputs, padding, chunk, ctx.positions)
@@ -723,7 +724,8 @@ def mask_set(masks, cross: bool) -> Constructor:
     """The ``MaskSet`` of ``(Mask, options)`` pairs: each mask of structure's rule, options and inputs."""
     rules = [(variant.rule, options.model_dump(), tuple(i.name for i in variant.inputs))
              + ((True,) if variant.reads_positions else ()) for variant, options in masks if variant.structural]
-    return Constructor(MaskSet, (rules, any(variant.reads_padding for variant, _ in masks), cross))
+    regrid = tuple(i.name for variant, _ in masks if variant.structural for i in variant.inputs if i.grid)
+    return Constructor(MaskSet, (rules, any(variant.reads_padding for variant, _ in masks), cross, regrid))
 
 
 def built(arguments: dict, layer: int | None = None) -> dict:

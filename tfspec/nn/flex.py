@@ -48,9 +48,11 @@ def block_mask(rules: list[Callable], inputs: dict, padding: Tensor | None, batc
     def mask_mod(b, h, q_idx, kv_idx):
         allowed = q_idx >= 0
         for rule in rules:
-            if rule.positional:
+            if rule.positional:  # the row's positions, and the row's own of the inputs given per row
                 row = b if positions.shape[0] > 1 else 0
-                seen = rule(positions[row, q_idx].view(1), positions[row, kv_idx].view(1), inputs)
+                own = {name: value[b].view(1, *value.shape[1:]) if isinstance(value, Tensor) and value.shape[0] > 1
+                       else value for name, value in inputs.items()}
+                seen = rule(positions[row, q_idx].view(1), positions[row, kv_idx].view(1), own)
             else:  # (1, 1), or (batch, 1, 1) from a per-row input
                 seen = rule(q_idx.view(1), kv_idx.view(1), inputs)
             allowed = allowed & (seen[b, 0, 0] if seen.dim() == 3 else seen[0, 0])

@@ -49,8 +49,12 @@ class MaskSet:
     mask reads the keys' padding, and whether queries and keys are different sequences (cross-attention).
     Torch only, so ``tfspec emit`` copies it; ``tfspec.nn.attention.mask_set`` makes one from a spec's masks."""
 
-    def __init__(self, rules: list | tuple = (), reads_padding: bool = False, cross: bool = False):
+    def __init__(self, rules: list | tuple = (), reads_padding: bool = False, cross: bool = False,
+                 regrid: tuple[str, ...] = ()):
         self.specs = tuple(rules)
+        # run-time inputs that give a grid other than the options' (``RuntimeInput.grid``): given, the masks reach
+        # farther than their options say, so the call attends densely
+        self.regrid = tuple(regrid)
         self.rules = [self.bound(*spec) for spec in self.specs]
         self.reads_padding = reads_padding
         self.cross = cross
