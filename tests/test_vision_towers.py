@@ -278,3 +278,17 @@ def test_pictures_side_by_side_are_told_apart_by_their_counts():
     # each picture's vectors at its first position, the count then advanced by its longer side (3)
     assert positions[0].tolist() == [0, 1, 2, 3] + [4] * 6 + [7] * 6 + [10, 11, 12, 13]
     assert picture_marks(ids == 89)["ids"][0, 4:16].tolist() == [1] * 12  # (a run alone: one picture)
+
+
+def test_a_grid_width_given_by_hand_is_checked():
+    """``patch_columns`` is what a tower fills; given by hand, a width of 0 or a wrong shape is a ValueError naming
+    it (not a division by zero)."""
+    model = tfspec.compile(tfspec.parse(QWEN_VISION.format(tile=4)), seed=0).eval()
+    vision = model.towers["vision"]
+    pixels = torch.randn(2, 3, 20, 20)
+    with pytest.raises(ValueError, match="patch_columns contains 0; a grid of patches is at least 1 wide"):
+        vision(pixels, patch_columns=torch.tensor([0, 10]))
+    with pytest.raises(ValueError, match=r"patch_columns must be shaped \(batch,\) = \(2,\)"):
+        vision(pixels, patch_columns=torch.tensor([10]))
+    with torch.no_grad():  # its own width, given, changes nothing
+        assert torch.equal(vision(pixels, patch_columns=torch.tensor([10, 10])), vision(pixels))

@@ -136,6 +136,8 @@ def check_runtime_inputs(inputs: dict, declared: dict, ids: Tensor, device: torc
             low, high = torch.aminmax(value)
             if low.item() < 0:
                 raise ValueError(f"{name} contains {low.item()}; it must not be negative")
+            if spec.grid and low.item() < 1:  # (a grid's width divides the positions)
+                raise ValueError(f"{name} contains 0; a grid of patches is at least 1 wide")
             if name == POSITION_IDS.name and max_len is not None and high.item() >= max_len:
                 raise ValueError(f"position_ids contains {high.item()}, but the learned positions cover "
                                  f"0..{max_len - 1} (learned({max_len}))")
