@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 import signal
 import subprocess
@@ -483,3 +484,81 @@ def test_an_absurd_number_of_layers_is_refused_before_a_layer_is_listed(body):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "repeat must be at most 4,096, got 99999999999" in done.stdout
+
+
+# ---------------------------------------------------------------- hostile configurations of the new families
+def _configuration(cls: str, edit) -> dict:
+    import copy
+
+    from test_import import CONFIGS
+    values = {**copy.deepcopy(CONFIGS[cls]), "architectures": [cls]}
+    edit(values)
+    return values
+
+
+def _set(path: str, value):
+    def edit(values):
+        *outer, last = path.split(".")
+        for part in outer:
+            values = values[part]
+        values[last] = value
+    return edit
+
+
+@pytest.mark.parametrize("cls, edit, message", [
+    ("BambaForCausalLM", _set("mamba_n_heads", 0), "field mamba_n_heads is 0; tfspec reads a whole number from 1"),
+    ("JambaForCausalLM", _set("attn_layer_period", 0), "field attn_layer_period is 0;"),
+    ("LlavaForConditionalGeneration", _set("vision_config.patch_size", 0), "field vision_config.patch_size is 0;"),
+    ("Gemma3ForConditionalGeneration", _set("mm_tokens_per_image", 0), "field mm_tokens_per_image is 0;"),
+    ("Mistral3ForConditionalGeneration", _set("spatial_merge_size", 0), "field spatial_merge_size is 0;"),
+    ("Qwen2_5_VLForConditionalGeneration", _set("vision_config.spatial_merge_size", 0),
+     "field vision_config.spatial_merge_size is 0;"),
+    ("Idefics3ForConditionalGeneration", _set("scale_factor", 0), "field scale_factor is 0;"),
+    ("LlamaForCausalLM", _set("num_attention_heads", -2), "field num_attention_heads is -2;"),
+    ("MambaForCausalLM", _set("num_hidden_layers", 10 ** 12), "num_hidden_layers is 1000000000000; tfspec reads a "
+                                                              "whole number from 1 to 4,096 there"),
+    ("Qwen2MoeForCausalLM", _set("num_hidden_layers", 10 ** 12), "num_hidden_layers is 1000000000000;"),
+    ("ViTForImageClassification", _set("num_labels", 10 ** 12), "num_labels is 1000000000000;"),
+    ("LlavaForConditionalGeneration", _set("model_type", ["llava"]), 'field model_type is ["llava"]; a family\'s name'),
+    ("LlavaForConditionalGeneration", _set("text_config.model_type", ["llama"]), "field text_config.model_type is"),
+    ("Gemma3ForConditionalGeneration", _set("vision_config", 7), "field vision_config is 7; a nested configuration"),
+    ("Idefics3ForConditionalGeneration", _set("vision_config", "siglip"), 'field vision_config is "siglip"; a nested'),
+    ("LlavaForConditionalGeneration", _set("text_config", dict(model_type="bert", hidden_size=32, vocab_size=90,
+                                                               num_hidden_layers=1, num_attention_heads=4)),
+     "text_config: model_type 'bert' (BERT) is not a causal language model, which the text tower is"),
+    ("LlamaForCausalLM", _set("rms_norm_eps", -1.0), "field rms_norm_eps is -1.0: rmsnorm: eps must be greater"),
+    ("LlamaForCausalLM", _set("hidden_size", 10 ** 7), "field hidden_size is 10000000; tfspec reads a whole number "
+                                                      "from 1 to 1,048,576"),
+], ids=lambda value: "" if callable(value) else str(value)[:48])
+def test_a_hostile_configuration_is_one_line_naming_its_field(tmp_path, capsys, cls, edit, message):
+    """Zero sizes divided by zero (in transformers or a family), 10**12 layers or labels were listed one by one
+    (MemoryError, or no answer), a list for a name, a number for a tower's configuration and an encoder for a
+    language model's tower were TypeErrors and AttributeErrors, and a value the language refuses was shown at the
+    imported spec's line: each is now one line naming config.json's field."""
+    (tmp_path / "config.json").write_text(json.dumps(_configuration(cls, edit)))
+    assert main(["import", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert message in err, err
+
+
+@pytest.mark.parametrize("where", ["config", "layer_types", "safetensors"])
+def test_json_nested_past_the_bound_is_one_line(gpt2_directory, tmp_path, capsys, where):
+    """JSON nested 100,000 deep (the whole config.json, its layer_types, a safetensors header) was a RecursionError
+    of the parser; it is refused from one pass over its brackets, before parsing."""
+    deep = "[" * 100_000 + "]" * 100_000
+    directory = tmp_path / "model"
+    shutil.copytree(gpt2_directory, directory)
+    if where == "config":
+        (directory / "config.json").write_text(deep)
+    elif where == "layer_types":
+        values = json.loads((directory / "config.json").read_text())
+        (directory / "config.json").write_text(json.dumps(values)[:-1] + f', "layer_types": {deep}}}')
+    else:
+        header = ('{"a": ' + deep + "}").encode()
+        (directory / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    assert main(["import", str(directory), "--run", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    expected = "not a safetensors file" if where == "safetensors" else "JSON nested 10000[01] deep, deeper than the 64"
+    assert re.search(expected, err) and not (tmp_path / "run").exists(), err

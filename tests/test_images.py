@@ -152,7 +152,7 @@ def test_a_picture_file_that_cannot_be_read_is_refused_naming_it(tmp_path):
     _png(tmp_path / "noise.png", torch.rand(64, 64, generator=torch.Generator().manual_seed(0)))
     whole = (tmp_path / "noise.png").read_bytes()
     (tmp_path / "cut.png").write_bytes(whole[:len(whole) // 2])  # its header whole, half its pixels
-    for name, message in (("missing.png", "no such picture file"), ("notes.png", "not a picture file Pillow reads"),
+    for name, message in (("missing.png", "no such picture file"), ("notes.png", "not a picture file tfspec reads"),
                           ("blank.png", "a picture of one colour: no digit to read"),
                           ("cut.png", "a damaged picture file")):
         with pytest.raises(DataError, match=message) as info:
@@ -239,3 +239,121 @@ def test_two_models_of_pictures_of_different_sizes_diff_each_at_its_own_length(t
     assert result.seq_len == (10, 17)
     flops = next((a, b) for what, a, b in result.totals if what == "forward FLOPs")
     assert flops[1] > flops[0]  # the larger pictures cost more
+
+
+# ---------------------------------------------------------------- pictures are untrusted input
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png_claiming(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width`` × ``height`` pixels, with one compressed row of zeros as its data."""
+    import struct
+    import zlib
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grey
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(bytes(width + 1)))
+            + _chunk(b"IEND", b""))
+
+
+def _gif_screen(width: int, height: int) -> bytes:
+    """A GIF whose logical screen is ``width`` × ``height`` pixels, holding one 1×1 frame."""
+    import struct
+    return (b"GIF89a" + struct.pack("<HHBBB", width, height, 0, 0, 0) + b"\x2c" + struct.pack("<HHHHB", 0, 0, 1, 1, 0)
+            + b"\x02\x02\x44\x01\x00\x3b")
+
+
+def _bmp_claiming(width: int, height: int) -> bytes:
+    """A BMP whose header claims ``width`` × ``height`` pixels of 24 bits, and holds 12 bytes of them."""
+    import struct
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 24, 0, 0, 2835, 2835, 0, 0)
+    return b"BM" + struct.pack("<IHHI", 14 + 40 + 12, 0, 0, 14 + 40) + info + bytes(12)
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("bomb.png", _png_claiming(30000, 30000), "of 900,000,000 pixels, larger than tfspec reads"),
+    ("screen.gif", _gif_screen(65535, 65535), "larger than tfspec reads for this model"),
+    ("claim.bmp", _bmp_claiming(30000, 30000), "larger than tfspec reads for this model"),
+    ("strip.png", _png_claiming(1, 60000), "1×60000 pixels, larger than tfspec reads"),
+    ("empty.png", b"", "not a picture file tfspec reads"),
+], ids=["bomb.png", "screen.gif", "claim.bmp", "strip.png", "empty.png"])
+def test_a_picture_past_the_budget_is_refused_from_its_header_before_decoding(tmp_path, name, content, message):
+    """Decompression bombs (a small file claiming 900 million pixels: Pillow's DecompressionBombError) and a
+    1×60000 strip (140 bytes that became a 60000×60000 square of 14 GB once padded) are refused from the header,
+    naming the budget: at most 4096 pixels a side for a model of 16-pixel pictures."""
+    from tfspec.run.data import DataError, digit_picture_file
+    from tfspec.run.media import picture_budget
+    (tmp_path / name).write_bytes(content)
+    assert len(content) < 200_000
+    with pytest.raises(DataError, match=message) as info:
+        digit_picture_file(tmp_path / name, 16, 1)
+    assert str(info.value).startswith(str(tmp_path / name)) and "\n" not in str(info.value)
+    assert picture_budget(16).longest == 4096 and picture_budget(2048).longest == 8192
+
+
+def test_a_picture_at_the_budget_is_read_and_its_first_frame_taken(tmp_path):
+    """The budget's edge is read (a 4096 × 8 strip pads to 4096 × 4096); an animated GIF gives its first frame."""
+    from PIL import Image
+
+    from tfspec.run.data import DIGIT_GLYPHS, digit_picture_file
+    strip = Image.new("L", (4096, 8), 20)
+    strip.paste(255, (1800, 0, 2300, 8))
+    strip.save(tmp_path / "edge.png")
+    assert digit_picture_file(tmp_path / "edge.png", 16, 1).shape == (1, 16, 16)
+    glyph = torch.tensor([[int(c) for c in row] for row in DIGIT_GLYPHS[1]], dtype=torch.uint8)
+    frames = []
+    for digit in (1, 4):
+        frame = torch.full((16, 16), 10, dtype=torch.uint8)
+        shape = torch.tensor([[int(c) for c in row] for row in DIGIT_GLYPHS[digit]], dtype=torch.bool)
+        frame[4:11, 5:10][shape] = 250
+        frames.append(Image.fromarray(frame.numpy(), mode="L"))
+    frames[0].save(tmp_path / "moving.gif", save_all=True, append_images=frames[1:], duration=100)
+    first = digit_picture_file(tmp_path / "moving.gif", 16, 1)
+    bright = (first[0, 4:11, 5:10] > 0.5).to(torch.uint8)
+    assert torch.equal(bright, glyph)
+
+
+def test_a_picture_in_a_format_no_processor_reads_never_starts_an_external_program(tmp_path):
+    """An EPS file is PostScript, which Pillow hands to Ghostscript: a program of its own, run on the file. It is
+    not among the formats read, so the ``gs`` planted first on PATH here never runs (the control shows that plain
+    Pillow runs it)."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "gs-ran"
+    gs = tmp_path / "bin" / "gs"
+    gs.parent.mkdir()
+    gs.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    gs.chmod(0o755)
+    (tmp_path / "page.eps").write_text("%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 16 16\nshowpage\n%%EOF\n")
+    env = {**__import__("os").environ, "PATH": f"{gs.parent}:{__import__('os').environ['PATH']}"}
+    read = subprocess.run([sys.executable, "-c", "import sys\nfrom tfspec.run.data import DataError, "
+                           "digit_picture_file\ntry:\n    digit_picture_file(sys.argv[1], 16, 1)\nexcept DataError as e:"
+                           "\n    print(e)", str(tmp_path / "page.eps")], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert "page.eps: not a picture file tfspec reads (it reads PNG, JPEG, WEBP, BMP and GIF)" in read.stdout, read
+    assert not marker.exists()
+    control = subprocess.run([sys.executable, "-c", "import sys\nfrom PIL import Image\ntry:\n    "
+                              "Image.open(sys.argv[1]).load()\nexcept Exception:\n    pass", str(tmp_path / "page.eps")],
+                             capture_output=True, env=env, timeout=120)
+    assert control.returncode == 0 and marker.exists()
+
+
+def test_a_fifo_directory_or_device_named_like_a_picture_is_refused_at_once(tmp_path):
+    """A FIFO named ``.png`` blocked for ever (Pillow waited for a writer); a device never ends; a directory is no
+    file. Each is one line, at once (in a child process, so that a wait fails this test instead of the suite)."""
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(tmp_path / "pipe.png")
+    (tmp_path / "folder.png").mkdir()
+    script = ("import sys\nfrom tfspec.run.data import DataError, digit_picture_file\nfor path in sys.argv[1:]:\n"
+              "    try:\n        digit_picture_file(path, 16, 1)\n    except DataError as e:\n        print(e)")
+    read = subprocess.run([sys.executable, "-c", script, str(tmp_path / "pipe.png"), str(tmp_path / "folder.png"),
+                           "/dev/zero"], capture_output=True, text=True, timeout=120)
+    assert read.stdout.splitlines() == [
+        f"{tmp_path / 'pipe.png'}: not a regular file (a device, a FIFO or a socket)",
+        f"{tmp_path / 'folder.png'}: a directory, not a file",
+        "/dev/zero: not a regular file (a device, a FIFO or a socket)"], read

@@ -229,12 +229,54 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
     return data
 
 
-def read_json(path: str | Path, limit: int = 64 << 20):
-    """The JSON value in the regular file ``path`` of at most ``limit`` bytes (``read_regular``); ``OSError``s as
-    there, ``ValueError`` (``UnicodeDecodeError``, ``json.JSONDecodeError``) for text that is not JSON."""
+JSON_DEPTH = 64  # arrays and objects within each other: a configuration has 3 or 4, a tokenizer 6
+
+
+class TooDeep(ValueError):
+    """JSON nested deeper than ``JSON_DEPTH``."""
+
+
+def loads_json(text: str | bytes, depth: int = JSON_DEPTH):
+    """``json.loads(text)``, where arrays and objects nest at most ``depth`` deep: deeper is a ``TooDeep`` (a
+    ``ValueError``), never a ``RecursionError`` from the parser or a later walk over the value. The depth is
+    measured before parsing, by one pass over the brackets outside strings.
+
+    >>> loads_json("[[[1]]]", depth=3)
+    [[[1]]]
+    >>> loads_json("[[[1]]]", depth=2)
+    Traceback (most recent call last):
+    ...
+    tfspec.files.TooDeep: JSON nested 3 deep, deeper than the 2 tfspec reads
+    """
     import json
 
-    return json.loads(read_regular(path, limit).decode("utf-8"))
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    found = nesting(data)
+    if found > depth:
+        raise TooDeep(f"JSON nested {found} deep, deeper than the {depth} tfspec reads")
+    return json.loads(text)
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def nesting(data: bytes) -> int:
+    """How deep the arrays and objects of the JSON text ``data`` nest (brackets inside strings not counted)."""
+    import numpy
+
+    brackets = numpy.frombuffer(_STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS), dtype=numpy.uint8)
+    if not len(brackets):
+        return 0
+    steps = numpy.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    return int(numpy.cumsum(steps).max(initial=0))
+
+
+def read_json(path: str | Path, limit: int = 64 << 20):
+    """The JSON value in the regular file ``path`` of at most ``limit`` bytes (``read_regular``) and
+    ``JSON_DEPTH`` levels (``loads_json``); ``OSError``s as there, ``ValueError`` (``UnicodeDecodeError``,
+    ``json.JSONDecodeError``, ``TooDeep``) for text that is not JSON tfspec reads."""
+    return loads_json(read_regular(path, limit).decode("utf-8"))
 
 
 def check_writable(path: str | Path) -> str | None:

@@ -25,11 +25,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..files import as_os_error, read_json, read_regular, safe_reason
+from ..files import as_os_error, loads_json, read_json, read_regular, safe_reason
 from ..errors import shown
 from ..front import schema as S
 from .family import Family
-from .fields import _lookup
+from .fields import _lookup, size_problem
+from .writer import citations
 from .mapping import InteropError
 from . import mtp, nested
 from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_distilbert, hf_gpt2, hf_opt, hf_bloom,
@@ -90,13 +91,13 @@ def _parsed(source):
         path = Path(source)
         path = path / "config.json" if path.is_dir() else path
         try:
-            data = json.loads(read_regular(path, 64 << 20).decode("utf-8"))
+            data = loads_json(read_regular(path, 64 << 20).decode("utf-8"))
         except FileNotFoundError:
             raise InteropError(f"{shown(path)}: no such file (a Hugging Face model directory has a "
                                "config.json)") from None
         except OSError as exc:  # a FIFO, a device, a directory, a file past the bound
             raise InteropError(f"{shown(path)}: {exc.strerror or exc}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except ValueError as exc:  # not UTF-8, not JSON, nested past JSON_DEPTH
             raise InteropError(f"{shown(path)}: not a readable JSON configuration: {exc}") from None
         source = _special_floats(data)
     return source
@@ -147,6 +148,9 @@ def read_config(source) -> Any:
         raise InteropError(f"expected a configuration (a dict, a config.json, a directory), got {type(source).__name__}")
     if "model_type" not in source:
         raise InteropError("the configuration has no model_type, so its family is unknown")
+    problem = _nesting_problem(source) or size_problem(source)
+    if problem is not None:
+        raise InteropError(problem)
     if source["model_type"] in READ_AS:  # another family's architecture under a name of its own (Kimi K2)
         source = {**source, "model_type": READ_AS[source["model_type"]][0]}
     family_of(source["model_type"])  # an unsupported type is named before transformers sees it
@@ -172,6 +176,24 @@ def read_config(source) -> Any:
         types = re.findall(r"<class '(\w+)'>", str(exc)) or re.findall(r"expected (\w+)", str(exc))
         expected = f"; transformers expects {' or '.join(dict.fromkeys(types))}" if types else ""
         raise InteropError(f"config.json's field {field} is {_shown(source.get(field))}{expected}") from None
+
+
+def _nesting_problem(values: dict, where: str = "") -> str | None:
+    """Why a parsed configuration's ``model_type``s or nested ``*_config``s are not what a configuration holds (a
+    list for a name, a number for a tower's configuration), naming the field; None where they are."""
+    kind = values.get("model_type")
+    if kind is not None and not isinstance(kind, str):
+        return f"config.json's field {where}model_type is {_shown(kind)}; a family's name (a string) is expected"
+    for key, value in values.items():
+        if key.endswith("_config") and key not in REFUSED_FIELDS and value is not None:
+            if isinstance(value, dict):
+                found = _nesting_problem(value, f"{where}{key}.")
+                if found is not None:
+                    return found
+            elif not isinstance(value, _transformers().PretrainedConfig):
+                return f"config.json's field {where}{key} is {_shown(value)}; a nested configuration (an object) " \
+                       "is expected"
+    return None
 
 
 # Fields of a config.json that choose how transformers loads or runs a model, not what it computes: its attention
@@ -241,8 +263,7 @@ def import_config(source, *, name: str | None = None, padding: bool = True, towe
                              _within=within)
     problems = family.unsupported(config)
     if problems:
-        raise InteropError(f"this {family.name} configuration cannot be expressed exactly:\n"
-                           + "\n".join(f"  {p}" for p in problems))
+        raise InteropError(f"this {family.name} configuration cannot be expressed exactly: " + "; ".join(problems))
     cls = model_class(config, family)
     options = {**family.classes[cls], **family.checkpoint_options(tensor_names(source))}
     declared = _declared_type(source)
@@ -255,7 +276,34 @@ def import_config(source, *, name: str | None = None, padding: bool = True, towe
 
     text = family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
                             heading=heading)
-    return format_text(text, "<imported>")  # in canonical form: what `tfspec fmt --check` accepts
+    text = format_text(text, "<imported>")  # in canonical form: what `tfspec fmt --check` accepts
+    _check_imported(text, config, family)
+    return text
+
+
+def _check_imported(text: str, config, family: Family) -> None:
+    """An imported spec that does not check (a configuration of 0 heads, a width the heads do not divide) is an
+    ``InteropError`` naming the configuration's fields behind it, not the spec's line: the user wrote config.json."""
+    from ..errors import SpecError
+    from ..front.api import parse
+
+    try:
+        parse(text, file="<imported>")
+    except SpecError as exc:
+        first = exc.first
+        span, lines = first.span, text.split("\n")
+        written = ""
+        if span is not None and span.file == "<imported>" and 0 < span.line <= len(lines):
+            line = lines[span.line - 1]
+            written = line[span.column - 1:span.end_column - 1] if span.end_line == span.line else line[span.column - 1:]
+        cited = citations(text)
+        fields = [cited[n] for n in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", written)) if n in cited]
+        if not fields:
+            raise InteropError(f"this {family.name} configuration describes a model that does not check: "
+                               f"{first.message} (at '{written.strip()[:80]}' of the imported spec)") from None
+        values = [f"{f} is {_shown(_lookup(config, f))}" for f in fields]
+        raise InteropError(f"config.json's field{'s' if len(fields) > 1 else ''} {' and '.join(values)}: "
+                           f"{first.message}") from None
 
 
 def tower_of(family: Family, tower: str):
@@ -402,7 +450,7 @@ def _safetensors_types(handle, file: Path) -> dict[str, str]:
     if size is None or size > min(100 << 20, os.fstat(handle.fileno()).st_size - 8):
         raise InteropError(f"{shown(file)}: not a safetensors file (its header's length is not possible)")
     try:
-        header = json.loads(handle.read(size))
+        header = loads_json(handle.read(size))
         return {k: str(v["dtype"]) for k, v in header.items() if k != "__metadata__"}
     except (ValueError, TypeError, KeyError, AttributeError):
         raise InteropError(f"{shown(file)}: not a safetensors file (its header is not JSON naming tensors)") from None

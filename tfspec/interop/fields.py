@@ -22,9 +22,11 @@ classification heads) are ``ignored`` with the reason, so every field a configur
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from ..front import schema as S
 from .writer import SpecWriter, number
 
 # fields of every transformers configuration that do not change what the model computes
@@ -52,6 +54,55 @@ COMMON_IGNORED = {
     "decoder_start_token_id": "a token id, which generation reads (exported with the run's tokenizer)",
     "_attn_implementation_autoset": "which attention kernel transformers picks; the result is the same",
 }
+
+
+# Sizes and counts, by the names transformers' configurations give them, wherever they stand (the top level or a
+# tower's nested ``*_config``): each is a whole number in its range before transformers or a family reads it. A 0
+# of heads divided by zero and 10**12 layers listed a layer each (or a label each) before this; the ranges are the
+# language's own (``schema.MAX_LAYERS``, ``schema.MAX_DIM``), so no imported spec could hold a value past them.
+_LAYER_COUNTS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
+                 "num_decoder_layers", "depth", "attn_layer_period", "expert_layer_period", "decoder_sparse_step",
+                 "num_hidden_groups", "full_attn_idxs_period", "sliding_window_pattern",
+                 "moe_layer_interval")
+_WIDTHS = ("hidden_size", "n_embd", "d_model", "intermediate_size", "vocab_size", "n_inner", "ffn_dim",
+           "encoder_ffn_dim", "decoder_ffn_dim", "hidden_dim", "embedding_size", "d_ff", "d_kv", "head_dim",
+           "moe_intermediate_size", "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads",
+           "encoder_attention_heads", "decoder_attention_heads", "mamba_n_heads", "mamba_d_head", "mamba_d_state",
+           "mamba_d_conv", "mamba_expand", "state_size", "conv_kernel", "num_experts", "n_routed_experts",
+           "num_local_experts", "num_experts_per_tok", "patch_size", "image_size", "num_channels",
+           "mm_tokens_per_image", "spatial_merge_size", "temporal_patch_size", "scale_factor", "num_labels",
+           "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+           "linear_conv_kernel_dim", "num_mel_bins", "max_source_positions", "out_hidden_size", "in_channels",
+           "time_step_rank", "mamba_dt_rank")
+SIZES: dict[str, tuple[int, int]] = {**{name: (1, S.MAX_LAYERS) for name in _LAYER_COUNTS},
+                                     **{name: (1, S.MAX_DIM) for name in _WIDTHS}}
+
+
+_AUTO = {"mamba_d_head", "time_step_rank", "mamba_dt_rank"}  # sizes transformers derives where they say "auto"
+
+
+def size_problem(values: Mapping, where: str = "") -> str | None:
+    """The first size of ``SIZES`` in a parsed configuration (and its nested ``*_config`` dicts) that is a whole
+    number (or a list of them: a picture's height and width, a value per stage) outside its range, or a name other
+    than ``"auto"`` where transformers derives the size from that one, as a sentence naming the field; None where
+    there is none. Other types are transformers' to name (its strict fields say what they expect)."""
+    for key, value in values.items():
+        path = f"{where}{key}"
+        if isinstance(value, Mapping) and key.endswith("_config"):
+            found = size_problem(value, path + ".")
+            if found is not None:
+                return found
+        elif key in SIZES:
+            least, most = SIZES[key]
+            items = value if isinstance(value, list) and 0 < len(value) <= S.MAX_LAYERS else [value]  # per stage
+            whole = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+            named = key in _AUTO and isinstance(value, str) and value != "auto"
+            if named or any(not least <= v <= most for v in whole):
+                text = json.dumps(value)
+                auto = ' (or "auto")' if key in _AUTO else ""
+                return (f"config.json's field {path} is {text if len(text) <= 60 else text[:57] + '...'}; tfspec "
+                        f"reads a whole number from {least} to {most:,}{auto} there")
+    return None
 
 
 @dataclass(frozen=True)

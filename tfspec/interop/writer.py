@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 
@@ -96,6 +97,23 @@ class SpecWriter:
             lets[-1].append(item)
         lets = ["let " + ", ".join(items) for items in lets if items]
         return "\n".join(lines + [first, ""] + lets + ([""] + rest.rstrip("\n").split("\n") if rest else [])) + "\n"
+
+
+def citations(text: str) -> dict[str, str]:
+    """The configuration field each ``let`` of a spec ``SpecWriter.text`` wrote cites, from its heading.
+
+    >>> citations("# A comment.\\n# From the configuration: d_model = hidden_size, heads =\\n#   num_heads, eps.\\nmodel m")
+    {'d_model': 'hidden_size', 'heads': 'num_heads', 'eps': 'eps'}
+    """
+    heading = []
+    for line in text.split("\n"):
+        if not line.startswith("#"):
+            break
+        heading.append(line[1:].strip())
+    found = re.search(r"From the configuration: (.*?)\.$", " ".join(heading))
+    if found is None:
+        return {}
+    return {item.split(" = ")[0]: item.split(" = ")[-1] for item in found.group(1).split(", ")}
 
 
 def schedule(per_layer: list, own=lambda value: True) -> tuple[object, list[tuple[str, object]]]:

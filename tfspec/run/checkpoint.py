@@ -36,7 +36,7 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import CheckpointError, shown
 from .layout import latest
-from ..files import (moved_error, naming, open_regular, read_json, read_regular, regular_file, safe_reason,
+from ..files import (loads_json, moved_error, naming, open_regular, read_json, read_regular, regular_file, safe_reason,
                      write_atomically)
 
 FORMAT = 1
@@ -297,7 +297,7 @@ def load(path: str | Path, *, accept_edits: bool = False) -> Checkpoint:
                                   "'latest')")
         path = found
     try:
-        meta = json.loads(read_regular(path / "checkpoint.json", 64 << 20))  # never a FIFO, a device
+        meta = loads_json(read_regular(path / "checkpoint.json", 64 << 20))  # never a FIFO, a device
         _check_meta(path, meta)
         if not accept_edits:
             _check_digests(path, meta, skip=(STATE,))

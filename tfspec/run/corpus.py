@@ -44,7 +44,7 @@ from torch import Tensor
 
 from .data import SPECIALS, DataError, TokenizerVocabulary, Vocabulary
 from ..errors import listing, shown
-from ..files import moved_error, naming, open_regular, read_json, read_regular
+from ..files import loads_json, moved_error, naming, open_regular, read_json, read_regular
 
 PIECE_BYTES = 4 << 20  # a text file is read, and tokenised, this much at a time
 DEFAULT_GLOB = "*.txt"
@@ -194,7 +194,7 @@ def _jsonl_strings(path: Path, fields: tuple[str, ...], option: str) -> Iterator
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = loads_json(line)
         except ValueError as exc:
             raise DataError(f"{option} {shown(path)}:{number}: not a JSON line: {exc}") from None
         values = tuple(record.get(f) if isinstance(record, dict) else None for f in fields)

@@ -501,7 +501,7 @@ def digit_pictures(count: int, side: int, channels: int, generator: torch.Genera
 
 
 def digit_picture_file(path, side: int, channels: int) -> Tensor:
-    """A picture file (PNG, JPEG, ... : what Pillow reads) as ``digit_pictures`` draws pictures: ``(channels, side,
+    """A picture file (PNG, JPEG, WebP, BMP or GIF, read as untrusted: ``tfspec.run.media``) as ``digit_pictures`` draws pictures: ``(channels, side,
     side)``, its background (the median of its border) at -0.5 and its strongest ink at 1.25, whichever of the two
     is the brighter (a dark digit on white paper reads as the generated light digit on a dark ground). A picture
     that is not square is first padded to a square with its background, keeping its proportions; then it is
@@ -510,17 +510,12 @@ def digit_picture_file(path, side: int, channels: int) -> Tensor:
     >>> digit_picture_file("seven.png", 16, 1).shape  # doctest: +SKIP
     torch.Size([1, 16, 16])
     """
-    from PIL import Image, UnidentifiedImageError
+    from .media import PictureError, read_picture
 
     try:
-        with Image.open(path) as opened:
-            picture = opened.convert("L" if channels != 3 else "RGB")  # (reads the pixels: a damaged file fails here)
-    except (FileNotFoundError, IsADirectoryError):
-        raise DataError(f"{shown(path)}: no such picture file") from None
-    except UnidentifiedImageError:
-        raise DataError(f"{shown(path)}: not a picture file Pillow reads (PNG, JPEG, BMP, GIF, ...)") from None
-    except (OSError, ValueError) as exc:  # a truncated or damaged file
-        raise DataError(f"{shown(path)}: a damaged picture file ({exc})") from None
+        picture = read_picture(path, side, "L" if channels != 3 else "RGB")
+    except PictureError as exc:
+        raise DataError(str(exc)) from None
     import numpy
 
     values = torch.from_numpy(numpy.array(picture, dtype=numpy.float32)).reshape(

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import RunWarning, shown
-from ..files import open_regular, save_figure, write_atomically
+from ..files import loads_json, open_regular, save_figure, write_atomically
 
 
 def truncate_metrics(path: Path, step: int) -> None:
@@ -33,7 +33,7 @@ def _records(path: Path) -> Iterator[dict]:
     with open_regular(path) as handle:  # a FIFO in its place is refused, not waited on
         for number, line in enumerate(handle, 1):
             try:
-                record = json.loads(line)
+                record = loads_json(line)
             except ValueError:
                 record = None
             if _is_record(record):
