@@ -562,3 +562,105 @@ def test_json_nested_past_the_bound_is_one_line(gpt2_directory, tmp_path, capsys
     assert err.count("\n") == 1 and "Traceback" not in err, err
     expected = "not a safetensors file" if where == "safetensors" else "JSON nested 10000[01] deep, deeper than the 64"
     assert re.search(expected, err) and not (tmp_path / "run").exists(), err
+
+
+# ---------------------------------------------------------------- a resumed run that no longer fits
+HYBRID = """model tiny_hybrid
+let d_model = 32, vocab = 64
+embedding tokens { vocab vocab; dim d_model; position none }
+decoder x 2 {
+  residual pre
+  norm rmsnorm
+  mixer mamba2(4, head_dim=16, state=8)
+  feedforward d_ff=64 activation=swiglu
+  final rmsnorm
+  layers 1 { mamba = attention(self, heads=2, mask=causal + padding) }
+}
+head tied(tokens)
+"""
+
+
+@pytest.fixture(scope="module")
+def hybrid_run(tmp_path_factory):
+    """A hybrid (a Mamba-2 layer, then an attention layer) trained 2 steps."""
+    root = tmp_path_factory.mktemp("hybrid")
+    (root / "hybrid.tfs").write_text(HYBRID)
+    out = root / "run"
+    assert main(["train", str(root / "hybrid.tfs"), "--steps", "2", "--batch", "4", "--eval-size", "4",
+                 "--no-progress", "--out", str(out)]) == 0
+    return out
+
+
+def _edit_state(edit):
+    def edited(checkpoint: Path):
+        state = torch.load(checkpoint / "state.pt", weights_only=True)
+        edit(state)
+        torch.save(state, checkpoint / "state.pt")
+    return edited
+
+
+def _moments(state):
+    for moments in state["optimizer"]["state"].values():
+        moments["exp_avg"], moments["exp_avg_sq"] = torch.zeros(3), torch.zeros(7, 7)
+
+
+def _spec(old: str, new: str):
+    def edited(checkpoint: Path):
+        (checkpoint / "spec.tfs").write_text((checkpoint / "spec.tfs").read_text().replace(old, new))
+    return edited
+
+
+def _weights(edit):
+    def edited(checkpoint: Path):
+        from safetensors.torch import load_file, save_file
+        tensors = load_file(checkpoint / "model.safetensors")
+        edit(tensors)
+        save_file(tensors, checkpoint / "model.safetensors")
+    return edited
+
+
+MISFITS = {  # name: (edit of the latest checkpoint, what the one line says)
+    "moments": (_edit_state(_moments), "state.pt: it does not fit this run: its optimizer's exp_avg of parameter 0 is "
+                                       "torch.float32 (3,), the parameter torch.float32 (64, 32)"),
+    "groups": (_edit_state(lambda s: s["optimizer"]["param_groups"][0].update(
+        params=s["optimizer"]["param_groups"][0]["params"][:-2])), "its optimizer's group 0 holds"),
+    "learning rate": (_edit_state(lambda s: s["optimizer"]["param_groups"][0].update(lr="fast")),
+                      "its optimizer's group 0 has lr 'fast', not a number"),
+    "step": (_edit_state(lambda s: [m.update(step=torch.zeros(4)) for m in s["optimizer"]["state"].values()]),
+             "its optimizer's step of parameter 0 holds 4 numbers, not one"),
+    "integer moments": (_edit_state(lambda s: [m.update(exp_avg=m["exp_avg"].long())
+                                               for m in s["optimizer"]["state"].values()]),
+                        "its optimizer's exp_avg of parameter 0 is torch.int64"),
+    "stranger": (_edit_state(lambda s: s["optimizer"]["state"].update({99: {}})),
+                 "its optimizer holds a state for parameter 99, which this run does not have"),
+    "random state": (_edit_state(lambda s: s.update(rng=torch.zeros(5, dtype=torch.uint8))),
+                     "its random state is not one torch.get_rng_state gives"),
+    "random text": (_edit_state(lambda s: s.update(rng="x")), "its random state is not one"),
+    "spec width": (_spec("d_model = 32", "d_model = 48"), "the weights do not fit spec.tfs: shapes differ: "
+                                                          "embeddings.tokens.tokens.weight (64, 32) vs (64, 48)"),
+    "mixer state": (_spec("state=8", "state=16"), "the weights do not fit spec.tfs: shapes differ: "
+                                                  "decoder.layers.0.mamba.in_proj.weight"),
+    "weights missing": (_weights(lambda t: t.pop("decoder.final_norm.weight")),
+                        "the weights do not fit spec.tfs: missing: decoder.final_norm.weight"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MISFITS))
+def test_a_resumed_run_that_no_longer_fits_is_refused_naming_what_differs(hybrid_run, tmp_path, capsys, name):
+    """A checkpoint edited by hand and taken as it is (``--accept-edits``): its spec, weights or training state no
+    longer fit the run. Each was a ``load_state_dict`` or ``set_rng_state`` traceback, and optimiser moments of
+    another shape crashed the interpreter in the optimiser's step (SIGSEGV: so this runs in a process of its own);
+    each is now one line naming what differs, before the run changes anything."""
+    run = tmp_path / "run"
+    shutil.copytree(hybrid_run, run)
+    edit, message = MISFITS[name]
+    edit(ckpt.latest(run))
+    before = (run / "metrics.jsonl").read_bytes()
+    command = ["train", "--resume", str(run), "--steps", "4", "--no-progress", "--accept-edits"]
+    if name == "moments":
+        result = cli(*command)
+    else:
+        result = subprocess.CompletedProcess(command, main(command), "", capsys.readouterr().err)
+    assert result.returncode == 1, result
+    assert message in one_line(result)
+    assert (run / "metrics.jsonl").read_bytes() == before and ckpt.latest(run).name == "step-0000002"

@@ -109,16 +109,97 @@ class Checkpoint:
         from ..backend.compiler import compile as compile_spec
 
         model = compile_spec(self.spec(), device=device)
-        try:
-            model.load_state_dict(self.weights)
-        except RuntimeError as exc:  # names or shapes that do not match the spec
-            raise CheckpointError(f"{shown(self.path)}: the weights do not fit spec.tfs: {exc}") from None
+        self.load_weights(model)
         return model.eval()
+
+    def load_weights(self, model) -> None:
+        """These weights into ``model``, once every tensor is known to be there with its shape (a ``CheckpointError``
+        naming what differs otherwise: a spec.tfs or model.safetensors edited under ``--accept-edits``)."""
+        misfit = weights_misfit(model.state_dict(), self.weights)
+        if misfit is not None:
+            raise CheckpointError(f"{shown(self.path)}: the weights do not fit spec.tfs: {misfit}")
+        model.load_state_dict(self.weights)
 
     def spec(self):
         from ..front.api import parse
 
         return parse(self.spec_text, file=str(self.path / "spec.tfs"), overrides=self.meta.get("overrides") or None)
+
+
+def weights_misfit(own: dict, weights: dict) -> str | None:
+    """How ``weights`` differ from a model's state dict ``own`` (tensors missing, not in it, or of other shapes), the
+    first few of each, in one line; None where they fit."""
+    missing = sorted(set(own) - set(weights))
+    extra = sorted(set(weights) - set(own))
+    shapes = [f"{k} {tuple(weights[k].shape)} vs {tuple(own[k].shape)}" for k in own
+              if k in weights and tuple(weights[k].shape) != tuple(own[k].shape)]
+    details = [f"{what}: {', '.join(items[:6])}" + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+               for what, items in (("missing", missing), ("not in the spec", extra), ("shapes differ", shapes))
+               if items]
+    return "; ".join(details) if details else None
+
+
+def training_state_misfit(state: dict, optimizer, scaler) -> str | None:
+    """Why a saved training state cannot drive this run's ``optimizer`` and ``scaler`` (moments of another shape
+    or type, parameter groups of other sizes, hyperparameters that are not numbers, a random state that is not
+    one), naming the first thing that differs; None where it fits. Checked before anything is loaded: moments of
+    another shape crashed the interpreter in the optimiser's fused step, and the rest were tracebacks."""
+    saved = state.get("optimizer")
+    if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict) or \
+            not isinstance(saved.get("param_groups"), list):
+        return "its optimizer state is not one an optimizer wrote"
+    groups, params = optimizer.param_groups, [p for group in optimizer.param_groups for p in group["params"]]
+    if len(saved["param_groups"]) != len(groups):
+        return f"its optimizer has {len(saved['param_groups'])} parameter groups, this run's {len(groups)}"
+    for number, (theirs, ours) in enumerate(zip(saved["param_groups"], groups)):
+        held = theirs.get("params") if isinstance(theirs, dict) else None
+        if not isinstance(held, list) or len(held) != len(ours["params"]):
+            size = len(held) if isinstance(held, list) else "no"
+            return f"its optimizer's group {number} holds {size} parameters, this run's {len(ours['params'])}"
+        for key, value in ours.items():
+            if key != "params" and _kind(theirs.get(key)) != _kind(value):
+                return f"its optimizer's group {number} has {key} {_short(theirs.get(key))}, not {_kind(value)}"
+    indices = [i for theirs in saved["param_groups"] for i in theirs["params"]]
+    if sorted(indices) != list(range(len(params))):
+        return "its optimizer's groups do not number this run's parameters 0 to " + str(len(params) - 1)
+    for index, moments in saved["state"].items():
+        if not isinstance(index, int) or not 0 <= index < len(params) or not isinstance(moments, dict):
+            return f"its optimizer holds a state for parameter {_short(index)}, which this run does not have"
+        shape = tuple(params[index].shape)
+        for key, value in moments.items():
+            if not isinstance(value, torch.Tensor):
+                return f"its optimizer's {key} of parameter {index} is {_short(value)}, not a tensor"
+            if key == "step":
+                if value.numel() != 1:
+                    return f"its optimizer's step of parameter {index} holds {value.numel()} numbers, not one"
+            elif tuple(value.shape) != shape or not value.is_floating_point():
+                return (f"its optimizer's {key} of parameter {index} is {value.dtype} {tuple(value.shape)}, the "
+                        f"parameter {params[index].dtype} {shape}")
+    rngs = [state.get("rng")] + list(state.get("rng_per_worker") or [])
+    size = torch.get_rng_state().numel()
+    if not all(isinstance(r, torch.Tensor) and r.dtype == torch.uint8 and r.numel() == size for r in rngs):
+        return "its random state is not one torch.get_rng_state gives"
+    expected = scaler.state_dict()
+    theirs = state.get("scaler")
+    if expected and (not isinstance(theirs, dict) or any(_kind(theirs.get(k)) != _kind(v) for k, v in expected.items())):
+        return "its loss scaler's state is not one this run's scaler wrote"
+    return None
+
+
+def _kind(value) -> str:
+    """What a state's entry is, as far as fitting is concerned: a number, a pair of them, a flag, or its type."""
+    if isinstance(value, bool):
+        return "a flag"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return f"{len(value)} numbers"
+    return "None" if value is None else type(value).__name__
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -46,14 +46,7 @@ def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
 
 def load_initial(model, initial: Initial, name: str) -> None:
     """Copy ``initial``'s weights into ``model``; every tensor must be there, with its shape."""
-    own = model.state_dict()
-    missing = sorted(set(own) - set(initial.weights))
-    extra = sorted(set(initial.weights) - set(own))
-    shapes = [f"{k} {tuple(initial.weights[k].shape)} vs {tuple(own[k].shape)}" for k in own
-              if k in initial.weights and initial.weights[k].shape != own[k].shape]
-    if missing or extra or shapes:
-        details = [f"{what}: {', '.join(items[:6])}" + (" …" if len(items) > 6 else "")
-                   for what, items in (("missing", missing), ("not in the spec", extra), ("shapes differ", shapes))
-                   if items]
-        raise DataError(f"--init {initial.source}: its weights do not fit {name}: " + "; ".join(details))
+    misfit = ckpt.weights_misfit(model.state_dict(), initial.weights)
+    if misfit is not None:
+        raise DataError(f"--init {initial.source}: its weights do not fit {name}: {misfit}")
     model.load_state_dict(initial.weights)

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from ..backend.compiler import compile as compile_spec
-from ..errors import RunError
+from ..errors import RunError, shown
 from ..files import append_line
 from ..front.api import parse
 from ..front.schema import Towers
@@ -146,7 +146,7 @@ class Trainer:
         kind = "connected towers" if isinstance(self.spec, Towers) and self.spec.connectors else self.spec.kind
         self.recipe = paper_defaults(kind, _width(model), config)
         if start.saved is not None:
-            model.load_state_dict(start.saved.weights)
+            start.saved.load_weights(model)
         try:
             self.adapters = lora.apply(model, config.lora, config.seed) if config.lora is not None else None
         except ValueError as exc:  # a target that names no linear map
@@ -179,6 +179,10 @@ class Trainer:
         torch.manual_seed(self.config.seed + self.world.rank)  # the seed itself on one worker
         state = self.start.saved.training_state() if self.start.saved is not None else None
         if state is not None:
+            misfit = ckpt.training_state_misfit(state, self.optimizer, self.scaler)
+            if misfit is not None:
+                where = shown(self.start.saved.path / "state.pt")
+                raise ckpt.CheckpointError(f"{where}: it does not fit this run: {misfit}")
             if self.adapters is not None:
                 try:
                     lora.restore(unwrap(self.model), state.get("lora") or {})
