@@ -633,8 +633,9 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
     # positions after a pad the vocabulary puts elsewhere)
     _, closest, problems, conflicts = min(tried, key=lambda t: (-t[0], len(t[2]), not t[3]))
     problems = conflicts + problems
+    more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
     raise InteropError(f"spec '{model.spec.name}' has no Hugging Face equivalent; the closest family, {closest}, "
-                       "differs:\n" + "\n".join(f"  {p}" for p in problems))
+                       "differs: " + "; ".join(problems[:5]) + more)
 
 
 def _nested(values: dict) -> dict:

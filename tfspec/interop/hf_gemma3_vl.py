@@ -49,12 +49,20 @@ def _block(config) -> int | None:
     return _side(config) // per_side if per_side * per_side == tokens and _side(config) % per_side == 0 else None
 
 
+def _pooled(facts) -> int:
+    """The side of the blocks the connector's first step averages (a connector that does not pool is no Gemma 3's)."""
+    side = facts.step(0, "side")
+    if side is None:
+        raise facts.text.refuse("Gemma 3's connector first averages the patches in square blocks (mean_pool)")
+    return side
+
+
 FIELDS = TEXT.fields(Fields(
     *tower_fields("vision_", "vision", "vision_config", ACTIVATIONS, init=False),
     *picture_fields(),
     Field("image_token", "image_token_index", lambda f: f.connector.image_token, let=False),
     Field("block", "mm_tokens_per_image", lambda f: (f.vision.input_option("image") // f.vision.input_option("patch")
-                                                     // f.step(0, "side")) ** 2, read=_block, let=False),
+                                                     // _pooled(f)) ** 2, read=_block, let=False),
     *TIED,
     Fixed("mm_tokens_per_image", True, "mm_tokens_per_image not the square of a divisor of the patches' side "
           "(vision_config.image_size // patch_size): no square blocks of patches average into that many vectors",

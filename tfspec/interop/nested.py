@@ -64,9 +64,9 @@ class Nested:
             raise InteropError(f"{self.where}: {exc}") from None
         if family.towers:
             raise InteropError(f"{self.where}: model_type '{model_type}' is a model of towers, not one tower")
-        if not any(cls.endswith("ForCausalLM") for cls in family.classes):  # BERT's: no language model to feed
-            raise InteropError(f"{self.where}: model_type '{model_type}' ({family.name}) is not a causal language "
-                               f"model, which the {self.tower} tower is")
+        if dict(self.options) not in family.classes.values():  # BERT's (a pooler too): not a tower's family
+            raise InteropError(f"{self.where}: model_type '{model_type}' ({family.name}) is not a language model the "
+                               f"{self.tower} tower can be (its classes: {', '.join(family.classes)})")
         return family
 
     def tower_text(self, w: SpecWriter, config, *, padding: bool) -> str:
