@@ -115,8 +115,9 @@ def draw(rng: random.Random, base: list[str], options: dict[str, list[str]]) -> 
     return argv
 
 
-def run_child(argv: list[str], cwd: Path, cpu_limit: float) -> tuple[str, int, str]:
-    """(outcome, status, stderr) of ``tfspec.cli.main(argv)`` in a forked child."""
+def run_child(argv: list[str], cwd: Path, cpu_limit: float, memory: int | None = None) -> tuple[str, int, str]:
+    """(outcome, status, stderr) of ``tfspec.cli.main(argv)`` in a forked child (``memory``: a cap on its address
+    space, in bytes)."""
     from tfspec.cli import main
 
     err_path = cwd / ".stderr"
@@ -132,6 +133,8 @@ def run_child(argv: list[str], cwd: Path, cpu_limit: float) -> tuple[str, int, s
             sys.stdout = open(1, "w", closefd=False)  # the descriptors, whatever the parent had put there
             sys.stderr = open(2, "w", closefd=False)
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_limit), int(cpu_limit) + 5))
+            if memory is not None:
+                resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
             try:
                 status = main(argv)
             except SystemExit as exc:

@@ -12,6 +12,11 @@ Classes, each drawn ``--n`` times (the language server's ``--lsp`` times, signal
   (kernels from a hub, quantization, dtype, weights file, device map, remote code), a 300 MB sparse
   ``tokenizer.json``. ``import``, ``import --run`` and ``train --init`` must exit 0, 1 or 2 in one line, never
   run planted code, and a steering field that is dropped must give the same spec as the directory without it.
+- *hostile configurations*: the default configuration of a family's class (every family ``tfspec import --list``
+  names), one or two of its fields (nested ``*_config`` ones too) made hostile: a size of 0, -1, 10**12 or 2**63,
+  a value of the wrong type, a ``model_type`` that is a list or names an encoder, a tower's configuration that is a
+  number or another family's, JSON nested 100,000 deep, a ``layer_types`` of 100,000 entries. ``import`` must
+  write a spec or refuse in one line, within the CPU and memory limits.
 - *tampered runs*: a trained run with garbage, mistyped or cut ``metrics.jsonl`` lines, a FIFO or a directory as
   ``metrics.jsonl`` or ``latest``, a checkpoint directory holding another step's files, a pickle as
   ``state.pt``; ``train --resume`` and ``generate`` must answer in one line (or succeed) and never hang.
@@ -85,9 +90,10 @@ class Tally:
                 f"wrong {c['wrong']}")
 
 
-def judged(argv: list[str], cwd: Path, cpu_limit: float, allowed=(0, 1, 2)) -> tuple[str, str, int]:
+def judged(argv: list[str], cwd: Path, cpu_limit: float, allowed=(0, 1, 2), memory: int | None = None
+           ) -> tuple[str, str, int]:
     """(outcome, stderr, status) of a forked ``tfspec`` invocation: a refusal must be one line."""
-    outcome, status, err = run_child(argv, cwd, cpu_limit)
+    outcome, status, err = run_child(argv, cwd, cpu_limit, memory)
     if outcome in ("hang", "traceback"):
         return outcome, err, status
     if outcome == "abort":
@@ -230,6 +236,101 @@ def model_directories(args, root: Path, rng: random.Random) -> Tally:
                                                                         "quantized")) and command[2] != "--name":
             outcome, err = "wrong", "weights that must be refused were taken"
         tally.add(outcome, f"{what}: {' '.join(command[:3])}: {err}")
+        shutil.rmtree(directory, ignore_errors=True)
+    return tally
+
+
+# ---------------------------------------------------------------- hostile configurations of every family
+MEMORY_CAP = 8 << 30  # an import of a configuration alone needs far less; 10**12 layers listed one by one far more
+HOSTILE_VALUES = [0, -1, -7, 10 ** 12, 2 ** 63, "x", "", 2.5, True, None, [], [0], {}, [10 ** 12], "auto"]
+
+
+def _configuration_base(model_type: str, cls: str) -> dict:
+    """A family's default configuration as transformers writes it (a configuration alone: nothing is allocated)."""
+    import transformers
+
+    values = transformers.AutoConfig.for_model(model_type).to_dict()
+    return {**values, "model_type": model_type, "architectures": [cls]}
+
+
+def _places(values: dict, where: tuple = ()):
+    """Every (path, value) of a configuration, nested ``*_config`` dicts included."""
+    for key, value in values.items():
+        yield where + (key,), value
+        if isinstance(value, dict) and key.endswith("_config"):
+            yield from _places(value, where + (key,))
+
+
+def _put_at(values: dict, path: tuple, value) -> None:
+    for key in path[:-1]:
+        values = values[key]
+    values[path[-1]] = value
+
+
+def configuration_damages(rng: random.Random):
+    def size(values):  # a whole-number field, anywhere, set to a hostile value
+        places = [p for p, v in _places(values) if isinstance(v, int) and not isinstance(v, bool)]
+        if places:
+            _put_at(values, rng.choice(places), rng.choice(HOSTILE_VALUES))
+
+    def any_field(values):
+        places = [p for p, _ in _places(values)]
+        _put_at(values, rng.choice(places), rng.choice(HOSTILE_VALUES))
+
+    def model_type(values):
+        nested = [p for p, v in _places(values) if isinstance(v, dict) and p[-1].endswith("_config")]
+        target = values if not nested or rng.random() < 0.5 else _at(values, rng.choice(nested))
+        target["model_type"] = rng.choice([["llama"], 7, None, "", "../../x", {"a": 1}, "bert", "whisper"])
+
+    def nested_config(values):
+        places = [p for p, v in _places(values) if p[-1].endswith("_config") and not p[-1].startswith("quant")]
+        if places:
+            _put_at(values, rng.choice(places), rng.choice([7, "siglip", [], [1, 2], {"model_type": "bert"},
+                                                            {"model_type": "t5"}, {}]))
+
+    def deep(values):
+        places = [p for p, _ in _places(values)]
+        _put_at(values, rng.choice(places), "DEEP")  # replaced by 100,000 brackets in the text
+
+    def layer_types(values):
+        count = rng.choice([0, 1, 10 ** 5])
+        values["layer_types"] = rng.choice([["full_attention"] * count, ["bogus"] * 3, "full", [None, 3]])
+
+    return [("size", size), ("any field", any_field), ("model_type", model_type), ("nested config", nested_config),
+            ("deep", deep), ("layer types", layer_types)]
+
+
+def _at(values: dict, path: tuple) -> dict:
+    for key in path:
+        values = values[key]
+    return values
+
+
+def hostile_configurations(args, root: Path, rng: random.Random) -> Tally:
+    """``import`` of a family's configuration with one or two fields made hostile (every family of ``tfspec import
+    --list``, drawn): it must write a spec or refuse in one line, in time, within the memory cap."""
+    from tfspec.interop.families import FAMILIES
+
+    tally = Tally("hostile configurations")
+    classes = [(t, cls) for family in FAMILIES for t in family.model_types for cls in family.classes]
+    table = configuration_damages(rng)
+    for k in range(args.n):
+        model_type, cls = rng.choice(classes)
+        try:
+            values = _configuration_base(model_type, cls)
+        except Exception:  # noqa: BLE001 - a type this transformers names otherwise: nothing to damage
+            continue
+        chosen = rng.sample(table, rng.choice([1, 1, 2]))
+        for _, damage in chosen:
+            damage(values)
+        text = json.dumps(values).replace('"DEEP"', "[" * 100_000 + "]" * 100_000)
+        directory = root / f"config{k}"
+        directory.mkdir()
+        (directory / "config.json").write_text(text)
+        what = "+".join(name for name, _ in chosen)
+        outcome, err, _ = judged(["import", str(directory), "--name", "m", "-o", str(root / f"c{k}.tfs")], root,
+                                 args.cpu_limit, memory=MEMORY_CAP)
+        tally.add(outcome, f"{model_type} {what}: {err}")
         shutil.rmtree(directory, ignore_errors=True)
     return tally
 
@@ -514,7 +615,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu-limit", type=float, default=30, help="CPU seconds an invocation may take")
     parser.add_argument("--show", type=int, default=5)
-    parser.add_argument("--only", choices=("directories", "runs", "names", "lsp", "signals"), action="append")
+    parser.add_argument("--only", choices=("directories", "configurations", "runs", "names", "lsp", "signals"),
+                        action="append")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from fuzz import import_everything
@@ -522,8 +624,8 @@ def main(argv=None) -> int:
     import_everything()  # once, before any child is forked
     PLANTED.unlink(missing_ok=True)
     rng = random.Random(args.seed)
-    classes = {"directories": model_directories, "runs": tampered_runs, "names": names, "lsp": language_server,
-               "signals": signals}
+    classes = {"directories": model_directories, "configurations": hostile_configurations, "runs": tampered_runs,
+               "names": names, "lsp": language_server, "signals": signals}
     failed, started = 0, time.perf_counter()
     with tempfile.TemporaryDirectory() as directory:
         for key, campaign in classes.items():

@@ -689,3 +689,28 @@ def test_export_to_hugging_face_of_each_kind_of_trained_run_works_or_is_one_line
         import transformers as T
         assert status == 0, result.stderr
         assert type(getattr(T, exported).from_pretrained(tmp_path / "hf")).__name__ == exported
+
+
+def test_two_imports_into_one_run_directory_leave_one_whole_model_and_refuse_the_other(gpt2_directory, tmp_path):
+    """Both used to report success while one model was silently lost (written over the other, file by file): the
+    run is now built whole beside its place and renamed into it, so the second finds the first's there."""
+    import transformers as T
+
+    other = tmp_path / "other"
+    config = T.GPT2Config.from_pretrained(gpt2_directory)
+    torch.manual_seed(5)
+    T.GPT2LMHeadModel(config).save_pretrained(other)
+    run = tmp_path / "run"
+    processes = [subprocess.Popen([sys.executable, "-m", "tfspec.cli", "import", str(source), "--run", str(run)],
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for source in (gpt2_directory, other)]
+    results = [subprocess.CompletedProcess(p.args, p.wait(timeout=120), p.stdout.read(), p.stderr.read())
+               for p in processes]
+    assert sorted(r.returncode for r in results) == [0, 2], results
+    loser = next(r for r in results if r.returncode == 2)
+    assert "already exists" in one_line(loser)
+    winner = gpt2_directory if results[0].returncode == 0 else other
+    saved = ckpt.load(run)
+    theirs = T.GPT2LMHeadModel.from_pretrained(winner).state_dict()
+    assert torch.equal(saved.weights["embeddings.tokens.tokens.weight"], theirs["transformer.wte.weight"])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".run")) == []  # no temporary left

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import RunError, shown
-from ..files import removed_on_failure
+from ..files import new_directory
 from ..front.api import load
 from ..inspect.summary import summary_line
 from .common import check_output, print_json, quiet_transformers, UsageError, with_json, writable, write_output
@@ -64,6 +64,7 @@ def run(args) -> int:
 
 def _import_run(source, text: str, run_dir: str, tower: str | None = None) -> None:
     """A run directory holding the imported weights as tfspec's step-0 checkpoint (``tfspec export`` reads it)."""
+    import errno
     from pathlib import Path
 
     from ..run import checkpoint as ckpt
@@ -78,8 +79,17 @@ def _import_run(source, text: str, run_dir: str, tower: str | None = None) -> No
     vocab = tokenizer_of(source, model)
     if vocab is not None:
         meta["vocab"], files = vocab.to_dict(), vocab.files()
-    with removed_on_failure(run_dir):  # a failed write leaves no half-made run
-        path = ckpt.save(Path(run_dir), 0, model, text, meta, {}, files)
+    try:
+        # written whole into a hidden sibling, then renamed into place: a failure leaves nothing, and of two imports
+        # into one directory the second's rename finds the first's run there and fails, never merging with it
+        with new_directory(run_dir) as work:
+            ckpt.save(work, 0, model, text, meta, {}, files)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise UsageError(f"--run {shown(run_dir)}: already exists (written meanwhile by another process); name "
+                             "a new directory") from None
+        raise
+    path = ckpt.latest(run_dir)
     with_tokenizer = " and its tokenizer.json" if files else " (no tokenizer.json beside them)"
     print(f"wrote {shown(path)}: the {model.hf_class} weights{with_tokenizer}, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters")

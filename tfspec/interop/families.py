@@ -164,7 +164,9 @@ def read_config(source) -> Any:
             values[key] = [LEGACY_LAYER_TYPES.get(t, t) if isinstance(t, str) else t for t in values[key]]
     try:
         return transformers.AutoConfig.for_model(source["model_type"], **values)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ArithmeticError, AttributeError, LookupError) as exc:
+        # (transformers' own checks and derivations: Exaone 4's sliding_window null divides by 0, a Mamba's
+        # layer_types is a property without a setter, id2label a number)
         raise InteropError(f"transformers cannot read this {source['model_type']} configuration: {exc}") from None
     except Exception as exc:  # huggingface_hub's StrictDataclassFieldValidationError: a field of the wrong type
         if "StrictDataclass" not in type(exc).__name__:

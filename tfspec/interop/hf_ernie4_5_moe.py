@@ -25,6 +25,10 @@ _ERNIE = [e for e in hf_ernie4_5.FIELDS.entries if getattr(e, "config", None) no
 
 def sparse_layers(config) -> list[bool]:
     """Per layer: is its feed-forward a mixture (Hugging Face's rule)?"""
+    for field in ("moe_layer_start_index", "moe_layer_end_index"):
+        if not isinstance(getattr(config, field), int):
+            raise InteropError(f"config.json's field {field} is {getattr(config, field)!r}; ERNIE 4.5 MoE reads a "
+                               "layer's number there")
     end = config.num_hidden_layers - 1 if config.moe_layer_end_index == -1 else config.moe_layer_end_index
     return [(i + 1) % config.moe_layer_interval == 0 and config.moe_layer_start_index <= i <= end
             for i in range(config.num_hidden_layers)]
