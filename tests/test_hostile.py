@@ -714,3 +714,59 @@ def test_two_imports_into_one_run_directory_leave_one_whole_model_and_refuse_the
     theirs = T.GPT2LMHeadModel.from_pretrained(winner).state_dict()
     assert torch.equal(saved.weights["embeddings.tokens.tokens.weight"], theirs["transformer.wte.weight"])
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".run")) == []  # no temporary left
+
+
+# ---------------------------------------------------------------- resources bounded by design
+def test_a_name_of_three_megabytes_is_quoted_as_an_excerpt(tmp_path, tfspec_cli):
+    """A misspelt identifier of 3 MB made 6.4 MB of error output (the name in the message and again in the
+    source line); messages and hints quote long names by their ends and length."""
+    path = tmp_path / "long.tfs"
+    path.write_text("model m\nembedding tokens { vocab 10; dim 8; position none }\n"
+                    f"decoder x 1 {{ attention self heads={'h' * 3_000_000}; feedforward d_ff=8 }}\nhead tied(tokens)\n")
+    result = tfspec_cli("check", path)
+    assert result.returncode == 1 and len(result.stderr) < 2000, len(result.stderr)
+    assert f"unknown parameter '{'h' * 40}…(3,000,000 characters)…{'h' * 20}'" in result.stderr
+
+
+def test_checking_many_layer_kinds_compares_each_layer_once(tmp_path):
+    """1,200 layer kinds took 20 s to check (each layer's block compared with every kind found so far, and the IR's
+    lint searched the whole model below each kind): both are linear now. Counted, not timed: the blocks compared
+    by equality stay a few per layer, and the lint searches each kind's own nodes."""
+    import networkx as nx
+    from unittest import mock
+
+    from tfspec.front import schema as S
+    from tfspec.front.api import parse
+
+    lines = ["model m", "embedding tokens { vocab 10; dim 8; position none }", "decoder x 400 {",
+             "  attention self heads=2 mask=causal", "  feedforward d_ff=8"]
+    lines += [f"  layers {i} {{ ffn = feedforward(d_ff={8 + i}) }}" for i in range(400)] + ["}", "head tied(tokens)"]
+    compared, searched = [0], []
+    equal, descendants = S.Node.__eq__, nx.descendants
+
+    def counted(self, other):
+        compared[0] += 1
+        return equal(self, other)
+
+    def measured(graph, source):
+        searched.append(graph.number_of_nodes())
+        return descendants(graph, source)
+
+    with mock.patch.object(S.Node, "__eq__", counted), mock.patch.object(nx, "descendants", measured):
+        spec = parse("\n".join(lines))
+    assert len(spec.stacks[0].kinds) == 399 and compared[0] < 10 * 400, compared
+    assert len(searched) >= 400 and max(searched) < 20, max(searched)  # (each kind: its 8 nodes)
+
+
+def test_a_picture_tower_of_65537_patches_is_refused_by_mask_and_noted_by_report(tmp_path, tfspec_cli):
+    """Its patterns would be a 65,537² matrix: ``mask`` held 21 GB for 52 s, ``report`` asked 16 GiB. The length its
+    input fixes is checked against the drawing budget (16,384 a side) before any matrix is made."""
+    spec = tmp_path / "big.tfs"
+    spec.write_text((ROOT / "examples" / "vit_digits.tfs").read_text())
+    refused = tfspec_cli("mask", spec, "--set", "side=1024", "-o", tmp_path / "m.png")
+    assert refused.returncode == 2 and not (tmp_path / "m.png").exists()
+    assert "stack encoder reads 65,537 positions, whose picture would hold 4,295,098,369 pairs; tfspec draws at " \
+           "most 16,384 positions a side" in one_line(refused)
+    noted = tfspec_cli("report", spec, "--set", "side=1024", "-o", tmp_path / "r.html")
+    assert noted.returncode == 0, noted.stderr
+    assert "reads 65,537 positions" in (tmp_path / "r.html").read_text()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import textwrap
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -56,6 +57,20 @@ class Span:
         return f"{shown(self.file)}:{self.line}:{self.column}"
 
 
+LONGEST_WORD = 80
+
+
+def excerpts(text: str) -> str:
+    """``text`` with each run of more than ``LONGEST_WORD`` letters, digits, ``_`` or ``.`` (a name) cut to its
+    start and end around how long it is.
+
+    >>> excerpts("unknown parameter '" + "h" * 100 + "'")
+    "unknown parameter 'hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh…(100 characters)…hhhhhhhhhhhhhhhhhhhh'"
+    """
+    return re.sub(r"[\w.]{%d,}" % (LONGEST_WORD + 1),
+                  lambda m: f"{m.group()[:40]}…({len(m.group()):,} characters)…{m.group()[-20:]}", text)
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     code: str
@@ -67,6 +82,10 @@ class Diagnostic:
     def __post_init__(self) -> None:
         if self.code not in CODES:
             raise KeyError(f"unregistered diagnostic code {self.code!r}")
+        # a name of 3 MB (a misspelt identifier, pasted text) is quoted as an excerpt, not whole in every message
+        object.__setattr__(self, "message", excerpts(self.message))
+        if self.hint is not None:
+            object.__setattr__(self, "hint", excerpts(self.hint))
 
     def to_dict(self) -> dict:
         """The diagnostic as data (``--json``): code, severity, message, hint and the span's 1-based ends."""

@@ -194,13 +194,23 @@ class Stacks:
             block = self._layer_kind(section, d, stmts, names, decl)
             for i in layers:
                 per_layer[i] = block
+        # each distinct block once, in the order layers first have it; blocks compared by their dumps, each dumped
+        # once (comparing every layer's block with every kind was quadratic: 1,200 kinds took 20 s)
         kinds: list[S.Block] = []
+        kind_of: dict[str, int] = {}
+        dumps: dict[int, str] = {}
+        order = []
         for block in per_layer:
-            if block not in kinds:
+            dump = dumps.get(id(block))
+            if dump is None:
+                dump = dumps[id(block)] = f"{type(block).__name__}:{block.model_dump_json()}"
+            if dump not in kind_of:
+                kind_of[dump] = len(kinds)
                 kinds.append(block)
+            order.append(kind_of[dump])
         if len(kinds) == 1:  # every layer alike (sections that change nothing, or every layer the same way)
             return kinds[0], (), ()
-        return kinds[0], tuple(kinds[1:]), tuple(kinds.index(block) for block in per_layer)
+        return kinds[0], tuple(kinds[1:]), tuple(order)
 
     def _layer_selection(self, section: Setting, repeat: int) -> list[int]:
         """``layers 3``, ``layers 0 2``, ``layers range(0, 3)``, ``layers every(4, from=3)``: the indices, each

@@ -77,6 +77,11 @@ def attention_patterns(spec_or_graph, seq_len: int | None = None, src_len: int |
     if seq_len is None and src_len is None and tgt_len is None:
         seq_len = default_length(g)
     lengths = stack_lengths(g, seq_len, src_len, tgt_len)
+    stack, longest = max(lengths.items(), key=lambda item: item[1])
+    if longest > MAX_LENGTH:  # before a (queries, keys) matrix is made: 65,537 patches held 21 GB
+        raise AnalysisError(f"stack {stack} reads {longest:,} positions, whose picture would hold {longest ** 2:,} "
+                            f"pairs; tfspec draws at most {MAX_LENGTH:,} positions a side (its input fixes the "
+                            "length: draw a smaller version, e.g. with --set)")
     patterns = []
     for node in attentions(g):
         kind, options = ATTENTION_KINDS.of(node.spec.kind)
