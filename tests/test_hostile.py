@@ -527,6 +527,9 @@ def _set(path: str, value):
                                                                num_hidden_layers=1, num_attention_heads=4)),
      "text_config: model_type 'bert' (BERT) is not a language model the text tower can be (its classes: "
      "BertForMaskedLM, BertModel)"),
+    ("LlavaForConditionalGeneration", _set("vision_config", {"model_type": "t5"}),
+     "this LLaVA configuration has no image_size in its T5Config (model_type 't5'), where LLaVA reads one"),
+    ("MambaForCausalLM", _set("layer_types", ["full_attention"] * 3), "property 'layer_types' of 'MambaConfig'"),
     ("LlamaForCausalLM", _set("rms_norm_eps", -1.0), "field rms_norm_eps is -1.0: rmsnorm: eps must be greater"),
     ("LlamaForCausalLM", _set("hidden_size", 10 ** 7), "field hidden_size is 10000000; tfspec reads a whole number "
                                                       "from 1 to 1,048,576"),
@@ -537,10 +540,12 @@ def test_a_hostile_configuration_is_one_line_naming_its_field(tmp_path, capsys, 
     language model's tower were TypeErrors and AttributeErrors, and a value the language refuses was shown at the
     imported spec's line: each is now one line naming config.json's field."""
     (tmp_path / "config.json").write_text(json.dumps(_configuration(cls, edit)))
-    assert main(["import", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert message in err, err
+    if "MambaConfig" in message:  # transformers logs the whole configuration: in a process of its own, whose
+        result = cli("import", tmp_path)  # stderr its log handler writes to
+    else:
+        result = subprocess.CompletedProcess([], main(["import", str(tmp_path)]), "", capsys.readouterr().err)
+    assert result.returncode == 1
+    assert message in one_line(result)
 
 
 @pytest.mark.parametrize("where", ["config", "layer_types", "safetensors"])

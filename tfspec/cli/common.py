@@ -107,12 +107,27 @@ def write_output(output: str | None, text: str) -> bool:
 
 
 def quiet_transformers() -> None:
-    """No progress bars from transformers while a command loads or writes a model (its output is ours)."""
+    """No progress bars from transformers while a command loads or writes a model (its output is ours), and each of
+    its log messages on one line: a warning about a hostile configuration printed the whole configuration."""
     try:
         from transformers.utils import logging
     except ImportError:  # reported where it is needed
         return
     logging.disable_progress_bar()
+    for handler in logging.get_logger().handlers:  # (transformers' own root logger and its handler)
+        if not any(isinstance(f, _FirstLine) for f in handler.filters):
+            handler.addFilter(_FirstLine())
+
+
+class _FirstLine:
+    """A logging filter that keeps a record's first line (and says how many more there were)."""
+
+    def filter(self, record) -> bool:
+        message = record.getMessage()
+        if "\n" in message:
+            first, rest = message.split("\n", 1)
+            record.msg, record.args = f"{first} (and {rest.count(chr(10)) + 1} more lines)", ()
+        return True
 
 
 def with_json(p):

@@ -43,6 +43,7 @@ def run(args) -> int:
     check_output(args.output, ".tfs")  # before any run directory is written
     if args.whole_process and not args.run_dir:
         configurations_without_torch()  # a configuration alone: 2-3x as fast as with torch
+    quiet_transformers()
     try:
         text = import_config(args.source, name=args.name, tower=args.tower)  # (checked: it names the fields)
         if args.run_dir:

@@ -22,8 +22,9 @@ import os
 import re
 import sys
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..files import as_os_error, loads_json, read_json, read_regular, safe_reason
 from ..errors import shown
@@ -263,7 +264,8 @@ def import_config(source, *, name: str | None = None, padding: bool = True, towe
                   f"(model_type '{config.model_type}'), alone.")
         return import_config(_lookup(config, nested.where), name=name or _spec_name(source, config), padding=padding,
                              _within=within)
-    problems = family.unsupported(config)
+    with _fields_read(family):
+        problems = family.unsupported(config)
     if problems:
         raise InteropError(f"this {family.name} configuration cannot be expressed exactly: " + "; ".join(problems))
     cls = model_class(config, family)
@@ -276,11 +278,26 @@ def import_config(source, *, name: str | None = None, padding: bool = True, towe
         ((_within,) if _within else ())
     from ..front.fmt import format_text
 
-    text = family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
-                            heading=heading)
+    with _fields_read(family):
+        text = family.spec_text(config, **options, padding=padding, name=name or _spec_name(source, config),
+                                heading=heading)
     text = format_text(text, "<imported>")  # in canonical form: what `tfspec fmt --check` accepts
     _check_imported(text, config, family)
     return text
+
+
+@contextmanager
+def _fields_read(family: Family) -> Iterator[None]:
+    """A field the family reads that a configuration lacks (a tower's configuration of another family: a T5Config
+    as a vision_config has no image_size) is an ``InteropError`` naming it; other errors are left as they are."""
+    try:
+        yield
+    except AttributeError as exc:
+        holder = getattr(exc, "obj", None)
+        if not isinstance(holder, _transformers().PretrainedConfig):
+            raise
+        raise InteropError(f"this {family.name} configuration has no {exc.name} in its {type(holder).__name__} "
+                           f"(model_type '{holder.model_type}'), where {family.name} reads one") from None
 
 
 def _check_imported(text: str, config, family: Family) -> None:
