@@ -513,7 +513,10 @@ def lsp_session(rng: random.Random, uri: str) -> tuple[list[bytes], set, int | N
             shut = True
         elif roll < 0.75:  # a body that is not a message
             messages.append(frame(rng.choice([b"not json", b"[1, 2]", b"3", b'{"jsonrpc": "2.0"}', b"\xff\xfe",
-                                              b'{"jsonrpc": "1.0", "id": 99, "method": "x"}'])))
+                                              b'{"jsonrpc": "1.0", "id": 99, "method": "x"}',
+                                              b"[" * 100_000 + b"]" * 100_000,
+                                              b'{"jsonrpc": "2.0", "id": 98, "method": "x", "params": '
+                                              + b"{\"a\": " * 50_000 + b"1" + b"}" * 50_001])))
         elif roll < 0.8:  # framing that cannot be read: the session ends there
             messages.append(rng.choice([b"Content-Length: 1000000000000000000\r\n\r\n{}",
                                         b"Content-Length: -5\r\n\r\n{}", b"Content-Length: abc\r\n\r\n{}",

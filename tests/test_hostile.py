@@ -530,6 +530,9 @@ def _set(path: str, value):
     ("LlavaForConditionalGeneration", _set("vision_config", {"model_type": "t5"}),
      "this LLaVA configuration has no image_size in its T5Config (model_type 't5'), where LLaVA reads one"),
     ("MambaForCausalLM", _set("layer_types", ["full_attention"] * 3), "property 'layer_types' of 'MambaConfig'"),
+    ("GPT2LMHeadModel", _set("n_embd", "32"), 'field n_embd is "32"; tfspec reads a whole number from 1 to'),
+    ("Qwen2MoeForCausalLM", _set("num_experts", {}), "field num_experts is {}; tfspec reads a whole number"),
+    ("LlamaForCausalLM", _set("architectures", [1]), "field architectures is [1]; a list of class names"),
     ("LlamaForCausalLM", _set("rms_norm_eps", -1.0), "field rms_norm_eps is -1.0: rmsnorm: eps must be greater"),
     ("LlamaForCausalLM", _set("hidden_size", 10 ** 7), "field hidden_size is 10000000; tfspec reads a whole number "
                                                       "from 1 to 1,048,576"),

@@ -460,3 +460,16 @@ def test_a_content_length_past_the_bound_ends_the_session_in_one_line():
     assert lines[-1] == ("tfspec lsp: error: a message of 1,000,000,000,000,000,000 bytes (its Content-Length), more "
                          "than the 67,108,864 a message may have; the session ends"), done.stderr
     assert b"Traceback" not in done.stderr
+
+
+def test_a_message_nested_past_the_bound_is_a_parse_error_and_the_server_goes_on():
+    """A body of 100,000 nested arrays was a RecursionError that ended the server; it is JSON-RPC's parse error,
+    answered, and the session continues to a clean shutdown."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    done = _session(frame(INITIALIZE), b"Content-Length: %d\r\n\r\n" % len(deep) + deep,
+                    frame({"id": 2, "method": "shutdown"}), frame({"method": "exit"}))
+    answers = replies(done.stdout)
+    parse_errors = [r for r in answers if r.get("error", {}).get("code") == -32700]
+    assert len(parse_errors) == 1 and "nested 100000 deep" in parse_errors[0]["error"]["message"], answers
+    assert any(r.get("id") == 2 and "result" in r for r in answers) and done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr

@@ -187,6 +187,9 @@ def _nesting_problem(values: dict, where: str = "") -> str | None:
     kind = values.get("model_type")
     if kind is not None and not isinstance(kind, str):
         return f"config.json's field {where}model_type is {_shown(kind)}; a family's name (a string) is expected"
+    named = values.get("architectures")
+    if named is not None and not (isinstance(named, list) and all(isinstance(n, str) for n in named)):
+        return f"config.json's field {where}architectures is {_shown(named)}; a list of class names is expected"
     for key, value in values.items():
         if key.endswith("_config") and key not in REFUSED_FIELDS and value is not None:
             if isinstance(value, dict):

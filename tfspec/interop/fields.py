@@ -82,22 +82,21 @@ _AUTO = {"mamba_d_head", "time_step_rank", "mamba_dt_rank"}  # sizes transformer
 
 
 def size_problem(values: Mapping, where: str = "") -> str | None:
-    """The first size of ``SIZES`` in a parsed configuration (and its nested ``*_config`` dicts) that is a whole
-    number (or a list of them: a picture's height and width, a value per stage) outside its range, or a name other
-    than ``"auto"`` where transformers derives the size from that one, as a sentence naming the field; None where
-    there is none. Other types are transformers' to name (its strict fields say what they expect)."""
+    """The first size of ``SIZES`` in a parsed configuration (and its nested ``*_config`` dicts) that is not a whole
+    number in its range (nor a list or dict of them: a value per stage, a picture's height and width), as a sentence
+    naming the field; None where there is none. ``null`` is the family's default; ``"auto"``, where transformers
+    derives the size."""
     for key, value in values.items():
         path = f"{where}{key}"
         if isinstance(value, Mapping) and key.endswith("_config"):
             found = size_problem(value, path + ".")
             if found is not None:
                 return found
-        elif key in SIZES:
+        elif key in SIZES and value is not None and not (key in _AUTO and value == "auto"):
             least, most = SIZES[key]
-            items = value if isinstance(value, list) and 0 < len(value) <= S.MAX_LAYERS else [value]  # per stage
-            whole = [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
-            named = key in _AUTO and isinstance(value, str) and value != "auto"
-            if named or any(not least <= v <= most for v in whole):
+            items = value if isinstance(value, list) and 0 < len(value) <= S.MAX_LAYERS else \
+                list(value.values()) if isinstance(value, Mapping) and value else [value]  # per stage; height, width
+            if not all(isinstance(v, int) and not isinstance(v, bool) and least <= v <= most for v in items):
                 text = json.dumps(value)
                 auto = ' (or "auto")' if key in _AUTO else ""
                 return (f"config.json's field {path} is {text if len(text) <= 60 else text[:57] + '...'}; tfspec "

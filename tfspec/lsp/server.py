@@ -26,7 +26,7 @@ from pygls.protocol import LanguageServerProtocol
 
 from ..version import __version__
 from ..errors import source_lines
-from ..files import read_regular
+from ..files import loads_json, read_regular
 from ..front.api import MAX_SPEC_BYTES
 from . import language as L
 
@@ -96,7 +96,7 @@ class BoundedInput:
             return b""
         body = self.stream.read(size)
         try:
-            message = json.loads(body)
+            message = loads_json(body)  # (nested 100,000 deep was a RecursionError that ended the server)
         except ValueError as exc:  # JSON-RPC's parse error, answered (SpecProtocol) rather than logged
             return _unreadable(-32700, f"the message is not JSON ({exc})")
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
