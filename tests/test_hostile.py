@@ -778,3 +778,26 @@ def test_a_picture_tower_of_65537_patches_is_refused_by_mask_and_noted_by_report
     noted = tfspec_cli("report", spec, "--set", "side=1024", "-o", tmp_path / "r.html")
     assert noted.returncode == 0, noted.stderr
     assert "reads 65,537 positions" in (tmp_path / "r.html").read_text()
+
+
+@pytest.mark.parametrize("when", ["as the command returns", "while the process exits"])
+def test_ctrl_c_at_a_commands_end_is_one_line_or_nothing(when):
+    """A SIGINT landing as ``report`` ended exited by the signal with no line (Python kills itself with SIGINT
+    when a KeyboardInterrupt escapes): after the command returns it is answered as any other Ctrl-C, and while the
+    process exits (its libraries' exit handlers) it is ignored, the command being done."""
+    if when == "as the command returns":
+        script = ("import os, signal, sys\nimport tfspec.cli.app as app\nrun = app.main\n"
+                  "def main(argv):\n    status = run(argv)\n    os.kill(os.getpid(), signal.SIGINT)\n"
+                  "    for _ in range(10 ** 6):\n        pass\n    return status\n"
+                  "app.main = main\nfrom tfspec.cli import main as cli\nsys.exit(cli())")
+    else:
+        script = ("import atexit, os, signal, sys\n"
+                  "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), [0 for _ in range(10 ** 6)]))\n"
+                  "from tfspec.cli import main as cli\nsys.exit(cli())")
+    done = subprocess.run([sys.executable, "-c", script, "check", REVERSE], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    if when == "as the command returns":
+        assert done.returncode == 130 and done.stderr.strip() == "interrupted", done
+    else:
+        assert done.returncode == 0 and "reverse: encoder-decoder" in done.stdout, done

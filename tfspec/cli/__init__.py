@@ -39,20 +39,26 @@ def main(argv: list[str] | None = None) -> int:
         previous = None
     try:
         try:
-            from .app import main as run
-        except KeyboardInterrupt:  # while the command line's modules load
-            print("interrupted", file=sys.stderr)
-            return 130
-        return run(argv)
-    except Terminated:
-        from ..errors import shown
+            try:
+                from .app import main as run
+            except KeyboardInterrupt:  # while the command line's modules load
+                print("interrupted", file=sys.stderr)
+                return 130
+            return run(argv)
+        except Terminated:
+            from ..errors import shown
 
-        command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
-        print(f"tfspec{' ' + shown(command) if command else ''}: stopped by SIGTERM", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+            print(f"tfspec{' ' + shown(command) if command else ''}: stopped by SIGTERM", file=sys.stderr)
+            return 128 + signal.SIGTERM
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+            if argv is None:  # the process's one command is done: a Ctrl-C while it exits (its libraries' exit
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # handlers) would end it by the signal, unannounced
+    except KeyboardInterrupt:  # as the command returned, between its handlers and this function's end
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def __getattr__(name: str):
