@@ -801,3 +801,16 @@ def test_ctrl_c_at_a_commands_end_is_one_line_or_nothing(when):
         assert done.returncode == 130 and done.stderr.strip() == "interrupted", done
     else:
         assert done.returncode == 0 and "reverse: encoder-decoder" in done.stdout, done
+
+
+def test_render_expand_past_its_budget_is_refused_before_graphviz_runs(tmp_path, tfspec_cli):
+    """4,096 layers drawn one by one ran Graphviz out of memory after a while; past 256 layers ``--expand`` is refused
+    at once, naming the drawing without it (which draws them, a box a layer kind)."""
+    spec = tmp_path / "deep.tfs"
+    spec.write_text("model m\nembedding tokens { vocab 10; dim 8; position none }\n"
+                    "decoder x 4096 { attention self heads=2 mask=causal; feedforward d_ff=8 }\nhead tied(tokens)\n")
+    refused = tfspec_cli("render", spec, "--expand", "-o", tmp_path / "deep.dot")
+    assert refused.returncode == 2 and not (tmp_path / "deep.dot").exists()
+    assert "--expand draws every layer: 4,096 layers, more than the 256 tfspec draws one by one" in one_line(refused)
+    drawn = tfspec_cli("render", spec, "-o", tmp_path / "deep.dot")
+    assert drawn.returncode == 0 and "4096" in (tmp_path / "deep.dot").read_text()

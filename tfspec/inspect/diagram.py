@@ -63,6 +63,9 @@ INPUT_NAMES = {"src": "Inputs", "tgt": "Outputs (shifted right)", "tokens": "Tok
 OUTPUT_NAMES = {"logits": "Output logits", "hidden": "Hidden states", "pooled": "Pooled output"}
 
 
+MAX_EXPANDED_LAYERS = 256  # layers drawn one by one (--expand): the largest shipped example has 61
+
+
 class RenderError(Exception):
     """The diagram could not be written: an unknown format, no Graphviz, an unwritable path."""
 
@@ -98,6 +101,12 @@ def to_graphviz(spec, *, expand: bool = False, detail: bool = False) -> graphviz
     """The diagram as a ``graphviz.Digraph`` (``.source`` is the DOT text); a model of towers draws them side by
     side, each in a box of its own, their outputs meeting in the head that joins them."""
     g = spec.graph()
+    if expand:
+        graphs = list(g.towers.values()) if isinstance(g, TowersGraph) else [g]
+        layers = sum(info.repeat for graph in graphs for info in graph.stacks.values())
+        if layers > MAX_EXPANDED_LAYERS:  # (4,096 layers ran Graphviz out of memory after a while)
+            raise RenderError(f"--expand draws every layer: {layers:,} layers, more than the {MAX_EXPANDED_LAYERS} "
+                              "tfspec draws one by one; draw it without --expand (a box a layer kind, with its count)")
     if isinstance(g, TowersGraph):
         return _towers(g, expand, detail)
     return _Diagram(g, expand, detail).draw()
