@@ -366,7 +366,7 @@ def tamperings(rng: random.Random):
         shutil.copytree(older, newest)
 
     def pickled_state(run):
-        from tfspec.run.layout import latest
+        from tfspec.layout import latest
 
         state = latest(run) / "state.pt"
         code = (f"import os, pickle\nclass P:\n    def __reduce__(self):\n        return (os.system, ('touch {PLANTED}',))\n"

@@ -11,7 +11,7 @@ from ..files import NotAFile, read_regular
 from .resolve import resolve
 from .schema import Spec, Towers
 from .syntax import parse_module
-from ..run.layout import spec_of
+from ..layout import spec_of
 from .. import ir  # noqa: F401 (gives a Spec its graph: see Spec.lowering)
 
 

@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..errors import CheckpointError, shown
-from .layout import latest
+from ..layout import latest
 from ..files import (loads_json, moved_error, naming, open_regular, read_json, read_regular, regular_file, safe_reason,
                      write_atomically)
 

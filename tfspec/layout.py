@@ -1,6 +1,7 @@
 """Where a run directory keeps things: its checkpoints, the one ``latest`` names, and the spec each holds.
 
-Torch-free, so that ``tfspec.load`` reads a run's spec (and ``check`` its architecture) without the trainer.
+Torch-free and below every stage, so that ``tfspec.load`` (the front end) reads a run's spec (and ``check`` its
+architecture) without the trainer.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import CheckpointError, shown
-from ..files import read_json, read_regular
+from .errors import CheckpointError, shown
+from .files import read_json, read_regular
 
 
 def latest(run_dir: Path) -> Path | None:
