@@ -68,14 +68,15 @@ _WIDTHS = ("hidden_size", "n_embd", "d_model", "intermediate_size", "vocab_size"
            "encoder_ffn_dim", "decoder_ffn_dim", "hidden_dim", "embedding_size", "d_ff", "d_kv", "head_dim",
            "moe_intermediate_size", "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads",
            "encoder_attention_heads", "decoder_attention_heads", "mamba_n_heads", "mamba_d_head", "mamba_d_state",
-           "mamba_d_conv", "mamba_expand", "state_size", "conv_kernel", "num_experts", "n_routed_experts",
-           "num_local_experts", "num_experts_per_tok", "patch_size", "image_size", "num_channels",
+           "mamba_d_conv", "mamba_expand", "state_size", "conv_kernel", "patch_size", "image_size", "num_channels",
            "mm_tokens_per_image", "spatial_merge_size", "temporal_patch_size", "scale_factor", "num_labels",
            "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
            "linear_conv_kernel_dim", "num_mel_bins", "max_source_positions", "out_hidden_size", "in_channels",
            "time_step_rank", "mamba_dt_rank")
+_EXPERT_COUNTS = ("num_experts", "n_routed_experts", "num_local_experts", "num_experts_per_tok")  # 0: no mixture
 SIZES: dict[str, tuple[int, int]] = {**{name: (1, S.MAX_LAYERS) for name in _LAYER_COUNTS},
-                                     **{name: (1, S.MAX_DIM) for name in _WIDTHS}}
+                                     **{name: (1, S.MAX_DIM) for name in _WIDTHS},
+                                     **{name: (0, S.MAX_DIM) for name in _EXPERT_COUNTS}}
 
 
 _AUTO = {"mamba_d_head", "time_step_rank", "mamba_dt_rank"}  # sizes transformers derives where they say "auto"
