@@ -84,7 +84,10 @@ def _import_run(source, text: str, run_dir: str, tower: str | None = None) -> No
         # written whole into a hidden sibling, then renamed into place: a failure leaves nothing, and of two imports
         # into one directory the second's rename finds the first's run there and fails, never merging with it
         with new_directory(run_dir) as work:
-            ckpt.save(work, 0, model, text, meta, {}, files)
+            try:
+                ckpt.save(work, 0, model, text, meta, {}, files)
+            except ckpt.CheckpointError as exc:  # (a full disk) named where the run was going, not its draft
+                raise ckpt.CheckpointError(str(exc).replace(str(work), str(run_dir))) from None
     except OSError as exc:
         if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
             raise UsageError(f"--run {shown(run_dir)}: already exists (written meanwhile by another process); name "

@@ -62,8 +62,7 @@ COMMON_IGNORED = {
 # language's own (``schema.MAX_LAYERS``, ``schema.MAX_DIM``), so no imported spec could hold a value past them.
 _LAYER_COUNTS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers", "decoder_layers",
                  "num_decoder_layers", "depth", "attn_layer_period", "expert_layer_period", "decoder_sparse_step",
-                 "num_hidden_groups", "full_attn_idxs_period", "sliding_window_pattern",
-                 "moe_layer_interval")
+                 "num_hidden_groups", "full_attn_idxs_period", "moe_layer_interval")
 _WIDTHS = ("hidden_size", "n_embd", "d_model", "intermediate_size", "vocab_size", "n_inner", "ffn_dim",
            "encoder_ffn_dim", "decoder_ffn_dim", "hidden_dim", "embedding_size", "d_ff", "d_kv", "head_dim",
            "moe_intermediate_size", "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads",

@@ -156,8 +156,9 @@ def training_state_misfit(state: dict, optimizer, scaler) -> str | None:
         if not isinstance(held, list) or len(held) != len(ours["params"]):
             size = len(held) if isinstance(held, list) else "no"
             return f"its optimizer's group {number} holds {size} parameters, this run's {len(ours['params'])}"
-        for key, value in ours.items():
-            if key != "params" and _kind(theirs.get(key)) != _kind(value):
+        for key, value in ours.items():  # the numbers the step computes with (lr, betas, eps, weight decay); the
+            # switches (fused, foreach) may differ with the processes' configuration and are this run's
+            if key != "params" and _kind(value) in ("a number", "2 numbers") and _kind(theirs.get(key)) != _kind(value):
                 return f"its optimizer's group {number} has {key} {_short(theirs.get(key))}, not {_kind(value)}"
     indices = [i for theirs in saved["param_groups"] for i in theirs["params"]]
     if sorted(indices) != list(range(len(params))):
