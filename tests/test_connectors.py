@@ -166,11 +166,11 @@ def test_check_diff_and_the_diagram_show_the_connector(tfspec_cli, tmp_path):
 def test_decoding_with_pictures_continues_what_the_whole_model_computes(use_cache):
     """Greedy decoding of prompts holding a picture's image tokens, cached or recomputed, picks at each step the
     token the whole model's logits pick over the sequence so far."""
-    from tfspec.run.decoding import Restricted, sample
+    from tfspec.run.decoding import Continuation, Restricted, sample
     model = tfspec.compile(vlm(), seed=0).eval()
     ids, pixels = prompt()[:, :10], torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(4))
     allowed = torch.arange(40) != 39  # (a generated image token would be one more place for a picture)
-    produced = sample(Restricted(model.continuation(vision=pixels, use_cache=use_cache), allowed), ids, 5)
+    produced = sample(Restricted(Continuation.of(model, vision=pixels, use_cache=use_cache), allowed), ids, 5)
     sequence = ids
     for _ in range(5):  # the whole model over everything so far, its last logits' best token each time
         with torch.no_grad():
@@ -178,7 +178,7 @@ def test_decoding_with_pictures_continues_what_the_whole_model_computes(use_cach
         sequence = torch.cat((sequence, best[:, None]), dim=1)
     assert produced == sequence[:, 10:].tolist()
     with pytest.raises(ValueError, match="each prompt row holds 4 image tokens \\(39\\), one per vector"):
-        sample(model.continuation(vision=pixels), ids[:, 2:], 1)
+        sample(Continuation.of(model, vision=pixels), ids[:, 2:], 1)
 
 
 def test_a_small_vision_language_model_learns_to_name_the_digit_and_greedy_decoding_says_it(tfspec_cli, tmp_path):
@@ -189,7 +189,7 @@ def test_a_small_vision_language_model_learns_to_name_the_digit_and_greedy_decod
 
     from tfspec.run import checkpoint
     from tfspec.run.data import EOS, SEP, digit_pictures
-    from tfspec.run.decoding import Restricted, sample
+    from tfspec.run.decoding import Continuation, Restricted, sample
     run = tmp_path / "run"
     done = tfspec_cli("train", "examples/vlm_digits.tfs", "--steps", "150", "--batch", "32", "--lr", "2e-3",
                       "--warmup", "30", "--eval-every", "150", "--eval-size", "64", "--no-progress", "--out", run)
@@ -202,7 +202,7 @@ def test_a_small_vision_language_model_learns_to_name_the_digit_and_greedy_decod
     model, vocab = saved.model().eval(), saved.vocabulary()
     pixels, labels = digit_pictures(16, 16, 1, torch.Generator().manual_seed(11))
     prompt = torch.cat((torch.full((16, 16), 31), torch.full((16, 1), SEP)), dim=1)  # its image tokens, then SEP
-    answers = sample(Restricted(model.continuation(vision=pixels), torch.arange(32) != 31), prompt, 6, eos=EOS)
+    answers = sample(Restricted(Continuation.of(model, vision=pixels), torch.arange(32) != 31), prompt, 6, eos=EOS)
     names = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
     right = [vocab.decode(answer) == names[label] for answer, label in zip(answers, labels.tolist())]
     assert sum(right) >= 4, [vocab.decode(a) for a in answers]  # far above chance (a tenth)
@@ -226,7 +226,7 @@ def test_a_small_vision_language_model_learns_to_name_the_digit_and_greedy_decod
     read = tfspec_cli("generate", run, "--image", files[0], "--image", files[1], "--json")
     results = json.loads(read.stdout)["results"]
     pixels = torch.stack([digit_picture_file(f, 16, 1) for f in files])
-    expected = sample(Restricted(model.continuation(vision=pixels), torch.arange(32) != 31), prompt[:2], 8, eos=EOS)
+    expected = sample(Restricted(Continuation.of(model, vision=pixels), torch.arange(32) != 31), prompt[:2], 8, eos=EOS)
     assert results == [{"image": str(f), "answer": vocab.decode(a)} for f, a in zip(files, expected)]
     both = tfspec_cli("generate", run, "--image", files[0], "--digit", "3")
     assert both.returncode == 2 and "not both" in both.stderr
@@ -353,7 +353,7 @@ def test_the_pictures_mask_lets_a_pictures_tokens_see_one_another_and_is_causal_
     """Gemma 3's mask, against the rule written here: query i sees key j when j <= i, or when both stand for one
     picture; a model of towers marks the pictures itself (what passing the marks by hand gives, not what no marks
     give), and decoding with a cache continues what the whole model computes."""
-    from tfspec.run.decoding import sample
+    from tfspec.run.decoding import Continuation, sample
     from tfspec.variants.pictures import pictures
 
     marks = torch.tensor([[0, 1, 1, 0, 2, 2, 2, 0]])
@@ -371,8 +371,8 @@ def test_the_pictures_mask_lets_a_pictures_tokens_see_one_another_and_is_causal_
         unmarked = model(text=ids, vision=pixels, text_picture_ids=torch.zeros_like(ids))
     assert torch.equal(out[0, :1], unmarked[0, :1]) and not torch.allclose(out[0, 1:5], unmarked[0, 1:5])
     rows = ids[:, :10]
-    cached = sample(model.continuation(vision=pixels), rows, max_new=4)
-    assert cached == sample(model.continuation(vision=pixels, use_cache=False), rows, max_new=4)
+    cached = sample(Continuation.of(model, vision=pixels), rows, max_new=4)
+    assert cached == sample(Continuation.of(model, vision=pixels, use_cache=False), rows, max_new=4)
 
 
 def test_build_runs_a_vision_language_model_on_a_prompt_holding_each_pictures_tokens(tfspec_cli):

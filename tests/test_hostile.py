@@ -744,7 +744,7 @@ def test_checking_many_layer_kinds_compares_each_layer_once(tmp_path):
     from unittest import mock
 
     from tfspec.front import schema as S
-    from tfspec.front.api import parse
+    from tfspec.ir.api import parse
 
     lines = ["model m", "embedding tokens { vocab 10; dim 8; position none }", "decoder x 400 {",
              "  attention self heads=2 mask=causal", "  feedforward d_ff=8"]

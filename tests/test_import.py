@@ -900,7 +900,7 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
                                          max_new_tokens=new,
                                          min_new_tokens=new, do_sample=False, pad_token_id=0, eos_token_id=None)
             return out[:, ids.shape[1]:].tolist()
-        return sample(model.continuation(vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=new)
+        return sample(Continuation.of(model, vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=new)
     ids = torch.randint(3, 90, (2, 7), generator=torch.Generator().manual_seed(2))
     mask = torch.ones_like(ids)
     encoder_decoder = reference.config.is_encoder_decoder
@@ -941,7 +941,7 @@ def test_pictures_of_any_size_are_read_as_hugging_face_reads_them(tmp_path, cls,
             ours = model(text=ids, text_padding_mask=mask == 0, vision=pixels)
             theirs = reference(input_ids=ids, attention_mask=mask, **theirs_pictures(reference, ids, pixels)).logits
         assert_close(ours[mask.bool()], theirs[mask.bool()], TOL, msg=padded)
-    from tfspec.run.decoding import sample
+    from tfspec.run.decoding import Continuation, sample
     ids, pixels = _pictured(reference, 6, 3, seed=2, size=size)
     mask = torch.ones_like(ids)
     mask[1, :2] = 0
@@ -950,7 +950,7 @@ def test_pictures_of_any_size_are_read_as_hugging_face_reads_them(tmp_path, cls,
                                  min_new_tokens=6, do_sample=False, pad_token_id=0, eos_token_id=None)
     expected = out[:, ids.shape[1]:].tolist()
     assert len({t for row in expected for t in row}) >= 2
-    assert sample(model.continuation(vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=6) == expected
+    assert sample(Continuation.of(model, vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=6) == expected
 
 
 def test_pictures_of_several_sizes_in_one_batch_are_read_as_hugging_face_reads_them(tmp_path):
@@ -959,7 +959,7 @@ def test_pictures_of_several_sizes_in_one_batch_are_read_as_hugging_face_reads_t
     tokens stand; the logits on a plain and a right-padded batch, and greedy generation after a left-padded
     prompt, as Hugging Face's."""
     from test_vision_towers import qwen_patches
-    from tfspec.run.decoding import sample
+    from tfspec.run.decoding import Continuation, sample
     directory, reference = saved(tmp_path, "Qwen2_5_VLForConditionalGeneration")
     model = tfspec.from_pretrained(directory)
     generator = torch.Generator().manual_seed(5)
@@ -987,13 +987,13 @@ def test_pictures_of_several_sizes_in_one_batch_are_read_as_hugging_face_reads_t
     expected = out[:, ids.shape[1]:].tolist()
     assert len({t for row in expected for t in row}) >= 2
     for use_cache in (True, False):
-        steps = model.continuation(vision=pictures, prompt_padding_mask=mask == 0, use_cache=use_cache)
+        steps = Continuation.of(model, vision=pictures, prompt_padding_mask=mask == 0, use_cache=use_cache)
         assert sample(steps, ids, max_new=6) == expected
     short = ids.clone()
     short[1, 4:6] = 3  # the third picture's first two image tokens made text
     with pytest.raises(ValueError, match=r"the prompt's rows hold \[12, 10\] image tokens \(89\), but the pictures "
                                          r"give \[10, 2, 12\] vectors, in order along the rows"):
-        sample(model.continuation(vision=pictures), short, max_new=1)
+        sample(Continuation.of(model, vision=pictures), short, max_new=1)
     with pytest.raises(ValueError, match="text holds 22 image tokens \\(89\\), but vision gives 3 examples of 10, 2, "
                                          "12 vectors: 24 in all"):
         model(text=short, vision=pictures)

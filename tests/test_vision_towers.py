@@ -200,7 +200,7 @@ def test_qwen2_5_vl_is_its_vision_tower_connected_to_a_text_model_of_mrope_and_g
     """Hugging Face's ``Qwen2_5_VLForConditionalGeneration`` and the spec: logits over a plain and a right-padded
     prompt holding a picture (M-RoPE: the picture's 9 vectors at one position, their rows and columns added), and
     greedy generation after a left-padded prompt, cached and not, token for token as ``generate``."""
-    from tfspec.run.decoding import sample
+    from tfspec.run.decoding import Continuation, sample
     model, reference = _qwen_vl()
     pixels = torch.randn(2, 3, 12, 12, generator=torch.Generator().manual_seed(1))
     theirs_pictures = {"pixel_values": torch.cat([qwen_patches(p, 2, 2) for p in pixels]),
@@ -224,7 +224,7 @@ def test_qwen2_5_vl_is_its_vision_tower_connected_to_a_text_model_of_mrope_and_g
     expected = out[:, prompt.shape[1]:].tolist()
     assert len({t for row in expected for t in row}) >= 4  # a real continuation
     for use_cache in (True, False):
-        steps = model.continuation(vision=pixels, prompt_padding_mask=mask == 0, use_cache=use_cache)
+        steps = Continuation.of(model, vision=pixels, prompt_padding_mask=mask == 0, use_cache=use_cache)
         assert sample(steps, prompt, max_new=8) == expected
 
 

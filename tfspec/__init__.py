@@ -16,7 +16,7 @@ import importlib
 
 from .version import __version__  # noqa: F401 (tfspec.__version__)
 
-_FRONT = {"load": "front.api", "parse": "front.api", "Spec": "front.api", "Diagnostic": "errors", "Span": "errors",
+_FRONT = {"load": "ir.api", "parse": "ir.api", "Spec": "front.schema", "Diagnostic": "errors", "Span": "errors",
           "SpecError": "errors", "SpecWarning": "errors"}
 
 
@@ -40,7 +40,8 @@ def render(spec, path, **options):
     """Draw a spec to ``path`` (.svg/.png/.pdf/.dot); see ``tfspec.inspect.diagram.render``."""
     from .inspect.diagram import render as render_spec
 
-    from .front.api import Spec, Towers, load
+    from .front.schema import Spec, Towers
+    from .ir.api import load
 
     return render_spec(spec if isinstance(spec, (Spec, Towers)) else load(spec), path, **options)
 
@@ -64,7 +65,8 @@ def analyse(spec, **options):
     """Parameters, FLOPs, memory and complexity of a spec; see ``tfspec.inspect.analysis.analyse``."""
     from .inspect.analysis import analyse as analyse_spec
 
-    from .front.api import Spec, load
+    from .front.schema import Spec
+    from .ir.api import load
 
     return analyse_spec(spec if isinstance(spec, Spec) else load(spec), **options)
 

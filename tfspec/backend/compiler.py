@@ -32,7 +32,7 @@ import torch
 from torch import fx, nn
 
 from ..front import schema as S
-from ..front.api import load, parse
+from ..ir.api import load, parse
 from ..ir import nodes as ir
 from ..ir import towers as tower_ir
 from ..ir.graph import Graph

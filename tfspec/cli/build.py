@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from ..front.api import load
+from ..ir.api import load
 from ..registry import INPUTS
 from ..front.schema import Towers
 from .common import (DTYPES, UsageError, fits, overrides, positive, print_json, seed_number, torch_device, with_json,

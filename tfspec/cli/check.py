@@ -7,7 +7,7 @@ import sys
 import warnings
 
 from ..errors import colour_wanted, SpecError, SpecWarning
-from ..front.api import load
+from ..ir.api import load
 from ..inspect.summary import summary_line
 from .common import overrides, print_json, UsageError, with_json, with_set
 

@@ -37,7 +37,7 @@ def run_demo(out: str | Path, examples: str | Path | None = None, steps: int | N
     import torch
 
     from ..inspect.analysis import analyse, sweep
-    from ..front.api import load
+    from ..ir.api import load
     from ..inspect.summary import summary_line
     from ..run.decoding import Strategy, complete
     from ..inspect.diagram import RenderError, render

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import shown
-from ..front.api import load
+from ..ir.api import load
 from .common import overrides, positive, UsageError, with_set
 
 

@@ -185,7 +185,7 @@ def _answer_pictures(args, saved, model, vocab) -> int:
 
     from ..run.contrastive import NUMBER_NAMES
     from ..run.data import EOS, SEP
-    from ..run.decoding import Restricted, sample
+    from ..run.decoding import Continuation, Restricted, sample
 
     if args.input or args.beam or args.temperature or args.top_k or args.top_p:
         raise UsageError("a vision-language run answers about pictures greedily: --digit D, --count N or --image "
@@ -202,8 +202,8 @@ def _answer_pictures(args, saved, model, vocab) -> int:
         if "imported_from" in saved.meta:
             raise RunError(f"{shown(saved.path)}: imported from {saved.meta['imported_from']}, it reads pictures as "
                            "its Hugging Face processor prepares them; --image prepares them as tfspec's digits task "
-                           "draws them. Decode from Python: model.continuation(vision=tfspec.interop.pictures(PATH, "
-                           "processor outputs)), docs/interop.md")
+                           "draws them. Decode from Python: Continuation.of(model, "
+                           "vision=tfspec.interop.pictures(PATH, processor outputs)), docs/interop.md")
         pictures, labels = [kind.example_from_file(options, path) for path in args.image], [None] * count
     else:
         pictures, labels = _drawn(args, kind, options, wanted, count)
@@ -214,7 +214,7 @@ def _answer_pictures(args, saved, model, vocab) -> int:
     vocab_size = model.towers[connector.target].spec.embeddings[0].vocab
     allowed = torch.arange(vocab_size, device=device) != connector.image_token
     with torch.no_grad():
-        answers = sample(Restricted(model.continuation(**{source: pixels}, use_cache=not args.no_cache), allowed),
+        answers = sample(Restricted(Continuation.of(model, **{source: pixels}, use_cache=not args.no_cache), allowed),
                          prompt.to(device), args.max_new or 8, eos=EOS)
     if args.image:
         results = [{"image": path, "answer": vocab.decode(answer)} for path, answer in zip(args.image, answers)]

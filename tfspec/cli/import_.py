@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import RunError, shown
 from ..files import new_directory
-from ..front.api import load
+from ..ir.api import load
 from ..inspect.summary import summary_line
 from .common import check_output, print_json, quiet_transformers, UsageError, with_json, writable, write_output
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..errors import shown
-from ..front.api import load
+from ..ir.api import load
 from ..front.schema import Towers
 from .common import overrides, positive, print_json, UsageError, with_json, with_set, writable
 

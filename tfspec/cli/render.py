@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import shown
-from ..front.api import load
+from ..ir.api import load
 from .common import overrides, print_json, UsageError, with_json, with_set, writable
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import shown
 from ..files import write_atomically
-from ..front.api import load
+from ..ir.api import load
 from ..front.schema import Towers
 from .common import (check_output, example_count, overrides, positive, print_json, UsageError, with_json,
                      with_set)

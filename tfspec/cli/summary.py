@@ -9,7 +9,7 @@ import json
 import os
 
 from ..errors import shown
-from ..front.api import load
+from ..ir.api import load
 from ..front.schema import Towers
 from .common import DTYPES, fits, overrides, positive, UsageError, with_set, writable, one_model
 

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from ..errors import shown
-from ..front.api import load, parse
+from ..ir.api import load, parse
 from ..front.schema import Towers
 from ..registry import INPUTS
 from ..run.watch import LOGGERS, missing as missing_logger

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import shown
-from ..front.api import load
+from ..ir.api import load
 from .common import example_count, overrides, print_json, seed_number, with_json, with_set
 
 

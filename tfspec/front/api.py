@@ -1,48 +1,31 @@
-"""The public entry points: text or file -> validated ``Spec``."""
+"""The front end's entry points: text or a file -> a resolved ``Spec`` (or ``Towers``), before the IR lowers and
+validates it. ``tfspec.parse`` and ``tfspec.load`` (``tfspec.ir.api``) run these, then the IR."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import Diagnostic, SpecError, SpecWarning, shown
+from ..errors import Diagnostic, SpecError, shown
 from ..files import NotAFile, read_regular
 from .resolve import resolve
 from .schema import Spec, Towers
 from .syntax import parse_module
 from ..layout import spec_of
-from .. import ir  # noqa: F401 (gives a Spec its graph: see Spec.lowering)
 
 
 MAX_SPEC_BYTES = 8 << 20  # a spec file; larger ones are refused before they are read
 
 
-def parse(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None = None) -> Spec | Towers:
-    """Parse and validate spec text; raises ``SpecError`` listing every problem. A spec of ``tower``s gives
-    ``Towers``, each tower a ``Spec``.
-
-    >>> spec = parse('''
-    ... embedding tokens { vocab 100; dim 64 }
-    ... decoder x 2 { attention self heads=4 mask=causal; feedforward d_ff=256 }
-    ... head tied(tokens)''')
-    >>> spec.kind, spec.parameter_count()
-    ('decoder-only', 106368)
-    """
-    spec = resolve(parse_module(text, file), overrides)
-    spec.graph()  # lowering + validation passes (every tower's): a returned model is always valid
-    for diagnostic in spec._warnings:
-        warnings.warn(SpecWarning(diagnostic, spec._sources), stacklevel=2)
-    return spec
+def resolve_text(text: str, *, file: str = "<spec>", overrides: dict[str, Any] | None = None) -> Spec | Towers:
+    """Spec text through the front end's stages (syntax, then resolution against the registries), not yet lowered:
+    a ``SpecError`` listing every problem they find. ``tfspec.parse`` lowers and validates the result."""
+    return resolve(parse_module(text, file), overrides)
 
 
-def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec | Towers:
-    """Read and validate a ``.tfs`` file; ``overrides`` replace ``let`` parameters by name. A run directory or a
-    checkpoint gives the spec its weights belong to, with the run's own overrides.
-
-    >>> load("examples/gpt2_small.tfs", overrides={"layers": 2, "d_model": 64, "heads": 4}).parameter_count()
-    3382080
-    """
+def read_spec_file(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[str, str, dict | None]:
+    """(text, file name, overrides) of a ``.tfs`` file, or of the spec a run directory or checkpoint holds (with the
+    run's own overrides under ``overrides``): a ``SpecError`` for a path that is not a readable spec file."""
     path = Path(path)
     saved = spec_of(path) if path.is_dir() else None
     if saved is not None:
@@ -59,4 +42,4 @@ def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec |
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
         raise SpecError([Diagnostic("io", f"{shown(path)}: cannot read: {reason}", None)]) from None
-    return parse(text, file=str(path), overrides=overrides)
+    return text, str(path), overrides

@@ -317,6 +317,7 @@ class Spec(Node):
     init: Choice | None = None  # initialisation scheme (``defaults { init gpt2 }``); None: normal(std=0.02)
 
     _graph: object = PrivateAttr(default=None)
+    _lowering: object = PrivateAttr(default=None)  # how the IR lowers and counts it (``tfspec.ir.api.lower``)
     _sources: dict = PrivateAttr(default_factory=dict)
     _warnings: list = PrivateAttr(default_factory=list)  # Diagnostics of severity "warning" (tfspec.parse issues)
 
@@ -333,10 +334,6 @@ class Spec(Node):
     def embedding(self, name: str) -> Embedding:
         return next(e for e in self.embeddings if e.name == name)
 
-    # The graph IR (``tfspec.ir``) registers how a spec is lowered and validated, and how its parameters are
-    # counted, when it is imported (importing tfspec imports it): the front end does not import the stage after it.
-    lowering: ClassVar[Callable | None] = None
-    counting: ClassVar[Callable | None] = None
     presenting: ClassVar[Callable | None] = None  # spec -> HTML for notebooks (default: the tfspec package's)
 
     def __repr__(self) -> str:
@@ -353,13 +350,27 @@ class Spec(Node):
 
     def graph(self):
         """The validated graph IR (a ``networkx.DiGraph``); see docs/ir.md."""
-        if self._graph is None:
-            self._graph = Spec.lowering(self, self._sources)
-        return self._graph
+        return _graph_of(self)
 
     def parameter_count(self) -> int:
         """Number of parameters, computed from the IR (shared weights counted once)."""
-        return Spec.counting(self.graph())
+        return _count_of(self)
+
+
+def _graph_of(spec):
+    """``spec``'s graph, lowered by the IR's lowering it was given when it was parsed (a copy keeps it): the front
+    end hands its output to the next stage and imports nothing of it."""
+    if spec._graph is None:
+        if spec._lowering is None:
+            raise TypeError(f"'{spec.name}' was not made by tfspec.parse or tfspec.load, which give a spec the IR "
+                            "that lowers it: parse its text")
+        spec._graph = spec._lowering.graph(spec, spec._sources)
+    return spec._graph
+
+
+def _count_of(spec) -> int:
+    """``spec``'s parameters, counted by the IR from its graph."""
+    return spec._lowering.count(_graph_of(spec))
 
 
 class Tower(Node):
@@ -431,6 +442,7 @@ class Towers(Node):
     _sources: dict = PrivateAttr(default_factory=dict)
     _warnings: list = PrivateAttr(default_factory=list)
     _graph: object = PrivateAttr(default=None)
+    _lowering: object = PrivateAttr(default=None)  # how the IR lowers and counts it (``tfspec.ir.api.lower``)
 
     @property
     def kind(self) -> str:
@@ -439,16 +451,10 @@ class Towers(Node):
     def tower(self, name: str) -> Spec:
         return next(t.spec for t in self.towers if t.name == name)
 
-    # the IR registers these (``tfspec.ir.towers``), as it does ``Spec``'s
-    lowering: ClassVar[Callable | None] = None
-    counting: ClassVar[Callable | None] = None
-
     def graph(self):
         """The validated IR (``tfspec.ir.TowersGraph``): each tower's graph and the joins as typed nodes; one
         ``SpecError`` with every tower's problems."""
-        if self._graph is None:
-            self._graph = Towers.lowering(self, self._sources)
-        return self._graph
+        return _graph_of(self)
 
     def graphs(self) -> dict:
         """Each tower's validated graph IR by name."""
@@ -468,7 +474,7 @@ class Towers(Node):
     def parameter_count(self) -> int:
         """Every tower's parameters and the joins' (the contrastive head's scale and bias, the connectors'),
         counted from the IR."""
-        return Towers.counting(self.graph())
+        return _count_of(self)
 
     def __repr__(self) -> str:
         names = ", ".join(t.name for t in self.towers)

@@ -307,7 +307,7 @@ def _check_imported(text: str, config, family: Family) -> None:
     """An imported spec that does not check (a configuration of 0 heads, a width the heads do not divide) is an
     ``InteropError`` naming the configuration's fields behind it, not the spec's line: the user wrote config.json."""
     from ..errors import SpecError
-    from ..front.api import parse
+    from ..ir.api import parse
 
     try:
         parse(text, file="<imported>")
@@ -375,7 +375,7 @@ def from_pretrained(directory, *, device=None, tower: str | None = None):
     """The compiled model of a Hugging Face model directory, with its weights, in eval mode; ``tower``: only that
     tower of a model of towers, where it is a model of its own (``import_config``'s), exported as its own
     family's class."""
-    from ..front.api import parse
+    from ..ir.api import parse
     from ..backend.compiler import compile as compile_spec
 
     path = Path(directory)

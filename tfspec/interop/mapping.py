@@ -66,7 +66,7 @@ def architecture_problems(spec, expected_text: str, reference: str) -> list[str]
     compared, and named, in one place. The initialisation is not compared; dropout, which
     changes training but not the computation in eval, is a warning.
     """
-    from ..front.api import parse
+    from ..ir.api import parse
     from ..inspect.diff import architecture_changes
 
     expected = parse(expected_text)

@@ -110,7 +110,7 @@ class Nested:
         ``config`` (the same modules; Gemma 3's masks ``causal``)."""
         if not self.words:
             return model
-        from ..front.api import parse
+        from ..ir.api import parse
 
         stack = model.spec.stacks[-1].role
         spec = parse(family.spec_text(config, **dict(self.options), padding=getattr(model, stack).masks_padding))

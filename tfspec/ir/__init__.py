@@ -1,6 +1,7 @@
 """The graph IR: typed nodes (``nodes``), their container (``graph``), lowering from a ``Spec`` (``lower``),
 validation passes (``validate``) and the queries several stages share (``queries``); a model of several towers'
-(``towers``). See docs/ir.md."""
+(``towers``); ``api``: text or a file through the front end and then the IR (``tfspec.parse``, ``tfspec.load``).
+See docs/ir.md."""
 
 from .graph import Graph, IRError
 from .nodes import (NODE_TYPES, OPS, Add, Attention, BlockInput, BlockOutput, Dropout, Embedding, FeedForward, Head,
@@ -11,14 +12,10 @@ __all__ = ["Graph", "IRError", "NODE_TYPES", "OPS", "Add", "Attention", "BlockIn
            "Embedding", "FeedForward", "Head", "Input", "Mixer", "ModulePath", "Node", "Norm", "Output", "Features",
            "PerLayerInputs", "Pooler",
            "PositionEncoding", "Projection", "Scale", "StackInfo", "LayerKind", "StackParameters", "Sublayer",
-           "TowersGraph", "Tower", "Connector", "ConnectorStep", "Contrastive"]
+           "TowersGraph", "Tower", "Connector", "ConnectorStep", "Contrastive", "load", "lower", "parse"]
 
-# A Spec gets its graph and its parameter count from here (the front end does not import the stage after it)
-from ..front.schema import Spec, Towers  # noqa: E402
+from .api import load, lower, parse  # noqa: E402 (text -> front -> IR: tfspec.parse)
 from .queries import count_parameters  # noqa: E402
 from .towers import (Connector, ConnectorStep, Contrastive, Tower, TowersGraph, count_tower_parameters,  # noqa: E402
                      lower_towers)
 from .validate import lower_and_validate  # noqa: E402
-
-Spec.lowering, Spec.counting = staticmethod(lower_and_validate), staticmethod(count_parameters)
-Towers.lowering, Towers.counting = staticmethod(lower_towers), staticmethod(count_tower_parameters)

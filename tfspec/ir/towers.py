@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import ClassVar, Mapping, TypeVar
+from typing import Callable, ClassVar, Mapping, TypeVar
 
 import networkx as nx
 
@@ -24,6 +24,7 @@ from ..registry import CONNECTOR_STEPS, Param
 from .graph import Graph, IRError
 from .nodes import Embedding, ModulePath, Output
 from .queries import count_parameters
+from .validate import lower_and_validate
 
 J = TypeVar("J", bound="Join")
 
@@ -261,6 +262,7 @@ def lower_towers(spec: S.Towers, sources: dict | None = None) -> TowersGraph:
     graphs, problems, found = {}, Collector(), dict(sources or {})
     for tower in spec.towers:
         try:
+            tower.spec._lowering = ONE_STACK  # (each tower a spec the IR lowers, as tfspec.parse's)
             graphs[tower.name] = tower.spec.graph()
         except SpecError as exc:
             problems.diagnostics += exc.diagnostics
@@ -335,3 +337,17 @@ def count_tower_parameters(g: TowersGraph) -> int:
     """Every tower's parameters and the joins' (a contrastive head's scale and bias, the connectors' steps)."""
     return sum(count_parameters(t) for t in g.towers.values()) + sum(
         math.prod(p.shape) for join in g.of((Connector, Contrastive)) for p in join.params.values())
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """How the IR makes a spec's graph and counts its parameters: what ``tfspec.parse`` gives each spec it makes
+    (``Spec.graph``, ``Spec.parameter_count``), so that the front end calls the stage after it without importing
+    it."""
+
+    graph: Callable
+    count: Callable
+
+
+ONE_STACK = Lowering(lower_and_validate, count_parameters)
+TOWERS = Lowering(lower_towers, count_tower_parameters)

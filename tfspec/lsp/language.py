@@ -59,13 +59,13 @@ class Document:
             doc.problems, doc.sources = exc.diagnostics, {**exc.sources, file: text}
             return doc
         doc.sources = {**doc.module.sources, file: text}
-        from .. import ir  # noqa: F401 (gives a Spec its graph: see Spec.lowering)
+        from ..ir.api import lower
 
         try:
             spec = R.resolve(doc.module)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", SpecWarning)
-                spec.graph()
+                lower(spec)
             doc.spec = spec
             doc.problems = list(spec._warnings) + [w.message.diagnostic for w in caught
                                                    if isinstance(w.message, SpecWarning)]

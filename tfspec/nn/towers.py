@@ -215,25 +215,6 @@ class TowersModel(nn.Module):
             counts.append(torch.full(vectors.shape[:1], vectors.shape[1], dtype=torch.long, device=vectors.device))
         return torch.cat(parts), torch.cat(columns), torch.cat(counts)
 
-    def continuation(self, **inputs):
-        """The decoding steps (``tfspec.run.decoding.Continuation``) of the tower the connector feeds, its prompt's
-        image tokens read as the pictures given: ``sample(model.continuation(vision=pixels), prompt, 8)``.
-        ``inputs``: the sources' inputs by tower, and ``Continuation``'s options (``use_cache``, ``compile``,
-        ``prompt_padding_mask``)."""
-        from ..run.decoding import Continuation
-
-        if not self.connectors:
-            raise TypeError(f"'{self.spec.name}' has no connector: continue with the tower that decodes "
-                            "(Continuation(model.towers[NAME]))")
-        (source, connector), = self.connectors.items()
-        options = {k: inputs.pop(k) for k in ("use_cache", "compile", "max_len", "prompt_padding_mask") if k in inputs}
-        given = self.split(inputs)[source]
-        if "input" not in given:
-            raise TypeError(f"missing the input of tower {source} (model.continuation({source}=...))")
-        vectors, columns, counts = self.spliced(source, given.pop("input"), **given)
-        return Continuation(self.towers[connector.target], pictures=(connector.image_token, vectors, columns, counts),
-                            **options)
-
     def connected(self, by_tower: dict[str, dict]):
         """The target tower's output, its embeddings at each source's image token replaced by the source's
         vectors through its connector, in order: the first example's first vector at the first image token."""

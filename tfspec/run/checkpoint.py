@@ -121,7 +121,7 @@ class Checkpoint:
         model.load_state_dict(self.weights)
 
     def spec(self):
-        from ..front.api import parse
+        from ..ir.api import parse
 
         return parse(self.spec_text, file=str(self.path / "spec.tfs"), overrides=self.meta.get("overrides") or None)
 

@@ -158,6 +158,26 @@ class Continuation:
     vocabulary fails there in the embedding's kernel, not with a ``ValueError`` naming it.
     """
 
+    @classmethod
+    def of(cls, model, **inputs) -> "Continuation":
+        """The decoding steps of a compiled model (``Continuation(model, **inputs)``), or of a model of towers joined
+        by a connector: those of the tower the connector feeds, its prompt's image tokens read as the pictures
+        given (``sample(Continuation.of(model, vision=pixels), prompt, 8)``). ``inputs``: the sources' inputs by
+        tower, and the options (``use_cache``, ``compile``, ``max_len``, ``prompt_padding_mask``)."""
+        if getattr(model.spec, "kind", None) != "towers":
+            return cls(model, **inputs)
+        if not model.connectors:
+            raise TypeError(f"'{model.spec.name}' has no connector: continue with the tower that decodes "
+                            "(Continuation(model.towers[NAME]))")
+        (source, connector), = model.connectors.items()
+        options = {k: inputs.pop(k) for k in ("use_cache", "compile", "max_len", "prompt_padding_mask") if k in inputs}
+        given = model.split(inputs)[source]
+        if "input" not in given:
+            raise TypeError(f"missing the input of tower {source} (Continuation.of(model, {source}=...))")
+        vectors, columns, counts = model.spliced(source, given.pop("input"), **given)
+        return cls(model.towers[connector.target], pictures=(connector.image_token, vectors, columns, counts),
+                   **options)
+
     def __init__(self, model, src: Tensor | None = None, src_padding_mask: Tensor | None = None,
                  use_cache: bool | None = None, prompt_padding_mask: Tensor | None = None,
                  compile: bool | str = False, max_len: int | None = None,
@@ -165,7 +185,7 @@ class Continuation:
         """``pictures``: (image token, vectors ``(batch, k, width)``): each row's k vectors in place of the
         prompt's image tokens; or (image token, vectors ``(n, width)``, the width of each picture's grid of them
         ``(pictures,)``, each picture's count of them ``(pictures,)``): the pictures in order along the rows (a
-        connector's, ``TowersModel.continuation``). Generated tokens are never replaced."""
+        connector's, ``Continuation.of``). Generated tokens are never replaced."""
         spec = model.spec
         if getattr(spec, "kind", None) == "towers":
             raise ValueError(f"{spec.name} cannot generate: it is a model of towers; generate with the tower that "

@@ -34,7 +34,7 @@ from . import checkpoint as ckpt
 from ..backend.compiler import looks_like_path
 from ..errors import shown
 from ..files import undo_directory
-from ..front.api import load, parse
+from ..ir.api import load, parse
 from .config import TrainConfig
 from .data import DataError
 from .distributed import World

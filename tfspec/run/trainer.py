@@ -16,7 +16,7 @@ import torch
 from ..backend.compiler import compile as compile_spec
 from ..errors import RunError, shown
 from ..files import append_line
-from ..front.api import parse
+from ..ir.api import parse
 from ..front.schema import Towers
 from . import checkpoint as ckpt
 from . import lora
