@@ -283,7 +283,7 @@ def test_a_picture_past_the_budget_is_refused_from_its_header_before_decoding(tm
     1×60000 strip (140 bytes that became a 60000×60000 square of 14 GB once padded) are refused from the header,
     naming the budget: at most 4096 pixels a side for a model of 16-pixel pictures."""
     from tfspec.run.data import DataError, digit_picture_file
-    from tfspec.run.media import picture_budget
+    from tfspec.media import picture_budget
     (tmp_path / name).write_bytes(content)
     assert len(content) < 200_000
     with pytest.raises(DataError, match=message) as info:

@@ -378,5 +378,9 @@ class RunWarning(UserWarning):
     command line prints it as one line, ``warning: ...``."""
 
 
+class DataError(RunError):
+    """Data that cannot train this model (an empty file, lengths past the positions): exit 1."""
+
+
 class CheckpointError(RunError):
     """A path that is not a usable checkpoint: exit 1 with the reason."""

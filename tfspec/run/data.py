@@ -23,9 +23,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..errors import RunError, shown
+from ..errors import DataError, RunError, shown
 from ..files import read_json, read_regular
 from ..front.schema import MAX_DIM
+from ..variants.audio import TONE_CLASSES, tone_spectrograms  # noqa: F401 (the tones task, its kind's)
+from ..variants.patches import DIGIT_CLASSES, DIGIT_GLYPHS, digit_picture_file, digit_pictures  # noqa: F401
 
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<sep>", "<mask>")
 PAD, BOS, EOS, SEP, MASK = range(len(SPECIALS))
@@ -33,10 +35,6 @@ IGNORE = -100  # label of a position that has no loss (cross_entropy's ignore_in
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 HELD_OUT_ONE_IN = 10
 TRAIN, EVAL = 0, 1  # random streams of generator_for
-
-
-class DataError(RunError):
-    """Data that cannot train this model (an empty file, lengths past the positions): exit 1."""
 
 
 @dataclass(frozen=True)
@@ -460,88 +458,6 @@ class TaskData:
         return src, TASKS[self.task](src, lengths), lengths
 
 
-# ---------------------------------------------------------------- pictures: generated digits
-# 0-9 in a 5×7 bitmap font, a row of five pixels per string
-DIGIT_GLYPHS = (
-    ("01110", "10001", "10011", "10101", "11001", "10001", "01110"), ("00100", "01100", "00100", "00100", "00100",
-                                                                       "00100", "01110"),
-    ("01110", "10001", "00001", "00010", "00100", "01000", "11111"), ("11110", "00001", "00001", "01110", "00001",
-                                                                       "00001", "11110"),
-    ("00010", "00110", "01010", "10010", "11111", "00010", "00010"), ("11111", "10000", "11110", "00001", "00001",
-                                                                       "10001", "01110"),
-    ("00110", "01000", "10000", "11110", "10001", "10001", "01110"), ("11111", "00001", "00010", "00100", "01000",
-                                                                       "01000", "01000"),
-    ("01110", "10001", "10001", "01110", "10001", "10001", "01110"), ("01110", "10001", "10001", "01111", "00001",
-                                                                       "00010", "01100"),
-)
-DIGIT_CLASSES = len(DIGIT_GLYPHS)
-
-
-def digit_pictures(count: int, side: int, channels: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """``count`` pictures ``(count, channels, side, side)`` of digits and their labels ``(count,)``: each digit of
-    the 5×7 font scaled by the largest whole factor that fits, at a random place, in a random brightness per
-    channel, over Gaussian noise (std 0.25); pixels roughly in [-1, 1]. The same generator state draws the same
-    pictures. Pictures narrower than 8 pixels cannot hold a digit."""
-    if side < 8:
-        raise DataError(f"pictures of {side} pixels cannot hold a 5×7 digit: the digits task needs image 8 or more")
-    glyphs = torch.tensor([[[int(c) for c in row] for row in glyph] for glyph in DIGIT_GLYPHS], dtype=torch.float32)
-    labels = torch.randint(0, DIGIT_CLASSES, (count,), generator=generator)
-    scale = side // 7
-    spots = torch.rand(count, 2, generator=generator)  # where in the room left, as a fraction of it
-    brightness = 0.5 + 0.5 * torch.rand(count, channels, generator=generator)
-    pixels = 0.25 * torch.randn(count, channels, side, side, generator=generator) - 0.5
-    glyphs = glyphs.repeat_interleave(scale, 1).repeat_interleave(scale, 2)
-    for i in range(count):
-        glyph = glyphs[labels[i]]
-        top = int(spots[i, 0] * (side - glyph.shape[0] + 1))
-        left = int(spots[i, 1] * (side - glyph.shape[1] + 1))
-        window = pixels[i, :, top:top + glyph.shape[0], left:left + glyph.shape[1]]
-        window += glyph * (1.0 + brightness[i, :, None, None])
-    return pixels, labels
-
-
-def digit_picture_file(path, side: int, channels: int) -> Tensor:
-    """A picture file (PNG, JPEG, WebP, BMP or GIF, read as untrusted: ``tfspec.run.media``) as ``digit_pictures`` draws pictures: ``(channels, side,
-    side)``, its background (the median of its border) at -0.5 and its strongest ink at 1.25, whichever of the two
-    is the brighter (a dark digit on white paper reads as the generated light digit on a dark ground). A picture
-    that is not square is first padded to a square with its background, keeping its proportions; then it is
-    resized to ``side`` pixels a side (averaging the pixels each one covers where it shrinks).
-
-    >>> digit_picture_file("seven.png", 16, 1).shape  # doctest: +SKIP
-    torch.Size([1, 16, 16])
-    """
-    from .media import PictureError, read_picture
-
-    try:
-        picture = read_picture(path, side, "L" if channels != 3 else "RGB")
-    except PictureError as exc:
-        raise DataError(str(exc)) from None
-    import numpy
-
-    values = torch.from_numpy(numpy.array(picture, dtype=numpy.float32)).reshape(
-        picture.height, picture.width, -1).permute(2, 0, 1) / 255.0
-    border = torch.cat((values[:, 0], values[:, -1], values[:, :, 0], values[:, :, -1]), dim=1)
-    background = border.median(dim=1).values  # per channel
-    if background.mean() > 0.5:  # dark ink on a light ground: the digits task's pictures are the other way round
-        values, background = 1.0 - values, 1.0 - background
-    height, width = values.shape[1:]
-    if height != width:  # padded to a square with the background, the picture in its middle
-        square = background[:, None, None].expand(-1, max(height, width), max(height, width)).clone()
-        top, left = (max(height, width) - height) // 2, (max(height, width) - width) // 2
-        square[:, top:top + height, left:left + width] = values
-        values = square
-    if values.shape[1] != side:
-        shrinks = values.shape[1] > side
-        values = torch.nn.functional.interpolate(values[None], size=(side, side), mode="area" if shrinks else
-                                                 "bilinear", align_corners=None if shrinks else False)[0]
-    ink = (values - background[:, None, None]).flatten(1).max(dim=1).values
-    if float(ink.max()) <= 1 / 255:
-        raise DataError(f"{shown(path)}: a picture of one colour: no digit to read")
-    strength = (values - background[:, None, None]) / ink.max()
-    pixels = -0.5 + 1.75 * strength.clamp(0.0, 1.0)
-    return pixels.expand(channels, -1, -1).clone() if pixels.shape[0] != channels else pixels
-
-
 # ---------------------------------------------------------------- batches per objective
 @dataclass
 class Batch:
@@ -617,27 +533,3 @@ def mlm_batch(tokens: Tensor, generator: torch.Generator, vocab, padding: bool) 
         model_inputs["padding_mask"] = (tokens == vocab.pad if vocab.pad is not None
                                         else torch.zeros_like(tokens, dtype=torch.bool))
     return Batch(model_inputs, labels)
-
-
-# ---------------------------------------------------------------- spectrograms: generated tones
-TONE_CLASSES = 10
-
-
-def tone_spectrograms(count: int, mels: int, frames: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """``count`` log-mel spectrograms ``(count, mels, frames)`` of tones and their labels ``(count,)``: tone k
-    lights the k-th tenth of the mel bins, louder by a random amount, over a random stretch of at least half the
-    frames, over Gaussian noise (std 0.25); values roughly in [-1, 1.5]. The same generator state draws the same
-    spectrograms. Fewer than ten bins cannot hold ten tones apart."""
-    if mels < TONE_CLASSES:
-        raise DataError(f"spectrograms of {mels} mel bins cannot hold {TONE_CLASSES} tones apart: the tones task "
-                        f"needs mels={TONE_CLASSES} or more")
-    labels = torch.randint(0, TONE_CLASSES, (count,), generator=generator)
-    loudness = 0.75 + 0.75 * torch.rand(count, generator=generator)
-    lengths = frames - (frames // 2) * torch.rand(count, generator=generator)  # at least half the frames
-    starts = torch.rand(count, generator=generator) * (frames - lengths + 1)
-    features = 0.25 * torch.randn(count, mels, frames, generator=generator) - 0.5
-    for i in range(count):
-        low, high = labels[i] * mels // TONE_CLASSES, (labels[i] + 1) * mels // TONE_CLASSES
-        start = int(starts[i])
-        features[i, low:high, start:start + int(lengths[i])] += loudness[i]
-    return features, labels

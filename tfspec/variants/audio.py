@@ -7,14 +7,15 @@ frames. Whisper's encoder reads 3,000 frames of 80 (or 128) bins, 30 seconds, as
 
     embedding audio { input audio(mels=80, frames=3000); dim 768; position sinusoidal(halves=true, endpoint=true) }
 
-``tfspec train`` teaches such an encoder to tell ten generated tones apart (``run.data.tone_spectrograms``).
+``tfspec train`` teaches such an encoder to tell ten generated tones apart (``tone_spectrograms``, below).
 """
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..errors import DataError
 from ..registry import INPUTS, Constructor, InputKind, Param, Problem
 
-TONES = 10  # the generated task's classes (run.data.TONE_CLASSES; the variant does not import torch)
+TONES = 10  # the generated task's classes (its generator below imports torch when it draws)
 
 
 @INPUTS.register
@@ -85,5 +86,31 @@ class Audio(InputKind):
         return None
 
     def examples_of(self, options, count, generator):
-        from ..run.data import tone_spectrograms
         return tone_spectrograms(count, options.mels, options.frames, generator)
+
+
+# ---------------------------------------------------------------- spectrograms: generated tones
+TONE_CLASSES = TONES
+
+
+def tone_spectrograms(count: int, mels: int, frames: int,
+                      generator: "torch.Generator") -> "tuple[Tensor, Tensor]":
+    """``count`` log-mel spectrograms ``(count, mels, frames)`` of tones and their labels ``(count,)``: tone k
+    lights the k-th tenth of the mel bins, louder by a random amount, over a random stretch of at least half the
+    frames, over Gaussian noise (std 0.25); values roughly in [-1, 1.5]. The same generator state draws the same
+    spectrograms. Fewer than ten bins cannot hold ten tones apart."""
+    import torch
+
+    if mels < TONE_CLASSES:
+        raise DataError(f"spectrograms of {mels} mel bins cannot hold {TONE_CLASSES} tones apart: the tones task "
+                        f"needs mels={TONE_CLASSES} or more")
+    labels = torch.randint(0, TONE_CLASSES, (count,), generator=generator)
+    loudness = 0.75 + 0.75 * torch.rand(count, generator=generator)
+    lengths = frames - (frames // 2) * torch.rand(count, generator=generator)  # at least half the frames
+    starts = torch.rand(count, generator=generator) * (frames - lengths + 1)
+    features = 0.25 * torch.randn(count, mels, frames, generator=generator) - 0.5
+    for i in range(count):
+        low, high = labels[i] * mels // TONE_CLASSES, (labels[i] + 1) * mels // TONE_CLASSES
+        start = int(starts[i])
+        features[i, low:high, start:start + int(lengths[i])] += loudness[i]
+    return features, labels

@@ -21,8 +21,8 @@ import re
 import warnings
 from dataclasses import dataclass
 
-from ..errors import shown
-from ..files import open_regular
+from .errors import shown
+from .files import open_regular
 
 # what image processors read (PIL formats by their identifiers); each is decoded by Pillow's own code
 PICTURE_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "GIF")
