@@ -634,7 +634,7 @@ MISFITS = {  # name: (edit of the latest checkpoint, what the one line says)
     "groups": (_edit_state(lambda s: s["optimizer"]["param_groups"][0].update(
         params=s["optimizer"]["param_groups"][0]["params"][:-2])), "its optimizer's group 0 holds"),
     "learning rate": (_edit_state(lambda s: s["optimizer"]["param_groups"][0].update(lr="fast")),
-                      "its optimizer's group 0 has lr 'fast', not a number"),
+                      'its optimizer\'s group 0 has lr "fast", not a number'),
     "step": (_edit_state(lambda s: [m.update(step=torch.zeros(4)) for m in s["optimizer"]["state"].values()]),
              "its optimizer's step of parameter 0 holds 4 numbers, not one"),
     "integer moments": (_edit_state(lambda s: [m.update(exp_avg=m["exp_avg"].long())

@@ -283,13 +283,13 @@ def test_a_picture_past_the_budget_is_refused_from_its_header_before_decoding(tm
     1×60000 strip (140 bytes that became a 60000×60000 square of 14 GB once padded) are refused from the header,
     naming the budget: at most 4096 pixels a side for a model of 16-pixel pictures."""
     from tfspec.run.data import DataError, digit_picture_file
-    from tfspec.media import picture_budget
+    from tfspec.media import picture_side
     (tmp_path / name).write_bytes(content)
     assert len(content) < 200_000
     with pytest.raises(DataError, match=message) as info:
         digit_picture_file(tmp_path / name, 16, 1)
     assert str(info.value).startswith(str(tmp_path / name)) and "\n" not in str(info.value)
-    assert picture_budget(16).longest == 4096 and picture_budget(2048).longest == 8192
+    assert picture_side(16) == 4096 and picture_side(2048) == 8192
 
 
 def test_a_picture_at_the_budget_is_read_and_its_first_frame_taken(tmp_path):

@@ -71,6 +71,21 @@ def excerpts(text: str) -> str:
                   lambda m: f"{m.group()[:40]}…({len(m.group()):,} characters)…{m.group()[-20:]}", text)
 
 
+def quoted(value, width: int = 60) -> str:
+    """A value as a message quotes it: as JSON writes it (``repr`` for what JSON cannot), cut to ``width``.
+
+    >>> quoted([1, 2]), quoted("x" * 80, 10)
+    ('[1, 2]', '"xxxxxx...')
+    """
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     code: str

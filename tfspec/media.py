@@ -7,7 +7,7 @@ an upload:
   their name; Pillow's other plugins, EPS among them (which starts Ghostscript, an interpreter of its own), are never
   reached;
 - the file is a regular file of at most ``PICTURE_BYTES`` (a FIFO, a device or a directory is refused at once);
-- its size in pixels is read from its header and bounded before any pixel is decoded (``picture_budget``): a
+- its size in pixels is read from its header and bounded before any pixel is decoded (``picture_side``): a
   110 KB PNG that claims 30000×30000 pixels, or a 1×60000 strip that would become a 60000×60000 square, is one
   line, not a ``DecompressionBombError`` or 14 GB asked of the allocator;
 - GIF, WebP and APNG animations give their first frame.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass
 
 from .errors import shown
 from .files import open_regular
@@ -30,28 +29,10 @@ PICTURE_BYTES = 64 << 20
 PICTURE_SIDE = 4096  # pixels a side, however small the model's pictures: a photo of a phone is about 4000
 
 
-@dataclass(frozen=True)
-class PictureBudget:
-    """The largest picture read for a model whose pictures have ``side`` pixels a side: ``longest`` pixels on its
-    longer side (what bounds a picture padded to a square), ``pixels`` in all."""
-
-    longest: int
-    pixels: int
-
-    def refusal(self, width: int, height: int) -> str | None:
-        if max(width, height) > self.longest or width * height > self.pixels:
-            return (f"a picture of {width}×{height} pixels, larger than tfspec reads for this model (at most "
-                    f"{self.longest} pixels a side and {self.pixels:,} in all)")
-        if min(width, height) < 1:
-            return f"a picture of {width}×{height} pixels: nothing to read"
-        return None
-
-
-def picture_budget(side: int) -> PictureBudget:
-    """The budget for a model reading pictures of ``side`` × ``side`` pixels: ``PICTURE_SIDE`` a side, or four times
-    the model's own side where that is more."""
-    longest = max(PICTURE_SIDE, 4 * side)
-    return PictureBudget(longest, longest * longest)
+def picture_side(side: int) -> int:
+    """The longest side read for a model whose pictures have ``side`` pixels a side: ``PICTURE_SIDE``, or four times
+    the model's own side where that is more. It bounds the pixels too, and a picture padded to a square."""
+    return max(PICTURE_SIDE, 4 * side)
 
 
 class PictureError(ValueError):
@@ -63,7 +44,8 @@ def read_picture(path, side: int, mode: str):
     that reads pictures of ``side`` pixels a side; a ``PictureError`` naming the file and why otherwise."""
     from PIL import Image, UnidentifiedImageError
 
-    budget = picture_budget(side)
+    longest = picture_side(side)
+    too_large = f"larger than tfspec reads for this model (at most {longest:,} pixels a side)"
     try:
         handle = open_regular(path, PICTURE_BYTES)
     except FileNotFoundError:
@@ -75,20 +57,20 @@ def read_picture(path, side: int, mode: str):
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             with Image.open(handle, formats=PICTURE_FORMATS) as opened:
-                refused = budget.refusal(*opened.size)  # from the header: nothing decoded yet
-                if refused is not None:
-                    raise PictureError(f"{shown(path)}: {refused}")
-                opened.seek(0)
-                return opened.convert(mode)  # decodes the pixels: a damaged file fails here
+                width, height = opened.size  # from the header: nothing decoded yet
+                if max(width, height) > longest:
+                    raise PictureError(f"{shown(path)}: a picture of {width}×{height} pixels, {too_large}")
+                if min(width, height) < 1:
+                    raise PictureError(f"{shown(path)}: a picture of {width}×{height} pixels: nothing to read")
+                return opened.convert(mode)  # decodes the pixels (the first frame): a damaged file fails here
         except UnidentifiedImageError:
             raise PictureError(f"{shown(path)}: not a picture file tfspec reads (it reads "
                                f"{', '.join(PICTURE_FORMATS[:-1])} and {PICTURE_FORMATS[-1]})") from None
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # Pillow's check, in open
             claimed = re.search(r"\((\d+) pixels\)", str(exc))
             size = f"of {int(claimed.group(1)):,} pixels" if claimed else "claiming more pixels than Pillow reads"
-            raise PictureError(f"{shown(path)}: a picture {size}, larger than tfspec reads for this model (at most "
-                               f"{budget.longest} pixels a side and {budget.pixels:,} in all)") from None
+            raise PictureError(f"{shown(path)}: a picture {size}, {too_large}") from None
+        except PictureError:
+            raise
         except (OSError, ValueError, SyntaxError, EOFError) as exc:  # a truncated or damaged file
-            if isinstance(exc, PictureError):
-                raise
             raise PictureError(f"{shown(path)}: a damaged picture file ({shown(str(exc))[:200]})") from None

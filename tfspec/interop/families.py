@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..files import as_os_error, loads_json, read_json, read_regular, safe_reason
-from ..errors import shown
+from ..errors import quoted, shown
 from ..front import schema as S
 from .family import Family
 from .fields import _lookup, size_problem
@@ -178,7 +178,7 @@ def read_config(source) -> Any:
         field = getattr(exc, "field", None) or str(exc).split("'")[1]
         types = re.findall(r"<class '(\w+)'>", str(exc)) or re.findall(r"expected (\w+)", str(exc))
         expected = f"; transformers expects {' or '.join(dict.fromkeys(types))}" if types else ""
-        raise InteropError(f"config.json's field {field} is {_shown(source.get(field))}{expected}") from None
+        raise InteropError(f"config.json's field {field} is {quoted(source.get(field))}{expected}") from None
 
 
 def _nesting_problem(values: dict, where: str = "") -> str | None:
@@ -186,10 +186,10 @@ def _nesting_problem(values: dict, where: str = "") -> str | None:
     list for a name, a number for a tower's configuration), naming the field; None where they are."""
     kind = values.get("model_type")
     if kind is not None and not isinstance(kind, str):
-        return f"config.json's field {where}model_type is {_shown(kind)}; a family's name (a string) is expected"
+        return f"config.json's field {where}model_type is {quoted(kind)}; a family's name (a string) is expected"
     named = values.get("architectures")
     if named is not None and not (isinstance(named, list) and all(isinstance(n, str) for n in named)):
-        return f"config.json's field {where}architectures is {_shown(named)}; a list of class names is expected"
+        return f"config.json's field {where}architectures is {quoted(named)}; a list of class names is expected"
     for key, value in values.items():
         if key.endswith("_config") and key not in REFUSED_FIELDS and value is not None:
             if isinstance(value, dict):
@@ -197,7 +197,7 @@ def _nesting_problem(values: dict, where: str = "") -> str | None:
                 if found is not None:
                     return found
             elif not isinstance(value, _transformers().PretrainedConfig):
-                return f"config.json's field {where}{key} is {_shown(value)}; a nested configuration (an object) " \
+                return f"config.json's field {where}{key} is {quoted(value)}; a nested configuration (an object) " \
                        "is expected"
     return None
 
@@ -235,11 +235,6 @@ def _non_finite(value, where: str = "") -> tuple[str, str] | None:
         if found is not None:
             return found
     return None
-
-
-def _shown(value) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def model_class(config, family: Family) -> str:
@@ -323,7 +318,7 @@ def _check_imported(text: str, config, family: Family) -> None:
         if not fields:
             raise InteropError(f"this {family.name} configuration describes a model that does not check: "
                                f"{first.message} (at '{written.strip()[:80]}' of the imported spec)") from None
-        values = [f"{f} is {_shown(_lookup(config, f))}" for f in fields]
+        values = [f"{f} is {quoted(_lookup(config, f))}" for f in fields]
         raise InteropError(f"config.json's field{'s' if len(fields) > 1 else ''} {' and '.join(values)}: "
                            f"{first.message}") from None
 

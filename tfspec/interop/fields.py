@@ -22,10 +22,10 @@ classification heads) are ``ignored`` with the reason, so every field a configur
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from ..errors import quoted
 from ..front import schema as S
 from .writer import SpecWriter, number
 
@@ -76,8 +76,6 @@ _EXPERT_COUNTS = ("num_experts", "n_routed_experts", "num_local_experts", "num_e
 SIZES: dict[str, tuple[int, int]] = {**{name: (1, S.MAX_LAYERS) for name in _LAYER_COUNTS},
                                      **{name: (1, S.MAX_DIM) for name in _WIDTHS},
                                      **{name: (0, S.MAX_DIM) for name in _EXPERT_COUNTS}}
-
-
 _AUTO = {"mamba_d_head", "time_step_rank", "mamba_dt_rank"}  # sizes transformers derives where they say "auto"
 
 
@@ -97,10 +95,9 @@ def size_problem(values: Mapping, where: str = "") -> str | None:
             items = value if isinstance(value, list) and 0 < len(value) <= S.MAX_LAYERS else \
                 list(value.values()) if isinstance(value, Mapping) and value else [value]  # per stage; height, width
             if not all(isinstance(v, int) and not isinstance(v, bool) and least <= v <= most for v in items):
-                text = json.dumps(value)
                 auto = ' (or "auto")' if key in _AUTO else ""
-                return (f"config.json's field {path} is {text if len(text) <= 60 else text[:57] + '...'}; tfspec "
-                        f"reads a whole number from {least} to {most:,}{auto} there")
+                return (f"config.json's field {path} is {quoted(value)}; tfspec reads a whole number from {least} to "
+                        f"{most:,}{auto} there")
     return None
 
 

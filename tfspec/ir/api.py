@@ -45,6 +45,7 @@ def load(path: str | Path, *, overrides: dict[str, Any] | None = None) -> Spec |
 
 def lower(spec: Spec | Towers) -> Graph | TowersGraph:
     """``spec``'s validated graph, made now and kept by it: the spec is given the IR's lowering, which its copies
-    keep (``Spec.graph``), so a copy with other settings is lowered anew when asked for its graph."""
+    keep (``Spec.graph``), so a copy whose graph is cleared (``Towers.model_copy``, ``verify``'s smaller versions)
+    is lowered anew when asked for it."""
     spec._lowering = TOWERS if isinstance(spec, Towers) else ONE_STACK
     return spec.graph()

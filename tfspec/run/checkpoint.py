@@ -34,7 +34,7 @@ from typing import Iterator
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..errors import CheckpointError, shown
+from ..errors import CheckpointError, quoted, shown
 from ..layout import latest
 from ..files import (loads_json, moved_error, naming, open_regular, read_json, read_regular, regular_file, safe_reason,
                      write_atomically)
@@ -159,17 +159,17 @@ def training_state_misfit(state: dict, optimizer, scaler) -> str | None:
         for key, value in ours.items():  # the numbers the step computes with (lr, betas, eps, weight decay); the
             # switches (fused, foreach) may differ with the processes' configuration and are this run's
             if key != "params" and _kind(value) in ("a number", "2 numbers") and _kind(theirs.get(key)) != _kind(value):
-                return f"its optimizer's group {number} has {key} {_short(theirs.get(key))}, not {_kind(value)}"
+                return f"its optimizer's group {number} has {key} {quoted(theirs.get(key))}, not {_kind(value)}"
     indices = [i for theirs in saved["param_groups"] for i in theirs["params"]]
     if sorted(indices) != list(range(len(params))):
         return "its optimizer's groups do not number this run's parameters 0 to " + str(len(params) - 1)
     for index, moments in saved["state"].items():
         if not isinstance(index, int) or not 0 <= index < len(params) or not isinstance(moments, dict):
-            return f"its optimizer holds a state for parameter {_short(index)}, which this run does not have"
+            return f"its optimizer holds a state for parameter {quoted(index)}, which this run does not have"
         shape = tuple(params[index].shape)
         for key, value in moments.items():
             if not isinstance(value, torch.Tensor):
-                return f"its optimizer's {key} of parameter {index} is {_short(value)}, not a tensor"
+                return f"its optimizer's {key} of parameter {index} is {quoted(value)}, not a tensor"
             if key == "step":
                 if value.numel() != 1:
                     return f"its optimizer's step of parameter {index} holds {value.numel()} numbers, not one"
@@ -196,11 +196,6 @@ def _kind(value) -> str:
     if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         return f"{len(value)} numbers"
     return "None" if value is None else type(value).__name__
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _write(path: Path, data: bytes) -> None:
