@@ -71,3 +71,30 @@ def test_the_stages_are_packages_and_the_front_end_imports_no_later_stage():
     later = ("tfspec.backend", "tfspec.inspect", "tfspec.interop", "tfspec.cli", "tfspec.nn")
     front = [(a, b) for a, b in graph.edges if a.startswith("tfspec.front") and b.startswith(later)]
     assert front == []
+
+
+# the pipeline's order: a stage imports the stages before it, never one after it (the top-level package and
+# ``__main__`` wire them together); the shared modules import only each other, and the variants' contracts
+# (``registry``, ``variants``) build their runtime parts from ``nn`` and are read by every stage
+STAGES = ("front", "ir", "nn", "backend", "inspect", "run", "interop", "lsp", "cli")
+SHARED = ("errors", "files", "version", "layout", "media")
+
+
+def stage_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "tfspec"
+
+
+def test_no_stage_imports_a_later_one():
+    graph = imports()
+    rank = {stage: index for index, stage in enumerate(STAGES)}
+    upward = [(a, b) for a, b in graph.edges
+              if stage_of(a) in rank and stage_of(b) in rank and rank[stage_of(b)] > rank[stage_of(a)]]
+    assert upward == []
+    shared = [(a, b) for a, b in graph.edges if stage_of(a) in SHARED and stage_of(b) not in SHARED]
+    assert shared == []
+    contracts = [(a, b) for a, b in graph.edges if stage_of(a) in ("registry", "variants")
+                 and stage_of(b) in STAGES[STAGES.index("backend"):]]
+    assert contracts == []
+    known = set(STAGES) | set(SHARED) | {"registry", "variants", "grammars", "tfspec", "__main__"}
+    assert {stage_of(m) for m in graph.nodes} <= known  # a new package takes its place in the order

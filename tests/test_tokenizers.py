@@ -10,6 +10,7 @@ import json
 import pytest
 import torch
 
+import tfspec
 import tfspec.run.checkpoint as ckpt
 from tfspec.run.corpus import PairData, Source, TextData
 from tfspec.run.data import (EOS, IGNORE, MASK, SPECIALS, DataError, TokenizerVocabulary, Vocabulary, mask_tokens,
@@ -327,7 +328,11 @@ def test_init_from_a_hugging_face_directory_starts_from_its_weights_and_tokenize
     tokenizer = word_tokenizer(directory / "tokenizer.json")
     config = TrainConfig(data=[str(text)], init=str(directory), seq_len=16, steps=1, batch=2, eval_size=2, lr=1e-6,
                          warmup=1)
-    run = train(None, config, tmp_path / "run", progress=False, log=quiet)
+    # the run stage reads runs and checkpoints; a Hugging Face directory is the interop stage's, which tfspec.train asks
+    with pytest.raises(DataError, match="a Hugging Face model directory; read it with tfspec.interop.initial"):
+        train(None, config, tmp_path / "refused", progress=False, log=quiet)
+    assert not (tmp_path / "refused").exists()
+    run = tfspec.train(None, config, tmp_path / "run", progress=False, log=quiet)
     assert run.objective.text.train.ids[:20].tolist() == tokenizer.encode(TEXT).ids[:20]  # the directory's tokens
     assert (run.checkpoint / "tokenizer.json").read_bytes() == (directory / "tokenizer.json").read_bytes()
     theirs = reference.transformer.wte.weight.detach()

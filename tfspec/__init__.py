@@ -16,15 +16,17 @@ import importlib
 
 from .version import __version__  # noqa: F401 (tfspec.__version__)
 
-_FRONT = {"load": "ir.api", "parse": "ir.api", "Spec": "front.schema", "Diagnostic": "errors", "Span": "errors",
-          "SpecError": "errors", "SpecWarning": "errors"}
+_AT_FIRST_USE = {"load": "ir.api", "parse": "ir.api", "Spec": "front.schema", "Diagnostic": "errors",
+                 "Span": "errors", "SpecError": "errors", "SpecWarning": "errors", "TrainConfig": "run.train",
+                 "resume": "run.train"}
 
 
 def __getattr__(name: str):
-    """``load``, ``parse``, ``Spec`` and the diagnostics' classes, imported at their first use."""
-    if name not in _FRONT:
+    """``load``, ``parse``, ``Spec``, the diagnostics' classes, ``TrainConfig`` and ``resume``, imported at their
+    first use."""
+    if name not in _AT_FIRST_USE:
         raise AttributeError(f"module 'tfspec' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_FRONT[name]}", __name__), name)
+    value = getattr(importlib.import_module(f".{_AT_FIRST_USE[name]}", __name__), name)
     globals()[name] = value
     return value
 
@@ -87,6 +89,17 @@ def from_pretrained(directory, **options):
     return from_hf_directory(directory, **options)
 
 
+def train(spec, config=None, run_dir=None, **options):
+    """Train ``spec`` by ``config`` (a ``tfspec.TrainConfig``) into ``run_dir``; ``config.init`` may name a run, a
+    checkpoint or a Hugging Face model directory to start from; see ``tfspec.run.train.train``."""
+    from .interop.initial import read_initial
+    from .run.train import train as train_spec
+
+    if config is not None and config.init and options.get("initial") is None:
+        options["initial"] = read_initial(config.init)
+    return train_spec(spec, config, run_dir, **options)
+
+
 def export(source, directory, to: str = "hf") -> str:
     """Write a compiled model, a run directory or a checkpoint for other tools: ``to="hf"`` (a directory
     ``transformers`` loads), ``"onnx"`` (checked by onnxruntime) or ``"torch"`` (a standalone file and its
@@ -100,5 +113,5 @@ def export(source, directory, to: str = "hf") -> str:
     return export_model(source, directory, to=to)
 
 
-__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "SpecWarning", "analyse", "compile", "emit", "export",
-           "from_pretrained", "import_config", "load", "parse", "render"]
+__all__ = ["Diagnostic", "Span", "Spec", "SpecError", "SpecWarning", "TrainConfig", "analyse", "compile", "emit",
+           "export", "from_pretrained", "import_config", "load", "parse", "render", "resume", "train"]

@@ -207,10 +207,10 @@ def _new_run(args, load_initial: bool):
     config = _train_config(args)
     initial = None
     if args.init and load_initial:
-        from ..run.train import initial_weights
+        from ..interop.initial import read_initial
 
         quiet_transformers()  # a Hugging Face directory is read with transformers: no progress bars of its own
-        initial = initial_weights(args.init, accept_edits=args.accept_edits)
+        initial = read_initial(args.init, accept_edits=args.accept_edits)
     if args.file:
         spec = load(args.file, overrides=overrides(args))
     elif initial is not None:  # the spec the initial weights came with

@@ -22,22 +22,21 @@ class Initial:
     vocab: object | None  # a tfspec.run.data vocabulary, or None when the weights came without one
 
 
+def is_hugging_face_directory(path: Path) -> bool:
+    """Whether ``path`` is a Hugging Face model directory (its config.json, no checkpoint of a run)."""
+    return path.is_dir() and (path / "config.json").exists() and not (path / "checkpoint.json").exists()
+
+
 def initial_weights(source: str | Path, accept_edits: bool = False) -> Initial:
-    """Read ``source``: a run directory (its latest checkpoint), a checkpoint, or a Hugging Face model directory
-    (``accept_edits``: a checkpoint whose spec.tfs or weights changed since its save)."""
+    """Read ``source``: a run directory (its latest checkpoint) or a checkpoint (``accept_edits``: one whose spec.tfs
+    or weights changed since its save). A Hugging Face model directory is read by the interop stage, which meets
+    Hugging Face: ``tfspec.interop.initial.read_initial`` (what ``tfspec.train`` and ``tfspec train --init`` use)."""
     path = Path(source)
     if not path.exists():
         raise DataError(f"--init {shown(source)}: no such run, checkpoint or Hugging Face model directory")
-    if path.is_dir() and (path / "config.json").exists() and not (path / "checkpoint.json").exists():
-        from ..interop.families import import_config, from_pretrained, tokenizer_of
-        from ..interop.mapping import InteropError
-        try:
-            text = import_config(path)
-            model = from_pretrained(path)
-            vocab = tokenizer_of(path, model)
-        except InteropError as exc:
-            raise DataError(f"--init {shown(source)}: {exc}") from None
-        return Initial(str(source), text, str(path / "config.json"), {}, model.state_dict(), vocab)
+    if is_hugging_face_directory(path):
+        raise DataError(f"--init {shown(source)}: a Hugging Face model directory; read it with "
+                        "tfspec.interop.initial.read_initial and pass it as initial=, or train with tfspec.train")
     saved = ckpt.load(path, accept_edits=accept_edits)
     vocab = saved.vocabulary()
     return Initial(str(source), saved.spec_text, str(saved.path / "spec.tfs"), saved.meta.get("overrides") or {},

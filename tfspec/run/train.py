@@ -8,8 +8,9 @@ What a model learns follows from its kind:
 - encoder-only: masked-language modelling (BERT's 15%; 80/10/10) on task sequences or a text.
 
 A text's tokens are bytes, characters, a byte-level BPE learned from it (``bpe:N``) or a Hugging Face
-``tokenizer.json``; whichever it is travels in every checkpoint. ``init`` starts from the weights of a run, a
-checkpoint or a Hugging Face model directory (fine-tuning), with the vocabulary they came with.
+``tokenizer.json``; whichever it is travels in every checkpoint. ``init`` starts from the weights of a run or a
+checkpoint (fine-tuning), with the vocabulary they came with; those of a Hugging Face model directory come as
+``initial``, read by the interop stage (``tfspec.train`` does both).
 
 Defaults follow each kind's paper (``paper_defaults``); every one can be
 overridden. Batches are a function of (seed, step), and the optimizer and RNG
