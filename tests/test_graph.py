@@ -138,6 +138,15 @@ def test_only_materialising_weights_is_refused_for_size(monkeypatch):
     assert "need 0.1 GiB" in info.value.message and "only 0.0 GiB of memory is available" in info.value.message
     assert info.value.line == 2 and info.value.column == 39  # the feedforward that holds most of the weights
     c.compile(EMB + "decoder x 1 { attention self heads=2; feedforward d_ff=1000000 }", device="meta")
+    # a model of towers: all its weights counted (the joins' too), the node holding most of them named in its tower
+    towers = ("model two\ntower small { embedding t { vocab 10; dim 8 }\n encoder x 1 { attention self heads=2 }\n"
+              " head linear(8) pool=first }\ntower big { embedding t { vocab 10; dim 8 }\n"
+              " encoder x 1 { attention self heads=2; feedforward d_ff=1000000 }\n head linear(8) pool=first }\n"
+              "contrastive small big")
+    with pytest.raises(tfspec.SpecError) as info:
+        c.compile(towers)
+    assert info.value.codes == ["size"] and "only 0.0 GiB of memory is available" in info.value.message
+    assert (info.value.line, info.value.column) == (6, 40)  # the big tower's feedforward
 
 
 

@@ -42,10 +42,10 @@ def render(spec, path, **options):
     """Draw a spec to ``path`` (.svg/.png/.pdf/.dot); see ``tfspec.inspect.diagram.render``."""
     from .inspect.diagram import render as render_spec
 
-    from .front.schema import Spec, Towers
+    from .front.schema import Model
     from .ir.api import load
 
-    return render_spec(spec if isinstance(spec, (Spec, Towers)) else load(spec), path, **options)
+    return render_spec(spec if isinstance(spec, Model) else load(spec), path, **options)
 
 
 def present_spec(spec) -> str:
@@ -67,10 +67,10 @@ def analyse(spec, **options):
     """Parameters, FLOPs, memory and complexity of a spec; see ``tfspec.inspect.analysis.analyse``."""
     from .inspect.analysis import analyse as analyse_spec
 
-    from .front.schema import Spec
+    from .front.schema import Model
     from .ir.api import load
 
-    return analyse_spec(spec if isinstance(spec, Spec) else load(spec), **options)
+    return analyse_spec(spec if isinstance(spec, Model) else load(spec), **options)
 
 
 def import_config(config, **options) -> str:

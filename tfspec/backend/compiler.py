@@ -36,7 +36,7 @@ from ..ir.api import load, parse
 from ..ir import nodes as ir
 from ..ir import towers as tower_ir
 from ..ir.graph import Graph
-from ..ir.queries import (count_parameters, layer_template, length_limit, module_copies, reads_any_picture_size,
+from ..ir.queries import (layer_template, length_limit, module_copies, reads_any_picture_size,
                           sublayers, weight_repeat)
 from ..errors import Diagnostic, SpecError
 from ..nn.attention import cache_slot, kv_keep
@@ -152,26 +152,14 @@ def check_fits(spec: S.Spec | S.Towers, device=None, dtype=None) -> None:
     """
     if device is not None and torch.device(device).type == "meta":
         return
-    if isinstance(spec, S.Towers):  # the towers together, the largest named
-        params = spec.parameter_count()
-        largest = max(spec.towers, key=lambda t: t.spec.parameter_count()).spec
-        need = params * torch.empty((), dtype=torch.get_default_dtype(), device="meta").element_size()
-        if need > available_memory_bytes(device):
-            raise SpecError([Diagnostic("size", f"the model's {params:,} parameters need {need / 2**30:,.1f} GiB "
-                                                f"({torch.get_default_dtype()}), but only "
-                                                f"{available_memory_bytes(device) / 2**30:,.1f} GiB of memory is "
-                                                "available", largest.span,
-                                        "shrink it (e.g. with --set), or inspect it without weights")],
-                            spec._sources)
-        return
-    g = spec.graph()
-    params = count_parameters(g)
+    params = spec.parameter_count()  # (of towers, the joins' too)
     # initialisation happens in the default dtype, before any ``dtype=`` conversion
     need = params * torch.empty((), dtype=torch.get_default_dtype(), device="meta").element_size()
     have = available_memory_bytes(device)
-    if need > have:
-        biggest = max((n for n in g.ordered() if n.params),
-                      key=lambda n: sum(math.prod(p.shape) for p in n.params.values()) * weight_repeat(g, n))
+    if need > have:  # the node holding the most weights, in whichever tower, is named
+        _, biggest = max(((sum(math.prod(p.shape) for p in n.params.values()) * weight_repeat(g, n), n)
+                          for g in spec.graph().parts().values() for n in g.ordered() if n.params),
+                         key=lambda pair: pair[0])
         raise SpecError([Diagnostic("size", f"the model's {params:,} parameters need {need / 2**30:,.1f} GiB "
                                             f"({torch.get_default_dtype()}), but only {have / 2**30:,.1f} GiB of "
                                             "memory is available", biggest.span or spec.span,
@@ -180,7 +168,7 @@ def check_fits(spec: S.Spec | S.Towers, device=None, dtype=None) -> None:
 
 
 def _spec_of(source, overrides) -> S.Spec | S.Towers:
-    if isinstance(source, (S.Spec, S.Towers)):
+    if isinstance(source, S.Model):
         if overrides:
             raise ValueError("overrides apply when compiling text or a path; a parsed Spec is already resolved")
         return source

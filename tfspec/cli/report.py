@@ -5,7 +5,6 @@ from __future__ import annotations
 from ..errors import shown
 from ..files import write_atomically
 from ..ir.api import load
-from ..front.schema import Towers
 from .common import (check_output, example_count, overrides, positive, print_json, UsageError, with_json,
                      with_set)
 
@@ -35,8 +34,8 @@ def run(args) -> int:
     paths, specs = [], []
     for path in args.files:  # a model of towers: a page for each tower, named model.tower
         spec = load(path, overrides=overrides(args))
-        for name, part in ([(f"{spec.name}.{t.name}", t.spec) for t in spec.towers] if isinstance(spec, Towers)
-                           else [(spec.name, spec)]):
+        for name, part in spec.parts().items():
+            name = name if part is spec else f"{spec.name}.{name}"
             paths.append(path)
             specs.append(part if part.name == name else part.model_copy(update={"name": name}))
     try:

@@ -171,8 +171,8 @@ def run(args) -> int:
     else:
         spec, config, initial, run_dir = _new_run(args, load_initial=True)
         run_dir = broadcast(run_dir, world)  # one directory, named by rank 0
-        given = next((t.spec.embeddings[0].input for t in spec.towers if t.spec.embeddings[0].input is not None),
-                     None) if isinstance(spec, Towers) else spec.embedding(spec.stacks[0].embedding).input
+        given = next((kind for part in spec.parts().values()  # the first input kind, in whichever tower
+                      if (kind := part.embedding(part.stacks[0].embedding).input) is not None), None)
         data = (f"--data {' '.join(config.data)}" if config.data else
                 f"the generated {INPUTS[given.name].task}" if given is not None else f"the {config.task} task")
         data += " and their names" if isinstance(spec, Towers) else ""

@@ -303,11 +303,36 @@ class MultiTokenPrediction(Node):
     norm: Choice  # of the embedding (enorm), of the hidden states (hnorm) and before the shared head
 
 
-class Spec(Node):
-    """A whole model. Build one with ``tfspec.parse`` / ``tfspec.load``."""
+class Model(Node):
+    """What ``tfspec.parse`` / ``tfspec.load`` give: a model of one or two stacks (``Spec``) or of several towers
+    (``Towers``). A stage that needs only what both have reads this: the name, the parameters, the IR, and the
+    ``parts``, each a model of one or two stacks."""
 
     name: str
     params: dict[str, Union[int, float]] = Field(default_factory=dict)
+
+    _graph: object = PrivateAttr(default=None)
+    _lowering: object = PrivateAttr(default=None)  # how the IR lowers and counts it (``tfspec.ir.api.lower``)
+    _sources: dict = PrivateAttr(default_factory=dict)
+    _warnings: list = PrivateAttr(default_factory=list)  # Diagnostics of severity "warning" (tfspec.parse issues)
+
+    def parts(self) -> dict[str, "Spec"]:
+        """Each model of one or two stacks it is made of, by name: a spec is its own one part, a model of towers
+        has a part for each tower."""
+        raise NotImplementedError
+
+    def graph(self):
+        """The validated graph IR; see docs/ir.md."""
+        return _graph_of(self)
+
+    def parameter_count(self) -> int:
+        """Number of parameters, computed from the IR (shared weights counted once; of towers, the joins' too)."""
+        return _count_of(self)
+
+
+class Spec(Model):
+    """A whole model of one stack or two. Build one with ``tfspec.parse`` / ``tfspec.load``."""
+
     embeddings: tuple[Embedding, ...]
     encoder: Stack | None = None
     decoder: Stack | None = None
@@ -315,11 +340,6 @@ class Spec(Node):
     pooler: Pooler | None = None
     mtp: MultiTokenPrediction | None = None  # training's extra modules predicting further tokens
     init: Choice | None = None  # initialisation scheme (``defaults { init gpt2 }``); None: normal(std=0.02)
-
-    _graph: object = PrivateAttr(default=None)
-    _lowering: object = PrivateAttr(default=None)  # how the IR lowers and counts it (``tfspec.ir.api.lower``)
-    _sources: dict = PrivateAttr(default_factory=dict)
-    _warnings: list = PrivateAttr(default_factory=list)  # Diagnostics of severity "warning" (tfspec.parse issues)
 
     @property
     def kind(self) -> str:
@@ -334,6 +354,9 @@ class Spec(Node):
     def embedding(self, name: str) -> Embedding:
         return next(e for e in self.embeddings if e.name == name)
 
+    def parts(self) -> dict[str, "Spec"]:
+        return {self.name: self}
+
     presenting: ClassVar[Callable | None] = None  # spec -> HTML for notebooks (default: the tfspec package's)
 
     def __repr__(self) -> str:
@@ -347,14 +370,6 @@ class Spec(Node):
         # not imported: the front end imports no later stage)
         present = Spec.presenting or getattr(sys.modules.get("tfspec"), "present_spec", None)
         return present(self) if present is not None else None
-
-    def graph(self):
-        """The validated graph IR (a ``networkx.DiGraph``); see docs/ir.md."""
-        return _graph_of(self)
-
-    def parameter_count(self) -> int:
-        """Number of parameters, computed from the IR (shared weights counted once)."""
-        return _count_of(self)
 
 
 def _graph_of(spec):
@@ -429,20 +444,13 @@ class Connector(Node):
         return length
 
 
-class Towers(Node):
+class Towers(Model):
     """A model of several towers and the joins between them. Build one with ``tfspec.parse`` / ``tfspec.load``
     (a spec whose items are ``tower``s)."""
 
-    name: str
-    params: dict[str, Union[int, float]] = Field(default_factory=dict)
     towers: tuple[Tower, ...]
     contrastive: Contrastive | None = None
     connectors: tuple[Connector, ...] = ()
-
-    _sources: dict = PrivateAttr(default_factory=dict)
-    _warnings: list = PrivateAttr(default_factory=list)
-    _graph: object = PrivateAttr(default=None)
-    _lowering: object = PrivateAttr(default=None)  # how the IR lowers and counts it (``tfspec.ir.api.lower``)
 
     @property
     def kind(self) -> str:
@@ -450,6 +458,9 @@ class Towers(Node):
 
     def tower(self, name: str) -> Spec:
         return next(t.spec for t in self.towers if t.name == name)
+
+    def parts(self) -> dict[str, Spec]:
+        return {t.name: t.spec for t in self.towers}
 
     def graph(self):
         """The validated IR (``tfspec.ir.TowersGraph``): each tower's graph and the joins as typed nodes; one
@@ -470,11 +481,6 @@ class Towers(Node):
         """The width of tower ``name``'s stack (of its last, where it has two)."""
         spec = self.tower(name)
         return spec.embedding(spec.stacks[-1].embedding).width
-
-    def parameter_count(self) -> int:
-        """Every tower's parameters and the joins' (the contrastive head's scale and bias, the connectors'),
-        counted from the IR."""
-        return _count_of(self)
 
     def __repr__(self) -> str:
         names = ", ".join(t.name for t in self.towers)

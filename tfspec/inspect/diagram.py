@@ -102,8 +102,7 @@ def to_graphviz(spec, *, expand: bool = False, detail: bool = False) -> graphviz
     side, each in a box of its own, their outputs meeting in the head that joins them."""
     g = spec.graph()
     if expand:
-        graphs = list(g.towers.values()) if isinstance(g, TowersGraph) else [g]
-        layers = sum(info.repeat for graph in graphs for info in graph.stacks.values())
+        layers = sum(info.repeat for graph in g.parts().values() for info in graph.stacks.values())
         if layers > MAX_EXPANDED_LAYERS:  # (4,096 layers ran Graphviz out of memory after a while)
             raise RenderError(f"--expand draws every layer: {layers:,} layers, more than the {MAX_EXPANDED_LAYERS} "
                               "tfspec draws one by one; draw it without --expand (a box a layer kind, with its count)")

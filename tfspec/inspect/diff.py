@@ -83,11 +83,10 @@ def _towers_diff(first, second, seq_len: int | None) -> Diff:
     """Two models of which one at least is towers: each tower costed at ``seq_len`` where its input lets it
     (its default length otherwise), the totals the towers' sums and the joins' parameters."""
     def totals(model):
-        named = [(t.name, t.spec) for t in model.towers] if isinstance(model, S.Towers) else [(model.name, model)]
         lengths = {name: seq_len if seq_len and all(fixed_length(spec.graph(), r) is None
                                                     for r in spec.graph().stacks) else default_length(spec.graph())
-                   for name, spec in named}
-        analyses = [analyse(spec, seq_len=lengths[name]) for name, spec in named]
+                   for name, spec in model.parts().items()}
+        analyses = [analyse(spec, seq_len=lengths[name]) for name, spec in model.parts().items()]
         return (model.parameter_count(), sum(a.total.flops for a in analyses), sum(a.total.memory for a in analyses),
                 ", ".join(f"{name} {length}" for name, length in lengths.items()))
 
@@ -105,10 +104,10 @@ def architecture_changes(first, second) -> list[Change]:
 
 
 def _tower_changes(first, second) -> list[Change]:
-    kinds = [m.kind if isinstance(m, S.Towers) else m.graph().kind for m in (first, second)]
+    kinds = [m.kind for m in (first, second)]
     if kinds[0] != kinds[1]:
         return [Change("model", "kind", *kinds)]
-    towers = [{t.name: t.spec for t in m.towers} for m in (first, second)]
+    towers = [m.parts() for m in (first, second)]
     changes = []
     for name in dict.fromkeys([*towers[0], *towers[1]]):
         a, b = towers[0].get(name), towers[1].get(name)

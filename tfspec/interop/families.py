@@ -603,8 +603,7 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
     from ..front.schema import Towers
 
     towers = isinstance(model.spec, Towers)  # (a model of towers: families of towers alone describe it)
-    padding = any(getattr(tower, s.role).masks_padding for tower in (model.towers.values() if towers else [model])
-                  for s in tower.spec.stacks)
+    padding = any(getattr(part, s.role).masks_padding for part in model.parts().values() for s in part.spec.stacks)
     from .facts import OtherKind
 
     # (how far it got, family, differences, special tokens its configuration names otherwise than the vocabulary)

@@ -26,6 +26,10 @@ class IRError(AssertionError):
 class Graph(nx.DiGraph):
     """A model's IR. ``g.node(id)`` is the typed node; ``g.ordered()`` every node in data-flow order."""
 
+    def parts(self) -> dict[str, "Graph"]:
+        """The graphs of one or two stacks it is made of, by name: itself (a model of towers: each tower's)."""
+        return {self.name: self}
+
     # ------------------------------------------------------------ building
     def add(self, node: Node) -> str:
         """Add ``node`` and an edge from each of its inputs; return its id."""

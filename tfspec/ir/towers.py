@@ -153,6 +153,10 @@ class TowersGraph(nx.DiGraph):
     def node(self, node_id: str) -> Join:
         return self.nodes[node_id]["node"]
 
+    def parts(self) -> dict[str, Graph]:
+        """Each tower's graph by name (``Graph.parts``: a model of one or two stacks is its own one part)."""
+        return dict(self.towers)
+
     @property
     def kind(self) -> str:
         return "towers"

@@ -118,6 +118,10 @@ class CompiledModel(nn.Module):
         """What Jupyter shows: its spec's diagram and parameters."""
         return self.spec._repr_html_()
 
+    def parts(self) -> dict[str, "CompiledModel"]:
+        """The compiled models of one or two stacks it is made of, by name: itself (``TowersModel.parts``)."""
+        return {self.spec.name: self}
+
     def checkpoint_activations(self, enabled: bool = True) -> "CompiledModel":
         """Keep only each layer's input for the backward pass and recompute the rest there: less memory for
         about a third more compute; the same gradients."""

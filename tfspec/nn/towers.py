@@ -117,6 +117,10 @@ class TowersModel(nn.Module):
 
     mtp = None  # (no multi-token prediction: what the trainer asks of every model)
 
+    def parts(self) -> dict[str, nn.Module]:
+        """Each tower's compiled model by name (``CompiledModel.parts``: one of one or two stacks is its own)."""
+        return dict(self.towers)
+
     @property
     def check_inputs(self) -> bool:
         """Are inputs' values checked (image tokens counted, ids in range)? Off while tracing for export."""
