@@ -23,6 +23,7 @@ import re
 import sys
 import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -67,6 +68,32 @@ READ_AS = {
                                "DeepSeek-V3, and exported as deepseek_v3"),
 }
 
+# multimodal model types whose text model tfspec reads (its own family's) while the whole model's other towers wait:
+# each imports its text model alone with ``--tower text``, exported as that family's class
+@dataclass(frozen=True)
+class TextAlone:
+    """``cls``: the whole model's class; ``text``: where its text model's configuration and tensors are;
+    ``others``: what of the whole model tfspec does not read yet."""
+
+    cls: str
+    text: nested.Nested
+    others: str
+
+
+def _language_model(default: str, renames=(("model.language_model.", "model."), ("lm_head.", "lm_head."))):
+    return nested.Nested("text_config", "text", "text_", default, renames)
+
+
+TEXT_ALONE = {
+    "gemma4": TextAlone("Gemma4ForConditionalGeneration", _language_model("gemma4_text"),
+                        "Gemma 4's vision and audio towers"),
+    "llama4": TextAlone("Llama4ForConditionalGeneration", _language_model(
+        "llama4_text", (("language_model.model.", "model."), ("language_model.lm_head.", "lm_head."))),
+        "Llama 4's vision tower (its pixel-shuffle adapter)"),
+    "qwen3_5": TextAlone("Qwen3_5ForConditionalGeneration", _language_model("qwen3_5_text"),
+                         "Qwen3.5's vision tower"),
+}
+
 # model types a user is likely to bring that the language cannot express exactly, and why
 NOT_EXPRESSIBLE = {
     "rwkv": "RWKV mixes positions with a recurrence (time mixing), which is not among tfspec's mixers",
@@ -80,6 +107,10 @@ def family_of(model_type: str) -> Family:
     for family in FAMILIES:
         if model_type in family.model_types:
             return family
+    if model_type in TEXT_ALONE:
+        alone = TEXT_ALONE[model_type]
+        raise InteropError(f"model_type '{model_type}' ({alone.cls}): tfspec does not read {alone.others} yet; its "
+                           f"text model imports alone with --tower text (tfspec.from_pretrained(DIR, tower=\"text\"))")
     if model_type in NOT_EXPRESSIBLE:
         raise InteropError(f"model_type '{model_type}' cannot be imported exactly: {NOT_EXPRESSIBLE[model_type]}")
     supported = ", ".join(t for f in FAMILIES for t in f.model_types)
@@ -154,7 +185,8 @@ def read_config(source) -> Any:
         raise InteropError(problem)
     if source["model_type"] in READ_AS:  # another family's architecture under a name of its own (Kimi K2)
         source = {**source, "model_type": READ_AS[source["model_type"]][0]}
-    family_of(source["model_type"])  # an unsupported type is named before transformers sees it
+    if source["model_type"] not in TEXT_ALONE:  # (whose text model alone is read)
+        family_of(source["model_type"])  # an unsupported type is named before transformers sees it
     refused = [f"{key}: {why}" for key, why in REFUSED_FIELDS.items() if source.get(key) is not None]
     if refused:
         raise InteropError("the configuration asks for what tfspec does not read: " + "; ".join(refused))
@@ -255,13 +287,13 @@ def import_config(source, *, name: str | None = None, padding: bool = True, towe
     tower of a model of towers, where it is a model of its own (Gemma 3's ``text``: its text model, from the
     multimodal checkpoint's ``text_config``)."""
     config = read_config(source)
-    family = family_of(config.model_type)
     if tower is not None:
-        nested = tower_of(family, tower)
-        within = (f"The {tower} model ({nested.where}) of a Hugging Face {model_class(config, family)} configuration "
+        text, cls = tower_of(config, tower)
+        within = (f"The {tower} model ({text.where}) of a Hugging Face {cls} configuration "
                   f"(model_type '{config.model_type}'), alone.")
-        return import_config(_lookup(config, nested.where), name=name or _spec_name(source, config), padding=padding,
+        return import_config(_alone(config, text), name=name or _spec_name(source, config), padding=padding,
                              _within=within)
+    family = family_of(config.model_type)
     with _fields_read(family):
         problems = family.unsupported(config)
     if problems:
@@ -323,16 +355,36 @@ def _check_imported(text: str, config, family: Family) -> None:
                            f"{first.message}") from None
 
 
-def tower_of(family: Family, tower: str):
-    """The ``Nested`` description of ``tower`` in ``family``'s models, where it is a model of its own; an
-    ``InteropError`` naming the ones that are otherwise."""
-    nested = getattr(family.fields, "nested", None)
-    if not family.towers:
-        raise InteropError(f"--tower {tower}: a {family.name} model is one model, not towers")
-    if nested is None or nested.tower != tower:
-        alone = f"only tower {nested.tower} ({nested.where}) is" if nested is not None else "none of its towers is"
-        raise InteropError(f"--tower {tower}: {alone} a model of its own in a {family.name} configuration")
-    return nested
+def tower_of(config, tower: str) -> tuple:
+    """(the ``Nested`` description of ``tower`` in ``config``'s model, where it is a model of its own; the whole
+    model's class); an ``InteropError`` naming the ones that are otherwise."""
+    alone = TEXT_ALONE.get(config.model_type)
+    if alone is not None:
+        family_name, nested_tower, cls = alone.cls, alone.text, alone.cls
+    else:
+        family = family_of(config.model_type)
+        if not family.towers:
+            raise InteropError(f"--tower {tower}: a {family.name} model is one model, not towers")
+        nested_tower = family.alone or getattr(family.fields, "nested", None)
+        family_name, cls = family.name, model_class(config, family)
+    if nested_tower is None or nested_tower.tower != tower:
+        named = f"only tower {nested_tower.tower} ({nested_tower.where}) is" if nested_tower is not None \
+            else "none of its towers is"
+        raise InteropError(f"--tower {tower}: {named} a model of its own in a {family_name} configuration")
+    return nested_tower, cls
+
+
+def _alone(config, text: nested.Nested):
+    """The configuration of ``config``'s tower ``text`` as a model of its own: the whole model ties its head by
+    its own ``tie_word_embeddings`` (transformers' rule), which the tower's may state otherwise."""
+    inner = copy.deepcopy(_lookup(config, text.where))
+    if inner is None:
+        raise InteropError(f"the configuration has no {text.where}, where its {text.tower} model is")
+    if text.read_as is not None:
+        inner = read_config({**inner.to_dict(), "model_type": text.read_as})
+    if hasattr(config, "tie_word_embeddings") and hasattr(inner, "tie_word_embeddings"):
+        inner.tie_word_embeddings = config.tie_word_embeddings
+    return inner
 
 
 def _declared_type(source) -> str | None:
@@ -382,14 +434,14 @@ def from_pretrained(directory, *, device=None, tower: str | None = None):
         raise InteropError(f"{shown(path)}: no weights (model.safetensors or pytorch_model.bin); "
                            "tfspec.import_config reads the configuration alone")
     config = read_config(path)
-    family = family_of(config.model_type)
     text = import_config(path, tower=tower)
+    family = family_of(config.model_type) if tower is None else None
     stored = stored_types(path)  # every file transformers would open is checked first: none is a FIFO
     model = compile_spec(parse(text, file=str(path / "config.json")), seed=0)
     transformers = _transformers()
     import torch
 
-    cls = getattr(transformers, model_class(config, family))
+    cls = getattr(transformers, model_class(config, family) if tower is None else tower_of(config, tower)[1])
     eager = {"experts_implementation": "eager"} if hasattr(config, "_experts_implementation") else {}
     try:  # the configuration read above (its loader fields dropped), the eager path, float32, nothing fetched
         with warnings.catch_warnings():
@@ -406,9 +458,9 @@ def from_pretrained(directory, *, device=None, tower: str | None = None):
         raise InteropError(f"{shown(path)}: the checkpoint does not match its config.json:\n" + "\n".join(details))
     _check_values(path, reference, stored)
     if tower is not None:  # the tower alone, through its own family: exported back as that family's class
-        nested = tower_of(family, tower)
-        inner = _lookup(config, nested.where)
-        nested.load(model, reference)
+        text, _ = tower_of(config, tower)
+        inner = _alone(config, text)
+        text.load(model, reference, inner)
         model.hf_class, model.hf_carried = model_class(inner, family_of(inner.model_type)), {}
         return (model.to(device) if device is not None else model).eval()
     family.load(model, reference)

@@ -44,6 +44,9 @@ class Family:
     options_from_model: Callable[[Any], dict] | None = field(default=None, hash=False)
     towers: bool = False  # its models are several towers (``schema.Towers``: CLIP's), not one
     pictures: Callable[[Any, dict], Any] | None = field(default=None, hash=False)
+    # a tower that is a model of its own (``--tower text``) where the family's fields do not read it through its own
+    # family (``tfspec.interop.nested.Nested``; those that do say so in ``fields.nested``)
+    alone: Any = field(default=None, hash=False)
 
     def __post_init__(self):
         object.__setattr__(self, "module", self.module.rsplit(".", 1)[-1])  # hf_llama: the family's home

@@ -33,8 +33,12 @@ from .hf_llava import ConnectedFacts
 from .mapping import InteropError, Rule, export_state, linear_rules, load_state, rule
 from .writer import SpecWriter
 from .family import Family
+from .nested import Nested
 
 REFERENCE = "Hugging Face Qwen2.5-VL"
+# its text model alone (--tower text): Qwen2's, as its M-RoPE is Qwen2's rotary positions on text without pictures
+TEXT_ALONE = Nested("text_config", "text", "text_", "qwen2", (("model.language_model.", "model."), ("lm_head.", "lm_head.")),
+                    read_as="qwen2")
 IMAGE = 448  # pixels a side of the pictures a spec reads where the configuration says none: 32 × 32 patches of 14
 VISION, TEXT, PROJECTOR = "model.visual", "model.language_model.", "model.visual.merger"
 SECTIONS = [16, 24, 24]  # Hugging Face's M-RoPE sections where rope_parameters names none
@@ -298,5 +302,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
            "merger (norm rmsnorm; pixel_shuffle; a two-layer GELU MLP) to Qwen2's text model with M-RoPE (tower "
            "text: position mrope(temporal, height, width), a picture's vectors numbered by their place in its grid)",
            module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen2_5_vl,
-           export=to_hf_qwen2_5_vl, towers=True, carried=CARRIED, pictures=pictures),
+           export=to_hf_qwen2_5_vl, towers=True, carried=CARRIED, pictures=pictures, alone=TEXT_ALONE),
 )

@@ -53,11 +53,14 @@ class Nested:
     # words of the tower's settings written otherwise inside the whole model (Gemma 3's text model sees each
     # picture's image tokens together: its masks' ``causal`` is ``pictures``)
     words: tuple[tuple[str, str], ...] = ()
+    # the family that reads the nested configuration where its model_type is the whole model's own name for it
+    # (Qwen2.5-VL's qwen2_5_vl_text, alone: Qwen2's, whose rotary positions M-RoPE's are on text without pictures)
+    read_as: str | None = None
 
     def family(self, config):
         """The family of the nested configuration (refused by name where tfspec has none)."""
         nested = _lookup(config, self.where)
-        model_type = _lookup(nested, "model_type") or self.default
+        model_type = self.read_as or _lookup(nested, "model_type") or self.default
         try:
             family = CATALOG.family_of(model_type)
         except InteropError as exc:
@@ -148,13 +151,14 @@ class Nested:
         raise InteropError(f"tower {self.tower} is no model a Hugging Face family describes"
                            + (f"; the closest, {closest[1]}, differs" if closest else "") + why)
 
-    def load(self, model, reference) -> None:
+    def load(self, model, reference, nested=None) -> None:
         """Copy the tower's tensors from ``reference`` (the whole Hugging Face model) into ``model`` (the tower's
-        compiled model) through the nested family, each renamed as ``renames`` says."""
+        compiled model) through the nested family, each renamed as ``renames`` says (``nested``: the tower's
+        configuration as a model of its own, where it is not the one at ``where`` as it is)."""
         family = self.family(reference.config)
         state = {own + key[len(theirs):]: value for key, value in reference.state_dict().items()
                  for theirs, own in self.renames if key.startswith(theirs)}
-        nested = _lookup(reference.config, self.where)
+        nested = _lookup(reference.config, self.where) if nested is None else nested
         view = type(f"{type(reference).__name__}'s {self.where}", (_View,), {})(nested, state, "lm_head.weight" in state)
         family.load(self.as_written(model, family, nested), view)
 
