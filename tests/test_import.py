@@ -1997,7 +1997,7 @@ def test_the_imported_spec_reads_well(tmp_path):
 
 @pytest.mark.parametrize("config, message", [
     ({"model_type": "rwkv"}, "RWKV mixes positions with a recurrence"),
-    ({"model_type": "xlnet"}, "model_type 'xlnet' is not supported (supported: bert, roberta, xlm-roberta, electra"),
+    ({"model_type": "xlnet"}, "model_type 'xlnet' is not a family tfspec reads"),
     ({"vocab_size": 3}, "no model_type"),
     ({"model_type": "llama", "rope_scaling": {"rope_type": "longrope", "short_factor": [1.0] * 64,
                                                "long_factor": [2.0] * 64, "original_max_position_embeddings": 1024}},
@@ -2712,3 +2712,28 @@ def test_a_tower_that_is_no_model_of_its_own_and_a_whole_model_not_read_are_refu
     with pytest.raises(InteropError, match=re.escape("--tower vision: only tower text (text_config) is a model of "
                                                      "its own in a Qwen3_5ForConditionalGeneration configuration")):
         import_config(whole, tower="vision")
+
+
+@pytest.mark.parametrize("model_type, closest", [
+    ("qwen3_vl", "the closest family tfspec reads, Qwen2.5-VL (qwen2_5_vl), differs: Qwen2.5-VL's towers, but "
+                 "DeepStack features"),
+    ("kimi_linear", "the closest family tfspec reads, Qwen3-Next (qwen3_next), differs: a hybrid as Qwen3-Next is"),
+    ("olmo_hybrid", "the closest by its configuration's fields is Qwen3.5 (qwen3_5_text), whose configuration has"),
+    ("llava_next", "the closest by its configuration's fields is LLaVA (llava)"),
+    ("lamma", "the closest by name is Llama (llama), which may not be the same architecture"),
+    ("no_such_model", "transformers does not know it either"),
+])
+def test_a_model_type_tfspec_does_not_read_is_refused_in_three_lines_naming_the_closest(tmp_path, tfspec_cli,
+                                                                                       model_type, closest):
+    """What it is, the closest family tfspec reads and how (what differs where it is known, else the most fields
+    in common, else the name), and where the list is; no list of eighty model types."""
+    directory = tmp_path / model_type
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps({"model_type": model_type}))
+    result = tfspec_cli("import", str(directory))
+    lines = result.stderr.strip().split("\n")
+    assert result.returncode == 1 and len(lines) == 3 and "Traceback" not in result.stderr, result.stderr
+    assert f"model_type '{model_type}' is not a family tfspec reads" in lines[0]
+    assert lines[1].strip().startswith(closest), lines[1]
+    assert lines[2].strip() == "the families it reads, each with its classes: tfspec import --list"
+    assert len(result.stderr.replace(str(directory), "DIR")) < 400  # (the 800-character list is gone)

@@ -7,7 +7,7 @@ field table: what ``tfspec import --list`` prints and ``docs/hf_families.md`` ho
 
 from __future__ import annotations
 
-from .families import FAMILIES, NOT_EXPRESSIBLE, READ_AS, Family
+from .families import CLOSEST, FAMILIES, NOT_EXPRESSIBLE, READ_AS, TEXT_ALONE, Family
 from .fields import COMMON_IGNORED, Field, Fixed
 
 
@@ -32,7 +32,10 @@ def coverage_data() -> dict:
                           "conventions": f.conventions, "reads": _read(f), "refused_unless": _refused(f),
                           "ignored": _ignored(f)} for f in FAMILIES],
             "read_as": {t: {"model_type": target, "note": note} for t, (target, note) in READ_AS.items()},
-            "not_expressible": dict(NOT_EXPRESSIBLE)}
+            "not_expressible": dict(NOT_EXPRESSIBLE),
+            "text_alone": {t: {"class": alone.cls, "text_config": alone.text.default, "not_read": alone.others}
+                           for t, alone in TEXT_ALONE.items()},
+            "closest": {t: {"model_type": other, "differs": differs} for t, (other, differs) in CLOSEST.items()}}
 
 
 def coverage_markdown() -> str:
@@ -61,6 +64,14 @@ def coverage_markdown() -> str:
         lines.append("")
     lines += ["## Read as another family", "", "| `model_type` | Read as | Why |", "|---|---|---|"]
     lines += [f"| `{t}` | `{target}` | {note} |" for t, (target, note) in READ_AS.items()]
+    lines += ["", "## Text models alone", "",
+              "Multimodal checkpoints whose text model imports alone (`tfspec import DIR --tower text`, "
+              "`tfspec.from_pretrained(DIR, tower=\"text\")`), exported as the text model's own class; their whole "
+              "models wait for what tfspec does not read yet. (The families of towers above import their text model "
+              "alone the same way.)", "", "| `model_type` | Class | Text model | Not read yet |", "|---|---|---|---|"]
+    lines += [f"| `{t}` | {a.cls} | `{a.text.default}` | {a.others} |" for t, a in TEXT_ALONE.items()]
     lines += ["", "## Not expressible", "", "| `model_type` | Why |", "|---|---|"]
     lines += [f"| `{t}` | {why} |" for t, why in NOT_EXPRESSIBLE.items()]
+    lines += ["", "## Not read yet", "", "| `model_type` | Closest family | What differs |", "|---|---|---|"]
+    lines += [f"| `{t}` | `{other}` | {differs} |" for t, (other, differs) in CLOSEST.items()]
     return "\n".join(lines) + "\n"

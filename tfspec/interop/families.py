@@ -94,6 +94,22 @@ TEXT_ALONE = {
                          "Qwen3.5's vision tower"),
 }
 
+# model types a user is likely to bring that tfspec does not read yet: the closest family it reads, and what differs
+CLOSEST = {
+    "qwen3_vl": ("qwen2_5_vl", "Qwen2.5-VL's towers, but DeepStack features (vision layers' outputs added into the "
+                               "first text layers) and interleaved M-RoPE"),
+    "qwen3_vl_moe": ("qwen2_5_vl", "Qwen2.5-VL's towers, but DeepStack features, interleaved M-RoPE and Qwen3-MoE's "
+                                   "mixtures in the text model"),
+    "kimi_linear": ("qwen3_next", "a hybrid as Qwen3-Next is, but Kimi Delta Attention (a gated delta rule decaying "
+                                  "per channel) and latent attention (MLA) layers"),
+    "deepseek_v4": ("deepseek_v32", "DeepSeek's mixtures and latent attention, but widened residual streams "
+                                    "(hyper-connections) and compressed attention"),
+    "gemma3n": ("gemma3", "Gemma 3's text model, but per-layer inputs, AltUp and LAuReL blocks, and audio and "
+                          "MobileNet vision towers"),
+    "mllama": ("llava", "a vision tower read by cross-attention layers, not by image tokens in the prompt"),
+    "paligemma": ("gemma3", "SigLIP's tower with Gemma's text model whose prompt prefix attends both ways"),
+}
+
 # model types a user is likely to bring that the language cannot express exactly, and why
 NOT_EXPRESSIBLE = {
     "rwkv": "RWKV mixes positions with a recurrence (time mixing), which is not among tfspec's mixers",
@@ -113,8 +129,55 @@ def family_of(model_type: str) -> Family:
                            f"text model imports alone with --tower text (tfspec.from_pretrained(DIR, tower=\"text\"))")
     if model_type in NOT_EXPRESSIBLE:
         raise InteropError(f"model_type '{model_type}' cannot be imported exactly: {NOT_EXPRESSIBLE[model_type]}")
-    supported = ", ".join(t for f in FAMILIES for t in f.model_types)
-    raise InteropError(f"model_type '{model_type}' is not supported (supported: {supported})")
+    raise InteropError(f"model_type '{quoted(model_type)[1:-1]}' is not a family tfspec reads\n  {_closest(model_type)}\n"
+                       "  the families it reads, each with its classes: tfspec import --list")
+
+
+def _closest(model_type: str) -> str:
+    """The family tfspec reads closest to ``model_type``, and how it is close: what differs where ``CLOSEST``
+    says; else the one whose configuration shares the most fields with its transformers configuration; else by
+    name."""
+    if model_type in CLOSEST:
+        other, differs = CLOSEST[model_type]
+        return f"the closest family tfspec reads, {family_of(other).name} ({other}), differs: {differs}"
+    mapping = _transformers().CONFIG_MAPPING
+    if model_type in mapping:
+        theirs = _field_names(model_type)
+        shared = {t: len(theirs & _field_names(t)) / len(theirs | _field_names(t))
+                  for f in FAMILIES for t in f.model_types if t in mapping}
+        best = max(shared, key=shared.get)
+        return (f"the closest by its configuration's fields is {family_of(best).name} ({best}), whose configuration "
+                f"has {len(theirs & _field_names(best))} of its {len(theirs)} fields")
+    import difflib
+    named = difflib.get_close_matches(model_type, [t for f in FAMILIES for t in f.model_types], n=1, cutoff=0.6)
+    return (f"the closest by name is {family_of(named[0]).name} ({named[0]}), which may not be the same architecture"
+            if named else "transformers does not know it either: is the name spelt as its config.json spells it?")
+
+
+_FIELD_NAMES: dict[str, frozenset] = {}
+
+
+def _field_names(model_type: str) -> frozenset:
+    """The fields of ``model_type``'s default transformers configuration (its own, not every configuration's), a
+    nested configuration's as ``text_config.hidden_size``."""
+    if model_type not in _FIELD_NAMES:
+        transformers = _transformers()
+        base = set(transformers.PretrainedConfig().to_dict())
+        verbosity = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # (a default configuration's own notes on its token ids)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                values = transformers.CONFIG_MAPPING[model_type]().to_dict()
+        except Exception:  # noqa: BLE001 - a configuration that needs arguments to build: compared by none
+            values = {}
+        finally:
+            transformers.logging.set_verbosity(verbosity)
+        fields = {key for key in values if key not in base}
+        fields |= {f"{key}.{inner}" for key, value in values.items() if key.endswith("_config")
+                   and isinstance(value, dict) for inner in value if inner not in base}
+        _FIELD_NAMES[model_type] = frozenset(fields)
+    return _FIELD_NAMES[model_type]
 
 
 def _parsed(source):
