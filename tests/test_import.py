@@ -205,6 +205,23 @@ CONFIGS = {  # model class -> a tiny configuration of it
                            moe_intermediate_size=12, shared_expert_intermediate_size=16, num_experts=3,
                            num_experts_per_tok=2, norm_topk_prob=False,
                            layer_types=["linear_attention", "linear_attention", "full_attention"]),
+    # Qwen3.5-MoE: Qwen3-Next's hybrid with a mixture in every layer, its Gated DeltaNet's projections apart; the base
+    # model's value heads two to a key head, its attention biased
+    "Qwen3_5MoeForCausalLM": dict(model_type="qwen3_5_moe_text", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8, linear_num_value_heads=4,
+                                  linear_num_key_heads=2, linear_key_head_dim=6, linear_value_head_dim=5,
+                                  linear_conv_kernel_dim=3, moe_intermediate_size=12,
+                                  shared_expert_intermediate_size=20, num_experts=4, num_experts_per_tok=2,
+                                  layer_types=["linear_attention", "full_attention", "linear_attention",
+                                               "linear_attention"],
+                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                   "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0]}),
+    "Qwen3_5MoeTextModel": dict(model_type="qwen3_5_moe_text", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                                num_attention_heads=2, num_key_value_heads=1, head_dim=16, linear_num_value_heads=4,
+                                linear_num_key_heads=2, linear_key_head_dim=4, linear_value_head_dim=6,
+                                moe_intermediate_size=12, shared_expert_intermediate_size=16, num_experts=3,
+                                num_experts_per_tok=2, attention_bias=True,
+                                layer_types=["linear_attention", "linear_attention", "full_attention"]),
     # LFM2: short convolutions with attention in every second layer; the base model attention's with one
     "Lfm2ForCausalLM": dict(model_type="lfm2", vocab_size=90, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                             num_attention_heads=4, num_key_value_heads=2, conv_L_cache=3, full_attn_idxs=[1, 3],
@@ -1732,6 +1749,24 @@ EVERY_FIELD = {
                              linear_value_head_dim=4, max_position_embeddings=32,
                              layer_types=["linear_attention", "full_attention"], rope_parameters=rope)
                         for rope in ROPE_SCALINGS.values())],
+    "hf_qwen3_5_moe": [dict(model_type="qwen3_5_moe_text", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                            num_attention_heads=3, num_key_value_heads=1, head_dim=12, linear_num_value_heads=4,
+                            linear_num_key_heads=2, linear_key_head_dim=6, linear_value_head_dim=5,
+                            linear_conv_kernel_dim=3, rms_norm_eps=1e-5, attention_bias=True, attention_dropout=0.1,
+                            initializer_range=0.05, tie_word_embeddings=True, moe_intermediate_size=10,
+                            shared_expert_intermediate_size=14, num_experts=5, num_experts_per_tok=3,
+                            router_aux_loss_coef=0.02, output_router_logits=True,
+                            layer_types=["full_attention", "linear_attention", "full_attention"],
+                            rope_parameters={"rope_type": "default", "rope_theta": 5e5,
+                                             "partial_rotary_factor": 0.5, "mrope_section": [2, 2, 2],
+                                             "mrope_interleaved": True}),
+                       *(dict(model_type="qwen3_5_moe_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                              num_attention_heads=3, num_key_value_heads=3, head_dim=16, moe_intermediate_size=10,
+                              shared_expert_intermediate_size=14, num_experts=4, num_experts_per_tok=2,
+                              linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=4,
+                              linear_value_head_dim=4, max_position_embeddings=32,
+                              layer_types=["linear_attention", "full_attention"], rope_parameters=rope)
+                         for rope in ROPE_SCALINGS.values())],
     "hf_lfm2": [dict(model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
                      num_attention_heads=3, num_key_value_heads=1, conv_L_cache=4, full_attn_idxs=[2],
                      block_auto_adjust_ff_dim=False, norm_eps=1e-6, initializer_range=0.05, tie_word_embeddings=False,
@@ -2631,6 +2666,10 @@ TEXT_ALONE = {
         vision_config=dict(hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2,
                            image_size=16, patch_size=4, vision_output_dim=16, projector_input_dim=16,
                            projector_output_dim=16)),
+    "Qwen3_5MoeForConditionalGeneration": lambda: dict(
+        model_type="qwen3_5_moe", tie_word_embeddings=False, text_config=_text_of("Qwen3_5MoeForCausalLM"),
+        vision_config=dict(depth=1, hidden_size=16, intermediate_size=24, num_heads=2, patch_size=4,
+                           out_hidden_size=32, num_position_embeddings=16)),
     "Qwen3_5ForConditionalGeneration": lambda: dict(
         model_type="qwen3_5", tie_word_embeddings=False, text_config={**_text_of("Qwen3_5ForCausalLM"),
                                                                       "tie_word_embeddings": True},
@@ -2642,7 +2681,8 @@ TEXT_CLASSES = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM", "LlavaFor
                 "LlamaForCausalLM", "Mistral3ForConditionalGeneration": "MistralForCausalLM",
                 "Qwen2_5_VLForConditionalGeneration": "Qwen2ForCausalLM", "Gemma4ForConditionalGeneration":
                 "Gemma4ForCausalLM", "Llama4ForConditionalGeneration": "Llama4ForCausalLM",
-                "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM"}
+                "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
+                "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM"}
 
 
 def _saved_whole(tmp_path, cls: str):

@@ -41,7 +41,7 @@ from . import (hf_bert, hf_roberta, hf_electra, hf_albert, hf_longformer, hf_dis
                hf_gemma3, hf_gptj, hf_phi, hf_cohere, hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird,
                hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4, hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe,
                hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan, hf_apertus, hf_llama4, hf_phimoe,
-               hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2, hf_granitemoehybrid,
+               hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_qwen3_5_moe, hf_lfm2, hf_granitemoehybrid,
                hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h,
                hf_minimax, hf_jamba, hf_whisper, hf_mamba, hf_clip, hf_siglip, hf_llava, hf_idefics3, hf_gemma3_vl,
                hf_mistral3, hf_qwen2_5_vl)
@@ -54,7 +54,7 @@ FAMILIES: tuple[Family, ...] = tuple(family for module in (
     hf_qwen3, hf_smollm3, hf_phi3, hf_starcoder2, hf_olmo2, hf_gemma, hf_gemma2, hf_gemma3, hf_gptj, hf_phi, hf_cohere,
     hf_stablelm, hf_gpt_neox, hf_t5, hf_bart, hf_big_bird, hf_seed_oss, hf_olmo3, hf_exaone4, hf_ernie4_5, hf_glm4,
     hf_granite, hf_cohere2, hf_olmoe, hf_glm4_moe, hf_ernie4_5_moe, hf_modernbert, hf_mpnet, hf_hunyuan,
-    hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_lfm2,
+    hf_apertus, hf_llama4, hf_phimoe, hf_deepseek_v32, hf_gemma4, hf_qwen3_5, hf_qwen3_next, hf_qwen3_5_moe, hf_lfm2,
     hf_granitemoehybrid, hf_mamba2, hf_bamba, hf_falcon_h1, hf_lfm2_moe, hf_nemotron_h, hf_minimax,
     hf_jamba, hf_whisper, hf_mamba, hf_clip, hf_siglip, hf_llava, hf_idefics3, hf_gemma3_vl, hf_mistral3,
     hf_qwen2_5_vl,
@@ -92,6 +92,8 @@ TEXT_ALONE = {
         "Llama 4's vision tower (its pixel-shuffle adapter)"),
     "qwen3_5": TextAlone("Qwen3_5ForConditionalGeneration", _language_model("qwen3_5_text"),
                          "Qwen3.5's vision tower"),
+    "qwen3_5_moe": TextAlone("Qwen3_5MoeForConditionalGeneration", _language_model("qwen3_5_moe_text"),
+                             "Qwen3.5-MoE's vision tower"),
 }
 
 # model types a user is likely to bring that tfspec does not read yet: the closest family it reads, and what differs

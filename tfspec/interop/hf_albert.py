@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import hf_bert
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import Rule, export_state, load_state, rule
+from .mapping import Rule, export_state, load_state, rule, weight_and_bias
 from .family import Family
 
 HEAD = {"transform": "predictions.dense", "norm": "predictions.LayerNorm", "decoder": "predictions.decoder",
@@ -50,7 +50,7 @@ def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
     """ALBERT's names for the tensors of the layer that weight set ``i`` holds (``albert_layer_groups.{i}``)."""
     theirs = f"{prefix}encoder.albert_layer_groups.{i}.albert_layers.0"
     qkv = [f"{theirs}.attention.{n}" for n in ("query", "key", "value")]
-    linear = hf_bert._linear
+    linear = weight_and_bias
     return [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
             rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
             *linear(f"{ours}.self_attn.out", f"{theirs}.attention.dense"),
@@ -61,8 +61,8 @@ def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
 
 
 def _rules(model, prefix: str):
-    rules, aliases = hf_bert._rules(model, prefix, HEAD, layer=_layer_rules)
-    return rules + hf_bert._linear("embeddings.tokens.project", f"{prefix}encoder.embedding_hidden_mapping_in"), \
+    rules, aliases = hf_bert.weight_rules(model, prefix, HEAD, layer=_layer_rules)
+    return rules + weight_and_bias("embeddings.tokens.project", f"{prefix}encoder.embedding_hidden_mapping_in"), \
         aliases
 
 

@@ -156,7 +156,7 @@ def hf_config(spec) -> dict:
     return {"model_type": kind, **FIELDS.config(f)}
 
 
-def _parts(model, role: str) -> dict[str, str]:
+def bart_layer_parts(model, role: str) -> dict[str, str]:
     """One layer's module names: its attentions (self, then cross), its feed-forward, and the norm of each."""
     g = model.spec.graph()
     found: dict[str, str] = {}
@@ -189,7 +189,7 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
             rules += linear_rules(f"embeddings.{embedding}.norm", f"{theirs}.layernorm_embedding", state, ours_state)
         if f"{role}.final_norm.weight" in ours_state or f"{theirs}.layer_norm.weight" in state:
             rules += linear_rules(f"{role}.final_norm", f"{theirs}.layer_norm", state, ours_state)
-        parts = _parts(model, role)
+        parts = bart_layer_parts(model, role)
         for i in range(len(getattr(model, role).layers)):
             ours, layer = f"{role}.layers.{i}", f"{theirs}.layers.{i}"
             a = f"{ours}.{parts['attention']}"

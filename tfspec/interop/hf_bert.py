@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Callable
 
-from .mapping import (InteropError, Rule, architecture_problems, export_state, load_state, refuse_other_architecture,
+from .mapping import (weight_and_bias, InteropError, Rule, architecture_problems, export_state, load_state, refuse_other_architecture,
                       rule)
 from .facts import Facts
 from .fields import Field, Fields, Fixed
@@ -22,25 +22,21 @@ ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_py
                "silu": "silu", "swish": "silu"}
 
 
-def _linear(ours: str, theirs: str) -> list[Rule]:
-    return [rule(f"{ours}.weight", f"{theirs}.weight"), rule(f"{ours}.bias", f"{theirs}.bias")]
-
-
-def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
+def bert_layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
     """BERT's names for layer ``i``'s tensors (``ours``: the layer's prefix in the compiled model)."""
     theirs = f"{prefix}encoder.layer.{i}"
     qkv = [f"{theirs}.attention.self.{n}" for n in ("query", "key", "value")]
     return [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
             rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
-            *_linear(f"{ours}.self_attn.out", f"{theirs}.attention.output.dense"),
-            *_linear(f"{ours}.self_attn_norm", f"{theirs}.attention.output.LayerNorm"),
-            *_linear(f"{ours}.ffn.up", f"{theirs}.intermediate.dense"),
-            *_linear(f"{ours}.ffn.down", f"{theirs}.output.dense"),
-            *_linear(f"{ours}.ffn_norm", f"{theirs}.output.LayerNorm")]
+            *weight_and_bias(f"{ours}.self_attn.out", f"{theirs}.attention.output.dense"),
+            *weight_and_bias(f"{ours}.self_attn_norm", f"{theirs}.attention.output.LayerNorm"),
+            *weight_and_bias(f"{ours}.ffn.up", f"{theirs}.intermediate.dense"),
+            *weight_and_bias(f"{ours}.ffn.down", f"{theirs}.output.dense"),
+            *weight_and_bias(f"{ours}.ffn_norm", f"{theirs}.output.LayerNorm")]
 
 
-def _rules(model, prefix: str, head: dict[str, str] | None = None,
-           layer: Callable[[str, int, str], list[Rule]] = _layer_rules) -> tuple[list[Rule], dict[str, str]]:
+def weight_rules(model, prefix: str, head: dict[str, str] | None = None,
+           layer: Callable[[str, int, str], list[Rule]] = bert_layer_rules) -> tuple[list[Rule], dict[str, str]]:
     """BERT's tensor names (under ``prefix``); ``head``: the MLM head's (``transform``, ``norm``, ``decoder``,
     ``bias``) and the pooler's (``pooler``), BERT's ``cls.predictions...`` and ``pooler.dense`` by default
     (RoBERTa's differ); ``layer``: a relative's names for a layer's tensors. The layers are the spec's one
@@ -54,14 +50,14 @@ def _rules(model, prefix: str, head: dict[str, str] | None = None,
     rules = [rule(f"{e}.tokens.weight", f"{p}.word_embeddings.weight"),
              rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"),
              rule(f"{e}.segments.weight", f"{p}.token_type_embeddings.weight"),
-             *_linear(f"{e}.norm", f"{p}.LayerNorm")]
+             *weight_and_bias(f"{e}.norm", f"{p}.LayerNorm")]
     for i in range(len(getattr(model, role).layers)):
         rules += layer(f"{role}.layers.{i}", i, prefix)
     aliases = {}
     if model.pooler is not None:
-        rules += _linear("pooler.dense", f"{prefix}{names.get('pooler', 'pooler.dense')}")
+        rules += weight_and_bias("pooler.dense", f"{prefix}{names.get('pooler', 'pooler.dense')}")
     if model.head is not None:
-        rules += [*_linear("head.transform", names["transform"]), *_linear("head.transform_norm", names["norm"]),
+        rules += [*weight_and_bias("head.transform", names["transform"]), *weight_and_bias("head.transform_norm", names["norm"]),
                   rule("head.bias", names["bias"])]
         aliases = {f"{names['decoder']}.bias": "head.bias"}
         if model.tied_to is not None:
@@ -170,7 +166,7 @@ def from_hf_bert(model, reference, initialise: bool = False) -> None:
                           "architecture differs:\n" + "\n".join(f"  {d}" for d in differences), stacklevel=2)
     else:
         check_reference(model, reference, FIELDS, hf_config, spec_text)
-    rules, aliases = _rules(model, "bert." if hasattr(reference, "bert") else "")
+    rules, aliases = weight_rules(model, "bert." if hasattr(reference, "bert") else "")
     load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
 
 
@@ -191,7 +187,7 @@ def check_reference(model, reference, fields, exported, describe, base: str = "b
 
 def to_hf_bert(model) -> dict:
     """A state dict for ``BertForMaskedLM`` (spec with a head) or ``BertModel`` (without)."""
-    rules, aliases = _rules(model, "bert." if model.head is not None else "")
+    rules, aliases = weight_rules(model, "bert." if model.head is not None else "")
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
 
 

@@ -16,7 +16,7 @@ from ..registry import ATTENTION_KINDS
 from .facts import Facts
 from .fields import Field, Fields
 from .hf_bert import FIELDS as BERT_FIELDS
-from .hf_bert import _rules, check_reference
+from .hf_bert import weight_rules, check_reference
 from .hf_bert import spec_text as bert_spec_text
 from .mapping import export_state, load_state
 from .writer import SpecWriter
@@ -28,7 +28,7 @@ REFERENCE = "Hugging Face BigBird"
 def _big_bird_rules(model, reference_has_lm: bool):
     """BERT's mapping, with BigBird's pooler (a linear named ``pooler``, not ``pooler.dense``); without q/k/v
     biases (``use_bias=False``) their rule goes (a reference that has them is then reported as unmapped)."""
-    rules, aliases = _rules(model, "bert." if reference_has_lm else "")
+    rules, aliases = weight_rules(model, "bert." if reference_has_lm else "")
     ours = model.state_dict()
     return [replace(r, theirs=tuple(t.replace("pooler.dense.", "pooler.") for t in r.theirs)) for r in rules
             if all(o in ours for o in r.ours)], aliases

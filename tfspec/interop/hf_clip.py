@@ -22,7 +22,7 @@ from ..registry import POOLS
 from . import hf_bert, hf_vit
 from .facts import Facts, OtherKind
 from .fields import Field, Fields, Fixed, _lookup
-from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule
+from .mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule, weight_and_bias
 from .writer import SpecWriter
 from .family import Family
 
@@ -72,17 +72,17 @@ def picture_fields(where: str = "vision_config") -> tuple:
     """A vision tower's pictures (``where``'s ``image_size``, ``patch_size``, ``num_channels``), square: one side
     each, as ViT's are read; two different sides are refused."""
     return (Field("image", f"{where}.image_size", lambda f: f.vision.input_option("image"),
-                  read=lambda c: hf_vit._side(_lookup(c, f"{where}.image_size"))),
+                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.image_size"))),
             Field("patch", f"{where}.patch_size", lambda f: f.vision.input_option("patch"),
-                  read=lambda c: hf_vit._side(_lookup(c, f"{where}.patch_size"))),
+                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.patch_size"))),
             Field("channels", f"{where}.num_channels", lambda f: f.vision.input_option("channels")),
             Fixed(f"{where}.image_size", True, SQUARE, required="one side (square pictures)",
-                  read=lambda c: hf_vit._side(_lookup(c, f"{where}.image_size")) is not None))
+                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.image_size")) is not None))
 
 
 def square_pictures(config, where: str = "vision_config") -> None:
     """Refuse a configuration whose pictures have two different sides (``spec_text`` called on its own)."""
-    if hf_vit._side(_lookup(config, f"{where}.image_size")) is None:
+    if hf_vit.square_side(_lookup(config, f"{where}.image_size")) is None:
         raise InteropError(SQUARE)
 
 
@@ -220,11 +220,11 @@ def layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
         a = f"{t}.self_attn"
         rules += [rule(f"{o}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
                   rule(f"{o}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")),
-                  *hf_bert._linear(f"{o}.self_attn.out", f"{a}.out_proj"),
-                  *hf_bert._linear(f"{o}.self_attn_norm", f"{t}.layer_norm1"),
-                  *hf_bert._linear(f"{o}.ffn.up", f"{t}.mlp.fc1"),
-                  *hf_bert._linear(f"{o}.ffn.down", f"{t}.mlp.fc2"),
-                  *hf_bert._linear(f"{o}.ffn_norm", f"{t}.layer_norm2")]
+                  *weight_and_bias(f"{o}.self_attn.out", f"{a}.out_proj"),
+                  *weight_and_bias(f"{o}.self_attn_norm", f"{t}.layer_norm1"),
+                  *weight_and_bias(f"{o}.ffn.up", f"{t}.mlp.fc1"),
+                  *weight_and_bias(f"{o}.ffn.down", f"{t}.mlp.fc2"),
+                  *weight_and_bias(f"{o}.ffn_norm", f"{t}.layer_norm2")]
     return rules
 
 
@@ -235,7 +235,7 @@ def _rules(model) -> list[Rule]:
     return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
             rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
             *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
-            *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
+            *weight_and_bias(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
             rule(f"{t}.head.weight", "text_projection.weight"),
             *vision_rules(model, vision, "vision_model"),
             rule(f"{v}.head.weight", "visual_projection.weight"),
@@ -251,9 +251,9 @@ def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
                  shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
             rule(f"{ve}.class_token", f"{theirs}.embeddings.class_embedding"),
             rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
-            *hf_bert._linear(f"{ve}.norm", f"{theirs}.pre_layrnorm"),
+            *weight_and_bias(f"{ve}.norm", f"{theirs}.pre_layrnorm"),
             *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
-            *hf_bert._linear(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
+            *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
 def refuse_undescribed(model, hf_model, fields, spec_text) -> None:

@@ -124,7 +124,7 @@ def hf_config_stablelm(spec) -> dict:
     return {"model_type": "stablelm", **STABLELM_FIELDS.config(f)}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "decoder-only":
         raise InteropError(f"spec '{model.spec.name}' is {model.spec.kind}, not decoder-only")
     ours_state = model.state_dict()
@@ -147,22 +147,22 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
 def from_hf_cohere(model, reference) -> None:
     """Copy a ``CohereForCausalLM`` (or ``CohereModel``)'s weights into ``model``; the spec must be the
     architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, COHERE_FIELDS, hf_config, spec_text, _rules)
+    hf_llama.load_decoder(model, reference, COHERE_FIELDS, hf_config, spec_text, weight_rules)
 
 
 def to_hf_cohere(model) -> dict:
     """A state dict for ``CohereForCausalLM`` (spec with a head) or ``CohereModel``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face Cohere")
+    return hf_llama.export_decoder(model, weight_rules, "Hugging Face Cohere")
 
 
 def from_hf_stablelm(model, reference) -> None:
     """Copy a ``StableLmForCausalLM`` (or ``StableLmModel``)'s weights into ``model``, as ``from_hf_cohere``."""
-    hf_llama.load_decoder(model, reference, STABLELM_FIELDS, hf_config_stablelm, spec_text, _rules)
+    hf_llama.load_decoder(model, reference, STABLELM_FIELDS, hf_config_stablelm, spec_text, weight_rules)
 
 
 def to_hf_stablelm(model) -> dict:
     """A state dict for ``StableLmForCausalLM`` (spec with a head) or ``StableLmModel``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face StableLM")
+    return hf_llama.export_decoder(model, weight_rules, "Hugging Face StableLM")
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

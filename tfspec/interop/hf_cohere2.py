@@ -21,9 +21,9 @@ FIELDS = Fields(
     *_COHERE,
     next(e for e in hf_llama.FIELDS.fields if e.name == "head_dim"),
     # None where no layer rotates: any window leaves the sliding layers rotating
-    Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=hf_exaone4._window,
+    Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=hf_exaone4.sliding_window_of,
           null=lambda f: not any(f.rotates(a.position) for a in f.layer_attentions("decoder"))),
-    Field("layer_types", "layer_types", hf_exaone4._layer_types, read=lambda c: list(c.layer_types), setting=False),
+    Field("layer_types", "layer_types", hf_exaone4.layer_types_of, read=lambda c: list(c.layer_types), setting=False),
     ignored={**hf_cohere.COHERE_FIELDS.ignored},
 )
 
@@ -74,5 +74,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "Cohere 2", ("cohere2",), {"Cohere2ForCausalLM": {"head": True}, "Cohere2Model": {"head": False}},
         "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
         "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_cohere._rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_cohere.weight_rules),
 )

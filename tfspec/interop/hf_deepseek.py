@@ -54,7 +54,7 @@ def _dense_d_ff(f) -> int | None:
                  if not Facts.routes(n.spec)), None)
 
 
-def _shared_experts(f) -> int:
+def shared_expert_count(f) -> int:
     """n_shared_experts: the shared network's width in experts' widths."""
     shared, d_ff = f.mixture("decoder").shared, f.mixture_body("decoder").d_ff
     if shared % d_ff:
@@ -104,7 +104,7 @@ SHARED = [
     Field("d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
     Field("experts", "n_routed_experts", lambda f: f.mixture("decoder").experts),
     Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
-    Field("shared_experts", "n_shared_experts", _shared_experts, read=lambda c: c.n_shared_experts or 0),
+    Field("shared_experts", "n_shared_experts", shared_expert_count, read=lambda c: c.n_shared_experts or 0),
     Field("routed_scale", "routed_scaling_factor", lambda f: f.mixture("decoder").scale),
 ]
 
@@ -143,7 +143,7 @@ TABLES = {"deepseek_v3": V3_FIELDS, "deepseek_v2": V2_FIELDS}
 FIELDS = V3_FIELDS
 
 
-def _scale(s, config) -> str:
+def attention_scale(s, config) -> str:
     """The attention's ``scale=``, where YaRN's ``mscale_all_dim`` changes it from 1/sqrt(head_dim)."""
     rope = hf_llama.rope(config)
     all_dim = rope.get("mscale_all_dim") if rope["rope_type"] == "yarn" else None
@@ -199,7 +199,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     rotary = hf_llama.rotary(s, interleaved=not v3 or s.value("interleaved"))  # V2's is complex: neighbours pair
     q_rank = f", q_rank={s.q_rank}" if s.q_rank is not None else ""
     attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=latent({s.kv_rank}, {s.rope_dim}{q_rank}, "
-                 f"v_dim={s.v_dim}){_scale(s, config)} bias={s.attention_bias}")
+                 f"v_dim={s.v_dim}){attention_scale(s, config)} bias={s.attention_bias}")
     text = hf_llama.decoder_text(w, s, rotary, masks, attention, "false", lines, head=head, name=name,
                                  heading=heading,
                                  feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
@@ -214,7 +214,7 @@ def hf_config(spec) -> dict:
     return {"model_type": model_type, **TABLES[model_type].config(f)}
 
 
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+def sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
                     ) -> list[Rule]:
     """One layer's latent attention, and its mixture (router, correction bias, experts, shared experts) or gated
     MLP."""
@@ -245,7 +245,7 @@ def feedforward_rules(feedforward: str, mlp: str, state: dict, ours_state: dict)
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+    return hf_llama.layout_rules(model, prefix, state, lm, sublayer_rules)
 
 
 def from_hf_deepseek(model, reference) -> None:

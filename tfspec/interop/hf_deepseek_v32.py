@@ -70,7 +70,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     feedforward, lines = hf_deepseek.v3_feedforwards(s, _sparse_layers(config))
     attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=dsa({s.kv_rank}, {s.rope_dim}, topk={s.topk}, "
                  f"index_heads={s.index_heads}, index_dim={s.index_dim}, q_rank={s.q_rank}, v_dim={s.v_dim})"
-                 f"{hf_deepseek._scale(s, config)} bias={s.attention_bias}")
+                 f"{hf_deepseek.attention_scale(s, config)} bias={s.attention_bias}")
     return hf_deepseek.said_scale(hf_llama.decoder_text(
         w, s, hf_llama.rotary(s, interleaved=True), causal_masks(padding=padding), attention, "false", lines,
         head=head, name=name, heading=heading, feedforward=feedforward)) + mtp.line(s, head)
@@ -88,7 +88,7 @@ def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state:
                     ) -> list[Rule]:
     """V3's latent attention and feed-forward, and the indexer (``wq_b``, ``wk``, ``k_norm``, ``weights_proj``)."""
     indexer, mine = f"{attention}.indexer", f"{theirs}.self_attn.indexer"
-    return [*hf_deepseek._sublayer_rules(model, attention, feedforward, theirs, state, ours_state),
+    return [*hf_deepseek.sublayer_rules(model, attention, feedforward, theirs, state, ours_state),
             *linear_rules(f"{indexer}.q", f"{mine}.wq_b", state, ours_state),
             *linear_rules(f"{indexer}.k", f"{mine}.wk", state, ours_state),
             rule(f"{indexer}.k_norm.weight", f"{mine}.k_norm.weight"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import hf_bert
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule
+from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
 from .writer import SpecWriter
 from .family import Family
 
@@ -81,21 +81,21 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
         raise InteropError(f"DistilBERT is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
     e, p = "embeddings.tokens", f"{prefix}embeddings"
     rules = [rule(f"{e}.tokens.weight", f"{p}.word_embeddings.weight"),
-             rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"), *hf_bert._linear(f"{e}.norm", f"{p}.LayerNorm")]
+             rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"), *weight_and_bias(f"{e}.norm", f"{p}.LayerNorm")]
     for i in range(len(model.encoder.layers)):
         ours, theirs = f"encoder.layers.{i}", f"{prefix}transformer.layer.{i}"
         a = f"{theirs}.attention"
         rules += [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{a}.{n}_lin.weight" for n in "qkv")),
                   rule(f"{ours}.self_attn.qkv.bias", tuple(f"{a}.{n}_lin.bias" for n in "qkv")),
-                  *hf_bert._linear(f"{ours}.self_attn.out", f"{a}.out_lin"),
-                  *hf_bert._linear(f"{ours}.self_attn_norm", f"{theirs}.sa_layer_norm"),
-                  *hf_bert._linear(f"{ours}.ffn.up", f"{theirs}.ffn.lin1"),
-                  *hf_bert._linear(f"{ours}.ffn.down", f"{theirs}.ffn.lin2"),
-                  *hf_bert._linear(f"{ours}.ffn_norm", f"{theirs}.output_layer_norm")]
+                  *weight_and_bias(f"{ours}.self_attn.out", f"{a}.out_lin"),
+                  *weight_and_bias(f"{ours}.self_attn_norm", f"{theirs}.sa_layer_norm"),
+                  *weight_and_bias(f"{ours}.ffn.up", f"{theirs}.ffn.lin1"),
+                  *weight_and_bias(f"{ours}.ffn.down", f"{theirs}.ffn.lin2"),
+                  *weight_and_bias(f"{ours}.ffn_norm", f"{theirs}.output_layer_norm")]
     aliases: dict[str, str] = {}
     if model.head is not None:
-        rules += [*hf_bert._linear("head.transform", "vocab_transform"),
-                  *hf_bert._linear("head.transform_norm", "vocab_layer_norm"), rule("head.bias", "vocab_projector.bias")]
+        rules += [*weight_and_bias("head.transform", "vocab_transform"),
+                  *weight_and_bias("head.transform_norm", "vocab_layer_norm"), rule("head.bias", "vocab_projector.bias")]
         if model.tied_to is not None:
             aliases["vocab_projector.weight"] = f"{e}.tokens.weight"
         else:

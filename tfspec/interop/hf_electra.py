@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import hf_bert
 from .facts import Facts
 from .fields import Field, Fields
-from .mapping import export_state, load_state
+from .mapping import export_state, load_state, weight_and_bias
 from .family import Family
 
 HEAD = {"transform": "generator_predictions.dense", "norm": "generator_predictions.LayerNorm",
@@ -48,9 +48,9 @@ def hf_config(spec) -> dict:
 
 def _rules(model, prefix: str):
     """BERT's names, ELECTRA's head, and the projection into the stack where the embeddings have one."""
-    rules, aliases = hf_bert._rules(model, prefix, HEAD)
+    rules, aliases = hf_bert.weight_rules(model, prefix, HEAD)
     if model.embeddings["tokens"].project is not None:
-        rules += hf_bert._linear("embeddings.tokens.project", f"{prefix}embeddings_project")
+        rules += weight_and_bias("embeddings.tokens.project", f"{prefix}embeddings_project")
     return rules, aliases
 
 

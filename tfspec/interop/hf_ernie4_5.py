@@ -65,5 +65,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
         "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
         "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama._rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
 )

@@ -53,11 +53,11 @@ def _moe_layers(f) -> tuple[int, int, int]:
 FIELDS = Fields(
     *_ERNIE,
     Field("d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
-    Field("dense_d_ff", "intermediate_size", hf_qwen_moe._dense_d_ff,
+    Field("dense_d_ff", "intermediate_size", hf_qwen_moe.dense_width,
           read=lambda c: c.intermediate_size if not all(sparse_layers(c)) else None),
     Field("experts", "moe_num_experts", lambda f: f.mixture("decoder").experts),
     Field("top", "moe_k", lambda f: f.mixture("decoder").top),
-    Field("shared_experts", "moe_num_shared_experts", hf_deepseek._shared_experts,
+    Field("shared_experts", "moe_num_shared_experts", hf_deepseek.shared_expert_count,
           read=lambda c: c.moe_num_shared_experts or 0),
     *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
     Field("moe_start", "moe_layer_start_index", lambda f: _moe_layers(f)[0], read=sparse_layers, setting=False),

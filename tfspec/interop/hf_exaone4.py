@@ -18,20 +18,20 @@ SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
 
-def _window(config) -> int | None:
+def sliding_window_of(config) -> int | None:
     """The window of the sliding layers (None: no layer slides)."""
     window = getattr(config, "sliding_window", None)
     return int(window) if window is not None and SLIDING in (config.layer_types or []) else None
 
 
-def _layer_types(f) -> list[str]:
+def layer_types_of(f) -> list[str]:
     return [SLIDING if w is not None else FULL for w in f.layer_windows("decoder")]
 
 
 def _pattern(f) -> int | None:
     """``sliding_window_pattern``: every how many layers one is full, where the layers say so (else None, and
     ``layer_types`` alone says it)."""
-    types = _layer_types(f)
+    types = layer_types_of(f)
     if SLIDING not in types:
         return None
     step = types.index(FULL) + 1 if FULL in types else len(types) + 1
@@ -45,10 +45,10 @@ FIELDS = Fields(
     *(e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) in ("rope_theta",) or
       e in hf_llama.ROPE_SCALING),
     # None where every layer rotates: any window, even where no layer slides, leaves the full layers unrotated
-    Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=_window,
+    Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=sliding_window_of,
           null=lambda f: all(f.rotates(a.position) for a in f.layer_attentions("decoder"))),
     Field("window_pattern", "sliding_window_pattern", _pattern, read=lambda c: None, setting=False, constant=True),
-    Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layer_types), setting=False),
+    Field("layer_types", "layer_types", layer_types_of, read=lambda c: list(c.layer_types), setting=False),
     ignored={**hf_llama.FIELDS.ignored},
 )
 
@@ -90,5 +90,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "EXAONE 4", ("exaone4",), {"Exaone4ForCausalLM": {"head": True}, "Exaone4Model": {"head": False}},
         "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
         "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2._rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2.weight_rules),
 )

@@ -53,12 +53,12 @@ def hf_config(spec) -> dict:
 def from_hf_gemma(model, reference) -> None:
     """Copy a ``GemmaForCausalLM`` (or ``GemmaModel``)'s weights into ``model``; the spec must be the architecture
     the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama._rules)
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama.weight_rules)
 
 
 def to_hf_gemma(model) -> dict:
     """A state dict for ``GemmaForCausalLM`` (spec with a head) or ``GemmaModel``."""
-    return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face Gemma")
+    return hf_llama.export_decoder(model, hf_llama.weight_rules, "Hugging Face Gemma")
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

@@ -176,7 +176,7 @@ def sandwich_modules(model) -> dict[str, str]:
     return found
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "decoder-only":
         raise InteropError(f"Gemma 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
     ours_state = model.state_dict()
@@ -197,12 +197,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
 def from_hf_gemma2(model, reference) -> None:
     """Copy a ``Gemma2ForCausalLM`` (or ``Gemma2Model``)'s weights into ``model``; the spec must be the
     architecture the reference's configuration describes, layer by layer."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
 
 
 def to_hf_gemma2(model) -> dict:
     """A state dict for ``Gemma2ForCausalLM`` (spec with a head) or ``Gemma2Model``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face Gemma 2")
+    return hf_llama.export_decoder(model, weight_rules, "Hugging Face Gemma 2")
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

@@ -20,7 +20,7 @@ SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
 
 
-def _rope(config, kind: str) -> dict:
+def rope_of_kind(config, kind: str) -> dict:
     """The rotary settings of one kind of layer."""
     params = dict((config.rope_parameters or {}).get(kind) or {})
     params.setdefault("rope_type", "default")
@@ -30,7 +30,7 @@ def _rope(config, kind: str) -> dict:
 
 def _theta(kind: str):
     """The base of a kind of layer's rotary positions (None where no layer is of that kind)."""
-    return lambda c: float(_rope(c, kind)["rope_theta"]) if kind in (c.layer_types or []) else None
+    return lambda c: float(rope_of_kind(c, kind)["rope_theta"]) if kind in (c.layer_types or []) else None
 
 
 FIELDS = Fields(
@@ -43,10 +43,10 @@ FIELDS = Fields(
           lambda f: f.layer_rotaries("decoder", sliding=True).get("theta"), read=_theta(SLIDING)),
     # (of no consequence where no layer is full)
     *hf_llama.scaling_fields("rope_parameters.full_attention",
-                             params=lambda c: _rope(c, FULL) if FULL in (c.layer_types or []) else {"rope_type": "default"},
+                             params=lambda c: rope_of_kind(c, FULL) if FULL in (c.layer_types or []) else {"rope_type": "default"},
                              options=lambda f: f.layer_rotaries("decoder", sliding=False)),
     Fixed("rope_parameters.sliding_attention.rope_type", "default", "rope scaling '{value}' of the sliding layers "
-          "is not expressed (only of the full ones)", read=lambda c: _rope(c, SLIDING)["rope_type"], exported=True),
+          "is not expressed (only of the full ones)", read=lambda c: rope_of_kind(c, SLIDING)["rope_type"], exported=True),
     Fixed("use_bidirectional_attention", False, "bidirectional attention ({value}) makes Gemma 3 an encoder; "
           "tfspec reads the causal model", read=lambda c: bool(getattr(c, "use_bidirectional_attention", False))),
     ignored={**hf_gemma2.FIELDS.ignored,
@@ -82,7 +82,7 @@ def hf_config(spec) -> dict:
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    rules, aliases = hf_gemma2._rules(model, prefix, state, lm)
+    rules, aliases = hf_gemma2.weight_rules(model, prefix, state, lm)
     attention = hf_gemma2.sandwich_modules(model)["attention"]
     for i in range(len(model.decoder.layers)):
         rules += [rule(f"decoder.layers.{i}.{attention}.{n}.weight", f"{prefix}layers.{i}.self_attn.{n}.weight")

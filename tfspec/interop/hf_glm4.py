@@ -25,7 +25,7 @@ FIELDS = Fields(
     # exported even when whole: GLM-4's default is half
     Field("rotary_fraction", "rope_parameters.partial_rotary_factor",
           lambda f: f.rotary("decoder").get("fraction", 1.0),
-          read=lambda c: hf_llama._fraction(hf_llama.rope(c)["partial_rotary_factor"])),
+          read=lambda c: hf_llama.written_fraction(hf_llama.rope(c)["partial_rotary_factor"])),
     ignored={**hf_llama.FIELDS.ignored},
 )
 

@@ -26,7 +26,7 @@ _DEEPSEEK = {e.name: e for e in hf_deepseek.SHARED if isinstance(e, Field)}
 FIELDS = Fields(
     *_LLAMA,
     next(e for e in hf_llama.FIELDS.fields if e.name == "kv_heads"),
-    Field("head_dim", "head_dim", hf_mixtral._head_dim, read=hf_llama._head_dim),  # written where it is its own
+    Field("head_dim", "head_dim", hf_mixtral.exported_head_dim, read=hf_llama.written_head_dim),  # written where it is its own
     *(_DEEPSEEK[n] for n in ("dense_d_ff", "first_dense", "d_ff", "experts", "top", "shared_experts",
                              "routed_scale")),
     *hf_deepseek.group_fields(always=True),
@@ -37,7 +37,7 @@ FIELDS = Fields(
     # exported even when whole: GLM-4.5's default is half
     Field("rotary_fraction", "rope_parameters.partial_rotary_factor",
           lambda f: f.rotary("decoder").get("fraction", 1.0),
-          read=lambda c: hf_llama._fraction(hf_llama.rope(c)["partial_rotary_factor"])),
+          read=lambda c: hf_llama.written_fraction(hf_llama.rope(c)["partial_rotary_factor"])),
     mtp.field(default=1),
     ignored={**hf_llama.FIELDS.ignored,
              "output_router_logits": "what a forward call returns; GLM-4.5's causal LM adds no auxiliary loss"},

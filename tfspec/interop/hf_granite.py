@@ -70,5 +70,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
         "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
         "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama._rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
 )

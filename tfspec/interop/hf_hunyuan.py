@@ -75,7 +75,7 @@ def hf_config(spec) -> dict:
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     """Llama's weight rules, and each layer's query and key norms under Hunyuan's names."""
-    rules, aliases = hf_llama._rules(model, prefix, state, lm)
+    rules, aliases = hf_llama.weight_rules(model, prefix, state, lm)
     attention = layer_modules(model)["attention"]
     for i in range(len(model.decoder.layers)):
         rules += [rule(f"decoder.layers.{i}.{attention}.{ours}.weight", f"{prefix}layers.{i}.self_attn.{theirs}.weight")

@@ -43,7 +43,7 @@ def _conv(f):
     return options
 
 
-def _layer_types(f) -> list[str]:
+def layer_types_of(f) -> list[str]:
     return [FULL if mixer is None else CONV for mixer in f.layer_mixers("decoder")]
 
 
@@ -58,8 +58,8 @@ FIELDS = Fields(
     Field("conv_kernel", "conv_L_cache", lambda f: _conv(f).kernel),
     Fixed("conv_bias", False, "conv_bias={value}: LFM2 zeroes a padded position's input before its biased "
                               "projection, tfspec's convolution what the projection makes of it"),
-    Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layer_types), setting=False),
-    Field("full_attn_idxs", "full_attn_idxs", lambda f: [i for i, t in enumerate(_layer_types(f)) if t == FULL],
+    Field("layer_types", "layer_types", layer_types_of, read=lambda c: list(c.layer_types), setting=False),
+    Field("full_attn_idxs", "full_attn_idxs", lambda f: [i for i, t in enumerate(layer_types_of(f)) if t == FULL],
           read=lambda c: list(c.layer_types), setting=False),
     ignored={**hf_llama.FIELDS.ignored,
              "block_multiple_of": "read only with block_auto_adjust_ff_dim, whose width the spec holds",
@@ -113,7 +113,7 @@ def mlp_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rul
         linear_rules(f"{ours}.down", f"{theirs}.w2", state, ours_state)
 
 
-def _rules(model, prefix: str, state: dict, lm: bool, feedforward_rules=mlp_rules
+def weight_rules(model, prefix: str, state: dict, lm: bool, feedforward_rules=mlp_rules
            ) -> tuple[list[Rule], dict[str, str]]:
     """LFM2's tensors layer by layer: its short convolution or attention, its norms, and its feed-forward
     (``feedforward_rules(ours, theirs, state, ours_state)``: LFM2's SwiGLU by default)."""
@@ -148,5 +148,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "
         "or by grouped-query attention with qk-norms as layer_types says, a layer schedule; SwiGLU feed-forwards "
         "of the width block_auto_adjust_ff_dim derives",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
 )

@@ -52,7 +52,7 @@ FIELDS = Fields(
     *(_LFM2[n] for n in ("d_model", "heads", "kv_heads", "layers", "vocab", "init_std", "tied", "rope_theta", "eps",
                          "conv_kernel", "conv_bias")),
     # (no default: Hugging Face's model cannot be built without it)
-    Field("layer_types", "layer_types", hf_lfm2._layer_types,
+    Field("layer_types", "layer_types", hf_lfm2.layer_types_of,
           read=lambda c: list(c.layer_types) if c.layer_types is not None else None, setting=False),
     *hf_llama.ROPE_SCALING,
     Field("d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff,
@@ -108,7 +108,7 @@ def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) ->
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_lfm2._rules(model, prefix, state, lm, feedforward_rules=_feedforward_rules)
+    return hf_lfm2.weight_rules(model, prefix, state, lm, feedforward_rules=_feedforward_rules)
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

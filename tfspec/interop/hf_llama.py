@@ -34,13 +34,13 @@ def rope(config) -> dict:
     return params
 
 
-def _head_dim(config):
+def written_head_dim(config):
     """head_dim, written only where it is not hidden_size / num_attention_heads."""
     head_dim = getattr(config, "head_dim", None)
     return head_dim if head_dim and head_dim != config.hidden_size // config.num_attention_heads else None
 
 
-def _fraction(fraction) -> float | None:
+def written_fraction(fraction) -> float | None:
     return float(fraction) if fraction != 1.0 else None
 
 
@@ -115,12 +115,12 @@ FIELDS = Fields(
     Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
     Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
     Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
-    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim, read=_head_dim),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim, read=written_head_dim),
     Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
           read=lambda c: float(rope(c)["rope_theta"])),
     Field("rotary_fraction", "rope_parameters.partial_rotary_factor",
-          lambda f: _fraction(f.rotary("decoder").get("fraction", 1.0)),
-          read=lambda c: _fraction(rope(c)["partial_rotary_factor"])),
+          lambda f: written_fraction(f.rotary("decoder").get("fraction", 1.0)),
+          read=lambda c: written_fraction(rope(c)["partial_rotary_factor"])),
     Field("window", "sliding_window", lambda f: f.window("decoder"), read=_window),
     Field("eps", "rms_norm_eps", lambda f: f.norm_option("decoder", "eps", 1e-6)),
     Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
@@ -238,7 +238,7 @@ def hf_config(spec) -> dict:
     return {"model_type": "mistral" if f.window("decoder") is not None else "llama", **FIELDS.config(f)}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "decoder-only":
         raise InteropError(f"Llama and Mistral are decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
     return layout_rules(model, prefix, state, lm, projection_rules)
@@ -353,12 +353,12 @@ def from_hf_llama(model, reference) -> None:
     Every tensor must be accounted for and the spec must be the architecture the
     reference's configuration describes; otherwise an ``InteropError`` lists every difference.
     """
-    load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
+    load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
 
 
 def to_hf_llama(model) -> dict:
     """A state dict for ``LlamaForCausalLM``/``MistralForCausalLM`` (spec with a head) or the base model."""
-    return export_decoder(model, _rules, "Hugging Face Llama")
+    return export_decoder(model, weight_rules, "Hugging Face Llama")
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

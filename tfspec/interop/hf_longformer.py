@@ -83,13 +83,13 @@ def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
     """BERT's names for a layer, and the global projections beside its query, key and value."""
     own = f"{prefix}encoder.layer.{i}.attention.self"
     qkv = [f"{own}.{n}_global" for n in ("query", "key", "value")]
-    return [*hf_bert._layer_rules(ours, i, prefix),
+    return [*hf_bert.bert_layer_rules(ours, i, prefix),
             rule(f"{ours}.self_attn.global_qkv.weight", tuple(f"{q}.weight" for q in qkv)),
             rule(f"{ours}.self_attn.global_qkv.bias", tuple(f"{q}.bias" for q in qkv))]
 
 
 def _rules(model, prefix: str):
-    return hf_bert._rules(model, prefix, hf_roberta.HEAD, layer=_layer_rules)
+    return hf_bert.weight_rules(model, prefix, hf_roberta.HEAD, layer=_layer_rules)
 
 
 def from_hf_longformer(model, reference) -> None:

@@ -30,7 +30,7 @@ MOE_FIELDS = [
                                       "tfspec's mixture has none"),
 ]
 
-def _head_dim(f) -> int | None:
+def exported_head_dim(f) -> int | None:
     """head_dim, exported only where it is not hidden_size / num_attention_heads (Mixtral's default is None)."""
     shape = f.geometry("decoder")
     return shape.head_dim if shape.head_dim != shape.width // shape.heads else None
@@ -40,7 +40,7 @@ def _head_dim(f) -> int | None:
 # embedding rotates every dimension whatever rope_parameters say)
 LEFT_OUT = ("mlp_bias", "attention_bias", "head_dim", "rope_parameters.partial_rotary_factor")
 FIELDS = Fields(*(e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in LEFT_OUT),
-                Field("head_dim", "head_dim", _head_dim, read=hf_llama._head_dim),
+                Field("head_dim", "head_dim", exported_head_dim, read=hf_llama.written_head_dim),
                 *MOE_FIELDS, ignored={**hf_llama.FIELDS.ignored,
                                       "rope_parameters.partial_rotary_factor": "Mixtral's rotary embedding rotates "
                                                                                "every dimension whatever it says"})
@@ -94,19 +94,19 @@ def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state:
     return rules + hf_llama.mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     """A Llama-layout decoder whose feed-forwards are mixtures (or, layer by layer, gated MLPs)."""
     return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
 def from_hf_mixtral(model, reference) -> None:
     """Copy a ``MixtralForCausalLM`` (or ``MixtralModel``)'s weights into ``model``."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
 
 
 def to_hf_mixtral(model) -> dict:
     """A state dict for ``MixtralForCausalLM`` (spec with a head) or ``MixtralModel``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face Mixtral")
+    return hf_llama.export_decoder(model, weight_rules, "Hugging Face Mixtral")
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

@@ -48,7 +48,7 @@ def _norm_bias(f) -> bool:
 
 
 def _theta(kind: str):
-    return lambda c: float(hf_gemma3._rope(c, kind)["rope_theta"]) if kind in (c.layer_types or []) else None
+    return lambda c: float(hf_gemma3.rope_of_kind(c, kind)["rope_theta"]) if kind in (c.layer_types or []) else None
 
 
 FIELDS = Fields(

@@ -15,7 +15,7 @@ from . import hf_bert
 from .facts import Facts
 from .family import Family
 from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, export_state, load_state, rule
+from .mapping import InteropError, Rule, export_state, load_state, rule, weight_and_bias
 
 _BERT = [e for e in hf_bert.FIELDS.entries if isinstance(e, Field) and e.name != "segments"]
 HEAD = {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "decoder": "lm_head.decoder",
@@ -65,7 +65,7 @@ def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
     """MPNet's names for layer ``i``'s tensors (``ours``: the layer's prefix in the compiled model)."""
     theirs = f"{prefix}encoder.layer.{i}"
     qkv = [f"{theirs}.attention.attn.{n}" for n in "qkv"]
-    linear = hf_bert._linear
+    linear = weight_and_bias
     return [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
             rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
             *linear(f"{ours}.self_attn.out", f"{theirs}.attention.attn.o"),
@@ -77,7 +77,7 @@ def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
 
 def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
     """BERT's rules with MPNet's names, no token types, and the stack's relative bias table."""
-    rules, aliases = hf_bert._rules(model, prefix, HEAD, _layer_rules)
+    rules, aliases = hf_bert.weight_rules(model, prefix, HEAD, _layer_rules)
     rules = [r for r in rules if not r.ours[0].startswith("embeddings.tokens.segments")]
     rules.append(rule("encoder.positions.self_attn.weight", f"{prefix}encoder.relative_attention_bias.weight"))
     return rules, aliases

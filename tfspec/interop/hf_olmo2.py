@@ -73,7 +73,7 @@ def post_norm_modules(model) -> dict[str, str]:
     return found
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "decoder-only":
         raise InteropError(f"OLMo 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
     ours_state = model.state_dict()
@@ -96,12 +96,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
 def from_hf_olmo2(model, reference) -> None:
     """Copy an ``Olmo2ForCausalLM`` (or ``Olmo2Model``)'s weights into ``model``; the spec must be the
     architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
 
 
 def to_hf_olmo2(model) -> dict:
     """A state dict for ``Olmo2ForCausalLM`` (spec with a head) or ``Olmo2Model``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face OLMo 2")
+    return hf_llama.export_decoder(model, weight_rules, "Hugging Face OLMo 2")
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

@@ -27,7 +27,7 @@ FIELDS = Fields(
       and getattr(e, "name", None) != "rope_theta"),
     *(e for e in hf_gemma3.FIELDS.entries if getattr(e, "config", None) == "max_position_embeddings"),
     Fixed("rope_parameters.sliding_attention.rope_type", "default", "rope scaling '{value}' of the sliding layers "
-          "is not expressed (only of the full ones)", read=lambda c: hf_gemma3._rope(c, SLIDING)["rope_type"],
+          "is not expressed (only of the full ones)", read=lambda c: hf_gemma3.rope_of_kind(c, SLIDING)["rope_type"],
           exported=True),
     ignored={**hf_olmo2.FIELDS.ignored},
 )
@@ -70,5 +70,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
         "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
         "each kind with rotary positions of its own base (and the full ones' scaling)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2._rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2.weight_rules),
 )

@@ -55,5 +55,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
         "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
         "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_mixtral._rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_mixtral.weight_rules),
 )

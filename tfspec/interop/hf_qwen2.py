@@ -58,7 +58,7 @@ def _max_window_layers(windows: list) -> int | None:
 
 
 SCHEDULE_FIELDS = [
-    Field("head_dim", "head_dim", _head_dim, read=hf_llama._head_dim),
+    Field("head_dim", "head_dim", _head_dim, read=hf_llama.written_head_dim),
     Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=_window),
     # which layers slide, as spec_text reads it from these three (a layer schedule, not one setting)
     Field("use_sliding_window", "use_sliding_window", lambda f: f.one_window("decoder") is not None or None,
@@ -134,7 +134,7 @@ def hf_config_qwen3(spec) -> dict:
 
 def qwen3_rules(model, prefix: str, state: dict, lm: bool):
     """Llama's weight rules, and each layer's query and key norms."""
-    rules, aliases = hf_llama._rules(model, prefix, state, lm)
+    rules, aliases = hf_llama.weight_rules(model, prefix, state, lm)
     attention = layer_modules(model)["attention"]
     for i in range(len(model.decoder.layers)):
         rules += [rule(f"decoder.layers.{i}.{attention}.{n}.weight", f"{prefix}layers.{i}.self_attn.{n}.weight")
@@ -154,12 +154,12 @@ def from_hf_qwen2(model, reference) -> None:
     the architecture the reference's configuration describes, layer by layer."""
     smollm3 = reference.config.model_type == "smollm3"
     hf_llama.load_decoder(model, reference, SMOLLM3_FIELDS if smollm3 else QWEN2_FIELDS,
-                          hf_config_smollm3 if smollm3 else hf_config, spec_text, hf_llama._rules)
+                          hf_config_smollm3 if smollm3 else hf_config, spec_text, hf_llama.weight_rules)
 
 
 def to_hf_qwen2(model) -> dict:
     """A state dict for ``Qwen2ForCausalLM``/``SmolLM3ForCausalLM`` (spec with a head) or the base model."""
-    return hf_llama.export_decoder(model, hf_llama._rules, "Hugging Face Qwen2/SmolLM3")
+    return hf_llama.export_decoder(model, hf_llama.weight_rules, "Hugging Face Qwen2/SmolLM3")
 
 
 def from_hf_qwen3(model, reference) -> None:

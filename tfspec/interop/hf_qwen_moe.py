@@ -40,7 +40,7 @@ def _dense_layers(f) -> list[int]:
     return [i for i, sparse in enumerate(f.layer_routes("decoder")) if not sparse and (i + 1) % step == 0]
 
 
-def _dense_d_ff(f) -> int | None:
+def dense_width(f) -> int | None:
     return next((n.spec.d_ff for n in f.g.of(ir.FeedForward, stack="decoder", in_block=True)
                  if not Facts.routes(n.spec)), None)
 
@@ -58,7 +58,7 @@ def mixture_fields(experts: str) -> list[Field]:
     num_local_experts)."""
     return [
         Field("d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
-        Field("dense_d_ff", "intermediate_size", _dense_d_ff,
+        Field("dense_d_ff", "intermediate_size", dense_width,
               read=lambda c: c.intermediate_size if not all(sparse_layers(c)) else None),
         Field("experts", experts, lambda f: f.mixture("decoder").experts),
         Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
@@ -70,7 +70,7 @@ def mixture_fields(experts: str) -> list[Field]:
     ]
 QWEN3_MOE_FIELDS = Fields(
     *SHARED, *mixture_fields("num_local_experts"),
-    Field("head_dim", "head_dim", hf_mixtral._head_dim, read=hf_llama._head_dim),
+    Field("head_dim", "head_dim", hf_mixtral.exported_head_dim, read=hf_llama.written_head_dim),
     Field("window", "sliding_window", lambda f: f.window("decoder"), read=_window),
     Field("use_sliding_window", "use_sliding_window", lambda f: f.window("decoder") is not None or None,
           read=lambda c: _window(c) is not None, setting=False),
@@ -130,12 +130,12 @@ def hf_config(spec) -> dict:
 def from_hf_qwen_moe(model, reference) -> None:
     """Copy a ``Qwen3MoeForCausalLM`` or ``Qwen2MoeForCausalLM`` (or base model)'s weights into ``model``."""
     hf_llama.load_decoder(model, reference, TABLES[reference.config.model_type], hf_config, spec_text,
-                          hf_mixtral._rules)
+                          hf_mixtral.weight_rules)
 
 
 def to_hf_qwen_moe(model) -> dict:
     """A state dict for ``Qwen3MoeForCausalLM``/``Qwen2MoeForCausalLM`` (spec with a head) or the base model."""
-    return hf_llama.export_decoder(model, hf_mixtral._rules, "Hugging Face Qwen-MoE")
+    return hf_llama.export_decoder(model, hf_mixtral.weight_rules, "Hugging Face Qwen-MoE")
 
 
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)

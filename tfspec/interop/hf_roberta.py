@@ -57,13 +57,13 @@ def from_hf_roberta(model, reference) -> None:
     """Copy a ``RobertaModel``/``RobertaForMaskedLM`` (or XLM-RoBERTa's) weights into ``model``."""
     hf_bert.check_reference(model, reference, FIELDS, lambda spec: hf_config(spec, reference.config.model_type),
                             spec_text, base="roberta", head="lm_head")
-    rules, aliases = hf_bert._rules(model, "roberta." if hasattr(reference, "roberta") else "", HEAD)
+    rules, aliases = hf_bert.weight_rules(model, "roberta." if hasattr(reference, "roberta") else "", HEAD)
     load_state(model, reference.state_dict(), rules, reference="Hugging Face RoBERTa", aliases=aliases)
 
 
 def to_hf_roberta(model) -> dict:
     """A state dict for ``RobertaForMaskedLM`` (spec with a head) or ``RobertaModel`` (without)."""
-    rules, aliases = hf_bert._rules(model, "roberta." if model.head is not None else "", HEAD)
+    rules, aliases = hf_bert.weight_rules(model, "roberta." if model.head is not None else "", HEAD)
     return export_state(model, rules, reference="Hugging Face RoBERTa", aliases=aliases)
 
 

@@ -49,5 +49,5 @@ FAMILIES = (  # the families this module reads and writes (``tfspec.interop.fami
         "Seed-OSS", ("seed_oss",), {"SeedOssForCausalLM": {"head": True}, "SeedOssModel": {"head": False}},
         "Seed-OSS: Llama's block with biased q/k/v projections apart from the output's (attention_out_bias), "
         "an optionally biased MLP, dropout on each sublayer's output (residual_dropout), head_dim its own",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama._rules),
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
 )

@@ -22,7 +22,7 @@ from . import hf_bert
 from .fields import Field, Fields, Fixed
 from .hf_clip import (TowerFacts, layer_rules, picture_fields, square_pictures, tower_fields, tower_roles,
                       towers_ignored, towers_weights)
-from .mapping import Rule, rule
+from .mapping import Rule, rule, weight_and_bias
 from .writer import SpecWriter
 from .family import Family
 
@@ -140,7 +140,7 @@ def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
             rule(f"{ve}.patches.bias", f"{theirs}.embeddings.patch_embedding.bias"),
             rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
             *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
-            *hf_bert._linear(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
+            *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
 def hf_config(towers) -> dict:
@@ -161,16 +161,16 @@ def _rules(model) -> list[Rule]:
     return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
             rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
             *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
-            *hf_bert._linear(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
-            *hf_bert._linear(f"{t}.head", "text_model.head"),
+            *weight_and_bias(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
+            *weight_and_bias(f"{t}.head", "text_model.head"),
             *vision_rules(model, vision, "vision_model"),
             rule(f"{pool}.probe", f"{head}.probe", shape=(1, 1, width)),
             rule((f"{pool}.q.weight", f"{pool}.kv.weight"), f"{head}.attention.in_proj_weight"),
             rule((f"{pool}.q.bias", f"{pool}.kv.bias"), f"{head}.attention.in_proj_bias"),
-            *hf_bert._linear(f"{pool}.out", f"{head}.attention.out_proj"),
-            *hf_bert._linear(f"{pool}.norm", f"{head}.layernorm"),
-            *hf_bert._linear(f"{pool}.up", f"{head}.mlp.fc1"),
-            *hf_bert._linear(f"{pool}.down", f"{head}.mlp.fc2"),
+            *weight_and_bias(f"{pool}.out", f"{head}.attention.out_proj"),
+            *weight_and_bias(f"{pool}.norm", f"{head}.layernorm"),
+            *weight_and_bias(f"{pool}.up", f"{head}.mlp.fc1"),
+            *weight_and_bias(f"{pool}.down", f"{head}.mlp.fc2"),
             rule("contrastive.scale", "logit_scale", shape=(1,)),
             rule("contrastive.bias", "logit_bias", shape=(1,))]
 

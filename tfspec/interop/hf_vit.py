@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import hf_bert
 from .facts import Facts
 from .fields import Field, Fields, Fixed
-from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule
+from .mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
 from .writer import SpecWriter
 from .family import Family
 
@@ -23,7 +23,7 @@ REFERENCE = "Hugging Face ViT"
 POOLER_ACTIVATIONS = {**hf_bert.ACTIVATIONS, "tanh": "tanh"}
 
 
-def _side(value):
+def square_side(value):
     """A square picture's (or patch's) side; None for two different sides (refused by ``Fixed`` below)."""
     if isinstance(value, (list, tuple)):
         return value[0] if len(set(value)) == 1 else None
@@ -31,7 +31,7 @@ def _side(value):
 
 
 def _square(config) -> bool:
-    return _side(config.image_size) is not None and _side(config.patch_size) is not None
+    return square_side(config.image_size) is not None and square_side(config.patch_size) is not None
 
 
 FIELDS = Fields(
@@ -39,8 +39,8 @@ FIELDS = Fields(
     Field("heads", "num_attention_heads", lambda f: f.attention("encoder").heads),
     Field("layers", "num_hidden_layers", lambda f: f.layers("encoder")),
     Field("d_ff", "intermediate_size", lambda f: f.feedforward("encoder").d_ff),
-    Field("image", "image_size", lambda f: f.input_option("image"), read=lambda c: _side(c.image_size)),
-    Field("patch", "patch_size", lambda f: f.input_option("patch"), read=lambda c: _side(c.patch_size)),
+    Field("image", "image_size", lambda f: f.input_option("image"), read=lambda c: square_side(c.image_size)),
+    Field("patch", "patch_size", lambda f: f.input_option("patch"), read=lambda c: square_side(c.patch_size)),
     Field("channels", "num_channels", lambda f: f.input_option("channels")),
     Field("eps", "layer_norm_eps", lambda f: f.norm_option("encoder", "eps", 1e-5)),
     Field("p_dropout", "hidden_dropout_prob", lambda f: f.residual_dropout("encoder")),
@@ -120,23 +120,23 @@ def _rules(model, prefix: str) -> list[Rule]:
              rule(f"{e}.class_token", f"{p}.cls_token", shape=(1, 1, patches.shape[0])),
              rule(f"{e}.positions.weight", f"{p}.position_embeddings",
                   shape=(1, *model.get_submodule(f"{e}.positions").weight.shape)),
-             *hf_bert._linear("encoder.final_norm", f"{prefix}layernorm")]
+             *weight_and_bias("encoder.final_norm", f"{prefix}layernorm")]
     ours_state = model.state_dict()
     for i in range(len(model.encoder.layers)):
         ours, theirs = f"encoder.layers.{i}", f"{prefix}layers.{i}"
         a = f"{theirs}.attention"
         rules += [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
-                  *hf_bert._linear(f"{ours}.self_attn.out", f"{a}.o_proj"),
-                  *hf_bert._linear(f"{ours}.self_attn_norm", f"{theirs}.layernorm_before"),
-                  *hf_bert._linear(f"{ours}.ffn.up", f"{theirs}.mlp.fc1"),
-                  *hf_bert._linear(f"{ours}.ffn.down", f"{theirs}.mlp.fc2"),
-                  *hf_bert._linear(f"{ours}.ffn_norm", f"{theirs}.layernorm_after")]
+                  *weight_and_bias(f"{ours}.self_attn.out", f"{a}.o_proj"),
+                  *weight_and_bias(f"{ours}.self_attn_norm", f"{theirs}.layernorm_before"),
+                  *weight_and_bias(f"{ours}.ffn.up", f"{theirs}.mlp.fc1"),
+                  *weight_and_bias(f"{ours}.ffn.down", f"{theirs}.mlp.fc2"),
+                  *weight_and_bias(f"{ours}.ffn_norm", f"{theirs}.layernorm_after")]
         if f"{ours}.self_attn.qkv.bias" in ours_state:  # (qkv_bias)
             rules.append(rule(f"{ours}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")))
     if model.head is not None:
-        rules += hf_bert._linear("head", "classifier")
+        rules += weight_and_bias("head", "classifier")
     if model.pooler is not None:
-        rules += hf_bert._linear("pooler.dense", f"{prefix}pooler.dense")
+        rules += weight_and_bias("pooler.dense", f"{prefix}pooler.dense")
     return rules
 
 

@@ -139,7 +139,7 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     for role in ("encoder", "decoder"):
         theirs = f"{prefix}{role}"
         rules += linear_rules(f"{role}.final_norm", f"{theirs}.layer_norm", state, ours_state)
-        parts = hf_bart._parts(model, role)
+        parts = hf_bart.bart_layer_parts(model, role)
         for i in range(len(getattr(model, role).layers)):
             ours, layer = f"{role}.layers.{i}", f"{theirs}.layers.{i}"
             s = f"{ours}.{parts['attention']}"
