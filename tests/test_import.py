@@ -2479,7 +2479,7 @@ def test_unilm_starts_from_bert_masked_lm_weights_and_with_a_whole_row_prefix_co
     """examples/unilm.tfs has BertForMaskedLM's parameters (UniLM was initialised from BERT-large): copying them
     is refused as an exact import -- the architecture differs -- and done with initialise=True, which warns; with
     every row's prefix its whole length, the prefix-LM is BERT's bidirectional encoder and computes its logits."""
-    from tfspec.interop.hf_bert import from_hf_bert
+    from tfspec.interop.families.hf_bert import from_hf_bert
     sizes = {"layers": 2, "d_model": 32, "heads": 4, "vocab": 90, "max_len": 40}
     unilm = tfspec.compile("examples/unilm.tfs", overrides=sizes, seed=0).eval()
     _, reference = saved(tmp_path, "BertForMaskedLM", layer_norm_eps=1e-12, intermediate_size=128)

@@ -71,8 +71,9 @@ def test_reading_commands_never_import_torch(tmp_path):
 
 
 def test_the_interop_package_loads_its_parts_when_they_are_used():
-    probe = ("import sys, tfspec.interop as i; before = 'tfspec.interop.hf_bert' in sys.modules; f = i.from_hf_bert; "
-             "print(before, 'tfspec.interop.hf_bert' in sys.modules, callable(f), 'torch' in sys.modules, "
+    bert = "'tfspec.interop.families.hf_bert' in sys.modules"
+    probe = (f"import sys, tfspec.interop as i; before = {bert}; f = i.from_hf_bert; "
+             f"print(before, {bert}, callable(f), 'torch' in sys.modules, "
              "'from_hf_bert' in dir(i))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT)
     assert done.stdout.split() == ["False", "True", "True", "False", "True"], done.stderr

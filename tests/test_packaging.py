@@ -21,7 +21,7 @@ def test_wheel_contains_grammar_and_variants(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "tfspec/grammars/tfspec.lark" in names
     assert "tfspec/variants/layernorm.py" in names
-    assert "tfspec/nn/attention.py" in names and "tfspec/interop/hf_gpt2.py" in names
+    assert "tfspec/nn/attention.py" in names and "tfspec/interop/families/hf_gpt2.py" in names
     # every module of the source tree, in whatever subpackage: none silently drops out of the wheel
     sources = {p.relative_to(ROOT).as_posix() for p in PACKAGE.rglob("*.py") if "grammars" not in p.parts}
     assert sources - set(names) == set()

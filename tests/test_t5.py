@@ -21,7 +21,7 @@ import tfspec
 from tfspec.inspect.analysis import count_parameters
 from tfspec.run.decoding import Continuation, sample
 from tfspec.interop import InteropError
-from tfspec.interop.hf_t5 import from_hf_t5, spec_text, to_hf_t5
+from tfspec.interop.families.hf_t5 import from_hf_t5, spec_text, to_hf_t5
 from tfspec.interop.mapping import architecture_problems
 from tfspec.nn.t5 import relative_bucket
 from numerics import FLOAT32, assert_close

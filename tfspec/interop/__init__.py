@@ -26,7 +26,7 @@ import importlib
 _HOMES = {"FAMILIES": "families", "from_pretrained": "families", "import_config": "families", "pictures": "families",
           "InteropError": "mapping", "Rule": "mapping",
           "from_torch_transformer": "torch_transformer", "to_torch_transformer": "torch_transformer",
-          **{f"{way}_hf_{family}": f"hf_{family}" for way in ("from", "to")
+          **{f"{way}_hf_{family}": f"families.hf_{family}" for way in ("from", "to")
              for family in ("bert", "big_bird", "gpt2", "gpt_neox", "llama", "t5")}}
 
 __all__ = sorted(_HOMES)

@@ -4,7 +4,7 @@ conventions its imported spec states, its table of configuration fields, the spe
 configuration a spec describes, and the functions that copy weights each way. ``tfspec.interop.families`` lists
 them in the order export tries them; every stage asks a family, never a module, for what it does.
 
-    >>> from tfspec.interop.hf_llama import FAMILIES
+    >>> from tfspec.interop.families.hf_llama import FAMILIES
     >>> FAMILIES[0].name, FAMILIES[0].model_types, next(iter(FAMILIES[0].classes))
     ('Llama', ('llama',), 'LlamaForCausalLM')
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
-from . import hf_llama
+from .families import hf_llama
 from .family import Family
 from .fields import Field, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule

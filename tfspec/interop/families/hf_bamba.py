@@ -1,0 +1,93 @@
+"""Hugging Face ``BambaForCausalLM`` (IBM's Bamba; and its base model) <-> a compiled spec.
+
+Bamba (2025) is Llama's pre-normed RMSNorm layer with Mamba-2 (``mixer mamba2(...)``, the layer's ``mamba``) in
+place of attention, except in the layers ``attn_layer_indices`` names, which attend with grouped-query attention
+rotating half of each head (Bamba's rotary embedding always has ``partial_rotary_factor`` 0.5). Every feed-forward
+is a SwiGLU; the norms are ``input_layernorm`` and ``pre_ff_layernorm``, the final one ``final_layernorm``.
+"""
+
+from __future__ import annotations
+
+from .. import hybrid
+
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import Rule
+from ..writer import SpecWriter, causal_masks, schedule
+
+MAMBA, ATTENTION = "linear_attention", "full_attention"
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+
+def _layer_types(f) -> list[str]:
+    return [ATTENTION if mixer is None else MAMBA for mixer in f.layer_mixers("decoder")]
+
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "eps", "p_attn_dropout",
+                          "init_std", "tied", "rope_theta", "attention_bias", "mlp_bias")),
+    # Bamba's rotary embedding turns half of each head whatever the configuration says
+    Fixed("rope_parameters.partial_rotary_factor", 0.5, "partial_rotary_factor={value}: Bamba rotates half of each "
+                                                        "head"),
+    *hf_llama.ROPE_SCALING,
+    *hybrid.mamba2_fields("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
+                          "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias", "mamba_expand"),
+    Fixed("hidden_act", "silu", "hidden_act={value}: Bamba applies it in its Mamba-2 layers' convolution as well "
+                                "as in its SwiGLUs, and tfspec's convolution applies SiLU"),
+    Fixed("z_loss_coefficient", 0.0, "z_loss_coefficient={value} adds a z-loss on the logits to training, which "
+                                     "tfspec's trainer does not", read=lambda c: c.z_loss_coefficient or 0.0),
+    Field("layer_types", "attn_layer_indices",
+          lambda f: [i for i, t in enumerate(_layer_types(f)) if t == ATTENTION],
+          read=lambda c: list(c.layers_block_type), setting=False),
+    ignored={**hf_llama.FIELDS.ignored, **hybrid.MAMBA2_IGNORED,
+             "num_logits_to_keep": "how many positions' logits a generation step computes; the rest are unused"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Bamba configuration describes: Mamba-2 or attention in each layer as
+    ``attn_layer_indices`` says (the most common kind the stack's, the other a section), SwiGLUs."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    norm = f"rmsnorm(eps={s.eps})"
+    mamba = hybrid.mamba2_layer(s, "eps")
+    attention = (f"heads={s.heads}, kv_heads={s.kv_heads}, mask={causal_masks(padding=padding)}, "
+                 f"bias={s.attention_bias}")
+    base, sections = schedule(s.value("layer_types"))
+    own = f"mixer {mamba}" if base == MAMBA else "attention self " + attention.replace(", ", " ")
+    other = f"mamba = attention(self, {attention})" if base == MAMBA else f"self_attn = mixer({mamba})"
+    lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
+    position = hf_llama.rotary(s).replace("rotary(", "rotary(fraction=0.5, ")
+    return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position=position,
+                               own=own, feedforward=f"d_ff={s.d_ff} activation=swiglu bias={s.mlp_bias}",
+                               sections=lines)
+
+
+def hf_config(spec) -> dict:
+    """The Bamba configuration ``spec`` would be, its ``attn_layer_indices`` read from each layer."""
+    f = Facts(spec, "Bamba")
+    f.kind("decoder-only")
+    if _layer_types(f).count(ATTENTION) and f.rotary("decoder").get("fraction", 1.0) != 0.5:
+        raise f.refuse("its attention rotates more or less than half of each head, which Bamba's always does")
+    return {"model_type": "bamba", **FIELDS.config(f)}
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hybrid.decoder_rules(
+        model, prefix, state, lm, "Bamba", norms=("input_layernorm", "pre_ff_layernorm"), final="final_layernorm",
+        operator=lambda ours, theirs, state, ours_state: hybrid.mamba2_rules(ours, f"{theirs}.mamba", state,
+                                                                             ours_state),
+        feedforward=lambda ours, theirs, state, ours_state: hf_llama.mlp_rules(ours, f"{theirs}.feed_forward", state,
+                                                                               ours_state))
+
+
+EXPORT_PRIORITY = 610  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Bamba", ("bamba",), {"BambaForCausalLM": {"head": True}, "BambaModel": {"head": False}},
+        "Bamba: Llama's pre-normed RMSNorm layers with Mamba-2 (mixer mamba2) in place of attention but in the "
+        "layers attn_layer_indices names, whose attention rotates half of each head; SwiGLU feed-forwards",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

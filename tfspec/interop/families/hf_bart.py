@@ -1,0 +1,280 @@
+"""Hugging Face ``BartForConditionalGeneration``, ``MBartForConditionalGeneration`` and ``MarianMTModel`` (and
+their base models) <-> a compiled encoder-decoder spec.
+
+The three share one layout: a ``shared`` token table both stacks read (the spec's second embedding reads the
+first's table: ``embedding target { tokens source; ... }``), embeddings scaled by sqrt(d_model) where
+``scale_embedding``, self-attention, cross-attention and a feed-forward per decoder layer with separate q/k/v
+projections (our fused ``qkv`` for self-attention, ``q`` and ``kv`` for cross-attention), biases everywhere,
+and an LM head tied to the table with a bias held as ``final_logits_bias``. They differ in three conventions:
+
+- **BART** (Lewis et al. 2020): post-norm, learned positions read two rows on (``learned(max_len + 2,
+  offset=2)``), a LayerNorm on each stack's embeddings (``layernorm_embedding``);
+- **mBART**: BART's embeddings and positions, pre-norm, a final LayerNorm per stack;
+- **Marian** (MarianMT, OPUS): post-norm, no embedding norm, sinusoidal positions with every sine first and
+  every cosine after (``sinusoidal(halves=true)``); its tables are in the checkpoint and are checked against
+  the ones the spec computes.
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from ...ir import queries
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule, \
+    same_head
+from ..writer import SpecWriter
+from ..family import Family
+
+OFFSET = 2  # BART's and mBART's learned positions read two rows on
+MARIAN_ROWS = 1024  # the sinusoid tables export writes unless an import carried their length: transformers'
+# default max_position_embeddings, which the exported configuration then leaves (the spec's sinusoid has no length)
+CARRIED = ("max_position_embeddings",)  # Marian's tables' length, written back as it was (see Family.carried)
+ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "silu", "swish": "silu"}
+NAMES = {"bart": "BART", "mbart": "mBART", "marian": "Marian"}
+
+
+def _scaled(f) -> bool:
+    return f.embedding.scale != 1.0
+
+
+# each stack's depth, heads and feed-forward width, as BART's configurations and those after it (Whisper) name them
+STACK_FIELDS = (
+    Field("layers", "encoder_layers", lambda f: f.layers("encoder")),
+    Field("decoder_layers", "decoder_layers", lambda f: f.layers("decoder")),
+    Field("heads", "encoder_attention_heads", lambda f: f.attention("encoder").heads),
+    Field("decoder_heads", "decoder_attention_heads", lambda f: f.attention("decoder").heads),
+    Field("d_ff", "encoder_ffn_dim", lambda f: f.feedforward("encoder").d_ff),
+    Field("decoder_d_ff", "decoder_ffn_dim", lambda f: f.feedforward("decoder").d_ff),
+)
+
+# their dropouts, initialisation and activation, named alike too
+LAYER_FIELDS = (
+    Field("p_dropout", "dropout", lambda f: f.residual_dropout("encoder")),
+    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("encoder").dropout),
+    Field("p_act_dropout", "activation_dropout", lambda f: f.feedforward("encoder").dropout),
+    Field("init_std", "init_std", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "activation_function", lambda f: f.feedforward("encoder").activation.name,
+          names=ACTIVATIONS),
+)
+
+FIELDS = Fields(
+    Field("d_model", "d_model", lambda f: f.embedding.dim),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *STACK_FIELDS,
+    Field("max_len", "max_position_embeddings", lambda f: _max_len(f),
+          read=lambda c: c.max_position_embeddings if c.model_type != "marian" else None),
+    *LAYER_FIELDS,
+    Field("scaled", "scale_embedding", _scaled, let=False),
+    # transformers ties the stacks' tables to ``shared`` only where it ties the head: untied, each stack has its own
+    Fixed("tie_word_embeddings", True, "tie_word_embeddings={value} gives each stack a token table of its own and "
+          "the head another; tfspec reads the tied models these families release", exported=True),
+    Fixed("share_encoder_decoder_embeddings", True, "share_encoder_decoder_embeddings={value} gives the decoder a "
+          "token table of its own (decoder_vocab_size); tfspec reads Marian models whose stacks share one",
+          read=lambda c: getattr(c, "share_encoder_decoder_embeddings", True)),
+    Fixed("decoder_vocab_size", None, "decoder_vocab_size={value} differs from vocab_size: the decoder's table "
+          "is not the shared one", read=lambda c: c.decoder_vocab_size
+          if getattr(c, "decoder_vocab_size", None) not in (None, c.vocab_size) else None, required="= vocab_size"),
+    Fixed("is_decoder", False, "is_decoder={value} makes this a decoder alone; tfspec reads the encoder-decoder"),
+    ignored={"encoder_layerdrop": "skips whole layers at random in training (LayerDrop); tfspec trains every layer",
+             "decoder_layerdrop": "skips whole layers at random in training (LayerDrop); tfspec trains every layer",
+             "forced_bos_token_id": "a token generation forces first, which generation reads",
+             "forced_eos_token_id": "a token generation forces last, which generation reads",
+             "max_position_embeddings": "Marian's sinusoid tables' length; the spec's sinusoid computes any position",
+             "static_position_embeddings": "Marian's positions are always its sinusoid tables",
+             "num_hidden_layers": "an alias of encoder_layers", "scale_decoder_outputs": "not read by these models"},
+)
+
+
+def _max_len(f) -> int | None:
+    rows = f.position_table()
+    return rows - OFFSET if rows is not None else None
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a BART, mBART or Marian configuration describes."""
+    kind = config.model_type
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    if kind == "marian":
+        position, norm = "sinusoidal(halves=true)", ""
+    else:
+        position, norm = f"learned({s.max_len} + {OFFSET}, offset={OFFSET})", "; norm layernorm(eps=1e-5)"
+    scale = f"; scale sqrt({s.d_model})" if s.value("scaled") else ""
+    final = "\n  final layernorm(eps=1e-5)" if kind == "mbart" else ""
+    pad = " + padding" if padding else ""
+    source = "padding" if padding else "none"
+    text = f"""model {name}
+
+defaults {{
+  residual {'pre' if kind == 'mbart' else 'post'}
+  norm layernorm(eps=1e-5)
+  dropout {s.p_dropout}
+  attn_dropout {s.p_attn_dropout}
+  act_dropout {s.p_act_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding source {{ vocab {s.vocab}; dim {s.d_model}; position {position}{norm}{scale}; dropout {s.p_dropout} }}
+embedding target {{ tokens source; position {position}{norm}{scale}; dropout {s.p_dropout} }}
+
+encoder x {s.layers} {{
+  embedding source
+  attention self heads={s.heads} mask={source}
+  feedforward d_ff={s.d_ff} activation={s.activation}{final}
+}}
+
+decoder x {s.decoder_layers} {{
+  embedding target
+  attention self heads={s.decoder_heads} mask=causal{pad}
+  attention cross heads={s.decoder_heads} mask={source}
+  feedforward d_ff={s.decoder_d_ff} activation={s.activation}{final}
+}}
+"""
+    if head:  # tied to the shared table, with final_logits_bias
+        text += "\nhead tied(target) bias=true\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The configuration ``spec`` would be: mBART's when pre-norm, Marian's with sinusoidal positions, BART's."""
+    f = Facts(spec, "BART")
+    f.kind("encoder-decoder")
+    position = f.embedding.position
+    placement = f.norm_placement("encoder")
+    if f.computed_positions(position, f.embedding.dim):  # Marian's sinusoids
+        kind = "marian"
+    elif f.position_table() is not None and position.options.get("offset") == OFFSET:
+        kind = "mbart" if placement == "pre-norm" else "bart"
+    else:
+        raise f.refuse(f"its positions are {position.name}, not BART's learned(max_len + 2, offset=2) or Marian's "
+                       "sinusoid")
+    if [e.shares for e in spec.embeddings] != [None, spec.embeddings[0].name]:
+        raise f.refuse("its stacks do not read one token table (embedding target { tokens source; ... })")
+    return {"model_type": kind, **FIELDS.config(f)}
+
+
+def bart_layer_parts(model, role: str) -> dict[str, str]:
+    """One layer's module names: its attentions (self, then cross), its feed-forward, and the norm of each."""
+    g = model.spec.graph()
+    found: dict[str, str] = {}
+    for node in queries.sublayers(g, role, kind=0):
+        part = "feedforward" if isinstance(node, ir.FeedForward) else \
+            "cross" if node.spec.reads == "cross" else "attention"
+        placement = queries.residual_placement(g, node)
+        norm = placement.merged_norm if placement.placement == "post-norm" else g.node(node.inputs[0])
+        if part in found or not isinstance(norm, ir.Norm):
+            raise InteropError(f"spec '{model.spec.name}' is not BART's {role} layer: one self-attention"
+                               f"{', one cross-attention' if role == 'decoder' else ''} and one feed-forward, each "
+                               "with its LayerNorm")
+        found.update({part: node.name, f"{part}_norm": norm.module.name})
+    return found
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "encoder-decoder":
+        raise InteropError(f"BART is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
+    ours_state = model.state_dict()
+    source, target = (e.name for e in model.spec.embeddings)
+    table = f"embeddings.{source}.tokens.weight"
+    rules = [rule(table, f"{prefix}shared.weight")]
+    aliases = {f"{prefix}encoder.embed_tokens.weight": table, f"{prefix}decoder.embed_tokens.weight": table}
+    for role, embedding in (("encoder", source), ("decoder", target)):
+        theirs = f"{prefix}{role}"
+        if f"embeddings.{embedding}.positions.weight" in ours_state:
+            rules.append(rule(f"embeddings.{embedding}.positions.weight", f"{theirs}.embed_positions.weight"))
+        if f"embeddings.{embedding}.norm.weight" in ours_state or f"{theirs}.layernorm_embedding.weight" in state:
+            rules += linear_rules(f"embeddings.{embedding}.norm", f"{theirs}.layernorm_embedding", state, ours_state)
+        if f"{role}.final_norm.weight" in ours_state or f"{theirs}.layer_norm.weight" in state:
+            rules += linear_rules(f"{role}.final_norm", f"{theirs}.layer_norm", state, ours_state)
+        parts = bart_layer_parts(model, role)
+        for i in range(len(getattr(model, role).layers)):
+            ours, layer = f"{role}.layers.{i}", f"{theirs}.layers.{i}"
+            a = f"{ours}.{parts['attention']}"
+            rules += [*linear_rules(f"{a}.qkv", tuple(f"{layer}.self_attn.{p}_proj" for p in "qkv"), state,
+                                    ours_state),
+                      *linear_rules(f"{a}.out", f"{layer}.self_attn.out_proj", state, ours_state),
+                      *linear_rules(f"{ours}.{parts['attention_norm']}", f"{layer}.self_attn_layer_norm", state,
+                                    ours_state),
+                      *linear_rules(f"{ours}.{parts['feedforward']}.up", f"{layer}.fc1", state, ours_state),
+                      *linear_rules(f"{ours}.{parts['feedforward']}.down", f"{layer}.fc2", state, ours_state),
+                      *linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{layer}.final_layer_norm", state,
+                                    ours_state)]
+            if role == "decoder":
+                c = f"{ours}.{parts['cross']}"
+                rules += [*linear_rules(f"{c}.q", f"{layer}.encoder_attn.q_proj", state, ours_state),
+                          *linear_rules(f"{c}.kv", (f"{layer}.encoder_attn.k_proj", f"{layer}.encoder_attn.v_proj"),
+                                        state, ours_state),
+                          *linear_rules(f"{c}.out", f"{layer}.encoder_attn.out_proj", state, ours_state),
+                          *linear_rules(f"{ours}.{parts['cross_norm']}", f"{layer}.encoder_attn_layer_norm", state,
+                                        ours_state)]
+    if lm:
+        if model.tied_to is None:
+            raise InteropError(f"spec '{model.spec.name}' has a head of its own; these families tie it to the table")
+        rules.append(rule("head.bias", "final_logits_bias", shape=(1, model.spec.embeddings[0].vocab)))
+        aliases["lm_head.weight"] = table
+    return rules, aliases
+
+
+def _derived(model, prefix: str, rows: dict[str, int]) -> dict:
+    """Marian's sinusoid tables, which its checkpoint holds and the spec computes, ``rows[role]`` long."""
+    import torch
+    out = {}
+    for role, embedding in zip(("encoder", "decoder"), model.spec.embeddings):
+        if Facts.computed_positions(embedding.position, embedding.dim) and role in rows:
+            positions = model.embeddings[embedding.name].positions
+            out[f"{prefix}{role}.embed_positions.weight"] = positions(torch.arange(rows[role])[None])[0].detach()
+    return out
+
+
+def from_hf_bart(model, reference) -> None:
+    """Copy a BART, mBART or Marian model's weights into ``model`` (every tensor accounted for, Marian's sinusoid
+    tables checked against the spec's); the spec must be the architecture the reference's configuration
+    describes."""
+    lm = hasattr(reference, "lm_head")
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+        reference.config, head=lm, padding=model.encoder.masks_padding))
+    state = reference.state_dict()
+    prefix = "model." if lm else ""
+    rows = {role: state[f"{prefix}{role}.embed_positions.weight"].shape[0] for role in ("encoder", "decoder")
+            if f"{prefix}{role}.embed_positions.weight" in state}
+    rules, aliases = _rules(model, prefix, state, lm)
+    load_state(model, state, rules, reference=f"Hugging Face {NAMES[reference.config.model_type]}",
+               aliases=aliases, derived=_derived(model, prefix, rows))
+
+
+def to_hf_bart(model) -> dict:
+    """A state dict for the conditional-generation model (spec with a head) or the base model."""
+    lm = model.head is not None
+    prefix = "model." if lm else ""
+    rules, aliases = _rules(model, prefix, {}, lm)
+    length = (getattr(model, "hf_carried", None) or {}).get("max_position_embeddings", MARIAN_ROWS)
+    rows = {"encoder": length, "decoder": length}
+    return export_state(model, rules, reference="Hugging Face BART", aliases=aliases,
+                        derived=_derived(model, prefix, rows))
+
+
+EXPORT_PRIORITY = 350  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("BART", ("bart",),
+           {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
+           "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned "
+           "positions read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with "
+           "final_logits_bias",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
+           export=to_hf_bart, carried=CARRIED),
+    Family("mBART", ("mbart",),
+           {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},
+           "mBART: BART's embeddings and positions, pre-norm with a final LayerNorm per stack",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
+           export=to_hf_bart, carried=CARRIED),
+    Family("Marian", ("marian",),
+           {"MarianMTModel": {"head": True}, "MarianModel": {"head": False}},
+           "Marian (MarianMT, OPUS): a post-norm encoder-decoder whose stacks read one token table, sinusoidal "
+           "positions with the sines first and the cosines after, embeddings scaled by sqrt(d_model)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
+           export=to_hf_bart, carried=CARRIED),
+)

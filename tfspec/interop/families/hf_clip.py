@@ -1,0 +1,296 @@
+"""Hugging Face ``CLIPModel`` <-> a compiled model of two towers and a contrastive head.
+
+CLIP (Radford et al. 2021) is two towers whose pooled vectors meet in a contrastive head:
+
+- ``tower text``: token ids with learned positions through a pre-norm LayerNorm encoder under a causal mask (and
+  the padding mask), a final norm, pooled at the end-of-text token (``pool=token(eos_token_id)``; the checkpoints
+  from before that id was written, ``eos_token_id`` 2, at the highest token id: ``pool=highest_id``) and
+  projected without a bias (``text_projection``);
+- ``tower vision``: square pictures cut into patches mapped without a bias (``patches(..., class_token=true,
+  bias=false)``), learned positions, a LayerNorm on the embeddings (``pre_layrnorm``), a pre-norm encoder, the
+  class token normed (``post_layernorm``: the final norm, which only the pooled vector reads) and projected without
+  a bias (``visual_projection``);
+- ``contrastive text vision``: the cosine of each pair times exp(``logit_scale``), softmax's loss both ways.
+
+Each tower's configuration is nested (``text_config``, ``vision_config``); the field tables read them there.
+"""
+
+from __future__ import annotations
+
+from ...front import schema as S
+from ...registry import POOLS
+from . import hf_bert, hf_vit
+from ..facts import Facts, OtherKind
+from ..fields import Field, Fields, Fixed, _lookup
+from ..mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule, weight_and_bias
+from ..writer import SpecWriter
+from ..family import Family
+
+REFERENCE = "Hugging Face CLIP"
+ACTIVATIONS = {"quick_gelu": "quick_gelu", **hf_bert.ACTIVATIONS}
+LEGACY_EOS = 2  # CLIPTextModel pools at the highest token id where its configuration's eos_token_id is this
+
+
+class TowerFacts:
+    """A model of towers' settings, as a two-tower family's ``hf_config`` asks for them: ``text`` and ``vision``
+    are the ``Facts`` of the tower reading token ids and of the one reading pictures."""
+
+    def __init__(self, towers, family: str):
+        if not isinstance(towers, S.Towers):
+            raise OtherKind(f"not a {family} model: '{towers.name}' is one model, not towers")
+        if towers.contrastive is None or len(towers.towers) != 2:
+            raise OtherKind(f"not a {family} model: '{towers.name}' is not two towers joined by a contrastive head")
+        self.towers, self.family = towers, family
+        self.text_name, self.vision_name = tower_roles(towers, family)
+        self.text = Facts(towers.tower(self.text_name), family)
+        self.vision = Facts(towers.tower(self.vision_name), family)
+        self.contrastive = towers.contrastive
+
+    theirs = staticmethod(Facts.theirs)
+
+
+def tower_roles(towers, family: str) -> tuple[str, str]:
+    """The names of the tower reading token ids and of the one reading pictures (refused otherwise)."""
+    text = [t.name for t in towers.towers if t.spec.embeddings[0].input is None]
+    vision = [t.name for t in towers.towers if t.spec.embeddings[0].input is not None]
+    if len(text) != 1 or len(vision) != 1:
+        raise OtherKind(f"not a {family} model: '{towers.name}' needs a tower of token ids and one of pictures")
+    return text[0], vision[0]
+
+
+def _eos(facts: TowerFacts) -> int | None:
+    """The end-of-text id the text tower pools at (the legacy 2 where it pools at the highest id)."""
+    pool = facts.text.spec.head.pool if facts.text.spec.head is not None else None
+    if pool is None:
+        return None
+    variant, options = POOLS.of(pool)
+    return variant.token(options) if variant.token(options) is not None else \
+        LEGACY_EOS if variant.reads_highest_id else None
+
+
+def picture_fields(where: str = "vision_config") -> tuple:
+    """A vision tower's pictures (``where``'s ``image_size``, ``patch_size``, ``num_channels``), square: one side
+    each, as ViT's are read; two different sides are refused."""
+    return (Field("image", f"{where}.image_size", lambda f: f.vision.input_option("image"),
+                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.image_size"))),
+            Field("patch", f"{where}.patch_size", lambda f: f.vision.input_option("patch"),
+                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.patch_size"))),
+            Field("channels", f"{where}.num_channels", lambda f: f.vision.input_option("channels")),
+            Fixed(f"{where}.image_size", True, SQUARE, required="one side (square pictures)",
+                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.image_size")) is not None))
+
+
+def square_pictures(config, where: str = "vision_config") -> None:
+    """Refuse a configuration whose pictures have two different sides (``spec_text`` called on its own)."""
+    if hf_vit.square_side(_lookup(config, f"{where}.image_size")) is None:
+        raise InteropError(SQUARE)
+
+
+SQUARE = "image_size of two different sides: tfspec's pictures are square"
+
+
+def tower_fields(prefix: str, tower: str, where: str, activations: dict[str, str] = ACTIVATIONS,
+                 init: bool = True) -> tuple[Field, ...]:
+    """The fields a tower's configuration has (a CLIP-like encoder's), read from ``where`` (``text_config``) and
+    the facts of ``tower`` (``text``); ``init``: its ``initializer_range`` too."""
+    def of(f):
+        return getattr(f, tower)
+    return (
+        Field(f"{prefix}d_model", f"{where}.hidden_size", lambda f: of(f).embedding.dim),
+        Field(f"{prefix}heads", f"{where}.num_attention_heads", lambda f: of(f).attention("encoder").heads),
+        Field(f"{prefix}layers", f"{where}.num_hidden_layers", lambda f: of(f).layers("encoder")),
+        Field(f"{prefix}d_ff", f"{where}.intermediate_size", lambda f: of(f).feedforward("encoder").d_ff),
+        Field(f"{prefix}eps", f"{where}.layer_norm_eps", lambda f: of(f).norm_option("encoder", "eps", 1e-5)),
+        Field(f"{prefix}p_attn_dropout", f"{where}.attention_dropout", lambda f: of(f).attention("encoder").dropout),
+        Field(f"{prefix}activation", f"{where}.hidden_act",
+              lambda f: of(f).feedforward("encoder").activation.name, names=activations, let=False),
+    ) + ((Field(f"{prefix}init_std", f"{where}.initializer_range", lambda f: of(f).init_option("std", 0.02)),)
+         if init else ())
+
+
+def towers_ignored(where: tuple[str, ...] = ("text_config", "vision_config")) -> dict[str, str]:
+    """The fields of every tower's nested configuration that do not change what it computes."""
+    from ..fields import COMMON_IGNORED
+    own = {"model_type": "the tower's configuration class", "architectures": "the class, the whole model's"}
+    return {f"{w}.{key}": own.get(key, why) for w in where for key, why in COMMON_IGNORED.items()
+            if key not in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "decoder_start_token_id")}
+
+
+FIELDS = Fields(
+    *tower_fields("text_", "text", "text_config"),
+    Field("vocab", "text_config.vocab_size", lambda f: f.text.embedding.vocab),
+    Field("text_positions", "text_config.max_position_embeddings", lambda f: f.text.learned_positions()),
+    Field("eos", "text_config.eos_token_id", _eos, let=False),
+    *tower_fields("vision_", "vision", "vision_config"),
+    *picture_fields(),
+    Field("projection", "projection_dim", lambda f: f.text.spec.head.out if f.text.spec.head else None),
+    Field("logit_scale", "logit_scale_init_value", lambda f: f.contrastive.scale, let=False),
+    ignored={
+        **towers_ignored(),
+        **{f"{where}.{key}": why for where in ("text_config", "vision_config") for key, why in {
+            "projection_dim": "the towers' projections are the model's projection_dim",
+            "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's"}.items()},
+        "text_config.pad_token_id": "a token id, which the tokenizer reads",
+        "text_config.bos_token_id": "a token id, which the tokenizer reads",
+        "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's",
+    },
+)
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The two towers and the contrastive head a CLIP configuration describes."""
+    square_pictures(config)
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    eos = s.value("eos")
+    pool = "highest_id" if eos == LEGACY_EOS else f"token({eos})"
+    masks = "causal + padding" if padding else "causal"
+    vision = vision_tower(s, f"head linear({s.projection}) bias=false pool=first  # the class token")
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+}}
+
+tower text {{
+  defaults {{
+    norm layernorm(eps={s.text_eps})
+    attn_dropout {s.text_p_attn_dropout}
+    init normal(std={s.text_init_std})
+  }}
+
+  embedding tokens {{
+    vocab {s.vocab}
+    dim {s.text_d_model}
+    position learned({s.text_positions})
+  }}
+
+  encoder x {s.text_layers} {{
+    attention self heads={s.text_heads} mask={masks}
+    feedforward d_ff={s.text_d_ff} activation={s.text_activation}
+    final layernorm(eps={s.text_eps})
+  }}
+
+  head linear({s.projection}) bias=false pool={pool}  # at the end of each text
+}}
+
+{vision}
+contrastive text vision loss=softmax scale={s.logit_scale}
+"""
+    return w.text(text, list(heading))
+
+
+def vision_tower(s, head: str = "") -> str:
+    """CLIP's vision tower (``tower vision { ... }``) from a configuration's settings ``s``: ``head``, its head's
+    line (none without: LLaVA's, whose connector reads the patches)."""
+    grid = f"({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1"
+    text = f"""tower vision {{
+  defaults {{
+    norm layernorm(eps={s.vision_eps})
+    attn_dropout {s.vision_p_attn_dropout}
+    init normal(std={s.vision_init_std})
+  }}
+
+  embedding image {{
+    input patches(image={s.image}, patch={s.patch}, channels={s.channels}, class_token=true, bias=false)
+    dim {s.vision_d_model}
+    position learned({grid})
+    norm layernorm(eps={s.vision_eps})
+  }}
+
+  encoder x {s.vision_layers} {{
+    attention self heads={s.vision_heads}
+    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
+    final layernorm(eps={s.vision_eps})  # {"which only the class token's vector reads" if head else "post_layernorm, read by nothing"}
+  }}
+"""
+    return text + (f"\n  {head}\n" if head else "") + "}\n"
+
+
+def hf_config(towers) -> dict:
+    """The CLIP configuration ``towers`` would be."""
+    return {"model_type": "clip", **FIELDS.config(TowerFacts(towers, "CLIP"))}
+
+
+def layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
+    """A CLIP-like encoder's layers (CLIP's, SigLIP's): q, k, v and out projections, two LayerNorms, fc1 and fc2."""
+    rules = []
+    for i in range(layers):
+        o, t = f"{ours}.layers.{i}", f"{theirs}.layers.{i}"
+        a = f"{t}.self_attn"
+        rules += [rule(f"{o}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
+                  rule(f"{o}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")),
+                  *weight_and_bias(f"{o}.self_attn.out", f"{a}.out_proj"),
+                  *weight_and_bias(f"{o}.self_attn_norm", f"{t}.layer_norm1"),
+                  *weight_and_bias(f"{o}.ffn.up", f"{t}.mlp.fc1"),
+                  *weight_and_bias(f"{o}.ffn.down", f"{t}.mlp.fc2"),
+                  *weight_and_bias(f"{o}.ffn_norm", f"{t}.layer_norm2")]
+    return rules
+
+
+def _rules(model) -> list[Rule]:
+    text, vision = tower_roles(model.spec, "CLIP")
+    t, v = f"towers.{text}", f"towers.{vision}"
+    te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
+    return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
+            rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
+            *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
+            *weight_and_bias(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
+            rule(f"{t}.head.weight", "text_projection.weight"),
+            *vision_rules(model, vision, "vision_model"),
+            rule(f"{v}.head.weight", "visual_projection.weight"),
+            rule("contrastive.scale", "logit_scale")]
+
+
+def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
+    """CLIP's vision tower ``vision`` (``theirs``: where the reference holds its ``CLIPVisionTransformer``): the
+    patches, the class token, the positions, ``pre_layrnorm``, the layers and ``post_layernorm``."""
+    v, image = f"towers.{vision}", model.spec.tower(vision).embeddings[0].name
+    ve, embedding = f"{v}.embeddings.{image}", model.towers[vision].embeddings[image]
+    return [rule(f"{ve}.patches.weight", f"{theirs}.embeddings.patch_embedding.weight",
+                 shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
+            rule(f"{ve}.class_token", f"{theirs}.embeddings.class_embedding"),
+            rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
+            *weight_and_bias(f"{ve}.norm", f"{theirs}.pre_layrnorm"),
+            *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
+            *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
+
+
+def refuse_undescribed(model, hf_model, fields, spec_text) -> None:
+    """Stop before any tensor is read where ``hf_model``'s configuration holds a value ``fields`` cannot express, or
+    describes (``spec_text``) another architecture than ``model``'s spec: an ``InteropError`` naming each."""
+    name = type(hf_model).__name__
+    problems = fields.unsupported(hf_model.config) or architecture_problems(model.spec, spec_text(hf_model.config), name)
+    if problems:
+        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))
+
+
+def towers_weights(fields, spec_text, rules, reference: str):
+    """A family of towers' two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies every tensor
+    by ``rules(model)`` once the spec is seen to be the architecture the configuration describes (``fields``,
+    ``spec_text``); ``export(model)`` is the state dict the class loads."""
+    def load(model, hf_model) -> None:
+        name = type(hf_model).__name__
+        if not isinstance(model.spec, S.Towers):
+            raise InteropError(f"{name} is two towers and a contrastive head; spec '{model.spec.name}' is one model")
+        refuse_undescribed(model, hf_model, fields, spec_text)
+        load_state(model, hf_model.state_dict(), rules(model), reference=reference)
+
+    def export(model) -> dict:
+        return export_state(model, rules(model), reference=reference)
+    return load, export
+
+
+from_hf_clip, to_hf_clip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
+
+EXPORT_PRIORITY = 690  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("CLIP", ("clip",), {"CLIPModel": {}},
+           "CLIP: two towers (tower text, tower vision) whose pooled, projected vectors meet in a contrastive head "
+           "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "
+           "vision tower's patches without a bias, a LayerNorm on its embeddings, its class token normed and "
+           "projected",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_clip,
+           export=to_hf_clip, towers=True),
+)

@@ -1,0 +1,274 @@
+"""Hugging Face ``DeepseekV3ForCausalLM`` and ``DeepseekV2ForCausalLM`` (and their base models) <-> a compiled spec.
+
+DeepSeek-V2 and V3 are pre-norm RMSNorm decoders in Llama's layout with:
+
+- multi-head latent attention (``kind=latent(kv_rank, rope_dim, q_rank=..., v_dim=...)``): keys and values
+  expanded from a compressed latent of ``kv_lora_rank``, a shared rotated key of ``qk_rope_head_dim``, queries
+  through a ``q_lora_rank`` bottleneck where the configuration has one; each head's query and key are
+  ``qk_nope_head_dim + qk_rope_head_dim`` wide (the spec's ``head_dim``), its value ``v_head_dim``. The rotary
+  dimensions pair neighbours (V2 always; V3 where ``rope_interleave``), and YaRN's ``mscale_all_dim`` scales the
+  softmax (the attention's ``scale=``);
+- mixtures of ``n_routed_experts`` SwiGLU experts of ``moe_intermediate_size`` plus ``n_shared_experts`` shared
+  ones (one network of their summed width: ``shared=``), the first ``first_k_dense_replace`` layers a gated MLP of
+  ``intermediate_size`` instead (a layer schedule). V3 routes by sigmoid scores plus a correction bias, among the
+  ``topk_group`` of ``n_group`` groups whose two best scores sum highest, renormalised where ``norm_topk_prob``
+  says; V2 by a softmax, ``group_limited_greedy`` among the groups whose best score is highest
+  (``group_score=max``); both scale the weights by ``routed_scaling_factor``.
+
+Hugging Face's latent attention projections map one to one onto ours (``q_a_proj`` → ``q_down``,
+``q_a_layernorm`` → ``q_latent_norm``, ``q_b_proj`` → ``q_up``, ``kv_a_proj_with_mqa`` → ``kv_down``,
+``kv_a_layernorm`` → ``kv_latent_norm``, ``kv_b_proj`` → ``kv_up``, ``o_proj`` → ``out``); the experts are stored
+stacked as ours are.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...ir import nodes as ir
+from .. import mtp
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, linear_rules, rule
+from ..writer import SpecWriter, causal_masks, schedule
+from ..family import Family
+
+
+def dense_layers(config) -> list[bool]:
+    """Per layer: is its feed-forward a gated MLP (the first ``first_k_dense_replace``) rather than a mixture?"""
+    return [i < (config.first_k_dense_replace or 0) for i in range(config.num_hidden_layers)]
+
+
+def _first_dense(f) -> int:
+    """How many leading layers keep a gated MLP (refused where the mixtures are not all the layers after them)."""
+    dense = [not routes for routes in f.layer_routes("decoder")]
+    first = dense.index(False) if False in dense else len(dense)
+    if any(dense[first:]):
+        raise f.refuse("a dense layer after its first mixture of experts (DeepSeek's dense layers come first: "
+                       "first_k_dense_replace)")
+    return first
+
+
+def _dense_d_ff(f) -> int | None:
+    return next((n.spec.d_ff for n in f.g.of(ir.FeedForward, stack="decoder", in_block=True)
+                 if not Facts.routes(n.spec)), None)
+
+
+def shared_expert_count(f) -> int:
+    """n_shared_experts: the shared network's width in experts' widths."""
+    shared, d_ff = f.mixture("decoder").shared, f.mixture_body("decoder").d_ff
+    if shared % d_ff:
+        raise f.refuse(f"its shared network's d_ff {shared} is not a whole number of experts of d_ff {d_ff}")
+    return shared // d_ff
+
+
+def _latent(f):
+    """The options of the stack's latent attention (refused where its attention compresses no latent)."""
+    options = f.attention_kind("decoder")
+    if not hasattr(options, "kv_rank"):
+        raise f.refuse(f"its attention is kind={f.attention('decoder').kind.name}, which compresses no latent "
+                       "(kind=latent(...))")
+    return options
+
+
+def _v3(config) -> bool:
+    return config.model_type == "deepseek_v3"
+
+
+def _group_limited(config) -> bool:
+    """Does the router choose among groups (V3 and GLM-4.5 always, with one group meaning none; V2 by
+    ``topk_method``)?"""
+    return config.model_type != "deepseek_v2" or config.topk_method == "group_limited_greedy"
+
+
+# Llama's table without what DeepSeek sizes otherwise (its head dims, dense d_ff) or lacks (a window, partial rotary)
+LEFT_OUT = ("num_key_value_heads", "intermediate_size", "head_dim", "rope_parameters.partial_rotary_factor",
+            "sliding_window", "attention_bias", "mlp_bias")
+SHARED = [
+    *(e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in LEFT_OUT),
+    Field("dense_d_ff", "intermediate_size", _dense_d_ff,
+          read=lambda c: c.intermediate_size if any(dense_layers(c)) else None),
+    Field("first_dense", "first_k_dense_replace", _first_dense, read=dense_layers, setting=False),
+    # latent attention expands keys and values for every head, as Hugging Face's SDPA path does whatever this
+    # field says; its eager path reads the field (the default, 128, breaks it for any other number of heads), so
+    # export writes the number of heads and import reads nothing else
+    Field("kv_heads", "num_key_value_heads", lambda f: f.geometry("decoder").heads,
+          read=lambda c: c.num_attention_heads, setting=False),
+    Field("kv_rank", "kv_lora_rank", lambda f: _latent(f).kv_rank),
+    Field("q_rank", "q_lora_rank", lambda f: _latent(f).q_rank or None, read=lambda c: c.q_lora_rank or None,
+          null=True),  # V3's default is 1536: a spec without the bottleneck writes None
+    Field("nope_dim", "qk_nope_head_dim", lambda f: f.geometry("decoder").head_dim - _latent(f).rope_dim),
+    Field("rope_dim", "qk_rope_head_dim", lambda f: _latent(f).rope_dim),
+    Field("v_dim", "v_head_dim", lambda f: f.attention_value_dim("decoder")),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
+    Field("d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
+    Field("experts", "n_routed_experts", lambda f: f.mixture("decoder").experts),
+    Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
+    Field("shared_experts", "n_shared_experts", shared_expert_count, read=lambda c: c.n_shared_experts or 0),
+    Field("routed_scale", "routed_scaling_factor", lambda f: f.mixture("decoder").scale),
+]
+
+
+def group_fields(always: bool) -> list[Field]:
+    """n_group and topk_group: written by export ``always`` (V3's defaults are 8 and 4), or where the router
+    limits its choice to groups (V2's are None, and read only with group_limited_greedy)."""
+    def fact(option: str):
+        return lambda f: getattr(f.mixture("decoder"), option) if always or f.mixture("decoder").groups > 1 \
+            else None
+
+    return [Field("groups", "n_group", fact("groups"), read=lambda c: (c.n_group or 1) if _group_limited(c) else None),
+            Field("top_groups", "topk_group", fact("top_groups"),
+                  read=lambda c: (c.topk_group or 1) if _group_limited(c) else None)]
+
+
+IGNORED = {**hf_llama.FIELDS.ignored,
+           "head_dim": "set by the configuration itself to qk_rope_head_dim (the rotary dimensions)",
+           "qk_head_dim": "set by the configuration itself to qk_nope_head_dim + qk_rope_head_dim",
+           "output_router_logits": "what a forward call returns; DeepSeek's causal LM adds no auxiliary loss",
+           "rope_parameters.partial_rotary_factor": "DeepSeek rotates the qk_rope_head_dim dimensions, all of them"}
+V3_FIELDS = Fields(
+    *SHARED, *group_fields(always=True),
+    Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+    Field("interleaved", "rope_interleave", lambda f: f.rotary("decoder").get("interleaved", False), let=False),
+    mtp.field(default=1), ignored=IGNORED)
+V2_FIELDS = Fields(
+    *SHARED, *group_fields(always=False),
+    Field("topk_method", "topk_method", lambda f: "group_limited_greedy" if f.mixture("decoder").groups > 1
+          else "greedy", names={"greedy": "greedy", "group_limited_greedy": "group_limited_greedy"}, setting=False),
+    Fixed("mlp_bias", False, "mlp_bias={value}: DeepSeek-V2's dense and shared networks would be biased and its "
+                             "experts not; tfspec's mixture biases both or neither"),
+    ignored={**IGNORED, "norm_topk_prob": "DeepSeek-V2's router does not read it (its weights are never "
+                                          "renormalised)"})
+TABLES = {"deepseek_v3": V3_FIELDS, "deepseek_v2": V2_FIELDS}
+FIELDS = V3_FIELDS
+
+
+def attention_scale(s, config) -> str:
+    """The attention's ``scale=``, where YaRN's ``mscale_all_dim`` changes it from 1/sqrt(head_dim)."""
+    rope = hf_llama.rope(config)
+    all_dim = rope.get("mscale_all_dim") if rope["rope_type"] == "yarn" else None
+    factor = rope.get("factor") or 1.0
+    if not all_dim or factor <= 1:
+        return ""
+    mscale = 0.1 * all_dim * math.log(factor) + 1.0  # Hugging Face's yarn_get_mscale
+    head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    return f" scale={head_dim ** -0.5 * mscale * mscale!r}"
+
+
+def v3_feedforwards(s, sparse: list[bool]) -> tuple[str, str]:
+    """DeepSeek-V3's feed-forwards (GLM-4.5's, DeepSeek-V3.2's) as a spec writes them from the settings ``s``, where
+    ``sparse`` says which layers are mixtures: the stack's own feed-forward arguments, and the ``layers`` lines of
+    the layers whose feed-forward differs (a gated MLP, or a mixture)."""
+    groups = f", groups={s.groups}, top_groups={s.top_groups}" if s.value("groups") > 1 else ""
+    shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, correction=true, "
+               f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})")
+    dense = f"d_ff={s.dense_d_ff} kind=dense"
+    base, sections = schedule(sparse)
+    lines = "".join(f"  layers {selection} {{ ffn {mixture if layer else dense} }}\n" for selection, layer in sections)
+    return f"activation={s.activation} bias=false {mixture if base else dense}", lines
+
+
+def said_scale(text: str) -> str:
+    """``text`` with a comment saying where the attention's ``scale=`` comes from, where it has one."""
+    if " scale=" not in text.split("\n  attention self", 1)[-1].split("\n", 1)[0]:
+        return text
+    return text.replace("\n  attention self", "\n  # scale: 1/sqrt(head_dim) · (0.1 · mscale_all_dim · ln(factor) + 1)², "
+                                              "YaRN's softmax scale\n  attention self", 1)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a DeepSeek-V3 or -V2 configuration describes, its first dense layers a schedule."""
+    v3 = _v3(config)
+    if all(dense_layers(config)):
+        raise InteropError("no layer of this configuration is a mixture of experts (first_k_dense_replace covers "
+                           "every layer)")
+    w = SpecWriter()
+    s = TABLES[config.model_type].write(config, w)
+    masks = causal_masks(padding=padding)
+    route = ("score=sigmoid, correction=true, " + f"renormalize={s.renormalize}, ") if v3 else ""
+    groups = ""
+    if s.groups is not None and s.value("groups") > 1:
+        groups = f", groups={s.groups}, top_groups={s.top_groups}" + ("" if v3 else ", group_score=max")
+    shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
+    mixture = f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, {route}scale={s.routed_scale}{groups}{shared})"
+    dense = f"d_ff={s.dense_d_ff} kind=dense"
+    base, sections = schedule([not d for d in dense_layers(config)])
+    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n" for selection, sparse in sections)
+    rotary = hf_llama.rotary(s, interleaved=not v3 or s.value("interleaved"))  # V2's is complex: neighbours pair
+    q_rank = f", q_rank={s.q_rank}" if s.q_rank is not None else ""
+    attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=latent({s.kv_rank}, {s.rope_dim}{q_rank}, "
+                 f"v_dim={s.v_dim}){attention_scale(s, config)} bias={s.attention_bias}")
+    text = hf_llama.decoder_text(w, s, rotary, masks, attention, "false", lines, head=head, name=name,
+                                 heading=heading,
+                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
+    return said_scale(text) + (mtp.line(s, head) if v3 else "")
+
+
+def hf_config(spec) -> dict:
+    """The DeepSeek-V3 configuration ``spec`` would be (V2's where its router soft-maxes)."""
+    f = Facts(spec, "DeepSeek-V3 or DeepSeek-V2")
+    f.kind("decoder-only")
+    model_type = "deepseek_v3" if f.mixture("decoder").score == "sigmoid" else "deepseek_v2"
+    return {"model_type": model_type, **TABLES[model_type].config(f)}
+
+
+def sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's latent attention, and its mixture (router, correction bias, experts, shared experts) or gated
+    MLP."""
+    mine = f"{theirs}.self_attn"
+    names = (("q_down", "q_a_proj"), ("q_up", "q_b_proj"), ("q", "q_proj"), ("kv_down", "kv_a_proj_with_mqa"),
+             ("kv_up", "kv_b_proj"), ("out", "o_proj"))
+    rules = [r for ours, hf in names if f"{attention}.{ours}.weight" in ours_state or f"{mine}.{hf}.weight" in state
+             for r in linear_rules(f"{attention}.{ours}", f"{mine}.{hf}", state, ours_state)]
+    rules += [rule(f"{attention}.{ours}.weight", f"{mine}.{hf}.weight")
+              for ours, hf in (("q_latent_norm", "q_a_layernorm"), ("kv_latent_norm", "kv_a_layernorm"))
+              if f"{attention}.{ours}.weight" in ours_state or f"{mine}.{hf}.weight" in state]
+    return rules + feedforward_rules(feedforward, f"{theirs}.mlp", state, ours_state)
+
+
+def feedforward_rules(feedforward: str, mlp: str, state: dict, ours_state: dict) -> list[Rule]:
+    """One layer's mixture (router, correction bias, stacked experts, shared experts) or gated MLP, DeepSeek's
+    tensor names (``mlp``: the layer's ``mlp`` prefix)."""
+    if f"{feedforward}.router.weight" not in ours_state:  # a dense layer
+        return hf_llama.mlp_rules(feedforward, mlp, state, ours_state)
+    rules = [rule(f"{feedforward}.router.weight", f"{mlp}.gate.weight"),
+              rule(f"{feedforward}.experts.up", f"{mlp}.experts.gate_up_proj"),
+              rule(f"{feedforward}.experts.down", f"{mlp}.experts.down_proj")]
+    if f"{feedforward}.correction_bias" in ours_state or f"{mlp}.gate.e_score_correction_bias" in state:
+        rules.append(rule(f"{feedforward}.correction_bias", f"{mlp}.gate.e_score_correction_bias"))
+    if f"{feedforward}.shared.down.weight" in ours_state or f"{mlp}.shared_experts.down_proj.weight" in state:
+        rules += hf_llama.mlp_rules(f"{feedforward}.shared", f"{mlp}.shared_experts", state, ours_state)
+    return rules
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hf_llama.layout_rules(model, prefix, state, lm, sublayer_rules)
+
+
+def from_hf_deepseek(model, reference) -> None:
+    """Copy a ``DeepseekV3ForCausalLM`` or ``DeepseekV2ForCausalLM`` (or base model)'s weights into ``model``."""
+    hf_llama.load_decoder(model, reference, TABLES[reference.config.model_type], hf_config, spec_text, _rules)
+
+
+def to_hf_deepseek(model) -> dict:
+    """A state dict for ``DeepseekV3ForCausalLM``/``DeepseekV2ForCausalLM`` (spec with a head) or the base model."""
+    return hf_llama.export_decoder(model, _rules, "Hugging Face DeepSeek")
+
+
+EXPORT_PRIORITY = 140  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("DeepSeek-V3", ("deepseek_v3",),
+           {"DeepseekV3ForCausalLM": {"head": True},
+           "DeepseekV3Model": {"head": False}},
+           "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
+           "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
+           "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
+           "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
+           "schedule)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_deepseek,
+           export=to_hf_deepseek),
+)

@@ -1,0 +1,114 @@
+"""Hugging Face ``DeepseekV32ForCausalLM`` (DeepSeek-V3.2; and its base model) <-> a compiled spec.
+
+DeepSeek-V3.2 is DeepSeek-V3 (``hf_deepseek``: latent attention, sigmoid-routed experts among groups
+with a correction bias and shared experts) whose attention is sparse (DeepSeek Sparse Attention, ``kind=dsa``): a
+lightning indexer of ``index_n_heads`` heads of ``index_head_dim`` features, its queries from the query latent and
+one LayerNorm-ed key per position, rotated with halves paired, ranks the keys each query may see, and the query
+attends to the ``index_topk`` best. The main attention rotates neighbouring pairs, as V3's checkpoints do. Which
+layers keep a gated MLP, ``mlp_layer_types`` says (the first ``first_k_dense_replace`` by default). Its
+multi-token prediction layers are left out, as Hugging Face's model leaves them out.
+"""
+
+from __future__ import annotations
+
+from .. import mtp
+
+from . import hf_deepseek, hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields
+from ..mapping import Rule, linear_rules, rule
+from ..writer import SpecWriter, causal_masks
+
+DENSE, SPARSE = "dense", "sparse"
+
+
+def _indexed(f):
+    """The options of the stack's sparse attention (refused where its attention has no indexer)."""
+    options = f.attention_kind("decoder")
+    if not hasattr(options, "index_heads"):
+        raise f.refuse("its attention selects no keys by an indexer (kind=dsa(...))")
+    return options
+
+
+def _sparse_layers(config) -> list[bool]:
+    return [t == SPARSE for t in config.mlp_layer_types]
+
+
+def _leading_dense(f) -> int | None:
+    """``first_k_dense_replace``, where the layers that keep a gated MLP are the leading ones (elsewhere
+    ``mlp_layer_types`` alone says which, and this is left to its default)."""
+    routes = f.layer_routes("decoder")
+    first = routes.index(True) if True in routes else len(routes)
+    return first if not any(not r for r in routes[first:]) else None
+
+
+_SHARED = {e.config: e for e in hf_deepseek.SHARED if isinstance(e, Field)}
+FIELDS = Fields(
+    *(e for e in hf_deepseek.SHARED if getattr(e, "config", None) not in ("first_k_dense_replace",
+                                                                             "intermediate_size", "q_lora_rank")),
+    Field("dense_d_ff", "intermediate_size", _SHARED["intermediate_size"].fact,
+          read=lambda c: c.intermediate_size if not all(_sparse_layers(c)) else None),
+    Field("q_rank", "q_lora_rank", lambda f: _indexed(f).q_rank),
+    *hf_deepseek.group_fields(always=True),
+    Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+    Field("topk", "index_topk", lambda f: _indexed(f).topk),
+    Field("index_heads", "index_n_heads", lambda f: _indexed(f).index_heads),
+    Field("index_dim", "index_head_dim", lambda f: _indexed(f).index_dim),
+    Field("mlp_layer_types", "mlp_layer_types", lambda f: [SPARSE if r else DENSE for r in f.layer_routes("decoder")],
+          read=_sparse_layers, setting=False),
+    Field("first_dense", "first_k_dense_replace", _leading_dense, read=_sparse_layers, setting=False),
+    mtp.field(default=0),
+    ignored={**hf_deepseek.IGNORED,
+             "mlp_bias": "not read by Hugging Face's DeepSeek-V3.2, whose networks have no biases",
+             "layer_types": "every layer's attention is sparse whatever it says (it chooses the cache's classes)"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a DeepSeek-V3.2 configuration describes, its dense layers a schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    feedforward, lines = hf_deepseek.v3_feedforwards(s, _sparse_layers(config))
+    attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=dsa({s.kv_rank}, {s.rope_dim}, topk={s.topk}, "
+                 f"index_heads={s.index_heads}, index_dim={s.index_dim}, q_rank={s.q_rank}, v_dim={s.v_dim})"
+                 f"{hf_deepseek.attention_scale(s, config)} bias={s.attention_bias}")
+    return hf_deepseek.said_scale(hf_llama.decoder_text(
+        w, s, hf_llama.rotary(s, interleaved=True), causal_masks(padding=padding), attention, "false", lines,
+        head=head, name=name, heading=heading, feedforward=feedforward)) + mtp.line(s, head)
+
+
+def hf_config(spec) -> dict:
+    """The DeepSeek-V3.2 configuration ``spec`` would be."""
+    f = Facts(spec, "DeepSeek-V3.2")
+    f.kind("decoder-only")
+    _indexed(f)
+    return {"model_type": "deepseek_v32", **FIELDS.config(f)}
+
+
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """V3's latent attention and feed-forward, and the indexer (``wq_b``, ``wk``, ``k_norm``, ``weights_proj``)."""
+    indexer, mine = f"{attention}.indexer", f"{theirs}.self_attn.indexer"
+    return [*hf_deepseek.sublayer_rules(model, attention, feedforward, theirs, state, ours_state),
+            *linear_rules(f"{indexer}.q", f"{mine}.wq_b", state, ours_state),
+            *linear_rules(f"{indexer}.k", f"{mine}.wk", state, ours_state),
+            rule(f"{indexer}.k_norm.weight", f"{mine}.k_norm.weight"),
+            rule(f"{indexer}.k_norm.bias", f"{mine}.k_norm.bias"),
+            *linear_rules(f"{indexer}.weights", f"{mine}.weights_proj", state, ours_state)]
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+
+
+EXPORT_PRIORITY = 530  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "DeepSeek-V3.2", ("deepseek_v32",), {"DeepseekV32ForCausalLM": {"head": True},
+                                             "DeepseekV32Model": {"head": False}},
+        "DeepSeek-V3.2: DeepSeek-V3 whose latent attention is sparse (kind=dsa(kv_rank, rope_dim, topk, "
+        "index_heads, index_dim, q_rank)): each query attends to the index_topk keys a lightning indexer ranks "
+        "highest; mlp_layer_types says which layers keep a gated MLP",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

@@ -1,0 +1,70 @@
+"""Hugging Face ``Ernie4_5ForCausalLM`` (Baidu's ERNIE 4.5, dense; and its base model) <-> a compiled spec.
+
+ERNIE 4.5 is Llama's layout (``hf_llama``'s weight rules) whose rotary positions pair neighbouring
+dimensions (GLM's style: ``interleaved=true``), with one switch biasing every projection (``use_bias``), its own
+``head_dim``, the head tied by default, and no attention dropout at all.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..writer import SpecWriter, causal_masks
+
+_LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
+          {"head_dim", "window", "attention_bias", "mlp_bias", "p_attn_dropout", "rotary_fraction"}
+          and getattr(e, "config", None) != "pretraining_tp"]
+
+
+def _use_bias(f) -> bool:
+    """One switch for every projection's bias: the attention's (output too) and the MLP's must agree."""
+    attention, feedforward = f.attention("decoder"), f.feedforward("decoder")
+    if len({attention.bias, attention.out_bias, feedforward.bias}) > 1:
+        raise f.refuse("its projections are not all biased or all unbiased (ERNIE 4.5 has one switch, use_bias)")
+    return attention.bias
+
+
+def _interleaved(f) -> None:
+    if not f.rotary("decoder").get("interleaved"):
+        raise f.refuse("its rotary positions pair halves, ERNIE 4.5's neighbouring dimensions (interleaved=true)")
+
+
+FIELDS = Fields(
+    *_LLAMA,
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
+    Field("use_bias", "use_bias", _use_bias, let=False),
+    # ERNIE 4.5 has no attention dropout (its attention sets it to 0); export writes none
+    Field("p_attn_dropout", "attention_dropout", lambda f: None, read=lambda c: 0.0, constant=True),
+    Fixed("rope_parameters.partial_rotary_factor", 1.0, "partial rotary positions ({value}) are not ERNIE 4.5's: "
+          "its rotation spans each head", read=lambda c: float(hf_llama.rope(c)["partial_rotary_factor"])),
+    ignored={**hf_llama.FIELDS.ignored},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec an ERNIE 4.5 configuration describes."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    rotary = hf_llama.rotary(s, interleaved=True)
+    return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), f"bias={s.use_bias}", s.use_bias, "",
+                                 head=head, name=name, heading=heading)
+
+
+def hf_config(spec) -> dict:
+    """The ERNIE 4.5 configuration ``spec`` would be."""
+    f = Facts(spec, "ERNIE 4.5")
+    f.kind("decoder-only")
+    _interleaved(f)
+    return {"model_type": "ernie4_5", **FIELDS.config(f)}
+
+
+EXPORT_PRIORITY = 400  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
+        "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
+        "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
+)

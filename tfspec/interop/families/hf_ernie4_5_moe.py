@@ -1,0 +1,134 @@
+"""Hugging Face ``Ernie4_5_MoeForCausalLM`` (Baidu's ERNIE 4.5 MoE, A3B and A47B; and its base model) <-> a
+compiled spec.
+
+ERNIE 4.5 MoE is ERNIE 4.5's attention (``hf_ernie4_5``: interleaved rotary positions, its own
+head width) whose feed-forwards are, in the layers ``moe_layer_interval``, ``moe_layer_start_index`` and
+``moe_layer_end_index`` pick, mixtures of ``moe_num_experts`` SwiGLU experts: a softmax over every expert, the
+``moe_k`` best chosen by their probability plus a per-expert correction bias (``correction=true``, as DeepSeek-V3's
+steers the choice but not the weights), their probabilities renormalised, beside ``moe_num_shared_experts`` shared
+experts; the other layers keep a gated MLP. Hugging Face floors the renormalising sum at ``moe_norm_min`` (1e-12),
+which no top-k of a softmax reaches; ``use_bias`` would bias the dense and shared networks and the head but not the
+experts, which tfspec's mixture does not express, and is refused.
+"""
+
+from __future__ import annotations
+
+from . import hf_deepseek, hf_ernie4_5, hf_llama, hf_mixtral, hf_qwen_moe
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, rule
+from ..writer import SpecWriter, causal_masks, schedule
+
+_ERNIE = [e for e in hf_ernie4_5.FIELDS.entries if getattr(e, "config", None) not in
+          ("head_dim", "use_bias", "intermediate_size")]
+
+
+def sparse_layers(config) -> list[bool]:
+    """Per layer: is its feed-forward a mixture (Hugging Face's rule)?"""
+    for field in ("moe_layer_start_index", "moe_layer_end_index"):
+        if not isinstance(getattr(config, field), int):
+            raise InteropError(f"config.json's field {field} is {getattr(config, field)!r}; ERNIE 4.5 MoE reads a "
+                               "layer's number there")
+    end = config.num_hidden_layers - 1 if config.moe_layer_end_index == -1 else config.moe_layer_end_index
+    return [(i + 1) % config.moe_layer_interval == 0 and config.moe_layer_start_index <= i <= end
+            for i in range(config.num_hidden_layers)]
+
+
+def _moe_layers(f) -> tuple[int, int, int]:
+    """(start, end, interval): a rule that makes exactly the spec's mixture layers mixtures, Hugging Face's
+    defaults (start 1, end the last layer, interval 1) where they do."""
+    sparse = f.layer_routes("decoder")
+    n = len(sparse)
+    if any(sparse):
+        first, last = sparse.index(True), n - 1 - sparse[::-1].index(True)
+        starts = sorted(range(first + 1), key=lambda start: (start != 1, start))
+        for interval in range(1, n + 1):
+            for start in starts:
+                for end in dict.fromkeys((n - 1, last)):
+                    if sparse == [(i + 1) % interval == 0 and start <= i <= end for i in range(n)]:
+                        return start, end, interval
+    raise f.refuse("its mixture layers are not every moe_layer_interval-th from one layer to another")
+
+
+FIELDS = Fields(
+    *_ERNIE,
+    Field("d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
+    Field("dense_d_ff", "intermediate_size", hf_qwen_moe.dense_width,
+          read=lambda c: c.intermediate_size if not all(sparse_layers(c)) else None),
+    Field("experts", "moe_num_experts", lambda f: f.mixture("decoder").experts),
+    Field("top", "moe_k", lambda f: f.mixture("decoder").top),
+    Field("shared_experts", "moe_num_shared_experts", hf_deepseek.shared_expert_count,
+          read=lambda c: c.moe_num_shared_experts or 0),
+    *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
+    Field("moe_start", "moe_layer_start_index", lambda f: _moe_layers(f)[0], read=sparse_layers, setting=False),
+    Field("moe_end", "moe_layer_end_index", lambda f: _moe_layers(f)[1], read=sparse_layers, setting=False),
+    Field("moe_interval", "moe_layer_interval", lambda f: _moe_layers(f)[2], read=sparse_layers, setting=False),
+    Fixed("use_bias", False, "use_bias={value} biases ERNIE 4.5 MoE's dense and shared networks and head but not "
+                             "its experts, which tfspec's mixture (biased in all or none) does not express"),
+    ignored={**hf_ernie4_5.FIELDS.ignored,
+             "moe_norm_min": "the floor of the renormalising sum (1e-12), which no top-k of a softmax reaches"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec an ERNIE 4.5 MoE configuration describes, its dense layers a schedule."""
+    sparse = sparse_layers(config)
+    if not any(sparse):
+        raise InteropError("no layer of this configuration is a mixture of experts (moe_layer_start_index, "
+                           "moe_layer_end_index, moe_layer_interval): import it as the dense ERNIE 4.5 it is")
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, correction=true, renormalize=true, "
+               f"aux_loss={s.aux_loss}{shared})")
+    dense = f"d_ff={s.dense_d_ff} kind=dense"
+    base, sections = schedule(sparse)
+    lines = "".join(f"  layers {selection} {{ ffn {mixture if moe else dense} }}\n" for selection, moe in sections)
+    rotary = hf_llama.rotary(s, interleaved=True)
+    return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), "bias=false", "false", lines,
+                                 head=head, name=name, heading=heading,
+                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
+
+
+def hf_config(spec) -> dict:
+    """The ERNIE 4.5 MoE configuration ``spec`` would be."""
+    f = Facts(spec, "ERNIE 4.5 MoE")
+    f.kind("decoder-only")
+    mixture = f.mixture("decoder")
+    if mixture.score != "softmax" or not mixture.correction or not mixture.renormalize or mixture.scale != 1.0:
+        raise f.refuse("its router is not ERNIE 4.5's: a softmax, a correction bias on the choice, the chosen "
+                       "weights renormalised and not scaled")
+    if not f.rotary("decoder").get("interleaved"):
+        raise f.refuse("its rotary positions pair halves, ERNIE 4.5's neighbouring dimensions (interleaved=true)")
+    return {"model_type": "ernie4_5_moe", **FIELDS.config(f)}
+
+
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention (Llama's projections) and feed-forward: a mixture, whose correction bias Hugging
+    Face keeps as (1, experts) in the router's ``moe_statics``, or a gated MLP."""
+    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+    mlp = f"{theirs}.mlp"
+    if f"{feedforward}.correction_bias" in ours_state:
+        experts = ours_state[f"{feedforward}.correction_bias"].shape[0]
+        rules.append(rule(f"{feedforward}.correction_bias", f"{mlp}.gate.moe_statics.e_score_correction_bias",
+                          shape=(1, experts)))
+    return rules + hf_deepseek.feedforward_rules(feedforward, mlp, state, {
+        k: v for k, v in ours_state.items() if k != f"{feedforward}.correction_bias"})
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+
+
+EXPORT_PRIORITY = 460  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "ERNIE 4.5 MoE", ("ernie4_5_moe",),
+        {"Ernie4_5_MoeForCausalLM": {"head": True}, "Ernie4_5_MoeModel": {"head": False}},
+        "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
+        "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
+        "gated MLPs elsewhere",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

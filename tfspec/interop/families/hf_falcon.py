@@ -1,0 +1,220 @@
+"""Hugging Face ``FalconForCausalLM`` / ``FalconModel`` <-> a compiled decoder-only spec.
+
+Falcon (Almazrouei et al. 2023) comes in three layouts, each written in the wiring form:
+
+- **7B style** (``parallel_attn``, not ``new_decoder_architecture``): attention and feed-forward in parallel on
+  one LayerNorm, ``multi_query`` (one key/value head): ``h = norm(x); x = x + attention(h) + feedforward(h)``;
+- **the new decoder architecture** (40B, 180B): the same with grouped key/value heads (``num_kv_heads``) and,
+  where ``num_ln_in_parallel_attn`` is 2 (its default), a LayerNorm of its own for each branch;
+- **sequential** (``parallel_attn`` false): pre-norm, whose attention branch drops out at ``attention_dropout``
+  (as Hugging Face's does) and feed-forward branch at ``hidden_dropout``.
+
+Rotary positions (half-split), GELU, the head tied. The fused ``query_key_value`` holds, per key/value group,
+that group's queries, then its key, then its value (all queries, then the key and value, for multi-query; per
+head interleaved for the old layout without it); rows are permuted into tfspec's [q; k; v] on the way in and
+back on the way out. Falcon's ``alibi`` (Falcon-RW) is not expressed and is refused.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from .hf_gpt_neox import qkv_rows
+from ...ir import nodes as ir
+from ...ir.queries import residual_placement
+from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule, spec_layer_modules
+from ..writer import SpecWriter, causal_masks
+from ..family import Family
+
+REFERENCE = "Hugging Face Falcon"
+ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "silu"}
+
+
+def layout(config) -> tuple[bool, int, int]:
+    """(parallel, LayerNorms per layer in parallel (1 or 2; 2 when sequential), key/value heads)."""
+    heads = config.num_attention_heads
+    if config.new_decoder_architecture:
+        norms = config.num_ln_in_parallel_attn or 2
+        return True, norms, config.num_kv_heads or heads  # the new architecture is always parallel
+    return bool(config.parallel_attn), 1 if config.parallel_attn else 2, 1 if config.multi_query else heads
+
+
+def spec_layout(f) -> tuple[bool, int, int]:
+    """The same, read from a spec's facts."""
+    parts = spec_layer_modules(f.spec)
+    if not {"attention_norm", "feedforward_norm"} <= set(parts):
+        raise f.refuse("its layers are not each a normed attention and a normed feed-forward, as Falcon's are")
+    parallel = f.parallel("decoder")
+    return parallel, 1 if parallel and parts["attention_norm"] == parts["feedforward_norm"] else 2, \
+        f.geometry("decoder").kv_heads
+
+
+def _new_architecture(f) -> bool:
+    parallel, norms, kv = spec_layout(f)
+    heads = f.geometry("decoder").heads
+    return parallel and (norms == 2 or kv not in (1, heads))
+
+
+FIELDS = Fields(
+    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
+    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
+    Field("d_ff", "ffn_hidden_size", lambda f: f.feedforward("decoder").d_ff,
+          read=lambda c: c.ffn_hidden_size or 4 * c.hidden_size),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("kv_heads", "num_kv_heads", lambda f: f.geometry("decoder").kv_heads if _new_architecture(f)
+          else f.geometry("decoder").heads, read=lambda c: layout(c)[2]),
+    Field("new_decoder_architecture", "new_decoder_architecture", _new_architecture, let=False, setting=False),
+    # (of no consequence in the new architecture: left to its default there)
+    Field("multi_query", "multi_query", lambda f: None if _new_architecture(f) else spec_layout(f)[2] == 1,
+          let=False, setting=False,
+          read=lambda c: layout(c)[2] == 1 if not c.new_decoder_architecture else None),
+    Field("parallel", "parallel_attn", lambda f: spec_layout(f)[0], let=False, setting=False,
+          read=lambda c: layout(c)[0]),
+    Field("norms", "num_ln_in_parallel_attn", lambda f: spec_layout(f)[1] if _new_architecture(f) else None,
+          read=lambda c: layout(c)[1] if c.new_decoder_architecture else None, let=False, setting=False),
+    Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
+          read=lambda c: float(hf_llama.rope(c)["rope_theta"])),
+    *hf_llama.ROPE_SCALING,
+    Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
+    Field("p_dropout", "hidden_dropout", lambda f: _dropout(f)),
+    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "activation", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
+    Field("bias", "bias", lambda f: f.attention("decoder").bias, let=False),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
+    Fixed("alibi", False, "alibi={value} (Falcon-RW) biases scores with Falcon's ALiBi, which is not expressed"),
+    ignored=hf_llama.FIELDS.ignored,
+)
+
+
+def _dropout(f) -> float:
+    """hidden_dropout: on the feed-forward's output, or in parallel on the sum of both branches (0: none)."""
+    if spec_layout(f)[0]:
+        dropouts = f.g.of(ir.Dropout, stack="decoder", in_block=True)
+        return dropouts[0].p if dropouts else 0.0
+    return residual_placement(f.g, f.node("decoder", ir.FeedForward)).dropout
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Falcon configuration describes, in the wiring form of its layout."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    parallel, norms, kv = layout(config)
+    masks = causal_masks(padding=padding)
+    attention = f"attention({{}}, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={s.bias})"
+    feedforward = f"feedforward({{}}, d_ff={s.d_ff}, activation={s.activation}, bias={s.bias})"
+    dropped = s.value("p_dropout")
+    if parallel:
+        inputs = ("h", "h") if norms == 1 else ("norm(x)", "norm(x)")
+        both = f"{attention.format(inputs[0])} + \\\n      {feedforward.format(inputs[1])}"
+        wiring = ("h = norm(x)\n  " if norms == 1 else "") + (
+            f"x = x + dropout({both}, {s.p_dropout})" if dropped else f"x = x + {both}")
+    else:
+        attention_out = attention.format("norm(x)")
+        if s.value("p_attn_dropout"):  # Hugging Face drops the attention branch at attention_dropout
+            attention_out = f"dropout({attention_out}, {s.p_attn_dropout})"
+        ffn_out = feedforward.format("norm(x)")
+        wiring = f"x = x + {attention_out}\n  x = x + " + (f"dropout({ffn_out}, {s.p_dropout})" if dropped else ffn_out)
+    text = f"""model {name}
+
+defaults {{
+  norm layernorm(eps={s.eps})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
+
+decoder x {s.layers} {{
+  position {hf_llama.rotary(s)}
+  {wiring}
+  final layernorm(eps={s.eps})
+}}
+"""
+    if head:
+        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Falcon configuration ``spec`` would be."""
+    f = Facts(spec, "Falcon")
+    f.kind("decoder-only")
+    if f.feedforward("decoder").bias != f.attention("decoder").bias:
+        raise f.refuse("its attention and feed-forward differ in bias; Falcon's bias sets both")
+    return {"model_type": "falcon", **FIELDS.config(f)}
+
+
+def fused_rows(heads: int, kv_heads: int, head_dim: int, grouped: bool) -> tuple[int, ...]:
+    """For each row of our [q; k; v], its row in Falcon's ``query_key_value``: per key/value group its queries,
+    key and value (``grouped``: the new architecture), or per head interleaved (old, not multi-query), or
+    already ours (old, multi-query)."""
+    if not grouped:
+        return tuple(range((heads + 2 * kv_heads) * head_dim)) if kv_heads == 1 else qkv_rows(heads, head_dim)
+    group = heads // kv_heads
+    q = [(h // group) * (group + 2) * head_dim + (h % group) * head_dim + d for h in range(heads)
+         for d in range(head_dim)]
+    k = [g * (group + 2) * head_dim + group * head_dim + d for g in range(kv_heads) for d in range(head_dim)]
+    v = [g * (group + 2) * head_dim + (group + 1) * head_dim + d for g in range(kv_heads) for d in range(head_dim)]
+    return tuple(q + k + v)
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """Falcon's tensor names; its fused query_key_value is grouped per key/value head where the spec is the new
+    decoder architecture (loading has checked it is the reference's)."""
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"Falcon is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    grouped = _new_architecture(Facts(model.spec, "Falcon"))
+    ours_state = model.state_dict()
+    parts = layer_modules(model)
+    one_norm = parts.get("attention_norm") == parts.get("feedforward_norm")
+    parallel = Facts(model.spec, "Falcon").parallel("decoder")
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}word_embeddings.weight"),
+             *linear_rules("decoder.final_norm", f"{prefix}ln_f", state, ours_state)]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}h.{i}"
+        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
+        core = model.get_submodule(attention)
+        rows = fused_rows(core.heads, core.kv_heads, core.head_dim, grouped)
+        rules += [*linear_rules(f"{attention}.qkv", f"{theirs}.self_attention.query_key_value", state, ours_state,
+                                rows=rows),
+                  *linear_rules(f"{attention}.out", f"{theirs}.self_attention.dense", state, ours_state),
+                  *linear_rules(f"{feedforward}.up", f"{theirs}.mlp.dense_h_to_4h", state, ours_state),
+                  *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.dense_4h_to_h", state, ours_state)]
+        if one_norm:
+            norms = {"attention_norm": "input_layernorm"}
+        elif parallel:
+            norms = {"attention_norm": "ln_attn", "feedforward_norm": "ln_mlp"}
+        else:
+            norms = {"attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"}
+        for part, name in norms.items():
+            rules += linear_rules(f"{ours}.{parts[part]}", f"{theirs}.{name}", state, ours_state)
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
+
+
+def from_hf_falcon(model, reference) -> None:
+    """Copy a ``FalconForCausalLM`` (or ``FalconModel``)'s weights into ``model``; the spec must be the
+    architecture the reference's configuration describes."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules, prefix="transformer.")
+
+
+def to_hf_falcon(model) -> dict:
+    """A state dict for ``FalconForCausalLM`` (spec with a head) or ``FalconModel``."""
+    return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")
+
+
+EXPORT_PRIORITY = 100  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Falcon", ("falcon",),
+           {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
+           "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
+           "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
+           "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_falcon,
+           export=to_hf_falcon),
+)

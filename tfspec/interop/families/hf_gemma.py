@@ -1,0 +1,73 @@
+"""Hugging Face ``GemmaForCausalLM`` (and its base model) <-> a compiled spec.
+
+Gemma (Gemma Team 2024) is Llama's layout -- the same tensor names, ``hf_llama``'s weight rules --
+with three differences the spec states: its RMSNorm scales by ``1 + w`` in float32 (``gemma_rmsnorm``), its
+embedding is scaled by ``sqrt(hidden_size)``, and its gated feed-forward is GEGLU with the tanh approximation
+(``hidden_act`` "gelu" is an old name transformers reads as that). ``head_dim`` is set apart from
+``hidden_size / heads`` (256 in the released models).
+"""
+
+from __future__ import annotations
+
+from . import hf_gemma2, hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..writer import SpecWriter, causal_masks
+from ..family import Family
+
+ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu_tanh", "silu": "swiglu"}  # on the gate -> ours
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "rope_theta", "eps",
+                          "p_attn_dropout", "init_std", "attention_bias", "tied")),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),  # Gemma's default is 256
+    Field("activation", "hidden_act", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not supported (only unscaled RoPE)",
+          read=lambda c: hf_llama.rope(c)["rope_type"], exported=True),
+    Fixed("use_bidirectional_attention", None, "bidirectional attention ({value}) makes Gemma an encoder; "
+          "tfspec reads the causal model", read=lambda c: getattr(c, "use_bidirectional_attention", None) or None),
+    ignored=hf_llama.FIELDS.ignored,
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Gemma configuration describes."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    masks = causal_masks(padding=padding)
+    return hf_llama.decoder_text(w, s, f"rotary(theta={s.rope_theta})", masks, f"bias={s.attention_bias}", "false",
+                                 "", head=head, name=name, heading=heading, norm="gemma_rmsnorm",
+                                 embedding=f"; scale sqrt({s.d_model})")
+
+
+def hf_config(spec) -> dict:
+    """The Gemma configuration ``spec`` would be."""
+    f = Facts(spec, "Gemma")
+    f.kind("decoder-only")
+    hf_gemma2.check_embedding_scale(f)
+    return {"model_type": "gemma", **FIELDS.config(f)}
+
+
+def from_hf_gemma(model, reference) -> None:
+    """Copy a ``GemmaForCausalLM`` (or ``GemmaModel``)'s weights into ``model``; the spec must be the architecture
+    the reference's configuration describes."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama.weight_rules)
+
+
+def to_hf_gemma(model) -> dict:
+    """A state dict for ``GemmaForCausalLM`` (spec with a head) or ``GemmaModel``."""
+    return hf_llama.export_decoder(model, hf_llama.weight_rules, "Hugging Face Gemma")
+
+
+EXPORT_PRIORITY = 260  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Gemma", ("gemma",),
+           {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
+           "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
+           "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
+           "embedding",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma,
+           export=to_hf_gemma),
+)

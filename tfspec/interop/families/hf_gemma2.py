@@ -1,0 +1,218 @@
+"""Hugging Face ``Gemma2ForCausalLM`` (and its base model) <-> a compiled spec.
+
+Gemma 2 (Gemma Team 2024) normalises each sublayer's input *and* its output before the residual sum ("sandwich"
+norms: ``x = x + norm(attention(norm(x)))``), which the spec writes in the wiring form; its RMSNorm scales by
+``1 + w`` in float32 (``gemma_rmsnorm``), its embedding by ``sqrt(hidden_size)``, its scores by
+``query_pre_attn_scalar ** -0.5``, and its gated feed-forward is GEGLU with the tanh approximation. Its layers
+alternate a sliding window and full attention (``layer_types``), which the spec writes as a layer schedule.
+Scores are soft-capped (``kind=softcap(50)``, ``tfspec.variants.softcap``) and so are the causal LM's logits
+(``head ... softcap=30``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...ir import nodes as ir
+from ...registry import FEEDFORWARD_KINDS
+from ...ir.queries import sublayers
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, rule
+from ..writer import SpecWriter, causal_masks, schedule
+from ..family import Family
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
+
+
+def _window(config):
+    """The sliding window of the layers that slide (None: none does)."""
+    window = getattr(config, "sliding_window", None)
+    return int(window) if window is not None and SLIDING in (config.layer_types or []) else None
+
+
+def _attention_cap(f) -> float | None:
+    """The scores' soft cap (None: not capped), which every layer's attention must have."""
+    caps = {a.kind.options.get("cap") for a in f.layer_attentions("decoder")}
+    if len(caps) > 1:
+        raise f.refuse("its layers cap their attention scores differently")
+    return caps.pop()
+
+
+def _query_scalar(f) -> float:
+    """``query_pre_attn_scalar`` from the scores' scale (``scale = query_pre_attn_scalar ** -0.5``)."""
+    scale = f.attention("decoder").scale
+    if scale is None:
+        return f.geometry("decoder").head_dim
+    scalar = round(scale ** -2, 6)
+    return int(scalar) if scalar.is_integer() else scalar
+
+
+FIELDS = Fields(
+    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
+    Field("kv_heads", "num_key_value_heads", lambda f: f.geometry("decoder").kv_heads),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
+    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
+    Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
+          read=lambda c: float(hf_llama.rope(c)["rope_theta"])),
+    Field("query_scalar", "query_pre_attn_scalar", _query_scalar),
+    Field("window", "sliding_window", lambda f: f.one_window("decoder"), read=_window),
+    Field("layer_types", "layer_types", lambda f: [SLIDING if w is not None else FULL
+                                                   for w in f.layer_windows("decoder")],
+          read=lambda c: list(c.layer_types), setting=False),
+    Field("eps", "rms_norm_eps", lambda f: f.norm_option("decoder", "eps", 1e-6)),
+    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "hidden_activation", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias,
+          read=lambda c: bool(getattr(c, "attention_bias", False)), let=False),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
+    Field("attn_softcap", "attn_logit_softcapping", lambda f: _attention_cap(f), null=True),
+    # left to the default when the spec has no head: the base model computes no logits to cap
+    Field("final_softcap", "final_logit_softcapping", lambda f: f.spec.head.softcap if f.spec.head else None,
+          null=lambda f: f.spec.head is not None),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not supported (only unscaled RoPE)",
+          read=lambda c: hf_llama.rope(c)["rope_type"], exported=True),
+    Fixed("use_bidirectional_attention", None, "bidirectional attention ({value}) makes Gemma 2 an encoder; "
+          "tfspec reads the causal model", read=lambda c: getattr(c, "use_bidirectional_attention", None) or None),
+    ignored={"max_position_embeddings": "the longest sequence trained on; unscaled rotary positions compute the "
+                                        "same at any length",
+             "hidden_act": "an older name Gemma 2 does not read: hidden_activation says the activation"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Gemma 2 configuration describes: sandwich-normed layers in the wiring form, the layers
+    that slide and those that do not as a layer schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    return sandwich_text(w, s, lambda slides: f"rotary(theta={s.rope_theta})", "", padding=padding, head=head,
+                         name=name, heading=heading)
+
+
+def sandwich_text(w: SpecWriter, s, position, attention: str, *, padding: bool, head: bool, name: str,
+                  heading: tuple[str, ...]) -> str:
+    """The spec of a Gemma 2-layout decoder from its settings ``s``: ``position(slides)`` is a kind of layer's
+    rotary positions (the sliding ones' and the full ones'), ``attention`` more of the attention's arguments
+    (Gemma 3's qk-norm)."""
+    def masks(slides: bool) -> str:
+        return causal_masks(s.window if slides else None, padding)
+
+    slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
+    kind = f"kind=softcap({s.attn_softcap}), " if s.attn_softcap else ""
+    base, sections = schedule(slides)
+    own = position(base)
+    lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}"
+                    + (f"; position {position(slide)}" if position(slide) != own else "") + " }\n"
+                    for layers, slide in sections)
+    text = f"""model {name}
+
+defaults {{
+  norm gemma_rmsnorm(eps={s.eps})
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}) }}
+
+decoder x {s.layers} {{
+  position {own}
+  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, {kind}\\
+                         mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}{attention}))
+  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
+  final gemma_rmsnorm(eps={s.eps})
+{lines}}}
+"""
+    return with_head(w, s, text, head, heading)
+
+
+def with_head(w: SpecWriter, s, text: str, head: bool, heading: tuple[str, ...]) -> str:
+    """A Gemma's spec ``text`` finished: the causal LM's head (tied or not, its logits capped where the settings
+    ``s`` say), none for the base model, which computes no logits to cap."""
+    if head:
+        projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+        text += f"\nhead {projection}" + (f" softcap={s.final_softcap}" if s.final_softcap else "") + "\n"
+    else:
+        w.forget("final_softcap")
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Gemma 2 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "Gemma 2")
+    f.kind("decoder-only")
+    check_embedding_scale(f)
+    return {"model_type": "gemma2", **FIELDS.config(f)}
+
+
+def check_embedding_scale(f: Facts) -> None:
+    """Refuse an embedding not scaled by sqrt(hidden_size), as every Gemma's is."""
+    scale = f.embedding.scale
+    if not math.isclose(scale, math.sqrt(f.embedding.dim), rel_tol=1e-9):
+        raise f.refuse(f"its embedding is scaled by {scale:g}, {f.family}'s by sqrt(hidden_size) = "
+                       f"{math.sqrt(f.embedding.dim):g}")
+
+
+def sandwich_modules(model) -> dict[str, str]:
+    """Module names, inside one decoder layer, of each sublayer and the norms before and after it:
+    ``attention``, ``attention_norm``, ``attention_post_norm``, and the same for ``feedforward``."""
+    g = model.spec.graph()
+    found: dict[str, str] = {}
+    for node in sublayers(g, "decoder", kind=0):  # every kind of layer names its calls alike
+        if isinstance(node, ir.FeedForward) and FEEDFORWARD_KINDS[node.spec.kind.name].reads_per_layer:
+            continue  # (Gemma 4's per-layer gate, which its family maps)
+        part = "attention" if isinstance(node, ir.Attention) else "feedforward"
+        before, after = g.node(node.inputs[0]), g.consumers(node.id)
+        if part in found or not isinstance(before, ir.Norm) or len(after) != 1 or not isinstance(after[0], ir.Norm):
+            raise InteropError(f"spec '{model.spec.name}' is not Gemma 2's layer: one attention and one feed-forward, "
+                               "each with a norm before and after it (x = x + norm(attention(norm(x))))")
+        found.update({part: node.name, f"{part}_norm": before.module.name, f"{part}_post_norm": after[0].module.name})
+    return found
+
+
+def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"Gemma 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    ours_state = model.state_dict()
+    parts = sandwich_modules(model)
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
+    norms = {"attention_norm": "input_layernorm", "attention_post_norm": "post_attention_layernorm",
+             "feedforward_norm": "pre_feedforward_layernorm", "feedforward_post_norm": "post_feedforward_layernorm"}
+    for i in range(len(model.decoder.layers)):
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
+        rules += hf_llama.projection_rules(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}",
+                                           theirs, state, ours_state)
+        rules += [rule(f"{ours}.{parts[part]}.weight", f"{theirs}.{name}.weight") for part, name in norms.items()]
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
+
+
+def from_hf_gemma2(model, reference) -> None:
+    """Copy a ``Gemma2ForCausalLM`` (or ``Gemma2Model``)'s weights into ``model``; the spec must be the
+    architecture the reference's configuration describes, layer by layer."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
+
+
+def to_hf_gemma2(model) -> dict:
+    """A state dict for ``Gemma2ForCausalLM`` (spec with a head) or ``Gemma2Model``."""
+    return hf_llama.export_decoder(model, weight_rules, "Hugging Face Gemma 2")
+
+
+EXPORT_PRIORITY = 270  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Gemma 2", ("gemma2",),
+           {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
+           "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
+           "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
+           "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
+           "schedule), the causal LM's logits soft-capped",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma2,
+           export=to_hf_gemma2),
+)

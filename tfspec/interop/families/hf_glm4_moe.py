@@ -1,0 +1,92 @@
+"""Hugging Face ``Glm4MoeForCausalLM`` (Zhipu's GLM-4.5 and GLM-4.6, Air included; and its base model) <-> a
+compiled spec.
+
+GLM-4.5 is Llama's pre-norm layout with grouped-query attention whose q/k/v are biased where ``attention_bias``
+says (the output never), each head's queries and keys RMS-normed where ``use_qk_norm`` says, and half of each
+head rotated (``partial_rotary_factor`` 0.5, the halves paired as GPT-NeoX pairs them); its feed-forwards are
+DeepSeek-V3's (``hf_deepseek``): after the first ``first_k_dense_replace`` layers' gated MLPs, a
+mixture of SwiGLU experts routed by sigmoid scores plus a correction bias among the best groups of experts, the
+chosen weights renormalised and scaled by ``routed_scaling_factor``, beside shared experts. Its multi-token
+prediction layers (``num_mtp_layers``) are the spec's ``mtp`` (``tfspec.interop.mtp``).
+"""
+
+from __future__ import annotations
+
+from ...registry import NORMS
+from .. import mtp
+from . import hf_deepseek, hf_llama, hf_mixtral
+from ..facts import Facts
+from ..fields import Field, Fields
+from ..mapping import Rule, rule
+from ..writer import SpecWriter, causal_masks
+
+_LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in hf_deepseek.LEFT_OUT
+          and getattr(e, "config", None) not in ("pretraining_tp",)]
+_DEEPSEEK = {e.name: e for e in hf_deepseek.SHARED if isinstance(e, Field)}
+
+FIELDS = Fields(
+    *_LLAMA,
+    next(e for e in hf_llama.FIELDS.fields if e.name == "kv_heads"),
+    Field("head_dim", "head_dim", hf_mixtral.exported_head_dim, read=hf_llama.written_head_dim),  # written where it is its own
+    *(_DEEPSEEK[n] for n in ("dense_d_ff", "first_dense", "d_ff", "experts", "top", "shared_experts",
+                             "routed_scale")),
+    *hf_deepseek.group_fields(always=True),
+    Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
+    Field("qk_norm", "use_qk_norm", lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,
+          setting=False),
+    # exported even when whole: GLM-4.5's default is half
+    Field("rotary_fraction", "rope_parameters.partial_rotary_factor",
+          lambda f: f.rotary("decoder").get("fraction", 1.0),
+          read=lambda c: hf_llama.written_fraction(hf_llama.rope(c)["partial_rotary_factor"])),
+    mtp.field(default=1),
+    ignored={**hf_llama.FIELDS.ignored,
+             "output_router_logits": "what a forward call returns; GLM-4.5's causal LM adds no auxiliary loss"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a GLM-4.5 configuration describes, its first dense layers a schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    feedforward, lines = hf_deepseek.v3_feedforwards(s, [not d for d in hf_deepseek.dense_layers(config)])
+    qk_norm = f" qk_norm=rmsnorm(eps={s.eps})" if config.use_qk_norm else ""
+    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding),
+                                 f"bias={s.attention_bias} out_bias=false{qk_norm}", "false", lines, head=head,
+                                 name=name, heading=heading,
+                                 feedforward=feedforward) + mtp.line(s, head)
+
+
+def hf_config(spec) -> dict:
+    """The GLM-4.5 configuration ``spec`` would be."""
+    f = Facts(spec, "GLM-4.5")
+    f.kind("decoder-only")
+    if f.mixture("decoder").score != "sigmoid":
+        raise f.refuse("its router soft-maxes its scores; GLM-4.5's takes their sigmoids")
+    return {"model_type": "glm4_moe", **FIELDS.config(f)}
+
+
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention (Llama's projections, each head's query and key norms where it has them) and its
+    feed-forward (DeepSeek's mixture or gated MLP)."""
+    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+    rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
+              if f"{attention}.{n}.weight" in ours_state or f"{theirs}.self_attn.{n}.weight" in state]
+    return rules + hf_deepseek.feedforward_rules(feedforward, f"{theirs}.mlp", state, ours_state)
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+
+
+EXPORT_PRIORITY = 450  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "GLM-4.5", ("glm4_moe",), {"Glm4MoeForCausalLM": {"head": True}, "Glm4MoeModel": {"head": False}},
+        "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
+        "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
+        "routed by sigmoid scores plus a correction bias among groups, with shared experts",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

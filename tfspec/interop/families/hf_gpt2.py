@@ -1,0 +1,148 @@
+"""Hugging Face ``GPT2Model`` / ``GPT2LMHeadModel`` <-> a compiled decoder-only spec.
+
+GPT-2 stores its linear maps as ``Conv1D`` (input-major), so every matrix is
+transposed on the way; ``lm_head.weight`` is the token embedding (tied).
+"""
+
+from __future__ import annotations
+
+from ..mapping import (InteropError, Rule, export_state, load_state, refuse_other_architecture, rule,
+                      same_head)
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..writer import SpecWriter
+from ..family import Family
+
+REFERENCE = "Hugging Face GPT-2"
+ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
+               "silu": "silu", "swish": "silu", "tanh": "tanh"}
+
+
+def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"GPT-2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}wte.weight"),
+             rule("embeddings.tokens.positions.weight", f"{prefix}wpe.weight")]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}h.{i}"
+        for ours_part, theirs_part in (("self_attn.qkv", "attn.c_attn"), ("self_attn.out", "attn.c_proj"),
+                                       ("ffn.up", "mlp.c_fc"), ("ffn.down", "mlp.c_proj")):
+            rules += [rule(f"{ours}.{ours_part}.weight", f"{theirs}.{theirs_part}.weight", transpose=True),
+                      rule(f"{ours}.{ours_part}.bias", f"{theirs}.{theirs_part}.bias")]
+        for ours_part, theirs_part in (("self_attn_norm", "ln_1"), ("ffn_norm", "ln_2")):
+            rules += [rule(f"{ours}.{ours_part}.{p}", f"{theirs}.{theirs_part}.{p}") for p in ("weight", "bias")]
+    rules += [rule(f"decoder.final_norm.{p}", f"{prefix}ln_f.{p}") for p in ("weight", "bias")]
+    aliases = {}
+    if prefix and model.tied_to is not None:
+        aliases["lm_head.weight"] = "embeddings.tokens.tokens.weight"
+    elif prefix:
+        rules.append(rule("head.weight", "lm_head.weight"))
+    return rules, aliases
+
+
+def _d_ff(f):
+    """n_inner: None stands for 4 * n_embd."""
+    d_ff = f.feedforward("decoder").d_ff
+    return None if d_ff == 4 * f.embedding.dim else d_ff
+
+
+FIELDS = Fields(
+    Field("d_model", "n_embd", lambda f: f.embedding.dim),
+    Field("heads", "n_head", lambda f: f.attention("decoder").heads),
+    Field("layers", "n_layer", lambda f: f.layers("decoder")),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("context", "n_positions", lambda f: f.learned_positions()),
+    Field("d_ff", "n_inner", _d_ff, read=lambda c: c.n_inner or None),
+    Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
+    Field("p_dropout", "resid_pdrop", lambda f: f.residual_dropout("decoder")),
+    Field("p_embd_dropout", "embd_pdrop", lambda f: f.embedding.dropout,  # written when it differs
+          read=lambda c: c.embd_pdrop if c.embd_pdrop != c.resid_pdrop else None),
+    Field("p_attn_dropout", "attn_pdrop", lambda f: f.attention("decoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "activation_function", lambda f: f.feedforward("decoder").activation.name,
+          names=ACTIVATIONS),
+    Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
+    Fixed("scale_attn_by_inverse_layer_idx", False,
+          "scale_attn_by_inverse_layer_idx scales each layer's scores by 1/(layer + 1); tfspec's softmax scale is "
+          "one per sublayer, the same in every layer"),
+    Fixed("scale_attn_weights", True, "scale_attn_weights=False leaves scores unscaled: write it as `scale=1` by "
+                                      "hand"),
+    Fixed("add_cross_attention", False, "add_cross_attention=True makes GPT-2 an encoder-decoder's decoder; tfspec "
+                                        "imports it decoder-only"),
+    ignored={"summary_type": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_use_proj": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_activation": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_proj_to_labels": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "summary_first_dropout": "GPT2DoubleHeadsModel's multiple-choice head, which tfspec does not import",
+             "reorder_and_upcast_attn": "computes the scores in float32 under half precision; in float32, as "
+                                        "tfspec computes them, the result is the same"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a GPT-2 configuration describes: ``GPT2LMHeadModel``'s, or ``GPT2Model``'s with
+    ``head=False`` (``padding``: mask padded keys)."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    embedding_dropout = f"\n  dropout {s.p_embd_dropout}" if s.p_embd_dropout else ""
+    text = f"""model {name}
+
+defaults {{
+  residual pre                  # x = x + Dropout(Sublayer(LayerNorm(x)))
+  norm layernorm(eps={s.eps})
+  dropout {s.p_dropout}
+  attn_dropout {s.p_attn_dropout}
+  init gpt2(std={s.init_std})
+}}
+
+embedding tokens {{
+  vocab {s.vocab}
+  dim {s.d_model}
+  position learned({s.context}){embedding_dropout}
+}}
+
+decoder x {s.layers} {{
+  attention self heads={s.heads} mask={"causal + padding" if padding else "causal"}
+  feedforward d_ff={s.d_ff or "4 * d_model"} activation={s.activation}
+  final layernorm(eps={s.eps})
+}}
+"""
+    if head:
+        text += "\nhead tied(tokens)\n" if s.value("tied") else f"\nhead linear({s.vocab}) bias=false\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The GPT-2 configuration ``spec`` would be (exported after ``architecture_problems`` finds no difference)."""
+    f = Facts(spec, "GPT-2")
+    f.kind("decoder-only")
+    return {"model_type": "gpt2", **FIELDS.config(f)}
+
+
+def from_hf_gpt2(model, reference) -> None:
+    """Copy a ``GPT2Model`` or ``GPT2LMHeadModel``'s weights into ``model`` (every tensor accounted for)."""
+    lm = hasattr(reference, "transformer")
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
+    rules, aliases = _rules(model, "transformer." if lm else "")
+    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
+
+
+def to_hf_gpt2(model) -> dict:
+    """A state dict for ``GPT2LMHeadModel`` (spec with a head) or ``GPT2Model`` (without)."""
+    rules, aliases = _rules(model, "transformer." if model.head is not None else "")
+    return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+
+
+EXPORT_PRIORITY = 70  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("GPT-2", ("gpt2",),
+           {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
+           "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
+           "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
+           "1/sqrt(2 * layers)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt2,
+           export=to_hf_gpt2),
+)

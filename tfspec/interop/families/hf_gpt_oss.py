@@ -1,0 +1,143 @@
+"""Hugging Face ``GptOssForCausalLM`` / ``GptOssModel`` <-> a compiled spec.
+
+gpt-oss (OpenAI, 2025) is a pre-norm RMSNorm decoder in Llama's layout with: biased q/k/v/o projections and a
+learned sink per head (``kind=sinks``); sliding-window and full layers as ``layer_types`` says (a layer
+schedule); YaRN-scaled rotary positions; and a mixture of ``num_local_experts`` experts, each position routed to
+its ``num_experts_per_tok`` best by a biased router whose chosen logits are soft-maxed (``kind=moe(experts, top,
+renormalize=true, router_bias=true)``: a softmax renormalised over the chosen is that), the experts biased and
+gated by the clamped SwiGLU (``activation=swiglu_clamped(alpha, limit)``). Hugging Face stores each expert's
+matrices transposed, its gate and up columns interleaved; the mapping transposes them and de-interleaves.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama, hf_mixtral
+from ..facts import Facts
+from ..fields import Field, Fields
+from ..mapping import Rule, rule
+from ..writer import SpecWriter, causal_masks, schedule
+from ..family import Family
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+
+
+def _windows(config) -> list[bool]:
+    """Per layer: does it slide (``layer_types``; every layer of a configuration without a window is full)?"""
+    return [config.sliding_window is not None and t == SLIDING for t in config.layer_types]
+
+
+def _layer_types(f) -> list[str]:
+    return [SLIDING if w is not None else FULL for w in f.layer_windows("decoder")]
+
+
+LEFT_OUT = ("mlp_bias", "attention_bias", "head_dim", "sliding_window", "hidden_act",
+            "rope_parameters.partial_rotary_factor")
+# gpt-oss's clamped SwiGLU: transformers before 5.2x computes it with these and has no configuration fields for them,
+# and the published config.json (openai/gpt-oss-20b) leaves them out: a configuration without them means these
+SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0
+
+
+def _given(value, default):
+    return default if value is None else value
+
+
+def _unless(value, default):
+    """What export writes: nothing for gpt-oss's own value, which every transformers computes, with the field or
+    without it."""
+    return None if value is None or value == default else value
+
+
+FIELDS = Fields(
+    *(e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in LEFT_OUT),
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
+    Field("window", "sliding_window", lambda f: f.one_window("decoder"),
+          read=lambda c: c.sliding_window if any(_windows(c)) else None),
+    Field("layer_types", "layer_types", _layer_types, read=lambda c: [SLIDING if w else FULL for w in _windows(c)],
+          setting=False),
+    Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
+    Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
+    Field("alpha", "swiglu_alpha", lambda f: _unless(f.mixture_body("decoder").activation.options.get("alpha"),
+                                                     SWIGLU_ALPHA),
+          read=lambda c: _given(getattr(c, "swiglu_alpha", None), SWIGLU_ALPHA)),
+    Field("limit", "swiglu_limit", lambda f: _unless(f.mixture_body("decoder").activation.options.get("limit"),
+                                                     SWIGLU_LIMIT),
+          read=lambda c: _given(getattr(c, "swiglu_limit", None), SWIGLU_LIMIT)),
+    *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
+    ignored={**hf_llama.FIELDS.ignored,
+             "hidden_act": "not read: the experts' gated unit is the clamped SwiGLU (swiglu_alpha, swiglu_limit)",
+             "rope_parameters.partial_rotary_factor": "gpt-oss's rotary embedding rotates every dimension",
+             "initial_context_length": "the context it was pretrained at (its YaRN scaling's original context)"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a gpt-oss configuration describes, its full layers (or sliding ones) a schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+
+    def masks(slides: bool) -> str:
+        return causal_masks(s.window if slides else None, padding)
+
+    base, sections = schedule(_windows(config))
+    lines = "".join(f"  layers {selection} {{ self_attn mask={masks(slides)} }}\n" for selection, slides in sections)
+    return hf_llama.decoder_text(
+        w, s, hf_llama.rotary(s), masks(base), f"bias={s.attention_bias} kind=sinks", "true", lines, head=head,
+        name=name, heading=heading,
+        feedforward=f"d_ff={s.d_ff} activation=swiglu_clamped(alpha={s.alpha}, limit={s.limit}) bias=true "
+                    f"kind=moe({s.experts}, {s.top}, renormalize=true, router_bias=true, aux_loss={s.aux_loss})")
+
+
+def hf_config(spec) -> dict:
+    """The gpt-oss configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "gpt-oss")
+    f.kind("decoder-only")
+    return {"model_type": "gpt_oss", **FIELDS.config(f)}
+
+
+def _experts_rules(ours: str, theirs: str, d_ff: int) -> list[Rule]:
+    """The router, and the experts: Hugging Face's ``gate_up_proj`` ``(experts, width, 2·d_ff)`` with gate and up
+    columns interleaved is our ``up`` ``(experts, 2·d_ff, width)``, gate rows first; ``down_proj`` transposed."""
+    gate_then_up = tuple(range(0, 2 * d_ff, 2)) + tuple(range(1, 2 * d_ff, 2))
+    return [rule(f"{ours}.router.weight", f"{theirs}.router.weight"),
+            rule(f"{ours}.router.bias", f"{theirs}.router.bias"),
+            rule(f"{ours}.experts.up", f"{theirs}.experts.gate_up_proj", transpose=True, rows=gate_then_up, axis=1),
+            rule(f"{ours}.experts.up_bias", f"{theirs}.experts.gate_up_proj_bias", rows=gate_then_up, axis=1),
+            rule(f"{ours}.experts.down", f"{theirs}.experts.down_proj", transpose=True),
+            rule(f"{ours}.experts.down_bias", f"{theirs}.experts.down_proj_bias")]
+
+
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention with its sinks, and its mixture."""
+    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+    rules.append(rule(f"{attention}.sinks.logits", f"{theirs}.self_attn.sinks"))
+    return rules + _experts_rules(feedforward, f"{theirs}.mlp", ours_state[f"{feedforward}.experts.down"].shape[-1])
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+
+
+def from_hf_gpt_oss(model, reference) -> None:
+    """Copy a ``GptOssForCausalLM`` (or ``GptOssModel``)'s weights into ``model``."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
+
+
+def to_hf_gpt_oss(model) -> dict:
+    """A state dict for ``GptOssForCausalLM`` (spec with a head) or ``GptOssModel``."""
+    return hf_llama.export_decoder(model, _rules, "Hugging Face gpt-oss")
+
+
+EXPORT_PRIORITY = 170  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("gpt-oss", ("gpt_oss",),
+           {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
+           "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
+           "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
+           "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
+           "soft-maxed",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt_oss,
+           export=to_hf_gpt_oss),
+)

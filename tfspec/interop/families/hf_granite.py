@@ -1,0 +1,75 @@
+"""Hugging Face ``GraniteForCausalLM`` (IBM's Granite 3; and its base model) <-> a compiled spec.
+
+Granite is Llama's layout (``hf_llama``'s weight rules) with four scalar multipliers, each a
+setting the spec states: the embeddings times ``embedding_multiplier`` (the embedding's ``scale``), the scores
+times ``attention_multiplier`` in place of 1/sqrt(head_dim) (the attention's ``scale``), each sublayer's output
+times ``residual_multiplier`` before its residual sum (``x = x + residual_multiplier * attention(norm(x))``, the
+wiring form), and the logits divided by ``logits_scaling`` (the head's input scale, its inverse).
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields
+from ..writer import SpecWriter, causal_masks
+
+_LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in {"head_dim", "window"}
+          and getattr(e, "config", None) != "pretraining_tp"]
+
+
+def _logits_scaling(f) -> float | None:
+    """``logits_scaling`` from the head's input scale (its inverse), as the configuration wrote it where the two
+    agree to the last bits (1 / (1 / x) is not always x)."""
+    if f.spec.head is None:
+        return None
+    value = 1 / f.spec.head.scale
+    short = round(value, 9)
+    return short if math.isclose(short, value, rel_tol=1e-12) else value
+
+
+FIELDS = Fields(
+    *_LLAMA,
+    Field("embedding_multiplier", "embedding_multiplier", lambda f: f.embedding.scale),
+    Field("attention_multiplier", "attention_multiplier",
+          lambda f: f.attention("decoder").scale or f.geometry("decoder").head_dim ** -0.5),
+    Field("residual_multiplier", "residual_multiplier", lambda f: f.residual_scale("decoder")),
+    Field("logits_scaling", "logits_scaling", _logits_scaling),
+    ignored={**hf_llama.FIELDS.ignored},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Granite configuration describes: Llama's layer in the wiring form, its branches scaled."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    wiring = f"""  x = x + residual_multiplier * attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, \\
+                                          mask={causal_masks(padding=padding)}, scale={s.attention_multiplier}, \\
+                                          bias={s.attention_bias})
+  x = x + residual_multiplier * feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})"""
+    if not head:  # the base model has no logits to scale
+        w.forget("logits_scaling")
+    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", hf_llama.rotary(s), wiring, "",
+                                       head=f" scale=1 / {s.logits_scaling}" if head else None, name=name,
+                                       heading=heading, embedding=f"; scale {s.embedding_multiplier}")
+
+
+def hf_config(spec) -> dict:
+    """The Granite configuration ``spec`` would be."""
+    f = Facts(spec, "Granite")
+    f.kind("decoder-only")
+    return {"model_type": "granite", **FIELDS.config(f)}
+
+
+EXPORT_PRIORITY = 420  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
+        "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
+        "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
+        "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
+)

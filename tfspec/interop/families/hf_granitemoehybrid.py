@@ -1,0 +1,171 @@
+"""Hugging Face ``GraniteMoeHybridForCausalLM`` (IBM's Granite 4.0-H; and its base model) <-> a compiled spec.
+
+Granite 4.0-H (2025) is a hybrid of pre-normed RMSNorm layers: as ``layer_types`` says, each mixes positions with
+Mamba-2 (``mixer mamba2(...)``, the layer's ``mamba``) or with grouped-query attention, without positions by default
+(``position_embedding_type`` "nope"; rotary where it is "rope"). Its feed-forward is a mixture of
+``num_local_experts`` SwiGLU experts (the ``num_experts_per_tok`` best by a softmax over their logits, renormalised)
+beside a shared SwiGLU of ``shared_intermediate_size`` every position runs (``shared_mlp``); with no experts, that
+shared network alone. Granite's four multipliers are settings the spec states, as Granite 3's are
+(``hf_granite``): the embeddings' scale, the scores' scale, each branch scaled before its residual sum
+(the wiring form) and the logits divided by ``logits_scaling``.
+"""
+
+from __future__ import annotations
+
+from .. import hybrid
+
+from . import hf_granite, hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import Rule, linear_rules, rule
+from ..writer import SpecWriter, causal_masks, schedule
+
+MAMBA, ATTENTION = "linear_attention", "full_attention"
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+_GRANITE = {e.name: e for e in hf_granite.FIELDS.fields}
+
+
+def _attends(f) -> bool:
+    return any(m is None for m in f.layer_mixers("decoder"))
+
+
+def _attention(f, value):
+    """``value(f)`` of the decoder's attention layers; None (left out) where every layer is Mamba-2."""
+    return value(f) if _attends(f) else None
+
+
+def _rotates(f) -> bool:
+    return _attends(f) and f.rotates(f.attention("decoder").position)
+
+
+def _layer_types(f) -> list[str]:
+    return [ATTENTION if mixer is None else MAMBA for mixer in f.layer_mixers("decoder")]
+
+
+def _experts(c) -> int:
+    return c.num_local_experts or 0
+
+
+def _mixture(f):
+    """The mixture's options where the feed-forwards route (None: the shared network alone, a dense one); refused
+    where a mixture is not Granite's."""
+    if not f.layer_routes("decoder")[0]:
+        return None
+    options = f.mixture("decoder")
+    if not options.shared or options.shared_gate or options.score != "softmax" or not options.renormalize:
+        raise f.refuse("its mixture is not Granite's: a softmax over the chosen experts' logits (renormalize=true) "
+                       "beside an ungated shared network (shared=)")
+    return options
+
+
+def _shared(f) -> int:
+    options = _mixture(f)
+    return options.shared if options is not None else f.feedforward("decoder").d_ff
+
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "layers", "vocab", "eps", "init_std", "tied")),
+    Field("heads", "num_attention_heads", lambda f: _attention(f, lambda f: f.geometry("decoder").heads)),
+    Field("kv_heads", "num_key_value_heads", lambda f: _attention(f, lambda f: f.geometry("decoder").kv_heads)),
+    Field("p_attn_dropout", "attention_dropout", lambda f: _attention(f, lambda f: f.attention("decoder").dropout)),
+    Field("attention_bias", "attention_bias", lambda f: _attention(f, lambda f: f.attention("decoder").bias),
+          read=lambda c: bool(c.attention_bias), let=False),
+    Field("position", "position_embedding_type", lambda f: "rope" if _rotates(f) else "nope",
+          read=lambda c: "rope" if c.position_embedding_type == "rope" else "nope", setting=False),
+    Field("rope_theta", "rope_parameters.rope_theta",
+          lambda f: f.rotary("decoder").get("theta", 10000.0) if _rotates(f) else None,
+          read=lambda c: float(hf_llama.rope(c)["rope_theta"]) if c.position_embedding_type == "rope" else None),
+    *hf_llama.scaling_fields(options=lambda f: f.rotary("decoder") if _rotates(f) else {}),
+    _GRANITE["embedding_multiplier"],
+    Field("attention_multiplier", "attention_multiplier", lambda f: _attention(
+        f, lambda f: f.attention("decoder").scale or f.geometry("decoder").head_dim ** -0.5)),
+    _GRANITE["residual_multiplier"], _GRANITE["logits_scaling"],
+    Field("experts", "num_local_experts", lambda f: _mixture(f).experts if _mixture(f) else 0, read=_experts),
+    Field("top", "num_experts_per_tok", lambda f: _mixture(f).top if _mixture(f) else 0,
+          read=lambda c: c.num_experts_per_tok if _experts(c) else None),
+    Field("d_ff", "intermediate_size", lambda f: f.mixture_body("decoder").d_ff if _mixture(f) else None,
+          read=lambda c: c.intermediate_size if _experts(c) else None),
+    Field("shared", "shared_intermediate_size", _shared),
+    Field("aux_loss", "router_aux_loss_coef", lambda f: (_mixture(f).aux_loss or None) if _mixture(f) else None,
+          read=lambda c: c.router_aux_loss_coef if c.output_router_logits and _experts(c) else 0.0),
+    Field("router_logits", "output_router_logits", lambda f: True if _mixture(f) and _mixture(f).aux_loss else None,
+          read=lambda c: bool(c.output_router_logits and c.router_aux_loss_coef and _experts(c)), setting=False),
+    *hybrid.mamba2_fields("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
+                          "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias", "mamba_expand"),
+    Fixed("hidden_act", "silu", "hidden_act={value}: Granite 4.0-H applies it in its Mamba-2 layers' convolution "
+                                "as well as in its SwiGLUs, and tfspec's convolution applies SiLU"),
+    Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layer_types), setting=False),
+    ignored={**hf_llama.FIELDS.ignored, **hybrid.MAMBA2_IGNORED},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Granite 4.0-H configuration describes: Granite's wiring with Mamba-2 in the layers
+    ``layer_types`` gives it and attention in the others (the most common kind the stack's, the other a section)."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    rotary = s.value("position") == "rope"
+    mamba = hybrid.mamba2_layer(s, "eps")
+    attention = (f"attention(self, heads={s.heads}, kv_heads={s.kv_heads}, mask={causal_masks(padding=padding)}, "
+                 f"scale={s.attention_multiplier}, bias={s.attention_bias})")
+    base, sections = schedule(s.value("layer_types"))
+    operator = f"mixer(norm(x), {mamba})" if base == MAMBA else attention.replace("(self,", "(norm(x),")
+    other = f"mamba = {attention}" if base == MAMBA else f"self_attn = mixer({mamba})"
+    if s.value("experts"):
+        feedforward = (f"d_ff={s.d_ff}, activation=swiglu, bias=false, kind=moe({s.experts}, {s.top}, "
+                       f"renormalize=true, shared={s.shared}" + (f", aux_loss={s.aux_loss}" if s.value("aux_loss") else "") + ")")
+    else:
+        feedforward = f"d_ff={s.shared}, activation=swiglu, bias=false"
+    wiring = (f"  x = x + residual_multiplier * {operator}\n"
+              f"  x = x + residual_multiplier * feedforward(norm(x), {feedforward})")
+    lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
+    if not head:  # the base model has no logits to scale
+        w.forget("logits_scaling")
+    position = hf_llama.rotary(s) if rotary else "none"
+    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", position, wiring, lines,
+                                       head=f" scale=1 / {s.logits_scaling}" if head else None, name=name,
+                                       heading=heading, embedding=f"; scale {s.embedding_multiplier}")
+
+
+def hf_config(spec) -> dict:
+    """The Granite 4.0-H configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "Granite 4.0-H")
+    f.kind("decoder-only")
+    return {"model_type": "granitemoehybrid", **FIELDS.config(f)}
+
+
+def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A mixture (its router, stacked experts, and the shared network) or the shared network alone: its
+    ``input_linear`` is our ``up`` (gate rows first), its ``output_linear`` our ``down``."""
+    if f"{ours}.router.weight" in ours_state:
+        rules = [rule(f"{ours}.router.weight", f"{theirs}.block_sparse_moe.router.weight"),
+                 rule(f"{ours}.experts.up", f"{theirs}.block_sparse_moe.experts.gate_up_proj"),
+                 rule(f"{ours}.experts.down", f"{theirs}.block_sparse_moe.experts.down_proj")]
+        ours = f"{ours}.shared"
+    else:
+        rules = []
+    return rules + linear_rules(f"{ours}.up", f"{theirs}.shared_mlp.input_linear", state, ours_state) + \
+        linear_rules(f"{ours}.down", f"{theirs}.shared_mlp.output_linear", state, ours_state)
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hybrid.decoder_rules(
+        model, prefix, state, lm, "Granite 4.0-H", feedforward=_feedforward_rules,
+        operator=lambda ours, theirs, state, ours_state: hybrid.mamba2_rules(ours, f"{theirs}.mamba", state,
+                                                                             ours_state))
+
+
+EXPORT_PRIORITY = 590  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Granite 4.0-H", ("granitemoehybrid",),
+        {"GraniteMoeHybridForCausalLM": {"head": True}, "GraniteMoeHybridModel": {"head": False}},
+        "Granite 4.0-H: a hybrid of pre-normed RMSNorm layers mixing by Mamba-2 (mixer mamba2) or by grouped-query "
+        "attention without positions (rotary where position_embedding_type is rope) as layer_types says, a layer "
+        "schedule; a mixture of SwiGLU experts beside a shared SwiGLU (shared=), or that one alone; Granite's "
+        "multipliers (the embedding's scale, the scores' scale, branches scaled in the wiring form, the head's "
+        "input scale)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        carried=("intermediate_size",)),  # the experts' width, which a model without experts does not have
+)

@@ -1,0 +1,95 @@
+"""Hugging Face ``HunYuanDenseV1ForCausalLM`` (Tencent's Hunyuan dense models; and the base model) <-> a compiled
+spec.
+
+Hunyuan is Llama's layout (``hf_llama``'s weight rules) whose attention RMS-norms each head's
+queries and keys *after* the rotary positions have rotated them (``qk_norm_after=positions``; Qwen3 norms them
+before), its norms named ``query_layernorm`` and ``key_layernorm``. Its checkpoints label their rotary scaling
+"dynamic" with a fixed ``alpha``, which Hugging Face computes as a fixed NTK stretch of the base
+(``scaling=ntk_alpha, alpha=...``: the base times alpha ** (d / (d - 2)), at any length); other scalings are
+refused. ``head_dim`` must be set: Hunyuan's attention reads it as it is, and None breaks it.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, layer_modules, rule
+from ..writer import SpecWriter, causal_masks
+
+_LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
+          {"head_dim", "window", "mlp_bias", "rotary_fraction"} and e not in hf_llama.ROPE_SCALING]
+
+
+def _alpha(config) -> float | None:
+    """The fixed NTK alpha of a rotary labelled "dynamic" with one (None: unscaled)."""
+    params = hf_llama.rope(config)
+    return float(params["alpha"]) if params["rope_type"] == "dynamic" and params.get("alpha") else None
+
+
+def _fact_alpha(f) -> float | None:
+    options = f.rotary("decoder")
+    return options.get("alpha", 1.0) if options.get("scaling") == "ntk_alpha" else None
+
+
+FIELDS = Fields(
+    *_LLAMA,
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
+    Field("rope_alpha", "rope_parameters.alpha", _fact_alpha, read=_alpha),
+    Field("rope_dynamic", "rope_parameters.rope_type", lambda f: "dynamic" if _fact_alpha(f) else "default",
+          read=lambda c: None, setting=False, constant=True),
+    # what Hugging Face requires of a "dynamic" rotary, which a fixed alpha leaves unread
+    Field("rope_dynamic_factor", "rope_parameters.factor", lambda f: 1.0 if _fact_alpha(f) else None,
+          read=lambda c: None, setting=False, constant=True),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not expressed (Hunyuan's is unscaled, "
+          "or 'dynamic' with a fixed alpha)", read=lambda c: "default" if _alpha(c) else hf_llama.rope(c)["rope_type"],
+          required="= 'default', or 'dynamic' with alpha (scaling=ntk_alpha)"),
+    ignored={**hf_llama.FIELDS.ignored, "eod_token_id": "a token id, which the tokenizer reads",
+             "rope_parameters.partial_rotary_factor": "Hunyuan's rotary rotates every dimension"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Hunyuan configuration describes."""
+    if not getattr(config, "head_dim", None):
+        raise InteropError("head_dim is None: Hunyuan's attention reads it as it is (set it to hidden_size / "
+                           "num_attention_heads)")
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    rotary = f"rotary(theta={s.rope_theta}" + (f", scaling=ntk_alpha, alpha={s.rope_alpha})" if s.rope_alpha
+                                               else ")")
+    attention = f"bias={s.attention_bias} qk_norm=rmsnorm(eps={s.eps}) qk_norm_after=positions"
+    return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), attention, "false", "", head=head,
+                                 name=name, heading=heading)
+
+
+def hf_config(spec) -> dict:
+    """The Hunyuan configuration ``spec`` would be."""
+    f = Facts(spec, "Hunyuan")
+    f.kind("decoder-only")
+    if f.attention("decoder").qk_norm_after != "positions":
+        raise f.refuse("its queries and keys are normed before the positions rotate them; Hunyuan's after")
+    return {"model_type": "hunyuan_v1_dense", **FIELDS.config(f)}
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """Llama's weight rules, and each layer's query and key norms under Hunyuan's names."""
+    rules, aliases = hf_llama.weight_rules(model, prefix, state, lm)
+    attention = layer_modules(model)["attention"]
+    for i in range(len(model.decoder.layers)):
+        rules += [rule(f"decoder.layers.{i}.{attention}.{ours}.weight", f"{prefix}layers.{i}.self_attn.{theirs}.weight")
+                  for ours, theirs in (("q_norm", "query_layernorm"), ("k_norm", "key_layernorm"))]
+    return rules, aliases
+
+
+EXPORT_PRIORITY = 490  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Hunyuan", ("hunyuan_v1_dense",), {"HunYuanDenseV1ForCausalLM": {"head": True},
+        "HunYuanDenseV1Model": {"head": False}},
+        "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
+        "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
+        "the base (scaling=ntk_alpha)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

@@ -1,0 +1,111 @@
+"""Hugging Face ``Idefics3ForConditionalGeneration`` and ``SmolVLMForConditionalGeneration`` <-> a compiled model
+of two towers joined by a pixel-shuffle connector.
+
+Idefics3 (Laurençon et al. 2024) and SmolVLM (Marafioti et al. 2025), one architecture under two model types, read
+each picture (a tile of ``vision_config.image_size`` pixels; the processor cuts a large image into tiles) with
+SigLIP's vision tower, normed by its ``post_layernorm``, trade each ``scale_factor`` × ``scale_factor`` block of
+patches for one vector ``scale_factor²`` times as wide (a pixel shuffle) and map it without a bias to the text
+model's width, in place of the prompt's image tokens (``image_token_id``):
+
+- ``tower vision``: SigLIP's vision tower without its attention pool;
+- ``tower text``: the language model of ``text_config``, written, loaded and exported by its own family (a Llama's
+  by default; ``tfspec.interop.nested``), its ``let``s prefixed ``text_``;
+- ``connect vision -> text image_token=ID { pixel_shuffle F; linear text_d_model bias=false }``.
+
+tfspec's pictures are the tiles, one example each, in the order their image tokens stand: Hugging Face's
+``pixel_values`` of shape (prompts, tiles, channels, side, side) flattened over its first two dimensions, less the
+all-zero tiles that pad it.
+"""
+
+from __future__ import annotations
+
+from ..fields import Field, Fields, Fixed
+from .hf_clip import picture_fields, tower_fields, towers_ignored
+from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights
+from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
+from ..mapping import linear_rules
+from ..nested import Nested
+from ..family import Family
+
+REFERENCE = "Hugging Face Idefics3"
+TEXT = Nested("text_config", "text", "text_", "llama",
+              (("model.text_model.", "model."), ("lm_head.", "lm_head.")))
+
+FIELDS = TEXT.fields(Fields(
+    *tower_fields("vision_", "vision", "vision_config", ACTIVATIONS),
+    *picture_fields(),
+    Field("image_token", "image_token_id", lambda f: f.connector.image_token, let=False),
+    Field("scale_factor", "scale_factor", lambda f: f.step(0, "factor"), let=False),
+    *TIED,
+    Fixed("scale_factor", True, "scale_factor not dividing the side of the grid of patches (vision_config.image_size "
+          "// patch_size): a pixel shuffle's blocks would not tile it", required="a divisor of the patches' side",
+          read=lambda c: (c.vision_config.image_size // c.vision_config.patch_size) % c.scale_factor == 0),
+    ignored={
+        **towers_ignored(("vision_config",)),
+        "_pad_token_id": "a token id, which the tokenizer reads",
+        "vision_config.model_type": "the vision tower's configuration class (idefics3_vision, smolvlm_vision)",
+    },
+))
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The vision tower, the text model and the pixel-shuffle connector an Idefics3 or SmolVLM configuration
+    describes."""
+    def connector(s) -> str:
+        return f"""# each picture's normed patches, each {s.scale_factor} × {s.scale_factor} block of them one vector
+connect vision -> text image_token={s.image_token} {{
+  pixel_shuffle {s.scale_factor}
+  linear text_d_model bias=false
+}}
+"""
+    return connected_text(FIELDS, TEXT, config, lambda s: vision_tower(s, init=True), connector, padding=padding,
+                          name=name, heading=heading)
+
+
+def hf_config(towers, model_type: str = "idefics3") -> dict:
+    """The Idefics3 (or SmolVLM) configuration ``towers`` would be."""
+    facts = ConnectedFacts(towers, "Idefics3")
+    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
+        raise facts.text.refuse("Idefics3 reads pictures into a text model with an LM head")
+    own = FIELDS.config(facts)
+    return {"model_type": model_type, **own, "vision_config": {"model_type": f"{model_type}_vision",
+                                                               **own["vision_config"]},
+            "text_config": TEXT.config(facts.text.spec)}
+
+
+def _rules(model, state: dict) -> list:
+    """The vision tower's and the connector's tensors (``state``: the reference's, where it is read)."""
+    source = model.spec.connectors[0].source
+    return [*vision_rules(model, source, "model.vision_model"),
+            *linear_rules(f"connectors.{source}.steps.1", "model.connector.modality_projection.proj", state,
+                          model.state_dict())]
+
+
+from_hf_idefics3, to_hf_idefics3 = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
+
+def pictures(config, outputs: dict):
+    """Idefics3's processor's tiles (``pixel_values`` ``(prompts, tiles, channels, height, width)``, a prompt's
+    missing tiles all zeros) as the spec reads them: each real tile a picture ``(tiles, channels, height, width)``,
+    in order, as Hugging Face's model keeps them (a tile of zeros alone is padding)."""
+    pixels = outputs["pixel_values"]
+    if pixels.dim() != 5:
+        raise ValueError(f"Idefics3 reads pixel_values (prompts, tiles, channels, height, width); got "
+                         f"{tuple(pixels.shape)}")
+    tiles = pixels.flatten(0, 1)
+    return tiles[(tiles != 0).flatten(1).any(dim=1)]
+
+
+CONVENTIONS = ("SigLIP's vision tower, normed (tower vision), connected to a text model (tower text, its "
+               "text_config's family: Llama's by default) by a pixel shuffle of scale_factor and a linear map without "
+               "a bias (connect vision -> text { pixel_shuffle; linear }), its vectors in place of the image tokens")
+
+EXPORT_PRIORITY = 720  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Idefics3", ("idefics3",), {"Idefics3ForConditionalGeneration": {}}, f"Idefics3: {CONVENTIONS}",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_idefics3,
+           export=to_hf_idefics3, towers=True, pictures=pictures),
+    Family("SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}}, f"SmolVLM: Idefics3's architecture: "
+           f"{CONVENTIONS}", module=__name__, fields=FIELDS, spec_text=spec_text,
+           hf_config=lambda towers: hf_config(towers, "smolvlm"), load=from_hf_idefics3, export=to_hf_idefics3,
+           towers=True, pictures=pictures),
+)

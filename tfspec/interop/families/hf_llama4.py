@@ -1,0 +1,195 @@
+"""Hugging Face ``Llama4ForCausalLM`` (the text model of Meta's Llama 4 Scout and Maverick; and its base model) <->
+a compiled spec.
+
+Llama 4 is Llama's pre-norm layout whose layers differ three ways, each as its configuration lists them:
+- positions (``no_rope_layers``: 1 where a layer rotates): the rotary layers rotate neighbouring dimensions as
+  pairs, then L2-normalise each head's queries and keys without a weight (``use_qk_norm``:
+  ``qk_norm=rmsnorm(weight=false) qk_norm_after=positions``); the others use no positions (NoPE) and, with
+  ``attn_temperature_tuning``, scale each query by its index (``steps=temperature(floor, scale)``);
+- attention (``layer_types``): ``chunked_attention`` layers see the earlier keys of their chunk of
+  ``attention_chunk_size`` positions (``mask=causal + chunked(c)``), the others every earlier key;
+- feed-forward (``moe_layers``): a mixture of SwiGLU experts, one chosen per position by the sigmoid of its router
+  logit, which scales the expert's input (``weigh=inputs``), beside a shared expert of the same size; the other
+  layers a gated MLP of ``intermediate_size_mlp``.
+
+Hugging Face stores the experts transposed (``gate_up_proj`` ``(experts, hidden, 2·d_ff)``, gate columns first).
+"""
+
+from __future__ import annotations
+
+from ...registry import NORMS
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields
+from ..mapping import Rule, rule
+from ..writer import SpecWriter, causal_masks, every_step, schedule
+
+CHUNKED, FULL = "chunked_attention", "full_attention"
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+
+def _rotates(config) -> list[bool]:
+    return [bool(r) for r in config.no_rope_layers]
+
+
+def _chunked(config) -> list[bool]:
+    return [t == CHUNKED for t in config.layer_types]
+
+
+def _moe(config) -> list[bool]:
+    return [i in set(config.moe_layers) for i in range(config.num_hidden_layers)]
+
+
+def _tuned(config) -> bool:
+    """Does a layer scale its queries by their index (temperature tuning, on the layers without positions)?"""
+    return bool(config.attn_temperature_tuning) and not all(_rotates(config))
+
+
+def _layer_rotates(f) -> list[bool]:
+    return [f.rotates(a.position) for a in f.layer_attentions("decoder")]
+
+
+def _layer_chunks(f) -> list[int | None]:
+    return [f.chunk_of(a.mask) for a in f.layer_attentions("decoder")]
+
+
+def _one_chunk(f) -> int | None:
+    chunks = {c for c in _layer_chunks(f) if c is not None}
+    if len(chunks) > 1:
+        raise f.refuse(f"its layers attend in chunks of different sizes ({', '.join(map(str, sorted(chunks)))})")
+    return chunks.pop() if chunks else None
+
+
+def _temperature(f, option: str):
+    """An option of the layers' query temperature (their one step), where a layer without positions has one."""
+    steps = [a.steps for a, rotates in zip(f.layer_attentions("decoder"), _layer_rotates(f)) if not rotates]
+    return steps[0][0].options.get(option) if steps and steps[0] else None
+
+
+def _qk_norm(f) -> bool:
+    """Does a rotary layer normalise its queries and keys?"""
+    return any(r and not NORMS[a.qk_norm.name].absent for a, r in zip(f.layer_attentions("decoder"),
+                                                                       _layer_rotates(f)))
+
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "heads", "kv_heads", "layers", "vocab", "eps", "p_attn_dropout", "init_std",
+                          "activation", "tied", "rope_theta")),
+    *hf_llama.ROPE_SCALING,
+    # written whatever it is: Llama 4's default is 128, not hidden_size / num_attention_heads
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
+    Field("d_ff", "intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
+    Field("dense_d_ff", "intermediate_size_mlp",
+          lambda f: next((ff.d_ff for ff in f.layer_feedforwards("decoder") if not f.routes(ff)), None),
+          read=lambda c: c.intermediate_size_mlp if not all(_moe(c)) else None),
+    Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
+    Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
+    Field("chunk", "attention_chunk_size", _one_chunk,
+          read=lambda c: c.attention_chunk_size if any(_chunked(c)) else None),
+    Field("floor", "floor_scale", lambda f: _temperature(f, "floor"),
+          read=lambda c: c.floor_scale if _tuned(c) else None),
+    Field("attn_scale", "attn_scale", lambda f: _temperature(f, "scale"),
+          read=lambda c: c.attn_scale if _tuned(c) else None),
+    # the layer schedule's three lists, each exported as the spec's layers say
+    Field("no_rope_layers", "no_rope_layers", lambda f: [int(r) for r in _layer_rotates(f)], read=_rotates,
+          setting=False),
+    Field("layer_types", "layer_types", lambda f: [CHUNKED if c else FULL for c in _layer_chunks(f)],
+          read=_chunked, setting=False),
+    Field("moe_layers", "moe_layers", lambda f: [i for i, r in enumerate(f.layer_routes("decoder")) if r],
+          read=_moe, setting=False),
+    # the steps the lists follow where they follow one (Hugging Face derives the lists from them when not given)
+    Field("no_rope_interval", "no_rope_layer_interval", lambda f: every_step([not r for r in _layer_rotates(f)], 4),
+          read=_rotates, setting=False),
+    Field("moe_step", "interleave_moe_layer_step", lambda f: every_step(f.layer_routes("decoder"), 1), read=_moe,
+          setting=False),
+    Field("use_qk_norm", "use_qk_norm", _qk_norm, read=lambda c: bool(c.use_qk_norm) and any(_rotates(c)),
+          setting=False),
+    Field("attn_temperature_tuning", "attn_temperature_tuning", lambda f: _temperature(f, "floor") is not None,
+          read=_tuned, setting=False),
+    ignored={**hf_llama.FIELDS.ignored,
+             "router_aux_loss_coef": "Llama 4's causal LM adds no load-balancing loss",
+             "output_router_logits": "what a forward call returns; Llama 4's causal LM adds no auxiliary loss",
+             "router_jitter_noise": "not read by Hugging Face's Llama 4, which adds no noise"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Llama 4 text configuration describes: its layers' positions, chunks and feed-forwards
+    as a layer schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, weigh=inputs, shared={s.d_ff})")
+    dense = f"d_ff={s.dense_d_ff} kind=dense"
+    qk_norm = f"rmsnorm(eps={s.eps}, weight=false)" if config.use_qk_norm else "none"
+    temperature = f"temperature(floor={s.floor}, scale={s.attn_scale})" if _tuned(config) else "none"
+
+    def masks(chunked: bool) -> str:
+        return causal_masks(padding=padding).replace("causal", f"causal + chunked({s.chunk})" if chunked else
+                                                     "causal")
+
+    def steps(rotates: bool, base: bool = False) -> str:  # what differs between the layers with positions and
+        if rotates:                                          # those without (a section's: from the stack's own)
+            return f"qk_norm={qk_norm}" + (" qk_norm_after=positions" if config.use_qk_norm else "")
+        undone = " qk_norm_after=projection" if not base and rotating and config.use_qk_norm else ""
+        return f"qk_norm=none{undone} steps={temperature}"
+
+    def position(rotates: bool) -> str:
+        return hf_llama.rotary(s, interleaved=True) if rotates else "none"
+
+    layers = list(zip(_rotates(config), _chunked(config), _moe(config)))
+    (rotates, chunked, sparse), sections = schedule(layers)
+    rotating = rotates
+
+    def section(r: bool, c: bool, m: bool) -> str:  # what a section's layers change of the stack's own
+        parts = [f"self_attn mask={masks(c)} {steps(r)}" if (r, c) != (rotates, chunked) else "",
+                 f"position {position(r)}" if r != rotates else "", f"ffn {mixture if m else dense}" if m != sparse
+                 else ""]
+        return "; ".join(p for p in parts if p)
+
+    lines = "".join(f"  layers {selection} {{ {section(*layer)} }}\n" for selection, layer in sections)
+    if not any(_rotates(config)):
+        w.forget("rope_theta")
+    return hf_llama.decoder_text(w, s, position(rotates), masks(chunked),
+                                 f"bias={s.attention_bias} {steps(rotates, base=True)}", "false", lines, head=head,
+                                 name=name,
+                                 heading=heading,
+                                 feedforward=f"activation={s.activation} bias=false {mixture if sparse else dense}")
+
+
+def hf_config(spec) -> dict:
+    """The Llama 4 text configuration ``spec`` would be, its three per-layer lists read from each layer."""
+    f = Facts(spec, "Llama 4")
+    f.kind("decoder-only")
+    return {"model_type": "llama4_text", **FIELDS.config(f)}
+
+
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention (Llama's projections; its qk-norm has no weight) and its feed-forward: the mixture
+    (router, transposed experts, shared expert) or the gated MLP."""
+    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
+    ours_ff, theirs_ff = feedforward, f"{theirs}.feed_forward"
+    if f"{ours_ff}.router.weight" not in ours_state and f"{theirs_ff}.router.weight" not in state:
+        return rules + hf_llama.mlp_rules(ours_ff, theirs_ff, state, ours_state)
+    return rules + [rule(f"{ours_ff}.router.weight", f"{theirs_ff}.router.weight"),
+                    rule(f"{ours_ff}.experts.up", f"{theirs_ff}.experts.gate_up_proj", transpose=True),
+                    rule(f"{ours_ff}.experts.down", f"{theirs_ff}.experts.down_proj", transpose=True),
+                    *hf_llama.mlp_rules(f"{ours_ff}.shared", f"{theirs_ff}.shared_expert", state, ours_state)]
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+
+
+EXPORT_PRIORITY = 510  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Llama 4", ("llama4_text",), {"Llama4ForCausalLM": {"head": True}, "Llama4TextModel": {"head": False}},
+        "Llama 4 (text): Llama's layout, rotary layers (pairs interleaved, a weightless L2 qk-norm after the "
+        "rotation) attending in chunks of positions and NoPE layers with query temperature tuning, as "
+        "no_rope_layers and layer_types say; mixtures of one sigmoid-routed expert scaling its input plus a shared "
+        "expert in moe_layers, gated MLPs elsewhere",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

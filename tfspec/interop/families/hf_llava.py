@@ -1,0 +1,214 @@
+"""Hugging Face ``LlavaForConditionalGeneration`` <-> a compiled model of two towers joined by a connector.
+
+LLaVA (Liu et al. 2023; LLaVA-1.5's projector) reads a picture with CLIP's vision tower, takes each patch's vector
+from one of its layers (``vision_feature_layer``: Hugging Face's ``hidden_states[-2]`` by default, the input of
+its last layer), drops the class token (``vision_feature_select_strategy`` "default"; "full" keeps it), maps the
+rest through a two-layer MLP (``linear_1``, an activation, ``linear_2``) to the text model's width and puts them
+in place of the prompt's image tokens (``image_token_index``) among its token embeddings:
+
+- ``tower vision``: CLIP's vision tower as CLIP's family writes it, without a projection;
+- ``tower text``: the language model of ``text_config``, written, loaded and exported by its own family (a Llama's,
+  a Mistral's, a Qwen2's ...; ``tfspec.interop.nested``), its ``let``s prefixed ``text_``;
+- ``connect vision -> text image_token=ID layer=L drop=first { linear; activation; linear }``.
+"""
+
+from __future__ import annotations
+
+from ...front import schema as S
+from ..facts import Facts, OtherKind
+from ..fields import Field, Fields, Fixed
+from .hf_clip import (ACTIVATIONS, picture_fields, refuse_undescribed, square_pictures, tower_fields, towers_ignored,
+                      vision_rules, vision_tower)
+from ..mapping import InteropError, export_state, linear_rules, load_state
+from ..nested import Nested
+from ..writer import SpecWriter
+from ..family import Family
+
+REFERENCE = "Hugging Face LLaVA"
+TEXT = Nested("text_config", "text", "text_", "llama",
+              (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
+PROJECTOR = "model.multi_modal_projector"
+
+
+class ConnectedFacts:
+    """A model of two towers joined by one connector, as a vision-language family's ``hf_config`` asks for it:
+    ``vision`` and ``text``, the ``Facts`` of the connector's source and target; ``connector``, its declaration."""
+
+    def __init__(self, towers, family: str):
+        if not isinstance(towers, S.Towers):
+            raise OtherKind(f"not a {family} model: '{towers.name}' is one model, not towers")
+        if len(towers.connectors) != 1 or towers.contrastive is not None or len(towers.towers) != 2:
+            raise OtherKind(f"not a {family} model: '{towers.name}' is not two towers joined by one connector")
+        self.towers, self.family = towers, family
+        self.connector = towers.connectors[0]
+        self.vision = Facts(towers.tower(self.connector.source), family)
+        self.text = Facts(towers.tower(self.connector.target), family)
+
+    theirs = staticmethod(Facts.theirs)
+
+    def step(self, index: int, option: str):
+        """An option of the connector's step ``index`` (None where it has no such step or option)."""
+        steps = self.connector.steps
+        return steps[index].options.get(option) if index < len(steps) else None
+
+
+# the whole model's head is its text model's: tied as text_config says (exported from the text tower's head)
+TIED = (Field("tied", "tie_word_embeddings", lambda f: f.text.tied, setting=False),
+        Fixed("tie_word_embeddings", True, "tie_word_embeddings other than text_config.tie_word_embeddings: the head "
+              "is the text model's", read=lambda c: bool(c.tie_word_embeddings) == bool(
+                  c.text_config.tie_word_embeddings), required="text_config.tie_word_embeddings"))
+
+
+def _patches(config) -> int:
+    """The vectors a picture gives the text model: its patches, and its class token where kept."""
+    vision = config.vision_config
+    return (vision.image_size // vision.patch_size) ** 2 + (config.vision_feature_select_strategy == "full")
+
+
+FIELDS = TEXT.fields(Fields(
+    *tower_fields("vision_", "vision", "vision_config"),
+    *picture_fields(),
+    Field("image_token", "image_token_index", lambda f: f.connector.image_token, let=False),
+    Field("feature_layer", "vision_feature_layer", lambda f: f.connector.layer, let=False),
+    Field("drop", "vision_feature_select_strategy", lambda f: f.connector.drop, let=False,
+          names={"default": "first", "full": "none"}),
+    Field("projector_activation", "projector_hidden_act", lambda f: f.step(1, "kind"), names=ACTIVATIONS, let=False),
+    Field("projector_bias", "multimodal_projector_bias", lambda f: f.step(0, "bias"), let=False),
+    *TIED,
+    Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by side; "
+          "tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
+          required="one layer"),
+    Fixed("vision_config.model_type", "clip_vision_model", "vision_config of model_type '{value}': tfspec reads "
+          "LLaVA's CLIP vision tower (clip_vision_model)"),
+    Fixed("image_seq_length", True, "image_seq_length other than the vectors a picture gives (its patches, and its "
+          "class token where vision_feature_select_strategy is 'full'): the processor's image tokens would not be "
+          "the connector's vectors", read=lambda c: c.image_seq_length == _patches(c), required="the picture's vectors"),
+    ignored={
+        **towers_ignored(("vision_config",)),
+        "vision_config.projection_dim": "CLIP's projection, which LLaVA's vision tower does not have",
+        "vision_config.vocab_size": "a text model's, which a vision tower does not have",
+        "vision_config.initializer_factor": "scales Hugging Face's initialisation; imported weights are the "
+                                            "checkpoint's",
+    },
+), )
+
+
+def connected_text(fields, text: Nested, config, vision, connector, *, padding: bool, name: str,
+                   heading: tuple[str, ...]) -> str:
+    """The spec of a vision tower connected to a text model read through its own family (``text``): the
+    configuration's settings by ``fields``, the vision tower's text ``vision(s)`` and the connector's
+    ``connector(s)`` from them (``s``: ``Fields.write``'s settings)."""
+    square_pictures(config)
+    w = SpecWriter()
+    s = fields.write(config, w)
+    tower = text.tower_text(w, config, padding=padding)
+    body = f"""model {name}
+
+defaults {{
+  residual pre
+}}
+
+{vision(s)}
+{tower}
+{connector(s)}"""
+    return w.text(body, list(heading))
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The vision tower, the text model and the projector a LLaVA configuration describes."""
+    def connector(s) -> str:
+        bias = "" if s.value("projector_bias") else " bias=false"
+        return f"""# {_reading(s)}
+connect vision -> text image_token={s.image_token} layer={s.feature_layer} drop={s.drop} {{
+  linear text_d_model{bias}
+  activation {s.projector_activation}
+  linear text_d_model{bias}
+}}
+"""
+    return connected_text(FIELDS, TEXT, config, vision_tower, connector, padding=padding, name=name, heading=heading)
+
+
+def _reading(s) -> str:
+    """What the connector reads of a picture, in words."""
+    layer = s.value("feature_layer")
+    where = {-1: "its last layer's output (before the final norm)", -2: "the input of its last layer"}.get(
+        layer, f"the vision tower's hidden_states[{layer}]")
+    return f"each patch's vector{' and the class token' if s.drop == 'none' else ''}, at {where}"
+
+
+def hf_config(towers) -> dict:
+    """The LLaVA configuration ``towers`` would be."""
+    facts = ConnectedFacts(towers, "LLaVA")
+    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
+        raise facts.text.refuse("LLaVA reads pictures into a text model with an LM head")
+    own = FIELDS.config(facts)
+    vectors = (facts.vision.input_option("image") // facts.vision.input_option("patch")) ** 2 + \
+        (facts.connector.drop == "none")
+    return {"model_type": "llava", **own, "image_seq_length": vectors,
+            "vision_config": {"model_type": "clip_vision_model", **own["vision_config"]},
+            "text_config": TEXT.config(facts.text.spec)}
+
+
+def vision_prefix(names=None, vision: str = "CLIPVision", within: str = "model.vision_tower") -> str:
+    """Where a vision-language model holds its vision transformer: ``within`` itself (transformers 5.2x's
+    ``CLIPVisionModel`` and ``SiglipVisionModel``) or its ``vision_model`` (earlier ones); ``names``: a state
+    dict's keys to read it from, else the installed transformers' class (``vision``: ``CLIPVision``,
+    ``SiglipVision``), built on the meta device."""
+    if names is None:
+        import torch
+        import transformers
+
+        with torch.device("meta"):
+            tiny = getattr(transformers, f"{vision}Model")(getattr(transformers, f"{vision}Config")(
+                hidden_size=4, intermediate_size=4, num_hidden_layers=1, num_attention_heads=1, image_size=4,
+                patch_size=2))
+        names = [f"{within}.{k}" for k in tiny.state_dict()]
+    return f"{within}.vision_model" if any(n.startswith(f"{within}.vision_model.") for n in names) else within
+
+
+def _rules(model, state: dict) -> list:
+    """The vision tower's and the projector's tensors (``state``: the reference's, where it is read)."""
+    source = model.spec.connectors[0].source
+    steps, ours = f"connectors.{source}.steps", model.state_dict()
+    return [*vision_rules(model, source, vision_prefix(state or None)),
+            *linear_rules(f"{steps}.0", f"{PROJECTOR}.linear_1", state, ours),
+            *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)]
+
+
+def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
+    """A vision-language family's two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies the
+    source tower's and the connector's tensors by ``rules(model, state)`` (``state``: the reference's, empty on
+    export) and the text model's through ``text``'s family (its tensors where ``text.renames`` says), once the
+    spec is seen to be the architecture the configuration describes; ``export(model)`` is the state dict the class
+    loads."""
+    def load(model, hf_model) -> None:
+        name = type(hf_model).__name__
+        if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
+            raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
+        refuse_undescribed(model, hf_model, fields, spec_text)
+        target = model.spec.connectors[0].target
+        theirs = tuple(whole for whole, _ in text.renames)  # the text model's, copied by its own family
+        state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith(theirs)}
+        load_state(model, state, rules(model, state), reference=reference, outside=(f"towers.{target}.",))
+        text.load(model.towers[target], hf_model)
+
+    def export(model) -> dict:
+        target = model.spec.connectors[0].target
+        return {**export_state(model, rules(model, {}), reference=reference, outside=(f"towers.{target}.",)),
+                **text.export(model.towers[target])}
+    return load, export
+
+
+from_hf_llava, to_hf_llava = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
+
+
+EXPORT_PRIORITY = 710  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("LLaVA", ("llava",), {"LlavaForConditionalGeneration": {}},
+           "LLaVA: CLIP's vision tower (tower vision) connected to a text model (tower text, its text_config's "
+           "family: Llama's by default) by a two-layer projector (connect vision -> text { linear; activation; "
+           "linear }) that reads each patch's vector at vision_feature_layer, less the class token, and puts it in "
+           "place of an image token",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llava,
+           export=to_hf_llava, towers=True),
+)

@@ -1,0 +1,53 @@
+"""Hugging Face ``Mamba2ForCausalLM`` (Mamba-2, Codestral Mamba; and its base model) <-> a compiled spec.
+
+Mamba-2 (Dao & Gu 2024) has no attention and no feed-forward: each of its layers is one RMS-normed Mamba-2 mixer
+(``mixer mamba2(...)``, the layer's ``mixer``) on a residual branch, and a final RMSNorm (``norm_f``) before the head.
+Its base model is the ``backbone``; its embedding ``embeddings``.
+"""
+
+from __future__ import annotations
+
+from .. import hybrid
+
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..writer import SpecWriter
+
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "layers", "vocab", "init_std", "tied")),
+    Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
+    *hybrid.mamba2_fields("num_heads", "head_dim", "state_size", "n_groups", "conv_kernel", "chunk_size",
+                          "use_conv_bias", "use_bias", "expand"),
+    Fixed("hidden_act", "silu", "hidden_act={value}: the convolution's activation, which is SiLU in tfspec's "
+                                "Mamba-2"),
+    ignored={**hf_llama.FIELDS.ignored, **hybrid.MAMBA2_IGNORED, **hybrid.MIXERS_ALONE_IGNORED,
+             "time_step_rank": "Mamba-1's rank of the time step's projection, which Mamba-2 does not have"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Mamba-2 configuration describes: a stack of normed Mamba-2 mixers."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    return hybrid.mixers_alone_text(w, s, hybrid.mamba2_layer(s, s.eps), name=name, heading=heading, head=head)
+
+
+def hf_config(spec) -> dict:
+    """The Mamba-2 configuration ``spec`` would be."""
+    f = Facts(spec, "Mamba-2")
+    hybrid.only_mixers(f, "Mamba-2")
+    return {"model_type": "mamba2", **FIELDS.config(f)}
+
+
+EXPORT_PRIORITY = 600  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hybrid.mixers_alone_family(
+        "Mamba-2", "mamba2", "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, "
+        "with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, spec_text, hf_config,
+        hybrid.mamba2_rules),
+)

@@ -1,0 +1,187 @@
+"""Hugging Face ``Mistral3ForConditionalGeneration`` (Mistral Small 3.1 and 3.2, ``model_type: mistral3``) <-> a
+compiled model of two towers joined by a connector.
+
+Mistral 3 reads a picture with Pixtral's vision encoder: bias-free patches, an RMSNorm on them (``ln_pre``), then
+pre-norm layers of bias-free attention turning queries and keys by each patch's row and column (``rotary_2d``:
+Pixtral's axial RoPE, the head's frequency ladder dealt alternately to rows and columns) and a gated MLP, with no
+final norm. Its projector norms each patch's vector (RMSNorm at the text model's ``rms_norm_eps``), makes each
+``spatial_merge_size``² block of patches one vector feature by feature (``torch.nn.functional.unfold``'s order),
+maps it back to the vision width (``merging_layer``, no bias), then through ``linear_1``, an activation and
+``linear_2`` into the text model's width, in place of the prompt's image tokens (``image_token_index``; the
+processor's row breaks and end token between them are ordinary tokens):
+
+- ``tower vision``: Pixtral's encoder (``rotary_2d(side=image // patch)``, each picture turned by its own grid);
+- ``tower text``: the language model of ``text_config``, a Mistral's by default, written, loaded and exported by
+  its own family, its ``let``s prefixed ``text_``;
+- ``connect vision -> text image_token=ID layer=L { norm rmsnorm; pixel_shuffle M channel_major=true; linear;
+  linear; activation; linear }``.
+
+Pictures of any size whose sides are whole merged blocks are read as Hugging Face reads them (``image_sizes``; its
+rotary table holds ``image_size // patch_size`` patches a side, so it reads none larger); ``image_size`` is the
+spec's picture size for what needs one (counts, costs, training). A text model without a sliding window (Mistral
+Small 3.1's) is exported
+as Llama's configuration, as the Mistral family exports one alone: Mistral 3 builds it with the same tensors and
+computes the same.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama
+from ..fields import Field, Fields, Fixed
+from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
+from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights
+from ..mapping import linear_rules, rule
+from ..nested import Nested
+from ..family import Family
+
+REFERENCE = "Hugging Face Mistral 3"
+TEXT = Nested("text_config", "text", "text_", "mistral",
+              (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
+VISION, PROJECTOR = "model.vision_tower", "model.multi_modal_projector"
+EPS = 1e-5  # Pixtral's norms', which its configuration does not set
+
+
+def _grid(config) -> int:
+    """The patches of a side of a picture."""
+    return config.vision_config.image_size // config.vision_config.patch_size
+
+
+FIELDS = TEXT.fields(Fields(
+    Field("vision_d_model", "vision_config.hidden_size", lambda f: f.vision.embedding.dim),
+    Field("vision_heads", "vision_config.num_attention_heads", lambda f: f.vision.attention("encoder").heads),
+    Field("vision_layers", "vision_config.num_hidden_layers", lambda f: f.vision.layers("encoder")),
+    Field("vision_d_ff", "vision_config.intermediate_size", lambda f: f.vision.feedforward("encoder").d_ff),
+    Field("vision_p_attn_dropout", "vision_config.attention_dropout",
+          lambda f: f.vision.attention("encoder").dropout),
+    Field("vision_rope_theta", "vision_config.rope_parameters.rope_theta",
+          lambda f: f.vision.position_option("encoder", "theta")),
+    Field("vision_init_std", "vision_config.initializer_range", lambda f: f.vision.init_option("std", 0.02)),
+    Field("vision_activation", "vision_config.hidden_act", lambda f: f.vision.feedforward("encoder").activation.name,
+          names=hf_llama.ACTIVATIONS, let=False),
+    *picture_fields(),
+    Field("image_token", "image_token_index", lambda f: f.connector.image_token, let=False),
+    Field("feature_layer", "vision_feature_layer", lambda f: f.connector.layer, let=False),
+    Field("merge", "spatial_merge_size", lambda f: f.step(1, "factor"), let=False),
+    Field("projector_activation", "projector_hidden_act", lambda f: f.step(4, "kind"), names=ACTIVATIONS, let=False),
+    Field("projector_bias", "multimodal_projector_bias", lambda f: f.step(3, "bias"), let=False),
+    *TIED,
+    Fixed("vision_config.model_type", "pixtral", "vision_config of model_type '{value}': tfspec reads Mistral 3's "
+          "Pixtral vision encoder (pixtral)"),
+    Fixed("vision_config.rope_parameters.rope_type", "axial", "vision_config.rope_parameters.rope_type '{value}': "
+          "Pixtral's positions are axial (rotary_2d)", exported=True),
+    Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by side; "
+          "tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
+          required="one layer"),
+    Fixed("spatial_merge_size", True, "spatial_merge_size not dividing the patches' side (vision_config.image_size "
+          "// patch_size): the patch merger's blocks would not tile the picture",
+          read=lambda c: _grid(c) % c.spatial_merge_size == 0, required="a divisor of the patches' side"),
+    ignored={
+        **towers_ignored(("vision_config",)),
+        "vision_config.head_dim": "hidden_size // num_attention_heads, which Pixtral's configuration sets itself",
+        "vision_config.vocab_size": "a text model's, which a vision tower does not have",
+    },
+))
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """Pixtral's vision encoder, the text model and the projector a Mistral 3 configuration describes."""
+    def vision(s) -> str:
+        return f"""tower vision {{
+  defaults {{
+    norm rmsnorm(eps={EPS})
+    attn_dropout {s.vision_p_attn_dropout}
+    init normal(std={s.vision_init_std})
+  }}
+
+  embedding image {{
+    input patches(image={s.image}, patch={s.patch}, channels={s.channels}, bias=false)
+    dim {s.vision_d_model}
+    position none
+    norm rmsnorm(eps={EPS})  # ln_pre
+  }}
+
+  encoder x {s.vision_layers} {{
+    position rotary_2d(side={s.image} // {s.patch}, theta={s.vision_rope_theta})
+    attention self heads={s.vision_heads} bias=false
+    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation} bias=false
+    final none
+  }}
+}}
+"""
+
+    def connector(s) -> str:
+        bias = "" if s.value("projector_bias") else " bias=false"
+        layer = s.value("feature_layer")
+        where = "its last layer's output" if layer == -1 else f"the vision tower's hidden_states[{layer}]"
+        return f"""# each patch's vector at {where}, normed; each {s.merge} × {s.merge} block of patches one vector, merged
+connect vision -> text image_token={s.image_token} layer={s.feature_layer} {{
+  norm rmsnorm eps=text_eps
+  pixel_shuffle {s.merge} channel_major=true
+  linear vision_d_model bias=false
+  linear text_d_model{bias}
+  activation {s.projector_activation}
+  linear text_d_model{bias}
+}}
+"""
+    return connected_text(FIELDS, TEXT, config, vision, connector, padding=padding, name=name, heading=heading)
+
+
+def hf_config(towers) -> dict:
+    """The Mistral 3 configuration ``towers`` would be."""
+    facts = ConnectedFacts(towers, "Mistral 3")
+    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
+        raise facts.text.refuse("Mistral 3 reads pictures into a text model with an LM head")
+    own = FIELDS.config(facts)
+    return {"model_type": "mistral3", **own, "vision_config": {"model_type": "pixtral", **own["vision_config"]},
+            "text_config": TEXT.config(facts.text.spec)}
+
+
+def _rules(model, state: dict) -> list:
+    """Pixtral's tensors and the projector's (``state``: the reference's, where it is read)."""
+    source = model.spec.connectors[0].source
+    v, steps, ours = f"towers.{source}", f"connectors.{source}.steps", model.state_dict()
+    image = model.spec.tower(source).embeddings[0].name
+    embedding = model.towers[source].embeddings[image]
+    rules = [rule(f"{v}.embeddings.{image}.patches.weight", f"{VISION}.patch_conv.weight",
+                  shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
+             rule(f"{v}.embeddings.{image}.norm.weight", f"{VISION}.ln_pre.weight")]
+    for i in range(len(model.towers[source].encoder.layers)):
+        o, t = f"{v}.encoder.layers.{i}", f"{VISION}.transformer.layers.{i}"
+        rules += [*hf_llama.attention_rules(model, f"{o}.self_attn", t, state, ours, module="attention"),
+                  *hf_llama.mlp_rules(f"{o}.ffn", f"{t}.feed_forward", state, ours),
+                  rule(f"{o}.self_attn_norm.weight", f"{t}.attention_norm.weight"),
+                  rule(f"{o}.ffn_norm.weight", f"{t}.ffn_norm.weight")]
+    return rules + [rule(f"{steps}.0.weight", f"{PROJECTOR}.norm.weight"),
+                    rule(f"{steps}.2.weight", f"{PROJECTOR}.patch_merger.merging_layer.weight"),
+                    *linear_rules(f"{steps}.3", f"{PROJECTOR}.linear_1", state, ours),
+                    *linear_rules(f"{steps}.5", f"{PROJECTOR}.linear_2", state, ours)]
+
+
+from_hf_mistral3, to_hf_mistral3 = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
+
+
+def pictures(config, outputs: dict):
+    """Pixtral's processor's pictures (``pixel_values`` padded to the batch's largest, ``image_sizes`` each one's
+    height and width) as the spec reads them: each cut to its own size, in order (a list of batches where the
+    sizes differ)."""
+    pixels, sizes = outputs["pixel_values"], outputs.get("image_sizes")
+    if pixels.dim() != 4:
+        raise ValueError(f"Mistral 3 reads pixel_values (pictures, channels, height, width); got {tuple(pixels.shape)}")
+    if sizes is None:
+        return pixels
+    if tuple(sizes.shape) != (pixels.shape[0], 2):
+        raise ValueError(f"image_sizes {tuple(sizes.shape)} is not each of the {pixels.shape[0]} pictures' height "
+                         "and width")
+    out = [pixels[i:i + 1, :, :h, :w] for i, (h, w) in enumerate(sizes.tolist())]
+    return out if len({tuple(x.shape) for x in out}) > 1 else pixels[:, :, :out[0].shape[2], :out[0].shape[3]]
+
+EXPORT_PRIORITY = 740  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Mistral 3", ("mistral3",), {"Mistral3ForConditionalGeneration": {}},
+           "Mistral 3's vision-language models (Mistral Small 3.1, 3.2): Pixtral's vision encoder (tower vision: "
+           "bias-free patches normed, 2-D rotary positions, gated MLPs, RMSNorm) connected to a text model (tower "
+           "text, its text_config's family: Mistral's by default) by an RMSNorm, a patch merger (pixel_shuffle "
+           "channel_major=true; linear) and a two-layer projector, in place of the image tokens",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mistral3,
+           export=to_hf_mistral3, towers=True, pictures=pictures),
+)

@@ -1,0 +1,115 @@
+"""Hugging Face ``Olmo2ForCausalLM`` (and its base model) <-> a compiled spec.
+
+OLMo 2 (OLMo et al. 2024) normalises each sublayer's *output* before the residual sum, with no norm before it
+(``x = x + norm(attention(x))``, the wiring form), and RMS-normalises the queries and keys over all heads at once
+(``qk_norm=rmsnorm qk_norm_width=full``: one weight per dimension of the whole projection, applied before the
+heads are split and rotated). Otherwise Llama's: rotary positions, SwiGLU, grouped-query attention, the same
+tensor names for the projections (``hf_llama``).
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from ...ir.queries import sublayers
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Fields
+from ..mapping import InteropError, Rule, rule
+from ..writer import SpecWriter, causal_masks
+from ..family import Family
+
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "rope_theta", "eps",
+                          "p_attn_dropout", "init_std", "activation", "attention_bias", "tied")),
+    *hf_llama.ROPE_SCALING,
+    ignored=hf_llama.FIELDS.ignored,
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec an OLMo 2 configuration describes: norms after each sublayer, in the wiring form."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    return post_norm_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding), "", head=head, name=name,
+                          heading=heading)
+
+
+def post_norm_text(w: SpecWriter, s, position: str, masks: str, sections: str, *, head: bool, name: str,
+                   heading: tuple[str, ...], qk_norm_width: str = "full", bias: str | None = None) -> str:
+    """The spec of an OLMo-layout decoder from its settings ``s``: its stack's rotary ``position`` and ``masks``,
+    and ``sections`` (``layers`` lines) where layers differ (OLMo 3's sliding and full layers); ``qk_norm_width``:
+    queries and keys normed over all heads at once (``full``, OLMo's) or each head's (``head``, EXAONE 4's);
+    ``bias``: the attention's, where the configuration has no ``attention_bias`` (EXAONE 4's: false)."""
+    bias = bias or s.attention_bias
+    wiring = f"""  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={bias}, \\
+                         qk_norm=rmsnorm(eps={s.eps}), qk_norm_width={qk_norm_width}))
+  x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
+    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", position, wiring, sections,
+                                       head="" if head else None, name=name, heading=heading)
+
+
+def hf_config(spec) -> dict:
+    """The OLMo 2 configuration ``spec`` would be."""
+    f = Facts(spec, "OLMo 2")
+    f.kind("decoder-only")
+    return {"model_type": "olmo2", **FIELDS.config(f)}
+
+
+def post_norm_modules(model) -> dict[str, str]:
+    """Module names, inside one decoder layer, of each sublayer and the norm after it: ``attention``,
+    ``attention_post_norm``, ``feedforward``, ``feedforward_post_norm``."""
+    g = model.spec.graph()
+    found: dict[str, str] = {}
+    for node in sublayers(g, "decoder", kind=0):
+        part = "attention" if isinstance(node, ir.Attention) else "feedforward"
+        after = g.consumers(node.id)
+        if part in found or len(after) != 1 or not isinstance(after[0], ir.Norm):
+            raise InteropError(f"spec '{model.spec.name}' is not OLMo 2's layer: one attention and one "
+                               "feed-forward, each with a norm after it (x = x + norm(attention(x)))")
+        found.update({part: node.name, f"{part}_post_norm": after[0].module.name})
+    return found
+
+
+def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"OLMo 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    ours_state = model.state_dict()
+    parts = post_norm_modules(model)
+    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
+             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
+    for i in range(len(model.decoder.layers)):
+        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
+        attention = f"{ours}.{parts['attention']}"
+        rules += hf_llama.projection_rules(model, attention, f"{ours}.{parts['feedforward']}", theirs, state,
+                                           ours_state)
+        rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")]
+        rules += [rule(f"{ours}.{parts['attention_post_norm']}.weight", f"{theirs}.post_attention_layernorm.weight"),
+                  rule(f"{ours}.{parts['feedforward_post_norm']}.weight",
+                       f"{theirs}.post_feedforward_layernorm.weight")]
+    head, aliases = hf_llama.lm_head_rules(model, lm)
+    return rules + head, aliases
+
+
+def from_hf_olmo2(model, reference) -> None:
+    """Copy an ``Olmo2ForCausalLM`` (or ``Olmo2Model``)'s weights into ``model``; the spec must be the
+    architecture the reference's configuration describes."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
+
+
+def to_hf_olmo2(model) -> dict:
+    """A state dict for ``Olmo2ForCausalLM`` (spec with a head) or ``Olmo2Model``."""
+    return hf_llama.export_decoder(model, weight_rules, "Hugging Face OLMo 2")
+
+
+EXPORT_PRIORITY = 250  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("OLMo 2", ("olmo2",),
+           {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
+           "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
+           "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_olmo2,
+           export=to_hf_olmo2),
+)

@@ -1,0 +1,75 @@
+"""Hugging Face ``Olmo3ForCausalLM`` (OLMo 3; and its base model) <-> a compiled spec.
+
+OLMo 3 (Ai2 2025) is OLMo 2's layer (``hf_olmo2``: an RMSNorm after each sublayer, queries and keys
+RMS-normed over all heads at once) whose layers slide over a window or see every earlier key as ``layer_types``
+says (three sliding layers to one full by default), each kind with rotary positions of its own
+(``rope_parameters.sliding_attention``, ``rope_parameters.full_attention``, the full layers' scaled by YaRN in the
+long-context models): a layer schedule whose sections change the mask and the positions, as Gemma 3's.
+"""
+
+from __future__ import annotations
+
+from . import hf_gemma2, hf_gemma3, hf_llama, hf_olmo2
+from ..facts import Facts
+from ..fields import Fields, Fixed
+from ..writer import SpecWriter, causal_masks, schedule
+
+SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
+_OLMO2 = {e.name: e for e in hf_olmo2.FIELDS.fields}
+_GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
+_GEMMA3 = {e.name: e for e in hf_gemma3.FIELDS.fields}
+
+FIELDS = Fields(
+    *(_OLMO2[n] for n in ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "eps", "p_attn_dropout",
+                          "init_std", "activation", "attention_bias", "tied")),
+    _GEMMA2["window"], _GEMMA2["layer_types"], _GEMMA3["rope_theta"], _GEMMA3["local_theta"],
+    *(e for e in hf_gemma3.FIELDS.entries if getattr(e, "config", "").startswith("rope_parameters.full_attention.")
+      and getattr(e, "name", None) != "rope_theta"),
+    *(e for e in hf_gemma3.FIELDS.entries if getattr(e, "config", None) == "max_position_embeddings"),
+    Fixed("rope_parameters.sliding_attention.rope_type", "default", "rope scaling '{value}' of the sliding layers "
+          "is not expressed (only of the full ones)", read=lambda c: hf_gemma3.rope_of_kind(c, SLIDING)["rope_type"],
+          exported=True),
+    ignored={**hf_olmo2.FIELDS.ignored},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec an OLMo 3 configuration describes: OLMo 2's layer in the wiring form, the sliding and the
+    full layers (each with its own rotary positions) as a layer schedule."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+
+    def position(slides: bool) -> str:
+        return f"rotary(theta={s.local_theta})" if slides else hf_llama.rotary(s)
+
+    def masks(slides: bool) -> str:
+        return causal_masks(s.window if slides else None, padding)
+
+    slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
+    if not any(slides):
+        w.forget("local_theta")
+    if all(slides):
+        w.forget("rope_theta")
+    base, sections = schedule(slides)
+    lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}"
+                    + (f"; position {position(slide)}" if position(slide) != position(base) else "") + " }\n"
+                    for layers, slide in sections)
+    return hf_olmo2.post_norm_text(w, s, position(base), masks(base), lines, head=head, name=name, heading=heading)
+
+
+def hf_config(spec) -> dict:
+    """The OLMo 3 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
+    f = Facts(spec, "OLMo 3")
+    f.kind("decoder-only")
+    return {"model_type": "olmo3", **FIELDS.config(f)}
+
+
+EXPORT_PRIORITY = 380  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
+        "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
+        "each kind with rotary positions of its own base (and the full ones' scaling)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2.weight_rules),
+)

@@ -1,0 +1,87 @@
+"""Hugging Face ``Phi3ForCausalLM`` (and its base model) <-> a compiled spec.
+
+Phi-3 (Abdin et al. 2024) is Llama's block with its projections fused as tfspec fuses them: ``qkv_proj`` is our
+``qkv`` (rows [q; k; v]) and ``gate_up_proj`` our gated ``up`` (gate first), so tensors copy without splitting.
+A ``sliding_window`` masks each layer as Mistral's does, ``resid_pdrop`` is dropout on each sublayer's output,
+and ``partial_rotary_factor`` rotates part of each head. Phi-3.5's ``longrope`` scaling (two frequency sets
+switched by length) is not expressed and is refused.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, linear_rules
+from ..writer import SpecWriter, causal_masks
+from ..family import Family
+
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "rope_theta", "rotary_fraction",
+                          "window", "eps", "p_attn_dropout", "init_std", "activation", "tied")),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not expressed (Phi-3 has only "
+          "longrope, whose two frequency sets switch by length)", read=lambda c: hf_llama.rope(c)["rope_type"],
+          exported=True),
+    Field("p_dropout", "resid_pdrop", lambda f: f.residual_dropout("decoder")),
+    Fixed("pretraining_tp", 1, "pretraining_tp={value} splits the projections' matmuls; use 1",
+          read=lambda c: getattr(c, "pretraining_tp", 1) or 1),
+    ignored={**hf_llama.FIELDS.ignored,
+             "embd_pdrop": "Phi3Model applies no dropout to its embeddings, whatever this says",
+             "original_max_position_embeddings": "the context longrope scaling (refused) switches at"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Phi-3 configuration describes."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    masks = causal_masks(s.window, padding)
+    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, "bias=false", "false", "", head=head, name=name,
+                                 heading=heading, dropout=s.p_dropout)
+
+
+def hf_config(spec) -> dict:
+    """The Phi-3 configuration ``spec`` would be."""
+    f = Facts(spec, "Phi-3")
+    f.kind("decoder-only")
+    return {"model_type": "phi3", **FIELDS.config(f)}
+
+
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's fused projections, copied unsplit: ``qkv_proj`` and ``gate_up_proj`` are tfspec's own."""
+    return [*linear_rules(f"{attention}.qkv", f"{theirs}.self_attn.qkv_proj", state, ours_state),
+            *linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state),
+            *linear_rules(f"{feedforward}.up", f"{theirs}.mlp.gate_up_proj", state, ours_state),
+            *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state)]
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "decoder-only":
+        raise InteropError(f"Phi-3 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
+    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+
+
+def from_hf_phi3(model, reference) -> None:
+    """Copy a ``Phi3ForCausalLM`` (or ``Phi3Model``)'s weights into ``model``; the spec must be the architecture
+    the reference's configuration describes."""
+    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
+
+
+def to_hf_phi3(model) -> dict:
+    """A state dict for ``Phi3ForCausalLM`` (spec with a head) or ``Phi3Model``."""
+    return hf_llama.export_decoder(model, _rules, "Hugging Face Phi-3")
+
+
+EXPORT_PRIORITY = 230  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Phi-3", ("phi3",),
+           {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
+           "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
+           "sublayer's output (resid_pdrop), an optional sliding window",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_phi3,
+           export=to_hf_phi3),
+)

@@ -1,0 +1,87 @@
+"""Hugging Face ``PhimoeForCausalLM`` (Microsoft's Phi-3.5-MoE; and its base model) <-> a compiled spec.
+
+Phi-3.5-MoE is Mixtral's decoder (``hf_mixtral``: stacked SwiGLU experts, grouped-query attention,
+rotary positions, an optional sliding window) with LayerNorms (weight and bias) in place of RMSNorms, biases where
+``attention_bias`` and ``lm_head_bias`` say, and GRIN's sparse mixer for routing (``score=sparsemixer``): two
+experts chosen in turn among those whose logits lie within a relative ``2·router_jitter_noise`` of the best left,
+sampled by their softmax in training and trained through Heun's third-order gradient estimate; training also
+jitters the mixture's input by ``input_jitter_noise`` (once, as Microsoft's release does; transformers' port
+multiplies it twice). Its router is ``mlp.router``. The ``longrope`` scaling of the released checkpoints (two
+frequency sets switched by the sequence's length) is not expressed and is refused.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama, hf_mixtral
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import Rule, linear_rules, rule
+from ..writer import SpecWriter, causal_masks
+
+_LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
+
+FIELDS = Fields(
+    *(_LLAMA[n] for n in ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "rope_theta", "window", "eps",
+                          "p_attn_dropout", "init_std", "activation", "tied")),
+    Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
+    *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
+    Field("router_eps", "router_jitter_noise", lambda f: f.mixture("decoder").eps),
+    Field("input_jitter", "input_jitter_noise", lambda f: f.mixture("decoder").input_jitter),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
+    Field("head_bias", "lm_head_bias", lambda f: f.spec.head.bias if f.spec.head is not None else None,
+          read=lambda c: bool(c.lm_head_bias), let=False),
+    Fixed("num_experts_per_tok", 2, "num_experts_per_tok={value}: the sparse mixer chooses two experts whatever "
+          "it says (and Hugging Face's load-balancing loss counts num_experts_per_tok of them)", exported=True),
+    Fixed("rope_parameters.rope_type", "default", "rope scaling '{value}' is not expressed (Phi-3.5-MoE's longrope "
+          "switches between two frequency sets by the sequence's length)",
+          read=lambda c: hf_llama.rope(c)["rope_type"], exported=True),
+    ignored={**hf_llama.FIELDS.ignored},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a PhiMoE configuration describes."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    return hf_llama.decoder_text(
+        w, s, hf_llama.rotary(s), causal_masks(s.window, padding), f"bias={s.attention_bias}", "false", "",
+        head=head, name=name, heading=heading, norm="layernorm", head_bias=s.head_bias,
+        feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false kind=moe({s.experts}, 2, score=sparsemixer, "
+                    f"eps={s.router_eps}, input_jitter={s.input_jitter}, aux_loss={s.aux_loss})")
+
+
+def hf_config(spec) -> dict:
+    """The PhiMoE configuration ``spec`` would be."""
+    f = Facts(spec, "PhiMoE")
+    f.kind("decoder-only")
+    if f.mixture("decoder").score != "sparsemixer":
+        raise f.refuse("its router is not a sparse mixer (score=sparsemixer)")
+    return {"model_type": "phimoe", **FIELDS.config(f)}
+
+
+def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
+    """One layer's attention (Llama's projections) and mixture (its router is ``router``, Mixtral's experts)."""
+    return [*hf_llama.attention_rules(model, attention, theirs, state, ours_state),
+            rule(f"{feedforward}.router.weight", f"{theirs}.mlp.router.weight"),
+            *hf_mixtral.moe_rules(feedforward, f"{theirs}.mlp")[1:]]
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """Llama's layout with every LayerNorm's bias beside its weight, and the head's bias where it has one."""
+    rules, aliases = hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+    biases = [rule(r.ours[0].removesuffix(".weight") + ".bias", r.theirs[0].removesuffix(".weight") + ".bias")
+              for r in rules if r.theirs[0].endswith(("layernorm.weight", f"{prefix}norm.weight"))]
+    head = linear_rules("head", "lm_head", state, model.state_dict())[1:] if lm and model.tied_to is None else []
+    return rules + biases + head, aliases
+
+
+EXPORT_PRIORITY = 520  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "PhiMoE", ("phimoe",), {"PhimoeForCausalLM": {"head": True}, "PhimoeModel": {"head": False}},
+        "PhiMoE (Phi-3.5-MoE): Mixtral's decoder with LayerNorms, optional attention and head biases, and GRIN's "
+        "sparse mixer choosing two experts (score=sparsemixer); longrope scaling refused",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

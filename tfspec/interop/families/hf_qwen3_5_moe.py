@@ -1,0 +1,66 @@
+"""Hugging Face ``Qwen3_5MoeForCausalLM`` (Qwen3.5-MoE's text model; and its base ``Qwen3_5MoeTextModel``) <-> a
+compiled spec: Qwen3-Next (``hf_qwen3_next``) by its differences.
+
+Qwen3.5-MoE (2026) is Qwen3-Next's hybrid with three differences: every layer's feed-forward is a mixture (no
+``mlp_only_layers``, ``decoder_sparse_step`` or dense ``intermediate_size``); its router always renormalises the
+chosen experts' weights (no ``norm_topk_prob``); and its Gated DeltaNet keeps q, k, v, the gate z, b and a in
+projections of their own, as Qwen3.5's does (``in_proj_qkv``, ``in_proj_z``, ``in_proj_b``, ``in_proj_a``: our
+names). Its M-RoPE sections, as Qwen3.5's, are rotary positions on text.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama, hf_qwen3_5, hf_qwen3_next
+from ..facts import Facts
+from ..fields import Fields, Fixed
+from ..writer import SpecWriter
+
+DENSE_LAYER_FIELDS = ("intermediate_size", "norm_topk_prob", "mlp_only_layers", "decoder_sparse_step")
+
+FIELDS = Fields(
+    *(e for e in hf_qwen3_next.FIELDS.entries if getattr(e, "config", None) not in DENSE_LAYER_FIELDS),
+    Fixed("norm_topk_prob", True, "a router that does not renormalise its chosen experts' weights: Qwen3.5-MoE's "
+          "always does", read=lambda c: True),
+    ignored={**hf_qwen3_next.FIELDS.ignored, **{k: v for k, v in hf_qwen3_5.FIELDS.ignored.items()
+                                                if k.startswith("rope_parameters.mrope")}},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Qwen3.5-MoE text configuration describes: Qwen3-Next's with a mixture in every layer."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize=true, aux_loss={s.aux_loss}, "
+               f"shared={s.shared}, shared_gate=true)")
+    return hf_qwen3_5.hybrid_text(w, s, mixture, head=head, padding=padding, name=name, heading=heading)
+
+
+def hf_config(spec) -> dict:
+    """The Qwen3.5-MoE text configuration ``spec`` would be."""
+    f = Facts(spec, "Qwen3.5-MoE")
+    f.kind("decoder-only")
+    if not all(f.layer_routes("decoder")):
+        raise f.refuse("some of its layers' feed-forwards are not mixtures: every Qwen3.5-MoE layer's is")
+    if not f.mixture("decoder").renormalize:
+        raise f.refuse("its router does not renormalise the chosen experts' weights: Qwen3.5-MoE's does "
+                       "(renormalize=true)")
+    return {"model_type": "qwen3_5_moe_text", **FIELDS.config(f)}
+
+
+def _rules(model, prefix: str, state: dict, lm: bool):
+    return hf_qwen3_5.hybrid_rules(model, prefix, state, lm, hf_qwen3_5.identical_mixer_rules,
+                                   hf_qwen3_next.feedforward_rules)
+
+
+EXPORT_PRIORITY = 570  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Qwen3.5-MoE", ("qwen3_5_moe_text",),
+        {"Qwen3_5MoeForCausalLM": {"head": True}, "Qwen3_5MoeTextModel": {"head": False}},
+        "Qwen3.5-MoE (text): Qwen3-Next's hybrid of Gated DeltaNet and gated attention with a mixture in every "
+        "layer (a softmax router renormalising its choice, a shared expert behind a sigmoid gate), its Gated "
+        "DeltaNet's projections kept apart as Qwen3.5's are",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved")),
+)

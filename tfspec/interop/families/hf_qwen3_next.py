@@ -1,0 +1,93 @@
+"""Hugging Face ``Qwen3NextForCausalLM`` (Qwen3-Next; and its base model) <-> a compiled spec.
+
+Qwen3-Next (2025) is Qwen3.5's hybrid (``hf_qwen3_5``: Gated DeltaNet and gated attention as
+``layer_types`` says, (1 + w) RMSNorms) whose feed-forwards are Qwen2-MoE's mixtures: ``num_experts`` SwiGLU
+experts of ``moe_intermediate_size``, the ``num_experts_per_tok`` best by a softmax (renormalised where
+``norm_topk_prob`` says), beside a shared expert of ``shared_expert_intermediate_size`` scaled by a sigmoid gate;
+the layers of ``mlp_only_layers`` (or off every ``decoder_sparse_step``-th) a gated MLP of ``intermediate_size``.
+Its Gated DeltaNet stores q, k, v and the gate z in one projection, and b and a in another, grouped by key head
+(``in_proj_qkvz``, ``in_proj_ba``): their rows are reordered into ours, which keep them apart as Qwen3.5 does.
+"""
+
+from __future__ import annotations
+
+from . import hf_llama, hf_mixtral, hf_qwen3_5, hf_qwen_moe
+from ..facts import Facts
+from ..fields import Field, Fields
+from ..mapping import Rule, rule
+from ..writer import SpecWriter
+
+_QWEN3_5 = {getattr(e, "name", None): e for e in hf_qwen3_5.FIELDS.entries}
+
+FIELDS = Fields(
+    *(e for name, e in _QWEN3_5.items() if name not in ("d_ff", None)),
+    *(e for e in hf_qwen3_5.FIELDS.entries if getattr(e, "name", None) is None),  # (its Fixed entries)
+    *hf_qwen_moe.mixture_fields("num_experts"),
+    Field("shared", "shared_expert_intermediate_size", lambda f: f.mixture("decoder").shared),
+    ignored={**hf_llama.FIELDS.ignored,
+             "full_attention_interval": "the period of the default layer_types, which layer_types states"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Qwen3-Next configuration describes: Qwen3.5's hybrid with Qwen2-MoE's mixtures, its
+    dense layers (``mlp_only_layers``) sections of their own."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss}, "
+               f"shared={s.shared}, shared_gate=true)")
+    return hf_qwen3_5.hybrid_text(w, s, mixture, head=head, padding=padding, name=name, heading=heading,
+                                  sparse=list(hf_qwen_moe.sparse_layers(config)),
+                                  dense=f"d_ff={s.dense_d_ff} kind=dense")
+
+
+def hf_config(spec) -> dict:
+    """The Qwen3-Next configuration ``spec`` would be."""
+    f = Facts(spec, "Qwen3-Next")
+    f.kind("decoder-only")
+    return {"model_type": "qwen3_next", **FIELDS.config(f)}
+
+
+def grouped_mixer_rules(ours: str, theirs: str, model, state: dict) -> list[Rule]:
+    """Qwen3-Next's Gated DeltaNet: ``in_proj_qkvz``'s rows, each key head's [q; k; its value heads' v; their z],
+    into our ``in_proj_qkv`` ([all q; all k; all v]) and ``in_proj_z``; ``in_proj_ba``'s, each key head's [its
+    value heads' b; their a], into ``in_proj_b`` and ``in_proj_a``; the rest by name."""
+    mixer = model.get_submodule(ours)
+    keys, values, dk, dv = mixer.key_heads, mixer.heads, mixer.key_dim, mixer.value_dim
+    group = values // keys
+    per_head = 2 * dk + 2 * group * dv
+
+    def rows(offset: int, width: int) -> list[int]:  # one slice of every key head's rows
+        return [h * per_head + offset + j for h in range(keys) for j in range(width)]
+
+    qkvz = rows(0, dk) + rows(dk, dk) + rows(2 * dk, group * dv) + rows(2 * dk + group * dv, group * dv)
+    ba = [h * 2 * group + j for h in range(keys) for j in range(group)] + \
+        [h * 2 * group + group + j for h in range(keys) for j in range(group)]
+    return [rule((f"{ours}.in_proj_qkv.weight", f"{ours}.in_proj_z.weight"), f"{theirs}.in_proj_qkvz.weight",
+                 rows=tuple(qkvz)),
+            rule((f"{ours}.in_proj_b.weight", f"{ours}.in_proj_a.weight"), f"{theirs}.in_proj_ba.weight",
+                 rows=tuple(ba)),
+            *(rule(f"{ours}.{t}", f"{theirs}.{t}") for t in hf_qwen3_5.MIXER_TENSORS if not t.startswith("in_proj"))]
+
+
+def feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A mixture (its router, stacked experts, shared expert and its gate) or, layer by layer, a gated MLP."""
+    if f"{ours}.router.weight" in ours_state:
+        return hf_mixtral.moe_rules(ours, theirs) + hf_mixtral.shared_rules(ours, theirs, state, ours_state)
+    return hf_llama.mlp_rules(ours, theirs, state, ours_state)
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    return hf_qwen3_5.hybrid_rules(model, prefix, state, lm, grouped_mixer_rules, feedforward_rules)
+
+
+EXPORT_PRIORITY = 560  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    hf_llama.decoder_family(
+        "Qwen3-Next", ("qwen3_next",), {"Qwen3NextForCausalLM": {"head": True}, "Qwen3NextModel": {"head": False}},
+        "Qwen3-Next: Qwen3.5's hybrid of Gated DeltaNet (mixer gated_deltanet) and gated attention (steps="
+        "output_gate) as layer_types says, with Qwen2-MoE's mixtures (a softmax router, a shared expert behind a "
+        "sigmoid gate: shared=, shared_gate=true), mlp_only_layers a gated MLP; (1 + w) RMSNorms",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
+)

@@ -1,0 +1,150 @@
+"""Hugging Face ``Qwen3MoeForCausalLM`` and ``Qwen2MoeForCausalLM`` (and their base models) <-> a compiled spec.
+
+Both are Qwen's decoders (Llama's layout) whose feed-forwards are mixtures of ``num_experts`` SwiGLU experts of
+``moe_intermediate_size``, each position routed to its ``num_experts_per_tok`` best by a softmax, the chosen
+weights renormalised where ``norm_topk_prob`` says (``kind=moe(experts, top, renormalize=...)``); the layers in
+``mlp_only_layers``, or off every ``decoder_sparse_step``-th, keep a gated MLP of ``intermediate_size``
+instead -- a layer schedule (``layers 0 { ffn d_ff=dense_d_ff kind=dense }``), which export writes back as
+``mlp_only_layers``. Qwen3-MoE normalises each head's queries and keys (``qk_norm=rmsnorm``); Qwen2-MoE biases
+its q/k/v projections and adds a shared expert of ``shared_expert_intermediate_size`` scaled by a sigmoid gate
+(``shared=..., shared_gate=true``). The mixtures' tensors map through ``hf_mixtral``'s rules.
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from . import hf_llama, hf_mixtral
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError
+from ..writer import SpecWriter, causal_masks, every_step, schedule
+from ..family import Family
+
+
+def sparse_layers(config) -> tuple[bool, ...]:
+    """Per layer: is its feed-forward a mixture (Hugging Face's rule)?"""
+    only = set(getattr(config, "mlp_only_layers", None) or [])
+    step = config.decoder_sparse_step
+    return tuple(i not in only and config.num_experts > 0 and (i + 1) % step == 0
+                 for i in range(config.num_hidden_layers))
+
+
+def _sparse_step(f) -> int:
+    """``decoder_sparse_step`` where it alone says which layers are mixtures (every step-th), else 1."""
+    return every_step(f.layer_routes("decoder"), 1)
+
+
+def _dense_layers(f) -> list[int]:
+    """``mlp_only_layers``: the layers ``decoder_sparse_step`` leaves mixtures of experts that are not."""
+    step = _sparse_step(f)
+    return [i for i, sparse in enumerate(f.layer_routes("decoder")) if not sparse and (i + 1) % step == 0]
+
+
+def dense_width(f) -> int | None:
+    return next((n.spec.d_ff for n in f.g.of(ir.FeedForward, stack="decoder", in_block=True)
+                 if not Facts.routes(n.spec)), None)
+
+
+def _window(config):
+    window = getattr(config, "sliding_window", None)
+    return int(window) if window is not None and getattr(config, "use_sliding_window", False) else None
+
+
+SHARED = [e for e in hf_llama.FIELDS.entries
+          if getattr(e, "config", None) not in ("intermediate_size", "mlp_bias", "attention_bias", "head_dim",
+                                                "sliding_window", "rope_parameters.partial_rotary_factor")]
+def mixture_fields(experts: str) -> list[Field]:
+    """The mixture's fields, its number of experts under the name ``experts`` (Qwen3-MoE stores num_experts as
+    num_local_experts)."""
+    return [
+        Field("d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
+        Field("dense_d_ff", "intermediate_size", dense_width,
+              read=lambda c: c.intermediate_size if not all(sparse_layers(c)) else None),
+        Field("experts", experts, lambda f: f.mixture("decoder").experts),
+        Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
+        Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+        *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
+        # which layers are mixtures, written back as mlp_only_layers (both read as the layers they make sparse)
+        Field("mlp_only_layers", "mlp_only_layers", _dense_layers, read=sparse_layers, setting=False),
+        Field("decoder_sparse_step", "decoder_sparse_step", _sparse_step, read=sparse_layers, setting=False),
+    ]
+QWEN3_MOE_FIELDS = Fields(
+    *SHARED, *mixture_fields("num_local_experts"),
+    Field("head_dim", "head_dim", hf_mixtral.exported_head_dim, read=hf_llama.written_head_dim),
+    Field("window", "sliding_window", lambda f: f.window("decoder"), read=_window),
+    Field("use_sliding_window", "use_sliding_window", lambda f: f.window("decoder") is not None or None,
+          read=lambda c: _window(c) is not None, setting=False),
+    Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias or None,
+          read=lambda c: bool(c.attention_bias), let=False),
+    ignored={**hf_llama.FIELDS.ignored,
+             "rope_parameters.partial_rotary_factor": "Qwen3-MoE's rotary embedding rotates every dimension"})
+QWEN2_MOE_FIELDS = Fields(
+    *SHARED, *mixture_fields("num_experts"),
+    Field("shared", "shared_expert_intermediate_size", lambda f: f.mixture("decoder").shared),
+    Fixed("qkv_bias", True, "qkv_bias={value}: tfspec imports Qwen2-MoE with its biased q/k/v projections"),
+    Fixed("use_sliding_window", False, "use_sliding_window={value}: Qwen2-MoE's per-layer sliding windows are "
+                                       "not imported", read=lambda c: bool(c.use_sliding_window)),
+    ignored={**hf_llama.FIELDS.ignored,
+             "sliding_window": "read only with use_sliding_window, which is refused",
+             "max_window_layers": "read only with use_sliding_window, which is refused",
+             "layer_types": "which layers slide, read only with use_sliding_window, which is refused",
+             "rope_parameters.partial_rotary_factor": "Qwen2-MoE's rotary embedding rotates every dimension"})
+TABLES = {"qwen3_moe": QWEN3_MOE_FIELDS, "qwen2_moe": QWEN2_MOE_FIELDS}
+FIELDS = QWEN3_MOE_FIELDS  # the Qwen3-MoE family's table; hf_qwen2_moe names Qwen2-MoE's
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Qwen3-MoE or Qwen2-MoE configuration describes, its dense layers a schedule."""
+    qwen2 = config.model_type == "qwen2_moe"
+    if not any(sparse_layers(config)):
+        raise InteropError("no layer of this configuration is a mixture of experts (num_experts, mlp_only_layers, "
+                           "decoder_sparse_step): import it as the dense model it is")
+    w = SpecWriter()
+    s = TABLES[config.model_type].write(config, w)
+    window = getattr(s, "window", None)
+    masks = causal_masks(window, padding)
+    shared = f", shared={s.shared}, shared_gate=true" if qwen2 else ""
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss}"
+               f"{shared})")
+    dense = f"d_ff={s.dense_d_ff} kind=dense"
+    base, sections = schedule(list(sparse_layers(config)))
+    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n" for selection, sparse in sections)
+    if qwen2:
+        attention = "bias=true out_bias=false"
+    else:
+        attention = f"bias={s.attention_bias} qk_norm=rmsnorm(eps={s.eps})"
+    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, attention, "false", lines, head=head, name=name,
+                                 heading=heading,
+                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
+
+
+def hf_config(spec) -> dict:
+    """The Qwen3-MoE configuration ``spec`` would be (Qwen2-MoE's where its mixture has a shared expert)."""
+    f = Facts(spec, "Qwen3-MoE or Qwen2-MoE")
+    f.kind("decoder-only")
+    model_type = "qwen2_moe" if f.mixture("decoder").shared else "qwen3_moe"
+    return {"model_type": model_type, **TABLES[model_type].config(f)}
+
+
+def from_hf_qwen_moe(model, reference) -> None:
+    """Copy a ``Qwen3MoeForCausalLM`` or ``Qwen2MoeForCausalLM`` (or base model)'s weights into ``model``."""
+    hf_llama.load_decoder(model, reference, TABLES[reference.config.model_type], hf_config, spec_text,
+                          hf_mixtral.weight_rules)
+
+
+def to_hf_qwen_moe(model) -> dict:
+    """A state dict for ``Qwen3MoeForCausalLM``/``Qwen2MoeForCausalLM`` (spec with a head) or the base model."""
+    return hf_llama.export_decoder(model, hf_mixtral.weight_rules, "Hugging Face Qwen-MoE")
+
+
+EXPORT_PRIORITY = 180  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Qwen3-MoE", ("qwen3_moe",),
+           {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
+           "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
+           "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
+           "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen_moe,
+           export=to_hf_qwen_moe),
+)

@@ -1,0 +1,190 @@
+"""Hugging Face ``SiglipModel`` <-> a compiled model of two towers and a sigmoid contrastive head.
+
+SigLIP (Zhai et al. 2023) is CLIP's two towers with a pairwise sigmoid loss and a learned bias:
+
+- ``tower text``: token ids with learned positions through a pre-norm encoder that sees every position (its
+  padding hidden), a final norm, the last position's vector (``pool=last``: SigLIP pads every text to one length)
+  through a linear map with a bias (``head``, to ``projection_size``);
+- ``tower vision``: square pictures cut into patches (with a bias, no class token), learned positions, a pre-norm
+  encoder, a final norm (``post_layernorm``) and multi-head attention pooling (``head pool=attention(heads,
+  d_ff)``: a learned probe attends over the patches, a LayerNormed MLP adds to it), projected by nothing;
+- ``contrastive text vision loss=sigmoid``: the cosine of each pair times exp(``logit_scale``) plus
+  ``logit_bias``. Hugging Face starts both at 0; the imported spec starts them where the paper does, ln 10 and
+  -10 (a checkpoint's own values are loaded over them).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...registry import POOLS
+from . import hf_bert
+from ..fields import Field, Fields, Fixed
+from .hf_clip import (TowerFacts, layer_rules, picture_fields, square_pictures, tower_fields, tower_roles,
+                      towers_ignored, towers_weights)
+from ..mapping import Rule, rule, weight_and_bias
+from ..writer import SpecWriter
+from ..family import Family
+
+REFERENCE = "Hugging Face SigLIP"
+ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", **hf_bert.ACTIVATIONS, "quick_gelu": "quick_gelu"}
+SCALE, BIAS = math.log(10), -10.0  # the paper's initial log scale and bias
+
+
+def _pool_option(facts, option: str):
+    """An option of the vision tower's attention pool (refused where its head pools otherwise)."""
+    head = facts.vision.spec.head
+    if head is None or head.pool is None or POOLS[head.pool.name].heads(POOLS.of(head.pool)[1]) is None:
+        raise facts.vision.refuse("its vision tower's head is not an attention pool (head pool=attention(...))")
+    return head.pool.options[option]
+
+
+FIELDS = Fields(
+    *tower_fields("text_", "text", "text_config", ACTIVATIONS, init=False),
+    Field("vocab", "text_config.vocab_size", lambda f: f.text.embedding.vocab),
+    Field("text_positions", "text_config.max_position_embeddings", lambda f: f.text.learned_positions()),
+    Field("projection", "text_config.projection_size", lambda f: f.text.spec.head.out if f.text.spec.head else None),
+    *tower_fields("vision_", "vision", "vision_config", ACTIVATIONS, init=False),
+    *picture_fields(),
+    Fixed("vision_config.vision_use_head", True, "vision_use_head=false: the model's image embeddings are its "
+                                                 "attention pool's, which it then lacks"),
+    Fixed("text_config.projection_size", True, "text_config.projection_size other than vision_config.hidden_size: "
+                                               "the two towers' vectors, which the head compares, of two widths",
+          read=lambda c: c.text_config.projection_size == c.vision_config.hidden_size,
+          required="vision_config.hidden_size"),
+    ignored={
+        **towers_ignored(),
+        "text_config.pad_token_id": "a token id, which the tokenizer reads (the text tower pools its last position)",
+        "text_config.bos_token_id": "a token id, which the tokenizer reads",
+        "text_config.eos_token_id": "a token id, which the tokenizer reads (the text tower pools its last position)",
+        "initializer_factor": "scales Hugging Face's initialisation; imported weights are the checkpoint's",
+    },
+)
+
+
+def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The two towers and the sigmoid contrastive head a SigLIP configuration describes."""
+    square_pictures(config)
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    masks = " mask=padding" if padding else ""
+    vision = vision_tower(s, f"head pool=attention({s.vision_heads}, d_ff={s.vision_d_ff}, "
+                             f"activation={s.vision_activation}, eps={s.vision_eps})")
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+}}
+
+tower text {{
+  defaults {{
+    norm layernorm(eps={s.text_eps})
+    attn_dropout {s.text_p_attn_dropout}
+  }}
+
+  embedding tokens {{
+    vocab {s.vocab}
+    dim {s.text_d_model}
+    position learned({s.text_positions})
+  }}
+
+  encoder x {s.text_layers} {{
+    attention self heads={s.text_heads}{masks}
+    feedforward d_ff={s.text_d_ff} activation={s.text_activation}
+    final layernorm(eps={s.text_eps})
+  }}
+
+  head linear({s.projection}) pool=last  # the last position, whatever it holds: texts padded to one length
+}}
+
+{vision}
+contrastive text vision loss=sigmoid scale={SCALE!r} bias={BIAS!r}
+"""
+    return w.text(text, list(heading))
+
+
+def vision_tower(s, head: str = "", init: bool = False) -> str:
+    """SigLIP's vision tower (``tower vision { ... }``) from a configuration's settings ``s``: its patches with a
+    bias and no class token, learned positions, a pre-norm encoder and a final norm (``post_layernorm``); ``head``,
+    its head's line (none without: Idefics3's, whose connector reads the normed patches); ``init``: with its
+    ``initializer_range``."""
+    init_line = f"\n    init normal(std={s.vision_init_std})" if init else ""
+    text = f"""tower vision {{
+  defaults {{
+    norm layernorm(eps={s.vision_eps})
+    attn_dropout {s.vision_p_attn_dropout}{init_line}
+  }}
+
+  embedding image {{
+    input patches(image={s.image}, patch={s.patch}, channels={s.channels})
+    dim {s.vision_d_model}
+    position learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}))
+  }}
+
+  encoder x {s.vision_layers} {{
+    attention self heads={s.vision_heads}
+    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
+    final layernorm(eps={s.vision_eps})
+  }}
+"""
+    return text + (f"\n  {head}\n" if head else "") + "}\n"
+
+
+def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
+    """SigLIP's vision tower ``vision`` without its head (``theirs``: where the reference holds its vision
+    transformer): the patches and their bias, the positions, the layers and ``post_layernorm``."""
+    v, image = f"towers.{vision}", model.spec.tower(vision).embeddings[0].name
+    ve, embedding = f"{v}.embeddings.{image}", model.towers[vision].embeddings[image]
+    return [rule(f"{ve}.patches.weight", f"{theirs}.embeddings.patch_embedding.weight",
+                 shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
+            rule(f"{ve}.patches.bias", f"{theirs}.embeddings.patch_embedding.bias"),
+            rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
+            *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
+            *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
+
+
+def hf_config(towers) -> dict:
+    """The SigLIP configuration ``towers`` would be."""
+    facts = TowerFacts(towers, "SigLIP")
+    if facts.contrastive.loss != "sigmoid" or facts.contrastive.bias is None:
+        raise facts.text.refuse("its contrastive head is not the sigmoid one with a learned bias")
+    _pool_option(facts, "heads")
+    return {"model_type": "siglip", **FIELDS.config(facts)}
+
+
+def _rules(model) -> list[Rule]:
+    text, vision = tower_roles(model.spec, "SigLIP")
+    t, v = f"towers.{text}", f"towers.{vision}"
+    te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
+    width, pool = model.towers[vision].embeddings[model.spec.tower(vision).embeddings[0].name].dim, f"{v}.head.pool"
+    head = "vision_model.head"
+    return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
+            rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
+            *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
+            *weight_and_bias(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
+            *weight_and_bias(f"{t}.head", "text_model.head"),
+            *vision_rules(model, vision, "vision_model"),
+            rule(f"{pool}.probe", f"{head}.probe", shape=(1, 1, width)),
+            rule((f"{pool}.q.weight", f"{pool}.kv.weight"), f"{head}.attention.in_proj_weight"),
+            rule((f"{pool}.q.bias", f"{pool}.kv.bias"), f"{head}.attention.in_proj_bias"),
+            *weight_and_bias(f"{pool}.out", f"{head}.attention.out_proj"),
+            *weight_and_bias(f"{pool}.norm", f"{head}.layernorm"),
+            *weight_and_bias(f"{pool}.up", f"{head}.mlp.fc1"),
+            *weight_and_bias(f"{pool}.down", f"{head}.mlp.fc2"),
+            rule("contrastive.scale", "logit_scale", shape=(1,)),
+            rule("contrastive.bias", "logit_bias", shape=(1,))]
+
+
+from_hf_siglip, to_hf_siglip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
+
+
+EXPORT_PRIORITY = 700  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("SigLIP", ("siglip",), {"SiglipModel": {}},
+           "SigLIP: CLIP's two towers meeting in a sigmoid contrastive head with a learned bias (contrastive text "
+           "vision loss=sigmoid bias=-10); the text tower sees every position and reads its last (pool=last) "
+           "through a linear map with a bias; the vision tower has no class token and pools its patches by "
+           "attention (head pool=attention(heads, d_ff)), projected by nothing",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_siglip,
+           export=to_hf_siglip, towers=True),
+)

@@ -1,0 +1,213 @@
+"""Hugging Face ``T5ForConditionalGeneration`` / ``T5Model`` (T5 v1.0 and v1.1, mT5's layout) <-> a compiled spec.
+
+T5 is an encoder-decoder of pre-norm layers with RMSNorms (no bias anywhere), a relative attention bias that
+each stack's first layer owns and every layer adds (our ``position t5``: the stack owns the table), attention
+without the 1/sqrt(d_kv) scale (``scale=1``), and a feed-forward of ``wi`` (or ``wi_0``, ``wi_1`` for the
+gated v1.1: our ``up``, gate first) and ``wo``. Both stacks read one ``shared`` embedding. With the head tied
+to it (v1.0) the decoder's output is scaled by d_model^-0.5 first (``head tied(tokens) scale=...``). Dropout
+(``dropout_rate``) acts after the embedding, on each sublayer's output, on the attention weights, after the
+feed-forward's activation and after each stack's final norm: the spec says each.
+
+``spec_text(config)`` writes the spec a configuration describes; loading compares the model's spec with it
+fact by fact (``architecture_problems``), so a differing bucket count, distance, eps, activation, head
+scale or tying is an ``InteropError``, never a silent copy.
+"""
+
+from __future__ import annotations
+
+from ...ir import nodes as ir
+from ...ir import queries
+from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..writer import SpecWriter, number
+from ..family import Family
+
+# feed_forward_proj -> our activation. "gated-gelu" is the tanh-approximated GELU (T5Config reads it as
+# gelu_new); the exact gated GELU has no feed_forward_proj.
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "silu", "swish": "silu", "gated-gelu": "geglu_tanh", "gated-gelu_new": "geglu_tanh",
+               "gated-gelu_pytorch_tanh": "geglu_tanh", "gated-silu": "swiglu", "gated-swish": "swiglu"}
+
+
+def scales_decoder_output(config) -> bool:
+    """Does the model scale the decoder's output by d_model^-0.5 before its head (T5 v1.0; not v1.1)?"""
+    return bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
+
+
+def _bias(f):
+    """The encoder's relative attention bias (its options: buckets, distance)."""
+    return f.stack_bias("encoder")
+
+
+def _scaled(f) -> bool:
+    """T5 v1.0 scales exactly when its config ties; without a head nothing shows it (Hugging Face's default)."""
+    return f.spec.head.scale != 1.0 if f.spec.head is not None else True
+
+
+FIELDS = Fields(
+    Field("d_model", "d_model", lambda f: f.embedding.dim),
+    Field("d_kv", "d_kv", lambda f: f.geometry("encoder").head_dim),
+    Field("heads", "num_heads", lambda f: f.geometry("encoder").heads),
+    Field("d_ff", "d_ff", lambda f: f.feedforward("encoder").d_ff),
+    Field("layers", "num_layers", lambda f: f.layers("encoder")),
+    Field("decoder_layers", "num_decoder_layers", lambda f: f.layers("decoder"),
+          read=lambda c: c.num_decoder_layers if c.num_decoder_layers != c.num_layers else None),
+    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("encoder", "eps", 1e-6)),
+    Field("p_dropout", "dropout_rate", lambda f: f.embedding.dropout),
+    Field("buckets", "relative_attention_num_buckets", lambda f: _bias(f).options.get("num_buckets", 32)),
+    Field("max_distance", "relative_attention_max_distance", lambda f: _bias(f).options.get("max_distance", 128)),
+    Field("init_factor", "initializer_factor", lambda f: f.init_option("factor", 1.0)),
+    Field("activation", "feed_forward_proj", lambda f: f.feedforward("encoder").activation.name,
+          names=ACTIVATIONS),
+    # T5Config reads tie_word_embeddings as "scale the decoder's output" (and then ties the head whatever it says)
+    Field("scaled", "tie_word_embeddings", _scaled, read=scales_decoder_output, let=False),
+    Fixed("is_decoder", False, "is_decoder=True makes T5's encoder stack causal; tfspec imports T5 as the "
+                               "encoder-decoder it is"),
+    ignored={"dense_act_fn": "T5Config derives it from feed_forward_proj",
+             "is_gated_act": "T5Config derives it from feed_forward_proj",
+             "scale_decoder_outputs": "T5Config derives it from tie_word_embeddings"},
+)
+
+
+def hf_config(spec) -> dict:
+    """The T5 configuration ``spec`` would be (v1.0 when its head is tied and scaled, v1.1 untied)."""
+    f = Facts(spec, "T5")
+    f.kind("encoder-decoder")
+    return {"model_type": "t5", **FIELDS.config(f)}
+
+
+def options_from_model(model) -> dict:
+    """Whether the head shares the embedding is the model's, whatever the configuration says (Hugging Face ties
+    T5's head on construction, and keeps a head of its own only when the checkpoint has one)."""
+    return {"tied": model.head is not None and model.head.tied}
+
+
+def options_from_tensors(names: set[str]) -> dict:
+    """A checkpoint saved with its head tied to the embedding stores no ``lm_head.weight`` (Hugging Face loads it
+    tied, whatever ``tie_word_embeddings`` says); one that stores it has its own head."""
+    return {"tied": "lm_head.weight" not in names}
+
+
+def spec_text(config, *, head: bool = True, tied: bool | None = None, padding: bool = True,
+              name: str = "reference", heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a T5 configuration describes: ``T5ForConditionalGeneration``'s, or ``T5Model``'s with
+    ``head=False``. ``tied``: the head shares the embedding (default: as T5 v1.0 and v1.1 do, tied exactly when
+    the decoder's output is scaled); ``padding``: mask padded keys."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    tied = s.value("scaled") if tied is None else tied
+    position = f"t5(num_buckets={s.buckets}, max_distance={s.max_distance})"
+    pad = " + padding" if padding else ""
+    attention = f"heads={s.heads} head_dim={s.d_kv} scale=1"  # T5 folds 1/sqrt(d_kv) into its initialisation
+    projection = "tied(tokens)" if tied else f"linear({s.vocab})"
+    scale = f" scale={number(config.d_model ** -0.5)}" if s.value("scaled") else ""
+    drop = s.p_dropout
+
+    def stack(role: str, repeat: str, sublayers: str) -> str:
+        return (f"{role} x {repeat} {{\n  position {position}\n{sublayers}"
+                f"  feedforward d_ff={s.d_ff} activation={s.activation}\n"
+                f"  final rmsnorm(eps={s.eps})\n  final_dropout {drop}\n}}\n")
+
+    encoder = f"  attention self {attention} mask={'padding' if padding else 'none'}\n"
+    decoder = (f"  attention self {attention} mask=causal{pad}\n"
+               f"  attention cross {attention} memory=encoder mask={'padding' if padding else 'none'}\n")
+    text = (f"model {name}\n\n"
+            f"defaults {{\n  residual pre\n  norm rmsnorm(eps={s.eps})\n  bias false\n  dropout {drop}\n"
+            f"  attn_dropout {drop}\n  act_dropout {drop}\n  init t5(factor={s.init_factor})\n}}\n\n"
+            f"embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; dropout {drop} }}\n\n"
+            + stack("encoder", s.layers, encoder) + "\n"
+            + stack("decoder", s.decoder_layers or s.layers, decoder)
+            + (f"\nhead {projection} bias=false{scale}\n" if head else ""))
+    return w.text(text, list(heading))
+
+
+def _rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "encoder-decoder":
+        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
+    embedding = "embeddings.tokens.tokens.weight"
+    rules = [rule(embedding, "shared.weight")]
+    aliases = {"encoder.embed_tokens.weight": embedding, "decoder.embed_tokens.weight": embedding}
+    for role, sublayers in (("encoder", ("SelfAttention",)), ("decoder", ("SelfAttention", "EncDecAttention"))):
+        parts = _parts(model, role)
+        attentions = parts["attentions"]
+        rules += [rule(f"{role}.final_norm.weight", f"{role}.final_layer_norm.weight"),
+                  rule(f"{role}.positions.{attentions[0]}.weight",
+                       f"{role}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")]
+        feedforward = model.get_submodule(f"{role}.layers.0.{parts['feedforward']}")
+        gated = feedforward.up.out_features != feedforward.down.in_features  # gate and value: wi_0 and wi_1
+        for i in range(len(getattr(model, role).layers)):
+            ours, theirs = f"{role}.layers.{i}", f"{role}.block.{i}.layer"
+            for index, (mine, reference) in enumerate(zip(attentions, sublayers)):
+                a, t = f"{ours}.{mine}", f"{theirs}.{index}.{reference}"
+                if reference == "SelfAttention":
+                    rules.append(rule(f"{a}.qkv.weight", (f"{t}.q.weight", f"{t}.k.weight", f"{t}.v.weight")))
+                else:
+                    rules += [rule(f"{a}.q.weight", f"{t}.q.weight"),
+                              rule(f"{a}.kv.weight", (f"{t}.k.weight", f"{t}.v.weight"))]
+                rules += [rule(f"{a}.out.weight", f"{t}.o.weight"),
+                          rule(f"{ours}.{parts['norms'][mine]}.weight", f"{theirs}.{index}.layer_norm.weight")]
+            f, t = f"{ours}.{parts['feedforward']}", f"{theirs}.{len(sublayers)}"
+            up = (f"{t}.DenseReluDense.wi_0.weight", f"{t}.DenseReluDense.wi_1.weight") if gated \
+                else f"{t}.DenseReluDense.wi.weight"
+            rules += [rule(f"{f}.up.weight", up), rule(f"{f}.down.weight", f"{t}.DenseReluDense.wo.weight"),
+                      rule(f"{ours}.{parts['norms'][parts['feedforward']]}.weight", f"{t}.layer_norm.weight")]
+    if lm and model.tied_to is not None:
+        aliases["lm_head.weight"] = embedding
+    elif lm:
+        rules.append(rule("head.weight", "lm_head.weight"))
+    return rules, aliases
+
+
+def _parts(model, role: str) -> dict:
+    """A T5 layer's sublayers in our model: its attentions in order (self, then cross), its feed-forward, and the
+    pre-norm before each (read from the graph, so the names in the spec do not matter)."""
+    g = model.spec.graph()
+    attentions, feedforwards, norms = [], [], {}
+    for node in queries.sublayers(g, role):
+        (attentions if isinstance(node, ir.Attention) else feedforwards).append(node.name)
+        before = g.node(node.inputs[0])
+        if not isinstance(before, ir.Norm) or before.module is None:
+            raise InteropError(f"spec '{model.spec.name}': the {role}'s {node.name} has no norm before it, as T5's has")
+        norms[node.name] = before.module.name
+    expected = 1 if role == "encoder" else 2
+    if len(attentions) != expected or len(feedforwards) != 1:
+        raise InteropError(f"spec '{model.spec.name}': a T5 {role} layer has {expected} attention(s) and one "
+                           f"feed-forward; this one has {len(attentions)} and {len(feedforwards)}")
+    return {"attentions": attentions, "feedforward": feedforwards[0], "norms": norms}
+
+
+def from_hf_t5(model, reference) -> None:
+    """Copy a ``T5ForConditionalGeneration`` (or ``T5Model``)'s weights into ``model``.
+
+    Every tensor must be accounted for and the spec must be the architecture the reference's configuration
+    describes (its head tied or not as the reference's is); otherwise an ``InteropError`` lists every difference.
+    """
+    lm = hasattr(reference, "lm_head")
+    if model.spec.kind != "encoder-decoder":
+        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
+    same_head(model, reference, lm)
+    tied = lm and reference.lm_head.weight is reference.shared.weight
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+        reference.config, head=lm, tied=tied, padding=model.encoder.masks_padding))
+    rules, aliases = _rules(model, lm)
+    load_state(model, reference.state_dict(), rules, reference=type(reference).__name__, aliases=aliases)
+
+
+def to_hf_t5(model) -> dict:
+    """A state dict for ``T5ForConditionalGeneration`` (a spec with a head) or ``T5Model``, every tied name
+    included (``shared``, both ``embed_tokens``, and ``lm_head`` when the head is tied)."""
+    rules, aliases = _rules(model, model.head is not None)
+    return export_state(model, rules, reference="Hugging Face T5", aliases=aliases)
+
+
+EXPORT_PRIORITY = 340  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("T5", ("t5",),
+           {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
+           "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
+           "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_t5,
+           export=to_hf_t5, options_from_tensors=options_from_tensors, options_from_model=options_from_model),
+)

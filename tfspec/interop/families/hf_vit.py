@@ -1,0 +1,171 @@
+"""Hugging Face ``ViTForImageClassification`` / ``ViTModel`` <-> a compiled encoder-only spec of pictures.
+
+ViT (Dosovitskiy et al. 2021) cuts each picture into ``patch_size``-sided squares, maps each linearly to
+``hidden_size`` (Hugging Face's ``patch_embeddings.projection``, a convolution whose kernel is its stride: our
+``patches`` over each patch's pixels in (channel, row, column) order, the same matrix reshaped), puts a learned
+class token before them and adds learned positions (``embedding image { input patches(image=N, patch=P,
+class_token=true); position learned(...) }``); then a pre-norm LayerNorm encoder and a final norm. The classifier
+reads the class token (``head linear(num_labels) pool=first``); the base model has BERT's pooler on it (``pooler
+tanh``).
+Pictures are square (an ``image_size`` or ``patch_size`` of two different sides is refused).
+"""
+
+from __future__ import annotations
+
+from . import hf_bert
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
+from ..writer import SpecWriter
+from ..family import Family
+
+REFERENCE = "Hugging Face ViT"
+POOLER_ACTIVATIONS = {**hf_bert.ACTIVATIONS, "tanh": "tanh"}
+
+
+def square_side(value):
+    """A square picture's (or patch's) side; None for two different sides (refused by ``Fixed`` below)."""
+    if isinstance(value, (list, tuple)):
+        return value[0] if len(set(value)) == 1 else None
+    return value
+
+
+def _square(config) -> bool:
+    return square_side(config.image_size) is not None and square_side(config.patch_size) is not None
+
+
+FIELDS = Fields(
+    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
+    Field("heads", "num_attention_heads", lambda f: f.attention("encoder").heads),
+    Field("layers", "num_hidden_layers", lambda f: f.layers("encoder")),
+    Field("d_ff", "intermediate_size", lambda f: f.feedforward("encoder").d_ff),
+    Field("image", "image_size", lambda f: f.input_option("image"), read=lambda c: square_side(c.image_size)),
+    Field("patch", "patch_size", lambda f: f.input_option("patch"), read=lambda c: square_side(c.patch_size)),
+    Field("channels", "num_channels", lambda f: f.input_option("channels")),
+    Field("eps", "layer_norm_eps", lambda f: f.norm_option("encoder", "eps", 1e-5)),
+    Field("p_dropout", "hidden_dropout_prob", lambda f: f.residual_dropout("encoder")),
+    Field("p_attn_dropout", "attention_probs_dropout_prob", lambda f: f.attention("encoder").dropout),
+    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    Field("activation", "hidden_act", lambda f: f.feedforward("encoder").activation.name, names=hf_bert.ACTIVATIONS),
+    Field("qkv_bias", "qkv_bias", lambda f: f.attention("encoder").bias, let=False),
+    Field("classes", "num_labels", lambda f: f.spec.head.out if f.spec.head is not None else None,
+          read=lambda c: c.num_labels),
+    Field("pooler_activation", "pooler_act",
+          lambda f: f.spec.pooler.activation.name if f.spec.pooler is not None else None,
+          names=POOLER_ACTIVATIONS, let=False),
+    Fixed("image_size", True, "image_size and patch_size of two different sides: tfspec's pictures and patches "
+                              "are square", read=_square, required="one side (square pictures), as patch_size"),
+    Fixed("pooler_output_size", None, "pooler_output_size={value}: tfspec's pooler keeps the width (hidden_size)",
+          read=lambda c: c.pooler_output_size if c.pooler_output_size != c.hidden_size else None),
+    ignored={"encoder_stride": "the masked-image-modeling decoder's, which tfspec does not import",
+             "id2label": "the classes' names; their number is num_labels (the classifier's outputs)",
+             "label2id": "the classes' names; their number is num_labels (the classifier's outputs)"},
+)
+
+
+def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a ViT configuration describes: the classifier (``head``) or the base model with its
+    ``pooler``. (Pictures have no padding: ``padding`` changes nothing.)"""
+    if not _square(config):
+        raise InteropError("image_size and patch_size of two different sides: tfspec's pictures and patches are "
+                           "square")
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+  norm layernorm(eps={s.eps})
+  dropout {s.p_dropout}
+  attn_dropout {s.p_attn_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding image {{
+  input patches(image={s.image}, patch={s.patch}, channels={s.channels}, class_token=true)
+  dim {s.d_model}
+  position learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1)
+  dropout {s.p_dropout}
+}}
+
+encoder x {s.layers} {{
+  attention self heads={s.heads} bias={s.qkv_bias} out_bias=true
+  feedforward d_ff={s.d_ff} activation={s.activation}
+  final layernorm(eps={s.eps})
+}}
+"""
+    if head:
+        text += f"\nhead linear({s.classes}) pool=first  # the classifier, on the class token\n"
+    if pooler:
+        text += f"\npooler {s.pooler_activation}\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The ViT configuration ``spec`` would be."""
+    f = Facts(spec, "ViT")
+    f.kind("encoder-only")
+    return {"model_type": "vit", **FIELDS.config(f)}
+
+
+def _rules(model, prefix: str) -> list[Rule]:
+    name = model.spec.embeddings[0].name
+    e, p = f"embeddings.{name}", f"{prefix}embeddings"
+    patches = model.get_submodule(f"{e}.patches").weight
+    side = model.embeddings[name].patch
+    rules = [rule(f"{e}.patches.weight", f"{p}.patch_embeddings.projection.weight",
+                  shape=(patches.shape[0], model.embeddings[name].channels, side, side)),
+             rule(f"{e}.patches.bias", f"{p}.patch_embeddings.projection.bias"),
+             rule(f"{e}.class_token", f"{p}.cls_token", shape=(1, 1, patches.shape[0])),
+             rule(f"{e}.positions.weight", f"{p}.position_embeddings",
+                  shape=(1, *model.get_submodule(f"{e}.positions").weight.shape)),
+             *weight_and_bias("encoder.final_norm", f"{prefix}layernorm")]
+    ours_state = model.state_dict()
+    for i in range(len(model.encoder.layers)):
+        ours, theirs = f"encoder.layers.{i}", f"{prefix}layers.{i}"
+        a = f"{theirs}.attention"
+        rules += [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
+                  *weight_and_bias(f"{ours}.self_attn.out", f"{a}.o_proj"),
+                  *weight_and_bias(f"{ours}.self_attn_norm", f"{theirs}.layernorm_before"),
+                  *weight_and_bias(f"{ours}.ffn.up", f"{theirs}.mlp.fc1"),
+                  *weight_and_bias(f"{ours}.ffn.down", f"{theirs}.mlp.fc2"),
+                  *weight_and_bias(f"{ours}.ffn_norm", f"{theirs}.layernorm_after")]
+        if f"{ours}.self_attn.qkv.bias" in ours_state:  # (qkv_bias)
+            rules.append(rule(f"{ours}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")))
+    if model.head is not None:
+        rules += weight_and_bias("head", "classifier")
+    if model.pooler is not None:
+        rules += weight_and_bias("pooler.dense", f"{prefix}pooler.dense")
+    return rules
+
+
+def from_hf_vit(model, reference) -> None:
+    """Copy a ``ViTForImageClassification`` or ``ViTModel``'s weights into ``model`` (every tensor accounted for);
+    the spec must be the architecture the reference's configuration describes."""
+    if model.spec.kind != "encoder-only" or model.spec.embeddings[0].input is None:
+        raise InteropError(f"{type(reference).__name__} reads pictures into an encoder; spec '{model.spec.name}' "
+                           "does not")
+    classifier = hasattr(reference, "classifier")
+    pooler = getattr(getattr(reference, "vit", reference), "pooler", None) is not None
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+        reference.config, head=classifier, pooler=pooler))
+    load_state(model, reference.state_dict(), _rules(model, "vit." if classifier else ""), reference=REFERENCE)
+
+
+def to_hf_vit(model) -> dict:
+    """A state dict for ``ViTForImageClassification`` (spec with a head) or ``ViTModel``."""
+    return export_state(model, _rules(model, "vit." if model.head is not None else ""), reference=REFERENCE)
+
+
+EXPORT_PRIORITY = 160  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("ViT", ("vit",),
+           {"ViTForImageClassification": {"head": True, "pooler": False},
+           "ViTModel": {"head": False, "pooler": True}},
+           "ViT: pictures cut into square patches, each mapped linearly (embedding image { input patches(image=N, "
+           "patch=P, class_token=true) }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
+           "token (head linear(num_labels) pool=first), the base model's pooler too",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_vit,
+           export=to_hf_vit),
+)

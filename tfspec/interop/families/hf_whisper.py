@@ -1,0 +1,212 @@
+"""Hugging Face ``WhisperForConditionalGeneration`` / ``WhisperModel`` <-> a compiled encoder-decoder spec of
+spectrograms.
+
+Whisper (Radford et al. 2022) reads 30 seconds of log-mel spectrogram, ``num_mel_bins`` bins by
+``2 · max_source_positions`` frames, through two convolutions with GELU, the second of stride 2 (``embedding audio
+{ input audio(mels=..., frames=...) }``), adds fixed sinusoids with the frequencies spaced from 1 to 1/10000
+inclusive, every sine first (``sinusoidal(halves=true, endpoint=true)``; the checkpoint holds the table, which
+import checks against the spec's), and runs a pre-norm encoder with a final LayerNorm. Its decoder reads tokens with
+learned positions (``max_target_positions`` of them), cross-attends to the encoder and ends in a final LayerNorm;
+the head is tied to its token table. Every attention's keys have no bias where queries, values and outputs have one
+(``key_bias=false``: Hugging Face's ``k_proj``).
+"""
+
+from __future__ import annotations
+
+from . import hf_bart
+from ..facts import Facts
+from ..fields import Field, Fields, Fixed
+from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule, \
+    same_head
+from ..writer import SpecWriter
+from ..family import Family
+
+REFERENCE = "Hugging Face Whisper"
+KERNEL = 3  # the taps of Whisper's convolutions (fixed in its code)
+# token ids generation never emits (first), which no spec setting holds: written back as an import carried them
+CARRIED = ("suppress_tokens", "begin_suppress_tokens")
+
+
+def _source_positions(f) -> int:
+    """The vectors its front end makes of ``frames`` frames: Whisper's input is exactly twice as many frames."""
+    frames, kernel = f.input_option("frames"), f.input_option("kernel")
+    if kernel != KERNEL or frames % 2:
+        raise f.refuse(f"its spectrograms are read by convolutions of {kernel} taps over {frames} frames; Whisper's "
+                       f"take {KERNEL} taps over an even number of frames (2 · max_source_positions)")
+    return frames // 2
+
+
+def _target_positions(f) -> int | None:
+    return f.table_rows(f.spec.embeddings[1].position, f.spec.embeddings[1].dim)
+
+
+FIELDS = Fields(
+    Field("d_model", "d_model", lambda f: f.embedding.dim),
+    Field("vocab", "vocab_size", lambda f: f.spec.embeddings[1].vocab),
+    Field("mels", "num_mel_bins", lambda f: f.input_option("mels")),
+    Field("source_positions", "max_source_positions", _source_positions),
+    Field("target_positions", "max_target_positions", _target_positions),
+    *hf_bart.STACK_FIELDS,
+    *hf_bart.LAYER_FIELDS,
+    Fixed("tie_word_embeddings", True, "tie_word_embeddings={value} gives the decoder a head of its own; tfspec "
+          "reads the tied models Whisper releases", exported=True),
+    Fixed("use_weighted_layer_sum", False, "use_weighted_layer_sum={value} is for audio classification, whose "
+          "head tfspec does not import"),
+    ignored={"scale_embedding": "transformers' Whisper keeps it but never scales the embeddings with it",
+             "encoder_layerdrop": "skips whole layers at random in training (LayerDrop); tfspec trains every layer",
+             "decoder_layerdrop": "skips whole layers at random in training (LayerDrop); tfspec trains every layer",
+             "suppress_tokens": "tokens generation never emits, which generation reads",
+             "begin_suppress_tokens": "tokens generation never emits first, which generation reads",
+             "forced_decoder_ids": "tokens generation forces, which generation reads",
+             "median_filter_width": "the smoothing of word timestamps, which generation reads",
+             "classifier_proj_size": "the audio classification head's width, which tfspec does not import",
+             "apply_spec_augment": "SpecAugment masks features in training; tfspec trains on them unmasked",
+             "mask_time_prob": "SpecAugment's, in training", "mask_time_length": "SpecAugment's, in training",
+             "mask_time_min_masks": "SpecAugment's, in training", "mask_feature_prob": "SpecAugment's, in training",
+             "mask_feature_length": "SpecAugment's, in training",
+             "mask_feature_min_masks": "SpecAugment's, in training",
+             "num_hidden_layers": "an alias of encoder_layers",
+             "max_length": "generation's limit, which generation reads"},
+)
+
+
+def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
+              heading: tuple[str, ...] = ()) -> str:
+    """The tfspec spec a Whisper configuration describes."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    pad = " + padding" if padding else ""
+    text = f"""model {name}
+
+defaults {{
+  residual pre
+  norm layernorm(eps=1e-5)
+  dropout {s.p_dropout}
+  attn_dropout {s.p_attn_dropout}
+  act_dropout {s.p_act_dropout}
+  init normal(std={s.init_std})
+}}
+
+embedding audio {{
+  input audio(mels={s.mels}, frames=2 * {s.source_positions})
+  dim {s.d_model}
+  position sinusoidal(halves=true, endpoint=true)
+}}
+
+embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position learned({s.target_positions}) }}
+
+encoder x {s.layers} {{
+  embedding audio
+  attention self heads={s.heads} key_bias=false
+  feedforward d_ff={s.d_ff} activation={s.activation}
+  final layernorm(eps=1e-5)
+}}
+
+decoder x {s.decoder_layers} {{
+  embedding tokens
+  attention self heads={s.decoder_heads} key_bias=false mask=causal{pad}
+  attention cross heads={s.decoder_heads} key_bias=false
+  feedforward d_ff={s.decoder_d_ff} activation={s.activation}
+  final layernorm(eps=1e-5)
+}}
+"""
+    if head:
+        text += "\nhead tied(tokens)\n"
+    return w.text(text, list(heading))
+
+
+def hf_config(spec) -> dict:
+    """The Whisper configuration ``spec`` would be."""
+    f = Facts(spec, "Whisper")
+    f.kind("encoder-decoder")
+    if len(spec.embeddings) != 2 or spec.embeddings[0].input is None or spec.embeddings[1].input is not None:
+        raise f.refuse("its encoder does not read spectrograms, and its decoder tokens (embedding audio { input "
+                       "audio(...) }, embedding tokens { vocab ... })")
+    return {"model_type": "whisper", **FIELDS.config(f)}
+
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    if model.spec.kind != "encoder-decoder":
+        raise InteropError(f"Whisper is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
+    ours_state = model.state_dict()
+    audio, tokens = (e.name for e in model.spec.embeddings)
+    a, t = f"embeddings.{audio}", f"embeddings.{tokens}"
+    table = f"{t}.tokens.weight"
+    rules = [*linear_rules(f"{a}.conv1", f"{prefix}encoder.conv1", state, ours_state),
+             *linear_rules(f"{a}.conv2", f"{prefix}encoder.conv2", state, ours_state),
+             rule(table, f"{prefix}decoder.embed_tokens.weight"),
+             rule(f"{t}.positions.weight", f"{prefix}decoder.embed_positions.weight")]
+    for role in ("encoder", "decoder"):
+        theirs = f"{prefix}{role}"
+        rules += linear_rules(f"{role}.final_norm", f"{theirs}.layer_norm", state, ours_state)
+        parts = hf_bart.bart_layer_parts(model, role)
+        for i in range(len(getattr(model, role).layers)):
+            ours, layer = f"{role}.layers.{i}", f"{theirs}.layers.{i}"
+            s = f"{ours}.{parts['attention']}"
+            rules += [rule(f"{s}.qkv.weight", tuple(f"{layer}.self_attn.{p}_proj.weight" for p in "qkv")),
+                      rule(f"{s}.qkv.bias", (f"{layer}.self_attn.q_proj.bias", f"{layer}.self_attn.v_proj.bias")),
+                      *linear_rules(f"{s}.out", f"{layer}.self_attn.out_proj", state, ours_state),
+                      *linear_rules(f"{ours}.{parts['attention_norm']}", f"{layer}.self_attn_layer_norm", state,
+                                    ours_state),
+                      *linear_rules(f"{ours}.{parts['feedforward']}.up", f"{layer}.fc1", state, ours_state),
+                      *linear_rules(f"{ours}.{parts['feedforward']}.down", f"{layer}.fc2", state, ours_state),
+                      *linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{layer}.final_layer_norm", state,
+                                    ours_state)]
+            if role == "decoder":
+                c = f"{ours}.{parts['cross']}"
+                rules += [*linear_rules(f"{c}.q", f"{layer}.encoder_attn.q_proj", state, ours_state),
+                          rule(f"{c}.kv.weight", (f"{layer}.encoder_attn.k_proj.weight",
+                                                  f"{layer}.encoder_attn.v_proj.weight")),
+                          rule(f"{c}.kv.bias", f"{layer}.encoder_attn.v_proj.bias"),
+                          *linear_rules(f"{c}.out", f"{layer}.encoder_attn.out_proj", state, ours_state),
+                          *linear_rules(f"{ours}.{parts['cross_norm']}", f"{layer}.encoder_attn_layer_norm", state,
+                                        ours_state)]
+    aliases = {}
+    if lm:
+        if model.tied_to is None:
+            raise InteropError(f"spec '{model.spec.name}' has a head of its own; Whisper ties it to the token table")
+        aliases["proj_out.weight"] = table
+    return rules, aliases
+
+
+def _derived(model, prefix: str) -> dict:
+    """The encoder's sinusoid table, which the checkpoint holds (frozen) and the spec computes."""
+    import torch
+    embedding = model.embeddings[model.spec.embeddings[0].name]
+    table = embedding.positions(torch.arange(embedding.length)[None])[0].detach()
+    return {f"{prefix}encoder.embed_positions.weight": table}
+
+
+def from_hf_whisper(model, reference) -> None:
+    """Copy a ``WhisperForConditionalGeneration`` or ``WhisperModel``'s weights into ``model`` (every tensor
+    accounted for, the encoder's sinusoid table checked against the spec's); the spec must be the architecture the
+    reference's configuration describes."""
+    lm = hasattr(reference, "proj_out")
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
+    prefix = "model." if lm else ""
+    state = reference.state_dict()
+    rules, aliases = _rules(model, prefix, state, lm)
+    load_state(model, state, rules, reference=REFERENCE, aliases=aliases, derived=_derived(model, prefix))
+
+
+def to_hf_whisper(model) -> dict:
+    """A state dict for the conditional-generation model (spec with a head) or the base model."""
+    lm = model.head is not None
+    prefix = "model." if lm else ""
+    rules, aliases = _rules(model, prefix, {}, lm)
+    return export_state(model, rules, reference=REFERENCE, aliases=aliases, derived=_derived(model, prefix))
+
+
+EXPORT_PRIORITY = 670  # where export tries this module's families (lower first)
+FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
+    Family("Whisper", ("whisper",),
+           {"WhisperForConditionalGeneration": {"head": True}, "WhisperModel": {"head": False}},
+           "Whisper (Radford et al. 2022): log-mel spectrograms through two convolutions, the second halving the "
+           "frames (embedding audio { input audio(mels, frames) }), Whisper's fixed sinusoids, a pre-norm encoder; "
+           "a pre-norm decoder of tokens with learned positions cross-attending to it; keys without a bias "
+           "(key_bias=false); the head tied to the token table",
+           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_whisper,
+           export=to_hf_whisper, carried=CARRIED),
+)
