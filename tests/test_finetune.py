@@ -18,6 +18,7 @@ T = pytest.importorskip("transformers")
 
 import tfspec  # noqa: E402
 from tfspec.run import checkpoint as ckpt  # noqa: E402
+from tfspec.nn.moe import Correction  # noqa: E402
 from tfspec.run.lora import LoraSettings, parse_settings  # noqa: E402
 from tfspec.run.train import TrainConfig, resume, train  # noqa: E402
 from numerics import FLOAT32, assert_close, close
@@ -172,7 +173,7 @@ def _gradients(checkpointing: bool):
     tokens = torch.randint(0, 50, (4, 24), generator=torch.Generator().manual_seed(2))
     loss = model(tokens).logsumexp(-1).mean() + sum(model.auxiliary_losses().values())
     loss.backward()
-    biases = [m.correction_bias.clone() for m in model.modules() if getattr(m, "correction_bias", None) is not None]
+    biases = [m.bias.clone() for m in model.modules() if isinstance(m, Correction)]
     return {n: p.grad for n, p in model.named_parameters() if p.grad is not None}, biases
 
 

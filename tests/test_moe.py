@@ -35,10 +35,10 @@ def naive(moe, x, activation, options):
     for t in range(x.shape[0]):
         logits = moe.router(x[t])
         scores = logits.softmax(-1) if "sigmoid" not in options else logits.sigmoid()
-        weights, chosen = scores.topk(moe.top)
+        weights, chosen = scores.topk(moe.choice.top)
         if "renormalize=true" in options:
             weights = weights / weights.sum()
-        weights = weights * moe.scale
+        weights = weights * moe.choice.scale
         for w, e in zip(weights, chosen):
             e = int(e)
             bias = (lambda b: None if b is None else b[e])
@@ -220,17 +220,17 @@ def test_deepseek_v3_routing_equals_hugging_faces_block():
     moe = tfspec.compile(text, seed=0).decoder.layers[0].ffn.eval()
     copy_experts(moe, reference)
     with torch.no_grad():
-        moe.correction_bias.copy_(reference.gate.e_score_correction_bias)
+        moe.choice.correction.bias.copy_(reference.gate.e_score_correction_bias)
         shared = reference.shared_experts
         moe.shared.up.weight.copy_(torch.cat([shared.gate_proj.weight, shared.up_proj.weight]))
         moe.shared.down.weight.copy_(shared.down_proj.weight)
         x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(4))
         assert_close(moe(x), reference(x), FLOAT32)
-        uncorrected = moe.correction_bias.clone()
-        moe.correction_bias.zero_()
+        uncorrected = moe.choice.correction.bias.clone()
+        moe.choice.correction.bias.zero_()
         assert not close(moe(x), reference(x), 1e-3)  # the bias did change the choice
-        moe.correction_bias.copy_(uncorrected)
-    assert not moe.correction_bias.requires_grad  # adjusted outside gradient descent, as DeepSeek does
+        moe.choice.correction.bias.copy_(uncorrected)
+    assert not moe.choice.correction.bias.requires_grad  # adjusted outside gradient descent, as DeepSeek does
 
 
 def test_deepseek_v2_group_limited_routing_equals_hugging_faces_block():
@@ -251,7 +251,7 @@ def test_deepseek_v2_group_limited_routing_equals_hugging_faces_block():
         moe.shared.down.weight.copy_(shared.down_proj.weight)
         x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(4))
         assert_close(moe(x), reference(x), FLOAT32)
-        moe.group_score = "top2"
+        moe.choice.groups.by = "top2"
         assert not close(moe(x), reference(x), 1e-3)
 
 
@@ -259,7 +259,6 @@ def test_the_correction_bias_moves_towards_balance_in_training_only():
     """DeepSeek-V3's balancing without a loss: after a training call each expert's bias moves by the rate towards
     the mean load (up where it was chosen less often, down where more); evaluation leaves it; repeated, the load
     evens out."""
-    from tfspec.nn.moe import route
     text = SPEC.format(options="4, 1, score=sigmoid, correction=true, correction_rate=0.05", activation="swiglu",
                        bias="false")
     moe = perturbed(tfspec.compile(text, seed=0).decoder.layers[0].ffn)
@@ -267,14 +266,15 @@ def test_the_correction_bias_moves_towards_balance_in_training_only():
 
     def loads():
         with torch.no_grad():
-            chosen = route(moe.router(x), 1, "sigmoid", False, 1.0, moe.correction_bias)[1]
+            chosen = moe.choice.eval()(moe.router(x))[1]  # (a call in eval leaves the bias where it is)
+            moe.choice.train(moe.training)
         return torch.bincount(chosen.flatten(), minlength=4).float()
 
-    before, bias = loads(), moe.correction_bias.clone()
+    before, bias = loads(), moe.choice.correction.bias.clone()
     moe.eval()(x)
-    assert torch.equal(moe.correction_bias, bias)
+    assert torch.equal(moe.choice.correction.bias, bias)
     moe.train()(x)
-    assert_close(moe.correction_bias - bias, 0.05 * torch.sign(before.mean() - before), FLOAT32)
+    assert_close(moe.choice.correction.bias - bias, 0.05 * torch.sign(before.mean() - before), FLOAT32)
     for _ in range(40):
         moe(x)
     assert loads().std() < before.std() / 2, (before, loads())

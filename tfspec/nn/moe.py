@@ -1,6 +1,11 @@
 """A mixture of experts in place of the feed-forward network (``tfspec.variants.moe``): a router scores each
 position against every expert, the ``top`` best run on it, and their outputs are summed by the routing weights.
 
+The routing is parts, each holding its own parameters, so a family's router is a composition rather than a flag:
+what the router reads (``NormedRouterInput``: Gemma 4's), its linear map, and its ``Choice`` of experts and weights,
+itself scoring (softmax, sigmoid, the sparse mixer), a ``Correction`` bias and a ``GroupLimit`` on the choice
+(DeepSeek's), and the weighing (renormalised, scaled, scaled per expert).
+
 Compute is dropless and grouped: the chosen (position, expert) pairs are sorted by expert, each expert runs once
 on all its positions (one matrix product each way), and the results are scattered back. Nothing is computed for
 an expert a position did not choose, and no position is dropped for capacity.
@@ -64,40 +69,114 @@ def sparse_mix(logits: Tensor, eps: float, training: bool) -> tuple[Tensor, Tens
     return torch.cat((first_weight, second_weight), dim=-1), torch.cat((first, second), dim=-1)
 
 
-def route(logits: Tensor, top: int, score: str, renormalize: bool, scale: float, correction: Tensor | None = None,
-          groups: int = 1, top_groups: int = 1, group_score: str = "top2", eps: float = 0.0,
-          training: bool = False, renormalize_eps: float = 0.0) -> tuple[Tensor, Tensor, Tensor]:
-    """(routing weights ``(positions, top)``, chosen experts ``(positions, top)``, every expert's probability
-    ``(positions, experts)``) from the router's logits. Scores are taken in float32, as Hugging Face's routers take
-    them, and the weights returned in the logits' dtype.
+class Correction(nn.Module):
+    """DeepSeek-V3's per-expert ``bias`` on the scores that choose (not on the weights), adjusted outside gradient
+    descent (frozen): with ``rate`` γ, each training call raises an expert's bias by γ where it chose the expert less
+    often than the mean and lowers it where more often (balancing without an auxiliary loss)."""
 
-    Which experts are chosen is not differentiated: by the scores plus ``correction`` (DeepSeek-V3's per-expert
-    bias, which steers the choice but not the weights), among the ``top_groups`` of ``groups`` groups of experts
-    that score highest (group-limited routing), a group by its two best scores' sum (``group_score="top2"``,
-    DeepSeek-V3) or its best (``"max"``, DeepSeek-V2); the weights are the chosen experts' scores. ``sparsemixer``:
-    two experts chosen by ``sparse_mix`` (``eps``: its threshold; ``training``: sampled), the probabilities a
-    softmax's."""
-    if score == "sparsemixer":
-        weights, chosen = sparse_mix(logits, eps, training)
-        return weights.to(logits.dtype), chosen, logits.float().softmax(dim=-1)
-    probs = logits.float().softmax(dim=-1) if score == "softmax" else logits.float().sigmoid()
-    with torch.no_grad():
-        choice = probs if correction is None else probs + correction.float()
-        if groups > 1:
-            per_group = choice.view(*choice.shape[:-1], groups, -1)
-            ranked = per_group.topk(2, dim=-1).values.sum(dim=-1) if group_score == "top2" else \
-                per_group.amax(dim=-1)
-            best = ranked.topk(top_groups, dim=-1).indices
-            kept = torch.zeros_like(per_group[..., 0], dtype=torch.bool).scatter(-1, best, True)
-            choice = choice.masked_fill(~kept.repeat_interleave(per_group.shape[-1], dim=-1), float("-inf"))
-        chosen = choice.topk(top, dim=-1).indices
-    weights = probs.gather(-1, chosen)
-    if renormalize:
-        total = weights.sum(dim=-1, keepdim=True)
-        weights = weights / (total + renormalize_eps if renormalize_eps else total)
-    if scale != 1.0:
-        weights = weights * scale
-    return weights.to(logits.dtype), chosen, probs
+    def __init__(self, experts: int, rate: float = 0.0) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(experts), requires_grad=False)
+        self.rate = rate
+        self.chosen_with: Tensor | None = None  # the bias the last training call chose with
+
+    def current(self, training: bool, again: bool) -> Tensor:
+        """The bias this call chooses with: a checkpointed layer's second run (``again``) uses the first's, since
+        the bias moves after each training call."""
+        if not (training and self.rate):
+            return self.bias
+        if not again:
+            self.chosen_with = self.bias.clone()
+        return self.chosen_with
+
+    @torch.no_grad()
+    def balance(self, chosen: Tensor) -> None:
+        """Move the bias towards balance by the call's choices, counted over every process of a distributed run so
+        that their biases stay equal."""
+        counts = torch.bincount(chosen.reshape(-1), minlength=self.bias.numel()).float()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(counts)
+        self.bias += self.rate * torch.sign(counts.mean() - counts)
+
+
+class GroupLimit:
+    """Group-limited routing: the experts in ``groups`` groups, each position choosing among the ``top_groups``
+    groups that score highest, a group by its two best scores' sum (``by="top2"``: DeepSeek-V3's) or its best
+    (``"max"``: DeepSeek-V2's)."""
+
+    def __init__(self, groups: int, top_groups: int, by: str = "top2") -> None:
+        self.groups, self.top_groups, self.by = groups, top_groups, by
+
+    def limit(self, scores: Tensor) -> Tensor:
+        """``scores`` with the experts of every group not among the best at -inf."""
+        per_group = scores.view(*scores.shape[:-1], self.groups, -1)
+        ranked = per_group.topk(2, dim=-1).values.sum(dim=-1) if self.by == "top2" else per_group.amax(dim=-1)
+        best = ranked.topk(self.top_groups, dim=-1).indices
+        kept = torch.zeros_like(per_group[..., 0], dtype=torch.bool).scatter(-1, best, True)
+        return scores.masked_fill(~kept.repeat_interleave(per_group.shape[-1], dim=-1), float("-inf"))
+
+
+class NormedRouterInput(nn.Module):
+    """What Gemma 4's router reads: rms(x) · ``scale`` / √width (``scale`` learned per channel)."""
+
+    def __init__(self, width: int, eps: float) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(width))
+        self.width, self.eps = width, eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, (self.width,), eps=self.eps) * self.scale * self.width ** -0.5
+
+
+class Choice(nn.Module):
+    """Which ``top`` experts each position runs and their weights, from the router's logits, in parts:
+
+    - scoring: ``score`` ``softmax`` over the experts or ``sigmoid`` per expert, taken in float32 as Hugging
+      Face's routers take them; ``sparsemixer``: two experts chosen in turn by ``sparse_mix`` (``eps``: its
+      threshold), the probabilities a softmax's;
+    - choosing, not differentiated: the scores plus a ``correction`` bias (``Correction``), among the best groups
+      of a ``groups`` limit (``GroupLimit``), the ``top`` best;
+    - weighing: the chosen experts' scores, divided by their sum where ``renormalize`` (plus ``renormalize_eps``:
+      LFM2-MoE's), times ``scale`` (DeepSeek's routed scaling factor), times a learned scale per expert where
+      ``expert_scale`` (Gemma 4's ``per_expert_scale``)."""
+
+    def __init__(self, experts: int, top: int, score: str = "softmax", *, eps: float = 0.0,
+                 correction: Correction | None = None, groups: GroupLimit | None = None, renormalize: bool = False,
+                 renormalize_eps: float = 0.0, scale: float = 1.0, expert_scale: bool = False) -> None:
+        super().__init__()
+        self.top, self.score, self.eps = top, score, eps
+        self.correction, self.groups = correction, groups
+        self.renormalize, self.renormalize_eps, self.scale = renormalize, renormalize_eps, scale
+        self.expert_scale = nn.Parameter(torch.ones(experts)) if expert_scale else None
+
+    def forward(self, logits: Tensor, again: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """(routing weights ``(positions, top)`` in the logits' dtype, chosen experts ``(positions, top)``, every
+        expert's probability ``(positions, experts)``); ``again``: a checkpointed layer's second run."""
+        if self.score == "sparsemixer":
+            weights, chosen = sparse_mix(logits, self.eps, self.training)
+            return weights.to(logits.dtype), chosen, logits.float().softmax(dim=-1)
+        probs = logits.float().softmax(dim=-1) if self.score == "softmax" else logits.float().sigmoid()
+        with torch.no_grad():
+            scores = probs if self.correction is None else \
+                probs + self.correction.current(self.training, again).float()
+            if self.groups is not None:
+                scores = self.groups.limit(scores)
+            chosen = scores.topk(self.top, dim=-1).indices
+        weights = probs.gather(-1, chosen)
+        if self.renormalize:
+            total = weights.sum(dim=-1, keepdim=True)
+            weights = weights / (total + self.renormalize_eps if self.renormalize_eps else total)
+        if self.scale != 1.0:
+            weights = weights * self.scale
+        weights = weights.to(logits.dtype)
+        if self.expert_scale is not None:
+            weights = weights * self.expert_scale[chosen].to(weights.dtype)
+        return weights, chosen, probs
+
+    def counted(self, chosen: Tensor, probs: Tensor) -> Tensor:
+        """The choices load balancing counts: those made, or the sparse mixer's by its probabilities (it balances
+        the experts they rank first, not those it sampled: Phi-3.5-MoE's)."""
+        return probs.topk(self.top, dim=-1).indices if self.score == "sparsemixer" else chosen
 
 
 def expert_counts(chosen: Tensor, experts: int) -> list[int]:
@@ -156,44 +235,26 @@ class Experts(nn.Module):
 
 
 class MixtureOfExperts(nn.Module):
-    """``router`` (a linear map to one logit per expert), the ``experts``, and optionally a ``shared`` network
-    every position runs (scaled by ``sigmoid(shared_gate(x))`` where it has a gate: Qwen2-MoE); ``correction``,
-    ``groups`` and ``top_groups``: how experts are chosen (``route``).
+    """A ``router`` (a linear map to one logit per expert, reading ``x``, or what ``router_input`` makes of it), its
+    ``choice`` of experts and their weights (``Choice``), the ``experts``, and optionally a ``shared`` network every
+    position runs (scaled by ``sigmoid(shared_gate(x))`` where it has a gate: Qwen2-MoE); ``experts_norm``: what the
+    experts (and a shared network) read x through (Gemma 4's RMSNorm); ``input_jitter``: training multiplies the
+    input by noise uniform in 1 ± this.
 
     In training, each call records its router's statistics (``balance``: the fraction of choices and the mean
     probability per expert; ``z``: the mean squared log-sum-exp of the logits) in ``router_stats``, which the
-    model turns into its auxiliary losses (``CompiledModel.auxiliary_losses``)."""
+    model turns into its auxiliary losses (``CompiledModel.auxiliary_losses``) by ``aux_loss`` and ``z_loss``."""
 
-    def __init__(self, width: int, d_ff: int, activation: nn.Module, up_features: int, bias: bool, dropout: float,
-                 experts: int, top: int, score: str = "softmax", renormalize: bool = False, scale: float = 1.0,
-                 router_bias: bool = False, shared: nn.Module | None = None, shared_gate: bool = False,
-                 aux_loss: float = 0.0, z_loss: float = 0.0, correction: bool = False, groups: int = 1,
-                 top_groups: int = 1, group_score: str = "top2", correction_rate: float = 0.0,
-                 weigh: str = "outputs", eps: float = 0.0, input_jitter: float = 0.0, router_input: str = "plain",
-                 experts_norm: str = "none", norm_eps: float = 1e-6, expert_scale: bool = False,
-                 renormalize_eps: float = 0.0) -> None:
+    def __init__(self, router: nn.Linear, choice: Choice, experts: Experts, *, shared: nn.Module | None = None,
+                 shared_gate: nn.Module | None = None, router_input: nn.Module | None = None,
+                 experts_norm: nn.Module | None = None, input_jitter: float = 0.0, aux_loss: float = 0.0,
+                 z_loss: float = 0.0) -> None:
         super().__init__()
-        # Gemma 4's: the router reads rms(x) · router_scale / √width, the experts x RMS-normed with a weight, and
-        # each chosen expert's weight is scaled by its own learned scale
-        self.width, self.norm_eps = width, norm_eps
-        self.router_scale = nn.Parameter(torch.ones(width)) if router_input == "normed" else None
-        self.experts_norm = nn.RMSNorm(width, eps=norm_eps) if experts_norm == "rmsnorm" else None
-        self.expert_scale = nn.Parameter(torch.ones(experts)) if expert_scale else None
-        self.eps = eps  # the sparse mixer's threshold
-        self.input_jitter = input_jitter  # training multiplies the input by noise uniform in 1 ± this
-        self.top, self.score, self.renormalize, self.scale = top, score, renormalize, scale
-        self.renormalize_eps = renormalize_eps  # added to the chosen weights' sum before dividing
-        self.groups, self.top_groups, self.group_score = groups, top_groups, group_score
-        # DeepSeek-V3's per-expert bias on the choice: adjusted outside gradient descent, so frozen here
-        self.correction_bias = nn.Parameter(torch.zeros(experts), requires_grad=False) if correction else None
-        self.correction_rate = correction_rate  # how far each training call moves it towards balance
-        self.aux_loss, self.z_loss = aux_loss, z_loss
-        self.router = nn.Linear(width, experts, bias=router_bias)
-        self.experts = Experts(experts, width, d_ff, up_features, activation, bias, dropout, weigh == "inputs")
-        self.shared = shared
-        self.shared_gate = nn.Linear(width, 1, bias=False) if shared_gate else None
+        self.router, self.choice, self.experts = router, choice, experts
+        self.shared, self.shared_gate = shared, shared_gate
+        self.router_input, self.experts_norm = router_input, experts_norm
+        self.input_jitter, self.aux_loss, self.z_loss = input_jitter, aux_loss, z_loss
         self.router_stats: dict[str, Tensor] | None = None
-        self.routed_with: Tensor | None = None  # the correction bias the last training call chose with
         self.recomputing = False  # set by activation checkpointing (tfspec.nn.recompute) for its second run
 
     def forward(self, x: Tensor, ctx=None) -> Tensor:
@@ -201,46 +262,25 @@ class MixtureOfExperts(nn.Module):
         flat = x.reshape(-1, x.shape[-1])
         if self.training and self.input_jitter:
             flat = flat * torch.empty_like(flat).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
-        routed = flat
-        if self.router_scale is not None:
-            routed = F.rms_norm(flat, (self.width,), eps=self.norm_eps) * self.router_scale * self.width ** -0.5
-        logits = self.router(routed)
+        logits = self.router(flat if self.router_input is None else self.router_input(flat))
         again = self.recomputing  # a checkpointed layer's second run: route as the first did, change nothing
-        correction = self.correction_bias
-        if correction is not None and self.training and self.correction_rate:
-            correction = self.routed_with if again else correction.clone()  # the bias moves after this call
-            self.routed_with = correction
-        weights, chosen, probs = route(logits, self.top, self.score, self.renormalize, self.scale,
-                                       correction, self.groups, self.top_groups, self.group_score, self.eps,
-                                       self.training, self.renormalize_eps)
-        if self.expert_scale is not None:
-            weights = weights * self.expert_scale[chosen].to(weights.dtype)
+        weights, chosen, probs = self.choice(logits, again)
         inputs = flat if self.experts_norm is None else self.experts_norm(flat)
         y = self.experts(inputs, weights, chosen)
         if self.shared is not None:
             shared = self.shared(inputs)
             y = y + (shared if self.shared_gate is None else torch.sigmoid(self.shared_gate(inputs)) * shared)
+        if again:
+            return y.view(x.shape)
         real = None
         if ctx is not None and ctx.padding is not None and ctx.padding.shape == x.shape[:-1]:
             real = ~ctx.padding.reshape(-1)
-        if again:
-            return y.view(x.shape)
-        # (the sparse mixer balances the experts its probabilities rank first, not those it sampled: Phi-3.5-MoE's)
-        counted = probs.topk(self.top, dim=-1).indices if self.score == "sparsemixer" else chosen
-        self.router_stats = self.statistics(logits, counted, probs, real) if self.training else None
-        if self.training and self.correction_rate and not chosen.is_meta:  # (the meta device has no choices)
-            self.balance(chosen)
+        self.router_stats = self.statistics(logits, self.choice.counted(chosen, probs), probs, real) \
+            if self.training else None
+        correction = self.choice.correction
+        if self.training and correction is not None and correction.rate and not chosen.is_meta:  # (meta: no choices)
+            correction.balance(chosen)
         return y.view(x.shape)
-
-    @torch.no_grad()
-    def balance(self, chosen: Tensor) -> None:
-        """DeepSeek-V3's balancing without an auxiliary loss: each expert's correction bias rises by
-        ``correction_rate`` where the call chose it less often than the mean and falls where more often, counted
-        over every process of a distributed run so that their biases stay equal."""
-        counts = torch.bincount(chosen.reshape(-1), minlength=self.correction_bias.numel()).float()
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(counts)
-        self.correction_bias += self.correction_rate * torch.sign(counts.mean() - counts)
 
     def statistics(self, logits: Tensor, chosen: Tensor, probs: Tensor, real: Tensor | None = None
                    ) -> dict[str, Tensor]:

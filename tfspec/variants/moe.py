@@ -24,6 +24,10 @@ load-balancing loss (``aux_loss``: its coefficient; Switch's and Mixtral's ``exp
 z-loss (``z_loss``), which the trainer logs as ``moe_balance`` and ``moe_z``; both over the call's real positions
 (a padded batch's pads left out, as Hugging Face's attention mask leaves them out).
 
+At run time the mixture is its parts (``tfspec.nn.moe``): the router's input (``router_input.scale``), its linear map
+(``router``), its ``choice`` (``choice.correction.bias``, ``choice.expert_scale``), the ``experts``, the ``shared``
+network and its ``shared_gate``, the ``experts_norm``.
+
 Compute is dropless, each expert running once on the positions that chose it (``tfspec.nn.moe``); the analysis
 counts a position's ``top`` experts (and the router, and the shared network): FLOPs per position do not depend
 on which experts are chosen, and ``summary`` prints the active parameters against the total.
@@ -122,12 +126,13 @@ class MixtureOfExperts(FeedForwardKind):
         activation = ACTIVATIONS[body.activation.name]
         experts, up = options.experts, activation.up_features(body.d_ff)
         params = {**linear_params("router", experts, width, options.router_bias),
-                  **({"router_scale": Param((width,), "norm_weight", value=1.0)}
+                  **({"router_input.scale": Param((width,), "norm_weight", value=1.0)}
                      if options.router_input == "normed" else {}),
-                  **({"expert_scale": Param((experts,), "norm_weight", value=1.0)} if options.expert_scale else {}),
+                  **({"choice.expert_scale": Param((experts,), "norm_weight", value=1.0)}
+                     if options.expert_scale else {}),
                   **({"experts_norm.weight": Param((width,), "norm_weight")} if options.experts_norm == "rmsnorm"
                      else {}),
-                  **({"correction_bias": Param((experts,), "bias")} if options.correction else {}),
+                  **({"choice.correction.bias": Param((experts,), "bias")} if options.correction else {}),
                   "experts.up": Param((experts, up, width), "matrix"),
                   "experts.down": Param((experts, width, body.d_ff), "matrix", residual=True)}
         if body.bias:
@@ -140,24 +145,32 @@ class MixtureOfExperts(FeedForwardKind):
         return params
 
     def module(self, width, body, options):
+        """The mixture as its parts: the router's linear map (and what it reads), the choice of experts (scoring,
+        correction, groups, weighing), the experts, the shared network and its gate, the experts' norm."""
         from ..nn.feedforward import FeedForward
-        from ..nn.moe import MixtureOfExperts as Module
+        from ..nn.moe import Choice, Correction, Experts, GroupLimit, MixtureOfExperts as Module, NormedRouterInput
         activation, values = ACTIVATIONS.of(body.activation)
-        shared = Constructor(FeedForward, (width, options.shared, activation.module_for(values),
-                                           activation.up_features(options.shared), body.bias, body.dropout)) \
-            if options.shared else None
-        return Constructor(Module, (width, body.d_ff, activation.module_for(values), activation.up_features(body.d_ff),
-                                    body.bias, body.dropout, options.experts, options.top),
-                           {"score": options.score, "renormalize": options.renormalize, "scale": options.scale,
-                            "router_bias": options.router_bias, "shared": shared,
-                            "shared_gate": options.shared_gate, "aux_loss": options.aux_loss,
-                            "z_loss": options.z_loss, "correction": options.correction, "groups": options.groups,
-                            "top_groups": options.top_groups, "group_score": options.group_score,
-                            "correction_rate": options.correction_rate, "weigh": options.weigh,
-                            "eps": options.eps, "input_jitter": options.input_jitter,
-                            "router_input": options.router_input, "experts_norm": options.experts_norm,
-                            "norm_eps": options.norm_eps, "expert_scale": options.expert_scale,
-                            "renormalize_eps": options.renormalize_eps})
+        experts, up = options.experts, activation.up_features
+        choice = Constructor(Choice, (experts, options.top, options.score), {
+            "eps": options.eps, "renormalize": options.renormalize, "renormalize_eps": options.renormalize_eps,
+            "scale": options.scale, "expert_scale": options.expert_scale,
+            "correction": Constructor(Correction, (experts, options.correction_rate)) if options.correction else None,
+            "groups": Constructor(GroupLimit, (options.groups, options.top_groups, options.group_score))
+            if options.groups > 1 else None})
+        parts = {"input_jitter": options.input_jitter, "aux_loss": options.aux_loss, "z_loss": options.z_loss}
+        if options.shared:
+            parts["shared"] = Constructor(FeedForward, (width, options.shared, activation.module_for(values),
+                                                        up(options.shared), body.bias, body.dropout))
+        if options.shared_gate:
+            parts["shared_gate"] = Constructor("Linear", (width, 1), {"bias": False})
+        if options.router_input == "normed":
+            parts["router_input"] = Constructor(NormedRouterInput, (width, options.norm_eps))
+        if options.experts_norm == "rmsnorm":
+            parts["experts_norm"] = Constructor("RMSNorm", (width,), {"eps": options.norm_eps})
+        return Constructor(Module, (Constructor("Linear", (width, experts), {"bias": options.router_bias}), choice,
+                                    Constructor(Experts, (experts, width, body.d_ff, up(body.d_ff),
+                                                          activation.module_for(values), body.bias, body.dropout,
+                                                          options.weigh == "inputs"))), parts)
 
     def flops(self, width, body, options):
         activation = ACTIVATIONS[body.activation.name]

@@ -238,8 +238,8 @@ def feedforward_rules(feedforward: str, mlp: str, state: dict, ours_state: dict)
     rules = [rule(f"{feedforward}.router.weight", f"{mlp}.gate.weight"),
               rule(f"{feedforward}.experts.up", f"{mlp}.experts.gate_up_proj"),
               rule(f"{feedforward}.experts.down", f"{mlp}.experts.down_proj")]
-    if f"{feedforward}.correction_bias" in ours_state or f"{mlp}.gate.e_score_correction_bias" in state:
-        rules.append(rule(f"{feedforward}.correction_bias", f"{mlp}.gate.e_score_correction_bias"))
+    if f"{feedforward}.choice.correction.bias" in ours_state or f"{mlp}.gate.e_score_correction_bias" in state:
+        rules.append(rule(f"{feedforward}.choice.correction.bias", f"{mlp}.gate.e_score_correction_bias"))
     if f"{feedforward}.shared.down.weight" in ours_state or f"{mlp}.shared_experts.down_proj.weight" in state:
         rules += hf_llama.mlp_rules(f"{feedforward}.shared", f"{mlp}.shared_experts", state, ours_state)
     return rules

@@ -110,12 +110,12 @@ def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state:
     Face keeps as (1, experts) in the router's ``moe_statics``, or a gated MLP."""
     rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
     mlp = f"{theirs}.mlp"
-    if f"{feedforward}.correction_bias" in ours_state:
-        experts = ours_state[f"{feedforward}.correction_bias"].shape[0]
-        rules.append(rule(f"{feedforward}.correction_bias", f"{mlp}.gate.moe_statics.e_score_correction_bias",
+    if f"{feedforward}.choice.correction.bias" in ours_state:
+        experts = ours_state[f"{feedforward}.choice.correction.bias"].shape[0]
+        rules.append(rule(f"{feedforward}.choice.correction.bias", f"{mlp}.gate.moe_statics.e_score_correction_bias",
                           shape=(1, experts)))
     return rules + hf_deepseek.feedforward_rules(feedforward, mlp, state, {
-        k: v for k, v in ours_state.items() if k != f"{feedforward}.correction_bias"})
+        k: v for k, v in ours_state.items() if k != f"{feedforward}.choice.correction.bias"})
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:

@@ -367,8 +367,8 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
         if "experts" in parts:  # the router (its scales), the stacked experts (gate rows first), their norm
             moe = f"{ours}.{parts['experts']}"
             rules += [rule(f"{moe}.router.weight", f"{theirs}.router.proj.weight"),
-                      rule(f"{moe}.router_scale", f"{theirs}.router.scale"),
-                      rule(f"{moe}.expert_scale", f"{theirs}.router.per_expert_scale"),
+                      rule(f"{moe}.router_input.scale", f"{theirs}.router.scale"),
+                      rule(f"{moe}.choice.expert_scale", f"{theirs}.router.per_expert_scale"),
                       rule(f"{moe}.experts.up", f"{theirs}.experts.gate_up_proj"),
                       rule(f"{moe}.experts.down", f"{theirs}.experts.down_proj"),
                       rule(f"{moe}.experts_norm.weight", f"{theirs}.pre_feedforward_layernorm_2.weight")]

@@ -102,8 +102,8 @@ def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) ->
     rules = [rule(f"{ours}.router.weight", f"{theirs}.gate.weight"),
              rule(f"{ours}.experts.up", f"{theirs}.experts.gate_up_proj"),
              rule(f"{ours}.experts.down", f"{theirs}.experts.down_proj")]
-    if f"{ours}.correction_bias" in ours_state or f"{theirs}.expert_bias" in state:
-        rules.append(rule(f"{ours}.correction_bias", f"{theirs}.expert_bias"))
+    if f"{ours}.choice.correction.bias" in ours_state or f"{theirs}.expert_bias" in state:
+        rules.append(rule(f"{ours}.choice.correction.bias", f"{theirs}.expert_bias"))
     return rules
 
 

@@ -205,7 +205,7 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
             rules += hf_llama.attention_rules(model, sub, f"{prefix}layers.{i}", state, ours_state, module="mixer")
         elif f"{sub}.router.weight" in ours_state:
             rules += [rule(f"{sub}.router.weight", f"{theirs}.gate.weight"),
-                      rule(f"{sub}.correction_bias", f"{theirs}.gate.e_score_correction_bias"),
+                      rule(f"{sub}.choice.correction.bias", f"{theirs}.gate.e_score_correction_bias"),
                       rule(f"{sub}.experts.up", f"{theirs}.experts.up_proj"),
                       rule(f"{sub}.experts.down", f"{theirs}.experts.down_proj")]
             rules += linear_rules(f"{sub}.shared.up", f"{theirs}.shared_experts.up_proj", state, ours_state)
