@@ -205,23 +205,6 @@ CONFIGS = {  # model class -> a tiny configuration of it
                            moe_intermediate_size=12, shared_expert_intermediate_size=16, num_experts=3,
                            num_experts_per_tok=2, norm_topk_prob=False,
                            layer_types=["linear_attention", "linear_attention", "full_attention"]),
-    # Qwen3.5-MoE: Qwen3-Next's hybrid with a mixture in every layer, its Gated DeltaNet's projections apart; the base
-    # model's value heads two to a key head, its attention biased
-    "Qwen3_5MoeForCausalLM": dict(model_type="qwen3_5_moe_text", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                                  num_attention_heads=4, num_key_value_heads=2, head_dim=8, linear_num_value_heads=4,
-                                  linear_num_key_heads=2, linear_key_head_dim=6, linear_value_head_dim=5,
-                                  linear_conv_kernel_dim=3, moe_intermediate_size=12,
-                                  shared_expert_intermediate_size=20, num_experts=4, num_experts_per_tok=2,
-                                  layer_types=["linear_attention", "full_attention", "linear_attention",
-                                               "linear_attention"],
-                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                                   "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0]}),
-    "Qwen3_5MoeTextModel": dict(model_type="qwen3_5_moe_text", vocab_size=90, hidden_size=32, num_hidden_layers=3,
-                                num_attention_heads=2, num_key_value_heads=1, head_dim=16, linear_num_value_heads=4,
-                                linear_num_key_heads=2, linear_key_head_dim=4, linear_value_head_dim=6,
-                                moe_intermediate_size=12, shared_expert_intermediate_size=16, num_experts=3,
-                                num_experts_per_tok=2, attention_bias=True,
-                                layer_types=["linear_attention", "linear_attention", "full_attention"]),
     # LFM2: short convolutions with attention in every second layer; the base model attention's with one
     "Lfm2ForCausalLM": dict(model_type="lfm2", vocab_size=90, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                             num_attention_heads=4, num_key_value_heads=2, conv_L_cache=3, full_attn_idxs=[1, 3],
@@ -685,6 +668,16 @@ CONFIGS = {  # model class -> a tiny configuration of it
                          num_key_value_heads=2, intermediate_size=48,
                          rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "mrope_section": [1, 1, 2]})),
 }
+
+
+# Qwen3.5-MoE: Qwen3-Next's hybrid with a mixture in every layer (no dense layers, a router that always
+# renormalises), its Gated DeltaNet's projections apart; the base model's attention biased
+_DENSE = ("intermediate_size", "mlp_only_layers", "norm_topk_prob")
+for _next, _moe in (("Qwen3NextForCausalLM", "Qwen3_5MoeForCausalLM"), ("Qwen3NextModel", "Qwen3_5MoeTextModel")):
+    CONFIGS[_moe] = {**{k: v for k, v in CONFIGS[_next].items() if k not in _DENSE}, "model_type": "qwen3_5_moe_text"}
+CONFIGS["Qwen3_5MoeForCausalLM"]["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0,
+                                                       "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0]}
+CONFIGS["Qwen3_5MoeTextModel"]["attention_bias"] = True
 
 
 # transformers before 5.2x has no gpt-oss fields swiglu_alpha and swiglu_limit and computes gpt-oss's 1.702 and 7.0
