@@ -123,7 +123,8 @@ def family_of(model_type: str) -> Family:
                            f"text model imports alone with --tower text (tfspec.from_pretrained(DIR, tower=\"text\"))")
     if model_type in NOT_EXPRESSIBLE:
         raise InteropError(f"model_type '{model_type}' cannot be imported exactly: {NOT_EXPRESSIBLE[model_type]}")
-    raise InteropError(f"model_type '{quoted(model_type)[1:-1]}' is not a family tfspec reads\n  {_closest(model_type)}\n"
+    raise InteropError(f"model_type '{quoted(model_type)[1:-1]}' is not a family tfspec reads\n"
+                       f"  {_closest(model_type)}\n"
                        "  the families it reads, each with its classes: tfspec import --list")
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from . import hf_bert
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule, export_state, load_state, rule, weight_and_bias
-from ..family import Family
+from ..mapping import Rule, rule, weight_and_bias
 
 HEAD = {"transform": "predictions.dense", "norm": "predictions.LayerNorm", "decoder": "predictions.decoder",
         "bias": "predictions.bias", "pooler": "pooler"}
@@ -66,27 +65,15 @@ def _rules(model, prefix: str):
         aliases
 
 
-def from_hf_albert(model, reference) -> None:
-    """Copy an ``AlbertForMaskedLM`` or ``AlbertModel``'s weights into ``model`` (every tensor accounted for)."""
-    hf_bert.check_reference(model, reference, FIELDS, hf_config, spec_text, base="albert", head="predictions")
-    rules, aliases = _rules(model, "albert." if hasattr(reference, "albert") else "")
-    load_state(model, reference.state_dict(), rules, reference="Hugging Face ALBERT", aliases=aliases)
-
-
-def to_hf_albert(model) -> dict:
-    """A state dict for ``AlbertForMaskedLM`` (spec with a head) or ``AlbertModel`` (without)."""
-    rules, aliases = _rules(model, "albert." if model.head is not None else "")
-    return export_state(model, rules, reference="Hugging Face ALBERT", aliases=aliases)
-
-
 EXPORT_PRIORITY = 40  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("ALBERT", ("albert",),
-           {"AlbertForMaskedLM": {"pooler": False, "head": True},
-           "AlbertModel": {"pooler": True, "head": False}},
-           "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
-           "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
-           "table's width with hidden_act and is tied to it",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_albert,
-           export=to_hf_albert),
+    hf_bert.encoder_family(
+        "ALBERT", ("albert",),
+        {"AlbertForMaskedLM": {"pooler": False, "head": True},
+         "AlbertModel": {"pooler": True, "head": False}},
+        "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
+        "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
+        "table's width with hidden_act and is tied to it",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        base="albert", head="predictions"),
 )

@@ -57,8 +57,8 @@ def weight_rules(model, prefix: str, head: dict[str, str] | None = None,
     if model.pooler is not None:
         rules += weight_and_bias("pooler.dense", f"{prefix}{names.get('pooler', 'pooler.dense')}")
     if model.head is not None:
-        rules += [*weight_and_bias("head.transform", names["transform"]), *weight_and_bias("head.transform_norm", names["norm"]),
-                  rule("head.bias", names["bias"])]
+        rules += [*weight_and_bias("head.transform", names["transform"]),
+                  *weight_and_bias("head.transform_norm", names["norm"]), rule("head.bias", names["bias"])]
         aliases = {f"{names['decoder']}.bias": "head.bias"}
         if model.tied_to is not None:
             aliases[f"{names['decoder']}.weight"] = f"{e}.tokens.weight"
@@ -189,6 +189,24 @@ def to_hf_bert(model) -> dict:
     """A state dict for ``BertForMaskedLM`` (spec with a head) or ``BertModel`` (without)."""
     rules, aliases = weight_rules(model, "bert." if model.head is not None else "")
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+
+
+def encoder_family(name: str, model_types: tuple[str, ...], classes: dict, conventions: str, *, module: str,
+                   fields, spec_text, hf_config, rules, base: str, head: str) -> Family:
+    """A family of BERT's relatives whose masked LM holds its encoder under ``base`` (``albert``) and its head under
+    ``head``: ``check_reference``'s checks, then the weights each way by ``rules(model, prefix)`` -> (rules,
+    aliases), the base model's tensors prefixed ``base.`` inside the masked LM."""
+    def load(model, reference) -> None:
+        check_reference(model, reference, fields, hf_config, spec_text, base=base, head=head)
+        names, aliases = rules(model, f"{base}." if hasattr(reference, base) else "")
+        load_state(model, reference.state_dict(), names, reference=f"Hugging Face {name}", aliases=aliases)
+
+    def export(model) -> dict:
+        names, aliases = rules(model, f"{base}." if model.head is not None else "")
+        return export_state(model, names, reference=f"Hugging Face {name}", aliases=aliases)
+
+    return Family(name, model_types, classes, conventions, module=module, fields=fields, spec_text=spec_text,
+                  hf_config=hf_config, load=load, export=export)
 
 
 EXPORT_PRIORITY = 10  # where export tries this module's families (lower first)

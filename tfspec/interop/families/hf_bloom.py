@@ -17,9 +17,7 @@ from .hf_gpt_neox import qkv_rows
 from . import hf_llama
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
-REFERENCE = "Hugging Face BLOOM"
 
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.dim),
@@ -106,23 +104,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules + head, aliases
 
 
-def from_hf_bloom(model, reference) -> None:
-    """Copy a ``BloomForCausalLM`` (or ``BloomModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules, prefix="transformer.")
-
-
-def to_hf_bloom(model) -> dict:
-    """A state dict for ``BloomForCausalLM`` (spec with a head) or ``BloomModel``."""
-    return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")
-
-
 EXPORT_PRIORITY = 90  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("BLOOM", ("bloom",),
-           {"BloomForCausalLM": {"head": True}, "BloomModel": {"head": False}},
-           "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
-           "query_key_value interleaved per head, the head tied",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bloom,
-           export=to_hf_bloom),
+    hf_llama.decoder_family(
+        "BLOOM", ("bloom",),
+        {"BloomForCausalLM": {"head": True}, "BloomModel": {"head": False}},
+        "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
+        "query_key_value interleaved per head, the head tied",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules, prefix="transformer."),
 )

@@ -81,7 +81,8 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
         raise InteropError(f"DistilBERT is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
     e, p = "embeddings.tokens", f"{prefix}embeddings"
     rules = [rule(f"{e}.tokens.weight", f"{p}.word_embeddings.weight"),
-             rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"), *weight_and_bias(f"{e}.norm", f"{p}.LayerNorm")]
+             rule(f"{e}.positions.weight", f"{p}.position_embeddings.weight"),
+             *weight_and_bias(f"{e}.norm", f"{p}.LayerNorm")]
     for i in range(len(model.encoder.layers)):
         ours, theirs = f"encoder.layers.{i}", f"{prefix}transformer.layer.{i}"
         a = f"{theirs}.attention"
@@ -95,7 +96,8 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
     aliases: dict[str, str] = {}
     if model.head is not None:
         rules += [*weight_and_bias("head.transform", "vocab_transform"),
-                  *weight_and_bias("head.transform_norm", "vocab_layer_norm"), rule("head.bias", "vocab_projector.bias")]
+                  *weight_and_bias("head.transform_norm", "vocab_layer_norm"),
+                  rule("head.bias", "vocab_projector.bias")]
         if model.tied_to is not None:
             aliases["vocab_projector.weight"] = f"{e}.tokens.weight"
         else:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from . import hf_bert
 from ..facts import Facts
 from ..fields import Field, Fields
-from ..mapping import export_state, load_state, weight_and_bias
-from ..family import Family
+from ..mapping import weight_and_bias
 
 HEAD = {"transform": "generator_predictions.dense", "norm": "generator_predictions.LayerNorm",
         "decoder": "generator_lm_head", "bias": "generator_lm_head.bias"}
@@ -54,27 +53,14 @@ def _rules(model, prefix: str):
     return rules, aliases
 
 
-def from_hf_electra(model, reference) -> None:
-    """Copy an ``ElectraForMaskedLM`` or ``ElectraModel``'s weights into ``model`` (every tensor accounted for)."""
-    hf_bert.check_reference(model, reference, FIELDS, hf_config, spec_text, base="electra",
-                            head="generator_lm_head")
-    rules, aliases = _rules(model, "electra." if hasattr(reference, "electra") else "")
-    load_state(model, reference.state_dict(), rules, reference="Hugging Face ELECTRA", aliases=aliases)
-
-
-def to_hf_electra(model) -> dict:
-    """A state dict for ``ElectraForMaskedLM`` (spec with a head) or ``ElectraModel`` (without)."""
-    rules, aliases = _rules(model, "electra." if model.head is not None else "")
-    return export_state(model, rules, reference="Hugging Face ELECTRA", aliases=aliases)
-
-
 EXPORT_PRIORITY = 30  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("ELECTRA", ("electra",),
-           {"ElectraForMaskedLM": {"pooler": False, "head": True},
-           "ElectraModel": {"pooler": False, "head": False}},
-           "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
-           "embedding_size apart from hidden_size projects the embeddings into the stack",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_electra,
-           export=to_hf_electra),
+    hf_bert.encoder_family(
+        "ELECTRA", ("electra",),
+        {"ElectraForMaskedLM": {"pooler": False, "head": True},
+         "ElectraModel": {"pooler": False, "head": False}},
+        "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
+        "embedding_size apart from hidden_size projects the embeddings into the stack",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        base="electra", head="generator_lm_head"),
 )

@@ -25,9 +25,7 @@ from ...ir import nodes as ir
 from ...ir.queries import residual_placement
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule, spec_layer_modules
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
-REFERENCE = "Hugging Face Falcon"
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                "silu": "silu"}
 
@@ -197,24 +195,13 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules + head, aliases
 
 
-def from_hf_falcon(model, reference) -> None:
-    """Copy a ``FalconForCausalLM`` (or ``FalconModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules, prefix="transformer.")
-
-
-def to_hf_falcon(model) -> dict:
-    """A state dict for ``FalconForCausalLM`` (spec with a head) or ``FalconModel``."""
-    return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")
-
-
 EXPORT_PRIORITY = 100  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Falcon", ("falcon",),
-           {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
-           "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
-           "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
-           "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_falcon,
-           export=to_hf_falcon),
+    hf_llama.decoder_family(
+        "Falcon", ("falcon",),
+        {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
+        "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
+        "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
+        "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules, prefix="transformer."),
 )

@@ -13,7 +13,6 @@ from . import hf_gemma2, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu_tanh", "silu": "swiglu"}  # on the gate -> ours
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -50,24 +49,13 @@ def hf_config(spec) -> dict:
     return {"model_type": "gemma", **FIELDS.config(f)}
 
 
-def from_hf_gemma(model, reference) -> None:
-    """Copy a ``GemmaForCausalLM`` (or ``GemmaModel``)'s weights into ``model``; the spec must be the architecture
-    the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, hf_llama.weight_rules)
-
-
-def to_hf_gemma(model) -> dict:
-    """A state dict for ``GemmaForCausalLM`` (spec with a head) or ``GemmaModel``."""
-    return hf_llama.export_decoder(model, hf_llama.weight_rules, "Hugging Face Gemma")
-
-
 EXPORT_PRIORITY = 260  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Gemma", ("gemma",),
-           {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
-           "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
-           "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
-           "embedding",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma,
-           export=to_hf_gemma),
+    hf_llama.decoder_family(
+        "Gemma", ("gemma",),
+        {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
+        "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
+        "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
+        "embedding",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
 )

@@ -21,7 +21,6 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter, causal_masks, schedule
-from ..family import Family
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
@@ -194,25 +193,14 @@ def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule],
     return rules + head, aliases
 
 
-def from_hf_gemma2(model, reference) -> None:
-    """Copy a ``Gemma2ForCausalLM`` (or ``Gemma2Model``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes, layer by layer."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
-
-
-def to_hf_gemma2(model) -> dict:
-    """A state dict for ``Gemma2ForCausalLM`` (spec with a head) or ``Gemma2Model``."""
-    return hf_llama.export_decoder(model, weight_rules, "Hugging Face Gemma 2")
-
-
 EXPORT_PRIORITY = 270  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Gemma 2", ("gemma2",),
-           {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
-           "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
-           "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
-           "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
-           "schedule), the causal LM's logits soft-capped",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma2,
-           export=to_hf_gemma2),
+    hf_llama.decoder_family(
+        "Gemma 2", ("gemma2",),
+        {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
+        "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
+        "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
+        "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
+        "schedule), the causal LM's logits soft-capped",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
 )

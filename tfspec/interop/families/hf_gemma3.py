@@ -14,7 +14,6 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, rule
 from ..writer import SpecWriter
-from ..family import Family
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
@@ -43,10 +42,12 @@ FIELDS = Fields(
           lambda f: f.layer_rotaries("decoder", sliding=True).get("theta"), read=_theta(SLIDING)),
     # (of no consequence where no layer is full)
     *hf_llama.scaling_fields("rope_parameters.full_attention",
-                             params=lambda c: rope_of_kind(c, FULL) if FULL in (c.layer_types or []) else {"rope_type": "default"},
+                             params=lambda c: rope_of_kind(c, FULL) if FULL in (c.layer_types or [])
+                             else {"rope_type": "default"},
                              options=lambda f: f.layer_rotaries("decoder", sliding=False)),
     Fixed("rope_parameters.sliding_attention.rope_type", "default", "rope scaling '{value}' of the sliding layers "
-          "is not expressed (only of the full ones)", read=lambda c: rope_of_kind(c, SLIDING)["rope_type"], exported=True),
+          "is not expressed (only of the full ones)", read=lambda c: rope_of_kind(c, SLIDING)["rope_type"],
+          exported=True),
     Fixed("use_bidirectional_attention", False, "bidirectional attention ({value}) makes Gemma 3 an encoder; "
           "tfspec reads the causal model", read=lambda c: bool(getattr(c, "use_bidirectional_attention", False))),
     ignored={**hf_gemma2.FIELDS.ignored,
@@ -90,24 +91,13 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules, aliases
 
 
-def from_hf_gemma3(model, reference) -> None:
-    """Copy a ``Gemma3ForCausalLM`` (or ``Gemma3TextModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes, layer by layer."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_gemma3(model) -> dict:
-    """A state dict for ``Gemma3ForCausalLM`` (spec with a head) or ``Gemma3TextModel``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face Gemma 3")
-
-
 EXPORT_PRIORITY = 280  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Gemma 3", ("gemma3_text",),
-           {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
-           "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
-           "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
-           "base (and the full ones' scaling)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma3,
-           export=to_hf_gemma3),
+    hf_llama.decoder_family(
+        "Gemma 3", ("gemma3_text",),
+        {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
+        "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
+        "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
+        "base (and the full ones' scaling)",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

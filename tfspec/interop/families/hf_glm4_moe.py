@@ -27,7 +27,8 @@ _DEEPSEEK = {e.name: e for e in hf_deepseek.SHARED if isinstance(e, Field)}
 FIELDS = Fields(
     *_LLAMA,
     next(e for e in hf_llama.FIELDS.fields if e.name == "kv_heads"),
-    Field("head_dim", "head_dim", hf_mixtral.exported_head_dim, read=hf_llama.written_head_dim),  # written where it is its own
+    # written where it is its own
+    Field("head_dim", "head_dim", hf_mixtral.exported_head_dim, read=hf_llama.written_head_dim),
     *(_DEEPSEEK[n] for n in ("dense_d_ff", "first_dense", "d_ff", "experts", "top", "shared_experts",
                              "routed_scale")),
     *hf_deepseek.group_fields(always=True),

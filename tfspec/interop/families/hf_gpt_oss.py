@@ -16,7 +16,6 @@ from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
 from ..writer import SpecWriter, causal_masks, schedule
-from ..family import Family
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -120,24 +119,14 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
-def from_hf_gpt_oss(model, reference) -> None:
-    """Copy a ``GptOssForCausalLM`` (or ``GptOssModel``)'s weights into ``model``."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_gpt_oss(model) -> dict:
-    """A state dict for ``GptOssForCausalLM`` (spec with a head) or ``GptOssModel``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face gpt-oss")
-
-
 EXPORT_PRIORITY = 170  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("gpt-oss", ("gpt_oss",),
-           {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
-           "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
-           "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
-           "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
-           "soft-maxed",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt_oss,
-           export=to_hf_gpt_oss),
+    hf_llama.decoder_family(
+        "gpt-oss", ("gpt_oss",),
+        {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
+        "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
+        "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
+        "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
+        "soft-maxed",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

@@ -336,15 +336,16 @@ def export_decoder(model, rules, reference: str, prefix: str = "model.", derived
 
 def decoder_family(name: str, model_types: tuple[str, ...], classes: dict, conventions: str, *, module: str,
                    fields, spec_text, hf_config, rules, carried: tuple[str, ...] = (),
-                   derived: Callable | None = None) -> Family:
+                   derived: Callable | None = None, prefix: str = "model.") -> Family:
     """A decoder-only family whose weights copy as Llama's do (``load_decoder``, ``export_decoder``) by
     ``rules(model, prefix, state, lm)``: what most families declare beyond their table and spec text;
-    ``carried``: as ``Family.carried``; ``derived``: as ``load_decoder``'s."""
+    ``carried``: as ``Family.carried``; ``derived`` and ``prefix``: as ``load_decoder``'s."""
     return Family(name, model_types, classes, conventions, module=module, fields=fields, spec_text=spec_text,
                   hf_config=hf_config, carried=carried,
                   load=lambda model, reference: load_decoder(model, reference, fields, hf_config, spec_text, rules,
-                                                             derived=derived),
-                  export=lambda model: export_decoder(model, rules, f"Hugging Face {name}", derived=derived))
+                                                             prefix=prefix, derived=derived),
+                  export=lambda model: export_decoder(model, rules, f"Hugging Face {name}", prefix=prefix,
+                                                      derived=derived))
 
 
 def from_hf_llama(model, reference) -> None:

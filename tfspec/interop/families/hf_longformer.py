@@ -14,9 +14,8 @@ from __future__ import annotations
 from . import hf_bert, hf_roberta
 from ..facts import Facts
 from ..fields import Field, Fields
-from ..mapping import InteropError, Rule, export_state, load_state, rule
+from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter, schedule
-from ..family import Family
 
 
 def _windows(config) -> list[int]:
@@ -92,29 +91,16 @@ def _rules(model, prefix: str):
     return hf_bert.weight_rules(model, prefix, hf_roberta.HEAD, layer=_layer_rules)
 
 
-def from_hf_longformer(model, reference) -> None:
-    """Copy a ``LongformerForMaskedLM`` or ``LongformerModel``'s weights into ``model`` (every tensor accounted
-    for)."""
-    hf_bert.check_reference(model, reference, FIELDS, hf_config, spec_text, base="longformer", head="lm_head")
-    rules, aliases = _rules(model, "longformer." if hasattr(reference, "longformer") else "")
-    load_state(model, reference.state_dict(), rules, reference="Hugging Face Longformer", aliases=aliases)
-
-
-def to_hf_longformer(model) -> dict:
-    """A state dict for ``LongformerForMaskedLM`` (spec with a head) or ``LongformerModel`` (without)."""
-    rules, aliases = _rules(model, "longformer." if model.head is not None else "")
-    return export_state(model, rules, reference="Hugging Face Longformer", aliases=aliases)
-
-
 EXPORT_PRIORITY = 50  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Longformer", ("longformer",),
-           {"LongformerForMaskedLM": {"pooler": False, "head": True},
-           "LongformerModel": {"pooler": True, "head": False}},
-           "Longformer (Beltagy et al. 2020): RoBERTa's encoder whose self-attention slides a window of "
-           "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
-           "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
-           "their own; a list of windows is a layer schedule",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_longformer,
-           export=to_hf_longformer),
+    hf_bert.encoder_family(
+        "Longformer", ("longformer",),
+        {"LongformerForMaskedLM": {"pooler": False, "head": True},
+         "LongformerModel": {"pooler": True, "head": False}},
+        "Longformer (Beltagy et al. 2020): RoBERTa's encoder whose self-attention slides a window of "
+        "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
+        "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
+        "their own; a list of windows is a layer schedule",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        base="longformer", head="lm_head"),
 )

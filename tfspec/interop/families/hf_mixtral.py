@@ -16,7 +16,6 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, rule
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
 MOE_FIELDS = [
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
@@ -99,23 +98,13 @@ def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule],
     return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
-def from_hf_mixtral(model, reference) -> None:
-    """Copy a ``MixtralForCausalLM`` (or ``MixtralModel``)'s weights into ``model``."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
-
-
-def to_hf_mixtral(model) -> dict:
-    """A state dict for ``MixtralForCausalLM`` (spec with a head) or ``MixtralModel``."""
-    return hf_llama.export_decoder(model, weight_rules, "Hugging Face Mixtral")
-
-
 EXPORT_PRIORITY = 130  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Mixtral", ("mixtral",),
-           {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
-           "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
-           "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
-           "(kind=moe(experts, top, renormalize=true))",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mixtral,
-           export=to_hf_mixtral),
+    hf_llama.decoder_family(
+        "Mixtral", ("mixtral",),
+        {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
+        "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
+        "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
+        "(kind=moe(experts, top, renormalize=true))",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
 )

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from . import hf_bert
 from ..facts import Facts
-from ..family import Family
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, export_state, load_state, rule, weight_and_bias
+from ..mapping import InteropError, Rule, rule, weight_and_bias
 
 _BERT = [e for e in hf_bert.FIELDS.entries if isinstance(e, Field) and e.name != "segments"]
 HEAD = {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "decoder": "lm_head.decoder",
@@ -83,27 +82,15 @@ def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
     return rules, aliases
 
 
-def from_hf_mpnet(model, reference) -> None:
-    """Copy an ``MPNetModel``/``MPNetForMaskedLM``'s weights into ``model``; the spec must be the architecture the
-    reference's configuration describes."""
-    hf_bert.check_reference(model, reference, FIELDS, hf_config, spec_text, base="mpnet", head="lm_head")
-    rules, aliases = _rules(model, "mpnet." if hasattr(reference, "mpnet") else "")
-    load_state(model, reference.state_dict(), rules, reference="Hugging Face MPNet", aliases=aliases)
-
-
-def to_hf_mpnet(model) -> dict:
-    """A state dict for ``MPNetForMaskedLM`` (spec with a head) or ``MPNetModel`` (without)."""
-    rules, aliases = _rules(model, "mpnet." if model.head is not None else "")
-    return export_state(model, rules, reference="Hugging Face MPNet", aliases=aliases)
-
-
 EXPORT_PRIORITY = 480  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("MPNet", ("mpnet",), {"MPNetForMaskedLM": {"pooler": False, "head": True},
-                                 "MPNetModel": {"pooler": True, "head": False}},
-           "MPNet (all-mpnet-base-v2): RoBERTa's post-norm encoder without token types, positions from row 2 "
-           "counting real tokens, and T5's bidirectional relative bias (32 buckets, distance 128) shared by the "
-           "stack's layers",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mpnet,
-           export=to_hf_mpnet),
+    hf_bert.encoder_family(
+        "MPNet", ("mpnet",),
+        {"MPNetForMaskedLM": {"pooler": False, "head": True},
+         "MPNetModel": {"pooler": True, "head": False}},
+        "MPNet (all-mpnet-base-v2): RoBERTa's post-norm encoder without token types, positions from row 2 "
+        "counting real tokens, and T5's bidirectional relative bias (32 buckets, distance 128) shared by the "
+        "stack's layers",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
+        base="mpnet", head="lm_head"),
 )

@@ -19,9 +19,7 @@ from ..fields import COMMON_IGNORED, Field, Fields, Fixed
 from . import hf_llama
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
-REFERENCE = "Hugging Face MPT"
 UNREAD = "not read by Hugging Face's MPT, so it does not change what the model computes"
 
 FIELDS = Fields(
@@ -119,22 +117,11 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules + head, aliases
 
 
-def from_hf_mpt(model, reference) -> None:
-    """Copy an ``MptForCausalLM`` (or ``MptModel``)'s weights into ``model``; the spec must be the architecture
-    the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules, prefix="transformer.")
-
-
-def to_hf_mpt(model) -> dict:
-    """A state dict for ``MptForCausalLM`` (spec with a head) or ``MptModel``."""
-    return hf_llama.export_decoder(model, _rules, REFERENCE, prefix="transformer.")
-
-
 EXPORT_PRIORITY = 110  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("MPT", ("mpt",),
-           {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
-           "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mpt,
-           export=to_hf_mpt),
+    hf_llama.decoder_family(
+        "MPT", ("mpt",),
+        {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
+        "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules, prefix="transformer."),
 )

@@ -16,7 +16,6 @@ from ..facts import Facts
 from ..fields import Fields
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -93,23 +92,12 @@ def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule],
     return rules + head, aliases
 
 
-def from_hf_olmo2(model, reference) -> None:
-    """Copy an ``Olmo2ForCausalLM`` (or ``Olmo2Model``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
-
-
-def to_hf_olmo2(model) -> dict:
-    """A state dict for ``Olmo2ForCausalLM`` (spec with a head) or ``Olmo2Model``."""
-    return hf_llama.export_decoder(model, weight_rules, "Hugging Face OLMo 2")
-
-
 EXPORT_PRIORITY = 250  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("OLMo 2", ("olmo2",),
-           {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
-           "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
-           "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_olmo2,
-           export=to_hf_olmo2),
+    hf_llama.decoder_family(
+        "OLMo 2", ("olmo2",),
+        {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
+        "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
+        "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
 )

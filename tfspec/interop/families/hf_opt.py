@@ -14,9 +14,7 @@ from ..fields import Field, Fields, Fixed
 from . import hf_llama
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
-REFERENCE = "Hugging Face OPT"
 OFFSET = 2  # OPTLearnedPositionalEmbedding's
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "silu": "silu"}
 
@@ -125,24 +123,13 @@ def _decoder_rules(model, prefix: str, state: dict, lm: bool):
     return _rules(model, f"{prefix}decoder.", state, lm)
 
 
-def from_hf_opt(model, reference) -> None:
-    """Copy an ``OPTForCausalLM`` (or ``OPTModel``)'s weights into ``model``; the spec must be the architecture
-    the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _decoder_rules)
-
-
-def to_hf_opt(model) -> dict:
-    """A state dict for ``OPTForCausalLM`` (spec with a head) or ``OPTModel``."""
-    return hf_llama.export_decoder(model, _decoder_rules, REFERENCE)
-
-
 EXPORT_PRIORITY = 80  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("OPT", ("opt",),
-           {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
-           "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
-           "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
-           "tokens only, the head tied",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_opt,
-           export=to_hf_opt),
+    hf_llama.decoder_family(
+        "OPT", ("opt",),
+        {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
+        "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
+        "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
+        "tokens only, the head tied",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_decoder_rules),
 )

@@ -14,7 +14,6 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, linear_rules
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -65,23 +64,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
 
 
-def from_hf_phi3(model, reference) -> None:
-    """Copy a ``Phi3ForCausalLM`` (or ``Phi3Model``)'s weights into ``model``; the spec must be the architecture
-    the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_phi3(model) -> dict:
-    """A state dict for ``Phi3ForCausalLM`` (spec with a head) or ``Phi3Model``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face Phi-3")
-
-
 EXPORT_PRIORITY = 230  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Phi-3", ("phi3",),
-           {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
-           "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
-           "sublayer's output (resid_pdrop), an optional sliding window",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_phi3,
-           export=to_hf_phi3),
+    hf_llama.decoder_family(
+        "Phi-3", ("phi3",),
+        {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
+        "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
+        "sublayer's output (resid_pdrop), an optional sliding window",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )

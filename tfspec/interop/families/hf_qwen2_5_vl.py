@@ -37,8 +37,8 @@ from ..nested import Nested
 
 REFERENCE = "Hugging Face Qwen2.5-VL"
 # its text model alone (--tower text): Qwen2's, as its M-RoPE is Qwen2's rotary positions on text without pictures
-TEXT_ALONE = Nested("text_config", "text", "text_", "qwen2", (("model.language_model.", "model."), ("lm_head.", "lm_head.")),
-                    read_as="qwen2")
+TEXT_ALONE = Nested("text_config", "text", "text_", "qwen2",
+                    (("model.language_model.", "model."), ("lm_head.", "lm_head.")), read_as="qwen2")
 IMAGE = 448  # pixels a side of the pictures a spec reads where the configuration says none: 32 × 32 patches of 14
 VISION, TEXT, PROJECTOR = "model.visual", "model.language_model.", "model.visual.merger"
 SECTIONS = [16, 24, 24]  # Hugging Face's M-RoPE sections where rope_parameters names none

@@ -13,7 +13,6 @@ from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
 from ..writer import SpecWriter, causal_masks
-from ..family import Family
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu", "relu": "relu",
                "silu": "silu"}
@@ -76,24 +75,13 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules + head, aliases
 
 
-def from_hf_starcoder2(model, reference) -> None:
-    """Copy a ``Starcoder2ForCausalLM`` (or ``Starcoder2Model``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, FIELDS, hf_config, spec_text, _rules)
-
-
-def to_hf_starcoder2(model) -> dict:
-    """A state dict for ``Starcoder2ForCausalLM`` (spec with a head) or ``Starcoder2Model``."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face StarCoder2")
-
-
 EXPORT_PRIORITY = 240  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("StarCoder2", ("starcoder2",),
-           {"Starcoder2ForCausalLM": {"head": True},
-           "Starcoder2Model": {"head": False}},
-           "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
-           "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_starcoder2,
-           export=to_hf_starcoder2),
+    hf_llama.decoder_family(
+        "StarCoder2", ("starcoder2",),
+        {"Starcoder2ForCausalLM": {"head": True},
+        "Starcoder2Model": {"head": False}},
+        "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
+        "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
+        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
 )
