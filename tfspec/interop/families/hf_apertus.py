@@ -11,8 +11,7 @@ buffers (``act_fn.beta``, ``act_fn.eps``: checked against the spec's, and writte
 from __future__ import annotations
 
 from . import hf_llama
-from ..facts import Facts
-from ..family import Family
+from ..family import Family, exported_config
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, export_state, layer_modules, linear_rules, load_state, \
     refuse_other_architecture, rule, same_head
@@ -42,11 +41,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                  feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false")
 
 
-def hf_config(spec) -> dict:
-    """The Apertus configuration ``spec`` would be."""
-    f = Facts(spec, "Apertus")
-    f.kind("decoder-only")
-    return {"model_type": "apertus", **FIELDS.config(f)}
+hf_config = exported_config("Apertus", "apertus", "decoder-only", FIELDS)
 
 
 def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict

@@ -13,14 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...registry import ATTENTION_KINDS
-from ..facts import Facts
 from ..fields import Field, Fields
 from .hf_bert import FIELDS as BERT_FIELDS
 from .hf_bert import weight_rules, check_reference
 from .hf_bert import spec_text as bert_spec_text
 from ..mapping import export_state, load_state
 from ..writer import SpecWriter
-from ..family import Family
+from ..family import Family, exported_config
 
 REFERENCE = "Hugging Face BigBird"
 
@@ -72,11 +71,7 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
                           embedding=scale, writer=w, heading=heading)
 
 
-def hf_config(spec) -> dict:
-    """The BigBird configuration ``spec`` would be: BERT's, with its attention kind and embedding scale."""
-    f = Facts(spec, "BigBird")
-    f.kind("encoder-only")
-    return {"model_type": "big_bird", **FIELDS.config(f)}
+hf_config = exported_config("BigBird", "big_bird", "encoder-only", FIELDS)
 
 
 def from_hf_big_bird(model, reference) -> None:

@@ -20,7 +20,7 @@ from ...ir import nodes as ir
 from ...ir.queries import layer_template
 from .. import hybrid
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter, causal_masks
@@ -134,11 +134,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                        heading=heading, embedding=f"; scale {s.embedding_multiplier}")
 
 
-def hf_config(spec) -> dict:
-    """The Falcon-H1 configuration ``spec`` would be."""
-    f = Facts(spec, "Falcon-H1")
-    f.kind("decoder-only")
-    return {"model_type": "falcon_h1", **FIELDS.config(f)}
+hf_config = exported_config("Falcon-H1", "falcon_h1", "decoder-only", FIELDS)
 
 
 def _parts(model) -> dict[str, str]:

@@ -6,12 +6,10 @@ transposed on the way; ``lm_head.weight`` is the token embedding (tied).
 
 from __future__ import annotations
 
-from ..mapping import (InteropError, Rule, export_state, load_state, refuse_other_architecture, rule,
-                      same_head)
-from ..facts import Facts
+from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
 from ..fields import Field, Fields, Fixed
 from ..writer import SpecWriter
-from ..family import Family
+from ..family import Family, exported_config
 
 REFERENCE = "Hugging Face GPT-2"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -113,11 +111,7 @@ decoder x {s.layers} {{
     return w.text(text, list(heading))
 
 
-def hf_config(spec) -> dict:
-    """The GPT-2 configuration ``spec`` would be (exported after ``architecture_problems`` finds no difference)."""
-    f = Facts(spec, "GPT-2")
-    f.kind("decoder-only")
-    return {"model_type": "gpt2", **FIELDS.config(f)}
+hf_config = exported_config("GPT-2", "gpt2", "decoder-only", FIELDS)
 
 
 def from_hf_gpt2(model, reference) -> None:

@@ -15,10 +15,9 @@ from __future__ import annotations
 from ...ir.queries import sublayers
 from ..mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
                       refuse_other_architecture, rule, same_head)
-from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..writer import SpecWriter
-from ..family import Family
+from ..family import Family, exported_config
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
                "silu": "silu", "tanh": "tanh"}
@@ -105,11 +104,7 @@ decoder x {s.layers} {{
     return w.text(text, list(heading))
 
 
-def hf_config(spec) -> dict:
-    """The GPT-NeoX configuration ``spec`` would be."""
-    f = Facts(spec, "GPT-NeoX")
-    f.kind("decoder-only")
-    return {"model_type": "gpt_neox", **FIELDS.config(f)}
+hf_config = exported_config("GPT-NeoX", "gpt_neox", "decoder-only", FIELDS)
 
 
 def qkv_rows(heads: int, head_dim: int) -> tuple[int, ...]:

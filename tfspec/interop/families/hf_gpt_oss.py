@@ -12,7 +12,7 @@ matrices transposed, its gate and up columns interleaved; the mapping transposes
 from __future__ import annotations
 
 from . import hf_llama, hf_mixtral
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -88,11 +88,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                     f"kind=moe({s.experts}, {s.top}, renormalize=true, router_bias=true, aux_loss={s.aux_loss})")
 
 
-def hf_config(spec) -> dict:
-    """The gpt-oss configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "gpt-oss")
-    f.kind("decoder-only")
-    return {"model_type": "gpt_oss", **FIELDS.config(f)}
+hf_config = exported_config("gpt-oss", "gpt_oss", "decoder-only", FIELDS)
 
 
 def _experts_rules(ours: str, theirs: str, d_ff: int) -> list[Rule]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields
 from ..writer import SpecWriter, causal_masks
 
@@ -57,11 +57,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                        heading=heading, embedding=f"; scale {s.embedding_multiplier}")
 
 
-def hf_config(spec) -> dict:
-    """The Granite configuration ``spec`` would be."""
-    f = Facts(spec, "Granite")
-    f.kind("decoder-only")
-    return {"model_type": "granite", **FIELDS.config(f)}
+hf_config = exported_config("Granite", "granite", "decoder-only", FIELDS)
 
 
 EXPORT_PRIORITY = 420  # where export tries this module's families (lower first)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import hybrid
 
 from . import hf_granite, hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -128,11 +128,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                        heading=heading, embedding=f"; scale {s.embedding_multiplier}")
 
 
-def hf_config(spec) -> dict:
-    """The Granite 4.0-H configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "Granite 4.0-H")
-    f.kind("decoder-only")
-    return {"model_type": "granitemoehybrid", **FIELDS.config(f)}
+hf_config = exported_config("Granite 4.0-H", "granitemoehybrid", "decoder-only", FIELDS)
 
 
 def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:

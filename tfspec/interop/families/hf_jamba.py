@@ -16,6 +16,7 @@ from ...ir import nodes as ir
 from .. import hybrid
 from . import hf_llama
 from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -145,11 +146,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                            + (f" {mixture}" if routes else ""), sections=lines)
 
 
-def hf_config(spec) -> dict:
-    """The Jamba configuration ``spec`` would be, its periods read from each layer."""
-    f = Facts(spec, "Jamba")
-    f.kind("decoder-only")
-    return {"model_type": "jamba", **FIELDS.config(f)}
+hf_config = exported_config("Jamba", "jamba", "decoder-only", FIELDS)
 
 
 MAMBA_TENSORS = ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")

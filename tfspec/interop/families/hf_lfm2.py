@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import hybrid
 
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -102,11 +102,7 @@ def layers_text(w: SpecWriter, s, layers: list[tuple[str, bool]], feedforward: s
                                feedforward=f"{feedforward if routes else dense} activation=swiglu bias=false")
 
 
-def hf_config(spec) -> dict:
-    """The LFM2 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "LFM2")
-    f.kind("decoder-only")
-    return {"model_type": "lfm2", **FIELDS.config(f)}
+hf_config = exported_config("LFM2", "lfm2", "decoder-only", FIELDS)
 
 
 def mlp_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from . import hf_lfm2, hf_llama
 from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter
@@ -88,11 +89,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                name=name, heading=heading)
 
 
-def hf_config(spec) -> dict:
-    """The LFM2-MoE configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "LFM2-MoE")
-    f.kind("decoder-only")
-    return {"model_type": "lfm2_moe", **FIELDS.config(f)}
+hf_config = exported_config("LFM2-MoE", "lfm2_moe", "decoder-only", FIELDS)
 
 
 def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:

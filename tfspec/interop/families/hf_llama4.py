@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ...registry import NORMS
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
 from ..writer import SpecWriter, causal_masks, every_step, schedule
@@ -158,11 +158,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                  feedforward=f"activation={s.activation} bias=false {mixture if sparse else dense}")
 
 
-def hf_config(spec) -> dict:
-    """The Llama 4 text configuration ``spec`` would be, its three per-layer lists read from each layer."""
-    f = Facts(spec, "Llama 4")
-    f.kind("decoder-only")
-    return {"model_type": "llama4_text", **FIELDS.config(f)}
+hf_config = exported_config("Llama 4", "llama4_text", "decoder-only", FIELDS)
 
 
 def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict

@@ -12,7 +12,7 @@ the padding changes nothing a real token computes.
 from __future__ import annotations
 
 from . import hf_bert, hf_roberta
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter, schedule
@@ -71,11 +71,7 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
                              position=f"learned(max_len, offset={config.pad_token_id + 1}, skip_padding=true)")
 
 
-def hf_config(spec) -> dict:
-    """The Longformer configuration ``spec`` would be."""
-    f = Facts(spec, "Longformer")
-    f.kind("encoder-only")
-    return {"model_type": "longformer", **FIELDS.config(f)}
+hf_config = exported_config("Longformer", "longformer", "encoder-only", FIELDS)
 
 
 def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:

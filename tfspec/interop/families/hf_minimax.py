@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
 from . import hf_llama, hf_mixtral
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -134,11 +134,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                        head="" if head else None, name=name, heading=heading)
 
 
-def hf_config(spec) -> dict:
-    """The MiniMax configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "MiniMax")
-    f.kind("decoder-only")
-    return {"model_type": "minimax", **FIELDS.config(f)}
+hf_config = exported_config("MiniMax", "minimax", "decoder-only", FIELDS)
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:

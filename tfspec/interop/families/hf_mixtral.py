@@ -12,7 +12,7 @@ gate rows first; ``experts.down_proj``), as tfspec does (``experts.up``, ``exper
 from __future__ import annotations
 
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, rule
 from ..writer import SpecWriter, causal_masks
@@ -58,11 +58,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                              f"aux_loss={s.aux_loss})")
 
 
-def hf_config(spec) -> dict:
-    """The Mixtral configuration ``spec`` would be."""
-    f = Facts(spec, "Mixtral")
-    f.kind("decoder-only")
-    return {"model_type": "mixtral", **FIELDS.config(f)}
+hf_config = exported_config("Mixtral", "mixtral", "decoder-only", FIELDS)
 
 
 def moe_rules(ours: str, theirs: str) -> list[Rule]:

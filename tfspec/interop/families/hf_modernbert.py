@@ -17,8 +17,7 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from . import hf_gemma2, hf_gemma3
-from ..facts import Facts
-from ..family import Family
+from ..family import Family, exported_config
 from ..fields import Field, Fields
 from ..mapping import (InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule,
                       same_head)
@@ -161,11 +160,7 @@ encoder x {s.layers} {{
     return w.text(text, list(heading))
 
 
-def hf_config(spec) -> dict:
-    """The ModernBERT configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "ModernBERT")
-    f.kind("encoder-only")
-    return {"model_type": "modernbert", **FIELDS.config(f)}
+hf_config = exported_config("ModernBERT", "modernbert", "encoder-only", FIELDS)
 
 
 def _layer_parts(model, i: int) -> dict[str, str]:

@@ -15,6 +15,7 @@ from ...registry import ACTIVATIONS
 from .. import hybrid
 from . import hf_llama
 from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed, _lookup
 from ..mapping import InteropError, Rule, linear_rules, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -178,11 +179,7 @@ decoder x {s.layers} {{
     return w.text(text, list(heading))
 
 
-def hf_config(spec) -> dict:
-    """The Nemotron-H configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "Nemotron-H")
-    f.kind("decoder-only")
-    return {"model_type": "nemotron_h", **FIELDS.config(f)}
+hf_config = exported_config("Nemotron-H", "nemotron_h", "decoder-only", FIELDS)
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Fields
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter, causal_masks
@@ -50,11 +50,7 @@ def post_norm_text(w: SpecWriter, s, position: str, masks: str, sections: str, *
                                        head="" if head else None, name=name, heading=heading)
 
 
-def hf_config(spec) -> dict:
-    """The OLMo 2 configuration ``spec`` would be."""
-    f = Facts(spec, "OLMo 2")
-    f.kind("decoder-only")
-    return {"model_type": "olmo2", **FIELDS.config(f)}
+hf_config = exported_config("OLMo 2", "olmo2", "decoder-only", FIELDS)
 
 
 def post_norm_modules(model) -> dict[str, str]:

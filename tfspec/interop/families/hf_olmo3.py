@@ -10,7 +10,7 @@ long-context models): a layer schedule whose sections change the mask and the po
 from __future__ import annotations
 
 from . import hf_gemma2, hf_gemma3, hf_llama, hf_olmo2
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Fields, Fixed
 from ..writer import SpecWriter, causal_masks, schedule
 
@@ -58,11 +58,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     return hf_olmo2.post_norm_text(w, s, position(base), masks(base), lines, head=head, name=name, heading=heading)
 
 
-def hf_config(spec) -> dict:
-    """The OLMo 3 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "OLMo 3")
-    f.kind("decoder-only")
-    return {"model_type": "olmo3", **FIELDS.config(f)}
+hf_config = exported_config("OLMo 3", "olmo3", "decoder-only", FIELDS)
 
 
 EXPORT_PRIORITY = 380  # where export tries this module's families (lower first)

@@ -10,7 +10,7 @@ switched by length) is not expressed and is refused.
 from __future__ import annotations
 
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, linear_rules
 from ..writer import SpecWriter, causal_masks
@@ -42,11 +42,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                  heading=heading, dropout=s.p_dropout)
 
 
-def hf_config(spec) -> dict:
-    """The Phi-3 configuration ``spec`` would be."""
-    f = Facts(spec, "Phi-3")
-    f.kind("decoder-only")
-    return {"model_type": "phi3", **FIELDS.config(f)}
+hf_config = exported_config("Phi-3", "phi3", "decoder-only", FIELDS)
 
 
 def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict

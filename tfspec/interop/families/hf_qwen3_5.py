@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...registry import ATTENTION_STEPS
 from .. import hybrid
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -108,11 +108,7 @@ def hybrid_text(w: SpecWriter, s, feedforward: str, *, head: bool, padding: bool
                                sections=lines)
 
 
-def hf_config(spec) -> dict:
-    """The Qwen3.5 text configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "Qwen3.5")
-    f.kind("decoder-only")
-    return {"model_type": "qwen3_5_text", **FIELDS.config(f)}
+hf_config = exported_config("Qwen3.5", "qwen3_5_text", "decoder-only", FIELDS)
 
 
 def _attention_rules(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:

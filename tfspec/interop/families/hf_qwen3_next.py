@@ -12,7 +12,7 @@ Its Gated DeltaNet stores q, k, v and the gate z in one projection, and b and a 
 from __future__ import annotations
 
 from . import hf_llama, hf_mixtral, hf_qwen3_5, hf_qwen_moe
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
 from ..writer import SpecWriter
@@ -42,11 +42,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                   dense=f"d_ff={s.dense_d_ff} kind=dense")
 
 
-def hf_config(spec) -> dict:
-    """The Qwen3-Next configuration ``spec`` would be."""
-    f = Facts(spec, "Qwen3-Next")
-    f.kind("decoder-only")
-    return {"model_type": "qwen3_next", **FIELDS.config(f)}
+hf_config = exported_config("Qwen3-Next", "qwen3_next", "decoder-only", FIELDS)
 
 
 def grouped_mixer_rules(ours: str, theirs: str, model, state: dict) -> list[Rule]:

@@ -9,7 +9,7 @@ own (128 by default, whatever hidden_size / heads is).
 from __future__ import annotations
 
 from . import hf_llama
-from ..facts import Facts
+from ..family import exported_config
 from ..fields import Field, Fields
 from ..writer import SpecWriter, causal_masks
 
@@ -37,11 +37,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                  heading=heading, dropout=s.p_dropout)
 
 
-def hf_config(spec) -> dict:
-    """The Seed-OSS configuration ``spec`` would be."""
-    f = Facts(spec, "Seed-OSS")
-    f.kind("decoder-only")
-    return {"model_type": "seed_oss", **FIELDS.config(f)}
+hf_config = exported_config("Seed-OSS", "seed_oss", "decoder-only", FIELDS)
 
 
 EXPORT_PRIORITY = 370  # where export tries this module's families (lower first)

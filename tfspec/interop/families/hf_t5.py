@@ -18,10 +18,9 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from ...ir import queries
 from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
-from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..writer import SpecWriter, number
-from ..family import Family
+from ..family import Family, exported_config
 
 # feed_forward_proj -> our activation. "gated-gelu" is the tanh-approximated GELU (T5Config reads it as
 # gelu_new); the exact gated GELU has no feed_forward_proj.
@@ -71,11 +70,7 @@ FIELDS = Fields(
 )
 
 
-def hf_config(spec) -> dict:
-    """The T5 configuration ``spec`` would be (v1.0 when its head is tied and scaled, v1.1 untied)."""
-    f = Facts(spec, "T5")
-    f.kind("encoder-decoder")
-    return {"model_type": "t5", **FIELDS.config(f)}
+hf_config = exported_config("T5", "t5", "encoder-decoder", FIELDS)
 
 
 def options_from_model(model) -> dict:

@@ -13,11 +13,10 @@ Pictures are square (an ``image_size`` or ``patch_size`` of two different sides 
 from __future__ import annotations
 
 from . import hf_bert
-from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
 from ..writer import SpecWriter
-from ..family import Family
+from ..family import Family, exported_config
 
 REFERENCE = "Hugging Face ViT"
 POOLER_ACTIVATIONS = {**hf_bert.ACTIVATIONS, "tanh": "tanh"}
@@ -102,11 +101,7 @@ encoder x {s.layers} {{
     return w.text(text, list(heading))
 
 
-def hf_config(spec) -> dict:
-    """The ViT configuration ``spec`` would be."""
-    f = Facts(spec, "ViT")
-    f.kind("encoder-only")
-    return {"model_type": "vit", **FIELDS.config(f)}
+hf_config = exported_config("ViT", "vit", "encoder-only", FIELDS)
 
 
 def _rules(model, prefix: str) -> list[Rule]:
