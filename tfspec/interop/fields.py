@@ -166,6 +166,10 @@ class Settings:
     def value(self, name: str) -> Any:
         return self._values[name]
 
+    def has(self, name: str) -> bool:
+        """Whether the family's table has the setting ``name`` and the configuration gives it a value."""
+        return self._text.get(name) is not None
+
 
 class Fields:
     """A family's table (see the module's docstring); ``+`` joins two (BigBird's fields and BERT's)."""

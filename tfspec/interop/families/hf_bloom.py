@@ -16,7 +16,9 @@ from ..fields import Field, Fields, Fixed
 from .hf_gpt_neox import qkv_rows
 from . import hf_llama
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
+from .. import layouts
+from ..document import Document, Statement
 
 
 FIELDS = Fields(
@@ -37,34 +39,20 @@ FIELDS = Fields(
 )
 
 
+def document(s, *, padding: bool, head: bool) -> Document:
+    """BLOOM's spec from its settings ``s``: the decoder layout with a LayerNorm on the embeddings, ALiBi in the
+    stack and a GELU (tanh) feed-forward 4 · d_model wide."""
+    return (layouts.decoder(s, norm=f"layernorm(eps={s.eps})", padding=padding, head=head)
+            .add("embedding tokens", Statement("norm", f"layernorm(eps={s.eps})"))
+            .add("decoder", Statement("position", "alibi"), before="attention")
+            .change("decoder", "feedforward", activation="gelu_tanh"))
+
+
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a BLOOM configuration describes."""
     w = SpecWriter()
-    s = FIELDS.write(config, w)
-    masks = causal_masks(padding=padding)
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm layernorm(eps={s.eps})
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; norm layernorm(eps={s.eps}) }}
-
-decoder x {s.layers} {{
-  position alibi
-  attention self heads={s.heads} mask={masks}
-  feedforward d_ff=4 * {s.d_model} activation=gelu_tanh
-  final layernorm(eps={s.eps})
-}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    return w.text(document(FIELDS.write(config, w), padding=padding, head=head).text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
 from ..fields import Field, Fields, Fixed
 from ..writer import SpecWriter
+from .. import layouts
+from ..document import Statement
 from ..family import Family, exported_config
 
 REFERENCE = "Hugging Face GPT-2"
@@ -83,32 +85,13 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     ``head=False`` (``padding``: mask padded keys)."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    embedding_dropout = f"\n  dropout {s.p_embd_dropout}" if s.p_embd_dropout else ""
-    text = f"""model {name}
-
-defaults {{
-  residual pre                  # x = x + Dropout(Sublayer(LayerNorm(x)))
-  norm layernorm(eps={s.eps})
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  init gpt2(std={s.init_std})
-}}
-
-embedding tokens {{
-  vocab {s.vocab}
-  dim {s.d_model}
-  position learned({s.context}){embedding_dropout}
-}}
-
-decoder x {s.layers} {{
-  attention self heads={s.heads} mask={"causal + padding" if padding else "causal"}
-  feedforward d_ff={s.d_ff or "4 * d_model"} activation={s.activation}
-  final layernorm(eps={s.eps})
-}}
-"""
-    if head:
-        text += "\nhead tied(tokens)\n" if s.value("tied") else f"\nhead linear({s.vocab}) bias=false\n"
-    return w.text(text, list(heading))
+    document = (layouts.decoder(s, norm=f"layernorm(eps={s.eps})", padding=padding, head=head)
+                .change("defaults", "residual", comment="x = x + Dropout(Sublayer(LayerNorm(x)))")
+                .change("defaults", "init", f"gpt2(std={s.init_std})")
+                .change("embedding tokens", "position", f"learned({s.context})"))
+    if s.p_embd_dropout:
+        document = document.add("embedding tokens", Statement("dropout", s.p_embd_dropout))
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("GPT-2", "gpt2", "decoder-only", FIELDS)

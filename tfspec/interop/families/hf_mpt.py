@@ -16,9 +16,9 @@ from __future__ import annotations
 from ...registry import POSITIONS
 from ..facts import Facts
 from ..fields import COMMON_IGNORED, Field, Fields, Fixed
-from . import hf_llama
+from . import hf_bloom, hf_llama
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 UNREAD = "not read by Hugging Face's MPT, so it does not change what the model computes"
 
@@ -53,31 +53,18 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an MPT configuration describes."""
+    """The tfspec spec an MPT configuration describes: BLOOM's, its LayerNorms without a bias and none on the
+    embeddings, no biases, GELU, no dropout, the attention's own scale where it sets one."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = causal_masks(padding=padding)
-    scale = f" scale={s.scale}" if s.scale else ""
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm layernorm(eps={s.eps}, bias=false)
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position alibi
-  attention self heads={s.heads} mask={masks} bias=false{scale}
-  feedforward d_ff=4 * {s.d_model} activation=gelu bias=false
-  final layernorm(eps={s.eps}, bias=false)
-}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    norm = f"layernorm(eps={s.eps}, bias=false)"
+    document = (hf_bloom.document(s, padding=padding, head=head)
+                .change("defaults", "norm", norm)
+                .drop("embedding tokens", "norm")
+                .change("decoder", "attention", bias="false", scale=s.scale)
+                .change("decoder", "feedforward", activation="gelu", bias="false")
+                .change("decoder", "final", norm))
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

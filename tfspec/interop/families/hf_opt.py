@@ -13,7 +13,8 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from . import hf_llama
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
+from .. import layouts
 
 OFFSET = 2  # OPTLearnedPositionalEmbedding's
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "silu": "silu"}
@@ -51,32 +52,21 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an OPT configuration describes."""
+    """The tfspec spec an OPT configuration describes: the decoder layout with LayerNorms of eps 1e-5 before each
+    sublayer (after it, and none after the stack, where do_layer_norm_before is false), learned positions read
+    2 rows on and counting real tokens only, biases as enable_bias says."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
     pre = s.value("pre_norm")
-    masks = causal_masks(padding=padding)
-    final = "\n  final layernorm(eps=1e-5)" if pre else ""
-    text = f"""model {name}
-
-defaults {{
-  residual {'pre' if pre else 'post'}
-  norm layernorm(eps=1e-5)
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position learned({s.max_len} + {OFFSET}, offset={OFFSET}, skip_padding=true) }}
-
-decoder x {s.layers} {{
-  attention self heads={s.heads} mask={masks} bias={s.bias}
-  feedforward d_ff={s.d_ff} activation={s.activation} bias={s.bias}{final}
-}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    document = (layouts.decoder(s, norm="layernorm(eps=1e-5)", padding=padding, head=head)
+                .change("defaults", "residual", "pre" if pre else "post")
+                .change("embedding tokens", "position",
+                        f"learned({s.max_len} + {OFFSET}, offset={OFFSET}, skip_padding=true)")
+                .change("decoder", "attention", bias=s.bias)
+                .change("decoder", "feedforward", bias=s.bias))
+    if not pre:
+        document = document.drop("decoder", "final")
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -1,0 +1,32 @@
+"""The base layouts families derive their specs from (``tfspec.interop.document``): what every spec of a kind
+holds, read from a family's settings (its field table's), which each family then changes by its differences.
+
+A setting the family's table has is written where the layout has a place for it (``dropout`` where the table has
+``p_dropout``, ``kv_heads`` where it has ``kv_heads``); what the table does not have the layout leaves out.
+"""
+
+from __future__ import annotations
+
+from .document import Block, Document, Statement
+from .writer import causal_masks
+
+
+def decoder(s, *, norm: str, padding: bool, head: bool) -> Document:
+    """A decoder-only spec from the settings ``s``: ``norm`` before each sublayer and after the stack, dropout and
+    attention dropout where the table has them, a normal init of ``init_std``; token embeddings without positions;
+    layers of causal self-attention (its padded keys hidden where ``padding``) and a feed-forward of ``d_ff`` (4 ·
+    d_model where the table has none) and ``activation``; and the causal LM's head where ``head`` (tied to the embeddings where ``tied``)."""
+    defaults = [Statement("residual", "pre"), Statement("norm", norm)]
+    defaults += [Statement(word, getattr(s, setting)) for setting, word in
+                 (("p_dropout", "dropout"), ("p_attn_dropout", "attn_dropout")) if s.has(setting)]
+    attention = Statement("attention", "self", heads=s.heads,
+                          kv_heads=s.kv_heads if s.has("kv_heads") else None, mask=causal_masks(padding=padding))
+    feedforward = Statement("feedforward", d_ff=s.d_ff if s.has("d_ff") else "4 * d_model",
+                            activation=s.activation if s.has("activation") else None)
+    document = Document.of(
+        Block("defaults", *defaults, Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model), Statement("position", "none")),
+        Block(f"decoder x {s.layers}", attention, feedforward, Statement("final", norm)))
+    if not head:
+        return document
+    return document.with_tail("head " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"))
