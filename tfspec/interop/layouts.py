@@ -14,13 +14,14 @@ from .writer import causal_masks
 def decoder(s, *, norm: str, padding: bool, head: bool) -> Document:
     """A decoder-only spec from the settings ``s``: ``norm`` before each sublayer and after the stack, dropout and
     attention dropout where the table has them, a normal init of ``init_std``; token embeddings without positions;
-    layers of causal self-attention (its padded keys hidden where ``padding``) and a feed-forward of ``d_ff`` (4 ·
+    layers of causal self-attention (``kv_heads`` and ``head_dim`` where set; its padded keys hidden where
+    ``padding``) and a feed-forward of ``d_ff`` (4 ·
     d_model where the table has none) and ``activation``; and the causal LM's head where ``head`` (tied to the embeddings where ``tied``)."""
     defaults = [Statement("residual", "pre"), Statement("norm", norm)]
     defaults += [Statement(word, getattr(s, setting)) for setting, word in
                  (("p_dropout", "dropout"), ("p_attn_dropout", "attn_dropout")) if s.has(setting)]
-    attention = Statement("attention", "self", heads=s.heads,
-                          kv_heads=s.kv_heads if s.has("kv_heads") else None, mask=causal_masks(padding=padding))
+    attention = Statement("attention", "self", heads=s.heads, kv_heads=s.kv_heads if s.has("kv_heads") else None,
+                          head_dim=s.head_dim if s.has("head_dim") else None, mask=causal_masks(padding=padding))
     feedforward = Statement("feedforward", d_ff=s.d_ff if s.has("d_ff") else "4 * d_model",
                             activation=s.activation if s.has("activation") else None)
     document = Document.of(

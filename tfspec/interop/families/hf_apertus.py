@@ -15,7 +15,7 @@ from ..family import Family, exported_config
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, export_state, layer_modules, linear_rules, load_state, \
     refuse_other_architecture, rule, same_head
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 ACTIVATIONS = {"xielu": "xielu", "silu": "silu", "gelu": "gelu", "relu": "relu", "relu2": "squared_relu",
                "gelu_pytorch_tanh": "gelu_tanh"}
@@ -32,14 +32,12 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an Apertus configuration describes."""
+    """The tfspec spec an Apertus configuration describes: Llama's with each head's queries and keys RMS-normed."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding),
-                                 f"bias={s.attention_bias} qk_norm=rmsnorm(eps={s.eps})", "false", "", head=head,
-                                 name=name, heading=heading,
-                                 feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false")
-
+    document = hf_llama.document(s, padding=padding, head=head).change(
+        "decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})")
+    return w.text(document.text(name), list(heading))
 
 hf_config = exported_config("Apertus", "apertus", "decoder-only", FIELDS)
 

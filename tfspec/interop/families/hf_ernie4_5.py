@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
           {"head_dim", "window", "attention_bias", "mlp_bias", "p_attn_dropout", "rotary_fraction"}
@@ -44,13 +44,15 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ERNIE 4.5 configuration describes."""
+    """The tfspec spec an ERNIE 4.5 configuration describes: Llama's, its rotary positions pairing neighbouring
+    dimensions, biases as use_bias says."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    rotary = hf_llama.rotary(s, interleaved=True)
-    return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), f"bias={s.use_bias}", s.use_bias, "",
-                                 head=head, name=name, heading=heading)
-
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "position", hf_llama.rotary(s, interleaved=True))
+                .change("decoder", "attention", bias=s.use_bias)
+                .change("decoder", "feedforward", bias=s.use_bias))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The ERNIE 4.5 configuration ``spec`` would be."""

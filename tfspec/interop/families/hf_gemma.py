@@ -12,7 +12,8 @@ from __future__ import annotations
 from . import hf_gemma2, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter, causal_masks
+from ..document import Statement
+from ..writer import SpecWriter
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu_tanh", "silu": "swiglu"}  # on the gate -> ours
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -32,14 +33,14 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Gemma configuration describes."""
+    """The tfspec spec a Gemma configuration describes: Llama's with (1 + w) RMSNorms, the embeddings scaled by
+    sqrt(d_model) and every dimension rotated."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = causal_masks(padding=padding)
-    return hf_llama.decoder_text(w, s, f"rotary(theta={s.rope_theta})", masks, f"bias={s.attention_bias}", "false",
-                                 "", head=head, name=name, heading=heading, norm="gemma_rmsnorm",
-                                 embedding=f"; scale sqrt({s.d_model})")
-
+    document = (hf_llama.document(s, padding=padding, head=head, norm="gemma_rmsnorm")
+                .add("embedding tokens", Statement("scale", f"sqrt({s.d_model})"))
+                .change("decoder", "position", f"rotary(theta={s.rope_theta})"))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The Gemma configuration ``spec`` would be."""

@@ -19,7 +19,8 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..writer import SpecWriter, causal_masks
 from ..family import Family
-from .. import mtp
+from .. import layouts, mtp
+from ..document import Document, Statement
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
 
@@ -142,14 +143,23 @@ FIELDS = Fields(
 )
 
 
+def document(s, *, padding: bool, head: bool, norm: str = "rmsnorm") -> Document:
+    """Llama's spec from the settings ``s``: the decoder layout with ``norm`` (RMSNorm), rotary positions in the
+    stack, a sliding window where the table has one, biases as ``attention_bias`` and ``mlp_bias`` say (none where
+    the table says nothing), an untied head without a bias."""
+    window = s.window if s.has("window") else None
+    return (layouts.decoder(s, norm=f"{norm}(eps={s.eps})", padding=padding, head=head)
+            .add("decoder", Statement("position", rotary(s)), before="attention")
+            .change("decoder", "attention", mask=causal_masks(window, padding),
+                    bias=s.attention_bias if s.has("attention_bias") else "false")
+            .change("decoder", "feedforward", bias=s.mlp_bias if s.has("mlp_bias") else "false"))
+
+
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
     w = SpecWriter()
-    s = FIELDS.write(config, w)
-    masks = causal_masks(s.window, padding)
-    return decoder_text(w, s, rotary(s), masks, f"bias={s.attention_bias}", s.mlp_bias, "", head=head,
-                        name=name, heading=heading)
+    return w.text(document(FIELDS.write(config, w), padding=padding, head=head).text(name), list(heading))
 
 
 def rotary(s, theta: str | None = None, interleaved: bool = False) -> str:

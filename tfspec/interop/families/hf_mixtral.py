@@ -15,7 +15,7 @@ from . import hf_llama
 from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 MOE_FIELDS = [
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
@@ -47,16 +47,12 @@ FIELDS = Fields(*(e for e in hf_llama.FIELDS.entries if getattr(e, "config", Non
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Mixtral configuration describes."""
+    """The tfspec spec a Mixtral configuration describes: Mistral's, its feed-forward a mixture."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = causal_masks(s.window, padding)
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, "bias=false", "false",
-                                 "", head=head, name=name, heading=heading,
-                                 feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false "
-                                             f"kind=moe({s.experts}, {s.top}, renormalize=true, "
-                                             f"aux_loss={s.aux_loss})")
-
+    document = hf_llama.document(s, padding=padding, head=head).change(
+        "decoder", "feedforward", kind=f"moe({s.experts}, {s.top}, renormalize=true, aux_loss={s.aux_loss})")
+    return w.text(document.text(name), list(heading))
 
 hf_config = exported_config("Mixtral", "mixtral", "decoder-only", FIELDS)
 

@@ -13,7 +13,7 @@ from . import hf_llama
 from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, linear_rules
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -34,13 +34,9 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Phi-3 configuration describes."""
+    """The tfspec spec a Phi-3 configuration describes: Llama's, with dropout on each sublayer's output."""
     w = SpecWriter()
-    s = FIELDS.write(config, w)
-    masks = causal_masks(s.window, padding)
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, "bias=false", "false", "", head=head, name=name,
-                                 heading=heading, dropout=s.p_dropout)
-
+    return w.text(hf_llama.document(FIELDS.write(config, w), padding=padding, head=head).text(name), list(heading))
 
 hf_config = exported_config("Phi-3", "phi3", "decoder-only", FIELDS)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import hf_llama
 from ..family import exported_config
 from ..fields import Field, Fields
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
           {"head_dim", "window", "attention_bias", "mlp_bias"}]
@@ -29,13 +29,12 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Seed-OSS configuration describes."""
+    """The tfspec spec a Seed-OSS configuration describes: Llama's with its three biases."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding),
-                                 f"bias={s.qkv_bias} out_bias={s.out_bias}", s.mlp_bias, "", head=head, name=name,
-                                 heading=heading, dropout=s.p_dropout)
-
+    document = hf_llama.document(s, padding=padding, head=head).change(
+        "decoder", "attention", bias=s.qkv_bias, out_bias=s.out_bias)
+    return w.text(document.text(name), list(heading))
 
 hf_config = exported_config("Seed-OSS", "seed_oss", "decoder-only", FIELDS)
 

@@ -12,7 +12,8 @@ from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from ..writer import SpecWriter, causal_masks
+from ..document import Statement
+from ..writer import SpecWriter
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu", "relu": "relu",
                "silu": "silu"}
@@ -33,14 +34,15 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a StarCoder2 configuration describes."""
+    """The tfspec spec a StarCoder2 configuration describes: Llama's with LayerNorms, biases as use_bias says and
+    dropout on the embeddings."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = causal_masks(s.window, padding)
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, f"bias={s.use_bias}", s.use_bias, "", head=head,
-                                 name=name, heading=heading, norm="layernorm",
-                                 embedding=f"; dropout {s.p_embd_dropout}", dropout=s.p_dropout)
-
+    document = (hf_llama.document(s, padding=padding, head=head, norm="layernorm")
+                .add("embedding tokens", Statement("dropout", s.p_embd_dropout))
+                .change("decoder", "attention", bias=s.use_bias)
+                .change("decoder", "feedforward", bias=s.use_bias))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The StarCoder2 configuration ``spec`` would be."""
