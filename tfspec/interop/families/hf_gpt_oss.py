@@ -72,7 +72,8 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a gpt-oss configuration describes, its full layers (or sliding ones) a schedule."""
+    """The tfspec spec a gpt-oss configuration describes, its full layers (or sliding ones) a schedule: Llama's with
+    attention sinks, biases everywhere and a mixture of clamped SwiGLU experts with a biased router."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
 
@@ -80,13 +81,15 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         return causal_masks(s.window if slides else None, padding)
 
     base, sections = schedule(_windows(config))
-    lines = "".join(f"  layers {selection} {{ self_attn mask={masks(slides)} }}\n" for selection, slides in sections)
-    return hf_llama.decoder_text(
-        w, s, hf_llama.rotary(s), masks(base), f"bias={s.attention_bias} kind=sinks", "true", lines, head=head,
-        name=name, heading=heading,
-        feedforward=f"d_ff={s.d_ff} activation=swiglu_clamped(alpha={s.alpha}, limit={s.limit}) bias=true "
-                    f"kind=moe({s.experts}, {s.top}, renormalize=true, router_bias=true, aux_loss={s.aux_loss})")
-
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "attention", mask=masks(base), kind="sinks")
+                .change("decoder", "feedforward", bias=None)  # (written again after the activation)
+                .change("decoder", "feedforward", activation=f"swiglu_clamped(alpha={s.alpha}, limit={s.limit})",
+                        bias="true", kind=f"moe({s.experts}, {s.top}, renormalize=true, router_bias=true, "
+                                          f"aux_loss={s.aux_loss})"))
+    for selection, slides in sections:
+        document = document.add("decoder", f"layers {selection} {{ self_attn mask={masks(slides)} }}")
+    return w.text(document.text(name), list(heading))
 
 hf_config = exported_config("gpt-oss", "gpt_oss", "decoder-only", FIELDS)
 

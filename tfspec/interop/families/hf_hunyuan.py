@@ -15,7 +15,7 @@ from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, layer_modules, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
           {"head_dim", "window", "mlp_bias", "rotary_fraction"} and e not in hf_llama.ROPE_SCALING]
@@ -51,7 +51,8 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Hunyuan configuration describes."""
+    """The tfspec spec a Hunyuan configuration describes: Llama's with the rotated queries and keys RMS-normed,
+    its rotary positions NTK-scaled by alpha where it says."""
     if not getattr(config, "head_dim", None):
         raise InteropError("head_dim is None: Hunyuan's attention reads it as it is (set it to hidden_size / "
                            "num_attention_heads)")
@@ -59,10 +60,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     s = FIELDS.write(config, w)
     rotary = f"rotary(theta={s.rope_theta}" + (f", scaling=ntk_alpha, alpha={s.rope_alpha})" if s.rope_alpha
                                                else ")")
-    attention = f"bias={s.attention_bias} qk_norm=rmsnorm(eps={s.eps}) qk_norm_after=positions"
-    return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), attention, "false", "", head=head,
-                                 name=name, heading=heading)
-
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "position", rotary)
+                .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_after="positions")
+                .change("decoder", "feedforward", bias="false"))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The Hunyuan configuration ``spec`` would be."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import hf_llama, hf_mixtral
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 _MIXTRAL = [e for e in hf_mixtral.FIELDS.entries if getattr(e, "config", None) not in
             ("num_local_experts", "head_dim", "sliding_window", "router_jitter_noise")]
@@ -29,16 +29,15 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an OLMoE configuration describes."""
+    """The tfspec spec an OLMoE configuration describes: Llama's with queries and keys RMS-normed over all heads at
+    once and a mixture of SwiGLU experts."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    attention = f"bias={s.attention_bias} qk_norm=rmsnorm(eps={s.eps}) qk_norm_width=full"
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding), attention, "false", "",
-                                 head=head, name=name, heading=heading,
-                                 feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false "
-                                             f"kind=moe({s.experts}, {s.top}, renormalize={s.renormalize}, "
-                                             f"aux_loss={s.aux_loss})")
-
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_width="full")
+                .change("decoder", "feedforward", bias="false",
+                        kind=f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss})"))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The OLMoE configuration ``spec`` would be."""

@@ -16,7 +16,7 @@ from . import hf_llama, hf_mixtral
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -41,15 +41,17 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a PhiMoE configuration describes."""
+    """The tfspec spec a PhiMoE configuration describes: Mixtral's with LayerNorms, the sparse mixer's routing and
+    the head's own bias."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    return hf_llama.decoder_text(
-        w, s, hf_llama.rotary(s), causal_masks(s.window, padding), f"bias={s.attention_bias}", "false", "",
-        head=head, name=name, heading=heading, norm="layernorm", head_bias=s.head_bias,
-        feedforward=f"d_ff={s.d_ff} activation={s.activation} bias=false kind=moe({s.experts}, 2, score=sparsemixer, "
-                    f"eps={s.router_eps}, input_jitter={s.input_jitter}, aux_loss={s.aux_loss})")
-
+    document = (hf_llama.document(s, padding=padding, head=head, norm="layernorm")
+                .change("decoder", "feedforward", bias="false",
+                        kind=f"moe({s.experts}, 2, score=sparsemixer, eps={s.router_eps}, "
+                             f"input_jitter={s.input_jitter}, aux_loss={s.aux_loss})"))
+    if head and not s.value("tied"):
+        document = document.with_tail(f"head linear({s.vocab}) bias={s.head_bias}")
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The PhiMoE configuration ``spec`` would be."""
