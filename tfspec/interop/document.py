@@ -123,6 +123,12 @@ class Document:
         body[i] = body[i].changed(*args, comment=comment, **options)
         return self._with(block, body)
 
+    def put(self, block: str, statement: Statement) -> "Document":
+        """``block`` with ``statement`` in place of its statement of that name."""
+        body = list(self.blocks[self._block(block)].body)
+        body[self.blocks[self._block(block)].index(statement.name)] = statement
+        return self._with(block, body)
+
     def drop(self, block: str, statement: str) -> "Document":
         """``block`` without its statement ``statement``."""
         body = list(self.blocks[self._block(block)].body)

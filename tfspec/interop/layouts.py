@@ -8,15 +8,15 @@ A setting the family's table has is written where the layout has a place for it 
 from __future__ import annotations
 
 from .document import Block, Document, Statement
-from .writer import causal_masks
+from .writer import causal_masks, schedule
 
 
 def decoder(s, *, norm: str, padding: bool, head: bool) -> Document:
     """A decoder-only spec from the settings ``s``: ``norm`` before each sublayer and after the stack, dropout and
     attention dropout where the table has them, a normal init of ``init_std``; token embeddings without positions;
     layers of causal self-attention (``kv_heads`` and ``head_dim`` where set; its padded keys hidden where
-    ``padding``) and a feed-forward of ``d_ff`` (4 ·
-    d_model where the table has none) and ``activation``; and the causal LM's head where ``head`` (tied to the embeddings where ``tied``)."""
+    ``padding``) and a feed-forward of ``d_ff`` (4 · d_model where the table has none) and ``activation``; and the
+    causal LM's head where ``head`` (tied to the embeddings where ``tied``)."""
     defaults = [Statement("residual", "pre"), Statement("norm", norm)]
     defaults += [Statement(word, getattr(s, setting)) for setting, word in
                  (("p_dropout", "dropout"), ("p_attn_dropout", "attn_dropout")) if s.has(setting)]
@@ -26,8 +26,24 @@ def decoder(s, *, norm: str, padding: bool, head: bool) -> Document:
                             activation=s.activation if s.has("activation") else None)
     document = Document.of(
         Block("defaults", *defaults, Statement("init", f"normal(std={s.init_std})")),
-        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model), Statement("position", "none")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
+              Statement("position", "none")),
         Block(f"decoder x {s.layers}", attention, feedforward, Statement("final", norm)))
     if not head:
         return document
     return document.with_tail("head " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"))
+
+
+def scheduled_feedforwards(document: Document, s, mixture: dict, dense: dict, sparse: list[bool]) -> Document:
+    """``document`` whose layers' feed-forwards are the ``mixture`` where ``sparse`` says and the ``dense`` network
+    elsewhere (each a dict of the feed-forward's options, ``d_ff`` and ``kind``), of the settings' ``activation``
+    and without biases: the more common one the stack's, the layers of the other ``layers`` sections (DeepSeek's
+    first dense layers, Qwen-MoE's ``mlp_only_layers``)."""
+    base, sections = schedule(sparse)
+    document = document.put("decoder", Statement("feedforward", activation=s.activation, bias="false",
+                                                 **(mixture if base else dense)))
+    for selection, layer in sections:
+        ffn = Statement("ffn", **(mixture if layer else dense))
+        document = document.add("decoder", f"layers {selection} {{ {ffn.text()} }}")
+    return document
+

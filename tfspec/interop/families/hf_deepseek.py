@@ -26,12 +26,13 @@ from __future__ import annotations
 import math
 
 from ...ir import nodes as ir
-from .. import mtp
+from .. import layouts, mtp
+from ..document import Document
 from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, linear_rules, rule
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import SpecWriter
 from ..family import Family
 
 
@@ -144,30 +145,27 @@ TABLES = {"deepseek_v3": V3_FIELDS, "deepseek_v2": V2_FIELDS}
 FIELDS = V3_FIELDS
 
 
-def attention_scale(s, config) -> str:
-    """The attention's ``scale=``, where YaRN's ``mscale_all_dim`` changes it from 1/sqrt(head_dim)."""
+def attention_scale(s, config) -> str | None:
+    """The attention's ``scale``, where YaRN's ``mscale_all_dim`` changes it from 1/sqrt(head_dim)."""
     rope = hf_llama.rope(config)
     all_dim = rope.get("mscale_all_dim") if rope["rope_type"] == "yarn" else None
     factor = rope.get("factor") or 1.0
     if not all_dim or factor <= 1:
-        return ""
+        return None
     mscale = 0.1 * all_dim * math.log(factor) + 1.0  # Hugging Face's yarn_get_mscale
     head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
-    return f" scale={head_dim ** -0.5 * mscale * mscale!r}"
+    return repr(head_dim ** -0.5 * mscale * mscale)
 
 
-def v3_feedforwards(s, sparse: list[bool]) -> tuple[str, str]:
-    """DeepSeek-V3's feed-forwards (GLM-4.5's, DeepSeek-V3.2's) as a spec writes them from the settings ``s``, where
-    ``sparse`` says which layers are mixtures: the stack's own feed-forward arguments, and the ``layers`` lines of
-    the layers whose feed-forward differs (a gated MLP, or a mixture)."""
+def v3_feedforwards(document: Document, s, sparse: list[bool]) -> Document:
+    """``document`` with DeepSeek-V3's feed-forwards (GLM-4.5's, DeepSeek-V3.2's) from the settings ``s``: a
+    mixture choosing by sigmoid scores and a correction bias, among groups where there are several, in the layers
+    ``sparse`` says, a gated MLP in the others (``layouts.scheduled_feedforwards``)."""
     groups = f", groups={s.groups}, top_groups={s.top_groups}" if s.value("groups") > 1 else ""
     shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, correction=true, "
-               f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})")
-    dense = f"d_ff={s.dense_d_ff} kind=dense"
-    base, sections = schedule(sparse)
-    lines = "".join(f"  layers {selection} {{ ffn {mixture if layer else dense} }}\n" for selection, layer in sections)
-    return f"activation={s.activation} bias=false {mixture if base else dense}", lines
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, score=sigmoid, correction=true, "
+                                       f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})"}
+    return layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"}, sparse)
 
 
 def said_scale(text: str) -> str:
@@ -180,32 +178,37 @@ def said_scale(text: str) -> str:
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a DeepSeek-V3 or -V2 configuration describes, its first dense layers a schedule."""
+    """The tfspec spec a DeepSeek-V3 or -V2 configuration describes, its first dense layers a schedule: Llama's with
+    latent attention and mixtures (V3's choosing by sigmoid scores and a correction bias, V2's among groups)."""
     v3 = _v3(config)
     if all(dense_layers(config)):
         raise InteropError("no layer of this configuration is a mixture of experts (first_k_dense_replace covers "
                            "every layer)")
     w = SpecWriter()
     s = TABLES[config.model_type].write(config, w)
-    masks = causal_masks(padding=padding)
     route = ("score=sigmoid, correction=true, " + f"renormalize={s.renormalize}, ") if v3 else ""
     groups = ""
     if s.groups is not None and s.value("groups") > 1:
         groups = f", groups={s.groups}, top_groups={s.top_groups}" + ("" if v3 else ", group_score=max")
     shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, {route}scale={s.routed_scale}{groups}{shared})"
-    dense = f"d_ff={s.dense_d_ff} kind=dense"
-    base, sections = schedule([not d for d in dense_layers(config)])
-    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n" for selection, sparse in sections)
-    rotary = hf_llama.rotary(s, interleaved=not v3 or s.value("interleaved"))  # V2's is complex: neighbours pair
-    q_rank = f", q_rank={s.q_rank}" if s.q_rank is not None else ""
-    attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=latent({s.kv_rank}, {s.rope_dim}{q_rank}, "
-                 f"v_dim={s.v_dim}){attention_scale(s, config)} bias={s.attention_bias}")
-    text = hf_llama.decoder_text(w, s, rotary, masks, attention, "false", lines, head=head, name=name,
-                                 heading=heading,
-                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
-    return said_scale(text) + (mtp.line(s, head) if v3 else "")
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, {route}scale={s.routed_scale}{groups}{shared})"}
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "position", hf_llama.rotary(s, interleaved=not v3 or s.value("interleaved")))
+                .change("decoder", "attention", bias=None)  # (written again after the latent attention's options)
+                .change("decoder", "attention", **latent_options(s, config, "latent", q_rank=s.q_rank)))
+    document = layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"},
+                                              [not d for d in dense_layers(config)])
+    return said_scale(w.text(document.text(name), list(heading))) + (mtp.line(s, head) if v3 else "")
 
+
+def latent_options(s, config, kind: str, **options) -> dict:
+    """Latent attention's options as DeepSeek's families write them: each head's width (its part without positions
+    and its rotated part), the kind (``latent`` or ``dsa``) with its ranks and ``options`` (None: left out), the
+    softmax scale YaRN changes, the bias."""
+    said = "".join(f", {k}={v}" for k, v in options.items() if v is not None)
+    return {"head_dim": f"{s.nope_dim} + {s.rope_dim}",
+            "kind": f"{kind}({s.kv_rank}, {s.rope_dim}{said}, v_dim={s.v_dim})",
+            "scale": attention_scale(s, config), "bias": s.attention_bias}
 
 def hf_config(spec) -> dict:
     """The DeepSeek-V3 configuration ``spec`` would be (V2's where its router soft-maxes)."""

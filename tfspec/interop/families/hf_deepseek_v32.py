@@ -17,7 +17,7 @@ from . import hf_deepseek, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import Rule, linear_rules, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 DENSE, SPARSE = "dense", "sparse"
 
@@ -66,17 +66,17 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a DeepSeek-V3.2 configuration describes, its dense layers a schedule."""
+    """The tfspec spec a DeepSeek-V3.2 configuration describes, its dense layers a schedule: DeepSeek-V3's with
+    DeepSeek Sparse Attention in place of latent attention."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    feedforward, lines = hf_deepseek.v3_feedforwards(s, _sparse_layers(config))
-    attention = (f"head_dim={s.nope_dim} + {s.rope_dim} kind=dsa({s.kv_rank}, {s.rope_dim}, topk={s.topk}, "
-                 f"index_heads={s.index_heads}, index_dim={s.index_dim}, q_rank={s.q_rank}, v_dim={s.v_dim})"
-                 f"{hf_deepseek.attention_scale(s, config)} bias={s.attention_bias}")
-    return hf_deepseek.said_scale(hf_llama.decoder_text(
-        w, s, hf_llama.rotary(s, interleaved=True), causal_masks(padding=padding), attention, "false", lines,
-        head=head, name=name, heading=heading, feedforward=feedforward)) + mtp.line(s, head)
-
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "position", hf_llama.rotary(s, interleaved=True))
+                .change("decoder", "attention", bias=None)  # (written again after the sparse attention's options)
+                .change("decoder", "attention", **hf_deepseek.latent_options(
+                    s, config, "dsa", topk=s.topk, index_heads=s.index_heads, index_dim=s.index_dim, q_rank=s.q_rank)))
+    document = hf_deepseek.v3_feedforwards(document, s, _sparse_layers(config))
+    return hf_deepseek.said_scale(w.text(document.text(name), list(heading))) + mtp.line(s, head)
 
 def hf_config(spec) -> dict:
     """The DeepSeek-V3.2 configuration ``spec`` would be."""

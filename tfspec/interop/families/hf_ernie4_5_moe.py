@@ -13,11 +13,12 @@ experts, which tfspec's mixture does not express, and is refused.
 
 from __future__ import annotations
 
+from .. import layouts
 from . import hf_deepseek, hf_ernie4_5, hf_llama, hf_mixtral, hf_qwen_moe
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import SpecWriter
 
 _ERNIE = [e for e in hf_ernie4_5.FIELDS.entries if getattr(e, "config", None) not in
           ("head_dim", "use_bias", "intermediate_size")]
@@ -72,7 +73,8 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ERNIE 4.5 MoE configuration describes, its dense layers a schedule."""
+    """The tfspec spec an ERNIE 4.5 MoE configuration describes, its dense layers a schedule: ERNIE 4.5's with
+    mixtures choosing by a correction bias."""
     sparse = sparse_layers(config)
     if not any(sparse):
         raise InteropError("no layer of this configuration is a mixture of experts (moe_layer_start_index, "
@@ -80,16 +82,12 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     w = SpecWriter()
     s = FIELDS.write(config, w)
     shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, correction=true, renormalize=true, "
-               f"aux_loss={s.aux_loss}{shared})")
-    dense = f"d_ff={s.dense_d_ff} kind=dense"
-    base, sections = schedule(sparse)
-    lines = "".join(f"  layers {selection} {{ ffn {mixture if moe else dense} }}\n" for selection, moe in sections)
-    rotary = hf_llama.rotary(s, interleaved=True)
-    return hf_llama.decoder_text(w, s, rotary, causal_masks(padding=padding), "bias=false", "false", lines,
-                                 head=head, name=name, heading=heading,
-                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
-
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, correction=true, renormalize=true, "
+                                       f"aux_loss={s.aux_loss}{shared})"}
+    document = hf_llama.document(s, padding=padding, head=head).change(
+        "decoder", "position", hf_llama.rotary(s, interleaved=True)).change("decoder", "attention", bias="false")
+    document = layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"}, sparse)
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The ERNIE 4.5 MoE configuration ``spec`` would be."""

@@ -18,7 +18,7 @@ from . import hf_deepseek, hf_llama, hf_mixtral
 from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
-from ..writer import SpecWriter, causal_masks
+from ..writer import SpecWriter
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in hf_deepseek.LEFT_OUT
           and getattr(e, "config", None) not in ("pretraining_tp",)]
@@ -48,16 +48,14 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a GLM-4.5 configuration describes, its first dense layers a schedule."""
+    """The tfspec spec a GLM-4.5 configuration describes, its first dense layers a schedule: Llama's with biased
+    q/k/v, qk-norms where use_qk_norm says, and DeepSeek-V3's mixtures."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    feedforward, lines = hf_deepseek.v3_feedforwards(s, [not d for d in hf_deepseek.dense_layers(config)])
-    qk_norm = f" qk_norm=rmsnorm(eps={s.eps})" if config.use_qk_norm else ""
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding),
-                                 f"bias={s.attention_bias} out_bias=false{qk_norm}", "false", lines, head=head,
-                                 name=name, heading=heading,
-                                 feedforward=feedforward) + mtp.line(s, head)
-
+    document = hf_llama.document(s, padding=padding, head=head).change(
+        "decoder", "attention", out_bias="false", qk_norm=f"rmsnorm(eps={s.eps})" if config.use_qk_norm else None)
+    document = hf_deepseek.v3_feedforwards(document, s, [not d for d in hf_deepseek.dense_layers(config)])
+    return w.text(document.text(name), list(heading)) + mtp.line(s, head)
 
 def hf_config(spec) -> dict:
     """The GLM-4.5 configuration ``spec`` would be."""

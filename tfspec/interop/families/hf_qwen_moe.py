@@ -13,11 +13,12 @@ its q/k/v projections and adds a shared expert of ``shared_expert_intermediate_s
 from __future__ import annotations
 
 from ...ir import nodes as ir
+from .. import layouts
 from . import hf_llama, hf_mixtral
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
-from ..writer import SpecWriter, causal_masks, every_step, schedule
+from ..writer import SpecWriter, every_step
 from ..family import Family
 
 
@@ -95,29 +96,22 @@ FIELDS = QWEN3_MOE_FIELDS  # the Qwen3-MoE family's table; hf_qwen2_moe names Qw
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Qwen3-MoE or Qwen2-MoE configuration describes, its dense layers a schedule."""
+    """The tfspec spec a Qwen3-MoE or Qwen2-MoE configuration describes, its dense layers a schedule: Llama's with
+    Qwen3's qk-norms (Qwen2's biased q/k/v and its shared expert behind a sigmoid gate)."""
     qwen2 = config.model_type == "qwen2_moe"
     if not any(sparse_layers(config)):
         raise InteropError("no layer of this configuration is a mixture of experts (num_experts, mlp_only_layers, "
                            "decoder_sparse_step): import it as the dense model it is")
     w = SpecWriter()
     s = TABLES[config.model_type].write(config, w)
-    window = getattr(s, "window", None)
-    masks = causal_masks(window, padding)
     shared = f", shared={s.shared}, shared_gate=true" if qwen2 else ""
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss}"
-               f"{shared})")
-    dense = f"d_ff={s.dense_d_ff} kind=dense"
-    base, sections = schedule(list(sparse_layers(config)))
-    lines = "".join(f"  layers {selection} {{ ffn {mixture if sparse else dense} }}\n" for selection, sparse in sections)
-    if qwen2:
-        attention = "bias=true out_bias=false"
-    else:
-        attention = f"bias={s.attention_bias} qk_norm=rmsnorm(eps={s.eps})"
-    return hf_llama.decoder_text(w, s, hf_llama.rotary(s), masks, attention, "false", lines, head=head, name=name,
-                                 heading=heading,
-                                 feedforward=f"activation={s.activation} bias=false {mixture if base else dense}")
-
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, "
+                                       f"aux_loss={s.aux_loss}{shared})"}
+    attention = {"bias": "true", "out_bias": "false"} if qwen2 else {"qk_norm": f"rmsnorm(eps={s.eps})"}
+    document = layouts.scheduled_feedforwards(
+        hf_llama.document(s, padding=padding, head=head).change("decoder", "attention", **attention), s, mixture,
+        {"d_ff": s.dense_d_ff, "kind": "dense"}, list(sparse_layers(config)))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The Qwen3-MoE configuration ``spec`` would be (Qwen2-MoE's where its mixture has a shared expert)."""
