@@ -177,42 +177,6 @@ def rotary(s, theta: str | None = None, interleaved: bool = False) -> str:
     return f"rotary({', '.join(options + (['interleaved=true'] if interleaved else []))})"
 
 
-def decoder_text(w: SpecWriter, s, position: str, masks: str, attention_bias: str, mlp_bias: str, sections: str, *,
-                 head: bool, name: str, heading: tuple[str, ...], norm: str = "rmsnorm", embedding: str = "",
-                 dropout: str | None = None, feedforward: str | None = None, head_bias: str = "false") -> str:
-    """The spec of a Llama-layout decoder (pre-norm RMSNorm, a gated feed-forward), its stack's own layer given by
-    ``position``, ``masks`` and biases, and ``sections`` (``layers`` lines) where layers differ; ``norm``: the
-    RMSNorm variant (Gemma's ``gemma_rmsnorm``), ``embedding``: more of the embedding's settings (a scale);
-    ``dropout``: on each sublayer's output (Phi-3's resid_pdrop); ``feedforward``: the feed-forward's arguments
-    where they are not ``d_ff``, ``activation`` and ``bias`` alone (a mixture of experts' ``kind=moe(...)``);
-    ``head_bias``: the untied head's (PhiMoE's ``lm_head_bias``)."""
-    feedforward = feedforward or f"d_ff={s.d_ff} activation={s.activation} bias={mlp_bias}"
-    head_dim = f" head_dim={s.head_dim}" if getattr(s, "head_dim", None) else ""
-    kv_heads = f" kv_heads={s.kv_heads}" if getattr(s, "kv_heads", None) else ""  # (latent attention has none)
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias={head_bias}"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}(eps={s.eps}){f"{chr(10)}  dropout {dropout}" if dropout else ""}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none{embedding} }}
-
-decoder x {s.layers} {{
-  position {position}
-  attention self heads={s.heads}{kv_heads}{head_dim} mask={masks} {attention_bias}
-  feedforward {feedforward}
-  final {norm}(eps={s.eps})
-{sections}}}
-"""
-    if head:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
-
-
 def wired_decoder_text(w: SpecWriter, s, norm: str, position: str, wiring: str, sections: str, *, head: str | None,
                        name: str, heading: tuple[str, ...], embedding: str = "") -> str:
     """The spec of a decoder written in the wiring form from its settings ``s``: the stack's ``norm`` (its

@@ -22,6 +22,7 @@ from . import hf_llama
 from ..family import exported_config
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
+from ..document import Statement
 from ..writer import SpecWriter, causal_masks, every_step, schedule
 
 CHUNKED, FULL = "chunked_attention", "full_attention"
@@ -120,8 +121,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     as a layer schedule."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, weigh=inputs, shared={s.d_ff})")
-    dense = f"d_ff={s.dense_d_ff} kind=dense"
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, score=sigmoid, weigh=inputs, shared={s.d_ff})"}
+    dense = {"d_ff": s.dense_d_ff, "kind": "dense"}
     qk_norm = f"rmsnorm(eps={s.eps}, weight=false)" if config.use_qk_norm else "none"
     temperature = f"temperature(floor={s.floor}, scale={s.attn_scale})" if _tuned(config) else "none"
 
@@ -129,11 +130,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         return causal_masks(padding=padding).replace("causal", f"causal + chunked({s.chunk})" if chunked else
                                                      "causal")
 
-    def steps(rotates: bool, base: bool = False) -> str:  # what differs between the layers with positions and
-        if rotates:                                          # those without (a section's: from the stack's own)
-            return f"qk_norm={qk_norm}" + (" qk_norm_after=positions" if config.use_qk_norm else "")
-        undone = " qk_norm_after=projection" if not base and rotating and config.use_qk_norm else ""
-        return f"qk_norm=none{undone} steps={temperature}"
+    def steps(rotates: bool, base: bool = False) -> dict:  # what differs between the layers with positions and
+        if rotates:                                           # those without (a section's: from the stack's own)
+            return {"qk_norm": qk_norm, "qk_norm_after": "positions" if config.use_qk_norm else None}
+        undone = "projection" if not base and rotating and config.use_qk_norm else None
+        return {"qk_norm": "none", "qk_norm_after": undone, "steps": temperature}
 
     def position(rotates: bool) -> str:
         return hf_llama.rotary(s, interleaved=True) if rotates else "none"
@@ -143,19 +144,21 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     rotating = rotates
 
     def section(r: bool, c: bool, m: bool) -> str:  # what a section's layers change of the stack's own
-        parts = [f"self_attn mask={masks(c)} {steps(r)}" if (r, c) != (rotates, chunked) else "",
-                 f"position {position(r)}" if r != rotates else "", f"ffn {mixture if m else dense}" if m != sparse
-                 else ""]
+        parts = [Statement("self_attn", mask=masks(c), **steps(r)).text() if (r, c) != (rotates, chunked) else "",
+                 f"position {position(r)}" if r != rotates else "",
+                 Statement("ffn", **(mixture if m else dense)).text() if m != sparse else ""]
         return "; ".join(p for p in parts if p)
 
-    lines = "".join(f"  layers {selection} {{ {section(*layer)} }}\n" for selection, layer in sections)
     if not any(_rotates(config)):
         w.forget("rope_theta")
-    return hf_llama.decoder_text(w, s, position(rotates), masks(chunked),
-                                 f"bias={s.attention_bias} {steps(rotates, base=True)}", "false", lines, head=head,
-                                 name=name,
-                                 heading=heading,
-                                 feedforward=f"activation={s.activation} bias=false {mixture if sparse else dense}")
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "position", position(rotates))
+                .change("decoder", "attention", mask=masks(chunked), **steps(rotates, base=True))
+                .put("decoder", Statement("feedforward", activation=s.activation, bias="false",
+                                          **(mixture if sparse else dense))))
+    for selection, layer in sections:
+        document = document.add("decoder", f"layers {selection} {{ {section(*layer)} }}")
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("Llama 4", "llama4_text", "decoder-only", FIELDS)

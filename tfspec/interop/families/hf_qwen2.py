@@ -102,18 +102,18 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
     ropes = [bool(r) for r in config.no_rope_layers] if smollm3 else [True] * config.num_hidden_layers
     base, sections = schedule(list(zip(_layer_windows(config), ropes)))
-    lines = []
+    # Qwen2 biases q, k and v but not the output; SmolLM3 and Qwen3 have Llama's one switch for both
+    attention = {"bias": "true", "out_bias": "false"} if config.model_type == "qwen2" else \
+        {"bias": s.attention_bias, "qk_norm": f"rmsnorm(eps={s.eps})" if config.model_type == "qwen3" else None}
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("decoder", "position", rotary if base[1] else "none")
+                .change("decoder", "attention", mask=masks(base[0]), **attention)
+                .change("decoder", "feedforward", bias=s.mlp_bias if smollm3 else "false"))
     for layers, (slides, rope) in sections:
         changes = ([f"self_attn mask={masks(slides)}"] if slides != base[0] else []) + \
                   ([f"position {rotary if rope else 'none'}"] if rope != base[1] else [])
-        lines.append(f"  layers {layers} {{ {'; '.join(changes)} }}\n")
-    # Qwen2 biases q, k and v but not the output; SmolLM3 and Qwen3 have Llama's one switch for both
-    attention = "bias=true out_bias=false" if config.model_type == "qwen2" else f"bias={s.attention_bias}"
-    if config.model_type == "qwen3":
-        attention += f" qk_norm=rmsnorm(eps={s.eps})"
-    return hf_llama.decoder_text(w, s, rotary if base[1] else "none", masks(base[0]), attention,
-                                 s.mlp_bias if smollm3 else "false", "".join(lines), head=head, name=name,
-                                 heading=heading)
+        document = document.add("decoder", f"layers {layers} {{ {'; '.join(changes)} }}")
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec, model_type: str = "qwen2") -> dict:
