@@ -39,6 +39,18 @@ def test_statements_are_added_where_said_and_dropped_by_name():
     assert BASE.text("m") == Document.of(*BASE.blocks, tail=BASE.tail).text("m")  # (changes made copies)
 
 
+def test_options_are_inserted_before_the_one_named_and_the_head_is_changed_in_place():
+    inserted = BASE.insert("decoder", "attention", "mask", kind="longformer")
+    assert "attention self heads=2 kind=longformer mask=causal" in inserted.text("m")
+    headed = BASE.with_tail(Statement("pooler", "tanh"), Statement("head", "tied(tokens)", transform="gelu"))
+    assert headed.change_tail("head", transform="relu").text("m").endswith("pooler tanh\n\nhead tied(tokens) "
+                                                                           "transform=relu\n")
+    with pytest.raises(KeyError, match="no top-level 'mtp'"):
+        headed.change_tail("mtp", depth="1")
+    with pytest.raises(KeyError, match="statement 'attention' has no option 'scale'"):
+        BASE.insert("decoder", "attention", "scale", kind="longformer")
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.change("encoder", "attention", bias="false"), "no block 'encoder'"),
     (lambda d: d.change("decoder", "mixer", kernel="4"), "block 'decoder x 2' has no statement 'mixer'"),

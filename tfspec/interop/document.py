@@ -59,6 +59,17 @@ class Statement:
         return Statement(self.name, *(args or self.args), comment=self.comment if comment is None else comment,
                          **values)
 
+    def inserted(self, before: str, **options: str | None) -> "Statement":
+        """The statement with ``options`` added before its option ``before`` (where its kind reads them first:
+        an attention's ``kind=`` before its ``mask=``)."""
+        keys = [k for k, _ in self.options]
+        if before not in keys:
+            raise KeyError(f"statement {self.name!r} has no option {before!r}")
+        values = list(self.options)
+        at = keys.index(before)
+        values[at:at] = [(k, str(v)) for k, v in options.items() if v is not None]
+        return Statement(self.name, *self.args, comment=self.comment, **dict(values))
+
     def text(self) -> str:
         words = [self.name, *self.args, *(f"{k}={v}" for k, v in self.options)]
         return " ".join(words) + (f"  # {self.comment}" if self.comment else "")
@@ -93,13 +104,14 @@ class Block:
 
 @dataclass(frozen=True)
 class Document:
-    """A spec's blocks in order, and its top-level lines after them (``head tied(tokens)``)."""
+    """A spec's blocks in order, and its top-level statements after them (``head tied(tokens)``, ``pooler
+    tanh``)."""
 
     blocks: tuple[Block, ...]
-    tail: tuple[str, ...] = ()
+    tail: tuple[Statement | str, ...] = ()
 
     @classmethod
-    def of(cls, *blocks: Block, tail: tuple[str, ...] = ()) -> "Document":
+    def of(cls, *blocks: Block, tail: tuple[Statement | str, ...] = ()) -> "Document":
         return cls(tuple(blocks), tuple(tail))
 
     def _block(self, name: str) -> int:
@@ -123,6 +135,22 @@ class Document:
         body[i] = body[i].changed(*args, comment=comment, **options)
         return self._with(block, body)
 
+    def insert(self, block: str, statement: str, before: str, **options: str | None) -> "Document":
+        """``block``'s statement ``statement`` with ``options`` added before its option ``before``."""
+        body = list(self.blocks[self._block(block)].body)
+        i = self.blocks[self._block(block)].index(statement)
+        body[i] = body[i].inserted(before, **options)
+        return self._with(block, body)
+
+    def change_tail(self, statement: str, *args: str, **options: str | None) -> "Document":
+        """The top-level statement ``statement`` (``head``) changed as ``Statement.changed`` says."""
+        tail = list(self.tail)
+        i = next((i for i, s in enumerate(tail) if isinstance(s, Statement) and s.name == statement), None)
+        if i is None:
+            raise KeyError(f"the document has no top-level {statement!r}")
+        tail[i] = tail[i].changed(*args, **options)
+        return replace(self, tail=tuple(tail))
+
     def put(self, block: str, statement: Statement) -> "Document":
         """``block`` with ``statement`` in place of its statement of that name."""
         body = list(self.blocks[self._block(block)].body)
@@ -142,11 +170,11 @@ class Document:
         body.insert(found.index(before) if before else len(body), statement)
         return self._with(block, body)
 
-    def with_tail(self, *lines: str) -> "Document":
+    def with_tail(self, *lines: Statement | str) -> "Document":
         """The document with ``lines`` after its blocks (a head: ``head tied(tokens)``)."""
         return replace(self, tail=tuple(lines))
 
     def text(self, name: str) -> str:
         """The spec ``model NAME``, its blocks and its tail, as the language's canonical form writes them."""
-        parts = [f"model {name}\n", *(block.text() for block in self.blocks), *(f"{line}\n" for line in self.tail)]
-        return "\n".join(parts)
+        tail = [(line.text() if isinstance(line, Statement) else line) + "\n" for line in self.tail]
+        return "\n".join([f"model {name}\n", *(block.text() for block in self.blocks), *tail])

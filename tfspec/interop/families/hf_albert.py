@@ -9,6 +9,8 @@ width with ``hidden_act`` and is tied to it; ``AlbertModel``'s pooler is one lin
 
 from __future__ import annotations
 
+from ..document import Statement
+from ..writer import SpecWriter
 from . import hf_bert
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
@@ -31,10 +33,13 @@ FIELDS = Fields(
 
 def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ALBERT configuration describes."""
-    return hf_bert.spec_text(config, pooler=pooler, head=head, padding=padding, name=name, heading=heading,
-                             fields=FIELDS, dim="embedding_size", stack=("weight_sets weight_sets",))
-
+    """The tfspec spec an ALBERT configuration describes: BERT's with a narrower token table projected into the
+    stack and layers sharing ``num_hidden_groups`` sets of weights."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    document = hf_bert.projected(hf_bert.document(s, pooler=pooler, head=head, padding=padding), s).add(
+        "encoder", Statement("weight_sets", "weight_sets"))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The ALBERT configuration ``spec`` would be."""

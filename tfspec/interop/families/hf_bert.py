@@ -14,6 +14,7 @@ from ..mapping import (InteropError, Rule, architecture_problems, export_state, 
                        rule, weight_and_bias)
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
+from ..document import Block, Document, Statement
 from ..writer import SpecWriter
 from ..family import Family
 
@@ -90,55 +91,41 @@ FIELDS = Fields(
 )
 
 
+def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
+    """BERT's spec from its settings ``s``: post-norm LayerNorm layers with dropout, learned positions, segments
+    (where its table has them) and a LayerNorm on the embeddings, self-attention hiding padded keys where
+    ``padding``; its tanh pooler where ``pooler``, its MLM head where ``head`` (a transform of ``activation``, a
+    LayerNorm and a bias; tied to the token embedding unless ``tied`` says otherwise)."""
+    norm = f"layernorm(eps={s.eps})"
+    embedding = [Statement("vocab", s.vocab), Statement("dim", s.d_model),
+                 Statement("position", f"learned({s.max_len})"),
+                 *([Statement("segments", s.segments)] if s.has("segments") else []), Statement("norm", norm)]
+    tail = ([Statement("pooler", "tanh")] if pooler else []) + ([Statement(
+        "head", "tied(tokens)" if s.value("tied") else f"linear({s.vocab})", transform=s.activation, norm=norm,
+        bias="true", comment="the MLM head")] if head else [])
+    return Document.of(
+        Block("defaults", Statement("residual", "post"), Statement("norm", norm), Statement("dropout", s.p_dropout),
+              Statement("attn_dropout", s.p_attn_dropout), Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding tokens", *embedding),
+        Block(f"encoder x {s.layers}",
+              Statement("attention", "self", heads=s.heads, mask="padding" if padding else "none"),
+              Statement("feedforward", d_ff=s.d_ff, activation=s.activation)), tail=tuple(tail))
+
+
+def projected(document: Document, s) -> Document:
+    """``document`` whose token table is ``embedding_size`` wide, projected into the stack's ``d_model`` (ALBERT's,
+    ELECTRA-small's)."""
+    return document.change("embedding tokens", "dim", "embedding_size").add(
+        "embedding tokens", Statement("project", s.d_model), before="position")
+
+
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
-              attention: str = "", embedding: tuple[str, ...] = (), writer: SpecWriter | None = None,
-              heading: tuple[str, ...] = (), fields: Fields | None = None, position: str | None = None,
-              head_activation: str | None = None, dim: str | None = None, stack: tuple[str, ...] = (),
-              mask: str | None = None) -> str:
+              heading: tuple[str, ...] = ()) -> str:
     """The tfspec spec a BERT configuration describes: ``BertModel`` with ``pooler``, ``BertForMaskedLM`` with
-    ``head`` (its transform and decoder, tied to the token embedding unless ``tie_word_embeddings`` is false).
-    ``attention`` and ``embedding``: further arguments of the self-attention and lines of the embedding, for
-    BERT's relatives (BigBird's ``kind=bigbird(...)``), written with ``writer``'s ``let`` parameters;
-    ``heading``: comment lines above it. A relative's ``fields`` (its table), ``position`` (its positions) and
-    ``head_activation`` (its MLM head's, where that is not ``hidden_act``) replace BERT's; ``dim``: a narrower
-    embedding projected into the stack's width (ELECTRA-small's, ALBERT's); ``stack``: further lines of the
-    encoder's body (ALBERT's ``weight_sets``, Longformer's layer schedule); ``mask``: the self-attention's masks
-    where more than the padding (Longformer's window)."""
-    w = writer or SpecWriter()
-    s = (fields or FIELDS).write(config, w)
-    extra = "".join(f"\n  {line}" for line in embedding)
-    segments = f"  segments {s.segments}\n" if getattr(s, "segments", None) is not None else ""  # (MPNet has none)
-    text = f"""model {name}
-
-defaults {{
-  residual post
-  norm layernorm(eps={s.eps})
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{
-  vocab {s.vocab}
-  dim {dim or s.d_model}{f"{chr(10)}  project {s.d_model}" if dim else ""}
-  position {position or f"learned({s.max_len})"}
-{segments}  norm layernorm(eps={s.eps}){extra}
-}}
-
-encoder x {s.layers} {{
-  attention self heads={s.heads} {attention}mask={mask or ('padding' if padding else 'none')}
-  feedforward d_ff={s.d_ff} activation={s.activation}{"".join(f"{chr(10)}  {line}" for line in stack)}
-}}
-
-"""
-    if pooler:
-        text += "pooler tanh\n"
-    if head:
-        decoder = "tied(tokens)" if s.value("tied") else f"linear({s.vocab})"
-        text += (f"head {decoder} transform={head_activation or s.activation} norm=layernorm(eps={s.eps}) bias=true"
-                 "  # the MLM head\n")
-    return w.text(text, list(heading))
-
+    ``head``."""
+    w = SpecWriter()
+    return w.text(document(FIELDS.write(config, w), pooler=pooler, head=head, padding=padding).text(name),
+                  list(heading))
 
 def hf_config(spec, model_type: str = "bert") -> dict:
     """The BERT configuration ``spec`` would be (exported after ``architecture_problems`` finds no difference)."""

@@ -14,10 +14,11 @@ from dataclasses import replace
 
 from ...registry import ATTENTION_KINDS
 from ..fields import Field, Fields
+from . import hf_bert
 from .hf_bert import FIELDS as BERT_FIELDS
 from .hf_bert import weight_rules, check_reference
-from .hf_bert import spec_text as bert_spec_text
 from ..mapping import export_state, load_state
+from ..document import Statement
 from ..writer import SpecWriter
 from ..family import Family, exported_config
 
@@ -65,11 +66,11 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
     w = SpecWriter()
     s = OWN_FIELDS.write(config, w)
     kind = f"bigbird({s.block}, random={s.random_blocks})" if s.attention == "bigbird" else s.attention
-    attention = f"kind={kind} bias={s.qkv_bias} out_bias=true "
-    scale = (f"scale {float(config.hidden_size) ** 0.5!r}",) if s.value("rescale") else ()
-    return bert_spec_text(config, pooler=pooler, head=head, padding=padding, name=name, attention=attention,
-                          embedding=scale, writer=w, heading=heading)
-
+    document = hf_bert.document(BERT_FIELDS.write(config, w), pooler=pooler, head=head, padding=padding).insert(
+        "encoder", "attention", "mask", kind=kind, bias=s.qkv_bias, out_bias="true")
+    if s.value("rescale"):
+        document = document.add("embedding tokens", Statement("scale", repr(float(config.hidden_size) ** 0.5)))
+    return w.text(document.text(name), list(heading))
 
 hf_config = exported_config("BigBird", "big_bird", "encoder-only", FIELDS)
 

@@ -9,6 +9,7 @@ back into the table's width.
 
 from __future__ import annotations
 
+from ..writer import SpecWriter
 from . import hf_bert
 from ..facts import Facts
 from ..fields import Field, Fields
@@ -30,11 +31,14 @@ FIELDS = Fields(
 
 def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ELECTRA configuration describes."""
-    projected = config.embedding_size != config.hidden_size
-    return hf_bert.spec_text(config, pooler=False, head=head, padding=padding, name=name, heading=heading,
-                             fields=FIELDS, head_activation="gelu", dim="embedding_size" if projected else None)
-
+    """The tfspec spec an ELECTRA configuration describes: BERT's without a pooler, the generator's head with GELU,
+    a narrower token table projected into the stack where embedding_size says."""
+    w = SpecWriter()
+    s = FIELDS.write(config, w)
+    document = hf_bert.document(s, pooler=False, head=head, padding=padding)
+    if config.embedding_size != config.hidden_size:
+        document = hf_bert.projected(document, s)
+    return w.text((document.change_tail("head", transform="gelu") if head else document).text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The ELECTRA configuration ``spec`` would be."""

@@ -49,7 +49,8 @@ def _mask(keys: str, padding: bool) -> str:
 
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Longformer configuration describes."""
+    """The tfspec spec a Longformer configuration describes: RoBERTa's with a sliding window (a layer schedule
+    where the layers' windows differ) and the global tokens a call marks."""
     windows = _windows(config)
     if len(windows) != config.num_hidden_layers:
         raise InteropError(f"attention_window has {len(windows)} windows for {config.num_hidden_layers} layers")
@@ -62,14 +63,16 @@ def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: s
                            f"{config.max_position_embeddings} positions for a token")
     w = SpecWriter()
     base, sections = schedule(windows)
-    layers = tuple(f"layers {selection} {{ self_attn mask={_mask(str(window // 2 + 1), padding)} }}"
-                   for selection, window in sections)
-    return hf_bert.spec_text(config, pooler=pooler, head=head, padding=padding, name=name, heading=heading,
-                             fields=FIELDS, head_activation="gelu", writer=w, attention="kind=longformer ",
-                             mask=_mask(w("attention_window", base, "attention_window") + " // 2 + 1", padding),
-                             stack=layers,
-                             position=f"learned(max_len, offset={config.pad_token_id + 1}, skip_padding=true)")
-
+    mask = _mask(w("attention_window", base, "attention_window") + " // 2 + 1", padding)
+    document = (hf_bert.document(FIELDS.write(config, w), pooler=pooler, head=head, padding=padding)
+                .change("embedding tokens", "position",
+                        f"learned(max_len, offset={config.pad_token_id + 1}, skip_padding=true)")
+                .insert("encoder", "attention", "mask", kind="longformer")
+                .change("encoder", "attention", mask=mask))
+    for selection, window in sections:
+        own = _mask(str(window // 2 + 1), padding)
+        document = document.add("encoder", f"layers {selection} {{ self_attn mask={own} }}")
+    return w.text((document.change_tail("head", transform="gelu") if head else document).text(name), list(heading))
 
 hf_config = exported_config("Longformer", "longformer", "encoder-only", FIELDS)
 

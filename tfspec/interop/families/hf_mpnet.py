@@ -11,6 +11,8 @@ values are refused.
 
 from __future__ import annotations
 
+from ..document import Statement
+from ..writer import SpecWriter
 from . import hf_bert
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
@@ -38,14 +40,16 @@ FIELDS = Fields(
 
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an MPNet configuration describes."""
+    """The tfspec spec an MPNet configuration describes: RoBERTa's without segments, with T5's relative bias shared
+    by the stack's layers."""
     if config.max_position_embeddings <= 2:
         raise InteropError(f"max_position_embeddings {config.max_position_embeddings} leaves no row for a token")
-    return hf_bert.spec_text(config, pooler=pooler, head=head, padding=padding, name=name, heading=heading,
-                             fields=FIELDS, head_activation="gelu",
-                             position="learned(max_len, offset=2, skip_padding=true)",
-                             stack=("position t5(num_buckets=32, max_distance=128)  # shared by the layers",))
-
+    w = SpecWriter()
+    document = (hf_bert.document(FIELDS.write(config, w), pooler=pooler, head=head, padding=padding)
+                .change("embedding tokens", "position", "learned(max_len, offset=2, skip_padding=true)")
+                .add("encoder", Statement("position", "t5(num_buckets=32, max_distance=128)",
+                                          comment="shared by the layers")))
+    return w.text((document.change_tail("head", transform="gelu") if head else document).text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The MPNet configuration ``spec`` would be."""

@@ -11,6 +11,7 @@ mask: they agree wherever the pad token appears only where the batch is padded, 
 
 from __future__ import annotations
 
+from ..writer import SpecWriter
 from . import hf_bert
 from ..facts import Facts
 from ..fields import Field, Fields
@@ -36,15 +37,15 @@ FIELDS = Fields(*hf_bert.FIELDS.entries,
 
 def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a RoBERTa or XLM-RoBERTa configuration describes."""
+    """The tfspec spec a RoBERTa or XLM-RoBERTa configuration describes: BERT's whose positions start after the
+    padding token's row and count real tokens only, its MLM head with GELU."""
     if config.pad_token_id is None or config.pad_token_id + 1 >= config.max_position_embeddings:
         raise InteropError(f"pad_token_id {config.pad_token_id} leaves no row of the "
                            f"{config.max_position_embeddings} positions for a token")
-    offset = config.pad_token_id + 1
-    return hf_bert.spec_text(config, pooler=pooler, head=head, padding=padding, name=name, heading=heading,
-                             fields=FIELDS, head_activation="gelu",
-                             position=f"learned(max_len, offset={offset}, skip_padding=true)")
-
+    w = SpecWriter()
+    document = hf_bert.document(FIELDS.write(config, w), pooler=pooler, head=head, padding=padding).change(
+        "embedding tokens", "position", f"learned(max_len, offset={config.pad_token_id + 1}, skip_padding=true)")
+    return w.text((document.change_tail("head", transform="gelu") if head else document).text(name), list(heading))
 
 def hf_config(spec, model_type: str = "roberta") -> dict:
     """The RoBERTa configuration ``spec`` would be."""
