@@ -98,7 +98,8 @@ class Block:
         raise KeyError(f"block {self.header!r} has no statement {statement!r}")
 
     def text(self) -> str:
-        lines = [item.text() if isinstance(item, Statement) else item for item in self.body]
+        texts = [item.text() if isinstance(item, Statement) else item for item in self.body]
+        lines = [line for text in texts for line in text.split("\n")]  # (a wiring line may be continued)
         return f"{self.header} {{\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
 
 
@@ -169,6 +170,15 @@ class Document:
         body = list(found.body)
         body.insert(found.index(before) if before else len(body), statement)
         return self._with(block, body)
+
+    def add_lines(self, block: str, lines: str) -> "Document":
+        """``block`` with each of ``lines`` (statements as the language writes them, a line each: a family's
+        ``layers`` sections) added at its end."""
+        document = self
+        for line in lines.split("\n"):
+            if line.strip():
+                document = document.add(block, line.strip())
+        return document
 
     def with_tail(self, *lines: Statement | str) -> "Document":
         """The document with ``lines`` after its blocks (a head: ``head tied(tokens)``)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
+from . import layouts
+from .document import Block, Document, Statement
 from .families import hf_llama
 from .family import Family
 from .fields import Field, Fixed
@@ -54,33 +56,23 @@ def decoder_rules(model, prefix: str, state: dict, lm: bool, family: str, *, ope
     return rules + head, aliases
 
 
-def decoder_text(w, s, *, name: str, heading: tuple[str, ...], head: bool, norm: str, position: str, own: str,
-                 feedforward: str, sections: str, attn_dropout: bool = True) -> str:
+def document(s, *, norm: str, position: str, own: str, feedforward: str, head: bool,
+             attn_dropout: bool = True) -> Document:
     """A pre-normed hybrid decoder's spec from the settings ``s`` (``d_model``, ``layers``, ``vocab``,
     ``init_std``, ``tied``; ``p_attn_dropout`` where ``attn_dropout``): ``norm`` everywhere, the stack's
-    ``position``, its ``own`` mixing sublayer line and ``feedforward`` arguments, and the ``sections`` (``layers``
-    lines) of its other kinds of layer; the causal LM's head where ``head``."""
-    dropout = f"\n  attn_dropout {s.p_attn_dropout}" if attn_dropout else ""
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}{dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {position}
-  {own}
-  feedforward {feedforward}
-  final {norm}
-{sections}}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    ``position``, its ``own`` mixing sublayer (a ``mixer`` or ``attention`` statement as the language writes it) and
+    ``feedforward`` arguments; the causal LM's head where ``head``. A family adds the ``layers`` sections of its
+    other kinds of layer."""
+    defaults = [Statement("residual", "pre"), Statement("norm", norm),
+                *([Statement("attn_dropout", s.p_attn_dropout)] if attn_dropout else []),
+                Statement("init", f"normal(std={s.init_std})")]
+    return Document.of(
+        Block("defaults", *defaults),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
+              Statement("position", "none")),
+        Block(f"decoder x {s.layers}", Statement("position", position), own, Statement("feedforward", feedforward),
+              Statement("final", norm)),
+        tail=(layouts.causal_lm_head(s),) if head else ())
 
 
 # fields of the models whose layers are one normed mixer alone (Mamba's, Mamba-2's) that change no computation
@@ -91,28 +83,17 @@ MIXERS_ALONE_IGNORED = {
 }
 
 
-def mixers_alone_text(w, s, mixer: str, *, name: str, heading: tuple[str, ...], head: bool) -> str:
+def mixers_alone(s, mixer: str, *, head: bool) -> Document:
     """The spec of a model whose layers are one RMS-normed ``mixer`` call alone (Mamba's, Mamba-2's), from the
     settings ``s`` (``d_model``, ``layers``, ``vocab``, ``init_std``, ``eps``, ``tied``)."""
     norm = f"rmsnorm(eps={s.eps})"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  mixer {mixer}
-  final {norm}
-}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    return Document.of(
+        Block("defaults", Statement("residual", "pre"), Statement("norm", norm),
+              Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
+              Statement("position", "none")),
+        Block(f"decoder x {s.layers}", Statement("mixer", mixer), Statement("final", norm)),
+        tail=(layouts.causal_lm_head(s),) if head else ())
 
 
 def only_mixers(f, family: str) -> None:

@@ -7,6 +7,8 @@ A setting the family's table has is written where the layout has a place for it 
 
 from __future__ import annotations
 
+import textwrap
+
 from .document import Block, Document, Statement
 from .writer import causal_masks, schedule
 
@@ -29,9 +31,31 @@ def decoder(s, *, norm: str, padding: bool, head: bool) -> Document:
         Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
               Statement("position", "none")),
         Block(f"decoder x {s.layers}", attention, feedforward, Statement("final", norm)))
-    if not head:
-        return document
-    return document.with_tail("head " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"))
+    return document.with_tail(causal_lm_head(s)) if head else document
+
+
+def causal_lm_head(s) -> Statement:
+    """The causal LM's head: tied to the token embeddings where ``tied`` says, else a linear map without a bias."""
+    return Statement("head", "tied(tokens)") if s.value("tied") else Statement("head", f"linear({s.vocab})",
+                                                                              bias="false")
+
+
+def wired_decoder(s, *, norm: str | None, position: str, wiring: str, head: bool, final: str | None = None
+                  ) -> Document:
+    """A decoder-only spec in the wiring form from the settings ``s``: ``norm`` the default of every ``norm()`` and
+    the stack's ``final`` norm (None: the wiring names its norms, and ``final`` is given), attention dropout where
+    the table has it, a normal init of ``init_std``; token embeddings without positions; layers of ``position``
+    and the ``wiring`` (the layer's assignments as the language writes them, lines continued with ``\\``); the
+    causal LM's head where ``head``."""
+    defaults = ([Statement("norm", norm)] if norm else []) + \
+        ([Statement("attn_dropout", s.p_attn_dropout)] if s.has("p_attn_dropout") else [])
+    document = Document.of(
+        Block("defaults", *defaults, Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
+              Statement("position", "none")),
+        Block(f"decoder x {s.layers}", Statement("position", position), textwrap.dedent(wiring).strip("\n"),
+              Statement("final", final or norm)))
+    return document.with_tail(causal_lm_head(s)) if head else document
 
 
 def scheduled_feedforwards(document: Document, s, mixture: dict, dense: dict, sparse: list[bool]) -> Document:

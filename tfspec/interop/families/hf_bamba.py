@@ -60,9 +60,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     other = f"mamba = attention(self, {attention})" if base == MAMBA else f"self_attn = mixer({mamba})"
     lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
     position = hf_llama.rotary(s).replace("rotary(", "rotary(fraction=0.5, ")
-    return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position=position,
-                               own=own, feedforward=f"d_ff={s.d_ff} activation=swiglu bias={s.mlp_bias}",
-                               sections=lines)
+    document = hybrid.document(s, norm=norm, position=position, own=own, head=head,
+                               feedforward=f"d_ff={s.d_ff} activation=swiglu bias={s.mlp_bias}")
+    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -17,6 +17,7 @@ from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
+from .. import layouts
 from ..writer import SpecWriter, causal_masks
 from ..family import Family
 
@@ -80,32 +81,15 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
     attention = f"attention({{}}, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, {bias})"
     if parallel:
-        wiring = f"h = norm(x)\n  x = x + {attention.format('h')} + \\\n      {ffn('h')}   # in parallel, on one norm"
+        wiring = f"h = norm(x)\nx = x + {attention.format('h')} + \\\n    {ffn('h')}   # in parallel, on one norm"
     else:
-        wiring = f"x = x + {attention.format('norm(x)')}\n  x = x + {ffn('norm(x)')}"
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    scale = f" scale={s.logit_scale}" if cohere and s.value("logit_scale") != 1.0 else ""
-    text = f"""model {name}
-
-defaults {{
-  norm {norm}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {position}
-  {wiring}
-  final {norm}
-}}
-"""
-    if head:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}{scale}\n"
-    elif cohere:
+        wiring = f"x = x + {attention.format('norm(x)')}\nx = x + {ffn('norm(x)')}"
+    document = layouts.wired_decoder(s, norm=norm, position=position, wiring=wiring, head=head)
+    if head and cohere and s.value("logit_scale") != 1.0:
+        document = document.change_tail("head", scale=s.logit_scale)
+    elif not head and cohere:
         w.forget("logit_scale")
-    return w.text(text, list(heading))
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from . import hf_cohere, hf_exaone4, hf_gemma2, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields
+from .. import layouts
 from ..writer import SpecWriter, causal_masks, schedule
 
 SLIDING = hf_gemma2.SLIDING
@@ -49,15 +50,17 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         w.forget("rope_theta")
     norm = f"layernorm(eps={s.eps}, bias=false)"
     head_dim = f", head_dim={s.head_dim}" if s.head_dim else ""
-    scale = f" scale={s.logit_scale}" if s.value("logit_scale") != 1.0 else ""
     wiring = f"""  h = norm(x)
   x = x + attention(h, heads={s.heads}, kv_heads={s.kv_heads}{head_dim}, mask={masks(base)}, \\
                     bias={s.attention_bias}) + \\
       feedforward(h, d_ff={s.d_ff}, activation={s.activation}, bias=false)   # in parallel, on one norm"""
     if not head:  # the base model has no logits to scale
         w.forget("logit_scale")
-    return hf_llama.wired_decoder_text(w, s, norm, position(base), wiring, lines, head=scale if head else None,
-                                       name=name, heading=heading)
+    document = layouts.wired_decoder(s, norm=norm, position=position(base), wiring=wiring, head=head).add_lines(
+        "decoder", lines)
+    if head and s.value("logit_scale") != 1.0:
+        document = document.change_tail("head", scale=s.logit_scale)
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -72,8 +72,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                     for layers, slide in sections)
     if not any(position(slide) != "none" for slide in slides):
         w.forget("rope_theta")
-    return hf_olmo2.post_norm_text(w, s, position(base), masks(base), lines, head=head, name=name, heading=heading,
-                                   qk_norm_width="head", bias="false")
+    document = hf_olmo2.post_norm_document(s, position(base), masks(base), head=head, qk_norm_width="head",
+                                           bias="false").add_lines("decoder", lines)
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

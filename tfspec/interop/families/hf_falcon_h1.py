@@ -23,6 +23,8 @@ from . import hf_llama
 from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
+from .. import layouts
+from ..document import Statement
 from ..writer import SpecWriter, causal_masks
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -129,9 +131,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               f"activation=swiglu_scaled(gate_scale={gate_scale}), bias={s.mlp_bias})")
     if not head:  # the base model computes no logits to scale
         w.forget("lm_head_multiplier")
-    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", hf_llama.rotary(s), wiring, "",
-                                       head=f" scale={s.lm_head_multiplier}" if head else None, name=name,
-                                       heading=heading, embedding=f"; scale {s.embedding_multiplier}")
+    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+                                     head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
+    if head:
+        document = document.change_tail("head", scale=s.lm_head_multiplier)
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("Falcon-H1", "falcon_h1", "decoder-only", FIELDS)

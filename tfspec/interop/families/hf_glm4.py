@@ -12,6 +12,7 @@ from . import hf_gemma2, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, linear_rules, rule
+from .. import layouts
 from ..writer import SpecWriter, causal_masks
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
@@ -39,8 +40,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     wiring = f"""  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, \\
                          mask={causal_masks(padding=padding)}, bias={s.attention_bias}, out_bias=false))
   x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
-    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", rotary, wiring, "",
-                                       head="" if head else None, name=name, heading=heading)
+    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=rotary, wiring=wiring, head=head)
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -16,6 +16,7 @@ from ...ir.queries import sublayers
 from ..mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
                       refuse_other_architecture, rule, same_head)
 from ..fields import Field, Fields, Fixed
+from .. import layouts
 from ..writer import SpecWriter
 from ..family import Family, exported_config
 
@@ -81,27 +82,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     attention = out(f"attention(layernorm(x, eps={s.eps}), heads={s.heads}, mask={masks}, bias={s.bias})")
     feedforward = out(f"feedforward(layernorm(x, eps={s.eps}), d_ff={s.d_ff}, activation={s.activation})")
     wiring = (f"x = x + {attention} + {feedforward}   # parallel residual" if s.value("parallel")
-              else f"x = x + {attention}\n  x = x + {feedforward}")
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
+              else f"x = x + {attention}\nx = x + {feedforward}")
     position = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
-    text = f"""model {name}
-
-defaults {{
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {position}
-  {wiring}
-  final layernorm(eps={s.eps})
-}}
-"""
-    if head:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
+    document = layouts.wired_decoder(s, norm=None, final=f"layernorm(eps={s.eps})", position=position,
+                                     wiring=wiring, head=head)
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("GPT-NeoX", "gpt_neox", "decoder-only", FIELDS)

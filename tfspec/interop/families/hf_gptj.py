@@ -15,6 +15,8 @@ from ...registry import NORMS
 from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
+from .. import layouts
+from ..document import Statement
 from ..writer import SpecWriter, causal_masks
 from ..family import Family
 
@@ -99,29 +101,13 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
     attention = out(f"attention(h, heads={s.heads}{kv}, mask={masks}{attention_extra})")
     feedforward = out(f"feedforward(h, d_ff={d_ff}, activation={s.activation})")
-    projection = "tied(tokens) bias=true" if s.value("tied") else f"linear({s.vocab}) bias=true"
-    dropout = f"; dropout {s.p_embd_dropout}" if s.value("p_embd_dropout") else ""
-    text = f"""model {name}
-
-defaults {{
-  norm layernorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none{dropout} }}
-
-decoder x {s.layers} {{
-  position {position}
-  h = norm(x)
-  x = x + {attention} + \\
-      {feedforward}   # in parallel, on one norm
-  final layernorm(eps={s.eps})
-}}
-"""
-    if head:  # the causal LM's, with a bias; the base model has none
-        text += f"\nhead {projection}\n"
-    return w.text(text, list(heading))
+    wiring = f"h = norm(x)\nx = x + {attention} + \\\n    {feedforward}   # in parallel, on one norm"
+    document = layouts.wired_decoder(s, norm=f"layernorm(eps={s.eps})", position=position, wiring=wiring, head=head)
+    if s.value("p_embd_dropout"):
+        document = document.add("embedding tokens", Statement("dropout", s.p_embd_dropout))
+    if head:  # the causal LM's, with a bias
+        document = document.change_tail("head", bias="true")
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

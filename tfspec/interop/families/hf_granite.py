@@ -14,6 +14,8 @@ import math
 from . import hf_llama
 from ..family import exported_config
 from ..fields import Field, Fields
+from .. import layouts
+from ..document import Statement
 from ..writer import SpecWriter, causal_masks
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in {"head_dim", "window"}
@@ -52,9 +54,11 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
   x = x + residual_multiplier * feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})"""
     if not head:  # the base model has no logits to scale
         w.forget("logits_scaling")
-    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", hf_llama.rotary(s), wiring, "",
-                                       head=f" scale=1 / {s.logits_scaling}" if head else None, name=name,
-                                       heading=heading, embedding=f"; scale {s.embedding_multiplier}")
+    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+                                     head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
+    if head:
+        document = document.change_tail("head", scale=f"1 / {s.logits_scaling}")
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("Granite", "granite", "decoder-only", FIELDS)

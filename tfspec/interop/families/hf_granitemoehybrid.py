@@ -18,6 +18,8 @@ from . import hf_granite, hf_llama
 from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
+from .. import layouts
+from ..document import Statement
 from ..writer import SpecWriter, causal_masks, schedule
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
@@ -123,9 +125,12 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     if not head:  # the base model has no logits to scale
         w.forget("logits_scaling")
     position = hf_llama.rotary(s) if rotary else "none"
-    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", position, wiring, lines,
-                                       head=f" scale=1 / {s.logits_scaling}" if head else None, name=name,
-                                       heading=heading, embedding=f"; scale {s.embedding_multiplier}")
+    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring,
+                                     head=head).add_lines("decoder", lines)
+    document = document.add("embedding tokens", Statement("scale", s.embedding_multiplier))
+    if head:
+        document = document.change_tail("head", scale=f"1 / {s.logits_scaling}")
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("Granite 4.0-H", "granitemoehybrid", "decoder-only", FIELDS)

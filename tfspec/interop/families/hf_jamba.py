@@ -141,9 +141,10 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                          ([f"ffn {mixture if layer[1] else 'kind=dense'}"] if layer[1] != routes else []))
 
     lines = "".join(f"  layers {selected} {{ {section(layer)} }}\n" for selected, layer in sections)
-    return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position="none", own=own,
+    document = hybrid.document(s, norm=norm, position="none", own=own, head=head,
                                feedforward=f"d_ff={s.d_ff} activation=swiglu bias=false"
-                                           + (f" {mixture}" if routes else ""), sections=lines)
+                                           + (f" {mixture}" if routes else ""))
+    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
 
 
 hf_config = exported_config("Jamba", "jamba", "decoder-only", FIELDS)

@@ -97,9 +97,9 @@ def layers_text(w: SpecWriter, s, layers: list[tuple[str, bool]], feedforward: s
                          ([f"ffn {feedforward if layer[1] else dense}"] if layer[1] != routes else []))
 
     lines = "".join(f"  layers {selected} {{ {section(layer)} }}\n" for selected, layer in sections)
-    return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position=hf_llama.rotary(s),
-                               own=own, sections=lines, attn_dropout=False,
+    document = hybrid.document(s, norm=norm, position=hf_llama.rotary(s), own=own, head=head, attn_dropout=False,
                                feedforward=f"{feedforward if routes else dense} activation=swiglu bias=false")
+    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
 
 
 hf_config = exported_config("LFM2", "lfm2", "decoder-only", FIELDS)

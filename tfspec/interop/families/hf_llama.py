@@ -177,34 +177,6 @@ def rotary(s, theta: str | None = None, interleaved: bool = False) -> str:
     return f"rotary({', '.join(options + (['interleaved=true'] if interleaved else []))})"
 
 
-def wired_decoder_text(w: SpecWriter, s, norm: str, position: str, wiring: str, sections: str, *, head: str | None,
-                       name: str, heading: tuple[str, ...], embedding: str = "") -> str:
-    """The spec of a decoder written in the wiring form from its settings ``s``: the stack's ``norm`` (its
-    default and final norm), ``position`` and ``wiring`` (the layer's assignments, indented), ``sections``
-    (``layers`` lines) where layers differ; ``head``: the causal LM's head settings after its projection (``""``:
-    none more; None: the base model has no head); ``embedding``: more of the embedding's settings (a scale)."""
-    projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-    text = f"""model {name}
-
-defaults {{
-  norm {norm}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none{embedding} }}
-
-decoder x {s.layers} {{
-  position {position}
-{wiring}
-  final {norm}
-{sections}}}
-"""
-    if head is not None:  # the causal LM's; the base model has none
-        text += f"\nhead {projection}{head}\n"
-    return w.text(text, list(heading))
-
-
 def hf_config(spec) -> dict:
     """The Llama configuration ``spec`` would be (Mistral's when its self-attention has a sliding window)."""
     f = Facts(spec, "Llama or Mistral")

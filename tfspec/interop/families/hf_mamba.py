@@ -63,7 +63,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     s = FIELDS.write(config, w)
     mixer = (f"mamba({s.expand} * {s.d_model}, state={s.state}, kernel={s.kernel}, dt_rank={s.dt_rank}, "
              f"conv_bias={s.conv_bias}, bias={s.bias})")
-    return hybrid.mixers_alone_text(w, s, mixer, name=name, heading=heading, head=head)
+    return w.text(hybrid.mixers_alone(s, mixer, head=head).text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

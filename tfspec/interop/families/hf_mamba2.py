@@ -34,7 +34,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec a Mamba-2 configuration describes: a stack of normed Mamba-2 mixers."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    return hybrid.mixers_alone_text(w, s, hybrid.mamba2_layer(s, s.eps), name=name, heading=heading, head=head)
+    return w.text(hybrid.mixers_alone(s, hybrid.mamba2_layer(s, s.eps), head=head).text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -17,6 +17,7 @@ from . import hf_llama, hf_mixtral
 from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
+from .. import layouts
 from ..writer import SpecWriter, causal_masks, schedule
 
 LINEAR, FULL = "linear_attention", "full_attention"
@@ -130,8 +131,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               f"  h = norm(x)\n"
               f"  x = mlp_alpha * h + mlp_beta * feedforward(h, {mixture})")
     lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
-    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", hf_llama.rotary(s), wiring, lines,
-                                       head="" if head else None, name=name, heading=heading)
+    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+                                     head=head).add_lines("decoder", lines)
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("MiniMax", "minimax", "decoder-only", FIELDS)

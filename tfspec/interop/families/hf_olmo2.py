@@ -15,6 +15,8 @@ from . import hf_llama
 from ..family import exported_config
 from ..fields import Fields
 from ..mapping import InteropError, Rule, rule
+from .. import layouts
+from ..document import Document
 from ..writer import SpecWriter, causal_masks
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -32,22 +34,22 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     """The tfspec spec an OLMo 2 configuration describes: norms after each sublayer, in the wiring form."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    return post_norm_text(w, s, hf_llama.rotary(s), causal_masks(padding=padding), "", head=head, name=name,
-                          heading=heading)
+    document = post_norm_document(s, hf_llama.rotary(s), causal_masks(padding=padding), head=head)
+    return w.text(document.text(name), list(heading))
 
 
-def post_norm_text(w: SpecWriter, s, position: str, masks: str, sections: str, *, head: bool, name: str,
-                   heading: tuple[str, ...], qk_norm_width: str = "full", bias: str | None = None) -> str:
-    """The spec of an OLMo-layout decoder from its settings ``s``: its stack's rotary ``position`` and ``masks``,
-    and ``sections`` (``layers`` lines) where layers differ (OLMo 3's sliding and full layers); ``qk_norm_width``:
-    queries and keys normed over all heads at once (``full``, OLMo's) or each head's (``head``, EXAONE 4's);
-    ``bias``: the attention's, where the configuration has no ``attention_bias`` (EXAONE 4's: false)."""
+def post_norm_document(s, position: str, masks: str, *, head: bool, qk_norm_width: str = "full",
+                       bias: str | None = None) -> Document:
+    """The spec of an OLMo-layout decoder from its settings ``s``: its stack's rotary ``position`` and ``masks``
+    (a family adds the ``layers`` sections where layers differ: OLMo 3's sliding and full layers);
+    ``qk_norm_width``: queries and keys normed over all heads at once (``full``, OLMo's) or each head's (``head``,
+    EXAONE 4's); ``bias``: the attention's, where the configuration has no ``attention_bias`` (EXAONE 4's:
+    false)."""
     bias = bias or s.attention_bias
     wiring = f"""  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={bias}, \\
                          qk_norm=rmsnorm(eps={s.eps}), qk_norm_width={qk_norm_width}))
   x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
-    return hf_llama.wired_decoder_text(w, s, f"rmsnorm(eps={s.eps})", position, wiring, sections,
-                                       head="" if head else None, name=name, heading=heading)
+    return layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring, head=head)
 
 
 hf_config = exported_config("OLMo 2", "olmo2", "decoder-only", FIELDS)

@@ -55,7 +55,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}"
                     + (f"; position {position(slide)}" if position(slide) != position(base) else "") + " }\n"
                     for layers, slide in sections)
-    return hf_olmo2.post_norm_text(w, s, position(base), masks(base), lines, head=head, name=name, heading=heading)
+    document = hf_olmo2.post_norm_document(s, position(base), masks(base), head=head).add_lines("decoder", lines)
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("OLMo 3", "olmo3", "decoder-only", FIELDS)

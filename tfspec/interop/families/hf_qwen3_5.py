@@ -103,9 +103,9 @@ def hybrid_text(w: SpecWriter, s, feedforward: str, *, head: bool, padding: bool
         return "; ".join(changes)
 
     lines = "".join(f"  layers {layers} {{ {section(layer)} }}\n" for layers, layer in sections)
-    return hybrid.decoder_text(w, s, name=name, heading=heading, head=head, norm=norm, position=hf_llama.rotary(s),
-                               own=own, feedforward=f"activation=swiglu bias=false {feedforward if routes else dense}",
-                               sections=lines)
+    document = hybrid.document(s, norm=norm, position=hf_llama.rotary(s), own=own, head=head,
+                               feedforward=f"activation=swiglu bias=false {feedforward if routes else dense}")
+    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
 
 
 hf_config = exported_config("Qwen3.5", "qwen3_5_text", "decoder-only", FIELDS)
