@@ -91,12 +91,13 @@ FIELDS = Fields(
 )
 
 
-def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
+def document(s, *, pooler: bool, head: bool, padding: bool, norm: str | None = None) -> Document:
     """BERT's spec from its settings ``s``: post-norm LayerNorm layers with dropout, learned positions, segments
     (where its table has them) and a LayerNorm on the embeddings, self-attention hiding padded keys where
     ``padding``; its tanh pooler where ``pooler``, its MLM head where ``head`` (a transform of ``activation``, a
-    LayerNorm and a bias; tied to the token embedding unless ``tied`` says otherwise)."""
-    norm = f"layernorm(eps={s.eps})"
+    LayerNorm and a bias; tied to the token embedding unless ``tied`` says otherwise); ``norm``: every LayerNorm's,
+    where the table has no ``eps`` (DistilBERT's)."""
+    norm = norm or f"layernorm(eps={s.eps})"
     embedding = [Statement("vocab", s.vocab), Statement("dim", s.d_model),
                  Statement("position", f"learned({s.max_len})"),
                  *([Statement("segments", s.segments)] if s.has("segments") else []), Statement("norm", norm)]

@@ -12,6 +12,7 @@ from . import hf_bert
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
+from ..document import Statement
 from ..writer import SpecWriter
 from ..family import Family
 
@@ -40,32 +41,13 @@ FIELDS = Fields(
 
 def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a DistilBERT configuration describes (``head``: the MLM head)."""
+    """The tfspec spec a DistilBERT configuration describes (``head``: the MLM head): BERT's without segments or a
+    pooler, its LayerNorms' eps fixed, the embeddings dropped out."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    text = f"""model {name}
-
-defaults {{
-  residual post
-  norm layernorm(eps={EPS})
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position learned({s.max_len}); norm layernorm(eps={EPS}); \\
-                   dropout {s.p_dropout} }}
-
-encoder x {s.layers} {{
-  attention self heads={s.heads} mask={'padding' if padding else 'none'}
-  feedforward d_ff={s.d_ff} activation={s.activation}
-}}
-"""
-    if head:
-        decoder = "tied(tokens)" if s.value("tied") else f"linear({s.vocab})"
-        text += f"\nhead {decoder} transform={s.activation} norm=layernorm(eps={EPS}) bias=true  # the MLM head\n"
-    return w.text(text, list(heading))
-
+    document = hf_bert.document(s, pooler=False, head=head, padding=padding, norm=f"layernorm(eps={EPS})").add(
+        "embedding tokens", Statement("dropout", s.p_dropout))
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The DistilBERT configuration ``spec`` would be."""

@@ -24,6 +24,7 @@ from .hf_gpt_neox import qkv_rows
 from ...ir import nodes as ir
 from ...ir.queries import residual_placement
 from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule, spec_layer_modules
+from .. import layouts
 from ..writer import SpecWriter, causal_masks
 
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -108,34 +109,18 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     dropped = s.value("p_dropout")
     if parallel:
         inputs = ("h", "h") if norms == 1 else ("norm(x)", "norm(x)")
-        both = f"{attention.format(inputs[0])} + \\\n      {feedforward.format(inputs[1])}"
-        wiring = ("h = norm(x)\n  " if norms == 1 else "") + (
+        both = f"{attention.format(inputs[0])} + \\\n    {feedforward.format(inputs[1])}"
+        wiring = ("h = norm(x)\n" if norms == 1 else "") + (
             f"x = x + dropout({both}, {s.p_dropout})" if dropped else f"x = x + {both}")
     else:
         attention_out = attention.format("norm(x)")
         if s.value("p_attn_dropout"):  # Hugging Face drops the attention branch at attention_dropout
             attention_out = f"dropout({attention_out}, {s.p_attn_dropout})"
         ffn_out = feedforward.format("norm(x)")
-        wiring = f"x = x + {attention_out}\n  x = x + " + (f"dropout({ffn_out}, {s.p_dropout})" if dropped else ffn_out)
-    text = f"""model {name}
-
-defaults {{
-  norm layernorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  position {hf_llama.rotary(s)}
-  {wiring}
-  final layernorm(eps={s.eps})
-}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+        wiring = f"x = x + {attention_out}\nx = x + " + (f"dropout({ffn_out}, {s.p_dropout})" if dropped else ffn_out)
+    document = layouts.wired_decoder(s, norm=f"layernorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+                                     head=head)
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -20,6 +20,8 @@ from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
+from .. import layouts
+from ..document import Document, Statement
 from ..writer import SpecWriter, causal_masks, schedule
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -91,15 +93,14 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     that slide and those that do not as a layer schedule."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    return sandwich_text(w, s, lambda slides: f"rotary(theta={s.rope_theta})", "", padding=padding, head=head,
-                         name=name, heading=heading)
+    document = sandwich(s, lambda slides: f"rotary(theta={s.rope_theta})", "", padding=padding)
+    return with_head(w, s, document, head, heading, name)
 
 
-def sandwich_text(w: SpecWriter, s, position, attention: str, *, padding: bool, head: bool, name: str,
-                  heading: tuple[str, ...]) -> str:
-    """The spec of a Gemma 2-layout decoder from its settings ``s``: ``position(slides)`` is a kind of layer's
-    rotary positions (the sliding ones' and the full ones'), ``attention`` more of the attention's arguments
-    (Gemma 3's qk-norm)."""
+def sandwich(s, position, attention: str, *, padding: bool) -> Document:
+    """The spec of a Gemma 2-layout decoder from its settings ``s`` (without its head: ``with_head``):
+    ``position(slides)`` is a kind of layer's rotary positions (the sliding ones' and the full ones'),
+    ``attention`` more of the attention's arguments (Gemma 3's qk-norm)."""
     def masks(slides: bool) -> str:
         return causal_masks(s.window if slides else None, padding)
 
@@ -107,39 +108,25 @@ def sandwich_text(w: SpecWriter, s, position, attention: str, *, padding: bool, 
     kind = f"kind=softcap({s.attn_softcap}), " if s.attn_softcap else ""
     base, sections = schedule(slides)
     own = position(base)
-    lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}"
-                    + (f"; position {position(slide)}" if position(slide) != own else "") + " }\n"
-                    for layers, slide in sections)
-    text = f"""model {name}
-
-defaults {{
-  norm gemma_rmsnorm(eps={s.eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}) }}
-
-decoder x {s.layers} {{
-  position {own}
-  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, {kind}\\
-                         mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}{attention}))
-  x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))
-  final gemma_rmsnorm(eps={s.eps})
-{lines}}}
-"""
-    return with_head(w, s, text, head, heading)
+    wiring = f"""x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, {kind}\\
+                       mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}{attention}))
+x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
+    document = layouts.wired_decoder(s, norm=f"gemma_rmsnorm(eps={s.eps})", position=own, wiring=wiring,
+                                     head=False).add("embedding tokens", Statement("scale", f"sqrt({s.d_model})"))
+    for layers, slide in sections:
+        document = document.add("decoder", f"layers {layers} {{ self_attn mask={masks(slide)}"
+                                + (f"; position {position(slide)}" if position(slide) != own else "") + " }")
+    return document
 
 
-def with_head(w: SpecWriter, s, text: str, head: bool, heading: tuple[str, ...]) -> str:
-    """A Gemma's spec ``text`` finished: the causal LM's head (tied or not, its logits capped where the settings
-    ``s`` say), none for the base model, which computes no logits to cap."""
+def with_head(w: SpecWriter, s, document: Document, head: bool, heading: tuple[str, ...], name: str) -> str:
+    """A Gemma's spec finished: the causal LM's head (tied or not, its logits capped where the settings ``s``
+    say), none for the base model, which computes no logits to cap."""
     if head:
-        projection = "tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false"
-        text += f"\nhead {projection}" + (f" softcap={s.final_softcap}" if s.final_softcap else "") + "\n"
+        document = document.with_tail(layouts.causal_lm_head(s).changed(softcap=s.final_softcap))
     else:
         w.forget("final_softcap")
-    return w.text(text, list(heading))
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(spec) -> dict:

@@ -70,8 +70,8 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         w.forget("local_theta")
     if all(slides):
         w.forget("rope_theta")
-    return hf_gemma2.sandwich_text(w, s, position, f", \\\n                         qk_norm=gemma_rmsnorm(eps={s.eps})",
-                                   padding=padding, head=head, name=name, heading=heading)
+    document = hf_gemma2.sandwich(s, position, f", qk_norm=gemma_rmsnorm(eps={s.eps})", padding=padding)
+    return hf_gemma2.with_head(w, s, document, head, heading, name)
 
 
 def hf_config(spec) -> dict:

@@ -29,6 +29,8 @@ from . import hf_gemma2, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
+from .. import layouts
+from ..document import Statement
 from ..writer import SpecWriter, causal_masks, schedule
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
@@ -243,40 +245,30 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                  f"ffn d_ff=2 * {s.d_ff}" if maker is not None and double else ""]
         return "; ".join(p for p in parts if p)
 
-    lines = "".join(f"  layers {layers} {{ {section(*layer)} }}\n" for layers, layer in sections)
     written = ", ".join(f"{k}={v}" for k, v in own.items() if (k, v) != ("kind", "dot"))
     mlp = f"feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false)"
     if s.value("moe"):  # beside the MLP: the experts read the stream normed, the router the stream itself
         mlp = (f"norm({mlp}) + norm(feedforward(x, d_ff={s.moe_d_ff}, activation={s.activation}, bias=false, \\\n"
-               f"                 kind=moe({s.experts}, {s.top}, renormalize=true, router_input=normed, "
+               f"               kind=moe({s.experts}, {s.top}, renormalize=true, router_input=normed, "
                f"experts_norm=rmsnorm, norm_eps={eps}, expert_scale=true)))")
-    per_layer, gate = "", ""
-    if s.per_layer_dim:  # the table and projection with the embedding; each layer's gate after its MLP
-        other = s.value("per_layer_vocab") != s.value("vocab")
-        per_layer = (f"; per_layer {s.per_layer_dim}" + (f"; per_layer_vocab {s.per_layer_vocab}" if other else "")
-                     + f"; per_layer_norm rmsnorm(eps={eps})")
-        gate = (f"  x = x + norm(feedforward(x, d_ff={s.per_layer_dim}, activation={ONE_INPUT[s.value('activation')]}, "
+    gate = ""
+    if s.per_layer_dim:  # each layer's gate after its MLP
+        gate = (f"x = x + norm(feedforward(x, d_ff={s.per_layer_dim}, activation={ONE_INPUT[s.value('activation')]}, "
                 "bias=false, kind=per_layer))\n")
-    text = f"""model {name}
-
-defaults {{
-  norm rmsnorm(eps={eps})
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; scale sqrt({s.d_model}){per_layer} }}
-
-decoder x {s.layers} {{
-  position {position(base)}
-  x = x + norm(attention(norm(x), heads={s.heads}, {written}, \\
-                         scale=1, bias={s.attention_bias}, qk_norm=rmsnorm(eps={eps}), steps=value_norm(eps={eps})))
-  x = x + norm({mlp})
-{gate}  x = gain(x, scalar=true, trained=false)
-  final rmsnorm(eps={eps})
-{lines}}}
-"""
-    return hf_gemma2.with_head(w, s, text, head, heading)
+    wiring = f"""x = x + norm(attention(norm(x), heads={s.heads}, {written}, \\
+                       scale=1, bias={s.attention_bias}, qk_norm=rmsnorm(eps={eps}), steps=value_norm(eps={eps})))
+x = x + norm({mlp})
+{gate}x = gain(x, scalar=true, trained=false)"""
+    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={eps})", position=position(base), wiring=wiring,
+                                     head=False).add("embedding tokens", Statement("scale", f"sqrt({s.d_model})"))
+    if s.per_layer_dim:  # the per-layer inputs' table and projection with the embedding
+        document = document.add("embedding tokens", Statement("per_layer", s.per_layer_dim))
+        if s.value("per_layer_vocab") != s.value("vocab"):
+            document = document.add("embedding tokens", Statement("per_layer_vocab", s.per_layer_vocab))
+        document = document.add("embedding tokens", Statement("per_layer_norm", f"rmsnorm(eps={eps})"))
+    for layers, layer in sections:
+        document = document.add("decoder", f"layers {layers} {{ {section(*layer)} }}")
+    return hf_gemma2.with_head(w, s, document, head, heading, name)
 
 
 def hf_config(spec) -> dict:
