@@ -40,20 +40,20 @@ def causal_lm_head(s) -> Statement:
                                                                               bias="false")
 
 
-def wired_decoder(s, *, norm: str | None, position: str, wiring: str, head: bool, final: str | None = None
-                  ) -> Document:
-    """A decoder-only spec in the wiring form from the settings ``s``: ``norm`` the default of every ``norm()`` and
+def wired(s, *, norm: str | None, position: str, wiring: str, head: bool, final: str | None = None,
+          role: str = "decoder") -> Document:
+    """A spec of one stack in the wiring form from the settings ``s``: ``norm`` the default of every ``norm()`` and
     the stack's ``final`` norm (None: the wiring names its norms, and ``final`` is given), attention dropout where
-    the table has it, a normal init of ``init_std``; token embeddings without positions; layers of ``position``
-    and the ``wiring`` (the layer's assignments as the language writes them, lines continued with ``\\``); the
-    causal LM's head where ``head``."""
+    the table has it, a normal init of ``init_std``; token embeddings without positions; a ``role`` stack (a
+    decoder, or an encoder) of ``position`` and the ``wiring`` (the layer's assignments as the language writes
+    them, lines continued with ``\\``); a decoder's causal LM head where ``head``."""
     defaults = ([Statement("norm", norm)] if norm else []) + \
         ([Statement("attn_dropout", s.p_attn_dropout)] if s.has("p_attn_dropout") else [])
     document = Document.of(
         Block("defaults", *defaults, Statement("init", f"normal(std={s.init_std})")),
         Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
               Statement("position", "none")),
-        Block(f"decoder x {s.layers}", Statement("position", position), textwrap.dedent(wiring).strip("\n"),
+        Block(f"{role} x {s.layers}", Statement("position", position), textwrap.dedent(wiring).strip("\n"),
               Statement("final", final or norm)))
     return document.with_tail(causal_lm_head(s)) if head else document
 

@@ -84,7 +84,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         wiring = f"h = norm(x)\nx = x + {attention.format('h')} + \\\n    {ffn('h')}   # in parallel, on one norm"
     else:
         wiring = f"x = x + {attention.format('norm(x)')}\nx = x + {ffn('norm(x)')}"
-    document = layouts.wired_decoder(s, norm=norm, position=position, wiring=wiring, head=head)
+    document = layouts.wired(s, norm=norm, position=position, wiring=wiring, head=head)
     if head and cohere and s.value("logit_scale") != 1.0:
         document = document.change_tail("head", scale=s.logit_scale)
     elif not head and cohere:

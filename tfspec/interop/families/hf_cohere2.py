@@ -56,7 +56,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
       feedforward(h, d_ff={s.d_ff}, activation={s.activation}, bias=false)   # in parallel, on one norm"""
     if not head:  # the base model has no logits to scale
         w.forget("logit_scale")
-    document = layouts.wired_decoder(s, norm=norm, position=position(base), wiring=wiring, head=head).add_lines(
+    document = layouts.wired(s, norm=norm, position=position(base), wiring=wiring, head=head).add_lines(
         "decoder", lines)
     if head and s.value("logit_scale") != 1.0:
         document = document.change_tail("head", scale=s.logit_scale)

@@ -118,7 +118,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
             attention_out = f"dropout({attention_out}, {s.p_attn_dropout})"
         ffn_out = feedforward.format("norm(x)")
         wiring = f"x = x + {attention_out}\nx = x + " + (f"dropout({ffn_out}, {s.p_dropout})" if dropped else ffn_out)
-    document = layouts.wired_decoder(s, norm=f"layernorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+    document = layouts.wired(s, norm=f"layernorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
                                      head=head)
     return w.text(document.text(name), list(heading))
 

@@ -131,7 +131,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               f"activation=swiglu_scaled(gate_scale={gate_scale}), bias={s.mlp_bias})")
     if not head:  # the base model computes no logits to scale
         w.forget("lm_head_multiplier")
-    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+    document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
                                      head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
     if head:
         document = document.change_tail("head", scale=s.lm_head_multiplier)

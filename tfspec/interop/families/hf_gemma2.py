@@ -111,7 +111,7 @@ def sandwich(s, position, attention: str, *, padding: bool) -> Document:
     wiring = f"""x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, {kind}\\
                        mask={masks(base)}, scale={s.query_scalar} ** -0.5, bias={s.attention_bias}{attention}))
 x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
-    document = layouts.wired_decoder(s, norm=f"gemma_rmsnorm(eps={s.eps})", position=own, wiring=wiring,
+    document = layouts.wired(s, norm=f"gemma_rmsnorm(eps={s.eps})", position=own, wiring=wiring,
                                      head=False).add("embedding tokens", Statement("scale", f"sqrt({s.d_model})"))
     for layers, slide in sections:
         document = document.add("decoder", f"layers {layers} {{ self_attn mask={masks(slide)}"

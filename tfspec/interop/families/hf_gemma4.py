@@ -259,7 +259,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                        scale=1, bias={s.attention_bias}, qk_norm=rmsnorm(eps={eps}), steps=value_norm(eps={eps})))
 x = x + norm({mlp})
 {gate}x = gain(x, scalar=true, trained=false)"""
-    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={eps})", position=position(base), wiring=wiring,
+    document = layouts.wired(s, norm=f"rmsnorm(eps={eps})", position=position(base), wiring=wiring,
                                      head=False).add("embedding tokens", Statement("scale", f"sqrt({s.d_model})"))
     if s.per_layer_dim:  # the per-layer inputs' table and projection with the embedding
         document = document.add("embedding tokens", Statement("per_layer", s.per_layer_dim))

@@ -40,7 +40,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     wiring = f"""  x = x + norm(attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, \\
                          mask={causal_masks(padding=padding)}, bias={s.attention_bias}, out_bias=false))
   x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
-    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=rotary, wiring=wiring, head=head)
+    document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=rotary, wiring=wiring, head=head)
     return w.text(document.text(name), list(heading))
 
 

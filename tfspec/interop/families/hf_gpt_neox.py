@@ -84,7 +84,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     wiring = (f"x = x + {attention} + {feedforward}   # parallel residual" if s.value("parallel")
               else f"x = x + {attention}\nx = x + {feedforward}")
     position = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
-    document = layouts.wired_decoder(s, norm=None, final=f"layernorm(eps={s.eps})", position=position,
+    document = layouts.wired(s, norm=None, final=f"layernorm(eps={s.eps})", position=position,
                                      wiring=wiring, head=head)
     return w.text(document.text(name), list(heading))
 

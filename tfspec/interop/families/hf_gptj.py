@@ -102,7 +102,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     attention = out(f"attention(h, heads={s.heads}{kv}, mask={masks}{attention_extra})")
     feedforward = out(f"feedforward(h, d_ff={d_ff}, activation={s.activation})")
     wiring = f"h = norm(x)\nx = x + {attention} + \\\n    {feedforward}   # in parallel, on one norm"
-    document = layouts.wired_decoder(s, norm=f"layernorm(eps={s.eps})", position=position, wiring=wiring, head=head)
+    document = layouts.wired(s, norm=f"layernorm(eps={s.eps})", position=position, wiring=wiring, head=head)
     if s.value("p_embd_dropout"):
         document = document.add("embedding tokens", Statement("dropout", s.p_embd_dropout))
     if head:  # the causal LM's, with a bias

@@ -54,7 +54,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
   x = x + residual_multiplier * feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})"""
     if not head:  # the base model has no logits to scale
         w.forget("logits_scaling")
-    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+    document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
                                      head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
     if head:
         document = document.change_tail("head", scale=f"1 / {s.logits_scaling}")

@@ -125,7 +125,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     if not head:  # the base model has no logits to scale
         w.forget("logits_scaling")
     position = hf_llama.rotary(s) if rotary else "none"
-    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring,
+    document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring,
                                      head=head).add_lines("decoder", lines)
     document = document.add("embedding tokens", Statement("scale", s.embedding_multiplier))
     if head:

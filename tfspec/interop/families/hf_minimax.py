@@ -131,7 +131,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               f"  h = norm(x)\n"
               f"  x = mlp_alpha * h + mlp_beta * feedforward(h, {mixture})")
     lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
-    document = layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+    document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
                                      head=head).add_lines("decoder", lines)
     return w.text(document.text(name), list(heading))
 

@@ -21,6 +21,8 @@ from ..family import Family, exported_config
 from ..fields import Field, Fields
 from ..mapping import (InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule,
                       same_head)
+from .. import layouts
+from ..document import Statement
 from ..writer import SpecWriter, schedule, selection
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
@@ -132,32 +134,21 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     attention = f"attention(norm(x), heads={s.heads}, mask={own_mask}, bias={s.attention_bias})"
     if s.value("p_attn_dropout"):  # Hugging Face drops the attention's output with the same rate
         attention = f"dropout({attention}, {s.p_attn_dropout})"
-    text = f"""model {name}
-
-defaults {{
-  norm {norm}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; norm {norm}; dropout {s.p_embedding_dropout} }}
-
-encoder x {s.layers} {{
-  position rotary(theta={s.local_theta if base[1] else s.global_theta})
-  x = x + {attention}
-  x = x + feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias}, \
-                      act_dropout={s.p_mlp_dropout})  # (Hugging Face's mlp_dropout: on the gated product)
-  final {norm}
-{lines}}}
-"""
+    wiring = f"""x = x + {attention}
+x = x + feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias}, \\
+                    act_dropout={s.p_mlp_dropout})  # (Hugging Face's mlp_dropout: on the gated product)"""
+    document = (layouts.wired(s, norm=norm, position=f"rotary(theta={s.local_theta if base[1] else s.global_theta})",
+                              wiring=wiring, head=False, role="encoder")
+                .add("embedding tokens", Statement("norm", norm))
+                .add("embedding tokens", Statement("dropout", s.p_embedding_dropout))
+                .add_lines("encoder", lines))
     if head:
-        decoder = "tied(tokens)" if s.value("tied") else f"linear({s.vocab})"
-        text += (f"\nhead {decoder} transform={s.head_activation} norm={norm} bias={s.decoder_bias} "
-                 f"transform_bias={s.classifier_bias}  # the MLM head\n")
+        document = document.with_tail(Statement(
+            "head", "tied(tokens)" if s.value("tied") else f"linear({s.vocab})", transform=s.head_activation,
+            norm=norm, bias=s.decoder_bias, transform_bias=s.classifier_bias, comment="the MLM head"))
     else:
-        for unused in ("head_activation",):
-            w.forget(unused)
-    return w.text(text, list(heading))
+        w.forget("head_activation")
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("ModernBERT", "modernbert", "encoder-only", FIELDS)

@@ -49,7 +49,7 @@ def post_norm_document(s, position: str, masks: str, *, head: bool, qk_norm_widt
     wiring = f"""  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={bias}, \\
                          qk_norm=rmsnorm(eps={s.eps}), qk_norm_width={qk_norm_width}))
   x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
-    return layouts.wired_decoder(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring, head=head)
+    return layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring, head=head)
 
 
 hf_config = exported_config("OLMo 2", "olmo2", "decoder-only", FIELDS)

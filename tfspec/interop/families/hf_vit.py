@@ -15,6 +15,7 @@ from __future__ import annotations
 from . import hf_bert
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
+from ..document import Block, Document, Statement
 from ..writer import SpecWriter
 from ..family import Family, exported_config
 
@@ -71,35 +72,21 @@ def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool 
                            "square")
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm layernorm(eps={s.eps})
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding image {{
-  input patches(image={s.image}, patch={s.patch}, channels={s.channels}, class_token=true)
-  dim {s.d_model}
-  position learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1)
-  dropout {s.p_dropout}
-}}
-
-encoder x {s.layers} {{
-  attention self heads={s.heads} bias={s.qkv_bias} out_bias=true
-  feedforward d_ff={s.d_ff} activation={s.activation}
-  final layernorm(eps={s.eps})
-}}
-"""
-    if head:
-        text += f"\nhead linear({s.classes}) pool=first  # the classifier, on the class token\n"
-    if pooler:
-        text += f"\npooler {s.pooler_activation}\n"
-    return w.text(text, list(heading))
-
+    norm, side = f"layernorm(eps={s.eps})", f"({s.image} // {s.patch})"
+    tail = ([Statement("head", f"linear({s.classes})", pool="first", comment="the classifier, on the class token")]
+            if head else []) + ([Statement("pooler", s.pooler_activation)] if pooler else [])
+    document = Document.of(
+        Block("defaults", Statement("residual", "pre"), Statement("norm", norm), Statement("dropout", s.p_dropout),
+              Statement("attn_dropout", s.p_attn_dropout), Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding image",
+              Statement("input", f"patches(image={s.image}, patch={s.patch}, channels={s.channels}, class_token=true)"),
+              Statement("dim", s.d_model), Statement("position", f"learned({side} * {side} + 1)"),
+              Statement("dropout", s.p_dropout)),
+        Block(f"encoder x {s.layers}",
+              Statement("attention", "self", heads=s.heads, bias=s.qkv_bias, out_bias="true"),
+              Statement("feedforward", d_ff=s.d_ff, activation=s.activation), Statement("final", norm)),
+        tail=tuple(tail))
+    return w.text(document.text(name), list(heading))
 
 hf_config = exported_config("ViT", "vit", "encoder-only", FIELDS)
 
