@@ -23,6 +23,7 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule, \
     same_head
+from ..document import Block, Document, Statement
 from ..writer import SpecWriter
 from ..family import Family
 
@@ -94,49 +95,33 @@ def _max_len(f) -> int | None:
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a BART, mBART or Marian configuration describes."""
+    """The tfspec spec a BART, mBART or Marian configuration describes: post-norm layers (pre-norm, each stack
+    with a final norm: mBART) over learned positions read 2 rows on with a LayerNorm (sinusoids without one:
+    Marian), both embeddings sharing one table, the head tied to it with a bias."""
     kind = config.model_type
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    if kind == "marian":
-        position, norm = "sinusoidal(halves=true)", ""
-    else:
-        position, norm = f"learned({s.max_len} + {OFFSET}, offset={OFFSET})", "; norm layernorm(eps=1e-5)"
-    scale = f"; scale sqrt({s.d_model})" if s.value("scaled") else ""
-    final = "\n  final layernorm(eps=1e-5)" if kind == "mbart" else ""
-    pad = " + padding" if padding else ""
-    source = "padding" if padding else "none"
-    text = f"""model {name}
-
-defaults {{
-  residual {'pre' if kind == 'mbart' else 'post'}
-  norm layernorm(eps=1e-5)
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  act_dropout {s.p_act_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding source {{ vocab {s.vocab}; dim {s.d_model}; position {position}{norm}{scale}; dropout {s.p_dropout} }}
-embedding target {{ tokens source; position {position}{norm}{scale}; dropout {s.p_dropout} }}
-
-encoder x {s.layers} {{
-  embedding source
-  attention self heads={s.heads} mask={source}
-  feedforward d_ff={s.d_ff} activation={s.activation}{final}
-}}
-
-decoder x {s.decoder_layers} {{
-  embedding target
-  attention self heads={s.decoder_heads} mask=causal{pad}
-  attention cross heads={s.decoder_heads} mask={source}
-  feedforward d_ff={s.decoder_d_ff} activation={s.activation}{final}
-}}
-"""
-    if head:  # tied to the shared table, with final_logits_bias
-        text += "\nhead tied(target) bias=true\n"
-    return w.text(text, list(heading))
-
+    norm, source = "layernorm(eps=1e-5)", "padding" if padding else "none"
+    position = "sinusoidal(halves=true)" if kind == "marian" else f"learned({s.max_len} + {OFFSET}, offset={OFFSET})"
+    embedding = [Statement("position", position), *([Statement("norm", norm)] if kind != "marian" else []),
+                 *([Statement("scale", f"sqrt({s.d_model})")] if s.value("scaled") else []),
+                 Statement("dropout", s.p_dropout)]
+    final = [Statement("final", norm)] if kind == "mbart" else []
+    document = Document.of(
+        Block("defaults", Statement("residual", "pre" if kind == "mbart" else "post"), Statement("norm", norm),
+              Statement("dropout", s.p_dropout), Statement("attn_dropout", s.p_attn_dropout),
+              Statement("act_dropout", s.p_act_dropout), Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding source", Statement("vocab", s.vocab), Statement("dim", s.d_model), *embedding),
+        Block("embedding target", Statement("tokens", "source"), *embedding),
+        Block(f"encoder x {s.layers}", Statement("embedding", "source"),
+              Statement("attention", "self", heads=s.heads, mask=source),
+              Statement("feedforward", d_ff=s.d_ff, activation=s.activation), *final),
+        Block(f"decoder x {s.decoder_layers}", Statement("embedding", "target"),
+              Statement("attention", "self", heads=s.decoder_heads, mask="causal + padding" if padding else "causal"),
+              Statement("attention", "cross", heads=s.decoder_heads, mask=source),
+              Statement("feedforward", d_ff=s.decoder_d_ff, activation=s.activation), *final),
+        tail=(Statement("head", "tied(target)", bias="true"),) if head else ())
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The configuration ``spec`` would be: mBART's when pre-norm, Marian's with sinusoidal positions, BART's."""

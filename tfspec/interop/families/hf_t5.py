@@ -19,6 +19,7 @@ from ...ir import nodes as ir
 from ...ir import queries
 from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
 from ..fields import Field, Fields, Fixed
+from ..document import Block, Document, Statement
 from ..writer import SpecWriter, number
 from ..family import Family, exported_config
 
@@ -93,30 +94,28 @@ def spec_text(config, *, head: bool = True, tied: bool | None = None, padding: b
     w = SpecWriter()
     s = FIELDS.write(config, w)
     tied = s.value("scaled") if tied is None else tied
-    position = f"t5(num_buckets={s.buckets}, max_distance={s.max_distance})"
-    pad = " + padding" if padding else ""
-    attention = f"heads={s.heads} head_dim={s.d_kv} scale=1"  # T5 folds 1/sqrt(d_kv) into its initialisation
-    projection = "tied(tokens)" if tied else f"linear({s.vocab})"
-    scale = f" scale={number(config.d_model ** -0.5)}" if s.value("scaled") else ""
-    drop = s.p_dropout
+    norm, drop, source = f"rmsnorm(eps={s.eps})", s.p_dropout, "padding" if padding else "none"
+    attention = {"heads": s.heads, "head_dim": s.d_kv, "scale": "1"}  # T5 folds 1/sqrt(d_kv) into its initialisation
 
-    def stack(role: str, repeat: str, sublayers: str) -> str:
-        return (f"{role} x {repeat} {{\n  position {position}\n{sublayers}"
-                f"  feedforward d_ff={s.d_ff} activation={s.activation}\n"
-                f"  final rmsnorm(eps={s.eps})\n  final_dropout {drop}\n}}\n")
+    def stack(role: str, repeat: str, *attentions: Statement) -> Block:
+        position = f"t5(num_buckets={s.buckets}, max_distance={s.max_distance})"
+        return Block(f"{role} x {repeat}", Statement("position", position), *attentions, Statement("feedforward", d_ff=s.d_ff, activation=s.activation),
+                     Statement("final", norm), Statement("final_dropout", drop))
 
-    encoder = f"  attention self {attention} mask={'padding' if padding else 'none'}\n"
-    decoder = (f"  attention self {attention} mask=causal{pad}\n"
-               f"  attention cross {attention} memory=encoder mask={'padding' if padding else 'none'}\n")
-    text = (f"model {name}\n\n"
-            f"defaults {{\n  residual pre\n  norm rmsnorm(eps={s.eps})\n  bias false\n  dropout {drop}\n"
-            f"  attn_dropout {drop}\n  act_dropout {drop}\n  init t5(factor={s.init_factor})\n}}\n\n"
-            f"embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none; dropout {drop} }}\n\n"
-            + stack("encoder", s.layers, encoder) + "\n"
-            + stack("decoder", s.decoder_layers or s.layers, decoder)
-            + (f"\nhead {projection} bias=false{scale}\n" if head else ""))
-    return w.text(text, list(heading))
-
+    head_statement = Statement("head", "tied(tokens)" if tied else f"linear({s.vocab})", bias="false",
+                               scale=number(config.d_model ** -0.5) if s.value("scaled") else None)
+    document = Document.of(
+        Block("defaults", Statement("residual", "pre"), Statement("norm", norm), Statement("bias", "false"),
+              Statement("dropout", drop), Statement("attn_dropout", drop), Statement("act_dropout", drop),
+              Statement("init", f"t5(factor={s.init_factor})")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
+              Statement("position", "none"), Statement("dropout", drop)),
+        stack("encoder", s.layers, Statement("attention", "self", **attention, mask=source)),
+        stack("decoder", s.decoder_layers or s.layers,
+              Statement("attention", "self", **attention, mask="causal + padding" if padding else "causal"),
+              Statement("attention", "cross", **attention, memory="encoder", mask=source)),
+        tail=(head_statement,) if head else ())
+    return w.text(document.text(name), list(heading))
 
 def _rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
     if model.spec.kind != "encoder-decoder":

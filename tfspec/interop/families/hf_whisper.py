@@ -18,6 +18,7 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule, \
     same_head
+from ..document import Block, Document, Statement
 from ..writer import SpecWriter
 from ..family import Family
 
@@ -72,48 +73,29 @@ FIELDS = Fields(
 
 def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
               heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Whisper configuration describes."""
+    """The tfspec spec a Whisper configuration describes: pre-norm stacks, the encoder over a spectrogram's
+    frames with sinusoidal positions, the decoder over tokens with learned ones, no key biases, the head tied."""
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    pad = " + padding" if padding else ""
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm layernorm(eps=1e-5)
-  dropout {s.p_dropout}
-  attn_dropout {s.p_attn_dropout}
-  act_dropout {s.p_act_dropout}
-  init normal(std={s.init_std})
-}}
-
-embedding audio {{
-  input audio(mels={s.mels}, frames=2 * {s.source_positions})
-  dim {s.d_model}
-  position sinusoidal(halves=true, endpoint=true)
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position learned({s.target_positions}) }}
-
-encoder x {s.layers} {{
-  embedding audio
-  attention self heads={s.heads} key_bias=false
-  feedforward d_ff={s.d_ff} activation={s.activation}
-  final layernorm(eps=1e-5)
-}}
-
-decoder x {s.decoder_layers} {{
-  embedding tokens
-  attention self heads={s.decoder_heads} key_bias=false mask=causal{pad}
-  attention cross heads={s.decoder_heads} key_bias=false
-  feedforward d_ff={s.decoder_d_ff} activation={s.activation}
-  final layernorm(eps=1e-5)
-}}
-"""
-    if head:
-        text += "\nhead tied(tokens)\n"
-    return w.text(text, list(heading))
-
+    norm = "layernorm(eps=1e-5)"
+    document = Document.of(
+        Block("defaults", Statement("residual", "pre"), Statement("norm", norm), Statement("dropout", s.p_dropout),
+              Statement("attn_dropout", s.p_attn_dropout), Statement("act_dropout", s.p_act_dropout),
+              Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding audio", Statement("input", f"audio(mels={s.mels}, frames=2 * {s.source_positions})"),
+              Statement("dim", s.d_model), Statement("position", "sinusoidal(halves=true, endpoint=true)")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
+              Statement("position", f"learned({s.target_positions})")),
+        Block(f"encoder x {s.layers}", Statement("embedding", "audio"),
+              Statement("attention", "self", heads=s.heads, key_bias="false"),
+              Statement("feedforward", d_ff=s.d_ff, activation=s.activation), Statement("final", norm)),
+        Block(f"decoder x {s.decoder_layers}", Statement("embedding", "tokens"),
+              Statement("attention", "self", heads=s.decoder_heads, key_bias="false",
+                        mask="causal + padding" if padding else "causal"),
+              Statement("attention", "cross", heads=s.decoder_heads, key_bias="false"),
+              Statement("feedforward", d_ff=s.decoder_d_ff, activation=s.activation), Statement("final", norm)),
+        tail=(Statement("head", "tied(tokens)"),) if head else ())
+    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The Whisper configuration ``spec`` would be."""
