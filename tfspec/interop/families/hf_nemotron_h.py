@@ -18,6 +18,8 @@ from ..facts import Facts
 from ..family import exported_config
 from ..fields import Field, Fields, Fixed, _lookup
 from ..mapping import InteropError, Rule, linear_rules, rule
+from .. import layouts
+from ..document import Block, Document, Statement
 from ..writer import SpecWriter, causal_masks, schedule
 
 MAMBA, ATTENTION, MLP, MOE = "linear_attention", "full_attention", "mlp", "moe"
@@ -156,27 +158,18 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                 MOE: ("ffn", "feedforward " + " ".join(moe), f"feedforward({', '.join(moe)})")}
     base, sections = schedule(types)
     own = sublayer[base][0]
-    lines = "".join(f"  layers {layers} {{ {own} = {sublayer[kind][2]} }}\n" for layers, kind in sections)
     norm = f"rmsnorm(eps={s.eps})"
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-  norm {norm}
-  attn_dropout {s.p_attn_dropout if s.p_attn_dropout is not None else 0.0}
-  init normal(std={s.init_std})
-}}
-
-embedding tokens {{ vocab {s.vocab}; dim {s.d_model}; position none }}
-
-decoder x {s.layers} {{
-  {sublayer[base][1]}
-  final {norm}
-{lines}}}
-"""
-    if head:
-        text += "\nhead " + ("tied(tokens)" if s.value("tied") else f"linear({s.vocab}) bias=false") + "\n"
-    return w.text(text, list(heading))
+    document = Document.of(
+        Block("defaults", Statement("residual", "pre"), Statement("norm", norm),
+              Statement("attn_dropout", s.p_attn_dropout if s.p_attn_dropout is not None else 0.0),
+              Statement("init", f"normal(std={s.init_std})")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.d_model),
+              Statement("position", "none")),
+        Block(f"decoder x {s.layers}", sublayer[base][1], Statement("final", norm)),
+        tail=(layouts.causal_lm_head(s),) if head else ())
+    for layers, kind in sections:
+        document = document.add("decoder", f"layers {layers} {{ {own} = {sublayer[kind][2]} }}")
+    return w.text(document.text(name), list(heading))
 
 
 hf_config = exported_config("Nemotron-H", "nemotron_h", "decoder-only", FIELDS)
