@@ -104,16 +104,42 @@ class Block:
 
 
 @dataclass(frozen=True)
+class Tower:
+    """``tower NAME { ... }``: a model of one stack or two inside a model of towers, its own ``document``'s blocks
+    and top-level statements."""
+
+    name: str
+    document: "Document"
+
+    def text(self) -> str:
+        lines = self.document.body().rstrip("\n").split("\n")
+        return f"tower {self.name} {{\n" + "".join(f"  {line}\n" if line else "\n" for line in lines) + "}\n"
+
+
+@dataclass(frozen=True)
 class Document:
-    """A spec's blocks in order, and its top-level statements after them (``head tied(tokens)``, ``pooler
-    tanh``)."""
+    """A spec's blocks in order, and its top-level items after them: statements (``head tied(tokens)``, ``pooler
+    tanh``, ``contrastive text vision``), towers, and blocks of their own (a connector's)."""
 
     blocks: tuple[Block, ...]
-    tail: tuple[Statement | str, ...] = ()
+    tail: tuple[Statement | Tower | Block | str, ...] = ()
 
     @classmethod
-    def of(cls, *blocks: Block, tail: tuple[Statement | str, ...] = ()) -> "Document":
+    def of(cls, *blocks: Block, tail: tuple[Statement | Tower | Block | str, ...] = ()) -> "Document":
         return cls(tuple(blocks), tuple(tail))
+
+    def tower(self, name: str) -> "Document":
+        """The document of its tower ``name``."""
+        for item in self.tail:
+            if isinstance(item, Tower) and item.name == name:
+                return item.document
+        raise KeyError(f"the document has no tower {name!r}")
+
+    def with_tower(self, name: str, document: "Document") -> "Document":
+        """The document with ``document`` as its tower ``name``'s."""
+        self.tower(name)
+        return replace(self, tail=tuple(Tower(name, document) if isinstance(item, Tower) and item.name == name
+                                        else item for item in self.tail))
 
     def _block(self, name: str) -> int:
         for i, block in enumerate(self.blocks):
@@ -184,7 +210,13 @@ class Document:
         """The document with ``lines`` after its blocks (a head: ``head tied(tokens)``)."""
         return replace(self, tail=tuple(lines))
 
+    def body(self) -> str:
+        """Its blocks and top-level items, a blank line between each (a tower's inside, a spec's after its
+        ``model`` line)."""
+        items = [item if isinstance(item, str) else item.text() for item in (*self.blocks, *self.tail)]
+        return "\n".join(item.rstrip("\n") + "\n" for item in items)
+
     def text(self, name: str) -> str:
-        """The spec ``model NAME``, its blocks and its tail, as the language's canonical form writes them."""
-        tail = [(line.text() if isinstance(line, Statement) else line) + "\n" for line in self.tail]
-        return "\n".join([f"model {name}\n", *(block.text() for block in self.blocks), *tail])
+        """The spec ``model NAME``, its blocks and its top-level items, as the language's canonical form writes
+        them."""
+        return f"model {name}\n\n" + self.body()

@@ -22,6 +22,7 @@ from ...registry import POOLS
 from . import hf_bert, hf_vit
 from ..facts import Facts, OtherKind
 from ..fields import Field, Fields, Fixed, _lookup
+from ..document import Block, Document, Statement, Tower
 from ..mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule, weight_and_bias
 from ..writer import SpecWriter
 from ..family import Family
@@ -144,67 +145,41 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
     s = FIELDS.write(config, w)
     eos = s.value("eos")
     pool = "highest_id" if eos == LEGACY_EOS else f"token({eos})"
-    masks = "causal + padding" if padding else "causal"
-    vision = vision_tower(s, f"head linear({s.projection}) bias=false pool=first  # the class token")
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-}}
-
-tower text {{
-  defaults {{
-    norm layernorm(eps={s.text_eps})
-    attn_dropout {s.text_p_attn_dropout}
-    init normal(std={s.text_init_std})
-  }}
-
-  embedding tokens {{
-    vocab {s.vocab}
-    dim {s.text_d_model}
-    position learned({s.text_positions})
-  }}
-
-  encoder x {s.text_layers} {{
-    attention self heads={s.text_heads} mask={masks}
-    feedforward d_ff={s.text_d_ff} activation={s.text_activation}
-    final layernorm(eps={s.text_eps})
-  }}
-
-  head linear({s.projection}) bias=false pool={pool}  # at the end of each text
-}}
-
-{vision}
-contrastive text vision loss=softmax scale={s.logit_scale}
-"""
-    return w.text(text, list(heading))
+    norm = f"layernorm(eps={s.text_eps})"
+    text = Document.of(
+        Block("defaults", Statement("norm", norm), Statement("attn_dropout", s.text_p_attn_dropout),
+              Statement("init", f"normal(std={s.text_init_std})")),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.text_d_model),
+              Statement("position", f"learned({s.text_positions})")),
+        Block(f"encoder x {s.text_layers}",
+              Statement("attention", "self", heads=s.text_heads, mask="causal + padding" if padding else "causal"),
+              Statement("feedforward", d_ff=s.text_d_ff, activation=s.text_activation), Statement("final", norm)),
+        tail=(Statement("head", f"linear({s.projection})", bias="false", pool=pool,
+                        comment="at the end of each text"),))
+    vision = vision_tower(s, Statement("head", f"linear({s.projection})", bias="false", pool="first",
+                                       comment="the class token"))
+    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+        Tower("text", text), vision,
+        Statement("contrastive", "text", "vision", loss="softmax", scale=s.logit_scale)))
+    return w.text(document.text(name), list(heading))
 
 
-def vision_tower(s, head: str = "") -> str:
-    """CLIP's vision tower (``tower vision { ... }``) from a configuration's settings ``s``: ``head``, its head's
-    line (none without: LLaVA's, whose connector reads the patches)."""
+def vision_tower(s, head: Statement | None = None) -> Tower:
+    """CLIP's vision tower (``tower vision { ... }``) from a configuration's settings ``s``: ``head``, its head
+    (none without: LLaVA's, whose connector reads the patches)."""
     grid = f"({s.image} // {s.patch}) * ({s.image} // {s.patch}) + 1"
-    text = f"""tower vision {{
-  defaults {{
-    norm layernorm(eps={s.vision_eps})
-    attn_dropout {s.vision_p_attn_dropout}
-    init normal(std={s.vision_init_std})
-  }}
-
-  embedding image {{
-    input patches(image={s.image}, patch={s.patch}, channels={s.channels}, class_token=true, bias=false)
-    dim {s.vision_d_model}
-    position learned({grid})
-    norm layernorm(eps={s.vision_eps})
-  }}
-
-  encoder x {s.vision_layers} {{
-    attention self heads={s.vision_heads}
-    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
-    final layernorm(eps={s.vision_eps})  # {"which only the class token's vector reads" if head else "post_layernorm, read by nothing"}
-  }}
-"""
-    return text + (f"\n  {head}\n" if head else "") + "}\n"
+    norm = f"layernorm(eps={s.vision_eps})"
+    final = "which only the class token's vector reads" if head else "post_layernorm, read by nothing"
+    return Tower("vision", Document.of(
+        Block("defaults", Statement("norm", norm), Statement("attn_dropout", s.vision_p_attn_dropout),
+              Statement("init", f"normal(std={s.vision_init_std})")),
+        Block("embedding image", Statement("input", f"patches(image={s.image}, patch={s.patch}, "
+                                                    f"channels={s.channels}, class_token=true, bias=false)"),
+              Statement("dim", s.vision_d_model), Statement("position", f"learned({grid})"), Statement("norm", norm)),
+        Block(f"encoder x {s.vision_layers}", Statement("attention", "self", heads=s.vision_heads),
+              Statement("feedforward", d_ff=s.vision_d_ff, activation=s.vision_activation),
+              Statement("final", norm, comment=final)),
+        tail=(head,) if head else ()))
 
 
 def hf_config(towers) -> dict:

@@ -19,6 +19,7 @@ from ..facts import Facts, OtherKind
 from ..fields import Field, Fields, Fixed
 from .hf_clip import (ACTIVATIONS, picture_fields, refuse_undescribed, square_pictures, tower_fields, towers_ignored,
                       vision_rules, vision_tower)
+from ..document import Block, Document, Statement
 from ..mapping import InteropError, export_state, linear_rules, load_state
 from ..nested import Nested
 from ..writer import SpecWriter
@@ -101,17 +102,9 @@ def connected_text(fields, text: Nested, config, vision, connector, *, padding: 
     square_pictures(config)
     w = SpecWriter()
     s = fields.write(config, w)
-    tower = text.tower_text(w, config, padding=padding)
-    body = f"""model {name}
-
-defaults {{
-  residual pre
-}}
-
-{vision(s)}
-{tower}
-{connector(s)}"""
-    return w.text(body, list(heading))
+    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+        vision(s), text.tower_text(w, config, padding=padding), connector(s)))
+    return w.text(document.text(name), list(heading))
 
 
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:

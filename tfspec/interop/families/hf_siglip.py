@@ -22,6 +22,7 @@ from . import hf_bert
 from ..fields import Field, Fields, Fixed
 from .hf_clip import (TowerFacts, layer_rules, picture_fields, square_pictures, tower_fields, tower_roles,
                       towers_ignored, towers_weights)
+from ..document import Block, Document, Statement, Tower
 from ..mapping import Rule, rule, weight_and_bias
 from ..writer import SpecWriter
 from ..family import Family
@@ -67,67 +68,40 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
     square_pictures(config)
     w = SpecWriter()
     s = FIELDS.write(config, w)
-    masks = " mask=padding" if padding else ""
-    vision = vision_tower(s, f"head pool=attention({s.vision_heads}, d_ff={s.vision_d_ff}, "
-                             f"activation={s.vision_activation}, eps={s.vision_eps})")
-    text = f"""model {name}
-
-defaults {{
-  residual pre
-}}
-
-tower text {{
-  defaults {{
-    norm layernorm(eps={s.text_eps})
-    attn_dropout {s.text_p_attn_dropout}
-  }}
-
-  embedding tokens {{
-    vocab {s.vocab}
-    dim {s.text_d_model}
-    position learned({s.text_positions})
-  }}
-
-  encoder x {s.text_layers} {{
-    attention self heads={s.text_heads}{masks}
-    feedforward d_ff={s.text_d_ff} activation={s.text_activation}
-    final layernorm(eps={s.text_eps})
-  }}
-
-  head linear({s.projection}) pool=last  # the last position, whatever it holds: texts padded to one length
-}}
-
-{vision}
-contrastive text vision loss=sigmoid scale={SCALE!r} bias={BIAS!r}
-"""
-    return w.text(text, list(heading))
+    norm = f"layernorm(eps={s.text_eps})"
+    text = Document.of(
+        Block("defaults", Statement("norm", norm), Statement("attn_dropout", s.text_p_attn_dropout)),
+        Block("embedding tokens", Statement("vocab", s.vocab), Statement("dim", s.text_d_model),
+              Statement("position", f"learned({s.text_positions})")),
+        Block(f"encoder x {s.text_layers}",
+              Statement("attention", "self", heads=s.text_heads, mask="padding" if padding else None),
+              Statement("feedforward", d_ff=s.text_d_ff, activation=s.text_activation), Statement("final", norm)),
+        tail=(Statement("head", f"linear({s.projection})", pool="last",
+                        comment="the last position, whatever it holds: texts padded to one length"),))
+    vision = vision_tower(s, Statement("head", pool=f"attention({s.vision_heads}, d_ff={s.vision_d_ff}, "
+                                                    f"activation={s.vision_activation}, eps={s.vision_eps})"))
+    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+        Tower("text", text), vision,
+        Statement("contrastive", "text", "vision", loss="sigmoid", scale=repr(SCALE), bias=repr(BIAS))))
+    return w.text(document.text(name), list(heading))
 
 
-def vision_tower(s, head: str = "", init: bool = False) -> str:
+def vision_tower(s, head: Statement | None = None, init: bool = False) -> Tower:
     """SigLIP's vision tower (``tower vision { ... }``) from a configuration's settings ``s``: its patches with a
     bias and no class token, learned positions, a pre-norm encoder and a final norm (``post_layernorm``); ``head``,
-    its head's line (none without: Idefics3's, whose connector reads the normed patches); ``init``: with its
+    its head (none without: Idefics3's, whose connector reads the normed patches); ``init``: with its
     ``initializer_range``."""
-    init_line = f"\n    init normal(std={s.vision_init_std})" if init else ""
-    text = f"""tower vision {{
-  defaults {{
-    norm layernorm(eps={s.vision_eps})
-    attn_dropout {s.vision_p_attn_dropout}{init_line}
-  }}
-
-  embedding image {{
-    input patches(image={s.image}, patch={s.patch}, channels={s.channels})
-    dim {s.vision_d_model}
-    position learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}))
-  }}
-
-  encoder x {s.vision_layers} {{
-    attention self heads={s.vision_heads}
-    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
-    final layernorm(eps={s.vision_eps})
-  }}
-"""
-    return text + (f"\n  {head}\n" if head else "") + "}\n"
+    norm = f"layernorm(eps={s.vision_eps})"
+    return Tower("vision", Document.of(
+        Block("defaults", Statement("norm", norm), Statement("attn_dropout", s.vision_p_attn_dropout),
+              *([Statement("init", f"normal(std={s.vision_init_std})")] if init else [])),
+        Block("embedding image",
+              Statement("input", f"patches(image={s.image}, patch={s.patch}, channels={s.channels})"),
+              Statement("dim", s.vision_d_model),
+              Statement("position", f"learned(({s.image} // {s.patch}) * ({s.image} // {s.patch}))")),
+        Block(f"encoder x {s.vision_layers}", Statement("attention", "self", heads=s.vision_heads),
+              Statement("feedforward", d_ff=s.vision_d_ff, activation=s.vision_activation), Statement("final", norm)),
+        tail=(head,) if head else ()))
 
 
 def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
