@@ -77,15 +77,18 @@ class Statement:
 
 @dataclass(frozen=True)
 class Block:
-    """``header { statements }`` (``defaults``, ``embedding tokens``, ``decoder x layers``); a statement may also
-    be a line of the wiring form as written (``x = x + attention(norm(x))``)."""
+    """``header { statements }`` (``defaults``, ``embedding tokens``, ``decoder x layers``, ``connect vision ->
+    text``); a statement may also be a line of the wiring form as written (``x = x + attention(norm(x))``);
+    ``comment``: a line of its own before it."""
 
     header: str
     body: tuple[Statement | str, ...]
+    comment: str = ""
 
-    def __init__(self, header: str, *body: Statement | str) -> None:
+    def __init__(self, header: str, *body: Statement | str, comment: str = "") -> None:
         object.__setattr__(self, "header", header)
         object.__setattr__(self, "body", tuple(body))
+        object.__setattr__(self, "comment", comment)
 
     def named(self, name: str) -> bool:
         return name in (self.header, self.header.split()[0])
@@ -100,7 +103,8 @@ class Block:
     def text(self) -> str:
         texts = [item.text() if isinstance(item, Statement) else item for item in self.body]
         lines = [line for text in texts for line in text.split("\n")]  # (a wiring line may be continued)
-        return f"{self.header} {{\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
+        above = f"# {self.comment}\n" if self.comment else ""
+        return above + f"{self.header} {{\n" + "".join(f"  {line}\n" for line in lines) + "}\n"
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ class Document:
     def _with(self, name: str, body: list) -> "Document":
         i = self._block(name)
         blocks = list(self.blocks)
-        blocks[i] = Block(blocks[i].header, *body)
+        blocks[i] = Block(blocks[i].header, *body, comment=blocks[i].comment)
         return replace(self, blocks=tuple(blocks))
 
     def change(self, block: str, statement: str, *args: str, comment: str | None = None,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from ..document import Block, Statement
 from ..fields import Field, Fields, Fixed
 from .hf_clip import picture_fields, tower_fields, towers_ignored
 from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights, vision_prefix
@@ -84,14 +85,12 @@ FIELDS = TEXT.fields(Fields(
 
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The vision tower, Gemma 3's text model and the projector a Gemma 3 configuration describes."""
-    def connector(s) -> str:
-        return f"""# each picture's normed patches averaged in blocks of {s.block} × {s.block}: {config.mm_tokens_per_image} vectors
-connect vision -> text image_token={s.image_token} {{
-  mean_pool {s.block}
-  norm gemma_rmsnorm eps=vision_eps
-  linear text_d_model bias=false
-}}
-"""
+    def connector(s) -> Block:
+        return Block(f"connect vision -> text image_token={s.image_token}", Statement("mean_pool", s.block),
+                     Statement("norm", "gemma_rmsnorm", eps="vision_eps"),
+                     Statement("linear", "text_d_model", bias="false"),
+                     comment=f"each picture's normed patches averaged in blocks of {s.block} × {s.block}: "
+                             f"{config.mm_tokens_per_image} vectors")
     return connected_text(FIELDS, TEXT, config, vision_tower, connector, padding=padding, name=name, heading=heading)
 
 

@@ -19,6 +19,7 @@ all-zero tiles that pad it.
 
 from __future__ import annotations
 
+from ..document import Block, Statement
 from ..fields import Field, Fields, Fixed
 from .hf_clip import picture_fields, tower_fields, towers_ignored
 from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights
@@ -51,13 +52,11 @@ FIELDS = TEXT.fields(Fields(
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The vision tower, the text model and the pixel-shuffle connector an Idefics3 or SmolVLM configuration
     describes."""
-    def connector(s) -> str:
-        return f"""# each picture's normed patches, each {s.scale_factor} × {s.scale_factor} block of them one vector
-connect vision -> text image_token={s.image_token} {{
-  pixel_shuffle {s.scale_factor}
-  linear text_d_model bias=false
-}}
-"""
+    def connector(s) -> Block:
+        return Block(f"connect vision -> text image_token={s.image_token}", Statement("pixel_shuffle", s.scale_factor),
+                     Statement("linear", "text_d_model", bias="false"),
+                     comment=f"each picture's normed patches, each {s.scale_factor} × {s.scale_factor} block of them "
+                             "one vector")
     return connected_text(FIELDS, TEXT, config, lambda s: vision_tower(s, init=True), connector, padding=padding,
                           name=name, heading=heading)
 

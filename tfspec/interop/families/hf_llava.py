@@ -109,15 +109,11 @@ def connected_text(fields, text: Nested, config, vision, connector, *, padding: 
 
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """The vision tower, the text model and the projector a LLaVA configuration describes."""
-    def connector(s) -> str:
-        bias = "" if s.value("projector_bias") else " bias=false"
-        return f"""# {_reading(s)}
-connect vision -> text image_token={s.image_token} layer={s.feature_layer} drop={s.drop} {{
-  linear text_d_model{bias}
-  activation {s.projector_activation}
-  linear text_d_model{bias}
-}}
-"""
+    def connector(s) -> Block:
+        bias = None if s.value("projector_bias") else "false"
+        return Block(f"connect vision -> text image_token={s.image_token} layer={s.feature_layer} drop={s.drop}",
+                     Statement("linear", "text_d_model", bias=bias), Statement("activation", s.projector_activation),
+                     Statement("linear", "text_d_model", bias=bias), comment=_reading(s))
     return connected_text(FIELDS, TEXT, config, vision_tower, connector, padding=padding, name=name, heading=heading)
 
 

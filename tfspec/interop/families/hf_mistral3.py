@@ -27,6 +27,7 @@ computes the same.
 from __future__ import annotations
 
 from . import hf_llama
+from ..document import Block, Document, Statement, Tower
 from ..fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
 from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights
@@ -85,44 +86,33 @@ FIELDS = TEXT.fields(Fields(
 
 def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
     """Pixtral's vision encoder, the text model and the projector a Mistral 3 configuration describes."""
-    def vision(s) -> str:
-        return f"""tower vision {{
-  defaults {{
-    norm rmsnorm(eps={EPS})
-    attn_dropout {s.vision_p_attn_dropout}
-    init normal(std={s.vision_init_std})
-  }}
+    def vision(s) -> Tower:  # Pixtral's encoder
+        return Tower("vision", Document.of(
+            Block("defaults", Statement("norm", f"rmsnorm(eps={EPS})"),
+                  Statement("attn_dropout", s.vision_p_attn_dropout),
+                  Statement("init", f"normal(std={s.vision_init_std})")),
+            Block("embedding image", Statement("input", f"patches(image={s.image}, patch={s.patch}, "
+                                                        f"channels={s.channels}, bias=false)"),
+                  Statement("dim", s.vision_d_model), Statement("position", "none"),
+                  Statement("norm", f"rmsnorm(eps={EPS})", comment="ln_pre")),
+            Block(f"encoder x {s.vision_layers}",
+                  Statement("position", f"rotary_2d(side={s.image} // {s.patch}, theta={s.vision_rope_theta})"),
+                  Statement("attention", "self", heads=s.vision_heads, bias="false"),
+                  Statement("feedforward", d_ff=s.vision_d_ff, activation=s.vision_activation, bias="false"),
+                  Statement("final", "none"))))
 
-  embedding image {{
-    input patches(image={s.image}, patch={s.patch}, channels={s.channels}, bias=false)
-    dim {s.vision_d_model}
-    position none
-    norm rmsnorm(eps={EPS})  # ln_pre
-  }}
-
-  encoder x {s.vision_layers} {{
-    position rotary_2d(side={s.image} // {s.patch}, theta={s.vision_rope_theta})
-    attention self heads={s.vision_heads} bias=false
-    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation} bias=false
-    final none
-  }}
-}}
-"""
-
-    def connector(s) -> str:
-        bias = "" if s.value("projector_bias") else " bias=false"
+    def connector(s) -> Block:
+        bias = None if s.value("projector_bias") else "false"
         layer = s.value("feature_layer")
         where = "its last layer's output" if layer == -1 else f"the vision tower's hidden_states[{layer}]"
-        return f"""# each patch's vector at {where}, normed; each {s.merge} × {s.merge} block of patches one vector, merged
-connect vision -> text image_token={s.image_token} layer={s.feature_layer} {{
-  norm rmsnorm eps=text_eps
-  pixel_shuffle {s.merge} channel_major=true
-  linear vision_d_model bias=false
-  linear text_d_model{bias}
-  activation {s.projector_activation}
-  linear text_d_model{bias}
-}}
-"""
+        return Block(f"connect vision -> text image_token={s.image_token} layer={s.feature_layer}",
+                     Statement("norm", "rmsnorm", eps="text_eps"),
+                     Statement("pixel_shuffle", s.merge, channel_major="true"),
+                     Statement("linear", "vision_d_model", bias="false"),
+                     Statement("linear", "text_d_model", bias=bias),
+                     Statement("activation", s.projector_activation), Statement("linear", "text_d_model", bias=bias),
+                     comment=f"each patch's vector at {where}, normed; each {s.merge} × {s.merge} block of patches "
+                             "one vector, merged")
     return connected_text(FIELDS, TEXT, config, vision, connector, padding=padding, name=name, heading=heading)
 
 

@@ -31,6 +31,7 @@ from ..fields import Field, Fields, Fixed, _lookup
 from .hf_clip import refuse_undescribed, towers_ignored
 from .hf_llava import ConnectedFacts
 from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, rule
+from ..document import Block, Document, Statement, Tower
 from ..writer import SpecWriter
 from ..family import Family
 from ..nested import Nested
@@ -148,69 +149,43 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
     w = SpecWriter()
     s = FIELDS.write(config, w)
     full = s.value("full_layers") or []
-    schedule = f"\n    layers {' '.join(map(str, full))} {{ self_attn mask=none }}  # the whole picture" if full else ""
     temporal, height, width = s.value("sections")
-    masks = "causal + padding" if padding else "causal"
-    head = "head tied(tokens)" if s.value("tied") else "head linear(text_vocab) bias=false"
-    body = f"""model {name}
-
-defaults {{
-  residual pre
-}}
-
-tower vision {{
-  defaults {{
-    norm rmsnorm(eps=1e-06)
-    init normal(std={s.vision_init_std})
-  }}
-
-  embedding image {{
-    input patches(image={s.image}, patch={s.patch}, channels={s.channels}, frames={s.frames}, bias=false)
-    dim {s.vision_d_model}
-    position none
-  }}
-
-  encoder x {s.vision_layers} {{
-    position rotary_2d(side={s.image} // {s.patch}, theta={s.vision_rope_theta}, frequencies=shared)
-    attention self heads={s.vision_heads} mask=tiles(side={s.image} // {s.patch}, size={s.window} // {s.patch})
-    feedforward d_ff={s.vision_d_ff} activation={s.vision_activation}
-    final none{schedule}
-  }}
-}}
-
-tower text {{
-  defaults {{
-    norm rmsnorm(eps={s.text_eps})
-    attn_dropout {s.text_p_attn_dropout}
-    init normal(std={s.text_init_std})
-  }}
-
-  embedding tokens {{
-    vocab {s.text_vocab}
-    dim {s.text_d_model}
-    position none
-  }}
-
-  decoder x {s.text_layers} {{
-    position mrope(theta={s.text_rope_theta}, temporal={temporal}, height={height}, width={width})
-    attention self heads={s.text_heads} kv_heads={s.text_kv_heads} mask={masks} bias=true out_bias=false
-    feedforward d_ff={s.text_d_ff} activation={s.text_activation} bias=false
-    final rmsnorm(eps={s.text_eps})
-  }}
-
-  {head}
-}}
-
-# each patch's vector normed, each {s.merge} × {s.merge} block one vector, through the merger's MLP
-connect vision -> text image_token={s.image_token} {{
-  norm rmsnorm eps=1e-06
-  pixel_shuffle {s.merge}
-  linear {s.merge} * {s.merge} * vision_d_model
-  activation gelu
-  linear text_d_model
-}}
-"""
-    return w.text(body, list(heading))
+    side = f"{s.image} // {s.patch}"
+    vision = Document.of(
+        Block("defaults", Statement("norm", "rmsnorm(eps=1e-06)"),
+              Statement("init", f"normal(std={s.vision_init_std})")),
+        Block("embedding image", Statement("input", f"patches(image={s.image}, patch={s.patch}, channels={s.channels}, "
+                                                    f"frames={s.frames}, bias=false)"),
+              Statement("dim", s.vision_d_model), Statement("position", "none")),
+        Block(f"encoder x {s.vision_layers}",
+              Statement("position", f"rotary_2d(side={side}, theta={s.vision_rope_theta}, frequencies=shared)"),
+              Statement("attention", "self", heads=s.vision_heads,
+                        mask=f"tiles(side={side}, size={s.window} // {s.patch})"),
+              Statement("feedforward", d_ff=s.vision_d_ff, activation=s.vision_activation), Statement("final", "none"),
+              *([f"layers {' '.join(map(str, full))} {{ self_attn mask=none }}  # the whole picture"] if full else [])))
+    norm = f"rmsnorm(eps={s.text_eps})"
+    text = Document.of(
+        Block("defaults", Statement("norm", norm), Statement("attn_dropout", s.text_p_attn_dropout),
+              Statement("init", f"normal(std={s.text_init_std})")),
+        Block("embedding tokens", Statement("vocab", s.text_vocab), Statement("dim", s.text_d_model),
+              Statement("position", "none")),
+        Block(f"decoder x {s.text_layers}",
+              Statement("position", f"mrope(theta={s.text_rope_theta}, temporal={temporal}, height={height}, "
+                                    f"width={width})"),
+              Statement("attention", "self", heads=s.text_heads, kv_heads=s.text_kv_heads,
+                        mask="causal + padding" if padding else "causal", bias="true", out_bias="false"),
+              Statement("feedforward", d_ff=s.text_d_ff, activation=s.text_activation, bias="false"),
+              Statement("final", norm)),
+        tail=(Statement("head", "tied(tokens)") if s.value("tied") else
+              Statement("head", "linear(text_vocab)", bias="false"),))
+    merger = Block(f"connect vision -> text image_token={s.image_token}", Statement("norm", "rmsnorm", eps="1e-06"),
+                   Statement("pixel_shuffle", s.merge), Statement("linear", f"{s.merge} * {s.merge} * vision_d_model"),
+                   Statement("activation", "gelu"), Statement("linear", "text_d_model"))
+    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+        Tower("vision", vision), Tower("text", text),
+        f"# each patch's vector normed, each {s.merge} × {s.merge} block one vector, through the merger's MLP\n"
+        + merger.text()))
+    return w.text(document.text(name), list(heading))
 
 
 def hf_config(towers) -> dict:
