@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.interop.families.hf_llama import weight_rules as _rules
+from tfspec.interop.families.hf_llama import WEIGHTS as _rules
 from tfspec.interop.mapping import load_state, rule
 from tfspec.run.decoding import Continuation
 from numerics import FLOAT32, FLOAT64, assert_close

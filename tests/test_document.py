@@ -62,18 +62,18 @@ def test_a_change_naming_what_is_not_there_says_so(change, message):
 
 
 def test_mpt_is_blooms_document_changed_by_its_differences():
-    """MPT's spec derived from BLOOM's (``hf_mpt.spec_text``) differs from it by what MPT's conventions say and by
+    """MPT's spec derived from BLOOM's (``hf_mpt.MPT.spec_text``) differs from it by what MPT's conventions say and by
     nothing else: its norms lose their bias, its embeddings their norm, its projections their biases."""
     import transformers as T
     bloom = T.BloomConfig(vocab_size=50, hidden_size=16, n_layer=2, n_head=2)
     mpt = T.MptConfig(vocab_size=50, d_model=16, n_layers=2, n_heads=2)
     w = SpecWriter()
     base = hf_bloom.document(hf_mpt.FIELDS.write(mpt, w), padding=True, head=True).text("m").split("\n")
-    ours = [line.strip() for line in tfspec.interop.families.hf_mpt.spec_text(mpt, name="m").split("\n")
+    ours = [line.strip() for line in hf_mpt.MPT.spec_text(mpt, name="m").split("\n")
             if line.startswith(" ")]
     assert "norm layernorm(eps=eps)" in [line.strip() for line in base]
     assert "norm layernorm(eps=eps, bias=false)" in ours and "position alibi" in ours
     assert "attention self heads=heads mask=causal + padding bias=false" in ours
     assert "feedforward d_ff=4 * d_model activation=gelu bias=false" in ours
     assert not any(line.startswith("dropout") for line in ours)  # (MPT's table has no dropout)
-    assert hf_bloom.spec_text(bloom, name="b").count("layernorm(eps=eps)") == 3  # defaults, embedding, final
+    assert hf_bloom.BLOOM.spec_text(bloom, name="b").count("layernorm(eps=eps)") == 3  # defaults, embedding, final

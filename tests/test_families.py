@@ -10,10 +10,11 @@ import tfspec
 from tfspec.inspect.analysis import count_parameters
 from tfspec.run.decoding import Continuation, sample
 from tfspec.interop import InteropError
-from tfspec.interop.families.hf_gpt_neox import from_hf_gpt_neox, to_hf_gpt_neox
-from tfspec.interop.families.hf_gpt_neox import spec_text as neox_spec
-from tfspec.interop.families.hf_llama import from_hf_llama, to_hf_llama
-from tfspec.interop.families.hf_llama import spec_text as llama_spec
+from tfspec.interop import from_hf_gpt_neox, from_hf_llama, to_hf_gpt_neox, to_hf_llama
+from tfspec.interop.families.hf_gpt_neox import GPT_NEOX
+from tfspec.interop.families.hf_llama import LLAMA
+
+llama_spec, neox_spec = LLAMA.spec_text, GPT_NEOX.spec_text
 from tfspec.interop.mapping import architecture_problems
 from numerics import FLOAT32, assert_close
 

@@ -15,7 +15,7 @@ from tfspec.inspect.analysis import analyse
 from tfspec.run.decoding import Continuation, sample
 from tfspec.inspect.diagram import to_graphviz
 from tfspec.inspect.diff import diff
-from tfspec.interop.families.hf_llama import weight_rules as _rules
+from tfspec.interop.families.hf_llama import WEIGHTS as _rules
 from tfspec.interop.mapping import load_state
 from tfspec.ir.queries import count_parameters, parameter_table
 from tfspec.inspect.measure import measure
@@ -310,7 +310,7 @@ head tied(tokens)
 def test_gemma2_alternating_sliding_and_full_layers_equals_hugging_face():
     """Sandwich norms in the wiring form, a layer schedule alternating a window of 3 with full attention, and
     Gemma's (1 + w) RMSNorm; soft-capping is off (``attn_logit_softcapping``, ``final_logit_softcapping``: None)."""
-    from tfspec.interop.families.hf_gemma2 import weight_rules as gemma2_rules
+    from tfspec.interop.families.hf_gemma2 import WEIGHTS as gemma2_rules
     config = T.Gemma2Config(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                             num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=3,
                             query_pre_attn_scalar=8, attn_logit_softcapping=None, final_logit_softcapping=None,

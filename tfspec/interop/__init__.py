@@ -26,20 +26,25 @@ import importlib
 # never loads torch, which the weight mappings need.
 _HOMES = {"FAMILIES": "families", "from_pretrained": "families", "import_config": "families", "pictures": "families",
           "InteropError": "mapping", "Rule": "mapping",
-          "from_torch_transformer": "torch_transformer", "to_torch_transformer": "torch_transformer",
-          **{f"{way}_hf_{family}": f"families.hf_{family}" for way in ("from", "to")
-             for family in ("bert", "big_bird", "gpt2", "gpt_neox", "llama", "t5")}}
+          "from_torch_transformer": "torch_transformer", "to_torch_transformer": "torch_transformer"}
+# ``from_hf_llama(model, reference)`` / ``to_hf_llama(model)``: a family's ``load`` and ``export``, by model type
+_FAMILY_WAYS = {f"{way}_hf_{model_type}": (model_type, "load" if way == "from" else "export")
+                for way in ("from", "to") for model_type in ("bert", "big_bird", "gpt2", "gpt_neox", "llama", "t5")}
 
-__all__ = sorted(_HOMES)
+__all__ = sorted({*_HOMES, *_FAMILY_WAYS})
 
 
 def __getattr__(name: str):
-    if name not in _HOMES:
+    if name in _FAMILY_WAYS:
+        model_type, way = _FAMILY_WAYS[name]
+        value = getattr(importlib.import_module(f"{__name__}.families").family_of(model_type), way)
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_HOMES))
+    return sorted(set(globals()) | set(__all__))

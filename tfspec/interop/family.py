@@ -11,23 +11,49 @@ them in the order export tries them; every stage asks a family, never a module, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields as dataclass_fields
 from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Requires:
+    """A fact a spec must have to be a family's, which its field table does not read (GLM-4's rotary positions
+    pairing neighbouring dimensions): ``holds(facts)``; export refuses a spec without it, saying ``why`` (or
+    ``why(facts)``, where the reason names the spec's value)."""
+
+    holds: Callable[[Any], Any]
+    why: str | Callable[[Any], str]
+
+    def check(self, facts) -> None:
+        if not self.holds(facts):
+            raise facts.refuse(self.why(facts) if callable(self.why) else self.why)
 
 
 @dataclass(frozen=True)
 class Family:
     """One family. ``classes``: its Hugging Face model classes, each with the ``spec_text`` arguments that
     describe it (the first is the default); ``module``: the declaring module's ``__name__``; ``fields``: its
-    ``tfspec.interop.fields.Fields`` table; ``spec_text(config, **options)``: the spec a configuration
-    describes; ``hf_config(spec)``: the configuration a spec describes (an ``InteropError`` where none does);
-    ``load(model, reference)`` / ``export(model)``: the weights each way; ``carried``: configuration keys
-    export writes back as they were (see ``carried_values``); ``options_from_tensors(names)`` and
-    ``options_from_model(model)``: ``spec_text`` arguments a checkpoint's tensor names, or a compiled model,
-    decide (T5: whether its head is tied); ``towers``: its specs are models of several towers (CLIP's);
-    ``pictures(config, outputs)``: a vision-language family's pictures as its compiled model reads them (its
-    ``vision=`` input) from what its Hugging Face processor gives (``pixel_values`` and what goes with them); None:
-    the processor's ``pixel_values`` as they are (``Family.processor_pictures``)."""
+    ``tfspec.interop.fields.Fields`` table; ``document(s, padding=, head=)``: the spec its configuration's
+    settings ``s`` (``fields.write``'s) describe, as a ``tfspec.interop.document.Document``; ``kind``: what its
+    specs are (``"decoder-only"``); ``requires``: what export asks of a spec beyond its fields (``Requires``);
+    ``rules(model, prefix, state, lm)``: a decoder's weight rules (``tfspec.interop.mapping``), its causal LM's
+    base model under ``prefix``; ``computed(model, prefix)``: tensors the reference holds and the model computes
+    (MiniMax's decays).
+
+    From these the family's four functions are derived, each given instead where a family reads otherwise:
+    ``spec_text(config, **options)``, the spec a configuration describes; ``hf_config(spec)``, the configuration
+    a spec describes (an ``InteropError`` where none does: the fields read back from its facts, the round trip
+    having the final say); ``load(model, reference)`` / ``export(model)``, the weights each way.
+
+    ``carried``: configuration keys export writes back as they were (see ``carried_values``);
+    ``options_from_tensors(names)`` and ``options_from_model(model)``: ``spec_text`` arguments a checkpoint's
+    tensor names, or a compiled model, decide (T5: whether its head is tied); ``towers``: its specs are models of
+    several towers (CLIP's); ``pictures(config, outputs)``: a vision-language family's pictures as its compiled
+    model reads them (its ``vision=`` input) from what its Hugging Face processor gives (``pixel_values`` and what
+    goes with them); None: the processor's ``pixel_values`` as they are (``Family.processor_pictures``).
+
+    A family derived from another (``derive``) states only its differences, as Hugging Face's ``modular_*.py``
+    derives Qwen3 from Qwen2."""
 
     name: str
     model_types: tuple[str, ...]
@@ -35,10 +61,16 @@ class Family:
     conventions: str
     module: str
     fields: Any = field(hash=False)
-    spec_text: Callable[..., str] = field(hash=False)
-    hf_config: Callable[[Any], dict] = field(hash=False)
-    load: Callable[[Any, Any], None] = field(hash=False)
-    export: Callable[[Any], dict] = field(hash=False)
+    spec_text: Callable[..., str] | None = field(default=None, hash=False)
+    hf_config: Callable[[Any], dict] | None = field(default=None, hash=False)
+    load: Callable[[Any, Any], None] | None = field(default=None, hash=False)
+    export: Callable[[Any], dict] | None = field(default=None, hash=False)
+    document: Callable[..., Any] | None = field(default=None, hash=False)
+    kind: str = "decoder-only"
+    requires: tuple[Requires, ...] = ()
+    rules: Callable | None = field(default=None, hash=False)
+    prefix: str = "model."
+    computed: Callable | None = field(default=None, hash=False)
     carried: tuple[str, ...] = ()
     options_from_tensors: Callable[[set], dict] | None = field(default=None, hash=False)
     options_from_model: Callable[[Any], dict] | None = field(default=None, hash=False)
@@ -47,9 +79,53 @@ class Family:
     # a tower that is a model of its own (``--tower text``) where the family's fields do not read it through its own
     # family (``tfspec.interop.nested.Nested``; those that do say so in ``fields.nested``)
     alone: Any = field(default=None, hash=False)
+    # which of the four functions were derived (a derived family derives them anew from its own declaration)
+    derived_functions: frozenset = field(default=frozenset(), init=False, hash=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "module", self.module.rsplit(".", 1)[-1])  # hf_llama: the family's home
+        derived = {"spec_text": self._spec_text, "hf_config": self._hf_config, "load": self._load,
+                   "export": self._export}
+        missing = {name for name in derived if getattr(self, name) is None}
+        if "spec_text" in missing and self.document is None or {"load", "export"} & missing and self.rules is None:
+            raise TypeError(f"family {self.name}: a spec_text or a document, and load and export or rules")
+        for name in missing:
+            object.__setattr__(self, name, derived[name])
+        object.__setattr__(self, "derived_functions", frozenset(missing))
+
+    def derive(self, name: str, model_types: tuple[str, ...], classes: dict[str, dict], conventions: str, *,
+               module: str, **differences) -> "Family":
+        """The family ``name`` that is this one but for its ``differences`` (any of ``Family``'s fields)."""
+        declared = {f.name: getattr(self, f.name) for f in dataclass_fields(self) if f.init}
+        declared.update({function: None for function in self.derived_functions})
+        return Family(**{**declared, "name": name, "model_types": model_types, "classes": classes,
+                         "conventions": conventions, "module": module, **differences})
+
+    def _spec_text(self, config, *, head: bool = True, padding: bool = True, name: str = "reference",
+                   heading: tuple[str, ...] = ()) -> str:
+        from .writer import SpecWriter
+
+        writer = SpecWriter()
+        settings = self.fields.write(config, writer)
+        return writer.text(self.document(settings, padding=padding, head=head).text(name), list(heading))
+
+    def _hf_config(self, spec) -> dict:
+        from .facts import Facts
+
+        facts = Facts(spec, self.name)
+        facts.kind(self.kind)
+        for required in self.requires:
+            required.check(facts)
+        return {"model_type": self.model_types[0], **self.fields.config(facts)}
+
+    def _load(self, model, reference) -> None:
+        load_decoder(model, reference, self.fields, self.hf_config, self.spec_text, self.rules, prefix=self.prefix,
+                     derived=self.computed)
+
+    def _export(self, model) -> dict:
+        return export_decoder(model, self.rules, f"Hugging Face {self.name}", prefix=self.prefix,
+                              derived=self.computed)
+
 
     def processor_pictures(self, config, outputs: dict):
         """The ``vision=`` input of this family's compiled model from its Hugging Face processor's ``outputs``
@@ -105,3 +181,36 @@ def exported_config(name: str, model_type: str, kind: str, fields) -> Callable[[
     hf_config.__doc__ = f"The {name} configuration ``spec`` would be."
     return hf_config
 
+
+
+def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: str = "model.",
+                 derived: Callable | None = None) -> None:
+    """Copy a decoder-only causal LM's (or base model's) weights into ``model`` by ``rules(model, prefix, state,
+    lm)``, once ``model``'s spec is the architecture the reference's configuration describes (``spec_text``,
+    read field by field through ``fields`` and ``hf_config``); every tensor must be accounted for. ``prefix``:
+    where the causal LM holds its base model (Llama's ``model.``, BLOOM's ``transformer.``); ``derived(model,
+    prefix)``: the tensors the reference holds that the model computes (MiniMax's decays), checked."""
+    from . import mtp
+    from .mapping import load_state, refuse_other_architecture, same_head
+
+    lm = hasattr(reference, "lm_head")
+    same_head(model, reference, lm)
+    refuse_other_architecture(model, reference, fields, hf_config, lambda: spec_text(
+        reference.config, head=lm, padding=model.decoder.masks_padding))
+    # multi-token prediction's modules, which Hugging Face's model leaves out: from its checkpoint's files
+    state = {**reference.state_dict(), **(mtp.checkpoint_tensors(reference, model, prefix) if lm else {})}
+    names, aliases = rules(model, prefix if lm else "", state, lm)
+    names, aliases, outside = mtp.without_missing(model, state, names, aliases, prefix, type(reference).__name__)
+    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases, outside=outside,
+               derived=derived(model, prefix if lm else "") if derived else None)
+
+
+def export_decoder(model, rules, reference: str, prefix: str = "model.", derived: Callable | None = None) -> dict:
+    """A decoder-only state dict of ``model`` by ``rules``: the causal LM's (spec with a head; its base model under
+    ``prefix``) or the base model's; ``derived``: as ``load_decoder``'s, written as computed."""
+    from .mapping import export_state
+
+    lm = model.head is not None
+    names, aliases = rules(model, prefix if lm else "", {}, lm)
+    return export_state(model, names, reference=reference, aliases=aliases,
+                        derived=derived(model, prefix if lm else "") if derived else None)

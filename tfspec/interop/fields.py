@@ -23,7 +23,7 @@ classification heads) are ``ignored`` with the reason, so every field a configur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import quoted
 from ..front import schema as S
@@ -152,10 +152,13 @@ class Fixed:
 class Settings:
     """A configuration's settings as an imported spec writes them: ``s.d_model`` is the text to write (a
     ``let`` name, or the value in place), None where the spec has no such setting; ``s.value(name)`` is the
-    configuration's value."""
+    configuration's value; ``s.config`` the configuration itself, for what shapes the spec rather than filling a
+    setting (a layer schedule); ``s.let(name, value, field)`` names another value as a ``let``
+    (``SpecWriter``'s call)."""
 
-    def __init__(self, text: dict[str, str | None], values: dict[str, Any]):
-        self._text, self._values = text, values
+    def __init__(self, text: dict[str, str | None], values: dict[str, Any], config=None,
+                 writer: SpecWriter | None = None):
+        self._text, self._values, self.config, self.writer = text, values, config, writer
 
     def __getattr__(self, name: str) -> str | None:
         try:
@@ -180,6 +183,28 @@ class Fields:
 
     def __add__(self, other: Fields) -> Fields:
         return Fields(*self.entries, *other.entries, ignored={**self.ignored, **other.ignored})
+
+    def derive(self, *changes: Field | Fixed, drop: Iterable[str] = (), ignored: Mapping[str, str] | None = None
+               ) -> Fields:
+        """This table with a family's stated differences: each of ``changes`` replaces the entry of its name (a
+        ``Fixed``'s, its configuration field) where it stands, or is added at the end; ``drop`` names the entries
+        (by name or configuration field) it does not have; ``ignored`` adds fields that change nothing.
+
+        >>> parent = Fields(Field("d_model", "hidden_size", None), Field("eps", "rms_norm_eps", None))
+        >>> [e.config for e in parent.derive(Field("eps", "layer_norm_eps", None), drop={"d_model"}).entries]
+        ['layer_norm_eps']
+        """
+        drop, new = set(drop), {_key(e): e for e in changes}
+        kept = [new.pop(_key(e), e) for e in self.entries if _key(e) not in drop and e.config not in drop]
+        return Fields(*kept, *new.values(), ignored={**self.ignored, **(ignored or {})})
+
+    def __getitem__(self, key: str) -> Field | Fixed:
+        """The entry ``key`` names (a ``Field``'s name, a ``Fixed``'s configuration field), to take into another
+        family's table."""
+        found = next((e for e in self.entries if _key(e) == key), None)
+        if found is None:
+            raise KeyError(f"the table has no entry {key!r}")
+        return found
 
     @property
     def fields(self) -> list[Field]:
@@ -220,7 +245,7 @@ class Fields:
                 text[f.name] = writer(f.name, value, cited)
             else:
                 text[f.name] = number(value)
-        return Settings(text, values)
+        return Settings(text, values, config, writer)
 
     def differences(self, config, other) -> list[str]:
         """The fields in which two configurations differ, as import reads them: ``field: a here, b there``."""
@@ -241,6 +266,10 @@ class Fields:
             if value is not None or (e.null(facts) if callable(e.null) else e.null):
                 _put(out, e.config, value)
         return out
+
+
+def _key(entry: Field | Fixed) -> str:
+    return entry.name if isinstance(entry, Field) else entry.config
 
 
 def _lookup(config, path: str, default=None):

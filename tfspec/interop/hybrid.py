@@ -8,10 +8,13 @@ from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
 from . import layouts
 from .document import Block, Document, Statement
-from .families import hf_llama
+from dataclasses import dataclass
+from typing import Callable
+
 from .family import Family
 from .fields import Field, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
+from .weights import DecoderWeights
 
 
 def layer_parts(model, layer: int, family: str) -> dict[str, str]:
@@ -33,27 +36,15 @@ def layer_parts(model, layer: int, family: str) -> dict[str, str]:
     return found
 
 
-def decoder_rules(model, prefix: str, state: dict, lm: bool, family: str, *, operator, feedforward,
-                  norms: tuple[str, str] = ("input_layernorm", "post_attention_layernorm"),
-                  final: str = "norm") -> tuple[list[Rule], dict[str, str]]:
-    """A pre-normed hybrid decoder's tensors, layer by layer: the token table (``embed_tokens``), the ``final``
-    norm, each layer's operator (attention by Llama's rules; else ``operator(ours, theirs, state, ours_state)``,
-    ``theirs`` the layer's prefix), its feed-forward (``feedforward(ours, theirs, state, ours_state)``), the norm
-    before each (``norms``: their names in the checkpoint), and the causal LM's head."""
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}{final}.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", layer_parts(model, i, family)
-        if "attends" in parts:
-            rules += hf_llama.attention_rules(model, f"{ours}.{parts['operator']}", theirs, state, ours_state)
-        else:
-            rules += operator(f"{ours}.{parts['operator']}", theirs, state, ours_state)
-        rules += feedforward(f"{ours}.{parts['feedforward']}", theirs, state, ours_state)
-        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.{norms[0]}.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.{norms[1]}.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+def parts(family: str) -> Callable:
+    """The ``DecoderWeights.parts`` of a pre-normed hybrid decoder (``layer_parts``): each layer's ``attention`` or
+    ``mixer``, its ``operator_norm``, its ``feedforward`` and ``feedforward_norm``."""
+    def each(model) -> list[dict[str, str]]:
+        found = [layer_parts(model, i, family) for i in range(len(model.decoder.layers))]
+        return [{"attention" if "attends" in p else "mixer": p["operator"],
+                 **{k: p[k] for k in ("operator_norm", "feedforward", "feedforward_norm") if k in p}} for p in found]
+
+    return each
 
 
 def document(s, *, norm: str, position: str, own: str, feedforward: str, head: bool,
@@ -105,37 +96,17 @@ def only_mixers(f, family: str) -> None:
         raise f.refuse(f"its layers have feed-forwards: {family}'s layers are one {family} mixer each")
 
 
-def mixers_alone_family(name: str, model_type: str, conventions: str, module: str, fields, spec_text, hf_config,
-                        mixer_rules):
+def mixers_alone_family(name: str, model_type: str, conventions: str, module: str, fields, document, hf_config,
+                        mixer) -> Family:
     """The family of a model whose layers are one normed mixer alone (Mamba's, Mamba-2's): its causal LM and base
-    model (``<Name>ForCausalLM``, ``<Name>Model``) under ``backbone.``, each mixer's tensors by ``mixer_rules``."""
+    model (``<Name>ForCausalLM``, ``<Name>Model``) under ``backbone.``, each layer's ``mixer`` and its ``norm``."""
     cls = name.replace("-", "")  # Mamba-2's classes: Mamba2ForCausalLM, Mamba2Model
-
-    def rules(model, prefix: str, state: dict, lm: bool):
-        return mixers_alone_rules(model, prefix, state, lm, name, mixer_rules)
-
     return Family(name, (model_type,), {f"{cls}ForCausalLM": {"head": True}, f"{cls}Model": {"head": False}},
-                  conventions, module=module, fields=fields, spec_text=spec_text, hf_config=hf_config,
-                  load=lambda model, reference: hf_llama.load_decoder(model, reference, fields, hf_config, spec_text,
-                                                                      rules, prefix="backbone."),
-                  export=lambda model: hf_llama.export_decoder(model, rules, f"Hugging Face {name}",
-                                                               prefix="backbone."))
-
-
-def mixers_alone_rules(model, prefix: str, state: dict, lm: bool, family: str, mixer_rules
-                       ) -> tuple[list[Rule], dict[str, str]]:
-    """Such a model's tensors: the table (``embeddings``), the final norm (``norm_f``), each layer's ``norm`` and
-    ``mixer`` (``mixer_rules(ours, theirs, state, ours_state)``), and the causal LM's head."""
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embeddings.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm_f.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", layer_parts(model, i, family)
-        rules += mixer_rules(f"{ours}.{parts['operator']}", f"{theirs}.mixer", state, ours_state)
-        rules.append(rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.norm.weight"))
-    if lm and model.tied_to is not None:
-        return rules, {"lm_head.weight": "embeddings.tokens.tokens.weight"}
-    return rules + ([rule("head.weight", "lm_head.weight")] if lm else []), {}
+                  conventions, module=module, fields=fields, document=document, hf_config=hf_config,
+                  prefix="backbone.", rules=DecoderWeights({"mixer": mixer, "operator_norm": "norm"},
+                                                           top={"embeddings.tokens.tokens": "embeddings",
+                                                                "decoder.final_norm": "norm_f"},
+                                                           parts=parts(name)))
 
 
 def mamba2(f):
@@ -198,12 +169,18 @@ def mamba2_layer(s, eps: str, more: str = "") -> str:
             f"eps={eps}{more})")
 
 
-def mamba2_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A Mamba-2 layer's tensors, which every family names as tfspec does (its norm's weight where it has a norm:
-    Falcon-H1's may not)."""
-    rules = linear_rules(f"{ours}.in_proj", f"{theirs}.in_proj", state, ours_state)
-    rules += linear_rules(f"{ours}.conv1d", f"{theirs}.conv1d", state, ours_state)
-    rules += [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("dt_bias", "A_log", "D")]
-    if f"{ours}.norm.weight" in ours_state or f"{theirs}.norm.weight" in state:
-        rules.append(rule(f"{ours}.norm.weight", f"{theirs}.norm.weight"))
-    return rules + linear_rules(f"{ours}.out_proj", f"{theirs}.out_proj", state, ours_state)
+@dataclass(frozen=True)
+class Mamba2Mixer:
+    """A Mamba-2 layer's tensors under the checkpoint layer's ``module``, which every family names as tfspec does
+    (its norm's weight where it has a norm: Falcon-H1's may not)."""
+
+    module: str = "mamba"
+
+    def __call__(self, model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        theirs = f"{theirs}.{self.module}"
+        rules = linear_rules(f"{ours}.in_proj", f"{theirs}.in_proj", state, ours_state)
+        rules += linear_rules(f"{ours}.conv1d", f"{theirs}.conv1d", state, ours_state)
+        rules += [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("dt_bias", "A_log", "D")]
+        if f"{ours}.norm.weight" in ours_state or f"{theirs}.norm.weight" in state:
+            rules.append(rule(f"{ours}.norm.weight", f"{theirs}.norm.weight"))
+        return rules + linear_rules(f"{ours}.out_proj", f"{theirs}.out_proj", state, ours_state)

@@ -29,10 +29,13 @@ def field(default: int) -> Field:
                  read=lambda c: getattr(c, "num_mtp_layers", None) or getattr(c, "num_nextn_predict_layers", None) or 0)
 
 
-def line(s, head: bool) -> str:
-    """The spec's ``mtp`` item, from a family's settings ``s`` (none for a base model: it has no head)."""
-    return (f"\n# num_nextn_predict_layers: multi-token prediction's modules, which training runs and inference does "
-            f"not\nmtp {s.value('mtp')}\n") if head and s.value("mtp") else ""
+def with_modules(document, s, head: bool):
+    """``document`` with the spec's ``mtp`` item after its head, from a family's settings ``s`` (none for a base
+    model: it has no head)."""
+    if not (head and s.value("mtp")):
+        return document
+    return document.with_tail(*document.tail, "# num_nextn_predict_layers: multi-token prediction's modules, which "
+                                              f"training runs and inference does not\nmtp {s.value('mtp')}")
 
 
 def prefixes(model, prefix: str) -> tuple[str, ...]:

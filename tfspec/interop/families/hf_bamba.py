@@ -8,13 +8,14 @@ is a SwiGLU; the norms are ``input_layernorm`` and ``pre_ff_layernorm``, the fin
 
 from __future__ import annotations
 
+from ..family import Family, Requires
+from ..weights import DecoderWeights, GatedMLP, Projections
+from ..document import Document
 from .. import hybrid
 
 from . import hf_llama
-from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -45,12 +46,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Bamba configuration describes: Mamba-2 or attention in each layer as
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a Bamba configuration describes: Mamba-2 or attention in each layer as
     ``attn_layer_indices`` says (the most common kind the stack's, the other a section), SwiGLUs."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     norm = f"rmsnorm(eps={s.eps})"
     mamba = hybrid.mamba2_layer(s, "eps")
     attention = (f"heads={s.heads}, kv_heads={s.kv_heads}, mask={causal_masks(padding=padding)}, "
@@ -62,32 +60,22 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     position = hf_llama.rotary(s).replace("rotary(", "rotary(fraction=0.5, ")
     document = hybrid.document(s, norm=norm, position=position, own=own, head=head,
                                feedforward=f"d_ff={s.d_ff} activation=swiglu bias={s.mlp_bias}")
-    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
+    return document.add_lines("decoder", lines)
 
 
-def hf_config(spec) -> dict:
-    """The Bamba configuration ``spec`` would be, its ``attn_layer_indices`` read from each layer."""
-    f = Facts(spec, "Bamba")
-    f.kind("decoder-only")
-    if _layer_types(f).count(ATTENTION) and f.rotary("decoder").get("fraction", 1.0) != 0.5:
-        raise f.refuse("its attention rotates more or less than half of each head, which Bamba's always does")
-    return {"model_type": "bamba", **FIELDS.config(f)}
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hybrid.decoder_rules(
-        model, prefix, state, lm, "Bamba", norms=("input_layernorm", "pre_ff_layernorm"), final="final_layernorm",
-        operator=lambda ours, theirs, state, ours_state: hybrid.mamba2_rules(ours, f"{theirs}.mamba", state,
-                                                                             ours_state),
-        feedforward=lambda ours, theirs, state, ours_state: hf_llama.mlp_rules(ours, f"{theirs}.feed_forward", state,
-                                                                               ours_state))
-
+# its attention rotates half of each head whatever the configuration says
+HALF_ROTATED = Requires(lambda f: ATTENTION not in _layer_types(f) or f.rotary("decoder").get("fraction", 1.0) == 0.5,
+                        "its attention rotates more or less than half of each head, which Bamba's always does")
 
 EXPORT_PRIORITY = 610  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Bamba", ("bamba",), {"BambaForCausalLM": {"head": True}, "BambaModel": {"head": False}},
-        "Bamba: Llama's pre-normed RMSNorm layers with Mamba-2 (mixer mamba2) in place of attention but in the "
-        "layers attn_layer_indices names, whose attention rotates half of each head; SwiGLU feed-forwards",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+BAMBA = Family(
+    "Bamba", ("bamba",), {"BambaForCausalLM": {"head": True}, "BambaModel": {"head": False}},
+    "Bamba: Llama's pre-normed RMSNorm layers with Mamba-2 (mixer mamba2) in place of attention but in the "
+    "layers attn_layer_indices names, whose attention rotates half of each head; SwiGLU feed-forwards",
+    module=__name__, fields=FIELDS, document=document, requires=(HALF_ROTATED,),
+    rules=DecoderWeights({"attention": Projections(), "mixer": hybrid.Mamba2Mixer(),
+                          "feedforward": GatedMLP("feed_forward"),
+                          "operator_norm": "input_layernorm", "feedforward_norm": "pre_ff_layernorm"},
+                         top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},
+                         parts=hybrid.parts("Bamba")))
+FAMILIES = (BAMBA,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -14,12 +14,12 @@ their own per head (Cohere's ``use_qk_norm``, StableLM's ``qk_layernorm``) are n
 from __future__ import annotations
 
 from . import hf_llama
-from ..facts import Facts
+from ..document import Document
+from ..family import Requires
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
+from ..mapping import layer_modules
 from .. import layouts
-from ..writer import SpecWriter, causal_masks
-from ..family import Family
+from ..writer import causal_masks
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 _SHARED = ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "rope_theta", "p_attn_dropout", "init_std",
@@ -58,22 +58,11 @@ def _feedforward_dropout(f) -> float:
     return residual_placement(f.g, node).dropout
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Cohere or StableLM configuration describes, in the wiring form."""
-    cohere = config.model_type == "cohere"
-    w = SpecWriter()
-    s = (COHERE_FIELDS if cohere else STABLELM_FIELDS).write(config, w)
+def wired(s, *, padding: bool, head: bool, position: str, parallel: bool, bias: str, norm: str,
+          dropout: str | None = None) -> Document:
+    """The spec of Cohere's layout in the wiring form: attention (``bias``: its bias options) and a feed-forward
+    (with ``dropout`` on its output where given) in ``parallel`` on one ``norm``, or each behind its own."""
     masks = causal_masks(padding=padding)
-    if cohere:
-        position, parallel = hf_llama.rotary(s, interleaved=True), True
-        bias = f"bias={s.attention_bias}"
-        norm = f"layernorm(eps={s.eps}, bias=false)"
-    else:
-        position, parallel = hf_llama.rotary(s), s.value("parallel")
-        bias = f"bias={s.qkv_bias}, out_bias=false"
-        norm = f"layernorm(eps={s.eps})"
-    dropout = s.p_dropout if not cohere and s.value("p_dropout") else None
 
     def ffn(h: str) -> str:
         call = f"feedforward({h}, d_ff={s.d_ff}, activation={s.activation}, bias=false)"
@@ -84,78 +73,37 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         wiring = f"h = norm(x)\nx = x + {attention.format('h')} + \\\n    {ffn('h')}   # in parallel, on one norm"
     else:
         wiring = f"x = x + {attention.format('norm(x)')}\nx = x + {ffn('norm(x)')}"
-    document = layouts.wired(s, norm=norm, position=position, wiring=wiring, head=head)
-    if head and cohere and s.value("logit_scale") != 1.0:
-        document = document.change_tail("head", scale=s.logit_scale)
-    elif not head and cohere:
-        w.forget("logit_scale")
-    return w.text(document.text(name), list(heading))
+    return layouts.wired(s, norm=norm, position=position, wiring=wiring, head=head)
 
 
-def hf_config(spec) -> dict:
-    """The Cohere configuration ``spec`` would be."""
-    f = Facts(spec, "Cohere")
-    f.kind("decoder-only")
-    if not f.rotary("decoder").get("interleaved") or not f.norm_placement("decoder").startswith("parallel"):
-        raise f.refuse("its rotary positions are not interleaved or its sublayers not parallel, as Cohere's are")
-    return {"model_type": "cohere", **COHERE_FIELDS.config(f)}
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Cohere's spec: its layer in parallel on one LayerNorm without bias, interleaved rotary positions, the logits
+    scaled."""
+    document = wired(s, padding=padding, head=head, position=hf_llama.rotary(s, interleaved=True), parallel=True,
+                     bias=f"bias={s.attention_bias}", norm=f"layernorm(eps={s.eps}, bias=false)")
+    if head and s.value("logit_scale") != 1.0:
+        return document.change_tail("head", scale=s.logit_scale)
+    if not head:
+        s.writer.forget("logit_scale")
+    return document
 
 
-def hf_config_stablelm(spec) -> dict:
-    """The StableLM configuration ``spec`` would be."""
-    f = Facts(spec, "StableLM")
-    f.kind("decoder-only")
-    return {"model_type": "stablelm", **STABLELM_FIELDS.config(f)}
-
-
-def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"spec '{model.spec.name}' is {model.spec.kind}, not decoder-only")
-    ours_state = model.state_dict()
+def one_norm_parts(model) -> dict[str, str]:
+    """A layer's parts (``mapping.layer_modules``), its one norm the attention's where both sublayers read it."""
     parts = layer_modules(model)
-    parallel = parts.get("attention_norm") == parts.get("feedforward_norm")
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             *linear_rules("decoder.final_norm", f"{prefix}norm", state, ours_state)]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        rules += hf_llama.projection_rules(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}",
-                                           theirs, state, ours_state)
-        rules += linear_rules(f"{ours}.{parts['attention_norm']}", f"{theirs}.input_layernorm", state, ours_state)
-        if not parallel:
-            rules += linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{theirs}.post_attention_layernorm", state,
-                                  ours_state)
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
-
-def from_hf_cohere(model, reference) -> None:
-    """Copy a ``CohereForCausalLM`` (or ``CohereModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes."""
-    hf_llama.load_decoder(model, reference, COHERE_FIELDS, hf_config, spec_text, weight_rules)
-
-
-def to_hf_cohere(model) -> dict:
-    """A state dict for ``CohereForCausalLM`` (spec with a head) or ``CohereModel``."""
-    return hf_llama.export_decoder(model, weight_rules, "Hugging Face Cohere")
-
-
-def from_hf_stablelm(model, reference) -> None:
-    """Copy a ``StableLmForCausalLM`` (or ``StableLmModel``)'s weights into ``model``, as ``from_hf_cohere``."""
-    hf_llama.load_decoder(model, reference, STABLELM_FIELDS, hf_config_stablelm, spec_text, weight_rules)
-
-
-def to_hf_stablelm(model) -> dict:
-    """A state dict for ``StableLmForCausalLM`` (spec with a head) or ``StableLmModel``."""
-    return hf_llama.export_decoder(model, weight_rules, "Hugging Face StableLM")
+    if parts.get("attention_norm") == parts.get("feedforward_norm"):
+        del parts["feedforward_norm"]
+    return parts
 
 
 EXPORT_PRIORITY = 310  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Cohere", ("cohere",),
-           {"CohereForCausalLM": {"head": True}, "CohereModel": {"head": False}},
-           "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
-           "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head "
-           "tied",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_cohere,
-           export=to_hf_cohere),
-)
+COHERE = hf_llama.LLAMA.derive(
+    "Cohere", ("cohere",), {"CohereForCausalLM": {"head": True}, "CohereModel": {"head": False}},
+    "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
+    "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head tied",
+    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    requires=(Requires(lambda f: f.rotary("decoder").get("interleaved")
+                       and f.norm_placement("decoder").startswith("parallel"),
+                       "its rotary positions are not interleaved or its sublayers not parallel, as Cohere's are"),),
+    rules=hf_llama.WEIGHTS.derive(parts=one_norm_parts))
+FAMILIES = (COHERE,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -9,11 +9,12 @@ sections change the mask and the positions. With no window (``sliding_window`` N
 
 from __future__ import annotations
 
+from ..document import Document
+from ..family import Requires
 from . import hf_cohere, hf_exaone4, hf_gemma2, hf_llama
-from ..facts import Facts
 from ..fields import Field, Fields
 from .. import layouts
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 SLIDING = hf_gemma2.SLIDING
 _COHERE = [e for e in hf_cohere.COHERE_FIELDS.entries if getattr(e, "config", None) != "use_qk_norm"]
@@ -29,16 +30,13 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Cohere 2 configuration describes: Cohere's parallel layer in the wiring form, the sliding
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a Cohere 2 configuration describes: Cohere's parallel layer in the wiring form, the sliding
     layers (rotary) and the full ones (no positions) as a layer schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
 
     def position(slide: bool) -> str:  # only a sliding layer rotates, and only where there is a window
-        return hf_llama.rotary(s, interleaved=True) if slide and config.sliding_window else "none"
+        return hf_llama.rotary(s, interleaved=True) if slide and s.config.sliding_window else "none"
 
     def masks(slide: bool) -> str:
         return causal_masks(s.window if slide else None, padding)
@@ -47,7 +45,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}; position {position(slide)} }}\n"
                     for layers, slide in sections)
     if not any(slides):
-        w.forget("rope_theta")
+        s.writer.forget("rope_theta")
     norm = f"layernorm(eps={s.eps}, bias=false)"
     head_dim = f", head_dim={s.head_dim}" if s.head_dim else ""
     wiring = f"""  h = norm(x)
@@ -55,28 +53,20 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                     bias={s.attention_bias}) + \\
       feedforward(h, d_ff={s.d_ff}, activation={s.activation}, bias=false)   # in parallel, on one norm"""
     if not head:  # the base model has no logits to scale
-        w.forget("logit_scale")
+        s.writer.forget("logit_scale")
     document = layouts.wired(s, norm=norm, position=position(base), wiring=wiring, head=head).add_lines(
         "decoder", lines)
     if head and s.value("logit_scale") != 1.0:
         document = document.change_tail("head", scale=s.logit_scale)
-    return w.text(document.text(name), list(heading))
-
-
-def hf_config(spec) -> dict:
-    """The Cohere 2 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "Cohere 2")
-    f.kind("decoder-only")
-    if not f.norm_placement("decoder").startswith("parallel"):
-        raise f.refuse("its sublayers are not parallel on one norm, as Cohere 2's are")
-    return {"model_type": "cohere2", **FIELDS.config(f)}
+    return document
 
 
 EXPORT_PRIORITY = 430  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Cohere 2", ("cohere2",), {"Cohere2ForCausalLM": {"head": True}, "Cohere2Model": {"head": False}},
-        "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
-        "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_cohere.weight_rules),
-)
+COHERE2 = hf_cohere.COHERE.derive(
+    "Cohere 2", ("cohere2",), {"Cohere2ForCausalLM": {"head": True}, "Cohere2Model": {"head": False}},
+    "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
+    "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
+    module=__name__, fields=FIELDS, document=document,
+    requires=(Requires(lambda f: f.norm_placement("decoder").startswith("parallel"),
+                       "its sublayers are not parallel on one norm, as Cohere 2's are"),))
+FAMILIES = (COHERE2,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -31,9 +31,9 @@ from ..document import Document
 from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, linear_rules, rule
-from ..writer import SpecWriter
+from ..mapping import InteropError
 from ..family import Family
+from ..weights import GatedMLP, Tensor
 
 
 def dense_layers(config) -> list[bool]:
@@ -168,24 +168,21 @@ def v3_feedforwards(document: Document, s, sparse: list[bool]) -> Document:
     return layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"}, sparse)
 
 
-def said_scale(text: str) -> str:
-    """``text`` with a comment saying where the attention's ``scale=`` comes from, where it has one."""
-    if " scale=" not in text.split("\n  attention self", 1)[-1].split("\n", 1)[0]:
-        return text
-    return text.replace("\n  attention self", "\n  # scale: 1/sqrt(head_dim) · (0.1 · mscale_all_dim · ln(factor) + 1)², "
-                                              "YaRN's softmax scale\n  attention self", 1)
+def said_scale(document: Document, s) -> Document:
+    """``document`` with a comment saying where the attention's ``scale=`` comes from, where it has one."""
+    if attention_scale(s, s.config) is None:
+        return document
+    return document.add("decoder", "# scale: 1/sqrt(head_dim) · (0.1 · mscale_all_dim · ln(factor) + 1)², YaRN's "
+                                   "softmax scale", before="attention")
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a DeepSeek-V3 or -V2 configuration describes, its first dense layers a schedule: Llama's with
-    latent attention and mixtures (V3's choosing by sigmoid scores and a correction bias, V2's among groups)."""
-    v3 = _v3(config)
-    if all(dense_layers(config)):
+def document(s, *, padding: bool, head: bool) -> Document:
+    """DeepSeek-V3's (or -V2's) spec, its first dense layers a schedule: Llama's with latent attention and mixtures
+    (V3's choosing by sigmoid scores and a correction bias, V2's among groups)."""
+    v3 = _v3(s.config)
+    if all(dense_layers(s.config)):
         raise InteropError("no layer of this configuration is a mixture of experts (first_k_dense_replace covers "
                            "every layer)")
-    w = SpecWriter()
-    s = TABLES[config.model_type].write(config, w)
     route = ("score=sigmoid, correction=true, " + f"renormalize={s.renormalize}, ") if v3 else ""
     groups = ""
     if s.groups is not None and s.value("groups") > 1:
@@ -195,20 +192,21 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     document = (hf_llama.document(s, padding=padding, head=head)
                 .change("decoder", "position", hf_llama.rotary(s, interleaved=not v3 or s.value("interleaved")))
                 .change("decoder", "attention", bias=None)  # (written again after the latent attention's options)
-                .change("decoder", "attention", **latent_options(s, config, "latent", q_rank=s.q_rank)))
+                .change("decoder", "attention", **latent_options(s, "latent", q_rank=s.q_rank)))
     document = layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"},
-                                              [not d for d in dense_layers(config)])
-    return said_scale(w.text(document.text(name), list(heading))) + (mtp.line(s, head) if v3 else "")
+                                              [not d for d in dense_layers(s.config)])
+    document = said_scale(document, s)
+    return mtp.with_modules(document, s, head) if v3 else document
 
 
-def latent_options(s, config, kind: str, **options) -> dict:
+def latent_options(s, kind: str, **options) -> dict:
     """Latent attention's options as DeepSeek's families write them: each head's width (its part without positions
     and its rotated part), the kind (``latent`` or ``dsa``) with its ranks and ``options`` (None: left out), the
     softmax scale YaRN changes, the bias."""
     said = "".join(f", {k}={v}" for k, v in options.items() if v is not None)
     return {"head_dim": f"{s.nope_dim} + {s.rope_dim}",
             "kind": f"{kind}({s.kv_rank}, {s.rope_dim}{said}, v_dim={s.v_dim})",
-            "scale": attention_scale(s, config), "bias": s.attention_bias}
+            "scale": attention_scale(s, s.config), "bias": s.attention_bias}
 
 def hf_config(spec) -> dict:
     """The DeepSeek-V3 configuration ``spec`` would be (V2's where its router soft-maxes)."""
@@ -218,60 +216,26 @@ def hf_config(spec) -> dict:
     return {"model_type": model_type, **TABLES[model_type].config(f)}
 
 
-def sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's latent attention, and its mixture (router, correction bias, experts, shared experts) or gated
-    MLP."""
-    mine = f"{theirs}.self_attn"
-    names = (("q_down", "q_a_proj"), ("q_up", "q_b_proj"), ("q", "q_proj"), ("kv_down", "kv_a_proj_with_mqa"),
-             ("kv_up", "kv_b_proj"), ("out", "o_proj"))
-    rules = [r for ours, hf in names if f"{attention}.{ours}.weight" in ours_state or f"{mine}.{hf}.weight" in state
-             for r in linear_rules(f"{attention}.{ours}", f"{mine}.{hf}", state, ours_state)]
-    rules += [rule(f"{attention}.{ours}.weight", f"{mine}.{hf}.weight")
-              for ours, hf in (("q_latent_norm", "q_a_layernorm"), ("kv_latent_norm", "kv_a_layernorm"))
-              if f"{attention}.{ours}.weight" in ours_state or f"{mine}.{hf}.weight" in state]
-    return rules + feedforward_rules(feedforward, f"{theirs}.mlp", state, ours_state)
-
-
-def feedforward_rules(feedforward: str, mlp: str, state: dict, ours_state: dict) -> list[Rule]:
-    """One layer's mixture (router, correction bias, stacked experts, shared experts) or gated MLP, DeepSeek's
-    tensor names (``mlp``: the layer's ``mlp`` prefix)."""
-    if f"{feedforward}.router.weight" not in ours_state:  # a dense layer
-        return hf_llama.mlp_rules(feedforward, mlp, state, ours_state)
-    rules = [rule(f"{feedforward}.router.weight", f"{mlp}.gate.weight"),
-              rule(f"{feedforward}.experts.up", f"{mlp}.experts.gate_up_proj"),
-              rule(f"{feedforward}.experts.down", f"{mlp}.experts.down_proj")]
-    if f"{feedforward}.choice.correction.bias" in ours_state or f"{mlp}.gate.e_score_correction_bias" in state:
-        rules.append(rule(f"{feedforward}.choice.correction.bias", f"{mlp}.gate.e_score_correction_bias"))
-    if f"{feedforward}.shared.down.weight" in ours_state or f"{mlp}.shared_experts.down_proj.weight" in state:
-        rules += hf_llama.mlp_rules(f"{feedforward}.shared", f"{mlp}.shared_experts", state, ours_state)
-    return rules
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_llama.layout_rules(model, prefix, state, lm, sublayer_rules)
-
-
-def from_hf_deepseek(model, reference) -> None:
-    """Copy a ``DeepseekV3ForCausalLM`` or ``DeepseekV2ForCausalLM`` (or base model)'s weights into ``model``."""
-    hf_llama.load_decoder(model, reference, TABLES[reference.config.model_type], hf_config, spec_text, _rules)
-
-
-def to_hf_deepseek(model) -> dict:
-    """A state dict for ``DeepseekV3ForCausalLM``/``DeepseekV2ForCausalLM`` (spec with a head) or the base model."""
-    return hf_llama.export_decoder(model, _rules, "Hugging Face DeepSeek")
-
+# DeepSeek's latent attention's projections and norms, one to one onto ours
+LATENT = {f"attention.{ours}": f"self_attn.{theirs}" for ours, theirs in (
+    ("q_down", "q_a_proj"), ("q_up", "q_b_proj"), ("q", "q_proj"), ("kv_down", "kv_a_proj_with_mqa"),
+    ("kv_up", "kv_b_proj"), ("out", "o_proj"), ("q_latent_norm", "q_a_layernorm"),
+    ("kv_latent_norm", "kv_a_layernorm"))}
+# a mixture's router, correction bias, stacked experts and shared experts, beside a dense layer's gated MLP
+MIXTURE = {"feedforward.router": "mlp.gate",
+           "feedforward.choice.correction.bias": Tensor("mlp.gate.e_score_correction_bias"),
+           "feedforward.experts.up": Tensor("mlp.experts.gate_up_proj"),
+           "feedforward.experts.down": Tensor("mlp.experts.down_proj"),
+           "feedforward.shared": GatedMLP("mlp.shared_experts")}
+WEIGHTS = hf_llama.WEIGHTS.derive({"attention": None, **LATENT, **MIXTURE})
 
 EXPORT_PRIORITY = 140  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("DeepSeek-V3", ("deepseek_v3",),
-           {"DeepseekV3ForCausalLM": {"head": True},
-           "DeepseekV3Model": {"head": False}},
-           "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
-           "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
-           "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
-           "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
-           "schedule)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_deepseek,
-           export=to_hf_deepseek),
-)
+DEEPSEEK_V3 = Family(
+    "DeepSeek-V3", ("deepseek_v3",), {"DeepseekV3ForCausalLM": {"head": True}, "DeepseekV3Model": {"head": False}},
+    "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
+    "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
+    "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
+    "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
+    "schedule)",
+    module=__name__, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
+FAMILIES = (DEEPSEEK_V3,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -12,12 +12,10 @@ multi-token prediction layers are left out, as Hugging Face's model leaves them 
 from __future__ import annotations
 
 from .. import mtp
-
 from . import hf_deepseek, hf_llama
-from ..facts import Facts
+from ..document import Document
+from ..family import Requires
 from ..fields import Field, Fields
-from ..mapping import Rule, linear_rules, rule
-from ..writer import SpecWriter
 
 DENSE, SPARSE = "dense", "sparse"
 
@@ -64,51 +62,29 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a DeepSeek-V3.2 configuration describes, its dense layers a schedule: DeepSeek-V3's with
-    DeepSeek Sparse Attention in place of latent attention."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """DeepSeek-V3.2's spec, its dense layers a schedule: DeepSeek-V3's with DeepSeek Sparse Attention in place of
+    latent attention."""
     document = (hf_llama.document(s, padding=padding, head=head)
                 .change("decoder", "position", hf_llama.rotary(s, interleaved=True))
                 .change("decoder", "attention", bias=None)  # (written again after the sparse attention's options)
                 .change("decoder", "attention", **hf_deepseek.latent_options(
-                    s, config, "dsa", topk=s.topk, index_heads=s.index_heads, index_dim=s.index_dim, q_rank=s.q_rank)))
-    document = hf_deepseek.v3_feedforwards(document, s, _sparse_layers(config))
-    return hf_deepseek.said_scale(w.text(document.text(name), list(heading))) + mtp.line(s, head)
-
-def hf_config(spec) -> dict:
-    """The DeepSeek-V3.2 configuration ``spec`` would be."""
-    f = Facts(spec, "DeepSeek-V3.2")
-    f.kind("decoder-only")
-    _indexed(f)
-    return {"model_type": "deepseek_v32", **FIELDS.config(f)}
-
-
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """V3's latent attention and feed-forward, and the indexer (``wq_b``, ``wk``, ``k_norm``, ``weights_proj``)."""
-    indexer, mine = f"{attention}.indexer", f"{theirs}.self_attn.indexer"
-    return [*hf_deepseek.sublayer_rules(model, attention, feedforward, theirs, state, ours_state),
-            *linear_rules(f"{indexer}.q", f"{mine}.wq_b", state, ours_state),
-            *linear_rules(f"{indexer}.k", f"{mine}.wk", state, ours_state),
-            rule(f"{indexer}.k_norm.weight", f"{mine}.k_norm.weight"),
-            rule(f"{indexer}.k_norm.bias", f"{mine}.k_norm.bias"),
-            *linear_rules(f"{indexer}.weights", f"{mine}.weights_proj", state, ours_state)]
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+                    s, "dsa", topk=s.topk, index_heads=s.index_heads, index_dim=s.index_dim, q_rank=s.q_rank)))
+    document = hf_deepseek.v3_feedforwards(document, s, _sparse_layers(s.config))
+    return mtp.with_modules(hf_deepseek.said_scale(document, s), s, head)
 
 
 EXPORT_PRIORITY = 530  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "DeepSeek-V3.2", ("deepseek_v32",), {"DeepseekV32ForCausalLM": {"head": True},
-                                             "DeepseekV32Model": {"head": False}},
-        "DeepSeek-V3.2: DeepSeek-V3 whose latent attention is sparse (kind=dsa(kv_rank, rope_dim, topk, "
-        "index_heads, index_dim, q_rank)): each query attends to the index_topk keys a lightning indexer ranks "
-        "highest; mlp_layer_types says which layers keep a gated MLP",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+DEEPSEEK_V32 = hf_deepseek.DEEPSEEK_V3.derive(
+    "DeepSeek-V3.2", ("deepseek_v32",), {"DeepseekV32ForCausalLM": {"head": True},
+                                         "DeepseekV32Model": {"head": False}},
+    "DeepSeek-V3.2: DeepSeek-V3 whose latent attention is sparse (kind=dsa(kv_rank, rope_dim, topk, "
+    "index_heads, index_dim, q_rank)): each query attends to the index_topk keys a lightning indexer ranks "
+    "highest; mlp_layer_types says which layers keep a gated MLP",
+    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    requires=(Requires(lambda f: hasattr(f.attention_kind("decoder"), "index_heads"),
+                       "its attention selects no keys by an indexer (kind=dsa(...))"),),
+    # and the indexer's projections and key norm
+    rules=hf_deepseek.WEIGHTS.derive({f"attention.indexer.{ours}": f"self_attn.indexer.{theirs}" for ours, theirs in
+                                      (("q", "wq_b"), ("k", "wk"), ("k_norm", "k_norm"), ("weights", "weights_proj"))}))
+FAMILIES = (DEEPSEEK_V32,)  # the families this module reads and writes (``tfspec.interop.family``)

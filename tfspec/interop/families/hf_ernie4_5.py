@@ -8,14 +8,9 @@ dimensions (GLM's style: ``interleaved=true``), with one switch biasing every pr
 from __future__ import annotations
 
 from . import hf_llama
-from ..facts import Facts
-from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter
-
-_LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
-          {"head_dim", "window", "attention_bias", "mlp_bias", "p_attn_dropout", "rotary_fraction"}
-          and getattr(e, "config", None) != "pretraining_tp"]
-
+from ..document import Document
+from ..family import Requires
+from ..fields import Field, Fixed
 
 def _use_bias(f) -> bool:
     """One switch for every projection's bias: the attention's (output too) and the MLP's must agree."""
@@ -25,48 +20,32 @@ def _use_bias(f) -> bool:
     return attention.bias
 
 
-def _interleaved(f) -> None:
-    if not f.rotary("decoder").get("interleaved"):
-        raise f.refuse("its rotary positions pair halves, ERNIE 4.5's neighbouring dimensions (interleaved=true)")
-
-
-FIELDS = Fields(
-    *_LLAMA,
+FIELDS = hf_llama.FIELDS.derive(
     Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
     Field("use_bias", "use_bias", _use_bias, let=False),
     # ERNIE 4.5 has no attention dropout (its attention sets it to 0); export writes none
     Field("p_attn_dropout", "attention_dropout", lambda f: None, read=lambda c: 0.0, constant=True),
     Fixed("rope_parameters.partial_rotary_factor", 1.0, "partial rotary positions ({value}) are not ERNIE 4.5's: "
           "its rotation spans each head", read=lambda c: float(hf_llama.rope(c)["partial_rotary_factor"])),
-    ignored={**hf_llama.FIELDS.ignored},
-)
+    drop={"head_dim", "window", "attention_bias", "mlp_bias", "p_attn_dropout", "rotary_fraction", "pretraining_tp"})
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ERNIE 4.5 configuration describes: Llama's, its rotary positions pairing neighbouring
-    dimensions, biases as use_bias says."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    document = (hf_llama.document(s, padding=padding, head=head)
-                .change("decoder", "position", hf_llama.rotary(s, interleaved=True))
-                .change("decoder", "attention", bias=s.use_bias)
-                .change("decoder", "feedforward", bias=s.use_bias))
-    return w.text(document.text(name), list(heading))
+def document(s, *, padding: bool, head: bool) -> Document:
+    """ERNIE 4.5's spec: Llama's, its rotary positions pairing neighbouring dimensions, biases as use_bias says."""
+    return (hf_llama.document(s, padding=padding, head=head)
+            .change("decoder", "position", hf_llama.rotary(s, interleaved=True))
+            .change("decoder", "attention", bias=s.use_bias)
+            .change("decoder", "feedforward", bias=s.use_bias))
 
-def hf_config(spec) -> dict:
-    """The ERNIE 4.5 configuration ``spec`` would be."""
-    f = Facts(spec, "ERNIE 4.5")
-    f.kind("decoder-only")
-    _interleaved(f)
-    return {"model_type": "ernie4_5", **FIELDS.config(f)}
 
+# its rotary positions pair neighbouring dimensions, which its fields do not say
+INTERLEAVED = Requires(lambda f: f.rotary("decoder").get("interleaved"),
+                       "its rotary positions pair halves, ERNIE 4.5's neighbouring dimensions (interleaved=true)")
 
 EXPORT_PRIORITY = 400  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
-        "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
-        "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
-)
+ERNIE4_5 = hf_llama.LLAMA.derive(
+    "ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
+    "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
+    "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
+    module=__name__, fields=FIELDS, document=document, hf_config=None, requires=(INTERLEAVED,))
+FAMILIES = (ERNIE4_5,)  # the families this module reads and writes (``tfspec.interop.family``)

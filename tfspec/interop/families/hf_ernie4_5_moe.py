@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from .. import layouts
 from . import hf_deepseek, hf_ernie4_5, hf_llama, hf_mixtral, hf_qwen_moe
-from ..facts import Facts
+from ..document import Document
+from ..family import Requires
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
-from ..writer import SpecWriter
 
 _ERNIE = [e for e in hf_ernie4_5.FIELDS.entries if getattr(e, "config", None) not in
           ("head_dim", "use_bias", "intermediate_size")]
@@ -71,62 +71,42 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ERNIE 4.5 MoE configuration describes, its dense layers a schedule: ERNIE 4.5's with
-    mixtures choosing by a correction bias."""
-    sparse = sparse_layers(config)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """ERNIE 4.5 MoE's spec, its dense layers a schedule: ERNIE 4.5's with mixtures choosing by a correction bias."""
+    sparse = sparse_layers(s.config)
     if not any(sparse):
         raise InteropError("no layer of this configuration is a mixture of experts (moe_layer_start_index, "
                            "moe_layer_end_index, moe_layer_interval): import it as the dense ERNIE 4.5 it is")
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
     mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, correction=true, renormalize=true, "
                                        f"aux_loss={s.aux_loss}{shared})"}
     document = hf_llama.document(s, padding=padding, head=head).change(
         "decoder", "position", hf_llama.rotary(s, interleaved=True)).change("decoder", "attention", bias="false")
-    document = layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"}, sparse)
-    return w.text(document.text(name), list(heading))
+    return layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"}, sparse)
 
-def hf_config(spec) -> dict:
-    """The ERNIE 4.5 MoE configuration ``spec`` would be."""
-    f = Facts(spec, "ERNIE 4.5 MoE")
-    f.kind("decoder-only")
+
+def _ernie_router(f) -> bool:
     mixture = f.mixture("decoder")
-    if mixture.score != "softmax" or not mixture.correction or not mixture.renormalize or mixture.scale != 1.0:
-        raise f.refuse("its router is not ERNIE 4.5's: a softmax, a correction bias on the choice, the chosen "
-                       "weights renormalised and not scaled")
-    if not f.rotary("decoder").get("interleaved"):
-        raise f.refuse("its rotary positions pair halves, ERNIE 4.5's neighbouring dimensions (interleaved=true)")
-    return {"model_type": "ernie4_5_moe", **FIELDS.config(f)}
+    return mixture.score == "softmax" and mixture.correction and mixture.renormalize and mixture.scale == 1.0
 
 
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's attention (Llama's projections) and feed-forward: a mixture, whose correction bias Hugging
-    Face keeps as (1, experts) in the router's ``moe_statics``, or a gated MLP."""
-    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-    mlp = f"{theirs}.mlp"
-    if f"{feedforward}.choice.correction.bias" in ours_state:
-        experts = ours_state[f"{feedforward}.choice.correction.bias"].shape[0]
-        rules.append(rule(f"{feedforward}.choice.correction.bias", f"{mlp}.gate.moe_statics.e_score_correction_bias",
-                          shape=(1, experts)))
-    return rules + hf_deepseek.feedforward_rules(feedforward, mlp, state, {
-        k: v for k, v in ours_state.items() if k != f"{feedforward}.choice.correction.bias"})
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+def _correction(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """A mixture's correction bias, which Hugging Face keeps as (1, experts) in the router's ``moe_statics``."""
+    if ours not in ours_state:
+        return []
+    return [rule(ours, f"{theirs}.mlp.gate.moe_statics.e_score_correction_bias", shape=(1, ours_state[ours].shape[0]))]
 
 
 EXPORT_PRIORITY = 460  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "ERNIE 4.5 MoE", ("ernie4_5_moe",),
-        {"Ernie4_5_MoeForCausalLM": {"head": True}, "Ernie4_5_MoeModel": {"head": False}},
-        "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
-        "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
-        "gated MLPs elsewhere",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+ERNIE4_5_MOE = hf_ernie4_5.ERNIE4_5.derive(
+    "ERNIE 4.5 MoE", ("ernie4_5_moe",),
+    {"Ernie4_5_MoeForCausalLM": {"head": True}, "Ernie4_5_MoeModel": {"head": False}},
+    "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
+    "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
+    "gated MLPs elsewhere",
+    module=__name__, fields=FIELDS, document=document,
+    requires=(Requires(_ernie_router, "its router is not ERNIE 4.5's: a softmax, a correction bias on the choice, "
+                                      "the chosen weights renormalised and not scaled"),
+              hf_ernie4_5.INTERLEAVED),
+    rules=hf_llama.WEIGHTS.derive({**hf_deepseek.MIXTURE, "feedforward.choice.correction.bias": _correction}))
+FAMILIES = (ERNIE4_5_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

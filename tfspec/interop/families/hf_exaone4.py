@@ -9,10 +9,11 @@ the mask and the positions. With no window at all (``sliding_window`` None) ever
 
 from __future__ import annotations
 
+from ..document import Document
+from ..family import Requires
 from . import hf_gemma2, hf_llama, hf_olmo2
-from ..facts import Facts
 from ..fields import Field, Fields
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -53,16 +54,13 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an EXAONE 4 configuration describes: OLMo 2's post-normed layer in the wiring form, the
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec an EXAONE 4 configuration describes: OLMo 2's post-normed layer in the wiring form, the
     sliding layers (rotary) and the full ones (no positions, where any layer slides) as a layer schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
 
     def position(slide: bool) -> str:  # every layer rotates where the configuration has no window at all
-        return hf_llama.rotary(s) if slide or config.sliding_window is None else "none"
+        return hf_llama.rotary(s) if slide or s.config.sliding_window is None else "none"
 
     def masks(slide: bool) -> str:
         return causal_masks(s.window if slide else None, padding)
@@ -71,26 +69,18 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}; position {position(slide)} }}\n"
                     for layers, slide in sections)
     if not any(position(slide) != "none" for slide in slides):
-        w.forget("rope_theta")
+        s.writer.forget("rope_theta")
     document = hf_olmo2.post_norm_document(s, position(base), masks(base), head=head, qk_norm_width="head",
                                            bias="false").add_lines("decoder", lines)
-    return w.text(document.text(name), list(heading))
-
-
-def hf_config(spec) -> dict:
-    """The EXAONE 4 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "EXAONE 4")
-    f.kind("decoder-only")
-    if f.attention("decoder").qk_norm_width != "head":
-        raise f.refuse("its queries and keys are normed over all heads at once, EXAONE 4's each head's")
-    return {"model_type": "exaone4", **FIELDS.config(f)}
+    return document
 
 
 EXPORT_PRIORITY = 390  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "EXAONE 4", ("exaone4",), {"Exaone4ForCausalLM": {"head": True}, "Exaone4Model": {"head": False}},
-        "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
-        "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2.weight_rules),
-)
+EXAONE4 = hf_olmo2.OLMO2.derive(
+    "EXAONE 4", ("exaone4",), {"Exaone4ForCausalLM": {"head": True}, "Exaone4Model": {"head": False}},
+    "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
+    "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
+    module=__name__, fields=FIELDS, document=document,
+    requires=(Requires(lambda f: f.attention("decoder").qk_norm_width == "head",
+                       "its queries and keys are normed over all heads at once, EXAONE 4's each head's"),))
+FAMILIES = (EXAONE4,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -18,14 +18,16 @@ back on the way out. Falcon's ``alibi`` (Falcon-RW) is not expressed and is refu
 from __future__ import annotations
 
 from . import hf_llama
+from ..document import Document
 from ..facts import Facts
+from ..family import Family, Requires
 from ..fields import Field, Fields, Fixed
-from .hf_gpt_neox import qkv_rows
 from ...ir import nodes as ir
 from ...ir.queries import residual_placement
-from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule, spec_layer_modules
+from ..mapping import layer_modules, spec_layer_modules
 from .. import layouts
-from ..writer import SpecWriter, causal_masks
+from ..weights import DecoderWeights, Reordered, per_head_rows
+from ..writer import causal_masks
 
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                "silu": "silu"}
@@ -97,12 +99,9 @@ def _dropout(f) -> float:
     return residual_placement(f.g, f.node("decoder", ir.FeedForward)).dropout
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Falcon configuration describes, in the wiring form of its layout."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    parallel, norms, kv = layout(config)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Falcon's spec, in the wiring form of its layout."""
+    parallel, norms, kv = layout(s.config)
     masks = causal_masks(padding=padding)
     attention = f"attention({{}}, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={s.bias})"
     feedforward = f"feedforward({{}}, d_ff={s.d_ff}, activation={s.activation}, bias={s.bias})"
@@ -118,18 +117,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
             attention_out = f"dropout({attention_out}, {s.p_attn_dropout})"
         ffn_out = feedforward.format("norm(x)")
         wiring = f"x = x + {attention_out}\nx = x + " + (f"dropout({ffn_out}, {s.p_dropout})" if dropped else ffn_out)
-    document = layouts.wired(s, norm=f"layernorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
-                                     head=head)
-    return w.text(document.text(name), list(heading))
-
-
-def hf_config(spec) -> dict:
-    """The Falcon configuration ``spec`` would be."""
-    f = Facts(spec, "Falcon")
-    f.kind("decoder-only")
-    if f.feedforward("decoder").bias != f.attention("decoder").bias:
-        raise f.refuse("its attention and feed-forward differ in bias; Falcon's bias sets both")
-    return {"model_type": "falcon", **FIELDS.config(f)}
+    return layouts.wired(s, norm=f"layernorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring, head=head)
 
 
 def fused_rows(heads: int, kv_heads: int, head_dim: int, grouped: bool) -> tuple[int, ...]:
@@ -137,7 +125,7 @@ def fused_rows(heads: int, kv_heads: int, head_dim: int, grouped: bool) -> tuple
     key and value (``grouped``: the new architecture), or per head interleaved (old, not multi-query), or
     already ours (old, multi-query)."""
     if not grouped:
-        return tuple(range((heads + 2 * kv_heads) * head_dim)) if kv_heads == 1 else qkv_rows(heads, head_dim)
+        return tuple(range((heads + 2 * kv_heads) * head_dim)) if kv_heads == 1 else per_head_rows(heads, head_dim)
     group = heads // kv_heads
     q = [(h // group) * (group + 2) * head_dim + (h % group) * head_dim + d for h in range(heads)
          for d in range(head_dim)]
@@ -146,47 +134,39 @@ def fused_rows(heads: int, kv_heads: int, head_dim: int, grouped: bool) -> tuple
     return tuple(q + k + v)
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """Falcon's tensor names; its fused query_key_value is grouped per key/value head where the spec is the new
-    decoder architecture (loading has checked it is the reference's)."""
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"Falcon is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    grouped = _new_architecture(Facts(model.spec, "Falcon"))
-    ours_state = model.state_dict()
+def _parts(model) -> dict[str, str]:
+    """A layer's parts, its norms under Falcon's names for its layout: one norm (``input_layernorm``), one per
+    branch in parallel (``ln_attn``, ``ln_mlp``), or sequential (``input_layernorm``, ``post_attention_layernorm``)."""
     parts = layer_modules(model)
-    one_norm = parts.get("attention_norm") == parts.get("feedforward_norm")
-    parallel = Facts(model.spec, "Falcon").parallel("decoder")
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}word_embeddings.weight"),
-             *linear_rules("decoder.final_norm", f"{prefix}ln_f", state, ours_state)]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}h.{i}"
-        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        core = model.get_submodule(attention)
-        rows = fused_rows(core.heads, core.kv_heads, core.head_dim, grouped)
-        rules += [*linear_rules(f"{attention}.qkv", f"{theirs}.self_attention.query_key_value", state, ours_state,
-                                rows=rows),
-                  *linear_rules(f"{attention}.out", f"{theirs}.self_attention.dense", state, ours_state),
-                  *linear_rules(f"{feedforward}.up", f"{theirs}.mlp.dense_h_to_4h", state, ours_state),
-                  *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.dense_4h_to_h", state, ours_state)]
-        if one_norm:
-            norms = {"attention_norm": "input_layernorm"}
-        elif parallel:
-            norms = {"attention_norm": "ln_attn", "feedforward_norm": "ln_mlp"}
-        else:
-            norms = {"attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"}
-        for part, name in norms.items():
-            rules += linear_rules(f"{ours}.{parts[part]}", f"{theirs}.{name}", state, ours_state)
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+    norms = (parts.get("attention_norm"), parts.get("feedforward_norm"))
+    if norms[0] == norms[1]:
+        names = ("input_layernorm",)
+    else:
+        names = ("ln_attn", "ln_mlp") if Facts(model.spec, "Falcon").parallel("decoder") else \
+            ("input_layernorm", "post_attention_layernorm")
+    return {"attention": parts["attention"], "feedforward": parts["feedforward"], **dict(zip(names, norms))}
 
+
+def _fused_rows(model, core) -> tuple[int, ...]:
+    """Its query_key_value grouped per key/value head where the spec is the new decoder architecture (loading has
+    checked it is the reference's)."""
+    return fused_rows(core.heads, core.kv_heads, core.head_dim, _new_architecture(Facts(model.spec, "Falcon")))
+
+
+SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
+                     "its attention and feed-forward differ in bias; Falcon's bias sets both")
 
 EXPORT_PRIORITY = 100  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Falcon", ("falcon",),
-        {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
-        "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
-        "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
-        "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules, prefix="transformer."),
-)
+FALCON = Family(
+    "Falcon", ("falcon",), {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
+    "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
+    "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
+    "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
+    module=__name__, fields=FIELDS, document=document, requires=(SAME_BIAS,), prefix="transformer.",
+    rules=DecoderWeights({
+        "attention.qkv": Reordered("self_attention.query_key_value", _fused_rows),
+        "attention.out": "self_attention.dense",
+        "feedforward.up": "mlp.dense_h_to_4h", "feedforward.down": "mlp.dense_4h_to_h",
+        **{name: name for name in ("input_layernorm", "ln_attn", "ln_mlp", "post_attention_layernorm")}},
+        top={"embeddings.tokens.tokens": "word_embeddings", "decoder.final_norm": "ln_f"}, layers="h", parts=_parts))
+FAMILIES = (FALCON,)  # the families this module reads and writes (``tfspec.interop.family``)

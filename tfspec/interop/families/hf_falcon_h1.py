@@ -14,18 +14,18 @@ mixer's ``norm``).
 
 from __future__ import annotations
 
+from ..document import Document, Statement
+from ..family import Family
+from ..weights import DecoderWeights, GatedMLP, Projections
 import math
 
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
-from .. import hybrid
+from .. import hybrid, layouts
 from . import hf_llama
-from ..family import exported_config
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, rule
-from .. import layouts
-from ..document import Statement
-from ..writer import SpecWriter, causal_masks
+from ..mapping import InteropError
+from ..writer import causal_masks
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 NORMS = {"gated": (True, False), "before_gate": (True, True), "none": (False, None)}  # (rms_norm, before_gate)
@@ -106,12 +106,10 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Falcon-H1 configuration describes: Mamba-2 and attention side by side on one norm, a
-    SwiGLU after, every µP multiplier where it acts."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Falcon-H1's spec: Mamba-2 and attention side by side on one norm, a SwiGLU after, every µP multiplier where
+    it acts."""
+    w = s.writer
     norm = "none" if not s.value("mamba_rms_norm") else "before_gate" if s.value("mamba_norm_before_gate") \
         else "gated"
     scales = dict(zip(("z", "x", "b", "c", "dt"), s.value("ssm_multipliers")))
@@ -129,16 +127,12 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               f"        + attention_out_multiplier * {attention}\n"
               f"  x = x + {down_scale} * feedforward(norm(x), d_ff={s.d_ff}, "
               f"activation=swiglu_scaled(gate_scale={gate_scale}), bias={s.mlp_bias})")
+    document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
+                             head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
     if not head:  # the base model computes no logits to scale
         w.forget("lm_head_multiplier")
-    document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
-                                     head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
-    if head:
-        document = document.change_tail("head", scale=s.lm_head_multiplier)
-    return w.text(document.text(name), list(heading))
-
-
-hf_config = exported_config("Falcon-H1", "falcon_h1", "decoder-only", FIELDS)
+        return document
+    return document.change_tail("head", scale=s.lm_head_multiplier)
 
 
 def _parts(model) -> dict[str, str]:
@@ -160,28 +154,16 @@ def _parts(model) -> dict[str, str]:
     return parts
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state, parts = model.state_dict(), _parts(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}final_layernorm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        rules += hybrid.mamba2_rules(f"{ours}.{parts['mamba']}", f"{theirs}.mamba", state, ours_state)
-        rules += hf_llama.attention_rules(model, f"{ours}.{parts['attention']}", theirs, state, ours_state)
-        rules += hf_llama.mlp_rules(f"{ours}.{parts['mlp']}", f"{theirs}.feed_forward", state, ours_state)
-        rules += [rule(f"{ours}.{parts['input']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['pre_ff']}.weight", f"{theirs}.pre_ff_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
-
 EXPORT_PRIORITY = 620  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Falcon-H1", ("falcon_h1",), {"FalconH1ForCausalLM": {"head": True}, "FalconH1Model": {"head": False}},
-        "Falcon-H1: Mamba-2 (mixer mamba2, mamba_d_ssm wide, its norm as mamba_rms_norm and mamba_norm_before_gate "
-        "say) and attention side by side on one RMSNorm in every layer, then a SwiGLU; its µP multipliers where "
-        "they act (the wiring form's branch scales, the mixer's part scales, swiglu_scaled's gate scale, the "
-        "attention's and the head's scale, the embedding's)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+FALCON_H1 = Family(
+    "Falcon-H1", ("falcon_h1",), {"FalconH1ForCausalLM": {"head": True}, "FalconH1Model": {"head": False}},
+    "Falcon-H1: Mamba-2 (mixer mamba2, mamba_d_ssm wide, its norm as mamba_rms_norm and mamba_norm_before_gate "
+    "say) and attention side by side on one RMSNorm in every layer, then a SwiGLU; its µP multipliers where "
+    "they act (the wiring form's branch scales, the mixer's part scales, swiglu_scaled's gate scale, the "
+    "attention's and the head's scale, the embedding's)",
+    module=__name__, fields=FIELDS, document=document,
+    rules=DecoderWeights({"mamba": hybrid.Mamba2Mixer(), "attention": Projections(), "mlp": GatedMLP("feed_forward"),
+                          "input": "input_layernorm", "pre_ff": "pre_ff_layernorm"},
+                         top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},
+                         parts=_parts))
+FAMILIES = (FALCON_H1,)  # the families this module reads and writes (``tfspec.interop.family``)

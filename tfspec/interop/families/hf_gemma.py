@@ -10,10 +10,8 @@ embedding is scaled by ``sqrt(hidden_size)``, and its gated feed-forward is GEGL
 from __future__ import annotations
 
 from . import hf_gemma2, hf_llama
-from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..document import Statement
-from ..writer import SpecWriter
+from ..document import Document, Statement
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu_tanh", "silu": "swiglu"}  # on the gate -> ours
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -31,32 +29,19 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Gemma configuration describes: Llama's with (1 + w) RMSNorms, the embeddings scaled by
-    sqrt(d_model) and every dimension rotated."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    document = (hf_llama.document(s, padding=padding, head=head, norm="gemma_rmsnorm")
-                .add("embedding tokens", Statement("scale", f"sqrt({s.d_model})"))
-                .change("decoder", "position", f"rotary(theta={s.rope_theta})"))
-    return w.text(document.text(name), list(heading))
-
-def hf_config(spec) -> dict:
-    """The Gemma configuration ``spec`` would be."""
-    f = Facts(spec, "Gemma")
-    f.kind("decoder-only")
-    hf_gemma2.check_embedding_scale(f)
-    return {"model_type": "gemma", **FIELDS.config(f)}
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Gemma's spec: Llama's with (1 + w) RMSNorms, the embeddings scaled by sqrt(d_model) and every dimension
+    rotated."""
+    return (hf_llama.document(s, padding=padding, head=head, norm="gemma_rmsnorm")
+            .add("embedding tokens", Statement("scale", f"sqrt({s.d_model})"))
+            .change("decoder", "position", f"rotary(theta={s.rope_theta})"))
 
 
 EXPORT_PRIORITY = 260  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Gemma", ("gemma",),
-        {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
-        "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
-        "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
-        "embedding",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
-)
+GEMMA = hf_llama.LLAMA.derive(
+    "Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
+    "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
+    "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
+    "embedding",
+    module=__name__, fields=FIELDS, document=document, hf_config=None, requires=(hf_gemma2.EMBEDDING_SCALE,))
+FAMILIES = (GEMMA,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -17,12 +17,12 @@ from ...ir import nodes as ir
 from ...registry import FEEDFORWARD_KINDS
 from ...ir.queries import sublayers
 from . import hf_llama
-from ..facts import Facts
+from ..family import Family, Requires
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, rule
+from ..mapping import InteropError
 from .. import layouts
 from ..document import Document, Statement
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
@@ -87,14 +87,10 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Gemma 2 configuration describes: sandwich-normed layers in the wiring form, the layers
-    that slide and those that do not as a layer schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    document = sandwich(s, lambda slides: f"rotary(theta={s.rope_theta})", "", padding=padding)
-    return with_head(w, s, document, head, heading, name)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Gemma 2's spec: sandwich-normed layers in the wiring form, the layers that slide and those that do not as a
+    layer schedule."""
+    return with_head(s, sandwich(s, lambda slides: f"rotary(theta={s.rope_theta})", "", padding=padding), head)
 
 
 def sandwich(s, position, attention: str, *, padding: bool) -> Document:
@@ -119,30 +115,19 @@ x = x + norm(feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias
     return document
 
 
-def with_head(w: SpecWriter, s, document: Document, head: bool, heading: tuple[str, ...], name: str) -> str:
+def with_head(s, document: Document, head: bool) -> Document:
     """A Gemma's spec finished: the causal LM's head (tied or not, its logits capped where the settings ``s``
     say), none for the base model, which computes no logits to cap."""
     if head:
-        document = document.with_tail(layouts.causal_lm_head(s).changed(softcap=s.final_softcap))
-    else:
-        w.forget("final_softcap")
-    return w.text(document.text(name), list(heading))
+        return document.with_tail(layouts.causal_lm_head(s).changed(softcap=s.final_softcap))
+    s.writer.forget("final_softcap")
+    return document
 
 
-def hf_config(spec) -> dict:
-    """The Gemma 2 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "Gemma 2")
-    f.kind("decoder-only")
-    check_embedding_scale(f)
-    return {"model_type": "gemma2", **FIELDS.config(f)}
-
-
-def check_embedding_scale(f: Facts) -> None:
-    """Refuse an embedding not scaled by sqrt(hidden_size), as every Gemma's is."""
-    scale = f.embedding.scale
-    if not math.isclose(scale, math.sqrt(f.embedding.dim), rel_tol=1e-9):
-        raise f.refuse(f"its embedding is scaled by {scale:g}, {f.family}'s by sqrt(hidden_size) = "
-                       f"{math.sqrt(f.embedding.dim):g}")
+# every Gemma's embedding is scaled by sqrt(hidden_size), which its fields do not say
+EMBEDDING_SCALE = Requires(lambda f: math.isclose(f.embedding.scale, math.sqrt(f.embedding.dim), rel_tol=1e-9),
+                           lambda f: f"its embedding is scaled by {f.embedding.scale:g}, {f.family}'s by "
+                                     f"sqrt(hidden_size) = {math.sqrt(f.embedding.dim):g}")
 
 
 def sandwich_modules(model) -> dict[str, str]:
@@ -162,32 +147,18 @@ def sandwich_modules(model) -> dict[str, str]:
     return found
 
 
-def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"Gemma 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    parts = sandwich_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    norms = {"attention_norm": "input_layernorm", "attention_post_norm": "post_attention_layernorm",
-             "feedforward_norm": "pre_feedforward_layernorm", "feedforward_post_norm": "post_feedforward_layernorm"}
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        rules += hf_llama.projection_rules(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}",
-                                           theirs, state, ours_state)
-        rules += [rule(f"{ours}.{parts[part]}.weight", f"{theirs}.{name}.weight") for part, name in norms.items()]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
+# Llama's checkpoint but for the norms: one before and one after each sublayer
+WEIGHTS = hf_llama.WEIGHTS.derive(
+    {"attention_norm": "input_layernorm", "attention_post_norm": "post_attention_layernorm",
+     "feedforward_norm": "pre_feedforward_layernorm", "feedforward_post_norm": "post_feedforward_layernorm"},
+    parts=sandwich_modules)
 
 EXPORT_PRIORITY = 270  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Gemma 2", ("gemma2",),
-        {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
-        "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
-        "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
-        "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
-        "schedule), the causal LM's logits soft-capped",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
-)
+GEMMA2 = Family(
+    "Gemma 2", ("gemma2",), {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
+    "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
+    "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
+    "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
+    "schedule), the causal LM's logits soft-capped",
+    module=__name__, fields=FIELDS, document=document, requires=(EMBEDDING_SCALE,), rules=WEIGHTS)
+FAMILIES = (GEMMA2,)  # the families this module reads and writes (``tfspec.interop.family``)

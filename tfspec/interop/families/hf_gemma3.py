@@ -10,10 +10,8 @@ scaled linearly in the larger models) -- a layer schedule whose sections change 
 from __future__ import annotations
 
 from . import hf_gemma2, hf_llama
-from ..facts import Facts
+from ..document import Document
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule, rule
-from ..writer import SpecWriter
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
@@ -55,49 +53,27 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Gemma 3 configuration describes: sandwich-normed layers in the wiring form, the sliding
-    and the full layers (each with its own rotary positions) as a layer schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Gemma 3's spec: Gemma 2's sandwich-normed layers, each head's queries and keys normed, the sliding and the
+    full layers (each with its own rotary positions) as a layer schedule."""
     def position(slides: bool) -> str:
         return f"rotary(theta={s.local_theta})" if slides else hf_llama.rotary(s)
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
     if not any(slides):
-        w.forget("local_theta")
+        s.writer.forget("local_theta")
     if all(slides):
-        w.forget("rope_theta")
+        s.writer.forget("rope_theta")
     document = hf_gemma2.sandwich(s, position, f", qk_norm=gemma_rmsnorm(eps={s.eps})", padding=padding)
-    return hf_gemma2.with_head(w, s, document, head, heading, name)
-
-
-def hf_config(spec) -> dict:
-    """The Gemma 3 configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "Gemma 3")
-    f.kind("decoder-only")
-    hf_gemma2.check_embedding_scale(f)
-    return {"model_type": "gemma3_text", **FIELDS.config(f)}
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    rules, aliases = hf_gemma2.weight_rules(model, prefix, state, lm)
-    attention = hf_gemma2.sandwich_modules(model)["attention"]
-    for i in range(len(model.decoder.layers)):
-        rules += [rule(f"decoder.layers.{i}.{attention}.{n}.weight", f"{prefix}layers.{i}.self_attn.{n}.weight")
-                  for n in ("q_norm", "k_norm")]
-    return rules, aliases
+    return hf_gemma2.with_head(s, document, head)
 
 
 EXPORT_PRIORITY = 280  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Gemma 3", ("gemma3_text",),
-        {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
-        "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
-        "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
-        "base (and the full ones' scaling)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+GEMMA3 = hf_gemma2.GEMMA2.derive(
+    "Gemma 3", ("gemma3_text",), {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
+    "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
+    "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
+    "base (and the full ones' scaling)",
+    module=__name__, fields=FIELDS, document=document,
+    rules=hf_gemma2.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}))
+FAMILIES = (GEMMA3,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -22,16 +22,17 @@ scaled by its own learned scale, and the MLP's and the mixture's outputs are eac
 
 from __future__ import annotations
 
+from ..family import Family
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from ...registry import ATTENTION_KINDS, FEEDFORWARD_KINDS
 from . import hf_gemma2, hf_llama
-from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, rule
+from ..mapping import InteropError
 from .. import layouts
-from ..document import Statement
-from ..writer import SpecWriter, causal_masks, schedule
+from ..document import Document, Statement
+from ..weights import DecoderWeights, GatedMLP, Projections, Tensor
+from ..writer import causal_masks, schedule
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
@@ -205,13 +206,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Gemma 4 text configuration describes: sandwich-normed layers in the wiring form, each
-    ending by its stored scalar, and the sliding and full layers (heads, positions and values of their own) as a
-    layer schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Gemma 4's text spec: sandwich-normed layers in the wiring form, each ending by its stored scalar, and the
+    sliding and full layers (heads, positions and values of their own) as a layer schedule."""
     eps = s.eps
 
     def attention(slides: bool) -> dict[str, str]:  # one kind of layer's attention options
@@ -225,9 +222,9 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         return f"rotary(theta={s.local_theta})" if slides else hf_llama.rotary(s)
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
-    makers = _config_makers(config)
+    makers = _config_makers(s.config)
     unmade = sorted({t for t, m, i in zip(s.value("layer_types"), makers, range(len(makers)))
-                     if m is None and i >= len(makers) - (config.num_kv_shared_layers or 0)})
+                     if m is None and i >= len(makers) - (s.config.num_kv_shared_layers or 0)})
     if unmade:
         raise InteropError(f"the layers sharing keys and values include {', '.join(unmade)} ones, but no earlier "
                            "layer of that kind makes them")
@@ -268,15 +265,7 @@ x = x + norm({mlp})
         document = document.add("embedding tokens", Statement("per_layer_norm", f"rmsnorm(eps={eps})"))
     for layers, layer in sections:
         document = document.add("decoder", f"layers {layers} {{ {section(*layer)} }}")
-    return hf_gemma2.with_head(w, s, document, head, heading, name)
-
-
-def hf_config(spec) -> dict:
-    """The Gemma 4 text configuration ``spec`` would be, its ``layer_types`` read from each layer."""
-    f = Facts(spec, "Gemma 4")
-    f.kind("decoder-only")
-    hf_gemma2.check_embedding_scale(f)
-    return {"model_type": "gemma4_text", **FIELDS.config(f)}
+    return hf_gemma2.with_head(s, document, head)
 
 
 def _layer_modules(model) -> dict[str, str]:
@@ -331,52 +320,35 @@ def _layer_modules(model) -> dict[str, str]:
     return found
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"Gemma 4 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    parts, ours_state = _layer_modules(model), model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    if "per_layer" in parts:  # the per-layer inputs' table, projection and norm
-        ours = "embeddings.tokens.per_layer"
-        rules += [rule(f"{ours}.table.weight", f"{prefix}embed_tokens_per_layer.weight"),
-                  rule(f"{ours}.projection.weight", f"{prefix}per_layer_model_projection.weight"),
-                  rule(f"{ours}.norm.weight", f"{prefix}per_layer_projection_norm.weight")]
-    norms = [n for n in parts if "norm" in n]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        attention = f"{ours}.{parts['self_attn']}"
-        rules += hf_llama.projection_rules(model, attention, f"{ours}.{parts['mlp']}", theirs, state, ours_state)
-        # (a layer reading another's keys and values norms its queries alone, on both sides)
-        rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
-                  if f"{attention}.{n}.weight" in ours_state or f"{theirs}.self_attn.{n}.weight" in state]
-        rules += [rule(f"{ours}.{parts[n]}.weight", f"{theirs}.{n}.weight") for n in norms]
-        rules.append(rule(f"{ours}.{parts['layer_scalar']}.weight", f"{theirs}.layer_scalar"))
-        if "per_layer" in parts:
-            gate = f"{ours}.{parts['per_layer']}"
-            rules += [rule(f"{gate}.gate.weight", f"{theirs}.per_layer_input_gate.weight"),
-                      rule(f"{gate}.down.weight", f"{theirs}.per_layer_projection.weight")]
-        if "experts" in parts:  # the router (its scales), the stacked experts (gate rows first), their norm
-            moe = f"{ours}.{parts['experts']}"
-            rules += [rule(f"{moe}.router.weight", f"{theirs}.router.proj.weight"),
-                      rule(f"{moe}.router_input.scale", f"{theirs}.router.scale"),
-                      rule(f"{moe}.choice.expert_scale", f"{theirs}.router.per_expert_scale"),
-                      rule(f"{moe}.experts.up", f"{theirs}.experts.gate_up_proj"),
-                      rule(f"{moe}.experts.down", f"{theirs}.experts.down_proj"),
-                      rule(f"{moe}.experts_norm.weight", f"{theirs}.pre_feedforward_layernorm_2.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
+# Gemma 4's checkpoint: its layer's parts under Hugging Face's names (``_layer_modules``)
+WEIGHTS = DecoderWeights({
+    "self_attn": Projections(), "self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm",
+    "mlp": GatedMLP(),
+    **{norm: norm for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                               "post_feedforward_layernorm", "post_feedforward_layernorm_1",
+                               "post_feedforward_layernorm_2", "post_per_layer_input_norm")},
+    "layer_scalar.weight": Tensor("layer_scalar"),
+    "per_layer.gate": "per_layer_input_gate", "per_layer.down": "per_layer_projection",
+    # the mixture: its router (and its scales), the stacked experts (gate rows first), their norm
+    "experts.router": "router.proj", "experts.router_input.scale": Tensor("router.scale"),
+    "experts.choice.expert_scale": Tensor("router.per_expert_scale"),
+    "experts.experts.up": Tensor("experts.gate_up_proj"), "experts.experts.down": Tensor("experts.down_proj"),
+    "experts.experts_norm": "pre_feedforward_layernorm_2"},
+    top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "norm",
+         # the per-layer inputs' table, projection and norm
+         "embeddings.tokens.per_layer.table": "embed_tokens_per_layer",
+         "embeddings.tokens.per_layer.projection": "per_layer_model_projection",
+         "embeddings.tokens.per_layer.norm": "per_layer_projection_norm"},
+    parts=_layer_modules)
 
 EXPORT_PRIORITY = 540  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Gemma 4", ("gemma4_text",), {"Gemma4ForCausalLM": {"head": True}, "Gemma4TextModel": {"head": False}},
-        "Gemma 4 (text): Gemma 3's sandwich-normed layer with plain RMSNorms, unscaled scores, weightless value "
-        "norms and a stored scalar ending each layer (gain); full layers with heads of their own width, p-RoPE "
-        "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule); "
-        "per-layer input embeddings, the last layers reading earlier layers' keys and values (kv_from), a "
-        "mixture of experts beside each MLP",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
-        carried=("use_bidirectional_attention",)),
-)
+GEMMA4 = Family(
+    "Gemma 4", ("gemma4_text",), {"Gemma4ForCausalLM": {"head": True}, "Gemma4TextModel": {"head": False}},
+    "Gemma 4 (text): Gemma 3's sandwich-normed layer with plain RMSNorms, unscaled scores, weightless value "
+    "norms and a stored scalar ending each layer (gain); full layers with heads of their own width, p-RoPE "
+    "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule); "
+    "per-layer input embeddings, the last layers reading earlier layers' keys and values (kv_from), a "
+    "mixture of experts beside each MLP",
+    module=__name__, fields=FIELDS, document=document, requires=(hf_gemma2.EMBEDDING_SCALE,), rules=WEIGHTS,
+    carried=("use_bidirectional_attention",))
+FAMILIES = (GEMMA4,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -15,10 +15,9 @@ from __future__ import annotations
 from ...registry import NORMS
 from .. import mtp
 from . import hf_deepseek, hf_llama, hf_mixtral
-from ..facts import Facts
+from ..document import Document
+from ..family import Requires
 from ..fields import Field, Fields
-from ..mapping import Rule, rule
-from ..writer import SpecWriter
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in hf_deepseek.LEFT_OUT
           and getattr(e, "config", None) not in ("pretraining_tp",)]
@@ -46,46 +45,24 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a GLM-4.5 configuration describes, its first dense layers a schedule: Llama's with biased
-    q/k/v, qk-norms where use_qk_norm says, and DeepSeek-V3's mixtures."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """GLM-4.5's spec, its first dense layers a schedule: Llama's with biased q/k/v, qk-norms where use_qk_norm
+    says, and DeepSeek-V3's mixtures."""
     document = hf_llama.document(s, padding=padding, head=head).change(
-        "decoder", "attention", out_bias="false", qk_norm=f"rmsnorm(eps={s.eps})" if config.use_qk_norm else None)
-    document = hf_deepseek.v3_feedforwards(document, s, [not d for d in hf_deepseek.dense_layers(config)])
-    return w.text(document.text(name), list(heading)) + mtp.line(s, head)
-
-def hf_config(spec) -> dict:
-    """The GLM-4.5 configuration ``spec`` would be."""
-    f = Facts(spec, "GLM-4.5")
-    f.kind("decoder-only")
-    if f.mixture("decoder").score != "sigmoid":
-        raise f.refuse("its router soft-maxes its scores; GLM-4.5's takes their sigmoids")
-    return {"model_type": "glm4_moe", **FIELDS.config(f)}
-
-
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's attention (Llama's projections, each head's query and key norms where it has them) and its
-    feed-forward (DeepSeek's mixture or gated MLP)."""
-    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-    rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
-              if f"{attention}.{n}.weight" in ours_state or f"{theirs}.self_attn.{n}.weight" in state]
-    return rules + hf_deepseek.feedforward_rules(feedforward, f"{theirs}.mlp", state, ours_state)
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+        "decoder", "attention", out_bias="false", qk_norm=f"rmsnorm(eps={s.eps})" if s.config.use_qk_norm else None)
+    document = hf_deepseek.v3_feedforwards(document, s, [not d for d in hf_deepseek.dense_layers(s.config)])
+    return mtp.with_modules(document, s, head)
 
 
 EXPORT_PRIORITY = 450  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "GLM-4.5", ("glm4_moe",), {"Glm4MoeForCausalLM": {"head": True}, "Glm4MoeModel": {"head": False}},
-        "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
-        "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
-        "routed by sigmoid scores plus a correction bias among groups, with shared experts",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+GLM4_MOE = hf_llama.LLAMA.derive(
+    "GLM-4.5", ("glm4_moe",), {"Glm4MoeForCausalLM": {"head": True}, "Glm4MoeModel": {"head": False}},
+    "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
+    "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
+    "routed by sigmoid scores plus a correction bias among groups, with shared experts",
+    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    requires=(Requires(lambda f: f.mixture("decoder").score == "sigmoid",
+                       "its router soft-maxes its scores; GLM-4.5's takes their sigmoids"),),
+    rules=hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
+                                   **hf_deepseek.MIXTURE}))
+FAMILIES = (GLM4_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

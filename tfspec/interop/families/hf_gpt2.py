@@ -6,38 +6,14 @@ transposed on the way; ``lm_head.weight`` is the token embedding (tied).
 
 from __future__ import annotations
 
-from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
+from ..family import Family
+from ..weights import Conv1D, DecoderWeights
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter
 from .. import layouts
-from ..document import Statement
-from ..family import Family, exported_config
+from ..document import Document, Statement
 
-REFERENCE = "Hugging Face GPT-2"
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
                "silu": "silu", "swish": "silu", "tanh": "tanh"}
-
-
-def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"GPT-2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}wte.weight"),
-             rule("embeddings.tokens.positions.weight", f"{prefix}wpe.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}h.{i}"
-        for ours_part, theirs_part in (("self_attn.qkv", "attn.c_attn"), ("self_attn.out", "attn.c_proj"),
-                                       ("ffn.up", "mlp.c_fc"), ("ffn.down", "mlp.c_proj")):
-            rules += [rule(f"{ours}.{ours_part}.weight", f"{theirs}.{theirs_part}.weight", transpose=True),
-                      rule(f"{ours}.{ours_part}.bias", f"{theirs}.{theirs_part}.bias")]
-        for ours_part, theirs_part in (("self_attn_norm", "ln_1"), ("ffn_norm", "ln_2")):
-            rules += [rule(f"{ours}.{ours_part}.{p}", f"{theirs}.{theirs_part}.{p}") for p in ("weight", "bias")]
-    rules += [rule(f"decoder.final_norm.{p}", f"{prefix}ln_f.{p}") for p in ("weight", "bias")]
-    aliases = {}
-    if prefix and model.tied_to is not None:
-        aliases["lm_head.weight"] = "embeddings.tokens.tokens.weight"
-    elif prefix:
-        rules.append(rule("head.weight", "lm_head.weight"))
-    return rules, aliases
 
 
 def _d_ff(f):
@@ -79,47 +55,29 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a GPT-2 configuration describes: ``GPT2LMHeadModel``'s, or ``GPT2Model``'s with
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a GPT-2 configuration describes: ``GPT2LMHeadModel``'s, or ``GPT2Model``'s with
     ``head=False`` (``padding``: mask padded keys)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     document = (layouts.decoder(s, norm=f"layernorm(eps={s.eps})", padding=padding, head=head)
                 .change("defaults", "residual", comment="x = x + Dropout(Sublayer(LayerNorm(x)))")
                 .change("defaults", "init", f"gpt2(std={s.init_std})")
                 .change("embedding tokens", "position", f"learned({s.context})"))
     if s.p_embd_dropout:
         document = document.add("embedding tokens", Statement("dropout", s.p_embd_dropout))
-    return w.text(document.text(name), list(heading))
-
-
-hf_config = exported_config("GPT-2", "gpt2", "decoder-only", FIELDS)
-
-
-def from_hf_gpt2(model, reference) -> None:
-    """Copy a ``GPT2Model`` or ``GPT2LMHeadModel``'s weights into ``model`` (every tensor accounted for)."""
-    lm = hasattr(reference, "transformer")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    rules, aliases = _rules(model, "transformer." if lm else "")
-    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
-
-
-def to_hf_gpt2(model) -> dict:
-    """A state dict for ``GPT2LMHeadModel`` (spec with a head) or ``GPT2Model`` (without)."""
-    rules, aliases = _rules(model, "transformer." if model.head is not None else "")
-    return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+    return document
 
 
 EXPORT_PRIORITY = 70  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("GPT-2", ("gpt2",),
-           {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
-           "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
-           "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
-           "1/sqrt(2 * layers)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt2,
-           export=to_hf_gpt2),
-)
+GPT2 = Family(
+    "GPT-2", ("gpt2",), {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
+    "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
+    "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
+    "1/sqrt(2 * layers)",
+    module=__name__, fields=FIELDS, document=document, prefix="transformer.",
+    # its projections are Conv1Ds, their weights stored transposed
+    rules=DecoderWeights({"attention.qkv": Conv1D("attn.c_attn"), "attention.out": Conv1D("attn.c_proj"),
+                          "feedforward.up": Conv1D("mlp.c_fc"), "feedforward.down": Conv1D("mlp.c_proj"),
+                          "attention_norm": "ln_1", "feedforward_norm": "ln_2"},
+                         top={"embeddings.tokens.tokens": "wte", "embeddings.tokens.positions": "wpe",
+                              "decoder.final_norm": "ln_f"}, layers="h"))
+FAMILIES = (GPT2,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -13,12 +13,11 @@ tying, dropout) and refuses any difference with an ``InteropError``.
 from __future__ import annotations
 
 from ...ir.queries import sublayers
-from ..mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
-                      refuse_other_architecture, rule, same_head)
+from ..document import Document
 from ..fields import Field, Fields, Fixed
 from .. import layouts
-from ..writer import SpecWriter
-from ..family import Family, exported_config
+from ..family import Family
+from ..weights import DecoderWeights, Reordered, per_head_rows
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
                "silu": "silu", "tanh": "tanh"}
@@ -69,11 +68,8 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a GPT-NeoX configuration describes (``padding``: mask padded keys)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """GPT-NeoX's spec: each branch behind its own LayerNorm, in parallel where ``use_parallel_residual``."""
     masks = "causal + padding" if padding else "causal"
 
     def out(t: str) -> str:  # HF's post_attention_dropout / post_mlp_dropout
@@ -84,74 +80,22 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     wiring = (f"x = x + {attention} + {feedforward}   # parallel residual" if s.value("parallel")
               else f"x = x + {attention}\nx = x + {feedforward}")
     position = f"rotary(theta={s.rope_theta}" + (f", fraction={s.rotary_fraction})" if s.rotary_fraction else ")")
-    document = layouts.wired(s, norm=None, final=f"layernorm(eps={s.eps})", position=position,
-                                     wiring=wiring, head=head)
-    return w.text(document.text(name), list(heading))
+    return layouts.wired(s, norm=None, final=f"layernorm(eps={s.eps})", position=position, wiring=wiring, head=head)
 
 
-hf_config = exported_config("GPT-NeoX", "gpt_neox", "decoder-only", FIELDS)
-
-
-def qkv_rows(heads: int, head_dim: int) -> tuple[int, ...]:
-    """For each row of our [q; k; v], its row in GPT-NeoX's per-head interleaved [q_h, k_h, v_h]..."""
-    return tuple(h * 3 * head_dim + part * head_dim + d
-                 for part in range(3) for h in range(heads) for d in range(head_dim))
-
-
-def _rules(model, prefix: str, state: dict, lm: bool, head: str = "lm_head") -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"GPT-NeoX is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    parts = layer_modules(model)
-    attention = model.decoder.layers[0].get_submodule(parts["attention"])
-    rows = qkv_rows(attention.heads, attention.head_dim)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_in.weight")]
-    rules += [rule(f"decoder.final_norm.{p}", f"{prefix}final_layer_norm.{p}") for p in ("weight", "bias")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        a, f = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += linear_rules(f"{a}.qkv", f"{theirs}.attention.query_key_value", state, ours_state, rows=rows)
-        rules += linear_rules(f"{a}.out", f"{theirs}.attention.dense", state, ours_state)
-        rules += linear_rules(f"{f}.up", f"{theirs}.mlp.dense_h_to_4h", state, ours_state)
-        rules += linear_rules(f"{f}.down", f"{theirs}.mlp.dense_4h_to_h", state, ours_state)
-        for part, norm in (("attention_norm", "input_layernorm"), ("feedforward_norm", "post_attention_layernorm")):
-            rules += [rule(f"{ours}.{parts[part]}.{p}", f"{theirs}.{norm}.{p}") for p in ("weight", "bias")]
-    aliases = {}
-    if lm and model.tied_to is not None:
-        aliases[f"{head}.weight"] = "embeddings.tokens.tokens.weight"
-    elif lm:
-        rules.append(rule("head.weight", f"{head}.weight"))
-    return rules, aliases
-
-
-def from_hf_gpt_neox(model, reference) -> None:
-    """Copy a ``GPTNeoXForCausalLM`` (or ``GPTNeoXModel``)'s weights into ``model``, after checking that the
-    spec is the architecture its configuration describes; an ``InteropError`` lists every difference."""
-    # transformers 5 names the output projection lm_head; earlier versions (and Pythia's files) embed_out
-    head = "lm_head" if hasattr(reference, "lm_head") else "embed_out"
-    lm = hasattr(reference, head)
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    state = reference.state_dict()
-    rules, aliases = _rules(model, "gpt_neox." if lm else "", state, lm, head)
-    load_state(model, state, rules, reference=type(reference).__name__, aliases=aliases)
-
-
-def to_hf_gpt_neox(model, head: str = "lm_head") -> dict:
-    """A state dict for ``GPTNeoXForCausalLM`` (spec with a head; ``head="embed_out"`` for transformers < 5)
-    or ``GPTNeoXModel`` (without)."""
-    lm = model.head is not None
-    rules, aliases = _rules(model, "gpt_neox." if lm else "", {}, lm, head)
-    return export_state(model, rules, reference="Hugging Face GPT-NeoX", aliases=aliases)
+# GPT-NeoX's checkpoint; its fused query_key_value interleaves q, k and v per head
+WEIGHTS = DecoderWeights({
+    "attention.qkv": Reordered("attention.query_key_value", lambda model, core: per_head_rows(core.heads,
+                                                                                             core.head_dim)),
+    "attention.out": "attention.dense", "feedforward.up": "mlp.dense_h_to_4h", "feedforward.down": "mlp.dense_4h_to_h",
+    "attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
+    top={"embeddings.tokens.tokens": "embed_in", "decoder.final_norm": "final_layer_norm"})
 
 
 EXPORT_PRIORITY = 330  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("GPT-NeoX", ("gpt_neox",),
-           {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
-           "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when "
-           "use_parallel_residual), each behind its own LayerNorm; partial rotary positions; an untied head",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gpt_neox,
-           export=to_hf_gpt_neox),
-)
+GPT_NEOX = Family(
+    "GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
+    "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when use_parallel_residual), "
+    "each behind its own LayerNorm; partial rotary positions; an untied head",
+    module=__name__, fields=FIELDS, document=document, rules=WEIGHTS, prefix="gpt_neox.")
+FAMILIES = (GPT_NEOX,)  # the families this module reads and writes (``tfspec.interop.family``)

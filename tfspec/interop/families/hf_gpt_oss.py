@@ -12,10 +12,11 @@ matrices transposed, its gate and up columns interleaved; the mapping transposes
 from __future__ import annotations
 
 from . import hf_llama, hf_mixtral
-from ..family import exported_config
+from ..document import Document
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
-from ..writer import SpecWriter, causal_masks, schedule
+from ..weights import Tensor
+from ..writer import causal_masks, schedule
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -70,17 +71,13 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a gpt-oss configuration describes, its full layers (or sliding ones) a schedule: Llama's with
-    attention sinks, biases everywhere and a mixture of clamped SwiGLU experts with a biased router."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-
+def document(s, *, padding: bool, head: bool) -> Document:
+    """gpt-oss's spec, its full layers (or sliding ones) a schedule: Llama's with attention sinks, biases everywhere
+    and a mixture of clamped SwiGLU experts with a biased router."""
     def masks(slides: bool) -> str:
         return causal_masks(s.window if slides else None, padding)
 
-    base, sections = schedule(_windows(config))
+    base, sections = schedule(_windows(s.config))
     document = (hf_llama.document(s, padding=padding, head=head)
                 .change("decoder", "attention", mask=masks(base), kind="sinks")
                 .change("decoder", "feedforward", bias=None)  # (written again after the activation)
@@ -89,43 +86,29 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                           f"aux_loss={s.aux_loss})"))
     for selection, slides in sections:
         document = document.add("decoder", f"layers {selection} {{ self_attn mask={masks(slides)} }}")
-    return w.text(document.text(name), list(heading))
-
-hf_config = exported_config("gpt-oss", "gpt_oss", "decoder-only", FIELDS)
+    return document
 
 
-def _experts_rules(ours: str, theirs: str, d_ff: int) -> list[Rule]:
+def _mixture(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
     """The router, and the experts: Hugging Face's ``gate_up_proj`` ``(experts, width, 2·d_ff)`` with gate and up
     columns interleaved is our ``up`` ``(experts, 2·d_ff, width)``, gate rows first; ``down_proj`` transposed."""
+    d_ff, mlp = ours_state[f"{ours}.experts.down"].shape[-1], f"{theirs}.mlp"
     gate_then_up = tuple(range(0, 2 * d_ff, 2)) + tuple(range(1, 2 * d_ff, 2))
-    return [rule(f"{ours}.router.weight", f"{theirs}.router.weight"),
-            rule(f"{ours}.router.bias", f"{theirs}.router.bias"),
-            rule(f"{ours}.experts.up", f"{theirs}.experts.gate_up_proj", transpose=True, rows=gate_then_up, axis=1),
-            rule(f"{ours}.experts.up_bias", f"{theirs}.experts.gate_up_proj_bias", rows=gate_then_up, axis=1),
-            rule(f"{ours}.experts.down", f"{theirs}.experts.down_proj", transpose=True),
-            rule(f"{ours}.experts.down_bias", f"{theirs}.experts.down_proj_bias")]
-
-
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's attention with its sinks, and its mixture."""
-    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-    rules.append(rule(f"{attention}.sinks.logits", f"{theirs}.self_attn.sinks"))
-    return rules + _experts_rules(feedforward, f"{theirs}.mlp", ours_state[f"{feedforward}.experts.down"].shape[-1])
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+    return [rule(f"{ours}.router.weight", f"{mlp}.router.weight"),
+            rule(f"{ours}.router.bias", f"{mlp}.router.bias"),
+            rule(f"{ours}.experts.up", f"{mlp}.experts.gate_up_proj", transpose=True, rows=gate_then_up, axis=1),
+            rule(f"{ours}.experts.up_bias", f"{mlp}.experts.gate_up_proj_bias", rows=gate_then_up, axis=1),
+            rule(f"{ours}.experts.down", f"{mlp}.experts.down_proj", transpose=True),
+            rule(f"{ours}.experts.down_bias", f"{mlp}.experts.down_proj_bias")]
 
 
 EXPORT_PRIORITY = 170  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "gpt-oss", ("gpt_oss",),
-        {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
-        "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
-        "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
-        "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
-        "soft-maxed",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+GPT_OSS = hf_llama.LLAMA.derive(
+    "gpt-oss", ("gpt_oss",), {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
+    "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
+    "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
+    "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
+    "soft-maxed",
+    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    rules=hf_llama.WEIGHTS.derive({"attention.sinks.logits": Tensor("self_attn.sinks"), "feedforward": _mixture}))
+FAMILIES = (GPT_OSS,)  # the families this module reads and writes (``tfspec.interop.family``)

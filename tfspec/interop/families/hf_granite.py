@@ -12,15 +12,10 @@ from __future__ import annotations
 import math
 
 from . import hf_llama
-from ..family import exported_config
-from ..fields import Field, Fields
+from ..fields import Field
 from .. import layouts
-from ..document import Statement
-from ..writer import SpecWriter, causal_masks
-
-_LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in {"head_dim", "window"}
-          and getattr(e, "config", None) != "pretraining_tp"]
-
+from ..document import Document, Statement
+from ..writer import causal_masks
 
 def _logits_scaling(f) -> float | None:
     """``logits_scaling`` from the head's input scale (its inverse), as the configuration wrote it where the two
@@ -32,44 +27,33 @@ def _logits_scaling(f) -> float | None:
     return short if math.isclose(short, value, rel_tol=1e-12) else value
 
 
-FIELDS = Fields(
-    *_LLAMA,
+FIELDS = hf_llama.FIELDS.derive(
     Field("embedding_multiplier", "embedding_multiplier", lambda f: f.embedding.scale),
     Field("attention_multiplier", "attention_multiplier",
           lambda f: f.attention("decoder").scale or f.geometry("decoder").head_dim ** -0.5),
     Field("residual_multiplier", "residual_multiplier", lambda f: f.residual_scale("decoder")),
-    Field("logits_scaling", "logits_scaling", _logits_scaling),
-    ignored={**hf_llama.FIELDS.ignored},
-)
+    Field("logits_scaling", "logits_scaling", _logits_scaling), drop={"head_dim", "window", "pretraining_tp"})
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Granite configuration describes: Llama's layer in the wiring form, its branches scaled."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Granite's spec: Llama's layer in the wiring form, its branches scaled."""
     wiring = f"""  x = x + residual_multiplier * attention(norm(x), heads={s.heads}, kv_heads={s.kv_heads}, \\
                                           mask={causal_masks(padding=padding)}, scale={s.attention_multiplier}, \\
                                           bias={s.attention_bias})
   x = x + residual_multiplier * feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.mlp_bias})"""
-    if not head:  # the base model has no logits to scale
-        w.forget("logits_scaling")
     document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
-                                     head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
-    if head:
-        document = document.change_tail("head", scale=f"1 / {s.logits_scaling}")
-    return w.text(document.text(name), list(heading))
-
-
-hf_config = exported_config("Granite", "granite", "decoder-only", FIELDS)
+                             head=head).add("embedding tokens", Statement("scale", s.embedding_multiplier))
+    if not head:  # the base model has no logits to scale
+        s.writer.forget("logits_scaling")
+        return document
+    return document.change_tail("head", scale=f"1 / {s.logits_scaling}")
 
 
 EXPORT_PRIORITY = 420  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
-        "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
-        "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
-        "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_llama.weight_rules),
-)
+GRANITE = hf_llama.LLAMA.derive(
+    "Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
+    "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
+    "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
+    "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
+    module=__name__, fields=FIELDS, document=document, hf_config=None)
+FAMILIES = (GRANITE,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -12,15 +12,14 @@ shared network alone. Granite's four multipliers are settings the spec states, a
 
 from __future__ import annotations
 
-from .. import hybrid
+from ..family import Family
+from ..weights import DecoderWeights, Projections, Tensor
+from .. import hybrid, layouts
 
 from . import hf_granite, hf_llama
-from ..family import exported_config
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule, linear_rules, rule
-from .. import layouts
-from ..document import Statement
-from ..writer import SpecWriter, causal_masks, schedule
+from ..document import Document, Statement
+from ..writer import causal_masks, schedule
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -101,12 +100,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Granite 4.0-H configuration describes: Granite's wiring with Mamba-2 in the layers
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a Granite 4.0-H configuration describes: Granite's wiring with Mamba-2 in the layers
     ``layer_types`` gives it and attention in the others (the most common kind the stack's, the other a section)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     rotary = s.value("position") == "rope"
     mamba = hybrid.mamba2_layer(s, "eps")
     attention = (f"attention(self, heads={s.heads}, kv_heads={s.kv_heads}, mask={causal_masks(padding=padding)}, "
@@ -123,50 +119,36 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               f"  x = x + residual_multiplier * feedforward(norm(x), {feedforward})")
     lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
     if not head:  # the base model has no logits to scale
-        w.forget("logits_scaling")
+        s.writer.forget("logits_scaling")
     position = hf_llama.rotary(s) if rotary else "none"
     document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring,
                                      head=head).add_lines("decoder", lines)
     document = document.add("embedding tokens", Statement("scale", s.embedding_multiplier))
     if head:
         document = document.change_tail("head", scale=f"1 / {s.logits_scaling}")
-    return w.text(document.text(name), list(heading))
-
-
-hf_config = exported_config("Granite 4.0-H", "granitemoehybrid", "decoder-only", FIELDS)
-
-
-def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A mixture (its router, stacked experts, and the shared network) or the shared network alone: its
-    ``input_linear`` is our ``up`` (gate rows first), its ``output_linear`` our ``down``."""
-    if f"{ours}.router.weight" in ours_state:
-        rules = [rule(f"{ours}.router.weight", f"{theirs}.block_sparse_moe.router.weight"),
-                 rule(f"{ours}.experts.up", f"{theirs}.block_sparse_moe.experts.gate_up_proj"),
-                 rule(f"{ours}.experts.down", f"{theirs}.block_sparse_moe.experts.down_proj")]
-        ours = f"{ours}.shared"
-    else:
-        rules = []
-    return rules + linear_rules(f"{ours}.up", f"{theirs}.shared_mlp.input_linear", state, ours_state) + \
-        linear_rules(f"{ours}.down", f"{theirs}.shared_mlp.output_linear", state, ours_state)
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hybrid.decoder_rules(
-        model, prefix, state, lm, "Granite 4.0-H", feedforward=_feedforward_rules,
-        operator=lambda ours, theirs, state, ours_state: hybrid.mamba2_rules(ours, f"{theirs}.mamba", state,
-                                                                             ours_state))
+    return document
 
 
 EXPORT_PRIORITY = 590  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Granite 4.0-H", ("granitemoehybrid",),
-        {"GraniteMoeHybridForCausalLM": {"head": True}, "GraniteMoeHybridModel": {"head": False}},
-        "Granite 4.0-H: a hybrid of pre-normed RMSNorm layers mixing by Mamba-2 (mixer mamba2) or by grouped-query "
-        "attention without positions (rotary where position_embedding_type is rope) as layer_types says, a layer "
-        "schedule; a mixture of SwiGLU experts beside a shared SwiGLU (shared=), or that one alone; Granite's "
-        "multipliers (the embedding's scale, the scores' scale, branches scaled in the wiring form, the head's "
-        "input scale)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
-        carried=("intermediate_size",)),  # the experts' width, which a model without experts does not have
-)
+GRANITE_MOE_HYBRID = Family(
+    "Granite 4.0-H", ("granitemoehybrid",),
+    {"GraniteMoeHybridForCausalLM": {"head": True}, "GraniteMoeHybridModel": {"head": False}},
+    "Granite 4.0-H: a hybrid of pre-normed RMSNorm layers mixing by Mamba-2 (mixer mamba2) or by grouped-query "
+    "attention without positions (rotary where position_embedding_type is rope) as layer_types says, a layer "
+    "schedule; a mixture of SwiGLU experts beside a shared SwiGLU (shared=), or that one alone; Granite's "
+    "multipliers (the embedding's scale, the scores' scale, branches scaled in the wiring form, the head's "
+    "input scale)",
+    module=__name__, fields=FIELDS, document=document,
+    carried=("intermediate_size",),  # the experts' width, which a model without experts does not have
+    # a mixture (its router and stacked experts) and the shared network (``input_linear`` our ``up``, gate rows
+    # first; ``output_linear`` our ``down``), or the shared network alone
+    rules=DecoderWeights({
+        "attention": Projections(), "mixer": hybrid.Mamba2Mixer(),
+        "feedforward.router": "block_sparse_moe.router",
+        "feedforward.experts.up": Tensor("block_sparse_moe.experts.gate_up_proj"),
+        "feedforward.experts.down": Tensor("block_sparse_moe.experts.down_proj"),
+        **{f"feedforward{shared}.{ours}": f"shared_mlp.{theirs}" for shared in ("", ".shared")
+           for ours, theirs in (("up", "input_linear"), ("down", "output_linear"))},
+        "operator_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
+        parts=hybrid.parts("Granite 4.0-H")))
+FAMILIES = (GRANITE_MOE_HYBRID,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -12,10 +12,10 @@ refused. ``head_dim`` must be set: Hunyuan's attention reads it as it is, and No
 from __future__ import annotations
 
 from . import hf_llama
-from ..facts import Facts
+from ..document import Document
+from ..family import Requires
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, layer_modules, rule
-from ..writer import SpecWriter
+from ..mapping import InteropError
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
           {"head_dim", "window", "mlp_bias", "rotary_fraction"} and e not in hf_llama.ROPE_SCALING]
@@ -49,49 +49,30 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Hunyuan configuration describes: Llama's with the rotated queries and keys RMS-normed,
-    its rotary positions NTK-scaled by alpha where it says."""
-    if not getattr(config, "head_dim", None):
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Hunyuan's spec: Llama's with the rotated queries and keys RMS-normed, its rotary positions NTK-scaled by alpha
+    where it says."""
+    if not getattr(s.config, "head_dim", None):
         raise InteropError("head_dim is None: Hunyuan's attention reads it as it is (set it to hidden_size / "
                            "num_attention_heads)")
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     rotary = f"rotary(theta={s.rope_theta}" + (f", scaling=ntk_alpha, alpha={s.rope_alpha})" if s.rope_alpha
                                                else ")")
-    document = (hf_llama.document(s, padding=padding, head=head)
-                .change("decoder", "position", rotary)
-                .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_after="positions")
-                .change("decoder", "feedforward", bias="false"))
-    return w.text(document.text(name), list(heading))
-
-def hf_config(spec) -> dict:
-    """The Hunyuan configuration ``spec`` would be."""
-    f = Facts(spec, "Hunyuan")
-    f.kind("decoder-only")
-    if f.attention("decoder").qk_norm_after != "positions":
-        raise f.refuse("its queries and keys are normed before the positions rotate them; Hunyuan's after")
-    return {"model_type": "hunyuan_v1_dense", **FIELDS.config(f)}
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """Llama's weight rules, and each layer's query and key norms under Hunyuan's names."""
-    rules, aliases = hf_llama.weight_rules(model, prefix, state, lm)
-    attention = layer_modules(model)["attention"]
-    for i in range(len(model.decoder.layers)):
-        rules += [rule(f"decoder.layers.{i}.{attention}.{ours}.weight", f"{prefix}layers.{i}.self_attn.{theirs}.weight")
-                  for ours, theirs in (("q_norm", "query_layernorm"), ("k_norm", "key_layernorm"))]
-    return rules, aliases
+    return (hf_llama.document(s, padding=padding, head=head)
+            .change("decoder", "position", rotary)
+            .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_after="positions")
+            .change("decoder", "feedforward", bias="false"))
 
 
 EXPORT_PRIORITY = 490  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Hunyuan", ("hunyuan_v1_dense",), {"HunYuanDenseV1ForCausalLM": {"head": True},
-        "HunYuanDenseV1Model": {"head": False}},
-        "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
-        "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
-        "the base (scaling=ntk_alpha)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+HUNYUAN = hf_llama.LLAMA.derive(
+    "Hunyuan", ("hunyuan_v1_dense",), {"HunYuanDenseV1ForCausalLM": {"head": True},
+                                       "HunYuanDenseV1Model": {"head": False}},
+    "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
+    "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
+    "the base (scaling=ntk_alpha)",
+    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    requires=(Requires(lambda f: f.attention("decoder").qk_norm_after == "positions",
+                       "its queries and keys are normed before the positions rotate them; Hunyuan's after"),),
+    rules=hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.query_layernorm",
+                                   "attention.k_norm": "self_attn.key_layernorm"}))
+FAMILIES = (HUNYUAN,)  # the families this module reads and writes (``tfspec.interop.family``)

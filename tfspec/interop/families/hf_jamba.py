@@ -11,15 +11,18 @@ kind of layer is the stack's; the others sections.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ...ir import nodes as ir
 from .. import hybrid
 from . import hf_llama
 from ..facts import Facts
-from ..family import exported_config
+from ..family import Family
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
-from ..writer import SpecWriter, causal_masks, schedule
+from ..document import Document
+from ..weights import DecoderWeights, GatedMLP, Projections, Tensor
+from ..writer import causal_masks, schedule
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -120,12 +123,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Jamba configuration describes: Mamba or attention, and a mixture or a SwiGLU, in each
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a Jamba configuration describes: Mamba or attention, and a mixture or a SwiGLU, in each
     layer as its periods say (the most common pair the stack's, the others sections)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     norm = f"rmsnorm(eps={s.eps})"
     mamba = (f"mamba({s.mamba_inner}, state={s.mamba_state}, kernel={s.mamba_kernel}, dt_rank={s.mamba_dt_rank}, "
              f"conv_bias={s.mamba_conv_bias}, bias={s.mamba_bias}, norms=true, eps={s.eps})")
@@ -144,50 +144,39 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     document = hybrid.document(s, norm=norm, position="none", own=own, head=head,
                                feedforward=f"d_ff={s.d_ff} activation=swiglu bias=false"
                                            + (f" {mixture}" if routes else ""))
-    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
+    return document.add_lines("decoder", lines)
 
 
-hf_config = exported_config("Jamba", "jamba", "decoder-only", FIELDS)
+@dataclass(frozen=True)
+class MambaMixer:
+    """A Mamba mixer's tensors under the checkpoint layer's ``module`` (Hugging Face's ``MambaMixer`` or Jamba's),
+    which it names as tfspec does; Jamba's RMSNorms of the time step's input, B and C where tfspec's has them."""
 
+    module: str = "mamba"
 
-MAMBA_TENSORS = ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
-
-
-def mamba_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A Mamba mixer's tensors (``theirs``: Hugging Face's ``MambaMixer`` or Jamba's), which it names as tfspec
-    does; Jamba's RMSNorms of the time step's input, B and C where tfspec's has them."""
-    rules = [r for part in MAMBA_TENSORS for r in linear_rules(f"{ours}.{part}", f"{theirs}.{part}", state,
-                                                               ours_state)]
-    norms = [f"{n}_layernorm.weight" for n in ("dt", "b", "c") if f"{ours}.{n}_layernorm.weight" in ours_state
-             or f"{theirs}.{n}_layernorm.weight" in state]
-    return rules + [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("A_log", "D", *norms)]
-
-
-def _mamba_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A Jamba layer's Mamba mixer, under ``mamba``."""
-    return mamba_rules(ours, f"{theirs}.mamba", state, ours_state)
-
-
-def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A mixture (its router and stacked experts) or a SwiGLU."""
-    if f"{ours}.router.weight" not in ours_state:
-        return hf_llama.mlp_rules(ours, f"{theirs}.feed_forward", state, ours_state)
-    return [rule(f"{ours}.router.weight", f"{theirs}.feed_forward.router.weight"),
-            rule(f"{ours}.experts.up", f"{theirs}.feed_forward.experts.gate_up_proj"),
-            rule(f"{ours}.experts.down", f"{theirs}.feed_forward.experts.down_proj")]
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hybrid.decoder_rules(model, prefix, state, lm, "Jamba", norms=("input_layernorm", "pre_ff_layernorm"),
-                                final="final_layernorm", operator=_mamba_rules, feedforward=_feedforward_rules)
+    def __call__(self, model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        theirs = f"{theirs}.{self.module}"
+        rules = [r for part in ("in_proj", "conv1d", "x_proj", "dt_proj", "out_proj")
+                 for r in linear_rules(f"{ours}.{part}", f"{theirs}.{part}", state, ours_state)]
+        norms = [f"{n}_layernorm.weight" for n in ("dt", "b", "c") if f"{ours}.{n}_layernorm.weight" in ours_state
+                 or f"{theirs}.{n}_layernorm.weight" in state]
+        return rules + [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("A_log", "D", *norms)]
 
 
 EXPORT_PRIORITY = 660  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Jamba", ("jamba",), {"JambaForCausalLM": {"head": True}, "JambaModel": {"head": False}},
-        "Jamba: pre-normed RMSNorm layers running Mamba (mixer mamba, with its RMSNorms of the time step, B and C) "
-        "or, every attn_layer_period-th from attn_layer_offset, attention without positions; every "
-        "expert_layer_period-th feed-forward a mixture of SwiGLU experts (not renormalised), the others SwiGLUs",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+JAMBA = Family(
+    "Jamba", ("jamba",), {"JambaForCausalLM": {"head": True}, "JambaModel": {"head": False}},
+    "Jamba: pre-normed RMSNorm layers running Mamba (mixer mamba, with its RMSNorms of the time step, B and C) "
+    "or, every attn_layer_period-th from attn_layer_offset, attention without positions; every "
+    "expert_layer_period-th feed-forward a mixture of SwiGLU experts (not renormalised), the others SwiGLUs",
+    module=__name__, fields=FIELDS, document=document,
+    # a mixture's router and stacked experts, or a SwiGLU
+    rules=DecoderWeights({
+        "attention": Projections(), "mixer": MambaMixer(), "feedforward": GatedMLP("feed_forward"),
+        "feedforward.router": "feed_forward.router",
+        "feedforward.experts.up": Tensor("feed_forward.experts.gate_up_proj"),
+        "feedforward.experts.down": Tensor("feed_forward.experts.down_proj"),
+        "operator_norm": "input_layernorm", "feedforward_norm": "pre_ff_layernorm"},
+        top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},
+        parts=hybrid.parts("Jamba")))
+FAMILIES = (JAMBA,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -12,10 +12,11 @@ Its final norm is named ``embedding_norm``.
 
 from __future__ import annotations
 
+from ..weights import Projections, lm_head_rules
 from .. import hybrid
 
 from . import hf_llama
-from ..family import exported_config
+from ..family import Family, exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..writer import SpecWriter, causal_masks, schedule
@@ -122,7 +123,7 @@ def weight_rules(model, prefix: str, state: dict, lm: bool, feedforward_rules=ml
         ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "LFM2")
         operator = f"{ours}.{parts['operator']}"
         if "attends" in parts:
-            rules += [r for r in hf_llama.attention_rules(model, operator, theirs, state, ours_state)
+            rules += [r for r in Projections()(model, operator, theirs, state, ours_state)
                       if not r.theirs[0].endswith(".o_proj.weight")]  # (LFM2 names it out_proj)
             rules += linear_rules(f"{operator}.out", f"{theirs}.self_attn.out_proj", state, ours_state)
             rules += [rule(f"{operator}.q_norm.weight", f"{theirs}.self_attn.q_layernorm.weight"),
@@ -136,13 +137,13 @@ def weight_rules(model, prefix: str, state: dict, lm: bool, feedforward_rules=ml
         rules += feedforward_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.feed_forward", state, ours_state)
         rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.operator_norm.weight"),
                   rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.ffn_norm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
+    head, aliases = lm_head_rules(model, lm)
     return rules + head, aliases
 
 
 EXPORT_PRIORITY = 580  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
+    Family(
         "LFM2", ("lfm2",), {"Lfm2ForCausalLM": {"head": True}, "Lfm2Model": {"head": False}},
         "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "
         "or by grouped-query attention with qk-norms as layer_types says, a layer schedule; SwiGLU feed-forwards "

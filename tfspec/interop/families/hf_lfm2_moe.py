@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from . import hf_lfm2, hf_llama
 from ..facts import Facts
-from ..family import exported_config
+from ..family import Family, exported_config
 from ..fields import Field, Fields
 from ..mapping import InteropError, Rule, rule
 from ..writer import SpecWriter
@@ -110,7 +110,7 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
 
 EXPORT_PRIORITY = 630  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
+    Family(
         "LFM2-MoE", ("lfm2_moe",), {"Lfm2MoeForCausalLM": {"head": True}, "Lfm2MoeModel": {"head": False}},
         "LFM2-MoE: LFM2's hybrid of short convolutions and attention with qk-norms as layer_types says, its first "
         "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..mapping import (InteropError, Rule, export_state, layer_modules, linear_rules, load_state,
-                      refuse_other_architecture, rule, same_head)
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter, causal_masks
+from ..writer import causal_masks
 from ..family import Family
-from .. import layouts, mtp
+from .. import layouts
+from ..weights import DecoderWeights, GatedMLP, Projections
 from ..document import Document, Statement
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
@@ -155,13 +154,6 @@ def document(s, *, padding: bool, head: bool, norm: str = "rmsnorm") -> Document
             .change("decoder", "feedforward", bias=s.mlp_bias if s.has("mlp_bias") else "false"))
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Llama or Mistral configuration describes (``padding``: mask padded keys)."""
-    w = SpecWriter()
-    return w.text(document(FIELDS.write(config, w), padding=padding, head=head).text(name), list(heading))
-
-
 def rotary(s, theta: str | None = None, interleaved: bool = False) -> str:
     """The stack's rotary positions, as the configuration's settings ``s`` write them (``theta``: another base;
     ``interleaved``: neighbouring dimensions paired, GLM's and Cohere's, rather than halves)."""
@@ -184,141 +176,16 @@ def hf_config(spec) -> dict:
     return {"model_type": "mistral" if f.window("decoder") is not None else "llama", **FIELDS.config(f)}
 
 
-def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"Llama and Mistral are decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    return layout_rules(model, prefix, state, lm, projection_rules)
-
-
-def layout_rules(model, prefix: str, state: dict, lm: bool, sublayers: Callable,
-                 norms: tuple[str, str] = ("input_layernorm", "post_attention_layernorm")
-                 ) -> tuple[list[Rule], dict[str, str]]:
-    """Llama's layout: the token table, the final norm, each layer's two norms (``norms``: their names, Llama's
-    by default; Apertus's differ) and the causal LM's head; ``sublayers(model, attention, feedforward, theirs,
-    state, ours_state)``: the rules of one layer's attention and feed-forward (their module paths; ``theirs``: the
-    layer's prefix), which is where Llama's relatives differ."""
-    ours_state = model.state_dict()
-    parts = layer_modules(model)
-
-    def layer(ours: str, theirs: str) -> list[Rule]:
-        return sublayers(model, f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}", theirs, state,
-                         ours_state) + [rule(f"{ours}.{parts['attention_norm']}.weight", f"{theirs}.{norms[0]}.weight"),
-                                        rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.{norms[1]}.weight")]
-
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        rules += layer(f"decoder.layers.{i}", f"{prefix}layers.{i}")
-    head, aliases = lm_head_rules(model, lm)
-    ahead, shared = mtp.rules(model, prefix, state, layer) if lm else ([], {})  # (checkpoints' layers L, L + 1, ...)
-    return rules + head + ahead, {**aliases, **shared}
-
-
-def projection_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                     ) -> list[Rule]:
-    """One Llama-layout layer's projections (``theirs``: its prefix): q, k and v into our fused ``qkv``, ``o``
-    into ``out``, ``gate`` and ``up`` into our ``up`` (gate first), ``down``."""
-    return attention_rules(model, attention, theirs, state, ours_state) + \
-        mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
-
-
-def attention_rules(model, attention: str, theirs: str, state: dict, ours_state: dict,
-                    module: str = "self_attn") -> list[Rule]:
-    """q, k and v into our fused ``qkv``, ``o`` into ``out`` (``theirs``: the layer's prefix; ``module``: the
-    layer's attribute holding the projections, Nemotron-H's ``mixer``)."""
-    core = model.get_submodule(attention)
-    theirs = f"{theirs}.{module}"
-    if not hasattr(core, "qkv"):  # it reads another layer's keys and values: it projects queries alone
-        return linear_rules(f"{attention}.q", f"{theirs}.q_proj", state, ours_state) + \
-            linear_rules(f"{attention}.out", f"{theirs}.o_proj", state, ours_state)
-    q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
-    names, split = tuple(f"{theirs}.{p}_proj" for p in "qkv"), (q_width, kv_width, kv_width)
-    if core.qkv.out_features == q_width + kv_width:  # its values are its keys' projection: no v_proj (Gemma 4's)
-        names, split = names[:2], split[:2]
-    rules = linear_rules(f"{attention}.qkv", names, state, ours_state, split=split)
-    return rules + linear_rules(f"{attention}.out", f"{theirs}.o_proj", state, ours_state)
-
-
-def mlp_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A gated MLP's ``gate_proj`` and ``up_proj`` into our ``up`` (gate first), ``down_proj`` into ``down``."""
-    rules = linear_rules(f"{ours}.up", (f"{theirs}.gate_proj", f"{theirs}.up_proj"), state, ours_state)
-    return rules + linear_rules(f"{ours}.down", f"{theirs}.down_proj", state, ours_state)
-
-
-def lm_head_rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """The causal LM's head: an alias of the token embedding when tied, else ``lm_head`` (none without ``lm``)."""
-    if lm and model.tied_to is not None:
-        return [], {"lm_head.weight": "embeddings.tokens.tokens.weight"}
-    return ([rule("head.weight", "lm_head.weight")] if lm else []), {}
-
-
-def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: str = "model.",
-                 derived: Callable | None = None) -> None:
-    """Copy a decoder-only causal LM's (or base model's) weights into ``model`` by ``rules(model, prefix, state,
-    lm)``, once ``model``'s spec is the architecture the reference's configuration describes (``spec_text``,
-    read field by field through ``fields`` and ``hf_config``); every tensor must be accounted for. ``prefix``:
-    where the causal LM holds its base model (Llama's ``model.``, BLOOM's ``transformer.``); ``derived(model,
-    prefix)``: the tensors the reference holds that the model computes (MiniMax's decays), checked."""
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, fields, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    # multi-token prediction's modules, which Hugging Face's model leaves out: from its checkpoint's files
-    state = {**reference.state_dict(), **(mtp.checkpoint_tensors(reference, model, prefix) if lm else {})}
-    names, aliases = rules(model, prefix if lm else "", state, lm)
-    names, aliases, outside = mtp.without_missing(model, state, names, aliases, prefix, type(reference).__name__)
-    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases, outside=outside,
-               derived=derived(model, prefix if lm else "") if derived else None)
-
-
-def export_decoder(model, rules, reference: str, prefix: str = "model.", derived: Callable | None = None) -> dict:
-    """A decoder-only state dict of ``model`` by ``rules``: the causal LM's (spec with a head; its base model under
-    ``prefix``) or the base model's; ``derived``: as ``load_decoder``'s, written as computed."""
-    lm = model.head is not None
-    names, aliases = rules(model, prefix if lm else "", {}, lm)
-    return export_state(model, names, reference=reference, aliases=aliases,
-                        derived=derived(model, prefix if lm else "") if derived else None)
-
-
-def decoder_family(name: str, model_types: tuple[str, ...], classes: dict, conventions: str, *, module: str,
-                   fields, spec_text, hf_config, rules, carried: tuple[str, ...] = (),
-                   derived: Callable | None = None, prefix: str = "model.") -> Family:
-    """A decoder-only family whose weights copy as Llama's do (``load_decoder``, ``export_decoder``) by
-    ``rules(model, prefix, state, lm)``: what most families declare beyond their table and spec text;
-    ``carried``: as ``Family.carried``; ``derived`` and ``prefix``: as ``load_decoder``'s."""
-    return Family(name, model_types, classes, conventions, module=module, fields=fields, spec_text=spec_text,
-                  hf_config=hf_config, carried=carried,
-                  load=lambda model, reference: load_decoder(model, reference, fields, hf_config, spec_text, rules,
-                                                             prefix=prefix, derived=derived),
-                  export=lambda model: export_decoder(model, rules, f"Hugging Face {name}", prefix=prefix,
-                                                      derived=derived))
-
-
-def from_hf_llama(model, reference) -> None:
-    """Copy a ``LlamaForCausalLM``/``MistralForCausalLM`` (or base model)'s weights into ``model``.
-
-    Every tensor must be accounted for and the spec must be the architecture the
-    reference's configuration describes; otherwise an ``InteropError`` lists every difference.
-    """
-    load_decoder(model, reference, FIELDS, hf_config, spec_text, weight_rules)
-
-
-def to_hf_llama(model) -> dict:
-    """A state dict for ``LlamaForCausalLM``/``MistralForCausalLM`` (spec with a head) or the base model."""
-    return export_decoder(model, weight_rules, "Hugging Face Llama")
-
+# Llama's checkpoint, from which most decoders' tables derive
+WEIGHTS = DecoderWeights({"attention": Projections(), "feedforward": GatedMLP(),
+                          "attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"})
 
 EXPORT_PRIORITY = 120  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Llama", ("llama",),
-           {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
-           "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
-           "kv_heads < heads, no biases",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llama,
-           export=to_hf_llama),
-    Family("Mistral", ("mistral",),
-           {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
-           "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llama,
-           export=to_hf_llama),
-)
+LLAMA = Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
+               "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
+               "kv_heads < heads, no biases",
+               module=__name__, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
+MISTRAL = LLAMA.derive("Mistral", ("mistral",), {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
+                       "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
+                       module=__name__)
+FAMILIES = (LLAMA, MISTRAL)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from ...registry import NORMS
 from . import hf_llama
-from ..family import exported_config
 from ..fields import Field, Fields
-from ..mapping import Rule, rule
-from ..document import Statement
-from ..writer import SpecWriter, causal_masks, every_step, schedule
+from ..document import Document, Statement
+from ..weights import GatedMLP, Tensor
+from ..writer import causal_masks, every_step, schedule
 
 CHUNKED, FULL = "chunked_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -115,12 +114,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Llama 4 text configuration describes: its layers' positions, chunks and feed-forwards
-    as a layer schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Llama 4's text spec: its layers' positions, chunks and feed-forwards as a layer schedule."""
+    config = s.config
     mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, score=sigmoid, weigh=inputs, shared={s.d_ff})"}
     dense = {"d_ff": s.dense_d_ff, "kind": "dense"}
     qk_norm = f"rmsnorm(eps={s.eps}, weight=false)" if config.use_qk_norm else "none"
@@ -150,7 +146,7 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         return "; ".join(p for p in parts if p)
 
     if not any(_rotates(config)):
-        w.forget("rope_theta")
+        s.writer.forget("rope_theta")
     document = (hf_llama.document(s, padding=padding, head=head)
                 .change("decoder", "position", position(rotates))
                 .change("decoder", "attention", mask=masks(chunked), **steps(rotates, base=True))
@@ -158,37 +154,21 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                                           **(mixture if sparse else dense))))
     for selection, layer in sections:
         document = document.add("decoder", f"layers {selection} {{ {section(*layer)} }}")
-    return w.text(document.text(name), list(heading))
-
-
-hf_config = exported_config("Llama 4", "llama4_text", "decoder-only", FIELDS)
-
-
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's attention (Llama's projections; its qk-norm has no weight) and its feed-forward: the mixture
-    (router, transposed experts, shared expert) or the gated MLP."""
-    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-    ours_ff, theirs_ff = feedforward, f"{theirs}.feed_forward"
-    if f"{ours_ff}.router.weight" not in ours_state and f"{theirs_ff}.router.weight" not in state:
-        return rules + hf_llama.mlp_rules(ours_ff, theirs_ff, state, ours_state)
-    return rules + [rule(f"{ours_ff}.router.weight", f"{theirs_ff}.router.weight"),
-                    rule(f"{ours_ff}.experts.up", f"{theirs_ff}.experts.gate_up_proj", transpose=True),
-                    rule(f"{ours_ff}.experts.down", f"{theirs_ff}.experts.down_proj", transpose=True),
-                    *hf_llama.mlp_rules(f"{ours_ff}.shared", f"{theirs_ff}.shared_expert", state, ours_state)]
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
+    return document
 
 
 EXPORT_PRIORITY = 510  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Llama 4", ("llama4_text",), {"Llama4ForCausalLM": {"head": True}, "Llama4TextModel": {"head": False}},
-        "Llama 4 (text): Llama's layout, rotary layers (pairs interleaved, a weightless L2 qk-norm after the "
-        "rotation) attending in chunks of positions and NoPE layers with query temperature tuning, as "
-        "no_rope_layers and layer_types say; mixtures of one sigmoid-routed expert scaling its input plus a shared "
-        "expert in moe_layers, gated MLPs elsewhere",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+LLAMA4 = hf_llama.LLAMA.derive(
+    "Llama 4", ("llama4_text",), {"Llama4ForCausalLM": {"head": True}, "Llama4TextModel": {"head": False}},
+    "Llama 4 (text): Llama's layout, rotary layers (pairs interleaved, a weightless L2 qk-norm after the "
+    "rotation) attending in chunks of positions and NoPE layers with query temperature tuning, as "
+    "no_rope_layers and layer_types say; mixtures of one sigmoid-routed expert scaling its input plus a shared "
+    "expert in moe_layers, gated MLPs elsewhere",
+    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    # (its qk-norm has no weight) a mixture's router, transposed experts and shared expert, or a gated MLP
+    rules=hf_llama.WEIGHTS.derive({
+        "feedforward": GatedMLP("feed_forward"), "feedforward.router": "feed_forward.router",
+        "feedforward.experts.up": Tensor("feed_forward.experts.gate_up_proj", transpose=True),
+        "feedforward.experts.down": Tensor("feed_forward.experts.down_proj", transpose=True),
+        "feedforward.shared": GatedMLP("feed_forward.shared_expert")}))
+FAMILIES = (LLAMA4,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -7,6 +7,7 @@ before the head. Its base model is the ``backbone``; its embedding ``embeddings`
 
 from __future__ import annotations
 
+from ..document import Document
 import math
 
 from .. import hybrid
@@ -14,7 +15,6 @@ from .. import hybrid
 from . import hf_jamba, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -56,14 +56,11 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Mamba configuration describes: a stack of normed Mamba mixers."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a Mamba configuration describes: a stack of normed Mamba mixers."""
     mixer = (f"mamba({s.expand} * {s.d_model}, state={s.state}, kernel={s.kernel}, dt_rank={s.dt_rank}, "
              f"conv_bias={s.conv_bias}, bias={s.bias})")
-    return w.text(hybrid.mixers_alone(s, mixer, head=head).text(name), list(heading))
+    return hybrid.mixers_alone(s, mixer, head=head)
 
 
 def hf_config(spec) -> dict:
@@ -77,6 +74,6 @@ EXPORT_PRIORITY = 680  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
     hybrid.mixers_alone_family(
         "Mamba", "mamba", "Mamba: every layer one RMS-normed Mamba mixer (mixer mamba, Mamba-1's selective scan) on a "
-        "residual branch, with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, spec_text,
-        hf_config, hf_jamba.mamba_rules),
+        "residual branch, with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, document,
+        hf_config, hf_jamba.MambaMixer("mixer")),
 )

@@ -7,12 +7,12 @@ Its base model is the ``backbone``; its embedding ``embeddings``.
 
 from __future__ import annotations
 
+from ..document import Document
 from .. import hybrid
 
 from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -29,12 +29,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Mamba-2 configuration describes: a stack of normed Mamba-2 mixers."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    return w.text(hybrid.mixers_alone(s, hybrid.mamba2_layer(s, s.eps), head=head).text(name), list(heading))
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a Mamba-2 configuration describes: a stack of normed Mamba-2 mixers."""
+    return hybrid.mixers_alone(s, hybrid.mamba2_layer(s, s.eps), head=head)
 
 
 def hf_config(spec) -> dict:
@@ -48,6 +45,6 @@ EXPORT_PRIORITY = 600  # where export tries this module's families (lower first)
 FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
     hybrid.mixers_alone_family(
         "Mamba-2", "mamba2", "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, "
-        "with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, spec_text, hf_config,
-        hybrid.mamba2_rules),
+        "with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, document, hf_config,
+        hybrid.Mamba2Mixer("mixer")),
 )

@@ -11,14 +11,16 @@ Mixtral's mixture of SwiGLU experts. Its layers are DeepNet's: the residual is t
 
 from __future__ import annotations
 
+from ..family import Family
+from ..weights import DecoderWeights, Projections
+from ..document import Document
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
 from . import hf_llama, hf_mixtral
-from ..family import exported_config
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, rule
+from ..mapping import InteropError
 from .. import layouts
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 LINEAR, FULL = "linear_attention", "full_attention"
 _MIXTRAL = {getattr(e, "name", None) or e.config: e for e in hf_mixtral.FIELDS.entries}
@@ -112,12 +114,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a MiniMax configuration describes: DeepNet's layers in the wiring form, lightning attention
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a MiniMax configuration describes: DeepNet's layers in the wiring form, lightning attention
     or Mixtral's attention as ``layer_types`` says (the most common the stack's, the other a section)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     lightning = f"lightning({s.heads}, head_dim={s.head_dim}, block={s.block}, layers={s.layers}, eps={LIGHTNING_EPS})"
     attention = (f"heads={s.heads}, kv_heads={s.kv_heads}, head_dim={s.head_dim}, "
                  f"mask={causal_masks(s.window, padding)}, bias=false")
@@ -133,29 +132,16 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
     lines = "".join(f"  layers {layers} {{ {other} }}\n" for layers, _ in sections)
     document = layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=hf_llama.rotary(s), wiring=wiring,
                                      head=head).add_lines("decoder", lines)
-    return w.text(document.text(name), list(heading))
+    return document
 
 
-hf_config = exported_config("MiniMax", "minimax", "decoder-only", FIELDS)
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i, parts in enumerate(_layers(model)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        operator = f"{ours}.{parts['operator']}"
-        if parts.get("attends"):
-            rules += hf_llama.attention_rules(model, operator, theirs, state, ours_state)
-        else:
-            rules += [rule(f"{operator}.{t}", f"{theirs}.self_attn.{t}")
-                      for t in ("qkv_proj.weight", "output_gate.weight", "norm.weight", "out_proj.weight")]
-        rules += hf_mixtral.moe_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.mlp")
-        rules += [rule(f"{ours}.{parts['norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['mlp_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+def _parts(model) -> list[dict[str, str]]:
+    """Each layer's parts as ``DecoderWeights`` names them: its ``mixer`` or ``attention``, its ``feedforward`` and
+    the norm before each (``norm``, ``mlp_norm``)."""
+    return [{"attention" if parts.get("attends") else "mixer": parts["operator"],
+             **{k: parts[k] for k in ("feedforward", "norm", "mlp_norm")}} for parts in _layers(model)]
 
 
 def _decays(model, prefix: str) -> dict:
@@ -178,11 +164,14 @@ def _decays(model, prefix: str) -> dict:
 
 
 EXPORT_PRIORITY = 650  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "MiniMax", ("minimax",), {"MiniMaxForCausalLM": {"head": True}, "MiniMaxModel": {"head": False}},
-        "MiniMax-01: lightning attention (mixer lightning, slopes scaled by the layer's depth) or Mixtral's "
-        "attention as layer_types says, a layer schedule; Mixtral's mixtures of SwiGLU experts; DeepNet's layers, "
-        "x = α · norm(x) + β · F(norm(x)) in the wiring form",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules, derived=_decays),
-)
+MINIMAX = Family(
+    "MiniMax", ("minimax",), {"MiniMaxForCausalLM": {"head": True}, "MiniMaxModel": {"head": False}},
+    "MiniMax-01: lightning attention (mixer lightning, slopes scaled by the layer's depth) or Mixtral's "
+    "attention as layer_types says, a layer schedule; Mixtral's mixtures of SwiGLU experts; DeepNet's layers, "
+    "x = α · norm(x) + β · F(norm(x)) in the wiring form",
+    module=__name__, fields=FIELDS, document=document, computed=_decays,
+    rules=DecoderWeights({"attention": Projections(),
+                          **{f"mixer.{t}": f"self_attn.{t}" for t in ("qkv_proj", "output_gate", "norm", "out_proj")},
+                          **hf_mixtral.MIXTURE, "norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"},
+                         parts=_parts))
+FAMILIES = (MINIMAX,)  # the families this module reads and writes (``tfspec.interop.family``)

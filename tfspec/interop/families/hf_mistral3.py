@@ -26,6 +26,7 @@ computes the same.
 
 from __future__ import annotations
 
+from ..weights import GatedMLP, Projections
 from . import hf_llama
 from ..document import Block, Document, Statement, Tower
 from ..fields import Field, Fields, Fixed
@@ -137,8 +138,8 @@ def _rules(model, state: dict) -> list:
              rule(f"{v}.embeddings.{image}.norm.weight", f"{VISION}.ln_pre.weight")]
     for i in range(len(model.towers[source].encoder.layers)):
         o, t = f"{v}.encoder.layers.{i}", f"{VISION}.transformer.layers.{i}"
-        rules += [*hf_llama.attention_rules(model, f"{o}.self_attn", t, state, ours, module="attention"),
-                  *hf_llama.mlp_rules(f"{o}.ffn", f"{t}.feed_forward", state, ours),
+        rules += [*Projections("attention")(model, f"{o}.self_attn", t, state, ours),
+                  *GatedMLP("feed_forward").rules(f"{o}.ffn", t, state, ours),
                   rule(f"{o}.self_attn_norm.weight", f"{t}.attention_norm.weight"),
                   rule(f"{o}.ffn_norm.weight", f"{t}.ffn_norm.weight")]
     return rules + [rule(f"{steps}.0.weight", f"{PROJECTOR}.norm.weight"),

@@ -12,10 +12,9 @@ gate rows first; ``experts.down_proj``), as tfspec does (``experts.up``, ``exper
 from __future__ import annotations
 
 from . import hf_llama
-from ..family import exported_config
+from ..document import Document
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule, rule
-from ..writer import SpecWriter
+from ..weights import GatedMLP, Tensor
 
 MOE_FIELDS = [
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
@@ -45,58 +44,26 @@ FIELDS = Fields(*(e for e in hf_llama.FIELDS.entries if getattr(e, "config", Non
                                                                                "every dimension whatever it says"})
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Mixtral configuration describes: Mistral's, its feed-forward a mixture."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    document = hf_llama.document(s, padding=padding, head=head).change(
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Mixtral's spec: Mistral's, its feed-forward a mixture."""
+    return hf_llama.document(s, padding=padding, head=head).change(
         "decoder", "feedforward", kind=f"moe({s.experts}, {s.top}, renormalize=true, aux_loss={s.aux_loss})")
-    return w.text(document.text(name), list(heading))
-
-hf_config = exported_config("Mixtral", "mixtral", "decoder-only", FIELDS)
 
 
-def moe_rules(ours: str, theirs: str) -> list[Rule]:
-    """A mixture's router (Hugging Face's ``gate``) and its stacked experts."""
-    return [rule(f"{ours}.router.weight", f"{theirs}.gate.weight"),
-            rule(f"{ours}.experts.up", f"{theirs}.experts.gate_up_proj"),
-            rule(f"{ours}.experts.down", f"{theirs}.experts.down_proj")]
-
-
-def shared_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """Qwen2-MoE's shared expert (a gated MLP) and its gate, where the mixture has them."""
-    if f"{ours}.shared.down.weight" not in ours_state and f"{theirs}.shared_expert.down_proj.weight" not in state:
-        return []
-    rules = hf_llama.mlp_rules(f"{ours}.shared", f"{theirs}.shared_expert", state, ours_state)
-    return rules + [rule(f"{ours}.shared_gate.weight", f"{theirs}.shared_expert_gate.weight")]
-
-
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's attention (with each head's query and key norms where it has them: Qwen3-MoE) and its
-    feed-forward: a mixture, or (layer by layer) a gated MLP."""
-    rules = hf_llama.attention_rules(model, attention, theirs, state, ours_state)
-    rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")
-              if f"{attention}.{n}.weight" in ours_state]
-    if f"{feedforward}.router.weight" in ours_state:  # this layer's is a mixture
-        return rules + moe_rules(feedforward, f"{theirs}.mlp") + shared_rules(feedforward, f"{theirs}.mlp", state,
-                                                                              ours_state)
-    return rules + hf_llama.mlp_rules(feedforward, f"{theirs}.mlp", state, ours_state)
-
-
-def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """A Llama-layout decoder whose feed-forwards are mixtures (or, layer by layer, gated MLPs)."""
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
-
+# a mixture's tensors: its router (Hugging Face's gate), its stacked experts, and (Qwen2-MoE's) a shared expert and
+# its gate, beside Llama's gated MLP in the layers whose feed-forward is one
+MIXTURE = {"feedforward.router": "mlp.gate", "feedforward.experts.up": Tensor("mlp.experts.gate_up_proj"),
+           "feedforward.experts.down": Tensor("mlp.experts.down_proj"),
+           "feedforward.shared": GatedMLP("mlp.shared_expert"), "feedforward.shared_gate": "mlp.shared_expert_gate"}
+# (each head's query and key norms where it has them: Qwen3-MoE's)
+WEIGHTS = hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
+                                   **MIXTURE})
 
 EXPORT_PRIORITY = 130  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Mixtral", ("mixtral",),
-        {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
-        "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
-        "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
-        "(kind=moe(experts, top, renormalize=true))",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
-)
+MIXTRAL = hf_llama.MISTRAL.derive(
+    "Mixtral", ("mixtral",), {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
+    "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
+    "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
+    "(kind=moe(experts, top, renormalize=true))",
+    module=__name__, fields=FIELDS, document=document, hf_config=None, rules=WEIGHTS)
+FAMILIES = (MIXTRAL,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -13,12 +13,12 @@ the two differ by a constant per query, which the softmax removes.
 
 from __future__ import annotations
 
-from ...registry import POSITIONS
+from ..document import Document
 from ..facts import Facts
+from ..family import Requires
 from ..fields import COMMON_IGNORED, Field, Fields, Fixed
-from . import hf_bloom, hf_llama
-from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from ..writer import SpecWriter
+from . import hf_bloom
+from ..weights import DecoderWeights
 
 UNREAD = "not read by Hugging Face's MPT, so it does not change what the model computes"
 
@@ -51,64 +51,40 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an MPT configuration describes: BLOOM's, its LayerNorms without a bias and none on the
-    embeddings, no biases, GELU, no dropout, the attention's own scale where it sets one."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """MPT's spec: BLOOM's, its LayerNorms without a bias and none on the embeddings, no biases, GELU, no dropout,
+    the attention's own scale where it sets one."""
     norm = f"layernorm(eps={s.eps}, bias=false)"
-    document = (hf_bloom.document(s, padding=padding, head=head)
-                .change("defaults", "norm", norm)
-                .drop("embedding tokens", "norm")
-                .change("decoder", "attention", bias="false", scale=s.scale)
-                .change("decoder", "feedforward", activation="gelu", bias="false")
-                .change("decoder", "final", norm))
-    return w.text(document.text(name), list(heading))
+    return (hf_bloom.document(s, padding=padding, head=head)
+            .change("defaults", "norm", norm)
+            .drop("embedding tokens", "norm")
+            .change("decoder", "attention", bias="false", scale=s.scale)
+            .change("decoder", "feedforward", activation="gelu", bias="false")
+            .change("decoder", "final", norm))
 
 
 def hf_config(spec) -> dict:
-    """The MPT configuration ``spec`` would be."""
+    """The MPT configuration ``spec`` would be: its attention's scale inside ``attn_config``, whose other fields are
+    left to their defaults."""
     f = Facts(spec, "MPT")
     f.kind("decoder-only")
-    position = f.attention("decoder").position
-    # (the configuration is then read back as the spec it describes: a bias other than ALiBi's is refused there)
-    if not POSITIONS[position.name].biases_scores or position.options.get("max_bias", 8.0) != 8.0:
-        raise f.refuse(f"its attention's positions are {position}, not MPT's ALiBi")
-    if f.feedforward("decoder").d_ff != 4 * f.embedding.dim:
-        raise f.refuse("its feed-forward is not 4 × d_model wide")
-    if f.attention("decoder").dropout or f.residual_dropout("decoder"):
-        raise f.refuse("it trains with dropout; transformers' MPT configuration takes only a whole attn_pdrop (0)")
+    for required in (hf_bloom.ALIBI, hf_bloom.FOUR_WIDE, NO_DROPOUT):
+        required.check(f)
     values = FIELDS.config(f)
     values.pop("attn_config", None)
     return {"model_type": "mpt", **values, "attn_config": {"softmax_scale": f.attention("decoder").scale}}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"MPT is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    parts = layer_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}wte.weight"),
-             *linear_rules("decoder.final_norm", f"{prefix}norm_f", state, ours_state)]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}blocks.{i}"
-        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        rules += [*linear_rules(f"{attention}.qkv", f"{theirs}.attn.Wqkv", state, ours_state),
-                  *linear_rules(f"{attention}.out", f"{theirs}.attn.out_proj", state, ours_state),
-                  *linear_rules(f"{feedforward}.up", f"{theirs}.ffn.up_proj", state, ours_state),
-                  *linear_rules(f"{feedforward}.down", f"{theirs}.ffn.down_proj", state, ours_state),
-                  *linear_rules(f"{ours}.{parts['attention_norm']}", f"{theirs}.norm_1", state, ours_state),
-                  *linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{theirs}.norm_2", state, ours_state)]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
+NO_DROPOUT = Requires(lambda f: not (f.attention("decoder").dropout or f.residual_dropout("decoder")),
+                      "it trains with dropout; transformers' MPT configuration takes only a whole attn_pdrop (0)")
 
 EXPORT_PRIORITY = 110  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "MPT", ("mpt",),
-        {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
-        "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules, prefix="transformer."),
-)
+MPT = hf_bloom.BLOOM.derive(
+    "MPT", ("mpt",), {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
+    "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
+    module=__name__, fields=FIELDS, document=document, hf_config=hf_config,
+    rules=DecoderWeights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.out_proj",
+                          "feedforward.up": "ffn.up_proj", "feedforward.down": "ffn.down_proj",
+                          "attention_norm": "norm_1", "feedforward_norm": "norm_2"},
+                         top={"embeddings.tokens.tokens": "wte", "decoder.final_norm": "norm_f"}, layers="blocks"))
+FAMILIES = (MPT,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -9,18 +9,18 @@ shared MLP. The most common kind is the stack's sublayer; the others sections th
 
 from __future__ import annotations
 
+from ..family import Family
+from ..weights import DecoderWeights, Projections, Tensor
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
 from ...registry import ACTIVATIONS
-from .. import hybrid
+from .. import hybrid, layouts
 from . import hf_llama
 from ..facts import Facts
-from ..family import exported_config
 from ..fields import Field, Fields, Fixed, _lookup
-from ..mapping import InteropError, Rule, linear_rules, rule
-from .. import layouts
+from ..mapping import InteropError
 from ..document import Block, Document, Statement
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 MAMBA, ATTENTION, MLP, MOE = "linear_attention", "full_attention", "mlp", "moe"
 ACTIVATION_NAMES = {"relu2": "squared_relu", **{n: n for n in ("relu", "gelu", "silu", "tanh")}}
@@ -136,12 +136,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Nemotron-H configuration describes: one normed sublayer a block, of the kind each layer's
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a Nemotron-H configuration describes: one normed sublayer a block, of the kind each layer's
     type says (the most common the stack's; the others sections that put theirs in its place)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     types = s.value("layer_types")
     mamba = hybrid.mamba2_layer(s, "eps")
     attention = [f"heads={s.heads}", f"kv_heads={s.kv_heads}", f"head_dim={s.head_dim}",
@@ -169,51 +166,41 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
         tail=(layouts.causal_lm_head(s),) if head else ())
     for layers, kind in sections:
         document = document.add("decoder", f"layers {layers} {{ {own} = {sublayer[kind][2]} }}")
-    return w.text(document.text(name), list(heading))
+    return document
 
 
-hf_config = exported_config("Nemotron-H", "nemotron_h", "decoder-only", FIELDS)
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    ours_state = model.state_dict()
-    g = model.spec.graph()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embeddings.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm_f.weight")]
+def _parts(model) -> list[dict[str, str]]:
+    """Each layer's one sublayer (``mixer``, ``attention`` or ``feedforward``) and the ``norm`` before it."""
+    g, found = model.spec.graph(), []
     for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}.mixer"
         nodes = [n for n in layer_template(g, "decoder", g.stacks["decoder"].kind_of(i))
                  if isinstance(n, (ir.Mixer, ir.Attention, ir.FeedForward))]
         if len(nodes) != 1 or not isinstance(g.node(nodes[0].inputs[0]), ir.Norm):
             raise InteropError(f"spec '{model.spec.name}': layer {i} is not one normed sublayer, as Nemotron-H's "
                                "blocks are")
-        node, sub = nodes[0], f"{ours}.{nodes[0].name}"
-        rules.append(rule(f"{ours}.{g.node(node.inputs[0]).module.name}.weight", f"{prefix}layers.{i}.norm.weight"))
-        if isinstance(node, ir.Mixer):
-            rules += hybrid.mamba2_rules(sub, theirs, state, ours_state)
-        elif isinstance(node, ir.Attention):
-            rules += hf_llama.attention_rules(model, sub, f"{prefix}layers.{i}", state, ours_state, module="mixer")
-        elif f"{sub}.router.weight" in ours_state:
-            rules += [rule(f"{sub}.router.weight", f"{theirs}.gate.weight"),
-                      rule(f"{sub}.choice.correction.bias", f"{theirs}.gate.e_score_correction_bias"),
-                      rule(f"{sub}.experts.up", f"{theirs}.experts.up_proj"),
-                      rule(f"{sub}.experts.down", f"{theirs}.experts.down_proj")]
-            rules += linear_rules(f"{sub}.shared.up", f"{theirs}.shared_experts.up_proj", state, ours_state)
-            rules += linear_rules(f"{sub}.shared.down", f"{theirs}.shared_experts.down_proj", state, ours_state)
-        else:
-            rules += linear_rules(f"{sub}.up", f"{theirs}.up_proj", state, ours_state)
-            rules += linear_rules(f"{sub}.down", f"{theirs}.down_proj", state, ours_state)
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
+        kind = {ir.Mixer: "mixer", ir.Attention: "attention"}.get(type(nodes[0]), "feedforward")
+        found.append({kind: nodes[0].name, "norm": g.node(nodes[0].inputs[0]).module.name})
+    return found
 
 
 EXPORT_PRIORITY = 640  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Nemotron-H", ("nemotron_h",), {"NemotronHForCausalLM": {"head": True}, "NemotronHModel": {"head": False}},
-        "Nemotron-H: blocks of one RMS-normed sublayer each, as layer_types (hybrid_override_pattern) says: Mamba-2 "
-        "(mixer mamba2), attention without positions or biases, a non-gated MLP (squared_relu), or a mixture of "
-        "non-gated experts by sigmoid scores and a correction bias among groups beside a shared MLP; a layer "
-        "schedule",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+NEMOTRON_H = Family(
+    "Nemotron-H", ("nemotron_h",), {"NemotronHForCausalLM": {"head": True}, "NemotronHModel": {"head": False}},
+    "Nemotron-H: blocks of one RMS-normed sublayer each, as layer_types (hybrid_override_pattern) says: Mamba-2 "
+    "(mixer mamba2), attention without positions or biases, a non-gated MLP (squared_relu), or a mixture of "
+    "non-gated experts by sigmoid scores and a correction bias among groups beside a shared MLP; a layer "
+    "schedule",
+    module=__name__, fields=FIELDS, document=document,
+    # every sublayer under the layer's ``mixer``: Mamba-2, attention, an MLP, or a mixture (its router, correction
+    # bias, stacked experts and shared MLP)
+    rules=DecoderWeights({
+        "mixer": hybrid.Mamba2Mixer("mixer"), "attention": Projections("mixer"),
+        "feedforward.up": "mixer.up_proj", "feedforward.down": "mixer.down_proj",
+        "feedforward.router": "mixer.gate",
+        "feedforward.choice.correction.bias": Tensor("mixer.gate.e_score_correction_bias"),
+        "feedforward.experts.up": Tensor("mixer.experts.up_proj"),
+        "feedforward.experts.down": Tensor("mixer.experts.down_proj"),
+        "feedforward.shared.up": "mixer.shared_experts.up_proj",
+        "feedforward.shared.down": "mixer.shared_experts.down_proj", "norm": "norm"},
+        top={"embeddings.tokens.tokens": "embeddings", "decoder.final_norm": "norm_f"}, parts=_parts))
+FAMILIES = (NEMOTRON_H,)  # the families this module reads and writes (``tfspec.interop.family``)

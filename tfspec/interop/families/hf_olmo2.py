@@ -12,12 +12,12 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from . import hf_llama
-from ..family import exported_config
+from ..family import Family
 from ..fields import Fields
-from ..mapping import InteropError, Rule, rule
+from ..mapping import InteropError
 from .. import layouts
 from ..document import Document
-from ..writer import SpecWriter, causal_masks
+from ..writer import causal_masks
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -29,13 +29,10 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an OLMo 2 configuration describes: norms after each sublayer, in the wiring form."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec an OLMo 2 configuration describes: norms after each sublayer, in the wiring form."""
     document = post_norm_document(s, hf_llama.rotary(s), causal_masks(padding=padding), head=head)
-    return w.text(document.text(name), list(heading))
+    return document
 
 
 def post_norm_document(s, position: str, masks: str, *, head: bool, qk_norm_width: str = "full",
@@ -50,9 +47,6 @@ def post_norm_document(s, position: str, masks: str, *, head: bool, qk_norm_widt
                          qk_norm=rmsnorm(eps={s.eps}), qk_norm_width={qk_norm_width}))
   x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
     return layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring, head=head)
-
-
-hf_config = exported_config("OLMo 2", "olmo2", "decoder-only", FIELDS)
 
 
 def post_norm_modules(model) -> dict[str, str]:
@@ -70,32 +64,15 @@ def post_norm_modules(model) -> dict[str, str]:
     return found
 
 
-def weight_rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"OLMo 2 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    parts = post_norm_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        attention = f"{ours}.{parts['attention']}"
-        rules += hf_llama.projection_rules(model, attention, f"{ours}.{parts['feedforward']}", theirs, state,
-                                           ours_state)
-        rules += [rule(f"{attention}.{n}.weight", f"{theirs}.self_attn.{n}.weight") for n in ("q_norm", "k_norm")]
-        rules += [rule(f"{ours}.{parts['attention_post_norm']}.weight", f"{theirs}.post_attention_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_post_norm']}.weight",
-                       f"{theirs}.post_feedforward_layernorm.weight")]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
-
 EXPORT_PRIORITY = 250  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "OLMo 2", ("olmo2",),
-        {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
-        "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
-        "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
-)
+OLMO2 = Family(
+    "OLMo 2", ("olmo2",), {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
+    "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
+    "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
+    module=__name__, fields=FIELDS, document=document,
+    # Llama's projections and each head's query and key norms; a norm after each sublayer
+    rules=hf_llama.WEIGHTS.derive(
+        {"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm", "attention_norm": None,
+         "feedforward_norm": None, "attention_post_norm": "post_attention_layernorm",
+         "feedforward_post_norm": "post_feedforward_layernorm"}, parts=post_norm_modules))
+FAMILIES = (OLMO2,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -9,10 +9,10 @@ long-context models): a layer schedule whose sections change the mask and the po
 
 from __future__ import annotations
 
+from ..document import Document
 from . import hf_gemma2, hf_gemma3, hf_llama, hf_olmo2
-from ..family import exported_config
 from ..fields import Fields, Fixed
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _OLMO2 = {e.name: e for e in hf_olmo2.FIELDS.fields}
@@ -33,12 +33,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an OLMo 3 configuration describes: OLMo 2's layer in the wiring form, the sliding and the
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec an OLMo 3 configuration describes: OLMo 2's layer in the wiring form, the sliding and the
     full layers (each with its own rotary positions) as a layer schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
 
     def position(slides: bool) -> str:
         return f"rotary(theta={s.local_theta})" if slides else hf_llama.rotary(s)
@@ -48,25 +45,21 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
 
     slides = [s.window is not None and t == SLIDING for t in s.value("layer_types")]
     if not any(slides):
-        w.forget("local_theta")
+        s.writer.forget("local_theta")
     if all(slides):
-        w.forget("rope_theta")
+        s.writer.forget("rope_theta")
     base, sections = schedule(slides)
     lines = "".join(f"  layers {layers} {{ self_attn mask={masks(slide)}"
                     + (f"; position {position(slide)}" if position(slide) != position(base) else "") + " }\n"
                     for layers, slide in sections)
     document = hf_olmo2.post_norm_document(s, position(base), masks(base), head=head).add_lines("decoder", lines)
-    return w.text(document.text(name), list(heading))
-
-
-hf_config = exported_config("OLMo 3", "olmo3", "decoder-only", FIELDS)
+    return document
 
 
 EXPORT_PRIORITY = 380  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
-        "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
-        "each kind with rotary positions of its own base (and the full ones' scaling)",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_olmo2.weight_rules),
-)
+OLMO3 = hf_olmo2.OLMO2.derive(
+    "OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
+    "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
+    "each kind with rotary positions of its own base (and the full ones' scaling)",
+    module=__name__, fields=FIELDS, document=document)
+FAMILIES = (OLMO3,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -10,9 +10,9 @@ each position routed to its ``num_experts_per_tok`` best by a softmax, the chose
 from __future__ import annotations
 
 from . import hf_llama, hf_mixtral
-from ..facts import Facts
+from ..document import Document
+from ..family import Requires
 from ..fields import Field, Fields, Fixed
-from ..writer import SpecWriter
 
 _MIXTRAL = [e for e in hf_mixtral.FIELDS.entries if getattr(e, "config", None) not in
             ("num_local_experts", "head_dim", "sliding_window", "router_jitter_noise")]
@@ -27,33 +27,22 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an OLMoE configuration describes: Llama's with queries and keys RMS-normed over all heads at
-    once and a mixture of SwiGLU experts."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    document = (hf_llama.document(s, padding=padding, head=head)
-                .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_width="full")
-                .change("decoder", "feedforward", bias="false",
-                        kind=f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss})"))
-    return w.text(document.text(name), list(heading))
-
-def hf_config(spec) -> dict:
-    """The OLMoE configuration ``spec`` would be."""
-    f = Facts(spec, "OLMoE")
-    f.kind("decoder-only")
-    if f.attention("decoder").qk_norm_width != "full":
-        raise f.refuse("its queries and keys are not normed over all heads at once, as OLMoE's are")
-    return {"model_type": "olmoe", **FIELDS.config(f)}
+def document(s, *, padding: bool, head: bool) -> Document:
+    """OLMoE's spec: Llama's with queries and keys RMS-normed over all heads at once and a mixture of SwiGLU
+    experts."""
+    return (hf_llama.document(s, padding=padding, head=head)
+            .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_width="full")
+            .change("decoder", "feedforward", bias="false",
+                    kind=f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss})"))
 
 
 EXPORT_PRIORITY = 440  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "OLMoE", ("olmoe",), {"OlmoeForCausalLM": {"head": True}, "OlmoeModel": {"head": False}},
-        "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
-        "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
-        "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hf_mixtral.weight_rules),
-)
+OLMOE = hf_llama.LLAMA.derive(
+    "OLMoE", ("olmoe",), {"OlmoeForCausalLM": {"head": True}, "OlmoeModel": {"head": False}},
+    "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
+    "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
+    "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
+    module=__name__, fields=FIELDS, document=document, hf_config=None, rules=hf_mixtral.WEIGHTS,
+    requires=(Requires(lambda f: f.attention("decoder").qk_norm_width == "full",
+                       "its queries and keys are not normed over all heads at once, as OLMoE's are"),))
+FAMILIES = (OLMOE,)  # the families this module reads and writes (``tfspec.interop.family``)

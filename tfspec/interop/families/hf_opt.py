@@ -9,11 +9,10 @@ than ``hidden_size`` (a projection in and out of a narrower embedding) is not ex
 
 from __future__ import annotations
 
-from ..facts import Facts
+from ..family import Family, Requires
+from ..weights import DecoderWeights, Projections
+from ..document import Document
 from ..fields import Field, Fields, Fixed
-from . import hf_llama
-from ..mapping import InteropError, Rule, layer_modules, linear_rules, rule
-from ..writer import SpecWriter
 from .. import layouts
 
 OFFSET = 2  # OPTLearnedPositionalEmbedding's
@@ -50,13 +49,10 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an OPT configuration describes: the decoder layout with LayerNorms of eps 1e-5 before each
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec an OPT configuration describes: the decoder layout with LayerNorms of eps 1e-5 before each
     sublayer (after it, and none after the stack, where do_layer_norm_before is false), learned positions read
     2 rows on and counting real tokens only, biases as enable_bias says."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     pre = s.value("pre_norm")
     document = (layouts.decoder(s, norm="layernorm(eps=1e-5)", padding=padding, head=head)
                 .change("defaults", "residual", "pre" if pre else "post")
@@ -66,60 +62,28 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                 .change("decoder", "feedforward", bias=s.bias))
     if not pre:
         document = document.drop("decoder", "final")
-    return w.text(document.text(name), list(heading))
+    return document
 
 
-def hf_config(spec) -> dict:
-    """The OPT configuration ``spec`` would be."""
-    f = Facts(spec, "OPT")
-    f.kind("decoder-only")
-    position = f.embedding.position
-    if position.options.get("offset") != OFFSET or not position.options.get("skip_padding"):
-        raise f.refuse("its learned positions are not OPT's (offset=2, skip_padding=true)")
-    if f.feedforward("decoder").bias != f.attention("decoder").bias:
-        raise f.refuse("its attention and feed-forward differ in bias; OPT's enable_bias sets both")
-    return {"model_type": "opt", **FIELDS.config(f)}
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"OPT is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    parts = layer_modules(model)
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("embeddings.tokens.positions.weight", f"{prefix}embed_positions.weight")]
-    if "decoder.final_norm.weight" in ours_state or f"{prefix}final_layer_norm.weight" in state:
-        rules += linear_rules("decoder.final_norm", f"{prefix}final_layer_norm", state, ours_state)
-    for i in range(len(model.decoder.layers)):
-        ours, theirs = f"decoder.layers.{i}", f"{prefix}layers.{i}"
-        attention, feedforward = f"{ours}.{parts['attention']}", f"{ours}.{parts['feedforward']}"
-        core = model.get_submodule(attention)
-        width = core.heads * core.head_dim
-        rules += [*linear_rules(f"{attention}.qkv", tuple(f"{theirs}.self_attn.{p}_proj" for p in "qkv"), state,
-                                ours_state, split=(width, width, width)),
-                  *linear_rules(f"{attention}.out", f"{theirs}.self_attn.out_proj", state, ours_state),
-                  *linear_rules(f"{feedforward}.up", f"{theirs}.fc1", state, ours_state),
-                  *linear_rules(f"{feedforward}.down", f"{theirs}.fc2", state, ours_state),
-                  *linear_rules(f"{ours}.{parts['attention_norm']}", f"{theirs}.self_attn_layer_norm", state,
-                                ours_state),
-                  *linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{theirs}.final_layer_norm", state,
-                                ours_state)]
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
-
-def _decoder_rules(model, prefix: str, state: dict, lm: bool):
-    """``_rules`` under OPT's names: its base model holds the decoder as ``decoder.``."""
-    return _rules(model, f"{prefix}decoder.", state, lm)
-
+# its learned positions, which its fields do not read
+OPT_POSITIONS = Requires(lambda f: f.embedding.position.options.get("offset") == OFFSET
+                         and f.embedding.position.options.get("skip_padding"),
+                         "its learned positions are not OPT's (offset=2, skip_padding=true)")
+SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
+                     "its attention and feed-forward differ in bias; OPT's enable_bias sets both")
 
 EXPORT_PRIORITY = 80  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "OPT", ("opt",),
-        {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
-        "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
-        "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
-        "tokens only, the head tied",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_decoder_rules),
-)
+OPT = Family(
+    "OPT", ("opt",), {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
+    "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
+    "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
+    "tokens only, the head tied",
+    module=__name__, fields=FIELDS, document=document, requires=(OPT_POSITIONS, SAME_BIAS),
+    # its base model holds the decoder as ``decoder.``
+    rules=DecoderWeights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
+                          "feedforward.up": "fc1", "feedforward.down": "fc2",
+                          "attention_norm": "self_attn_layer_norm", "feedforward_norm": "final_layer_norm"},
+                         top={"embeddings.tokens.tokens": "decoder.embed_tokens",
+                              "embeddings.tokens.positions": "decoder.embed_positions",
+                              "decoder.final_norm": "decoder.final_layer_norm"}, layers="decoder.layers"))
+FAMILIES = (OPT,)  # the families this module reads and writes (``tfspec.interop.family``)

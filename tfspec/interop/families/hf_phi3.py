@@ -10,10 +10,7 @@ switched by length) is not expressed and is refused.
 from __future__ import annotations
 
 from . import hf_llama
-from ..family import exported_config
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, linear_rules
-from ..writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -32,36 +29,14 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Phi-3 configuration describes: Llama's, with dropout on each sublayer's output."""
-    w = SpecWriter()
-    return w.text(hf_llama.document(FIELDS.write(config, w), padding=padding, head=head).text(name), list(heading))
-
-hf_config = exported_config("Phi-3", "phi3", "decoder-only", FIELDS)
-
-
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's fused projections, copied unsplit: ``qkv_proj`` and ``gate_up_proj`` are tfspec's own."""
-    return [*linear_rules(f"{attention}.qkv", f"{theirs}.self_attn.qkv_proj", state, ours_state),
-            *linear_rules(f"{attention}.out", f"{theirs}.self_attn.o_proj", state, ours_state),
-            *linear_rules(f"{feedforward}.up", f"{theirs}.mlp.gate_up_proj", state, ours_state),
-            *linear_rules(f"{feedforward}.down", f"{theirs}.mlp.down_proj", state, ours_state)]
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "decoder-only":
-        raise InteropError(f"Phi-3 is decoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    return hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
-
-
 EXPORT_PRIORITY = 230  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Phi-3", ("phi3",),
-        {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
-        "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
-        "sublayer's output (resid_pdrop), an optional sliding window",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+PHI3 = hf_llama.LLAMA.derive(
+    "Phi-3", ("phi3",), {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
+    "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
+    "sublayer's output (resid_pdrop), an optional sliding window",
+    module=__name__, fields=FIELDS, hf_config=None,
+    # its fused projections are tfspec's own: copied unsplit
+    rules=hf_llama.WEIGHTS.derive({"attention": None, "attention.qkv": "self_attn.qkv_proj",
+                                   "attention.out": "self_attn.o_proj", "feedforward": None,
+                                   "feedforward.up": "mlp.gate_up_proj", "feedforward.down": "mlp.down_proj"}))
+FAMILIES = (PHI3,)  # the families this module reads and writes (``tfspec.interop.family``)

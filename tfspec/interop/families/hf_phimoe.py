@@ -13,10 +13,9 @@ frequency sets switched by the sequence's length) is not expressed and is refuse
 from __future__ import annotations
 
 from . import hf_llama, hf_mixtral
-from ..facts import Facts
+from ..document import Document
+from ..family import Requires
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule, linear_rules, rule
-from ..writer import SpecWriter
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -39,51 +38,24 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a PhiMoE configuration describes: Mixtral's with LayerNorms, the sparse mixer's routing and
-    the head's own bias."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """PhiMoE's spec: Mixtral's with LayerNorms, the sparse mixer's routing and the head's own bias."""
     document = (hf_llama.document(s, padding=padding, head=head, norm="layernorm")
                 .change("decoder", "feedforward", bias="false",
                         kind=f"moe({s.experts}, 2, score=sparsemixer, eps={s.router_eps}, "
                              f"input_jitter={s.input_jitter}, aux_loss={s.aux_loss})"))
     if head and not s.value("tied"):
         document = document.with_tail(f"head linear({s.vocab}) bias={s.head_bias}")
-    return w.text(document.text(name), list(heading))
-
-def hf_config(spec) -> dict:
-    """The PhiMoE configuration ``spec`` would be."""
-    f = Facts(spec, "PhiMoE")
-    f.kind("decoder-only")
-    if f.mixture("decoder").score != "sparsemixer":
-        raise f.refuse("its router is not a sparse mixer (score=sparsemixer)")
-    return {"model_type": "phimoe", **FIELDS.config(f)}
-
-
-def _sublayer_rules(model, attention: str, feedforward: str, theirs: str, state: dict, ours_state: dict
-                    ) -> list[Rule]:
-    """One layer's attention (Llama's projections) and mixture (its router is ``router``, Mixtral's experts)."""
-    return [*hf_llama.attention_rules(model, attention, theirs, state, ours_state),
-            rule(f"{feedforward}.router.weight", f"{theirs}.mlp.router.weight"),
-            *hf_mixtral.moe_rules(feedforward, f"{theirs}.mlp")[1:]]
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """Llama's layout with every LayerNorm's bias beside its weight, and the head's bias where it has one."""
-    rules, aliases = hf_llama.layout_rules(model, prefix, state, lm, _sublayer_rules)
-    biases = [rule(r.ours[0].removesuffix(".weight") + ".bias", r.theirs[0].removesuffix(".weight") + ".bias")
-              for r in rules if r.theirs[0].endswith(("layernorm.weight", f"{prefix}norm.weight"))]
-    head = linear_rules("head", "lm_head", state, model.state_dict())[1:] if lm and model.tied_to is None else []
-    return rules + biases + head, aliases
+    return document
 
 
 EXPORT_PRIORITY = 520  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "PhiMoE", ("phimoe",), {"PhimoeForCausalLM": {"head": True}, "PhimoeModel": {"head": False}},
-        "PhiMoE (Phi-3.5-MoE): Mixtral's decoder with LayerNorms, optional attention and head biases, and GRIN's "
-        "sparse mixer choosing two experts (score=sparsemixer); longrope scaling refused",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+PHIMOE = hf_mixtral.MIXTRAL.derive(
+    "PhiMoE", ("phimoe",), {"PhimoeForCausalLM": {"head": True}, "PhimoeModel": {"head": False}},
+    "PhiMoE (Phi-3.5-MoE): Mixtral's decoder with LayerNorms, optional attention and head biases, and GRIN's "
+    "sparse mixer choosing two experts (score=sparsemixer); longrope scaling refused",
+    module=__name__, fields=FIELDS, document=document,
+    requires=(Requires(lambda f: f.mixture("decoder").score == "sparsemixer",
+                       "its router is not a sparse mixer (score=sparsemixer)"),),
+    rules=hf_mixtral.WEIGHTS.derive({"feedforward.router": "mlp.router"}))
+FAMILIES = (PHIMOE,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -25,6 +25,7 @@ Videos are not read (``video_token_id`` is carried back as it was).
 
 from __future__ import annotations
 
+from ..weights import GatedMLP
 from ...front import schema as S
 from . import hf_llama
 from ..fields import Field, Fields, Fixed, _lookup
@@ -215,14 +216,14 @@ def _rules(model, state: dict) -> tuple[list[Rule], dict[str, str]]:
         o, t = f"{v}.encoder.layers.{i}", f"{VISION}.blocks.{i}"
         rules += [*linear_rules(f"{o}.self_attn.qkv", f"{t}.attn.qkv", state, ours),
                   *linear_rules(f"{o}.self_attn.out", f"{t}.attn.proj", state, ours),
-                  *hf_llama.mlp_rules(f"{o}.ffn", f"{t}.mlp", state, ours),
+                  *GatedMLP("mlp").rules(f"{o}.ffn", t, state, ours),
                   rule(f"{o}.self_attn_norm.weight", f"{t}.norm1.weight"),
                   rule(f"{o}.ffn_norm.weight", f"{t}.norm2.weight")]
     rules += [rule(f"{steps}.0.weight", f"{PROJECTOR}.ln_q.weight"),
               *linear_rules(f"{steps}.2", f"{PROJECTOR}.mlp.0", state, ours),
               *linear_rules(f"{steps}.4", f"{PROJECTOR}.mlp.2", state, ours)]
     tower = model.towers[target]
-    text, aliases = hf_llama.layout_rules(tower, TEXT, state, True, hf_llama.projection_rules)
+    text, aliases = hf_llama.WEIGHTS(tower, TEXT, state, True)
     prefixed = [Rule(tuple(f"towers.{target}.{o}" for o in r.ours), r.theirs, r.transpose, r.rows, r.split, r.shape,
                      r.axis) for r in text]
     return rules + prefixed, {k: f"towers.{target}.{o}" for k, o in aliases.items()}

@@ -1,22 +1,33 @@
-"""Hugging Face ``Qwen3ForCausalLM`` (and its base model) <-> a compiled spec: Qwen2's module
-(``hf_qwen2``) with Qwen3's table, each head's queries and keys RMS-normed and every projection
-biased by one switch."""
+"""Hugging Face ``Qwen3ForCausalLM`` (and its base model) <-> a compiled spec: Qwen2's (``hf_qwen2``) with each
+head's queries and keys RMS-normed (``qk_norm=rmsnorm``, weights ``q_norm``/``k_norm``), every projection biased
+by one switch and ``head_dim`` always written (its default is 128, not hidden_size / heads)."""
 
 from __future__ import annotations
 
-from .hf_qwen2 import QWEN3_FIELDS as FIELDS
-from .hf_qwen2 import from_hf_qwen3, to_hf_qwen3
-from .hf_qwen2 import hf_config_qwen3 as hf_config
-from .hf_qwen2 import spec_text
-from ..family import Family
+from . import hf_llama, hf_qwen2
+from ...registry import NORMS
+from ..document import Document
+from ..family import Requires
+from ..fields import Field
+
+FIELDS = hf_qwen2.FIELDS.derive(
+    Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
+    hf_llama.FIELDS["attention_bias"])
+
+
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Qwen3's spec: Llama's one bias switch, each head's queries and keys RMS-normed."""
+    return hf_qwen2.layered(s, padding=padding, head=head,
+                            attention={"bias": s.attention_bias, "qk_norm": f"rmsnorm(eps={s.eps})"})
 
 
 EXPORT_PRIORITY = 210  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Qwen3", ("qwen3",),
-           {"Qwen3ForCausalLM": {"head": True}, "Qwen3Model": {"head": False}},
-           "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
-           "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen3,
-           export=to_hf_qwen3),
-)
+QWEN3 = hf_qwen2.QWEN2.derive(
+    "Qwen3", ("qwen3",), {"Qwen3ForCausalLM": {"head": True}, "Qwen3Model": {"head": False}},
+    "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
+    "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
+    module=__name__, fields=FIELDS, document=document,
+    requires=(Requires(lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,  # (its kind compared after)
+                       "its queries and keys are not normed, as Qwen3's are (by rmsnorm)"),),
+    rules=hf_qwen2.QWEN2.rules.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}))
+FAMILIES = (QWEN3,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -11,13 +11,15 @@ image's tokens; a text's three are equal, which is rotary positions (``rotary(fr
 
 from __future__ import annotations
 
+from ..document import Document
+from ..family import Family
+from ..weights import DecoderWeights, GatedMLP
 from ...registry import ATTENTION_STEPS
 from .. import hybrid
 from . import hf_llama
-from ..family import exported_config
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 LINEAR, FULL = "linear_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -70,17 +72,8 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Qwen3.5 text configuration describes: the most common kind of layer the stack's, the
-    other kind's layers a section that puts it in the mixer's place (or the attention's)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    return hybrid_text(w, s, f"d_ff={s.d_ff}", head=head, padding=padding, name=name, heading=heading)
-
-
-def hybrid_text(w: SpecWriter, s, feedforward: str, *, head: bool, padding: bool, name: str,
-                heading: tuple[str, ...], sparse: list[bool] | None = None, dense: str = "") -> str:
+def hybrid_document(s, feedforward: str, *, head: bool, padding: bool, sparse: list[bool] | None = None,
+                    dense: str = "") -> Document:
     """A Qwen hybrid's spec from its settings ``s``: Gated DeltaNet or gated attention in each layer as
     ``layer_types`` says, SwiGLU feed-forwards of the ``feedforward`` arguments, and (``sparse``, per layer) the
     layers whose feed-forward takes the ``dense`` ones instead (Qwen3-Next's ``mlp_only_layers``); one section per
@@ -105,16 +98,22 @@ def hybrid_text(w: SpecWriter, s, feedforward: str, *, head: bool, padding: bool
     lines = "".join(f"  layers {layers} {{ {section(layer)} }}\n" for layers, layer in sections)
     document = hybrid.document(s, norm=norm, position=hf_llama.rotary(s), own=own, head=head,
                                feedforward=f"activation=swiglu bias=false {feedforward if routes else dense}")
-    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
+    return document.add_lines("decoder", lines)
 
 
-hf_config = exported_config("Qwen3.5", "qwen3_5_text", "decoder-only", FIELDS)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Qwen3.5's text spec: the most common kind of layer the stack's, the other kind's layers a section that puts
+    it in the mixer's place (or the attention's)."""
+    return hybrid_document(s, f"d_ff={s.d_ff}", head=head, padding=padding)
 
 
-def _attention_rules(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """Gated attention: ``q_proj``'s rows, each head's queries then its gate, into our ``qkv``'s queries and the
-    output gate's ``proj``; ``k_proj`` and ``v_proj`` after them in ``qkv``; the norms and ``o_proj``."""
-    attention = model.get_submodule(ours)
+
+
+def gated_attention(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """Gated attention (the layer's ``self_attn``): ``q_proj``'s rows, each head's queries then its gate, into our
+    ``qkv``'s queries and the output gate's ``proj``; ``k_proj`` and ``v_proj`` after them in ``qkv``; the norms and
+    ``o_proj``."""
+    attention, theirs = model.get_submodule(ours), f"{theirs}.self_attn"
     heads, kv_heads, head_dim = attention.heads, attention.kv_heads, attention.head_dim
     q = [h * 2 * head_dim + j for h in range(heads) for j in range(head_dim)]
     kv = [2 * heads * head_dim + r for r in range(2 * kv_heads * head_dim)]
@@ -135,41 +134,23 @@ MIXER_TENSORS = ("in_proj_qkv.weight", "in_proj_z.weight", "in_proj_b.weight", "
                  "dt_bias", "A_log", "norm.weight", "out_proj.weight")  # Qwen3.5's names are ours
 
 
-def identical_mixer_rules(ours: str, theirs: str, model, state: dict) -> list[Rule]:
-    """Qwen3.5's Gated DeltaNet: its tensors' names are ours."""
-    return [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in MIXER_TENSORS]
+def identical_mixer(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """Qwen3.5's Gated DeltaNet (the layer's ``linear_attn``): its tensors' names are ours."""
+    return [rule(f"{ours}.{t}", f"{theirs}.linear_attn.{t}") for t in MIXER_TENSORS]
 
 
-def hybrid_rules(model, prefix: str, state: dict, lm: bool, mixer_rules=identical_mixer_rules,
-                 feedforward_rules=None) -> tuple[list[Rule], dict[str, str]]:
-    """A Qwen hybrid's tensors layer by layer: its Gated DeltaNet (``mixer_rules(ours, theirs, model, state)``)
-    or gated attention, the norm before each sublayer, and its feed-forward (``feedforward_rules(ours, theirs,
-    state, ours_state)``; default: a gated MLP)."""
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "Qwen3.5")
-        operator = f"{ours}.{parts['operator']}"
-        if "attends" in parts:
-            rules += _attention_rules(model, operator, f"{theirs}.self_attn", state, ours_state)
-        else:
-            rules += mixer_rules(operator, f"{theirs}.linear_attn", model, state)
-        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.input_layernorm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.post_attention_layernorm.weight")]
-        feedforward = f"{ours}.{parts['feedforward']}"
-        rules += (feedforward_rules or hf_llama.mlp_rules)(feedforward, f"{theirs}.mlp", state, ours_state)
-    head, aliases = hf_llama.lm_head_rules(model, lm)
-    return rules + head, aliases
-
+# a Qwen hybrid's checkpoint, layer by layer: its Gated DeltaNet or gated attention, the norm before each sublayer,
+# and its feed-forward
+WEIGHTS = DecoderWeights({"attention": gated_attention, "mixer": identical_mixer, "feedforward": GatedMLP(),
+                          "operator_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
+                         parts=hybrid.parts("Qwen3.5"))
 
 EXPORT_PRIORITY = 550  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Qwen3.5", ("qwen3_5_text",), {"Qwen3_5ForCausalLM": {"head": True}, "Qwen3_5TextModel": {"head": False}},
-        "Qwen3.5 (text): a hybrid whose layers mix by Gated DeltaNet (mixer gated_deltanet) or by gated attention "
-        "(steps=output_gate, qk-norms, a quarter of each head rotated) as layer_types says, a layer schedule; "
-        "(1 + w) RMSNorms (gemma_rmsnorm) and SwiGLU feed-forwards",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=hybrid_rules,
-        carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved")),
-)
+QWEN3_5 = Family(
+    "Qwen3.5", ("qwen3_5_text",), {"Qwen3_5ForCausalLM": {"head": True}, "Qwen3_5TextModel": {"head": False}},
+    "Qwen3.5 (text): a hybrid whose layers mix by Gated DeltaNet (mixer gated_deltanet) or by gated attention "
+    "(steps=output_gate, qk-norms, a quarter of each head rotated) as layer_types says, a layer schedule; "
+    "(1 + w) RMSNorms (gemma_rmsnorm) and SwiGLU feed-forwards",
+    module=__name__, fields=FIELDS, document=document, rules=WEIGHTS,
+    carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved"))
+FAMILIES = (QWEN3_5,)  # the families this module reads and writes (``tfspec.interop.family``)

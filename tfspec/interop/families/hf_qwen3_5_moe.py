@@ -10,10 +10,10 @@ names). Its M-RoPE sections, as Qwen3.5's, are rotary positions on text.
 
 from __future__ import annotations
 
-from . import hf_llama, hf_qwen3_5, hf_qwen3_next
-from ..facts import Facts
+from . import hf_qwen3_5, hf_qwen3_next
+from ..document import Document
+from ..family import Requires
 from ..fields import Fields, Fixed
-from ..writer import SpecWriter
 
 DENSE_LAYER_FIELDS = ("intermediate_size", "norm_topk_prob", "mlp_only_layers", "decoder_sparse_step")
 
@@ -26,41 +26,26 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Qwen3.5-MoE text configuration describes: Qwen3-Next's with a mixture in every layer."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Qwen3.5-MoE's text spec: Qwen3-Next's with a mixture in every layer."""
     mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize=true, aux_loss={s.aux_loss}, "
                f"shared={s.shared}, shared_gate=true)")
-    return hf_qwen3_5.hybrid_text(w, s, mixture, head=head, padding=padding, name=name, heading=heading)
-
-
-def hf_config(spec) -> dict:
-    """The Qwen3.5-MoE text configuration ``spec`` would be."""
-    f = Facts(spec, "Qwen3.5-MoE")
-    f.kind("decoder-only")
-    if not all(f.layer_routes("decoder")):
-        raise f.refuse("some of its layers' feed-forwards are not mixtures: every Qwen3.5-MoE layer's is")
-    if not f.mixture("decoder").renormalize:
-        raise f.refuse("its router does not renormalise the chosen experts' weights: Qwen3.5-MoE's does "
-                       "(renormalize=true)")
-    return {"model_type": "qwen3_5_moe_text", **FIELDS.config(f)}
-
-
-def _rules(model, prefix: str, state: dict, lm: bool):
-    return hf_qwen3_5.hybrid_rules(model, prefix, state, lm, hf_qwen3_5.identical_mixer_rules,
-                                   hf_qwen3_next.feedforward_rules)
+    return hf_qwen3_5.hybrid_document(s, mixture, head=head, padding=padding)
 
 
 EXPORT_PRIORITY = 570  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Qwen3.5-MoE", ("qwen3_5_moe_text",),
-        {"Qwen3_5MoeForCausalLM": {"head": True}, "Qwen3_5MoeTextModel": {"head": False}},
-        "Qwen3.5-MoE (text): Qwen3-Next's hybrid of Gated DeltaNet and gated attention with a mixture in every "
-        "layer (a softmax router renormalising its choice, a shared expert behind a sigmoid gate), its Gated "
-        "DeltaNet's projections kept apart as Qwen3.5's are",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
-        carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved")),
-)
+QWEN3_5_MOE = hf_qwen3_next.QWEN3_NEXT.derive(
+    "Qwen3.5-MoE", ("qwen3_5_moe_text",),
+    {"Qwen3_5MoeForCausalLM": {"head": True}, "Qwen3_5MoeTextModel": {"head": False}},
+    "Qwen3.5-MoE (text): Qwen3-Next's hybrid of Gated DeltaNet and gated attention with a mixture in every "
+    "layer (a softmax router renormalising its choice, a shared expert behind a sigmoid gate), its Gated "
+    "DeltaNet's projections kept apart as Qwen3.5's are",
+    module=__name__, fields=FIELDS, document=document,
+    requires=(Requires(lambda f: all(f.layer_routes("decoder")),
+                       "some of its layers' feed-forwards are not mixtures: every Qwen3.5-MoE layer's is"),
+              Requires(lambda f: f.mixture("decoder").renormalize,
+                       "its router does not renormalise the chosen experts' weights: Qwen3.5-MoE's does "
+                       "(renormalize=true)")),
+    rules=hf_qwen3_next.QWEN3_NEXT.rules.derive({"mixer": hf_qwen3_5.identical_mixer}),
+    carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved"))
+FAMILIES = (QWEN3_5_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

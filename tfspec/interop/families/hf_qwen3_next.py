@@ -11,11 +11,10 @@ Its Gated DeltaNet stores q, k, v and the gate z in one projection, and b and a 
 
 from __future__ import annotations
 
+from ..document import Document
 from . import hf_llama, hf_mixtral, hf_qwen3_5, hf_qwen_moe
-from ..family import exported_config
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
-from ..writer import SpecWriter
 
 _QWEN3_5 = {getattr(e, "name", None): e for e in hf_qwen3_5.FIELDS.entries}
 
@@ -29,27 +28,22 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Qwen3-Next configuration describes: Qwen3.5's hybrid with Qwen2-MoE's mixtures, its
-    dense layers (``mlp_only_layers``) sections of their own."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Qwen3-Next's spec: Qwen3.5's hybrid with Qwen2-MoE's mixtures, its dense layers (``mlp_only_layers``)
+    sections of their own."""
     mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss}, "
                f"shared={s.shared}, shared_gate=true)")
-    return hf_qwen3_5.hybrid_text(w, s, mixture, head=head, padding=padding, name=name, heading=heading,
-                                  sparse=list(hf_qwen_moe.sparse_layers(config)),
-                                  dense=f"d_ff={s.dense_d_ff} kind=dense")
+    return hf_qwen3_5.hybrid_document(s, mixture, head=head, padding=padding,
+                                      sparse=list(hf_qwen_moe.sparse_layers(s.config)),
+                                      dense=f"d_ff={s.dense_d_ff} kind=dense")
 
 
-hf_config = exported_config("Qwen3-Next", "qwen3_next", "decoder-only", FIELDS)
-
-
-def grouped_mixer_rules(ours: str, theirs: str, model, state: dict) -> list[Rule]:
-    """Qwen3-Next's Gated DeltaNet: ``in_proj_qkvz``'s rows, each key head's [q; k; its value heads' v; their z],
-    into our ``in_proj_qkv`` ([all q; all k; all v]) and ``in_proj_z``; ``in_proj_ba``'s, each key head's [its
-    value heads' b; their a], into ``in_proj_b`` and ``in_proj_a``; the rest by name."""
-    mixer = model.get_submodule(ours)
+def grouped_mixer(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    """Qwen3-Next's Gated DeltaNet (the layer's ``linear_attn``): ``in_proj_qkvz``'s rows, each key head's [q; k;
+    its value heads' v; their z], into our ``in_proj_qkv`` ([all q; all k; all v]) and ``in_proj_z``;
+    ``in_proj_ba``'s, each key head's [its value heads' b; their a], into ``in_proj_b`` and ``in_proj_a``; the rest
+    by name."""
+    mixer, theirs = model.get_submodule(ours), f"{theirs}.linear_attn"
     keys, values, dk, dv = mixer.key_heads, mixer.heads, mixer.key_dim, mixer.value_dim
     group = values // keys
     per_head = 2 * dk + 2 * group * dv
@@ -67,23 +61,13 @@ def grouped_mixer_rules(ours: str, theirs: str, model, state: dict) -> list[Rule
             *(rule(f"{ours}.{t}", f"{theirs}.{t}") for t in hf_qwen3_5.MIXER_TENSORS if not t.startswith("in_proj"))]
 
 
-def feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A mixture (its router, stacked experts, shared expert and its gate) or, layer by layer, a gated MLP."""
-    if f"{ours}.router.weight" in ours_state:
-        return hf_mixtral.moe_rules(ours, theirs) + hf_mixtral.shared_rules(ours, theirs, state, ours_state)
-    return hf_llama.mlp_rules(ours, theirs, state, ours_state)
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_qwen3_5.hybrid_rules(model, prefix, state, lm, grouped_mixer_rules, feedforward_rules)
-
-
 EXPORT_PRIORITY = 560  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_llama.decoder_family(
-        "Qwen3-Next", ("qwen3_next",), {"Qwen3NextForCausalLM": {"head": True}, "Qwen3NextModel": {"head": False}},
-        "Qwen3-Next: Qwen3.5's hybrid of Gated DeltaNet (mixer gated_deltanet) and gated attention (steps="
-        "output_gate) as layer_types says, with Qwen2-MoE's mixtures (a softmax router, a shared expert behind a "
-        "sigmoid gate: shared=, shared_gate=true), mlp_only_layers a gated MLP; (1 + w) RMSNorms",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules),
-)
+QWEN3_NEXT = hf_qwen3_5.QWEN3_5.derive(
+    "Qwen3-Next", ("qwen3_next",), {"Qwen3NextForCausalLM": {"head": True}, "Qwen3NextModel": {"head": False}},
+    "Qwen3-Next: Qwen3.5's hybrid of Gated DeltaNet (mixer gated_deltanet) and gated attention (steps="
+    "output_gate) as layer_types says, with Qwen2-MoE's mixtures (a softmax router, a shared expert behind a "
+    "sigmoid gate: shared=, shared_gate=true), mlp_only_layers a gated MLP; (1 + w) RMSNorms",
+    module=__name__, fields=FIELDS, document=document, carried=(),
+    # its Gated DeltaNet's projections fused by key head; a mixture or, layer by layer, a gated MLP
+    rules=hf_qwen3_5.WEIGHTS.derive({"mixer": grouped_mixer, **hf_mixtral.MIXTURE}))
+FAMILIES = (QWEN3_NEXT,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -18,7 +18,8 @@ from . import hf_llama, hf_mixtral
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
-from ..writer import SpecWriter, every_step
+from ..writer import every_step
+from ..document import Document
 from ..family import Family
 
 
@@ -94,24 +95,23 @@ TABLES = {"qwen3_moe": QWEN3_MOE_FIELDS, "qwen2_moe": QWEN2_MOE_FIELDS}
 FIELDS = QWEN3_MOE_FIELDS  # the Qwen3-MoE family's table; hf_qwen2_moe names Qwen2-MoE's
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Qwen3-MoE or Qwen2-MoE configuration describes, its dense layers a schedule: Llama's with
-    Qwen3's qk-norms (Qwen2's biased q/k/v and its shared expert behind a sigmoid gate)."""
-    qwen2 = config.model_type == "qwen2_moe"
-    if not any(sparse_layers(config)):
+def scheduled_mixtures(s, document: Document, shared: str = "") -> Document:
+    """``document`` whose feed-forwards are the configuration's mixtures (with ``shared``'s options: Qwen2-MoE's
+    shared expert) where it makes them, its dense layers a schedule."""
+    if not any(sparse_layers(s.config)):
         raise InteropError("no layer of this configuration is a mixture of experts (num_experts, mlp_only_layers, "
                            "decoder_sparse_step): import it as the dense model it is")
-    w = SpecWriter()
-    s = TABLES[config.model_type].write(config, w)
-    shared = f", shared={s.shared}, shared_gate=true" if qwen2 else ""
     mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, "
                                        f"aux_loss={s.aux_loss}{shared})"}
-    attention = {"bias": "true", "out_bias": "false"} if qwen2 else {"qk_norm": f"rmsnorm(eps={s.eps})"}
-    document = layouts.scheduled_feedforwards(
-        hf_llama.document(s, padding=padding, head=head).change("decoder", "attention", **attention), s, mixture,
-        {"d_ff": s.dense_d_ff, "kind": "dense"}, list(sparse_layers(config)))
-    return w.text(document.text(name), list(heading))
+    return layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"},
+                                          list(sparse_layers(s.config)))
+
+
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Qwen3-MoE's spec: Llama's with Qwen3's qk-norms, its feed-forwards mixtures but in its dense layers."""
+    return scheduled_mixtures(s, hf_llama.document(s, padding=padding, head=head).change(
+        "decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})"))
+
 
 def hf_config(spec) -> dict:
     """The Qwen3-MoE configuration ``spec`` would be (Qwen2-MoE's where its mixture has a shared expert)."""
@@ -121,24 +121,11 @@ def hf_config(spec) -> dict:
     return {"model_type": model_type, **TABLES[model_type].config(f)}
 
 
-def from_hf_qwen_moe(model, reference) -> None:
-    """Copy a ``Qwen3MoeForCausalLM`` or ``Qwen2MoeForCausalLM`` (or base model)'s weights into ``model``."""
-    hf_llama.load_decoder(model, reference, TABLES[reference.config.model_type], hf_config, spec_text,
-                          hf_mixtral.weight_rules)
-
-
-def to_hf_qwen_moe(model) -> dict:
-    """A state dict for ``Qwen3MoeForCausalLM``/``Qwen2MoeForCausalLM`` (spec with a head) or the base model."""
-    return hf_llama.export_decoder(model, hf_mixtral.weight_rules, "Hugging Face Qwen-MoE")
-
-
 EXPORT_PRIORITY = 180  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Qwen3-MoE", ("qwen3_moe",),
-           {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
-           "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
-           "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
-           "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen_moe,
-           export=to_hf_qwen_moe),
-)
+QWEN3_MOE = Family(
+    "Qwen3-MoE", ("qwen3_moe",), {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
+    "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
+    "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
+    "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
+    module=__name__, fields=FIELDS, document=document, hf_config=hf_config, rules=hf_mixtral.WEIGHTS)
+FAMILIES = (QWEN3_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

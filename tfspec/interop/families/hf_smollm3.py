@@ -1,22 +1,32 @@
-"""Hugging Face ``SmolLM3ForCausalLM`` (and its base model) <-> a compiled spec: Qwen2's module
-(``hf_qwen2``) with SmolLM3's table, whose ``no_rope_layers`` leave rotary out of some layers."""
+"""Hugging Face ``SmolLM3ForCausalLM`` (and its base model) <-> a compiled spec: Qwen2's (``hf_qwen2``) with Llama's
+bias switches, and ``no_rope_layers`` leaving rotary out of some layers (``layers every(4, from=3) { position none
+}``: a layer schedule), which export reads back from each layer."""
 
 from __future__ import annotations
 
-from .hf_qwen2 import SMOLLM3_FIELDS as FIELDS
-from .hf_qwen2 import from_hf_qwen2 as from_hf_smollm3
-from .hf_qwen2 import hf_config_smollm3 as hf_config
-from .hf_qwen2 import spec_text
-from .hf_qwen2 import to_hf_qwen2 as to_hf_smollm3
-from ..family import Family
+from . import hf_llama, hf_qwen2
+from ..document import Document
+from ..fields import Field
+
+FIELDS = hf_qwen2.FIELDS.derive(
+    hf_llama.FIELDS["attention_bias"], hf_llama.FIELDS["mlp_bias"],
+    Field("no_rope_layers", "no_rope_layers", lambda f: [int(f.rotates(a.position))
+                                                         for a in f.layer_attentions("decoder")],
+          read=lambda c: None),
+    ignored={"no_rope_layer_interval": "how no_rope_layers is derived when a configuration leaves it out; "
+                                       "tfspec reads no_rope_layers"})
+
+
+def document(s, *, padding: bool, head: bool) -> Document:
+    """SmolLM3's spec: Llama's bias switches, rotary positions where ``no_rope_layers`` says."""
+    return hf_qwen2.layered(s, padding=padding, head=head, attention={"bias": s.attention_bias},
+                            feedforward_bias=s.mlp_bias, ropes=[bool(r) for r in s.config.no_rope_layers])
 
 
 EXPORT_PRIORITY = 220  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("SmolLM3", ("smollm3",),
-           {"SmolLM3ForCausalLM": {"head": True}, "SmolLM3Model": {"head": False}},
-           "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
-           "schedule), the head tied to the token embedding",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_smollm3,
-           export=to_hf_smollm3),
-)
+SMOLLM3 = hf_qwen2.QWEN2.derive(
+    "SmolLM3", ("smollm3",), {"SmolLM3ForCausalLM": {"head": True}, "SmolLM3Model": {"head": False}},
+    "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
+    "schedule), the head tied to the token embedding",
+    module=__name__, fields=FIELDS, document=document)
+FAMILIES = (SMOLLM3,)  # the families this module reads and writes (``tfspec.interop.family``)

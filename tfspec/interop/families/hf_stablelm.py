@@ -1,22 +1,24 @@
-"""Hugging Face ``StableLmForCausalLM`` (StableLM 2; and ``StableLmModel``) <-> a compiled spec: Cohere's module
-(``hf_cohere``: Llama's projections around LayerNorms) with StableLM's table -- half-split partial
-rotary, q/k/v biases where ``use_qkv_bias``, pre-norm or parallel on one norm."""
+"""Hugging Face ``StableLmForCausalLM`` (StableLM 2; and ``StableLmModel``) <-> a compiled spec: Cohere's
+(``hf_cohere``: Llama's projections around LayerNorms) with StableLM's table -- half-split partial rotary, q/k/v
+biases where ``use_qkv_bias``, pre-norm or parallel on one norm, dropout on the feed-forward's output."""
 
 from __future__ import annotations
 
-from .hf_cohere import STABLELM_FIELDS as FIELDS
-from .hf_cohere import from_hf_stablelm, to_hf_stablelm
-from .hf_cohere import hf_config_stablelm as hf_config
-from .hf_cohere import spec_text
-from ..family import Family
+from . import hf_cohere, hf_llama
+from ..document import Document
+
+
+def document(s, *, padding: bool, head: bool) -> Document:
+    """StableLM's spec: Cohere's layout with LayerNorms (with bias), parallel where ``use_parallel_residual``."""
+    return hf_cohere.wired(s, padding=padding, head=head, position=hf_llama.rotary(s), parallel=s.value("parallel"),
+                           bias=f"bias={s.qkv_bias}, out_bias=false", norm=f"layernorm(eps={s.eps})",
+                           dropout=s.p_dropout if s.value("p_dropout") else None)
 
 
 EXPORT_PRIORITY = 320  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("StableLM", ("stablelm",),
-           {"StableLmForCausalLM": {"head": True}, "StableLmModel": {"head": False}},
-           "StableLM 2: Llama's projections around LayerNorms (with bias), partial rotary positions, optional q/k/v "
-           "biases, pre-norm or parallel on one norm, dropout on the feed-forward's output",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_stablelm,
-           export=to_hf_stablelm),
-)
+STABLELM = hf_cohere.COHERE.derive(
+    "StableLM", ("stablelm",), {"StableLmForCausalLM": {"head": True}, "StableLmModel": {"head": False}},
+    "StableLM 2: Llama's projections around LayerNorms (with bias), partial rotary positions, optional q/k/v "
+    "biases, pre-norm or parallel on one norm, dropout on the feed-forward's output",
+    module=__name__, fields=hf_cohere.STABLELM_FIELDS, document=document, requires=())
+FAMILIES = (STABLELM,)  # the families this module reads and writes (``tfspec.interop.family``)

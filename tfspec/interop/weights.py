@@ -1,0 +1,201 @@
+"""Where a decoder's tensors are in a Hugging Face checkpoint, declared as a table rather than written as a
+function: each of our modules inside a layer (``"attention_norm"``, ``"feedforward.down"``: a part of the layer,
+as ``mapping.layer_modules`` names it, then the module inside it) beside the name of the checkpoint's module inside
+its layer. A family derives its table from its parent's by the names that differ, as its field table is derived.
+
+    >>> LLAMA.layer["feedforward.down"], LLAMA.derive({"feedforward.down": "mlp.c_proj"}).layer["feedforward.down"]
+    ('mlp.down_proj', 'mlp.c_proj')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Callable, Mapping, Union
+
+from . import mtp
+from .mapping import InteropError, Rule, layer_modules, linear_rules, rule
+
+# where a module's tensors are in the checkpoint: a module (its weight, and its bias where either side has one);
+# several modules joined along the first dimension (a gated unit's gate and up); or a function of the model, our
+# module, the checkpoint's layer, the checkpoint's tensors and ours, giving the rules (a mixture's experts)
+Where = Union[str, tuple, Callable]
+
+
+@dataclass(frozen=True)
+class Projections:
+    """An attention's projections: ``q``, ``k`` and ``v`` into our fused ``qkv`` (split by heads and kv heads), ``o``
+    into ``out``, under the checkpoint layer's ``module``; queries alone where the layer reads another layer's keys
+    and values, and no ``v`` where its values are its keys' projection (Gemma 4's)."""
+
+    module: str = "self_attn"
+    names: tuple[str, str, str, str] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+    def __call__(self, model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        core = model.get_submodule(ours)
+        q, k, v, o = (f"{theirs}.{self.module}.{name}" for name in self.names)
+        out = linear_rules(f"{ours}.out", o, state, ours_state)
+        if not hasattr(core, "qkv"):  # it reads another layer's keys and values: it projects queries alone
+            return linear_rules(f"{ours}.q", q, state, ours_state) + out
+        q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
+        names, split = (q, k, v), (q_width, kv_width, kv_width)
+        if core.qkv.out_features == q_width + kv_width:  # its values are its keys' projection: no v_proj
+            names, split = names[:2], split[:2]
+        return linear_rules(f"{ours}.qkv", names, state, ours_state, split=split) + out
+
+
+@dataclass(frozen=True)
+class GatedMLP:
+    """A gated MLP under the checkpoint layer's ``module`` (none: ``theirs`` is the MLP): ``gate_proj`` and
+    ``up_proj`` into our ``up`` (gate first), ``down_proj`` into ``down``; no rules where neither side has one (a
+    layer whose feed-forward is a mixture)."""
+
+    module: str = "mlp"
+
+    def __call__(self, model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        return self.rules(ours, theirs, state, ours_state)
+
+    def rules(self, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        mlp = ".".join(p for p in (theirs, self.module) if p)
+        return _module_rules(f"{ours}.up", (f"{mlp}.gate_proj", f"{mlp}.up_proj"), state, ours_state) + \
+            _module_rules(f"{ours}.down", (f"{mlp}.down_proj",), state, ours_state)
+
+
+@dataclass(frozen=True)
+class Conv1D:
+    """A GPT-2 ``Conv1D`` under the checkpoint layer's ``name``: a linear map whose weight is stored transposed,
+    and its bias."""
+
+    name: str
+
+    def __call__(self, model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        return [rule(f"{ours}.weight", f"{theirs}.{self.name}.weight", transpose=True),
+                rule(f"{ours}.bias", f"{theirs}.{self.name}.bias")]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor of ours, not a module's weight and bias, under the checkpoint layer's ``name`` (xIELU's trained
+    values, stacked experts), where our model holds it; ``transpose``: stored with its last two dimensions
+    swapped (Llama 4's experts)."""
+
+    name: str
+    transpose: bool = False
+
+    def __call__(self, model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        return [rule(ours, f"{theirs}.{self.name}", transpose=self.transpose)] if ours in ours_state else []
+
+
+@dataclass(frozen=True)
+class Reordered:
+    """A fused projection (``name``) whose rows stand in another order than ours: ``rows(model, attention)`` gives,
+    for each of our rows, its row in the checkpoint's (``per_head_rows``: q, k and v interleaved per head)."""
+
+    name: str
+    rows: Callable
+
+    def __call__(self, model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        core = model.get_submodule(ours.rsplit(".", 1)[0])
+        return linear_rules(ours, f"{theirs}.{self.name}", state, ours_state, rows=self.rows(model, core))
+
+
+def per_head_rows(heads: int, head_dim: int) -> tuple[int, ...]:
+    """For each row of our [q; k; v], its row in a projection interleaving [q_h, k_h, v_h] per head (GPT-NeoX's,
+    BLOOM's).
+
+    >>> per_head_rows(2, 1)
+    (0, 3, 1, 4, 2, 5)
+    """
+    return tuple(h * 3 * head_dim + part * head_dim + d
+                 for part in range(3) for h in range(heads) for d in range(head_dim))
+
+
+def _frozen(table: Mapping) -> Mapping:
+    return MappingProxyType(dict(table))
+
+
+@dataclass(frozen=True)
+class DecoderWeights:
+    """A decoder-only checkpoint's tensors: ``top``, our modules outside the layers beside the base model's (under
+    its ``prefix``); ``layer``, our modules inside a layer beside the checkpoint layer's (``Where``), layer i of
+    ours being its ``{layers}.{i}``; ``parts(model)``: the names of a layer's parts (``mapping.layer_modules``;
+    Gemma 2's sandwich names the norms after each sublayer too), or a list of each layer's (a hybrid's, whose
+    layers mix by a ``mixer`` or by ``attention``: ``hybrid.parts``). The causal LM's head is ``head`` (an alias of
+    the token table where tied), and multi-token prediction's modules follow the layers (``tfspec.interop.mtp``).
+    Called as a family's ``rules(model, prefix, state, lm)``."""
+
+    layer: Mapping[str, Where]
+    top: Mapping[str, str] = field(default_factory=lambda: _frozen(
+        {"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "norm"}))
+    layers: str = "layers"
+    parts: Callable = layer_modules
+    head: str = "lm_head"
+
+    def __post_init__(self):
+        object.__setattr__(self, "layer", _frozen(self.layer))
+        object.__setattr__(self, "top", _frozen(self.top))
+
+    def derive(self, layer: Mapping[str, Where | None] = MappingProxyType({}),
+               top: Mapping[str, str | None] = MappingProxyType({}), **changes) -> "DecoderWeights":
+        """This table with a family's differences: ``layer`` and ``top`` entries added or renamed (None: a module
+        the family has not), and any other field changed."""
+        def merged(table, differences):
+            return {k: v for k, v in {**table, **differences}.items() if v is not None}
+
+        return replace(self, layer=merged(self.layer, layer), top=merged(self.top, top), **changes)
+
+    def layer_rules(self, model, parts: dict, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        """One layer's rules: our layer ``ours`` (``decoder.layers.3``) and the checkpoint's ``theirs``."""
+        rules = []
+        for module, where in self.layer.items():
+            part, _, inside = module.partition(".")
+            if part not in parts:
+                continue  # a part this spec's layer has not: its tensors are then reported unmapped
+            path = ".".join(p for p in (ours, parts[part], inside) if p)
+            if callable(where):
+                rules += where(model, path, theirs, state, ours_state)
+            else:
+                rules += _module_rules(path, tuple(f"{theirs}.{name}" for name in _names(where)), state, ours_state)
+        return rules
+
+    def __call__(self, model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+        if model.spec.kind != "decoder-only":
+            raise InteropError(f"spec '{model.spec.name}' is {model.spec.kind}; the checkpoint is a decoder's")
+        ours_state, parts = model.state_dict(), self.parts(model)
+        per_layer = parts if isinstance(parts, list) else [parts] * len(model.decoder.layers)
+        rules = [r for ours, theirs in self.top.items()
+                 for r in _module_rules(ours, tuple(f"{prefix}{t}" for t in _names(theirs)), state, ours_state)]
+
+        def layer(ours: str, theirs: str, parts: dict = per_layer[0]) -> list[Rule]:
+            return self.layer_rules(model, parts, ours, theirs, state, ours_state)
+
+        for i, parts in enumerate(per_layer):
+            rules += layer(f"decoder.layers.{i}", f"{prefix}{self.layers}.{i}", parts)
+        head, aliases = lm_head_rules(model, lm, self.head, state)
+        ahead, shared = mtp.rules(model, prefix, state, layer) if lm else ([], {})  # (checkpoints' layers L, ...)
+        return rules + head + ahead, {**aliases, **shared}
+
+
+def _names(where: str | tuple) -> tuple[str, ...]:
+    return (where,) if isinstance(where, str) else where
+
+
+def _module_rules(ours: str, theirs: tuple[str, ...], state: dict, ours_state: dict) -> list[Rule]:
+    """A module's weight and bias (``linear_rules``), unless neither side has it: a module some specs of a family
+    have and others have not (Gemma 4's per-layer inputs; a layer reading another's keys has no key norm), which
+    is then no rule; where one side has it, the rule stands and ``load_state`` names what the other lacks."""
+    if f"{ours}.weight" not in ours_state and not any(f"{t}.weight" in state for t in theirs):
+        return []
+    return linear_rules(ours, theirs, state, ours_state)
+
+
+def lm_head_rules(model, lm: bool, name: str = "lm_head", state: dict | None = None
+                  ) -> tuple[list[Rule], dict[str, str]]:
+    """The causal LM's head (none without ``lm``): ``name``, its bias too where either side has one (PhiMoE's,
+    GPT-J's); its weight an alias of the token embedding where tied."""
+    if not lm:
+        return [], {}
+    rules = linear_rules("head", name, state or {}, model.state_dict())
+    if model.tied_to is not None:
+        return rules[1:], {f"{name}.weight": "embeddings.tokens.tokens.weight"}
+    return rules, {}
