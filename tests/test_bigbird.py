@@ -12,7 +12,10 @@ import torch
 
 import tfspec
 from tfspec.inspect.analysis import analyse
-from tfspec.interop.families.hf_big_bird import from_hf_big_bird, spec_text, to_hf_big_bird
+from tfspec.interop import from_hf_big_bird, to_hf_big_bird
+from tfspec.interop.families.hf_big_bird import BIG_BIRD
+
+spec_text = BIG_BIRD.spec_text
 from tfspec.nn.bigbird import BigBirdAttention
 from tfspec.nn.bigbird_pattern import bigbird_allowed, bigbird_key_blocks, bigbird_sparse
 from numerics import FLOAT32, FLOAT64, assert_close

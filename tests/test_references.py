@@ -7,7 +7,7 @@ import torch
 
 import tfspec
 from tfspec.interop import InteropError
-from tfspec.interop.families.hf_bert import from_hf_bert, to_hf_bert
+from tfspec.interop import from_hf_bert, to_hf_bert
 from tfspec.interop import from_hf_gpt2, to_hf_gpt2
 from tfspec.interop.torch_transformer import from_torch_transformer, to_torch_transformer
 from numerics import FLOAT32, assert_close

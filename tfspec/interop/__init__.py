@@ -26,10 +26,12 @@ import importlib
 # never loads torch, which the weight mappings need.
 _HOMES = {"FAMILIES": "families", "from_pretrained": "families", "import_config": "families", "pictures": "families",
           "InteropError": "mapping", "Rule": "mapping",
-          "from_torch_transformer": "torch_transformer", "to_torch_transformer": "torch_transformer"}
+          "from_torch_transformer": "torch_transformer", "to_torch_transformer": "torch_transformer",
+          "from_hf_bert": "families.hf_bert"}  # (BERT's load, or with initialise=True another architecture's start)
 # ``from_hf_llama(model, reference)`` / ``to_hf_llama(model)``: a family's ``load`` and ``export``, by model type
 _FAMILY_WAYS = {f"{way}_hf_{model_type}": (model_type, "load" if way == "from" else "export")
-                for way in ("from", "to") for model_type in ("bert", "big_bird", "gpt2", "gpt_neox", "llama", "t5")}
+                for way in ("from", "to") for model_type in ("bert", "big_bird", "gpt2", "gpt_neox", "llama", "t5")
+                if f"{way}_hf_{model_type}" not in _HOMES}
 
 __all__ = sorted({*_HOMES, *_FAMILY_WAYS})
 

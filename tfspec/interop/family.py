@@ -102,12 +102,12 @@ class Family:
                          "conventions": conventions, "module": module, **differences})
 
     def _spec_text(self, config, *, head: bool = True, padding: bool = True, name: str = "reference",
-                   heading: tuple[str, ...] = ()) -> str:
+                   heading: tuple[str, ...] = (), **options) -> str:
         from .writer import SpecWriter
 
         writer = SpecWriter()
         settings = self.fields.write(config, writer)
-        return writer.text(self.document(settings, padding=padding, head=head).text(name), list(heading))
+        return writer.text(self.document(settings, padding=padding, head=head, **options).text(name), list(heading))
 
     def _hf_config(self, spec) -> dict:
         from .facts import Facts
@@ -119,8 +119,11 @@ class Family:
         return {"model_type": self.model_types[0], **self.fields.config(facts)}
 
     def _load(self, model, reference) -> None:
-        load_decoder(model, reference, self.fields, self.hf_config, self.spec_text, self.rules, prefix=self.prefix,
-                     derived=self.computed)
+        if self.kind == "encoder-only":
+            load_encoder(model, reference, self)
+        else:
+            load_decoder(model, reference, self.fields, self.hf_config, self.spec_text, self.rules,
+                         prefix=self.prefix, derived=self.computed)
 
     def _export(self, model) -> dict:
         return export_decoder(model, self.rules, f"Hugging Face {self.name}", prefix=self.prefix,
@@ -214,3 +217,22 @@ def export_decoder(model, rules, reference: str, prefix: str = "model.", derived
     names, aliases = rules(model, prefix if lm else "", {}, lm)
     return export_state(model, names, reference=reference, aliases=aliases,
                         derived=derived(model, prefix if lm else "") if derived else None)
+
+
+def load_encoder(model, reference, family: Family) -> None:
+    """Copy an encoder's weights (its masked LM's, which holds the base model under the family's ``prefix``, or the
+    base model's) into ``model`` by the family's rules, once ``model``'s spec is the architecture the reference's
+    configuration describes, its pooler and masked-LM head included."""
+    from .mapping import InteropError, load_state, refuse_other_architecture
+
+    if model.spec.kind != "encoder-only":
+        raise InteropError(f"{type(reference).__name__} is an encoder; spec '{model.spec.name}' is {model.spec.kind}")
+    base = family.prefix.split(".")[0]
+    inner = getattr(reference, base, reference)
+    refuse_other_architecture(model, reference, family.fields, family.hf_config, lambda: family.spec_text(
+        reference.config, pooler=getattr(inner, "pooler", None) is not None,
+        head=hasattr(reference, family.rules.head.module), padding=model.encoder.masks_padding))
+    state = reference.state_dict()
+    names, aliases = family.rules(model, family.prefix if hasattr(reference, base) else "", state,
+                                  model.head is not None)
+    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases)

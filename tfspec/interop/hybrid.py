@@ -14,7 +14,7 @@ from typing import Callable
 from .family import Family
 from .fields import Field, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
-from .weights import DecoderWeights
+from .weights import Weights
 
 
 def layer_parts(model, layer: int, family: str) -> dict[str, str]:
@@ -37,7 +37,7 @@ def layer_parts(model, layer: int, family: str) -> dict[str, str]:
 
 
 def parts(family: str) -> Callable:
-    """The ``DecoderWeights.parts`` of a pre-normed hybrid decoder (``layer_parts``): each layer's ``attention`` or
+    """The ``Weights.parts`` of a pre-normed hybrid decoder (``layer_parts``): each layer's ``attention`` or
     ``mixer``, its ``operator_norm``, its ``feedforward`` and ``feedforward_norm``."""
     def each(model) -> list[dict[str, str]]:
         found = [layer_parts(model, i, family) for i in range(len(model.decoder.layers))]
@@ -103,7 +103,7 @@ def mixers_alone_family(name: str, model_type: str, conventions: str, module: st
     cls = name.replace("-", "")  # Mamba-2's classes: Mamba2ForCausalLM, Mamba2Model
     return Family(name, (model_type,), {f"{cls}ForCausalLM": {"head": True}, f"{cls}Model": {"head": False}},
                   conventions, module=module, fields=fields, document=document, hf_config=hf_config,
-                  prefix="backbone.", rules=DecoderWeights({"mixer": mixer, "operator_norm": "norm"},
+                  prefix="backbone.", rules=Weights({"mixer": mixer, "operator_norm": "norm"},
                                                            top={"embeddings.tokens.tokens": "embeddings",
                                                                 "decoder.final_norm": "norm_f"},
                                                            parts=parts(name)))

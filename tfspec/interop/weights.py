@@ -115,28 +115,64 @@ def _frozen(table: Mapping) -> Mapping:
 
 
 @dataclass(frozen=True)
-class DecoderWeights:
-    """A decoder-only checkpoint's tensors: ``top``, our modules outside the layers beside the base model's (under
-    its ``prefix``); ``layer``, our modules inside a layer beside the checkpoint layer's (``Where``), layer i of
-    ours being its ``{layers}.{i}``; ``parts(model)``: the names of a layer's parts (``mapping.layer_modules``;
-    Gemma 2's sandwich names the norms after each sublayer too), or a list of each layer's (a hybrid's, whose
-    layers mix by a ``mixer`` or by ``attention``: ``hybrid.parts``). The causal LM's head is ``head`` (an alias of
-    the token table where tied), and multi-token prediction's modules follow the layers (``tfspec.interop.mtp``).
-    Called as a family's ``rules(model, prefix, state, lm)``."""
+class MaskedLMHead:
+    """An encoder's masked-LM head and pooler, under the checkpoint's names: ``transform`` (a linear map), its
+    ``norm``, the ``decoder`` (tied to the token table, or its own), the ``bias`` (the decoder's bias, an alias of
+    it), and the base model's ``pooler``; ``module``: the masked LM's attribute holding the head (``cls``)."""
+
+    transform: str = "cls.predictions.transform.dense"
+    norm: str = "cls.predictions.transform.LayerNorm"
+    decoder: str = "cls.predictions.decoder"
+    bias: str = "cls.predictions.bias"
+    pooler: str = "pooler.dense"
+
+    @property
+    def module(self) -> str:
+        return self.decoder.split(".")[0]
+
+    def __call__(self, model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+        rules, aliases, ours_state = [], {}, model.state_dict()
+        if model.pooler is not None:
+            rules += linear_rules("pooler.dense", f"{prefix}{self.pooler}", state, ours_state)
+        if model.head is not None:
+            rules += [*linear_rules("head.transform", self.transform, state, ours_state),
+                      *linear_rules("head.transform_norm", self.norm, state, ours_state)]
+            if "head.bias" in ours_state or self.bias in state:
+                rules.append(rule("head.bias", self.bias))
+            if self.bias != f"{self.decoder}.bias":  # (the decoder's bias is that tensor)
+                aliases = {f"{self.decoder}.bias": "head.bias"}
+            if model.tied_to is not None:
+                aliases[f"{self.decoder}.weight"] = "embeddings.tokens.tokens.weight"
+            else:
+                rules.append(rule("head.weight", f"{self.decoder}.weight"))
+        return rules, aliases
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A checkpoint of one stack's tensors (a decoder's, an encoder's): ``top``, our modules outside the layers
+    beside the base model's (under its ``prefix``); ``layer``, our modules inside a layer beside the checkpoint
+    layer's (``Where``), layer i of ours being its ``{layers}.{i}``; ``parts(model)``: the names of a layer's parts,
+    which a ``layer`` key starts with (``mapping.layer_modules``: ``attention``, ``feedforward_norm``, ...; Gemma 2's
+    sandwich names the norms after each sublayer too), or a list of each layer's (a hybrid's, whose layers mix by a
+    ``mixer`` or by ``attention``: ``hybrid.parts``); None: the keys are our modules' own paths (BERT's
+    ``self_attn.qkv``). ``head``: the causal LM's head (its name; an alias of the token table where tied) or an
+    encoder's (``MaskedLMHead``); multi-token prediction's modules follow a decoder's layers
+    (``tfspec.interop.mtp``). Called as a family's ``rules(model, prefix, state, lm)``."""
 
     layer: Mapping[str, Where]
     top: Mapping[str, str] = field(default_factory=lambda: _frozen(
         {"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "norm"}))
     layers: str = "layers"
-    parts: Callable = layer_modules
-    head: str = "lm_head"
+    parts: Callable | None = layer_modules
+    head: str | MaskedLMHead = "lm_head"
 
     def __post_init__(self):
         object.__setattr__(self, "layer", _frozen(self.layer))
         object.__setattr__(self, "top", _frozen(self.top))
 
     def derive(self, layer: Mapping[str, Where | None] = MappingProxyType({}),
-               top: Mapping[str, str | None] = MappingProxyType({}), **changes) -> "DecoderWeights":
+               top: Mapping[str, str | None] = MappingProxyType({}), **changes) -> "Weights":
         """This table with a family's differences: ``layer`` and ``top`` entries added or renamed (None: a module
         the family has not), and any other field changed."""
         def merged(table, differences):
@@ -144,14 +180,18 @@ class DecoderWeights:
 
         return replace(self, layer=merged(self.layer, layer), top=merged(self.top, top), **changes)
 
-    def layer_rules(self, model, parts: dict, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+    def layer_rules(self, model, parts: dict | None, ours: str, theirs: str, state: dict, ours_state: dict
+                    ) -> list[Rule]:
         """One layer's rules: our layer ``ours`` (``decoder.layers.3``) and the checkpoint's ``theirs``."""
         rules = []
         for module, where in self.layer.items():
-            part, _, inside = module.partition(".")
-            if part not in parts:
-                continue  # a part this spec's layer has not: its tensors are then reported unmapped
-            path = ".".join(p for p in (ours, parts[part], inside) if p)
+            if parts is None:
+                path = f"{ours}.{module}"
+            else:
+                part, _, inside = module.partition(".")
+                if part not in parts:
+                    continue  # a part this spec's layer has not: its tensors are then reported unmapped
+                path = ".".join(p for p in (ours, parts[part], inside) if p)
             if callable(where):
                 rules += where(model, path, theirs, state, ours_state)
             else:
@@ -159,10 +199,12 @@ class DecoderWeights:
         return rules
 
     def __call__(self, model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-        if model.spec.kind != "decoder-only":
-            raise InteropError(f"spec '{model.spec.name}' is {model.spec.kind}; the checkpoint is a decoder's")
-        ours_state, parts = model.state_dict(), self.parts(model)
-        per_layer = parts if isinstance(parts, list) else [parts] * len(model.decoder.layers)
+        if len(model.spec.stacks) != 1:
+            raise InteropError(f"spec '{model.spec.name}' is {model.spec.kind}; the checkpoint is one stack's")
+        role = model.spec.stacks[0].role
+        ours_state = model.state_dict()
+        parts = self.parts(model) if self.parts is not None else None
+        per_layer = parts if isinstance(parts, list) else [parts] * len(getattr(model, role).layers)
         rules = [r for ours, theirs in self.top.items()
                  for r in _module_rules(ours, tuple(f"{prefix}{t}" for t in _names(theirs)), state, ours_state)]
 
@@ -170,8 +212,11 @@ class DecoderWeights:
             return self.layer_rules(model, parts, ours, theirs, state, ours_state)
 
         for i, parts in enumerate(per_layer):
-            rules += layer(f"decoder.layers.{i}", f"{prefix}{self.layers}.{i}", parts)
-        head, aliases = lm_head_rules(model, lm, self.head, state)
+            rules += layer(f"{role}.layers.{i}", f"{prefix}{self.layers}.{i}", parts)
+        if isinstance(self.head, MaskedLMHead):
+            head, aliases = self.head(model, prefix, state, lm)
+        else:
+            head, aliases = lm_head_rules(model, lm, self.head, state)
         ahead, shared = mtp.rules(model, prefix, state, layer) if lm else ([], {})  # (checkpoints' layers L, ...)
         return rules + head + ahead, {**aliases, **shared}
 

@@ -9,15 +9,11 @@ width with ``hidden_act`` and is tied to it; ``AlbertModel``'s pooler is one lin
 
 from __future__ import annotations
 
-from ..document import Statement
-from ..writer import SpecWriter
+from ..document import Document, Statement
 from . import hf_bert
-from ..facts import Facts
+from ..family import Requires
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule, rule, weight_and_bias
-
-HEAD = {"transform": "predictions.dense", "norm": "predictions.LayerNorm", "decoder": "predictions.decoder",
-        "bias": "predictions.bias", "pooler": "pooler"}
+from ..weights import MaskedLMHead
 
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.width),  # the stack's; the table's is embedding_size
@@ -31,54 +27,30 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ALBERT configuration describes: BERT's with a narrower token table projected into the
-    stack and layers sharing ``num_hidden_groups`` sets of weights."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    document = hf_bert.projected(hf_bert.document(s, pooler=pooler, head=head, padding=padding), s).add(
+def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
+    """ALBERT's spec: BERT's with a narrower token table projected into the stack and layers sharing
+    ``num_hidden_groups`` sets of weights."""
+    return hf_bert.projected(hf_bert.document(s, pooler=pooler, head=head, padding=padding), s).add(
         "encoder", Statement("weight_sets", "weight_sets"))
-    return w.text(document.text(name), list(heading))
-
-def hf_config(spec) -> dict:
-    """The ALBERT configuration ``spec`` would be."""
-    f = Facts(spec, "ALBERT")
-    f.kind("encoder-only")
-    if spec.embeddings[0].project is None:
-        raise f.refuse("its embedding is not projected into the stack (`project`); ALBERT's always is")
-    return {"model_type": "albert", **FIELDS.config(f)}
-
-
-def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
-    """ALBERT's names for the tensors of the layer that weight set ``i`` holds (``albert_layer_groups.{i}``)."""
-    theirs = f"{prefix}encoder.albert_layer_groups.{i}.albert_layers.0"
-    qkv = [f"{theirs}.attention.{n}" for n in ("query", "key", "value")]
-    linear = weight_and_bias
-    return [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
-            rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
-            *linear(f"{ours}.self_attn.out", f"{theirs}.attention.dense"),
-            *linear(f"{ours}.self_attn_norm", f"{theirs}.attention.LayerNorm"),
-            *linear(f"{ours}.ffn.up", f"{theirs}.ffn"),
-            *linear(f"{ours}.ffn.down", f"{theirs}.ffn_output"),
-            *linear(f"{ours}.ffn_norm", f"{theirs}.full_layer_layer_norm")]
-
-
-def _rules(model, prefix: str):
-    rules, aliases = hf_bert.weight_rules(model, prefix, HEAD, layer=_layer_rules)
-    return rules + weight_and_bias("embeddings.tokens.project", f"{prefix}encoder.embedding_hidden_mapping_in"), \
-        aliases
 
 
 EXPORT_PRIORITY = 40  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_bert.encoder_family(
-        "ALBERT", ("albert",),
-        {"AlbertForMaskedLM": {"pooler": False, "head": True},
-         "AlbertModel": {"pooler": True, "head": False}},
-        "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
-        "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
-        "table's width with hidden_act and is tied to it",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
-        base="albert", head="predictions"),
-)
+ALBERT = hf_bert.BERT.derive(
+    "ALBERT", ("albert",), {"AlbertForMaskedLM": {"pooler": False, "head": True},
+                            "AlbertModel": {"pooler": True, "head": False}},
+    "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
+    "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
+    "table's width with hidden_act and is tied to it",
+    module=__name__, fields=FIELDS, document=document, prefix="albert.",
+    requires=(Requires(lambda f: f.spec.embeddings[0].project is not None,
+                       "its embedding is not projected into the stack (`project`); ALBERT's always is"),),
+    # each weight set's layer under ``albert_layer_groups``, the projection into the stack, its head and pooler
+    rules=hf_bert.WEIGHTS.derive(
+        {"self_attn.qkv": tuple(f"albert_layers.0.attention.{n}" for n in ("query", "key", "value")),
+         "self_attn.out": "albert_layers.0.attention.dense", "self_attn_norm": "albert_layers.0.attention.LayerNorm",
+         "ffn.up": "albert_layers.0.ffn", "ffn.down": "albert_layers.0.ffn_output",
+         "ffn_norm": "albert_layers.0.full_layer_layer_norm"},
+        top={"embeddings.tokens.project": "encoder.embedding_hidden_mapping_in"}, layers="encoder.albert_layer_groups",
+        head=MaskedLMHead("predictions.dense", "predictions.LayerNorm", "predictions.decoder", "predictions.bias",
+                          "pooler")))
+FAMILIES = (ALBERT,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -9,7 +9,7 @@ is a SwiGLU; the norms are ``input_layernorm`` and ``pre_ff_layernorm``, the fin
 from __future__ import annotations
 
 from ..family import Family, Requires
-from ..weights import DecoderWeights, GatedMLP, Projections
+from ..weights import Weights, GatedMLP, Projections
 from ..document import Document
 from .. import hybrid
 
@@ -73,7 +73,7 @@ BAMBA = Family(
     "Bamba: Llama's pre-normed RMSNorm layers with Mamba-2 (mixer mamba2) in place of attention but in the "
     "layers attn_layer_indices names, whose attention rotates half of each head; SwiGLU feed-forwards",
     module=__name__, fields=FIELDS, document=document, requires=(HALF_ROTATED,),
-    rules=DecoderWeights({"attention": Projections(), "mixer": hybrid.Mamba2Mixer(),
+    rules=Weights({"attention": Projections(), "mixer": hybrid.Mamba2Mixer(),
                           "feedforward": GatedMLP("feed_forward"),
                           "operator_norm": "input_layernorm", "feedforward_norm": "pre_ff_layernorm"},
                          top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},

@@ -10,28 +10,11 @@ give tfspec Hugging Face's, ``BigBirdAttention.patterns``).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ...registry import ATTENTION_KINDS
 from ..fields import Field, Fields
 from . import hf_bert
-from .hf_bert import FIELDS as BERT_FIELDS
-from .hf_bert import weight_rules, check_reference
-from ..mapping import export_state, load_state
-from ..document import Statement
-from ..writer import SpecWriter
-from ..family import Family, exported_config
-
-REFERENCE = "Hugging Face BigBird"
-
-
-def _big_bird_rules(model, reference_has_lm: bool):
-    """BERT's mapping, with BigBird's pooler (a linear named ``pooler``, not ``pooler.dense``); without q/k/v
-    biases (``use_bias=False``) their rule goes (a reference that has them is then reported as unmapped)."""
-    rules, aliases = weight_rules(model, "bert." if reference_has_lm else "")
-    ours = model.state_dict()
-    return [replace(r, theirs=tuple(t.replace("pooler.dense.", "pooler.") for t in r.theirs)) for r in rules
-            if all(o in ours for o in r.ours)], aliases
+from ..document import Document, Statement
+from ..weights import MaskedLMHead
 
 
 def _kind(f):
@@ -56,45 +39,26 @@ OWN_FIELDS = Fields(  # BigBird's own; the rest are BERT's (written by BERT's sp
     Field("qkv_bias", "use_bias", lambda f: f.attention("encoder").bias, let=False),
     Field("rescale", "rescale_embeddings", lambda f: f.embedding.scale != 1.0, let=False),
 )
-FIELDS = OWN_FIELDS + BERT_FIELDS
+FIELDS = OWN_FIELDS + hf_bert.FIELDS
 
 
-def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a BigBird configuration describes: ``BigBirdModel`` with ``pooler``, ``BigBirdForMaskedLM``
-    with ``head`` (BERT's, with BigBird's attention and embedding scale)."""
-    w = SpecWriter()
-    s = OWN_FIELDS.write(config, w)
+def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
+    """BigBird's spec: ``BigBirdModel`` with ``pooler``, ``BigBirdForMaskedLM`` with ``head`` (BERT's, with
+    BigBird's attention and embedding scale)."""
     kind = f"bigbird({s.block}, random={s.random_blocks})" if s.attention == "bigbird" else s.attention
-    document = hf_bert.document(BERT_FIELDS.write(config, w), pooler=pooler, head=head, padding=padding).insert(
+    document = hf_bert.document(s, pooler=pooler, head=head, padding=padding).insert(
         "encoder", "attention", "mask", kind=kind, bias=s.qkv_bias, out_bias="true")
     if s.value("rescale"):
-        document = document.add("embedding tokens", Statement("scale", repr(float(config.hidden_size) ** 0.5)))
-    return w.text(document.text(name), list(heading))
-
-hf_config = exported_config("BigBird", "big_bird", "encoder-only", FIELDS)
-
-
-def from_hf_big_bird(model, reference) -> None:
-    """Copy a ``BigBirdModel`` or ``BigBirdForMaskedLM``'s weights into ``model`` (every tensor accounted for)."""
-    check_reference(model, reference, FIELDS, hf_config, spec_text)
-    rules, aliases = _big_bird_rules(model, hasattr(reference, "bert"))
-    load_state(model, reference.state_dict(), rules, reference=REFERENCE, aliases=aliases)
-
-
-def to_hf_big_bird(model) -> dict:
-    """A state dict for ``BigBirdForMaskedLM`` (spec with a head) or ``BigBirdModel`` (without)."""
-    rules, aliases = _big_bird_rules(model, model.head is not None)
-    return export_state(model, rules, reference=REFERENCE, aliases=aliases)
+        document = document.add("embedding tokens", Statement("scale", repr(float(s.config.hidden_size) ** 0.5)))
+    return document
 
 
 EXPORT_PRIORITY = 360  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("BigBird", ("big_bird",),
-           {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
-           "BigBirdModel": {"pooler": True, "head": False}},
-           "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
-           "blocks)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_big_bird,
-           export=to_hf_big_bird),
-)
+BIG_BIRD = hf_bert.BERT.derive(
+    "BigBird", ("big_bird",), {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
+                               "BigBirdModel": {"pooler": True, "head": False}},
+    "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
+    "blocks)",
+    module=__name__, fields=FIELDS, document=document,
+    rules=hf_bert.WEIGHTS.derive(head=MaskedLMHead(pooler="pooler")))  # (its pooler a linear map named pooler)
+FAMILIES = (BIG_BIRD,)  # the families this module reads and writes (``tfspec.interop.family``)

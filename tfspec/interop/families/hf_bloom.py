@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...registry import POSITIONS
 from ..family import Family, Requires
 from ..fields import Field, Fields, Fixed
-from ..weights import DecoderWeights, Reordered, per_head_rows
+from ..weights import Weights, Reordered, per_head_rows
 from .. import layouts
 from ..document import Document, Statement
 
@@ -57,7 +57,7 @@ FOUR_WIDE = Requires(lambda f: f.feedforward("decoder").d_ff == 4 * f.embedding.
                      "its feed-forward is not 4 × hidden_size wide")
 
 # BLOOM's checkpoint; its fused query_key_value interleaves q, k and v per head
-WEIGHTS = DecoderWeights({
+WEIGHTS = Weights({
     "attention.qkv": Reordered("self_attention.query_key_value",
                                lambda model, core: per_head_rows(core.heads, core.head_dim)),
     "attention.out": "self_attention.dense",

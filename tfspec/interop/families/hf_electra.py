@@ -9,14 +9,11 @@ back into the table's width.
 
 from __future__ import annotations
 
-from ..writer import SpecWriter
 from . import hf_bert
-from ..facts import Facts
 from ..fields import Field, Fields
-from ..mapping import weight_and_bias
-
-HEAD = {"transform": "generator_predictions.dense", "norm": "generator_predictions.LayerNorm",
-        "decoder": "generator_lm_head", "bias": "generator_lm_head.bias"}
+from ..document import Document
+from ..family import Requires
+from ..weights import MaskedLMHead
 
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.width),  # the stack's; the table's is embedding_size
@@ -29,42 +26,25 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an ELECTRA configuration describes: BERT's without a pooler, the generator's head with GELU,
-    a narrower token table projected into the stack where embedding_size says."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
+    """ELECTRA's spec: BERT's without a pooler, the generator's head with GELU, a narrower token table projected
+    into the stack where embedding_size says."""
     document = hf_bert.document(s, pooler=False, head=head, padding=padding)
-    if config.embedding_size != config.hidden_size:
+    if s.config.embedding_size != s.config.hidden_size:
         document = hf_bert.projected(document, s)
-    return w.text((document.change_tail("head", transform="gelu") if head else document).text(name), list(heading))
-
-def hf_config(spec) -> dict:
-    """The ELECTRA configuration ``spec`` would be."""
-    f = Facts(spec, "ELECTRA")
-    f.kind("encoder-only")
-    if spec.pooler is not None:
-        raise f.refuse("it has a pooler; ELECTRA has none")
-    return {"model_type": "electra", **FIELDS.config(f)}
-
-
-def _rules(model, prefix: str):
-    """BERT's names, ELECTRA's head, and the projection into the stack where the embeddings have one."""
-    rules, aliases = hf_bert.weight_rules(model, prefix, HEAD)
-    if model.embeddings["tokens"].project is not None:
-        rules += weight_and_bias("embeddings.tokens.project", f"{prefix}embeddings_project")
-    return rules, aliases
+    return document.change_tail("head", transform="gelu") if head else document
 
 
 EXPORT_PRIORITY = 30  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_bert.encoder_family(
-        "ELECTRA", ("electra",),
-        {"ElectraForMaskedLM": {"pooler": False, "head": True},
-         "ElectraModel": {"pooler": False, "head": False}},
-        "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
-        "embedding_size apart from hidden_size projects the embeddings into the stack",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
-        base="electra", head="generator_lm_head"),
-)
+ELECTRA = hf_bert.BERT.derive(
+    "ELECTRA", ("electra",), {"ElectraForMaskedLM": {"pooler": False, "head": True},
+                              "ElectraModel": {"pooler": False, "head": False}},
+    "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
+    "embedding_size apart from hidden_size projects the embeddings into the stack",
+    module=__name__, fields=FIELDS, document=document, prefix="electra.",
+    requires=(Requires(lambda f: f.spec.pooler is None, "it has a pooler; ELECTRA has none"),),
+    # BERT's names, ELECTRA's head, and the projection into the stack where the embeddings have one
+    rules=hf_bert.WEIGHTS.derive(top={"embeddings.tokens.project": "embeddings_project"},
+                                 head=MaskedLMHead("generator_predictions.dense", "generator_predictions.LayerNorm",
+                                                   "generator_lm_head", "generator_lm_head.bias")))
+FAMILIES = (ELECTRA,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -26,7 +26,7 @@ from ...ir import nodes as ir
 from ...ir.queries import residual_placement
 from ..mapping import layer_modules, spec_layer_modules
 from .. import layouts
-from ..weights import DecoderWeights, Reordered, per_head_rows
+from ..weights import Weights, Reordered, per_head_rows
 from ..writer import causal_masks
 
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -163,7 +163,7 @@ FALCON = Family(
     "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
     "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
     module=__name__, fields=FIELDS, document=document, requires=(SAME_BIAS,), prefix="transformer.",
-    rules=DecoderWeights({
+    rules=Weights({
         "attention.qkv": Reordered("self_attention.query_key_value", _fused_rows),
         "attention.out": "self_attention.dense",
         "feedforward.up": "mlp.dense_h_to_4h", "feedforward.down": "mlp.dense_4h_to_h",

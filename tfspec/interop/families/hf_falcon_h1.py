@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..document import Document, Statement
 from ..family import Family
-from ..weights import DecoderWeights, GatedMLP, Projections
+from ..weights import Weights, GatedMLP, Projections
 import math
 
 from ...ir import nodes as ir
@@ -162,7 +162,7 @@ FALCON_H1 = Family(
     "they act (the wiring form's branch scales, the mixer's part scales, swiglu_scaled's gate scale, the "
     "attention's and the head's scale, the embedding's)",
     module=__name__, fields=FIELDS, document=document,
-    rules=DecoderWeights({"mamba": hybrid.Mamba2Mixer(), "attention": Projections(), "mlp": GatedMLP("feed_forward"),
+    rules=Weights({"mamba": hybrid.Mamba2Mixer(), "attention": Projections(), "mlp": GatedMLP("feed_forward"),
                           "input": "input_layernorm", "pre_ff": "pre_ff_layernorm"},
                          top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},
                          parts=_parts))

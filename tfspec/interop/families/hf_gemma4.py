@@ -31,7 +31,7 @@ from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from .. import layouts
 from ..document import Document, Statement
-from ..weights import DecoderWeights, GatedMLP, Projections, Tensor
+from ..weights import Weights, GatedMLP, Projections, Tensor
 from ..writer import causal_masks, schedule
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
@@ -321,7 +321,7 @@ def _layer_modules(model) -> dict[str, str]:
 
 
 # Gemma 4's checkpoint: its layer's parts under Hugging Face's names (``_layer_modules``)
-WEIGHTS = DecoderWeights({
+WEIGHTS = Weights({
     "self_attn": Projections(), "self_attn.q_norm": "self_attn.q_norm", "self_attn.k_norm": "self_attn.k_norm",
     "mlp": GatedMLP(),
     **{norm: norm for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",

@@ -7,7 +7,7 @@ transposed on the way; ``lm_head.weight`` is the token embedding (tied).
 from __future__ import annotations
 
 from ..family import Family
-from ..weights import Conv1D, DecoderWeights
+from ..weights import Conv1D, Weights
 from ..fields import Field, Fields, Fixed
 from .. import layouts
 from ..document import Document, Statement
@@ -75,7 +75,7 @@ GPT2 = Family(
     "1/sqrt(2 * layers)",
     module=__name__, fields=FIELDS, document=document, prefix="transformer.",
     # its projections are Conv1Ds, their weights stored transposed
-    rules=DecoderWeights({"attention.qkv": Conv1D("attn.c_attn"), "attention.out": Conv1D("attn.c_proj"),
+    rules=Weights({"attention.qkv": Conv1D("attn.c_attn"), "attention.out": Conv1D("attn.c_proj"),
                           "feedforward.up": Conv1D("mlp.c_fc"), "feedforward.down": Conv1D("mlp.c_proj"),
                           "attention_norm": "ln_1", "feedforward_norm": "ln_2"},
                          top={"embeddings.tokens.tokens": "wte", "embeddings.tokens.positions": "wpe",

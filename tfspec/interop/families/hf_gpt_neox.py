@@ -17,7 +17,7 @@ from ..document import Document
 from ..fields import Field, Fields, Fixed
 from .. import layouts
 from ..family import Family
-from ..weights import DecoderWeights, Reordered, per_head_rows
+from ..weights import Weights, Reordered, per_head_rows
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
                "silu": "silu", "tanh": "tanh"}
@@ -84,7 +84,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 # GPT-NeoX's checkpoint; its fused query_key_value interleaves q, k and v per head
-WEIGHTS = DecoderWeights({
+WEIGHTS = Weights({
     "attention.qkv": Reordered("attention.query_key_value", lambda model, core: per_head_rows(core.heads,
                                                                                              core.head_dim)),
     "attention.out": "attention.dense", "feedforward.up": "mlp.dense_h_to_4h", "feedforward.down": "mlp.dense_4h_to_h",

@@ -16,7 +16,7 @@ from .. import layouts
 from ..document import Document, Statement
 from ..family import Family, Requires
 from ..fields import Field, Fields
-from ..weights import DecoderWeights, Projections
+from ..weights import Weights, Projections
 from ..writer import causal_masks
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu",
@@ -109,7 +109,7 @@ GPTJ = Family(
                        "its rotary positions are not GPT-J's (interleaved, theta 10000)"),
               Requires(lambda f: not f.attention("decoder").bias,
                        "its attention projections have biases; GPT-J's have none")),
-    rules=DecoderWeights({"attention": Projections("attn", ("q_proj", "k_proj", "v_proj", "out_proj")),
+    rules=Weights({"attention": Projections("attn", ("q_proj", "k_proj", "v_proj", "out_proj")),
                           "feedforward.up": "mlp.fc_in", "feedforward.down": "mlp.fc_out", "attention_norm": "ln_1"},
                          top={"embeddings.tokens.tokens": "wte", "decoder.final_norm": "ln_f"}, layers="h",
                          parts=hf_cohere.one_norm_parts))

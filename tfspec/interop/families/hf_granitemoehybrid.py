@@ -13,7 +13,7 @@ shared network alone. Granite's four multipliers are settings the spec states, a
 from __future__ import annotations
 
 from ..family import Family
-from ..weights import DecoderWeights, Projections, Tensor
+from ..weights import Weights, Projections, Tensor
 from .. import hybrid, layouts
 
 from . import hf_granite, hf_llama
@@ -142,7 +142,7 @@ GRANITE_MOE_HYBRID = Family(
     carried=("intermediate_size",),  # the experts' width, which a model without experts does not have
     # a mixture (its router and stacked experts) and the shared network (``input_linear`` our ``up``, gate rows
     # first; ``output_linear`` our ``down``), or the shared network alone
-    rules=DecoderWeights({
+    rules=Weights({
         "attention": Projections(), "mixer": hybrid.Mamba2Mixer(),
         "feedforward.router": "block_sparse_moe.router",
         "feedforward.experts.up": Tensor("block_sparse_moe.experts.gate_up_proj"),

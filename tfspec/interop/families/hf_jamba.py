@@ -21,7 +21,7 @@ from ..family import Family
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..document import Document
-from ..weights import DecoderWeights, GatedMLP, Projections, Tensor
+from ..weights import Weights, GatedMLP, Projections, Tensor
 from ..writer import causal_masks, schedule
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -171,7 +171,7 @@ JAMBA = Family(
     "expert_layer_period-th feed-forward a mixture of SwiGLU experts (not renormalised), the others SwiGLUs",
     module=__name__, fields=FIELDS, document=document,
     # a mixture's router and stacked experts, or a SwiGLU
-    rules=DecoderWeights({
+    rules=Weights({
         "attention": Projections(), "mixer": MambaMixer(), "feedforward": GatedMLP("feed_forward"),
         "feedforward.router": "feed_forward.router",
         "feedforward.experts.up": Tensor("feed_forward.experts.gate_up_proj"),

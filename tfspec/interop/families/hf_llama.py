@@ -18,7 +18,7 @@ from ..fields import Field, Fields, Fixed
 from ..writer import causal_masks
 from ..family import Family
 from .. import layouts
-from ..weights import DecoderWeights, GatedMLP, Projections
+from ..weights import Weights, GatedMLP, Projections
 from ..document import Document, Statement
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
@@ -177,7 +177,7 @@ def hf_config(spec) -> dict:
 
 
 # Llama's checkpoint, from which most decoders' tables derive
-WEIGHTS = DecoderWeights({"attention": Projections(), "feedforward": GatedMLP(),
+WEIGHTS = Weights({"attention": Projections(), "feedforward": GatedMLP(),
                           "attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"})
 
 EXPORT_PRIORITY = 120  # where export tries this module's families (lower first)

@@ -12,7 +12,7 @@ Mixtral's mixture of SwiGLU experts. Its layers are DeepNet's: the residual is t
 from __future__ import annotations
 
 from ..family import Family
-from ..weights import DecoderWeights, Projections
+from ..weights import Weights, Projections
 from ..document import Document
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
@@ -138,7 +138,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 def _parts(model) -> list[dict[str, str]]:
-    """Each layer's parts as ``DecoderWeights`` names them: its ``mixer`` or ``attention``, its ``feedforward`` and
+    """Each layer's parts as ``Weights`` names them: its ``mixer`` or ``attention``, its ``feedforward`` and
     the norm before each (``norm``, ``mlp_norm``)."""
     return [{"attention" if parts.get("attends") else "mixer": parts["operator"],
              **{k: parts[k] for k in ("feedforward", "norm", "mlp_norm")}} for parts in _layers(model)]
@@ -170,7 +170,7 @@ MINIMAX = Family(
     "attention as layer_types says, a layer schedule; Mixtral's mixtures of SwiGLU experts; DeepNet's layers, "
     "x = α · norm(x) + β · F(norm(x)) in the wiring form",
     module=__name__, fields=FIELDS, document=document, computed=_decays,
-    rules=DecoderWeights({"attention": Projections(),
+    rules=Weights({"attention": Projections(),
                           **{f"mixer.{t}": f"self_attn.{t}" for t in ("qkv_proj", "output_gate", "norm", "out_proj")},
                           **hf_mixtral.MIXTURE, "norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"},
                          parts=_parts))

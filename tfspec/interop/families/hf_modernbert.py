@@ -14,16 +14,16 @@ bias (``decoder_bias``).
 
 from __future__ import annotations
 
+from ..document import Document, Statement
+from ..family import Family
+from ..weights import MaskedLMHead, Weights
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from . import hf_gemma2, hf_gemma3
-from ..family import Family, exported_config
 from ..fields import Field, Fields
-from ..mapping import (InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule,
-                      same_head)
+from ..mapping import InteropError
 from .. import layouts
-from ..document import Statement
-from ..writer import SpecWriter, schedule, selection
+from ..writer import schedule, selection
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 ACTIVATIONS = {"gelu": "geglu", "gelu_pytorch_tanh": "geglu_tanh", "gelu_new": "geglu_tanh", "silu": "swiglu",
@@ -99,12 +99,10 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a ModernBERT configuration describes: a pre-norm encoder in the wiring form, its first
-    layer without a norm before attention and its sliding and global layers a schedule."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool, pooler: bool = False) -> Document:
+    """ModernBERT's spec: a pre-norm encoder in the wiring form, its first layer without a norm before attention
+    and its sliding and global layers a schedule."""
+    w, config = s.writer, s.config
     slides = [s.value("window") is not None and t == SLIDING for t in s.value("layer_types")]
     # |i - j| <= local_attention / 2, as tfspec's window(k) writes |i - j| < k
     window = f"{w('local_attention', config.local_attention, 'local_attention')} // 2 + 1" if any(slides) else None
@@ -142,16 +140,12 @@ x = x + feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias={s.m
                 .add("embedding tokens", Statement("norm", norm))
                 .add("embedding tokens", Statement("dropout", s.p_embedding_dropout))
                 .add_lines("encoder", lines))
-    if head:
-        document = document.with_tail(Statement(
-            "head", "tied(tokens)" if s.value("tied") else f"linear({s.vocab})", transform=s.head_activation,
-            norm=norm, bias=s.decoder_bias, transform_bias=s.classifier_bias, comment="the MLM head"))
-    else:
+    if not head:
         w.forget("head_activation")
-    return w.text(document.text(name), list(heading))
-
-
-hf_config = exported_config("ModernBERT", "modernbert", "encoder-only", FIELDS)
+        return document
+    return document.with_tail(Statement(
+        "head", "tied(tokens)" if s.value("tied") else f"linear({s.vocab})", transform=s.head_activation,
+        norm=norm, bias=s.decoder_bias, transform_bias=s.classifier_bias, comment="the MLM head"))
 
 
 def _layer_parts(model, i: int) -> dict[str, str]:
@@ -170,61 +164,18 @@ def _layer_parts(model, i: int) -> dict[str, str]:
     return parts
 
 
-def _rules(model, prefix: str, state: dict) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "encoder-only":
-        raise InteropError(f"ModernBERT is encoder-only; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embeddings.tok_embeddings.weight"),
-             *linear_rules("embeddings.tokens.norm", f"{prefix}embeddings.norm", state, ours_state),
-             *linear_rules("encoder.final_norm", f"{prefix}final_norm", state, ours_state)]
-    for i in range(len(model.encoder.layers)):
-        ours, theirs, parts = f"encoder.layers.{i}", f"{prefix}layers.{i}", _layer_parts(model, i)
-        rules += [*linear_rules(f"{ours}.{parts['attention']}.qkv", f"{theirs}.attn.Wqkv", state, ours_state),
-                  *linear_rules(f"{ours}.{parts['attention']}.out", f"{theirs}.attn.Wo", state, ours_state),
-                  *linear_rules(f"{ours}.{parts['feedforward']}.up", f"{theirs}.mlp.Wi", state, ours_state),
-                  *linear_rules(f"{ours}.{parts['feedforward']}.down", f"{theirs}.mlp.Wo", state, ours_state)]
-        for part, theirs_norm in (("attention_norm", "attn_norm"), ("feedforward_norm", "mlp_norm")):
-            if part in parts:
-                rules += linear_rules(f"{ours}.{parts[part]}", f"{theirs}.{theirs_norm}", state, ours_state)
-    aliases = {}
-    if model.head is not None:
-        rules += [*linear_rules("head.transform", "head.dense", state, ours_state),
-                  *linear_rules("head.transform_norm", "head.norm", state, ours_state)]
-        if model.tied_to is not None:
-            aliases["decoder.weight"] = "embeddings.tokens.tokens.weight"
-        else:
-            rules.append(rule("head.weight", "decoder.weight"))
-        if "head.bias" in ours_state or "decoder.bias" in state:
-            rules.append(rule("head.bias", "decoder.bias"))
-    return rules, aliases
-
-
-def from_hf_modernbert(model, reference) -> None:
-    """Copy a ``ModernBertForMaskedLM`` (or ``ModernBertModel``)'s weights into ``model``; the spec must be the
-    architecture the reference's configuration describes, layer by layer."""
-    lm = hasattr(reference, "decoder")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.encoder.masks_padding))
-    state = reference.state_dict()
-    names, aliases = _rules(model, "model." if lm else "", state)
-    load_state(model, state, names, reference=type(reference).__name__, aliases=aliases)
-
-
-def to_hf_modernbert(model) -> dict:
-    """A state dict for ``ModernBertForMaskedLM`` (spec with a head) or ``ModernBertModel``."""
-    names, aliases = _rules(model, "model." if model.head is not None else "", {})
-    return export_state(model, names, reference="Hugging Face ModernBERT", aliases=aliases)
-
-
 EXPORT_PRIORITY = 470  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("ModernBERT", ("modernbert",), {"ModernBertForMaskedLM": {"head": True},
-                                           "ModernBertModel": {"head": False}},
-           "ModernBERT: a pre-norm encoder of LayerNorms (no norm before the first layer's attention: the "
-           "embeddings' serves), GEGLU, global and local (a window of local_attention / 2 each side) layers as "
-           "layer_types says, each with rotary positions of its own base (a layer schedule); the MLM head's "
-           "transform biased where classifier_bias says",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_modernbert,
-           export=to_hf_modernbert, carried=("cls_token_id",)),
-)
+MODERNBERT = Family(
+    "ModernBERT", ("modernbert",), {"ModernBertForMaskedLM": {"head": True}, "ModernBertModel": {"head": False}},
+    "ModernBERT: a pre-norm encoder of LayerNorms (no norm before the first layer's attention: the "
+    "embeddings' serves), GEGLU, global and local (a window of local_attention / 2 each side) layers as "
+    "layer_types says, each with rotary positions of its own base (a layer schedule); the MLM head's "
+    "transform biased where classifier_bias says",
+    module=__name__, fields=FIELDS, document=document, kind="encoder-only", carried=("cls_token_id",),
+    rules=Weights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.Wo", "feedforward.up": "mlp.Wi",
+                   "feedforward.down": "mlp.Wo", "attention_norm": "attn_norm", "feedforward_norm": "mlp_norm"},
+                  top={"embeddings.tokens.tokens": "embeddings.tok_embeddings",
+                       "embeddings.tokens.norm": "embeddings.norm", "encoder.final_norm": "final_norm"},
+                  parts=lambda model: [_layer_parts(model, i) for i in range(len(model.encoder.layers))],
+                  head=MaskedLMHead("head.dense", "head.norm", "decoder", "decoder.bias")))
+FAMILIES = (MODERNBERT,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -11,16 +11,13 @@ values are refused.
 
 from __future__ import annotations
 
-from ..document import Statement
-from ..writer import SpecWriter
-from . import hf_bert
-from ..facts import Facts
+from ..document import Document, Statement
+from . import hf_bert, hf_roberta
+from ..family import Requires
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, rule, weight_and_bias
+from ..mapping import InteropError
 
 _BERT = [e for e in hf_bert.FIELDS.entries if isinstance(e, Field) and e.name != "segments"]
-HEAD = {"transform": "lm_head.dense", "norm": "lm_head.layer_norm", "decoder": "lm_head.decoder",
-        "bias": "lm_head.bias"}
 
 
 def _t5(f) -> dict:
@@ -38,63 +35,37 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, pooler: bool, head: bool, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an MPNet configuration describes: RoBERTa's without segments, with T5's relative bias shared
-    by the stack's layers."""
-    if config.max_position_embeddings <= 2:
-        raise InteropError(f"max_position_embeddings {config.max_position_embeddings} leaves no row for a token")
-    w = SpecWriter()
-    document = (hf_bert.document(FIELDS.write(config, w), pooler=pooler, head=head, padding=padding)
+def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
+    """MPNet's spec: RoBERTa's without segments, with T5's relative bias shared by the stack's layers."""
+    if s.config.max_position_embeddings <= 2:
+        raise InteropError(f"max_position_embeddings {s.config.max_position_embeddings} leaves no row for a token")
+    document = (hf_bert.document(s, pooler=pooler, head=head, padding=padding)
                 .change("embedding tokens", "position", "learned(max_len, offset=2, skip_padding=true)")
                 .add("encoder", Statement("position", "t5(num_buckets=32, max_distance=128)",
                                           comment="shared by the layers")))
-    return w.text((document.change_tail("head", transform="gelu") if head else document).text(name), list(heading))
+    return document.change_tail("head", transform="gelu") if head else document
 
-def hf_config(spec) -> dict:
-    """The MPNet configuration ``spec`` would be."""
-    f = Facts(spec, "MPNet")
-    f.kind("encoder-only")
+
+def _mpnet_bias(f) -> bool:
     options = _t5(f)
-    if f.embedding.segments:
-        raise f.refuse("its embedding adds token types, which MPNet's has none of")
-    if (options.get("num_buckets"), options.get("max_distance")) != (32, 128) or not options.get("bidirectional",
-                                                                                                    True):
-        raise f.refuse("its relative bias is not MPNet's: 32 bidirectional buckets up to distance 128")
-    return {"model_type": "mpnet", **FIELDS.config(f)}
-
-
-def _layer_rules(ours: str, i: int, prefix: str) -> list[Rule]:
-    """MPNet's names for layer ``i``'s tensors (``ours``: the layer's prefix in the compiled model)."""
-    theirs = f"{prefix}encoder.layer.{i}"
-    qkv = [f"{theirs}.attention.attn.{n}" for n in "qkv"]
-    linear = weight_and_bias
-    return [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{q}.weight" for q in qkv)),
-            rule(f"{ours}.self_attn.qkv.bias", tuple(f"{q}.bias" for q in qkv)),
-            *linear(f"{ours}.self_attn.out", f"{theirs}.attention.attn.o"),
-            *linear(f"{ours}.self_attn_norm", f"{theirs}.attention.LayerNorm"),
-            *linear(f"{ours}.ffn.up", f"{theirs}.intermediate.dense"),
-            *linear(f"{ours}.ffn.down", f"{theirs}.output.dense"),
-            *linear(f"{ours}.ffn_norm", f"{theirs}.output.LayerNorm")]
-
-
-def _rules(model, prefix: str) -> tuple[list[Rule], dict[str, str]]:
-    """BERT's rules with MPNet's names, no token types, and the stack's relative bias table."""
-    rules, aliases = hf_bert.weight_rules(model, prefix, HEAD, _layer_rules)
-    rules = [r for r in rules if not r.ours[0].startswith("embeddings.tokens.segments")]
-    rules.append(rule("encoder.positions.self_attn.weight", f"{prefix}encoder.relative_attention_bias.weight"))
-    return rules, aliases
+    return (options.get("num_buckets"), options.get("max_distance")) == (32, 128) and options.get("bidirectional",
+                                                                                                    True)
 
 
 EXPORT_PRIORITY = 480  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hf_bert.encoder_family(
-        "MPNet", ("mpnet",),
-        {"MPNetForMaskedLM": {"pooler": False, "head": True},
-         "MPNetModel": {"pooler": True, "head": False}},
-        "MPNet (all-mpnet-base-v2): RoBERTa's post-norm encoder without token types, positions from row 2 "
-        "counting real tokens, and T5's bidirectional relative bias (32 buckets, distance 128) shared by the "
-        "stack's layers",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
-        base="mpnet", head="lm_head"),
-)
+MPNET = hf_roberta.ROBERTA.derive(
+    "MPNet", ("mpnet",), {"MPNetForMaskedLM": {"pooler": False, "head": True},
+                          "MPNetModel": {"pooler": True, "head": False}},
+    "MPNet (all-mpnet-base-v2): RoBERTa's post-norm encoder without token types, positions from row 2 "
+    "counting real tokens, and T5's bidirectional relative bias (32 buckets, distance 128) shared by the "
+    "stack's layers",
+    module=__name__, fields=FIELDS, document=document, prefix="mpnet.",
+    requires=(Requires(lambda f: not f.embedding.segments, "its embedding adds token types, which MPNet's has none of"),
+              Requires(_mpnet_bias, "its relative bias is not MPNet's: 32 bidirectional buckets up to distance 128")),
+    # RoBERTa's with MPNet's names, no token types, and the stack's relative bias table
+    rules=hf_roberta.WEIGHTS.derive(
+        {"self_attn.qkv": tuple(f"attention.attn.{n}" for n in "qkv"), "self_attn.out": "attention.attn.o",
+         "self_attn_norm": "attention.LayerNorm"},
+        top={"embeddings.tokens.segments": None,
+             "encoder.positions.self_attn": "encoder.relative_attention_bias"}))
+FAMILIES = (MPNET,)  # the families this module reads and writes (``tfspec.interop.family``)

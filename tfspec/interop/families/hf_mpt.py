@@ -18,7 +18,7 @@ from ..facts import Facts
 from ..family import Requires
 from ..fields import COMMON_IGNORED, Field, Fields, Fixed
 from . import hf_bloom
-from ..weights import DecoderWeights
+from ..weights import Weights
 
 UNREAD = "not read by Hugging Face's MPT, so it does not change what the model computes"
 
@@ -83,7 +83,7 @@ MPT = hf_bloom.BLOOM.derive(
     "MPT", ("mpt",), {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
     "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
     module=__name__, fields=FIELDS, document=document, hf_config=hf_config,
-    rules=DecoderWeights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.out_proj",
+    rules=Weights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.out_proj",
                           "feedforward.up": "ffn.up_proj", "feedforward.down": "ffn.down_proj",
                           "attention_norm": "norm_1", "feedforward_norm": "norm_2"},
                          top={"embeddings.tokens.tokens": "wte", "decoder.final_norm": "norm_f"}, layers="blocks"))

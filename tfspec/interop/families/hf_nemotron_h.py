@@ -10,7 +10,7 @@ shared MLP. The most common kind is the stack's sublayer; the others sections th
 from __future__ import annotations
 
 from ..family import Family
-from ..weights import DecoderWeights, Projections, Tensor
+from ..weights import Weights, Projections, Tensor
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
 from ...registry import ACTIVATIONS
@@ -193,7 +193,7 @@ NEMOTRON_H = Family(
     module=__name__, fields=FIELDS, document=document,
     # every sublayer under the layer's ``mixer``: Mamba-2, attention, an MLP, or a mixture (its router, correction
     # bias, stacked experts and shared MLP)
-    rules=DecoderWeights({
+    rules=Weights({
         "mixer": hybrid.Mamba2Mixer("mixer"), "attention": Projections("mixer"),
         "feedforward.up": "mixer.up_proj", "feedforward.down": "mixer.down_proj",
         "feedforward.router": "mixer.gate",

@@ -10,7 +10,7 @@ than ``hidden_size`` (a projection in and out of a narrower embedding) is not ex
 from __future__ import annotations
 
 from ..family import Family, Requires
-from ..weights import DecoderWeights, Projections
+from ..weights import Weights, Projections
 from ..document import Document
 from ..fields import Field, Fields, Fixed
 from .. import layouts
@@ -80,7 +80,7 @@ OPT = Family(
     "tokens only, the head tied",
     module=__name__, fields=FIELDS, document=document, requires=(OPT_POSITIONS, SAME_BIAS),
     # its base model holds the decoder as ``decoder.``
-    rules=DecoderWeights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
+    rules=Weights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
                           "feedforward.up": "fc1", "feedforward.down": "fc2",
                           "attention_norm": "self_attn_layer_norm", "feedforward_norm": "final_layer_norm"},
                          top={"embeddings.tokens.tokens": "decoder.embed_tokens",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..document import Document
 from ..family import Family
-from ..weights import DecoderWeights, GatedMLP
+from ..weights import Weights, GatedMLP
 from ...registry import ATTENTION_STEPS
 from .. import hybrid
 from . import hf_llama
@@ -141,7 +141,7 @@ def identical_mixer(model, ours: str, theirs: str, state: dict, ours_state: dict
 
 # a Qwen hybrid's checkpoint, layer by layer: its Gated DeltaNet or gated attention, the norm before each sublayer,
 # and its feed-forward
-WEIGHTS = DecoderWeights({"attention": gated_attention, "mixer": identical_mixer, "feedforward": GatedMLP(),
+WEIGHTS = Weights({"attention": gated_attention, "mixer": identical_mixer, "feedforward": GatedMLP(),
                           "operator_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
                          parts=hybrid.parts("Qwen3.5"))
 
