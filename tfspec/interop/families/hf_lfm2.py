@@ -12,14 +12,14 @@ Its final norm is named ``embedding_norm``.
 
 from __future__ import annotations
 
-from ..weights import Projections, lm_head_rules
+from ..document import Document
+from ..family import Family
+from ..weights import Projections, Weights
 from .. import hybrid
 
 from . import hf_llama
-from ..family import Family, exported_config
 from ..fields import Field, Fields, Fixed
-from ..mapping import Rule, linear_rules, rule
-from ..writer import SpecWriter, causal_masks, schedule
+from ..writer import causal_masks, schedule
 
 CONV, FULL = "conv", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -70,18 +70,15 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an LFM2 configuration describes: the most common kind of layer the stack's, the others a
-    section putting attention in the convolution's place (or the convolution in the attention's)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
-    return layers_text(w, s, [(t, True) for t in s.value("layer_types")], f"d_ff={s.d_ff}", "", head=head,
-                       padding=padding, name=name, heading=heading)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """LFM2's spec: the most common kind of layer the stack's, the others a section putting attention in the
+    convolution's place (or the convolution in the attention's)."""
+    return layers_document(s, [(t, True) for t in s.value("layer_types")], f"d_ff={s.d_ff}", "", head=head,
+                           padding=padding)
 
 
-def layers_text(w: SpecWriter, s, layers: list[tuple[str, bool]], feedforward: str, dense: str, *, head: bool,
-                padding: bool, name: str, heading: tuple[str, ...]) -> str:
+def layers_document(s, layers: list[tuple[str, bool]], feedforward: str, dense: str, *, head: bool,
+                    padding: bool) -> Document:
     """An LFM2 spec from its settings ``s``: each layer's (type, whether its feed-forward takes the
     ``feedforward`` arguments, else the ``dense`` ones: LFM2-MoE's first layers), the most common the stack's and
     the others sections."""
@@ -100,53 +97,22 @@ def layers_text(w: SpecWriter, s, layers: list[tuple[str, bool]], feedforward: s
     lines = "".join(f"  layers {selected} {{ {section(layer)} }}\n" for selected, layer in sections)
     document = hybrid.document(s, norm=norm, position=hf_llama.rotary(s), own=own, head=head, attn_dropout=False,
                                feedforward=f"{feedforward if routes else dense} activation=swiglu bias=false")
-    return w.text(document.add_lines("decoder", lines).text(name), list(heading))
-
-
-hf_config = exported_config("LFM2", "lfm2", "decoder-only", FIELDS)
-
-
-def mlp_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """LFM2's SwiGLU: ``w1`` the gate and ``w3`` the up projection into our ``up`` (gate first), ``w2`` down."""
-    return linear_rules(f"{ours}.up", (f"{theirs}.w1", f"{theirs}.w3"), state, ours_state) + \
-        linear_rules(f"{ours}.down", f"{theirs}.w2", state, ours_state)
-
-
-def weight_rules(model, prefix: str, state: dict, lm: bool, feedforward_rules=mlp_rules
-           ) -> tuple[list[Rule], dict[str, str]]:
-    """LFM2's tensors layer by layer: its short convolution or attention, its norms, and its feed-forward
-    (``feedforward_rules(ours, theirs, state, ours_state)``: LFM2's SwiGLU by default)."""
-    ours_state = model.state_dict()
-    rules = [rule("embeddings.tokens.tokens.weight", f"{prefix}embed_tokens.weight"),
-             rule("decoder.final_norm.weight", f"{prefix}embedding_norm.weight")]
-    for i in range(len(model.decoder.layers)):
-        ours, theirs, parts = f"decoder.layers.{i}", f"{prefix}layers.{i}", hybrid.layer_parts(model, i, "LFM2")
-        operator = f"{ours}.{parts['operator']}"
-        if "attends" in parts:
-            rules += [r for r in Projections()(model, operator, theirs, state, ours_state)
-                      if not r.theirs[0].endswith(".o_proj.weight")]  # (LFM2 names it out_proj)
-            rules += linear_rules(f"{operator}.out", f"{theirs}.self_attn.out_proj", state, ours_state)
-            rules += [rule(f"{operator}.q_norm.weight", f"{theirs}.self_attn.q_layernorm.weight"),
-                      rule(f"{operator}.k_norm.weight", f"{theirs}.self_attn.k_layernorm.weight")]
-        else:
-            rules += [r for part in ("in_proj", "out_proj")
-                      for r in linear_rules(f"{operator}.{part}", f"{theirs}.conv.{part}", state, ours_state)]
-            rules += [rule(f"{operator}.conv.weight", f"{theirs}.conv.conv.weight")]
-            if f"{operator}.conv.bias" in ours_state or f"{theirs}.conv.conv.bias" in state:
-                rules.append(rule(f"{operator}.conv.bias", f"{theirs}.conv.conv.bias"))
-        rules += feedforward_rules(f"{ours}.{parts['feedforward']}", f"{theirs}.feed_forward", state, ours_state)
-        rules += [rule(f"{ours}.{parts['operator_norm']}.weight", f"{theirs}.operator_norm.weight"),
-                  rule(f"{ours}.{parts['feedforward_norm']}.weight", f"{theirs}.ffn_norm.weight")]
-    head, aliases = lm_head_rules(model, lm)
-    return rules + head, aliases
+    return document.add_lines("decoder", lines)
 
 
 EXPORT_PRIORITY = 580  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family(
-        "LFM2", ("lfm2",), {"Lfm2ForCausalLM": {"head": True}, "Lfm2Model": {"head": False}},
-        "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "
-        "or by grouped-query attention with qk-norms as layer_types says, a layer schedule; SwiGLU feed-forwards "
-        "of the width block_auto_adjust_ff_dim derives",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=weight_rules),
-)
+LFM2 = Family(
+    "LFM2", ("lfm2",), {"Lfm2ForCausalLM": {"head": True}, "Lfm2Model": {"head": False}},
+    "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "
+    "or by grouped-query attention with qk-norms as layer_types says, a layer schedule; SwiGLU feed-forwards "
+    "of the width block_auto_adjust_ff_dim derives",
+    module=__name__, fields=FIELDS, document=document,
+    # its short convolution or attention (q/k/v and out_proj, qk-norms), its SwiGLU (w1 the gate, w3 up, w2 down)
+    rules=Weights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
+                   "attention.q_norm": "self_attn.q_layernorm", "attention.k_norm": "self_attn.k_layernorm",
+                   **{f"mixer.{part}": f"conv.{part}" for part in ("in_proj", "out_proj", "conv")},
+                   "feedforward.up": ("feed_forward.w1", "feed_forward.w3"), "feedforward.down": "feed_forward.w2",
+                   "operator_norm": "operator_norm", "feedforward_norm": "ffn_norm"},
+                  top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "embedding_norm"},
+                  parts=hybrid.parts("LFM2")))
+FAMILIES = (LFM2,)  # the families this module reads and writes (``tfspec.interop.family``)

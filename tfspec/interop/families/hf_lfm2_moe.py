@@ -11,13 +11,13 @@ LFM2-MoE is LFM2's hybrid (``hf_lfm2``: gated short convolutions and attention w
 
 from __future__ import annotations
 
+from ..document import Document
+from ..weights import Tensor
 from ...ir import nodes as ir
 from . import hf_lfm2, hf_llama
 from ..facts import Facts
-from ..family import Family, exported_config
 from ..fields import Field, Fields
-from ..mapping import InteropError, Rule, rule
-from ..writer import SpecWriter
+from ..mapping import InteropError
 
 _LFM2 = {getattr(e, "name", None) or e.config: e for e in hf_lfm2.FIELDS.entries}
 RENORMALIZE_EPS = 1e-6  # Lfm2MoeTopKRouter's
@@ -71,12 +71,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec an LFM2-MoE configuration describes: LFM2's layers, the first ``num_dense_layers`` with a
-    SwiGLU and the rest a mixture (sections where they differ from the stack's)."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """LFM2-MoE's spec: LFM2's layers, the first ``num_dense_layers`` with a SwiGLU and the rest a mixture
+    (sections where they differ from the stack's)."""
     if s.value("layer_types") is None:
         raise InteropError("the LFM2-MoE configuration has no layer_types: which layers attend is not said")
     dense = s.value("dense_layers")
@@ -85,38 +82,23 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
                + (f", renormalize_eps={RENORMALIZE_EPS}" if s.value("renormalize") else "")
                + f", scale={s.routed_scale})")
     layers = [(t, i >= dense) for i, t in enumerate(s.value("layer_types"))]
-    return hf_lfm2.layers_text(w, s, layers, mixture, f"d_ff={s.dense_d_ff} kind=dense", head=head, padding=padding,
-                               name=name, heading=heading)
-
-
-hf_config = exported_config("LFM2-MoE", "lfm2_moe", "decoder-only", FIELDS)
-
-
-def _feedforward_rules(ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
-    """A mixture (its router, the expert bias that steers its choice, the stacked experts) or LFM2's SwiGLU."""
-    if f"{ours}.router.weight" not in ours_state:
-        return hf_lfm2.mlp_rules(ours, theirs, state, ours_state)
-    rules = [rule(f"{ours}.router.weight", f"{theirs}.gate.weight"),
-             rule(f"{ours}.experts.up", f"{theirs}.experts.gate_up_proj"),
-             rule(f"{ours}.experts.down", f"{theirs}.experts.down_proj")]
-    if f"{ours}.choice.correction.bias" in ours_state or f"{theirs}.expert_bias" in state:
-        rules.append(rule(f"{ours}.choice.correction.bias", f"{theirs}.expert_bias"))
-    return rules
-
-
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    return hf_lfm2.weight_rules(model, prefix, state, lm, feedforward_rules=_feedforward_rules)
+    return hf_lfm2.layers_document(s, layers, mixture, f"d_ff={s.dense_d_ff} kind=dense", head=head, padding=padding)
 
 
 EXPORT_PRIORITY = 630  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family(
-        "LFM2-MoE", ("lfm2_moe",), {"Lfm2MoeForCausalLM": {"head": True}, "Lfm2MoeModel": {"head": False}},
-        "LFM2-MoE: LFM2's hybrid of short convolutions and attention with qk-norms as layer_types says, its first "
-        "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "
-        "plus an expert bias (score=sigmoid, correction=true), renormalised with 1e-6 added to their sum "
-        "(renormalize_eps) and scaled",
-        module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, rules=_rules,
-        # the width no layer has where every layer is a mixture (or none is): written back as it was
-        carried=("intermediate_size", "moe_intermediate_size")),
-)
+LFM2_MOE = hf_lfm2.LFM2.derive(
+    "LFM2-MoE", ("lfm2_moe",), {"Lfm2MoeForCausalLM": {"head": True}, "Lfm2MoeModel": {"head": False}},
+    "LFM2-MoE: LFM2's hybrid of short convolutions and attention with qk-norms as layer_types says, its first "
+    "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "
+    "plus an expert bias (score=sigmoid, correction=true), renormalised with 1e-6 added to their sum "
+    "(renormalize_eps) and scaled",
+    module=__name__, fields=FIELDS, document=document,
+    # the width no layer has where every layer is a mixture (or none is): written back as it was
+    carried=("intermediate_size", "moe_intermediate_size"),
+    # a mixture: its router, the expert bias that steers its choice, the stacked experts
+    rules=hf_lfm2.LFM2.rules.derive({
+        "feedforward.router": "feed_forward.gate",
+        "feedforward.choice.correction.bias": Tensor("feed_forward.expert_bias"),
+        "feedforward.experts.up": Tensor("feed_forward.experts.gate_up_proj"),
+        "feedforward.experts.down": Tensor("feed_forward.experts.down_proj")}))
+FAMILIES = (LFM2_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

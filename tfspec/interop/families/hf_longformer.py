@@ -63,7 +63,8 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
                 .insert("encoder", "attention", "mask", kind="longformer")
                 .change("encoder", "attention", mask=mask))
     for selection, window in sections:
-        document = document.add("encoder", f"layers {selection} {{ self_attn mask={_mask(str(window // 2 + 1), padding)} }}")
+        own = _mask(str(window // 2 + 1), padding)
+        document = document.add("encoder", f"layers {selection} {{ self_attn mask={own} }}")
     return document
 
 
