@@ -157,8 +157,8 @@ class Family:
         values only another input reads (Qwen3.5's M-RoPE sections, ``rope_parameters.mrope_section``: a key inside
         a dict field is dotted), and a name's other spelling (Marian's ``swish``, which the spec writes as
         ``silu``)."""
-        from .fields import _lookup
-        carried = {key: _lookup(config, key) for key in self.carried if _lookup(config, key) is not None}
+        from .fields import lookup
+        carried = {key: lookup(config, key) for key in self.carried if lookup(config, key) is not None}
         for f in self.fields.fields:
             value = f.value(config) if f.names is not None and "." not in f.config else None
             if value in (f.names or {}) and next(k for k, v in f.names.items() if v == f.names[value]) != value:

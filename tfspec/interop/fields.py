@@ -128,7 +128,7 @@ class Field:
     constant: bool = False
 
     def value(self, config) -> Any:
-        return self.read(config) if self.read is not None else _lookup(config, self.config)
+        return self.read(config) if self.read is not None else lookup(config, self.config)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class Fixed:
     required: str | None = None
 
     def current(self, config) -> Any:
-        return self.read(config) if self.read is not None else _lookup(config, self.config, self.value)
+        return self.read(config) if self.read is not None else lookup(config, self.config, self.value)
 
 
 class Settings:
@@ -258,13 +258,13 @@ class Fields:
         for e in self.entries:
             if isinstance(e, Fixed):
                 if e.exported:
-                    _put(out, e.config, e.value)
+                    put(out, e.config, e.value)
                 continue
             value = e.fact(facts)
             if value is not None and e.names is not None:
                 value = facts.theirs(e.names, value, e.name)
             if value is not None or (e.null(facts) if callable(e.null) else e.null):
-                _put(out, e.config, value)
+                put(out, e.config, value)
         return out
 
 
@@ -272,7 +272,7 @@ def _key(entry: Field | Fixed) -> str:
     return entry.name if isinstance(entry, Field) else entry.config
 
 
-def _lookup(config, path: str, default=None):
+def lookup(config, path: str, default=None):
     """A configuration's field; ``outer.inner`` for one inside a dict field."""
     value: Any = config
     for part in path.split("."):
@@ -280,7 +280,8 @@ def _lookup(config, path: str, default=None):
     return value
 
 
-def _put(config: dict, path: str, value) -> None:
+def put(config: dict, path: str, value) -> None:
+    """Set a configuration dict's field; ``outer.inner`` inside a dict field, made where it is missing."""
     *outer, last = path.split(".")
     for part in outer:
         config = config.setdefault(part, {})

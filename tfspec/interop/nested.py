@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .fields import Fields, _lookup
+from .fields import Fields, lookup
 from .mapping import InteropError
 from .writer import SpecWriter
 
@@ -59,8 +59,8 @@ class Nested:
 
     def family(self, config):
         """The family of the nested configuration (refused by name where tfspec has none)."""
-        nested = _lookup(config, self.where)
-        model_type = self.read_as or _lookup(nested, "model_type") or self.default
+        nested = lookup(config, self.where)
+        model_type = self.read_as or lookup(nested, "model_type") or self.default
         try:
             family = CATALOG.family_of(model_type)
         except InteropError as exc:
@@ -77,7 +77,7 @@ class Nested:
         ``let``s, prefixed, registered with ``w`` citing the nested fields."""
         from ..front.syntax import Let, ModelDecl, expr_to_text, parse_module
 
-        family, nested = self.family(config), _lookup(config, self.where)
+        family, nested = self.family(config), lookup(config, self.where)
         lines = self.rewritten(family.spec_text(nested, **dict(self.options), padding=padding), self.prefix)
         renamed = parse_module("\n".join(lines))
         cited = {f.name: f"{self.where}.{f.config}" for f in family.fields.fields}
@@ -158,7 +158,7 @@ class Nested:
         family = self.family(reference.config)
         state = {own + key[len(theirs):]: value for key, value in reference.state_dict().items()
                  for theirs, own in self.renames if key.startswith(theirs)}
-        nested = _lookup(reference.config, self.where) if nested is None else nested
+        nested = lookup(reference.config, self.where) if nested is None else nested
         view = type(f"{type(reference).__name__}'s {self.where}", (_View,), {})(nested, state, "lm_head.weight" in state)
         family.load(self.as_written(model, family, nested), view)
 
@@ -218,12 +218,12 @@ class WithNested(Fields):
             family = self.nested.family(config)
         except InteropError as exc:
             return problems + [str(exc)]
-        return problems + [f"{self.nested.where}: {p}" for p in family.unsupported(_lookup(config, self.nested.where))]
+        return problems + [f"{self.nested.where}: {p}" for p in family.unsupported(lookup(config, self.nested.where))]
 
     def differences(self, config, other) -> list[str]:
         where, out = self.nested.where, super().differences(config, other)
-        mine, theirs = _lookup(config, where), _lookup(other, where)
-        if _lookup(mine, "model_type") != _lookup(theirs, "model_type"):
-            return out + [f"{where}.model_type: {_lookup(mine, 'model_type')!r} in the configuration, "
-                          f"{_lookup(theirs, 'model_type')!r} in the spec"]
+        mine, theirs = lookup(config, where), lookup(other, where)
+        if lookup(mine, "model_type") != lookup(theirs, "model_type"):
+            return out + [f"{where}.model_type: {lookup(mine, 'model_type')!r} in the configuration, "
+                          f"{lookup(theirs, 'model_type')!r} in the spec"]
         return out + [f"{where}.{d}" for d in self.nested.family(config).fields.differences(mine, theirs)]

@@ -31,7 +31,7 @@ from ...files import as_os_error, loads_json, read_json, read_regular, safe_reas
 from ...errors import quoted, shown
 from ...front import schema as S
 from ..family import Family
-from ..fields import _lookup, size_problem
+from ..fields import lookup, size_problem
 from ..writer import citations
 from ..mapping import InteropError
 from .. import mtp, nested
@@ -408,7 +408,7 @@ def _check_imported(text: str, config, family: Family) -> None:
         if not fields:
             raise InteropError(f"this {family.name} configuration describes a model that does not check: "
                                f"{first.message} (at '{written.strip()[:80]}' of the imported spec)") from None
-        values = [f"{f} is {quoted(_lookup(config, f))}" for f in fields]
+        values = [f"{f} is {quoted(lookup(config, f))}" for f in fields]
         raise InteropError(f"config.json's field{'s' if len(fields) > 1 else ''} {' and '.join(values)}: "
                            f"{first.message}") from None
 
@@ -435,7 +435,7 @@ def tower_of(config, tower: str) -> tuple:
 def _alone(config, text: nested.Nested):
     """The configuration of ``config``'s tower ``text`` as a model of its own: the whole model ties its head by
     its own ``tie_word_embeddings`` (transformers' rule), which the tower's may state otherwise."""
-    inner = copy.deepcopy(_lookup(config, text.where))
+    inner = copy.deepcopy(lookup(config, text.where))
     if inner is None:
         raise InteropError(f"the configuration has no {text.where}, where its {text.tower} model is")
     if text.read_as is not None:
@@ -766,11 +766,11 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
 
 def _nested(values: dict) -> dict:
     """``values`` with each dotted key (a carried ``rope_parameters.mrope_section``) put inside its dict field."""
-    from ..fields import _put
+    from ..fields import put
     out = {key: (dict(value) if isinstance(value, dict) else value) for key, value in values.items() if "." not in key}
     for key, value in values.items():
         if "." in key:
-            _put(out, key, value)
+            put(out, key, value)
     return out
 
 

@@ -21,7 +21,7 @@ from ...front import schema as S
 from ...registry import POOLS
 from . import hf_bert, hf_vit
 from ..facts import Facts, OtherKind
-from ..fields import Field, Fields, Fixed, _lookup
+from ..fields import Field, Fields, Fixed, lookup
 from ..document import Block, Document, Statement, Tower
 from ..mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule, weight_and_bias
 from ..writer import SpecWriter
@@ -73,17 +73,17 @@ def picture_fields(where: str = "vision_config") -> tuple:
     """A vision tower's pictures (``where``'s ``image_size``, ``patch_size``, ``num_channels``), square: one side
     each, as ViT's are read; two different sides are refused."""
     return (Field("image", f"{where}.image_size", lambda f: f.vision.input_option("image"),
-                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.image_size"))),
+                  read=lambda c: hf_vit.square_side(lookup(c, f"{where}.image_size"))),
             Field("patch", f"{where}.patch_size", lambda f: f.vision.input_option("patch"),
-                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.patch_size"))),
+                  read=lambda c: hf_vit.square_side(lookup(c, f"{where}.patch_size"))),
             Field("channels", f"{where}.num_channels", lambda f: f.vision.input_option("channels")),
             Fixed(f"{where}.image_size", True, SQUARE, required="one side (square pictures)",
-                  read=lambda c: hf_vit.square_side(_lookup(c, f"{where}.image_size")) is not None))
+                  read=lambda c: hf_vit.square_side(lookup(c, f"{where}.image_size")) is not None))
 
 
 def square_pictures(config, where: str = "vision_config") -> None:
     """Refuse a configuration whose pictures have two different sides (``spec_text`` called on its own)."""
-    if hf_vit.square_side(_lookup(config, f"{where}.image_size")) is None:
+    if hf_vit.square_side(lookup(config, f"{where}.image_size")) is None:
         raise InteropError(SQUARE)
 
 

@@ -17,7 +17,7 @@ from ...registry import ACTIVATIONS
 from .. import hybrid, layouts
 from . import hf_llama
 from ..facts import Facts
-from ..fields import Field, Fields, Fixed, _lookup
+from ..fields import Field, Fields, Fixed, lookup
 from ..mapping import InteropError
 from ..document import Block, Document, Statement
 from ..writer import causal_masks, schedule
@@ -52,7 +52,7 @@ def _of(kind: str, name: str, config: str, fact, let: bool = True) -> Field:
     """A field of the layers of ``kind`` (the MLPs', the mixtures'): read, and written back, only where some layer
     is of that kind."""
     return Field(name, config, lambda f: _some(f, kind, fact),
-                 read=lambda c: _lookup(c, config) if kind in c.layers_block_type else None, let=let)
+                 read=lambda c: lookup(c, config) if kind in c.layers_block_type else None, let=let)
 
 
 def _mlp(f):

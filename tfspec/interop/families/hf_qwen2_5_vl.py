@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..weights import GatedMLP
 from ...front import schema as S
 from . import hf_llama
-from ..fields import Field, Fields, Fixed, _lookup
+from ..fields import Field, Fields, Fixed, lookup
 from .hf_clip import refuse_undescribed, towers_ignored
 from .hf_llava import ConnectedFacts
 from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, rule
@@ -53,7 +53,7 @@ def _image(config) -> int:
 
 
 def _sections(config) -> list[int]:
-    return list(_lookup(config, "text_config.rope_parameters.mrope_section") or SECTIONS)
+    return list(lookup(config, "text_config.rope_parameters.mrope_section") or SECTIONS)
 
 
 def _tile(f) -> int | None:
