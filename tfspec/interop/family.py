@@ -1,12 +1,14 @@
 """The protocol every Hugging Face family follows: one declared ``Family`` each, in the module that reads and
-writes it (``FAMILIES`` at its end), holding its whole contract: the model types and classes it covers, the
-conventions its imported spec states, its table of configuration fields, the spec a configuration describes, the
-configuration a spec describes, and the functions that copy weights each way. ``tfspec.interop.families`` lists
-them in the order export tries them; every stage asks a family, never a module, for what it does.
+writes it, holding its whole contract: the model types and classes it covers, the conventions its imported spec
+states, its table of configuration fields, the document its spec is built from, the weight table its checkpoint
+maps by, and where export tries it (``priority``). A family derived from another states its differences alone
+(``Family.derive``), as Hugging Face's ``modular_*.py`` derives Qwen3 from Qwen2. ``tfspec.interop.families``
+finds every declared family and lists them in the order export tries them; every stage asks a family, never a
+module, for what it does.
 
-    >>> from tfspec.interop.families.hf_llama import FAMILIES
-    >>> FAMILIES[0].name, FAMILIES[0].model_types, next(iter(FAMILIES[0].classes))
-    ('Llama', ('llama',), 'LlamaForCausalLM')
+    >>> from tfspec.interop.families.hf_llama import LLAMA, MISTRAL
+    >>> LLAMA.name, LLAMA.model_types, next(iter(LLAMA.classes)), MISTRAL.rules is LLAMA.rules
+    ('Llama', ('llama',), 'LlamaForCausalLM', True)
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Family:
     classes: dict[str, dict] = field(hash=False)
     conventions: str
     module: str
+    priority: int  # where export tries it (lower first): one describing a spec as exactly as another, more general
     fields: Any = field(hash=False)
     spec_text: Callable[..., str] | None = field(default=None, hash=False)
     hf_config: Callable[[Any], dict] | None = field(default=None, hash=False)
@@ -94,12 +97,12 @@ class Family:
         object.__setattr__(self, "derived_functions", frozenset(missing))
 
     def derive(self, name: str, model_types: tuple[str, ...], classes: dict[str, dict], conventions: str, *,
-               module: str, **differences) -> "Family":
+               module: str, priority: int, **differences) -> "Family":
         """The family ``name`` that is this one but for its ``differences`` (any of ``Family``'s fields)."""
         declared = {f.name: getattr(self, f.name) for f in dataclass_fields(self) if f.init}
         declared.update({function: None for function in self.derived_functions})
         return Family(**{**declared, "name": name, "model_types": model_types, "classes": classes,
-                         "conventions": conventions, "module": module, **differences})
+                         "conventions": conventions, "module": module, "priority": priority, **differences})
 
     def _spec_text(self, config, *, head: bool = True, padding: bool = True, name: str = "reference",
                    heading: tuple[str, ...] = (), **options) -> str:

@@ -96,13 +96,13 @@ def only_mixers(f, family: str) -> None:
         raise f.refuse(f"its layers have feed-forwards: {family}'s layers are one {family} mixer each")
 
 
-def mixers_alone_family(name: str, model_type: str, conventions: str, module: str, fields, document, hf_config,
-                        mixer) -> Family:
+def mixers_alone_family(name: str, model_type: str, conventions: str, module: str, priority: int, fields, document,
+                        hf_config, mixer) -> Family:
     """The family of a model whose layers are one normed mixer alone (Mamba's, Mamba-2's): its causal LM and base
     model (``<Name>ForCausalLM``, ``<Name>Model``) under ``backbone.``, each layer's ``mixer`` and its ``norm``."""
     cls = name.replace("-", "")  # Mamba-2's classes: Mamba2ForCausalLM, Mamba2Model
     return Family(name, (model_type,), {f"{cls}ForCausalLM": {"head": True}, f"{cls}Model": {"head": False}},
-                  conventions, module=module, fields=fields, document=document, hf_config=hf_config,
+                  conventions, module=module, priority=priority, fields=fields, document=document, hf_config=hf_config,
                   prefix="backbone.", rules=Weights({"mixer": mixer, "operator_norm": "norm"},
                                                            top={"embeddings.tokens.tokens": "embeddings",
                                                                 "decoder.final_norm": "norm_f"},

@@ -1,10 +1,13 @@
-"""Where a decoder's tensors are in a Hugging Face checkpoint, declared as a table rather than written as a
-function: each of our modules inside a layer (``"attention_norm"``, ``"feedforward.down"``: a part of the layer,
-as ``mapping.layer_modules`` names it, then the module inside it) beside the name of the checkpoint's module inside
-its layer. A family derives its table from its parent's by the names that differ, as its field table is derived.
+"""Where a model's tensors are in a Hugging Face checkpoint, declared as a table rather than written as a function:
+each of our modules inside a layer (``"attention_norm"``, ``"feedforward.down"``: a part of the layer, as
+``mapping.layer_modules`` names it, then the module inside it) beside the name of the checkpoint's module inside its
+layer, and the few outside the layers (the token table, the final norm). A family derives its table from its
+parent's by the names that differ, as its field table is derived.
 
-    >>> LLAMA.layer["feedforward.down"], LLAMA.derive({"feedforward.down": "mlp.c_proj"}).layer["feedforward.down"]
-    ('mlp.down_proj', 'mlp.c_proj')
+    >>> llama = Weights({"feedforward.down": "mlp.down_proj", "attention_norm": "input_layernorm"})
+    >>> starcoder2 = llama.derive({"feedforward.down": "mlp.c_proj"})
+    >>> dict(starcoder2.layer), starcoder2.top["decoder.final_norm"]
+    ({'feedforward.down': 'mlp.c_proj', 'attention_norm': 'input_layernorm'}, 'norm')
 """
 
 from __future__ import annotations

@@ -39,14 +39,19 @@ from .. import mtp, nested
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
 def _discovered() -> tuple[Family, ...]:
-    """The families of every module of this package (``hf_*.py``, each declaring ``FAMILIES`` at its end), in the
-    order export tries them: by each module's ``EXPORT_PRIORITY``, lower first (a family that describes a spec as
-    exactly as another, more general one, comes before it: BERT before BigBird, whose full attention is BERT's),
-    a module's families in the order it declares them."""
-    modules = [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)
-               if info.name.startswith("hf_")]
-    return tuple(family for module in sorted(modules, key=lambda m: (m.EXPORT_PRIORITY, m.__name__))
-                 for family in module.FAMILIES)
+    """The families every module of this package (``hf_*.py``) declares (a ``Family`` it names whose ``module`` is
+    its own, not one it takes from another module to derive from), in the order export tries them: by each family's
+    ``priority``, lower first (one that describes a spec as exactly as another, more general one comes before it:
+    BERT before BigBird, whose full attention is BERT's), then by module, a module's in the order it declares
+    them."""
+    found: dict[int, tuple] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("hf_"):
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            for order, value in enumerate(vars(module).values()):
+                if isinstance(value, Family) and value.module == info.name:
+                    found.setdefault(id(value), (value.priority, info.name, order, value))
+    return tuple(entry[-1] for entry in sorted(found.values(), key=lambda entry: entry[:3]))
 
 
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)

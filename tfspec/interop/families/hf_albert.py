@@ -34,14 +34,13 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
         "encoder", Statement("weight_sets", "weight_sets"))
 
 
-EXPORT_PRIORITY = 40  # where export tries this module's families (lower first)
 ALBERT = hf_bert.BERT.derive(
     "ALBERT", ("albert",), {"AlbertForMaskedLM": {"pooler": False, "head": True},
                             "AlbertModel": {"pooler": True, "head": False}},
     "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
     "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
     "table's width with hidden_act and is tied to it",
-    module=__name__, fields=FIELDS, document=document, prefix="albert.",
+    module=__name__, priority=40, fields=FIELDS, document=document, prefix="albert.",
     requires=(Requires(lambda f: f.spec.embeddings[0].project is not None,
                        "its embedding is not projected into the stack (`project`); ALBERT's always is"),),
     # each weight set's layer under ``albert_layer_groups``, the projection into the stack, its head and pooler
@@ -53,4 +52,3 @@ ALBERT = hf_bert.BERT.derive(
         top={"embeddings.tokens.project": "encoder.embedding_hidden_mapping_in"}, layers="encoder.albert_layer_groups",
         head=MaskedLMHead("predictions.dense", "predictions.LayerNorm", "predictions.decoder", "predictions.bias",
                           "pooler")))
-FAMILIES = (ALBERT,)  # the families this module reads and writes (``tfspec.interop.family``)

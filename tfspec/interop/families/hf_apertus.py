@@ -44,16 +44,14 @@ def _constants(model, prefix: str) -> dict:
     return constants
 
 
-EXPORT_PRIORITY = 500  # where export tries this module's families (lower first)
 APERTUS = hf_llama.LLAMA.derive(
     "Apertus", ("apertus",), {"ApertusForCausalLM": {"head": True}, "ApertusModel": {"head": False}},
     "Apertus: Llama's attention with each head's queries and keys RMS-normed, and a feed-forward of one "
     "projection up, xIELU (activation=xielu, its two trained values per network) and one down",
-    module=__name__, fields=FIELDS, document=document, hf_config=None, computed=_constants,
+    module=__name__, priority=500, fields=FIELDS, document=document, hf_config=None, computed=_constants,
     rules=hf_llama.WEIGHTS.derive({
         "attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
         "feedforward": None, "feedforward.up": "mlp.up_proj", "feedforward.down": "mlp.down_proj",
         "feedforward.activation.alpha_p": Tensor("mlp.act_fn.alpha_p"),
         "feedforward.activation.alpha_n": Tensor("mlp.act_fn.alpha_n"),
         "attention_norm": "attention_layernorm", "feedforward_norm": "feedforward_layernorm"}))
-FAMILIES = (APERTUS,)  # the families this module reads and writes (``tfspec.interop.family``)

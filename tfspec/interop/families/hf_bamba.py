@@ -67,15 +67,13 @@ def document(s, *, padding: bool, head: bool) -> Document:
 HALF_ROTATED = Requires(lambda f: ATTENTION not in _layer_types(f) or f.rotary("decoder").get("fraction", 1.0) == 0.5,
                         "its attention rotates more or less than half of each head, which Bamba's always does")
 
-EXPORT_PRIORITY = 610  # where export tries this module's families (lower first)
 BAMBA = Family(
     "Bamba", ("bamba",), {"BambaForCausalLM": {"head": True}, "BambaModel": {"head": False}},
     "Bamba: Llama's pre-normed RMSNorm layers with Mamba-2 (mixer mamba2) in place of attention but in the "
     "layers attn_layer_indices names, whose attention rotates half of each head; SwiGLU feed-forwards",
-    module=__name__, fields=FIELDS, document=document, requires=(HALF_ROTATED,),
+    module=__name__, priority=610, fields=FIELDS, document=document, requires=(HALF_ROTATED,),
     rules=Weights({"attention": Projections(), "mixer": hybrid.Mamba2Mixer(),
                           "feedforward": GatedMLP("feed_forward"),
                           "operator_norm": "input_layernorm", "feedforward_norm": "pre_ff_layernorm"},
                          top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},
                          parts=hybrid.parts("Bamba")))
-FAMILIES = (BAMBA,)  # the families this module reads and writes (``tfspec.interop.family``)

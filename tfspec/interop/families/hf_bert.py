@@ -80,14 +80,12 @@ WEIGHTS = Weights({"self_attn.qkv": tuple(f"attention.self.{n}" for n in ("query
                       ("segments", "token_type_embeddings"), ("norm", "LayerNorm"))},
                   layers="encoder.layer", parts=None, head=MaskedLMHead())
 
-EXPORT_PRIORITY = 10  # where export tries this module's families (lower first)
 BERT = Family(
     "BERT", ("bert",), {"BertForMaskedLM": {"pooler": False, "head": True},
                         "BertModel": {"pooler": True, "head": False}},
     "BERT (Devlin et al. 2019): post-norm LayerNorm, GELU, learned absolute positions and segments, "
     "N(0, initializer_range) init; the MLM head is tied to the token embedding",
-    module=__name__, fields=FIELDS, document=document, kind="encoder-only", prefix="bert.", rules=WEIGHTS)
-FAMILIES = (BERT,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=10, fields=FIELDS, document=document, kind="encoder-only", prefix="bert.", rules=WEIGHTS)
 
 
 def from_hf_bert(model, reference, initialise: bool = False) -> None:

@@ -53,12 +53,10 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 360  # where export tries this module's families (lower first)
 BIG_BIRD = hf_bert.BERT.derive(
     "BigBird", ("big_bird",), {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
                                "BigBirdModel": {"pooler": True, "head": False}},
     "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
     "blocks)",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=360, fields=FIELDS, document=document,
     rules=hf_bert.WEIGHTS.derive(head=MaskedLMHead(pooler="pooler")))  # (its pooler a linear map named pooler)
-FAMILIES = (BIG_BIRD,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -66,11 +66,9 @@ WEIGHTS = Weights({
     top={"embeddings.tokens.tokens": "word_embeddings", "embeddings.tokens.norm": "word_embeddings_layernorm",
          "decoder.final_norm": "ln_f"}, layers="h")
 
-EXPORT_PRIORITY = 90  # where export tries this module's families (lower first)
 BLOOM = Family(
     "BLOOM", ("bloom",), {"BloomForCausalLM": {"head": True}, "BloomModel": {"head": False}},
     "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
     "query_key_value interleaved per head, the head tied",
-    module=__name__, fields=FIELDS, document=document, requires=(ALIBI, FOUR_WIDE), rules=WEIGHTS,
+    module=__name__, priority=90, fields=FIELDS, document=document, requires=(ALIBI, FOUR_WIDE), rules=WEIGHTS,
     prefix="transformer.")
-FAMILIES = (BLOOM,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -259,13 +259,10 @@ def towers_weights(fields, spec_text, rules, reference: str):
 
 from_hf_clip, to_hf_clip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
-EXPORT_PRIORITY = 690  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("CLIP", ("clip",), {"CLIPModel": {}},
-           "CLIP: two towers (tower text, tower vision) whose pooled, projected vectors meet in a contrastive head "
-           "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "
-           "vision tower's patches without a bias, a LayerNorm on its embeddings, its class token normed and "
-           "projected",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_clip,
-           export=to_hf_clip, towers=True),
-)
+CLIP = Family("CLIP", ("clip",), {"CLIPModel": {}},
+              "CLIP: two towers (tower text, tower vision) whose pooled, projected vectors meet in a contrastive head "
+              "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "
+              "vision tower's patches without a bias, a LayerNorm on its embeddings, its class token normed and "
+              "projected",
+              module=__name__, priority=690, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_clip,
+              export=to_hf_clip, towers=True)

@@ -96,14 +96,12 @@ def one_norm_parts(model) -> dict[str, str]:
     return parts
 
 
-EXPORT_PRIORITY = 310  # where export tries this module's families (lower first)
 COHERE = hf_llama.LLAMA.derive(
     "Cohere", ("cohere",), {"CohereForCausalLM": {"head": True}, "CohereModel": {"head": False}},
     "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
     "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head tied",
-    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    module=__name__, priority=310, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.rotary("decoder").get("interleaved")
                        and f.norm_placement("decoder").startswith("parallel"),
                        "its rotary positions are not interleaved or its sublayers not parallel, as Cohere's are"),),
     rules=hf_llama.WEIGHTS.derive(parts=one_norm_parts))
-FAMILIES = (COHERE,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -61,12 +61,10 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 430  # where export tries this module's families (lower first)
 COHERE2 = hf_cohere.COHERE.derive(
     "Cohere 2", ("cohere2",), {"Cohere2ForCausalLM": {"head": True}, "Cohere2Model": {"head": False}},
     "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
     "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=430, fields=FIELDS, document=document,
     requires=(Requires(lambda f: f.norm_placement("decoder").startswith("parallel"),
                        "its sublayers are not parallel on one norm, as Cohere 2's are"),))
-FAMILIES = (COHERE2,)  # the families this module reads and writes (``tfspec.interop.family``)

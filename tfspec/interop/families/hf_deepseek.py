@@ -229,7 +229,6 @@ MIXTURE = {"feedforward.router": "mlp.gate",
            "feedforward.shared": GatedMLP("mlp.shared_experts")}
 WEIGHTS = hf_llama.WEIGHTS.derive({"attention": None, **LATENT, **MIXTURE})
 
-EXPORT_PRIORITY = 140  # where export tries this module's families (lower first)
 DEEPSEEK_V3 = Family(
     "DeepSeek-V3", ("deepseek_v3",), {"DeepseekV3ForCausalLM": {"head": True}, "DeepseekV3Model": {"head": False}},
     "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
@@ -237,5 +236,4 @@ DEEPSEEK_V3 = Family(
     "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
     "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
     "schedule)",
-    module=__name__, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
-FAMILIES = (DEEPSEEK_V3,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=140, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from . import hf_deepseek
 
-EXPORT_PRIORITY = 150  # where export tries this module's families (lower first)
 DEEPSEEK_V2 = hf_deepseek.DEEPSEEK_V3.derive(
     "DeepSeek-V2", ("deepseek_v2",), {"DeepseekV2ForCausalLM": {"head": True}, "DeepseekV2Model": {"head": False}},
     "DeepSeek-V2: DeepSeek-V3's layout with a softmax router (group-limited by each group's best score: "
     "group_score=max) and always-interleaved rotary dimensions",
-    module=__name__, fields=hf_deepseek.V2_FIELDS)
-FAMILIES = (DEEPSEEK_V2,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=150, fields=hf_deepseek.V2_FIELDS)

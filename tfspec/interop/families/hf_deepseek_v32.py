@@ -74,17 +74,15 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return mtp.with_modules(hf_deepseek.said_scale(document, s), s, head)
 
 
-EXPORT_PRIORITY = 530  # where export tries this module's families (lower first)
 DEEPSEEK_V32 = hf_deepseek.DEEPSEEK_V3.derive(
     "DeepSeek-V3.2", ("deepseek_v32",), {"DeepseekV32ForCausalLM": {"head": True},
                                          "DeepseekV32Model": {"head": False}},
     "DeepSeek-V3.2: DeepSeek-V3 whose latent attention is sparse (kind=dsa(kv_rank, rope_dim, topk, "
     "index_heads, index_dim, q_rank)): each query attends to the index_topk keys a lightning indexer ranks "
     "highest; mlp_layer_types says which layers keep a gated MLP",
-    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    module=__name__, priority=530, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: hasattr(f.attention_kind("decoder"), "index_heads"),
                        "its attention selects no keys by an indexer (kind=dsa(...))"),),
     # and the indexer's projections and key norm
     rules=hf_deepseek.WEIGHTS.derive({f"attention.indexer.{ours}": f"self_attn.indexer.{theirs}" for ours, theirs in
                                       (("q", "wq_b"), ("k", "wk"), ("k_norm", "k_norm"), ("weights", "weights_proj"))}))
-FAMILIES = (DEEPSEEK_V32,)  # the families this module reads and writes (``tfspec.interop.family``)

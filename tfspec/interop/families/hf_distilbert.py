@@ -43,13 +43,12 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
         "embedding tokens", Statement("dropout", s.p_dropout))
 
 
-EXPORT_PRIORITY = 60  # where export tries this module's families (lower first)
 DISTILBERT = hf_bert.BERT.derive(
     "DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
                                     "DistilBertModel": {"pooler": False, "head": False}},
     "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "
     "eps 1e-12, BERT's MLM head under other names",
-    module=__name__, fields=FIELDS, document=document, prefix="distilbert.",
+    module=__name__, priority=60, fields=FIELDS, document=document, prefix="distilbert.",
     requires=(Requires(lambda f: not f.embedding.segments and f.spec.pooler is None,
                        "it has token types or a pooler; DistilBERT has neither"),),
     rules=hf_bert.WEIGHTS.derive(
@@ -58,4 +57,3 @@ DISTILBERT = hf_bert.BERT.derive(
          "ffn_norm": "output_layer_norm"},
         layers="transformer.layer",
         head=MaskedLMHead("vocab_transform", "vocab_layer_norm", "vocab_projector", "vocab_projector.bias")))
-FAMILIES = (DISTILBERT,)  # the families this module reads and writes (``tfspec.interop.family``)

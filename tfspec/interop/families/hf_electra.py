@@ -35,16 +35,14 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
     return document.change_tail("head", transform="gelu") if head else document
 
 
-EXPORT_PRIORITY = 30  # where export tries this module's families (lower first)
 ELECTRA = hf_bert.BERT.derive(
     "ELECTRA", ("electra",), {"ElectraForMaskedLM": {"pooler": False, "head": True},
                               "ElectraModel": {"pooler": False, "head": False}},
     "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
     "embedding_size apart from hidden_size projects the embeddings into the stack",
-    module=__name__, fields=FIELDS, document=document, prefix="electra.",
+    module=__name__, priority=30, fields=FIELDS, document=document, prefix="electra.",
     requires=(Requires(lambda f: f.spec.pooler is None, "it has a pooler; ELECTRA has none"),),
     # BERT's names, ELECTRA's head, and the projection into the stack where the embeddings have one
     rules=hf_bert.WEIGHTS.derive(top={"embeddings.tokens.project": "embeddings_project"},
                                  head=MaskedLMHead("generator_predictions.dense", "generator_predictions.LayerNorm",
                                                    "generator_lm_head", "generator_lm_head.bias")))
-FAMILIES = (ELECTRA,)  # the families this module reads and writes (``tfspec.interop.family``)

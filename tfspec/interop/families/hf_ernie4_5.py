@@ -42,10 +42,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
 INTERLEAVED = Requires(lambda f: f.rotary("decoder").get("interleaved"),
                        "its rotary positions pair halves, ERNIE 4.5's neighbouring dimensions (interleaved=true)")
 
-EXPORT_PRIORITY = 400  # where export tries this module's families (lower first)
 ERNIE4_5 = hf_llama.LLAMA.derive(
     "ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
     "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
     "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
-    module=__name__, fields=FIELDS, document=document, hf_config=None, requires=(INTERLEAVED,))
-FAMILIES = (ERNIE4_5,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=400, fields=FIELDS, document=document, hf_config=None, requires=(INTERLEAVED,))

@@ -97,16 +97,14 @@ def _correction(model, ours: str, theirs: str, state: dict, ours_state: dict) ->
     return [rule(ours, f"{theirs}.mlp.gate.moe_statics.e_score_correction_bias", shape=(1, ours_state[ours].shape[0]))]
 
 
-EXPORT_PRIORITY = 460  # where export tries this module's families (lower first)
 ERNIE4_5_MOE = hf_ernie4_5.ERNIE4_5.derive(
     "ERNIE 4.5 MoE", ("ernie4_5_moe",),
     {"Ernie4_5_MoeForCausalLM": {"head": True}, "Ernie4_5_MoeModel": {"head": False}},
     "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
     "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
     "gated MLPs elsewhere",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=460, fields=FIELDS, document=document,
     requires=(Requires(_ernie_router, "its router is not ERNIE 4.5's: a softmax, a correction bias on the choice, "
                                       "the chosen weights renormalised and not scaled"),
               hf_ernie4_5.INTERLEAVED),
     rules=hf_llama.WEIGHTS.derive({**hf_deepseek.MIXTURE, "feedforward.choice.correction.bias": _correction}))
-FAMILIES = (ERNIE4_5_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -75,12 +75,10 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 390  # where export tries this module's families (lower first)
 EXAONE4 = hf_olmo2.OLMO2.derive(
     "EXAONE 4", ("exaone4",), {"Exaone4ForCausalLM": {"head": True}, "Exaone4Model": {"head": False}},
     "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
     "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=390, fields=FIELDS, document=document,
     requires=(Requires(lambda f: f.attention("decoder").qk_norm_width == "head",
                        "its queries and keys are normed over all heads at once, EXAONE 4's each head's"),))
-FAMILIES = (EXAONE4,)  # the families this module reads and writes (``tfspec.interop.family``)

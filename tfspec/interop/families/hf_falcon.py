@@ -156,17 +156,15 @@ def _fused_rows(model, core) -> tuple[int, ...]:
 SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
                      "its attention and feed-forward differ in bias; Falcon's bias sets both")
 
-EXPORT_PRIORITY = 100  # where export tries this module's families (lower first)
 FALCON = Family(
     "Falcon", ("falcon",), {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
     "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
     "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
     "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
-    module=__name__, fields=FIELDS, document=document, requires=(SAME_BIAS,), prefix="transformer.",
+    module=__name__, priority=100, fields=FIELDS, document=document, requires=(SAME_BIAS,), prefix="transformer.",
     rules=Weights({
         "attention.qkv": Reordered("self_attention.query_key_value", _fused_rows),
         "attention.out": "self_attention.dense",
         "feedforward.up": "mlp.dense_h_to_4h", "feedforward.down": "mlp.dense_4h_to_h",
         **{name: name for name in ("input_layernorm", "ln_attn", "ln_mlp", "post_attention_layernorm")}},
         top={"embeddings.tokens.tokens": "word_embeddings", "decoder.final_norm": "ln_f"}, layers="h", parts=_parts))
-FAMILIES = (FALCON,)  # the families this module reads and writes (``tfspec.interop.family``)

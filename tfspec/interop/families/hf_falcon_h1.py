@@ -154,16 +154,14 @@ def _parts(model) -> dict[str, str]:
     return parts
 
 
-EXPORT_PRIORITY = 620  # where export tries this module's families (lower first)
 FALCON_H1 = Family(
     "Falcon-H1", ("falcon_h1",), {"FalconH1ForCausalLM": {"head": True}, "FalconH1Model": {"head": False}},
     "Falcon-H1: Mamba-2 (mixer mamba2, mamba_d_ssm wide, its norm as mamba_rms_norm and mamba_norm_before_gate "
     "say) and attention side by side on one RMSNorm in every layer, then a SwiGLU; its µP multipliers where "
     "they act (the wiring form's branch scales, the mixer's part scales, swiglu_scaled's gate scale, the "
     "attention's and the head's scale, the embedding's)",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=620, fields=FIELDS, document=document,
     rules=Weights({"mamba": hybrid.Mamba2Mixer(), "attention": Projections(), "mlp": GatedMLP("feed_forward"),
                           "input": "input_layernorm", "pre_ff": "pre_ff_layernorm"},
                          top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},
                          parts=_parts))
-FAMILIES = (FALCON_H1,)  # the families this module reads and writes (``tfspec.interop.family``)

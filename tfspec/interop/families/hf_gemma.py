@@ -37,11 +37,10 @@ def document(s, *, padding: bool, head: bool) -> Document:
             .change("decoder", "position", f"rotary(theta={s.rope_theta})"))
 
 
-EXPORT_PRIORITY = 260  # where export tries this module's families (lower first)
 GEMMA = hf_llama.LLAMA.derive(
     "Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
     "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
     "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
     "embedding",
-    module=__name__, fields=FIELDS, document=document, hf_config=None, requires=(hf_gemma2.EMBEDDING_SCALE,))
-FAMILIES = (GEMMA,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=260, fields=FIELDS, document=document, hf_config=None,
+    requires=(hf_gemma2.EMBEDDING_SCALE,))

@@ -153,12 +153,10 @@ WEIGHTS = hf_llama.WEIGHTS.derive(
      "feedforward_norm": "pre_feedforward_layernorm", "feedforward_post_norm": "post_feedforward_layernorm"},
     parts=sandwich_modules)
 
-EXPORT_PRIORITY = 270  # where export tries this module's families (lower first)
 GEMMA2 = Family(
     "Gemma 2", ("gemma2",), {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
     "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
     "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
     "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
     "schedule), the causal LM's logits soft-capped",
-    module=__name__, fields=FIELDS, document=document, requires=(EMBEDDING_SCALE,), rules=WEIGHTS)
-FAMILIES = (GEMMA2,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=270, fields=FIELDS, document=document, requires=(EMBEDDING_SCALE,), rules=WEIGHTS)

@@ -68,12 +68,10 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return hf_gemma2.with_head(s, document, head)
 
 
-EXPORT_PRIORITY = 280  # where export tries this module's families (lower first)
 GEMMA3 = hf_gemma2.GEMMA2.derive(
     "Gemma 3", ("gemma3_text",), {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
     "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
     "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
     "base (and the full ones' scaling)",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=280, fields=FIELDS, document=document,
     rules=hf_gemma2.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}))
-FAMILIES = (GEMMA3,)  # the families this module reads and writes (``tfspec.interop.family``)

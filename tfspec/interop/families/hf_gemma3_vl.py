@@ -116,13 +116,11 @@ def _rules(model, state: dict) -> list:
 
 from_hf_gemma3_vl, to_hf_gemma3_vl = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
-EXPORT_PRIORITY = 730  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Gemma 3 (vision)", ("gemma3",), {"Gemma3ForConditionalGeneration": {}},
-           "Gemma 3's vision-language models: SigLIP's vision tower, normed (tower vision), connected to Gemma 3's "
-           "text model (tower text) by a mean over square blocks of patches, Gemma's RMSNorm and a linear map without "
-           "a bias (connect vision -> text { mean_pool; norm gemma_rmsnorm; linear }); a picture's image tokens see "
-           "one another (mask=pictures), every other query is causal",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma3_vl,
-           export=to_hf_gemma3_vl, towers=True, carried=CARRIED),
-)
+GEMMA3_VL = Family(
+    "Gemma 3 (vision)", ("gemma3",), {"Gemma3ForConditionalGeneration": {}},
+    "Gemma 3's vision-language models: SigLIP's vision tower, normed (tower vision), connected to Gemma 3's "
+    "text model (tower text) by a mean over square blocks of patches, Gemma's RMSNorm and a linear map without "
+    "a bias (connect vision -> text { mean_pool; norm gemma_rmsnorm; linear }); a picture's image tokens see "
+    "one another (mask=pictures), every other query is causal",
+    module=__name__, priority=730, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma3_vl,
+    export=to_hf_gemma3_vl, towers=True, carried=CARRIED)

@@ -341,7 +341,6 @@ WEIGHTS = Weights({
          "embeddings.tokens.per_layer.norm": "per_layer_projection_norm"},
     parts=_layer_modules)
 
-EXPORT_PRIORITY = 540  # where export tries this module's families (lower first)
 GEMMA4 = Family(
     "Gemma 4", ("gemma4_text",), {"Gemma4ForCausalLM": {"head": True}, "Gemma4TextModel": {"head": False}},
     "Gemma 4 (text): Gemma 3's sandwich-normed layer with plain RMSNorms, unscaled scores, weightless value "
@@ -349,6 +348,6 @@ GEMMA4 = Family(
     "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule); "
     "per-layer input embeddings, the last layers reading earlier layers' keys and values (kv_from), a "
     "mixture of experts beside each MLP",
-    module=__name__, fields=FIELDS, document=document, requires=(hf_gemma2.EMBEDDING_SCALE,), rules=WEIGHTS,
+    module=__name__, priority=540, fields=FIELDS, document=document, requires=(hf_gemma2.EMBEDDING_SCALE,),
+    rules=WEIGHTS,
     carried=("use_bidirectional_attention",))
-FAMILIES = (GEMMA4,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -40,17 +40,15 @@ def document(s, *, padding: bool, head: bool) -> Document:
                          wiring=wiring, head=head)
 
 
-EXPORT_PRIORITY = 410  # where export tries this module's families (lower first)
 GLM4 = hf_llama.LLAMA.derive(
     "GLM-4", ("glm4",), {"Glm4ForCausalLM": {"head": True}, "Glm4Model": {"head": False}},
     "GLM-4 (0414): sandwich norms (an RMSNorm before and after each sublayer, in the wiring form), q/k/v "
     "biased but not the output, half of each head rotated pairing neighbouring dimensions, the MLP's gate "
     "and up projections fused",
-    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    module=__name__, priority=410, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.rotary("decoder").get("interleaved"),
                        "its rotary positions pair halves, GLM-4's neighbouring dimensions (interleaved=true)"),),
     rules=hf_gemma2.WEIGHTS.derive({
         "feedforward": None, "feedforward.up": "mlp.gate_up_proj", "feedforward.down": "mlp.down_proj",
         "attention_post_norm": "post_self_attn_layernorm", "feedforward_norm": "post_attention_layernorm",
         "feedforward_post_norm": "post_mlp_layernorm"}))
-FAMILIES = (GLM4,)  # the families this module reads and writes (``tfspec.interop.family``)

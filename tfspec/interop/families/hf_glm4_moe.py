@@ -54,15 +54,13 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return mtp.with_modules(document, s, head)
 
 
-EXPORT_PRIORITY = 450  # where export tries this module's families (lower first)
 GLM4_MOE = hf_llama.LLAMA.derive(
     "GLM-4.5", ("glm4_moe",), {"Glm4MoeForCausalLM": {"head": True}, "Glm4MoeModel": {"head": False}},
     "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
     "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
     "routed by sigmoid scores plus a correction bias among groups, with shared experts",
-    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    module=__name__, priority=450, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.mixture("decoder").score == "sigmoid",
                        "its router soft-maxes its scores; GLM-4.5's takes their sigmoids"),),
     rules=hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
                                    **hf_deepseek.MIXTURE}))
-FAMILIES = (GLM4_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

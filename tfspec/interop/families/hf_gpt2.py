@@ -67,17 +67,15 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 70  # where export tries this module's families (lower first)
 GPT2 = Family(
     "GPT-2", ("gpt2",), {"GPT2LMHeadModel": {"head": True}, "GPT2Model": {"head": False}},
     "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
     "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
     "1/sqrt(2 * layers)",
-    module=__name__, fields=FIELDS, document=document, prefix="transformer.",
+    module=__name__, priority=70, fields=FIELDS, document=document, prefix="transformer.",
     # its projections are Conv1Ds, their weights stored transposed
     rules=Weights({"attention.qkv": Conv1D("attn.c_attn"), "attention.out": Conv1D("attn.c_proj"),
                           "feedforward.up": Conv1D("mlp.c_fc"), "feedforward.down": Conv1D("mlp.c_proj"),
                           "attention_norm": "ln_1", "feedforward_norm": "ln_2"},
                          top={"embeddings.tokens.tokens": "wte", "embeddings.tokens.positions": "wpe",
                               "decoder.final_norm": "ln_f"}, layers="h"))
-FAMILIES = (GPT2,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -92,10 +92,8 @@ WEIGHTS = Weights({
     top={"embeddings.tokens.tokens": "embed_in", "decoder.final_norm": "final_layer_norm"})
 
 
-EXPORT_PRIORITY = 330  # where export tries this module's families (lower first)
 GPT_NEOX = Family(
     "GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
     "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when use_parallel_residual), "
     "each behind its own LayerNorm; partial rotary positions; an untied head",
-    module=__name__, fields=FIELDS, document=document, rules=WEIGHTS, prefix="gpt_neox.")
-FAMILIES = (GPT_NEOX,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=330, fields=FIELDS, document=document, rules=WEIGHTS, prefix="gpt_neox.")

@@ -102,13 +102,11 @@ def _mixture(model, ours: str, theirs: str, state: dict, ours_state: dict) -> li
             rule(f"{ours}.experts.down_bias", f"{mlp}.experts.down_proj_bias")]
 
 
-EXPORT_PRIORITY = 170  # where export tries this module's families (lower first)
 GPT_OSS = hf_llama.LLAMA.derive(
     "gpt-oss", ("gpt_oss",), {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
     "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
     "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
     "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
     "soft-maxed",
-    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    module=__name__, priority=170, fields=FIELDS, document=document, hf_config=None,
     rules=hf_llama.WEIGHTS.derive({"attention.sinks.logits": Tensor("self_attn.sinks"), "feedforward": _mixture}))
-FAMILIES = (GPT_OSS,)  # the families this module reads and writes (``tfspec.interop.family``)

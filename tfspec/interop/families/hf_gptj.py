@@ -99,12 +99,11 @@ def document(s, *, padding: bool, head: bool) -> Document:
                     d_ff=s.d_ff or f"4 * {s.d_model}")
 
 
-EXPORT_PRIORITY = 290  # where export tries this module's families (lower first)
 GPTJ = Family(
     "GPT-J", ("gptj",), {"GPTJForCausalLM": {"head": True}, "GPTJModel": {"head": False}},
     "GPT-J: attention and feed-forward in parallel on one LayerNorm (the wiring form), interleaved "
     "partial rotary positions, no attention biases, an untied head with a bias",
-    module=__name__, fields=FIELDS, document=document, prefix="transformer.",
+    module=__name__, priority=290, fields=FIELDS, document=document, prefix="transformer.",
     requires=(Requires(lambda f: f.rotary("decoder").get("interleaved") and f.rotary("decoder").get("theta") == 10000.0,
                        "its rotary positions are not GPT-J's (interleaved, theta 10000)"),
               Requires(lambda f: not f.attention("decoder").bias,
@@ -113,4 +112,3 @@ GPTJ = Family(
                           "feedforward.up": "mlp.fc_in", "feedforward.down": "mlp.fc_out", "attention_norm": "ln_1"},
                          top={"embeddings.tokens.tokens": "wte", "decoder.final_norm": "ln_f"}, layers="h",
                          parts=hf_cohere.one_norm_parts))
-FAMILIES = (GPTJ,)  # the families this module reads and writes (``tfspec.interop.family``)

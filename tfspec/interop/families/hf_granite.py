@@ -49,11 +49,9 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document.change_tail("head", scale=f"1 / {s.logits_scaling}")
 
 
-EXPORT_PRIORITY = 420  # where export tries this module's families (lower first)
 GRANITE = hf_llama.LLAMA.derive(
     "Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
     "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
     "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
     "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
-    module=__name__, fields=FIELDS, document=document, hf_config=None)
-FAMILIES = (GRANITE,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=420, fields=FIELDS, document=document, hf_config=None)

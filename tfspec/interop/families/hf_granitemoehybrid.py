@@ -129,7 +129,6 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 590  # where export tries this module's families (lower first)
 GRANITE_MOE_HYBRID = Family(
     "Granite 4.0-H", ("granitemoehybrid",),
     {"GraniteMoeHybridForCausalLM": {"head": True}, "GraniteMoeHybridModel": {"head": False}},
@@ -138,7 +137,7 @@ GRANITE_MOE_HYBRID = Family(
     "schedule; a mixture of SwiGLU experts beside a shared SwiGLU (shared=), or that one alone; Granite's "
     "multipliers (the embedding's scale, the scores' scale, branches scaled in the wiring form, the head's "
     "input scale)",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=590, fields=FIELDS, document=document,
     carried=("intermediate_size",),  # the experts' width, which a model without experts does not have
     # a mixture (its router and stacked experts) and the shared network (``input_linear`` our ``up``, gate rows
     # first; ``output_linear`` our ``down``), or the shared network alone
@@ -151,4 +150,3 @@ GRANITE_MOE_HYBRID = Family(
            for ours, theirs in (("up", "input_linear"), ("down", "output_linear"))},
         "operator_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
         parts=hybrid.parts("Granite 4.0-H")))
-FAMILIES = (GRANITE_MOE_HYBRID,)  # the families this module reads and writes (``tfspec.interop.family``)

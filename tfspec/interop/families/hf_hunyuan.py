@@ -63,16 +63,14 @@ def document(s, *, padding: bool, head: bool) -> Document:
             .change("decoder", "feedforward", bias="false"))
 
 
-EXPORT_PRIORITY = 490  # where export tries this module's families (lower first)
 HUNYUAN = hf_llama.LLAMA.derive(
     "Hunyuan", ("hunyuan_v1_dense",), {"HunYuanDenseV1ForCausalLM": {"head": True},
                                        "HunYuanDenseV1Model": {"head": False}},
     "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
     "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
     "the base (scaling=ntk_alpha)",
-    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    module=__name__, priority=490, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.attention("decoder").qk_norm_after == "positions",
                        "its queries and keys are normed before the positions rotate them; Hunyuan's after"),),
     rules=hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.query_layernorm",
                                    "attention.k_norm": "self_attn.key_layernorm"}))
-FAMILIES = (HUNYUAN,)  # the families this module reads and writes (``tfspec.interop.family``)

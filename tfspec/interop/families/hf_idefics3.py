@@ -98,13 +98,11 @@ CONVENTIONS = ("SigLIP's vision tower, normed (tower vision), connected to a tex
                "text_config's family: Llama's by default) by a pixel shuffle of scale_factor and a linear map without "
                "a bias (connect vision -> text { pixel_shuffle; linear }), its vectors in place of the image tokens")
 
-EXPORT_PRIORITY = 720  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Idefics3", ("idefics3",), {"Idefics3ForConditionalGeneration": {}}, f"Idefics3: {CONVENTIONS}",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_idefics3,
-           export=to_hf_idefics3, towers=True, pictures=pictures),
-    Family("SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}}, f"SmolVLM: Idefics3's architecture: "
-           f"{CONVENTIONS}", module=__name__, fields=FIELDS, spec_text=spec_text,
-           hf_config=lambda towers: hf_config(towers, "smolvlm"), load=from_hf_idefics3, export=to_hf_idefics3,
-           towers=True, pictures=pictures),
-)
+IDEFICS3 = Family(
+    "Idefics3", ("idefics3",), {"Idefics3ForConditionalGeneration": {}}, f"Idefics3: {CONVENTIONS}",
+    module=__name__, priority=720, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_idefics3,
+    export=to_hf_idefics3, towers=True, pictures=pictures)
+SMOLVLM = Family("SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}}, f"SmolVLM: Idefics3's architecture: "
+                 f"{CONVENTIONS}", module=__name__, priority=720, fields=FIELDS, spec_text=spec_text,
+                 hf_config=lambda towers: hf_config(towers, "smolvlm"), load=from_hf_idefics3, export=to_hf_idefics3,
+                 towers=True, pictures=pictures)

@@ -163,13 +163,12 @@ class MambaMixer:
         return rules + [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("A_log", "D", *norms)]
 
 
-EXPORT_PRIORITY = 660  # where export tries this module's families (lower first)
 JAMBA = Family(
     "Jamba", ("jamba",), {"JambaForCausalLM": {"head": True}, "JambaModel": {"head": False}},
     "Jamba: pre-normed RMSNorm layers running Mamba (mixer mamba, with its RMSNorms of the time step, B and C) "
     "or, every attn_layer_period-th from attn_layer_offset, attention without positions; every "
     "expert_layer_period-th feed-forward a mixture of SwiGLU experts (not renormalised), the others SwiGLUs",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=660, fields=FIELDS, document=document,
     # a mixture's router and stacked experts, or a SwiGLU
     rules=Weights({
         "attention": Projections(), "mixer": MambaMixer(), "feedforward": GatedMLP("feed_forward"),
@@ -179,4 +178,3 @@ JAMBA = Family(
         "operator_norm": "input_layernorm", "feedforward_norm": "pre_ff_layernorm"},
         top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},
         parts=hybrid.parts("Jamba")))
-FAMILIES = (JAMBA,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -100,13 +100,12 @@ def layers_document(s, layers: list[tuple[str, bool]], feedforward: str, dense: 
     return document.add_lines("decoder", lines)
 
 
-EXPORT_PRIORITY = 580  # where export tries this module's families (lower first)
 LFM2 = Family(
     "LFM2", ("lfm2",), {"Lfm2ForCausalLM": {"head": True}, "Lfm2Model": {"head": False}},
     "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "
     "or by grouped-query attention with qk-norms as layer_types says, a layer schedule; SwiGLU feed-forwards "
     "of the width block_auto_adjust_ff_dim derives",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=580, fields=FIELDS, document=document,
     # its short convolution or attention (q/k/v and out_proj, qk-norms), its SwiGLU (w1 the gate, w3 up, w2 down)
     rules=Weights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
                    "attention.q_norm": "self_attn.q_layernorm", "attention.k_norm": "self_attn.k_layernorm",
@@ -115,4 +114,3 @@ LFM2 = Family(
                    "operator_norm": "operator_norm", "feedforward_norm": "ffn_norm"},
                   top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "embedding_norm"},
                   parts=hybrid.parts("LFM2")))
-FAMILIES = (LFM2,)  # the families this module reads and writes (``tfspec.interop.family``)

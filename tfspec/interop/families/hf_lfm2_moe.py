@@ -85,14 +85,13 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return hf_lfm2.layers_document(s, layers, mixture, f"d_ff={s.dense_d_ff} kind=dense", head=head, padding=padding)
 
 
-EXPORT_PRIORITY = 630  # where export tries this module's families (lower first)
 LFM2_MOE = hf_lfm2.LFM2.derive(
     "LFM2-MoE", ("lfm2_moe",), {"Lfm2MoeForCausalLM": {"head": True}, "Lfm2MoeModel": {"head": False}},
     "LFM2-MoE: LFM2's hybrid of short convolutions and attention with qk-norms as layer_types says, its first "
     "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "
     "plus an expert bias (score=sigmoid, correction=true), renormalised with 1e-6 added to their sum "
     "(renormalize_eps) and scaled",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=630, fields=FIELDS, document=document,
     # the width no layer has where every layer is a mixture (or none is): written back as it was
     carried=("intermediate_size", "moe_intermediate_size"),
     # a mixture: its router, the expert bias that steers its choice, the stacked experts
@@ -101,4 +100,3 @@ LFM2_MOE = hf_lfm2.LFM2.derive(
         "feedforward.choice.correction.bias": Tensor("feed_forward.expert_bias"),
         "feedforward.experts.up": Tensor("feed_forward.experts.gate_up_proj"),
         "feedforward.experts.down": Tensor("feed_forward.experts.down_proj")}))
-FAMILIES = (LFM2_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

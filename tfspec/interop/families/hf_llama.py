@@ -180,12 +180,10 @@ def hf_config(spec) -> dict:
 WEIGHTS = Weights({"attention": Projections(), "feedforward": GatedMLP(),
                           "attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"})
 
-EXPORT_PRIORITY = 120  # where export tries this module's families (lower first)
 LLAMA = Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
                "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
                "kv_heads < heads, no biases",
-               module=__name__, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
+               module=__name__, priority=120, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
 MISTRAL = LLAMA.derive("Mistral", ("mistral",), {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
                        "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
-                       module=__name__)
-FAMILIES = (LLAMA, MISTRAL)  # the families this module reads and writes (``tfspec.interop.family``)
+                       module=__name__, priority=120)

@@ -157,18 +157,16 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 510  # where export tries this module's families (lower first)
 LLAMA4 = hf_llama.LLAMA.derive(
     "Llama 4", ("llama4_text",), {"Llama4ForCausalLM": {"head": True}, "Llama4TextModel": {"head": False}},
     "Llama 4 (text): Llama's layout, rotary layers (pairs interleaved, a weightless L2 qk-norm after the "
     "rotation) attending in chunks of positions and NoPE layers with query temperature tuning, as "
     "no_rope_layers and layer_types say; mixtures of one sigmoid-routed expert scaling its input plus a shared "
     "expert in moe_layers, gated MLPs elsewhere",
-    module=__name__, fields=FIELDS, document=document, hf_config=None,
+    module=__name__, priority=510, fields=FIELDS, document=document, hf_config=None,
     # (its qk-norm has no weight) a mixture's router, transposed experts and shared expert, or a gated MLP
     rules=hf_llama.WEIGHTS.derive({
         "feedforward": GatedMLP("feed_forward"), "feedforward.router": "feed_forward.router",
         "feedforward.experts.up": Tensor("feed_forward.experts.gate_up_proj", transpose=True),
         "feedforward.experts.down": Tensor("feed_forward.experts.down_proj", transpose=True),
         "feedforward.shared": GatedMLP("feed_forward.shared_expert")}))
-FAMILIES = (LLAMA4,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -66,7 +66,8 @@ def _patches(config) -> int:
     return (vision.image_size // vision.patch_size) ** 2 + (config.vision_feature_select_strategy == "full")
 
 
-FIELDS = TEXT.fields(Fields(
+FIELDS = TEXT.fields(
+    Fields(
     *tower_fields("vision_", "vision", "vision_config"),
     *picture_fields(),
     Field("image_token", "image_token_index", lambda f: f.connector.image_token, let=False),
@@ -191,13 +192,11 @@ def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
 from_hf_llava, to_hf_llava = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 
-EXPORT_PRIORITY = 710  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("LLaVA", ("llava",), {"LlavaForConditionalGeneration": {}},
-           "LLaVA: CLIP's vision tower (tower vision) connected to a text model (tower text, its text_config's "
-           "family: Llama's by default) by a two-layer projector (connect vision -> text { linear; activation; "
-           "linear }) that reads each patch's vector at vision_feature_layer, less the class token, and puts it in "
-           "place of an image token",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llava,
-           export=to_hf_llava, towers=True),
-)
+LLAVA = Family(
+    "LLaVA", ("llava",), {"LlavaForConditionalGeneration": {}},
+    "LLaVA: CLIP's vision tower (tower vision) connected to a text model (tower text, its text_config's "
+    "family: Llama's by default) by a two-layer projector (connect vision -> text { linear; activation; "
+    "linear }) that reads each patch's vector at vision_feature_layer, less the class token, and puts it in "
+    "place of an image token",
+    module=__name__, priority=710, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llava,
+    export=to_hf_llava, towers=True)

@@ -68,7 +68,6 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 50  # where export tries this module's families (lower first)
 LONGFORMER = hf_roberta.ROBERTA.derive(
     "Longformer", ("longformer",), {"LongformerForMaskedLM": {"pooler": False, "head": True},
                                     "LongformerModel": {"pooler": True, "head": False}},
@@ -76,8 +75,7 @@ LONGFORMER = hf_roberta.ROBERTA.derive(
     "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
     "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
     "their own; a list of windows is a layer schedule",
-    module=__name__, fields=FIELDS, document=document, prefix="longformer.",
+    module=__name__, priority=50, fields=FIELDS, document=document, prefix="longformer.",
     # and the global projections beside each layer's query, key and value
     rules=hf_roberta.WEIGHTS.derive(
         {"self_attn.global_qkv": tuple(f"attention.self.{n}_global" for n in ("query", "key", "value"))}))
-FAMILIES = (LONGFORMER,)  # the families this module reads and writes (``tfspec.interop.family``)

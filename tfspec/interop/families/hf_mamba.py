@@ -70,10 +70,7 @@ def hf_config(spec) -> dict:
     return {"model_type": "mamba", **FIELDS.config(f)}
 
 
-EXPORT_PRIORITY = 680  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hybrid.mixers_alone_family(
-        "Mamba", "mamba", "Mamba: every layer one RMS-normed Mamba mixer (mixer mamba, Mamba-1's selective scan) on a "
-        "residual branch, with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, document,
-        hf_config, hf_jamba.MambaMixer("mixer")),
-)
+MAMBA = hybrid.mixers_alone_family(
+    "Mamba", "mamba", "Mamba: every layer one RMS-normed Mamba mixer (mixer mamba, Mamba-1's selective scan) on a "
+    "residual branch, with no attention and no feed-forward; a final RMSNorm", __name__, 680, FIELDS, document,
+    hf_config, hf_jamba.MambaMixer("mixer"))

@@ -41,10 +41,7 @@ def hf_config(spec) -> dict:
     return {"model_type": "mamba2", **FIELDS.config(f)}
 
 
-EXPORT_PRIORITY = 600  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    hybrid.mixers_alone_family(
-        "Mamba-2", "mamba2", "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, "
-        "with no attention and no feed-forward; a final RMSNorm", __name__, FIELDS, document, hf_config,
-        hybrid.Mamba2Mixer("mixer")),
-)
+MAMBA2 = hybrid.mixers_alone_family(
+    "Mamba-2", "mamba2", "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, "
+    "with no attention and no feed-forward; a final RMSNorm", __name__, 600, FIELDS, document, hf_config,
+    hybrid.Mamba2Mixer("mixer"))

@@ -163,15 +163,13 @@ def _decays(model, prefix: str) -> dict:
     return out
 
 
-EXPORT_PRIORITY = 650  # where export tries this module's families (lower first)
 MINIMAX = Family(
     "MiniMax", ("minimax",), {"MiniMaxForCausalLM": {"head": True}, "MiniMaxModel": {"head": False}},
     "MiniMax-01: lightning attention (mixer lightning, slopes scaled by the layer's depth) or Mixtral's "
     "attention as layer_types says, a layer schedule; Mixtral's mixtures of SwiGLU experts; DeepNet's layers, "
     "x = α · norm(x) + β · F(norm(x)) in the wiring form",
-    module=__name__, fields=FIELDS, document=document, computed=_decays,
+    module=__name__, priority=650, fields=FIELDS, document=document, computed=_decays,
     rules=Weights({"attention": Projections(),
                           **{f"mixer.{t}": f"self_attn.{t}" for t in ("qkv_proj", "output_gate", "norm", "out_proj")},
                           **hf_mixtral.MIXTURE, "norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"},
                          parts=_parts))
-FAMILIES = (MINIMAX,)  # the families this module reads and writes (``tfspec.interop.family``)

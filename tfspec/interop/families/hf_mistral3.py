@@ -166,13 +166,11 @@ def pictures(config, outputs: dict):
     out = [pixels[i:i + 1, :, :h, :w] for i, (h, w) in enumerate(sizes.tolist())]
     return out if len({tuple(x.shape) for x in out}) > 1 else pixels[:, :, :out[0].shape[2], :out[0].shape[3]]
 
-EXPORT_PRIORITY = 740  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Mistral 3", ("mistral3",), {"Mistral3ForConditionalGeneration": {}},
-           "Mistral 3's vision-language models (Mistral Small 3.1, 3.2): Pixtral's vision encoder (tower vision: "
-           "bias-free patches normed, 2-D rotary positions, gated MLPs, RMSNorm) connected to a text model (tower "
-           "text, its text_config's family: Mistral's by default) by an RMSNorm, a patch merger (pixel_shuffle "
-           "channel_major=true; linear) and a two-layer projector, in place of the image tokens",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mistral3,
-           export=to_hf_mistral3, towers=True, pictures=pictures),
-)
+MISTRAL3 = Family(
+    "Mistral 3", ("mistral3",), {"Mistral3ForConditionalGeneration": {}},
+    "Mistral 3's vision-language models (Mistral Small 3.1, 3.2): Pixtral's vision encoder (tower vision: "
+    "bias-free patches normed, 2-D rotary positions, gated MLPs, RMSNorm) connected to a text model (tower "
+    "text, its text_config's family: Mistral's by default) by an RMSNorm, a patch merger (pixel_shuffle "
+    "channel_major=true; linear) and a two-layer projector, in place of the image tokens",
+    module=__name__, priority=740, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mistral3,
+    export=to_hf_mistral3, towers=True, pictures=pictures)

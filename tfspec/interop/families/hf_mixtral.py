@@ -59,11 +59,9 @@ MIXTURE = {"feedforward.router": "mlp.gate", "feedforward.experts.up": Tensor("m
 WEIGHTS = hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
                                    **MIXTURE})
 
-EXPORT_PRIORITY = 130  # where export tries this module's families (lower first)
 MIXTRAL = hf_llama.MISTRAL.derive(
     "Mixtral", ("mixtral",), {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
     "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
     "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
     "(kind=moe(experts, top, renormalize=true))",
-    module=__name__, fields=FIELDS, document=document, hf_config=None, rules=WEIGHTS)
-FAMILIES = (MIXTRAL,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=130, fields=FIELDS, document=document, hf_config=None, rules=WEIGHTS)

@@ -164,18 +164,16 @@ def _layer_parts(model, i: int) -> dict[str, str]:
     return parts
 
 
-EXPORT_PRIORITY = 470  # where export tries this module's families (lower first)
 MODERNBERT = Family(
     "ModernBERT", ("modernbert",), {"ModernBertForMaskedLM": {"head": True}, "ModernBertModel": {"head": False}},
     "ModernBERT: a pre-norm encoder of LayerNorms (no norm before the first layer's attention: the "
     "embeddings' serves), GEGLU, global and local (a window of local_attention / 2 each side) layers as "
     "layer_types says, each with rotary positions of its own base (a layer schedule); the MLM head's "
     "transform biased where classifier_bias says",
-    module=__name__, fields=FIELDS, document=document, kind="encoder-only", carried=("cls_token_id",),
+    module=__name__, priority=470, fields=FIELDS, document=document, kind="encoder-only", carried=("cls_token_id",),
     rules=Weights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.Wo", "feedforward.up": "mlp.Wi",
                    "feedforward.down": "mlp.Wo", "attention_norm": "attn_norm", "feedforward_norm": "mlp_norm"},
                   top={"embeddings.tokens.tokens": "embeddings.tok_embeddings",
                        "embeddings.tokens.norm": "embeddings.norm", "encoder.final_norm": "final_norm"},
                   parts=lambda model: [_layer_parts(model, i) for i in range(len(model.encoder.layers))],
                   head=MaskedLMHead("head.dense", "head.norm", "decoder", "decoder.bias")))
-FAMILIES = (MODERNBERT,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -52,14 +52,13 @@ def _mpnet_bias(f) -> bool:
                                                                                                     True)
 
 
-EXPORT_PRIORITY = 480  # where export tries this module's families (lower first)
 MPNET = hf_roberta.ROBERTA.derive(
     "MPNet", ("mpnet",), {"MPNetForMaskedLM": {"pooler": False, "head": True},
                           "MPNetModel": {"pooler": True, "head": False}},
     "MPNet (all-mpnet-base-v2): RoBERTa's post-norm encoder without token types, positions from row 2 "
     "counting real tokens, and T5's bidirectional relative bias (32 buckets, distance 128) shared by the "
     "stack's layers",
-    module=__name__, fields=FIELDS, document=document, prefix="mpnet.",
+    module=__name__, priority=480, fields=FIELDS, document=document, prefix="mpnet.",
     requires=(Requires(lambda f: not f.embedding.segments, "its embedding adds token types, which MPNet's has none of"),
               Requires(_mpnet_bias, "its relative bias is not MPNet's: 32 bidirectional buckets up to distance 128")),
     # RoBERTa's with MPNet's names, no token types, and the stack's relative bias table
@@ -68,4 +67,3 @@ MPNET = hf_roberta.ROBERTA.derive(
          "self_attn_norm": "attention.LayerNorm"},
         top={"embeddings.tokens.segments": None,
              "encoder.positions.self_attn": "encoder.relative_attention_bias"}))
-FAMILIES = (MPNET,)  # the families this module reads and writes (``tfspec.interop.family``)

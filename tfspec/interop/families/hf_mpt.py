@@ -78,13 +78,11 @@ def hf_config(spec) -> dict:
 NO_DROPOUT = Requires(lambda f: not (f.attention("decoder").dropout or f.residual_dropout("decoder")),
                       "it trains with dropout; transformers' MPT configuration takes only a whole attn_pdrop (0)")
 
-EXPORT_PRIORITY = 110  # where export tries this module's families (lower first)
 MPT = hf_bloom.BLOOM.derive(
     "MPT", ("mpt",), {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
     "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
-    module=__name__, fields=FIELDS, document=document, hf_config=hf_config,
+    module=__name__, priority=110, fields=FIELDS, document=document, hf_config=hf_config,
     rules=Weights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.out_proj",
                           "feedforward.up": "ffn.up_proj", "feedforward.down": "ffn.down_proj",
                           "attention_norm": "norm_1", "feedforward_norm": "norm_2"},
                          top={"embeddings.tokens.tokens": "wte", "decoder.final_norm": "norm_f"}, layers="blocks"))
-FAMILIES = (MPT,)  # the families this module reads and writes (``tfspec.interop.family``)

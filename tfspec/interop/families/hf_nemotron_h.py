@@ -183,14 +183,13 @@ def _parts(model) -> list[dict[str, str]]:
     return found
 
 
-EXPORT_PRIORITY = 640  # where export tries this module's families (lower first)
 NEMOTRON_H = Family(
     "Nemotron-H", ("nemotron_h",), {"NemotronHForCausalLM": {"head": True}, "NemotronHModel": {"head": False}},
     "Nemotron-H: blocks of one RMS-normed sublayer each, as layer_types (hybrid_override_pattern) says: Mamba-2 "
     "(mixer mamba2), attention without positions or biases, a non-gated MLP (squared_relu), or a mixture of "
     "non-gated experts by sigmoid scores and a correction bias among groups beside a shared MLP; a layer "
     "schedule",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=640, fields=FIELDS, document=document,
     # every sublayer under the layer's ``mixer``: Mamba-2, attention, an MLP, or a mixture (its router, correction
     # bias, stacked experts and shared MLP)
     rules=Weights({
@@ -203,4 +202,3 @@ NEMOTRON_H = Family(
         "feedforward.shared.up": "mixer.shared_experts.up_proj",
         "feedforward.shared.down": "mixer.shared_experts.down_proj", "norm": "norm"},
         top={"embeddings.tokens.tokens": "embeddings", "decoder.final_norm": "norm_f"}, parts=_parts))
-FAMILIES = (NEMOTRON_H,)  # the families this module reads and writes (``tfspec.interop.family``)

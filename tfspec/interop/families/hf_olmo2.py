@@ -64,15 +64,13 @@ def post_norm_modules(model) -> dict[str, str]:
     return found
 
 
-EXPORT_PRIORITY = 250  # where export tries this module's families (lower first)
 OLMO2 = Family(
     "OLMo 2", ("olmo2",), {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
     "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
     "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=250, fields=FIELDS, document=document,
     # Llama's projections and each head's query and key norms; a norm after each sublayer
     rules=hf_llama.WEIGHTS.derive(
         {"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm", "attention_norm": None,
          "feedforward_norm": None, "attention_post_norm": "post_attention_layernorm",
          "feedforward_post_norm": "post_feedforward_layernorm"}, parts=post_norm_modules))
-FAMILIES = (OLMO2,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -56,10 +56,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 380  # where export tries this module's families (lower first)
 OLMO3 = hf_olmo2.OLMO2.derive(
     "OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
     "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
     "each kind with rotary positions of its own base (and the full ones' scaling)",
-    module=__name__, fields=FIELDS, document=document)
-FAMILIES = (OLMO3,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=380, fields=FIELDS, document=document)

@@ -36,13 +36,11 @@ def document(s, *, padding: bool, head: bool) -> Document:
                     kind=f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss})"))
 
 
-EXPORT_PRIORITY = 440  # where export tries this module's families (lower first)
 OLMOE = hf_llama.LLAMA.derive(
     "OLMoE", ("olmoe",), {"OlmoeForCausalLM": {"head": True}, "OlmoeModel": {"head": False}},
     "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
     "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
     "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
-    module=__name__, fields=FIELDS, document=document, hf_config=None, rules=hf_mixtral.WEIGHTS,
+    module=__name__, priority=440, fields=FIELDS, document=document, hf_config=None, rules=hf_mixtral.WEIGHTS,
     requires=(Requires(lambda f: f.attention("decoder").qk_norm_width == "full",
                        "its queries and keys are not normed over all heads at once, as OLMoE's are"),))
-FAMILIES = (OLMOE,)  # the families this module reads and writes (``tfspec.interop.family``)

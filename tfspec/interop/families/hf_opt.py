@@ -72,13 +72,12 @@ OPT_POSITIONS = Requires(lambda f: f.embedding.position.options.get("offset") ==
 SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
                      "its attention and feed-forward differ in bias; OPT's enable_bias sets both")
 
-EXPORT_PRIORITY = 80  # where export tries this module's families (lower first)
 OPT = Family(
     "OPT", ("opt",), {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
     "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
     "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
     "tokens only, the head tied",
-    module=__name__, fields=FIELDS, document=document, requires=(OPT_POSITIONS, SAME_BIAS),
+    module=__name__, priority=80, fields=FIELDS, document=document, requires=(OPT_POSITIONS, SAME_BIAS),
     # its base model holds the decoder as ``decoder.``
     rules=Weights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
                           "feedforward.up": "fc1", "feedforward.down": "fc2",
@@ -86,4 +85,3 @@ OPT = Family(
                          top={"embeddings.tokens.tokens": "decoder.embed_tokens",
                               "embeddings.tokens.positions": "decoder.embed_positions",
                               "decoder.final_norm": "decoder.final_layer_norm"}, layers="decoder.layers"))
-FAMILIES = (OPT,)  # the families this module reads and writes (``tfspec.interop.family``)

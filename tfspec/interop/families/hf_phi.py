@@ -18,16 +18,14 @@ def document(s, *, padding: bool, head: bool) -> Document:
                             extra=", bias=true" + qk_norm, d_ff=s.d_ff)
 
 
-EXPORT_PRIORITY = 300  # where export tries this module's families (lower first)
 PHI = hf_gptj.GPTJ.derive(
     "Phi", ("phi",), {"PhiForCausalLM": {"head": True}, "PhiModel": {"head": False}},
     "Phi (phi-2): attention and feed-forward in parallel on one LayerNorm, half-split partial rotary "
     "positions, every projection biased, optional per-head qk LayerNorm, an untied head with a bias",
-    module=__name__, fields=hf_gptj.PHI_FIELDS, document=document, prefix="model.",
+    module=__name__, priority=300, fields=hf_gptj.PHI_FIELDS, document=document, prefix="model.",
     requires=(Requires(lambda f: f.attention("decoder").bias, "its attention projections have no biases; Phi's have"),),
     rules=hf_gptj.GPTJ.rules.derive(
         {"attention": Projections(names=("q_proj", "k_proj", "v_proj", "dense")),
          "attention.q_norm": "self_attn.q_layernorm", "attention.k_norm": "self_attn.k_layernorm",
          "feedforward.up": "mlp.fc1", "feedforward.down": "mlp.fc2", "attention_norm": "input_layernorm"},
         top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"}, layers="layers"))
-FAMILIES = (PHI,)  # the families this module reads and writes (``tfspec.interop.family``)

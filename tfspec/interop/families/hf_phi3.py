@@ -29,14 +29,12 @@ FIELDS = Fields(
 )
 
 
-EXPORT_PRIORITY = 230  # where export tries this module's families (lower first)
 PHI3 = hf_llama.LLAMA.derive(
     "Phi-3", ("phi3",), {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
     "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
     "sublayer's output (resid_pdrop), an optional sliding window",
-    module=__name__, fields=FIELDS, hf_config=None,
+    module=__name__, priority=230, fields=FIELDS, hf_config=None,
     # its fused projections are tfspec's own: copied unsplit
     rules=hf_llama.WEIGHTS.derive({"attention": None, "attention.qkv": "self_attn.qkv_proj",
                                    "attention.out": "self_attn.o_proj", "feedforward": None,
                                    "feedforward.up": "mlp.gate_up_proj", "feedforward.down": "mlp.down_proj"}))
-FAMILIES = (PHI3,)  # the families this module reads and writes (``tfspec.interop.family``)

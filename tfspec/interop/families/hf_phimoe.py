@@ -49,13 +49,11 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-EXPORT_PRIORITY = 520  # where export tries this module's families (lower first)
 PHIMOE = hf_mixtral.MIXTRAL.derive(
     "PhiMoE", ("phimoe",), {"PhimoeForCausalLM": {"head": True}, "PhimoeModel": {"head": False}},
     "PhiMoE (Phi-3.5-MoE): Mixtral's decoder with LayerNorms, optional attention and head biases, and GRIN's "
     "sparse mixer choosing two experts (score=sparsemixer); longrope scaling refused",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=520, fields=FIELDS, document=document,
     requires=(Requires(lambda f: f.mixture("decoder").score == "sparsemixer",
                        "its router is not a sparse mixer (score=sparsemixer)"),),
     rules=hf_mixtral.WEIGHTS.derive({"feedforward.router": "mlp.router"}))
-FAMILIES = (PHIMOE,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -89,10 +89,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return layered(s, padding=padding, head=head, attention={"bias": "true", "out_bias": "false"})
 
 
-EXPORT_PRIORITY = 200  # where export tries this module's families (lower first)
 QWEN2 = hf_llama.LLAMA.derive(
     "Qwen2", ("qwen2",), {"Qwen2ForCausalLM": {"head": True}, "Qwen2Model": {"head": False}},
     "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
     "(a layer schedule)",
-    module=__name__, fields=FIELDS, document=document, hf_config=None)
-FAMILIES = (QWEN2,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=200, fields=FIELDS, document=document, hf_config=None)

@@ -271,13 +271,11 @@ def to_hf_qwen2_5_vl(model) -> dict:
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
 
 
-EXPORT_PRIORITY = 750  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Qwen2.5-VL", ("qwen2_5_vl",), {"Qwen2_5_VLForConditionalGeneration": {}},
-           "Qwen2.5-VL: its vision transformer (tower vision: two identical frames' patches, 2-D rotary positions, "
-           "tiles of window_size pixels but in fullatt_block_indexes, a biased SwiGLU, RMSNorm) connected by its "
-           "merger (norm rmsnorm; pixel_shuffle; a two-layer GELU MLP) to Qwen2's text model with M-RoPE (tower "
-           "text: position mrope(temporal, height, width), a picture's vectors numbered by their place in its grid)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen2_5_vl,
-           export=to_hf_qwen2_5_vl, towers=True, carried=CARRIED, pictures=pictures, alone=TEXT_ALONE),
-)
+QWEN2_5_VL = Family(
+    "Qwen2.5-VL", ("qwen2_5_vl",), {"Qwen2_5_VLForConditionalGeneration": {}},
+    "Qwen2.5-VL: its vision transformer (tower vision: two identical frames' patches, 2-D rotary positions, "
+    "tiles of window_size pixels but in fullatt_block_indexes, a biased SwiGLU, RMSNorm) connected by its "
+    "merger (norm rmsnorm; pixel_shuffle; a two-layer GELU MLP) to Qwen2's text model with M-RoPE (tower "
+    "text: position mrope(temporal, height, width), a picture's vectors numbered by their place in its grid)",
+    module=__name__, priority=750, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen2_5_vl,
+    export=to_hf_qwen2_5_vl, towers=True, carried=CARRIED, pictures=pictures, alone=TEXT_ALONE)

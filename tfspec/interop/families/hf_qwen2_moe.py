@@ -15,11 +15,9 @@ def document(s, *, padding: bool, head: bool) -> Document:
         shared=f", shared={s.shared}, shared_gate=true")
 
 
-EXPORT_PRIORITY = 190  # where export tries this module's families (lower first)
 QWEN2_MOE = hf_qwen_moe.QWEN3_MOE.derive(
     "Qwen2-MoE", ("qwen2_moe",), {"Qwen2MoeForCausalLM": {"head": True}, "Qwen2MoeModel": {"head": False}},
     "Qwen2-MoE (Qwen1.5-MoE): Qwen2's decoder (biased q/k/v) whose feed-forwards are mixtures of SwiGLU "
     "experts plus a shared expert scaled by a sigmoid gate (shared=..., shared_gate=true); dense layers as "
     "Qwen3-MoE's",
-    module=__name__, fields=hf_qwen_moe.QWEN2_MOE_FIELDS, document=document)
-FAMILIES = (QWEN2_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=190, fields=hf_qwen_moe.QWEN2_MOE_FIELDS, document=document)

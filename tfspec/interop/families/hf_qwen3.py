@@ -21,13 +21,11 @@ def document(s, *, padding: bool, head: bool) -> Document:
                             attention={"bias": s.attention_bias, "qk_norm": f"rmsnorm(eps={s.eps})"})
 
 
-EXPORT_PRIORITY = 210  # where export tries this module's families (lower first)
 QWEN3 = hf_qwen2.QWEN2.derive(
     "Qwen3", ("qwen3",), {"Qwen3ForCausalLM": {"head": True}, "Qwen3Model": {"head": False}},
     "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
     "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=210, fields=FIELDS, document=document,
     requires=(Requires(lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,  # (its kind compared after)
                        "its queries and keys are not normed, as Qwen3's are (by rmsnorm)"),),
     rules=hf_qwen2.QWEN2.rules.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}))
-FAMILIES = (QWEN3,)  # the families this module reads and writes (``tfspec.interop.family``)

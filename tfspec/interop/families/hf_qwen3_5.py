@@ -145,12 +145,10 @@ WEIGHTS = Weights({"attention": gated_attention, "mixer": identical_mixer, "feed
                           "operator_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
                          parts=hybrid.parts("Qwen3.5"))
 
-EXPORT_PRIORITY = 550  # where export tries this module's families (lower first)
 QWEN3_5 = Family(
     "Qwen3.5", ("qwen3_5_text",), {"Qwen3_5ForCausalLM": {"head": True}, "Qwen3_5TextModel": {"head": False}},
     "Qwen3.5 (text): a hybrid whose layers mix by Gated DeltaNet (mixer gated_deltanet) or by gated attention "
     "(steps=output_gate, qk-norms, a quarter of each head rotated) as layer_types says, a layer schedule; "
     "(1 + w) RMSNorms (gemma_rmsnorm) and SwiGLU feed-forwards",
-    module=__name__, fields=FIELDS, document=document, rules=WEIGHTS,
+    module=__name__, priority=550, fields=FIELDS, document=document, rules=WEIGHTS,
     carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved"))
-FAMILIES = (QWEN3_5,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -33,14 +33,13 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return hf_qwen3_5.hybrid_document(s, mixture, head=head, padding=padding)
 
 
-EXPORT_PRIORITY = 570  # where export tries this module's families (lower first)
 QWEN3_5_MOE = hf_qwen3_next.QWEN3_NEXT.derive(
     "Qwen3.5-MoE", ("qwen3_5_moe_text",),
     {"Qwen3_5MoeForCausalLM": {"head": True}, "Qwen3_5MoeTextModel": {"head": False}},
     "Qwen3.5-MoE (text): Qwen3-Next's hybrid of Gated DeltaNet and gated attention with a mixture in every "
     "layer (a softmax router renormalising its choice, a shared expert behind a sigmoid gate), its Gated "
     "DeltaNet's projections kept apart as Qwen3.5's are",
-    module=__name__, fields=FIELDS, document=document,
+    module=__name__, priority=570, fields=FIELDS, document=document,
     requires=(Requires(lambda f: all(f.layer_routes("decoder")),
                        "some of its layers' feed-forwards are not mixtures: every Qwen3.5-MoE layer's is"),
               Requires(lambda f: f.mixture("decoder").renormalize,
@@ -48,4 +47,3 @@ QWEN3_5_MOE = hf_qwen3_next.QWEN3_NEXT.derive(
                        "(renormalize=true)")),
     rules=hf_qwen3_next.QWEN3_NEXT.rules.derive({"mixer": hf_qwen3_5.identical_mixer}),
     carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved"))
-FAMILIES = (QWEN3_5_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -61,13 +61,11 @@ def grouped_mixer(model, ours: str, theirs: str, state: dict, ours_state: dict) 
             *(rule(f"{ours}.{t}", f"{theirs}.{t}") for t in hf_qwen3_5.MIXER_TENSORS if not t.startswith("in_proj"))]
 
 
-EXPORT_PRIORITY = 560  # where export tries this module's families (lower first)
 QWEN3_NEXT = hf_qwen3_5.QWEN3_5.derive(
     "Qwen3-Next", ("qwen3_next",), {"Qwen3NextForCausalLM": {"head": True}, "Qwen3NextModel": {"head": False}},
     "Qwen3-Next: Qwen3.5's hybrid of Gated DeltaNet (mixer gated_deltanet) and gated attention (steps="
     "output_gate) as layer_types says, with Qwen2-MoE's mixtures (a softmax router, a shared expert behind a "
     "sigmoid gate: shared=, shared_gate=true), mlp_only_layers a gated MLP; (1 + w) RMSNorms",
-    module=__name__, fields=FIELDS, document=document, carried=(),
+    module=__name__, priority=560, fields=FIELDS, document=document, carried=(),
     # its Gated DeltaNet's projections fused by key head; a mixture or, layer by layer, a gated MLP
     rules=hf_qwen3_5.WEIGHTS.derive({"mixer": grouped_mixer, **hf_mixtral.MIXTURE}))
-FAMILIES = (QWEN3_NEXT,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -121,11 +121,9 @@ def hf_config(spec) -> dict:
     return {"model_type": model_type, **TABLES[model_type].config(f)}
 
 
-EXPORT_PRIORITY = 180  # where export tries this module's families (lower first)
 QWEN3_MOE = Family(
     "Qwen3-MoE", ("qwen3_moe",), {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
     "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
     "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
     "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
-    module=__name__, fields=FIELDS, document=document, hf_config=hf_config, rules=hf_mixtral.WEIGHTS)
-FAMILIES = (QWEN3_MOE,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=180, fields=FIELDS, document=document, hf_config=hf_config, rules=hf_mixtral.WEIGHTS)

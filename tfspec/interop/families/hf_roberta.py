@@ -46,12 +46,10 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
 WEIGHTS = hf_bert.WEIGHTS.derive(head=MaskedLMHead("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder",
                                                    "lm_head.bias"))
 
-EXPORT_PRIORITY = 20  # where export tries this module's families (lower first)
 ROBERTA = hf_bert.BERT.derive(
     "RoBERTa", ("roberta", "xlm-roberta"),
     {"RobertaForMaskedLM": {"pooler": False, "head": True}, "RobertaModel": {"pooler": True, "head": False},
      "XLMRobertaForMaskedLM": {"pooler": False, "head": True}, "XLMRobertaModel": {"pooler": True, "head": False}},
     "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
     "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
-    module=__name__, fields=FIELDS, document=document, prefix="roberta.", rules=WEIGHTS)
-FAMILIES = (ROBERTA,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=20, fields=FIELDS, document=document, prefix="roberta.", rules=WEIGHTS)

@@ -28,10 +28,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
         "decoder", "attention", bias=s.qkv_bias, out_bias=s.out_bias)
 
 
-EXPORT_PRIORITY = 370  # where export tries this module's families (lower first)
 SEED_OSS = hf_llama.LLAMA.derive(
     "Seed-OSS", ("seed_oss",), {"SeedOssForCausalLM": {"head": True}, "SeedOssModel": {"head": False}},
     "Seed-OSS: Llama's block with biased q/k/v projections apart from the output's (attention_out_bias), "
     "an optionally biased MLP, dropout on each sublayer's output (residual_dropout), head_dim its own",
-    module=__name__, fields=FIELDS, document=document, hf_config=None)
-FAMILIES = (SEED_OSS,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=370, fields=FIELDS, document=document, hf_config=None)

@@ -152,13 +152,11 @@ def _rules(model) -> list[Rule]:
 from_hf_siglip, to_hf_siglip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
 
-EXPORT_PRIORITY = 700  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("SigLIP", ("siglip",), {"SiglipModel": {}},
-           "SigLIP: CLIP's two towers meeting in a sigmoid contrastive head with a learned bias (contrastive text "
-           "vision loss=sigmoid bias=-10); the text tower sees every position and reads its last (pool=last) "
-           "through a linear map with a bias; the vision tower has no class token and pools its patches by "
-           "attention (head pool=attention(heads, d_ff)), projected by nothing",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_siglip,
-           export=to_hf_siglip, towers=True),
-)
+SIGLIP = Family(
+    "SigLIP", ("siglip",), {"SiglipModel": {}},
+    "SigLIP: CLIP's two towers meeting in a sigmoid contrastive head with a learned bias (contrastive text "
+    "vision loss=sigmoid bias=-10); the text tower sees every position and reads its last (pool=last) "
+    "through a linear map with a bias; the vision tower has no class token and pools its patches by "
+    "attention (head pool=attention(heads, d_ff)), projected by nothing",
+    module=__name__, priority=700, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_siglip,
+    export=to_hf_siglip, towers=True)

@@ -23,10 +23,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
                             feedforward_bias=s.mlp_bias, ropes=[bool(r) for r in s.config.no_rope_layers])
 
 
-EXPORT_PRIORITY = 220  # where export tries this module's families (lower first)
 SMOLLM3 = hf_qwen2.QWEN2.derive(
     "SmolLM3", ("smollm3",), {"SmolLM3ForCausalLM": {"head": True}, "SmolLM3Model": {"head": False}},
     "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
     "schedule), the head tied to the token embedding",
-    module=__name__, fields=FIELDS, document=document)
-FAMILIES = (SMOLLM3,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=220, fields=FIELDS, document=document)

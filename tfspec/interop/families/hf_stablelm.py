@@ -15,10 +15,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
                            dropout=s.p_dropout if s.value("p_dropout") else None)
 
 
-EXPORT_PRIORITY = 320  # where export tries this module's families (lower first)
 STABLELM = hf_cohere.COHERE.derive(
     "StableLM", ("stablelm",), {"StableLmForCausalLM": {"head": True}, "StableLmModel": {"head": False}},
     "StableLM 2: Llama's projections around LayerNorms (with bias), partial rotary positions, optional q/k/v "
     "biases, pre-norm or parallel on one norm, dropout on the feed-forward's output",
-    module=__name__, fields=hf_cohere.STABLELM_FIELDS, document=document, requires=())
-FAMILIES = (STABLELM,)  # the families this module reads and writes (``tfspec.interop.family``)
+    module=__name__, priority=320, fields=hf_cohere.STABLELM_FIELDS, document=document, requires=())

@@ -42,12 +42,10 @@ def document(s, *, padding: bool, head: bool) -> Document:
 SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
                      "its attention and feed-forward differ in bias; StarCoder2's use_bias sets both")
 
-EXPORT_PRIORITY = 240  # where export tries this module's families (lower first)
 STARCODER2 = hf_llama.LLAMA.derive(
     "StarCoder2", ("starcoder2",), {"Starcoder2ForCausalLM": {"head": True}, "Starcoder2Model": {"head": False}},
     "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
     "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
-    module=__name__, fields=FIELDS, document=document, hf_config=None, requires=(SAME_BIAS,),
+    module=__name__, priority=240, fields=FIELDS, document=document, hf_config=None, requires=(SAME_BIAS,),
     rules=hf_llama.WEIGHTS.derive({"feedforward": None, "feedforward.up": "mlp.c_fc",
                                    "feedforward.down": "mlp.c_proj"}))
-FAMILIES = (STARCODER2,)  # the families this module reads and writes (``tfspec.interop.family``)

@@ -196,12 +196,9 @@ def to_hf_t5(model) -> dict:
     return export_state(model, rules, reference="Hugging Face T5", aliases=aliases)
 
 
-EXPORT_PRIORITY = 340  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("T5", ("t5",),
-           {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
-           "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
-           "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_t5,
-           export=to_hf_t5, options_from_tensors=options_from_tensors, options_from_model=options_from_model),
-)
+T5 = Family("T5", ("t5",),
+            {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
+            "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
+            "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
+            module=__name__, priority=340, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_t5,
+            export=to_hf_t5, options_from_tensors=options_from_tensors, options_from_model=options_from_model)

@@ -140,14 +140,12 @@ def to_hf_vit(model) -> dict:
     return export_state(model, _rules(model, "vit." if model.head is not None else ""), reference=REFERENCE)
 
 
-EXPORT_PRIORITY = 160  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("ViT", ("vit",),
-           {"ViTForImageClassification": {"head": True, "pooler": False},
-           "ViTModel": {"head": False, "pooler": True}},
-           "ViT: pictures cut into square patches, each mapped linearly (embedding image { input patches(image=N, "
-           "patch=P, class_token=true) }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
-           "token (head linear(num_labels) pool=first), the base model's pooler too",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_vit,
-           export=to_hf_vit),
-)
+VIT = Family(
+    "ViT", ("vit",),
+    {"ViTForImageClassification": {"head": True, "pooler": False},
+    "ViTModel": {"head": False, "pooler": True}},
+    "ViT: pictures cut into square patches, each mapped linearly (embedding image { input patches(image=N, "
+    "patch=P, class_token=true) }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
+    "token (head linear(num_labels) pool=first), the base model's pooler too",
+    module=__name__, priority=160, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_vit,
+    export=to_hf_vit)

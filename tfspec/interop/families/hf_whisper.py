@@ -181,14 +181,12 @@ def to_hf_whisper(model) -> dict:
     return export_state(model, rules, reference=REFERENCE, aliases=aliases, derived=_derived(model, prefix))
 
 
-EXPORT_PRIORITY = 670  # where export tries this module's families (lower first)
-FAMILIES = (  # the families this module reads and writes (``tfspec.interop.family``)
-    Family("Whisper", ("whisper",),
-           {"WhisperForConditionalGeneration": {"head": True}, "WhisperModel": {"head": False}},
-           "Whisper (Radford et al. 2022): log-mel spectrograms through two convolutions, the second halving the "
-           "frames (embedding audio { input audio(mels, frames) }), Whisper's fixed sinusoids, a pre-norm encoder; "
-           "a pre-norm decoder of tokens with learned positions cross-attending to it; keys without a bias "
-           "(key_bias=false); the head tied to the token table",
-           module=__name__, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_whisper,
-           export=to_hf_whisper, carried=CARRIED),
-)
+WHISPER = Family(
+    "Whisper", ("whisper",),
+    {"WhisperForConditionalGeneration": {"head": True}, "WhisperModel": {"head": False}},
+    "Whisper (Radford et al. 2022): log-mel spectrograms through two convolutions, the second halving the "
+    "frames (embedding audio { input audio(mels, frames) }), Whisper's fixed sinusoids, a pre-norm encoder; "
+    "a pre-norm decoder of tokens with learned positions cross-attending to it; keys without a bias "
+    "(key_bias=false); the head tied to the token table",
+    module=__name__, priority=670, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_whisper,
+    export=to_hf_whisper, carried=CARRIED)
