@@ -17,6 +17,16 @@ from dataclasses import dataclass, field, fields as dataclass_fields
 from typing import Any, Callable
 
 
+def causal_lm(name: str, base: str | None = None) -> dict[str, dict]:
+    """A decoder family's classes: ``{name}ForCausalLM`` (the spec with a head, the default) and its base model,
+    ``{name}Model`` unless ``base`` names it otherwise.
+
+    >>> causal_lm("Qwen3_5", base="Qwen3_5TextModel")
+    {'Qwen3_5ForCausalLM': {'head': True}, 'Qwen3_5TextModel': {'head': False}}
+    """
+    return {f"{name}ForCausalLM": {"head": True}, base or f"{name}Model": {"head": False}}
+
+
 @dataclass(frozen=True)
 class Requires:
     """A fact a spec must have to be a family's, which its field table does not read (GLM-4's rotary positions

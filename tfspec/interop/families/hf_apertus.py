@@ -10,6 +10,7 @@ buffers (``act_fn.beta``, ``act_fn.eps``: checked against the spec's, and writte
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama
 from ..document import Document
 from ..fields import Field
@@ -45,7 +46,7 @@ def _constants(model, prefix: str) -> dict:
 
 
 APERTUS = hf_llama.LLAMA.derive(
-    "Apertus", ("apertus",), {"ApertusForCausalLM": {"head": True}, "ApertusModel": {"head": False}},
+    "Apertus", ("apertus",), causal_lm("Apertus"),
     "Apertus: Llama's attention with each head's queries and keys RMS-normed, and a feed-forward of one "
     "projection up, xIELU (activation=xielu, its two trained values per network) and one down",
     module=__name__, priority=500, fields=FIELDS, document=document, hf_config=None, computed=_constants,

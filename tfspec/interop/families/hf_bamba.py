@@ -8,7 +8,7 @@ is a SwiGLU; the norms are ``input_layernorm`` and ``pre_ff_layernorm``, the fin
 
 from __future__ import annotations
 
-from ..family import Family, Requires
+from ..family import Family, Requires, causal_lm
 from ..weights import Weights, GatedMLP, Projections
 from ..document import Document
 from .. import hybrid
@@ -68,7 +68,7 @@ HALF_ROTATED = Requires(lambda f: ATTENTION not in _layer_types(f) or f.rotary("
                         "its attention rotates more or less than half of each head, which Bamba's always does")
 
 BAMBA = Family(
-    "Bamba", ("bamba",), {"BambaForCausalLM": {"head": True}, "BambaModel": {"head": False}},
+    "Bamba", ("bamba",), causal_lm("Bamba"),
     "Bamba: Llama's pre-normed RMSNorm layers with Mamba-2 (mixer mamba2) in place of attention but in the "
     "layers attn_layer_indices names, whose attention rotates half of each head; SwiGLU feed-forwards",
     module=__name__, priority=610, fields=FIELDS, document=document, requires=(HALF_ROTATED,),

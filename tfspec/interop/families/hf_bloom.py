@@ -10,8 +10,8 @@ sublayer's output. BLOOM's ALiBi biases keys by their position among real tokens
 
 from __future__ import annotations
 
+from ..family import Family, Requires, causal_lm
 from ...registry import POSITIONS
-from ..family import Family, Requires
 from ..fields import Field, Fields, Fixed
 from ..weights import Weights, Reordered, per_head_rows
 from .. import layouts
@@ -67,7 +67,7 @@ WEIGHTS = Weights({
          "decoder.final_norm": "ln_f"}, layers="h")
 
 BLOOM = Family(
-    "BLOOM", ("bloom",), {"BloomForCausalLM": {"head": True}, "BloomModel": {"head": False}},
+    "BLOOM", ("bloom",), causal_lm("Bloom"),
     "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
     "query_key_value interleaved per head, the head tied",
     module=__name__, priority=90, fields=FIELDS, document=document, requires=(ALIBI, FOUR_WIDE), rules=WEIGHTS,

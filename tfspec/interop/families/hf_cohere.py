@@ -13,9 +13,9 @@ their own per head (Cohere's ``use_qk_norm``, StableLM's ``qk_layernorm``) are n
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_llama
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields, Fixed
 from ..mapping import layer_modules
 from .. import layouts
@@ -97,7 +97,7 @@ def one_norm_parts(model) -> dict[str, str]:
 
 
 COHERE = hf_llama.LLAMA.derive(
-    "Cohere", ("cohere",), {"CohereForCausalLM": {"head": True}, "CohereModel": {"head": False}},
+    "Cohere", ("cohere",), causal_lm("Cohere"),
     "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
     "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head tied",
     module=__name__, priority=310, fields=FIELDS, document=document, hf_config=None,

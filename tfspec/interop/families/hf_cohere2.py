@@ -9,8 +9,8 @@ sections change the mask and the positions. With no window (``sliding_window`` N
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from ..document import Document
-from ..family import Requires
 from . import hf_cohere, hf_exaone4, hf_gemma2, hf_llama
 from ..fields import Field, Fields
 from .. import layouts
@@ -62,7 +62,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 COHERE2 = hf_cohere.COHERE.derive(
-    "Cohere 2", ("cohere2",), {"Cohere2ForCausalLM": {"head": True}, "Cohere2Model": {"head": False}},
+    "Cohere 2", ("cohere2",), causal_lm("Cohere2"),
     "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
     "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
     module=__name__, priority=430, fields=FIELDS, document=document,

@@ -23,6 +23,7 @@ stacked as ours are.
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 import math
 
 from ...ir import nodes as ir
@@ -32,7 +33,6 @@ from . import hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
-from ..family import Family
 from ..weights import GatedMLP, Tensor
 
 
@@ -230,7 +230,7 @@ MIXTURE = {"feedforward.router": "mlp.gate",
 WEIGHTS = hf_llama.WEIGHTS.derive({"attention": None, **LATENT, **MIXTURE})
 
 DEEPSEEK_V3 = Family(
-    "DeepSeek-V3", ("deepseek_v3",), {"DeepseekV3ForCausalLM": {"head": True}, "DeepseekV3Model": {"head": False}},
+    "DeepSeek-V3", ("deepseek_v3",), causal_lm("DeepseekV3"),
     "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
     "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
     "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "

@@ -11,10 +11,10 @@ multi-token prediction layers are left out, as Hugging Face's model leaves them 
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from .. import mtp
 from . import hf_deepseek, hf_llama
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields
 
 DENSE, SPARSE = "dense", "sparse"
@@ -75,8 +75,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 DEEPSEEK_V32 = hf_deepseek.DEEPSEEK_V3.derive(
-    "DeepSeek-V3.2", ("deepseek_v32",), {"DeepseekV32ForCausalLM": {"head": True},
-                                         "DeepseekV32Model": {"head": False}},
+    "DeepSeek-V3.2", ("deepseek_v32",), causal_lm("DeepseekV32"),
     "DeepSeek-V3.2: DeepSeek-V3 whose latent attention is sparse (kind=dsa(kv_rank, rope_dim, topk, "
     "index_heads, index_dim, q_rank)): each query attends to the index_topk keys a lightning indexer ranks "
     "highest; mlp_layer_types says which layers keep a gated MLP",

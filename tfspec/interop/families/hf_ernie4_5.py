@@ -7,9 +7,9 @@ dimensions (GLM's style: ``interleaved=true``), with one switch biasing every pr
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_llama
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fixed
 
 def _use_bias(f) -> bool:
@@ -43,7 +43,7 @@ INTERLEAVED = Requires(lambda f: f.rotary("decoder").get("interleaved"),
                        "its rotary positions pair halves, ERNIE 4.5's neighbouring dimensions (interleaved=true)")
 
 ERNIE4_5 = hf_llama.LLAMA.derive(
-    "ERNIE 4.5", ("ernie4_5",), {"Ernie4_5ForCausalLM": {"head": True}, "Ernie4_5Model": {"head": False}},
+    "ERNIE 4.5", ("ernie4_5",), causal_lm("Ernie4_5"),
     "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
     "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
     module=__name__, priority=400, fields=FIELDS, document=document, hf_config=None, requires=(INTERLEAVED,))

@@ -13,10 +13,10 @@ experts, which tfspec's mixture does not express, and is refused.
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from .. import layouts
 from . import hf_deepseek, hf_ernie4_5, hf_llama, hf_mixtral, hf_qwen_moe
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
 
@@ -99,7 +99,7 @@ def _correction(model, ours: str, theirs: str, state: dict, ours_state: dict) ->
 
 ERNIE4_5_MOE = hf_ernie4_5.ERNIE4_5.derive(
     "ERNIE 4.5 MoE", ("ernie4_5_moe",),
-    {"Ernie4_5_MoeForCausalLM": {"head": True}, "Ernie4_5_MoeModel": {"head": False}},
+    causal_lm("Ernie4_5_Moe"),
     "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
     "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
     "gated MLPs elsewhere",

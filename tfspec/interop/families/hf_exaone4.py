@@ -9,8 +9,8 @@ the mask and the positions. With no window at all (``sliding_window`` None) ever
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from ..document import Document
-from ..family import Requires
 from . import hf_gemma2, hf_llama, hf_olmo2
 from ..fields import Field, Fields
 from ..writer import causal_masks, schedule
@@ -76,7 +76,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 EXAONE4 = hf_olmo2.OLMO2.derive(
-    "EXAONE 4", ("exaone4",), {"Exaone4ForCausalLM": {"head": True}, "Exaone4Model": {"head": False}},
+    "EXAONE 4", ("exaone4",), causal_lm("Exaone4"),
     "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
     "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
     module=__name__, priority=390, fields=FIELDS, document=document,

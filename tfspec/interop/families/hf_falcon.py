@@ -17,10 +17,10 @@ back on the way out. Falcon's ``alibi`` (Falcon-RW) is not expressed and is refu
 
 from __future__ import annotations
 
+from ..family import Family, Requires, causal_lm
 from . import hf_llama
 from ..document import Document
 from ..facts import Facts
-from ..family import Family, Requires
 from ..fields import Field, Fields, Fixed
 from ...ir import nodes as ir
 from ...ir.queries import residual_placement
@@ -157,7 +157,7 @@ SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("dec
                      "its attention and feed-forward differ in bias; Falcon's bias sets both")
 
 FALCON = Family(
-    "Falcon", ("falcon",), {"FalconForCausalLM": {"head": True}, "FalconModel": {"head": False}},
+    "Falcon", ("falcon",), causal_lm("Falcon"),
     "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
     "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
     "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",

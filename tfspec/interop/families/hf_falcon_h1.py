@@ -14,8 +14,8 @@ mixer's ``norm``).
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 from ..document import Document, Statement
-from ..family import Family
 from ..weights import Weights, GatedMLP, Projections
 import math
 
@@ -155,7 +155,7 @@ def _parts(model) -> dict[str, str]:
 
 
 FALCON_H1 = Family(
-    "Falcon-H1", ("falcon_h1",), {"FalconH1ForCausalLM": {"head": True}, "FalconH1Model": {"head": False}},
+    "Falcon-H1", ("falcon_h1",), causal_lm("FalconH1"),
     "Falcon-H1: Mamba-2 (mixer mamba2, mamba_d_ssm wide, its norm as mamba_rms_norm and mamba_norm_before_gate "
     "say) and attention side by side on one RMSNorm in every layer, then a SwiGLU; its µP multipliers where "
     "they act (the wiring form's branch scales, the mixer's part scales, swiglu_scaled's gate scale, the "

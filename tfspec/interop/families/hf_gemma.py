@@ -9,6 +9,7 @@ embedding is scaled by ``sqrt(hidden_size)``, and its gated feed-forward is GEGL
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_gemma2, hf_llama
 from ..fields import Field, Fields, Fixed
 from ..document import Document, Statement
@@ -38,7 +39,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 GEMMA = hf_llama.LLAMA.derive(
-    "Gemma", ("gemma",), {"GemmaForCausalLM": {"head": True}, "GemmaModel": {"head": False}},
+    "Gemma", ("gemma",), causal_lm("Gemma"),
     "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
     "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
     "embedding",

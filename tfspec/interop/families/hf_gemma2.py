@@ -11,13 +11,13 @@ Scores are soft-capped (``kind=softcap(50)``, ``tfspec.variants.softcap``) and s
 
 from __future__ import annotations
 
+from ..family import Family, Requires, causal_lm
 import math
 
 from ...ir import nodes as ir
 from ...registry import FEEDFORWARD_KINDS
 from ...ir.queries import sublayers
 from . import hf_llama
-from ..family import Family, Requires
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from .. import layouts
@@ -154,7 +154,7 @@ WEIGHTS = hf_llama.WEIGHTS.derive(
     parts=sandwich_modules)
 
 GEMMA2 = Family(
-    "Gemma 2", ("gemma2",), {"Gemma2ForCausalLM": {"head": True}, "Gemma2Model": {"head": False}},
+    "Gemma 2", ("gemma2",), causal_lm("Gemma2"),
     "Gemma 2: sandwich norms (an RMSNorm scaling by 1 + w before and after each sublayer, in the wiring "
     "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
     "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "

@@ -9,6 +9,7 @@ scaled linearly in the larger models) -- a layer schedule whose sections change 
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_gemma2, hf_llama
 from ..document import Document
 from ..fields import Field, Fields, Fixed
@@ -69,7 +70,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 GEMMA3 = hf_gemma2.GEMMA2.derive(
-    "Gemma 3", ("gemma3_text",), {"Gemma3ForCausalLM": {"head": True}, "Gemma3TextModel": {"head": False}},
+    "Gemma 3", ("gemma3_text",), causal_lm("Gemma3", base="Gemma3TextModel"),
     "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
     "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
     "base (and the full ones' scaling)",

@@ -22,7 +22,7 @@ scaled by its own learned scale, and the MLP's and the mixture's outputs are eac
 
 from __future__ import annotations
 
-from ..family import Family
+from ..family import Family, causal_lm
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from ...registry import ATTENTION_KINDS, FEEDFORWARD_KINDS
@@ -342,7 +342,7 @@ WEIGHTS = Weights({
     parts=_layer_modules)
 
 GEMMA4 = Family(
-    "Gemma 4", ("gemma4_text",), {"Gemma4ForCausalLM": {"head": True}, "Gemma4TextModel": {"head": False}},
+    "Gemma 4", ("gemma4_text",), causal_lm("Gemma4", base="Gemma4TextModel"),
     "Gemma 4 (text): Gemma 3's sandwich-normed layer with plain RMSNorms, unscaled scores, weightless value "
     "norms and a stored scalar ending each layer (gain); full layers with heads of their own width, p-RoPE "
     "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule); "

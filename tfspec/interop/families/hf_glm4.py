@@ -8,9 +8,9 @@ and its MLP's gate and up projections are fused as Phi-3's (``gate_up_proj``, co
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_gemma2, hf_llama
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields
 from .. import layouts
 from ..writer import causal_masks
@@ -41,7 +41,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 GLM4 = hf_llama.LLAMA.derive(
-    "GLM-4", ("glm4",), {"Glm4ForCausalLM": {"head": True}, "Glm4Model": {"head": False}},
+    "GLM-4", ("glm4",), causal_lm("Glm4"),
     "GLM-4 (0414): sandwich norms (an RMSNorm before and after each sublayer, in the wiring form), q/k/v "
     "biased but not the output, half of each head rotated pairing neighbouring dimensions, the MLP's gate "
     "and up projections fused",

@@ -12,11 +12,11 @@ prediction layers (``num_mtp_layers``) are the spec's ``mtp`` (``tfspec.interop.
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from ...registry import NORMS
 from .. import mtp
 from . import hf_deepseek, hf_llama, hf_mixtral
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in hf_deepseek.LEFT_OUT
@@ -55,7 +55,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 GLM4_MOE = hf_llama.LLAMA.derive(
-    "GLM-4.5", ("glm4_moe",), {"Glm4MoeForCausalLM": {"head": True}, "Glm4MoeModel": {"head": False}},
+    "GLM-4.5", ("glm4_moe",), causal_lm("Glm4Moe"),
     "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
     "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
     "routed by sigmoid scores plus a correction bias among groups, with shared experts",

@@ -12,11 +12,11 @@ tying, dropout) and refuses any difference with an ``InteropError``.
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 from ...ir.queries import sublayers
 from ..document import Document
 from ..fields import Field, Fields, Fixed
 from .. import layouts
-from ..family import Family
 from ..weights import Weights, Reordered, per_head_rows
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
@@ -93,7 +93,7 @@ WEIGHTS = Weights({
 
 
 GPT_NEOX = Family(
-    "GPT-NeoX", ("gpt_neox",), {"GPTNeoXForCausalLM": {"head": True}, "GPTNeoXModel": {"head": False}},
+    "GPT-NeoX", ("gpt_neox",), causal_lm("GPTNeoX"),
     "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when use_parallel_residual), "
     "each behind its own LayerNorm; partial rotary positions; an untied head",
     module=__name__, priority=330, fields=FIELDS, document=document, rules=WEIGHTS, prefix="gpt_neox.")

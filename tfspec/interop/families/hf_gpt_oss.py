@@ -11,6 +11,7 @@ matrices transposed, its gate and up columns interleaved; the mapping transposes
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama, hf_mixtral
 from ..document import Document
 from ..fields import Field, Fields
@@ -103,7 +104,7 @@ def _mixture(model, ours: str, theirs: str, state: dict, ours_state: dict) -> li
 
 
 GPT_OSS = hf_llama.LLAMA.derive(
-    "gpt-oss", ("gpt_oss",), {"GptOssForCausalLM": {"head": True}, "GptOssModel": {"head": False}},
+    "gpt-oss", ("gpt_oss",), causal_lm("GptOss"),
     "gpt-oss: a pre-norm decoder with biased attention and a learned sink per head (kind=sinks), sliding and "
     "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
     "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "

@@ -10,11 +10,11 @@ biases; Phi pairs halves, biases every projection, and may norm each head's quer
 
 from __future__ import annotations
 
+from ..family import Family, Requires, causal_lm
 from ...registry import NORMS
 from . import hf_cohere, hf_llama
 from .. import layouts
 from ..document import Document, Statement
-from ..family import Family, Requires
 from ..fields import Field, Fields
 from ..weights import Weights, Projections
 from ..writer import causal_masks
@@ -100,7 +100,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 GPTJ = Family(
-    "GPT-J", ("gptj",), {"GPTJForCausalLM": {"head": True}, "GPTJModel": {"head": False}},
+    "GPT-J", ("gptj",), causal_lm("GPTJ"),
     "GPT-J: attention and feed-forward in parallel on one LayerNorm (the wiring form), interleaved "
     "partial rotary positions, no attention biases, an untied head with a bias",
     module=__name__, priority=290, fields=FIELDS, document=document, prefix="transformer.",

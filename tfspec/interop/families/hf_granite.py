@@ -9,6 +9,7 @@ wiring form), and the logits divided by ``logits_scaling`` (the head's input sca
 
 from __future__ import annotations
 
+from ..family import causal_lm
 import math
 
 from . import hf_llama
@@ -50,7 +51,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 GRANITE = hf_llama.LLAMA.derive(
-    "Granite", ("granite",), {"GraniteForCausalLM": {"head": True}, "GraniteModel": {"head": False}},
+    "Granite", ("granite",), causal_lm("Granite"),
     "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
     "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
     "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",

@@ -12,7 +12,7 @@ shared network alone. Granite's four multipliers are settings the spec states, a
 
 from __future__ import annotations
 
-from ..family import Family
+from ..family import Family, causal_lm
 from ..weights import Weights, Projections, Tensor
 from .. import hybrid, layouts
 
@@ -131,7 +131,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 GRANITE_MOE_HYBRID = Family(
     "Granite 4.0-H", ("granitemoehybrid",),
-    {"GraniteMoeHybridForCausalLM": {"head": True}, "GraniteMoeHybridModel": {"head": False}},
+    causal_lm("GraniteMoeHybrid"),
     "Granite 4.0-H: a hybrid of pre-normed RMSNorm layers mixing by Mamba-2 (mixer mamba2) or by grouped-query "
     "attention without positions (rotary where position_embedding_type is rope) as layer_types says, a layer "
     "schedule; a mixture of SwiGLU experts beside a shared SwiGLU (shared=), or that one alone; Granite's "

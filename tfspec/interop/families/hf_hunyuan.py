@@ -11,9 +11,9 @@ refused. ``head_dim`` must be set: Hunyuan's attention reads it as it is, and No
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_llama
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 
@@ -64,8 +64,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 HUNYUAN = hf_llama.LLAMA.derive(
-    "Hunyuan", ("hunyuan_v1_dense",), {"HunYuanDenseV1ForCausalLM": {"head": True},
-                                       "HunYuanDenseV1Model": {"head": False}},
+    "Hunyuan", ("hunyuan_v1_dense",), causal_lm("HunYuanDenseV1"),
     "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
     "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
     "the base (scaling=ntk_alpha)",

@@ -10,6 +10,7 @@ kind of layer is the stack's; the others sections.
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 import math
 from dataclasses import dataclass
 
@@ -17,7 +18,6 @@ from ...ir import nodes as ir
 from .. import hybrid
 from . import hf_llama
 from ..facts import Facts
-from ..family import Family
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..document import Document
@@ -164,7 +164,7 @@ class MambaMixer:
 
 
 JAMBA = Family(
-    "Jamba", ("jamba",), {"JambaForCausalLM": {"head": True}, "JambaModel": {"head": False}},
+    "Jamba", ("jamba",), causal_lm("Jamba"),
     "Jamba: pre-normed RMSNorm layers running Mamba (mixer mamba, with its RMSNorms of the time step, B and C) "
     "or, every attn_layer_period-th from attn_layer_offset, attention without positions; every "
     "expert_layer_period-th feed-forward a mixture of SwiGLU experts (not renormalised), the others SwiGLUs",

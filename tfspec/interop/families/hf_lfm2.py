@@ -12,8 +12,8 @@ Its final norm is named ``embedding_norm``.
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 from ..document import Document
-from ..family import Family
 from ..weights import Projections, Weights
 from .. import hybrid
 
@@ -101,7 +101,7 @@ def layers_document(s, layers: list[tuple[str, bool]], feedforward: str, dense: 
 
 
 LFM2 = Family(
-    "LFM2", ("lfm2",), {"Lfm2ForCausalLM": {"head": True}, "Lfm2Model": {"head": False}},
+    "LFM2", ("lfm2",), causal_lm("Lfm2"),
     "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "
     "or by grouped-query attention with qk-norms as layer_types says, a layer schedule; SwiGLU feed-forwards "
     "of the width block_auto_adjust_ff_dim derives",

@@ -11,6 +11,7 @@ LFM2-MoE is LFM2's hybrid (``hf_lfm2``: gated short convolutions and attention w
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from ..document import Document
 from ..weights import Tensor
 from ...ir import nodes as ir
@@ -86,7 +87,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 LFM2_MOE = hf_lfm2.LFM2.derive(
-    "LFM2-MoE", ("lfm2_moe",), {"Lfm2MoeForCausalLM": {"head": True}, "Lfm2MoeModel": {"head": False}},
+    "LFM2-MoE", ("lfm2_moe",), causal_lm("Lfm2Moe"),
     "LFM2-MoE: LFM2's hybrid of short convolutions and attention with qk-norms as layer_types says, its first "
     "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "
     "plus an expert bias (score=sigmoid, correction=true), renormalised with 1e-6 added to their sum "

@@ -11,12 +11,12 @@ sliding window, bias or tying is an ``InteropError``, never a silent copy.
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 from typing import Callable
 
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..writer import causal_masks
-from ..family import Family
 from .. import layouts
 from ..weights import Weights, GatedMLP, Projections
 from ..document import Document, Statement
@@ -180,10 +180,10 @@ def hf_config(spec) -> dict:
 WEIGHTS = Weights({"attention": Projections(), "feedforward": GatedMLP(),
                           "attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"})
 
-LLAMA = Family("Llama", ("llama",), {"LlamaForCausalLM": {"head": True}, "LlamaModel": {"head": False}},
+LLAMA = Family("Llama", ("llama",), causal_lm("Llama"),
                "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
                "kv_heads < heads, no biases",
                module=__name__, priority=120, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
-MISTRAL = LLAMA.derive("Mistral", ("mistral",), {"MistralForCausalLM": {"head": True}, "MistralModel": {"head": False}},
+MISTRAL = LLAMA.derive("Mistral", ("mistral",), causal_lm("Mistral"),
                        "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
                        module=__name__, priority=120)

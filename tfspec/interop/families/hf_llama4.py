@@ -17,6 +17,7 @@ Hugging Face stores the experts transposed (``gate_up_proj`` ``(experts, hidden,
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from ...registry import NORMS
 from . import hf_llama
 from ..fields import Field, Fields
@@ -158,7 +159,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 LLAMA4 = hf_llama.LLAMA.derive(
-    "Llama 4", ("llama4_text",), {"Llama4ForCausalLM": {"head": True}, "Llama4TextModel": {"head": False}},
+    "Llama 4", ("llama4_text",), causal_lm("Llama4", base="Llama4TextModel"),
     "Llama 4 (text): Llama's layout, rotary layers (pairs interleaved, a weightless L2 qk-norm after the "
     "rotation) attending in chunks of positions and NoPE layers with query temperature tuning, as "
     "no_rope_layers and layer_types say; mixtures of one sigmoid-routed expert scaling its input plus a shared "

@@ -11,7 +11,7 @@ Mixtral's mixture of SwiGLU experts. Its layers are DeepNet's: the residual is t
 
 from __future__ import annotations
 
-from ..family import Family
+from ..family import Family, causal_lm
 from ..weights import Weights, Projections
 from ..document import Document
 from ...ir import nodes as ir
@@ -164,7 +164,7 @@ def _decays(model, prefix: str) -> dict:
 
 
 MINIMAX = Family(
-    "MiniMax", ("minimax",), {"MiniMaxForCausalLM": {"head": True}, "MiniMaxModel": {"head": False}},
+    "MiniMax", ("minimax",), causal_lm("MiniMax"),
     "MiniMax-01: lightning attention (mixer lightning, slopes scaled by the layer's depth) or Mixtral's "
     "attention as layer_types says, a layer schedule; Mixtral's mixtures of SwiGLU experts; DeepNet's layers, "
     "x = α · norm(x) + β · F(norm(x)) in the wiring form",

@@ -11,6 +11,7 @@ gate rows first; ``experts.down_proj``), as tfspec does (``experts.up``, ``exper
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama
 from ..document import Document
 from ..fields import Field, Fields, Fixed
@@ -60,7 +61,7 @@ WEIGHTS = hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "atte
                                    **MIXTURE})
 
 MIXTRAL = hf_llama.MISTRAL.derive(
-    "Mixtral", ("mixtral",), {"MixtralForCausalLM": {"head": True}, "MixtralModel": {"head": False}},
+    "Mixtral", ("mixtral",), causal_lm("Mixtral"),
     "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
     "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
     "(kind=moe(experts, top, renormalize=true))",

@@ -13,9 +13,9 @@ the two differ by a constant per query, which the softmax removes.
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from ..document import Document
 from ..facts import Facts
-from ..family import Requires
 from ..fields import COMMON_IGNORED, Field, Fields, Fixed
 from . import hf_bloom
 from ..weights import Weights
@@ -79,7 +79,7 @@ NO_DROPOUT = Requires(lambda f: not (f.attention("decoder").dropout or f.residua
                       "it trains with dropout; transformers' MPT configuration takes only a whole attn_pdrop (0)")
 
 MPT = hf_bloom.BLOOM.derive(
-    "MPT", ("mpt",), {"MptForCausalLM": {"head": True}, "MptModel": {"head": False}},
+    "MPT", ("mpt",), causal_lm("Mpt"),
     "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
     module=__name__, priority=110, fields=FIELDS, document=document, hf_config=hf_config,
     rules=Weights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.out_proj",

@@ -9,7 +9,7 @@ shared MLP. The most common kind is the stack's sublayer; the others sections th
 
 from __future__ import annotations
 
-from ..family import Family
+from ..family import Family, causal_lm
 from ..weights import Weights, Projections, Tensor
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
@@ -184,7 +184,7 @@ def _parts(model) -> list[dict[str, str]]:
 
 
 NEMOTRON_H = Family(
-    "Nemotron-H", ("nemotron_h",), {"NemotronHForCausalLM": {"head": True}, "NemotronHModel": {"head": False}},
+    "Nemotron-H", ("nemotron_h",), causal_lm("NemotronH"),
     "Nemotron-H: blocks of one RMS-normed sublayer each, as layer_types (hybrid_override_pattern) says: Mamba-2 "
     "(mixer mamba2), attention without positions or biases, a non-gated MLP (squared_relu), or a mixture of "
     "non-gated experts by sigmoid scores and a correction bias among groups beside a shared MLP; a layer "

@@ -9,10 +9,10 @@ tensor names for the projections (``hf_llama``).
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from . import hf_llama
-from ..family import Family
 from ..fields import Fields
 from ..mapping import InteropError
 from .. import layouts
@@ -65,7 +65,7 @@ def post_norm_modules(model) -> dict[str, str]:
 
 
 OLMO2 = Family(
-    "OLMo 2", ("olmo2",), {"Olmo2ForCausalLM": {"head": True}, "Olmo2Model": {"head": False}},
+    "OLMo 2", ("olmo2",), causal_lm("Olmo2"),
     "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
     "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
     module=__name__, priority=250, fields=FIELDS, document=document,

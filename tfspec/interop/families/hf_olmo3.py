@@ -9,6 +9,7 @@ long-context models): a layer schedule whose sections change the mask and the po
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from ..document import Document
 from . import hf_gemma2, hf_gemma3, hf_llama, hf_olmo2
 from ..fields import Fields, Fixed
@@ -57,7 +58,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 OLMO3 = hf_olmo2.OLMO2.derive(
-    "OLMo 3", ("olmo3",), {"Olmo3ForCausalLM": {"head": True}, "Olmo3Model": {"head": False}},
+    "OLMo 3", ("olmo3",), causal_lm("Olmo3"),
     "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
     "each kind with rotary positions of its own base (and the full ones' scaling)",
     module=__name__, priority=380, fields=FIELDS, document=document)

@@ -9,9 +9,9 @@ each position routed to its ``num_experts_per_tok`` best by a softmax, the chose
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_llama, hf_mixtral
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields, Fixed
 
 _MIXTRAL = [e for e in hf_mixtral.FIELDS.entries if getattr(e, "config", None) not in
@@ -37,7 +37,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 OLMOE = hf_llama.LLAMA.derive(
-    "OLMoE", ("olmoe",), {"OlmoeForCausalLM": {"head": True}, "OlmoeModel": {"head": False}},
+    "OLMoE", ("olmoe",), causal_lm("Olmoe"),
     "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
     "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
     "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",

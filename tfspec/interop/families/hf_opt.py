@@ -9,7 +9,7 @@ than ``hidden_size`` (a projection in and out of a narrower embedding) is not ex
 
 from __future__ import annotations
 
-from ..family import Family, Requires
+from ..family import Family, Requires, causal_lm
 from ..weights import Weights, Projections
 from ..document import Document
 from ..fields import Field, Fields, Fixed
@@ -73,7 +73,7 @@ SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("dec
                      "its attention and feed-forward differ in bias; OPT's enable_bias sets both")
 
 OPT = Family(
-    "OPT", ("opt",), {"OPTForCausalLM": {"head": True}, "OPTModel": {"head": False}},
+    "OPT", ("opt",), causal_lm("OPT"),
     "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
     "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
     "tokens only, the head tied",

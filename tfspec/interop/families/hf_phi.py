@@ -4,9 +4,9 @@ optional per-head qk LayerNorm."""
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_gptj, hf_llama
 from ..document import Document
-from ..family import Requires
 from ..weights import Projections
 
 
@@ -19,7 +19,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 PHI = hf_gptj.GPTJ.derive(
-    "Phi", ("phi",), {"PhiForCausalLM": {"head": True}, "PhiModel": {"head": False}},
+    "Phi", ("phi",), causal_lm("Phi"),
     "Phi (phi-2): attention and feed-forward in parallel on one LayerNorm, half-split partial rotary "
     "positions, every projection biased, optional per-head qk LayerNorm, an untied head with a bias",
     module=__name__, priority=300, fields=hf_gptj.PHI_FIELDS, document=document, prefix="model.",

@@ -9,6 +9,7 @@ switched by length) is not expressed and is refused.
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama
 from ..fields import Field, Fields, Fixed
 
@@ -30,7 +31,7 @@ FIELDS = Fields(
 
 
 PHI3 = hf_llama.LLAMA.derive(
-    "Phi-3", ("phi3",), {"Phi3ForCausalLM": {"head": True}, "Phi3Model": {"head": False}},
+    "Phi-3", ("phi3",), causal_lm("Phi3"),
     "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
     "sublayer's output (resid_pdrop), an optional sliding window",
     module=__name__, priority=230, fields=FIELDS, hf_config=None,

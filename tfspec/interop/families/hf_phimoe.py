@@ -12,9 +12,9 @@ frequency sets switched by the sequence's length) is not expressed and is refuse
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_llama, hf_mixtral
 from ..document import Document
-from ..family import Requires
 from ..fields import Field, Fields, Fixed
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -50,7 +50,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 PHIMOE = hf_mixtral.MIXTRAL.derive(
-    "PhiMoE", ("phimoe",), {"PhimoeForCausalLM": {"head": True}, "PhimoeModel": {"head": False}},
+    "PhiMoE", ("phimoe",), causal_lm("Phimoe"),
     "PhiMoE (Phi-3.5-MoE): Mixtral's decoder with LayerNorms, optional attention and head biases, and GRIN's "
     "sparse mixer choosing two experts (score=sparsemixer); longrope scaling refused",
     module=__name__, priority=520, fields=FIELDS, document=document,

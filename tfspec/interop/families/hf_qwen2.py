@@ -7,6 +7,7 @@ padding }``), the stack's own block the most common kind of layer; export reads 
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama
 from ..document import Document
 from ..fields import Field
@@ -90,7 +91,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 QWEN2 = hf_llama.LLAMA.derive(
-    "Qwen2", ("qwen2",), {"Qwen2ForCausalLM": {"head": True}, "Qwen2Model": {"head": False}},
+    "Qwen2", ("qwen2",), causal_lm("Qwen2"),
     "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
     "(a layer schedule)",
     module=__name__, priority=200, fields=FIELDS, document=document, hf_config=None)

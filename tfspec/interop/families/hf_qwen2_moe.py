@@ -3,6 +3,7 @@ with Qwen2-MoE's table, biased q/k/v instead of qk-norms, and a shared expert be
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama, hf_qwen_moe
 from ..document import Document
 
@@ -16,7 +17,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 QWEN2_MOE = hf_qwen_moe.QWEN3_MOE.derive(
-    "Qwen2-MoE", ("qwen2_moe",), {"Qwen2MoeForCausalLM": {"head": True}, "Qwen2MoeModel": {"head": False}},
+    "Qwen2-MoE", ("qwen2_moe",), causal_lm("Qwen2Moe"),
     "Qwen2-MoE (Qwen1.5-MoE): Qwen2's decoder (biased q/k/v) whose feed-forwards are mixtures of SwiGLU "
     "experts plus a shared expert scaled by a sigmoid gate (shared=..., shared_gate=true); dense layers as "
     "Qwen3-MoE's",

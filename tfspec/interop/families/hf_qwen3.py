@@ -4,10 +4,10 @@ by one switch and ``head_dim`` always written (its default is 128, not hidden_si
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_llama, hf_qwen2
 from ...registry import NORMS
 from ..document import Document
-from ..family import Requires
 from ..fields import Field
 
 FIELDS = hf_qwen2.FIELDS.derive(
@@ -22,7 +22,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 QWEN3 = hf_qwen2.QWEN2.derive(
-    "Qwen3", ("qwen3",), {"Qwen3ForCausalLM": {"head": True}, "Qwen3Model": {"head": False}},
+    "Qwen3", ("qwen3",), causal_lm("Qwen3"),
     "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
     "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
     module=__name__, priority=210, fields=FIELDS, document=document,

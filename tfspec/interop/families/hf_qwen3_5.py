@@ -11,8 +11,8 @@ image's tokens; a text's three are equal, which is rotary positions (``rotary(fr
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 from ..document import Document
-from ..family import Family
 from ..weights import Weights, GatedMLP
 from ...registry import ATTENTION_STEPS
 from .. import hybrid
@@ -146,7 +146,7 @@ WEIGHTS = Weights({"attention": gated_attention, "mixer": identical_mixer, "feed
                          parts=hybrid.parts("Qwen3.5"))
 
 QWEN3_5 = Family(
-    "Qwen3.5", ("qwen3_5_text",), {"Qwen3_5ForCausalLM": {"head": True}, "Qwen3_5TextModel": {"head": False}},
+    "Qwen3.5", ("qwen3_5_text",), causal_lm("Qwen3_5", base="Qwen3_5TextModel"),
     "Qwen3.5 (text): a hybrid whose layers mix by Gated DeltaNet (mixer gated_deltanet) or by gated attention "
     "(steps=output_gate, qk-norms, a quarter of each head rotated) as layer_types says, a layer schedule; "
     "(1 + w) RMSNorms (gemma_rmsnorm) and SwiGLU feed-forwards",

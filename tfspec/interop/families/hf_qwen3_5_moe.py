@@ -10,9 +10,9 @@ names). Its M-RoPE sections, as Qwen3.5's, are rotary positions on text.
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_qwen3_5, hf_qwen3_next
 from ..document import Document
-from ..family import Requires
 from ..fields import Fields, Fixed
 
 DENSE_LAYER_FIELDS = ("intermediate_size", "norm_topk_prob", "mlp_only_layers", "decoder_sparse_step")
@@ -35,7 +35,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 QWEN3_5_MOE = hf_qwen3_next.QWEN3_NEXT.derive(
     "Qwen3.5-MoE", ("qwen3_5_moe_text",),
-    {"Qwen3_5MoeForCausalLM": {"head": True}, "Qwen3_5MoeTextModel": {"head": False}},
+    causal_lm("Qwen3_5Moe", base="Qwen3_5MoeTextModel"),
     "Qwen3.5-MoE (text): Qwen3-Next's hybrid of Gated DeltaNet and gated attention with a mixture in every "
     "layer (a softmax router renormalising its choice, a shared expert behind a sigmoid gate), its Gated "
     "DeltaNet's projections kept apart as Qwen3.5's are",

@@ -11,6 +11,7 @@ Its Gated DeltaNet stores q, k, v and the gate z in one projection, and b and a 
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from ..document import Document
 from . import hf_llama, hf_mixtral, hf_qwen3_5, hf_qwen_moe
 from ..fields import Field, Fields
@@ -62,7 +63,7 @@ def grouped_mixer(model, ours: str, theirs: str, state: dict, ours_state: dict) 
 
 
 QWEN3_NEXT = hf_qwen3_5.QWEN3_5.derive(
-    "Qwen3-Next", ("qwen3_next",), {"Qwen3NextForCausalLM": {"head": True}, "Qwen3NextModel": {"head": False}},
+    "Qwen3-Next", ("qwen3_next",), causal_lm("Qwen3Next"),
     "Qwen3-Next: Qwen3.5's hybrid of Gated DeltaNet (mixer gated_deltanet) and gated attention (steps="
     "output_gate) as layer_types says, with Qwen2-MoE's mixtures (a softmax router, a shared expert behind a "
     "sigmoid gate: shared=, shared_gate=true), mlp_only_layers a gated MLP; (1 + w) RMSNorms",

@@ -12,6 +12,7 @@ its q/k/v projections and adds a shared expert of ``shared_expert_intermediate_s
 
 from __future__ import annotations
 
+from ..family import Family, causal_lm
 from ...ir import nodes as ir
 from .. import layouts
 from . import hf_llama, hf_mixtral
@@ -20,7 +21,6 @@ from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from ..writer import every_step
 from ..document import Document
-from ..family import Family
 
 
 def sparse_layers(config) -> tuple[bool, ...]:
@@ -122,7 +122,7 @@ def hf_config(spec) -> dict:
 
 
 QWEN3_MOE = Family(
-    "Qwen3-MoE", ("qwen3_moe",), {"Qwen3MoeForCausalLM": {"head": True}, "Qwen3MoeModel": {"head": False}},
+    "Qwen3-MoE", ("qwen3_moe",), causal_lm("Qwen3Moe"),
     "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
     "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
     "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",

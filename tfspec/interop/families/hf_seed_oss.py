@@ -8,6 +8,7 @@ own (128 by default, whatever hidden_size / heads is).
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama
 from ..document import Document
 from ..fields import Field
@@ -29,7 +30,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 SEED_OSS = hf_llama.LLAMA.derive(
-    "Seed-OSS", ("seed_oss",), {"SeedOssForCausalLM": {"head": True}, "SeedOssModel": {"head": False}},
+    "Seed-OSS", ("seed_oss",), causal_lm("SeedOss"),
     "Seed-OSS: Llama's block with biased q/k/v projections apart from the output's (attention_out_bias), "
     "an optionally biased MLP, dropout on each sublayer's output (residual_dropout), head_dim its own",
     module=__name__, priority=370, fields=FIELDS, document=document, hf_config=None)

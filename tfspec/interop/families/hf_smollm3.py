@@ -4,6 +4,7 @@ bias switches, and ``no_rope_layers`` leaving rotary out of some layers (``layer
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_llama, hf_qwen2
 from ..document import Document
 from ..fields import Field
@@ -24,7 +25,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 SMOLLM3 = hf_qwen2.QWEN2.derive(
-    "SmolLM3", ("smollm3",), {"SmolLM3ForCausalLM": {"head": True}, "SmolLM3Model": {"head": False}},
+    "SmolLM3", ("smollm3",), causal_lm("SmolLM3"),
     "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
     "schedule), the head tied to the token embedding",
     module=__name__, priority=220, fields=FIELDS, document=document)

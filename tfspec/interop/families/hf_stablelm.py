@@ -4,6 +4,7 @@ biases where ``use_qkv_bias``, pre-norm or parallel on one norm, dropout on the 
 
 from __future__ import annotations
 
+from ..family import causal_lm
 from . import hf_cohere, hf_llama
 from ..document import Document
 
@@ -16,7 +17,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
 
 STABLELM = hf_cohere.COHERE.derive(
-    "StableLM", ("stablelm",), {"StableLmForCausalLM": {"head": True}, "StableLmModel": {"head": False}},
+    "StableLM", ("stablelm",), causal_lm("StableLm"),
     "StableLM 2: Llama's projections around LayerNorms (with bias), partial rotary positions, optional q/k/v "
     "biases, pre-norm or parallel on one norm, dropout on the feed-forward's output",
     module=__name__, priority=320, fields=hf_cohere.STABLELM_FIELDS, document=document, requires=())

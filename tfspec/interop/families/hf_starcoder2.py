@@ -8,8 +8,8 @@ output and ``embedding_dropout`` the embeddings (both carried over). The head is
 
 from __future__ import annotations
 
+from ..family import Requires, causal_lm
 from . import hf_llama
-from ..family import Requires
 from ..fields import Field, Fields
 from ..document import Document, Statement
 
@@ -43,7 +43,7 @@ SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("dec
                      "its attention and feed-forward differ in bias; StarCoder2's use_bias sets both")
 
 STARCODER2 = hf_llama.LLAMA.derive(
-    "StarCoder2", ("starcoder2",), {"Starcoder2ForCausalLM": {"head": True}, "Starcoder2Model": {"head": False}},
+    "StarCoder2", ("starcoder2",), causal_lm("Starcoder2"),
     "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
     "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
     module=__name__, priority=240, fields=FIELDS, document=document, hf_config=None, requires=(SAME_BIAS,),
