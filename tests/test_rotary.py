@@ -50,6 +50,22 @@ def test_partial_rotation_equals_hugging_face_gpt_neox():
     assert torch.equal(got[0][..., 4:], q[..., 4:])  # the unrotated three quarters pass through
 
 
+def test_clockwise_rotation_equals_nanochats_and_the_rotation_at_negated_positions():
+    """``clockwise=true`` turns each pair by the negated angle: NanoChat's quarter turn (a, b) -> (b, -a), and so the
+    usual rotation at positions -p."""
+    from transformers.models.nanochat import modeling_nanochat as nanochat
+    config = transformers.NanoChatConfig(hidden_size=64, num_attention_heads=4)
+    q, k = heads(), heads(seed=1)
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 0, 1, 2, 3, 4, 5, 6]])
+    cos, sin = nanochat.NanoChatRotaryEmbedding(config)(q, positions)
+    expected = nanochat.apply_rotary_pos_emb(q, k, cos, sin)
+    got = rotate(RotaryPositions(16, 10000.0, clockwise=True), q, k, positions)
+    assert all(close(a, b, FLOAT32) for a, b in zip(got, expected))
+    backwards = rotate(RotaryPositions(16, 10000.0), q, k, -positions)
+    assert all(close(a, b, FLOAT32) for a, b in zip(got, backwards))
+    assert not close(got[0], rotate(RotaryPositions(16, 10000.0), q, k, positions)[0], FLOAT32)
+
+
 @pytest.mark.parametrize("proportion, factor", [(0.25, 1.0), (0.5, 2.0), (1.0, 1.0)])
 def test_proportional_rotation_equals_hugging_face_gemma_4s(proportion, factor):
     """p-RoPE (Gemma 4's global layers): the fastest ``proportion`` of the frequencies over the whole head, the rest

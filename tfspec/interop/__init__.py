@@ -8,7 +8,7 @@
     from_hf_bert(model, reference)                     # copy a loaded BertModel's weights into a compiled spec
     reference.load_state_dict(to_hf_bert(model))       # and back
 
-Families (``families.FAMILIES``, 79 of them; ``tfspec import --list``): each a declared ``family.Family`` in the
+Families (``families.FAMILIES``, 80 of them; ``tfspec import --list``): each a declared ``family.Family`` in the
 module in ``families/`` that reads and writes it (``hf_bert``; ``hf_llama`` for Llama and Mistral), most derived
 from another by their differences, found by walking that package, holding its whole
 contract: its model types and classes, its table of configuration fields (``FIELDS``: which spec setting each

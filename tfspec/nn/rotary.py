@@ -20,11 +20,14 @@ class RotaryPositions(InAttentionPositions):
     """An in-attention position scheme (see ``MultiHeadAttention``); torch only, so ``tfspec emit`` copies it."""
 
 
-    def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False, scaling: dict | None = None) -> None:
+    def __init__(self, rotary_dim: int, theta: float, interleaved: bool = False, scaling: dict | None = None,
+                 clockwise: bool = False) -> None:
         super().__init__()
         self.rotary_dim, self.theta, self.interleaved, self.scaling = rotary_dim, theta, interleaved, scaling
+        self.clockwise = clockwise  # every angle negated (NanoChat's): its sines change sign
         # equal schemes share their tables in a call
-        self.key = f"rotary:{rotary_dim}:{theta!r}:{interleaved}:{sorted((scaling or {}).items())}"
+        self.key = f"rotary:{rotary_dim}:{theta!r}:{interleaved}:{sorted((scaling or {}).items())}" + \
+            (":clockwise" if clockwise else "")
 
     def tables(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         """cos, sin ``(batch or 1, 1, length, rotary_dim)`` for position ids ``(batch or 1, length)``: computed
@@ -35,7 +38,7 @@ class RotaryPositions(InAttentionPositions):
         # an element-wise product, not a matmul: autocast leaves it in float32
         angles = positions[..., None].float() * inv_freq  # (batch or 1, length, rotary_dim / 2)
         angles = angles.repeat_interleave(2, dim=-1) if self.interleaved else torch.cat((angles, angles), dim=-1)
-        cos, sin = angles.cos(), angles.sin()
+        cos, sin = angles.cos(), (-angles if self.clockwise else angles).sin()
         if magnitude != 1.0:  # YaRN's attention factor
             cos, sin = cos * magnitude, sin * magnitude
         return cos[:, None].to(dtype), sin[:, None].to(dtype)
@@ -65,7 +68,8 @@ class RotaryPositions(InAttentionPositions):
     def extra_repr(self) -> str:
         layout = ", interleaved" if self.interleaved else ""
         scaling = f", scaling={self.scaling['kind']}" if self.scaling else ""
-        return f"rotary_dim={self.rotary_dim}, theta={self.theta:g}{layout}{scaling}"
+        return f"rotary_dim={self.rotary_dim}, theta={self.theta:g}{layout}{scaling}" + \
+            (", clockwise" if self.clockwise else "")
 
 
 class AxialRotaryPositions(RotaryPositions):

@@ -7,7 +7,8 @@ rotated once stay valid in a KV cache. ``fraction`` rotates only the first
 ``fraction · head_dim`` dimensions of each head and passes the rest through
 (GPT-NeoX, Pythia: 0.25). The half-split pairing is Hugging Face's layout
 (Llama, Mistral, GPT-NeoX); ``interleaved=true`` pairs neighbours (2i, 2i + 1)
-as GPT-J and Meta's original Llama code do.
+as GPT-J and Meta's original Llama code do; ``clockwise=true`` turns every pair by the negated angle (NanoChat's
+quarter turn (a, b) -> (b, -a)).
 
 ``scaling`` stretches the frequencies for contexts longer than the ``original`` one trained on, as Hugging Face's
 ``rope_parameters`` say (``tfspec.nn.rope_scaling`` computes them): ``linear`` (by ``factor``), ``dynamic``
@@ -49,7 +50,8 @@ class Rotary(Position):
     examples = ({}, {"theta": 500000.0, "fraction": 0.5}, {"interleaved": True},
                 {"scaling": "llama3", "factor": 8.0, "original": 8}, {"scaling": "yarn", "factor": 4.0, "original": 6},
                 {"scaling": "dynamic", "factor": 2.0, "original": 4}, {"scaling": "linear", "factor": 2.0},
-                {"scaling": "ntk_alpha", "alpha": 1000.0}, {"scaling": "proportional", "proportion": 0.5})
+                {"scaling": "ntk_alpha", "alpha": 1000.0}, {"scaling": "proportional", "proportion": 0.5},
+                {"clockwise": True})
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
@@ -69,6 +71,8 @@ class Rotary(Position):
         truncate: bool = True  # yarn: round the ramp's ends to whole dimensions
         alpha: float = Field(1.0, gt=0.0)  # ntk_alpha: the base times alpha ** (d / (d - 2)), fixed (Hunyuan)
         proportion: float = Field(1.0, ge=0.0, le=1.0)  # proportional: of the frequencies, the fastest that turn
+        # the angles turn the other way: each pair (a, b) by -angle, NanoChat's quarter turn (a, b) -> (b, -a)
+        clockwise: bool = False
 
     SCALING_OPTIONS = {"linear": {"factor"}, "dynamic": {"factor", "original"},
                        "llama3": {"factor", "original", "low_freq", "high_freq"},
@@ -138,4 +142,5 @@ class Rotary(Position):
     def module(self, where, options):
         from ..nn.rotary import RotaryPositions
         return Constructor(RotaryPositions, (self.rotary_dim(options, where.head_dim), options.theta),
-                           {"interleaved": options.interleaved, "scaling": self.scaling(options)})
+                           {"interleaved": options.interleaved, "scaling": self.scaling(options),
+                            "clockwise": options.clockwise})

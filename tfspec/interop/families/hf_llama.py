@@ -154,9 +154,10 @@ def document(s, *, padding: bool, head: bool, norm: str = "rmsnorm") -> Document
             .change("decoder", "feedforward", bias=s.mlp_bias if s.has("mlp_bias") else "false"))
 
 
-def rotary(s, theta: str | None = None, interleaved: bool = False) -> str:
+def rotary(s, theta: str | None = None, interleaved: bool = False, clockwise: bool = False) -> str:
     """The stack's rotary positions, as the configuration's settings ``s`` write them (``theta``: another base;
-    ``interleaved``: neighbouring dimensions paired, GLM's and Cohere's, rather than halves)."""
+    ``interleaved``: neighbouring dimensions paired, GLM's and Cohere's, rather than halves; ``clockwise``: the
+    angles negated, NanoChat's)."""
     fraction = getattr(s, "rotary_fraction", None)
     options = [f"theta={theta or s.rope_theta}"] + ([f"fraction={fraction}"] if fraction else [])
     scaling = getattr(s, "rope_scaling", None)
@@ -166,7 +167,8 @@ def rotary(s, theta: str | None = None, interleaved: bool = False) -> str:
                     if getattr(s, f"rope_{ours}") is not None]
         if scaling == "dynamic":
             options.append(f"original={s.rope_context}")
-    return f"rotary({', '.join(options + (['interleaved=true'] if interleaved else []))})"
+    options += (["interleaved=true"] if interleaved else []) + (["clockwise=true"] if clockwise else [])
+    return f"rotary({', '.join(options)})"
 
 
 def hf_config(spec) -> dict:

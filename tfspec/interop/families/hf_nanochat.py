@@ -1,0 +1,50 @@
+"""Hugging Face ``NanoChatForCausalLM`` (Karpathy's nanochat; and its base model) <-> a compiled spec: Llama's
+(``hf_llama``) by its differences.
+
+NanoChat normalises by an RMSNorm without a weight everywhere: before each sublayer, after the last layer, on the
+embeddings before the first (one module, ``norm``, serving both ends), and each head's queries and keys after the
+rotary positions turn them (``qk_norm_after=positions``); its rotary positions turn the other way
+(``clockwise=true``: the quarter turn (a, b) -> (b, -a)); its feed-forward is no gated unit but ``fc1`` -> ReLU²
+-> ``fc2``; its logits are soft-capped (``final_logit_softcapping``), its head its own.
+"""
+
+from __future__ import annotations
+
+from . import hf_gemma2, hf_llama
+from ..document import Document, Statement
+from ..family import Requires, causal_lm
+from ..fields import Field
+
+ACTIVATIONS = {"relu2": "squared_relu", "relu": "relu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh",
+               "silu": "silu"}
+
+FIELDS = hf_llama.FIELDS.derive(
+    Field("activation", "hidden_act", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
+    hf_gemma2.FIELDS["final_softcap"],
+    drop={"head_dim", "window", "mlp_bias", "pretraining_tp"})
+
+
+def document(s, *, padding: bool, head: bool) -> Document:
+    """NanoChat's spec: Llama's with weightless RMSNorms (one on the embeddings too, and on the rotated queries and
+    keys), clockwise rotary positions, a plain ReLU² feed-forward and the logits soft-capped."""
+    norm = f"rmsnorm(eps={s.eps}, weight=false)"
+    document = (hf_llama.document(s, padding=padding, head=head)
+                .change("defaults", "norm", norm).change("decoder", "final", norm)
+                .add("embedding tokens", Statement("norm", norm))
+                .change("decoder", "position", hf_llama.rotary(s, clockwise=True))
+                .change("decoder", "attention", qk_norm=norm, qk_norm_after="positions"))
+    if not head:  # the base model computes no logits to cap
+        s.writer.forget("final_softcap")
+        return document
+    return document.change_tail("head", softcap=s.final_softcap)
+
+
+NANOCHAT = hf_llama.LLAMA.derive(
+    "NanoChat", ("nanochat",), causal_lm("NanoChat"),
+    "NanoChat: Llama's layout with weightless RMSNorms (also on the embeddings, and on the rotated queries and "
+    "keys: qk_norm_after=positions), clockwise rotary positions, a plain ReLU² feed-forward (fc1, fc2) and "
+    "soft-capped logits",
+    module=__name__, priority=455, fields=FIELDS, document=document, hf_config=None,
+    requires=(Requires(lambda f: f.rotary("decoder").get("clockwise"),
+                       "its rotary positions turn counter-clockwise; NanoChat's turn the other way (clockwise=true)"),),
+    rules=hf_llama.WEIGHTS.derive({"feedforward": None, "feedforward.up": "mlp.fc1", "feedforward.down": "mlp.fc2"}))
