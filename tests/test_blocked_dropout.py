@@ -154,7 +154,7 @@ head tied(tokens)
 def test_blocked_equals_the_formula():
     """One causal attention by hand: softmax(q k^T / sqrt(d) + causal) ∘ keep / (1 - p) v."""
     torch.manual_seed(0)
-    attention = MultiHeadAttention(16, 2, 2, 8, dropout=P, fused_causal=True, masks=MaskSet([(causal_rule, {}, ())])
+    attention = MultiHeadAttention(16, 2, 2, 8, dropout=P, masks=MaskSet([(causal_rule, {}, ())], fused_causal=True)
                                    ).train()
     attention.dropout_block = 4
     x = torch.randn(3, 21, 16, requires_grad=True)
@@ -174,9 +174,8 @@ def test_blocked_equals_the_formula():
 def one_hot_attention(length: int, rules: list, band=None) -> MultiHeadAttention:
     """One head whose weights are uniform over the keys it sees and whose values are one-hot, so its output
     row i is keep_ij / ((1 - p) · seen_i) at key j: the dropout mask, read off the output."""
-    attention = MultiHeadAttention(length, 1, 1, length, bias=False, out_bias=False, dropout=P, band=band,
-                                   fused_causal=rules == [causal_rule], masks=MaskSet([(r, o, ()) for r, o in rules])
-                                   ).train()
+    masks = MaskSet([(r, o, ()) for r, o in rules], fused_causal=rules == [causal_rule], band=band)
+    attention = MultiHeadAttention(length, 1, 1, length, bias=False, out_bias=False, dropout=P, masks=masks).train()
     attention.dropout_block = 16
     with torch.no_grad():
         attention.qkv.weight.zero_()

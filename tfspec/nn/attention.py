@@ -271,23 +271,32 @@ class UnbiasedKeys(nn.Linear):
         return F.linear(x, self.weight, torch.cat((bias[:self.before], bias.new_zeros(self.keys), bias[self.before:])))
 
 
+class QKNorm:
+    """How an attention normalises its queries and keys: by ``q`` and ``k`` (each a norm module; None: not at all),
+    over each head's vector, or over all heads' at once before they are split (``full``: OLMo 2's), before the
+    position scheme rotates them or after (``after_positions``: Hunyuan's, Llama 4's). Torch only: ``tfspec emit``
+    copies it."""
+
+    def __init__(self, q: nn.Module | None = None, k: nn.Module | None = None, full: bool = False,
+                 after_positions: bool = False) -> None:
+        self.q, self.k, self.full, self.after_positions = q, k, full, after_positions
+
+
 class MultiHeadAttention(nn.Module):
     """softmax(q k^T · scale + mask) v per head, over whole sequences.
 
     The core every attention kind builds on, and what ``tfspec emit`` copies into
     a standalone model file, so it depends on torch alone. Self-attention projects
     q, k and v with one fused ``qkv``; cross-attention (``memory_width`` given)
-    projects queries with ``q`` and the memory with a fused ``kv``. ``q_norm`` and
-    ``k_norm`` normalise each head's queries and keys (``qk_norm_full``: all heads' queries
-    at once, and all kv heads' keys, before the heads are split); ``position`` is an
+    projects queries with ``q`` and the memory with a fused ``kv``. ``qk_norm`` normalises the queries and keys
+    (a ``QKNorm``: where, and by which norms, ``q_norm`` and ``k_norm``); ``position`` is an
     in-attention position scheme (``tfspec.nn.position.InAttentionPositions``): its tables once per call,
     then it rotates q and k (rotary), biases the scores (ALiBi) and attends in place of ``mix`` (Shaw), each
     step a no-op unless the scheme does it. One its stack owns (T5's bias) arrives through ``share``.
-    ``masks``: its ``MaskSet``. ``fused_causal``: a lone causal mask, which over an unpadded sequence runs
-    SDPA's fused ``is_causal`` with no mask tensor. ``band``: the keys ``(behind, ahead)`` a query may see when
-    its masks bound them; over a sequence long enough (``band_chunk``), attention then runs block by block
-    (``mix_in_bands``) with its mask in the banded layout of ``tfspec.nn.masking.banded_mask``. ``keep``: the
-    past keys a KV cache needs (a bounded look-back).
+    ``masks``: its ``MaskSet``, which says what it lets attention skip: a lone causal mask runs SDPA's fused
+    ``is_causal`` (``fused_causal``); masks bounding the keys a query sees (``band``) run over a sequence long
+    enough (``band_chunk``) block by block (``mix_in_bands``), the mask in the banded layout of
+    ``tfspec.nn.masking.banded_mask``; ``keep``, the past keys a KV cache needs.
     """
 
     # With dropout while training on the CPU, attention runs at most this many queries at a time
@@ -301,19 +310,16 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
                  bias: bool = True, out_bias: bool = True, dropout: float = 0.0, scale: float | None = None,
-                 q_norm: nn.Module | None = None, k_norm: nn.Module | None = None,
-                 position: nn.Module | None = None, fused_causal: bool = False,
-                 band: tuple[int, int] | None = None, masks: MaskSet | None = None, keep: int | None = None,
-                 position_from_stack: bool = False, qk_norm_full: bool = False, projections: bool = True,
+                 qk_norm: QKNorm | None = None, position: nn.Module | None = None, masks: MaskSet | None = None,
+                 position_from_stack: bool = False, projections: bool = True,
                  steps: dict[str, nn.Module] | None = None, exports: str | None = None,
-                 qk_norm_after_positions: bool = False, hands_on_kv: str | None = None,
-                 kv_source: str | None = None, key_bias: bool = True) -> None:
+                 hands_on_kv: str | None = None, kv_source: str | None = None, key_bias: bool = True) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
-        self.fused_causal, self.band = fused_causal, band
         self.masks = masks if masks is not None else MaskSet(cross=self.cross)
-        self.keep = keep  # the past keys a KV cache must keep (a bounded look-back); None: all
+        # what its masks let it skip (``MaskSet``); ``keep``: the past keys a KV cache must keep (None: all)
+        self.fused_causal, self.band, self.keep = self.masks.fused_causal, self.masks.band, self.masks.keep
         # its position scheme is its stack's (T5's): ``share`` hands it over when the model is built
         self.position_from_stack = position_from_stack
         # it attends with the keys and values (and their positions and padding) an earlier layer's attention made,
@@ -331,9 +337,10 @@ class MultiHeadAttention(nn.Module):
                 self.qkv = UnbiasedKeys(width, q_width, kv_width, kv_width) if bias and not key_bias else \
                     nn.Linear(width, q_width + 2 * kv_width, bias=bias)
             self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
-        self.q_norm, self.k_norm, self.position = q_norm, k_norm, position
-        self.qk_norm_full = qk_norm_full  # the norms see all heads at once (before the split), not each head
-        self.qk_norm_after_positions = qk_norm_after_positions  # they norm the rotated queries and keys (Hunyuan)
+        qk_norm = qk_norm or QKNorm()
+        self.q_norm, self.k_norm, self.position = qk_norm.q, qk_norm.k, position  # (the model's parameters' names)
+        self.qk_norm_full = qk_norm.full  # the norms see all heads at once (before the split), not each head
+        self.qk_norm_after_positions = qk_norm.after_positions  # they norm the rotated queries and keys (Hunyuan)
         for name, step in (steps or {}).items():  # its kind's steps, after the position scheme's, in this order
             self.add_module(name, step)
         self.step_names = tuple(steps or ())
@@ -698,7 +705,7 @@ def core_arguments(config, steps: dict | None = None) -> dict:
     """``MultiHeadAttention``'s arguments from an ``AttentionConfig`` (its modules as ``Constructor``s); ``steps``:
     its kind's own steps by name, which run before those the spec adds."""
     shape = config.shape
-    q_norm = k_norm = position = None
+    qk_norm = position = None
     position_from_stack = False
     if config.qk_norm is not None:
         norm, options = config.qk_norm
@@ -708,28 +715,30 @@ def core_arguments(config, steps: dict | None = None) -> dict:
             q_norm = k_norm = norm.module(shape.head_dim, options)
         if config.kv_source is not None:  # (the keys it reads were normed where they were made)
             k_norm = None
+        qk_norm = Constructor(QKNorm, (q_norm, k_norm), {"full": config.qk_norm_full,
+                                                          "after_positions": config.qk_norm_after_positions})
     if config.position is not None:
         scheme, options = config.position
         position = scheme.module(config.positioned, options)
         position_from_stack = bool(scheme.stack_params(config.positioned, options))
     return dict(width=shape.width, heads=shape.heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
                 memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
-                dropout=config.dropout, scale=config.scale, q_norm=q_norm, k_norm=k_norm, position=position,
-                fused_causal=config.fused_causal, band=config.band, masks=mask_set(config.masks, shape.cross),
-                keep=kv_keep(config.masks), position_from_stack=position_from_stack,
-                qk_norm_full=config.qk_norm_full, qk_norm_after_positions=config.qk_norm_after_positions,
-                steps={**(steps or {}), **{
+                dropout=config.dropout, scale=config.scale, qk_norm=qk_norm, position=position,
+                masks=mask_set(config.masks, shape.cross, fused_causal=config.fused_causal, band=config.band),
+                position_from_stack=position_from_stack, steps={**(steps or {}), **{
                     variant.name: variant.module(shape, options, source) for variant, options, source in config.steps}}
                 or None, exports=config.exports, hands_on_kv=config.hands_on_kv, kv_source=config.kv_source,
                 key_bias=shape.key_bias)
 
 
-def mask_set(masks, cross: bool) -> Constructor:
-    """The ``MaskSet`` of ``(Mask, options)`` pairs: each mask of structure's rule, options and inputs."""
+def mask_set(masks, cross: bool, fused_causal: bool = False, band: tuple[int, int] | None = None) -> Constructor:
+    """The ``MaskSet`` of ``(Mask, options)`` pairs: each mask of structure's rule, options and inputs, and what
+    they let attention skip (``fused_causal``, ``band``, and the keys a KV cache keeps, ``kv_keep``)."""
     rules = [(variant.rule, options.model_dump(), tuple(i.name for i in variant.inputs))
              + ((True,) if variant.reads_positions else ()) for variant, options in masks if variant.structural]
     regrid = tuple(i.name for variant, _ in masks if variant.structural for i in variant.inputs if i.grid)
-    return Constructor(MaskSet, (rules, any(variant.reads_padding for variant, _ in masks), cross, regrid))
+    skips = {k: v for k, v in {"fused_causal": fused_causal, "band": band, "keep": kv_keep(masks)}.items() if v}
+    return Constructor(MaskSet, (rules, any(variant.reads_padding for variant, _ in masks), cross, regrid), skips)
 
 
 def built(arguments: dict, layer: int | None = None) -> dict:

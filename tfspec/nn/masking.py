@@ -47,10 +47,16 @@ class MaskSet:
     ``rule(queries, keys, **options, **inputs)`` and the names of the run-time inputs it reads; a fourth item
     True where it compares the queries' and keys' position ids rather than their indices in the sequence --, whether a
     mask reads the keys' padding, and whether queries and keys are different sequences (cross-attention).
+    What the set lets an attention skip: ``fused_causal``, it is a lone causal mask, which over an unpadded
+    sequence runs SDPA's fused ``is_causal`` with no mask tensor; ``band``, the keys ``(behind, ahead)`` a query may
+    see where the masks bound them, so attention over a long sequence runs block by block; ``keep``, the past keys a
+    KV cache needs (a bounded look-back; None: all).
     Torch only, so ``tfspec emit`` copies it; ``tfspec.nn.attention.mask_set`` makes one from a spec's masks."""
 
     def __init__(self, rules: list | tuple = (), reads_padding: bool = False, cross: bool = False,
-                 regrid: tuple[str, ...] = ()):
+                 regrid: tuple[str, ...] = (), fused_causal: bool = False, band: tuple[int, int] | None = None,
+                 keep: int | None = None):
+        self.fused_causal, self.band, self.keep = fused_causal, band, keep
         self.specs = tuple(rules)
         # run-time inputs that give a grid other than the options' (``RuntimeInput.grid``): given, the masks reach
         # farther than their options say, so the call attends densely
