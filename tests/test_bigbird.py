@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tfspec
+from tfspec.nn.attention import Geometry
 from tfspec.inspect.analysis import analyse
 from tfspec.interop import from_hf_big_bird, to_hf_big_bird
 from tfspec.interop.families.hf_big_bird import BIG_BIRD
@@ -37,7 +38,7 @@ def dense_reference(q, k, v, seen, block, padding=None):
 @pytest.mark.parametrize("length, block, random", [(70, 4, 2), (64, 4, 1), (33, 2, 3), (200, 8, 3)])
 def test_block_sparse_attention_equals_dense_attention_over_its_pattern(length, block, random, rows):
     assert bigbird_sparse(length, block, random)
-    attention = BigBirdAttention(32, 4, 4, 8, block=block, random=random, seed=5).double()
+    attention = BigBirdAttention(Geometry(32, 4, 4, 8), block=block, random=random, seed=5).double()
     attention.band_rows = rows
     g = torch.Generator().manual_seed(length)
     q, k, v = (torch.randn(2, 4, length, 8, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
@@ -103,7 +104,7 @@ def test_evaluation_is_deterministic_and_training_draws_the_same_blocks():
 
 def test_short_sequences_are_dense_as_hugging_face_does():
     """At most (5 + 2r)·block positions: the blocks would cover nearly every key, so attention is dense."""
-    attention = BigBirdAttention(16, 2, 2, 8, block=4, random=2).double()
+    attention = BigBirdAttention(Geometry(16, 2, 2, 8), block=4, random=2).double()
     q, k, v = (torch.randn(1, 2, 36, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(i))
                for i in range(3))
     assert not bigbird_sparse(36, 4, 2) and bigbird_sparse(37, 4, 2)

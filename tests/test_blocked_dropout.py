@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import tfspec
-from tfspec.nn.attention import MultiHeadAttention, dropout_keep_mask
+from tfspec.nn.attention import Geometry, MultiHeadAttention, dropout_keep_mask
 from tfspec.nn.masking import MaskSet
 from tfspec.variants.masks import causal as causal_rule, window as window_rule
 from numerics import FLOAT32, assert_close, close
@@ -154,7 +154,7 @@ head tied(tokens)
 def test_blocked_equals_the_formula():
     """One causal attention by hand: softmax(q k^T / sqrt(d) + causal) ∘ keep / (1 - p) v."""
     torch.manual_seed(0)
-    attention = MultiHeadAttention(16, 2, 2, 8, dropout=P, masks=MaskSet([(causal_rule, {}, ())], fused_causal=True)
+    attention = MultiHeadAttention(Geometry(16, 2, 2, 8), dropout=P, masks=MaskSet([(causal_rule, {}, ())], fused_causal=True)
                                    ).train()
     attention.dropout_block = 4
     x = torch.randn(3, 21, 16, requires_grad=True)
@@ -175,7 +175,7 @@ def one_hot_attention(length: int, rules: list, band=None) -> MultiHeadAttention
     """One head whose weights are uniform over the keys it sees and whose values are one-hot, so its output
     row i is keep_ij / ((1 - p) · seen_i) at key j: the dropout mask, read off the output."""
     masks = MaskSet([(r, o, ()) for r, o in rules], fused_causal=rules == [causal_rule], band=band)
-    attention = MultiHeadAttention(length, 1, 1, length, bias=False, out_bias=False, dropout=P, masks=masks).train()
+    attention = MultiHeadAttention(Geometry(length, 1, 1, length, bias=False, out_bias=False), dropout=P, masks=masks).train()
     attention.dropout_block = 16
     with torch.no_grad():
         attention.qkv.weight.zero_()

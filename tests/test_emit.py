@@ -174,7 +174,7 @@ def test_the_file_is_readable_model_code():
     assert ("x = x + self.self_attn_dropout(self.self_attn(self.self_attn_norm(x), ctx))"
             "  # (batch, seq_len, 768)") in source
     # the attention is the compiled model's own (one forward), its masks declared where it is built
-    assert "MultiHeadAttention(width=768, heads=12, kv_heads=12, head_dim=64, dropout=0.1, " \
+    assert "MultiHeadAttention(geometry=Geometry(width=768, heads=12, kv_heads=12, head_dim=64), dropout=0.1, " \
            "masks=MaskSet(rules=[(causal, {}, ())], fused_causal=True))" in source
     assert "    def forward(self, x: Tensor, ctx: Context | None = None, cache: KVCache | None = None)" in source
     assert source.count("    def forward(self, x: Tensor, ctx: Context | None = None") == 1

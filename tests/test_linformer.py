@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tfspec
+from tfspec.nn.attention import Geometry
 from tfspec.nn.linformer import LinformerAttention
 from numerics import FLOAT32, FLOAT64, assert_close
 
@@ -40,7 +41,7 @@ def naive_linformer(q, k, v, E, F, padded):
                                                                 (False, True, 2), (True, False, 1)])
 def test_attention_is_the_papers_formula_in_every_sharing_mode(shared_heads, shared_kv, kv_heads):
     g = torch.Generator().manual_seed(kv_heads)
-    core = LinformerAttention(width=16, heads=4, kv_heads=kv_heads, head_dim=4, k=3, max_len=12,
+    core = LinformerAttention(Geometry(width=16, heads=4, kv_heads=kv_heads, head_dim=4), k=3, max_len=12,
                               shared_heads=shared_heads, shared_kv=shared_kv).double().eval()
     for p in (core.proj_k, core.proj_v):
         if p is not None:
@@ -142,7 +143,7 @@ def test_layerwise_sharing_survives_moves_copies_and_checkpoints(tmp_path):
     fresh.load_state_dict(load_file(str(tmp_path / "w.safetensors")))
     tokens = torch.randint(0, 40, (1, 12))
     assert torch.equal(fresh.eval()(tokens), model.eval()(tokens))
-    loose = LinformerAttention(width=16, heads=2, kv_heads=2, head_dim=8, k=4, max_len=64, shared_heads=True,
+    loose = LinformerAttention(Geometry(width=16, heads=2, kv_heads=2, head_dim=8), k=4, max_len=64, shared_heads=True,
                                shared_kv=False, shared_layers=True)
     with pytest.raises(RuntimeError, match="shares its stack's projections"):
         loose.mix(*(torch.randn(1, 2, 5, 8) for _ in range(3)), None, False)

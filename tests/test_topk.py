@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tfspec
+from tfspec.nn.attention import Geometry
 from tfspec.nn.topk import TopKAttention
 from numerics import FLOAT32, FLOAT64, assert_close
 
@@ -21,7 +22,7 @@ head tied(t)
 
 
 def core(k: int, heads=2, kv_heads=2, head_dim=4) -> TopKAttention:
-    return TopKAttention(width=heads * head_dim, heads=heads, kv_heads=kv_heads, head_dim=head_dim, k=k).eval()
+    return TopKAttention(Geometry(heads * head_dim, heads, kv_heads, head_dim), k=k).eval()
 
 
 def naive_topk(q, k, v, keep: int, allowed: torch.Tensor) -> torch.Tensor:

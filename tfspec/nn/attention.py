@@ -271,6 +271,18 @@ class UnbiasedKeys(nn.Linear):
         return F.linear(x, self.weight, torch.cat((bias[:self.before], bias.new_zeros(self.keys), bias[self.before:])))
 
 
+class Geometry:
+    """An attention's sizes: the input's ``width``, ``heads`` of queries and ``kv_heads`` of keys and values, each
+    ``head_dim`` wide; ``memory_width``: the memory's width, which cross-attention reads (None: self-attention);
+    ``bias`` and ``out_bias``: the q/k/v projections' and the output projection's; ``key_bias``: with ``bias``, on
+    the keys' rows too (Whisper's have none). Torch only: ``tfspec emit`` copies it."""
+
+    def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
+                 bias: bool = True, out_bias: bool = True, key_bias: bool = True) -> None:
+        self.width, self.heads, self.kv_heads, self.head_dim = width, heads, kv_heads, head_dim
+        self.memory_width, self.bias, self.out_bias, self.key_bias = memory_width, bias, out_bias, key_bias
+
+
 class QKNorm:
     """How an attention normalises its queries and keys: by ``q`` and ``k`` (each a norm module; None: not at all),
     over each head's vector, or over all heads' at once before they are split (``full``: OLMo 2's), before the
@@ -286,8 +298,8 @@ class MultiHeadAttention(nn.Module):
     """softmax(q k^T · scale + mask) v per head, over whole sequences.
 
     The core every attention kind builds on, and what ``tfspec emit`` copies into
-    a standalone model file, so it depends on torch alone. Self-attention projects
-    q, k and v with one fused ``qkv``; cross-attention (``memory_width`` given)
+    a standalone model file, so it depends on torch alone. Its ``Geometry`` sizes it. Self-attention projects
+    q, k and v with one fused ``qkv``; cross-attention (the geometry's ``memory_width`` given)
     projects queries with ``q`` and the memory with a fused ``kv``. ``qk_norm`` normalises the queries and keys
     (a ``QKNorm``: where, and by which norms, ``q_norm`` and ``k_norm``); ``position`` is an
     in-attention position scheme (``tfspec.nn.position.InAttentionPositions``): its tables once per call,
@@ -308,13 +320,14 @@ class MultiHeadAttention(nn.Module):
     dropout_keep = None  # tests: ``(shape, rows, keys) -> keep`` in place of drawn dropout masks (``drop``)
     part = (slice(None), slice(None))  # the call's queries and keys the current mix computes (``attend_rows``)
 
-    def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, memory_width: int | None = None,
-                 bias: bool = True, out_bias: bool = True, dropout: float = 0.0, scale: float | None = None,
+    def __init__(self, geometry: Geometry, dropout: float = 0.0, scale: float | None = None,
                  qk_norm: QKNorm | None = None, position: nn.Module | None = None, masks: MaskSet | None = None,
                  position_from_stack: bool = False, projections: bool = True,
                  steps: dict[str, nn.Module] | None = None, exports: str | None = None,
-                 hands_on_kv: str | None = None, kv_source: str | None = None, key_bias: bool = True) -> None:
+                 hands_on_kv: str | None = None, kv_source: str | None = None) -> None:
         super().__init__()
+        width, heads, kv_heads, head_dim = geometry.width, geometry.heads, geometry.kv_heads, geometry.head_dim
+        memory_width, bias, key_bias = geometry.memory_width, geometry.bias, geometry.key_bias
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
         self.cross, self.dropout, self.scale = memory_width is not None, dropout, scale
         self.masks = masks if masks is not None else MaskSet(cross=self.cross)
@@ -336,7 +349,7 @@ class MultiHeadAttention(nn.Module):
             elif kv_source is None:
                 self.qkv = UnbiasedKeys(width, q_width, kv_width, kv_width) if bias and not key_bias else \
                     nn.Linear(width, q_width + 2 * kv_width, bias=bias)
-            self.out = nn.Linear(heads * head_dim, width, bias=out_bias)
+            self.out = nn.Linear(heads * head_dim, width, bias=geometry.out_bias)
         qk_norm = qk_norm or QKNorm()
         self.q_norm, self.k_norm, self.position = qk_norm.q, qk_norm.k, position  # (the model's parameters' names)
         self.qk_norm_full = qk_norm.full  # the norms see all heads at once (before the split), not each head
@@ -721,14 +734,17 @@ def core_arguments(config, steps: dict | None = None) -> dict:
         scheme, options = config.position
         position = scheme.module(config.positioned, options)
         position_from_stack = bool(scheme.stack_params(config.positioned, options))
-    return dict(width=shape.width, heads=shape.heads, kv_heads=shape.kv_heads, head_dim=shape.head_dim,
-                memory_width=shape.memory_width if shape.cross else None, bias=shape.bias, out_bias=shape.out_bias,
-                dropout=config.dropout, scale=config.scale, qk_norm=qk_norm, position=position,
+    defaults = {"memory_width": None, "bias": True, "out_bias": True, "key_bias": True}  # (written where not these)
+    sizes = {"memory_width": shape.memory_width if shape.cross else None, "bias": shape.bias,
+             "out_bias": shape.out_bias, "key_bias": shape.key_bias}
+    geometry = Constructor(Geometry, kwargs={
+        "width": shape.width, "heads": shape.heads, "kv_heads": shape.kv_heads, "head_dim": shape.head_dim,
+        **{k: v for k, v in sizes.items() if v != defaults[k]}})
+    return dict(geometry=geometry, dropout=config.dropout, scale=config.scale, qk_norm=qk_norm, position=position,
                 masks=mask_set(config.masks, shape.cross, fused_causal=config.fused_causal, band=config.band),
                 position_from_stack=position_from_stack, steps={**(steps or {}), **{
                     variant.name: variant.module(shape, options, source) for variant, options, source in config.steps}}
-                or None, exports=config.exports, hands_on_kv=config.hands_on_kv, kv_source=config.kv_source,
-                key_bias=shape.key_bias)
+                or None, exports=config.exports, hands_on_kv=config.hands_on_kv, kv_source=config.kv_source)
 
 
 def mask_set(masks, cross: bool, fused_causal: bool = False, band: tuple[int, int] | None = None) -> Constructor:
@@ -768,10 +784,11 @@ class SameKeyValueCore(MultiHeadAttention):
     the query and key rows only (Gemma 4's global layers, ``attention_k_eq_v``). Torch only: ``tfspec emit`` copies
     it."""
 
-    def __init__(self, width: int, heads: int, kv_heads: int, head_dim: int, bias: bool = True, **attention) -> None:
-        super().__init__(width, heads, kv_heads, head_dim, bias=bias, **attention)
+    def __init__(self, geometry: Geometry, **attention) -> None:
+        super().__init__(geometry, **attention)
         if self.kv_source is None:  # (one reading another layer's keys and values projects queries alone)
-            self.qkv = nn.Linear(width, (heads + kv_heads) * head_dim, bias=bias)  # (no value rows)
+            self.qkv = nn.Linear(geometry.width, (self.heads + self.kv_heads) * self.head_dim,
+                                 bias=geometry.bias)  # (no value rows)
 
     def projected(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         q, k = self.qkv(x).split((self.heads * self.head_dim, self.kv_heads * self.head_dim), dim=-1)

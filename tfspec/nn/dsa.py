@@ -106,9 +106,10 @@ class SparseLatentAttention(LatentAttention):
 
     dropout_block = None  # the indexer selects among a query's whole row of keys
 
-    def __init__(self, width: int, topk: int, index_heads: int, index_dim: int, index_rotates: bool = True,
+    def __init__(self, geometry, topk: int, index_heads: int, index_dim: int, index_rotates: bool = True,
                  index_loss: float = 1.0, **latent) -> None:
-        super().__init__(width, **latent)
+        super().__init__(geometry, **latent)
+        width = geometry.width
         self.topk, self.index_loss = topk, index_loss
         self.indexer = LightningIndexer(width, self.q_rank, index_heads, index_dim,
                                         self.position if index_rotates else None, learns=index_loss > 0)

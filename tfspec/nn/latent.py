@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .attention import KVCache, MultiHeadAttention
+from .attention import Geometry, KVCache, MultiHeadAttention
 from .steps import Side
 from .context import Context
 
@@ -19,10 +19,11 @@ class LatentAttention(MultiHeadAttention):
     is ``[unrotated; rotated]`` as its key is. A KV cache keeps the latent and the rotated shared key, ``kv_rank +
     rope_dim`` numbers per position, and expands them for each step."""
 
-    def __init__(self, width: int, heads: int, head_dim: int, rope_dim: int, value_dim: int, kv_rank: int,
-                 kv_latent_norm: nn.Module, q_rank: int = 0, q_latent_norm: nn.Module | None = None,
-                 bias: bool = False, out_bias: bool = False, **attention) -> None:
-        super().__init__(width, heads, heads, head_dim, bias=bias, out_bias=out_bias, projections=False, **attention)
+    def __init__(self, geometry: Geometry, rope_dim: int, value_dim: int, kv_rank: int, kv_latent_norm: nn.Module,
+                 q_rank: int = 0, q_latent_norm: nn.Module | None = None, **attention) -> None:
+        width, heads, head_dim, bias = geometry.width, geometry.heads, geometry.head_dim, geometry.bias
+        super().__init__(Geometry(width, heads, heads, head_dim, bias=bias, out_bias=geometry.out_bias),
+                         projections=False, **attention)
         self.rope_dim, self.value_dim, self.kv_rank, self.q_rank = rope_dim, value_dim, kv_rank, q_rank
         if q_rank:
             self.q_down = nn.Linear(width, q_rank, bias=bias)
@@ -33,7 +34,7 @@ class LatentAttention(MultiHeadAttention):
         self.kv_down = nn.Linear(width, kv_rank + rope_dim, bias=bias)
         self.kv_latent_norm = kv_latent_norm
         self.kv_up = nn.Linear(kv_rank, heads * (head_dim - rope_dim + value_dim), bias=False)
-        self.out = nn.Linear(heads * value_dim, width, bias=out_bias)
+        self.out = nn.Linear(heads * value_dim, width, bias=geometry.out_bias)
 
     def queries(self, x: Tensor) -> Tensor:
         """(batch, heads, length, head_dim), not yet rotated."""

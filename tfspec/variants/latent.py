@@ -150,7 +150,7 @@ class Latent(AttentionKind):
         from ..nn.latent import LatentAttention
         shape, rmsnorm = config.shape, NORMS["rmsnorm"]
         arguments = {k: v for k, v in core_arguments(config).items()
-                     if k not in ("kv_heads", "memory_width", "qk_norm")}
+                     if k != "qk_norm"}
         norm = rmsnorm.options({"eps": options.eps})
         return Constructor(LatentAttention, kwargs={
             **arguments, "rope_dim": options.rope_dim, "value_dim": self.value_dim(shape, options),
