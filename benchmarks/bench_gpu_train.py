@@ -28,7 +28,7 @@ import torch.nn.functional as F
 import transformers
 
 import tfspec
-from tfspec.interop.families.hf_gpt2 import to_hf_gpt2
+from tfspec.interop import to_hf_gpt2
 
 SIZES = {"124m": {"layers": 12, "d_model": 768, "heads": 12, "context": 1024, "vocab": 50257},
          "tiny": {"layers": 2, "d_model": 64, "heads": 4, "context": 128, "vocab": 512}}

@@ -16,7 +16,7 @@ import time
 import torch
 
 import tfspec
-from tfspec.interop.families.hf_gpt2 import from_hf_gpt2
+from tfspec.interop import from_hf_gpt2
 from tfspec.interop.torch_transformer import from_torch_transformer
 
 D_MODEL, HEADS, LAYERS, D_FF, BATCH, SEQ = 256, 4, 4, 1024, 8, 128
