@@ -37,7 +37,6 @@ from ..mapping import InteropError
 from .. import mtp, nested
 
 
-# every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
 def _discovered() -> tuple[Family, ...]:
     """The families every module of this package (``hf_*.py``) declares (a ``Family`` it names whose ``module`` is
     its own, not one it takes from another module to derive from), in the order export tries them: by each family's
@@ -45,17 +44,32 @@ def _discovered() -> tuple[Family, ...]:
     BERT before BigBird, whose full attention is BERT's), then by module, a module's in the order it declares
     them."""
     found: dict[int, tuple] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("hf_"):
-            module = importlib.import_module(f"{__name__}.{info.name}")
-            for order, value in enumerate(vars(module).values()):
-                if isinstance(value, Family) and value.module == info.name:
-                    found.setdefault(id(value), (value.priority, info.name, order, value))
+    for module in MODULES:
+        name = module.__name__.rsplit(".", 1)[-1]
+        for order, value in enumerate(vars(module).values()):
+            if isinstance(value, Family) and value.module == name:
+                found.setdefault(id(value), (value.priority, name, order, value))
     return tuple(entry[-1] for entry in sorted(found.values(), key=lambda entry: entry[:3]))
 
 
+# every module of this package that declares families (``hf_*.py``)
+MODULES = tuple(importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)
+                if info.name.startswith("hf_"))
 # every family, in the order export tries them (the first whose configuration describes the spec exactly wins)
 FAMILIES: tuple[Family, ...] = _discovered()
+
+
+def examples() -> dict[str, dict]:
+    """Every family module's tiny configuration of each of its classes (its ``EXAMPLES``), by class: what the tests
+    build, save and compare with Hugging Face's, a new family's beside the rest."""
+    return {cls: values for module in MODULES for cls, values in getattr(module, "EXAMPLES", {}).items()}
+
+
+def coverage() -> dict[str, list[dict]]:
+    """Every family module's configurations that together set each field of its table away from its default (its
+    ``COVERAGE``), by module: the tests import each and export it back."""
+    return {module.__name__.rsplit(".", 1)[-1]: list(module.COVERAGE) for module in MODULES
+            if hasattr(module, "COVERAGE")}
 
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),
 # with the note an imported spec states

@@ -34,6 +34,24 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
         "encoder", Statement("weight_sets", "weight_sets"))
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "AlbertForMaskedLM": dict(model_type="albert", vocab_size=90, embedding_size=16, hidden_size=32,
+                              num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+                              max_position_embeddings=40),  # every layer runs one set of weights,
+    "AlbertModel": dict(model_type="albert", vocab_size=90, embedding_size=32, hidden_size=32, num_hidden_layers=5,
+                        num_hidden_groups=2, num_attention_heads=4, intermediate_size=64,
+                        max_position_embeddings=40, hidden_act="relu"),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="albert", vocab_size=91, embedding_size=12, hidden_size=24, num_hidden_layers=6,
+                 num_hidden_groups=3, num_attention_heads=3, intermediate_size=40, max_position_embeddings=33,
+                 layer_norm_eps=1e-7, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3,
+                 initializer_range=0.05, type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False,
+                 architectures=["AlbertForMaskedLM"])]
+
+
 ALBERT = hf_bert.BERT.derive(
     "ALBERT", ("albert",), {"AlbertForMaskedLM": {"pooler": False, "head": True},
                             "AlbertModel": {"pooler": True, "head": False}},

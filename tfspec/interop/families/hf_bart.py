@@ -242,6 +242,52 @@ def to_hf_bart(model) -> dict:
                         derived=_derived(model, prefix, rows))
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "BartForConditionalGeneration": dict(model_type="bart", vocab_size=90, d_model=32, encoder_layers=2,
+                                         decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                                         encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=40,
+                                         pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                                         forced_eos_token_id=None),
+    "BartModel": dict(model_type="bart", vocab_size=90, d_model=32, encoder_layers=1, decoder_layers=2,
+                      encoder_attention_heads=4, decoder_attention_heads=2, encoder_ffn_dim=48, decoder_ffn_dim=48,
+                      max_position_embeddings=40, scale_embedding=True, activation_function="relu",
+                      pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2),
+    "MBartForConditionalGeneration": dict(model_type="mbart", vocab_size=90, d_model=32, encoder_layers=2,
+                                          decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
+                                          encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=40,
+                                          scale_embedding=True, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                          decoder_start_token_id=2, forced_eos_token_id=None),
+    "MBartModel": dict(model_type="mbart", vocab_size=90, d_model=32, encoder_layers=1, decoder_layers=1,
+                       encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48,
+                       max_position_embeddings=40, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                       decoder_start_token_id=2),
+    "MarianMTModel": dict(model_type="marian", vocab_size=90, decoder_vocab_size=90, d_model=32, encoder_layers=2,
+                          decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48,
+                          decoder_ffn_dim=48, max_position_embeddings=40, scale_embedding=True,
+                          activation_function="swish", pad_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+                          forced_eos_token_id=None),
+    "MarianModel": dict(model_type="marian", vocab_size=90, decoder_vocab_size=90, d_model=32, encoder_layers=1,
+                        decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48,
+                        decoder_ffn_dim=48, max_position_embeddings=40, pad_token_id=1, eos_token_id=2,
+                        decoder_start_token_id=1),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="bart", vocab_size=91, d_model=24, encoder_layers=3, decoder_layers=2,
+                 encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40, decoder_ffn_dim=36,
+                 max_position_embeddings=33, dropout=0.2, attention_dropout=0.3, activation_dropout=0.15,
+                 init_std=0.05, activation_function="relu", scale_embedding=True, pad_token_id=1,
+                 bos_token_id=0, eos_token_id=2, decoder_start_token_id=2),
+            dict(model_type="mbart", vocab_size=91, d_model=24, encoder_layers=1, decoder_layers=1,
+                 encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=40, decoder_ffn_dim=40,
+                 pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2),
+            dict(model_type="marian", vocab_size=91, decoder_vocab_size=91, d_model=24, encoder_layers=1,
+                 decoder_layers=1, encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=40,
+                 decoder_ffn_dim=40, activation_function="swish", pad_token_id=1, eos_token_id=2,
+                 decoder_start_token_id=1)]
+
+
 BART = Family("BART", ("bart",),
               {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
               "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned "

@@ -259,6 +259,34 @@ def towers_weights(fields, spec_text, rules, reference: str):
 
 from_hf_clip, to_hf_clip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # two towers (a causal text encoder pooled at its end-of-text id, a vision encoder of bias-free patches) meeting
+    # in a contrastive head
+    "CLIPModel": dict(model_type="clip", projection_dim=16, logit_scale_init_value=2.3,
+                      text_config=dict(vocab_size=90, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                       num_attention_heads=4, max_position_embeddings=30, eos_token_id=89),
+                      vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=4, image_size=12, patch_size=4, num_channels=3,
+                                         hidden_act="gelu", layer_norm_eps=1e-6)),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+# every field away from its default; the second a checkpoint from before CLIP's end-of-text id was written
+# (eos_token_id 2: pooled at the highest id)
+COVERAGE = [dict(model_type="clip", projection_dim=12, logit_scale_init_value=3.1,
+                 text_config=dict(vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                                  num_attention_heads=3, max_position_embeddings=33, hidden_act="gelu",
+                                  layer_norm_eps=1e-6, attention_dropout=0.1, initializer_range=0.05,
+                                  eos_token_id=90),
+                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                    num_attention_heads=5, image_size=20, patch_size=5, num_channels=1,
+                                    hidden_act="relu", layer_norm_eps=1e-7, attention_dropout=0.2,
+                                    initializer_range=0.04)),
+            dict(model_type="clip", text_config=dict(vocab_size=50, eos_token_id=2),
+                 vision_config=dict(image_size=32, patch_size=16))]
+
+
 CLIP = Family("CLIP", ("clip",), {"CLIPModel": {}},
               "CLIP: two towers (tower text, tower vision) whose pooled, projected vectors meet in a contrastive head "
               "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "

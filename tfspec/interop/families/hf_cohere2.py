@@ -61,6 +61,31 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "Cohere2ForCausalLM": dict(model_type="cohere2", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
+                               logit_scale=0.25, bos_token_id=1, eos_token_id=2),
+    "Cohere2Model": dict(model_type="cohere2", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
+                         sliding_window=5,
+                         layer_types=["full_attention", "sliding_attention"], attention_bias=True,
+                         bos_token_id=1, eos_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="cohere2", vocab_size=91, hidden_size=24, num_hidden_layers=4,
+                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
+                 layer_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
+                 tie_word_embeddings=False, attention_bias=True, logit_scale=0.5, sliding_window=5,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *(dict(model_type="cohere2", vocab_size=91, hidden_size=24, num_hidden_layers=1,
+                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, sliding_window=5,
+                   layer_types=["sliding_attention"], max_position_embeddings=32, rope_parameters=rope)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 COHERE2 = hf_cohere.COHERE.derive(
     "Cohere 2", ("cohere2",), causal_lm("Cohere2"),
     "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "

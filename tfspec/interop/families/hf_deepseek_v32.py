@@ -74,6 +74,50 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return mtp.with_modules(hf_deepseek.said_scale(document, s), s, head)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # 5 of 24 keys per query, so that most queries attend sparsely; 8 indexer heads, so that a score of exactly 0
+    # (every head's relu 0), whose ties torch.topk breaks as it will, is rare
+    "DeepseekV32ForCausalLM": dict(model_type="deepseek_v32", vocab_size=90, hidden_size=32, intermediate_size=48,
+                                   moe_intermediate_size=8, num_hidden_layers=3, num_attention_heads=4,
+                                   num_key_value_heads=4, n_shared_experts=1, n_routed_experts=4,
+                                   num_experts_per_tok=2, n_group=2, topk_group=1, kv_lora_rank=8, q_lora_rank=12,
+                                   qk_rope_head_dim=4, v_head_dim=6, qk_nope_head_dim=6, index_topk=5,
+                                   index_head_dim=8, index_n_heads=8, first_k_dense_replace=1,
+                                   routed_scaling_factor=2.5, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "DeepseekV32Model": dict(model_type="deepseek_v32", vocab_size=90, hidden_size=32, intermediate_size=48,
+                             moe_intermediate_size=8, num_hidden_layers=2, num_attention_heads=2,
+                             num_key_value_heads=2, n_shared_experts=2, n_routed_experts=4, num_experts_per_tok=1,
+                             n_group=1, topk_group=1, kv_lora_rank=6, q_lora_rank=8, qk_rope_head_dim=2,
+                             v_head_dim=4, qk_nope_head_dim=6, index_topk=9, index_head_dim=4, index_n_heads=8,
+                             mlp_layer_types=["sparse", "dense"], norm_topk_prob=False, attention_bias=True,
+                             pad_token_id=0, bos_token_id=1, eos_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="deepseek_v32", vocab_size=91, hidden_size=24, intermediate_size=40,
+                 moe_intermediate_size=10, num_hidden_layers=4, num_attention_heads=3,
+                 num_key_value_heads=3, n_shared_experts=2, n_routed_experts=6, num_experts_per_tok=3,
+                 n_group=3, topk_group=2, kv_lora_rank=7, q_lora_rank=9, qk_rope_head_dim=4,
+                 v_head_dim=5, qk_nope_head_dim=6, index_topk=11, index_head_dim=6, index_n_heads=3,
+                 first_k_dense_replace=2, norm_topk_prob=False, routed_scaling_factor=1.5,
+                 attention_bias=True, rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05,
+                 hidden_act="gelu", tie_word_embeddings=True, num_nextn_predict_layers=1,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+                                  "original_max_position_embeddings": 8, "beta_fast": 16.0,
+                                  "beta_slow": 2.0, "mscale": 0.9, "mscale_all_dim": 0.5}),
+            dict(model_type="deepseek_v32", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                 num_attention_heads=3, num_key_value_heads=3, n_routed_experts=4, n_group=2,
+                 topk_group=1, num_experts_per_tok=2, kv_lora_rank=7, q_lora_rank=9, qk_rope_head_dim=4,
+                 v_head_dim=5, qk_nope_head_dim=6, mlp_layer_types=["sparse", "dense", "sparse"]),
+            *(dict(model_type="deepseek_v32", vocab_size=91, hidden_size=24, num_hidden_layers=1,
+                   num_attention_heads=3, num_key_value_heads=3, n_routed_experts=4, n_group=2,
+                   topk_group=1, num_experts_per_tok=2, kv_lora_rank=7, q_lora_rank=9,
+                   qk_rope_head_dim=4, v_head_dim=5, qk_nope_head_dim=6, first_k_dense_replace=0,
+                   max_position_embeddings=32, rope_parameters=rope)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 DEEPSEEK_V32 = hf_deepseek.DEEPSEEK_V3.derive(
     "DeepSeek-V3.2", ("deepseek_v32",), causal_lm("DeepseekV32"),
     "DeepSeek-V3.2: DeepSeek-V3 whose latent attention is sparse (kind=dsa(kv_rank, rope_dim, topk, "

@@ -43,6 +43,20 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
         "embedding tokens", Statement("dropout", s.p_dropout))
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "DistilBertForMaskedLM": dict(model_type="distilbert", vocab_size=90, dim=32, n_layers=2, n_heads=4,
+                                  hidden_dim=64, max_position_embeddings=40),
+    "DistilBertModel": dict(model_type="distilbert", vocab_size=90, dim=32, n_layers=1, n_heads=4, hidden_dim=64,
+                            max_position_embeddings=40, activation="relu"),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="distilbert", vocab_size=91, dim=24, n_layers=3, n_heads=3, hidden_dim=40,
+                 max_position_embeddings=33, dropout=0.2, attention_dropout=0.3, initializer_range=0.05,
+                 activation="relu", tie_word_embeddings=False, architectures=["DistilBertForMaskedLM"])]
+
+
 DISTILBERT = hf_bert.BERT.derive(
     "DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
                                     "DistilBertModel": {"pooler": False, "head": False}},

@@ -156,6 +156,31 @@ def _fused_rows(model, core) -> tuple[int, ...]:
 SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
                      "its attention and feed-forward differ in bias; Falcon's bias sets both")
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "FalconForCausalLM": dict(model_type="falcon", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                              num_attention_heads=4, multi_query=True, parallel_attn=True, bos_token_id=1,
+                              eos_token_id=2),
+    "FalconModel": dict(model_type="falcon", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        num_kv_heads=2, new_decoder_architecture=True, ffn_hidden_size=48, bias=True,
+                        bos_token_id=1, eos_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                 multi_query=False, parallel_attn=False, ffn_hidden_size=40, layer_norm_epsilon=1e-6,
+                 rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0},
+                 hidden_dropout=0.2, attention_dropout=0.3, initializer_range=0.05, activation="relu",
+                 bias=True, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2),
+            dict(model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=6,
+                 num_kv_heads=2, new_decoder_architecture=True, num_ln_in_parallel_attn=1, hidden_dropout=0.1,
+                 bos_token_id=1, eos_token_id=2),
+            *(dict(model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_layers=1,
+                   num_attention_heads=3, max_position_embeddings=32, rope_parameters=rope, bos_token_id=1,
+                   eos_token_id=2)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 FALCON = Family(
     "Falcon", ("falcon",), causal_lm("Falcon"),
     "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "

@@ -69,6 +69,38 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return hf_gemma2.with_head(s, document, head)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "Gemma3ForCausalLM": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
+                              sliding_window=6, query_pre_attn_scalar=8, final_logit_softcapping=0.4,
+                              layer_types=["sliding_attention"] * 3 + ["full_attention"],
+                              rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                               "full_attention": {"rope_type": "linear", "rope_theta": 1e6,
+                                                                  "factor": 8.0}}),
+    "Gemma3TextModel": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
+                            sliding_window=5, layer_types=["full_attention", "sliding_attention"]),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="gemma3_text", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                 num_attention_heads=3, num_key_value_heads=1, head_dim=16, intermediate_size=40,
+                 rms_norm_eps=1e-5, query_pre_attn_scalar=32, sliding_window=7, attention_dropout=0.1,
+                 initializer_range=0.05, hidden_activation="gelu", attention_bias=True,
+                 tie_word_embeddings=False, attn_logit_softcapping=20.0, final_logit_softcapping=10.0,
+                 layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 2e4},
+                                  "full_attention": {"rope_type": "linear", "rope_theta": 5e5, "factor": 4.0}}),
+            *(dict(model_type="gemma3_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                   num_attention_heads=3, num_key_value_heads=3, head_dim=8, intermediate_size=40,
+                   max_position_embeddings=32, sliding_window=7,
+                   layer_types=["sliding_attention", "full_attention"],
+                   rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                    "full_attention": rope})
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 GEMMA3 = hf_gemma2.GEMMA2.derive(
     "Gemma 3", ("gemma3_text",), causal_lm("Gemma3", base="Gemma3TextModel"),
     "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "

@@ -116,6 +116,32 @@ def _rules(model, state: dict) -> list:
 
 from_hf_gemma3_vl, to_hf_gemma3_vl = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # SigLIP's vision tower, normed, its patches averaged in 2 × 2 blocks, normed and mapped in place of Gemma 3's
+    # image tokens, which see one another (sliding and full layers)
+    "Gemma3ForConditionalGeneration": dict(
+        model_type="gemma3", image_token_index=89, boi_token_index=87, eoi_token_index=88, mm_tokens_per_image=4,
+        text_config=dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, head_dim=8,
+                         sliding_window=8, layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+        vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=16, patch_size=4, num_channels=3, layer_norm_eps=1e-6, vision_use_head=False)),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+# every field away from its default (Gemma 3's pictures of 896 pixels give 256 vectors of 4 × 4 blocks)
+COVERAGE = [dict(model_type="gemma3", image_token_index=5, mm_tokens_per_image=9, tie_word_embeddings=False,
+                 text_config=dict(model_type="gemma3_text", vocab_size=91, hidden_size=24,
+                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                  head_dim=6, intermediate_size=40, sliding_window=16,
+                                  tie_word_embeddings=False),
+                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                    num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
+                                    hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
+                                    vision_use_head=False))]
+
+
 GEMMA3_VL = Family(
     "Gemma 3 (vision)", ("gemma3",), {"Gemma3ForConditionalGeneration": {}},
     "Gemma 3's vision-language models: SigLIP's vision tower, normed (tower vision), connected to Gemma 3's "

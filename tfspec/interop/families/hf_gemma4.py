@@ -341,6 +341,62 @@ WEIGHTS = Weights({
          "embeddings.tokens.per_layer.norm": "per_layer_projection_norm"},
     parts=_layer_modules)
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # E2B's layers: sliding and full ones (wider heads, p-RoPE), per-layer input embeddings, and the last three
+    # reading the keys and values of the last earlier layer of their kind, with MLPs twice as wide; and the
+    # 26B-A4B's mixture of experts beside each MLP
+    "Gemma4ForCausalLM": dict(model_type="gemma4_text", vocab_size=90, hidden_size=32, num_hidden_layers=7,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                              intermediate_size=48, sliding_window=6, final_logit_softcapping=0.4,
+                              enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=12,
+                              hidden_size_per_layer_input=8, vocab_size_per_layer_input=90,
+                              num_kv_shared_layers=3, use_double_wide_mlp=True,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention"] * 2
+                              + ["full_attention"],
+                              rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                               "full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
+                                                                  "partial_rotary_factor": 0.5}}),
+    # the 26B-A4B's layers: full ones with values from the keys and fewer kv heads, a mixture of experts beside
+    # each MLP; and the last two reading earlier layers' keys
+    "Gemma4TextModel": dict(model_type="gemma4_text", vocab_size=90, hidden_size=32, num_hidden_layers=5,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                            num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=48,
+                            enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=12,
+                            sliding_window=5, hidden_size_per_layer_input=0, num_kv_shared_layers=2,
+                            use_bidirectional_attention="vision",  # (the larger sizes': causal for text)
+                            layer_types=["full_attention", "sliding_attention", "full_attention",
+                                         "sliding_attention", "full_attention"]),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                 num_attention_heads=3, num_key_value_heads=3, head_dim=16, global_head_dim=32,
+                 num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=40, rms_norm_eps=1e-5,
+                 sliding_window=7, attention_dropout=0.1, initializer_range=0.05, hidden_activation="gelu",
+                 attention_bias=True, tie_word_embeddings=False, final_logit_softcapping=10.0,
+                 hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=5, top_k_experts=3,
+                 moe_intermediate_size=10, layer_types=["full_attention", "sliding_attention",
+                                                        "full_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 2e4},
+                                  "full_attention": {"rope_type": "proportional", "rope_theta": 5e5,
+                                                     "partial_rotary_factor": 0.5, "factor": 2.0}}),
+            dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=5,
+                 num_attention_heads=3, num_key_value_heads=1, head_dim=8, global_head_dim=16,
+                 intermediate_size=40, sliding_window=7, hidden_size_per_layer_input=6,
+                 vocab_size_per_layer_input=97, num_kv_shared_layers=2,
+                 use_double_wide_mlp=True, layer_types=["sliding_attention", "full_attention"] * 2
+                 + ["full_attention"]),
+            *(dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                   num_attention_heads=3, num_key_value_heads=1, head_dim=8, global_head_dim=8,
+                   intermediate_size=40, sliding_window=7, hidden_size_per_layer_input=0,
+                   layer_types=["sliding_attention", "full_attention"],
+                   rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                    "full_attention": rope})
+              for rope in ({"rope_type": "linear", "rope_theta": 1e6, "factor": 4.0},
+                           {"rope_type": "default", "rope_theta": 1e6}))]
+
+
 GEMMA4 = Family(
     "Gemma 4", ("gemma4_text",), causal_lm("Gemma4", base="Gemma4TextModel"),
     "Gemma 4 (text): Gemma 3's sandwich-normed layer with plain RMSNorms, unscaled scores, weightless value "

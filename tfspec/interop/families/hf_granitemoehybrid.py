@@ -129,6 +129,48 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # Granite 4.0-H: Mamba-2 (grouped B and C) with attention in layer 1, no positions, Granite's multipliers, a
+    # mixture beside the shared network; the base model dense, rotary, every projection biased
+    "GraniteMoeHybridForCausalLM": dict(model_type="granitemoehybrid", vocab_size=90, hidden_size=32,
+                                        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                        intermediate_size=12, shared_intermediate_size=20, num_local_experts=4,
+                                        num_experts_per_tok=2, mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8,
+                                        mamba_n_groups=2, mamba_chunk_size=8, embedding_multiplier=3.0,
+                                        attention_multiplier=0.2, residual_multiplier=0.5, logits_scaling=2.5,
+                                        position_embedding_type="nope",
+                                        layer_types=["mamba", "attention", "mamba", "mamba"]),
+    "GraniteMoeHybridModel": dict(model_type="granitemoehybrid", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                                  num_attention_heads=2, num_key_value_heads=2, shared_intermediate_size=24,
+                                  num_local_experts=0, num_experts_per_tok=0, mamba_n_heads=2, mamba_d_head=32,
+                                  mamba_d_state=6, mamba_n_groups=1, mamba_d_conv=3, mamba_chunk_size=4,
+                                  mamba_conv_bias=False, mamba_proj_bias=True, attention_bias=True,
+                                  position_embedding_type="rope",
+                                  layer_types=["attention", "mamba", "mamba"],
+                                  rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="granitemoehybrid", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=8,
+                 shared_intermediate_size=12, num_local_experts=3, num_experts_per_tok=2,
+                 router_aux_loss_coef=0.02, output_router_logits=True, rms_norm_eps=1e-5,
+                 initializer_range=0.05, attention_dropout=0.1, attention_bias=True,
+                 embedding_multiplier=3.0, attention_multiplier=0.2, residual_multiplier=0.5,
+                 logits_scaling=2.5, mamba_n_heads=3, mamba_d_head=32, mamba_d_state=6,
+                 mamba_n_groups=3, mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False,
+                 mamba_proj_bias=True, mamba_expand=4, tie_word_embeddings=True,
+                 position_embedding_type="rope", layer_types=["mamba", "attention", "attention"],
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *(dict(model_type="granitemoehybrid", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                   num_attention_heads=3, num_key_value_heads=3, shared_intermediate_size=12,
+                   num_local_experts=0, num_experts_per_tok=0, mamba_n_heads=2, mamba_d_head=24,
+                   max_position_embeddings=32, position_embedding_type="rope",
+                   layer_types=["mamba", "attention"], rope_parameters=rope)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 GRANITE_MOE_HYBRID = Family(
     "Granite 4.0-H", ("granitemoehybrid",),
     causal_lm("GraniteMoeHybrid"),

@@ -100,6 +100,29 @@ def layers_document(s, layers: list[tuple[str, bool]], feedforward: str, dense: 
     return document.add_lines("decoder", lines)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # LFM2: short convolutions with attention in every second layer; the base model attention's with one
+    "Lfm2ForCausalLM": dict(model_type="lfm2", vocab_size=90, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                            num_attention_heads=4, num_key_value_heads=2, conv_L_cache=3, full_attn_idxs=[1, 3],
+                            block_auto_adjust_ff_dim=False, tie_word_embeddings=False),
+    "Lfm2Model": dict(model_type="lfm2", vocab_size=90, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                      num_attention_heads=2, num_key_value_heads=2, conv_L_cache=4, full_attn_idxs=[0, 2],
+                      block_auto_adjust_ff_dim=False, norm_eps=1e-6,
+                      rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                 num_attention_heads=3, num_key_value_heads=1, conv_L_cache=4, full_attn_idxs=[2],
+                 block_auto_adjust_ff_dim=False, norm_eps=1e-6, initializer_range=0.05, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *(dict(model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                   num_attention_heads=3, num_key_value_heads=3, full_attn_idxs=[1], block_auto_adjust_ff_dim=False,
+                   max_position_embeddings=32, rope_parameters=rope)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 LFM2 = Family(
     "LFM2", ("lfm2",), causal_lm("Lfm2"),
     "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "

@@ -24,7 +24,6 @@ from ..document import Document, Statement
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
 
 
-
 def rope(config) -> dict:
     """The rotary settings of a Llama-family configuration (``rope_parameters``, or the older ``rope_theta``)."""
     params = dict(getattr(config, "rope_parameters", None) or {})
@@ -108,6 +107,23 @@ def scaling_fields(path: str = "rope_parameters", params: Callable = None, optio
 ROPE_SCALING = scaling_fields()
 
 
+# a rotary scaling of each kind, with its options away from their defaults: every family reading them is tested
+# with each
+ROPE_EXAMPLES = {
+    "linear": {"rope_type": "linear", "rope_theta": 1e4, "factor": 3.0},
+    "dynamic": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.5},
+    "llama3": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.5,
+               "high_freq_factor": 3.0, "original_max_position_embeddings": 8},
+    # Llama 4 Scout's: equal factors, no band of wavelengths blended (transformers warns, and computes it)
+    "llama3 unblended": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 16.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 1.0, "original_max_position_embeddings": 8},
+    "yarn": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0, "original_max_position_embeddings": 8,
+             "beta_fast": 16.0, "beta_slow": 2.0, "mscale": 0.9, "mscale_all_dim": 0.5, "truncate": False},
+    "yarn with its attention factor": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+                                       "original_max_position_embeddings": 8, "attention_factor": 1.3},
+}
+
+
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.dim),
     Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
@@ -181,6 +197,30 @@ def hf_config(spec) -> dict:
 # Llama's checkpoint, from which most decoders' tables derive
 WEIGHTS = Weights({"attention": Projections(), "feedforward": GatedMLP(),
                           "attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"})
+
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "LlamaForCausalLM": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                             rope_theta=500000.0, tie_word_embeddings=False),
+    "MistralForCausalLM": dict(model_type="mistral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=1, intermediate_size=48, sliding_window=6),
+    "LlamaModel": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                       intermediate_size=48, attention_bias=True),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                 num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                 attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
+                 mlp_bias=True, tie_word_embeddings=True),
+            dict(model_type="mistral", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                 num_key_value_heads=3, intermediate_size=40, sliding_window=7),
+            *(dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                   intermediate_size=40, max_position_embeddings=32, rope_parameters=rope)
+              for rope in ROPE_EXAMPLES.values())]
+
 
 LLAMA = Family("Llama", ("llama",), causal_lm("Llama"),
                "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "

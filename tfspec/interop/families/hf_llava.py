@@ -192,6 +192,33 @@ def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
 from_hf_llava, to_hf_llava = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # CLIP's vision tower, its patches at the input of its last layer through a two-layer projector in place of a
+    # Llama's image tokens
+    "LlavaForConditionalGeneration": dict(
+        model_type="llava", image_token_index=89, image_seq_length=9,
+        text_config=dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=48),
+        vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
+                           image_size=12, patch_size=4, num_channels=3, layer_norm_eps=1e-6)),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+# every field away from its default: the class token kept, the last layer's output read, a bias-free projector,
+# a tied Qwen2 text model (any family's text_config: that family's fields are its own table's)
+COVERAGE = [dict(model_type="llava", image_token_index=3, image_seq_length=17, projector_hidden_act="relu",
+                 vision_feature_select_strategy="full", vision_feature_layer=-1, multimodal_projector_bias=False,
+                 tie_word_embeddings=True,
+                 text_config=dict(model_type="qwen2", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
+                                  tie_word_embeddings=True),
+                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                    num_attention_heads=5, image_size=16, patch_size=4, num_channels=1,
+                                    hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
+                                    initializer_range=0.04))]
+
+
 LLAVA = Family(
     "LLaVA", ("llava",), {"LlavaForConditionalGeneration": {}},
     "LLaVA: CLIP's vision tower (tower vision) connected to a text model (tower text, its text_config's "

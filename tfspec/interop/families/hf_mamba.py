@@ -70,6 +70,21 @@ def hf_config(spec) -> dict:
     return {"model_type": "mamba", **FIELDS.config(f)}
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # Mamba: layers of a normed Mamba-1 mixer alone; the base model's biased projections, no convolution bias
+    "MambaForCausalLM": dict(model_type="mamba", vocab_size=90, hidden_size=32, num_hidden_layers=3, state_size=8,
+                             expand=2, conv_kernel=4, tie_word_embeddings=False),
+    "MambaModel": dict(model_type="mamba", vocab_size=90, hidden_size=16, num_hidden_layers=2, state_size=6, expand=3,
+                       conv_kernel=3, use_bias=True, use_conv_bias=False, time_step_rank=5, layer_norm_epsilon=1e-6),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="mamba", vocab_size=91, hidden_size=24, num_hidden_layers=3, state_size=6, expand=3,
+                 conv_kernel=3, use_bias=True, use_conv_bias=False, time_step_rank=7, layer_norm_epsilon=1e-6,
+                 initializer_range=0.05, tie_word_embeddings=False)]
+
+
 MAMBA = hybrid.mixers_alone_family(
     "Mamba", "mamba", "Mamba: every layer one RMS-normed Mamba mixer (mixer mamba, Mamba-1's selective scan) on a "
     "residual branch, with no attention and no feed-forward; a final RMSNorm", __name__, 680, FIELDS, document,

@@ -41,6 +41,23 @@ def hf_config(spec) -> dict:
     return {"model_type": "mamba2", **FIELDS.config(f)}
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # Mamba-2: layers of a normed mixer alone; the base model's B and C in one group, biased projections
+    "Mamba2ForCausalLM": dict(model_type="mamba2", vocab_size=90, hidden_size=32, num_hidden_layers=3, num_heads=4,
+                              head_dim=16, expand=2, state_size=8, n_groups=2, chunk_size=8),
+    "Mamba2Model": dict(model_type="mamba2", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_heads=2,
+                        head_dim=32, expand=2, state_size=6, n_groups=1, conv_kernel=3, use_bias=True,
+                        use_conv_bias=False, chunk_size=4, layer_norm_epsilon=1e-6),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="mamba2", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_heads=3,
+                 head_dim=32, expand=4, state_size=6, n_groups=3, conv_kernel=3, chunk_size=4, use_bias=True,
+                 use_conv_bias=False, layer_norm_epsilon=1e-6, initializer_range=0.05,
+                 tie_word_embeddings=True)]
+
+
 MAMBA2 = hybrid.mixers_alone_family(
     "Mamba-2", "mamba2", "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, "
     "with no attention and no feed-forward; a final RMSNorm", __name__, 600, FIELDS, document, hf_config,

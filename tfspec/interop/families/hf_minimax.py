@@ -135,8 +135,6 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-
-
 def _parts(model) -> list[dict[str, str]]:
     """Each layer's parts as ``Weights`` names them: its ``mixer`` or ``attention``, its ``feedforward`` and
     the norm before each (``norm``, ``mlp_norm``)."""
@@ -161,6 +159,41 @@ def _decays(model, prefix: str) -> dict:
                     f"{prefix}layers.{i}.self_attn.diagonal_decay":
                         torch.exp(torch.where(distance >= 0, -distance, float("-inf")))})
     return out
+
+
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # MiniMax: lightning attention with Mixtral's attention in layer 1, DeepNet's scaled sums, mixtures; the base
+    # model's attention in most layers, sliding, its head_dim its own
+    "MiniMaxForCausalLM": dict(model_type="minimax", vocab_size=90, hidden_size=32, intermediate_size=12,
+                               num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, block_size=4,
+                               num_local_experts=4, num_experts_per_tok=2, full_attn_alpha_factor=1.7,
+                               linear_attn_alpha_factor=1.7, mlp_alpha_factor=1.7, full_attn_beta_factor=0.8,
+                               linear_attn_beta_factor=0.8, mlp_beta_factor=0.9,
+                               layer_types=["linear_attention", "full_attention", "linear_attention",
+                                            "linear_attention"]),
+    "MiniMaxModel": dict(model_type="minimax", vocab_size=90, hidden_size=32, intermediate_size=8,
+                         num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1, head_dim=12, block_size=8,
+                         num_local_experts=3, num_experts_per_tok=2, sliding_window=5,
+                         layer_types=["full_attention", "linear_attention", "full_attention"],
+                         rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="minimax", vocab_size=91, hidden_size=24, intermediate_size=8,
+                 num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1, head_dim=16, block_size=8,
+                 num_local_experts=3, num_experts_per_tok=1, router_aux_loss_coef=0.02,
+                 output_router_logits=True, rms_norm_eps=1e-6, attention_dropout=0.1, initializer_range=0.05,
+                 tie_word_embeddings=True, sliding_window=7, full_attn_alpha_factor=1.7,
+                 linear_attn_alpha_factor=1.7, mlp_alpha_factor=1.5, full_attn_beta_factor=0.8,
+                 linear_attn_beta_factor=0.8, mlp_beta_factor=0.9,
+                 layer_types=["linear_attention", "full_attention", "full_attention"],
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *(dict(model_type="minimax", vocab_size=91, hidden_size=24, intermediate_size=8,
+                   num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3, num_local_experts=2,
+                   num_experts_per_tok=1, max_position_embeddings=32,
+                   layer_types=["linear_attention", "full_attention"], rope_parameters=rope)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
 
 
 MINIMAX = Family(

@@ -57,6 +57,31 @@ MIXTURE = {"feedforward.router": "mlp.gate", "feedforward.experts.up": Tensor("m
            "feedforward.experts.down": Tensor("mlp.experts.down_proj"),
            "feedforward.shared": GatedMLP("mlp.shared_expert"), "feedforward.shared_gate": "mlp.shared_expert_gate"}
 # (each head's query and key norms where it has them: Qwen3-MoE's)
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "MixtralForCausalLM": dict(model_type="mixtral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=24,
+                               num_local_experts=4, num_experts_per_tok=2, sliding_window=6),
+    "MixtralModel": dict(model_type="mixtral", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                         num_attention_heads=4, num_key_value_heads=4, intermediate_size=24, num_local_experts=3,
+                         num_experts_per_tok=3, output_router_logits=True, router_aux_loss_coef=0.02),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
+                 rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
+                 tie_word_embeddings=True, sliding_window=5, num_local_experts=5, num_experts_per_tok=3,
+                 output_router_logits=True, router_aux_loss_coef=0.05,
+                 rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
+                 architectures=["MixtralForCausalLM"]),
+            *(dict(model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden_layers=1,
+                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40,
+                   max_position_embeddings=32,
+                   num_local_experts=2, num_experts_per_tok=1, rope_parameters=rope)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 WEIGHTS = hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
                                    **MIXTURE})
 

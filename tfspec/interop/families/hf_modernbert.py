@@ -164,6 +164,34 @@ def _layer_parts(model, i: int) -> dict[str, str]:
     return parts
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "ModernBertForMaskedLM": dict(model_type="modernbert", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                                  num_attention_heads=4, intermediate_size=48, local_attention=8,
+                                  pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
+    "ModernBertModel": dict(model_type="modernbert", vocab_size=90, hidden_size=32, num_hidden_layers=3,
+                            num_attention_heads=4, intermediate_size=48, local_attention=6, norm_bias=True,
+                            attention_bias=True, mlp_bias=True, norm_eps=1e-6,
+                            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                            rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 50000.0},
+                                             "sliding_attention": {"rope_type": "default", "rope_theta": 5000.0}},
+                            pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="modernbert", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                 num_attention_heads=3, intermediate_size=40, local_attention=6, norm_eps=1e-7,
+                 norm_bias=True, attention_bias=True, mlp_bias=True, hidden_activation="relu",
+                 attention_dropout=0.3, mlp_dropout=0.2, embedding_dropout=0.1, initializer_range=0.05,
+                 tie_word_embeddings=False, decoder_bias=False, classifier_bias=True,
+                 classifier_activation="relu",
+                 layer_types=["sliding_attention", "full_attention", "full_attention"],
+                 rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 5e4},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 5e3}},
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2,
+                 architectures=["ModernBertForMaskedLM"])]
+
+
 MODERNBERT = Family(
     "ModernBERT", ("modernbert",), {"ModernBertForMaskedLM": {"head": True}, "ModernBertModel": {"head": False}},
     "ModernBERT: a pre-norm encoder of LayerNorms (no norm before the first layer's attention: the "

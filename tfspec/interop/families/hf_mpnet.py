@@ -52,6 +52,21 @@ def _mpnet_bias(f) -> bool:
                                                                                                     True)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "MPNetForMaskedLM": dict(model_type="mpnet", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, intermediate_size=48, max_position_embeddings=40),
+    "MPNetModel": dict(model_type="mpnet", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                       intermediate_size=48, max_position_embeddings=40, hidden_act="relu", layer_norm_eps=1e-5),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="mpnet", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                 intermediate_size=40, max_position_embeddings=35, layer_norm_eps=1e-7, hidden_dropout_prob=0.2,
+                 attention_probs_dropout_prob=0.3, initializer_range=0.05, hidden_act="relu",
+                 tie_word_embeddings=False, architectures=["MPNetForMaskedLM"])]
+
+
 MPNET = hf_roberta.ROBERTA.derive(
     "MPNet", ("mpnet",), {"MPNetForMaskedLM": {"pooler": False, "head": True},
                           "MPNetModel": {"pooler": True, "head": False}},

@@ -18,6 +18,26 @@ from ..fields import Field
 ACTIVATIONS = {"relu2": "squared_relu", "relu": "relu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh",
                "silu": "silu"}
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "NanoChatForCausalLM": dict(model_type="nanochat", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                                final_logit_softcapping=0.5),
+    "NanoChatModel": dict(model_type="nanochat", vocab_size=90, hidden_size=32, num_hidden_layers=1,
+                          num_attention_heads=4, intermediate_size=48, attention_bias=True, hidden_act="gelu"),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="nanochat", vocab_size=91, hidden_size=24, num_hidden_layers=3,
+                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-5,
+                 attention_dropout=0.3, initializer_range=0.05, hidden_act="relu", attention_bias=True,
+                 tie_word_embeddings=True, final_logit_softcapping=None,
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
+            *(dict(model_type="nanochat", vocab_size=91, hidden_size=24, num_hidden_layers=1,
+                   num_attention_heads=3, intermediate_size=40, max_position_embeddings=32,
+                   rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 FIELDS = hf_llama.FIELDS.derive(
     Field("activation", "hidden_act", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
     hf_gemma2.FIELDS["final_softcap"],

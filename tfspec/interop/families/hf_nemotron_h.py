@@ -183,6 +183,37 @@ def _parts(model) -> list[dict[str, str]]:
     return found
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # Nemotron-H: blocks of Mamba-2, attention, a squared-ReLU MLP and a mixture (grouped sigmoid routing, a shared
+    # MLP); the base model's of Mamba-2 (biased projections), an MLP and attention
+    "NemotronHForCausalLM": dict(model_type="nemotron_h", vocab_size=90, hidden_size=32, num_attention_heads=4,
+                                 num_key_value_heads=2, head_dim=8, intermediate_size=40, mamba_num_heads=4,
+                                 mamba_head_dim=16, ssm_state_size=8, n_groups=2, chunk_size=8,
+                                 n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+                                 moe_shared_expert_intermediate_size=20, n_group=2, topk_group=1,
+                                 routed_scaling_factor=1.5, tie_word_embeddings=False,
+                                 hybrid_override_pattern="ME*M-"),
+    "NemotronHModel": dict(model_type="nemotron_h", vocab_size=90, hidden_size=32, intermediate_size=24,
+                           mamba_num_heads=2, mamba_head_dim=32, ssm_state_size=6, n_groups=1, conv_kernel=3,
+                           chunk_size=4, use_bias=True, use_conv_bias=False, mlp_bias=True, layer_norm_epsilon=1e-6,
+                           num_attention_heads=2, num_key_value_heads=1,
+                           layer_types=["linear_attention", "mlp", "full_attention",
+                                        "linear_attention"]),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="nemotron_h", vocab_size=91, hidden_size=24, num_attention_heads=3,
+                 num_key_value_heads=1, head_dim=16, intermediate_size=40, mlp_hidden_act="relu",
+                 mlp_bias=True, attention_dropout=0.1, layer_norm_epsilon=1e-6, initializer_range=0.05,
+                 tie_word_embeddings=True, mamba_num_heads=3, mamba_head_dim=16, ssm_state_size=6,
+                 n_groups=3, conv_kernel=3, chunk_size=4, use_bias=True, use_conv_bias=False,
+                 n_routed_experts=6, num_experts_per_tok=3, moe_intermediate_size=8,
+                 moe_shared_expert_intermediate_size=12, n_group=3, topk_group=2,
+                 routed_scaling_factor=2.5, norm_topk_prob=False,
+                 layer_types=["moe", "attention", "mamba", "mlp", "mamba"])]
+
+
 NEMOTRON_H = Family(
     "Nemotron-H", ("nemotron_h",), causal_lm("NemotronH"),
     "Nemotron-H: blocks of one RMS-normed sublayer each, as layer_types (hybrid_override_pattern) says: Mamba-2 "

@@ -64,6 +64,27 @@ def post_norm_modules(model) -> dict[str, str]:
     return found
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "Olmo2ForCausalLM": dict(model_type="olmo2", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, pad_token_id=0,
+                             eos_token_id=2),
+    "Olmo2Model": dict(model_type="olmo2", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                       intermediate_size=48, attention_bias=True, pad_token_id=0, eos_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                 num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-6,
+                 rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0},
+                 attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
+                 tie_word_embeddings=True, pad_token_id=0, eos_token_id=2),
+            *(dict(model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                   intermediate_size=40, max_position_embeddings=32, rope_parameters=rope, pad_token_id=0,
+                   eos_token_id=2)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 OLMO2 = Family(
     "OLMo 2", ("olmo2",), causal_lm("Olmo2"),
     "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "

@@ -57,6 +57,38 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "Olmo3ForCausalLM": dict(model_type="olmo3", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
+                             rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                              "full_attention": {"rope_type": "default", "rope_theta": 500000.0}},
+                             pad_token_id=0, eos_token_id=2),
+    "Olmo3Model": dict(model_type="olmo3", vocab_size=90, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                       intermediate_size=48, sliding_window=5, attention_bias=True, max_position_embeddings=64,
+                       layer_types=["full_attention", "sliding_attention", "full_attention"],
+                       rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                        "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 4.0,
+                                                           "beta_fast": 32.0, "beta_slow": 1.0,
+                                                           "original_max_position_embeddings": 16}},
+                       pad_token_id=0, eos_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="olmo3", vocab_size=91, hidden_size=24, num_hidden_layers=4, num_attention_heads=3,
+                 num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7, attention_dropout=0.3,
+                 initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,
+                 sliding_window=5, layer_types=["sliding_attention", "full_attention", "sliding_attention",
+                                                "full_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 2e4},
+                                  "full_attention": {"rope_type": "default", "rope_theta": 5e5}}),
+            *(dict(model_type="olmo3", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                   num_key_value_heads=3, intermediate_size=40, sliding_window=5, max_position_embeddings=32,
+                   layer_types=["sliding_attention", "full_attention"],
+                   rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                                    "full_attention": rope}) for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 OLMO3 = hf_olmo2.OLMO2.derive(
     "OLMo 3", ("olmo3",), causal_lm("Olmo3"),
     "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "

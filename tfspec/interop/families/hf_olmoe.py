@@ -36,6 +36,27 @@ def document(s, *, padding: bool, head: bool) -> Document:
                     kind=f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss})"))
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "OlmoeForCausalLM": dict(model_type="olmoe", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=16, num_experts=4,
+                             num_experts_per_tok=2, pad_token_id=0, eos_token_id=2),
+    "OlmoeModel": dict(model_type="olmoe", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                       intermediate_size=16, num_experts=3, num_experts_per_tok=2, norm_topk_prob=True,
+                       attention_bias=True, pad_token_id=0, eos_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                 num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7, attention_dropout=0.3,
+                 initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,
+                 num_experts=5, num_experts_per_tok=3, norm_topk_prob=True, output_router_logits=True,
+                 router_aux_loss_coef=0.02, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *(dict(model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                   num_key_value_heads=3, intermediate_size=40, num_experts=4, num_experts_per_tok=2,
+                   max_position_embeddings=32, rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+
+
 OLMOE = hf_llama.LLAMA.derive(
     "OLMoE", ("olmoe",), causal_lm("Olmoe"),
     "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "

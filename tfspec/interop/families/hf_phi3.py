@@ -30,6 +30,23 @@ FIELDS = Fields(
 )
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "Phi3ForCausalLM": dict(model_type="phi3", vocab_size=90, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
+                            pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "Phi3Model": dict(model_type="phi3", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                      intermediate_size=48, partial_rotary_factor=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="phi3", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                 num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-6, sliding_window=7,
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                 attention_dropout=0.1, resid_pdrop=0.2, initializer_range=0.05, hidden_act="gelu",
+                 tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)]
+
+
 PHI3 = hf_llama.LLAMA.derive(
     "Phi-3", ("phi3",), causal_lm("Phi3"),
     "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "

@@ -58,6 +58,18 @@ SCHEDULE_FIELDS = [
           read=lambda c: [t if _window(c) is not None else FULL for t in c.layer_types], setting=False),
 ]
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "Qwen2ForCausalLM": dict(model_type="qwen2", vocab_size=90, hidden_size=32, num_hidden_layers=4,
+                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                             use_sliding_window=True, sliding_window=6,
+                             layer_types=["sliding_attention"] * 3 + ["full_attention"]),
+    "Qwen2Model": dict(model_type="qwen2", vocab_size=90, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                       num_key_value_heads=4,
+                       intermediate_size=48, use_sliding_window=True, sliding_window=5, max_window_layers=1),
+}
+
+
 FIELDS = hf_llama.FIELDS.derive(*SCHEDULE_FIELDS, drop={"head_dim", "window", "attention_bias", "mlp_bias",
                                                         "pretraining_tp"})
 

@@ -271,6 +271,39 @@ def to_hf_qwen2_5_vl(model) -> dict:
     return export_state(model, rules, reference=REFERENCE, aliases=aliases)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # its vision transformer (two frames' patches, 2-D rotary positions, tiles of 8 pixels but in its layer 1), its
+    # merger in place of the image tokens of Qwen2's text model with M-RoPE; square pictures of vision_config's
+    # image_size (Hugging Face's reads any size)
+    "Qwen2_5_VLForConditionalGeneration": dict(
+        model_type="qwen2_5_vl", image_token_id=89, vision_start_token_id=87, vision_end_token_id=88,
+        video_token_id=86, tie_word_embeddings=False,
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=40, num_heads=4, in_channels=3, patch_size=2,
+                           spatial_merge_size=2, temporal_patch_size=2, window_size=8, out_hidden_size=32,
+                           fullatt_block_indexes=[1], image_size=12),
+        text_config=dict(vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=48,
+                         rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "mrope_section": [1, 1, 2]})),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+# every field away from its default: one-frame patches of 3 pixels, merged 3 × 3, tiles of 9 pixels, two full
+# layers, a tied text model of GELU with its own M-RoPE sections
+COVERAGE = [dict(model_type="qwen2_5_vl", image_token_id=5, tie_word_embeddings=True,
+                 vision_config=dict(depth=3, hidden_size=24, intermediate_size=36, num_heads=2,
+                                    in_channels=1, patch_size=3, spatial_merge_size=3,
+                                    temporal_patch_size=1, window_size=9, out_hidden_size=24,
+                                    fullatt_block_indexes=[0, 2], hidden_act="gelu",
+                                    initializer_range=0.04, image_size=18,
+                                    rope_parameters={"rope_type": "axial", "rope_theta": 500.0}),
+                 text_config=dict(vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
+                                  num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-6,
+                                  attention_dropout=0.1, initializer_range=0.03, hidden_act="gelu",
+                                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0,
+                                                   "mrope_section": [2, 2, 2]}))]
+
+
 QWEN2_5_VL = Family(
     "Qwen2.5-VL", ("qwen2_5_vl",), {"Qwen2_5_VLForConditionalGeneration": {}},
     "Qwen2.5-VL: its vision transformer (tower vision: two identical frames' patches, 2-D rotary positions, "

@@ -107,8 +107,6 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return hybrid_document(s, f"d_ff={s.d_ff}", head=head, padding=padding)
 
 
-
-
 def gated_attention(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
     """Gated attention (the layer's ``self_attn``): ``q_proj``'s rows, each head's queries then its gate, into our
     ``qkv``'s queries and the output gate's ``proj``; ``k_proj`` and ``v_proj`` after them in ``qkv``; the norms and
@@ -144,6 +142,44 @@ def identical_mixer(model, ours: str, theirs: str, state: dict, ours_state: dict
 WEIGHTS = Weights({"attention": gated_attention, "mixer": identical_mixer, "feedforward": GatedMLP(),
                           "operator_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
                          parts=hybrid.parts("Qwen3.5"))
+
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # Qwen3.5's text model: three Gated DeltaNet layers to one of gated attention (a quarter of each head rotated);
+    # the base model the other way round (its stack's layer attention, a section putting Gated DeltaNet in its
+    # place), its projections and gate biased
+    "Qwen3_5ForCausalLM": dict(model_type="qwen3_5_text", vocab_size=90, hidden_size=32, intermediate_size=40,
+                               num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                               linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=6,
+                               linear_value_head_dim=5, linear_conv_kernel_dim=3, rms_norm_eps=1e-6,
+                               layer_types=["linear_attention", "full_attention", "linear_attention",
+                                            "linear_attention"],
+                               rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0]}),
+    "Qwen3_5TextModel": dict(model_type="qwen3_5_text", vocab_size=90, hidden_size=32, intermediate_size=40,
+                             num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2, head_dim=12,
+                             linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=8,
+                             linear_value_head_dim=8, linear_conv_kernel_dim=4, attention_bias=True,
+                             layer_types=["full_attention", "linear_attention", "full_attention"],
+                             rope_parameters={"rope_type": "default", "rope_theta": 5e5,
+                                              "partial_rotary_factor": 0.5}),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="qwen3_5_text", vocab_size=91, hidden_size=24, intermediate_size=40,
+                 num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1, head_dim=12,
+                 linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=6,
+                 linear_value_head_dim=5, linear_conv_kernel_dim=3, rms_norm_eps=1e-5, attention_bias=True,
+                 attention_dropout=0.1, initializer_range=0.05, tie_word_embeddings=True,
+                 layer_types=["linear_attention", "full_attention", "full_attention"],
+                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
+            *(dict(model_type="qwen3_5_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                   num_attention_heads=3, num_key_value_heads=3, head_dim=16, intermediate_size=40,
+                   linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=4,
+                   linear_value_head_dim=4, max_position_embeddings=32,
+                   layer_types=["linear_attention", "full_attention"], rope_parameters=rope)
+              for rope in hf_llama.ROPE_EXAMPLES.values())]
+
 
 QWEN3_5 = Family(
     "Qwen3.5", ("qwen3_5_text",), causal_lm("Qwen3_5", base="Qwen3_5TextModel"),

@@ -152,6 +152,28 @@ def _rules(model) -> list[Rule]:
 from_hf_siglip, to_hf_siglip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # CLIP's towers with a sigmoid head and a learned bias: a text tower reading its last position, a vision tower
+    # of patches pooled by attention
+    "SiglipModel": dict(model_type="siglip",
+                        text_config=dict(vocab_size=90, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                         num_attention_heads=4, max_position_embeddings=30, projection_size=32),
+                        vision_config=dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                           num_attention_heads=4, image_size=12, patch_size=4, num_channels=3,
+                                           layer_norm_eps=1e-5)),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="siglip",
+                 text_config=dict(vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                                  num_attention_heads=3, max_position_embeddings=33, hidden_act="gelu",
+                                  layer_norm_eps=1e-5, attention_dropout=0.1, projection_size=20),
+                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
+                                    num_attention_heads=5, image_size=20, patch_size=5, num_channels=1,
+                                    hidden_act="quick_gelu", layer_norm_eps=1e-7, attention_dropout=0.2))]
+
+
 SIGLIP = Family(
     "SigLIP", ("siglip",), {"SiglipModel": {}},
     "SigLIP: CLIP's two towers meeting in a sigmoid contrastive head with a learned bias (contrastive text "

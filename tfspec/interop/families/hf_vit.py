@@ -140,6 +140,25 @@ def to_hf_vit(model) -> dict:
     return export_state(model, _rules(model, "vit." if model.head is not None else ""), reference=REFERENCE)
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    "ViTForImageClassification": dict(model_type="vit", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=48, image_size=16, patch_size=4, num_labels=5,
+                                      layer_norm_eps=1e-6),
+    "ViTModel": dict(model_type="vit", hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                     intermediate_size=40, image_size=12, patch_size=6, num_channels=1, qkv_bias=False,
+                     hidden_act="gelu_new"),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="vit", hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
+                 intermediate_size=40, image_size=20, patch_size=5, num_channels=2, layer_norm_eps=1e-6,
+                 hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                 hidden_act="relu", qkv_bias=False, num_labels=7, architectures=["ViTForImageClassification"]),
+            dict(model_type="vit", hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                 intermediate_size=40, image_size=8, patch_size=4, pooler_act="relu", architectures=["ViTModel"])]
+
+
 VIT = Family(
     "ViT", ("vit",),
     {"ViTForImageClassification": {"head": True, "pooler": False},

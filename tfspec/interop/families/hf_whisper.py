@@ -181,6 +181,30 @@ def to_hf_whisper(model) -> dict:
     return export_state(model, rules, reference=REFERENCE, aliases=aliases, derived=_derived(model, prefix))
 
 
+# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
+EXAMPLES = {
+    # Whisper: spectrograms through two convolutions, sinusoids, keys without a bias; heads differing per stack
+    "WhisperForConditionalGeneration": dict(model_type="whisper", vocab_size=90, num_mel_bins=12, d_model=16,
+                                            encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
+                                            decoder_attention_heads=4, encoder_ffn_dim=24, decoder_ffn_dim=20,
+                                            max_source_positions=10, max_target_positions=24,
+                                            activation_function="gelu", pad_token_id=0, bos_token_id=1,
+                                            eos_token_id=2, decoder_start_token_id=1, begin_suppress_tokens=[]),
+    "WhisperModel": dict(model_type="whisper", vocab_size=90, num_mel_bins=8, d_model=16, encoder_layers=1,
+                         decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
+                         decoder_ffn_dim=32, max_source_positions=6, max_target_positions=20,
+                         activation_function="relu", pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                         decoder_start_token_id=1, begin_suppress_tokens=[5, 7], suppress_tokens=[9]),
+}
+
+# configurations that together set every field of its table away from its default, each imported and exported
+COVERAGE = [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
+                 decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
+                 decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
+                 attention_dropout=0.3, activation_dropout=0.15, init_std=0.05, activation_function="relu",
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)]
+
+
 WHISPER = Family(
     "Whisper", ("whisper",),
     {"WhisperForConditionalGeneration": {"head": True}, "WhisperModel": {"head": False}},
