@@ -288,23 +288,19 @@ COVERAGE = [dict(model_type="bart", vocab_size=91, d_model=24, encoder_layers=3,
                  decoder_start_token_id=1)]
 
 
-BART = Family("BART", ("bart",),
-              {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
-              "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned "
-              "positions read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with "
-              "final_logits_bias",
-              module=__name__, priority=350, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
-              export=to_hf_bart, carried=CARRIED)
-MBART = Family(
-    "mBART", ("mbart",),
-    {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},
-    "mBART: BART's embeddings and positions, pre-norm with a final LayerNorm per stack",
+BART = Family(
+    "BART", ("bart",), {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
+    "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned positions "
+    "read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with final_logits_bias",
     module=__name__, priority=350, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
     export=to_hf_bart, carried=CARRIED)
-MARIAN = Family(
-    "Marian", ("marian",),
-    {"MarianMTModel": {"head": True}, "MarianModel": {"head": False}},
+# (one spec text, configuration and weight mapping read all three: the configuration says which it is)
+MBART = BART.derive(
+    "mBART", ("mbart",), {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},
+    "mBART: BART's embeddings and positions, pre-norm with a final LayerNorm per stack",
+    module=__name__, priority=350)
+MARIAN = BART.derive(
+    "Marian", ("marian",), {"MarianMTModel": {"head": True}, "MarianModel": {"head": False}},
     "Marian (MarianMT, OPUS): a post-norm encoder-decoder whose stacks read one token table, sinusoidal "
     "positions with the sines first and the cosines after, embeddings scaled by sqrt(d_model)",
-    module=__name__, priority=350, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
-    export=to_hf_bart, carried=CARRIED)
+    module=__name__, priority=350)
