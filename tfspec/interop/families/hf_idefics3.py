@@ -128,5 +128,6 @@ IDEFICS3 = Family(
     module=__name__, priority=720, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_idefics3,
     export=to_hf_idefics3, towers=True, pictures=pictures)
 SMOLVLM = IDEFICS3.derive(
-    "SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}}, f"SmolVLM: Idefics3's architecture: {CONVENTIONS}",
+    "SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}},
+    f"SmolVLM: Idefics3's architecture: {CONVENTIONS}",
     module=__name__, priority=720, hf_config=lambda towers: hf_config(towers, "smolvlm"))
