@@ -183,21 +183,6 @@ class Family:
         return self.fields.unsupported(config)
 
 
-def exported_config(name: str, model_type: str, kind: str, fields) -> Callable[[Any], dict]:
-    """The ``hf_config`` of a family whose field table says all its configuration holds: a spec of ``kind``
-    (``"decoder-only"``, ``"encoder-only"``), read field by field into a configuration of ``model_type``; the
-    round trip (the spec that configuration describes, compared with the spec) has the final say on the rest."""
-    def hf_config(spec) -> dict:
-        from .facts import Facts
-
-        facts = Facts(spec, name)
-        facts.kind(kind)
-        return {"model_type": model_type, **fields.config(facts)}
-
-    hf_config.__doc__ = f"The {name} configuration ``spec`` would be."
-    return hf_config
-
-
 
 def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: str = "model.",
                  derived: Callable | None = None) -> None:

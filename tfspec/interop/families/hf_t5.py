@@ -21,7 +21,7 @@ from ..mapping import InteropError, Rule, export_state, load_state, refuse_other
 from ..fields import Field, Fields, Fixed
 from ..document import Block, Document, Statement
 from ..writer import SpecWriter, number
-from ..family import Family, exported_config
+from ..family import Family
 
 # feed_forward_proj -> our activation. "gated-gelu" is the tanh-approximated GELU (T5Config reads it as
 # gelu_new); the exact gated GELU has no feed_forward_proj.
@@ -70,8 +70,6 @@ FIELDS = Fields(
              "scale_decoder_outputs": "T5Config derives it from tie_word_embeddings"},
 )
 
-
-hf_config = exported_config("T5", "t5", "encoder-decoder", FIELDS)
 
 
 def options_from_model(model) -> dict:
@@ -183,7 +181,7 @@ def from_hf_t5(model, reference) -> None:
         raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
     same_head(model, reference, lm)
     tied = lm and reference.lm_head.weight is reference.shared.weight
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+    refuse_other_architecture(model, reference, FIELDS, T5.hf_config, lambda: spec_text(
         reference.config, head=lm, tied=tied, padding=model.encoder.masks_padding))
     rules, aliases = _rules(model, lm)
     load_state(model, reference.state_dict(), rules, reference=type(reference).__name__, aliases=aliases)
@@ -216,5 +214,5 @@ T5 = Family("T5", ("t5",),
             {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
             "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
             "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
-            module=__name__, priority=340, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_t5,
+            module=__name__, priority=340, fields=FIELDS, spec_text=spec_text, kind="encoder-decoder", load=from_hf_t5,
             export=to_hf_t5, options_from_tensors=options_from_tensors, options_from_model=options_from_model)

@@ -17,7 +17,7 @@ from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
 from ..document import Block, Document, Statement
 from ..writer import SpecWriter
-from ..family import Family, exported_config
+from ..family import Family
 
 REFERENCE = "Hugging Face ViT"
 POOLER_ACTIVATIONS = {**hf_bert.ACTIVATIONS, "tanh": "tanh"}
@@ -88,8 +88,6 @@ def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool 
         tail=tuple(tail))
     return w.text(document.text(name), list(heading))
 
-hf_config = exported_config("ViT", "vit", "encoder-only", FIELDS)
-
 
 def _rules(model, prefix: str) -> list[Rule]:
     name = model.spec.embeddings[0].name
@@ -130,7 +128,7 @@ def from_hf_vit(model, reference) -> None:
                            "does not")
     classifier = hasattr(reference, "classifier")
     pooler = getattr(getattr(reference, "vit", reference), "pooler", None) is not None
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
+    refuse_other_architecture(model, reference, FIELDS, VIT.hf_config, lambda: spec_text(
         reference.config, head=classifier, pooler=pooler))
     load_state(model, reference.state_dict(), _rules(model, "vit." if classifier else ""), reference=REFERENCE)
 
@@ -166,5 +164,5 @@ VIT = Family(
     "ViT: pictures cut into square patches, each mapped linearly (embedding image { input patches(image=N, "
     "patch=P, class_token=true) }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
     "token (head linear(num_labels) pool=first), the base model's pooler too",
-    module=__name__, priority=160, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_vit,
+    module=__name__, priority=160, fields=FIELDS, spec_text=spec_text, kind="encoder-only", load=from_hf_vit,
     export=to_hf_vit)
