@@ -47,10 +47,11 @@ class Family:
     describe it (the first is the default); ``module``: the declaring module's ``__name__``; ``fields``: its
     ``tfspec.interop.fields.Fields`` table; ``document(s, padding=, head=)``: the spec its configuration's
     settings ``s`` (``fields.write``'s) describe, as a ``tfspec.interop.document.Document``; ``kind``: what its
-    specs are (``"decoder-only"``); ``requires``: what export asks of a spec beyond its fields (``Requires``);
-    ``rules(model, prefix, state, lm)``: a decoder's weight rules (``tfspec.interop.mapping``), its causal LM's
-    base model under ``prefix``; ``computed(model, prefix)``: tensors the reference holds and the model computes
-    (MiniMax's decays).
+    specs are (``"decoder-only"``, ``"encoder-only"``); ``requires``: what export asks of a spec beyond its fields
+    (``Requires``); ``rules``: its weight table (``tfspec.interop.weights.Weights``, or any
+    ``rules(model, prefix, state, lm)`` giving ``mapping.Rule``s), the model with a head holding its base model under
+    ``prefix``; ``computed(model, prefix)``: tensors the reference holds and the model computes (MiniMax's decays);
+    ``priority``: where export tries it, lower first.
 
     From these the family's four functions are derived, each given instead where a family reads otherwise:
     ``spec_text(config, **options)``, the spec a configuration describes; ``hf_config(spec)``, the configuration
@@ -141,7 +142,6 @@ class Family:
     def _export(self, model) -> dict:
         return export_decoder(model, self.rules, f"Hugging Face {self.name}", prefix=self.prefix,
                               derived=self.computed)
-
 
     def processor_pictures(self, config, outputs: dict):
         """The ``vision=`` input of this family's compiled model from its Hugging Face processor's ``outputs``
