@@ -40,9 +40,9 @@ COVERAGE = [dict(model_type="apertus", vocab_size=91, hidden_size=24, num_hidden
                  num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7,
                  attention_dropout=0.3, initializer_range=0.05, hidden_act="relu", tie_word_embeddings=True,
                  attention_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="apertus", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40,
-                   max_position_embeddings=32, rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="apertus", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

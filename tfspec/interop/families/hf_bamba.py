@@ -87,10 +87,10 @@ COVERAGE = [dict(model_type="bamba", vocab_size=91, hidden_size=24, intermediate
                  tie_word_embeddings=True, mamba_n_heads=3, mamba_d_head=32, mamba_d_state=6, mamba_n_groups=3,
                  mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False, mamba_proj_bias=True,
                  mamba_expand=4, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="bamba", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
-                   num_attention_heads=3, num_key_value_heads=3, attn_layer_indices=[1], mamba_n_heads=2,
-                   mamba_d_head=24, max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="bamba", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=3, num_key_value_heads=3, attn_layer_indices=[1], mamba_n_heads=2,
+                mamba_d_head=24, max_position_embeddings=32))]
 
 
 BAMBA = Family(

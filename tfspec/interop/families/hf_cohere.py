@@ -111,10 +111,10 @@ COVERAGE = [dict(model_type="cohere", vocab_size=91, hidden_size=24, num_hidden_
                  rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0},
                  attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
                  tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2),
-            *(dict(model_type="cohere", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                   num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32, rope_parameters=rope,
-                   pad_token_id=0, bos_token_id=1, eos_token_id=2)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="cohere", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32, pad_token_id=0,
+                bos_token_id=1, eos_token_id=2))]
 
 
 COHERE = hf_llama.LLAMA.derive(

@@ -80,10 +80,10 @@ COVERAGE = [dict(model_type="cohere2", vocab_size=91, hidden_size=24, num_hidden
                  tie_word_embeddings=False, attention_bias=True, logit_scale=0.5, sliding_window=5,
                  layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="cohere2", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, sliding_window=5,
-                   layer_types=["sliding_attention"], max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="cohere2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, sliding_window=5, layer_types=["sliding_attention"],
+                max_position_embeddings=32))]
 
 
 COHERE2 = hf_cohere.COHERE.derive(

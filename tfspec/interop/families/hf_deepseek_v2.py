@@ -31,11 +31,10 @@ COVERAGE = [dict(model_type="deepseek_v2", vocab_size=91, hidden_size=24, num_hi
                  tie_word_embeddings=True, attention_bias=True,
                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
                  architectures=["DeepseekV2ForCausalLM"]),
-            *(dict(model_type="deepseek_v2", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, moe_intermediate_size=10, n_routed_experts=4,
-                   num_experts_per_tok=2, kv_lora_rank=8, q_lora_rank=6, qk_rope_head_dim=4,
-                   qk_nope_head_dim=4, v_head_dim=4, max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="deepseek_v2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                moe_intermediate_size=10, n_routed_experts=4, num_experts_per_tok=2, kv_lora_rank=8, q_lora_rank=6,
+                qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=4, max_position_embeddings=32))]
 
 
 DEEPSEEK_V2 = hf_deepseek.DEEPSEEK_V3.derive(

@@ -110,12 +110,11 @@ COVERAGE = [dict(model_type="deepseek_v32", vocab_size=91, hidden_size=24, inter
                  num_attention_heads=3, num_key_value_heads=3, n_routed_experts=4, n_group=2,
                  topk_group=1, num_experts_per_tok=2, kv_lora_rank=7, q_lora_rank=9, qk_rope_head_dim=4,
                  v_head_dim=5, qk_nope_head_dim=6, mlp_layer_types=["sparse", "dense", "sparse"]),
-            *(dict(model_type="deepseek_v32", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, n_routed_experts=4, n_group=2,
-                   topk_group=1, num_experts_per_tok=2, kv_lora_rank=7, q_lora_rank=9,
-                   qk_rope_head_dim=4, v_head_dim=5, qk_nope_head_dim=6, first_k_dense_replace=0,
-                   max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="deepseek_v32", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, n_routed_experts=4, n_group=2, topk_group=1, num_experts_per_tok=2,
+                kv_lora_rank=7, q_lora_rank=9, qk_rope_head_dim=4, v_head_dim=5, qk_nope_head_dim=6,
+                first_k_dense_replace=0, max_position_embeddings=32))]
 
 
 DEEPSEEK_V32 = hf_deepseek.DEEPSEEK_V3.derive(

@@ -117,10 +117,10 @@ COVERAGE = [dict(model_type="ernie4_5_moe", vocab_size=91, hidden_size=24, num_h
                  output_router_logits=True, router_aux_loss_coef=0.02, rms_norm_eps=1e-7,
                  attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
                  tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="ernie4_5_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, moe_intermediate_size=10,
-                   moe_num_experts=4, moe_k=2, moe_layer_start_index=0, max_position_embeddings=32,
-                   rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="ernie4_5_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, moe_intermediate_size=10, moe_num_experts=4, moe_k=2, moe_layer_start_index=0,
+                max_position_embeddings=32))]
 
 
 ERNIE4_5_MOE = hf_ernie4_5.ERNIE4_5.derive(

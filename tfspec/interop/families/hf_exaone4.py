@@ -95,10 +95,10 @@ COVERAGE = [dict(model_type="exaone4", vocab_size=91, hidden_size=24, num_hidden
             dict(model_type="exaone4", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                  num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, sliding_window=5,
                  layer_types=["sliding_attention", "full_attention", "full_attention"]),
-            *(dict(model_type="exaone4", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, sliding_window=None,
-                   layer_types=["full_attention"], max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="exaone4", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, sliding_window=None, layer_types=["full_attention"],
+                max_position_embeddings=32))]
 
 
 EXAONE4 = hf_olmo2.OLMO2.derive(

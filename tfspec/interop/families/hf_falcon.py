@@ -175,10 +175,9 @@ COVERAGE = [dict(model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_
             dict(model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=6,
                  num_kv_heads=2, new_decoder_architecture=True, num_ln_in_parallel_attn=1, hidden_dropout=0.1,
                  bos_token_id=1, eos_token_id=2),
-            *(dict(model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, max_position_embeddings=32, rope_parameters=rope, bos_token_id=1,
-                   eos_token_id=2)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                max_position_embeddings=32, bos_token_id=1, eos_token_id=2))]
 
 
 FALCON = Family(

@@ -186,11 +186,10 @@ COVERAGE = [dict(model_type="falcon_h1", vocab_size=91, hidden_size=24, intermed
                  ssm_in_multiplier=0.8, ssm_out_multiplier=1.1, mlp_multipliers=[0.6, 1.3],
                  ssm_multipliers=[0.5, 1.5, 0.75, 1.25, 2.0],
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="falcon_h1", vocab_size=91, hidden_size=24, intermediate_size=40,
-                   num_hidden_layers=1, num_attention_heads=3, num_key_value_heads=3, head_dim=8,
-                   mamba_d_ssm=48, mamba_n_heads=2, mamba_d_head=24, max_position_embeddings=32,
-                   rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="falcon_h1", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=1,
+                num_attention_heads=3, num_key_value_heads=3, head_dim=8, mamba_d_ssm=48, mamba_n_heads=2,
+                mamba_d_head=24, max_position_embeddings=32))]
 
 
 FALCON_H1 = Family(

@@ -56,9 +56,9 @@ COVERAGE = [dict(model_type="glm4", vocab_size=91, hidden_size=24, num_hidden_la
                  attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
                  attention_bias=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 1.0}),
-            *(dict(model_type="glm4", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                   num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32,
-                   rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="glm4", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32))]
 
 
 GLM4 = hf_llama.LLAMA.derive(

@@ -76,10 +76,10 @@ COVERAGE = [dict(model_type="glm4_moe", vocab_size=91, hidden_size=24, num_hidde
                  attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
                  num_nextn_predict_layers=0,
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 1.0}),
-            *(dict(model_type="glm4_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, head_dim=8, moe_intermediate_size=10,
-                   n_routed_experts=4, num_experts_per_tok=2, first_k_dense_replace=0,
-                   max_position_embeddings=32, rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="glm4_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, head_dim=8, moe_intermediate_size=10, n_routed_experts=4,
+                num_experts_per_tok=2, first_k_dense_replace=0, max_position_embeddings=32))]
 
 
 GLM4_MOE = hf_llama.LLAMA.derive(

@@ -128,11 +128,10 @@ COVERAGE = [dict(model_type="gpt_oss", vocab_size=91, hidden_size=24, num_hidden
                  attention_bias=False, layer_types=["full_attention"] * 3 + ["sliding_attention"],
                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
                  architectures=["GptOssForCausalLM"]),
-            *(dict(model_type="gpt_oss", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, head_dim=8, intermediate_size=20,
-                   num_local_experts=2, num_experts_per_tok=1, max_position_embeddings=32,
-                   rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="gpt_oss", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, head_dim=8, intermediate_size=20, num_local_experts=2, num_experts_per_tok=1,
+                max_position_embeddings=32))]
 
 
 GPT_OSS = hf_llama.LLAMA.derive(

@@ -46,9 +46,9 @@ COVERAGE = [dict(model_type="granite", vocab_size=91, hidden_size=24, num_hidden
                  attention_bias=True, mlp_bias=True, embedding_multiplier=12.0, attention_multiplier=0.2,
                  residual_multiplier=0.3, logits_scaling=8.0,
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            *(dict(model_type="granite", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40,
-                   max_position_embeddings=32, rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="granite", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

@@ -163,12 +163,11 @@ COVERAGE = [dict(model_type="granitemoehybrid", vocab_size=91, hidden_size=24, n
                  mamba_proj_bias=True, mamba_expand=4, tie_word_embeddings=True,
                  position_embedding_type="rope", layer_types=["mamba", "attention", "attention"],
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="granitemoehybrid", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                   num_attention_heads=3, num_key_value_heads=3, shared_intermediate_size=12,
-                   num_local_experts=0, num_experts_per_tok=0, mamba_n_heads=2, mamba_d_head=24,
-                   max_position_embeddings=32, position_embedding_type="rope",
-                   layer_types=["mamba", "attention"], rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="granitemoehybrid", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                num_attention_heads=3, num_key_value_heads=3, shared_intermediate_size=12, num_local_experts=0,
+                num_experts_per_tok=0, mamba_n_heads=2, mamba_d_head=24, max_position_embeddings=32,
+                position_embedding_type="rope", layer_types=["mamba", "attention"]))]
 
 
 GRANITE_MOE_HYBRID = Family(

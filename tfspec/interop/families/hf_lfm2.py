@@ -117,10 +117,10 @@ COVERAGE = [dict(model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_
                  num_attention_heads=3, num_key_value_heads=1, conv_L_cache=4, full_attn_idxs=[2],
                  block_auto_adjust_ff_dim=False, norm_eps=1e-6, initializer_range=0.05, tie_word_embeddings=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
-                   num_attention_heads=3, num_key_value_heads=3, full_attn_idxs=[1], block_auto_adjust_ff_dim=False,
-                   max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=3, num_key_value_heads=3, full_attn_idxs=[1], block_auto_adjust_ff_dim=False,
+                max_position_embeddings=32))]
 
 
 LFM2 = Family(

@@ -110,11 +110,10 @@ COVERAGE = [dict(model_type="lfm2_moe", vocab_size=91, hidden_size=24, intermedi
                  initializer_range=0.05, tie_word_embeddings=False,
                  layer_types=["conv", "full_attention", "full_attention"],
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="lfm2_moe", vocab_size=91, hidden_size=24, intermediate_size=40,
-                   moe_intermediate_size=8, num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3,
-                   num_dense_layers=0, num_experts=2, num_experts_per_tok=1, max_position_embeddings=32,
-                   layer_types=["conv", "full_attention"], rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="lfm2_moe", vocab_size=91, hidden_size=24, intermediate_size=40, moe_intermediate_size=8,
+                num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3, num_dense_layers=0, num_experts=2,
+                num_experts_per_tok=1, max_position_embeddings=32, layer_types=["conv", "full_attention"]))]
 
 
 LFM2_MOE = hf_lfm2.LFM2.derive(

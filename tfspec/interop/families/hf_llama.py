@@ -124,6 +124,12 @@ ROPE_EXAMPLES = {
 }
 
 
+def each_scaling(config: dict) -> list[dict]:
+    """``config`` once with each rotary scaling of ``ROPE_EXAMPLES`` (a family's ``COVERAGE`` of its scaling
+    fields)."""
+    return [{**config, "rope_parameters": rope} for rope in ROPE_EXAMPLES.values()]
+
+
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.dim),
     Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
@@ -217,9 +223,9 @@ COVERAGE = [dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_l
                  mlp_bias=True, tie_word_embeddings=True),
             dict(model_type="mistral", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                  num_key_value_heads=3, intermediate_size=40, sliding_window=7),
-            *(dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                   intermediate_size=40, max_position_embeddings=32, rope_parameters=rope)
-              for rope in ROPE_EXAMPLES.values())]
+            *each_scaling(dict(
+                model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                intermediate_size=40, max_position_embeddings=32))]
 
 
 LLAMA = Family("Llama", ("llama",), causal_lm("Llama"),

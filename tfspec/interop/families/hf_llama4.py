@@ -188,10 +188,10 @@ COVERAGE = [dict(model_type="llama4_text", vocab_size=91, hidden_size=24, num_hi
                  num_attention_heads=3, num_key_value_heads=3, head_dim=8, intermediate_size=40,
                  num_local_experts=2,
                  use_qk_norm=False, attn_temperature_tuning=False, attention_chunk_size=None),
-            *(dict(model_type="llama4_text", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, head_dim=8, intermediate_size=40,
-                   num_local_experts=2, max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="llama4_text", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, head_dim=8, intermediate_size=40, num_local_experts=2,
+                max_position_embeddings=32))]
 
 
 LLAMA4 = hf_llama.LLAMA.derive(

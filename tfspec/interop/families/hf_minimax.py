@@ -189,11 +189,10 @@ COVERAGE = [dict(model_type="minimax", vocab_size=91, hidden_size=24, intermedia
                  linear_attn_beta_factor=0.8, mlp_beta_factor=0.9,
                  layer_types=["linear_attention", "full_attention", "full_attention"],
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="minimax", vocab_size=91, hidden_size=24, intermediate_size=8,
-                   num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3, num_local_experts=2,
-                   num_experts_per_tok=1, max_position_embeddings=32,
-                   layer_types=["linear_attention", "full_attention"], rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="minimax", vocab_size=91, hidden_size=24, intermediate_size=8, num_hidden_layers=2,
+                num_attention_heads=3, num_key_value_heads=3, num_local_experts=2, num_experts_per_tok=1,
+                max_position_embeddings=32, layer_types=["linear_attention", "full_attention"]))]
 
 
 MINIMAX = Family(

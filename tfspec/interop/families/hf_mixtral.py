@@ -75,11 +75,10 @@ COVERAGE = [dict(model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden
                  output_router_logits=True, router_aux_loss_coef=0.05,
                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
                  architectures=["MixtralForCausalLM"]),
-            *(dict(model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40,
-                   max_position_embeddings=32,
-                   num_local_experts=2, num_experts_per_tok=1, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32, num_local_experts=2,
+                num_experts_per_tok=1))]
 
 
 WEIGHTS = hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",

@@ -33,9 +33,9 @@ COVERAGE = [dict(model_type="nanochat", vocab_size=91, hidden_size=24, num_hidde
                  attention_dropout=0.3, initializer_range=0.05, hidden_act="relu", attention_bias=True,
                  tie_word_embeddings=True, final_logit_softcapping=None,
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            *(dict(model_type="nanochat", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, intermediate_size=40, max_position_embeddings=32,
-                   rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="nanochat", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                intermediate_size=40, max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

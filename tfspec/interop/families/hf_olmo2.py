@@ -79,10 +79,9 @@ COVERAGE = [dict(model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_l
                  rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0},
                  attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
                  tie_word_embeddings=True, pad_token_id=0, eos_token_id=2),
-            *(dict(model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                   intermediate_size=40, max_position_embeddings=32, rope_parameters=rope, pad_token_id=0,
-                   eos_token_id=2)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                intermediate_size=40, max_position_embeddings=32, pad_token_id=0, eos_token_id=2))]
 
 
 OLMO2 = Family(

@@ -52,9 +52,10 @@ COVERAGE = [dict(model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_l
                  initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,
                  num_experts=5, num_experts_per_tok=3, norm_topk_prob=True, output_router_logits=True,
                  router_aux_loss_coef=0.02, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *(dict(model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                   num_key_value_heads=3, intermediate_size=40, num_experts=4, num_experts_per_tok=2,
-                   max_position_embeddings=32, rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, num_experts=4, num_experts_per_tok=2,
+                max_position_embeddings=32))]
 
 
 OLMOE = hf_llama.LLAMA.derive(

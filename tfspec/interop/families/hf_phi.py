@@ -34,10 +34,9 @@ COVERAGE = [dict(model_type="phi", vocab_size=91, hidden_size=24, num_hidden_lay
                                   "factor": 2.0},
                  resid_pdrop=0.2, embd_pdrop=0.25, attention_dropout=0.3, initializer_range=0.05,
                  hidden_act="relu", qk_layernorm=True, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2),
-            *(dict(model_type="phi", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                   intermediate_size=40, max_position_embeddings=32, rope_parameters=rope, bos_token_id=1,
-                   eos_token_id=2)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="phi", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                intermediate_size=40, max_position_embeddings=32, bos_token_id=1, eos_token_id=2))]
 
 
 PHI = hf_gptj.GPTJ.derive(

@@ -37,11 +37,10 @@ COVERAGE = [dict(model_type="qwen2_moe", vocab_size=91, hidden_size=24, num_hidd
                  attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
                  architectures=["Qwen2MoeForCausalLM"]),
-            *(dict(model_type="qwen2_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, moe_intermediate_size=20,
-                   shared_expert_intermediate_size=12, num_experts=2, num_experts_per_tok=1,
-                   max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="qwen2_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, moe_intermediate_size=20, shared_expert_intermediate_size=12, num_experts=2,
+                num_experts_per_tok=1, max_position_embeddings=32))]
 
 
 QWEN2_MOE = hf_qwen_moe.QWEN3_MOE.derive(

@@ -26,10 +26,9 @@ COVERAGE = [dict(model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_l
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
                  attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
                  tie_word_embeddings=True, use_sliding_window=True, sliding_window=7, max_window_layers=1),
-            *(dict(model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                   num_key_value_heads=3,
-                   head_dim=8, intermediate_size=40, max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32))]
 
 
 FIELDS = hf_qwen2.FIELDS.derive(

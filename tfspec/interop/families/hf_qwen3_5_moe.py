@@ -58,13 +58,12 @@ COVERAGE = [dict(model_type="qwen3_5_moe_text", vocab_size=91, hidden_size=24, n
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5,
                                   "partial_rotary_factor": 0.5, "mrope_section": [2, 2, 2],
                                   "mrope_interleaved": True}),
-            *(dict(model_type="qwen3_5_moe_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                   num_attention_heads=3, num_key_value_heads=3, head_dim=16, moe_intermediate_size=10,
-                   shared_expert_intermediate_size=14, num_experts=4, num_experts_per_tok=2,
-                   linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=4,
-                   linear_value_head_dim=4, max_position_embeddings=32,
-                   layer_types=["linear_attention", "full_attention"], rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="qwen3_5_moe_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
+                num_attention_heads=3, num_key_value_heads=3, head_dim=16, moe_intermediate_size=10,
+                shared_expert_intermediate_size=14, num_experts=4, num_experts_per_tok=2, linear_num_value_heads=2,
+                linear_num_key_heads=2, linear_key_head_dim=4, linear_value_head_dim=4, max_position_embeddings=32,
+                layer_types=["linear_attention", "full_attention"]))]
 
 
 QWEN3_5_MOE = hf_qwen3_next.QWEN3_NEXT.derive(

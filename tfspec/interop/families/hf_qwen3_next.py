@@ -101,13 +101,12 @@ COVERAGE = [dict(model_type="qwen3_next", vocab_size=91, hidden_size=24, interme
                  linear_value_head_dim=4, moe_intermediate_size=10, shared_expert_intermediate_size=14,
                  num_experts=4, num_experts_per_tok=2, decoder_sparse_step=2,
                  layer_types=["linear_attention", "full_attention"] * 2),
-            *(dict(model_type="qwen3_next", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                   num_attention_heads=3, num_key_value_heads=3, head_dim=16, moe_intermediate_size=10,
-                   shared_expert_intermediate_size=14, num_experts=4, num_experts_per_tok=2,
-                   linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=4,
-                   linear_value_head_dim=4, max_position_embeddings=32,
-                   layer_types=["linear_attention", "full_attention"], rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="qwen3_next", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                num_key_value_heads=3, head_dim=16, moe_intermediate_size=10, shared_expert_intermediate_size=14,
+                num_experts=4, num_experts_per_tok=2, linear_num_value_heads=2, linear_num_key_heads=2,
+                linear_key_head_dim=4, linear_value_head_dim=4, max_position_embeddings=32,
+                layer_types=["linear_attention", "full_attention"]))]
 
 
 QWEN3_NEXT = hf_qwen3_5.QWEN3_5.derive(

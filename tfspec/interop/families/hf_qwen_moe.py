@@ -142,10 +142,10 @@ COVERAGE = [dict(model_type="qwen3_moe", vocab_size=91, hidden_size=24, num_hidd
                  use_sliding_window=True, sliding_window=5,
                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
                  architectures=["Qwen3MoeForCausalLM"]),
-            *(dict(model_type="qwen3_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, moe_intermediate_size=20, num_experts=2,
-                   num_experts_per_tok=1, max_position_embeddings=32, rope_parameters=rope)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="qwen3_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, moe_intermediate_size=20, num_experts=2, num_experts_per_tok=1,
+                max_position_embeddings=32))]
 
 
 QWEN3_MOE = Family(

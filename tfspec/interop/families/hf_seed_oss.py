@@ -30,9 +30,9 @@ COVERAGE = [dict(model_type="seed_oss", vocab_size=91, hidden_size=24, num_hidde
                  tie_word_embeddings=True, attention_bias=False, attention_out_bias=True, mlp_bias=True,
                  residual_dropout=0.2,
                  rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            *(dict(model_type="seed_oss", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, head_dim=8, intermediate_size=40,
-                   max_position_embeddings=32, rope_parameters=rope) for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="seed_oss", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

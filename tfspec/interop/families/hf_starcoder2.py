@@ -60,10 +60,10 @@ COVERAGE = [dict(model_type="starcoder2", vocab_size=91, hidden_size=24, num_hid
                  attention_dropout=0.1, residual_dropout=0.2, embedding_dropout=0.15,
                  initializer_range=0.05, hidden_act="relu", use_bias=False, tie_word_embeddings=False,
                  bos_token_id=1, eos_token_id=2),
-            *(dict(model_type="starcoder2", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40,
-                   max_position_embeddings=32, rope_parameters=rope, bos_token_id=1, eos_token_id=2)
-              for rope in hf_llama.ROPE_EXAMPLES.values())]
+            *hf_llama.each_scaling(dict(
+                model_type="starcoder2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
+                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32, bos_token_id=1,
+                eos_token_id=2))]
 
 
 STARCODER2 = hf_llama.LLAMA.derive(
