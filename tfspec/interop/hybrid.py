@@ -4,13 +4,13 @@ Mamba-2, Granite 4.0-H, Bamba and Nemotron-H store alike under names of their ow
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
 from . import layouts
 from .document import Block, Document, Statement
-from dataclasses import dataclass
-from typing import Callable
-
 from .family import Family
 from .fields import Field, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule

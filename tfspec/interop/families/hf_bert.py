@@ -15,6 +15,7 @@ from ..document import Block, Document, Statement
 from ..family import Family
 from ..weights import MaskedLMHead, Weights
 
+
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                "silu": "silu", "swish": "silu"}
 

@@ -23,9 +23,9 @@ stacked as ours are.
 
 from __future__ import annotations
 
-from ..family import Family, causal_lm
 import math
 
+from ..family import Family, causal_lm
 from ...ir import nodes as ir
 from .. import layouts, mtp
 from ..document import Document

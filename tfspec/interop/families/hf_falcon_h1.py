@@ -14,11 +14,11 @@ mixer's ``norm``).
 
 from __future__ import annotations
 
+import math
+
 from ..family import Family, causal_lm
 from ..document import Document, Statement
 from ..weights import Weights, GatedMLP, Projections
-import math
-
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
 from .. import hybrid, layouts
@@ -26,6 +26,7 @@ from . import hf_llama
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from ..writer import causal_masks
+
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 NORMS = {"gated": (True, False), "before_gate": (True, True), "none": (False, None)}  # (rms_norm, before_gate)

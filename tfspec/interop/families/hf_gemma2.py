@@ -11,9 +11,9 @@ Scores are soft-capped (``kind=softcap(50)``, ``tfspec.variants.softcap``) and s
 
 from __future__ import annotations
 
-from ..family import Family, Requires, causal_lm
 import math
 
+from ..family import Family, Requires, causal_lm
 from ...ir import nodes as ir
 from ...registry import FEEDFORWARD_KINDS
 from ...ir.queries import sublayers
@@ -23,6 +23,7 @@ from ..mapping import InteropError
 from .. import layouts
 from ..document import Document, Statement
 from ..writer import causal_masks, schedule
+
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu"}  # HF's act on the gate -> our gated unit

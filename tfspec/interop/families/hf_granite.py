@@ -9,14 +9,15 @@ wiring form), and the logits divided by ``logits_scaling`` (the head's input sca
 
 from __future__ import annotations
 
-from ..family import causal_lm
 import math
 
+from ..family import causal_lm
 from . import hf_llama
 from ..fields import Field
 from .. import layouts
 from ..document import Document, Statement
 from ..writer import causal_masks
+
 
 def _logits_scaling(f) -> float | None:
     """``logits_scaling`` from the head's input scale (its inverse), as the configuration wrote it where the two

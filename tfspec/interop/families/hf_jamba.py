@@ -10,10 +10,10 @@ kind of layer is the stack's; the others sections.
 
 from __future__ import annotations
 
-from ..family import Family, causal_lm
 import math
 from dataclasses import dataclass
 
+from ..family import Family, causal_lm
 from ...ir import nodes as ir
 from .. import hybrid
 from . import hf_llama
@@ -23,6 +23,7 @@ from ..mapping import Rule, linear_rules, rule
 from ..document import Document
 from ..weights import Weights, GatedMLP, Projections, Tensor
 from ..writer import causal_masks, schedule
+
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 

@@ -11,15 +11,16 @@ sliding window, bias or tying is an ``InteropError``, never a silent copy.
 
 from __future__ import annotations
 
-from ..family import Family, causal_lm
 from typing import Callable
 
+from ..family import Family, causal_lm
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
 from ..writer import causal_masks
 from .. import layouts
 from ..weights import Weights, GatedMLP, Projections
 from ..document import Document, Statement
+
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
 

@@ -7,14 +7,14 @@ before the head. Its base model is the ``backbone``; its embedding ``embeddings`
 
 from __future__ import annotations
 
-from ..document import Document
 import math
 
+from ..document import Document
 from .. import hybrid
-
 from . import hf_jamba, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
+
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
