@@ -153,8 +153,8 @@ class Settings:
     """A configuration's settings as an imported spec writes them: ``s.d_model`` is the text to write (a
     ``let`` name, or the value in place), None where the spec has no such setting; ``s.value(name)`` is the
     configuration's value; ``s.config`` the configuration itself, for what shapes the spec rather than filling a
-    setting (a layer schedule); ``s.let(name, value, field)`` names another value as a ``let``
-    (``SpecWriter``'s call)."""
+    setting (a layer schedule); ``s.writer`` the ``SpecWriter`` the spec is written with:
+    ``s.writer(name, value, field)`` names another value as a ``let``, ``s.writer.forget(name)`` leaves one out."""
 
     def __init__(self, text: dict[str, str | None], values: dict[str, Any], config=None,
                  writer: SpecWriter | None = None):
