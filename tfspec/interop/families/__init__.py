@@ -71,6 +71,7 @@ def coverage() -> dict[str, list[dict]]:
     return {module.__name__.rsplit(".", 1)[-1]: list(module.COVERAGE) for module in MODULES
             if hasattr(module, "COVERAGE")}
 
+
 # model types that are a family's architecture under a name of their own, read as that family's (its model_type),
 # with the note an imported spec states
 READ_AS = {
