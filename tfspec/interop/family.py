@@ -133,15 +133,17 @@ class Family:
         return {"model_type": self.model_types[0], **self.fields.config(facts)}
 
     def _load(self, model, reference) -> None:
-        if self.kind == "encoder-only":
-            load_encoder(model, reference, self)
-        else:
-            load_decoder(model, reference, self.fields, self.hf_config, self.spec_text, self.rules,
-                         prefix=self.prefix, derived=self.computed)
+        (load_encoder if self.kind == "encoder-only" else load_decoder)(model, reference, self)
 
     def _export(self, model) -> dict:
-        return export_decoder(model, self.rules, f"Hugging Face {self.name}", prefix=self.prefix,
-                              derived=self.computed)
+        """The state dict of ``model`` by the family's rules: the model with a head (its base model under
+        ``prefix``) or the base model; the tensors the reference holds and the model computes written as computed."""
+        from .mapping import export_state
+
+        prefix = self.prefix if model.head is not None else ""
+        names, aliases = self.rules(model, prefix, {}, model.head is not None)
+        return export_state(model, names, reference=f"Hugging Face {self.name}", aliases=aliases,
+                            derived=self.computed(model, prefix) if self.computed else None)
 
     def processor_pictures(self, config, outputs: dict):
         """The ``vision=`` input of this family's compiled model from its Hugging Face processor's ``outputs``
@@ -184,37 +186,26 @@ class Family:
 
 
 
-def load_decoder(model, reference, fields, hf_config, spec_text, rules, prefix: str = "model.",
-                 derived: Callable | None = None) -> None:
-    """Copy a decoder-only causal LM's (or base model's) weights into ``model`` by ``rules(model, prefix, state,
-    lm)``, once ``model``'s spec is the architecture the reference's configuration describes (``spec_text``,
-    read field by field through ``fields`` and ``hf_config``); every tensor must be accounted for. ``prefix``:
-    where the causal LM holds its base model (Llama's ``model.``, BLOOM's ``transformer.``); ``derived(model,
-    prefix)``: the tensors the reference holds that the model computes (MiniMax's decays), checked."""
+def load_decoder(model, reference, family: Family) -> None:
+    """Copy a decoder-only causal LM's (or base model's) weights into ``model`` by the family's rules, once
+    ``model``'s spec is the architecture the reference's configuration describes; every tensor must be accounted
+    for, and the tensors the reference holds that the model computes (MiniMax's decays, ``family.computed``) are
+    checked. The causal LM holds its base model under the family's ``prefix`` (Llama's ``model.``, BLOOM's
+    ``transformer.``)."""
     from . import mtp
     from .mapping import load_state, refuse_other_architecture, same_head
 
-    lm = hasattr(reference, "lm_head")
+    lm, prefix = hasattr(reference, "lm_head"), family.prefix
     same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, fields, hf_config, lambda: spec_text(
+    refuse_other_architecture(model, reference, family.fields, family.hf_config, lambda: family.spec_text(
         reference.config, head=lm, padding=model.decoder.masks_padding))
     # multi-token prediction's modules, which Hugging Face's model leaves out: from its checkpoint's files
     state = {**reference.state_dict(), **(mtp.checkpoint_tensors(reference, model, prefix) if lm else {})}
-    names, aliases = rules(model, prefix if lm else "", state, lm)
+    names, aliases = family.rules(model, prefix if lm else "", state, lm)
     names, aliases, outside = mtp.without_missing(model, state, names, aliases, prefix, type(reference).__name__)
+    computed = family.computed(model, prefix if lm else "") if family.computed else None
     load_state(model, state, names, reference=type(reference).__name__, aliases=aliases, outside=outside,
-               derived=derived(model, prefix if lm else "") if derived else None)
-
-
-def export_decoder(model, rules, reference: str, prefix: str = "model.", derived: Callable | None = None) -> dict:
-    """A decoder-only state dict of ``model`` by ``rules``: the causal LM's (spec with a head; its base model under
-    ``prefix``) or the base model's; ``derived``: as ``load_decoder``'s, written as computed."""
-    from .mapping import export_state
-
-    lm = model.head is not None
-    names, aliases = rules(model, prefix if lm else "", {}, lm)
-    return export_state(model, names, reference=reference, aliases=aliases,
-                        derived=derived(model, prefix if lm else "") if derived else None)
+               derived=computed)
 
 
 def load_encoder(model, reference, family: Family) -> None:
