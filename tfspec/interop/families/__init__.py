@@ -62,7 +62,13 @@ FAMILIES: tuple[Family, ...] = _discovered()
 def examples() -> dict[str, dict]:
     """Every family module's tiny configuration of each of its classes (its ``EXAMPLES``), by class: what the tests
     build, save and compare with Hugging Face's, a new family's beside the rest."""
-    return {cls: values for module in MODULES for cls, values in getattr(module, "EXAMPLES", {}).items()}
+    found: dict[str, dict] = {}
+    for module in MODULES:
+        for cls, values in getattr(module, "EXAMPLES", {}).items():
+            if cls in found:  # (one class's example in two modules: the tests would build only one)
+                raise ValueError(f"{module.__name__} gives an example of {cls}, which another module gives too")
+            found[cls] = values
+    return found
 
 
 def coverage() -> dict[str, list[dict]]:
