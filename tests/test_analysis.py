@@ -259,7 +259,9 @@ def test_summary_bad_arguments(tfspec_cli):
         assert message in result.stderr and "Traceback" not in result.stderr, args
 
 
-QK_NORMS = [n for n in NORMS if not NORMS[n].absent]
+# each head's norm once projected, of every kind, and the steps norming them elsewhere
+QK_NORMS = [f"qk_norm={n}" for n in NORMS if not NORMS[n].absent] + ["steps=full_qk_norm", "steps=rotated_qk_norm",
+                                                                      "steps=full_qk_norm(weight=false)"]
 
 
 @pytest.mark.parametrize("kind", list(ATTENTION_KINDS))
@@ -267,7 +269,8 @@ QK_NORMS = [n for n in NORMS if not NORMS[n].absent]
 @pytest.mark.parametrize("batch, heads, kv_heads, cross", [(1, 2, 2, False), (2, 2, 2, False), (2, 4, 2, False),
                                                              (1, 4, 1, False), (1, 1, 1, True), (2, 2, 2, True)])
 def test_qk_norm_memory_is_what_autograd_keeps(kind, norm, batch, heads, kv_heads, cross):
-    """A qk-norm keeps its own tensors and, through its inputs, the projections they are views of."""
+    """A qk-norm (``qk_norm=``, or a step norming them elsewhere) keeps its own tensors and, through its inputs,
+    the projections they are views of."""
     example = ATTENTION_KINDS[kind].examples[-1]
     options = ATTENTION_KINDS[kind].options(example)
     problems = ATTENTION_KINDS[kind].check(options, AttentionShape(
@@ -277,13 +280,18 @@ def test_qk_norm_memory_is_what_autograd_keeps(kind, norm, batch, heads, kv_head
     if refusal is not None:  # and the spec says why
         with pytest.raises(SpecError, match=refusal.message):
             parse(f"embedding t {{ vocab 40; dim 16; position none }}\nencoder x 1 {{ attention self heads=2 "
-                  f"kind={Choice(name=kind, options=example)} qk_norm={norm} }}")
+                  f"kind={Choice(name=kind, options=example)} {norm} }}")
+        return
+    if cross and "rotated" in norm:
+        with pytest.raises(SpecError, match="memory is not rotated"):
+            parse(f"embedding t {{ vocab 40; dim 16; position none }}\nencoder x 1 {{ feedforward d_ff=32 }}\n"
+                  f"decoder x 1 {{ attention cross heads=2 {norm}; feedforward d_ff=32 }}")
         return
     if problems:
         pytest.skip(problems[0].message)
     kind = str(Choice(name=kind, options=example))
     attention = (f"attention {'cross' if cross else 'self'} heads={heads} kv_heads={kv_heads} kind={kind} "
-                 f"qk_norm={norm} mask=padding")
+                 f"{norm} mask=padding")
     stacks = (f"encoder x 1 {{ feedforward d_ff=32 }}\ndecoder x 1 {{ {attention}; feedforward d_ff=32 }}"
               if cross else f"encoder x 1 {{ {attention}; feedforward d_ff=32 }}")
     spec = parse(f"embedding t {{ vocab 40; dim 16; position none }}\n{stacks}\nhead linear(40)")

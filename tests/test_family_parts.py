@@ -109,10 +109,9 @@ def test_temperature_counts_cached_positions_in_eager_and_compiled_decoding(no_r
 embedding tokens { vocab 30; dim 16; position none }
 decoder x 2 {
   position rotary(interleaved=true)
-  attention self heads=2 mask=causal + chunked(4) + padding qk_norm=rmsnorm(weight=false) qk_norm_after=positions
+  attention self heads=2 mask=causal + chunked(4) + padding steps=rotated_qk_norm(weight=false)
   feedforward d_ff=32 activation=swiglu
-  layers 1 { self_attn mask=causal + padding qk_norm=none qk_norm_after=projection \\
-             steps=temperature(floor=2, scale=0.5); position none }
+  layers 1 { self_attn mask=causal + padding steps=temperature(floor=2, scale=0.5); position none }
 }
 head linear(30)
 """, seed=0).eval()

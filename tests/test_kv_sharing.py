@@ -180,8 +180,9 @@ head tied(tokens)"""
 
 @pytest.mark.parametrize("heads, kv_heads, batch", [(2, 2, 1), (2, 2, 2), (2, 1, 1), (1, 1, 2)])
 @pytest.mark.parametrize("options, reader", [("", ""), ("qk_norm=rmsnorm", ""),
-                                             ("qk_norm=rmsnorm qk_norm_width=full", ""),
-                                             ("qk_norm=rmsnorm qk_norm_after=positions", ""),
+                                             ("steps=full_qk_norm", ""),
+                                             ("steps=rotated_qk_norm", ""),
+                                             ("steps=rotated_qk_norm(weight=false)", ""),
                                              ("kind=same_kv steps=value_norm", "steps=none")])
 @pytest.mark.parametrize("length", [7, 2100])  # whole, and in bands of the window (recomputed in backward)
 def test_a_readers_cost_is_what_runs_and_its_memory_what_autograd_keeps(heads, kv_heads, batch, options, reader,

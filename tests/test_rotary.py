@@ -210,13 +210,15 @@ def test_a_qk_norm_after_the_positions_norms_the_rotated_queries_and_keys():
     spec = """model m
 embedding tokens {{ vocab 20; dim 16; position none }}
 decoder x 1 {{ position rotary; attention self heads=2 mask=causal {qk}; feedforward d_ff=32 }}"""
-    with pytest.raises(tfspec.SpecError) as info:
-        tfspec.parse(spec.format(qk="qk_norm_after=positions"))
-    assert "qk_norm_after=positions" in info.value.message and "needs a qk_norm" in info.value.message
-    model = tfspec.compile(spec.format(qk="qk_norm=rmsnorm qk_norm_after=positions"), seed=0).eval()
+    with pytest.raises(tfspec.SpecError) as info:  # normed twice
+        tfspec.parse(spec.format(qk="qk_norm=rmsnorm steps=rotated_qk_norm"))
+    assert "normed twice (rmsnorm, rotated_qk_norm)" in info.value.message and info.value.column > 50
+    model = tfspec.compile(spec.format(qk="steps=rotated_qk_norm"), seed=0).eval()
     attention = model.decoder.layers[0].self_attn
+    norms = attention.rotated_qk_norm
     with torch.no_grad():
-        attention.q_norm.weight.normal_()
+        norms.q.weight.normal_()
+        norms.k.weight.normal_()
     x = torch.randn(1, 5, 16)
     from tfspec.nn.context import Context
     ctx = Context(torch.arange(5)[None])
@@ -225,5 +227,26 @@ decoder x 1 {{ position rotary; attention self heads=2 mask=causal {qk}; feedfor
     split = lambda t: t.view(1, 5, 2, 8).transpose(1, 2)  # noqa: E731
     tables = attention.position.tables(ctx.positions, torch.float32)
     rotated_q, rotated_k = attention.position.rotate(split(raw_q), split(raw_k), tables)
-    assert torch.allclose(q, attention.q_norm(rotated_q), atol=1e-6)
-    assert torch.allclose(k, attention.k_norm(rotated_k), atol=1e-6)
+    rms = lambda t, w: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
+    assert torch.allclose(q, rms(rotated_q, norms.q.weight), atol=1e-6)
+    assert torch.allclose(k, rms(rotated_k, norms.k.weight), atol=1e-6)
+    assert not torch.allclose(q, rms(split(raw_q), norms.q.weight), atol=1e-3)  # (normed, then rotated: other)
+
+
+def test_a_full_width_qk_norm_norms_all_heads_at_once_before_the_split():
+    model = tfspec.compile("""model m
+embedding tokens { vocab 20; dim 16; position none }
+decoder x 1 { attention self heads=2 kv_heads=1 mask=causal steps=full_qk_norm(1e-5); feedforward d_ff=32 }""",
+                           seed=0).eval()
+    attention = model.decoder.layers[0].self_attn
+    norms = attention.full_qk_norm
+    assert norms.q.weight.shape == (16,) and norms.k.weight.shape == (8,)
+    with torch.no_grad():
+        norms.q.weight.normal_()
+        norms.k.weight.normal_()
+    x = torch.randn(1, 5, 16)
+    q, k, _ = attention.project(x)
+    raw_q, raw_k, _ = attention.qkv(x).split((16, 8, 8), dim=-1)
+    rms = lambda t, w: t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5) * w  # noqa: E731
+    assert torch.allclose(q, rms(raw_q, norms.q.weight).view(1, 5, 2, 8).transpose(1, 2), atol=1e-6)
+    assert torch.allclose(k, rms(raw_k, norms.k.weight).view(1, 5, 1, 8).transpose(1, 2), atol=1e-6)

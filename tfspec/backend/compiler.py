@@ -328,9 +328,7 @@ def attention_config(node: ir.Attention) -> AttentionConfig:
     return AttentionConfig(shape=node.geometry, positioned=node.positioned, dropout=body.dropout, masks=masks,
                            position=None if position.absent else (position, position_options),
                            qk_norm=None if norm.absent else (norm, norm_options), scale=body.scale,
-                           fused_causal=fused, band=band, flex=flex, qk_norm_full=body.qk_norm_width == "full",
-                           qk_norm_after_positions=body.qk_norm_after == "positions",
-                           steps=steps, exports=node.id if "values" in body.exports else None,
+                           fused_causal=fused, band=band, flex=flex, steps=steps, exports=node.id if "values" in body.exports else None,
                            hands_on_kv=node.id if "kv" in body.exports else None,
                            kv_source=f"{node.keys_from}@{body.kv_from}" if node.keys_from is not None else None)
 

@@ -264,8 +264,6 @@ def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
             Param("head_dim", as_int, None),
             Param("position", choice(POSITIONS), None),  # None: the stack's, for self-attention
             Param("qk_norm", choice(NORMS), S.Choice(name="none")),
-            Param("qk_norm_width", word("head", "full"), "head"),
-            Param("qk_norm_after", word("projection", "positions"), "projection"),
             Param("scale", as_float, None),
             Param("steps", as_steps, ()),
             Param("kv_from", as_int, None),

@@ -4,7 +4,7 @@ schedules and the embedding each reads."""
 from __future__ import annotations
 
 from ..errors import Collector, Span, did_you_mean, one_of
-from ..registry import ACTIVATIONS, ATTENTION_STEPS, FEEDFORWARD_KINDS, NORMS
+from ..registry import ACTIVATIONS, ATTENTION_STEPS, FEEDFORWARD_KINDS
 from . import schema as S
 from .expr import Poisoned
 from .params import (BLOCK_SETTINGS, FAILED, Namer, Param, SECTIONS, STACK_SETTINGS, SUBLAYERS, applications, as_int,
@@ -401,18 +401,11 @@ class Stacks:
                 raise spec_error("structure", "memory= is for cross-attention", spans["memory"],
                                  "write `attention cross ...` to read the encoder's output")
             fields = {k: values[k] for k in ("reads", "heads", "kind", "bias", "mask", "kv_heads", "head_dim",
-                                             "qk_norm", "qk_norm_width", "qk_norm_after", "scale", "steps",
-                                             "kv_from")}
+                                             "qk_norm", "scale", "steps", "kv_from")}
             if values["kv_from"] is not None and values["reads"] == "cross":
                 raise spec_error("structure", f"kv_from={values['kv_from']}: a cross-attention's keys and values are "
                                  "its memory's", spans["kv_from"], "read another layer's keys and values in a "
                                  "self-attention")
-            if values["qk_norm_after"] == "positions" and (NORMS[values["qk_norm"].name].absent
-                                                           or values["qk_norm_width"] == "full"
-                                                           or values["reads"] == "cross"):
-                raise spec_error("value", "qk_norm_after=positions norms each head's rotated queries and keys: it "
-                                 "needs a qk_norm, each head's (qk_norm_width=head), in a self-attention",
-                                 spans["qk_norm_after"], "give qk_norm=rmsnorm, or leave qk_norm_after out")
             fields["dropout"] = values["attn_dropout"]
             fields["out_bias"] = values["bias"] if values["out_bias"] is None else values["out_bias"]
             if values["key_bias"] and not values["bias"]:

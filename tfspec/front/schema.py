@@ -68,10 +68,7 @@ class Attention(Node):
     kv_heads: Dim | None = None  # None: one key/value head per query head
     head_dim: Dim | None = None  # None: width / heads
     position: Choice = Choice(name="none")  # a position scheme acting inside attention (rotary, ALiBi)
-    qk_norm: Choice = Choice(name="none")  # a norm over each head's queries and keys
-    # "full": over all heads' queries (and all kv heads' keys) at once, one weight per dimension (OLMo 2)
-    qk_norm_width: Literal["head", "full"] = "head"
-    qk_norm_after: Literal["projection", "positions"] = "projection"  # norm the rotated queries and keys (Hunyuan)
+    qk_norm: Choice = Choice(name="none")  # a norm over each head's queries and keys, once projected
     scale: Annotated[float, Field(gt=0, le=1e6)] | None = None  # softmax scale; None: 1 / sqrt(head_dim)
     steps: tuple[Choice, ...] = ()  # steps added to its pipeline (``steps=value_residual(0.5)``)
     # the earlier layer of its stack whose same sublayer's keys and values it attends to, projecting queries only

@@ -88,10 +88,8 @@ DOCS: dict[tuple[str, str], str] = {
     (ATTENTION, "kv_heads"): "key/value heads, fewer than `heads` for grouped-query attention (1: multi-query)",
     (ATTENTION, "head_dim"): "each head's width (default: width / heads)",
     (ATTENTION, "position"): "this sublayer's position scheme (default: the stack's, for self-attention)",
-    (ATTENTION, "qk_norm"): "a norm on queries and keys before they meet (Qwen3, OLMo 2)",
-    (ATTENTION, "qk_norm_width"): "whether the qk norm acts on each `head` or the `full` projection",
-    (ATTENTION, "qk_norm_after"): "whether the qk norm acts on the `projection` (Qwen3) or after the `positions` "
-                                  "rotate it (Hunyuan)",
+    (ATTENTION, "qk_norm"): "a norm on each head's queries and keys once projected (Qwen3; OLMo 2's over all heads "
+                            "is `steps=full_qk_norm`, Hunyuan's after the positions `steps=rotated_qk_norm`)",
     (ATTENTION, "scale"): "the factor on the scores (default: 1/sqrt(head_dim))",
     (ATTENTION, "steps"): "steps added to its pipeline, combined with `+` (value_residual(0.5): the first layer's "
                           "values mixed into this layer's)",

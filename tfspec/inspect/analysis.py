@@ -39,7 +39,7 @@ from ..ir.queries import (active_parameters, count_parameters, default_length, f
                          weight_repeat, weights_key)
 from ..nn.kernels import attention_band, band_chunk, fused_causal_kernel
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, NORMS,
-                        POOLS, POSITIONS, combined_reach)
+                        POOLS, POSITIONS, AttentionRun, combined_reach, qk_norm_saved)
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ID_BYTES = 8  # token ids are int64
@@ -454,7 +454,8 @@ class _Counter:
             mask_add = heads * rows * seen
         recomputed = chunk is not None or kind.recomputes(options, n)
         # where recomputed, a scheme acting in attention can only rotate q and k; it, or a qk-norm, makes them anew
-        remade = position.acts == "attention" or not norm.absent
+        remade = position.acts == "attention" or not norm.absent or any(
+            ATTENTION_STEPS[c.name].norms_queries_and_keys for c in spec.steps)
         if recomputed:
             # bands, or a kind's own blocks, recomputed in backward: what they keep is their inputs and output
             kept, stats = kind.recomputed_saved(shape, options, self.batch, n, remade), 0
@@ -476,38 +477,24 @@ class _Counter:
             values = kind.value_rows(shape, options)
             kept -= self.batch * n * (shape.q_width + values) if remade else \
                 -self.batch * n * values  # (unrotated, q's and k's views keep it whole)
+        run = AttentionRun(recomputed, position.mix_keeps_projection(position_options, shape, kind, options,
+                                                                      self.batch), made,
+                           position.rotates, kind.value_rows(shape, options))
         for choice in spec.steps:  # the steps the spec adds: their own work and what they keep
             step, step_options = ATTENTION_STEPS.of(choice)
             step_matmul, step_elementwise = step.flops(shape, step_options, n, m)
             projections, bias = projections + step_matmul, bias + step_elementwise
-            step_kept, step_words = step.saved(shape, step_options, self.batch, n, m)
+            step_kept, step_words = step.saved(shape, step_options, self.batch, n, m, run)
             kept, stats = kept + step_kept, stats + step_words
         executed = rows * seen
         matmul, elementwise = kind.core_flops(shape, options, rows, seen, executed)
         matmul_aware, elementwise_aware = kind.core_flops(shape, options, n, min(m, -(-pairs // n)), pairs)
         if spec.dropout:
             elementwise, elementwise_aware = elementwise + heads * executed, elementwise_aware + heads * pairs
-        if not norm.absent:  # qk-norm: its own tensors, and the projections its inputs are views of
-            if spec.qk_norm_width == "full":  # one row per position, all heads wide
-                sides = ((shape.q_width, self.batch * n),) + (() if reads else ((shape.kv_width, self.batch * m),))
-            else:
-                sides = ((head_dim, self.batch * (n * heads + (0 if reads else m * shape.kv_heads))),)
-            for dim, rows in sides:
-                norm_kept, norm_stats = norm.saved(dim, norm_options)
-                kept, stats = kept + (norm_kept - dim) * rows, stats + norm_stats * rows
-            if norm_kept:
-                kept += self.batch * n * shape.q_width if cross else 0  # cross-attention's q projection
-                keeps = (recomputed or position.mix_keeps_projection(position_options, shape, kind, options,
-                                                                            self.batch)) and not made
-                if reads:  # its queries' own projection, or their rotation: never a view of what the keys' layer kept
-                    kept += self.batch * n * shape.q_width
-                elif spec.qk_norm_after == "positions" and position.rotates:
-                    # normed once rotated: their inputs are the rotated q and k, which they keep (whatever keeps the
-                    # projection)
-                    kept += self.batch * (m * shape.kv_width + n * shape.q_width)
-                elif not keeps:  # (recomputed, ``recomputed_saved`` counts the projection)
-                    values = kind.value_rows(shape, options)
-                    kept += self.batch * (m * (shape.kv_width + values) + (0 if cross else n * shape.q_width))
+        if not norm.absent:  # each head's qk-norm: its own tensors, and the projections its inputs are views of
+            rows = self.batch * (n * heads + (0 if reads else m * shape.kv_heads))
+            norm_kept, norm_stats = qk_norm_saved(norm, norm_options, ((head_dim, rows),), shape, self.batch, n, m, run)
+            kept, stats = kept + norm_kept, stats + norm_stats
         # score terms with parameters (KERPLE's bias, FoX's gates) riding on a mask of structure: its where keeps
         # the bool condition for their gradient, one for all of them
         condition = n * m if structural and (position.trains_score_terms or kind.trains_score_terms) else 0

@@ -229,9 +229,7 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward | ir.Mixer) ->
         # masks combine by intersection: the order they are written in means nothing
         facts[(where, "mask")] = " + ".join(sorted(MASKS.label(m) for m in spec.mask)) if spec.mask else "none"
         facts[(where, "position")] = POSITIONS.label(spec.position)
-        facts[(where, "qk norm")] = (NORMS.label(spec.qk_norm)
-                                     + (" over all heads" if spec.qk_norm_width == "full" else "")
-                                     + (" after the positions" if spec.qk_norm_after == "positions" else ""))
+        facts[(where, "qk norm")] = NORMS.label(spec.qk_norm)
         facts[(where, "scale")] = "1/sqrt(head dim)" if spec.scale is None else f"{spec.scale:g}"
         facts[(where, "attention dropout")] = f"{spec.dropout:g}"
         facts[(where, "output bias")] = str(spec.out_bias).lower()

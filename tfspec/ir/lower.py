@@ -348,7 +348,7 @@ def attention_shape(body: S.Attention, width: int, memory_width: int) -> Attenti
                           head_dim=body.head_dim or max(1, width // body.heads),
                           memory_width=memory_width if body.reads == "cross" else width,
                           cross=body.reads == "cross", bias=body.bias, out_bias=body.out_bias,
-                          key_bias=body.bias and body.key_bias,
+                          key_bias=body.bias and body.key_bias, reads_keys=body.kv_from is not None,
                           causal=combined_reach([MASKS.of(m) for m in body.mask])[1] == 0)
 
 
@@ -358,13 +358,6 @@ def position_shape(body: S.Attention, shape: AttentionShape) -> AttentionShape:
     return kind.position_shape(shape, options)
 
 
-def qk_norm_widths(body: S.Attention, shape: AttentionShape) -> dict[str, int]:
-    """The width each query/key norm normalises: a head's, or (``qk_norm_width=full``) all heads' at once."""
-    if body.qk_norm_width == "full":
-        return {"q_norm": shape.q_width, "k_norm": shape.kv_width}
-    return {"q_norm": shape.head_dim, "k_norm": shape.head_dim}
-
-
 def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     """The kind's projections and scorers, per-head query/key norms, and the position scheme's own tensors; an
     attention reading another layer's keys and values (``kv_from``) projects and norms its queries alone."""
@@ -372,9 +365,8 @@ def attention_params(body: S.Attention, shape: AttentionShape) -> dict:
     reads_keys = body.kv_from is not None
     params = dict(kind.reader_params(shape, options) if reads_keys else kind.params(shape, options))
     norm, norm_options = NORMS.of(body.qk_norm)
-    for side, width in qk_norm_widths(body, shape).items():
-        if side == "q_norm" or not reads_keys:
-            params.update({f"{side}.{k}": v for k, v in norm.params(width, norm_options).items()})
+    for side in ("q_norm",) if reads_keys else ("q_norm", "k_norm"):
+        params.update({f"{side}.{k}": v for k, v in norm.params(shape.head_dim, norm_options).items()})
     position, position_options = POSITIONS.of(body.position)
     if position.misplaced("attention", body.position) is None:  # (one acting elsewhere is refused by validate)
         params.update({f"position.{k}": v for k, v in position.params(position_shape(body, shape),
@@ -391,8 +383,7 @@ def attention_label(body: S.Attention, shape: AttentionShape) -> str:
     for family, choice, what in ((POSITIONS, body.position, ""), (NORMS, body.qk_norm, "qk-norm ")):
         variant, options = family.of(choice)
         if not variant.absent:
-            details.append(what + variant.label(options) + (" full-width" if what and body.qk_norm_width == "full"
-                                                            else ""))
+            details.append(what + variant.label(options))
     details += [ATTENTION_STEPS.label(step) for step in body.steps]
     details += [{"values": "hands on its values", "kv": "hands on its keys and values"}[what] for what in body.exports]
     if body.kv_from is not None:

@@ -14,7 +14,7 @@ import networkx as nx
 from ..front import schema as S
 from ..errors import Collector, Diagnostic
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, NORMS, POOLS,
-                        POSITIONS)
+                        POSITIONS, Problem)
 from . import nodes as ir
 from .graph import Graph
 from .lower import lower
@@ -88,8 +88,14 @@ def check_variants(g: Graph, spec: S.Spec, errors: Collector) -> None:
         objections = [(misplaced, body.position)] if misplaced is not None else []
         objections += [(p, body.position) for p in position.conflicts(position_options, kind)]
         objections += [(p, body.kind) for p in kind.conflicts(kind_options, body.mask, position, body.position)]
-        if not NORMS.of(body.qk_norm)[0].absent and (problem := kind.qk_norm_problem(kind_options)) is not None:
-            objections.append((problem, body.qk_norm))
+        # a qk-norm of each head's projection, or a step norming queries and keys elsewhere: once, where it applies
+        qk_norms = [body.qk_norm] * (not NORMS.of(body.qk_norm)[0].absent) + [
+            c for c in body.steps if ATTENTION_STEPS[c.name].norms_queries_and_keys]
+        if (problem := kind.qk_norm_problem(kind_options)) is not None:
+            objections += [(problem, choice) for choice in qk_norms]
+        if len(qk_norms) > 1:
+            objections.append((Problem(f"the queries and keys are normed twice ({', '.join(c.name for c in qk_norms)}"
+                                       "): an attention norms them once", "keep one of them"), qk_norms[-1]))
         for choice in body.steps:
             step, step_options = ATTENTION_STEPS.of(choice)
             objections += [(p, choice) for p in step.check(step_options, shape, kind)]

@@ -284,14 +284,12 @@ class Geometry:
 
 
 class QKNorm:
-    """How an attention normalises its queries and keys: by ``q`` and ``k`` (each a norm module; None: not at all),
-    over each head's vector, or over all heads' at once before they are split (``full``: OLMo 2's), before the
-    position scheme rotates them or after (``after_positions``: Hunyuan's, Llama 4's). Torch only: ``tfspec emit``
-    copies it."""
+    """How an attention normalises each head's queries and keys once projected, before positions rotate them: by
+    ``q`` and ``k`` (each a norm module; None: not at all). (Norms elsewhere are steps: ``full_qk_norm`` over all
+    heads at once, ``rotated_qk_norm`` once rotated.) Torch only: ``tfspec emit`` copies it."""
 
-    def __init__(self, q: nn.Module | None = None, k: nn.Module | None = None, full: bool = False,
-                 after_positions: bool = False) -> None:
-        self.q, self.k, self.full, self.after_positions = q, k, full, after_positions
+    def __init__(self, q: nn.Module | None = None, k: nn.Module | None = None) -> None:
+        self.q, self.k = q, k
 
 
 class MultiHeadAttention(nn.Module):
@@ -352,8 +350,6 @@ class MultiHeadAttention(nn.Module):
             self.out = nn.Linear(heads * head_dim, width, bias=geometry.out_bias)
         qk_norm = qk_norm or QKNorm()
         self.q_norm, self.k_norm, self.position = qk_norm.q, qk_norm.k, position  # (the model's parameters' names)
-        self.qk_norm_full = qk_norm.full  # the norms see all heads at once (before the split), not each head
-        self.qk_norm_after_positions = qk_norm.after_positions  # they norm the rotated queries and keys (Hunyuan)
         for name, step in (steps or {}).items():  # its kind's steps, after the position scheme's, in this order
             self.add_module(name, step)
         self.step_names = tuple(steps or ())
@@ -421,17 +417,14 @@ class MultiHeadAttention(nn.Module):
     def queries_alone(self, x: Tensor, ctx: Context) -> Tensor:
         """The queries of an attention reading another layer's keys and values: projected, normed and rotated as
         that layer's were, then its own steps' (temperature tuning)."""
-        if self.qk_norm_full:  # all heads' at once, before the split
-            q = self.split(self.norm_heads(self.q(x), self.q_norm), self.heads)
-        else:
-            q = self.split(self.q(x), self.heads)
-            q = q if self.qk_norm_after_positions else self.norm_heads(q, self.q_norm)
+        q = self.q(x)
+        for step in self.steps():
+            q = step.projected_queries(q)
+        q = self.norm_heads(self.split(q, self.heads), self.q_norm)
         for step in self.steps():
             if step.key:
                 tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables_of(ctx, q.dtype))
                 q = step.rotate_queries(q, tables)
-        if self.qk_norm_after_positions:
-            q = self.norm_heads(q, self.q_norm)
         for step in self.steps():
             q = step.fresh_queries(q, ctx)
         return q
@@ -445,10 +438,8 @@ class MultiHeadAttention(nn.Module):
                 tables = ctx.once(f"{step.key}:{q.dtype}", lambda: step.tables_of(ctx, q.dtype))
                 q, k = step.rotate(q, k, tables)
             extras.update(step.extras(x, ctx, cache.carry if cache is not None else None))
-        if self.qk_norm_after_positions:
-            q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
         for step in self.steps():
-            q = step.fresh_queries(q, ctx)
+            q, k = step.fresh_queries(q, ctx), step.fresh_keys(k, ctx)
         return q, k, extras
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, ctx: Context, queries: Side, keys: Side,
@@ -505,25 +496,23 @@ class MultiHeadAttention(nn.Module):
     def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Self-attention's queries, keys and values per head (queries and keys normed, not yet rotated)."""
         q, k, v = self.projected(x)
-        if self.qk_norm_full:
-            q, k = self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm)
-            return self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
+        for step in self.steps():
+            q, k = step.projected_queries(q), step.projected_keys(k)
         q, k, v = self.split(q, self.heads), self.split(k, self.kv_heads), self.split(v, self.kv_heads)
-        if self.qk_norm_after_positions:  # (``encode`` norms them once the positions have rotated them)
-            return q, k, v
         return self.norm_heads(q, self.q_norm), self.norm_heads(k, self.k_norm), v
 
     def project_memory(self, x: Tensor, memory: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """Cross-attention's queries from ``x``, and keys and values from ``memory`` (None: not projected)."""
-        full = self.qk_norm_full
-        q = self.split(self.norm_heads(self.q(x), self.q_norm if full else None), self.heads)
-        q = q if full else self.norm_heads(q, self.q_norm)
+        q = self.q(x)
+        for step in self.steps():
+            q = step.projected_queries(q)
+        q = self.norm_heads(self.split(q, self.heads), self.q_norm)
         if memory is None:
             return q, None, None
         k, v = self.kv(memory).chunk(2, dim=-1)
-        k = self.split(self.norm_heads(k, self.k_norm), self.kv_heads) if full else \
-            self.norm_heads(self.split(k, self.kv_heads), self.k_norm)
-        return q, k, self.split(v, self.kv_heads)
+        for step in self.steps():
+            k = step.projected_keys(k)
+        return q, self.norm_heads(self.split(k, self.kv_heads), self.k_norm), self.split(v, self.kv_heads)
 
     @staticmethod
     def norm_heads(t: Tensor, norm: nn.Module | None) -> Tensor:
@@ -722,14 +711,10 @@ def core_arguments(config, steps: dict | None = None) -> dict:
     position_from_stack = False
     if config.qk_norm is not None:
         norm, options = config.qk_norm
-        if config.qk_norm_full:
-            q_norm, k_norm = norm.module(shape.q_width, options), norm.module(shape.kv_width, options)
-        else:
-            q_norm = k_norm = norm.module(shape.head_dim, options)
+        q_norm = k_norm = norm.module(shape.head_dim, options)
         if config.kv_source is not None:  # (the keys it reads were normed where they were made)
             k_norm = None
-        qk_norm = Constructor(QKNorm, (q_norm, k_norm), {"full": config.qk_norm_full,
-                                                          "after_positions": config.qk_norm_after_positions})
+        qk_norm = Constructor(QKNorm, (q_norm, k_norm))
     if config.position is not None:
         scheme, options = config.position
         position = scheme.module(config.positioned, options)

@@ -1,7 +1,9 @@
 """The steps of an attention's pipeline that variants contribute, each doing nothing unless a variant's step does it.
 
-``MultiHeadAttention`` runs, in order: project the input to queries, keys and values → ``rotate`` queries and keys
-(rotary positions), from ``tables`` built once per call → transform the ``fresh_queries`` (temperature tuning) →
+``MultiHeadAttention`` runs, in order: project the input to queries, keys and values → transform the
+``projected_queries`` and ``projected_keys``, all heads' side by side (a full-width qk-norm) → ``rotate`` queries and
+keys (rotary positions), from ``tables`` built once per call → transform the ``fresh_queries`` and ``fresh_keys``
+(temperature tuning, a qk-norm of the rotated queries and keys) →
 transform the ``fresh_values`` before a KV cache keeps them (value residual learning) → make per-position ``extras`` from the input (the
 Forgetting Transformer's cumulative log forget gates), which a KV cache keeps beside each key → add ``score_terms``
 computed from the queries' and the keys' positions and extras (ALiBi, T5, FoX) → mix (``weigh`` the scores in
@@ -68,10 +70,25 @@ class AttentionStep(nn.Module):
         rotated: ``kv_from``)."""
         return self.rotate(q, q, tables)[0]
 
+    def projected_queries(self, q: Tensor) -> Tensor:
+        """All heads' new queries side by side ``(batch, n, heads · head_dim)``, transformed before they are split
+        into heads (OLMo 2's full-width qk-norm)."""
+        return q
+
+    def projected_keys(self, k: Tensor) -> Tensor:
+        """All key heads' new keys side by side ``(batch, n, kv_heads · head_dim)``, transformed before they are
+        split (an attention reading another layer's keys makes none)."""
+        return k
+
     def fresh_queries(self, q: Tensor, ctx) -> Tensor:
         """The new queries ``(batch, heads, n, head_dim)``, rotated and normed, transformed before they score any
         key (Llama 4's temperature tuning scales them by their index in the sequence, ``ctx.offset`` on)."""
         return q
+
+    def fresh_keys(self, k: Tensor, ctx) -> Tensor:
+        """The new positions' keys ``(batch, kv_heads, n, head_dim)``, rotated, transformed before a KV cache keeps
+        them (Hunyuan's qk-norm of the rotated keys)."""
+        return k
 
     def fresh_values(self, v: Tensor, ctx) -> Tensor:
         """The new positions' values ``(batch, kv_heads, n, value_dim)``, transformed before a KV cache keeps them

@@ -28,7 +28,8 @@ vector of a sequence), ``connector`` (the steps that map one tower's vectors int
 
 from __future__ import annotations
 
-from .attention import ATTENTION_KINDS, ATTENTION_STEPS, AttentionConfig, AttentionKind, AttentionStepKind
+from .attention import (ATTENTION_KINDS, ATTENTION_STEPS, AttentionConfig, AttentionKind, AttentionRun,
+                        AttentionStepKind, qk_norm_saved)
 from .contract import (LAYER, POSITION_IDS, AttentionShape, ComplexityClass, Constructor, LayerIndex, NoOptions, Param,
                        Problem, Registry, Role, RuntimeInput, Shape, StackOwned, Variant, built_value, format_value,
                        linear_params, option_docs)
@@ -48,10 +49,10 @@ def attention_inputs(body) -> tuple[RuntimeInput, ...]:
         POSITIONS[body.position.name].inputs
 
 
-__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "CONNECTOR_STEPS", "ConnectorStep", "FEEDFORWARD_KINDS", "INITS", "INPUTS",
-           "LAYER", "MASKS", "MIXERS", "NORMS", "POOLS", "POSITIONS", "POSITION_IDS", "Activation",
-           "AttentionConfig", "AttentionKind", "AttentionShape", "AttentionStepKind", "ComplexityClass",
+__all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "CONNECTOR_STEPS", "ConnectorStep", "FEEDFORWARD_KINDS",
+           "INITS", "INPUTS", "LAYER", "MASKS", "MIXERS", "NORMS", "POOLS", "POSITIONS", "POSITION_IDS", "Activation",
+           "AttentionConfig", "AttentionKind", "AttentionRun", "AttentionShape", "AttentionStepKind", "ComplexityClass",
            "Constructor", "FeedForwardKind", "Init", "InputKind", "LayerIndex", "Mask", "NoOptions", "Norm",
            "Param", "Pool", "Position", "Problem", "Registry", "Role", "RuntimeInput", "Shape", "StackOwned",
            "TokenMixer", "Variant", "attention_inputs", "built_value", "combined_reach", "format_value",
-           "linear_params", "option_docs"]
+           "linear_params", "option_docs", "qk_norm_saved"]

@@ -253,8 +253,6 @@ class AttentionConfig:
     fused_causal: bool = False  # unpadded, it runs SDPA's fused causal kernel (``fused_causal_kernel``)
     band: tuple[int, int] | None = None  # keys behind and ahead when it runs in bands (``attention_band``)
     flex: bool = False  # on CUDA, its masks' pattern runs through FlexAttention (``flex_attention_applies``)
-    qk_norm_full: bool = False  # the norms span all heads' queries (all kv heads' keys) at once (OLMo 2)
-    qk_norm_after_positions: bool = False  # the norms act on the rotated queries and keys (Hunyuan)
     # the spec's steps: (AttentionStepKind, options, the key of what it reads in ``Context.carried`` or None)
     steps: tuple = ()
     exports: str | None = None  # the key under which it hands its values on to later layers' readers
@@ -283,6 +281,9 @@ class AttentionStepKind(Variant):
     makes_values: ClassVar[bool] = False
     # It multiplies the heads' joined outputs by a gate computed from the attention's input (``joined_output``)
     gates_output: ClassVar[bool] = False
+    # It normalises the queries and keys (elsewhere than ``qk_norm=`` does): they are made anew, not views of the
+    # projection, and an attention norms them once, whichever way
+    norms_queries_and_keys: ClassVar[bool] = False
 
     def params(self, shape: AttentionShape, options) -> dict[str, Param]:
         """Its parameters (under ``NAME.`` in the attention's), with their roles."""
@@ -301,9 +302,44 @@ class AttentionStepKind(Variant):
         """(matmul, element-wise) FLOPs it adds per sequence of ``queries`` queries and ``keys`` keys."""
         return 0, 0
 
-    def saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int) -> tuple[int, int]:
-        """(activation-dtype elements, 4-byte words) autograd keeps for it beyond what the attention keeps."""
+    def saved(self, shape: AttentionShape, options, batch: int, queries: int, keys: int,
+              run: "AttentionRun") -> tuple[int, int]:
+        """(activation-dtype elements, 4-byte words) autograd keeps for it beyond what the attention keeps, as
+        the attention ``run``s."""
         return 0, 0
+
+
+@dataclass(frozen=True)
+class AttentionRun:
+    """How an attention runs, as far as what autograd keeps for a step depends on it."""
+
+    recomputed: bool  # its mix is recomputed in backward (bands, a kind's blocks): it keeps its inputs alone
+    keeps_projection: bool  # its mix keeps a view of the q/k/v projection, which then stays whole
+    values_made: bool  # a step makes the values anew: no view of the projection keeps it through them
+    rotates: bool  # its position scheme rotates the queries and keys
+    value_rows: int  # the projection's rows of values (0: a kind whose values are its keys)
+
+
+def qk_norm_saved(norm, options, sides, shape: AttentionShape, batch: int, queries: int, keys: int, run: AttentionRun,
+                  rotated: bool = False) -> tuple[int, int]:
+    """(elements, words) a norm of queries and keys keeps: its own for each of ``sides`` ((width, rows)), and its
+    inputs where nothing else keeps them: the rotated queries and keys (``rotated``: it norms them once the
+    positions have turned them), or the projection its inputs are views of."""
+    kept = stats = norm_kept = 0
+    for dim, rows in sides:
+        norm_kept, norm_stats = norm.saved(dim, options)
+        kept, stats = kept + (norm_kept - dim) * rows, stats + norm_stats * rows
+    if not norm_kept:
+        return kept, stats
+    q, kv = batch * queries * shape.q_width, batch * keys * shape.kv_width
+    kept += q if shape.cross else 0  # cross-attention's q projection
+    if shape.reads_keys:  # its queries' own projection, or their rotation: never a view of what the maker kept
+        return kept + q, stats
+    if rotated and run.rotates:  # its inputs are the rotated queries and keys, kept whatever keeps the projection
+        return kept + kv + q, stats
+    if (run.recomputed or run.keeps_projection) and not run.values_made:  # (``recomputed_saved`` counts it)
+        return kept, stats
+    return kept + kv + batch * keys * run.value_rows + (0 if shape.cross else q), stats
 
 
 ATTENTION_KINDS: Registry[AttentionKind] = Registry("attention kind", AttentionKind)

@@ -119,6 +119,7 @@ class AttentionShape:
     out_bias: bool  # on the output projection
     causal: bool = False  # its masks never let a query see a later key (a decoder's self-attention)
     key_bias: bool = True  # with bias, on the keys' rows too (Whisper's have none)
+    reads_keys: bool = False  # it attends with another layer's keys and values (``kv_from``): it projects queries
 
     @property
     def q_width(self) -> int:

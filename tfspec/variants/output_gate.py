@@ -44,6 +44,6 @@ class OutputGateStep(AttentionStepKind):
         features = queries * shape.q_width
         return 2 * features * shape.width, 5 * features + (features if options.bias else 0)  # σ (4) and the product
 
-    def saved(self, shape, options, batch, queries, keys):
+    def saved(self, shape, options, batch, queries, keys, run):
         # the joined outputs and the gate (the product), the output projection keeping the product in their place
         return 2 * batch * queries * shape.q_width, 0

@@ -35,5 +35,5 @@ class TemperatureTuning(AttentionStepKind):
     def flops(self, shape, options, queries, keys):
         return 0, queries * (shape.q_width + 5)  # each query's factor (5 operations), then its product
 
-    def saved(self, shape, options, batch, queries, keys):
+    def saved(self, shape, options, batch, queries, keys, run):
         return 0, queries  # the factors, float32, one per query (the product's backward reads them)

@@ -36,7 +36,7 @@ class ValueNorm(AttentionStepKind):
     def flops(self, shape, options, queries, keys):
         return 0, 3 * keys * shape.kv_width + 2 * keys * shape.kv_heads  # square, mean, scale; eps and 1/rms
 
-    def saved(self, shape, options, batch, queries, keys):
+    def saved(self, shape, options, batch, queries, keys, run):
         # the values' float32 copy the norm keeps (the normed values the mix keeps stand for the plain ones), and
         # 1/rms per head and key, twice (the power's input and output)
         return batch * keys * shape.kv_width, 2 * batch * keys * shape.kv_heads

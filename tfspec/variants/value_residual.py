@@ -45,5 +45,5 @@ class ValueResidualLearning(AttentionStepKind):
     def flops(self, shape, options, queries, keys):
         return 0, 3 * queries * shape.kv_width  # two products with constants and a sum per new value
 
-    def saved(self, shape, options, batch, queries, keys):
+    def saved(self, shape, options, batch, queries, keys, run):
         return 0, 0

@@ -1,7 +1,7 @@
 """Hugging Face ``Exaone4ForCausalLM`` (LG's EXAONE 4.0; and its base model) <-> a compiled spec.
 
 EXAONE 4.0 is OLMo 2's layer (``hf_olmo2``: an RMSNorm after each sublayer, none before it) with
-each head's queries and keys RMS-normed (``qk_norm_width=head``), no biases, and layers that slide over a window
+each head's queries and keys RMS-normed (``qk_norm=rmsnorm``), no biases, and layers that slide over a window
 as ``layer_types`` says (three to one by default, from ``sliding_window_pattern``): the sliding layers rotate
 their queries and keys, the full ones use no positions at all (NoPE) -- a layer schedule whose sections change
 the mask and the positions. With no window at all (``sliding_window`` None) every layer is full and rotates.
@@ -14,6 +14,7 @@ from ..document import Document
 from . import hf_gemma2, hf_llama, hf_olmo2
 from ..fields import Field, Fields
 from ..writer import causal_masks, schedule
+from ...registry import NORMS
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -70,7 +71,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
                     for layers, slide in sections)
     if not any(position(slide) != "none" for slide in slides):
         s.writer.forget("rope_theta")
-    document = hf_olmo2.post_norm_document(s, position(base), masks(base), head=head, qk_norm_width="head",
+    document = hf_olmo2.post_norm_document(s, position(base), masks(base), head=head,
+                                           qk_norm=f"qk_norm=rmsnorm(eps={s.eps})",
                                            bias="false").add_lines("decoder", lines)
     return document
 
@@ -106,5 +108,5 @@ EXAONE4 = hf_olmo2.OLMO2.derive(
     "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
     "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
     module=__name__, priority=390, fields=FIELDS, document=document,
-    requires=(Requires(lambda f: f.attention("decoder").qk_norm_width == "head",
-                       "its queries and keys are normed over all heads at once, EXAONE 4's each head's"),))
+    requires=(Requires(lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,
+                       "its queries and keys are not each head's normed, as EXAONE 4's are"),))

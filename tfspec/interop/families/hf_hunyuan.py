@@ -2,7 +2,7 @@
 spec.
 
 Hunyuan is Llama's layout (``hf_llama``'s weight rules) whose attention RMS-norms each head's
-queries and keys *after* the rotary positions have rotated them (``qk_norm_after=positions``; Qwen3 norms them
+queries and keys *after* the rotary positions have rotated them (``steps=rotated_qk_norm``; Qwen3 norms them
 before), its norms named ``query_layernorm`` and ``key_layernorm``. Its checkpoints label their rotary scaling
 "dynamic" with a fixed ``alpha``, which Hugging Face computes as a fixed NTK stretch of the base
 (``scaling=ntk_alpha, alpha=...``: the base times alpha ** (d / (d - 2)), at any length); other scalings are
@@ -59,7 +59,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
                                                else ")")
     return (hf_llama.document(s, padding=padding, head=head)
             .change("decoder", "position", rotary)
-            .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_after="positions")
+            .change("decoder", "attention", steps=f"rotated_qk_norm(eps={s.eps})")
             .change("decoder", "feedforward", bias="false"))
 
 
@@ -87,10 +87,10 @@ COVERAGE = [dict(model_type="hunyuan_v1_dense", vocab_size=91, hidden_size=24, n
 HUNYUAN = hf_llama.LLAMA.derive(
     "Hunyuan", ("hunyuan_v1_dense",), causal_lm("HunYuanDenseV1"),
     "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
-    "rotate them (qk_norm_after=positions), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
+    "rotate them (steps=rotated_qk_norm), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
     "the base (scaling=ntk_alpha)",
     module=__name__, priority=490, fields=FIELDS, document=document, hf_config=None,
-    requires=(Requires(lambda f: f.attention("decoder").qk_norm_after == "positions",
+    requires=(Requires(lambda f: [c.name for c in f.attention("decoder").steps] == ["rotated_qk_norm"],
                        "its queries and keys are normed before the positions rotate them; Hunyuan's after"),),
-    rules=hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.query_layernorm",
-                                   "attention.k_norm": "self_attn.key_layernorm"}))
+    rules=hf_llama.WEIGHTS.derive({"attention.rotated_qk_norm.q": "self_attn.query_layernorm",
+                                   "attention.rotated_qk_norm.k": "self_attn.key_layernorm"}))

@@ -4,7 +4,7 @@ a compiled spec.
 Llama 4 is Llama's pre-norm layout whose layers differ three ways, each as its configuration lists them:
 - positions (``no_rope_layers``: 1 where a layer rotates): the rotary layers rotate neighbouring dimensions as
   pairs, then L2-normalise each head's queries and keys without a weight (``use_qk_norm``:
-  ``qk_norm=rmsnorm(weight=false) qk_norm_after=positions``); the others use no positions (NoPE) and, with
+  ``steps=rotated_qk_norm(weight=false)``); the others use no positions (NoPE) and, with
   ``attn_temperature_tuning``, scale each query by its index (``steps=temperature(floor, scale)``);
 - attention (``layer_types``): ``chunked_attention`` layers see the earlier keys of their chunk of
   ``attention_chunk_size`` positions (``mask=causal + chunked(c)``), the others every earlier key;
@@ -18,7 +18,6 @@ Hugging Face stores the experts transposed (``gate_up_proj`` ``(experts, hidden,
 from __future__ import annotations
 
 from ..family import causal_lm
-from ...registry import NORMS
 from . import hf_llama
 from ..fields import Field, Fields
 from ..document import Document, Statement
@@ -69,8 +68,8 @@ def _temperature(f, option: str):
 
 def _qk_norm(f) -> bool:
     """Does a rotary layer normalise its queries and keys?"""
-    return any(r and not NORMS[a.qk_norm.name].absent for a, r in zip(f.layer_attentions("decoder"),
-                                                                       _layer_rotates(f)))
+    return any(r and any(c.name == "rotated_qk_norm" for c in a.steps)
+               for a, r in zip(f.layer_attentions("decoder"), _layer_rotates(f)))
 
 
 FIELDS = Fields(
@@ -120,7 +119,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
     config = s.config
     mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, score=sigmoid, weigh=inputs, shared={s.d_ff})"}
     dense = {"d_ff": s.dense_d_ff, "kind": "dense"}
-    qk_norm = f"rmsnorm(eps={s.eps}, weight=false)" if config.use_qk_norm else "none"
+    qk_norm = f"rotated_qk_norm(eps={s.eps}, weight=false)" if config.use_qk_norm else None
     temperature = f"temperature(floor={s.floor}, scale={s.attn_scale})" if _tuned(config) else "none"
 
     def masks(chunked: bool) -> str:
@@ -129,16 +128,14 @@ def document(s, *, padding: bool, head: bool) -> Document:
 
     def steps(rotates: bool, base: bool = False) -> dict:  # what differs between the layers with positions and
         if rotates:                                           # those without (a section's: from the stack's own)
-            return {"qk_norm": qk_norm, "qk_norm_after": "positions" if config.use_qk_norm else None}
-        undone = "projection" if not base and rotating and config.use_qk_norm else None
-        return {"qk_norm": "none", "qk_norm_after": undone, "steps": temperature}
+            return {"steps": qk_norm or (None if base else "none")}
+        return {"steps": temperature}
 
     def position(rotates: bool) -> str:
         return hf_llama.rotary(s, interleaved=True) if rotates else "none"
 
     layers = list(zip(_rotates(config), _chunked(config), _moe(config)))
     (rotates, chunked, sparse), sections = schedule(layers)
-    rotating = rotates
 
     def section(r: bool, c: bool, m: bool) -> str:  # what a section's layers change of the stack's own
         parts = [Statement("self_attn", mask=masks(c), **steps(r)).text() if (r, c) != (rotates, chunked) else "",

@@ -3,7 +3,7 @@
 
 NanoChat normalises by an RMSNorm without a weight everywhere: before each sublayer, after the last layer, on the
 embeddings before the first (one module, ``norm``, serving both ends), and each head's queries and keys after the
-rotary positions turn them (``qk_norm_after=positions``); its rotary positions turn the other way
+rotary positions turn them (``steps=rotated_qk_norm``); its rotary positions turn the other way
 (``clockwise=true``: the quarter turn (a, b) -> (b, -a)); its feed-forward is no gated unit but ``fc1`` -> ReLU²
 -> ``fc2``; its logits are soft-capped (``final_logit_softcapping``), its head its own.
 """
@@ -52,7 +52,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
                 .change("defaults", "norm", norm).change("decoder", "final", norm)
                 .add("embedding tokens", Statement("norm", norm))
                 .change("decoder", "position", hf_llama.rotary(s, clockwise=True))
-                .change("decoder", "attention", qk_norm=norm, qk_norm_after="positions"))
+                .change("decoder", "attention", steps=f"rotated_qk_norm(eps={s.eps}, weight=false)"))
     if not head:  # the base model computes no logits to cap
         s.writer.forget("final_softcap")
         return document
@@ -62,7 +62,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 NANOCHAT = hf_llama.LLAMA.derive(
     "NanoChat", ("nanochat",), causal_lm("NanoChat"),
     "NanoChat: Llama's layout with weightless RMSNorms (also on the embeddings, and on the rotated queries and "
-    "keys: qk_norm_after=positions), clockwise rotary positions, a plain ReLU² feed-forward (fc1, fc2) and "
+    "keys: steps=rotated_qk_norm), clockwise rotary positions, a plain ReLU² feed-forward (fc1, fc2) and "
     "soft-capped logits",
     module=__name__, priority=455, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.rotary("decoder").get("clockwise"),

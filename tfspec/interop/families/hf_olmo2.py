@@ -2,7 +2,7 @@
 
 OLMo 2 (OLMo et al. 2024) normalises each sublayer's *output* before the residual sum, with no norm before it
 (``x = x + norm(attention(x))``, the wiring form), and RMS-normalises the queries and keys over all heads at once
-(``qk_norm=rmsnorm qk_norm_width=full``: one weight per dimension of the whole projection, applied before the
+(``steps=full_qk_norm``: one weight per dimension of the whole projection, applied before the
 heads are split and rotated). Otherwise Llama's: rotary positions, SwiGLU, grouped-query attention, the same
 tensor names for the projections (``hf_llama``).
 """
@@ -35,16 +35,17 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-def post_norm_document(s, position: str, masks: str, *, head: bool, qk_norm_width: str = "full",
+def post_norm_document(s, position: str, masks: str, *, head: bool, qk_norm: str | None = None,
                        bias: str | None = None) -> Document:
     """The spec of an OLMo-layout decoder from its settings ``s``: its stack's rotary ``position`` and ``masks``
     (a family adds the ``layers`` sections where layers differ: OLMo 3's sliding and full layers);
-    ``qk_norm_width``: queries and keys normed over all heads at once (``full``, OLMo's) or each head's (``head``,
-    EXAONE 4's); ``bias``: the attention's, where the configuration has no ``attention_bias`` (EXAONE 4's:
+    ``qk_norm``: the attention's norm of queries and keys (default OLMo's, over all heads at once; EXAONE 4's
+    each head's); ``bias``: the attention's, where the configuration has no ``attention_bias`` (EXAONE 4's:
     false)."""
     bias = bias or s.attention_bias
+    qk_norm = qk_norm or f"steps=full_qk_norm(eps={s.eps})"
     wiring = f"""  x = x + norm(attention(x, heads={s.heads}, kv_heads={s.kv_heads}, mask={masks}, bias={bias}, \\
-                         qk_norm=rmsnorm(eps={s.eps}), qk_norm_width={qk_norm_width}))
+                         {qk_norm}))
   x = x + norm(feedforward(x, d_ff={s.d_ff}, activation={s.activation}, bias=false))"""
     return layouts.wired(s, norm=f"rmsnorm(eps={s.eps})", position=position, wiring=wiring, head=head)
 
@@ -62,6 +63,11 @@ def post_norm_modules(model) -> dict[str, str]:
                                "feed-forward, each with a norm after it (x = x + norm(attention(x)))")
         found.update({part: node.name, f"{part}_post_norm": after[0].module.name})
     return found
+
+
+# all heads' query and key norms, as OLMo's checkpoints name them (EXAONE 4's each head's have these names too)
+FULL_QK_NORM = {"attention.full_qk_norm.q": "self_attn.q_norm", "attention.full_qk_norm.k": "self_attn.k_norm",
+                "attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -87,10 +93,10 @@ COVERAGE = [dict(model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_l
 OLMO2 = Family(
     "OLMo 2", ("olmo2",), causal_lm("Olmo2"),
     "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
-    "RMS-normed over all heads at once (qk_norm_width=full), rotary positions, SwiGLU",
+    "RMS-normed over all heads at once (steps=full_qk_norm), rotary positions, SwiGLU",
     module=__name__, priority=250, fields=FIELDS, document=document,
     # Llama's projections and each head's query and key norms; a norm after each sublayer
     rules=hf_llama.WEIGHTS.derive(
-        {"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm", "attention_norm": None,
+        {**FULL_QK_NORM, "attention_norm": None,
          "feedforward_norm": None, "attention_post_norm": "post_attention_layernorm",
          "feedforward_post_norm": "post_feedforward_layernorm"}, parts=post_norm_modules))

@@ -1,7 +1,7 @@
 """Hugging Face ``OlmoeForCausalLM`` (Ai2's OLMoE; and its base model) <-> a compiled spec.
 
 OLMoE is Llama's pre-norm layout whose queries and keys are RMS-normed over all heads at once, before the heads
-are split (OLMo 2's ``qk_norm_width=full``), and whose feed-forward is a mixture of ``num_experts`` SwiGLU experts,
+are split (OLMo 2's ``steps=full_qk_norm``), and whose feed-forward is a mixture of ``num_experts`` SwiGLU experts,
 each position routed to its ``num_experts_per_tok`` best by a softmax, the chosen weights renormalised where
 ``norm_topk_prob`` says (``kind=moe(experts, top, renormalize=...)``). The tensors map through
 ``hf_mixtral``'s rules; ``clip_qkv`` (clamping the projections) is not expressed and is refused.
@@ -10,7 +10,7 @@ each position routed to its ``num_experts_per_tok`` best by a softmax, the chose
 from __future__ import annotations
 
 from ..family import Requires, causal_lm
-from . import hf_llama, hf_mixtral
+from . import hf_llama, hf_mixtral, hf_olmo2
 from ..document import Document
 from ..fields import Field, Fields, Fixed
 
@@ -31,7 +31,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
     """OLMoE's spec: Llama's with queries and keys RMS-normed over all heads at once and a mixture of SwiGLU
     experts."""
     return (hf_llama.document(s, padding=padding, head=head)
-            .change("decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})", qk_norm_width="full")
+            .change("decoder", "attention", steps=f"full_qk_norm(eps={s.eps})")
             .change("decoder", "feedforward", bias="false",
                     kind=f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss})"))
 
@@ -61,8 +61,9 @@ COVERAGE = [dict(model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_l
 OLMOE = hf_llama.LLAMA.derive(
     "OLMoE", ("olmoe",), causal_lm("Olmoe"),
     "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
-    "(qk_norm_width=full) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
+    "(steps=full_qk_norm) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
     "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
-    module=__name__, priority=440, fields=FIELDS, document=document, hf_config=None, rules=hf_mixtral.WEIGHTS,
-    requires=(Requires(lambda f: f.attention("decoder").qk_norm_width == "full",
+    module=__name__, priority=440, fields=FIELDS, document=document, hf_config=None, 
+    rules=hf_mixtral.WEIGHTS.derive(hf_olmo2.FULL_QK_NORM),
+    requires=(Requires(lambda f: [c.name for c in f.attention("decoder").steps] == ["full_qk_norm"],
                        "its queries and keys are not normed over all heads at once, as OLMoE's are"),))
