@@ -108,13 +108,14 @@ def test_the_reference_names_every_registered_variant():
     """Every attention kind, mask, position scheme, norm, activation, feed-forward kind, mixer, init and input kind
     is written in the language reference, in code (`name` or `name(...)`)."""
     from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS,
-                                 MASKS, MIXERS, NORMS, POSITIONS)
+                                 MASKS, MIXERS, NORMS, POSITIONS, ROUTER_PARTS)
 
     reference = (ROOT / "docs" / "language.md").read_text()
     code = " ".join(_blocks(reference) + re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", reference, flags=re.S)))
     words = set(re.findall(r"[A-Za-z_]\w*", code))
     missing = [f"{registry.family} {name}" for registry in (ATTENTION_KINDS, MASKS, POSITIONS, NORMS, ACTIVATIONS,
-                                                             FEEDFORWARD_KINDS, MIXERS, ATTENTION_STEPS, INITS, INPUTS)
+                                                             FEEDFORWARD_KINDS, MIXERS, ATTENTION_STEPS, INITS, INPUTS,
+                                                             ROUTER_PARTS)
                for name in registry if name not in words]
     assert not missing, f"not in docs/language.md: {missing}"
 

@@ -142,7 +142,7 @@ def test_a_mixture_weighing_inputs_runs_each_chosen_expert_on_its_scaled_input()
     model = tfspec.compile("""
 embedding tokens { vocab 30; dim 16; position none }
 decoder x 1 { attention self heads=2 mask=causal
-              feedforward d_ff=8 activation=swiglu bias=false kind=moe(4, 2, score=sigmoid, weigh=inputs, shared=12) }
+              feedforward d_ff=8 activation=swiglu bias=false kind=moe(4, 2, weigh=inputs, shared=12) router=sigmoid }
 head linear(30)
 """, seed=0).eval()
     moe = model.decoder.layers[0].ffn

@@ -159,7 +159,7 @@ embedding tokens { vocab 50; dim 32; position learned(64) }
 defaults { residual pre; dropout 0.2; attn_dropout 0.1 }
 decoder x 3 {
   attention self heads=4 mask=causal
-  feedforward d_ff=64 kind=moe(experts=4, top=2, aux_loss=0.01, correction=true, correction_rate=0.01)
+  feedforward d_ff=64 kind=moe(experts=4, top=2, aux_loss=0.01) router=correction(0.01)
   final layernorm
 }
 head tied(tokens)

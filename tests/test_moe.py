@@ -15,10 +15,11 @@ from numerics import FLOAT32, assert_close, close
 
 SPEC = """embedding tokens {{ vocab 40; dim 16; position none }}
 decoder x 2 {{ residual pre; bias {bias}; attention self heads=2 mask=causal
-  feedforward d_ff=12 activation={activation} kind=moe({options}) }}
+  feedforward d_ff=12 activation={activation} kind=moe({options}) router={router} }}
 head linear(40)"""
-OPTIONS = ["4, 2", "4, 2, renormalize=true", "3, 1, score=sigmoid, scale=2.5, router_bias=true",
-           "4, 3, renormalize=true, shared=8, shared_gate=true", "4, 2, shared=6"]
+# (the mixture's options, its router's parts)
+OPTIONS = [("4, 2", "softmax"), ("4, 2", "renormalize"), ("3, 1, router_bias=true", "sigmoid + scale(2.5)"),
+           ("4, 3, shared=8, shared_gate=true", "renormalize"), ("4, 2, shared=6", "softmax")]
 
 
 def perturbed(module, seed: int = 0):
@@ -29,16 +30,16 @@ def perturbed(module, seed: int = 0):
     return module
 
 
-def naive(moe, x, activation, options):
+def naive(moe, x, activation, router):
     """The definition: score every expert, keep the top ones, weight and sum their networks' outputs."""
     out = torch.zeros_like(x)
     for t in range(x.shape[0]):
         logits = moe.router(x[t])
-        scores = logits.softmax(-1) if "sigmoid" not in options else logits.sigmoid()
+        scores = logits.softmax(-1) if "sigmoid" not in router else logits.sigmoid()
         weights, chosen = scores.topk(moe.choice.top)
-        if "renormalize=true" in options:
+        if "renormalize" in router:
             weights = weights / weights.sum()
-        weights = weights * moe.choice.scale
+        weights = weights * (2.5 if "scale(2.5)" in router else 1.0)
         for w, e in zip(weights, chosen):
             e = int(e)
             bias = (lambda b: None if b is None else b[e])
@@ -51,22 +52,23 @@ def naive(moe, x, activation, options):
     return out
 
 
-@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("options, router", OPTIONS)
 @pytest.mark.parametrize("activation, bias", [("swiglu", "false"), ("gelu", "true")])
-def test_each_option_computes_its_definition(options, activation, bias):
-    model = tfspec.compile(SPEC.format(options=options, activation=activation, bias=bias), seed=0).eval()
+def test_each_option_computes_its_definition(options, router, activation, bias):
+    model = tfspec.compile(SPEC.format(options=options, router=router, activation=activation, bias=bias),
+                           seed=0).eval()
     moe = perturbed(model.decoder.layers[0].ffn)
     x = torch.randn(2, 9, 16, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         got = moe(x)
-        expected = naive(moe, x.reshape(-1, 16), moe.experts.activation, options).view_as(x)
+        expected = naive(moe, x.reshape(-1, 16), moe.experts.activation, router).view_as(x)
     assert_close(got, expected, FLOAT32)
 
 
-@pytest.mark.parametrize("options", OPTIONS[2:] + ["4, 2, z_loss=0.1, aux_loss=0.01"])
-def test_cost_and_memory_are_measured_for_a_real_and_a_skewed_routing(options):
+@pytest.mark.parametrize("options, router", OPTIONS[2:] + [("4, 2, z_loss=0.1, aux_loss=0.01", "softmax")])
+def test_cost_and_memory_are_measured_for_a_real_and_a_skewed_routing(options, router):
     # feed-forward sublayers alone: on the CPU (a real routing) the counter sees every product they compute
-    text = SPEC.format(options=options, activation="swiglu", bias="true")
+    text = SPEC.format(options=options, router=router, activation="swiglu", bias="true")
     spec = tfspec.parse(text.replace("attention self heads=2 mask=causal", "act_dropout 0.1"))
     for batch in (1, 2):
         analysed = analyse(spec, seq_len=7, batch=batch)
@@ -87,7 +89,7 @@ def test_cost_and_memory_are_measured_for_a_real_and_a_skewed_routing(options):
 
 
 def test_summary_and_check_count_active_against_total_parameters():
-    spec = tfspec.parse(SPEC.format(options="4, 2, shared=6", activation="swiglu", bias="false"))
+    spec = tfspec.parse(SPEC.format(options="4, 2, shared=6", router="softmax", activation="swiglu", bias="false"))
     expert = 2 * 12 * 16 + 16 * 12  # a SwiGLU expert's up (gate and value) and down
     router, shared = 4 * 16, 2 * 6 * 16 + 16 * 6  # read by every position, like the chosen experts
     analysed = analyse(spec, seq_len=4)
@@ -101,7 +103,7 @@ def test_summary_and_check_count_active_against_total_parameters():
 def test_auxiliary_losses_equal_hugging_faces_and_are_logged_by_the_trainer(tmp_path, capsys):
     pytest.importorskip("transformers")
     from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func
-    text = SPEC.format(options="4, 2, renormalize=true, aux_loss=0.5, z_loss=0.1", activation="swiglu",
+    text = SPEC.format(options="4, 2, aux_loss=0.5, z_loss=0.1", router="renormalize", activation="swiglu",
                        bias="false")
     model = perturbed(tfspec.compile(text, seed=0)).train()
     ids = torch.randint(0, 40, (3, 8), generator=torch.Generator().manual_seed(2))
@@ -161,7 +163,7 @@ def test_mixtral_and_qwen2_moe_blocks_equal_hugging_faces():
     x = torch.randn(3, 9, 16, generator=torch.Generator().manual_seed(3))
     mixtral = perturbed(MixtralSparseMoeBlock(T.MixtralConfig(hidden_size=16, intermediate_size=12,
                                                               num_local_experts=4, num_experts_per_tok=2))).eval()
-    moe = tfspec.compile(SPEC.format(options="4, 2, renormalize=true", activation="swiglu", bias="false"),
+    moe = tfspec.compile(SPEC.format(options="4, 2", router="renormalize", activation="swiglu", bias="false"),
                          seed=0).decoder.layers[0].ffn.eval()
     copy_experts(moe, mixtral)
     with torch.no_grad():
@@ -169,8 +171,8 @@ def test_mixtral_and_qwen2_moe_blocks_equal_hugging_faces():
     config = T.Qwen2MoeConfig(hidden_size=16, moe_intermediate_size=12, num_experts=4, num_experts_per_tok=3,
                               shared_expert_intermediate_size=8, norm_topk_prob=False)
     qwen = perturbed(Qwen2MoeSparseMoeBlock(config)).eval()
-    moe = tfspec.compile(SPEC.format(options="4, 3, shared=8, shared_gate=true", activation="swiglu",
-                                     bias="false"), seed=0).decoder.layers[0].ffn.eval()
+    moe = tfspec.compile(SPEC.format(options="4, 3, shared=8, shared_gate=true", router="softmax",
+                                     activation="swiglu", bias="false"), seed=0).decoder.layers[0].ffn.eval()
     copy_experts(moe, qwen)
     with torch.no_grad():
         shared = qwen.shared_expert
@@ -182,7 +184,7 @@ def test_mixtral_and_qwen2_moe_blocks_equal_hugging_faces():
 
 def test_verify_checks_that_each_position_is_routed_alone():
     from tfspec.inspect.verify import feedforward_locality, verify
-    spec = tfspec.parse(SPEC.format(options="4, 2, shared=6", activation="swiglu", bias="false"))
+    spec = tfspec.parse(SPEC.format(options="4, 2, shared=6", router="softmax", activation="swiglu", bias="false"))
     model = tfspec.compile(spec, seed=0)
     locality = next(r for r in verify(model, examples=6) if r.name == "feedforward locality")
     assert locality.status == "held"
@@ -215,8 +217,8 @@ def test_deepseek_v3_routing_equals_hugging_faces_block():
     reference = perturbed(DeepseekV3MoE(config)).eval()
     with torch.no_grad():  # a bias large enough to change which experts are chosen
         reference.gate.e_score_correction_bias.copy_(torch.linspace(-0.3, 0.3, 8))
-    text = SPEC.format(options="8, 3, score=sigmoid, correction=true, groups=4, top_groups=2, renormalize=true, "
-                               "scale=2.5, shared=12", activation="swiglu", bias="false")
+    text = SPEC.format(options="8, 3, shared=12", activation="swiglu", bias="false",
+                       router="sigmoid + correction + groups(4, 2) + renormalize + scale(2.5)")
     moe = tfspec.compile(text, seed=0).decoder.layers[0].ffn.eval()
     copy_experts(moe, reference)
     with torch.no_grad():
@@ -234,15 +236,15 @@ def test_deepseek_v3_routing_equals_hugging_faces_block():
 
 
 def test_deepseek_v2_group_limited_routing_equals_hugging_faces_block():
-    """A softmax router choosing among the 2 of 4 groups whose best score is highest (``group_score=max``), the
+    """A softmax router choosing among the 2 of 4 groups whose best score is highest (``groups(4, 2, by=max)``), the
     weights scaled, not renormalised; ranking groups by their two best scores instead chooses otherwise."""
     from transformers.models.deepseek_v2.modeling_deepseek_v2 import DeepseekV2Moe
     config = T.DeepseekV2Config(hidden_size=16, moe_intermediate_size=12, n_routed_experts=8, num_experts_per_tok=3,
                                 n_group=4, topk_group=2, topk_method="group_limited_greedy",
                                 routed_scaling_factor=1.5, n_shared_experts=1, num_attention_heads=2)
     reference = perturbed(DeepseekV2Moe(config)).eval()
-    text = SPEC.format(options="8, 3, groups=4, top_groups=2, group_score=max, scale=1.5, shared=12",
-                       activation="swiglu", bias="false")
+    text = SPEC.format(options="8, 3, shared=12", router="groups(4, 2, by=max) + scale(1.5)", activation="swiglu",
+                       bias="false")
     moe = tfspec.compile(text, seed=0).decoder.layers[0].ffn.eval()
     copy_experts(moe, reference)
     with torch.no_grad():
@@ -259,8 +261,7 @@ def test_the_correction_bias_moves_towards_balance_in_training_only():
     """DeepSeek-V3's balancing without a loss: after a training call each expert's bias moves by the rate towards
     the mean load (up where it was chosen less often, down where more); evaluation leaves it; repeated, the load
     evens out."""
-    text = SPEC.format(options="4, 1, score=sigmoid, correction=true, correction_rate=0.05", activation="swiglu",
-                       bias="false")
+    text = SPEC.format(options="4, 1", router="sigmoid + correction(0.05)", activation="swiglu", bias="false")
     moe = perturbed(tfspec.compile(text, seed=0).decoder.layers[0].ffn)
     x = torch.randn(64, 16, generator=torch.Generator().manual_seed(5))
 
@@ -288,7 +289,7 @@ def test_the_sparse_mixer_equals_phimoes_block_in_eval_and_in_training_with_its_
     config = T.PhimoeConfig(hidden_size=16, intermediate_size=12, num_local_experts=5, num_experts_per_tok=2,
                             router_jitter_noise=0.4, input_jitter_noise=0.0)
     reference = perturbed(PhimoeSparseMoeBlock(config))
-    moe = tfspec.compile(SPEC.format(options="5, 2, score=sparsemixer, eps=0.4, aux_loss=1.0", activation="swiglu",
+    moe = tfspec.compile(SPEC.format(options="5, 2, aux_loss=1.0", router="sparsemixer(0.4)", activation="swiglu",
                                      bias="false"), seed=0).decoder.layers[0].ffn
     with torch.no_grad():
         moe.router.weight.copy_(reference.router.weight)
@@ -342,3 +343,29 @@ head linear(40)""", seed=0)).train()
     four = load_balancing_loss_func(tuple(logits[:2]), 4, 2)
     three = load_balancing_loss_func((logits[2],), 3, 1)
     assert_close(model.auxiliary_losses()["moe_balance"], 0.5 * (2 * four + three) / 3, FLOAT32)
+
+
+def test_a_router_is_parts_acting_in_their_order_and_its_mistakes_are_located():
+    """``router=`` parts weigh in their order whatever the order written (renormalise, then scale); a section that
+    changes the kind gives the router anew; a router of a dense network, two scorings, a part given twice and a
+    sparse mixer beside a renormalisation are errors at the part."""
+    def model(router: str):
+        return perturbed(tfspec.compile(SPEC.format(options="4, 2", router=router, activation="swiglu",
+                                                    bias="false"), seed=0).decoder.layers[0].ffn.eval())
+    x = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        scaled_last = model("renormalize + scale(2.5)")(x)
+        assert torch.equal(model("scale(2.5) + renormalize")(x), scaled_last)
+        assert not close(model("renormalize")(x), scaled_last, 1e-3)
+    layers = tfspec.compile(SPEC.format(options="4, 2", router="sigmoid", activation="swiglu", bias="false").replace(
+        "router=sigmoid }", "router=sigmoid\n  layers 1 { ffn d_ff=12 kind=dense } }"), seed=0).decoder.layers
+    assert layers[0].ffn.choice.part_names == ("sigmoid",) and not hasattr(layers[1].ffn, "choice")
+    for text, message, hint in [("kind=dense router=sigmoid", "a dense feed-forward has no router", "drop router="),
+                                ("kind=moe(4, 2) router=softmax + sigmoid", "softmax and sigmoid both score", None),
+                                ("kind=moe(4, 2) router=renormalize + renormalize", "given twice", None),
+                                ("kind=moe(4, 2) router=sparsemixer + renormalize", "and no renormalize", None)]:
+        with pytest.raises(tfspec.SpecError) as info:
+            tfspec.parse("embedding tokens { vocab 40; dim 16 }\ndecoder x 1 { attention self heads=2 mask=causal\n"
+                         f"  feedforward d_ff=12 {text} }}")
+        assert message in info.value.message and info.value.line == 3 and info.value.column > 30, info.value
+        assert hint is None or hint in str(info.value)

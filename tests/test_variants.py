@@ -21,12 +21,13 @@ from tfspec.inspect.measure import measure
 from tfspec.ir.queries import fixed_length
 from tfspec.front.schema import Choice
 from tfspec.registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS,
-                             MIXERS, NORMS, POOLS, POSITIONS, AttentionShape)
+                             MIXERS, NORMS, POOLS, POSITIONS, ROUTER_PARTS, AttentionShape)
 from numerics import FLOAT32, assert_close, close
 
 FAMILIES = {"attention kind": ATTENTION_KINDS, "mask": MASKS, "position": POSITIONS, "norm": NORMS,
             "activation": ACTIVATIONS, "feed-forward kind": FEEDFORWARD_KINDS, "mixer": MIXERS,
-            "attention step": ATTENTION_STEPS, "init": INITS, "input": INPUTS, "pool": POOLS}
+            "attention step": ATTENTION_STEPS, "init": INITS, "input": INPUTS, "pool": POOLS,
+            "router part": ROUTER_PARTS}
 EMBEDDING = "embedding tokens {{ vocab 40; dim 16; position {position} }}\n"
 
 
@@ -59,6 +60,9 @@ def spec_text(family: str, name: str, options: dict) -> str:
             "mixer": f"residual pre; mixer {c}; attention self heads=2 mask=causal + padding; feedforward d_ff=32",
             "attention step": f"residual pre; attention self heads=2 mask=causal + padding steps={c}; "
                               "feedforward d_ff=32",
+            # a mixture of 4 experts in 2 groups, each position choosing 2 of them (the sparse mixer's number)
+            "router part": f"attention self heads=2 mask=causal + padding; feedforward d_ff=32 activation=swiglu "
+                           f"kind=moe(4, 2) router={c}",
             "init": "attention self heads=2 mask=causal; feedforward d_ff=32"}[family]
     defaults = f"defaults {{ init {c} }}\n" if family == "init" else ""
     stack = "encoder" if family in ("attention kind", "mask") else "decoder"
@@ -401,7 +405,7 @@ def decoder_text(family: str, name: str, options: dict) -> str | None:
     elif family == "position":
         return EMBEDDING.format(position=c) + "decoder x 2 { attention self heads=2 mask=causal; feedforward d_ff=32 }\n" \
             "head linear(40)"
-    elif family in ("feed-forward kind", "mixer", "attention step"):
+    elif family in ("feed-forward kind", "mixer", "attention step", "router part"):
         return spec_text(family, name, options)
     else:
         return None

@@ -11,7 +11,7 @@ from typing import Any, Callable, Literal, Protocol, Union
 
 from ..errors import Diagnostic, Span, SpecError, did_you_mean, one_of
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INITS, INPUTS, MASKS, MIXERS,
-                        NORMS, POOLS, POSITIONS, Registry)
+                        NORMS, POOLS, POSITIONS, ROUTER_PARTS, Registry)
 from . import schema as S
 from .syntax import BinOp, Call, Expr, Name, Number
 
@@ -170,6 +170,25 @@ def as_steps(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
 as_steps.registry = ATTENTION_STEPS
 
 
+def as_router(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
+    """``sigmoid + correction + renormalize``: a mixture's router parts, each at most once, one of them scoring at
+    most."""
+    parts = [choice(ROUTER_PARTS)(t, r) for t in terms_of(e, "router parts")]
+    seen: set[str] = set()
+    for part in parts:
+        if part.name in seen:
+            raise spec_error("duplicate", f"router part '{part.name}' is given twice", part.span)
+        seen.add(part.name)
+    scoring = [p for p in parts if ROUTER_PARTS[p.name].scores]
+    if len(scoring) > 1:
+        raise spec_error("value", f"a router scores one way: {' and '.join(p.name for p in scoring)} both score",
+                         scoring[1].span, "keep one of softmax, sigmoid and sparsemixer")
+    return tuple(parts)
+
+
+as_router.registry = ROUTER_PARTS
+
+
 def as_mask(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
     masks = [choice(MASKS)(t, r) for t in terms_of(e, "masks")]
     seen: dict[str, S.Choice] = {}
@@ -274,6 +293,7 @@ def sublayer_params(kind: str, d: dict, sequential: bool) -> list[Param]:
         params = [
             Param("d_ff", as_int),
             Param("kind", choice(FEEDFORWARD_KINDS), S.Choice(name="dense")),
+            Param("router", as_router, ()),
             Param("activation", choice(ACTIVATIONS), d["activation"]),
             Param("bias", as_bool, d["bias"]),
             Param("act_dropout", as_float, d["act_dropout"]),

@@ -4,7 +4,7 @@ schedules and the embedding each reads."""
 from __future__ import annotations
 
 from ..errors import Collector, Span, did_you_mean, one_of
-from ..registry import ACTIVATIONS, ATTENTION_STEPS, FEEDFORWARD_KINDS
+from ..registry import ACTIVATIONS, ATTENTION_STEPS, FEEDFORWARD_KINDS, ROUTER_PARTS
 from . import schema as S
 from .expr import Poisoned
 from .params import (BLOCK_SETTINGS, FAILED, Namer, Param, SECTIONS, STACK_SETTINGS, SUBLAYERS, applications, as_int,
@@ -308,6 +308,8 @@ class Stacks:
                 continue
             extra = changes.get(name, [])
             given = {a.name for a in extra}
+            if "kind" in given:  # a mixture's router goes with its kind: a section changing the kind gives it anew
+                given.add("router")
             args = tuple(a for a, named in zip(stmt.args, self._argument_names(stmt, d)) if named not in given) \
                 + tuple(extra)
             changed.append(Setting(stmt.name, stmt.name_span, args, stmt.span))
@@ -417,8 +419,17 @@ class Stacks:
                                                         else S.Choice(name="none"))
             return self.validated(S.Attention, fields, {**spans, "dropout": spans.get("attn_dropout")}, stmt.span,
                                   "attention", {"span": stmt.span})
-        fields = {k: values[k] for k in ("d_ff", "activation", "bias", "kind")}
+        fields = {k: values[k] for k in ("d_ff", "activation", "bias", "kind", "router")}
         fields["dropout"] = values["act_dropout"]
+        kind, kind_options = FEEDFORWARD_KINDS.of(values["kind"])
+        if values["router"] and not kind.routes:
+            raise spec_error("value", f"a {kind.name} feed-forward has no router to make of parts", spans["router"],
+                             "drop router=, or give kind=moe(experts, top)")
+        names = tuple(part.name for part in values["router"])
+        for part in values["router"]:
+            variant, options = ROUTER_PARTS.of(part)
+            for problem in variant.check(options, kind_options, names):
+                raise spec_error(problem.code, problem.message, part.span, problem.hint)
         activation, activation_options = ACTIVATIONS.of(values["activation"])
         if activation.params(1, activation_options) and not FEEDFORWARD_KINDS[values["kind"].name].trains_activation:
             raise spec_error("value", f"{values['activation'].name} trains parameters of its own, which a "

@@ -91,6 +91,7 @@ class FeedForward(Node):
     bias: bool
     dropout: Rate = 0.0  # after the activation
     kind: Choice = Choice(name="dense")  # one network, or a mixture of experts (``moe(...)``)
+    router: tuple[Choice, ...] = ()  # a mixture's router parts (``router=sigmoid + renormalize``); none: a softmax
 
 
 class Mixer(Node):

@@ -98,6 +98,8 @@ DOCS: dict[tuple[str, str], str] = {
 
     (FEEDFORWARD, "d_ff"): "the hidden width",
     (FEEDFORWARD, "kind"): "dense, or moe(experts, top, ...) for a mixture of experts",
+    (FEEDFORWARD, "router"): "a mixture's router parts, combined with `+` (sigmoid + correction + renormalize; "
+                             "default: softmax)",
     (FEEDFORWARD, "activation"): "the activation between the projections (gated ones, like swiglu, add a third)",
     (FEEDFORWARD, "bias"): "whether the projections have a bias",
     (FEEDFORWARD, "act_dropout"): "dropout after the activation",

@@ -23,7 +23,7 @@ from ..ir import nodes as ir
 from ..ir.graph import Graph
 from ..ir.queries import default_length, describe_layers, fixed_length, residual_placement, sublayers
 from ..registry import (ACTIVATIONS, ATTENTION_KINDS, ATTENTION_STEPS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, NORMS,
-                        CONNECTOR_STEPS, POOLS, POSITIONS)
+                        CONNECTOR_STEPS, POOLS, POSITIONS, ROUTER_PARTS)
 
 Facts = dict[tuple[str, str], str]  # (where, what) -> value
 
@@ -245,6 +245,8 @@ def _sublayer_facts(g: Graph, node: ir.Attention | ir.FeedForward | ir.Mixer) ->
     else:
         facts[(where, "d_ff")] = str(spec.d_ff)
         facts[(where, "kind")] = FEEDFORWARD_KINDS.label(spec.kind)
+        if FEEDFORWARD_KINDS[spec.kind.name].routes:
+            facts[(where, "router")] = " + ".join(ROUTER_PARTS.label(c) for c in spec.router) or "softmax"
         facts[(where, "activation")] = ACTIVATIONS.label(spec.activation)
         facts[(where, "inner dropout")] = f"{spec.dropout:g}"
     if not isinstance(node, ir.Mixer):  # (a mixer's biases are its kind's options)

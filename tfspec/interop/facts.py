@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
-from ..registry import ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, POSITIONS, combined_reach
+from ..registry import (ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, POSITIONS, ROUTER_PARTS,
+                        combined_reach)
 from .mapping import InteropError
 
 
@@ -84,6 +85,10 @@ class Facts:
         """The options of the first mixture of experts among ``role``'s layers' feed-forwards (a schedule may
         give some layers one network instead); refused where none is."""
         return FEEDFORWARD_KINDS.of(self.mixture_body(role).kind)[1]
+
+    def router(self, role: str) -> "Router":
+        """The router of the first mixture of experts among ``role``'s layers' feed-forwards."""
+        return Router(self.mixture_body(role).router)
 
     def mixture_body(self, role: str):
         """The first of ``role``'s feed-forwards that is a mixture of experts (its d_ff, activation, ...)."""
@@ -285,3 +290,40 @@ class Facts:
             if value == ours:
                 return name
         raise InteropError(f"{what} {ours} has no equivalent (the reference has {', '.join(sorted(set(table.values())))})")
+
+
+class Router:
+    """A mixture's router parts (``router=sigmoid + renormalize``) as a family's field table reads them: each
+    part's options by its name, and the values a configuration states of them, a part's absence its default."""
+
+    def __init__(self, parts) -> None:
+        self.parts = {part.name: ROUTER_PARTS.of(part)[1] for part in parts}
+
+    def option(self, part: str, option: str, default=None):
+        """An option of the part ``part`` (``default`` where the router has no such part)."""
+        return getattr(self.parts[part], option) if part in self.parts else default
+
+    @property
+    def score(self) -> str:
+        """How the logits become probabilities: softmax (the default), sigmoid or sparsemixer."""
+        return next((name for name in self.parts if ROUTER_PARTS[name].scores), "softmax")
+
+    @property
+    def renormalize(self) -> bool:
+        return "renormalize" in self.parts
+
+    @property
+    def correction(self) -> bool:
+        return "correction" in self.parts
+
+    @property
+    def scale(self) -> float:
+        return self.option("scale", "factor", 1.0)
+
+    @property
+    def groups(self) -> int:
+        return self.option("groups", "groups", 1)
+
+    @property
+    def top_groups(self) -> int:
+        return self.option("groups", "top_groups", 1)

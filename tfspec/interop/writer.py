@@ -32,6 +32,16 @@ def causal_masks(window: int | None = None, padding: bool = True) -> str:
     return " + ".join(["causal"] + ([f"window({window})"] if window else []) + (["padding"] if padding else []))
 
 
+def router(*parts: str | None) -> str | None:
+    """A mixture's ``router=`` from the parts a configuration gives (None or empty: not given); None where it gives
+    none (a softmax's top experts, weighed as they are).
+
+    >>> router("sigmoid", None, "scale(2.5)"), router(None)
+    ('sigmoid + scale(2.5)', None)
+    """
+    return " + ".join(p for p in parts if p) or None
+
+
 def number(x) -> str:
     """A value as a spec writes it, exactly: 768, 1e-12, 10000.0 -> 10000.0, True -> true."""
     if isinstance(x, bool):

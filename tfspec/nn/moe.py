@@ -1,10 +1,11 @@
 """A mixture of experts in place of the feed-forward network (``tfspec.variants.moe``): a router scores each
 position against every expert, the ``top`` best run on it, and their outputs are summed by the routing weights.
 
-The routing is parts, each holding its own parameters, so a family's router is a composition rather than a flag:
-what the router reads (``NormedRouterInput``: Gemma 4's), its linear map, and its ``Choice`` of experts and weights,
-itself scoring (softmax, sigmoid, the sparse mixer), a ``Correction`` bias and a ``GroupLimit`` on the choice
-(DeepSeek's), and the weighing (renormalised, scaled, scaled per expert).
+The routing is parts (``RouterPart``), each holding its own parameters, so a family's router is a composition
+rather than a flag: a linear map, and a ``Choice`` of experts and weights by its parts: what the router reads
+(``NormedInput``: Gemma 4's; ``Jitter``: PhiMoE's), its scoring (``Softmax``, ``Sigmoid``, ``SparseMixer``), a
+``Correction`` bias and a ``GroupLimit`` on the choice (DeepSeek's), and the weighing (``Renormalize``, ``Scale``,
+``ExpertScale``).
 
 Compute is dropless and grouped: the chosen (position, expert) pairs are sorted by expert, each expert runs once
 on all its positions (one matrix product each way), and the results are scattered back. Nothing is computed for
@@ -69,16 +70,88 @@ def sparse_mix(logits: Tensor, eps: float, training: bool) -> tuple[Tensor, Tens
     return torch.cat((first_weight, second_weight), dim=-1), torch.cat((first, second), dim=-1)
 
 
-class Correction(nn.Module):
+class RouterPart(nn.Module):
+    """A part of a mixture's router (``tfspec.variants.router_parts``): each hook does nothing unless the part does
+    it. ``order``: where it acts among the router's parts (renormalise, then scale, then scale per expert),
+    whatever the order the spec writes them in."""
+
+    order = 0
+
+    def inputs(self, x: Tensor) -> Tensor:
+        """What the router and the experts read (training's jitter)."""
+        return x
+
+    def reads(self, x: Tensor) -> Tensor:
+        """What the router's linear map reads (Gemma 4's normed input)."""
+        return x
+
+    def probabilities(self, logits: Tensor) -> Tensor | None:
+        """Every expert's probability ``(positions, experts)``, float32, from the logits (a scoring part's)."""
+        return None
+
+    def choose(self, logits: Tensor, training: bool) -> tuple[Tensor, Tensor] | None:
+        """(weights, chosen experts), where the part chooses them itself (the sparse mixer)."""
+        return None
+
+    def choosing(self, scores: Tensor, again: bool) -> Tensor:
+        """The scores that choose (not differentiated): a correction bias added, groups not among the best out."""
+        return scores
+
+    def weigh(self, weights: Tensor, chosen: Tensor, dtype: torch.dtype) -> Tensor:
+        """The chosen experts' weights ``(positions, top)``, float32 until a part casts them to ``dtype``."""
+        return weights
+
+    def counted(self, chosen: Tensor, probs: Tensor, top: int) -> Tensor:
+        """The choices load balancing counts: those made (the sparse mixer's: by its probabilities)."""
+        return chosen
+
+    def chosen(self, chosen: Tensor) -> None:
+        """After a training call's choice, outside the graph (a correction bias moving towards balance)."""
+
+
+class Softmax(RouterPart):
+    """A softmax over the experts' logits, in float32 (Mixtral's, Qwen's)."""
+
+    def probabilities(self, logits: Tensor) -> Tensor:
+        return logits.float().softmax(dim=-1)
+
+
+class Sigmoid(RouterPart):
+    """A sigmoid of each expert's logit, in float32 (DeepSeek-V3's, Llama 4's)."""
+
+    def probabilities(self, logits: Tensor) -> Tensor:
+        return logits.float().sigmoid()
+
+
+class SparseMixer(Softmax):
+    """Two experts chosen in turn by ``sparse_mix`` (``eps``: its threshold), the probabilities a softmax's."""
+
+    def __init__(self, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+
+    def choose(self, logits: Tensor, training: bool) -> tuple[Tensor, Tensor]:
+        return sparse_mix(logits, self.eps, training)
+
+    def counted(self, chosen: Tensor, probs: Tensor, top: int) -> Tensor:
+        return probs.topk(top, dim=-1).indices  # (Phi-3.5-MoE balances the experts they rank first)
+
+
+class Correction(RouterPart):
     """DeepSeek-V3's per-expert ``bias`` on the scores that choose (not on the weights), adjusted outside gradient
     descent (frozen): with ``rate`` γ, each training call raises an expert's bias by γ where it chose the expert less
     often than the mean and lowers it where more often (balancing without an auxiliary loss)."""
+
+    order = 1
 
     def __init__(self, experts: int, rate: float = 0.0) -> None:
         super().__init__()
         self.bias = nn.Parameter(torch.zeros(experts), requires_grad=False)
         self.rate = rate
         self.chosen_with: Tensor | None = None  # the bias the last training call chose with
+
+    def choosing(self, scores: Tensor, again: bool) -> Tensor:
+        return scores + self.current(self.training, again).float()
 
     def current(self, training: bool, again: bool) -> Tensor:
         """The bias this call chooses with: a checkpointed layer's second run (``again``) uses the first's, since
@@ -90,24 +163,29 @@ class Correction(nn.Module):
         return self.chosen_with
 
     @torch.no_grad()
-    def balance(self, chosen: Tensor) -> None:
+    def chosen(self, chosen: Tensor) -> None:
         """Move the bias towards balance by the call's choices, counted over every process of a distributed run so
         that their biases stay equal."""
+        if not self.rate or chosen.is_meta:  # (meta: no choices made)
+            return
         counts = torch.bincount(chosen.reshape(-1), minlength=self.bias.numel()).float()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.all_reduce(counts)
         self.bias += self.rate * torch.sign(counts.mean() - counts)
 
 
-class GroupLimit:
+class GroupLimit(RouterPart):
     """Group-limited routing: the experts in ``groups`` groups, each position choosing among the ``top_groups``
     groups that score highest, a group by its two best scores' sum (``by="top2"``: DeepSeek-V3's) or its best
     (``"max"``: DeepSeek-V2's)."""
 
+    order = 2
+
     def __init__(self, groups: int, top_groups: int, by: str = "top2") -> None:
+        super().__init__()
         self.groups, self.top_groups, self.by = groups, top_groups, by
 
-    def limit(self, scores: Tensor) -> Tensor:
+    def choosing(self, scores: Tensor, again: bool) -> Tensor:
         """``scores`` with the experts of every group not among the best at -inf."""
         per_group = scores.view(*scores.shape[:-1], self.groups, -1)
         ranked = per_group.topk(2, dim=-1).values.sum(dim=-1) if self.by == "top2" else per_group.amax(dim=-1)
@@ -116,7 +194,61 @@ class GroupLimit:
         return scores.masked_fill(~kept.repeat_interleave(per_group.shape[-1], dim=-1), float("-inf"))
 
 
-class NormedRouterInput(nn.Module):
+class Renormalize(RouterPart):
+    """The chosen experts' weights divided by their sum (plus ``eps``: LFM2-MoE's 1e-6)."""
+
+    order = 1
+
+    def __init__(self, eps: float = 0.0) -> None:
+        super().__init__()
+        self.eps = eps
+
+    def weigh(self, weights: Tensor, chosen: Tensor, dtype: torch.dtype) -> Tensor:
+        total = weights.sum(dim=-1, keepdim=True)
+        return weights / (total + self.eps if self.eps else total)
+
+
+class Scale(RouterPart):
+    """The weights times ``factor`` (DeepSeek's routed scaling factor)."""
+
+    order = 2
+
+    def __init__(self, factor: float) -> None:
+        super().__init__()
+        self.factor = factor
+
+    def weigh(self, weights: Tensor, chosen: Tensor, dtype: torch.dtype) -> Tensor:
+        return weights * self.factor
+
+
+class ExpertScale(RouterPart):
+    """A learned ``scale`` per expert on its weight, in the activations' dtype (Gemma 4's ``per_expert_scale``)."""
+
+    order = 3
+
+    def __init__(self, experts: int) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(experts))
+
+    def weigh(self, weights: Tensor, chosen: Tensor, dtype: torch.dtype) -> Tensor:
+        return weights.to(dtype) * self.scale[chosen].to(dtype)
+
+
+class Jitter(RouterPart):
+    """Training multiplies the input (the router's and the experts') by noise uniform in 1 ± ``amount``
+    (PhiMoE's)."""
+
+    def __init__(self, amount: float) -> None:
+        super().__init__()
+        self.amount = amount
+
+    def inputs(self, x: Tensor) -> Tensor:
+        if not self.training:
+            return x
+        return x * torch.empty_like(x).uniform_(1.0 - self.amount, 1.0 + self.amount)
+
+
+class NormedInput(RouterPart):
     """What Gemma 4's router reads: rms(x) · ``scale`` / √width (``scale`` learned per channel)."""
 
     def __init__(self, width: int, eps: float) -> None:
@@ -124,59 +256,65 @@ class NormedRouterInput(nn.Module):
         self.scale = nn.Parameter(torch.ones(width))
         self.width, self.eps = width, eps
 
-    def forward(self, x: Tensor) -> Tensor:
+    def reads(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, (self.width,), eps=self.eps) * self.scale * self.width ** -0.5
 
 
 class Choice(nn.Module):
-    """Which ``top`` experts each position runs and their weights, from the router's logits, in parts:
+    """Which ``top`` experts each position runs and their weights, from the router's logits, by its ``parts``
+    (``RouterPart``s, each a submodule under its name): the probabilities (the scoring part's), the choice of the
+    ``top`` best by the scores the parts steer (not differentiated), the chosen experts' probabilities weighed by
+    the parts, in their ``order``."""
 
-    - scoring: ``score`` ``softmax`` over the experts or ``sigmoid`` per expert, taken in float32 as Hugging
-      Face's routers take them; ``sparsemixer``: two experts chosen in turn by ``sparse_mix`` (``eps``: its
-      threshold), the probabilities a softmax's;
-    - choosing, not differentiated: the scores plus a ``correction`` bias (``Correction``), among the best groups
-      of a ``groups`` limit (``GroupLimit``), the ``top`` best;
-    - weighing: the chosen experts' scores, divided by their sum where ``renormalize`` (plus ``renormalize_eps``:
-      LFM2-MoE's), times ``scale`` (DeepSeek's routed scaling factor), times a learned scale per expert where
-      ``expert_scale`` (Gemma 4's ``per_expert_scale``)."""
-
-    def __init__(self, experts: int, top: int, score: str = "softmax", *, eps: float = 0.0,
-                 correction: Correction | None = None, groups: GroupLimit | None = None, renormalize: bool = False,
-                 renormalize_eps: float = 0.0, scale: float = 1.0, expert_scale: bool = False) -> None:
+    def __init__(self, top: int, parts: dict[str, RouterPart]) -> None:
         super().__init__()
-        self.top, self.score, self.eps = top, score, eps
-        self.correction, self.groups = correction, groups
-        self.renormalize, self.renormalize_eps, self.scale = renormalize, renormalize_eps, scale
-        self.expert_scale = nn.Parameter(torch.ones(experts)) if expert_scale else None
+        self.top = top
+        for name, part in parts.items():
+            self.add_module(name, part)
+        self.part_names = tuple(sorted(parts, key=lambda name: parts[name].order))
+
+    def parts(self) -> list[RouterPart]:
+        return [getattr(self, name) for name in self.part_names]
+
+    def inputs(self, x: Tensor) -> Tensor:
+        for part in self.parts():
+            x = part.inputs(x)
+        return x
+
+    def reads(self, x: Tensor) -> Tensor:
+        for part in self.parts():
+            x = part.reads(x)
+        return x
 
     def forward(self, logits: Tensor, again: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         """(routing weights ``(positions, top)`` in the logits' dtype, chosen experts ``(positions, top)``, every
         expert's probability ``(positions, experts)``); ``again``: a checkpointed layer's second run."""
-        if self.score == "sparsemixer":
-            weights, chosen = sparse_mix(logits, self.eps, self.training)
-            return weights.to(logits.dtype), chosen, logits.float().softmax(dim=-1)
-        probs = logits.float().softmax(dim=-1) if self.score == "softmax" else logits.float().sigmoid()
-        with torch.no_grad():
-            scores = probs if self.correction is None else \
-                probs + self.correction.current(self.training, again).float()
-            if self.groups is not None:
-                scores = self.groups.limit(scores)
-            chosen = scores.topk(self.top, dim=-1).indices
-        weights = probs.gather(-1, chosen)
-        if self.renormalize:
-            total = weights.sum(dim=-1, keepdim=True)
-            weights = weights / (total + self.renormalize_eps if self.renormalize_eps else total)
-        if self.scale != 1.0:
-            weights = weights * self.scale
-        weights = weights.to(logits.dtype)
-        if self.expert_scale is not None:
-            weights = weights * self.expert_scale[chosen].to(weights.dtype)
-        return weights, chosen, probs
+        parts = self.parts()
+        probs = next(p for p in map(lambda part: part.probabilities(logits), parts) if p is not None)
+        made = next((c for c in (part.choose(logits, self.training) for part in parts) if c is not None), None)
+        if made is not None:
+            weights, chosen = made
+        else:
+            with torch.no_grad():
+                scores = probs
+                for part in parts:
+                    scores = part.choosing(scores, again)
+                chosen = scores.topk(self.top, dim=-1).indices
+            weights = probs.gather(-1, chosen)
+        for part in parts:
+            weights = part.weigh(weights, chosen, logits.dtype)
+        return weights.to(logits.dtype), chosen, probs
 
     def counted(self, chosen: Tensor, probs: Tensor) -> Tensor:
-        """The choices load balancing counts: those made, or the sparse mixer's by its probabilities (it balances
-        the experts they rank first, not those it sampled: Phi-3.5-MoE's)."""
-        return probs.topk(self.top, dim=-1).indices if self.score == "sparsemixer" else chosen
+        """The choices load balancing counts."""
+        for part in self.parts():
+            chosen = part.counted(chosen, probs, self.top)
+        return chosen
+
+    def chosen(self, chosen: Tensor) -> None:
+        """After a training call's choice (not a checkpointed layer's second run)."""
+        for part in self.parts():
+            part.chosen(chosen)
 
 
 def expert_counts(chosen: Tensor, experts: int) -> list[int]:
@@ -235,34 +373,29 @@ class Experts(nn.Module):
 
 
 class MixtureOfExperts(nn.Module):
-    """A ``router`` (a linear map to one logit per expert, reading ``x``, or what ``router_input`` makes of it), its
+    """A ``router`` (a linear map to one logit per expert, reading ``x`` as its ``choice``'s parts make it), its
     ``choice`` of experts and their weights (``Choice``), the ``experts``, and optionally a ``shared`` network every
     position runs (scaled by ``sigmoid(shared_gate(x))`` where it has a gate: Qwen2-MoE); ``experts_norm``: what the
-    experts (and a shared network) read x through (Gemma 4's RMSNorm); ``input_jitter``: training multiplies the
-    input by noise uniform in 1 ± this.
+    experts (and a shared network) read x through (Gemma 4's RMSNorm).
 
     In training, each call records its router's statistics (``balance``: the fraction of choices and the mean
     probability per expert; ``z``: the mean squared log-sum-exp of the logits) in ``router_stats``, which the
     model turns into its auxiliary losses (``CompiledModel.auxiliary_losses``) by ``aux_loss`` and ``z_loss``."""
 
     def __init__(self, router: nn.Linear, choice: Choice, experts: Experts, *, shared: nn.Module | None = None,
-                 shared_gate: nn.Module | None = None, router_input: nn.Module | None = None,
-                 experts_norm: nn.Module | None = None, input_jitter: float = 0.0, aux_loss: float = 0.0,
+                 shared_gate: nn.Module | None = None, experts_norm: nn.Module | None = None, aux_loss: float = 0.0,
                  z_loss: float = 0.0) -> None:
         super().__init__()
         self.router, self.choice, self.experts = router, choice, experts
         self.shared, self.shared_gate = shared, shared_gate
-        self.router_input, self.experts_norm = router_input, experts_norm
-        self.input_jitter, self.aux_loss, self.z_loss = input_jitter, aux_loss, z_loss
+        self.experts_norm, self.aux_loss, self.z_loss = experts_norm, aux_loss, z_loss
         self.router_stats: dict[str, Tensor] | None = None
         self.recomputing = False  # set by activation checkpointing (tfspec.nn.recompute) for its second run
 
     def forward(self, x: Tensor, ctx=None) -> Tensor:
         """``x`` (..., width); ``ctx``: the call's ``Context``, whose padding the router's statistics leave out."""
-        flat = x.reshape(-1, x.shape[-1])
-        if self.training and self.input_jitter:
-            flat = flat * torch.empty_like(flat).uniform_(1.0 - self.input_jitter, 1.0 + self.input_jitter)
-        logits = self.router(flat if self.router_input is None else self.router_input(flat))
+        flat = self.choice.inputs(x.reshape(-1, x.shape[-1]))
+        logits = self.router(self.choice.reads(flat))
         again = self.recomputing  # a checkpointed layer's second run: route as the first did, change nothing
         weights, chosen, probs = self.choice(logits, again)
         inputs = flat if self.experts_norm is None else self.experts_norm(flat)
@@ -277,9 +410,8 @@ class MixtureOfExperts(nn.Module):
             real = ~ctx.padding.reshape(-1)
         self.router_stats = self.statistics(logits, self.choice.counted(chosen, probs), probs, real) \
             if self.training else None
-        correction = self.choice.correction
-        if self.training and correction is not None and correction.rate and not chosen.is_meta:  # (meta: no choices)
-            correction.balance(chosen)
+        if self.training:
+            self.choice.chosen(chosen)
         return y.view(x.shape)
 
     def statistics(self, logits: Tensor, chosen: Tensor, probs: Tensor, real: Tensor | None = None

@@ -34,8 +34,8 @@ from .contract import (LAYER, POSITION_IDS, AttentionShape, ComplexityClass, Con
                        Problem, Registry, Role, RuntimeInput, Shape, StackOwned, Variant, built_value, format_value,
                        linear_params, option_docs)
 from .inputs import INPUTS, InputKind
-from .layer import (ACTIVATIONS, FEEDFORWARD_KINDS, INITS, MIXERS, NORMS, Activation, FeedForwardKind, Init, Norm,
-                    TokenMixer)
+from .layer import (ACTIVATIONS, FEEDFORWARD_KINDS, INITS, MIXERS, NORMS, ROUTER_PARTS, Activation, FeedForwardKind,
+                    Init, Norm, RouterPart, TokenMixer)
 from .mask import MASKS, Mask, combined_reach
 from .pool import POOLS, Pool
 from .connector import CONNECTOR_STEPS, ConnectorStep
@@ -50,7 +50,8 @@ def attention_inputs(body) -> tuple[RuntimeInput, ...]:
 
 
 __all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_STEPS", "CONNECTOR_STEPS", "ConnectorStep", "FEEDFORWARD_KINDS",
-           "INITS", "INPUTS", "LAYER", "MASKS", "MIXERS", "NORMS", "POOLS", "POSITIONS", "POSITION_IDS", "Activation",
+           "INITS", "INPUTS", "LAYER", "MASKS", "MIXERS", "NORMS", "POOLS", "POSITIONS", "POSITION_IDS", "ROUTER_PARTS",
+           "Activation", "RouterPart",
            "AttentionConfig", "AttentionKind", "AttentionRun", "AttentionShape", "AttentionStepKind", "ComplexityClass",
            "Constructor", "FeedForwardKind", "Init", "InputKind", "LayerIndex", "Mask", "NoOptions", "Norm",
            "Param", "Pool", "Position", "Problem", "Registry", "Role", "RuntimeInput", "Shape", "StackOwned",

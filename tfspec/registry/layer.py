@@ -105,6 +105,35 @@ class FeedForwardKind(Variant):
         raise NotImplementedError
 
 
+class RouterPart(Variant):
+    """A part of a mixture of experts' router (``feedforward ... kind=moe(8, 2) router=sigmoid + renormalize``): how
+    the router's logits become probabilities (a ``scores`` part: softmax, the default, sigmoid, the sparse mixer),
+    what the router reads, what steers the choice of the ``top`` experts and how the chosen ones are weighed. Its
+    whole contract, from the mixture's ``width`` and its options (``mixture``: ``experts``, ``top``): parameters
+    with their roles (under the mixture's ``choice.NAME.``), checks, cost per position, label, and the runtime part
+    (a ``tfspec.nn.moe.RouterPart``)."""
+
+    scores: ClassVar[bool] = False  # it turns the logits into probabilities: a router has one such part
+
+    def params(self, width: int, mixture, options) -> dict[str, Param]:
+        return {}
+
+    def check(self, options, mixture, parts: tuple[str, ...]) -> list[Problem]:
+        """Objections to the mixture (``mixture``: its options) and to the router's other ``parts`` (names)."""
+        return []
+
+    def module(self, width: int, mixture, options) -> Constructor:
+        raise NotImplementedError
+
+    def flops(self, width: int, mixture, options) -> int:
+        """Element-wise FLOPs it adds per position."""
+        return 0
+
+    def saved(self, width: int, mixture, options) -> tuple[int, int]:
+        """Per position, the (activation-dtype elements, 4-byte words) autograd keeps for it."""
+        return 0, 0
+
+
 class Norm(Variant):
     flops_per_element: ClassVar[int] = 0  # by convention, for tfspec.inspect.analysis
     module_name: ClassVar[str] = "norm"  # what a wiring call of it is named in its layer (``norm``, ``norm_1``, ...)
@@ -204,4 +233,5 @@ ACTIVATIONS: Registry[Activation] = Registry("activation", Activation)
 NORMS: Registry[Norm] = Registry("norm", Norm)
 FEEDFORWARD_KINDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
 MIXERS: Registry[TokenMixer] = Registry("mixer", TokenMixer)
+ROUTER_PARTS: Registry[RouterPart] = Registry("router part", RouterPart)
 INITS: Registry[Init] = Registry("init", Init)

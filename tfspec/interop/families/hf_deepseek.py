@@ -13,7 +13,7 @@ DeepSeek-V2 and V3 are pre-norm RMSNorm decoders in Llama's layout with:
   ``intermediate_size`` instead (a layer schedule). V3 routes by sigmoid scores plus a correction bias, among the
   ``topk_group`` of ``n_group`` groups whose two best scores sum highest, renormalised where ``norm_topk_prob``
   says; V2 by a softmax, ``group_limited_greedy`` among the groups whose best score is highest
-  (``group_score=max``); both scale the weights by ``routed_scaling_factor``.
+  (``router=... + groups(n, k, by=max)``); both scale the weights by ``routed_scaling_factor``.
 
 Hugging Face's latent attention projections map one to one onto ours (``q_a_proj`` → ``q_down``,
 ``q_a_layernorm`` → ``q_latent_norm``, ``q_b_proj`` → ``q_up``, ``kv_a_proj_with_mqa`` → ``kv_down``,
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 
+from ..writer import router
 from ..family import Family, causal_lm
 from ...ir import nodes as ir
 from .. import layouts, mtp
@@ -107,7 +108,7 @@ SHARED = [
     Field("experts", "n_routed_experts", lambda f: f.mixture("decoder").experts),
     Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
     Field("shared_experts", "n_shared_experts", shared_expert_count, read=lambda c: c.n_shared_experts or 0),
-    Field("routed_scale", "routed_scaling_factor", lambda f: f.mixture("decoder").scale),
+    Field("routed_scale", "routed_scaling_factor", lambda f: f.router("decoder").scale),
 ]
 
 
@@ -115,7 +116,7 @@ def group_fields(always: bool) -> list[Field]:
     """n_group and topk_group: written by export ``always`` (V3's defaults are 8 and 4), or where the router
     limits its choice to groups (V2's are None, and read only with group_limited_greedy)."""
     def fact(option: str):
-        return lambda f: getattr(f.mixture("decoder"), option) if always or f.mixture("decoder").groups > 1 \
+        return lambda f: getattr(f.router("decoder"), option) if always or f.router("decoder").groups > 1 \
             else None
 
     return [Field("groups", "n_group", fact("groups"), read=lambda c: (c.n_group or 1) if _group_limited(c) else None),
@@ -130,12 +131,12 @@ IGNORED = {**hf_llama.FIELDS.ignored,
            "rope_parameters.partial_rotary_factor": "DeepSeek rotates the qk_rope_head_dim dimensions, all of them"}
 V3_FIELDS = Fields(
     *SHARED, *group_fields(always=True),
-    Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+    Field("renormalize", "norm_topk_prob", lambda f: f.router("decoder").renormalize, let=False),
     Field("interleaved", "rope_interleave", lambda f: f.rotary("decoder").get("interleaved", False), let=False),
     mtp.field(default=1), ignored=IGNORED)
 V2_FIELDS = Fields(
     *SHARED, *group_fields(always=False),
-    Field("topk_method", "topk_method", lambda f: "group_limited_greedy" if f.mixture("decoder").groups > 1
+    Field("topk_method", "topk_method", lambda f: "group_limited_greedy" if f.router("decoder").groups > 1
           else "greedy", names={"greedy": "greedy", "group_limited_greedy": "group_limited_greedy"}, setting=False),
     Fixed("mlp_bias", False, "mlp_bias={value}: DeepSeek-V2's dense and shared networks would be biased and its "
                              "experts not; tfspec's mixture biases both or neither"),
@@ -161,10 +162,11 @@ def v3_feedforwards(document: Document, s, sparse: list[bool]) -> Document:
     """``document`` with DeepSeek-V3's feed-forwards (GLM-4.5's, DeepSeek-V3.2's) from the settings ``s``: a
     mixture choosing by sigmoid scores and a correction bias, among groups where there are several, in the layers
     ``sparse`` says, a gated MLP in the others (``layouts.scheduled_feedforwards``)."""
-    groups = f", groups={s.groups}, top_groups={s.top_groups}" if s.value("groups") > 1 else ""
+    groups = f"groups({s.groups}, {s.top_groups})" if s.value("groups") > 1 else None
     shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, score=sigmoid, correction=true, "
-                                       f"renormalize={s.renormalize}, scale={s.routed_scale}{groups}{shared})"}
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}{shared})",
+               "router": router("sigmoid", "correction", groups, "renormalize" if s.value("renormalize") else None,
+                                f"scale({s.routed_scale})")}
     return layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"}, sparse)
 
 
@@ -183,12 +185,14 @@ def document(s, *, padding: bool, head: bool) -> Document:
     if all(dense_layers(s.config)):
         raise InteropError("no layer of this configuration is a mixture of experts (first_k_dense_replace covers "
                            "every layer)")
-    route = ("score=sigmoid, correction=true, " + f"renormalize={s.renormalize}, ") if v3 else ""
-    groups = ""
+    groups = None
     if s.groups is not None and s.value("groups") > 1:
-        groups = f", groups={s.groups}, top_groups={s.top_groups}" + ("" if v3 else ", group_score=max")
+        groups = f"groups({s.groups}, {s.top_groups}" + (")" if v3 else ", by=max)")
     shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, {route}scale={s.routed_scale}{groups}{shared})"}
+    route = ("sigmoid", "correction") if v3 else ()
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}{shared})",
+               "router": router(*route, groups, "renormalize" if v3 and s.value("renormalize") else None,
+                                f"scale({s.routed_scale})")}
     document = (hf_llama.document(s, padding=padding, head=head)
                 .change("decoder", "position", hf_llama.rotary(s, interleaved=not v3 or s.value("interleaved")))
                 .change("decoder", "attention", bias=None)  # (written again after the latent attention's options)
@@ -212,7 +216,7 @@ def hf_config(spec) -> dict:
     """The DeepSeek-V3 configuration ``spec`` would be (V2's where its router soft-maxes)."""
     f = Facts(spec, "DeepSeek-V3 or DeepSeek-V2")
     f.kind("decoder-only")
-    model_type = "deepseek_v3" if f.mixture("decoder").score == "sigmoid" else "deepseek_v2"
+    model_type = "deepseek_v3" if f.router("decoder").score == "sigmoid" else "deepseek_v2"
     return {"model_type": model_type, **TABLES[model_type].config(f)}
 
 
@@ -267,7 +271,8 @@ DEEPSEEK_V3 = Family(
     "DeepSeek-V3", ("deepseek_v3",), causal_lm("DeepseekV3"),
     "DeepSeek-V3: a pre-norm decoder with multi-head latent attention (kind=latent(kv_rank, rope_dim, "
     "q_rank=..., v_dim=...): a KV cache of the compressed latent) and mixtures of SwiGLU experts routed by "
-    "sigmoid scores plus a correction bias, among the best groups of experts (groups=, top_groups=), "
+    "sigmoid scores plus a correction bias, among the best groups of experts (router=sigmoid + correction + "
+    "groups(n, k) + renormalize + scale(f)), "
     "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
     "schedule)",
     module=__name__, priority=140, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)

@@ -48,7 +48,7 @@ FIELDS = Fields(
           read=lambda c: c.intermediate_size if not all(_sparse_layers(c)) else None),
     Field("q_rank", "q_lora_rank", lambda f: _indexed(f).q_rank),
     *hf_deepseek.group_fields(always=True),
-    Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+    Field("renormalize", "norm_topk_prob", lambda f: f.router("decoder").renormalize, let=False),
     Field("topk", "index_topk", lambda f: _indexed(f).topk),
     Field("index_heads", "index_n_heads", lambda f: _indexed(f).index_heads),
     Field("index_dim", "index_head_dim", lambda f: _indexed(f).index_dim),

@@ -4,8 +4,8 @@ compiled spec.
 ERNIE 4.5 MoE is ERNIE 4.5's attention (``hf_ernie4_5``: interleaved rotary positions, its own
 head width) whose feed-forwards are, in the layers ``moe_layer_interval``, ``moe_layer_start_index`` and
 ``moe_layer_end_index`` pick, mixtures of ``moe_num_experts`` SwiGLU experts: a softmax over every expert, the
-``moe_k`` best chosen by their probability plus a per-expert correction bias (``correction=true``, as DeepSeek-V3's
-steers the choice but not the weights), their probabilities renormalised, beside ``moe_num_shared_experts`` shared
+``moe_k`` best chosen by their probability plus a per-expert correction bias (``router=correction + renormalize``,
+as DeepSeek-V3's steers the choice but not the weights), their probabilities renormalised, beside ``moe_num_shared_experts`` shared
 experts; the other layers keep a gated MLP. Hugging Face floors the renormalising sum at ``moe_norm_min`` (1e-12),
 which no top-k of a softmax reaches; ``use_bias`` would bias the dense and shared networks and the head but not the
 experts, which tfspec's mixture does not express, and is refused.
@@ -78,16 +78,15 @@ def document(s, *, padding: bool, head: bool) -> Document:
         raise InteropError("no layer of this configuration is a mixture of experts (moe_layer_start_index, "
                            "moe_layer_end_index, moe_layer_interval): import it as the dense ERNIE 4.5 it is")
     shared = f", shared={s.d_ff} * {s.shared_experts}" if s.value("shared_experts") else ""
-    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, correction=true, renormalize=true, "
-                                       f"aux_loss={s.aux_loss}{shared})"}
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, aux_loss={s.aux_loss}{shared})",
+               "router": "correction + renormalize"}
     document = hf_llama.document(s, padding=padding, head=head).change(
         "decoder", "position", hf_llama.rotary(s, interleaved=True)).change("decoder", "attention", bias="false")
     return layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"}, sparse)
 
 
 def _ernie_router(f) -> bool:
-    mixture = f.mixture("decoder")
-    return mixture.score == "softmax" and mixture.correction and mixture.renormalize and mixture.scale == 1.0
+    return set(f.router("decoder").parts) == {"correction", "renormalize"}
 
 
 def _correction(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:

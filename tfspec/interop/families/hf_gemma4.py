@@ -246,8 +246,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
     mlp = f"feedforward(norm(x), d_ff={s.d_ff}, activation={s.activation}, bias=false)"
     if s.value("moe"):  # beside the MLP: the experts read the stream normed, the router the stream itself
         mlp = (f"norm({mlp}) + norm(feedforward(x, d_ff={s.moe_d_ff}, activation={s.activation}, bias=false, \\\n"
-               f"               kind=moe({s.experts}, {s.top}, renormalize=true, router_input=normed, "
-               f"experts_norm=rmsnorm, norm_eps={eps}, expert_scale=true)))")
+               f"               kind=moe({s.experts}, {s.top}, experts_norm=rmsnorm, norm_eps={eps}), \\\n"
+               f"               router=normed_input({eps}) + renormalize + expert_scale))")
     gate = ""
     if s.per_layer_dim:  # each layer's gate after its MLP
         gate = (f"x = x + norm(feedforward(x, d_ff={s.per_layer_dim}, activation={ONE_INPUT[s.value('activation')]}, "
@@ -330,8 +330,8 @@ WEIGHTS = Weights({
     "layer_scalar.weight": Tensor("layer_scalar"),
     "per_layer.gate": "per_layer_input_gate", "per_layer.down": "per_layer_projection",
     # the mixture: its router (and its scales), the stacked experts (gate rows first), their norm
-    "experts.router": "router.proj", "experts.router_input.scale": Tensor("router.scale"),
-    "experts.choice.expert_scale": Tensor("router.per_expert_scale"),
+    "experts.router": "router.proj", "experts.choice.normed_input.scale": Tensor("router.scale"),
+    "experts.choice.expert_scale.scale": Tensor("router.per_expert_scale"),
     "experts.experts.up": Tensor("experts.gate_up_proj"), "experts.experts.down": Tensor("experts.down_proj"),
     "experts.experts_norm": "pre_feedforward_layernorm_2"},
     top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "norm",

@@ -31,7 +31,7 @@ FIELDS = Fields(
     *(_DEEPSEEK[n] for n in ("dense_d_ff", "first_dense", "d_ff", "experts", "top", "shared_experts",
                              "routed_scale")),
     *hf_deepseek.group_fields(always=True),
-    Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+    Field("renormalize", "norm_topk_prob", lambda f: f.router("decoder").renormalize, let=False),
     Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
     Field("qk_norm", "use_qk_norm", lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,
           setting=False),
@@ -88,7 +88,7 @@ GLM4_MOE = hf_llama.LLAMA.derive(
     "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
     "routed by sigmoid scores plus a correction bias among groups, with shared experts",
     module=__name__, priority=450, fields=FIELDS, document=document, hf_config=None,
-    requires=(Requires(lambda f: f.mixture("decoder").score == "sigmoid",
+    requires=(Requires(lambda f: f.router("decoder").score == "sigmoid",
                        "its router soft-maxes its scores; GLM-4.5's takes their sigmoids"),),
     rules=hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
                                    **hf_deepseek.MIXTURE}))

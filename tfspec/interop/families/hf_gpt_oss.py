@@ -4,7 +4,7 @@ gpt-oss (OpenAI, 2025) is a pre-norm RMSNorm decoder in Llama's layout with: bia
 learned sink per head (``kind=sinks``); sliding-window and full layers as ``layer_types`` says (a layer
 schedule); YaRN-scaled rotary positions; and a mixture of ``num_local_experts`` experts, each position routed to
 its ``num_experts_per_tok`` best by a biased router whose chosen logits are soft-maxed (``kind=moe(experts, top,
-renormalize=true, router_bias=true)``: a softmax renormalised over the chosen is that), the experts biased and
+router_bias=true) router=renormalize``: a softmax renormalised over the chosen is that), the experts biased and
 gated by the clamped SwiGLU (``activation=swiglu_clamped(alpha, limit)``). Hugging Face stores each expert's
 matrices transposed, its gate and up columns interleaved; the mapping transposes them and de-interleaves.
 """
@@ -83,8 +83,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
                 .change("decoder", "attention", mask=masks(base), kind="sinks")
                 .change("decoder", "feedforward", bias=None)  # (written again after the activation)
                 .change("decoder", "feedforward", activation=f"swiglu_clamped(alpha={s.alpha}, limit={s.limit})",
-                        bias="true", kind=f"moe({s.experts}, {s.top}, renormalize=true, router_bias=true, "
-                                          f"aux_loss={s.aux_loss})"))
+                        bias="true", kind=f"moe({s.experts}, {s.top}, router_bias=true, aux_loss={s.aux_loss})",
+                        router="renormalize"))
     for selection, slides in sections:
         document = document.add("decoder", f"layers {selection} {{ self_attn mask={masks(slides)} }}")
     return document

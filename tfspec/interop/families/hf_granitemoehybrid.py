@@ -53,8 +53,8 @@ def _mixture(f):
     if not f.layer_routes("decoder")[0]:
         return None
     options = f.mixture("decoder")
-    if not options.shared or options.shared_gate or options.score != "softmax" or not options.renormalize:
-        raise f.refuse("its mixture is not Granite's: a softmax over the chosen experts' logits (renormalize=true) "
+    if not options.shared or options.shared_gate or set(f.router("decoder").parts) != {"renormalize"}:
+        raise f.refuse("its mixture is not Granite's: a softmax over the chosen experts' logits (router=renormalize) "
                        "beside an ungated shared network (shared=)")
     return options
 
@@ -112,7 +112,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
     other = f"mamba = {attention}" if base == MAMBA else f"self_attn = mixer({mamba})"
     if s.value("experts"):
         feedforward = (f"d_ff={s.d_ff}, activation=swiglu, bias=false, kind=moe({s.experts}, {s.top}, "
-                       f"renormalize=true, shared={s.shared}" + (f", aux_loss={s.aux_loss}" if s.value("aux_loss") else "") + ")")
+                       f"shared={s.shared}" + (f", aux_loss={s.aux_loss}" if s.value("aux_loss") else "")
+                       + "), router=renormalize")
     else:
         feedforward = f"d_ff={s.shared}, activation=swiglu, bias=false"
     wiring = (f"  x = x + residual_multiplier * {operator}\n"

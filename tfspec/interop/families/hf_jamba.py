@@ -59,7 +59,7 @@ def _attends(f) -> list[bool]:
 
 def _mixture(f):
     options = f.mixture("decoder")
-    if options.score != "softmax" or options.renormalize or options.shared or options.scale != 1.0:
+    if f.router("decoder").parts or options.shared:
         raise f.refuse("its mixture is not Jamba's: the top experts by softmax, weighted as they are")
     return options
 

@@ -4,13 +4,14 @@ LFM2-MoE is LFM2's hybrid (``hf_lfm2``: gated short convolutions and attention w
 ``layer_types`` says, pre-normed RMSNorm layers) whose feed-forwards, after the first ``num_dense_layers`` SwiGLUs of
 ``intermediate_size``, are mixtures: ``num_experts`` SwiGLU experts of ``moe_intermediate_size``, the
 ``num_experts_per_tok`` best by sigmoid scores plus a per-expert bias that steers the choice alone
-(``use_expert_bias``: ``correction=true``), their weights renormalised with 1e-6 added to their sum
+(``use_expert_bias``: ``router=sigmoid + correction + ...``), their weights renormalised with 1e-6 added to their sum
 (``norm_topk_prob``) and scaled by ``routed_scaling_factor``. Its SwiGLU widths are the configuration's own (no
 ``block_auto_adjust_ff_dim``).
 """
 
 from __future__ import annotations
 
+from ..writer import router
 from ..family import causal_lm
 from ..document import Document
 from ..weights import Tensor
@@ -39,11 +40,17 @@ def _dense_d_ff(f) -> int | None:
 
 
 def _mixture(f):
-    options = f.mixture("decoder")
-    if options.score != "sigmoid" or options.renormalize_eps != (RENORMALIZE_EPS if options.renormalize else 0.0):
+    options, router = f.mixture("decoder"), f.router("decoder")
+    if router.score != "sigmoid" or router.option("renormalize", "eps", RENORMALIZE_EPS) != RENORMALIZE_EPS:
         raise f.refuse("its mixture is not LFM2-MoE's: sigmoid scores, renormalised with 1e-6 added to their sum "
-                       "(score=sigmoid, renormalize_eps=1e-6)")
+                       "(router=sigmoid + renormalize(1e-6))")
     return options
+
+
+def _router(f):
+    """The mixture's router, once the mixture is seen to be the family's."""
+    _mixture(f)
+    return f.router("decoder")
 
 
 def _dense_count(c) -> int:
@@ -64,9 +71,9 @@ FIELDS = Fields(
     Field("dense_layers", "num_dense_layers", _dense_layers, read=_dense_count, setting=False),
     Field("experts", "num_experts", lambda f: _mixture(f).experts),
     Field("top", "num_experts_per_tok", lambda f: _mixture(f).top),
-    Field("renormalize", "norm_topk_prob", lambda f: _mixture(f).renormalize, let=False),
-    Field("routed_scale", "routed_scaling_factor", lambda f: _mixture(f).scale),
-    Field("expert_bias", "use_expert_bias", lambda f: _mixture(f).correction, let=False),
+    Field("renormalize", "norm_topk_prob", lambda f: _router(f).renormalize, let=False),
+    Field("routed_scale", "routed_scaling_factor", lambda f: _router(f).scale),
+    Field("expert_bias", "use_expert_bias", lambda f: _router(f).correction, let=False),
     ignored={**hf_llama.FIELDS.ignored,
              "output_router_logits": "whether a call returns its routers' logits; LFM2-MoE adds no loss from them"},
 )
@@ -78,10 +85,9 @@ def document(s, *, padding: bool, head: bool) -> Document:
     if s.value("layer_types") is None:
         raise InteropError("the LFM2-MoE configuration has no layer_types: which layers attend is not said")
     dense = s.value("dense_layers")
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, score=sigmoid, correction={s.expert_bias}, "
-               f"renormalize={s.renormalize}"
-               + (f", renormalize_eps={RENORMALIZE_EPS}" if s.value("renormalize") else "")
-               + f", scale={s.routed_scale})")
+    route = router("sigmoid", "correction" if s.value("expert_bias") else None,
+                   f"renormalize({RENORMALIZE_EPS})" if s.value("renormalize") else None, f"scale({s.routed_scale})")
+    mixture = f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}) router={route}"
     layers = [(t, i >= dense) for i, t in enumerate(s.value("layer_types"))]
     return hf_lfm2.layers_document(s, layers, mixture, f"d_ff={s.dense_d_ff} kind=dense", head=head, padding=padding)
 
@@ -120,8 +126,8 @@ LFM2_MOE = hf_lfm2.LFM2.derive(
     "LFM2-MoE", ("lfm2_moe",), causal_lm("Lfm2Moe"),
     "LFM2-MoE: LFM2's hybrid of short convolutions and attention with qk-norms as layer_types says, its first "
     "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "
-    "plus an expert bias (score=sigmoid, correction=true), renormalised with 1e-6 added to their sum "
-    "(renormalize_eps) and scaled",
+    "plus an expert bias, renormalised with 1e-6 added to their sum and scaled (router=sigmoid + correction "
+    "+ renormalize(1e-6) + scale(f))",
     module=__name__, priority=630, fields=FIELDS, document=document,
     # the width no layer has where every layer is a mixture (or none is): written back as it was
     carried=("intermediate_size", "moe_intermediate_size"),

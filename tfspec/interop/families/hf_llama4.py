@@ -117,7 +117,7 @@ FIELDS = Fields(
 def document(s, *, padding: bool, head: bool) -> Document:
     """Llama 4's text spec: its layers' positions, chunks and feed-forwards as a layer schedule."""
     config = s.config
-    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, score=sigmoid, weigh=inputs, shared={s.d_ff})"}
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, weigh=inputs, shared={s.d_ff})", "router": "sigmoid"}
     dense = {"d_ff": s.dense_d_ff, "kind": "dense"}
     qk_norm = f"rotated_qk_norm(eps={s.eps}, weight=false)" if config.use_qk_norm else None
     temperature = f"temperature(floor={s.floor}, scale={s.attn_scale})" if _tuned(config) else "none"

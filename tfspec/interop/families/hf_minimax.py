@@ -123,8 +123,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
     base, sections = schedule(s.value("layer_types"))
     operator = f"mixer(h, {lightning})" if base == LINEAR else f"attention(h, {attention})"
     other = f"self_attn = attention(self, {attention})" if base == LINEAR else f"self_attn = mixer({lightning})"
-    mixture = (f"d_ff={s.d_ff}, activation=swiglu, bias=false, kind=moe({s.experts}, {s.top}, renormalize=true"
-               + (f", aux_loss={s.aux_loss}" if s.value("aux_loss") else "") + ")")
+    mixture = (f"d_ff={s.d_ff}, activation=swiglu, bias=false, kind=moe({s.experts}, {s.top}"
+               + (f", aux_loss={s.aux_loss}" if s.value("aux_loss") else "") + "), router=renormalize")
     wiring = (f"  h = norm(x)\n"
               f"  x = alpha * h + beta * {operator}\n"
               f"  h = norm(x)\n"

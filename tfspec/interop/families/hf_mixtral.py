@@ -3,7 +3,7 @@
 Mixtral (Jiang et al. 2024) is Mistral's decoder (``hf_llama``: its attention, norms, rotary and
 sliding window) whose feed-forward is a mixture of ``num_local_experts`` SwiGLU experts, each position routed to
 its ``num_experts_per_tok`` best by a softmax whose chosen weights are renormalised:
-``kind=moe(experts, top, renormalize=true)``. Hugging Face stores the experts stacked (``experts.gate_up_proj``,
+``kind=moe(experts, top) router=renormalize``. Hugging Face stores the experts stacked (``experts.gate_up_proj``,
 gate rows first; ``experts.down_proj``), as tfspec does (``experts.up``, ``experts.down``), and the router as
 ``gate``. The load-balancing loss (``router_aux_loss_coef``) counts in Hugging Face's training only with
 ``output_router_logits``: it imports as ``aux_loss`` then, and as 0 otherwise.
@@ -48,7 +48,7 @@ FIELDS = Fields(*(e for e in hf_llama.FIELDS.entries if getattr(e, "config", Non
 def document(s, *, padding: bool, head: bool) -> Document:
     """Mixtral's spec: Mistral's, its feed-forward a mixture."""
     return hf_llama.document(s, padding=padding, head=head).change(
-        "decoder", "feedforward", kind=f"moe({s.experts}, {s.top}, renormalize=true, aux_loss={s.aux_loss})")
+        "decoder", "feedforward", kind=f"moe({s.experts}, {s.top}, aux_loss={s.aux_loss})", router="renormalize")
 
 
 # a mixture's tensors: its router (Hugging Face's gate), its stacked experts, and (Qwen2-MoE's) a shared expert and
@@ -88,5 +88,5 @@ MIXTRAL = hf_llama.MISTRAL.derive(
     "Mixtral", ("mixtral",), causal_lm("Mixtral"),
     "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
     "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
-    "(kind=moe(experts, top, renormalize=true))",
+    "(kind=moe(experts, top) router=renormalize)",
     module=__name__, priority=130, fields=FIELDS, document=document, hf_config=None, rules=WEIGHTS)

@@ -20,7 +20,7 @@ from ..facts import Facts
 from ..fields import Field, Fields, Fixed, lookup
 from ..mapping import InteropError
 from ..document import Block, Document, Statement
-from ..writer import causal_masks, schedule
+from ..writer import causal_masks, router, schedule
 
 MAMBA, ATTENTION, MLP, MOE = "linear_attention", "full_attention", "mlp", "moe"
 ACTIVATION_NAMES = {"relu2": "squared_relu", **{n: n for n in ("relu", "gelu", "silu", "tanh")}}
@@ -60,11 +60,17 @@ def _mlp(f):
 
 
 def _mixture(f):
-    options = f.mixture("decoder")
-    if options.score != "sigmoid" or not options.correction or options.shared_gate:
-        raise f.refuse("its mixture is not Nemotron-H's: sigmoid scores plus a correction bias (score=sigmoid, "
-                       "correction=true), an ungated shared network")
+    options, router = f.mixture("decoder"), f.router("decoder")
+    if router.score != "sigmoid" or not router.correction or options.shared_gate:
+        raise f.refuse("its mixture is not Nemotron-H's: sigmoid scores plus a correction bias (router=sigmoid + "
+                       "correction), an ungated shared network")
     return options
+
+
+def _router(f):
+    """The mixture's router, once the mixture is seen to be the family's."""
+    _mixture(f)
+    return f.router("decoder")
 
 
 def _feedforwards(f) -> list:
@@ -102,10 +108,10 @@ FIELDS = Fields(
     _of(MOE, "top", "num_experts_per_tok", lambda f: _mixture(f).top),
     _of(MOE, "expert_d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
     _of(MOE, "shared", "moe_shared_expert_intermediate_size", lambda f: _mixture(f).shared),
-    _of(MOE, "routed_scale", "routed_scaling_factor", lambda f: _mixture(f).scale),
-    _of(MOE, "expert_groups", "n_group", lambda f: _mixture(f).groups),
-    _of(MOE, "top_groups", "topk_group", lambda f: _mixture(f).top_groups),
-    _of(MOE, "renormalize", "norm_topk_prob", lambda f: _mixture(f).renormalize, let=False),
+    _of(MOE, "routed_scale", "routed_scaling_factor", lambda f: _router(f).scale),
+    _of(MOE, "expert_groups", "n_group", lambda f: _router(f).groups),
+    _of(MOE, "top_groups", "topk_group", lambda f: _router(f).top_groups),
+    _of(MOE, "renormalize", "norm_topk_prob", lambda f: _router(f).renormalize, let=False),
     *hybrid.mamba2_fields("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel",
                           "chunk_size", "use_conv_bias", "use_bias", None),
     Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layers_block_type), setting=False),
@@ -145,8 +151,10 @@ def document(s, *, padding: bool, head: bool) -> Document:
                  f"mask={causal_masks(padding=padding)}", "bias=false"]
     mlp = [f"d_ff={s.d_ff}", f"activation={s.activation}", f"bias={s.mlp_bias}"]
     moe = [f"d_ff={s.expert_d_ff}", f"activation={s.activation}", f"bias={s.mlp_bias}",
-           f"kind=moe({s.experts}, {s.top}, score=sigmoid, correction=true, groups={s.expert_groups}, "
-           f"top_groups={s.top_groups}, renormalize={s.renormalize}, scale={s.routed_scale}, shared={s.shared})"]
+           f"kind=moe({s.experts}, {s.top}, shared={s.shared})",
+           "router=" + router("sigmoid", "correction", f"groups({s.expert_groups}, {s.top_groups})"
+                              if (s.value("expert_groups") or 1) > 1 else None,
+                              "renormalize" if s.value("renormalize") else None, f"scale({s.routed_scale})")]
     # each kind: the layer's attribute for it, its statement in the stack, and its call in a section
     sublayer = {MAMBA: ("mamba", f"mixer {mamba}", f"mixer({mamba})"),
                 ATTENTION: ("self_attn", "attention self " + " ".join(attention),

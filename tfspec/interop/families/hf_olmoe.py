@@ -3,7 +3,7 @@
 OLMoE is Llama's pre-norm layout whose queries and keys are RMS-normed over all heads at once, before the heads
 are split (OLMo 2's ``steps=full_qk_norm``), and whose feed-forward is a mixture of ``num_experts`` SwiGLU experts,
 each position routed to its ``num_experts_per_tok`` best by a softmax, the chosen weights renormalised where
-``norm_topk_prob`` says (``kind=moe(experts, top, renormalize=...)``). The tensors map through
+``norm_topk_prob`` says (``router=renormalize``). The tensors map through
 ``hf_mixtral``'s rules; ``clip_qkv`` (clamping the projections) is not expressed and is refused.
 """
 
@@ -20,7 +20,7 @@ _MIXTRAL = [e for e in hf_mixtral.FIELDS.entries if getattr(e, "config", None) n
 FIELDS = Fields(
     *_MIXTRAL,
     Field("experts", "num_experts", lambda f: f.mixture("decoder").experts),
-    Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+    Field("renormalize", "norm_topk_prob", lambda f: f.router("decoder").renormalize, let=False),
     Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
     Fixed("clip_qkv", None, "clip_qkv={value} clamps the q/k/v projections, which tfspec does not express"),
     ignored={**hf_mixtral.FIELDS.ignored},
@@ -33,7 +33,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return (hf_llama.document(s, padding=padding, head=head)
             .change("decoder", "attention", steps=f"full_qk_norm(eps={s.eps})")
             .change("decoder", "feedforward", bias="false",
-                    kind=f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss})"))
+                    kind=f"moe({s.experts}, {s.top}, aux_loss={s.aux_loss})",
+                    router="renormalize" if s.value("renormalize") else None))
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -62,7 +63,7 @@ OLMOE = hf_llama.LLAMA.derive(
     "OLMoE", ("olmoe",), causal_lm("Olmoe"),
     "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
     "(steps=full_qk_norm) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
-    "norm_topk_prob says (kind=moe(experts, top, renormalize=...))",
+    "norm_topk_prob says (router=renormalize)",
     module=__name__, priority=440, fields=FIELDS, document=document, hf_config=None, 
     rules=hf_mixtral.WEIGHTS.derive(hf_olmo2.FULL_QK_NORM),
     requires=(Requires(lambda f: [c.name for c in f.attention("decoder").steps] == ["full_qk_norm"],

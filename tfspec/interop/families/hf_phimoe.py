@@ -2,7 +2,7 @@
 
 Phi-3.5-MoE is Mixtral's decoder (``hf_mixtral``: stacked SwiGLU experts, grouped-query attention,
 rotary positions, an optional sliding window) with LayerNorms (weight and bias) in place of RMSNorms, biases where
-``attention_bias`` and ``lm_head_bias`` say, and GRIN's sparse mixer for routing (``score=sparsemixer``): two
+``attention_bias`` and ``lm_head_bias`` say, and GRIN's sparse mixer for routing (``router=sparsemixer(eps)``): two
 experts chosen in turn among those whose logits lie within a relative ``2·router_jitter_noise`` of the best left,
 sampled by their softmax in training and trained through Heun's third-order gradient estimate; training also
 jitters the mixture's input by ``input_jitter_noise`` (once, as Microsoft's release does; transformers' port
@@ -12,6 +12,7 @@ frequency sets switched by the sequence's length) is not expressed and is refuse
 
 from __future__ import annotations
 
+from ..writer import router
 from ..family import Requires, causal_lm
 from . import hf_llama, hf_mixtral
 from ..document import Document
@@ -24,8 +25,8 @@ FIELDS = Fields(
                           "p_attn_dropout", "init_std", "activation", "tied")),
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
     *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
-    Field("router_eps", "router_jitter_noise", lambda f: f.mixture("decoder").eps),
-    Field("input_jitter", "input_jitter_noise", lambda f: f.mixture("decoder").input_jitter),
+    Field("router_eps", "router_jitter_noise", lambda f: f.router("decoder").option("sparsemixer", "eps")),
+    Field("input_jitter", "input_jitter_noise", lambda f: f.router("decoder").option("jitter", "amount", 0.0)),
     Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias, let=False),
     Field("head_bias", "lm_head_bias", lambda f: f.spec.head.bias if f.spec.head is not None else None,
           read=lambda c: bool(c.lm_head_bias), let=False),
@@ -42,8 +43,9 @@ def document(s, *, padding: bool, head: bool) -> Document:
     """PhiMoE's spec: Mixtral's with LayerNorms, the sparse mixer's routing and the head's own bias."""
     document = (hf_llama.document(s, padding=padding, head=head, norm="layernorm")
                 .change("decoder", "feedforward", bias="false",
-                        kind=f"moe({s.experts}, 2, score=sparsemixer, eps={s.router_eps}, "
-                             f"input_jitter={s.input_jitter}, aux_loss={s.aux_loss})"))
+                        kind=f"moe({s.experts}, 2, aux_loss={s.aux_loss})",
+                        router=router(f"sparsemixer({s.router_eps})",
+                                      f"jitter({s.input_jitter})" if s.value("input_jitter") else None)))
     if head and not s.value("tied"):
         document = document.with_tail(f"head linear({s.vocab}) bias={s.head_bias}")
     return document
@@ -76,8 +78,8 @@ COVERAGE = [dict(model_type="phimoe", vocab_size=91, hidden_size=24, num_hidden_
 PHIMOE = hf_mixtral.MIXTRAL.derive(
     "PhiMoE", ("phimoe",), causal_lm("Phimoe"),
     "PhiMoE (Phi-3.5-MoE): Mixtral's decoder with LayerNorms, optional attention and head biases, and GRIN's "
-    "sparse mixer choosing two experts (score=sparsemixer); longrope scaling refused",
+    "sparse mixer choosing two experts (router=sparsemixer(eps)); longrope scaling refused",
     module=__name__, priority=520, fields=FIELDS, document=document,
-    requires=(Requires(lambda f: f.mixture("decoder").score == "sparsemixer",
-                       "its router is not a sparse mixer (score=sparsemixer)"),),
+    requires=(Requires(lambda f: f.router("decoder").score == "sparsemixer",
+                       "its router is not a sparse mixer (router=sparsemixer)"),),
     rules=hf_mixtral.WEIGHTS.derive({"feedforward.router": "mlp.router"}))

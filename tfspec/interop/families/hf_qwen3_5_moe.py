@@ -29,8 +29,8 @@ FIELDS = Fields(
 
 def document(s, *, padding: bool, head: bool) -> Document:
     """Qwen3.5-MoE's text spec: Qwen3-Next's with a mixture in every layer."""
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize=true, aux_loss={s.aux_loss}, "
-               f"shared={s.shared}, shared_gate=true)")
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, aux_loss={s.aux_loss}, shared={s.shared}, "
+               "shared_gate=true) router=renormalize")
     return hf_qwen3_5.hybrid_document(s, mixture, head=head, padding=padding)
 
 
@@ -75,8 +75,8 @@ QWEN3_5_MOE = hf_qwen3_next.QWEN3_NEXT.derive(
     module=__name__, priority=570, fields=FIELDS, document=document,
     requires=(Requires(lambda f: all(f.layer_routes("decoder")),
                        "some of its layers' feed-forwards are not mixtures: every Qwen3.5-MoE layer's is"),
-              Requires(lambda f: f.mixture("decoder").renormalize,
+              Requires(lambda f: f.router("decoder").renormalize,
                        "its router does not renormalise the chosen experts' weights: Qwen3.5-MoE's does "
-                       "(renormalize=true)")),
+                       "(router=renormalize)")),
     rules=hf_qwen3_next.QWEN3_NEXT.rules.derive({"mixer": hf_qwen3_5.identical_mixer}),
     carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved"))

@@ -32,8 +32,8 @@ FIELDS = Fields(
 def document(s, *, padding: bool, head: bool) -> Document:
     """Qwen3-Next's spec: Qwen3.5's hybrid with Qwen2-MoE's mixtures, its dense layers (``mlp_only_layers``)
     sections of their own."""
-    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, renormalize={s.renormalize}, aux_loss={s.aux_loss}, "
-               f"shared={s.shared}, shared_gate=true)")
+    mixture = (f"d_ff={s.d_ff} kind=moe({s.experts}, {s.top}, aux_loss={s.aux_loss}, shared={s.shared}, "
+               "shared_gate=true)" + (" router=renormalize" if s.value("renormalize") else ""))
     return hf_qwen3_5.hybrid_document(s, mixture, head=head, padding=padding,
                                       sparse=list(hf_qwen_moe.sparse_layers(s.config)),
                                       dense=f"d_ff={s.dense_d_ff} kind=dense")

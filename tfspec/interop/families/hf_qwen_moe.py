@@ -2,7 +2,7 @@
 
 Both are Qwen's decoders (Llama's layout) whose feed-forwards are mixtures of ``num_experts`` SwiGLU experts of
 ``moe_intermediate_size``, each position routed to its ``num_experts_per_tok`` best by a softmax, the chosen
-weights renormalised where ``norm_topk_prob`` says (``kind=moe(experts, top, renormalize=...)``); the layers in
+weights renormalised where ``norm_topk_prob`` says (``router=renormalize``); the layers in
 ``mlp_only_layers``, or off every ``decoder_sparse_step``-th, keep a gated MLP of ``intermediate_size``
 instead -- a layer schedule (``layers 0 { ffn d_ff=dense_d_ff kind=dense }``), which export writes back as
 ``mlp_only_layers``. Qwen3-MoE normalises each head's queries and keys (``qk_norm=rmsnorm``); Qwen2-MoE biases
@@ -64,7 +64,7 @@ def mixture_fields(experts: str) -> list[Field]:
               read=lambda c: c.intermediate_size if not all(sparse_layers(c)) else None),
         Field("experts", experts, lambda f: f.mixture("decoder").experts),
         Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
-        Field("renormalize", "norm_topk_prob", lambda f: f.mixture("decoder").renormalize, let=False),
+        Field("renormalize", "norm_topk_prob", lambda f: f.router("decoder").renormalize, let=False),
         *hf_mixtral.MOE_FIELDS[2:4],  # the load-balancing loss, and whether Hugging Face trains with it
         # which layers are mixtures, written back as mlp_only_layers (both read as the layers they make sparse)
         Field("mlp_only_layers", "mlp_only_layers", _dense_layers, read=sparse_layers, setting=False),
@@ -101,8 +101,8 @@ def scheduled_mixtures(s, document: Document, shared: str = "") -> Document:
     if not any(sparse_layers(s.config)):
         raise InteropError("no layer of this configuration is a mixture of experts (num_experts, mlp_only_layers, "
                            "decoder_sparse_step): import it as the dense model it is")
-    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, renormalize={s.renormalize}, "
-                                       f"aux_loss={s.aux_loss}{shared})"}
+    mixture = {"d_ff": s.d_ff, "kind": f"moe({s.experts}, {s.top}, aux_loss={s.aux_loss}{shared})",
+               "router": "renormalize" if s.value("renormalize") else None}
     return layouts.scheduled_feedforwards(document, s, mixture, {"d_ff": s.dense_d_ff, "kind": "dense"},
                                           list(sparse_layers(s.config)))
 
