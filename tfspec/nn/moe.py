@@ -290,7 +290,7 @@ class Choice(nn.Module):
         """(routing weights ``(positions, top)`` in the logits' dtype, chosen experts ``(positions, top)``, every
         expert's probability ``(positions, experts)``); ``again``: a checkpointed layer's second run."""
         parts = self.parts()
-        probs = next(p for p in map(lambda part: part.probabilities(logits), parts) if p is not None)
+        probs = next(p for p in (part.probabilities(logits) for part in parts) if p is not None)
         made = next((c for c in (part.choose(logits, self.training) for part in parts) if c is not None), None)
         if made is not None:
             weights, chosen = made
