@@ -22,7 +22,7 @@ import math
 from ..document import Block, Statement
 from ..fields import Field, Fields, Fixed
 from .hf_clip import picture_fields, tower_fields, towers_ignored
-from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights, vision_prefix
+from .hf_llava import TIED, connected_config, connected_text, connected_weights, vision_prefix
 from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from ..mapping import rule
 from ..nested import Nested
@@ -96,13 +96,7 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
 
 def hf_config(towers) -> dict:
     """The Gemma 3 configuration ``towers`` would be."""
-    facts = ConnectedFacts(towers, "Gemma 3")
-    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
-        raise facts.text.refuse("Gemma 3 reads pictures into a text model with an LM head")
-    own = FIELDS.config(facts)
-    return {"model_type": "gemma3", **own, "vision_config": {"model_type": "siglip_vision_model",
-                                                             **own["vision_config"]},
-            "text_config": TEXT.config(facts.text.spec)}
+    return connected_config(towers, FIELDS, TEXT, "Gemma 3", "gemma3", "siglip_vision_model")[0]
 
 
 def _rules(model, state: dict) -> list:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from ..document import Block, Statement
 from ..fields import Field, Fields, Fixed
 from .hf_clip import picture_fields, tower_fields, towers_ignored
-from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights
+from .hf_llava import TIED, connected_config, connected_text, connected_weights
 from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from ..mapping import linear_rules
 from ..nested import Nested
@@ -63,13 +63,7 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
 
 def hf_config(towers, model_type: str = "idefics3") -> dict:
     """The Idefics3 (or SmolVLM) configuration ``towers`` would be."""
-    facts = ConnectedFacts(towers, "Idefics3")
-    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
-        raise facts.text.refuse("Idefics3 reads pictures into a text model with an LM head")
-    own = FIELDS.config(facts)
-    return {"model_type": model_type, **own, "vision_config": {"model_type": f"{model_type}_vision",
-                                                               **own["vision_config"]},
-            "text_config": TEXT.config(facts.text.spec)}
+    return connected_config(towers, FIELDS, TEXT, "Idefics3", model_type, f"{model_type}_vision")[0]
 
 
 def _rules(model, state: dict) -> list:

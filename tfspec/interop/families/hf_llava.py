@@ -126,17 +126,27 @@ def _reading(s) -> str:
     return f"each patch's vector{' and the class token' if s.drop == 'none' else ''}, at {where}"
 
 
+def connected_config(towers, fields, text: Nested | None, family: str, model_type: str, vision_type: str
+                     ) -> tuple[dict, ConnectedFacts]:
+    """The configuration of a vision-language family (``family``'s, of ``model_type``) that ``towers`` would be: its
+    ``fields`` read from them, its vision tower's of ``vision_type``, the text model's written by its own family
+    (``text``; None: the family's fields write it); with the towers' facts, for what a family adds."""
+    facts = ConnectedFacts(towers, family)
+    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
+        raise facts.text.refuse(f"{family} reads pictures into a text model with an LM head")
+    own = fields.config(facts)
+    config = {"model_type": model_type, **own, "vision_config": {"model_type": vision_type, **own["vision_config"]}}
+    if text is not None:
+        config["text_config"] = text.config(facts.text.spec)
+    return config, facts
+
+
 def hf_config(towers) -> dict:
     """The LLaVA configuration ``towers`` would be."""
-    facts = ConnectedFacts(towers, "LLaVA")
-    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
-        raise facts.text.refuse("LLaVA reads pictures into a text model with an LM head")
-    own = FIELDS.config(facts)
+    config, facts = connected_config(towers, FIELDS, TEXT, "LLaVA", "llava", "clip_vision_model")
     vectors = (facts.vision.input_option("image") // facts.vision.input_option("patch")) ** 2 + \
         (facts.connector.drop == "none")
-    return {"model_type": "llava", **own, "image_seq_length": vectors,
-            "vision_config": {"model_type": "clip_vision_model", **own["vision_config"]},
-            "text_config": TEXT.config(facts.text.spec)}
+    return {**config, "image_seq_length": vectors}
 
 
 def vision_prefix(names=None, vision: str = "CLIPVision", within: str = "model.vision_tower") -> str:

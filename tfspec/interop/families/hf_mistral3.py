@@ -31,7 +31,7 @@ from . import hf_llama
 from ..document import Block, Document, Statement, Tower
 from ..fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
-from .hf_llava import TIED, ConnectedFacts, connected_text, connected_weights
+from .hf_llava import TIED, connected_config, connected_text, connected_weights
 from ..mapping import linear_rules, rule
 from ..nested import Nested
 from ..family import Family
@@ -119,12 +119,7 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
 
 def hf_config(towers) -> dict:
     """The Mistral 3 configuration ``towers`` would be."""
-    facts = ConnectedFacts(towers, "Mistral 3")
-    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
-        raise facts.text.refuse("Mistral 3 reads pictures into a text model with an LM head")
-    own = FIELDS.config(facts)
-    return {"model_type": "mistral3", **own, "vision_config": {"model_type": "pixtral", **own["vision_config"]},
-            "text_config": TEXT.config(facts.text.spec)}
+    return connected_config(towers, FIELDS, TEXT, "Mistral 3", "mistral3", "pixtral")[0]
 
 
 def _rules(model, state: dict) -> list:

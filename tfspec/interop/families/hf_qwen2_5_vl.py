@@ -30,7 +30,7 @@ from ...front import schema as S
 from . import hf_llama
 from ..fields import Field, Fields, Fixed, lookup
 from .hf_clip import refuse_undescribed, towers_ignored
-from .hf_llava import ConnectedFacts
+from .hf_llava import connected_config
 from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, rule
 from ..document import Block, Document, Statement, Tower
 from ..writer import SpecWriter
@@ -191,16 +191,12 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
 
 def hf_config(towers) -> dict:
     """The Qwen2.5-VL configuration ``towers`` would be."""
-    facts = ConnectedFacts(towers, "Qwen2.5-VL")
-    if facts.vision.spec.embeddings[0].input is None or facts.text.spec.head is None:
-        raise facts.text.refuse("Qwen2.5-VL reads pictures into a text model with an LM head")
-    own = FIELDS.config(facts)
-    vision = {"model_type": "qwen2_5_vl_vision", **own["vision_config"],
-              "out_hidden_size": facts.text.embedding.dim}
+    config, facts = connected_config(towers, FIELDS, None, "Qwen2.5-VL", "qwen2_5_vl", "qwen2_5_vl_vision")
+    vision = {**config["vision_config"], "out_hidden_size": facts.text.embedding.dim}
     vision["rope_parameters"] = {"rope_type": "axial", **vision.get("rope_parameters", {})}
-    text = {"model_type": "qwen2_5_vl_text", **own["text_config"]}
+    text = {"model_type": "qwen2_5_vl_text", **config["text_config"]}
     text["rope_parameters"] = {"rope_type": "default", **text.get("rope_parameters", {})}
-    return {"model_type": "qwen2_5_vl", **own, "vision_config": vision, "text_config": text}
+    return {**config, "vision_config": vision, "text_config": text}
 
 
 def _rules(model, state: dict) -> tuple[list[Rule], dict[str, str]]:
