@@ -811,6 +811,27 @@ def test_a_spec_without_a_hugging_face_equivalent_is_refused_with_the_reason():
     assert "the closest family, GPT-2" in str(info.value) and "window(8)" in str(info.value)
 
 
+
+@pytest.mark.parametrize("cls, router, why", [
+    ("Lfm2MoeForCausalLM", "kind=moe(experts, top) router=sigmoid + correction + renormalize(1e-06) + scale(",
+     "its mixture is not LFM2-MoE's: sigmoid scores"),
+    ("NemotronHForCausalLM", "router=sigmoid + correction", "its mixture is not Nemotron-H's")])
+def test_a_family_refuses_a_mixture_whose_router_is_not_its_own(cls, router, why):
+    """A family's router is a declared requirement: the imported spec exports; with a softmax router in place of
+    its own it is refused, naming what its router is."""
+    from tfspec.interop.families import family_of, hf_equivalent, import_config
+    text = import_config(copy.deepcopy(CONFIGS[cls]))
+    assert router in text
+    hf_equivalent(tfspec.compile(text, seed=0))
+    changed = re.sub(r"router=\w+(\([^)]*\))?( \+ \w+(\([^)]*\))?)*", "router=softmax", text)
+    assert changed != text
+    with pytest.raises(InteropError, match="no Hugging Face equivalent"):
+        hf_equivalent(tfspec.compile(changed, seed=0))
+    with pytest.raises(InteropError) as info:
+        family_of(CONFIGS[cls]["model_type"]).hf_config(tfspec.parse(changed))
+    assert why in str(info.value), info.value
+
+
 def checkpoint_of(tmp_path, model, text: str, **meta):
     from tfspec.run import checkpoint
     return checkpoint.save(tmp_path / "run", 0, model, text, meta, {})

@@ -12,7 +12,7 @@ LFM2-MoE is LFM2's hybrid (``hf_lfm2``: gated short convolutions and attention w
 from __future__ import annotations
 
 from ..writer import router
-from ..family import causal_lm
+from ..family import Requires, causal_lm
 from ..document import Document
 from ..weights import Tensor
 from ...ir import nodes as ir
@@ -39,18 +39,10 @@ def _dense_d_ff(f) -> int | None:
                  if not Facts.routes(n.spec)), None)
 
 
-def _mixture(f):
-    options, router = f.mixture("decoder"), f.router("decoder")
-    if router.score != "sigmoid" or router.option("renormalize", "eps", RENORMALIZE_EPS) != RENORMALIZE_EPS:
-        raise f.refuse("its mixture is not LFM2-MoE's: sigmoid scores, renormalised with 1e-6 added to their sum "
-                       "(router=sigmoid + renormalize(1e-6))")
-    return options
-
-
-def _router(f):
-    """The mixture's router, once the mixture is seen to be the family's."""
-    _mixture(f)
-    return f.router("decoder")
+# LFM2-MoE's router: sigmoid scores, renormalised (where it is) with 1e-6 added to their sum
+ROUTER = Requires(lambda f: f.router("decoder").score == "sigmoid" and f.router("decoder").option(
+    "renormalize", "eps", RENORMALIZE_EPS) == RENORMALIZE_EPS, "its mixture is not LFM2-MoE's: sigmoid scores, "
+    "renormalised with 1e-6 added to their sum (router=sigmoid + renormalize(1e-6))")
 
 
 def _dense_count(c) -> int:
@@ -69,11 +61,11 @@ FIELDS = Fields(
     Field("dense_d_ff", "intermediate_size", _dense_d_ff,
           read=lambda c: c.intermediate_size if _dense_count(c) else None),
     Field("dense_layers", "num_dense_layers", _dense_layers, read=_dense_count, setting=False),
-    Field("experts", "num_experts", lambda f: _mixture(f).experts),
-    Field("top", "num_experts_per_tok", lambda f: _mixture(f).top),
-    Field("renormalize", "norm_topk_prob", lambda f: _router(f).renormalize, let=False),
-    Field("routed_scale", "routed_scaling_factor", lambda f: _router(f).scale),
-    Field("expert_bias", "use_expert_bias", lambda f: _router(f).correction, let=False),
+    Field("experts", "num_experts", lambda f: f.mixture("decoder").experts),
+    Field("top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
+    Field("renormalize", "norm_topk_prob", lambda f: f.router("decoder").renormalize, let=False),
+    Field("routed_scale", "routed_scaling_factor", lambda f: f.router("decoder").scale),
+    Field("expert_bias", "use_expert_bias", lambda f: f.router("decoder").correction, let=False),
     ignored={**hf_llama.FIELDS.ignored,
              "output_router_logits": "whether a call returns its routers' logits; LFM2-MoE adds no loss from them"},
 )
@@ -128,7 +120,7 @@ LFM2_MOE = hf_lfm2.LFM2.derive(
     "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "
     "plus an expert bias, renormalised with 1e-6 added to their sum and scaled (router=sigmoid + correction "
     "+ renormalize(1e-6) + scale(f))",
-    module=__name__, priority=630, fields=FIELDS, document=document,
+    module=__name__, priority=630, fields=FIELDS, document=document, requires=(ROUTER,),
     # the width no layer has where every layer is a mixture (or none is): written back as it was
     carried=("intermediate_size", "moe_intermediate_size"),
     # a mixture: its router, the expert bias that steers its choice, the stacked experts

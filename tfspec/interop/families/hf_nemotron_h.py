@@ -9,7 +9,7 @@ shared MLP. The most common kind is the stack's sublayer; the others sections th
 
 from __future__ import annotations
 
-from ..family import Family, causal_lm
+from ..family import Family, Requires, causal_lm
 from ..weights import Weights, Projections, Tensor
 from ...ir import nodes as ir
 from ...ir.queries import layer_template
@@ -59,18 +59,11 @@ def _mlp(f):
     return next(n.spec for n in f.g.of(ir.FeedForward, stack="decoder", in_block=True) if not Facts.routes(n.spec))
 
 
-def _mixture(f):
-    options, router = f.mixture("decoder"), f.router("decoder")
-    if router.score != "sigmoid" or not router.correction or options.shared_gate:
-        raise f.refuse("its mixture is not Nemotron-H's: sigmoid scores plus a correction bias (router=sigmoid + "
-                       "correction), an ungated shared network")
-    return options
-
-
-def _router(f):
-    """The mixture's router, once the mixture is seen to be the family's."""
-    _mixture(f)
-    return f.router("decoder")
+# Nemotron-H's mixtures, where it has them: sigmoid scores plus a correction bias, an ungated shared network
+MIXTURE = Requires(lambda f: not any(Facts.routes(s) for s in _feedforwards(f)) or (
+    f.router("decoder").score == "sigmoid" and f.router("decoder").correction and not f.mixture("decoder").shared_gate),
+    "its mixture is not Nemotron-H's: sigmoid scores plus a correction bias (router=sigmoid + correction), an "
+    "ungated shared network")
 
 
 def _feedforwards(f) -> list:
@@ -104,14 +97,14 @@ FIELDS = Fields(
     Field("activation", "mlp_hidden_act", _activation, names=ACTIVATION_NAMES),
     Field("mlp_bias", "mlp_bias", lambda f: next((s.bias for s in _feedforwards(f)), None), let=False),
     _of(MLP, "d_ff", "intermediate_size", lambda f: _mlp(f).d_ff),
-    _of(MOE, "experts", "n_routed_experts", lambda f: _mixture(f).experts),
-    _of(MOE, "top", "num_experts_per_tok", lambda f: _mixture(f).top),
+    _of(MOE, "experts", "n_routed_experts", lambda f: f.mixture("decoder").experts),
+    _of(MOE, "top", "num_experts_per_tok", lambda f: f.mixture("decoder").top),
     _of(MOE, "expert_d_ff", "moe_intermediate_size", lambda f: f.mixture_body("decoder").d_ff),
-    _of(MOE, "shared", "moe_shared_expert_intermediate_size", lambda f: _mixture(f).shared),
-    _of(MOE, "routed_scale", "routed_scaling_factor", lambda f: _router(f).scale),
-    _of(MOE, "expert_groups", "n_group", lambda f: _router(f).groups),
-    _of(MOE, "top_groups", "topk_group", lambda f: _router(f).top_groups),
-    _of(MOE, "renormalize", "norm_topk_prob", lambda f: _router(f).renormalize, let=False),
+    _of(MOE, "shared", "moe_shared_expert_intermediate_size", lambda f: f.mixture("decoder").shared),
+    _of(MOE, "routed_scale", "routed_scaling_factor", lambda f: f.router("decoder").scale),
+    _of(MOE, "expert_groups", "n_group", lambda f: f.router("decoder").groups),
+    _of(MOE, "top_groups", "topk_group", lambda f: f.router("decoder").top_groups),
+    _of(MOE, "renormalize", "norm_topk_prob", lambda f: f.router("decoder").renormalize, let=False),
     *hybrid.mamba2_fields("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel",
                           "chunk_size", "use_conv_bias", "use_bias", None),
     Field("layer_types", "layer_types", _layer_types, read=lambda c: list(c.layers_block_type), setting=False),
@@ -228,7 +221,7 @@ NEMOTRON_H = Family(
     "(mixer mamba2), attention without positions or biases, a non-gated MLP (squared_relu), or a mixture of "
     "non-gated experts by sigmoid scores and a correction bias among groups beside a shared MLP; a layer "
     "schedule",
-    module=__name__, priority=640, fields=FIELDS, document=document,
+    module=__name__, priority=640, fields=FIELDS, document=document, requires=(MIXTURE,),
     # every sublayer under the layer's ``mixer``: Mamba-2, attention, an MLP, or a mixture (its router, correction
     # bias, stacked experts and shared MLP)
     rules=Weights({
