@@ -65,7 +65,12 @@ def test_each_option_computes_its_definition(options, router, activation, bias):
     assert_close(got, expected, FLOAT32)
 
 
-@pytest.mark.parametrize("options, router", OPTIONS[2:] + [("4, 2, z_loss=0.1, aux_loss=0.01", "softmax")])
+@pytest.mark.parametrize("options, router", OPTIONS[2:] + [
+    ("4, 2, z_loss=0.1, aux_loss=0.01", "softmax"),
+    # routers of several parts: DeepSeek-V3's, PhiMoE's, Gemma 4's
+    ("8, 3, shared=8", "sigmoid + correction(0.001) + groups(4, 2) + renormalize + scale(2.5)"),
+    ("4, 2, aux_loss=0.01", "sparsemixer(0.2) + jitter(0.01)"),
+    ("4, 2, experts_norm=rmsnorm, norm_eps=1e-5", "normed_input(1e-5) + renormalize + expert_scale")])
 def test_cost_and_memory_are_measured_for_a_real_and_a_skewed_routing(options, router):
     # feed-forward sublayers alone: on the CPU (a real routing) the counter sees every product they compute
     text = SPEC.format(options=options, router=router, activation="swiglu", bias="true")

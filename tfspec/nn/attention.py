@@ -299,7 +299,7 @@ class MultiHeadAttention(nn.Module):
     a standalone model file, so it depends on torch alone. Its ``Geometry`` sizes it. Self-attention projects
     q, k and v with one fused ``qkv``; cross-attention (the geometry's ``memory_width`` given)
     projects queries with ``q`` and the memory with a fused ``kv``. ``qk_norm`` normalises the queries and keys
-    (a ``QKNorm``: where, and by which norms, ``q_norm`` and ``k_norm``); ``position`` is an
+    (a ``QKNorm``: each head's, by ``q_norm`` and ``k_norm``, once projected); ``position`` is an
     in-attention position scheme (``tfspec.nn.position.InAttentionPositions``): its tables once per call,
     then it rotates q and k (rotary), biases the scores (ALiBi) and attends in place of ``mix`` (Shaw), each
     step a no-op unless the scheme does it. One its stack owns (T5's bias) arrives through ``share``.
