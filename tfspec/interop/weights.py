@@ -152,6 +152,24 @@ class MaskedLMHead:
 
 
 @dataclass(frozen=True)
+class Classifier:
+    """An encoder's classifier (``name``, on the base model's pooled vector: ViT's ``classifier``), and the base
+    model's ``pooler``; ``module``: the attribute holding the classifier."""
+
+    name: str = "classifier"
+    pooler: str = "pooler.dense"
+
+    @property
+    def module(self) -> str:
+        return self.name
+
+    def __call__(self, model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+        ours_state = model.state_dict()
+        rules = linear_rules("pooler.dense", f"{prefix}{self.pooler}", state, ours_state) if model.pooler else []
+        return rules + (linear_rules("head", self.name, state, ours_state) if model.head is not None else []), {}
+
+
+@dataclass(frozen=True)
 class Weights:
     """A checkpoint of one stack's tensors (a decoder's, an encoder's): ``top``, our modules outside the layers
     beside the base model's (under its ``prefix``); ``layer``, our modules inside a layer beside the checkpoint
@@ -159,16 +177,17 @@ class Weights:
     which a ``layer`` key starts with (``mapping.layer_modules``: ``attention``, ``feedforward_norm``, ...; Gemma 2's
     sandwich names the norms after each sublayer too), or a list of each layer's (a hybrid's, whose layers mix by a
     ``mixer`` or by ``attention``: ``hybrid.parts``); None: the keys are our modules' own paths (BERT's
-    ``self_attn.qkv``). ``head``: the causal LM's head (its name; an alias of the token table where tied) or an
-    encoder's (``MaskedLMHead``); multi-token prediction's modules follow a decoder's layers
+    ``self_attn.qkv``). ``top``'s values may be functions as ``layer``'s are, given the checkpoint's ``prefix``
+    (ViT's patches, stored as a convolution's kernel). ``head``: the causal LM's head (its name; an alias of the
+    token table where tied) or an encoder's (``MaskedLMHead``, ``Classifier``); multi-token prediction's modules follow a decoder's layers
     (``tfspec.interop.mtp``). Called as a family's ``rules(model, prefix, state, lm)``."""
 
     layer: Mapping[str, Where]
-    top: Mapping[str, str] = field(default_factory=lambda: _frozen(
+    top: Mapping[str, Where] = field(default_factory=lambda: _frozen(
         {"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "norm"}))
     layers: str = "layers"
     parts: Callable | None = layer_modules
-    head: str | MaskedLMHead = "lm_head"
+    head: str | MaskedLMHead | Classifier = "lm_head"
 
     def __post_init__(self):
         object.__setattr__(self, "layer", _frozen(self.layer))
@@ -209,14 +228,15 @@ class Weights:
         parts = self.parts(model) if self.parts is not None else None
         per_layer = parts if isinstance(parts, list) else [parts] * len(getattr(model, role).layers)
         rules = [r for ours, theirs in self.top.items()
-                 for r in _module_rules(ours, tuple(f"{prefix}{t}" for t in _names(theirs)), state, ours_state)]
+                 for r in (theirs(model, ours, prefix, state, ours_state) if callable(theirs) else
+                           _module_rules(ours, tuple(f"{prefix}{t}" for t in _names(theirs)), state, ours_state))]
 
         def layer(ours: str, theirs: str, parts: dict = per_layer[0]) -> list[Rule]:
             return self.layer_rules(model, parts, ours, theirs, state, ours_state)
 
         for i, parts in enumerate(per_layer):
             rules += layer(f"{role}.layers.{i}", f"{prefix}{self.layers}.{i}", parts)
-        if isinstance(self.head, MaskedLMHead):
+        if callable(self.head):
             head, aliases = self.head(model, prefix, state, lm)
         else:
             head, aliases = lm_head_rules(model, lm, self.head, state)

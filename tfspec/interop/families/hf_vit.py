@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from . import hf_bert
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, weight_and_bias
+from ..mapping import InteropError, Rule, rule
 from ..document import Block, Document, Statement
-from ..writer import SpecWriter
 from ..family import Family
+from ..weights import Classifier, Projections, Weights
 
-REFERENCE = "Hugging Face ViT"
 POOLER_ACTIVATIONS = {**hf_bert.ACTIVATIONS, "tanh": "tanh"}
 
 
@@ -63,19 +62,16 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a ViT configuration describes: the classifier (``head``) or the base model with its
+def document(s, *, padding: bool, head: bool, pooler: bool = False) -> Document:
+    """The spec a ViT configuration's settings ``s`` describe: the classifier (``head``) or the base model with its
     ``pooler``. (Pictures have no padding: ``padding`` changes nothing.)"""
-    if not _square(config):
+    if not _square(s.config):
         raise InteropError("image_size and patch_size of two different sides: tfspec's pictures and patches are "
                            "square")
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     norm, side = f"layernorm(eps={s.eps})", f"({s.image} // {s.patch})"
     tail = ([Statement("head", f"linear({s.classes})", pool="first", comment="the classifier, on the class token")]
             if head else []) + ([Statement("pooler", s.pooler_activation)] if pooler else [])
-    document = Document.of(
+    return Document.of(
         Block("defaults", Statement("residual", "pre"), Statement("norm", norm), Statement("dropout", s.p_dropout),
               Statement("attn_dropout", s.p_attn_dropout), Statement("init", f"normal(std={s.init_std})")),
         Block("embedding image",
@@ -86,56 +82,26 @@ def spec_text(config, *, pooler: bool = False, head: bool = True, padding: bool 
               Statement("attention", "self", heads=s.heads, bias=s.qkv_bias, out_bias="true"),
               Statement("feedforward", d_ff=s.d_ff, activation=s.activation), Statement("final", norm)),
         tail=tuple(tail))
-    return w.text(document.text(name), list(heading))
 
 
-def _rules(model, prefix: str) -> list[Rule]:
-    name = model.spec.embeddings[0].name
-    e, p = f"embeddings.{name}", f"{prefix}embeddings"
-    patches = model.get_submodule(f"{e}.patches").weight
-    side = model.embeddings[name].patch
-    rules = [rule(f"{e}.patches.weight", f"{p}.patch_embeddings.projection.weight",
-                  shape=(patches.shape[0], model.embeddings[name].channels, side, side)),
-             rule(f"{e}.patches.bias", f"{p}.patch_embeddings.projection.bias"),
-             rule(f"{e}.class_token", f"{p}.cls_token", shape=(1, 1, patches.shape[0])),
-             rule(f"{e}.positions.weight", f"{p}.position_embeddings",
-                  shape=(1, *model.get_submodule(f"{e}.positions").weight.shape)),
-             *weight_and_bias("encoder.final_norm", f"{prefix}layernorm")]
-    ours_state = model.state_dict()
-    for i in range(len(model.encoder.layers)):
-        ours, theirs = f"encoder.layers.{i}", f"{prefix}layers.{i}"
-        a = f"{theirs}.attention"
-        rules += [rule(f"{ours}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
-                  *weight_and_bias(f"{ours}.self_attn.out", f"{a}.o_proj"),
-                  *weight_and_bias(f"{ours}.self_attn_norm", f"{theirs}.layernorm_before"),
-                  *weight_and_bias(f"{ours}.ffn.up", f"{theirs}.mlp.fc1"),
-                  *weight_and_bias(f"{ours}.ffn.down", f"{theirs}.mlp.fc2"),
-                  *weight_and_bias(f"{ours}.ffn_norm", f"{theirs}.layernorm_after")]
-        if f"{ours}.self_attn.qkv.bias" in ours_state:  # (qkv_bias)
-            rules.append(rule(f"{ours}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")))
-    if model.head is not None:
-        rules += weight_and_bias("head", "classifier")
-    if model.pooler is not None:
-        rules += weight_and_bias("pooler.dense", f"{prefix}pooler.dense")
-    return rules
+def patch_embeddings(model, ours: str, prefix: str, state: dict, ours_state: dict) -> list[Rule]:
+    """The pictures' embedding: the patches' map (a convolution's kernel there, each patch's pixels here), the
+    class token and the learned positions, each stored with leading dimensions of one."""
+    embedding, theirs = model.get_submodule(ours), f"{prefix}embeddings"
+    width, side = embedding.patches.weight.shape[0], embedding.patch
+    return [rule(f"{ours}.patches.weight", f"{theirs}.patch_embeddings.projection.weight",
+                 shape=(width, embedding.channels, side, side)),
+            rule(f"{ours}.patches.bias", f"{theirs}.patch_embeddings.projection.bias"),
+            rule(f"{ours}.class_token", f"{theirs}.cls_token", shape=(1, 1, width)),
+            rule(f"{ours}.positions.weight", f"{theirs}.position_embeddings",
+                 shape=(1, *embedding.positions.weight.shape))]
 
 
-def from_hf_vit(model, reference) -> None:
-    """Copy a ``ViTForImageClassification`` or ``ViTModel``'s weights into ``model`` (every tensor accounted for);
-    the spec must be the architecture the reference's configuration describes."""
-    if model.spec.kind != "encoder-only" or model.spec.embeddings[0].input is None:
-        raise InteropError(f"{type(reference).__name__} reads pictures into an encoder; spec '{model.spec.name}' "
-                           "does not")
-    classifier = hasattr(reference, "classifier")
-    pooler = getattr(getattr(reference, "vit", reference), "pooler", None) is not None
-    refuse_other_architecture(model, reference, FIELDS, VIT.hf_config, lambda: spec_text(
-        reference.config, head=classifier, pooler=pooler))
-    load_state(model, reference.state_dict(), _rules(model, "vit." if classifier else ""), reference=REFERENCE)
-
-
-def to_hf_vit(model) -> dict:
-    """A state dict for ``ViTForImageClassification`` (spec with a head) or ``ViTModel``."""
-    return export_state(model, _rules(model, "vit." if model.head is not None else ""), reference=REFERENCE)
+# a pre-norm encoder's layers under ``layers``, their attention's projections ``q_proj`` ... ``o_proj``
+WEIGHTS = Weights({"self_attn": Projections("attention"), "self_attn_norm": "layernorm_before",
+                   "ffn.up": "mlp.fc1", "ffn.down": "mlp.fc2", "ffn_norm": "layernorm_after"},
+                  {"embeddings.image": patch_embeddings, "encoder.final_norm": "layernorm"}, parts=None,
+                  head=Classifier())
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -164,5 +130,5 @@ VIT = Family(
     "ViT: pictures cut into square patches, each mapped linearly (embedding image { input patches(image=N, "
     "patch=P, class_token=true) }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
     "token (head linear(num_labels) pool=first), the base model's pooler too",
-    module=__name__, priority=160, fields=FIELDS, spec_text=spec_text, kind="encoder-only", load=from_hf_vit,
-    export=to_hf_vit)
+    module=__name__, priority=160, fields=FIELDS, document=document, kind="encoder-only", rules=WEIGHTS,
+    prefix="vit.")
