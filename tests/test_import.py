@@ -832,6 +832,18 @@ def test_a_family_refuses_a_mixture_whose_router_is_not_its_own(cls, router, why
     assert why in str(info.value), info.value
 
 
+def test_siglips_declared_requirements_refuse_a_softmax_head_and_a_vision_tower_not_pooled_by_attention():
+    from tfspec.interop.families import family_of, import_config
+    text = import_config(copy.deepcopy(CONFIGS["SiglipModel"]))
+    assert family_of("siglip").hf_config(tfspec.parse(text))["model_type"] == "siglip"
+    head = next(line for line in text.splitlines() if line.startswith("contrastive"))
+    for changed, why in [(text.replace(head, "contrastive text vision loss=softmax"), "not the sigmoid one"),
+                         (re.sub(r"head pool=attention\([^)]*\)", "head pool=mean", text), "not an attention pool")]:
+        assert changed != text
+        with pytest.raises(InteropError, match=why):
+            family_of("siglip").hf_config(tfspec.parse(changed))
+
+
 def checkpoint_of(tmp_path, model, text: str, **meta):
     from tfspec.run import checkpoint
     return checkpoint.save(tmp_path / "run", 0, model, text, meta, {})

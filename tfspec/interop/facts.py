@@ -5,6 +5,7 @@ the configuration describes and compares every architectural fact with the spec'
 
 from __future__ import annotations
 
+from ..front import schema as S
 from ..ir import nodes as ir
 from ..ir.queries import residual_placement, sublayers
 from ..registry import (ATTENTION_KINDS, FEEDFORWARD_KINDS, INPUTS, MASKS, MIXERS, POSITIONS, ROUTER_PARTS,
@@ -327,3 +328,34 @@ class Router:
     @property
     def top_groups(self) -> int:
         return self.option("groups", "top_groups", 1)
+
+
+class TowerFacts:
+    """A model of towers' settings, as a two-tower family's ``hf_config`` asks for them: ``text`` and ``vision``
+    are the ``Facts`` of the tower reading token ids and of the one reading pictures."""
+
+    def __init__(self, towers, family: str):
+        if not isinstance(towers, S.Towers):
+            raise OtherKind(f"not a {family} model: '{towers.name}' is one model, not towers")
+        if towers.contrastive is None or len(towers.towers) != 2:
+            raise OtherKind(f"not a {family} model: '{towers.name}' is not two towers joined by a contrastive head")
+        self.towers, self.family = towers, family
+        self.text_name, self.vision_name = tower_roles(towers, family)
+        self.text = Facts(towers.tower(self.text_name), family)
+        self.vision = Facts(towers.tower(self.vision_name), family)
+        self.contrastive = towers.contrastive
+
+    theirs = staticmethod(Facts.theirs)
+
+    def refuse(self, reason: str):
+        """An ``OtherKind``-like refusal naming the family, as ``Facts.refuse`` (what a ``Requires`` raises)."""
+        return self.text.refuse(reason)
+
+
+def tower_roles(towers, family: str) -> tuple[str, str]:
+    """The names of the tower reading token ids and of the one reading pictures (refused otherwise)."""
+    text = [t.name for t in towers.towers if t.spec.embeddings[0].input is None]
+    vision = [t.name for t in towers.towers if t.spec.embeddings[0].input is not None]
+    if len(text) != 1 or len(vision) != 1:
+        raise OtherKind(f"not a {family} model: '{towers.name}' needs a tower of token ids and one of pictures")
+    return text[0], vision[0]

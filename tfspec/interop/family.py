@@ -124,24 +124,29 @@ class Family:
         return writer.text(self.document(settings, padding=padding, head=head, **options).text(name), list(heading))
 
     def _hf_config(self, spec) -> dict:
-        from .facts import Facts
+        from .facts import Facts, TowerFacts
 
-        facts = Facts(spec, self.name)
-        facts.kind(self.kind)
+        if self.towers:
+            facts = TowerFacts(spec, self.name)
+        else:
+            facts = Facts(spec, self.name)
+            facts.kind(self.kind)
         for required in self.requires:
             required.check(facts)
         return {"model_type": self.model_types[0], **self.fields.config(facts)}
 
     def _load(self, model, reference) -> None:
-        (load_encoder if self.kind == "encoder-only" else load_decoder)(model, reference, self)
+        load = load_towers if self.towers else load_encoder if self.kind == "encoder-only" else load_decoder
+        load(model, reference, self)
 
     def _export(self, model) -> dict:
         """The state dict of ``model`` by the family's rules: the model with a head (its base model under
         ``prefix``) or the base model; the tensors the reference holds and the model computes written as computed."""
         from .mapping import export_state
 
-        prefix = self.prefix if model.head is not None else ""
-        names, aliases = self.rules(model, prefix, {}, model.head is not None)
+        lm = not self.towers and model.head is not None  # (a model of towers: its own names, no prefix)
+        prefix = self.prefix if lm else ""
+        names, aliases = self.rules(model, prefix, {}, lm)
         return export_state(model, names, reference=f"Hugging Face {self.name}", aliases=aliases,
                             derived=self.computed(model, prefix) if self.computed else None)
 
@@ -225,3 +230,17 @@ def load_encoder(model, reference, family: Family) -> None:
     names, aliases = family.rules(model, family.prefix if hasattr(reference, base) else "", state,
                                   model.head is not None)
     load_state(model, state, names, reference=type(reference).__name__, aliases=aliases)
+
+
+def load_towers(model, reference, family: Family) -> None:
+    """Copy a model of towers' weights (CLIP's: two towers and a contrastive head) into ``model`` by the family's
+    rules, once ``model``'s spec is the architecture the reference's configuration describes."""
+    from ..front.schema import Towers
+    from .mapping import InteropError, load_state, refuse_undescribed
+
+    name = type(reference).__name__
+    if not isinstance(model.spec, Towers):
+        raise InteropError(f"{name} is two towers and a contrastive head; spec '{model.spec.name}' is one model")
+    refuse_undescribed(model, reference, family.fields, family.spec_text)
+    names, aliases = family.rules(model, "", {}, False)
+    load_state(model, reference.state_dict(), names, reference=name, aliases=aliases)

@@ -292,3 +292,13 @@ def sublayer_problems(model, role: str, *, reference: str, residual: str, norm, 
         if body.op == "feedforward" and activation is not None and body.activation.name != activation:
             problems.append(f"{role} {sub.name}: activation {body.activation}, reference {activation}")
     return problems
+
+
+def refuse_undescribed(model, hf_model, fields, spec_text) -> None:
+    """Stop before any tensor is read where ``hf_model``'s configuration holds a value ``fields`` cannot express, or
+    describes (``spec_text``) another architecture than ``model``'s spec: an ``InteropError`` naming each."""
+    name = type(hf_model).__name__
+    problems = fields.unsupported(hf_model.config) or architecture_problems(model.spec, spec_text(hf_model.config), name)
+    if problems:
+        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
+                           + "\n".join(f"  {p}" for p in problems))

@@ -17,46 +17,16 @@ Each tower's configuration is nested (``text_config``, ``vision_config``); the f
 
 from __future__ import annotations
 
-from ...front import schema as S
 from ...registry import POOLS
 from . import hf_bert, hf_vit
-from ..facts import Facts, OtherKind
+from ..facts import TowerFacts, tower_roles
 from ..fields import Field, Fields, Fixed, lookup
 from ..document import Block, Document, Statement, Tower
-from ..mapping import InteropError, Rule, architecture_problems, export_state, load_state, rule, weight_and_bias
-from ..writer import SpecWriter
+from ..mapping import InteropError, Rule, rule, weight_and_bias
 from ..family import Family
 
-REFERENCE = "Hugging Face CLIP"
 ACTIVATIONS = {"quick_gelu": "quick_gelu", **hf_bert.ACTIVATIONS}
 LEGACY_EOS = 2  # CLIPTextModel pools at the highest token id where its configuration's eos_token_id is this
-
-
-class TowerFacts:
-    """A model of towers' settings, as a two-tower family's ``hf_config`` asks for them: ``text`` and ``vision``
-    are the ``Facts`` of the tower reading token ids and of the one reading pictures."""
-
-    def __init__(self, towers, family: str):
-        if not isinstance(towers, S.Towers):
-            raise OtherKind(f"not a {family} model: '{towers.name}' is one model, not towers")
-        if towers.contrastive is None or len(towers.towers) != 2:
-            raise OtherKind(f"not a {family} model: '{towers.name}' is not two towers joined by a contrastive head")
-        self.towers, self.family = towers, family
-        self.text_name, self.vision_name = tower_roles(towers, family)
-        self.text = Facts(towers.tower(self.text_name), family)
-        self.vision = Facts(towers.tower(self.vision_name), family)
-        self.contrastive = towers.contrastive
-
-    theirs = staticmethod(Facts.theirs)
-
-
-def tower_roles(towers, family: str) -> tuple[str, str]:
-    """The names of the tower reading token ids and of the one reading pictures (refused otherwise)."""
-    text = [t.name for t in towers.towers if t.spec.embeddings[0].input is None]
-    vision = [t.name for t in towers.towers if t.spec.embeddings[0].input is not None]
-    if len(text) != 1 or len(vision) != 1:
-        raise OtherKind(f"not a {family} model: '{towers.name}' needs a tower of token ids and one of pictures")
-    return text[0], vision[0]
 
 
 def _eos(facts: TowerFacts) -> int | None:
@@ -138,11 +108,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The two towers and the contrastive head a CLIP configuration describes."""
-    square_pictures(config)
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The two towers and the contrastive head a CLIP configuration's settings ``s`` describe."""
+    square_pictures(s.config)
     eos = s.value("eos")
     pool = "highest_id" if eos == LEGACY_EOS else f"token({eos})"
     norm = f"layernorm(eps={s.text_eps})"
@@ -158,10 +126,9 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
                         comment="at the end of each text"),))
     vision = vision_tower(s, Statement("head", f"linear({s.projection})", bias="false", pool="first",
                                        comment="the class token"))
-    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+    return Document.of(Block("defaults", Statement("residual", "pre")), tail=(
         Tower("text", text), vision,
         Statement("contrastive", "text", "vision", loss="softmax", scale=s.logit_scale)))
-    return w.text(document.text(name), list(heading))
 
 
 def vision_tower(s, head: Statement | None = None) -> Tower:
@@ -182,11 +149,6 @@ def vision_tower(s, head: Statement | None = None) -> Tower:
         tail=(head,) if head else ()))
 
 
-def hf_config(towers) -> dict:
-    """The CLIP configuration ``towers`` would be."""
-    return {"model_type": "clip", **FIELDS.config(TowerFacts(towers, "CLIP"))}
-
-
 def layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
     """A CLIP-like encoder's layers (CLIP's, SigLIP's): q, k, v and out projections, two LayerNorms, fc1 and fc2."""
     rules = []
@@ -203,7 +165,8 @@ def layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
     return rules
 
 
-def _rules(model) -> list[Rule]:
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict]:
+    """CLIP's tensors: each tower's, the projections and the contrastive head's scale."""
     text, vision = tower_roles(model.spec, "CLIP")
     t, v = f"towers.{text}", f"towers.{vision}"
     te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
@@ -214,7 +177,7 @@ def _rules(model) -> list[Rule]:
             rule(f"{t}.head.weight", "text_projection.weight"),
             *vision_rules(model, vision, "vision_model"),
             rule(f"{v}.head.weight", "visual_projection.weight"),
-            rule("contrastive.scale", "logit_scale")]
+            rule("contrastive.scale", "logit_scale")], {}
 
 
 def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
@@ -231,33 +194,6 @@ def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
             *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
-def refuse_undescribed(model, hf_model, fields, spec_text) -> None:
-    """Stop before any tensor is read where ``hf_model``'s configuration holds a value ``fields`` cannot express, or
-    describes (``spec_text``) another architecture than ``model``'s spec: an ``InteropError`` naming each."""
-    name = type(hf_model).__name__
-    problems = fields.unsupported(hf_model.config) or architecture_problems(model.spec, spec_text(hf_model.config), name)
-    if problems:
-        raise InteropError(f"cannot load {name} weights into spec '{model.spec.name}':\n"
-                           + "\n".join(f"  {p}" for p in problems))
-
-
-def towers_weights(fields, spec_text, rules, reference: str):
-    """A family of towers' two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies every tensor
-    by ``rules(model)`` once the spec is seen to be the architecture the configuration describes (``fields``,
-    ``spec_text``); ``export(model)`` is the state dict the class loads."""
-    def load(model, hf_model) -> None:
-        name = type(hf_model).__name__
-        if not isinstance(model.spec, S.Towers):
-            raise InteropError(f"{name} is two towers and a contrastive head; spec '{model.spec.name}' is one model")
-        refuse_undescribed(model, hf_model, fields, spec_text)
-        load_state(model, hf_model.state_dict(), rules(model), reference=reference)
-
-    def export(model) -> dict:
-        return export_state(model, rules(model), reference=reference)
-    return load, export
-
-
-from_hf_clip, to_hf_clip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
@@ -292,5 +228,4 @@ CLIP = Family("CLIP", ("clip",), {"CLIPModel": {}},
               "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "
               "vision tower's patches without a bias, a LayerNorm on its embeddings, its class token normed and "
               "projected",
-              module=__name__, priority=690, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_clip,
-              export=to_hf_clip, towers=True)
+              module=__name__, priority=690, fields=FIELDS, document=document, rules=_rules, towers=True)

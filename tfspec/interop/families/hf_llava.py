@@ -17,10 +17,10 @@ from __future__ import annotations
 from ...front import schema as S
 from ..facts import Facts, OtherKind
 from ..fields import Field, Fields, Fixed
-from .hf_clip import (ACTIVATIONS, picture_fields, refuse_undescribed, square_pictures, tower_fields, towers_ignored,
+from .hf_clip import (ACTIVATIONS, picture_fields, square_pictures, tower_fields, towers_ignored,
                       vision_rules, vision_tower)
 from ..document import Block, Document, Statement
-from ..mapping import InteropError, export_state, linear_rules, load_state
+from ..mapping import InteropError, export_state, linear_rules, load_state, refuse_undescribed
 from ..nested import Nested
 from ..writer import SpecWriter
 from ..family import Family

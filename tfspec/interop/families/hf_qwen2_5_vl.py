@@ -29,9 +29,9 @@ from ..weights import GatedMLP
 from ...front import schema as S
 from . import hf_llama
 from ..fields import Field, Fields, Fixed, lookup
-from .hf_clip import refuse_undescribed, towers_ignored
+from .hf_clip import towers_ignored
 from .hf_llava import connected_config
-from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, rule
+from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_undescribed, rule
 from ..document import Block, Document, Statement, Tower
 from ..writer import SpecWriter
 from ..family import Family

@@ -20,14 +20,12 @@ import math
 from ...registry import POOLS
 from . import hf_bert
 from ..fields import Field, Fields, Fixed
-from .hf_clip import (TowerFacts, layer_rules, picture_fields, square_pictures, tower_fields, tower_roles,
-                      towers_ignored, towers_weights)
+from .hf_clip import layer_rules, picture_fields, square_pictures, tower_fields, towers_ignored
+from ..facts import tower_roles
 from ..document import Block, Document, Statement, Tower
 from ..mapping import Rule, rule, weight_and_bias
-from ..writer import SpecWriter
-from ..family import Family
+from ..family import Family, Requires
 
-REFERENCE = "Hugging Face SigLIP"
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", **hf_bert.ACTIVATIONS, "quick_gelu": "quick_gelu"}
 SCALE, BIAS = math.log(10), -10.0  # the paper's initial log scale and bias
 
@@ -63,11 +61,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The two towers and the sigmoid contrastive head a SigLIP configuration describes."""
-    square_pictures(config)
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The two towers and the sigmoid contrastive head a SigLIP configuration's settings ``s`` describe."""
+    square_pictures(s.config)
     norm = f"layernorm(eps={s.text_eps})"
     text = Document.of(
         Block("defaults", Statement("norm", norm), Statement("attn_dropout", s.text_p_attn_dropout)),
@@ -80,10 +76,9 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
                         comment="the last position, whatever it holds: texts padded to one length"),))
     vision = vision_tower(s, Statement("head", pool=f"attention({s.vision_heads}, d_ff={s.vision_d_ff}, "
                                                     f"activation={s.vision_activation}, eps={s.vision_eps})"))
-    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+    return Document.of(Block("defaults", Statement("residual", "pre")), tail=(
         Tower("text", text), vision,
         Statement("contrastive", "text", "vision", loss="sigmoid", scale=repr(SCALE), bias=repr(BIAS))))
-    return w.text(document.text(name), list(heading))
 
 
 def vision_tower(s, head: Statement | None = None, init: bool = False) -> Tower:
@@ -117,16 +112,15 @@ def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
             *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
-def hf_config(towers) -> dict:
-    """The SigLIP configuration ``towers`` would be."""
-    facts = TowerFacts(towers, "SigLIP")
-    if facts.contrastive.loss != "sigmoid" or facts.contrastive.bias is None:
-        raise facts.text.refuse("its contrastive head is not the sigmoid one with a learned bias")
-    _pool_option(facts, "heads")
-    return {"model_type": "siglip", **FIELDS.config(facts)}
+# what export asks beyond the fields: the sigmoid contrastive head with a learned bias, and the vision tower pooled
+# by attention (``_pool_option`` refuses it otherwise)
+REQUIRES = (Requires(lambda f: f.contrastive.loss == "sigmoid" and f.contrastive.bias is not None,
+                     "its contrastive head is not the sigmoid one with a learned bias"),
+            Requires(lambda f: _pool_option(f, "heads"), "its vision tower's head is not an attention pool"))
 
 
-def _rules(model) -> list[Rule]:
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict]:
+    """SigLIP's tensors: each tower's, the vision tower's attention pool and the contrastive head's."""
     text, vision = tower_roles(model.spec, "SigLIP")
     t, v = f"towers.{text}", f"towers.{vision}"
     te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
@@ -146,10 +140,9 @@ def _rules(model) -> list[Rule]:
             *weight_and_bias(f"{pool}.up", f"{head}.mlp.fc1"),
             *weight_and_bias(f"{pool}.down", f"{head}.mlp.fc2"),
             rule("contrastive.scale", "logit_scale", shape=(1,)),
-            rule("contrastive.bias", "logit_bias", shape=(1,))]
+            rule("contrastive.bias", "logit_bias", shape=(1,))], {}
 
 
-from_hf_siglip, to_hf_siglip = towers_weights(FIELDS, spec_text, _rules, REFERENCE)
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -180,5 +173,4 @@ SIGLIP = Family(
     "vision loss=sigmoid bias=-10); the text tower sees every position and reads its last (pool=last) "
     "through a linear map with a bias; the vision tower has no class token and pools its patches by "
     "attention (head pool=attention(heads, d_ff)), projected by nothing",
-    module=__name__, priority=700, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_siglip,
-    export=to_hf_siglip, towers=True)
+    module=__name__, priority=700, fields=FIELDS, document=document, requires=REQUIRES, rules=_rules, towers=True)
