@@ -93,6 +93,9 @@ class Family:
     # a tower that is a model of its own (``--tower text``) where the family's fields do not read it through its own
     # family (``tfspec.interop.nested.Nested``; those that do say so in ``fields.nested``)
     alone: Any = field(default=None, hash=False)
+    # a vision-language family's text model, the target of its one connector, written, loaded and exported through
+    # its own family (a ``nested.Nested``: LLaVA's Llama); ``rules`` then give the other towers' and the connector's
+    text: Any = field(default=None, hash=False)
     # which of the four functions were derived (a derived family derives them anew from its own declaration)
     derived_functions: frozenset = field(default=frozenset(), init=False, hash=False, compare=False)
 
@@ -136,7 +139,8 @@ class Family:
         return {"model_type": self.model_types[0], **self.fields.config(facts)}
 
     def _load(self, model, reference) -> None:
-        load = load_towers if self.towers else load_encoder if self.kind == "encoder-only" else load_decoder
+        load = load_connected if self.text is not None else load_towers if self.towers else \
+            load_encoder if self.kind == "encoder-only" else load_decoder
         load(model, reference, self)
 
     def _export(self, model) -> dict:
@@ -147,8 +151,11 @@ class Family:
         lm = not self.towers and model.head is not None  # (a model of towers: its own names, no prefix)
         prefix = self.prefix if lm else ""
         names, aliases = self.rules(model, prefix, {}, lm)
-        return export_state(model, names, reference=f"Hugging Face {self.name}", aliases=aliases,
-                            derived=self.computed(model, prefix) if self.computed else None)
+        # a connected text model's tensors are its own family's (``text``)
+        outside = (f"towers.{model.spec.connectors[0].target}.",) if self.text is not None else ()
+        state = export_state(model, names, reference=f"Hugging Face {self.name}", aliases=aliases, outside=outside,
+                             derived=self.computed(model, prefix) if self.computed else None)
+        return {**state, **self.text.export(model.towers[model.spec.connectors[0].target])} if outside else state
 
     def processor_pictures(self, config, outputs: dict):
         """The ``vision=`` input of this family's compiled model from its Hugging Face processor's ``outputs``
@@ -244,3 +251,22 @@ def load_towers(model, reference, family: Family) -> None:
     refuse_undescribed(model, reference, family.fields, family.spec_text)
     names, aliases = family.rules(model, "", {}, False)
     load_state(model, reference.state_dict(), names, reference=name, aliases=aliases)
+
+
+def load_connected(model, reference, family: Family) -> None:
+    """Copy a vision-language model's weights into ``model``: the vision tower's and the connector's by the family's
+    rules, the text model's through its own family (``family.text``: its tensors where ``text.renames`` says), once
+    ``model``'s spec is the architecture the reference's configuration describes."""
+    from ..front.schema import Towers
+    from .mapping import InteropError, load_state, refuse_undescribed
+
+    name = type(reference).__name__
+    if not isinstance(model.spec, Towers) or len(model.spec.connectors) != 1:
+        raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
+    refuse_undescribed(model, reference, family.fields, family.spec_text)
+    target = model.spec.connectors[0].target
+    theirs = tuple(whole for whole, _ in family.text.renames)  # the text model's, copied by its own family
+    state = {k: v for k, v in reference.state_dict().items() if not k.startswith(theirs)}
+    names, aliases = family.rules(model, "", state, False)
+    load_state(model, state, names, reference=name, aliases=aliases, outside=(f"towers.{target}.",))
+    family.text.load(model.towers[target], reference)

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import math
 
-from ..document import Block, Statement
+from ..document import Block, Document, Statement
 from ..fields import Field, Fields, Fixed
 from .hf_clip import picture_fields, tower_fields, towers_ignored
-from .hf_llava import TIED, connected_config, connected_text, connected_weights, vision_prefix
+from .hf_llava import TIED, connected_config, connected_document, vision_prefix
 from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from ..mapping import rule
 from ..nested import Nested
 from ..family import Family
 
-REFERENCE = "Hugging Face Gemma 3"
 TEXT = Nested("text_config", "text", "text_", "gemma3_text",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")), words=(("causal", "pictures"),))
 PROJECTOR = "model.multi_modal_projector"
@@ -83,15 +82,14 @@ FIELDS = TEXT.fields(Fields(
 ))
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The vision tower, Gemma 3's text model and the projector a Gemma 3 configuration describes."""
-    def connector(s) -> Block:
-        return Block(f"connect vision -> text image_token={s.image_token}", Statement("mean_pool", s.block),
-                     Statement("norm", "gemma_rmsnorm", eps="vision_eps"),
-                     Statement("linear", "text_d_model", bias="false"),
-                     comment=f"each picture's normed patches averaged in blocks of {s.block} × {s.block}: "
-                             f"{config.mm_tokens_per_image} vectors")
-    return connected_text(FIELDS, TEXT, config, vision_tower, connector, padding=padding, name=name, heading=heading)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The vision tower, Gemma 3's text model and the projector a Gemma 3 configuration's settings ``s`` describe."""
+    connector = Block(f"connect vision -> text image_token={s.image_token}", Statement("mean_pool", s.block),
+                      Statement("norm", "gemma_rmsnorm", eps="vision_eps"),
+                      Statement("linear", "text_d_model", bias="false"),
+                      comment=f"each picture's normed patches averaged in blocks of {s.block} × {s.block}: "
+                              f"{s.config.mm_tokens_per_image} vectors")
+    return connected_document(s, TEXT, vision_tower(s), connector, padding=padding)
 
 
 def hf_config(towers) -> dict:
@@ -99,16 +97,15 @@ def hf_config(towers) -> dict:
     return connected_config(towers, FIELDS, TEXT, "Gemma 3", "gemma3", "siglip_vision_model")[0]
 
 
-def _rules(model, state: dict) -> list:
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
     """The vision tower's and the projector's tensors (``state``: the reference's, where it is read)."""
     source = model.spec.connectors[0].source
     steps = f"connectors.{source}.steps"
     return [*vision_rules(model, source, vision_prefix(state or None, "SiglipVision")),
             rule(f"{steps}.1.weight", f"{PROJECTOR}.mm_soft_emb_norm.weight"),
-            rule(f"{steps}.2.weight", f"{PROJECTOR}.mm_input_projection_weight", transpose=True)]
+            rule(f"{steps}.2.weight", f"{PROJECTOR}.mm_input_projection_weight", transpose=True)], {}
 
 
-from_hf_gemma3_vl, to_hf_gemma3_vl = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
@@ -142,5 +139,5 @@ GEMMA3_VL = Family(
     "text model (tower text) by a mean over square blocks of patches, Gemma's RMSNorm and a linear map without "
     "a bias (connect vision -> text { mean_pool; norm gemma_rmsnorm; linear }); a picture's image tokens see "
     "one another (mask=pictures), every other query is causal",
-    module=__name__, priority=730, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_gemma3_vl,
-    export=to_hf_gemma3_vl, towers=True, carried=CARRIED)
+    module=__name__, priority=730, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    towers=True, carried=CARRIED)

@@ -19,16 +19,15 @@ all-zero tiles that pad it.
 
 from __future__ import annotations
 
-from ..document import Block, Statement
+from ..document import Block, Document, Statement
 from ..fields import Field, Fields, Fixed
 from .hf_clip import picture_fields, tower_fields, towers_ignored
-from .hf_llava import TIED, connected_config, connected_text, connected_weights
+from .hf_llava import TIED, connected_config, connected_document
 from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from ..mapping import linear_rules
 from ..nested import Nested
 from ..family import Family
 
-REFERENCE = "Hugging Face Idefics3"
 TEXT = Nested("text_config", "text", "text_", "llama",
               (("model.text_model.", "model."), ("lm_head.", "lm_head.")))
 
@@ -49,16 +48,14 @@ FIELDS = TEXT.fields(Fields(
 ))
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The vision tower, the text model and the pixel-shuffle connector an Idefics3 or SmolVLM configuration
-    describes."""
-    def connector(s) -> Block:
-        return Block(f"connect vision -> text image_token={s.image_token}", Statement("pixel_shuffle", s.scale_factor),
-                     Statement("linear", "text_d_model", bias="false"),
-                     comment=f"each picture's normed patches, each {s.scale_factor} × {s.scale_factor} block of them "
-                             "one vector")
-    return connected_text(FIELDS, TEXT, config, lambda s: vision_tower(s, init=True), connector, padding=padding,
-                          name=name, heading=heading)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The vision tower, the text model and the pixel-shuffle connector an Idefics3 or SmolVLM configuration's
+    settings ``s`` describe."""
+    connector = Block(f"connect vision -> text image_token={s.image_token}", Statement("pixel_shuffle", s.scale_factor),
+                      Statement("linear", "text_d_model", bias="false"),
+                      comment=f"each picture's normed patches, each {s.scale_factor} × {s.scale_factor} block of them "
+                              "one vector")
+    return connected_document(s, TEXT, vision_tower(s, init=True), connector, padding=padding)
 
 
 def hf_config(towers, model_type: str = "idefics3") -> dict:
@@ -66,15 +63,12 @@ def hf_config(towers, model_type: str = "idefics3") -> dict:
     return connected_config(towers, FIELDS, TEXT, "Idefics3", model_type, f"{model_type}_vision")[0]
 
 
-def _rules(model, state: dict) -> list:
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
     """The vision tower's and the connector's tensors (``state``: the reference's, where it is read)."""
     source = model.spec.connectors[0].source
     return [*vision_rules(model, source, "model.vision_model"),
             *linear_rules(f"connectors.{source}.steps.1", "model.connector.modality_projection.proj", state,
-                          model.state_dict())]
-
-
-from_hf_idefics3, to_hf_idefics3 = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
+                          model.state_dict())], {}
 
 def pictures(config, outputs: dict):
     """Idefics3's processor's tiles (``pixel_values`` ``(prompts, tiles, channels, height, width)``, a prompt's
@@ -119,8 +113,8 @@ COVERAGE = [dict(model_type="idefics3", image_token_id=5, scale_factor=3, tie_wo
 
 IDEFICS3 = Family(
     "Idefics3", ("idefics3",), {"Idefics3ForConditionalGeneration": {}}, f"Idefics3: {CONVENTIONS}",
-    module=__name__, priority=720, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_idefics3,
-    export=to_hf_idefics3, towers=True, pictures=pictures)
+    module=__name__, priority=720, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    towers=True, pictures=pictures)
 SMOLVLM = IDEFICS3.derive(
     "SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}},
     f"SmolVLM: Idefics3's architecture: {CONVENTIONS}",

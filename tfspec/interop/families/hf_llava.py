@@ -19,13 +19,11 @@ from ..facts import Facts, OtherKind
 from ..fields import Field, Fields, Fixed
 from .hf_clip import (ACTIVATIONS, picture_fields, square_pictures, tower_fields, towers_ignored,
                       vision_rules, vision_tower)
-from ..document import Block, Document, Statement
-from ..mapping import InteropError, export_state, linear_rules, load_state, refuse_undescribed
+from ..document import Block, Document, Statement, Tower
+from ..mapping import linear_rules
 from ..nested import Nested
-from ..writer import SpecWriter
 from ..family import Family
 
-REFERENCE = "Hugging Face LLaVA"
 TEXT = Nested("text_config", "text", "text_", "llama",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
 PROJECTOR = "model.multi_modal_projector"
@@ -95,27 +93,21 @@ FIELDS = TEXT.fields(
 ), )
 
 
-def connected_text(fields, text: Nested, config, vision, connector, *, padding: bool, name: str,
-                   heading: tuple[str, ...]) -> str:
-    """The spec of a vision tower connected to a text model read through its own family (``text``): the
-    configuration's settings by ``fields``, the vision tower's text ``vision(s)`` and the connector's
-    ``connector(s)`` from them (``s``: ``Fields.write``'s settings)."""
-    square_pictures(config)
-    w = SpecWriter()
-    s = fields.write(config, w)
-    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
-        vision(s), text.tower_text(w, config, padding=padding), connector(s)))
-    return w.text(document.text(name), list(heading))
+def connected_document(s, text: Nested, vision: Tower, connector: Block, *, padding: bool) -> Document:
+    """The spec of a vision tower (``vision``) connected (``connector``) to a text model read through its own family
+    (``text``), from a configuration's settings ``s`` (``Fields.write``'s)."""
+    square_pictures(s.config)
+    return Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+        vision, text.tower_text(s.writer, s.config, padding=padding), connector))
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The vision tower, the text model and the projector a LLaVA configuration describes."""
-    def connector(s) -> Block:
-        bias = None if s.value("projector_bias") else "false"
-        return Block(f"connect vision -> text image_token={s.image_token} layer={s.feature_layer} drop={s.drop}",
-                     Statement("linear", "text_d_model", bias=bias), Statement("activation", s.projector_activation),
-                     Statement("linear", "text_d_model", bias=bias), comment=_reading(s))
-    return connected_text(FIELDS, TEXT, config, vision_tower, connector, padding=padding, name=name, heading=heading)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The vision tower, the text model and the projector a LLaVA configuration's settings ``s`` describe."""
+    bias = None if s.value("projector_bias") else "false"
+    connector = Block(f"connect vision -> text image_token={s.image_token} layer={s.feature_layer} drop={s.drop}",
+                      Statement("linear", "text_d_model", bias=bias), Statement("activation", s.projector_activation),
+                      Statement("linear", "text_d_model", bias=bias), comment=_reading(s))
+    return connected_document(s, TEXT, vision_tower(s), connector, padding=padding)
 
 
 def _reading(s) -> str:
@@ -166,40 +158,15 @@ def vision_prefix(names=None, vision: str = "CLIPVision", within: str = "model.v
     return f"{within}.vision_model" if any(n.startswith(f"{within}.vision_model.") for n in names) else within
 
 
-def _rules(model, state: dict) -> list:
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
     """The vision tower's and the projector's tensors (``state``: the reference's, where it is read)."""
     source = model.spec.connectors[0].source
     steps, ours = f"connectors.{source}.steps", model.state_dict()
     return [*vision_rules(model, source, vision_prefix(state or None)),
             *linear_rules(f"{steps}.0", f"{PROJECTOR}.linear_1", state, ours),
-            *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)]
+            *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)], {}
 
 
-def connected_weights(fields, spec_text, rules, text: Nested, reference: str):
-    """A vision-language family's two weight functions, ``(load, export)``: ``load(model, hf_model)`` copies the
-    source tower's and the connector's tensors by ``rules(model, state)`` (``state``: the reference's, empty on
-    export) and the text model's through ``text``'s family (its tensors where ``text.renames`` says), once the
-    spec is seen to be the architecture the configuration describes; ``export(model)`` is the state dict the class
-    loads."""
-    def load(model, hf_model) -> None:
-        name = type(hf_model).__name__
-        if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
-            raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
-        refuse_undescribed(model, hf_model, fields, spec_text)
-        target = model.spec.connectors[0].target
-        theirs = tuple(whole for whole, _ in text.renames)  # the text model's, copied by its own family
-        state = {k: v for k, v in hf_model.state_dict().items() if not k.startswith(theirs)}
-        load_state(model, state, rules(model, state), reference=reference, outside=(f"towers.{target}.",))
-        text.load(model.towers[target], hf_model)
-
-    def export(model) -> dict:
-        target = model.spec.connectors[0].target
-        return {**export_state(model, rules(model, {}), reference=reference, outside=(f"towers.{target}.",)),
-                **text.export(model.towers[target])}
-    return load, export
-
-
-from_hf_llava, to_hf_llava = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -235,5 +202,5 @@ LLAVA = Family(
     "family: Llama's by default) by a two-layer projector (connect vision -> text { linear; activation; "
     "linear }) that reads each patch's vector at vision_feature_layer, less the class token, and puts it in "
     "place of an image token",
-    module=__name__, priority=710, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_llava,
-    export=to_hf_llava, towers=True)
+    module=__name__, priority=710, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    towers=True)

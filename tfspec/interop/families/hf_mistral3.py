@@ -31,12 +31,11 @@ from . import hf_llama
 from ..document import Block, Document, Statement, Tower
 from ..fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
-from .hf_llava import TIED, connected_config, connected_text, connected_weights
+from .hf_llava import TIED, connected_config, connected_document
 from ..mapping import linear_rules, rule
 from ..nested import Nested
 from ..family import Family
 
-REFERENCE = "Hugging Face Mistral 3"
 TEXT = Nested("text_config", "text", "text_", "mistral",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
 VISION, PROJECTOR = "model.vision_tower", "model.multi_modal_projector"
@@ -85,8 +84,9 @@ FIELDS = TEXT.fields(Fields(
 ))
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """Pixtral's vision encoder, the text model and the projector a Mistral 3 configuration describes."""
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Pixtral's vision encoder, the text model and the projector a Mistral 3 configuration's settings ``s``
+    describe."""
     def vision(s) -> Tower:  # Pixtral's encoder
         return Tower("vision", Document.of(
             Block("defaults", Statement("norm", f"rmsnorm(eps={EPS})"),
@@ -114,7 +114,7 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
                      Statement("activation", s.projector_activation), Statement("linear", "text_d_model", bias=bias),
                      comment=f"each patch's vector at {where}, normed; each {s.merge} × {s.merge} block of patches "
                              "one vector, merged")
-    return connected_text(FIELDS, TEXT, config, vision, connector, padding=padding, name=name, heading=heading)
+    return connected_document(s, TEXT, vision(s), connector(s), padding=padding)
 
 
 def hf_config(towers) -> dict:
@@ -122,7 +122,7 @@ def hf_config(towers) -> dict:
     return connected_config(towers, FIELDS, TEXT, "Mistral 3", "mistral3", "pixtral")[0]
 
 
-def _rules(model, state: dict) -> list:
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
     """Pixtral's tensors and the projector's (``state``: the reference's, where it is read)."""
     source = model.spec.connectors[0].source
     v, steps, ours = f"towers.{source}", f"connectors.{source}.steps", model.state_dict()
@@ -140,10 +140,9 @@ def _rules(model, state: dict) -> list:
     return rules + [rule(f"{steps}.0.weight", f"{PROJECTOR}.norm.weight"),
                     rule(f"{steps}.2.weight", f"{PROJECTOR}.patch_merger.merging_layer.weight"),
                     *linear_rules(f"{steps}.3", f"{PROJECTOR}.linear_1", state, ours),
-                    *linear_rules(f"{steps}.5", f"{PROJECTOR}.linear_2", state, ours)]
+                    *linear_rules(f"{steps}.5", f"{PROJECTOR}.linear_2", state, ours)], {}
 
 
-from_hf_mistral3, to_hf_mistral3 = connected_weights(FIELDS, spec_text, _rules, TEXT, REFERENCE)
 
 
 def pictures(config, outputs: dict):
@@ -196,5 +195,5 @@ MISTRAL3 = Family(
     "bias-free patches normed, 2-D rotary positions, gated MLPs, RMSNorm) connected to a text model (tower "
     "text, its text_config's family: Mistral's by default) by an RMSNorm, a patch merger (pixel_shuffle "
     "channel_major=true; linear) and a two-layer projector, in place of the image tokens",
-    module=__name__, priority=740, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_mistral3,
-    export=to_hf_mistral3, towers=True, pictures=pictures)
+    module=__name__, priority=740, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    towers=True, pictures=pictures)
