@@ -153,18 +153,23 @@ def terms_of(e: Expr, what: str) -> list[Expr]:
     return terms
 
 
+def choices_of(e: Expr, r: "Resolving", registry: Registry, what: str) -> tuple[S.Choice, ...]:
+    """``a + b(...) + ...``: choices of ``registry`` combined with ``+``, each at most once (a ``what``)."""
+    choices = [choice(registry)(t, r) for t in terms_of(e, f"{what}s")]
+    seen: set[str] = set()
+    for c in choices:
+        if c.name in seen:
+            raise spec_error("duplicate", f"{what} '{c.name}' is given twice", c.span)
+        seen.add(c.name)
+    return tuple(choices)
+
+
 def as_steps(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
     """``value_residual(0.5) + ...``: attention steps, each at most once; ``none``: no step (a layer schedule's
     section leaving out the stack's)."""
     if isinstance(e, Name) and e.id == "none":
         return ()
-    steps = [choice(ATTENTION_STEPS)(t, r) for t in terms_of(e, "steps")]
-    seen: set[str] = set()
-    for step in steps:
-        if step.name in seen:
-            raise spec_error("duplicate", f"step '{step.name}' is given twice", step.span)
-        seen.add(step.name)
-    return tuple(steps)
+    return choices_of(e, r, ATTENTION_STEPS, "step")
 
 
 as_steps.registry = ATTENTION_STEPS
@@ -173,29 +178,19 @@ as_steps.registry = ATTENTION_STEPS
 def as_router(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
     """``sigmoid + correction + renormalize``: a mixture's router parts, each at most once, one of them scoring at
     most."""
-    parts = [choice(ROUTER_PARTS)(t, r) for t in terms_of(e, "router parts")]
-    seen: set[str] = set()
-    for part in parts:
-        if part.name in seen:
-            raise spec_error("duplicate", f"router part '{part.name}' is given twice", part.span)
-        seen.add(part.name)
+    parts = choices_of(e, r, ROUTER_PARTS, "router part")
     scoring = [p for p in parts if ROUTER_PARTS[p.name].scores]
     if len(scoring) > 1:
         raise spec_error("value", f"a router scores one way: {' and '.join(p.name for p in scoring)} both score",
                          scoring[1].span, "keep one of softmax, sigmoid and sparsemixer")
-    return tuple(parts)
+    return parts
 
 
 as_router.registry = ROUTER_PARTS
 
 
 def as_mask(e: Expr, r: "Resolving") -> tuple[S.Choice, ...]:
-    masks = [choice(MASKS)(t, r) for t in terms_of(e, "masks")]
-    seen: dict[str, S.Choice] = {}
-    for m in masks:
-        if m.name in seen:
-            raise spec_error("duplicate", f"mask '{m.name}' is given twice", m.span)
-        seen[m.name] = m
+    masks = choices_of(e, r, MASKS, "mask")
     nothing = [m for m in masks if MASKS[m.name].absent]  # `none`, which means no mask: nothing to combine
     if nothing and len(masks) > 1:
         raise spec_error("mask", f"mask '{nothing[0].name}' cannot be combined with other masks", e.span)
