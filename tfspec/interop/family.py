@@ -61,9 +61,11 @@ class Family:
     ``carried``: configuration keys export writes back as they were (see ``carried_values``);
     ``options_from_tensors(names)`` and ``options_from_model(model)``: ``spec_text`` arguments a checkpoint's
     tensor names, or a compiled model, decide (T5: whether its head is tied); ``towers``: its specs are models of
-    several towers (CLIP's); ``pictures(config, outputs)``: a vision-language family's pictures as its compiled
-    model reads them (its ``vision=`` input) from what its Hugging Face processor gives (``pixel_values`` and what
-    goes with them); None: the processor's ``pixel_values`` as they are (``Family.processor_pictures``).
+    several towers (CLIP's: loaded by ``load_towers``); ``text``: a vision-language family's text model, read,
+    loaded and exported through its own family (``load_connected``); ``pictures(config, outputs)``: a
+    vision-language family's pictures as its compiled model reads them (its ``vision=`` input) from what its Hugging
+    Face processor gives (``pixel_values`` and what goes with them); None: the processor's ``pixel_values`` as they
+    are (``Family.processor_pictures``).
 
     A family derived from another (``derive``) states only its differences, as Hugging Face's ``modular_*.py``
     derives Qwen3 from Qwen2."""
@@ -249,8 +251,9 @@ def load_towers(model, reference, family: Family) -> None:
     if not isinstance(model.spec, Towers):
         raise InteropError(f"{name} is two towers and a contrastive head; spec '{model.spec.name}' is one model")
     refuse_undescribed(model, reference, family.fields, family.spec_text)
-    names, aliases = family.rules(model, "", {}, False)
-    load_state(model, reference.state_dict(), names, reference=name, aliases=aliases)
+    state = reference.state_dict()
+    names, aliases = family.rules(model, "", state, False)
+    load_state(model, state, names, reference=name, aliases=aliases)
 
 
 def load_connected(model, reference, family: Family) -> None:

@@ -179,8 +179,8 @@ class Weights:
     ``mixer`` or by ``attention``: ``hybrid.parts``); None: the keys are our modules' own paths (BERT's
     ``self_attn.qkv``). ``top``'s values may be functions as ``layer``'s are, given the checkpoint's ``prefix``
     (ViT's patches, stored as a convolution's kernel). ``head``: the causal LM's head (its name; an alias of the
-    token table where tied) or an encoder's (``MaskedLMHead``, ``Classifier``); multi-token prediction's modules follow a decoder's layers
-    (``tfspec.interop.mtp``). Called as a family's ``rules(model, prefix, state, lm)``."""
+    token table where tied) or an encoder's (``MaskedLMHead``, ``Classifier``); multi-token prediction's modules
+    follow a decoder's layers (``tfspec.interop.mtp``). Called as a family's ``rules(model, prefix, state, lm)``."""
 
     layer: Mapping[str, Where]
     top: Mapping[str, Where] = field(default_factory=lambda: _frozen(
