@@ -50,7 +50,8 @@ class Family:
     specs are (``"decoder-only"``, ``"encoder-only"``); ``requires``: what export asks of a spec beyond its fields
     (``Requires``); ``rules``: its weight table (``tfspec.interop.weights.Weights``, or any
     ``rules(model, prefix, state, lm)`` giving ``mapping.Rule``s), the model with a head holding its base model under
-    ``prefix``; ``computed(model, prefix)``: tensors the reference holds and the model computes (MiniMax's decays);
+    ``prefix``; ``computed(model, prefix, state)``: tensors the reference holds and the model computes (MiniMax's
+    decays, Marian's sinusoids: as long as the reference's ``state`` holds them; ``state`` empty on export);
     ``priority``: where export tries it, lower first.
 
     From these the family's four functions are derived, each given instead where a family reads otherwise:
@@ -156,7 +157,7 @@ class Family:
         # a connected text model's tensors are its own family's (``text``)
         outside = (f"towers.{model.spec.connectors[0].target}.",) if self.text is not None else ()
         state = export_state(model, names, reference=f"Hugging Face {self.name}", aliases=aliases, outside=outside,
-                             derived=self.computed(model, prefix) if self.computed else None)
+                             derived=self.computed(model, prefix, {}) if self.computed else None)
         return {**state, **self.text.export(model.towers[model.spec.connectors[0].target])} if outside else state
 
     def processor_pictures(self, config, outputs: dict):
@@ -217,7 +218,7 @@ def load_decoder(model, reference, family: Family) -> None:
     state = {**reference.state_dict(), **(mtp.checkpoint_tensors(reference, model, prefix) if lm else {})}
     names, aliases = family.rules(model, prefix if lm else "", state, lm)
     names, aliases, outside = mtp.without_missing(model, state, names, aliases, prefix, type(reference).__name__)
-    computed = family.computed(model, prefix if lm else "") if family.computed else None
+    computed = family.computed(model, prefix if lm else "", state) if family.computed else None
     load_state(model, state, names, reference=type(reference).__name__, aliases=aliases, outside=outside,
                derived=computed)
 

@@ -57,7 +57,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
         "decoder", "attention", qk_norm=f"rmsnorm(eps={s.eps})")
 
 
-def _constants(model, prefix: str) -> dict:
+def _constants(model, prefix: str, state: dict) -> dict:
     """xIELU's constants, which Hugging Face keeps as buffers of each network's ``act_fn``, from the spec's."""
     import torch
 

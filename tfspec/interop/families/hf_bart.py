@@ -21,10 +21,8 @@ from ...ir import nodes as ir
 from ...ir import queries
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule, \
-    same_head
+from ..mapping import InteropError, Rule, linear_rules, rule
 from ..document import Block, Document, Statement
-from ..writer import SpecWriter
 from ..family import Family
 
 OFFSET = 2  # BART's and mBART's learned positions read two rows on
@@ -33,7 +31,6 @@ MARIAN_ROWS = 1024  # the sinusoid tables export writes unless an import carried
 CARRIED = ("max_position_embeddings",)  # Marian's tables' length, written back as it was (see Family.carried)
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
                "silu": "silu", "swish": "silu"}
-NAMES = {"bart": "BART", "mbart": "mBART", "marian": "Marian"}
 
 
 def _scaled(f) -> bool:
@@ -93,21 +90,18 @@ def _max_len(f) -> int | None:
     return rows - OFFSET if rows is not None else None
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a BART, mBART or Marian configuration describes: post-norm layers (pre-norm, each stack
-    with a final norm: mBART) over learned positions read 2 rows on with a LayerNorm (sinusoids without one:
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The spec a BART, mBART or Marian configuration's settings ``s`` describe: post-norm layers (pre-norm, each
+    stack with a final norm: mBART) over learned positions read 2 rows on with a LayerNorm (sinusoids without one:
     Marian), both embeddings sharing one table, the head tied to it with a bias."""
-    kind = config.model_type
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+    kind = s.config.model_type
     norm, source = "layernorm(eps=1e-5)", "padding" if padding else "none"
     position = "sinusoidal(halves=true)" if kind == "marian" else f"learned({s.max_len} + {OFFSET}, offset={OFFSET})"
     embedding = [Statement("position", position), *([Statement("norm", norm)] if kind != "marian" else []),
                  *([Statement("scale", f"sqrt({s.d_model})")] if s.value("scaled") else []),
                  Statement("dropout", s.p_dropout)]
     final = [Statement("final", norm)] if kind == "mbart" else []
-    document = Document.of(
+    return Document.of(
         Block("defaults", Statement("residual", "pre" if kind == "mbart" else "post"), Statement("norm", norm),
               Statement("dropout", s.p_dropout), Statement("attn_dropout", s.p_attn_dropout),
               Statement("act_dropout", s.p_act_dropout), Statement("init", f"normal(std={s.init_std})")),
@@ -121,7 +115,6 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               Statement("attention", "cross", heads=s.decoder_heads, mask=source),
               Statement("feedforward", d_ff=s.decoder_d_ff, activation=s.activation), *final),
         tail=(Statement("head", "tied(target)", bias="true"),) if head else ())
-    return w.text(document.text(name), list(heading))
 
 def hf_config(spec) -> dict:
     """The configuration ``spec`` would be: mBART's when pre-norm, Marian's with sinusoidal positions, BART's."""
@@ -203,43 +196,18 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules, aliases
 
 
-def _derived(model, prefix: str, rows: dict[str, int]) -> dict:
-    """Marian's sinusoid tables, which its checkpoint holds and the spec computes, ``rows[role]`` long."""
+def _sinusoids(model, prefix: str, state: dict) -> dict:
+    """Marian's sinusoid tables, which its checkpoint holds and the spec computes: as long as the checkpoint's
+    (``state``, on load), or as the import carried (on export; transformers' 1,024 rows without one)."""
     import torch
+    length = (getattr(model, "hf_carried", None) or {}).get("max_position_embeddings", MARIAN_ROWS)
     out = {}
     for role, embedding in zip(("encoder", "decoder"), model.spec.embeddings):
-        if Facts.computed_positions(embedding.position, embedding.dim) and role in rows:
-            positions = model.embeddings[embedding.name].positions
-            out[f"{prefix}{role}.embed_positions.weight"] = positions(torch.arange(rows[role])[None])[0].detach()
+        if Facts.computed_positions(embedding.position, embedding.dim):
+            name = f"{prefix}{role}.embed_positions.weight"
+            rows = state[name].shape[0] if name in state else length
+            out[name] = model.embeddings[embedding.name].positions(torch.arange(rows)[None])[0].detach()
     return out
-
-
-def from_hf_bart(model, reference) -> None:
-    """Copy a BART, mBART or Marian model's weights into ``model`` (every tensor accounted for, Marian's sinusoid
-    tables checked against the spec's); the spec must be the architecture the reference's configuration
-    describes."""
-    lm = hasattr(reference, "lm_head")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.encoder.masks_padding))
-    state = reference.state_dict()
-    prefix = "model." if lm else ""
-    rows = {role: state[f"{prefix}{role}.embed_positions.weight"].shape[0] for role in ("encoder", "decoder")
-            if f"{prefix}{role}.embed_positions.weight" in state}
-    rules, aliases = _rules(model, prefix, state, lm)
-    load_state(model, state, rules, reference=f"Hugging Face {NAMES[reference.config.model_type]}",
-               aliases=aliases, derived=_derived(model, prefix, rows))
-
-
-def to_hf_bart(model) -> dict:
-    """A state dict for the conditional-generation model (spec with a head) or the base model."""
-    lm = model.head is not None
-    prefix = "model." if lm else ""
-    rules, aliases = _rules(model, prefix, {}, lm)
-    length = (getattr(model, "hf_carried", None) or {}).get("max_position_embeddings", MARIAN_ROWS)
-    rows = {"encoder": length, "decoder": length}
-    return export_state(model, rules, reference="Hugging Face BART", aliases=aliases,
-                        derived=_derived(model, prefix, rows))
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -292,8 +260,8 @@ BART = Family(
     "BART", ("bart",), {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
     "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned positions "
     "read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with final_logits_bias",
-    module=__name__, priority=350, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_bart,
-    export=to_hf_bart, carried=CARRIED)
+    module=__name__, priority=350, fields=FIELDS, document=document, hf_config=hf_config, kind="encoder-decoder",
+    rules=_rules, computed=_sinusoids, carried=CARRIED)
 # (one spec text, configuration and weight mapping read all three: the configuration says which it is)
 MBART = BART.derive(
     "mBART", ("mbart",), {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},

@@ -142,7 +142,7 @@ def _parts(model) -> list[dict[str, str]]:
              **{k: parts[k] for k in ("feedforward", "norm", "mlp_norm")}} for parts in _layers(model)]
 
 
-def _decays(model, prefix: str) -> dict:
+def _decays(model, prefix: str, state: dict) -> dict:
     """Each lightning layer's decays as Hugging Face's ``MiniMaxLightningAttention`` holds them, from the slopes
     and block the layer computes with."""
     import torch  # here: reading a configuration (tfspec import) never loads it
