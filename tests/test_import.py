@@ -811,7 +811,6 @@ def test_a_spec_without_a_hugging_face_equivalent_is_refused_with_the_reason():
     assert "the closest family, GPT-2" in str(info.value) and "window(8)" in str(info.value)
 
 
-
 @pytest.mark.parametrize("cls, router, why", [
     ("Lfm2MoeForCausalLM", "kind=moe(experts, top) router=sigmoid + correction + renormalize(1e-06) + scale(",
      "its mixture is not LFM2-MoE's: sigmoid scores"),

@@ -200,7 +200,6 @@ class Family:
         return self.fields.unsupported(config)
 
 
-
 def load_decoder(model, reference, family: Family) -> None:
     """Copy a decoder-only causal LM's (or base model's) weights into ``model`` by the family's rules, once
     ``model``'s spec is the architecture the reference's configuration describes; every tensor must be accounted

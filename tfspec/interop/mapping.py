@@ -47,7 +47,6 @@ def rule(ours: str | tuple[str, ...], theirs: str | tuple[str, ...], transpose: 
                 transpose, rows, split, shape, axis)
 
 
-
 def weight_and_bias(ours: str, theirs: str) -> list[Rule]:
     """A module's weight and bias, each under the other side's name (both sides have both)."""
     return [rule(f"{ours}.weight", f"{theirs}.weight"), rule(f"{ours}.bias", f"{theirs}.bias")]

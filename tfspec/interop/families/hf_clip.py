@@ -194,7 +194,6 @@ def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
             *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
-
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # two towers (a causal text encoder pooled at its end-of-text id, a vision encoder of bias-free patches) meeting

@@ -106,7 +106,6 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
             rule(f"{steps}.2.weight", f"{PROJECTOR}.mm_input_projection_weight", transpose=True)], {}
 
 
-
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # SigLIP's vision tower, normed, its patches averaged in 2 × 2 blocks, normed and mapped in place of Gemma 3's

@@ -167,8 +167,6 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
             *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)], {}
 
 
-
-
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # CLIP's vision tower, its patches at the input of its last layer through a two-layer projector in place of a

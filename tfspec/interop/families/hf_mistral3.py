@@ -143,8 +143,6 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
                     *linear_rules(f"{steps}.5", f"{PROJECTOR}.linear_2", state, ours)], {}
 
 
-
-
 def pictures(config, outputs: dict):
     """Pixtral's processor's pictures (``pixel_values`` padded to the batch's largest, ``image_sizes`` each one's
     height and width) as the spec reads them: each cut to its own size, in order (a list of batches where the

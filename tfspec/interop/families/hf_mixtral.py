@@ -56,7 +56,8 @@ def document(s, *, padding: bool, head: bool) -> Document:
 MIXTURE = {"feedforward.router": "mlp.gate", "feedforward.experts.up": Tensor("mlp.experts.gate_up_proj"),
            "feedforward.experts.down": Tensor("mlp.experts.down_proj"),
            "feedforward.shared": GatedMLP("mlp.shared_expert"), "feedforward.shared_gate": "mlp.shared_expert_gate"}
-# (each head's query and key norms where it has them: Qwen3-MoE's)
+
+
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "MixtralForCausalLM": dict(model_type="mixtral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
@@ -81,6 +82,7 @@ COVERAGE = [dict(model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden
                 num_experts_per_tok=1))]
 
 
+# Llama's with the mixture's, and each head's query and key norms where it has them (Qwen3-MoE's)
 WEIGHTS = hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
                                    **MIXTURE})
 

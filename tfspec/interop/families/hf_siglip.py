@@ -143,8 +143,6 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict]
             rule("contrastive.bias", "logit_bias", shape=(1,))], {}
 
 
-
-
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # CLIP's towers with a sigmoid head and a learned bias: a text tower reading its last position, a vision tower

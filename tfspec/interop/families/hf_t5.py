@@ -71,7 +71,6 @@ FIELDS = Fields(
 )
 
 
-
 def options_from_model(model) -> dict:
     """Whether the head shares the embedding is the model's, whatever the configuration says (Hugging Face ties
     T5's head on construction, and keeps a head of its own only when the checkpoint has one)."""
