@@ -21,7 +21,7 @@ import tfspec
 from tfspec.inspect.analysis import count_parameters
 from tfspec.run.decoding import Continuation, sample
 from tfspec.interop import InteropError
-from tfspec.interop.families.hf_t5 import from_hf_t5, spec_text, to_hf_t5
+from tfspec.interop.families.hf_t5 import T5
 from tfspec.interop.mapping import architecture_problems
 from tfspec.nn.t5 import relative_bucket
 from numerics import FLOAT32, assert_close
@@ -83,8 +83,8 @@ def pair(version: dict, config_extra: dict | None = None, lm: bool = True, seed:
     if lm and not version["tie_word_embeddings"]:
         reference.lm_head.weight = nn.Parameter(torch.randn(config.vocab_size, config.d_model))
     tied = lm and reference.lm_head.weight is reference.shared.weight
-    ours = tfspec.compile(spec_text(config, head=lm, tied=tied), seed=seed).eval()
-    from_hf_t5(ours, reference)
+    ours = tfspec.compile(T5.spec_text(config, head=lm, tied=tied), seed=seed).eval()
+    T5.load(ours, reference)
     return ours, reference
 
 
@@ -139,7 +139,7 @@ def test_the_relative_bias_decides_the_outputs():
 
 def test_every_weight_round_trips_and_the_stack_owns_one_table():
     ours, reference = pair(V1_1)
-    state = to_hf_t5(ours)
+    state = T5.export(ours)
     assert state.keys() == reference.state_dict().keys()
     assert all(torch.equal(state[k], v) for k, v in reference.state_dict().items())
     tables = [k for k in ours.state_dict() if "positions" in k]
@@ -188,9 +188,9 @@ def test_every_t5_configuration_difference_is_refused_and_named(change, expected
     torch.manual_seed(0)
     reference = T.T5ForConditionalGeneration(T.T5Config(**{**TINY, **V1_1, **change}))
     reference.lm_head.weight = nn.Parameter(torch.randn(reference.config.vocab_size, reference.config.d_model))
-    ours = tfspec.compile(spec_text(T.T5Config(**{**TINY, **V1_1})))
+    ours = tfspec.compile(T5.spec_text(T.T5Config(**{**TINY, **V1_1})))
     from test_families import assert_refused_and_untouched
-    assert_refused_and_untouched(from_hf_t5, ours, reference, expected)
+    assert_refused_and_untouched(T5.load, ours, reference, expected)
 
 
 def test_a_dropout_difference_copies_the_weights_with_a_warning():
@@ -198,9 +198,9 @@ def test_a_dropout_difference_copies_the_weights_with_a_warning():
     torch.manual_seed(0)
     reference = T.T5ForConditionalGeneration(T.T5Config(**{**TINY, **V1_1, "dropout_rate": 0.2}))
     reference.lm_head.weight = nn.Parameter(torch.randn(reference.config.vocab_size, reference.config.d_model))
-    ours = tfspec.compile(spec_text(T.T5Config(**{**TINY, **V1_1})))
+    ours = tfspec.compile(T5.spec_text(T.T5Config(**{**TINY, **V1_1})))
     with pytest.warns(UserWarning, match="trains with other dropout or loss weights than .*dropout 0.1 → 0.2"):
-        from_hf_t5(ours, reference)
+        T5.load(ours, reference)
     assert torch.equal(ours.head.weight, reference.lm_head.weight)
 
 
@@ -208,12 +208,12 @@ def test_a_tied_head_or_a_missing_scale_is_refused():
     torch.manual_seed(0)
     tied = T.T5ForConditionalGeneration(T.T5Config(**{**TINY, **V1_1}))  # transformers ties a v1.1 head too
     with pytest.raises(InteropError, match="head: projection linear\\(64\\) → tied to 'tokens'"):
-        from_hf_t5(tfspec.compile(spec_text(tied.config, tied=False)), tied)
-    unscaled = spec_text(T.T5Config(**{**TINY, **V1_0})).replace(f" scale={32 ** -0.5!r}", "")
+        T5.load(tfspec.compile(T5.spec_text(tied.config, tied=False)), tied)
+    unscaled = T5.spec_text(T.T5Config(**{**TINY, **V1_0})).replace(f" scale={32 ** -0.5!r}", "")
     with pytest.raises(InteropError, match="input scale 1 → 0.176777"):
-        from_hf_t5(tfspec.compile(unscaled), T.T5ForConditionalGeneration(T.T5Config(**{**TINY, **V1_0})))
-    with pytest.raises(InteropError, match="T5 is an encoder-decoder"):
-        from_hf_t5(tfspec.compile("embedding tokens { vocab 64; dim 32 }\n"
+        T5.load(tfspec.compile(unscaled), T.T5ForConditionalGeneration(T.T5Config(**{**TINY, **V1_0})))
+    with pytest.raises(InteropError, match="T5ForConditionalGeneration is encoder-decoder; spec 'model' is decoder-"):
+        T5.load(tfspec.compile("embedding tokens { vocab 64; dim 32 }\n"
                                   "decoder x 1 { attention self heads=4 mask=causal; feedforward d_ff=48 }\n"
                                   "head tied(tokens)"), tied)
 
@@ -223,7 +223,7 @@ def test_t5_small_example_has_hugging_faces_parameters_and_architecture():
         reference = T.T5ForConditionalGeneration(T.T5Config(**T5_SMALL))
     spec = tfspec.load("examples/t5_small.tfs")
     assert count_parameters(spec.graph()) == sum(p.numel() for p in reference.parameters()) == 60_506_624
-    assert architecture_problems(spec, spec_text(reference.config), "HF") == []
+    assert architecture_problems(spec, T5.spec_text(reference.config), "HF") == []
 
 
 def test_t5_init_draws_every_tensor_as_hugging_face_does():
@@ -235,9 +235,9 @@ def test_t5_init_draws_every_tensor_as_hugging_face_does():
                            "initializer_factor": 0.5})
     torch.manual_seed(0)
     reference = T.T5ForConditionalGeneration(config).state_dict()
-    spec = spec_text(config)
+    spec = T5.spec_text(config)
     assert "init t5(factor=init_factor)" in spec and "init_factor = 0.5" in spec
-    ours = to_hf_t5(tfspec.compile(spec, seed=0))
+    ours = T5.export(tfspec.compile(spec, seed=0))
     for name, tensor in ours.items():
         if name.endswith("layer_norm.weight"):
             assert torch.all(tensor == 0.5), name
@@ -250,7 +250,7 @@ def test_verify_holds_for_t5_offset_invariance_included():
     """Relative positions in both stacks: shifting the target's position ids changes nothing."""
     from tfspec.inspect.verify import verify
 
-    model = tfspec.compile(spec_text(T.T5Config(**{**TINY, **V1_1, "num_decoder_layers": 1})), seed=0)
+    model = tfspec.compile(T5.spec_text(T.T5Config(**{**TINY, **V1_1, "num_decoder_layers": 1})), seed=0)
     results = {r.name: r.status for r in verify(model, examples=8)}
     assert results["offset invariance"] == "held" and results["causality"] == "held"
     assert "violated" not in results.values()

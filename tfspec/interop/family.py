@@ -207,12 +207,17 @@ def load_decoder(model, reference, family: Family) -> None:
     checked. The causal LM holds its base model under the family's ``prefix`` (Llama's ``model.``, BLOOM's
     ``transformer.``)."""
     from . import mtp
-    from .mapping import load_state, refuse_other_architecture, same_head
+    from .mapping import InteropError, load_state, refuse_other_architecture, same_head
 
-    lm, prefix = hasattr(reference, "lm_head"), family.prefix
+    lm, prefix = reference.get_output_embeddings() is not None, family.prefix  # (Whisper's is proj_out)
+    if model.spec.kind != family.kind:
+        raise InteropError(f"{type(reference).__name__} is {family.kind}; spec '{model.spec.name}' is "
+                           f"{model.spec.kind}")
     same_head(model, reference, lm)
+    # what the reference's tensors decide, as its checkpoint would: a parameter shared by two names listed once
+    options = family.checkpoint_options({name for name, _ in reference.named_parameters()})
     refuse_other_architecture(model, reference, family.fields, family.hf_config, lambda: family.spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
+        reference.config, head=lm, padding=model.decoder.masks_padding, **options))
     # multi-token prediction's modules, which Hugging Face's model leaves out: from its checkpoint's files
     state = {**reference.state_dict(), **(mtp.checkpoint_tensors(reference, model, prefix) if lm else {})}
     names, aliases = family.rules(model, prefix if lm else "", state, lm)
@@ -242,14 +247,15 @@ def load_encoder(model, reference, family: Family) -> None:
 
 
 def load_towers(model, reference, family: Family) -> None:
-    """Copy a model of towers' weights (CLIP's: two towers and a contrastive head) into ``model`` by the family's
-    rules, once ``model``'s spec is the architecture the reference's configuration describes."""
+    """Copy a model of towers' weights (CLIP's: two towers and a contrastive head; Qwen2.5-VL's: a vision tower,
+    its merger and the text model it reads) into ``model`` by the family's rules, once ``model``'s spec is the
+    architecture the reference's configuration describes."""
     from ..front.schema import Towers
     from .mapping import InteropError, load_state, refuse_undescribed
 
     name = type(reference).__name__
     if not isinstance(model.spec, Towers):
-        raise InteropError(f"{name} is two towers and a contrastive head; spec '{model.spec.name}' is one model")
+        raise InteropError(f"{name} is a model of several towers; spec '{model.spec.name}' is one model")
     refuse_undescribed(model, reference, family.fields, family.spec_text)
     state = reference.state_dict()
     names, aliases = family.rules(model, "", state, False)

@@ -188,15 +188,19 @@ class _Written:
 
 class _View:
     """A model of one as its family's ``load`` reads a reference: the nested configuration, the tensors under
-    the names a model of its own has, and an ``lm_head`` where they hold one."""
+    the names a model of its own has, and an LM head where they hold one."""
 
     def __init__(self, config, state: dict, lm: bool):
-        self.config, self._state = config, state
-        if lm:
-            self.lm_head = True
+        self.config, self._state, self._lm = config, state, lm
 
     def state_dict(self) -> dict:
         return self._state
+
+    def named_parameters(self):
+        return iter(self._state.items())
+
+    def get_output_embeddings(self):
+        return "lm_head" if self._lm else None
 
 
 class WithNested(Fields):

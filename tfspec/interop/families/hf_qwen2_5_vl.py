@@ -26,18 +26,15 @@ Videos are not read (``video_token_id`` is carried back as it was).
 from __future__ import annotations
 
 from ..weights import GatedMLP
-from ...front import schema as S
 from . import hf_llama
 from ..fields import Field, Fields, Fixed, lookup
 from .hf_clip import towers_ignored
 from .hf_llava import connected_config
-from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_undescribed, rule
+from ..mapping import Rule, linear_rules, rule
 from ..document import Block, Document, Statement, Tower
-from ..writer import SpecWriter
 from ..family import Family
 from ..nested import Nested
 
-REFERENCE = "Hugging Face Qwen2.5-VL"
 # its text model alone (--tower text): Qwen2's, as its M-RoPE is Qwen2's rotary positions on text without pictures
 TEXT_ALONE = Nested("text_config", "text", "text_", "qwen2",
                     (("model.language_model.", "model."), ("lm_head.", "lm_head.")), read_as="qwen2")
@@ -145,10 +142,9 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, padding: bool = True, name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The vision tower, the text model and the merger a Qwen2.5-VL configuration describes."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The vision tower, the text model and the merger a Qwen2.5-VL configuration's settings ``s`` describe (the
+    text model with its head: the family's one class has it)."""
     full = s.value("full_layers") or []
     temporal, height, width = s.value("sections")
     side = f"{s.image} // {s.patch}"
@@ -182,11 +178,10 @@ def spec_text(config, *, padding: bool = True, name: str = "reference", heading:
     merger = Block(f"connect vision -> text image_token={s.image_token}", Statement("norm", "rmsnorm", eps="1e-06"),
                    Statement("pixel_shuffle", s.merge), Statement("linear", f"{s.merge} * {s.merge} * vision_d_model"),
                    Statement("activation", "gelu"), Statement("linear", "text_d_model"))
-    document = Document.of(Block("defaults", Statement("residual", "pre")), tail=(
+    return Document.of(Block("defaults", Statement("residual", "pre")), tail=(
         Tower("vision", vision), Tower("text", text),
         f"# each patch's vector normed, each {s.merge} × {s.merge} block one vector, through the merger's MLP\n"
         + merger.text()))
-    return w.text(document.text(name), list(heading))
 
 
 def hf_config(towers) -> dict:
@@ -199,8 +194,9 @@ def hf_config(towers) -> dict:
     return {**config, "vision_config": vision, "text_config": text}
 
 
-def _rules(model, state: dict) -> tuple[list[Rule], dict[str, str]]:
-    """Every tensor's rule (``state``: the reference's, where it is read), and the tied head's alias."""
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """Every tensor's rule (``state``: the reference's, where it is read), and the tied head's alias (the towers
+    hold their own names: no prefix, no head of the whole model)."""
     connector = model.spec.connectors[0]
     source, target = connector.source, connector.target
     v, steps, ours = f"towers.{source}", f"connectors.{source}.steps", model.state_dict()
@@ -223,17 +219,6 @@ def _rules(model, state: dict) -> tuple[list[Rule], dict[str, str]]:
     prefixed = [Rule(tuple(f"towers.{target}.{o}" for o in r.ours), r.theirs, r.transpose, r.rows, r.split, r.shape,
                      r.axis) for r in text]
     return rules + prefixed, {k: f"towers.{target}.{o}" for k, o in aliases.items()}
-
-
-def from_hf_qwen2_5_vl(model, hf_model) -> None:
-    """Copy a ``Qwen2_5_VLForConditionalGeneration``'s weights into ``model`` (a spec of its architecture)."""
-    name = type(hf_model).__name__
-    if not isinstance(model.spec, S.Towers) or len(model.spec.connectors) != 1:
-        raise InteropError(f"{name} is a vision tower connected to a text model; spec '{model.spec.name}' is not")
-    refuse_undescribed(model, hf_model, FIELDS, spec_text)
-    state = hf_model.state_dict()
-    rules, aliases = _rules(model, state)
-    load_state(model, state, rules, reference=REFERENCE, aliases=aliases)
 
 
 def pictures(config, outputs: dict) -> list:
@@ -260,11 +245,6 @@ def pictures(config, outputs: dict) -> list:
         x = patches.reshape(rows // m, columns // m, m, m, c, t, p, p)[..., 0, :, :]  # (its first frame)
         out.append(x.permute(4, 0, 2, 5, 1, 3, 6).reshape(1, c, rows * p, columns * p))
     return out if len({tuple(x.shape) for x in out}) > 1 else torch.cat(out)
-
-
-def to_hf_qwen2_5_vl(model) -> dict:
-    rules, aliases = _rules(model, {})
-    return export_state(model, rules, reference=REFERENCE, aliases=aliases)
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -306,5 +286,4 @@ QWEN2_5_VL = Family(
     "tiles of window_size pixels but in fullatt_block_indexes, a biased SwiGLU, RMSNorm) connected by its "
     "merger (norm rmsnorm; pixel_shuffle; a two-layer GELU MLP) to Qwen2's text model with M-RoPE (tower "
     "text: position mrope(temporal, height, width), a picture's vectors numbered by their place in its grid)",
-    module=__name__, priority=750, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_qwen2_5_vl,
-    export=to_hf_qwen2_5_vl, towers=True, carried=CARRIED, pictures=pictures, alone=TEXT_ALONE)
+    module=__name__, priority=750, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, towers=True, carried=CARRIED, pictures=pictures, alone=TEXT_ALONE)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from ...ir import nodes as ir
 from ...ir import queries
-from ..mapping import InteropError, Rule, export_state, load_state, refuse_other_architecture, rule, same_head
+from ..mapping import InteropError, Rule, rule
 from ..fields import Field, Fields, Fixed
 from ..document import Block, Document, Statement
-from ..writer import SpecWriter, number
+from ..writer import number
 from ..family import Family
 
 # feed_forward_proj -> our activation. "gated-gelu" is the tanh-approximated GELU (T5Config reads it as
@@ -83,25 +83,23 @@ def options_from_tensors(names: set[str]) -> dict:
     return {"tied": "lm_head.weight" not in names}
 
 
-def spec_text(config, *, head: bool = True, tied: bool | None = None, padding: bool = True,
-              name: str = "reference", heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a T5 configuration describes: ``T5ForConditionalGeneration``'s, or ``T5Model``'s with
-    ``head=False``. ``tied``: the head shares the embedding (default: as T5 v1.0 and v1.1 do, tied exactly when
-    the decoder's output is scaled); ``padding``: mask padded keys."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
+def document(s, *, padding: bool, head: bool, tied: bool | None = None) -> Document:
+    """T5's spec from the configuration's settings ``s``: ``T5ForConditionalGeneration``'s, or ``T5Model``'s with
+    ``head=False``. ``tied``: the head shares the embedding (default: as T5 v1.0 and v1.1 do, tied exactly when the
+    decoder's output is scaled); ``padding``: mask padded keys."""
     tied = s.value("scaled") if tied is None else tied
     norm, drop, source = f"rmsnorm(eps={s.eps})", s.p_dropout, "padding" if padding else "none"
     attention = {"heads": s.heads, "head_dim": s.d_kv, "scale": "1"}  # T5 folds 1/sqrt(d_kv) into its initialisation
 
     def stack(role: str, repeat: str, *attentions: Statement) -> Block:
         position = f"t5(num_buckets={s.buckets}, max_distance={s.max_distance})"
-        return Block(f"{role} x {repeat}", Statement("position", position), *attentions, Statement("feedforward", d_ff=s.d_ff, activation=s.activation),
+        return Block(f"{role} x {repeat}", Statement("position", position), *attentions,
+                     Statement("feedforward", d_ff=s.d_ff, activation=s.activation),
                      Statement("final", norm), Statement("final_dropout", drop))
 
     head_statement = Statement("head", "tied(tokens)" if tied else f"linear({s.vocab})", bias="false",
-                               scale=number(config.d_model ** -0.5) if s.value("scaled") else None)
-    document = Document.of(
+                               scale=number(s.config.d_model ** -0.5) if s.value("scaled") else None)
+    return Document.of(
         Block("defaults", Statement("residual", "pre"), Statement("norm", norm), Statement("bias", "false"),
               Statement("dropout", drop), Statement("attn_dropout", drop), Statement("act_dropout", drop),
               Statement("init", f"t5(factor={s.init_factor})")),
@@ -112,9 +110,10 @@ def spec_text(config, *, head: bool = True, tied: bool | None = None, padding: b
               Statement("attention", "self", **attention, mask="causal + padding" if padding else "causal"),
               Statement("attention", "cross", **attention, memory="encoder", mask=source)),
         tail=(head_statement,) if head else ())
-    return w.text(document.text(name), list(heading))
 
-def _rules(model, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+
+def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+    """T5's weight names (the model with a head holds its stacks at the top: no prefix)."""
     if model.spec.kind != "encoder-decoder":
         raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
     embedding = "embeddings.tokens.tokens.weight"
@@ -169,30 +168,6 @@ def _parts(model, role: str) -> dict:
     return {"attentions": attentions, "feedforward": feedforwards[0], "norms": norms}
 
 
-def from_hf_t5(model, reference) -> None:
-    """Copy a ``T5ForConditionalGeneration`` (or ``T5Model``)'s weights into ``model``.
-
-    Every tensor must be accounted for and the spec must be the architecture the reference's configuration
-    describes (its head tied or not as the reference's is); otherwise an ``InteropError`` lists every difference.
-    """
-    lm = hasattr(reference, "lm_head")
-    if model.spec.kind != "encoder-decoder":
-        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
-    same_head(model, reference, lm)
-    tied = lm and reference.lm_head.weight is reference.shared.weight
-    refuse_other_architecture(model, reference, FIELDS, T5.hf_config, lambda: spec_text(
-        reference.config, head=lm, tied=tied, padding=model.encoder.masks_padding))
-    rules, aliases = _rules(model, lm)
-    load_state(model, reference.state_dict(), rules, reference=type(reference).__name__, aliases=aliases)
-
-
-def to_hf_t5(model) -> dict:
-    """A state dict for ``T5ForConditionalGeneration`` (a spec with a head) or ``T5Model``, every tied name
-    included (``shared``, both ``embed_tokens``, and ``lm_head`` when the head is tied)."""
-    rules, aliases = _rules(model, model.head is not None)
-    return export_state(model, rules, reference="Hugging Face T5", aliases=aliases)
-
-
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "T5ForConditionalGeneration": dict(model_type="t5", vocab_size=90, d_model=32, d_kv=8, d_ff=64, num_layers=2,
@@ -213,5 +188,5 @@ T5 = Family("T5", ("t5",),
             {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
             "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
             "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
-            module=__name__, priority=340, fields=FIELDS, spec_text=spec_text, kind="encoder-decoder", load=from_hf_t5,
-            export=to_hf_t5, options_from_tensors=options_from_tensors, options_from_model=options_from_model)
+            module=__name__, priority=340, fields=FIELDS, document=document, kind="encoder-decoder", rules=_rules,
+            prefix="", options_from_tensors=options_from_tensors, options_from_model=options_from_model)

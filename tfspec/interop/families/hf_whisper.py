@@ -14,15 +14,11 @@ the head is tied to its token table. Every attention's keys have no bias where q
 from __future__ import annotations
 
 from . import hf_bart
-from ..facts import Facts
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, export_state, linear_rules, load_state, refuse_other_architecture, rule, \
-    same_head
+from ..mapping import InteropError, Rule, linear_rules, rule
 from ..document import Block, Document, Statement
-from ..writer import SpecWriter
-from ..family import Family
+from ..family import Family, Requires
 
-REFERENCE = "Hugging Face Whisper"
 KERNEL = 3  # the taps of Whisper's convolutions (fixed in its code)
 # token ids generation never emits (first), which no spec setting holds: written back as an import carried them
 CARRIED = ("suppress_tokens", "begin_suppress_tokens")
@@ -71,14 +67,11 @@ FIELDS = Fields(
 )
 
 
-def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "reference",
-              heading: tuple[str, ...] = ()) -> str:
-    """The tfspec spec a Whisper configuration describes: pre-norm stacks, the encoder over a spectrogram's
+def document(s, *, padding: bool, head: bool) -> Document:
+    """Whisper's spec from the configuration's settings ``s``: pre-norm stacks, the encoder over a spectrogram's
     frames with sinusoidal positions, the decoder over tokens with learned ones, no key biases, the head tied."""
-    w = SpecWriter()
-    s = FIELDS.write(config, w)
     norm = "layernorm(eps=1e-5)"
-    document = Document.of(
+    return Document.of(
         Block("defaults", Statement("residual", "pre"), Statement("norm", norm), Statement("dropout", s.p_dropout),
               Statement("attn_dropout", s.p_attn_dropout), Statement("act_dropout", s.p_act_dropout),
               Statement("init", f"normal(std={s.init_std})")),
@@ -95,16 +88,14 @@ def spec_text(config, *, head: bool = True, padding: bool = True, name: str = "r
               Statement("attention", "cross", heads=s.decoder_heads, key_bias="false"),
               Statement("feedforward", d_ff=s.decoder_d_ff, activation=s.activation), Statement("final", norm)),
         tail=(Statement("head", "tied(tokens)"),) if head else ())
-    return w.text(document.text(name), list(heading))
 
-def hf_config(spec) -> dict:
-    """The Whisper configuration ``spec`` would be."""
-    f = Facts(spec, "Whisper")
-    f.kind("encoder-decoder")
-    if len(spec.embeddings) != 2 or spec.embeddings[0].input is None or spec.embeddings[1].input is not None:
-        raise f.refuse("its encoder does not read spectrograms, and its decoder tokens (embedding audio { input "
-                       "audio(...) }, embedding tokens { vocab ... })")
-    return {"model_type": "whisper", **FIELDS.config(f)}
+
+# spectrograms into the encoder, tokens into the decoder
+READS_AUDIO = Requires(
+    lambda f: len(f.spec.embeddings) == 2 and f.spec.embeddings[0].input is not None
+    and f.spec.embeddings[1].input is None,
+    "its encoder does not read spectrograms, and its decoder tokens (embedding audio { input audio(...) }, "
+    "embedding tokens { vocab ... })")
 
 
 def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
@@ -151,34 +142,12 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[
     return rules, aliases
 
 
-def _derived(model, prefix: str) -> dict:
+def _sinusoids(model, prefix: str, state: dict) -> dict:
     """The encoder's sinusoid table, which the checkpoint holds (frozen) and the spec computes."""
     import torch
     embedding = model.embeddings[model.spec.embeddings[0].name]
     table = embedding.positions(torch.arange(embedding.length)[None])[0].detach()
     return {f"{prefix}encoder.embed_positions.weight": table}
-
-
-def from_hf_whisper(model, reference) -> None:
-    """Copy a ``WhisperForConditionalGeneration`` or ``WhisperModel``'s weights into ``model`` (every tensor
-    accounted for, the encoder's sinusoid table checked against the spec's); the spec must be the architecture the
-    reference's configuration describes."""
-    lm = hasattr(reference, "proj_out")
-    same_head(model, reference, lm)
-    refuse_other_architecture(model, reference, FIELDS, hf_config, lambda: spec_text(
-        reference.config, head=lm, padding=model.decoder.masks_padding))
-    prefix = "model." if lm else ""
-    state = reference.state_dict()
-    rules, aliases = _rules(model, prefix, state, lm)
-    load_state(model, state, rules, reference=REFERENCE, aliases=aliases, derived=_derived(model, prefix))
-
-
-def to_hf_whisper(model) -> dict:
-    """A state dict for the conditional-generation model (spec with a head) or the base model."""
-    lm = model.head is not None
-    prefix = "model." if lm else ""
-    rules, aliases = _rules(model, prefix, {}, lm)
-    return export_state(model, rules, reference=REFERENCE, aliases=aliases, derived=_derived(model, prefix))
 
 
 # tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
@@ -212,5 +181,5 @@ WHISPER = Family(
     "frames (embedding audio { input audio(mels, frames) }), Whisper's fixed sinusoids, a pre-norm encoder; "
     "a pre-norm decoder of tokens with learned positions cross-attending to it; keys without a bias "
     "(key_bias=false); the head tied to the token table",
-    module=__name__, priority=670, fields=FIELDS, spec_text=spec_text, hf_config=hf_config, load=from_hf_whisper,
-    export=to_hf_whisper, carried=CARRIED)
+    module=__name__, priority=670, fields=FIELDS, document=document, kind="encoder-decoder", requires=(READS_AUDIO,),
+    rules=_rules, computed=_sinusoids, carried=CARRIED)
