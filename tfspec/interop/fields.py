@@ -131,6 +131,31 @@ class Field:
         return self.read(config) if self.read is not None else lookup(config, self.config)
 
 
+# the facts of the settings most families have, by the stack (``role``) whose first layer holds them
+STANDARD: dict[str, Callable[[str], Callable[[Any], Any]]] = {
+    "d_model": lambda role: lambda f: f.embedding.dim,
+    "vocab": lambda role: lambda f: f.embedding.vocab,
+    "layers": lambda role: lambda f: f.layers(role),
+    "heads": lambda role: lambda f: f.geometry(role).heads,
+    "kv_heads": lambda role: lambda f: f.geometry(role).kv_heads,
+    "d_ff": lambda role: lambda f: f.feedforward(role).d_ff,
+    "max_len": lambda role: lambda f: f.learned_positions(),
+    "p_dropout": lambda role: lambda f: f.residual_dropout(role),
+    "p_attn_dropout": lambda role: lambda f: f.attention(role).dropout,
+    "init_std": lambda role: lambda f: f.init_option("std", 0.02),
+}
+
+
+def standard(role: str, **configs: str) -> list[Field]:
+    """The fields of settings most families have (``STANDARD``'s), each under the name this family's configuration
+    gives it, read from ``role``'s stack.
+
+    >>> [(f.name, f.config) for f in standard("encoder", d_model="dim", heads="n_heads")]
+    [('d_model', 'dim'), ('heads', 'n_heads')]
+    """
+    return [Field(name, config, STANDARD[name](role)) for name, config in configs.items()]
+
+
 @dataclass(frozen=True)
 class Fixed:
     """A field whose value every spec of the family has (``value``); any other cannot be expressed, for the

@@ -20,7 +20,7 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from ...ir import queries
 from ..facts import Facts
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..mapping import InteropError, Rule, linear_rules, rule
 from ..document import Block, Document, Statement
 from ..family import Family
@@ -49,8 +49,7 @@ STACK_FIELDS = (
 
 # their dropouts, initialisation and activation, named alike too
 LAYER_FIELDS = (
-    Field("p_dropout", "dropout", lambda f: f.residual_dropout("encoder")),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("encoder").dropout),
+    *standard("encoder", p_dropout="dropout", p_attn_dropout="attention_dropout"),
     Field("p_act_dropout", "activation_dropout", lambda f: f.feedforward("encoder").dropout),
     Field("init_std", "init_std", lambda f: f.init_option("std", 0.02)),
     Field("activation", "activation_function", lambda f: f.feedforward("encoder").activation.name,
@@ -58,8 +57,7 @@ LAYER_FIELDS = (
 )
 
 FIELDS = Fields(
-    Field("d_model", "d_model", lambda f: f.embedding.dim),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="d_model", vocab="vocab_size"),
     *STACK_FIELDS,
     Field("max_len", "max_position_embeddings", lambda f: _max_len(f),
           read=lambda c: c.max_position_embeddings if c.model_type != "marian" else None),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 
 from ..mapping import InteropError, architecture_problems, load_state
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..document import Block, Document, Statement
 from ..family import Family
 from ..weights import MaskedLMHead, Weights
@@ -21,16 +21,11 @@ ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_py
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.attention("encoder").heads),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("encoder")),
-    Field("d_ff", "intermediate_size", lambda f: f.feedforward("encoder").d_ff),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
-    Field("max_len", "max_position_embeddings", lambda f: f.learned_positions()),
+    *standard("encoder", d_model="hidden_size", heads="num_attention_heads", layers="num_hidden_layers",
+              d_ff="intermediate_size", vocab="vocab_size", max_len="max_position_embeddings"),
     Field("eps", "layer_norm_eps", lambda f: f.embedding_norm_option("eps", 1e-12)),
-    Field("p_dropout", "hidden_dropout_prob", lambda f: f.residual_dropout("encoder")),
-    Field("p_attn_dropout", "attention_probs_dropout_prob", lambda f: f.attention("encoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("encoder", p_dropout="hidden_dropout_prob", p_attn_dropout="attention_probs_dropout_prob",
+              init_std="initializer_range"),
     Field("segments", "type_vocab_size", lambda f: f.embedding.segments),
     Field("activation", "hidden_act", lambda f: f.feedforward("encoder").activation.name, names=ACTIVATIONS),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),  # the MLM head's decoder

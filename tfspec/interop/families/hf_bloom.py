@@ -12,21 +12,16 @@ from __future__ import annotations
 
 from ..family import Family, Requires, causal_lm
 from ...registry import POSITIONS
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..weights import Weights, Reordered, per_head_rows
 from .. import layouts
 from ..document import Document, Statement
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "n_head", lambda f: f.attention("decoder").heads),
-    Field("layers", "n_layer", lambda f: f.layers("decoder")),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="hidden_size", heads="n_head", layers="n_layer", vocab="vocab_size"),
     Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
-    Field("p_dropout", "hidden_dropout", lambda f: f.residual_dropout("decoder")),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("decoder", p_dropout="hidden_dropout", p_attn_dropout="attention_dropout", init_std="initializer_range"),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),
     Fixed("apply_residual_connection_post_layernorm", False, "apply_residual_connection_post_layernorm={value} adds "
           "the normed input, not the input, back: not a residual the language writes"),

@@ -9,7 +9,7 @@ positions (``sinusoidal_pos_embds``) are not read: such a configuration is refus
 from __future__ import annotations
 
 from . import hf_bert
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..document import Document, Statement
 from ..family import Requires
 from ..weights import MaskedLMHead
@@ -17,15 +17,9 @@ from ..weights import MaskedLMHead
 EPS = 1e-12  # every DistilBERT LayerNorm's
 
 FIELDS = Fields(
-    Field("d_model", "dim", lambda f: f.embedding.dim),
-    Field("heads", "n_heads", lambda f: f.attention("encoder").heads),
-    Field("layers", "n_layers", lambda f: f.layers("encoder")),
-    Field("d_ff", "hidden_dim", lambda f: f.feedforward("encoder").d_ff),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
-    Field("max_len", "max_position_embeddings", lambda f: f.learned_positions()),
-    Field("p_dropout", "dropout", lambda f: f.residual_dropout("encoder")),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("encoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("encoder", d_model="dim", heads="n_heads", layers="n_layers", d_ff="hidden_dim", vocab="vocab_size",
+              max_len="max_position_embeddings", p_dropout="dropout", p_attn_dropout="attention_dropout",
+              init_std="initializer_range"),
     Field("activation", "activation", lambda f: f.feedforward("encoder").activation.name,
           names=hf_bert.ACTIVATIONS),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),

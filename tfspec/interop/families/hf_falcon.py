@@ -21,7 +21,7 @@ from ..family import Family, Requires, causal_lm
 from . import hf_llama
 from ..document import Document
 from ..facts import Facts
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ...ir import nodes as ir
 from ...ir.queries import residual_placement
 from ..mapping import layer_modules, spec_layer_modules
@@ -59,9 +59,7 @@ def _new_architecture(f) -> bool:
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
+    *standard("decoder", d_model="hidden_size", heads="num_attention_heads", layers="num_hidden_layers"),
     Field("d_ff", "ffn_hidden_size", lambda f: f.feedforward("decoder").d_ff,
           read=lambda c: c.ffn_hidden_size or 4 * c.hidden_size),
     Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
@@ -81,8 +79,7 @@ FIELDS = Fields(
     *hf_llama.ROPE_SCALING,
     Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
     Field("p_dropout", "hidden_dropout", lambda f: _dropout(f)),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("decoder", p_attn_dropout="attention_dropout", init_std="initializer_range"),
     Field("activation", "activation", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
     Field("bias", "bias", lambda f: f.attention("decoder").bias, let=False),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),

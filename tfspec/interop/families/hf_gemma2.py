@@ -18,7 +18,7 @@ from ...ir import nodes as ir
 from ...registry import FEEDFORWARD_KINDS
 from ...ir.queries import sublayers
 from . import hf_llama
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..mapping import InteropError
 from .. import layouts
 from ..document import Document, Statement
@@ -53,13 +53,9 @@ def _query_scalar(f) -> float:
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
-    Field("kv_heads", "num_key_value_heads", lambda f: f.geometry("decoder").kv_heads),
+    *standard("decoder", d_model="hidden_size", heads="num_attention_heads", kv_heads="num_key_value_heads"),
     Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
-    Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", layers="num_hidden_layers", d_ff="intermediate_size", vocab="vocab_size"),
     Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
           read=lambda c: float(hf_llama.rope(c)["rope_theta"])),
     Field("query_scalar", "query_pre_attn_scalar", _query_scalar),
@@ -68,8 +64,7 @@ FIELDS = Fields(
                                                    for w in f.layer_windows("decoder")],
           read=lambda c: list(c.layer_types), setting=False),
     Field("eps", "rms_norm_eps", lambda f: f.norm_option("decoder", "eps", 1e-6)),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("decoder", p_attn_dropout="attention_dropout", init_std="initializer_range"),
     Field("activation", "hidden_activation", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
     Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias,
           read=lambda c: bool(getattr(c, "attention_bias", False)), let=False),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..family import Family
 from ..weights import Conv1D, Weights
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from .. import layouts
 from ..document import Document, Statement
 
@@ -23,18 +23,14 @@ def _d_ff(f):
 
 
 FIELDS = Fields(
-    Field("d_model", "n_embd", lambda f: f.embedding.dim),
-    Field("heads", "n_head", lambda f: f.attention("decoder").heads),
-    Field("layers", "n_layer", lambda f: f.layers("decoder")),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="n_embd", heads="n_head", layers="n_layer", vocab="vocab_size"),
     Field("context", "n_positions", lambda f: f.learned_positions()),
     Field("d_ff", "n_inner", _d_ff, read=lambda c: c.n_inner or None),
     Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
     Field("p_dropout", "resid_pdrop", lambda f: f.residual_dropout("decoder")),
     Field("p_embd_dropout", "embd_pdrop", lambda f: f.embedding.dropout,  # written when it differs
           read=lambda c: c.embd_pdrop if c.embd_pdrop != c.resid_pdrop else None),
-    Field("p_attn_dropout", "attn_pdrop", lambda f: f.attention("decoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("decoder", p_attn_dropout="attn_pdrop", init_std="initializer_range"),
     Field("activation", "activation_function", lambda f: f.feedforward("decoder").activation.name,
           names=ACTIVATIONS),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),

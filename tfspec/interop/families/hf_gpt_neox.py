@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..family import Family, causal_lm
 from ...ir.queries import sublayers
 from ..document import Document
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from .. import layouts
 from ..weights import Weights, Reordered, per_head_rows
 
@@ -39,11 +39,8 @@ def _parallel(f) -> bool:
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.attention("decoder").heads),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
-    Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="hidden_size", heads="num_attention_heads", layers="num_hidden_layers",
+              d_ff="intermediate_size", vocab="vocab_size"),
     Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
           read=lambda c: rope(c)[0]),
     # always exported: GPT-NeoX's default fraction is 0.25, not 1

@@ -15,7 +15,7 @@ from ...registry import NORMS
 from . import hf_cohere, hf_llama
 from .. import layouts
 from ..document import Document, Statement
-from ..fields import Field, Fields
+from ..fields import Field, Fields, standard
 from ..weights import Weights, Projections
 from ..writer import causal_masks
 
@@ -39,9 +39,7 @@ def _branch_dropout(f) -> float:
 
 
 GPTJ_FIELDS = Fields(
-    Field("d_model", "n_embd", lambda f: f.embedding.dim),
-    Field("heads", "n_head", lambda f: f.attention("decoder").heads),
-    Field("layers", "n_layer", lambda f: f.layers("decoder")),
+    *standard("decoder", d_model="n_embd", heads="n_head", layers="n_layer"),
     Field("d_ff", "n_inner", _d_ff, read=lambda c: c.n_inner or None),
     Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
     Field("rotary_dim", "rotary_dim", lambda f: round(_fraction(f) * f.geometry("decoder").head_dim),
@@ -49,8 +47,7 @@ GPTJ_FIELDS = Fields(
     Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
     Field("p_dropout", "resid_pdrop", _branch_dropout),
     Field("p_embd_dropout", "embd_pdrop", lambda f: f.embedding.dropout),
-    Field("p_attn_dropout", "attn_pdrop", lambda f: f.attention("decoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("decoder", p_attn_dropout="attn_pdrop", init_std="initializer_range"),
     Field("activation", "activation_function", lambda f: f.feedforward("decoder").activation.name,
           names=ACTIVATIONS),
     Field("tied", "tie_word_embeddings", lambda f: f.tied, let=False),

@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..family import Family, causal_lm
 from ..facts import Facts
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..writer import causal_masks
 from .. import layouts
 from ..weights import Weights, GatedMLP, Projections
@@ -132,12 +132,8 @@ def each_scaling(config: dict) -> list[dict]:
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.geometry("decoder").heads),
-    Field("kv_heads", "num_key_value_heads", lambda f: f.geometry("decoder").kv_heads),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
-    Field("d_ff", "intermediate_size", lambda f: f.feedforward("decoder").d_ff),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="hidden_size", heads="num_attention_heads", kv_heads="num_key_value_heads",
+              layers="num_hidden_layers", d_ff="intermediate_size", vocab="vocab_size"),
     Field("head_dim", "head_dim", lambda f: f.geometry("decoder").head_dim, read=written_head_dim),
     Field("rope_theta", "rope_parameters.rope_theta", lambda f: f.rotary("decoder").get("theta", 10000.0),
           read=lambda c: float(rope(c)["rope_theta"])),
@@ -146,8 +142,7 @@ FIELDS = Fields(
           read=lambda c: written_fraction(rope(c)["partial_rotary_factor"])),
     Field("window", "sliding_window", lambda f: f.window("decoder"), read=_window),
     Field("eps", "rms_norm_eps", lambda f: f.norm_option("decoder", "eps", 1e-6)),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("decoder", p_attn_dropout="attention_dropout", init_std="initializer_range"),
     Field("activation", "hidden_act", lambda f: f.feedforward("decoder").activation.name, names=ACTIVATIONS),
     # exported only where set: Mistral has no such fields (a bias there is then a weight it cannot take)
     Field("attention_bias", "attention_bias", lambda f: f.attention("decoder").bias or None,

@@ -20,7 +20,7 @@ from ..weights import MaskedLMHead, Weights
 from ...ir import nodes as ir
 from ...ir.queries import sublayers
 from . import hf_gemma2, hf_gemma3
-from ..fields import Field, Fields
+from ..fields import Field, Fields, standard
 from ..mapping import InteropError
 from .. import layouts
 from ..writer import schedule, selection
@@ -53,11 +53,8 @@ def _theta(kind: str):
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.geometry("encoder").heads),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("encoder")),
-    Field("d_ff", "intermediate_size", lambda f: f.feedforward("encoder").d_ff),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("encoder", d_model="hidden_size", heads="num_attention_heads", layers="num_hidden_layers",
+              d_ff="intermediate_size", vocab="vocab_size"),
     Field("eps", "norm_eps", lambda f: f.norm_option("encoder", "eps", 1e-5)),
     Field("norm_bias", "norm_bias", _norm_bias, let=False),
     Field("attention_bias", "attention_bias", lambda f: f.attention("encoder").bias, let=False),

@@ -16,17 +16,14 @@ from __future__ import annotations
 from ..family import Requires, causal_lm
 from ..document import Document
 from ..facts import Facts
-from ..fields import COMMON_IGNORED, Field, Fields, Fixed
+from ..fields import COMMON_IGNORED, Field, Fields, Fixed, standard
 from . import hf_bloom
 from ..weights import Weights
 
 UNREAD = "not read by Hugging Face's MPT, so it does not change what the model computes"
 
 FIELDS = Fields(
-    Field("d_model", "d_model", lambda f: f.embedding.dim),
-    Field("heads", "n_heads", lambda f: f.attention("decoder").heads),
-    Field("layers", "n_layers", lambda f: f.layers("decoder")),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="d_model", heads="n_heads", layers="n_layers", vocab="vocab_size"),
     Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
     Field("scale", "attn_config.softmax_scale", lambda f: f.attention("decoder").scale,
           read=lambda c: c.attn_config.softmax_scale),

@@ -17,7 +17,7 @@ from ...registry import ACTIVATIONS
 from .. import hybrid, layouts
 from . import hf_llama
 from ..facts import Facts
-from ..fields import Field, Fields, Fixed, lookup
+from ..fields import Field, Fields, Fixed, lookup, standard
 from ..mapping import InteropError
 from ..document import Block, Document, Statement
 from ..writer import causal_masks, router, schedule
@@ -81,8 +81,7 @@ def _activation(f) -> str | None:
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="hidden_size", vocab="vocab_size"),
     Field("layers", "num_hidden_layers", lambda f: f.layers("decoder"), read=lambda c: len(c.layers_block_type)),
     Field("eps", "layer_norm_epsilon", lambda f: f.norm_option("decoder", "eps", 1e-5)),
     Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),

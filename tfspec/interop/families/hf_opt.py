@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..family import Family, Requires, causal_lm
 from ..weights import Weights, Projections
 from ..document import Document
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from .. import layouts
 
 OFFSET = 2  # OPTLearnedPositionalEmbedding's
@@ -20,15 +20,10 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "silu": 
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.attention("decoder").heads),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("decoder")),
-    Field("d_ff", "ffn_dim", lambda f: f.feedforward("decoder").d_ff),
-    Field("vocab", "vocab_size", lambda f: f.embedding.vocab),
+    *standard("decoder", d_model="hidden_size", heads="num_attention_heads", layers="num_hidden_layers", d_ff="ffn_dim",
+              vocab="vocab_size"),
     Field("max_len", "max_position_embeddings", lambda f: f.learned_positions() - OFFSET),
-    Field("p_dropout", "dropout", lambda f: f.residual_dropout("decoder")),
-    Field("p_attn_dropout", "attention_dropout", lambda f: f.attention("decoder").dropout),
-    Field("init_std", "init_std", lambda f: f.init_option("std", 0.02)),
+    *standard("decoder", p_dropout="dropout", p_attn_dropout="attention_dropout", init_std="init_std"),
     Field("activation", "activation_function", lambda f: f.feedforward("decoder").activation.name,
           names=ACTIVATIONS),
     Field("bias", "enable_bias", lambda f: f.attention("decoder").bias, let=False),

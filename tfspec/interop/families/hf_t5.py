@@ -18,7 +18,7 @@ from __future__ import annotations
 from ...ir import nodes as ir
 from ...ir import queries
 from ..mapping import InteropError, Rule, rule
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..document import Block, Document, Statement
 from ..writer import number
 from ..family import Family
@@ -48,9 +48,7 @@ def _scaled(f) -> bool:
 FIELDS = Fields(
     Field("d_model", "d_model", lambda f: f.embedding.dim),
     Field("d_kv", "d_kv", lambda f: f.geometry("encoder").head_dim),
-    Field("heads", "num_heads", lambda f: f.geometry("encoder").heads),
-    Field("d_ff", "d_ff", lambda f: f.feedforward("encoder").d_ff),
-    Field("layers", "num_layers", lambda f: f.layers("encoder")),
+    *standard("encoder", heads="num_heads", d_ff="d_ff", layers="num_layers"),
     Field("decoder_layers", "num_decoder_layers", lambda f: f.layers("decoder"),
           read=lambda c: c.num_decoder_layers if c.num_decoder_layers != c.num_layers else None),
     Field("vocab", "vocab_size", lambda f: f.embedding.vocab),

@@ -13,7 +13,7 @@ Pictures are square (an ``image_size`` or ``patch_size`` of two different sides 
 from __future__ import annotations
 
 from . import hf_bert
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, standard
 from ..mapping import InteropError, Rule, rule
 from ..document import Block, Document, Statement
 from ..family import Family
@@ -34,17 +34,14 @@ def _square(config) -> bool:
 
 
 FIELDS = Fields(
-    Field("d_model", "hidden_size", lambda f: f.embedding.dim),
-    Field("heads", "num_attention_heads", lambda f: f.attention("encoder").heads),
-    Field("layers", "num_hidden_layers", lambda f: f.layers("encoder")),
-    Field("d_ff", "intermediate_size", lambda f: f.feedforward("encoder").d_ff),
+    *standard("encoder", d_model="hidden_size", heads="num_attention_heads", layers="num_hidden_layers",
+              d_ff="intermediate_size"),
     Field("image", "image_size", lambda f: f.input_option("image"), read=lambda c: square_side(c.image_size)),
     Field("patch", "patch_size", lambda f: f.input_option("patch"), read=lambda c: square_side(c.patch_size)),
     Field("channels", "num_channels", lambda f: f.input_option("channels")),
     Field("eps", "layer_norm_eps", lambda f: f.norm_option("encoder", "eps", 1e-5)),
-    Field("p_dropout", "hidden_dropout_prob", lambda f: f.residual_dropout("encoder")),
-    Field("p_attn_dropout", "attention_probs_dropout_prob", lambda f: f.attention("encoder").dropout),
-    Field("init_std", "initializer_range", lambda f: f.init_option("std", 0.02)),
+    *standard("encoder", p_dropout="hidden_dropout_prob", p_attn_dropout="attention_probs_dropout_prob",
+              init_std="initializer_range"),
     Field("activation", "hidden_act", lambda f: f.feedforward("encoder").activation.name, names=hf_bert.ACTIVATIONS),
     Field("qkv_bias", "qkv_bias", lambda f: f.attention("encoder").bias, let=False),
     Field("classes", "num_labels", lambda f: f.spec.head.out if f.spec.head is not None else None,
