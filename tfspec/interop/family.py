@@ -4,7 +4,10 @@ states, its table of configuration fields, the document its spec is built from, 
 maps by, and where export tries it (``priority``). A family derived from another states its differences alone
 (``Family.derive``), as Hugging Face's ``modular_*.py`` derives Qwen3 from Qwen2. ``tfspec.interop.families``
 finds every declared family and lists them in the order export tries them; every stage asks a family, never a
-module, for what it does.
+module, for what it does. Beside its family, a module holds its tests' configurations: ``EXAMPLES``, a tiny one
+of each class (built, saved and compared with Hugging Face's), and ``COVERAGE``, configurations that together set
+every field of its table away from its default (each imported and exported back), written as changes of
+``layouts.example`` and ``layouts.covering``.
 
     >>> from tfspec.interop.families.hf_llama import LLAMA, MISTRAL
     >>> LLAMA.name, LLAMA.model_types, next(iter(LLAMA.classes)), MISTRAL.rules is LLAMA.rules

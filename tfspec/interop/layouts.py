@@ -71,3 +71,25 @@ def scheduled_feedforwards(document: Document, s, mixture: dict, dense: dict, sp
         document = document.add("decoder", f"layers {selection} {{ {ffn.text()} }}")
     return document
 
+
+
+# the sizes of the families' tiny test configurations, as Llama's configuration names them: what each example
+# (``EXAMPLES``: built, saved and compared with Hugging Face's) and each configuration of a family's coverage
+# (``COVERAGE``: imported and exported back) changes, so that it states only what it is about
+EXAMPLE_SIZES = dict(vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                     num_key_value_heads=2, intermediate_size=48)
+COVERAGE_SIZES = dict(vocab_size=91, hidden_size=24, num_attention_heads=3, intermediate_size=40)
+
+
+def example(model_type: str, **values) -> dict:
+    """A tiny configuration of ``model_type`` for a family's ``EXAMPLES``: ``EXAMPLE_SIZES`` but for ``values``.
+
+    >>> example("mistral", num_key_value_heads=1, sliding_window=6)["num_key_value_heads"]
+    1
+    """
+    return {"model_type": model_type, **EXAMPLE_SIZES, **values}
+
+
+def covering(model_type: str, **values) -> dict:
+    """A configuration of ``model_type`` for a family's ``COVERAGE``: ``COVERAGE_SIZES`` but for ``values``."""
+    return {"model_type": model_type, **COVERAGE_SIZES, **values}

@@ -14,6 +14,7 @@ from . import hf_bert
 from ..family import Requires
 from ..fields import Field, Fields, Fixed
 from ..weights import MaskedLMHead
+from ..layouts import covering
 
 FIELDS = Fields(
     Field("d_model", "hidden_size", lambda f: f.embedding.width),  # the stack's; the table's is embedding_size
@@ -34,7 +35,6 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
         "encoder", Statement("weight_sets", "weight_sets"))
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "AlbertForMaskedLM": dict(model_type="albert", vocab_size=90, embedding_size=16, hidden_size=32,
                               num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
@@ -44,12 +44,10 @@ EXAMPLES = {
                         max_position_embeddings=40, hidden_act="relu"),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="albert", vocab_size=91, embedding_size=12, hidden_size=24, num_hidden_layers=6,
-                 num_hidden_groups=3, num_attention_heads=3, intermediate_size=40, max_position_embeddings=33,
-                 layer_norm_eps=1e-7, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3,
-                 initializer_range=0.05, type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False,
-                 architectures=["AlbertForMaskedLM"])]
+COVERAGE = [covering("albert", embedding_size=12, num_hidden_layers=6, num_hidden_groups=3, max_position_embeddings=33,
+                     layer_norm_eps=1e-7, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3,
+                     initializer_range=0.05, type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False,
+                     architectures=["AlbertForMaskedLM"])]
 
 
 ALBERT = hf_bert.BERT.derive(

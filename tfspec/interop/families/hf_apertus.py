@@ -16,11 +16,11 @@ from ..document import Document
 from ..fields import Field
 from ..mapping import layer_modules
 from ..weights import Tensor
+from ..layouts import covering, example
 
 ACTIVATIONS = {"xielu": "xielu", "silu": "silu", "gelu": "gelu", "relu": "relu", "relu2": "squared_relu",
                "gelu_pytorch_tanh": "gelu_tanh"}
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "ApertusForCausalLM": dict(model_type="apertus", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
@@ -29,20 +29,16 @@ EXAMPLES = {
                                                 "original_max_position_embeddings": 16, "low_freq_factor": 1.0,
                                                 "high_freq_factor": 4.0},
                                pad_token_id=0, bos_token_id=1, eos_token_id=2),
-    "ApertusModel": dict(model_type="apertus", vocab_size=90, hidden_size=32, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=4, intermediate_size=48, attention_bias=True,
-                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                         pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "ApertusModel": example("apertus", num_hidden_layers=1, num_key_value_heads=4, attention_bias=True,
+                            rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, pad_token_id=0,
+                            bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="apertus", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="relu", tie_word_embeddings=True,
-                 attention_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="apertus", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("apertus", num_hidden_layers=3, num_key_value_heads=1, rms_norm_eps=1e-7, attention_dropout=0.3,
+                     initializer_range=0.05, hidden_act="relu", tie_word_embeddings=True, attention_bias=True,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("apertus", num_hidden_layers=1, num_key_value_heads=3,
+                                            max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

@@ -16,6 +16,7 @@ from .. import hybrid
 from . import hf_llama
 from ..fields import Field, Fields, Fixed
 from ..writer import causal_masks, schedule
+from ..layouts import covering, example
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -67,12 +68,11 @@ def document(s, *, padding: bool, head: bool) -> Document:
 HALF_ROTATED = Requires(lambda f: ATTENTION not in _layer_types(f) or f.rotary("decoder").get("fraction", 1.0) == 0.5,
                         "its attention rotates more or less than half of each head, which Bamba's always does")
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Bamba: Mamba-2 with attention in layer 2 (half of each head rotated); the base model's attention first
-    "BambaForCausalLM": dict(model_type="bamba", vocab_size=90, hidden_size=32, intermediate_size=40,
-                             num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[2],
-                             mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_n_groups=2, mamba_chunk_size=8),
+    "BambaForCausalLM": example("bamba", intermediate_size=40, num_hidden_layers=3, attn_layer_indices=[2],
+                                mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_n_groups=2,
+                                mamba_chunk_size=8),
     "BambaModel": dict(model_type="bamba", vocab_size=90, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
                        num_attention_heads=2, num_key_value_heads=1, attn_layer_indices=[0, 1], mamba_n_heads=2,
                        mamba_d_head=32, mamba_d_state=6, mamba_d_conv=3, mamba_chunk_size=4, mamba_proj_bias=True,
@@ -80,17 +80,13 @@ EXAMPLES = {
                        rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="bamba", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, attn_layer_indices=[0, 2], rms_norm_eps=1e-6,
-                 attention_dropout=0.1, initializer_range=0.05, attention_bias=True, mlp_bias=True,
-                 tie_word_embeddings=True, mamba_n_heads=3, mamba_d_head=32, mamba_d_state=6, mamba_n_groups=3,
-                 mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False, mamba_proj_bias=True,
-                 mamba_expand=4, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="bamba", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
-                num_attention_heads=3, num_key_value_heads=3, attn_layer_indices=[1], mamba_n_heads=2,
-                mamba_d_head=24, max_position_embeddings=32))]
+COVERAGE = [covering("bamba", num_hidden_layers=3, num_key_value_heads=1, attn_layer_indices=[0, 2], rms_norm_eps=1e-6,
+                     attention_dropout=0.1, initializer_range=0.05, attention_bias=True, mlp_bias=True,
+                     tie_word_embeddings=True, mamba_n_heads=3, mamba_d_head=32, mamba_d_state=6, mamba_n_groups=3,
+                     mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False, mamba_proj_bias=True, mamba_expand=4,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("bamba", num_hidden_layers=2, num_key_value_heads=3, attn_layer_indices=[1],
+                                            mamba_n_heads=2, mamba_d_head=24, max_position_embeddings=32))]
 
 
 BAMBA = Family(

@@ -208,7 +208,6 @@ def _sinusoids(model, prefix: str, state: dict) -> dict:
     return out
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "BartForConditionalGeneration": dict(model_type="bart", vocab_size=90, d_model=32, encoder_layers=2,
                                          decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
@@ -239,7 +238,6 @@ EXAMPLES = {
                         decoder_start_token_id=1),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="bart", vocab_size=91, d_model=24, encoder_layers=3, decoder_layers=2,
                  encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40, decoder_ffn_dim=36,
                  max_position_embeddings=33, dropout=0.2, attention_dropout=0.3, activation_dropout=0.15,

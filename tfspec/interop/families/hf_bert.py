@@ -14,6 +14,7 @@ from ..fields import Field, Fields, Fixed, standard
 from ..document import Block, Document, Statement
 from ..family import Family
 from ..weights import MaskedLMHead, Weights
+from ..layouts import covering
 
 
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -76,7 +77,6 @@ WEIGHTS = Weights({"self_attn.qkv": tuple(f"attention.self.{n}" for n in ("query
                       ("segments", "token_type_embeddings"), ("norm", "LayerNorm"))},
                   layers="encoder.layer", parts=None, head=MaskedLMHead())
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "BertForMaskedLM": dict(model_type="bert", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                             num_attention_heads=4, intermediate_size=64, max_position_embeddings=40),
@@ -84,11 +84,10 @@ EXAMPLES = {
                       intermediate_size=64, max_position_embeddings=40, layer_norm_eps=1e-7, hidden_act="relu"),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="bert", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 intermediate_size=40, max_position_embeddings=33, layer_norm_eps=1e-7, hidden_dropout_prob=0.2,
-                 attention_probs_dropout_prob=0.3, initializer_range=0.05, type_vocab_size=3,
-                 hidden_act="relu", tie_word_embeddings=False, architectures=["BertForMaskedLM"])]
+COVERAGE = [covering("bert", num_hidden_layers=3, max_position_embeddings=33, layer_norm_eps=1e-7,
+                     hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                     type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False,
+                     architectures=["BertForMaskedLM"])]
 
 
 BERT = Family(

@@ -15,6 +15,7 @@ from ..fields import Field, Fields
 from . import hf_bert
 from ..document import Document, Statement
 from ..weights import MaskedLMHead
+from ..layouts import covering
 
 
 def _kind(f):
@@ -53,7 +54,6 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "BigBirdModel": dict(model_type="big_bird", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                          num_attention_heads=4, intermediate_size=64, max_position_embeddings=64,
@@ -63,15 +63,11 @@ EXAMPLES = {
                                block_size=4, num_random_blocks=1),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="big_bird", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, intermediate_size=40, max_position_embeddings=96, layer_norm_eps=1e-7,
-                 hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
-                 type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, block_size=4,
-                 num_random_blocks=2, use_bias=False, rescale_embeddings=True,
-                 architectures=["BigBirdForMaskedLM"]),
-            dict(model_type="big_bird", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                 num_attention_heads=3, intermediate_size=40, attention_type="original_full")]
+COVERAGE = [covering("big_bird", num_hidden_layers=3, max_position_embeddings=96, layer_norm_eps=1e-7,
+                     hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                     type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, block_size=4, num_random_blocks=2,
+                     use_bias=False, rescale_embeddings=True, architectures=["BigBirdForMaskedLM"]),
+            covering("big_bird", num_hidden_layers=1, attention_type="original_full")]
 
 
 BIG_BIRD = hf_bert.BERT.derive(

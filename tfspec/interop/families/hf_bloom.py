@@ -61,7 +61,6 @@ WEIGHTS = Weights({
     top={"embeddings.tokens.tokens": "word_embeddings", "embeddings.tokens.norm": "word_embeddings_layernorm",
          "decoder.final_norm": "ln_f"}, layers="h")
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "BloomForCausalLM": dict(model_type="bloom", vocab_size=90, hidden_size=36, n_layer=2, n_head=6,
                              bos_token_id=1, eos_token_id=2, pad_token_id=0),
@@ -69,7 +68,6 @@ EXAMPLES = {
                        eos_token_id=2, pad_token_id=0),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="bloom", vocab_size=91, hidden_size=24, n_layer=3, n_head=3, layer_norm_epsilon=1e-6,
                  hidden_dropout=0.2, attention_dropout=0.3, initializer_range=0.05, tie_word_embeddings=False,
                  bos_token_id=1, eos_token_id=2, pad_token_id=0)]

@@ -194,7 +194,6 @@ def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
             *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # two towers (a causal text encoder pooled at its end-of-text id, a vision encoder of bias-free patches) meeting
     # in a contrastive head
@@ -206,7 +205,6 @@ EXAMPLES = {
                                          hidden_act="gelu", layer_norm_eps=1e-6)),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 # every field away from its default; the second a checkpoint from before CLIP's end-of-text id was written
 # (eos_token_id 2: pooled at the highest id)
 COVERAGE = [dict(model_type="clip", projection_dim=12, logit_scale_init_value=3.1,

@@ -20,6 +20,7 @@ from ..fields import Field, Fields, Fixed
 from ..mapping import layer_modules
 from .. import layouts
 from ..writer import causal_masks
+from ..layouts import covering, example
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 _SHARED = ("d_model", "heads", "kv_heads", "layers", "d_ff", "vocab", "rope_theta", "p_attn_dropout", "init_std",
@@ -96,25 +97,19 @@ def one_norm_parts(model) -> dict[str, str]:
     return parts
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "CohereForCausalLM": dict(model_type="cohere", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                              num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, logit_scale=0.5,
-                              pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "CohereForCausalLM": example("cohere", logit_scale=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2),
     "CohereModel": dict(model_type="cohere", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                         intermediate_size=48, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="cohere", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, intermediate_size=40, layer_norm_eps=1e-6, logit_scale=0.25,
-                 rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0},
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
-                 tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2),
-            *hf_llama.each_scaling(dict(
-                model_type="cohere", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32, pad_token_id=0,
-                bos_token_id=1, eos_token_id=2))]
+COVERAGE = [covering("cohere", num_hidden_layers=3, num_key_value_heads=1, layer_norm_eps=1e-6, logit_scale=0.25,
+                     rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0}, attention_dropout=0.3,
+                     initializer_range=0.05, hidden_act="gelu", attention_bias=True, tie_word_embeddings=False,
+                     pad_token_id=0, bos_token_id=1, eos_token_id=2),
+            *hf_llama.each_scaling(covering("cohere", num_hidden_layers=1, num_key_value_heads=3,
+                                            max_position_embeddings=32, pad_token_id=0, bos_token_id=1,
+                                            eos_token_id=2))]
 
 
 COHERE = hf_llama.LLAMA.derive(

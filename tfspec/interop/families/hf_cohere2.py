@@ -15,6 +15,7 @@ from . import hf_cohere, hf_exaone4, hf_gemma2, hf_llama
 from ..fields import Field, Fields
 from .. import layouts
 from ..writer import causal_masks, schedule
+from ..layouts import covering, example
 
 SLIDING = hf_gemma2.SLIDING
 _COHERE = [e for e in hf_cohere.COHERE_FIELDS.entries if getattr(e, "config", None) != "use_qk_norm"]
@@ -61,29 +62,21 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Cohere2ForCausalLM": dict(model_type="cohere2", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
-                               logit_scale=0.25, bos_token_id=1, eos_token_id=2),
-    "Cohere2Model": dict(model_type="cohere2", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
-                         sliding_window=5,
-                         layer_types=["full_attention", "sliding_attention"], attention_bias=True,
-                         bos_token_id=1, eos_token_id=2),
+    "Cohere2ForCausalLM": example("cohere2", num_hidden_layers=4, sliding_window=6, logit_scale=0.25, bos_token_id=1,
+                                  eos_token_id=2),
+    "Cohere2Model": example("cohere2", num_key_value_heads=4, head_dim=16, sliding_window=5,
+                            layer_types=["full_attention", "sliding_attention"], attention_bias=True, bos_token_id=1,
+                            eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="cohere2", vocab_size=91, hidden_size=24, num_hidden_layers=4,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
-                 layer_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=False, attention_bias=True, logit_scale=0.5, sliding_window=5,
-                 layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="cohere2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, sliding_window=5, layer_types=["sliding_attention"],
-                max_position_embeddings=32))]
+COVERAGE = [covering("cohere2", num_hidden_layers=4, num_key_value_heads=1, head_dim=10, layer_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=False,
+                     attention_bias=True, logit_scale=0.5, sliding_window=5,
+                     layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("cohere2", num_hidden_layers=1, num_key_value_heads=3, sliding_window=5,
+                                            layer_types=["sliding_attention"], max_position_embeddings=32))]
 
 
 COHERE2 = hf_cohere.COHERE.derive(

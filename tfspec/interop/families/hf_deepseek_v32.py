@@ -16,6 +16,7 @@ from .. import mtp
 from . import hf_deepseek, hf_llama
 from ..document import Document
 from ..fields import Field, Fields
+from ..layouts import example
 
 DENSE, SPARSE = "dense", "sparse"
 
@@ -74,27 +75,23 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return mtp.with_modules(hf_deepseek.said_scale(document, s), s, head)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # 5 of 24 keys per query, so that most queries attend sparsely; 8 indexer heads, so that a score of exactly 0
     # (every head's relu 0), whose ties torch.topk breaks as it will, is rare
-    "DeepseekV32ForCausalLM": dict(model_type="deepseek_v32", vocab_size=90, hidden_size=32, intermediate_size=48,
-                                   moe_intermediate_size=8, num_hidden_layers=3, num_attention_heads=4,
-                                   num_key_value_heads=4, n_shared_experts=1, n_routed_experts=4,
-                                   num_experts_per_tok=2, n_group=2, topk_group=1, kv_lora_rank=8, q_lora_rank=12,
-                                   qk_rope_head_dim=4, v_head_dim=6, qk_nope_head_dim=6, index_topk=5,
-                                   index_head_dim=8, index_n_heads=8, first_k_dense_replace=1,
-                                   routed_scaling_factor=2.5, pad_token_id=0, bos_token_id=1, eos_token_id=2),
-    "DeepseekV32Model": dict(model_type="deepseek_v32", vocab_size=90, hidden_size=32, intermediate_size=48,
-                             moe_intermediate_size=8, num_hidden_layers=2, num_attention_heads=2,
-                             num_key_value_heads=2, n_shared_experts=2, n_routed_experts=4, num_experts_per_tok=1,
-                             n_group=1, topk_group=1, kv_lora_rank=6, q_lora_rank=8, qk_rope_head_dim=2,
-                             v_head_dim=4, qk_nope_head_dim=6, index_topk=9, index_head_dim=4, index_n_heads=8,
-                             mlp_layer_types=["sparse", "dense"], norm_topk_prob=False, attention_bias=True,
-                             pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "DeepseekV32ForCausalLM": example("deepseek_v32", moe_intermediate_size=8, num_hidden_layers=3,
+                                      num_key_value_heads=4, n_shared_experts=1, n_routed_experts=4,
+                                      num_experts_per_tok=2, n_group=2, topk_group=1, kv_lora_rank=8, q_lora_rank=12,
+                                      qk_rope_head_dim=4, v_head_dim=6, qk_nope_head_dim=6, index_topk=5,
+                                      index_head_dim=8, index_n_heads=8, first_k_dense_replace=1,
+                                      routed_scaling_factor=2.5, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "DeepseekV32Model": example("deepseek_v32", moe_intermediate_size=8, num_attention_heads=2, n_shared_experts=2,
+                                n_routed_experts=4, num_experts_per_tok=1, n_group=1, topk_group=1, kv_lora_rank=6,
+                                q_lora_rank=8, qk_rope_head_dim=2, v_head_dim=4, qk_nope_head_dim=6, index_topk=9,
+                                index_head_dim=4, index_n_heads=8, mlp_layer_types=["sparse", "dense"],
+                                norm_topk_prob=False, attention_bias=True, pad_token_id=0, bos_token_id=1,
+                                eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="deepseek_v32", vocab_size=91, hidden_size=24, intermediate_size=40,
                  moe_intermediate_size=10, num_hidden_layers=4, num_attention_heads=3,
                  num_key_value_heads=3, n_shared_experts=2, n_routed_experts=6, num_experts_per_tok=3,

@@ -37,7 +37,6 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
         "embedding tokens", Statement("dropout", s.p_dropout))
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "DistilBertForMaskedLM": dict(model_type="distilbert", vocab_size=90, dim=32, n_layers=2, n_heads=4,
                                   hidden_dim=64, max_position_embeddings=40),
@@ -45,7 +44,6 @@ EXAMPLES = {
                             max_position_embeddings=40, activation="relu"),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="distilbert", vocab_size=91, dim=24, n_layers=3, n_heads=3, hidden_dim=40,
                  max_position_embeddings=33, dropout=0.2, attention_dropout=0.3, initializer_range=0.05,
                  activation="relu", tie_word_embeddings=False, architectures=["DistilBertForMaskedLM"])]

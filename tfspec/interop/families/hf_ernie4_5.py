@@ -11,6 +11,7 @@ from ..family import Requires, causal_lm
 from . import hf_llama
 from ..document import Document
 from ..fields import Field, Fixed
+from ..layouts import covering, example
 
 def _use_bias(f) -> bool:
     """One switch for every projection's bias: the attention's (output too) and the MLP's must agree."""
@@ -20,24 +21,16 @@ def _use_bias(f) -> bool:
     return attention.bias
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Ernie4_5ForCausalLM": dict(model_type="ernie4_5", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                                num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48),
-    "Ernie4_5Model": dict(model_type="ernie4_5", vocab_size=90, hidden_size=32, num_hidden_layers=1,
-                          num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
-                          use_bias=True),
+    "Ernie4_5ForCausalLM": example("ernie4_5", head_dim=8),
+    "Ernie4_5Model": example("ernie4_5", num_hidden_layers=1, num_key_value_heads=4, head_dim=16, use_bias=True),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="ernie4_5", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
-                 rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=False, use_bias=True,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="ernie4_5", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("ernie4_5", num_hidden_layers=3, num_key_value_heads=1, head_dim=10, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=False,
+                     use_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("ernie4_5", num_hidden_layers=1, num_key_value_heads=3, head_dim=8,
+                                            max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

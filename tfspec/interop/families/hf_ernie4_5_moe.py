@@ -19,6 +19,7 @@ from . import hf_deepseek, hf_ernie4_5, hf_llama, hf_mixtral, hf_qwen_moe
 from ..document import Document
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError, Rule, rule
+from ..layouts import covering, example
 
 _ERNIE = [e for e in hf_ernie4_5.FIELDS.entries if getattr(e, "config", None) not in
           ("head_dim", "use_bias", "intermediate_size")]
@@ -96,26 +97,19 @@ def _correction(model, ours: str, theirs: str, state: dict, ours_state: dict) ->
     return [rule(ours, f"{theirs}.mlp.gate.moe_statics.e_score_correction_bias", shape=(1, ours_state[ours].shape[0]))]
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Ernie4_5_MoeForCausalLM": dict(model_type="ernie4_5_moe", vocab_size=90, hidden_size=32, num_hidden_layers=3,
-                                    num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                                    moe_intermediate_size=8, moe_num_experts=6, moe_k=2, moe_num_shared_experts=1,
-                                    moe_layer_start_index=1),
-    "Ernie4_5_MoeModel": dict(model_type="ernie4_5_moe", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                              num_attention_heads=4, num_key_value_heads=4, intermediate_size=48,
-                              moe_intermediate_size=8, moe_num_experts=4, moe_k=2, moe_num_shared_experts=0,
-                              moe_layer_start_index=1, moe_layer_interval=2, tie_word_embeddings=False),
+    "Ernie4_5_MoeForCausalLM": example("ernie4_5_moe", num_hidden_layers=3, moe_intermediate_size=8, moe_num_experts=6,
+                                       moe_k=2, moe_num_shared_experts=1, moe_layer_start_index=1),
+    "Ernie4_5_MoeModel": example("ernie4_5_moe", num_hidden_layers=4, num_key_value_heads=4, moe_intermediate_size=8,
+                                 moe_num_experts=4, moe_k=2, moe_num_shared_experts=0, moe_layer_start_index=1,
+                                 moe_layer_interval=2, tie_word_embeddings=False),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="ernie4_5_moe", vocab_size=91, hidden_size=24, num_hidden_layers=5,
-                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=40,
-                 moe_intermediate_size=10, moe_num_experts=5, moe_k=3, moe_num_shared_experts=1,
-                 moe_layer_start_index=1, moe_layer_end_index=3, moe_layer_interval=2,
-                 output_router_logits=True, router_aux_loss_coef=0.02, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+COVERAGE = [covering("ernie4_5_moe", num_hidden_layers=5, num_key_value_heads=1, moe_intermediate_size=10,
+                     moe_num_experts=5, moe_k=3, moe_num_shared_experts=1, moe_layer_start_index=1,
+                     moe_layer_end_index=3, moe_layer_interval=2, output_router_logits=True, router_aux_loss_coef=0.02,
+                     rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
+                     tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
             *hf_llama.each_scaling(dict(
                 model_type="ernie4_5_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
                 num_key_value_heads=3, moe_intermediate_size=10, moe_num_experts=4, moe_k=2, moe_layer_start_index=0,

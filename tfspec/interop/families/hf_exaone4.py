@@ -15,6 +15,7 @@ from . import hf_gemma2, hf_llama, hf_olmo2
 from ..fields import Field, Fields
 from ..writer import causal_masks, schedule
 from ...registry import NORMS
+from ..layouts import covering, example
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -77,30 +78,20 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Exaone4ForCausalLM": dict(model_type="exaone4", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
-                               sliding_window_pattern=4, pad_token_id=0, eos_token_id=2),
-    "Exaone4Model": dict(model_type="exaone4", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, intermediate_size=48, sliding_window=None,
-                         rms_norm_eps=1e-6,
-                         layer_types=["full_attention"] * 2, pad_token_id=0, eos_token_id=2),
+    "Exaone4ForCausalLM": example("exaone4", num_hidden_layers=4, sliding_window=6, sliding_window_pattern=4,
+                                  pad_token_id=0, eos_token_id=2),
+    "Exaone4Model": example("exaone4", num_key_value_heads=4, sliding_window=None, rms_norm_eps=1e-6,
+                            layer_types=["full_attention"] * 2, pad_token_id=0, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="exaone4", vocab_size=91, hidden_size=24, num_hidden_layers=4,
-                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
-                 sliding_window=5, sliding_window_pattern=2,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            dict(model_type="exaone4", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, sliding_window=5,
-                 layer_types=["sliding_attention", "full_attention", "full_attention"]),
-            *hf_llama.each_scaling(dict(
-                model_type="exaone4", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, sliding_window=None, layer_types=["full_attention"],
-                max_position_embeddings=32))]
+COVERAGE = [covering("exaone4", num_hidden_layers=4, num_key_value_heads=1, rms_norm_eps=1e-7, attention_dropout=0.3,
+                     initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, sliding_window=5,
+                     sliding_window_pattern=2, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            covering("exaone4", num_hidden_layers=3, num_key_value_heads=3, sliding_window=5,
+                     layer_types=["sliding_attention", "full_attention", "full_attention"]),
+            *hf_llama.each_scaling(covering("exaone4", num_hidden_layers=1, num_key_value_heads=3, sliding_window=None,
+                                            layer_types=["full_attention"], max_position_embeddings=32))]
 
 
 EXAONE4 = hf_olmo2.OLMO2.derive(

@@ -153,7 +153,6 @@ def _fused_rows(model, core) -> tuple[int, ...]:
 SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
                      "its attention and feed-forward differ in bias; Falcon's bias sets both")
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "FalconForCausalLM": dict(model_type="falcon", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                               num_attention_heads=4, multi_query=True, parallel_attn=True, bos_token_id=1,
@@ -163,7 +162,6 @@ EXAMPLES = {
                         bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="falcon", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                  multi_query=False, parallel_attn=False, ffn_hidden_size=40, layer_norm_epsilon=1e-6,
                  rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0},

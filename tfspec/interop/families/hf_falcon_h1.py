@@ -26,6 +26,7 @@ from . import hf_llama
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from ..writer import causal_masks
+from ..layouts import covering, example
 
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -155,42 +156,35 @@ def _parts(model) -> dict[str, str]:
     return parts
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Falcon-H1: Mamba-2 (normed before its gate, grouped) beside attention in every layer, every µP multiplier
     # away from 1; the base model's Mamba-2 gated without a norm, its projections biased
-    "FalconH1ForCausalLM": dict(model_type="falcon_h1", vocab_size=90, hidden_size=32, intermediate_size=40,
-                                num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                                mamba_d_ssm=48, mamba_n_heads=4, mamba_d_head=12, mamba_d_state=8, mamba_n_groups=2,
-                                mamba_chunk_size=8, mamba_rms_norm=True, mamba_norm_before_gate=True,
-                                embedding_multiplier=2.5, lm_head_multiplier=0.4, key_multiplier=0.7,
-                                attention_in_multiplier=0.9, attention_out_multiplier=1.2, ssm_in_multiplier=0.8,
-                                ssm_out_multiplier=1.1, mlp_multipliers=[0.6, 1.3],
-                                ssm_multipliers=[0.5, 1.5, 0.75, 1.25, 2.0],
-                                rope_parameters={"rope_type": "default", "rope_theta": 1e5}),
-    "FalconH1Model": dict(model_type="falcon_h1", vocab_size=90, hidden_size=32, intermediate_size=24,
-                          num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-                          mamba_d_ssm=64, mamba_n_heads=2, mamba_d_head=32, mamba_d_state=6, mamba_n_groups=1,
-                          mamba_d_conv=3, mamba_chunk_size=4, mamba_rms_norm=False, mamba_proj_bias=True,
-                          projectors_bias=True, mamba_conv_bias=False, attention_bias=True, mlp_bias=True),
+    "FalconH1ForCausalLM": example("falcon_h1", intermediate_size=40, head_dim=8, mamba_d_ssm=48, mamba_n_heads=4,
+                                   mamba_d_head=12, mamba_d_state=8, mamba_n_groups=2, mamba_chunk_size=8,
+                                   mamba_rms_norm=True, mamba_norm_before_gate=True, embedding_multiplier=2.5,
+                                   lm_head_multiplier=0.4, key_multiplier=0.7, attention_in_multiplier=0.9,
+                                   attention_out_multiplier=1.2, ssm_in_multiplier=0.8, ssm_out_multiplier=1.1,
+                                   mlp_multipliers=[0.6, 1.3], ssm_multipliers=[0.5, 1.5, 0.75, 1.25, 2.0],
+                                   rope_parameters={"rope_type": "default", "rope_theta": 1e5}),
+    "FalconH1Model": example("falcon_h1", intermediate_size=24, num_attention_heads=2, num_key_value_heads=1,
+                             head_dim=16, mamba_d_ssm=64, mamba_n_heads=2, mamba_d_head=32, mamba_d_state=6,
+                             mamba_n_groups=1, mamba_d_conv=3, mamba_chunk_size=4, mamba_rms_norm=False,
+                             mamba_proj_bias=True, projectors_bias=True, mamba_conv_bias=False, attention_bias=True,
+                             mlp_bias=True),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="falcon_h1", vocab_size=91, hidden_size=24, intermediate_size=40,
-                 num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1, head_dim=16,
-                 rms_norm_eps=1e-6, attention_dropout=0.1, initializer_range=0.05, attention_bias=True,
-                 mlp_bias=True, tie_word_embeddings=True, mamba_d_ssm=72, mamba_n_heads=3, mamba_d_head=24,
-                 mamba_d_state=6, mamba_n_groups=3, mamba_d_conv=3, mamba_chunk_size=4,
-                 mamba_conv_bias=False, mamba_proj_bias=True, projectors_bias=True, mamba_rms_norm=True,
-                 mamba_norm_before_gate=False, embedding_multiplier=2.5, lm_head_multiplier=0.4,
-                 key_multiplier=0.7, attention_in_multiplier=0.9, attention_out_multiplier=1.2,
-                 ssm_in_multiplier=0.8, ssm_out_multiplier=1.1, mlp_multipliers=[0.6, 1.3],
-                 ssm_multipliers=[0.5, 1.5, 0.75, 1.25, 2.0],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="falcon_h1", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=1,
-                num_attention_heads=3, num_key_value_heads=3, head_dim=8, mamba_d_ssm=48, mamba_n_heads=2,
-                mamba_d_head=24, max_position_embeddings=32))]
+COVERAGE = [covering("falcon_h1", num_hidden_layers=2, num_key_value_heads=1, head_dim=16, rms_norm_eps=1e-6,
+                     attention_dropout=0.1, initializer_range=0.05, attention_bias=True, mlp_bias=True,
+                     tie_word_embeddings=True, mamba_d_ssm=72, mamba_n_heads=3, mamba_d_head=24, mamba_d_state=6,
+                     mamba_n_groups=3, mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False, mamba_proj_bias=True,
+                     projectors_bias=True, mamba_rms_norm=True, mamba_norm_before_gate=False, embedding_multiplier=2.5,
+                     lm_head_multiplier=0.4, key_multiplier=0.7, attention_in_multiplier=0.9,
+                     attention_out_multiplier=1.2, ssm_in_multiplier=0.8, ssm_out_multiplier=1.1,
+                     mlp_multipliers=[0.6, 1.3], ssm_multipliers=[0.5, 1.5, 0.75, 1.25, 2.0],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("falcon_h1", num_hidden_layers=1, num_key_value_heads=3, head_dim=8,
+                                            mamba_d_ssm=48, mamba_n_heads=2, mamba_d_head=24,
+                                            max_position_embeddings=32))]
 
 
 FALCON_H1 = Family(

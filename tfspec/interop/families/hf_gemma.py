@@ -13,6 +13,7 @@ from ..family import causal_lm
 from . import hf_gemma2, hf_llama
 from ..fields import Field, Fields, Fixed
 from ..document import Document, Statement
+from ..layouts import covering, example
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "geglu_tanh", "gelu": "geglu_tanh", "silu": "swiglu"}  # on the gate -> ours
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -38,19 +39,14 @@ def document(s, *, padding: bool, head: bool) -> Document:
             .change("decoder", "position", f"rotary(theta={s.rope_theta})"))
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "GemmaForCausalLM": dict(model_type="gemma", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=1, head_dim=16, intermediate_size=48),
-    "GemmaModel": dict(model_type="gemma", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                       num_key_value_heads=4, head_dim=8, intermediate_size=48, attention_bias=True),
+    "GemmaForCausalLM": example("gemma", num_key_value_heads=1, head_dim=16),
+    "GemmaModel": example("gemma", num_hidden_layers=1, num_key_value_heads=4, head_dim=8, attention_bias=True),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="gemma", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}, attention_dropout=0.1,
-                 initializer_range=0.05, attention_bias=True, tie_word_embeddings=False, hidden_act="silu")]
+COVERAGE = [covering("gemma", num_hidden_layers=3, num_key_value_heads=1, head_dim=16, rms_norm_eps=1e-5,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}, attention_dropout=0.1,
+                     initializer_range=0.05, attention_bias=True, tie_word_embeddings=False, hidden_act="silu")]
 
 
 GEMMA = hf_llama.LLAMA.derive(

@@ -23,6 +23,7 @@ from ..mapping import InteropError
 from .. import layouts
 from ..document import Document, Statement
 from ..writer import causal_masks, schedule
+from ..layouts import covering, example
 
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -144,26 +145,19 @@ def sandwich_modules(model) -> dict[str, str]:
 
 
 # Llama's checkpoint but for the norms: one before and one after each sublayer
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Gemma2ForCausalLM": dict(model_type="gemma2", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
-                              sliding_window=6, query_pre_attn_scalar=8, attn_logit_softcapping=0.5,
-                              final_logit_softcapping=0.4),
-    "Gemma2Model": dict(model_type="gemma2", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
-                        sliding_window=5, layer_types=["full_attention", "sliding_attention"],
-                        attn_logit_softcapping=None),
+    "Gemma2ForCausalLM": example("gemma2", num_hidden_layers=4, head_dim=8, sliding_window=6, query_pre_attn_scalar=8,
+                                 attn_logit_softcapping=0.5, final_logit_softcapping=0.4),
+    "Gemma2Model": example("gemma2", num_key_value_heads=4, head_dim=16, sliding_window=5,
+                           layer_types=["full_attention", "sliding_attention"], attn_logit_softcapping=None),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="gemma2", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=16, intermediate_size=40,
-                 rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 5e5},
-                 query_pre_attn_scalar=32, sliding_window=7, attention_dropout=0.1, initializer_range=0.05,
-                 hidden_activation="gelu", attention_bias=True, tie_word_embeddings=False,
-                 layer_types=["full_attention", "sliding_attention", "sliding_attention"],
-                 attn_logit_softcapping=None, final_logit_softcapping=None)]
+COVERAGE = [covering("gemma2", num_hidden_layers=3, num_key_value_heads=1, head_dim=16, rms_norm_eps=1e-5,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}, query_pre_attn_scalar=32,
+                     sliding_window=7, attention_dropout=0.1, initializer_range=0.05, hidden_activation="gelu",
+                     attention_bias=True, tie_word_embeddings=False,
+                     layer_types=["full_attention", "sliding_attention", "sliding_attention"],
+                     attn_logit_softcapping=None, final_logit_softcapping=None)]
 
 
 WEIGHTS = hf_llama.WEIGHTS.derive(

@@ -13,6 +13,7 @@ from ..family import causal_lm
 from . import hf_gemma2, hf_llama
 from ..document import Document
 from ..fields import Field, Fields, Fixed
+from ..layouts import example
 
 SLIDING, FULL = hf_gemma2.SLIDING, hf_gemma2.FULL
 _GEMMA2 = {e.name: e for e in hf_gemma2.FIELDS.fields}
@@ -69,7 +70,6 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return hf_gemma2.with_head(s, document, head)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "Gemma3ForCausalLM": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=4,
                               num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
@@ -78,12 +78,10 @@ EXAMPLES = {
                               rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                                                "full_attention": {"rope_type": "linear", "rope_theta": 1e6,
                                                                   "factor": 8.0}}),
-    "Gemma3TextModel": dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                            num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=48,
-                            sliding_window=5, layer_types=["full_attention", "sliding_attention"]),
+    "Gemma3TextModel": example("gemma3_text", num_key_value_heads=4, head_dim=16, sliding_window=5,
+                               layer_types=["full_attention", "sliding_attention"]),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="gemma3_text", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                  num_attention_heads=3, num_key_value_heads=1, head_dim=16, intermediate_size=40,
                  rms_norm_eps=1e-5, query_pre_attn_scalar=32, sliding_window=7, attention_dropout=0.1,

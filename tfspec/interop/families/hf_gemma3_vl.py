@@ -27,6 +27,7 @@ from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from ..mapping import rule
 from ..nested import Nested
 from ..family import Family
+from ..layouts import covering, example
 
 TEXT = Nested("text_config", "text", "text_", "gemma3_text",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")), words=(("causal", "pictures"),))
@@ -106,26 +107,21 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
             rule(f"{steps}.2.weight", f"{PROJECTOR}.mm_input_projection_weight", transpose=True)], {}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # SigLIP's vision tower, normed, its patches averaged in 2 × 2 blocks, normed and mapped in place of Gemma 3's
     # image tokens, which see one another (sliding and full layers)
     "Gemma3ForConditionalGeneration": dict(
         model_type="gemma3", image_token_index=89, boi_token_index=87, eoi_token_index=88, mm_tokens_per_image=4,
-        text_config=dict(model_type="gemma3_text", vocab_size=90, hidden_size=32, num_hidden_layers=3,
-                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, head_dim=8,
-                         sliding_window=8, layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+        text_config=example("gemma3_text", num_hidden_layers=3, head_dim=8, sliding_window=8,
+                            layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
         vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
                            image_size=16, patch_size=4, num_channels=3, layer_norm_eps=1e-6, vision_use_head=False)),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 # every field away from its default (Gemma 3's pictures of 896 pixels give 256 vectors of 4 × 4 blocks)
 COVERAGE = [dict(model_type="gemma3", image_token_index=5, mm_tokens_per_image=9, tie_word_embeddings=False,
-                 text_config=dict(model_type="gemma3_text", vocab_size=91, hidden_size=24,
-                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                  head_dim=6, intermediate_size=40, sliding_window=16,
-                                  tie_word_embeddings=False),
+                 text_config=covering("gemma3_text", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      head_dim=6, sliding_window=16, tie_word_embeddings=False),
                  vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
                                     num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
                                     hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,

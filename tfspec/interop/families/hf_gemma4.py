@@ -341,7 +341,6 @@ WEIGHTS = Weights({
          "embeddings.tokens.per_layer.norm": "per_layer_projection_norm"},
     parts=_layer_modules)
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # E2B's layers: sliding and full ones (wider heads, p-RoPE), per-layer input embeddings, and the last three
     # reading the keys and values of the last earlier layer of their kind, with MLPs twice as wide; and the
@@ -369,7 +368,6 @@ EXAMPLES = {
                                          "sliding_attention", "full_attention"]),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="gemma4_text", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                  num_attention_heads=3, num_key_value_heads=3, head_dim=16, global_head_dim=32,
                  num_global_key_value_heads=1, attention_k_eq_v=True, intermediate_size=40, rms_norm_eps=1e-5,

@@ -14,6 +14,7 @@ from ..document import Document
 from ..fields import Field, Fields
 from .. import layouts
 from ..writer import causal_masks
+from ..layouts import covering, example
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
           {"head_dim", "window", "attention_bias", "mlp_bias", "rotary_fraction"}
@@ -40,25 +41,18 @@ def document(s, *, padding: bool, head: bool) -> Document:
                          wiring=wiring, head=head)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Glm4ForCausalLM": dict(model_type="glm4", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                            num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=48,
-                            pad_token_id=0, eos_token_id=2),
-    "Glm4Model": dict(model_type="glm4", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=4, head_dim=8, intermediate_size=48, attention_bias=False,
-                      partial_rotary_factor=1.0, rms_norm_eps=1e-5, pad_token_id=0),
+    "Glm4ForCausalLM": example("glm4", head_dim=16, pad_token_id=0, eos_token_id=2),
+    "Glm4Model": example("glm4", num_hidden_layers=1, num_key_value_heads=4, head_dim=8, attention_bias=False,
+                         partial_rotary_factor=1.0, rms_norm_eps=1e-5, pad_token_id=0),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="glm4", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, head_dim=10, intermediate_size=40, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
-                 attention_bias=False,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 1.0}),
-            *hf_llama.each_scaling(dict(
-                model_type="glm4", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("glm4", num_hidden_layers=3, num_key_value_heads=1, head_dim=10, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
+                     attention_bias=False,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 1.0}),
+            *hf_llama.each_scaling(covering("glm4", num_hidden_layers=1, num_key_value_heads=3, head_dim=8,
+                                            max_position_embeddings=32))]
 
 
 GLM4 = hf_llama.LLAMA.derive(

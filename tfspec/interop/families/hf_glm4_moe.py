@@ -18,6 +18,7 @@ from .. import mtp
 from . import hf_deepseek, hf_llama, hf_mixtral
 from ..document import Document
 from ..fields import Field, Fields
+from ..layouts import covering, example
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "config", None) not in hf_deepseek.LEFT_OUT
           and getattr(e, "config", None) not in ("pretraining_tp",)]
@@ -54,28 +55,23 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return mtp.with_modules(document, s, head)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Glm4MoeForCausalLM": dict(model_type="glm4_moe", vocab_size=90, hidden_size=32, num_hidden_layers=3,
-                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                               moe_intermediate_size=8, n_routed_experts=8, num_experts_per_tok=3, n_shared_experts=1,
-                               n_group=2, topk_group=1, first_k_dense_replace=1, routed_scaling_factor=2.5,
-                               use_qk_norm=True, attention_bias=True, pad_token_id=0, eos_token_id=2),
+    "Glm4MoeForCausalLM": example("glm4_moe", num_hidden_layers=3, moe_intermediate_size=8, n_routed_experts=8,
+                                  num_experts_per_tok=3, n_shared_experts=1, n_group=2, topk_group=1,
+                                  first_k_dense_replace=1, routed_scaling_factor=2.5, use_qk_norm=True,
+                                  attention_bias=True, pad_token_id=0, eos_token_id=2),
     "Glm4MoeModel": dict(model_type="glm4_moe", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=4, moe_intermediate_size=8,
                          n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=0,
                          norm_topk_prob=False, partial_rotary_factor=1.0, pad_token_id=0),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="glm4_moe", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
-                 moe_intermediate_size=10, n_routed_experts=6, num_experts_per_tok=3, n_shared_experts=2,
-                 n_group=3, topk_group=2, first_k_dense_replace=2, routed_scaling_factor=1.5,
-                 norm_topk_prob=False, use_qk_norm=True, attention_bias=True, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
-                 num_nextn_predict_layers=0,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 1.0}),
+COVERAGE = [covering("glm4_moe", num_hidden_layers=3, num_key_value_heads=1, head_dim=10, moe_intermediate_size=10,
+                     n_routed_experts=6, num_experts_per_tok=3, n_shared_experts=2, n_group=3, topk_group=2,
+                     first_k_dense_replace=2, routed_scaling_factor=1.5, norm_topk_prob=False, use_qk_norm=True,
+                     attention_bias=True, rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05,
+                     hidden_act="gelu", tie_word_embeddings=True, num_nextn_predict_layers=0,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 1.0}),
             *hf_llama.each_scaling(dict(
                 model_type="glm4_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
                 num_key_value_heads=3, head_dim=8, moe_intermediate_size=10, n_routed_experts=4,

@@ -63,14 +63,12 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "GPT2LMHeadModel": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40),
     "GPT2Model": dict(model_type="gpt2", vocab_size=90, n_embd=32, n_layer=2, n_head=4, n_positions=40, n_inner=48,
                       embd_pdrop=0.0),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="gpt2", vocab_size=91, n_embd=24, n_layer=3, n_head=3, n_positions=33, n_inner=40,
                  layer_norm_epsilon=1e-6, resid_pdrop=0.2, embd_pdrop=0.25, attn_pdrop=0.3,
                  initializer_range=0.05, activation_function="relu", tie_word_embeddings=False)]

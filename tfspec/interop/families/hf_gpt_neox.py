@@ -18,6 +18,7 @@ from ..document import Document
 from ..fields import Field, Fields, Fixed, standard
 from .. import layouts
 from ..weights import Weights, Reordered, per_head_rows
+from ..layouts import covering
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
                "silu": "silu", "tanh": "tanh"}
@@ -88,7 +89,6 @@ WEIGHTS = Weights({
     top={"embeddings.tokens.tokens": "embed_in", "decoder.final_norm": "final_layer_norm"})
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "GPTNeoXForCausalLM": dict(model_type="gpt_neox", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=64, rotary_pct=0.5),
@@ -96,12 +96,10 @@ EXAMPLES = {
                          num_attention_heads=4, intermediate_size=64, use_parallel_residual=False),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="gpt_neox", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, intermediate_size=40, layer_norm_eps=1e-6,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
-                 attention_dropout=0.1, hidden_dropout=0.2, initializer_range=0.05, hidden_act="relu",
-                 attention_bias=False, use_parallel_residual=False, tie_word_embeddings=True)]
+COVERAGE = [covering("gpt_neox", num_hidden_layers=3, layer_norm_eps=1e-6,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                     attention_dropout=0.1, hidden_dropout=0.2, initializer_range=0.05, hidden_act="relu",
+                     attention_bias=False, use_parallel_residual=False, tie_word_embeddings=True)]
 
 
 GPT_NEOX = Family(

@@ -18,6 +18,7 @@ from ..fields import Field, Fields
 from ..mapping import Rule, rule
 from ..weights import Tensor
 from ..writer import causal_masks, schedule
+from ..layouts import covering, example
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -103,7 +104,6 @@ def _mixture(model, ours: str, theirs: str, state: dict, ours_state: dict) -> li
             rule(f"{ours}.experts.down_bias", f"{mlp}.experts.down_proj_bias")]
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "GptOssForCausalLM": dict(model_type="gpt_oss", vocab_size=90, hidden_size=32, num_hidden_layers=3,
                               num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=24,
@@ -112,26 +112,22 @@ EXAMPLES = {
                                                "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
                                                "original_max_position_embeddings": 16},
                               max_position_embeddings=64),
-    "GptOssModel": dict(model_type="gpt_oss", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=4, num_key_value_heads=4, head_dim=8, intermediate_size=24,
-                        num_local_experts=3, num_experts_per_tok=3, sliding_window=6, swiglu_limit=2.0,
-                        swiglu_alpha=1.5, layer_types=["full_attention", "sliding_attention"],
-                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+    "GptOssModel": example("gpt_oss", num_key_value_heads=4, head_dim=8, intermediate_size=24, num_local_experts=3,
+                           num_experts_per_tok=3, sliding_window=6, swiglu_limit=2.0, swiglu_alpha=1.5,
+                           layer_types=["full_attention", "sliding_attention"],
+                           rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="gpt_oss", vocab_size=91, hidden_size=24, num_hidden_layers=4,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=20,
-                 num_local_experts=5, num_experts_per_tok=3, sliding_window=5, swiglu_alpha=1.5,
-                 swiglu_limit=3.0, output_router_logits=True, router_aux_loss_coef=0.05, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, tie_word_embeddings=True,
-                 attention_bias=False, layer_types=["full_attention"] * 3 + ["sliding_attention"],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
-                 architectures=["GptOssForCausalLM"]),
-            *hf_llama.each_scaling(dict(
-                model_type="gpt_oss", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, head_dim=8, intermediate_size=20, num_local_experts=2, num_experts_per_tok=1,
-                max_position_embeddings=32))]
+COVERAGE = [covering("gpt_oss", num_hidden_layers=4, num_key_value_heads=1, head_dim=10, intermediate_size=20,
+                     num_local_experts=5, num_experts_per_tok=3, sliding_window=5, swiglu_alpha=1.5, swiglu_limit=3.0,
+                     output_router_logits=True, router_aux_loss_coef=0.05, rms_norm_eps=1e-7, attention_dropout=0.3,
+                     initializer_range=0.05, tie_word_embeddings=True, attention_bias=False,
+                     layer_types=["full_attention"] * 3 + ["sliding_attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
+                     architectures=["GptOssForCausalLM"]),
+            *hf_llama.each_scaling(covering("gpt_oss", num_hidden_layers=1, num_key_value_heads=3, head_dim=8,
+                                            intermediate_size=20, num_local_experts=2, num_experts_per_tok=1,
+                                            max_position_embeddings=32))]
 
 
 GPT_OSS = hf_llama.LLAMA.derive(

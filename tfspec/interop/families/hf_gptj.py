@@ -96,7 +96,6 @@ def document(s, *, padding: bool, head: bool) -> Document:
                     d_ff=s.d_ff or f"4 * {s.d_model}")
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "GPTJForCausalLM": dict(model_type="gptj", vocab_size=90, n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
                             n_positions=40, bos_token_id=1, eos_token_id=2),
@@ -104,7 +103,6 @@ EXAMPLES = {
                       n_positions=40, bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="gptj", vocab_size=91, n_embd=24, n_layer=3, n_head=3, rotary_dim=4, n_inner=40,
                  layer_norm_epsilon=1e-6, resid_pdrop=0.2, embd_pdrop=0.25, attn_pdrop=0.3,
                  initializer_range=0.05, activation_function="relu", tie_word_embeddings=True,

@@ -17,6 +17,7 @@ from ..fields import Field
 from .. import layouts
 from ..document import Document, Statement
 from ..writer import causal_masks
+from ..layouts import covering, example
 
 
 def _logits_scaling(f) -> float | None:
@@ -29,27 +30,21 @@ def _logits_scaling(f) -> float | None:
     return short if math.isclose(short, value, rel_tol=1e-12) else value
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "GraniteForCausalLM": dict(model_type="granite", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                               embedding_multiplier=12.0, attention_multiplier=0.0078125, residual_multiplier=0.22,
-                               logits_scaling=8.0, tie_word_embeddings=True),
+    "GraniteForCausalLM": example("granite", embedding_multiplier=12.0, attention_multiplier=0.0078125,
+                                  residual_multiplier=0.22, logits_scaling=8.0, tie_word_embeddings=True),
     "GraniteModel": dict(model_type="granite", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                          num_attention_heads=4, intermediate_size=48, embedding_multiplier=3.5,
                          attention_multiplier=0.3, residual_multiplier=0.5, attention_bias=True),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="granite", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
-                 attention_bias=True, mlp_bias=True, embedding_multiplier=12.0, attention_multiplier=0.2,
-                 residual_multiplier=0.3, logits_scaling=8.0,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            *hf_llama.each_scaling(dict(
-                model_type="granite", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("granite", num_hidden_layers=3, num_key_value_heads=1, rms_norm_eps=1e-7, attention_dropout=0.3,
+                     initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,
+                     mlp_bias=True, embedding_multiplier=12.0, attention_multiplier=0.2, residual_multiplier=0.3,
+                     logits_scaling=8.0,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
+            *hf_llama.each_scaling(covering("granite", num_hidden_layers=1, num_key_value_heads=3,
+                                            max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

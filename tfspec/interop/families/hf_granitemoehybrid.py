@@ -20,6 +20,7 @@ from . import hf_granite, hf_llama
 from ..fields import Field, Fields, Fixed
 from ..document import Document, Statement
 from ..writer import causal_masks, schedule
+from ..layouts import covering, example
 
 MAMBA, ATTENTION = "linear_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -130,18 +131,15 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Granite 4.0-H: Mamba-2 (grouped B and C) with attention in layer 1, no positions, Granite's multipliers, a
     # mixture beside the shared network; the base model dense, rotary, every projection biased
-    "GraniteMoeHybridForCausalLM": dict(model_type="granitemoehybrid", vocab_size=90, hidden_size=32,
-                                        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                                        intermediate_size=12, shared_intermediate_size=20, num_local_experts=4,
-                                        num_experts_per_tok=2, mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8,
-                                        mamba_n_groups=2, mamba_chunk_size=8, embedding_multiplier=3.0,
-                                        attention_multiplier=0.2, residual_multiplier=0.5, logits_scaling=2.5,
-                                        position_embedding_type="nope",
-                                        layer_types=["mamba", "attention", "mamba", "mamba"]),
+    "GraniteMoeHybridForCausalLM": example("granitemoehybrid", num_hidden_layers=4, intermediate_size=12,
+                                           shared_intermediate_size=20, num_local_experts=4, num_experts_per_tok=2,
+                                           mamba_n_heads=4, mamba_d_head=16, mamba_d_state=8, mamba_n_groups=2,
+                                           mamba_chunk_size=8, embedding_multiplier=3.0, attention_multiplier=0.2,
+                                           residual_multiplier=0.5, logits_scaling=2.5, position_embedding_type="nope",
+                                           layer_types=["mamba", "attention", "mamba", "mamba"]),
     "GraniteMoeHybridModel": dict(model_type="granitemoehybrid", vocab_size=90, hidden_size=32, num_hidden_layers=3,
                                   num_attention_heads=2, num_key_value_heads=2, shared_intermediate_size=24,
                                   num_local_experts=0, num_experts_per_tok=0, mamba_n_heads=2, mamba_d_head=32,
@@ -152,18 +150,15 @@ EXAMPLES = {
                                   rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="granitemoehybrid", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=8,
-                 shared_intermediate_size=12, num_local_experts=3, num_experts_per_tok=2,
-                 router_aux_loss_coef=0.02, output_router_logits=True, rms_norm_eps=1e-5,
-                 initializer_range=0.05, attention_dropout=0.1, attention_bias=True,
-                 embedding_multiplier=3.0, attention_multiplier=0.2, residual_multiplier=0.5,
-                 logits_scaling=2.5, mamba_n_heads=3, mamba_d_head=32, mamba_d_state=6,
-                 mamba_n_groups=3, mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False,
-                 mamba_proj_bias=True, mamba_expand=4, tie_word_embeddings=True,
-                 position_embedding_type="rope", layer_types=["mamba", "attention", "attention"],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+COVERAGE = [covering("granitemoehybrid", num_hidden_layers=3, num_key_value_heads=1, intermediate_size=8,
+                     shared_intermediate_size=12, num_local_experts=3, num_experts_per_tok=2, router_aux_loss_coef=0.02,
+                     output_router_logits=True, rms_norm_eps=1e-5, initializer_range=0.05, attention_dropout=0.1,
+                     attention_bias=True, embedding_multiplier=3.0, attention_multiplier=0.2, residual_multiplier=0.5,
+                     logits_scaling=2.5, mamba_n_heads=3, mamba_d_head=32, mamba_d_state=6, mamba_n_groups=3,
+                     mamba_d_conv=3, mamba_chunk_size=4, mamba_conv_bias=False, mamba_proj_bias=True, mamba_expand=4,
+                     tie_word_embeddings=True, position_embedding_type="rope",
+                     layer_types=["mamba", "attention", "attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
             *hf_llama.each_scaling(dict(
                 model_type="granitemoehybrid", vocab_size=91, hidden_size=24, num_hidden_layers=2,
                 num_attention_heads=3, num_key_value_heads=3, shared_intermediate_size=12, num_local_experts=0,

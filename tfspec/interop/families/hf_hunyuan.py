@@ -16,6 +16,7 @@ from . import hf_llama
 from ..document import Document
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
+from ..layouts import covering
 
 _LLAMA = [e for e in hf_llama.FIELDS.entries if getattr(e, "name", None) not in
           {"head_dim", "window", "mlp_bias", "rotary_fraction"} and e not in hf_llama.ROPE_SCALING]
@@ -63,7 +64,6 @@ def document(s, *, padding: bool, head: bool) -> Document:
             .change("decoder", "feedforward", bias="false"))
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "HunYuanDenseV1ForCausalLM": dict(model_type="hunyuan_v1_dense", vocab_size=90, hidden_size=32,
                                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
@@ -76,12 +76,10 @@ EXAMPLES = {
                                 pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="hunyuan_v1_dense", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
-                 rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=True, attention_bias=True,
-                 rope_parameters={"rope_type": "dynamic", "rope_theta": 5e5, "alpha": 100.0, "factor": 1.0})]
+COVERAGE = [covering("hunyuan_v1_dense", num_hidden_layers=3, num_key_value_heads=1, head_dim=10, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
+                     attention_bias=True,
+                     rope_parameters={"rope_type": "dynamic", "rope_theta": 5e5, "alpha": 100.0, "factor": 1.0})]
 
 
 HUNYUAN = hf_llama.LLAMA.derive(

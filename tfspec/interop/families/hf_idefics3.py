@@ -27,6 +27,7 @@ from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
 from ..mapping import linear_rules
 from ..nested import Nested
 from ..family import Family
+from ..layouts import covering, example
 
 TEXT = Nested("text_config", "text", "text_", "llama",
               (("model.text_model.", "model."), ("lm_head.", "lm_head.")))
@@ -86,25 +87,21 @@ CONVENTIONS = ("SigLIP's vision tower, normed (tower vision), connected to a tex
                "text_config's family: Llama's by default) by a pixel shuffle of scale_factor and a linear map without "
                "a bias (connect vision -> text { pixel_shuffle; linear }), its vectors in place of the image tokens")
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # SigLIP's vision tower, normed, each 2 × 2 block of its patches one vector mapped in place of a Llama's image
     # tokens (SmolVLM: the same architecture under its own model type)
     **{cls: dict(model_type=model_type, image_token_id=89, scale_factor=2,
-                 text_config=dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=48),
+                 text_config=example("llama"),
                  vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
                                     image_size=16, patch_size=4, num_channels=3, layer_norm_eps=1e-6))
        for cls, model_type in (("Idefics3ForConditionalGeneration", "idefics3"),
                                ("SmolVLMForConditionalGeneration", "smolvlm"))},
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 # every field away from its default: a 3 × 3 pixel shuffle of a 6 × 6 grid, a tied text model
 COVERAGE = [dict(model_type="idefics3", image_token_id=5, scale_factor=3, tie_word_embeddings=True,
-                 text_config=dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
-                                  tie_word_embeddings=True),
+                 text_config=covering("llama", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      tie_word_embeddings=True),
                  vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
                                     num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
                                     hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,

@@ -23,6 +23,7 @@ from ..mapping import Rule, linear_rules, rule
 from ..document import Document
 from ..weights import Weights, GatedMLP, Projections, Tensor
 from ..writer import causal_masks, schedule
+from ..layouts import covering, example
 
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -164,28 +165,24 @@ class MambaMixer:
         return rules + [rule(f"{ours}.{t}", f"{theirs}.{t}") for t in ("A_log", "D", *norms)]
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Jamba: Mamba with attention every 2nd layer from 1, mixtures every 2nd from 0; the base model's attention in
     # layer 2 alone, its feed-forwards SwiGLUs, Mamba's projections biased
-    "JambaForCausalLM": dict(model_type="jamba", vocab_size=90, hidden_size=32, intermediate_size=12,
-                             num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, attn_layer_period=2,
-                             attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=0, num_experts=4,
-                             num_experts_per_tok=2, mamba_d_state=4, mamba_d_conv=3, mamba_expand=2,
-                             mamba_dt_rank=3),
+    "JambaForCausalLM": example("jamba", intermediate_size=12, num_hidden_layers=4, attn_layer_period=2,
+                                attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=0, num_experts=4,
+                                num_experts_per_tok=2, mamba_d_state=4, mamba_d_conv=3, mamba_expand=2,
+                                mamba_dt_rank=3),
     "JambaModel": dict(model_type="jamba", vocab_size=90, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
                        num_attention_heads=2, num_key_value_heads=1, attn_layer_period=3, attn_layer_offset=2,
                        expert_layer_period=4, expert_layer_offset=3, mamba_d_state=6, mamba_proj_bias=True,
                        mamba_conv_bias=False),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="jamba", vocab_size=91, hidden_size=24, intermediate_size=12, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, attn_layer_period=3, attn_layer_offset=0,
-                 expert_layer_period=3, expert_layer_offset=1, num_experts=3, num_experts_per_tok=1,
-                 router_aux_loss_coef=0.02, output_router_logits=True, rms_norm_eps=1e-5,
-                 attention_dropout=0.1, initializer_range=0.05, tie_word_embeddings=True, mamba_d_state=6,
-                 mamba_d_conv=3, mamba_expand=3, mamba_dt_rank=4, mamba_conv_bias=False, mamba_proj_bias=True)]
+COVERAGE = [covering("jamba", intermediate_size=12, num_hidden_layers=3, num_key_value_heads=1, attn_layer_period=3,
+                     attn_layer_offset=0, expert_layer_period=3, expert_layer_offset=1, num_experts=3,
+                     num_experts_per_tok=1, router_aux_loss_coef=0.02, output_router_logits=True, rms_norm_eps=1e-5,
+                     attention_dropout=0.1, initializer_range=0.05, tie_word_embeddings=True, mamba_d_state=6,
+                     mamba_d_conv=3, mamba_expand=3, mamba_dt_rank=4, mamba_conv_bias=False, mamba_proj_bias=True)]
 
 
 JAMBA = Family(

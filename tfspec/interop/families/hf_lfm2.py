@@ -20,6 +20,7 @@ from .. import hybrid
 from . import hf_llama
 from ..fields import Field, Fields, Fixed
 from ..writer import causal_masks, schedule
+from ..layouts import covering, example
 
 CONV, FULL = "conv", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -100,27 +101,20 @@ def layers_document(s, layers: list[tuple[str, bool]], feedforward: str, dense: 
     return document.add_lines("decoder", lines)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # LFM2: short convolutions with attention in every second layer; the base model attention's with one
-    "Lfm2ForCausalLM": dict(model_type="lfm2", vocab_size=90, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
-                            num_attention_heads=4, num_key_value_heads=2, conv_L_cache=3, full_attn_idxs=[1, 3],
-                            block_auto_adjust_ff_dim=False, tie_word_embeddings=False),
-    "Lfm2Model": dict(model_type="lfm2", vocab_size=90, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
-                      num_attention_heads=2, num_key_value_heads=2, conv_L_cache=4, full_attn_idxs=[0, 2],
-                      block_auto_adjust_ff_dim=False, norm_eps=1e-6,
-                      rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+    "Lfm2ForCausalLM": example("lfm2", num_hidden_layers=4, conv_L_cache=3, full_attn_idxs=[1, 3],
+                               block_auto_adjust_ff_dim=False, tie_word_embeddings=False),
+    "Lfm2Model": example("lfm2", intermediate_size=40, num_hidden_layers=3, num_attention_heads=2, conv_L_cache=4,
+                         full_attn_idxs=[0, 2], block_auto_adjust_ff_dim=False, norm_eps=1e-6,
+                         rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, conv_L_cache=4, full_attn_idxs=[2],
-                 block_auto_adjust_ff_dim=False, norm_eps=1e-6, initializer_range=0.05, tie_word_embeddings=False,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="lfm2", vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
-                num_attention_heads=3, num_key_value_heads=3, full_attn_idxs=[1], block_auto_adjust_ff_dim=False,
-                max_position_embeddings=32))]
+COVERAGE = [covering("lfm2", num_hidden_layers=3, num_key_value_heads=1, conv_L_cache=4, full_attn_idxs=[2],
+                     block_auto_adjust_ff_dim=False, norm_eps=1e-6, initializer_range=0.05, tie_word_embeddings=False,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("lfm2", num_hidden_layers=2, num_key_value_heads=3, full_attn_idxs=[1],
+                                            block_auto_adjust_ff_dim=False, max_position_embeddings=32))]
 
 
 LFM2 = Family(

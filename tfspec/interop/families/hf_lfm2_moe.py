@@ -20,6 +20,7 @@ from . import hf_lfm2, hf_llama
 from ..facts import Facts
 from ..fields import Field, Fields
 from ..mapping import InteropError
+from ..layouts import covering, example
 
 _LFM2 = {getattr(e, "name", None) or e.config: e for e in hf_lfm2.FIELDS.entries}
 RENORMALIZE_EPS = 1e-6  # Lfm2MoeTopKRouter's
@@ -84,34 +85,29 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return hf_lfm2.layers_document(s, layers, mixture, f"d_ff={s.dense_d_ff} kind=dense", head=head, padding=padding)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # LFM2-MoE: a SwiGLU in layer 0, then mixtures by sigmoid scores and an expert bias; the base model's all
     # mixtures, renormalised, without the bias
-    "Lfm2MoeForCausalLM": dict(model_type="lfm2_moe", vocab_size=90, hidden_size=32, intermediate_size=40,
-                               moe_intermediate_size=12, num_hidden_layers=4, num_attention_heads=4,
-                               num_key_value_heads=2, conv_L_cache=3, num_dense_layers=1, num_experts=4,
-                               num_experts_per_tok=2, routed_scaling_factor=1.5, tie_word_embeddings=False,
-                               layer_types=["conv", "full_attention", "conv", "conv"]),
-    "Lfm2MoeModel": dict(model_type="lfm2_moe", vocab_size=90, hidden_size=32, intermediate_size=40,
-                         moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2,
-                         conv_L_cache=4, num_dense_layers=0, num_experts=3, num_experts_per_tok=2,
-                         use_expert_bias=False, norm_eps=1e-6, layer_types=["full_attention", "conv", "conv"],
-                         rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+    "Lfm2MoeForCausalLM": example("lfm2_moe", intermediate_size=40, moe_intermediate_size=12, num_hidden_layers=4,
+                                  conv_L_cache=3, num_dense_layers=1, num_experts=4, num_experts_per_tok=2,
+                                  routed_scaling_factor=1.5, tie_word_embeddings=False,
+                                  layer_types=["conv", "full_attention", "conv", "conv"]),
+    "Lfm2MoeModel": example("lfm2_moe", intermediate_size=40, moe_intermediate_size=16, num_hidden_layers=3,
+                            num_attention_heads=2, conv_L_cache=4, num_dense_layers=0, num_experts=3,
+                            num_experts_per_tok=2, use_expert_bias=False, norm_eps=1e-6,
+                            layer_types=["full_attention", "conv", "conv"],
+                            rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="lfm2_moe", vocab_size=91, hidden_size=24, intermediate_size=40,
-                 moe_intermediate_size=8, num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1,
-                 conv_L_cache=4, num_dense_layers=2, num_experts=3, num_experts_per_tok=2,
-                 norm_topk_prob=False, routed_scaling_factor=2.5, use_expert_bias=False, norm_eps=1e-6,
-                 initializer_range=0.05, tie_word_embeddings=False,
-                 layer_types=["conv", "full_attention", "full_attention"],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="lfm2_moe", vocab_size=91, hidden_size=24, intermediate_size=40, moe_intermediate_size=8,
-                num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3, num_dense_layers=0, num_experts=2,
-                num_experts_per_tok=1, max_position_embeddings=32, layer_types=["conv", "full_attention"]))]
+COVERAGE = [covering("lfm2_moe", moe_intermediate_size=8, num_hidden_layers=3, num_key_value_heads=1, conv_L_cache=4,
+                     num_dense_layers=2, num_experts=3, num_experts_per_tok=2, norm_topk_prob=False,
+                     routed_scaling_factor=2.5, use_expert_bias=False, norm_eps=1e-6, initializer_range=0.05,
+                     tie_word_embeddings=False, layer_types=["conv", "full_attention", "full_attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("lfm2_moe", moe_intermediate_size=8, num_hidden_layers=2,
+                                            num_key_value_heads=3, num_dense_layers=0, num_experts=2,
+                                            num_experts_per_tok=1, max_position_embeddings=32,
+                                            layer_types=["conv", "full_attention"]))]
 
 
 LFM2_MOE = hf_lfm2.LFM2.derive(

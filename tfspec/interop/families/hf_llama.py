@@ -20,6 +20,7 @@ from ..writer import causal_masks
 from .. import layouts
 from ..weights import Weights, GatedMLP, Projections
 from ..document import Document, Statement
+from ..layouts import covering, example
 
 
 ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "gelu": "geglu"}  # HF's act on the gate -> our gated unit
@@ -200,28 +201,19 @@ def hf_config(spec) -> dict:
 WEIGHTS = Weights({"attention": Projections(), "feedforward": GatedMLP(),
                           "attention_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"})
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "LlamaForCausalLM": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                             rope_theta=500000.0, tie_word_embeddings=False),
-    "MistralForCausalLM": dict(model_type="mistral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=1, intermediate_size=48, sliding_window=6),
+    "LlamaForCausalLM": example("llama", rope_theta=500000.0, tie_word_embeddings=False),
+    "MistralForCausalLM": example("mistral", num_key_value_heads=1, sliding_window=6),
     "LlamaModel": dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                        intermediate_size=48, attention_bias=True),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
-                 attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
-                 mlp_bias=True, tie_word_embeddings=True),
-            dict(model_type="mistral", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                 num_key_value_heads=3, intermediate_size=40, sliding_window=7),
-            *each_scaling(dict(
-                model_type="llama", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("llama", num_hidden_layers=3, num_key_value_heads=1, head_dim=16, rms_norm_eps=1e-5,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                     attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
+                     mlp_bias=True, tie_word_embeddings=True),
+            covering("mistral", num_hidden_layers=2, num_key_value_heads=3, sliding_window=7),
+            *each_scaling(covering("llama", num_hidden_layers=1, max_position_embeddings=32))]
 
 
 LLAMA = Family("Llama", ("llama",), causal_lm("Llama"),

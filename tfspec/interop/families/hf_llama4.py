@@ -23,6 +23,7 @@ from ..fields import Field, Fields
 from ..document import Document, Statement
 from ..weights import GatedMLP, Tensor
 from ..writer import causal_masks, every_step, schedule
+from ..layouts import covering, example
 
 CHUNKED, FULL = "chunked_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -155,22 +156,19 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # chunks of 4 and a temperature from index 2 on, both reached by 24 positions; MoE every other layer
-    "Llama4ForCausalLM": dict(model_type="llama4_text", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=16,
-                              intermediate_size_mlp=48, num_local_experts=3, num_experts_per_tok=1,
-                              interleave_moe_layer_step=2, attention_chunk_size=4, floor_scale=3, attn_scale=0.5,
-                              pad_token_id=0, bos_token_id=1, eos_token_id=2),
-    "Llama4TextModel": dict(model_type="llama4_text", vocab_size=90, hidden_size=32, num_hidden_layers=3,
-                            num_attention_heads=4, num_key_value_heads=4, head_dim=16, intermediate_size=16,
-                            num_local_experts=4, num_experts_per_tok=2, no_rope_layers=[0, 1, 1],
-                            attention_chunk_size=5, use_qk_norm=False, attn_temperature_tuning=False,
-                            attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "Llama4ForCausalLM": example("llama4_text", num_hidden_layers=4, head_dim=8, intermediate_size=16,
+                                 intermediate_size_mlp=48, num_local_experts=3, num_experts_per_tok=1,
+                                 interleave_moe_layer_step=2, attention_chunk_size=4, floor_scale=3, attn_scale=0.5,
+                                 pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "Llama4TextModel": example("llama4_text", num_hidden_layers=3, num_key_value_heads=4, head_dim=16,
+                               intermediate_size=16, num_local_experts=4, num_experts_per_tok=2,
+                               no_rope_layers=[0, 1, 1], attention_chunk_size=5, use_qk_norm=False,
+                               attn_temperature_tuning=False, attention_bias=True, pad_token_id=0, bos_token_id=1,
+                               eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="llama4_text", vocab_size=91, hidden_size=24, num_hidden_layers=4,
                  num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
                  intermediate_size_mlp=36, num_local_experts=5, num_experts_per_tok=2, moe_layers=[1, 2],
@@ -181,14 +179,10 @@ COVERAGE = [dict(model_type="llama4_text", vocab_size=91, hidden_size=24, num_hi
                  attention_bias=True, rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0,
                                                        "low_freq_factor": 1.5, "high_freq_factor": 3.0,
                                                        "original_max_position_embeddings": 8}),
-            dict(model_type="llama4_text", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                 num_attention_heads=3, num_key_value_heads=3, head_dim=8, intermediate_size=40,
-                 num_local_experts=2,
-                 use_qk_norm=False, attn_temperature_tuning=False, attention_chunk_size=None),
-            *hf_llama.each_scaling(dict(
-                model_type="llama4_text", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, head_dim=8, intermediate_size=40, num_local_experts=2,
-                max_position_embeddings=32))]
+            covering("llama4_text", num_hidden_layers=2, num_key_value_heads=3, head_dim=8, num_local_experts=2,
+                     use_qk_norm=False, attn_temperature_tuning=False, attention_chunk_size=None),
+            *hf_llama.each_scaling(covering("llama4_text", num_hidden_layers=1, num_key_value_heads=3, head_dim=8,
+                                            num_local_experts=2, max_position_embeddings=32))]
 
 
 LLAMA4 = hf_llama.LLAMA.derive(

@@ -23,6 +23,7 @@ from ..document import Block, Document, Statement, Tower
 from ..mapping import linear_rules
 from ..nested import Nested
 from ..family import Family
+from ..layouts import covering, example
 
 TEXT = Nested("text_config", "text", "text_", "llama",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
@@ -167,27 +168,23 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
             *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)], {}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # CLIP's vision tower, its patches at the input of its last layer through a two-layer projector in place of a
     # Llama's image tokens
     "LlavaForConditionalGeneration": dict(
         model_type="llava", image_token_index=89, image_seq_length=9,
-        text_config=dict(model_type="llama", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=48),
+        text_config=example("llama"),
         vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
                            image_size=12, patch_size=4, num_channels=3, layer_norm_eps=1e-6)),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 # every field away from its default: the class token kept, the last layer's output read, a bias-free projector,
 # a tied Qwen2 text model (any family's text_config: that family's fields are its own table's)
 COVERAGE = [dict(model_type="llava", image_token_index=3, image_seq_length=17, projector_hidden_act="relu",
                  vision_feature_select_strategy="full", vision_feature_layer=-1, multimodal_projector_bias=False,
                  tie_word_embeddings=True,
-                 text_config=dict(model_type="qwen2", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
-                                  tie_word_embeddings=True),
+                 text_config=covering("qwen2", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      tie_word_embeddings=True),
                  vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
                                     num_attention_heads=5, image_size=16, patch_size=4, num_channels=1,
                                     hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,

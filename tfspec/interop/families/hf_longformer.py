@@ -16,6 +16,7 @@ from ..document import Document
 from ..fields import Field, Fields
 from ..mapping import InteropError
 from ..writer import schedule
+from ..layouts import covering
 
 
 def _windows(config) -> list[int]:
@@ -68,7 +69,6 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "LongformerForMaskedLM": dict(model_type="longformer", vocab_size=90, hidden_size=32, num_hidden_layers=3,
                                   num_attention_heads=4, intermediate_size=64, max_position_embeddings=60,
@@ -78,14 +78,11 @@ EXAMPLES = {
                             attention_window=6, pad_token_id=1, hidden_act="relu"),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="longformer", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, intermediate_size=40, max_position_embeddings=35,
-                 layer_norm_eps=1e-7, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3,
-                 initializer_range=0.05, type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False,
-                 pad_token_id=3, attention_window=[6, 2, 6], architectures=["LongformerForMaskedLM"]),
-            dict(model_type="longformer", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                 num_attention_heads=3, intermediate_size=40, attention_window=10)]
+COVERAGE = [covering("longformer", num_hidden_layers=3, max_position_embeddings=35, layer_norm_eps=1e-7,
+                     hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                     type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, pad_token_id=3,
+                     attention_window=[6, 2, 6], architectures=["LongformerForMaskedLM"]),
+            covering("longformer", num_hidden_layers=2, attention_window=10)]
 
 
 LONGFORMER = hf_roberta.ROBERTA.derive(

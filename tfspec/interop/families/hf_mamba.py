@@ -70,7 +70,6 @@ def hf_config(spec) -> dict:
     return {"model_type": "mamba", **FIELDS.config(f)}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Mamba: layers of a normed Mamba-1 mixer alone; the base model's biased projections, no convolution bias
     "MambaForCausalLM": dict(model_type="mamba", vocab_size=90, hidden_size=32, num_hidden_layers=3, state_size=8,
@@ -79,7 +78,6 @@ EXAMPLES = {
                        conv_kernel=3, use_bias=True, use_conv_bias=False, time_step_rank=5, layer_norm_epsilon=1e-6),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="mamba", vocab_size=91, hidden_size=24, num_hidden_layers=3, state_size=6, expand=3,
                  conv_kernel=3, use_bias=True, use_conv_bias=False, time_step_rank=7, layer_norm_epsilon=1e-6,
                  initializer_range=0.05, tie_word_embeddings=False)]

@@ -41,7 +41,6 @@ def hf_config(spec) -> dict:
     return {"model_type": "mamba2", **FIELDS.config(f)}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Mamba-2: layers of a normed mixer alone; the base model's B and C in one group, biased projections
     "Mamba2ForCausalLM": dict(model_type="mamba2", vocab_size=90, hidden_size=32, num_hidden_layers=3, num_heads=4,
@@ -51,7 +50,6 @@ EXAMPLES = {
                         use_conv_bias=False, chunk_size=4, layer_norm_epsilon=1e-6),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="mamba2", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_heads=3,
                  head_dim=32, expand=4, state_size=6, n_groups=3, conv_kernel=3, chunk_size=4, use_bias=True,
                  use_conv_bias=False, layer_norm_epsilon=1e-6, initializer_range=0.05,

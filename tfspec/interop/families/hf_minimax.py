@@ -21,6 +21,7 @@ from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from .. import layouts
 from ..writer import causal_masks, schedule
+from ..layouts import covering
 
 LINEAR, FULL = "linear_attention", "full_attention"
 _MIXTRAL = {getattr(e, "name", None) or e.config: e for e in hf_mixtral.FIELDS.entries}
@@ -161,7 +162,6 @@ def _decays(model, prefix: str, state: dict) -> dict:
     return out
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # MiniMax: lightning attention with Mixtral's attention in layer 1, DeepNet's scaled sums, mixtures; the base
     # model's attention in most layers, sliding, its head_dim its own
@@ -179,20 +179,17 @@ EXAMPLES = {
                          rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="minimax", vocab_size=91, hidden_size=24, intermediate_size=8,
-                 num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1, head_dim=16, block_size=8,
-                 num_local_experts=3, num_experts_per_tok=1, router_aux_loss_coef=0.02,
-                 output_router_logits=True, rms_norm_eps=1e-6, attention_dropout=0.1, initializer_range=0.05,
-                 tie_word_embeddings=True, sliding_window=7, full_attn_alpha_factor=1.7,
-                 linear_attn_alpha_factor=1.7, mlp_alpha_factor=1.5, full_attn_beta_factor=0.8,
-                 linear_attn_beta_factor=0.8, mlp_beta_factor=0.9,
-                 layer_types=["linear_attention", "full_attention", "full_attention"],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="minimax", vocab_size=91, hidden_size=24, intermediate_size=8, num_hidden_layers=2,
-                num_attention_heads=3, num_key_value_heads=3, num_local_experts=2, num_experts_per_tok=1,
-                max_position_embeddings=32, layer_types=["linear_attention", "full_attention"]))]
+COVERAGE = [covering("minimax", intermediate_size=8, num_hidden_layers=3, num_key_value_heads=1, head_dim=16,
+                     block_size=8, num_local_experts=3, num_experts_per_tok=1, router_aux_loss_coef=0.02,
+                     output_router_logits=True, rms_norm_eps=1e-6, attention_dropout=0.1, initializer_range=0.05,
+                     tie_word_embeddings=True, sliding_window=7, full_attn_alpha_factor=1.7,
+                     linear_attn_alpha_factor=1.7, mlp_alpha_factor=1.5, full_attn_beta_factor=0.8,
+                     linear_attn_beta_factor=0.8, mlp_beta_factor=0.9,
+                     layer_types=["linear_attention", "full_attention", "full_attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("minimax", intermediate_size=8, num_hidden_layers=2, num_key_value_heads=3,
+                                            num_local_experts=2, num_experts_per_tok=1, max_position_embeddings=32,
+                                            layer_types=["linear_attention", "full_attention"]))]
 
 
 MINIMAX = Family(

@@ -35,6 +35,7 @@ from .hf_llava import TIED, connected_config, connected_document
 from ..mapping import linear_rules, rule
 from ..nested import Nested
 from ..family import Family
+from ..layouts import covering, example
 
 TEXT = Nested("text_config", "text", "text_", "mistral",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
@@ -158,28 +159,23 @@ def pictures(config, outputs: dict):
     out = [pixels[i:i + 1, :, :h, :w] for i, (h, w) in enumerate(sizes.tolist())]
     return out if len({tuple(x.shape) for x in out}) > 1 else pixels[:, :, :out[0].shape[2], :out[0].shape[3]]
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Pixtral's vision encoder (2-D rotary positions, gated MLPs, RMSNorm), its patches normed, merged in 2 × 2
     # blocks and projected in place of a Mistral's image tokens
     "Mistral3ForConditionalGeneration": dict(
         model_type="mistral3", image_token_index=89, spatial_merge_size=2, tie_word_embeddings=False,
-        text_config=dict(model_type="mistral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
-                         rms_norm_eps=1e-6, sliding_window=6),
+        text_config=example("mistral", head_dim=8, rms_norm_eps=1e-6, sliding_window=6),
         vision_config=dict(model_type="pixtral", hidden_size=32, intermediate_size=40, num_hidden_layers=2,
                            num_attention_heads=4, image_size=16, patch_size=4, num_channels=3, hidden_act="silu",
                            rope_parameters={"rope_theta": 100.0, "rope_type": "axial"})),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 # every field away from its default: a 3 × 3 merge of a 6 × 6 grid, the input of the last vision layer, a
 # biased relu projector, a tied text model
 COVERAGE = [dict(model_type="mistral3", image_token_index=5, spatial_merge_size=3, vision_feature_layer=-2,
                  projector_hidden_act="relu", multimodal_projector_bias=True, tie_word_embeddings=False,
-                 text_config=dict(model_type="mistral", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, head_dim=6,
-                                  intermediate_size=40, sliding_window=16, tie_word_embeddings=False),
+                 text_config=covering("mistral", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      head_dim=6, sliding_window=16, tie_word_embeddings=False),
                  vision_config=dict(model_type="pixtral", hidden_size=24, intermediate_size=36,
                                     num_hidden_layers=1, num_attention_heads=2, image_size=24, patch_size=4,
                                     num_channels=1, hidden_act="silu", attention_dropout=0.2,

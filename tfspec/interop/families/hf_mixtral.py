@@ -16,6 +16,7 @@ from . import hf_llama
 from ..document import Document
 from ..fields import Field, Fields, Fixed
 from ..weights import GatedMLP, Tensor
+from ..layouts import covering, example
 
 MOE_FIELDS = [
     Field("experts", "num_local_experts", lambda f: f.mixture("decoder").experts),
@@ -58,28 +59,21 @@ MIXTURE = {"feedforward.router": "mlp.gate", "feedforward.experts.up": Tensor("m
            "feedforward.shared": GatedMLP("mlp.shared_expert"), "feedforward.shared_gate": "mlp.shared_expert_gate"}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "MixtralForCausalLM": dict(model_type="mixtral", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=24,
-                               num_local_experts=4, num_experts_per_tok=2, sliding_window=6),
-    "MixtralModel": dict(model_type="mixtral", vocab_size=90, hidden_size=32, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=4, intermediate_size=24, num_local_experts=3,
-                         num_experts_per_tok=3, output_router_logits=True, router_aux_loss_coef=0.02),
+    "MixtralForCausalLM": example("mixtral", intermediate_size=24, num_local_experts=4, num_experts_per_tok=2,
+                                  sliding_window=6),
+    "MixtralModel": example("mixtral", num_hidden_layers=1, num_key_value_heads=4, intermediate_size=24,
+                            num_local_experts=3, num_experts_per_tok=3, output_router_logits=True,
+                            router_aux_loss_coef=0.02),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
-                 rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=True, sliding_window=5, num_local_experts=5, num_experts_per_tok=3,
-                 output_router_logits=True, router_aux_loss_coef=0.05,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
-                 architectures=["MixtralForCausalLM"]),
-            *hf_llama.each_scaling(dict(
-                model_type="mixtral", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32, num_local_experts=2,
-                num_experts_per_tok=1))]
+COVERAGE = [covering("mixtral", num_hidden_layers=3, num_key_value_heads=1, head_dim=10, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
+                     sliding_window=5, num_local_experts=5, num_experts_per_tok=3, output_router_logits=True,
+                     router_aux_loss_coef=0.05, rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
+                     architectures=["MixtralForCausalLM"]),
+            *hf_llama.each_scaling(covering("mixtral", num_hidden_layers=1, num_key_value_heads=3,
+                                            max_position_embeddings=32, num_local_experts=2, num_experts_per_tok=1))]
 
 
 # Llama's with the mixture's, and each head's query and key norms where it has them (Qwen3-MoE's)

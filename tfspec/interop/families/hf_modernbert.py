@@ -161,7 +161,6 @@ def _layer_parts(model, i: int) -> dict[str, str]:
     return parts
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "ModernBertForMaskedLM": dict(model_type="modernbert", vocab_size=90, hidden_size=32, num_hidden_layers=4,
                                   num_attention_heads=4, intermediate_size=48, local_attention=8,
@@ -175,7 +174,6 @@ EXAMPLES = {
                             pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="modernbert", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                  num_attention_heads=3, intermediate_size=40, local_attention=6, norm_eps=1e-7,
                  norm_bias=True, attention_bias=True, mlp_bias=True, hidden_activation="relu",

@@ -16,6 +16,7 @@ from . import hf_bert, hf_roberta
 from ..family import Requires
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
+from ..layouts import covering
 
 _BERT = [e for e in hf_bert.FIELDS.entries if isinstance(e, Field) and e.name != "segments"]
 
@@ -52,7 +53,6 @@ def _mpnet_bias(f) -> bool:
                                                                                                     True)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "MPNetForMaskedLM": dict(model_type="mpnet", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                              num_attention_heads=4, intermediate_size=48, max_position_embeddings=40),
@@ -60,11 +60,9 @@ EXAMPLES = {
                        intermediate_size=48, max_position_embeddings=40, hidden_act="relu", layer_norm_eps=1e-5),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="mpnet", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 intermediate_size=40, max_position_embeddings=35, layer_norm_eps=1e-7, hidden_dropout_prob=0.2,
-                 attention_probs_dropout_prob=0.3, initializer_range=0.05, hidden_act="relu",
-                 tie_word_embeddings=False, architectures=["MPNetForMaskedLM"])]
+COVERAGE = [covering("mpnet", num_hidden_layers=3, max_position_embeddings=35, layer_norm_eps=1e-7,
+                     hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                     hidden_act="relu", tie_word_embeddings=False, architectures=["MPNetForMaskedLM"])]
 
 
 MPNET = hf_roberta.ROBERTA.derive(

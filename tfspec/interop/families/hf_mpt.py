@@ -75,7 +75,6 @@ def hf_config(spec) -> dict:
 NO_DROPOUT = Requires(lambda f: not (f.attention("decoder").dropout or f.residual_dropout("decoder")),
                       "it trains with dropout; transformers' MPT configuration takes only a whole attn_pdrop (0)")
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "MptForCausalLM": dict(model_type="mpt", vocab_size=90, d_model=32, n_layers=2, n_heads=4, max_seq_len=40,
                            bos_token_id=1, eos_token_id=2),
@@ -83,7 +82,6 @@ EXAMPLES = {
                      attn_config={"softmax_scale": 0.3}, bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="mpt", vocab_size=91, d_model=24, n_layers=3, n_heads=2, max_seq_len=33,
                  layer_norm_epsilon=1e-6, attn_config={"softmax_scale": 0.5},
                  initializer_range=0.05, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)]

@@ -14,28 +14,22 @@ from . import hf_gemma2, hf_llama
 from ..document import Document, Statement
 from ..family import Requires, causal_lm
 from ..fields import Field
+from ..layouts import covering, example
 
 ACTIVATIONS = {"relu2": "squared_relu", "relu": "relu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh",
                "silu": "silu"}
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "NanoChatForCausalLM": dict(model_type="nanochat", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                                num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                                final_logit_softcapping=0.5),
+    "NanoChatForCausalLM": example("nanochat", final_logit_softcapping=0.5),
     "NanoChatModel": dict(model_type="nanochat", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                           num_attention_heads=4, intermediate_size=48, attention_bias=True, hidden_act="gelu"),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="nanochat", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-5,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="relu", attention_bias=True,
-                 tie_word_embeddings=True, final_logit_softcapping=None,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            *hf_llama.each_scaling(dict(
-                model_type="nanochat", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("nanochat", num_hidden_layers=3, num_key_value_heads=1, rms_norm_eps=1e-5, attention_dropout=0.3,
+                     initializer_range=0.05, hidden_act="relu", attention_bias=True, tie_word_embeddings=True,
+                     final_logit_softcapping=None,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
+            *hf_llama.each_scaling(covering("nanochat", num_hidden_layers=1, max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

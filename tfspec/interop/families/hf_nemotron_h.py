@@ -21,6 +21,7 @@ from ..fields import Field, Fields, Fixed, lookup, standard
 from ..mapping import InteropError
 from ..document import Block, Document, Statement
 from ..writer import causal_masks, router, schedule
+from ..layouts import covering
 
 MAMBA, ATTENTION, MLP, MOE = "linear_attention", "full_attention", "mlp", "moe"
 ACTIVATION_NAMES = {"relu2": "squared_relu", **{n: n for n in ("relu", "gelu", "silu", "tanh")}}
@@ -183,7 +184,6 @@ def _parts(model) -> list[dict[str, str]]:
     return found
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Nemotron-H: blocks of Mamba-2, attention, a squared-ReLU MLP and a mixture (grouped sigmoid routing, a shared
     # MLP); the base model's of Mamba-2 (biased projections), an MLP and attention
@@ -202,16 +202,13 @@ EXAMPLES = {
                                         "linear_attention"]),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="nemotron_h", vocab_size=91, hidden_size=24, num_attention_heads=3,
-                 num_key_value_heads=1, head_dim=16, intermediate_size=40, mlp_hidden_act="relu",
-                 mlp_bias=True, attention_dropout=0.1, layer_norm_epsilon=1e-6, initializer_range=0.05,
-                 tie_word_embeddings=True, mamba_num_heads=3, mamba_head_dim=16, ssm_state_size=6,
-                 n_groups=3, conv_kernel=3, chunk_size=4, use_bias=True, use_conv_bias=False,
-                 n_routed_experts=6, num_experts_per_tok=3, moe_intermediate_size=8,
-                 moe_shared_expert_intermediate_size=12, n_group=3, topk_group=2,
-                 routed_scaling_factor=2.5, norm_topk_prob=False,
-                 layer_types=["moe", "attention", "mamba", "mlp", "mamba"])]
+COVERAGE = [covering("nemotron_h", num_key_value_heads=1, head_dim=16, mlp_hidden_act="relu", mlp_bias=True,
+                     attention_dropout=0.1, layer_norm_epsilon=1e-6, initializer_range=0.05, tie_word_embeddings=True,
+                     mamba_num_heads=3, mamba_head_dim=16, ssm_state_size=6, n_groups=3, conv_kernel=3, chunk_size=4,
+                     use_bias=True, use_conv_bias=False, n_routed_experts=6, num_experts_per_tok=3,
+                     moe_intermediate_size=8, moe_shared_expert_intermediate_size=12, n_group=3, topk_group=2,
+                     routed_scaling_factor=2.5, norm_topk_prob=False,
+                     layer_types=["moe", "attention", "mamba", "mlp", "mamba"])]
 
 
 NEMOTRON_H = Family(

@@ -18,6 +18,7 @@ from ..mapping import InteropError
 from .. import layouts
 from ..document import Document
 from ..writer import causal_masks
+from ..layouts import covering, example
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -70,24 +71,18 @@ FULL_QK_NORM = {"attention.full_qk_norm.q": "self_attn.q_norm", "attention.full_
                 "attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Olmo2ForCausalLM": dict(model_type="olmo2", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, pad_token_id=0,
-                             eos_token_id=2),
+    "Olmo2ForCausalLM": example("olmo2", pad_token_id=0, eos_token_id=2),
     "Olmo2Model": dict(model_type="olmo2", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                        intermediate_size=48, attention_bias=True, pad_token_id=0, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-6,
-                 rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0},
-                 attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
-                 tie_word_embeddings=True, pad_token_id=0, eos_token_id=2),
-            *hf_llama.each_scaling(dict(
-                model_type="olmo2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                intermediate_size=40, max_position_embeddings=32, pad_token_id=0, eos_token_id=2))]
+COVERAGE = [covering("olmo2", num_hidden_layers=3, num_key_value_heads=1, rms_norm_eps=1e-6,
+                     rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "factor": 2.0}, attention_dropout=0.1,
+                     initializer_range=0.05, hidden_act="gelu", attention_bias=True, tie_word_embeddings=True,
+                     pad_token_id=0, eos_token_id=2),
+            *hf_llama.each_scaling(covering("olmo2", num_hidden_layers=1, max_position_embeddings=32, pad_token_id=0,
+                                            eos_token_id=2))]
 
 
 OLMO2 = Family(

@@ -57,7 +57,6 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "Olmo3ForCausalLM": dict(model_type="olmo3", vocab_size=90, hidden_size=32, num_hidden_layers=4,
                              num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
@@ -74,7 +73,6 @@ EXAMPLES = {
                        pad_token_id=0, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="olmo3", vocab_size=91, hidden_size=24, num_hidden_layers=4, num_attention_heads=3,
                  num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7, attention_dropout=0.3,
                  initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,

@@ -13,6 +13,7 @@ from ..family import Requires, causal_lm
 from . import hf_llama, hf_mixtral, hf_olmo2
 from ..document import Document
 from ..fields import Field, Fields, Fixed
+from ..layouts import covering, example
 
 _MIXTRAL = [e for e in hf_mixtral.FIELDS.entries if getattr(e, "config", None) not in
             ("num_local_experts", "head_dim", "sliding_window", "router_jitter_noise")]
@@ -37,26 +38,20 @@ def document(s, *, padding: bool, head: bool) -> Document:
                     router="renormalize" if s.value("renormalize") else None))
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "OlmoeForCausalLM": dict(model_type="olmoe", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=16, num_experts=4,
-                             num_experts_per_tok=2, pad_token_id=0, eos_token_id=2),
+    "OlmoeForCausalLM": example("olmoe", intermediate_size=16, num_experts=4, num_experts_per_tok=2, pad_token_id=0,
+                                eos_token_id=2),
     "OlmoeModel": dict(model_type="olmoe", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                        intermediate_size=16, num_experts=3, num_experts_per_tok=2, norm_topk_prob=True,
                        attention_bias=True, pad_token_id=0, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-7, attention_dropout=0.3,
-                 initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,
-                 num_experts=5, num_experts_per_tok=3, norm_topk_prob=True, output_router_logits=True,
-                 router_aux_loss_coef=0.02, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            *hf_llama.each_scaling(dict(
-                model_type="olmoe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, num_experts=4, num_experts_per_tok=2,
-                max_position_embeddings=32))]
+COVERAGE = [covering("olmoe", num_hidden_layers=3, num_key_value_heads=1, rms_norm_eps=1e-7, attention_dropout=0.3,
+                     initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,
+                     num_experts=5, num_experts_per_tok=3, norm_topk_prob=True, output_router_logits=True,
+                     router_aux_loss_coef=0.02, rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            *hf_llama.each_scaling(covering("olmoe", num_hidden_layers=1, num_key_value_heads=3, num_experts=4,
+                                            num_experts_per_tok=2, max_position_embeddings=32))]
 
 
 OLMOE = hf_llama.LLAMA.derive(

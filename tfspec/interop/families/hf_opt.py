@@ -67,7 +67,6 @@ OPT_POSITIONS = Requires(lambda f: f.embedding.position.options.get("offset") ==
 SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
                      "its attention and feed-forward differ in bias; OPT's enable_bias sets both")
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "OPTForCausalLM": dict(model_type="opt", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                            num_attention_heads=4, ffn_dim=64, max_position_embeddings=40, word_embed_proj_dim=32,
@@ -77,7 +76,6 @@ EXAMPLES = {
                      pad_token_id=1, bos_token_id=2, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="opt", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                  ffn_dim=40, max_position_embeddings=33, word_embed_proj_dim=24, do_layer_norm_before=False,
                  dropout=0.2, attention_dropout=0.3, init_std=0.05, activation_function="gelu",

@@ -8,6 +8,7 @@ from ..family import Requires, causal_lm
 from . import hf_gptj, hf_llama
 from ..document import Document
 from ..weights import Projections
+from ..layouts import covering, example
 
 
 def document(s, *, padding: bool, head: bool) -> Document:
@@ -18,25 +19,20 @@ def document(s, *, padding: bool, head: bool) -> Document:
                             extra=", bias=true" + qk_norm, d_ff=s.d_ff)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "PhiForCausalLM": dict(model_type="phi", vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                           num_key_value_heads=2, intermediate_size=48, qk_layernorm=True, bos_token_id=1,
-                           eos_token_id=2),
+    "PhiForCausalLM": example("phi", qk_layernorm=True, bos_token_id=1, eos_token_id=2),
     "PhiModel": dict(model_type="phi", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                      intermediate_size=48, bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="phi", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                  num_key_value_heads=1, intermediate_size=40, layer_norm_eps=1e-6,
                  rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "partial_rotary_factor": 0.75,
                                   "factor": 2.0},
                  resid_pdrop=0.2, embd_pdrop=0.25, attention_dropout=0.3, initializer_range=0.05,
                  hidden_act="relu", qk_layernorm=True, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2),
-            *hf_llama.each_scaling(dict(
-                model_type="phi", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                intermediate_size=40, max_position_embeddings=32, bos_token_id=1, eos_token_id=2))]
+            *hf_llama.each_scaling(covering("phi", num_hidden_layers=1, max_position_embeddings=32, bos_token_id=1,
+                                            eos_token_id=2))]
 
 
 PHI = hf_gptj.GPTJ.derive(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..family import causal_lm
 from . import hf_llama
 from ..fields import Field, Fields, Fixed
+from ..layouts import covering, example
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -30,21 +31,16 @@ FIELDS = Fields(
 )
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Phi3ForCausalLM": dict(model_type="phi3", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                            num_attention_heads=4, num_key_value_heads=2, intermediate_size=48, sliding_window=6,
-                            pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "Phi3ForCausalLM": example("phi3", sliding_window=6, pad_token_id=0, bos_token_id=1, eos_token_id=2),
     "Phi3Model": dict(model_type="phi3", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                       intermediate_size=48, partial_rotary_factor=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="phi3", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-6, sliding_window=7,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
-                 attention_dropout=0.1, resid_pdrop=0.2, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)]
+COVERAGE = [covering("phi3", num_hidden_layers=3, num_key_value_heads=1, rms_norm_eps=1e-6, sliding_window=7,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                     attention_dropout=0.1, resid_pdrop=0.2, initializer_range=0.05, hidden_act="gelu",
+                     tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)]
 
 
 PHI3 = hf_llama.LLAMA.derive(

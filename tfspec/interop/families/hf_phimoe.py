@@ -17,6 +17,7 @@ from ..family import Requires, causal_lm
 from . import hf_llama, hf_mixtral
 from ..document import Document
 from ..fields import Field, Fields, Fixed
+from ..layouts import covering, example
 
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
 
@@ -51,28 +52,23 @@ def document(s, *, padding: bool, head: bool) -> Document:
     return document
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # a wide threshold (router_jitter_noise), so that the sparse mixer's softmax weighs several experts
-    "PhimoeForCausalLM": dict(model_type="phimoe", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                              num_attention_heads=4, num_key_value_heads=2, intermediate_size=16, num_local_experts=4,
-                              router_jitter_noise=0.6, attention_bias=True, lm_head_bias=True,
-                              tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2),
-    "PhimoeModel": dict(model_type="phimoe", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                        num_key_value_heads=4, intermediate_size=16, num_local_experts=3, router_jitter_noise=0.3,
-                        input_jitter_noise=0.01, sliding_window=5, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "PhimoeForCausalLM": example("phimoe", intermediate_size=16, num_local_experts=4, router_jitter_noise=0.6,
+                                 attention_bias=True, lm_head_bias=True, tie_word_embeddings=False, pad_token_id=0,
+                                 bos_token_id=1, eos_token_id=2),
+    "PhimoeModel": example("phimoe", num_hidden_layers=1, num_key_value_heads=4, intermediate_size=16,
+                           num_local_experts=3, router_jitter_noise=0.3, input_jitter_noise=0.01, sliding_window=5,
+                           pad_token_id=0, bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="phimoe", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, intermediate_size=40, num_local_experts=5, router_jitter_noise=0.2,
-                 input_jitter_noise=0.05, output_router_logits=True, router_aux_loss_coef=0.02,
-                 rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=True, attention_bias=True, sliding_window=7,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
-            dict(model_type="phimoe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                 num_key_value_heads=3, intermediate_size=40, num_local_experts=2, lm_head_bias=True,
-                 tie_word_embeddings=False)]
+COVERAGE = [covering("phimoe", num_hidden_layers=3, num_key_value_heads=1, num_local_experts=5, router_jitter_noise=0.2,
+                     input_jitter_noise=0.05, output_router_logits=True, router_aux_loss_coef=0.02, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
+                     attention_bias=True, sliding_window=7,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5}),
+            covering("phimoe", num_hidden_layers=1, num_key_value_heads=3, num_local_experts=2, lm_head_bias=True,
+                     tie_word_embeddings=False)]
 
 
 PHIMOE = hf_mixtral.MIXTRAL.derive(

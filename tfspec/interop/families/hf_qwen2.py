@@ -12,6 +12,7 @@ from . import hf_llama
 from ..document import Document
 from ..fields import Field
 from ..writer import causal_masks, schedule
+from ..layouts import example
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
@@ -58,15 +59,11 @@ SCHEDULE_FIELDS = [
           read=lambda c: [t if _window(c) is not None else FULL for t in c.layer_types], setting=False),
 ]
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Qwen2ForCausalLM": dict(model_type="qwen2", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                             num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                             use_sliding_window=True, sliding_window=6,
-                             layer_types=["sliding_attention"] * 3 + ["full_attention"]),
-    "Qwen2Model": dict(model_type="qwen2", vocab_size=90, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                       num_key_value_heads=4,
-                       intermediate_size=48, use_sliding_window=True, sliding_window=5, max_window_layers=1),
+    "Qwen2ForCausalLM": example("qwen2", num_hidden_layers=4, use_sliding_window=True, sliding_window=6,
+                                layer_types=["sliding_attention"] * 3 + ["full_attention"]),
+    "Qwen2Model": example("qwen2", num_hidden_layers=3, num_key_value_heads=4, use_sliding_window=True,
+                          sliding_window=5, max_window_layers=1),
 }
 
 

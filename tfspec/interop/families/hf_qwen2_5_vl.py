@@ -247,7 +247,6 @@ def pictures(config, outputs: dict) -> list:
     return out if len({tuple(x.shape) for x in out}) > 1 else torch.cat(out)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # its vision transformer (two frames' patches, 2-D rotary positions, tiles of 8 pixels but in its layer 1), its
     # merger in place of the image tokens of Qwen2's text model with M-RoPE; square pictures of vision_config's
@@ -263,7 +262,6 @@ EXAMPLES = {
                          rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "mrope_section": [1, 1, 2]})),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 # every field away from its default: one-frame patches of 3 pixels, merged 3 × 3, tiles of 9 pixels, two full
 # layers, a tied text model of GELU with its own M-RoPE sections
 COVERAGE = [dict(model_type="qwen2_5_vl", image_token_id=5, tie_word_embeddings=True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..family import causal_lm
 from . import hf_llama, hf_qwen_moe
 from ..document import Document
+from ..layouts import covering, example
 
 
 def document(s, *, padding: bool, head: bool) -> Document:
@@ -16,27 +17,22 @@ def document(s, *, padding: bool, head: bool) -> Document:
         shared=f", shared={s.shared}, shared_gate=true")
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Qwen2MoeForCausalLM": dict(model_type="qwen2_moe", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                                num_attention_heads=4, num_key_value_heads=2, intermediate_size=40,
-                                moe_intermediate_size=24, shared_expert_intermediate_size=20, num_experts=4,
-                                num_experts_per_tok=2, decoder_sparse_step=2),  # every 2nd layer a mixture,
+    "Qwen2MoeForCausalLM": example("qwen2_moe", num_hidden_layers=4, intermediate_size=40, moe_intermediate_size=24,
+                                   shared_expert_intermediate_size=20, num_experts=4, num_experts_per_tok=2,
+                                   decoder_sparse_step=2),  # every 2nd layer a mixture,
     "Qwen2MoeModel": dict(model_type="qwen2_moe", vocab_size=90, hidden_size=32, num_hidden_layers=1,
                           num_attention_heads=4, num_key_value_heads=4, moe_intermediate_size=24,
                           shared_expert_intermediate_size=16, num_experts=3, num_experts_per_tok=3,
                           norm_topk_prob=True),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="qwen2_moe", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, intermediate_size=40,
-                 moe_intermediate_size=20, shared_expert_intermediate_size=12, num_experts=5,
-                 num_experts_per_tok=3, norm_topk_prob=True, mlp_only_layers=[0],
-                 output_router_logits=True, router_aux_loss_coef=0.05, rms_norm_eps=1e-7,
-                 attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
-                 architectures=["Qwen2MoeForCausalLM"]),
+COVERAGE = [covering("qwen2_moe", num_hidden_layers=3, num_key_value_heads=1, moe_intermediate_size=20,
+                     shared_expert_intermediate_size=12, num_experts=5, num_experts_per_tok=3, norm_topk_prob=True,
+                     mlp_only_layers=[0], output_router_logits=True, router_aux_loss_coef=0.05, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
+                     architectures=["Qwen2MoeForCausalLM"]),
             *hf_llama.each_scaling(dict(
                 model_type="qwen2_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
                 num_key_value_heads=3, moe_intermediate_size=20, shared_expert_intermediate_size=12, num_experts=2,

@@ -9,26 +9,21 @@ from . import hf_llama, hf_qwen2
 from ...registry import NORMS
 from ..document import Document
 from ..fields import Field
+from ..layouts import covering, example
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Qwen3ForCausalLM": dict(model_type="qwen3", vocab_size=90, hidden_size=32, num_hidden_layers=3,
-                             num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=48,
-                             use_sliding_window=True, sliding_window=6, max_window_layers=1),
-    "Qwen3Model": dict(model_type="qwen3", vocab_size=90, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                       num_key_value_heads=4, head_dim=8, intermediate_size=48, attention_bias=True,
-                       rms_norm_eps=1e-5),
+    "Qwen3ForCausalLM": example("qwen3", num_hidden_layers=3, head_dim=16, use_sliding_window=True, sliding_window=6,
+                                max_window_layers=1),
+    "Qwen3Model": example("qwen3", num_hidden_layers=1, num_key_value_heads=4, head_dim=8, attention_bias=True,
+                          rms_norm_eps=1e-5),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
-                 num_key_value_heads=1, head_dim=16, intermediate_size=40, rms_norm_eps=1e-5,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
-                 attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
-                 tie_word_embeddings=True, use_sliding_window=True, sliding_window=7, max_window_layers=1),
-            *hf_llama.each_scaling(dict(
-                model_type="qwen3", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("qwen3", num_hidden_layers=3, num_key_value_heads=1, head_dim=16, rms_norm_eps=1e-5,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5},
+                     attention_dropout=0.1, initializer_range=0.05, hidden_act="gelu", attention_bias=True,
+                     tie_word_embeddings=True, use_sliding_window=True, sliding_window=7, max_window_layers=1),
+            *hf_llama.each_scaling(covering("qwen3", num_hidden_layers=1, num_key_value_heads=3, head_dim=8,
+                                            max_position_embeddings=32))]
 
 
 FIELDS = hf_qwen2.FIELDS.derive(

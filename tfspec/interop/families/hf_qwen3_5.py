@@ -20,6 +20,7 @@ from . import hf_llama
 from ..fields import Field, Fields, Fixed
 from ..mapping import Rule, linear_rules, rule
 from ..writer import causal_masks, schedule
+from ..layouts import covering
 
 LINEAR, FULL = "linear_attention", "full_attention"
 _LLAMA = {e.name: e for e in hf_llama.FIELDS.fields}
@@ -143,7 +144,6 @@ WEIGHTS = Weights({"attention": gated_attention, "mixer": identical_mixer, "feed
                           "operator_norm": "input_layernorm", "feedforward_norm": "post_attention_layernorm"},
                          parts=hybrid.parts("Qwen3.5"))
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Qwen3.5's text model: three Gated DeltaNet layers to one of gated attention (a quarter of each head rotated);
     # the base model the other way round (its stack's layer attention, a section putting Gated DeltaNet in its
@@ -165,19 +165,15 @@ EXAMPLES = {
                                               "partial_rotary_factor": 0.5}),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="qwen3_5_text", vocab_size=91, hidden_size=24, intermediate_size=40,
-                 num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1, head_dim=12,
-                 linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=6,
-                 linear_value_head_dim=5, linear_conv_kernel_dim=3, rms_norm_eps=1e-5, attention_bias=True,
-                 attention_dropout=0.1, initializer_range=0.05, tie_word_embeddings=True,
-                 layer_types=["linear_attention", "full_attention", "full_attention"],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            *hf_llama.each_scaling(dict(
-                model_type="qwen3_5_text", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                num_key_value_heads=3, head_dim=16, intermediate_size=40, linear_num_value_heads=2,
-                linear_num_key_heads=2, linear_key_head_dim=4, linear_value_head_dim=4, max_position_embeddings=32,
-                layer_types=["linear_attention", "full_attention"]))]
+COVERAGE = [covering("qwen3_5_text", num_hidden_layers=3, num_key_value_heads=1, head_dim=12, linear_num_value_heads=4,
+                     linear_num_key_heads=2, linear_key_head_dim=6, linear_value_head_dim=5, linear_conv_kernel_dim=3,
+                     rms_norm_eps=1e-5, attention_bias=True, attention_dropout=0.1, initializer_range=0.05,
+                     tie_word_embeddings=True, layer_types=["linear_attention", "full_attention", "full_attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
+            *hf_llama.each_scaling(covering("qwen3_5_text", num_hidden_layers=2, num_key_value_heads=3, head_dim=16,
+                                            linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=4,
+                                            linear_value_head_dim=4, max_position_embeddings=32,
+                                            layer_types=["linear_attention", "full_attention"]))]
 
 
 QWEN3_5 = Family(

@@ -46,7 +46,6 @@ EXAMPLES["Qwen3_5MoeForCausalLM"]["rope_parameters"] = {"rope_type": "default", 
                                                         "partial_rotary_factor": 0.25, "mrope_section": [1, 1, 0]}
 EXAMPLES["Qwen3_5MoeTextModel"]["attention_bias"] = True
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="qwen3_5_moe_text", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                  num_attention_heads=3, num_key_value_heads=1, head_dim=12, linear_num_value_heads=4,
                  linear_num_key_heads=2, linear_key_head_dim=6, linear_value_head_dim=5,

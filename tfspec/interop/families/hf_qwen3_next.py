@@ -16,6 +16,7 @@ from ..document import Document
 from . import hf_llama, hf_mixtral, hf_qwen3_5, hf_qwen_moe
 from ..fields import Field, Fields
 from ..mapping import Rule, rule
+from ..layouts import covering
 
 _QWEN3_5 = {getattr(e, "name", None): e for e in hf_qwen3_5.FIELDS.entries}
 
@@ -62,7 +63,6 @@ def grouped_mixer(model, ours: str, theirs: str, state: dict, ours_state: dict) 
             *(rule(f"{ours}.{t}", f"{theirs}.{t}") for t in hf_qwen3_5.MIXER_TENSORS if not t.startswith("in_proj"))]
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Qwen3-Next: the hybrid with Qwen2-MoE's mixtures (a shared expert behind a sigmoid gate), layer 0 a gated MLP;
     # its Gated DeltaNet's projections grouped by key head; the base model's value heads two to a key head
@@ -84,23 +84,18 @@ EXAMPLES = {
                            layer_types=["linear_attention", "linear_attention", "full_attention"]),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="qwen3_next", vocab_size=91, hidden_size=24, intermediate_size=36,
-                 num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=1, head_dim=12,
-                 linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=6,
-                 linear_value_head_dim=5, linear_conv_kernel_dim=3, rms_norm_eps=1e-5,
-                 attention_bias=True, attention_dropout=0.1, initializer_range=0.05,
-                 tie_word_embeddings=True, moe_intermediate_size=10, shared_expert_intermediate_size=14,
-                 num_experts=5, num_experts_per_tok=3, norm_topk_prob=False, router_aux_loss_coef=0.02,
-                 output_router_logits=True, mlp_only_layers=[1],
-                 layer_types=["linear_attention", "full_attention", "full_attention", "linear_attention"],
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            dict(model_type="qwen3_next", vocab_size=91, hidden_size=24, intermediate_size=36,
-                 num_hidden_layers=4, num_attention_heads=3, num_key_value_heads=3, head_dim=8,
-                 linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=4,
-                 linear_value_head_dim=4, moe_intermediate_size=10, shared_expert_intermediate_size=14,
-                 num_experts=4, num_experts_per_tok=2, decoder_sparse_step=2,
-                 layer_types=["linear_attention", "full_attention"] * 2),
+COVERAGE = [covering("qwen3_next", intermediate_size=36, num_hidden_layers=4, num_key_value_heads=1, head_dim=12,
+                     linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=6, linear_value_head_dim=5,
+                     linear_conv_kernel_dim=3, rms_norm_eps=1e-5, attention_bias=True, attention_dropout=0.1,
+                     initializer_range=0.05, tie_word_embeddings=True, moe_intermediate_size=10,
+                     shared_expert_intermediate_size=14, num_experts=5, num_experts_per_tok=3, norm_topk_prob=False,
+                     router_aux_loss_coef=0.02, output_router_logits=True, mlp_only_layers=[1],
+                     layer_types=["linear_attention", "full_attention", "full_attention", "linear_attention"],
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
+            covering("qwen3_next", intermediate_size=36, num_hidden_layers=4, num_key_value_heads=3, head_dim=8,
+                     linear_num_value_heads=2, linear_num_key_heads=2, linear_key_head_dim=4, linear_value_head_dim=4,
+                     moe_intermediate_size=10, shared_expert_intermediate_size=14, num_experts=4, num_experts_per_tok=2,
+                     decoder_sparse_step=2, layer_types=["linear_attention", "full_attention"] * 2),
             *hf_llama.each_scaling(dict(
                 model_type="qwen3_next", vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
                 num_key_value_heads=3, head_dim=16, moe_intermediate_size=10, shared_expert_intermediate_size=14,

@@ -21,6 +21,7 @@ from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from ..writer import every_step
 from ..document import Document
+from ..layouts import covering, example
 
 
 def sparse_layers(config) -> tuple[bool, ...]:
@@ -121,27 +122,22 @@ def hf_config(spec) -> dict:
     return {"model_type": model_type, **TABLES[model_type].config(f)}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Qwen3MoeForCausalLM": dict(model_type="qwen3_moe", vocab_size=90, hidden_size=32, num_hidden_layers=3,
-                                num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=40,
-                                moe_intermediate_size=24, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True,
-                                mlp_only_layers=[1]),  # layer 1 a gated MLP,
+    "Qwen3MoeForCausalLM": example("qwen3_moe", num_hidden_layers=3, head_dim=16, intermediate_size=40,
+                                   moe_intermediate_size=24, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True,
+                                   mlp_only_layers=[1]),  # layer 1 a gated MLP,
     "Qwen3MoeModel": dict(model_type="qwen3_moe", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                           num_attention_heads=4, num_key_value_heads=4, moe_intermediate_size=24, num_experts=3,
                           num_experts_per_tok=2, attention_bias=True, use_sliding_window=True, sliding_window=5),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="qwen3_moe", vocab_size=91, hidden_size=24, num_hidden_layers=4,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=10, intermediate_size=40,
-                 moe_intermediate_size=20, num_experts=5, num_experts_per_tok=3, norm_topk_prob=True,
-                 mlp_only_layers=[2], decoder_sparse_step=2, output_router_logits=True,
-                 router_aux_loss_coef=0.05, rms_norm_eps=1e-7, attention_dropout=0.3,
-                 initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True, attention_bias=True,
-                 use_sliding_window=True, sliding_window=5,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
-                 architectures=["Qwen3MoeForCausalLM"]),
+COVERAGE = [covering("qwen3_moe", num_hidden_layers=4, num_key_value_heads=1, head_dim=10, moe_intermediate_size=20,
+                     num_experts=5, num_experts_per_tok=3, norm_topk_prob=True, mlp_only_layers=[2],
+                     decoder_sparse_step=2, output_router_logits=True, router_aux_loss_coef=0.05, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
+                     attention_bias=True, use_sliding_window=True, sliding_window=5,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
+                     architectures=["Qwen3MoeForCausalLM"]),
             *hf_llama.each_scaling(dict(
                 model_type="qwen3_moe", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
                 num_key_value_heads=3, moe_intermediate_size=20, num_experts=2, num_experts_per_tok=1,

@@ -16,6 +16,7 @@ from ..document import Document
 from ..fields import Field, Fields
 from ..mapping import InteropError
 from ..weights import MaskedLMHead
+from ..layouts import covering
 
 
 def _padding_idx(f) -> int:
@@ -43,7 +44,6 @@ def document(s, *, pooler: bool, head: bool, padding: bool) -> Document:
 
 
 # BERT's checkpoint with its MLM head named ``lm_head``
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "RobertaForMaskedLM": dict(model_type="roberta", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=64, max_position_embeddings=42,
@@ -58,12 +58,10 @@ EXAMPLES = {
                             pad_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="roberta", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, intermediate_size=40, max_position_embeddings=35, layer_norm_eps=1e-7,
-                 hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
-                 type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, pad_token_id=3,
-                 architectures=["RobertaForMaskedLM"])]
+COVERAGE = [covering("roberta", num_hidden_layers=3, max_position_embeddings=35, layer_norm_eps=1e-7,
+                     hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,
+                     type_vocab_size=3, hidden_act="relu", tie_word_embeddings=False, pad_token_id=3,
+                     architectures=["RobertaForMaskedLM"])]
 
 
 WEIGHTS = hf_bert.WEIGHTS.derive(head=MaskedLMHead("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder",

@@ -12,27 +12,20 @@ from ..family import causal_lm
 from . import hf_llama
 from ..document import Document
 from ..fields import Field
+from ..layouts import covering, example
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "SeedOssForCausalLM": dict(model_type="seed_oss", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=48,
-                               attention_dropout=0.0, residual_dropout=0.1),
-    "SeedOssModel": dict(model_type="seed_oss", vocab_size=90, hidden_size=32, num_hidden_layers=1,
-                         num_attention_heads=4, num_key_value_heads=4, head_dim=8, intermediate_size=48,
-                         attention_out_bias=True, mlp_bias=True, attention_bias=False),
+    "SeedOssForCausalLM": example("seed_oss", head_dim=16, attention_dropout=0.0, residual_dropout=0.1),
+    "SeedOssModel": example("seed_oss", num_hidden_layers=1, num_key_value_heads=4, head_dim=8, attention_out_bias=True,
+                            mlp_bias=True, attention_bias=False),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
-COVERAGE = [dict(model_type="seed_oss", vocab_size=91, hidden_size=24, num_hidden_layers=3,
-                 num_attention_heads=3, num_key_value_heads=1, head_dim=12, intermediate_size=40,
-                 rms_norm_eps=1e-7, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
-                 tie_word_embeddings=True, attention_bias=False, attention_out_bias=True, mlp_bias=True,
-                 residual_dropout=0.2,
-                 rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
-            *hf_llama.each_scaling(dict(
-                model_type="seed_oss", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, head_dim=8, intermediate_size=40, max_position_embeddings=32))]
+COVERAGE = [covering("seed_oss", num_hidden_layers=3, num_key_value_heads=1, head_dim=12, rms_norm_eps=1e-7,
+                     attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu", tie_word_embeddings=True,
+                     attention_bias=False, attention_out_bias=True, mlp_bias=True, residual_dropout=0.2,
+                     rope_parameters={"rope_type": "default", "rope_theta": 5e5, "partial_rotary_factor": 0.5}),
+            *hf_llama.each_scaling(covering("seed_oss", num_hidden_layers=1, num_key_value_heads=3, head_dim=8,
+                                            max_position_embeddings=32))]
 
 
 FIELDS = hf_llama.FIELDS.derive(

@@ -143,7 +143,6 @@ def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict]
             rule("contrastive.bias", "logit_bias", shape=(1,))], {}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # CLIP's towers with a sigmoid head and a learned bias: a text tower reading its last position, a vision tower
     # of patches pooled by attention
@@ -155,7 +154,6 @@ EXAMPLES = {
                                            layer_norm_eps=1e-5)),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="siglip",
                  text_config=dict(vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
                                   num_attention_heads=3, max_position_embeddings=33, hidden_act="gelu",

@@ -8,12 +8,10 @@ from ..family import causal_lm
 from . import hf_llama, hf_qwen2
 from ..document import Document
 from ..fields import Field
+from ..layouts import example
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "SmolLM3ForCausalLM": dict(model_type="smollm3", vocab_size=90, hidden_size=32, num_hidden_layers=4,
-                               num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                               pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "SmolLM3ForCausalLM": example("smollm3", num_hidden_layers=4, pad_token_id=0, bos_token_id=1, eos_token_id=2),
     "SmolLM3Model": dict(model_type="smollm3", vocab_size=90, hidden_size=32, num_hidden_layers=2,
                          num_attention_heads=4, intermediate_size=48, no_rope_layers=[0, 1], use_sliding_window=True,
                          sliding_window=5, pad_token_id=0, bos_token_id=1, eos_token_id=2),

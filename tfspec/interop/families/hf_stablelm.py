@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..family import causal_lm
 from . import hf_cohere, hf_llama
 from ..document import Document
+from ..layouts import covering, example
 
 
 def document(s, *, padding: bool, head: bool) -> Document:
@@ -16,18 +17,12 @@ def document(s, *, padding: bool, head: bool) -> Document:
                            dropout=s.p_dropout if s.value("p_dropout") else None)
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "StableLmForCausalLM": dict(model_type="stablelm", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                                num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                                use_qkv_bias=True, bos_token_id=1, eos_token_id=2),
-    "StableLmModel": dict(model_type="stablelm", vocab_size=90, hidden_size=32, num_hidden_layers=1,
-                          num_attention_heads=4, num_key_value_heads=4, intermediate_size=48,
-                          use_parallel_residual=True,
-                          bos_token_id=1, eos_token_id=2),
+    "StableLmForCausalLM": example("stablelm", use_qkv_bias=True, bos_token_id=1, eos_token_id=2),
+    "StableLmModel": example("stablelm", num_hidden_layers=1, num_key_value_heads=4, use_parallel_residual=True,
+                             bos_token_id=1, eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="stablelm", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                  num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, layer_norm_eps=1e-6,
                  rope_parameters={"rope_type": "linear", "rope_theta": 5e5, "partial_rotary_factor": 0.5,
@@ -35,10 +30,8 @@ COVERAGE = [dict(model_type="stablelm", vocab_size=91, hidden_size=24, num_hidde
                  hidden_dropout=0.2, attention_dropout=0.3, initializer_range=0.05, hidden_act="gelu",
                  use_qkv_bias=True, use_parallel_residual=True, tie_word_embeddings=True,
                  bos_token_id=1, eos_token_id=2),
-            *(dict(model_type="stablelm", vocab_size=91, hidden_size=24, num_hidden_layers=1,
-                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32,
-                   # half of each 8-wide head: its default quarter is two dimensions, too few for dynamic
-                   rope_parameters={**rope, "partial_rotary_factor": 0.5}, bos_token_id=1, eos_token_id=2)
+            *(covering("stablelm", num_hidden_layers=1, num_key_value_heads=3, max_position_embeddings=32,
+                       rope_parameters={**rope, "partial_rotary_factor": 0.5}, bos_token_id=1, eos_token_id=2)
               for rope in hf_llama.ROPE_EXAMPLES.values())]
 
 

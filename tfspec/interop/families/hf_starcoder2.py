@@ -12,6 +12,7 @@ from ..family import Requires, causal_lm
 from . import hf_llama
 from ..fields import Field, Fields
 from ..document import Document, Statement
+from ..layouts import covering, example
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu", "relu": "relu",
                "silu": "silu"}
@@ -42,17 +43,12 @@ def document(s, *, padding: bool, head: bool) -> Document:
 SAME_BIAS = Requires(lambda f: f.feedforward("decoder").bias == f.attention("decoder").bias,
                      "its attention and feed-forward differ in bias; StarCoder2's use_bias sets both")
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
-    "Starcoder2ForCausalLM": dict(model_type="starcoder2", vocab_size=90, hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
-                                  sliding_window=6, bos_token_id=1, eos_token_id=2),
-    "Starcoder2Model": dict(model_type="starcoder2", vocab_size=90, hidden_size=32, num_hidden_layers=1,
-                            num_attention_heads=4, num_key_value_heads=4, intermediate_size=48, use_bias=False,
-                            bos_token_id=1, eos_token_id=2),
+    "Starcoder2ForCausalLM": example("starcoder2", sliding_window=6, bos_token_id=1, eos_token_id=2),
+    "Starcoder2Model": example("starcoder2", num_hidden_layers=1, num_key_value_heads=4, use_bias=False, bos_token_id=1,
+                               eos_token_id=2),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="starcoder2", vocab_size=91, hidden_size=24, num_hidden_layers=3,
                  num_attention_heads=3, num_key_value_heads=1, intermediate_size=40, norm_epsilon=1e-6,
                  sliding_window=7, rope_parameters={"rope_type": "default", "rope_theta": 5e5,
@@ -60,10 +56,8 @@ COVERAGE = [dict(model_type="starcoder2", vocab_size=91, hidden_size=24, num_hid
                  attention_dropout=0.1, residual_dropout=0.2, embedding_dropout=0.15,
                  initializer_range=0.05, hidden_act="relu", use_bias=False, tie_word_embeddings=False,
                  bos_token_id=1, eos_token_id=2),
-            *hf_llama.each_scaling(dict(
-                model_type="starcoder2", vocab_size=91, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                num_key_value_heads=3, intermediate_size=40, max_position_embeddings=32, bos_token_id=1,
-                eos_token_id=2))]
+            *hf_llama.each_scaling(covering("starcoder2", num_hidden_layers=1, num_key_value_heads=3,
+                                            max_position_embeddings=32, bos_token_id=1, eos_token_id=2))]
 
 
 STARCODER2 = hf_llama.LLAMA.derive(

@@ -166,7 +166,6 @@ def _parts(model, role: str) -> dict:
     return {"attentions": attentions, "feedforward": feedforwards[0], "norms": norms}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "T5ForConditionalGeneration": dict(model_type="t5", vocab_size=90, d_model=32, d_kv=8, d_ff=64, num_layers=2,
                                        num_heads=4, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
@@ -175,7 +174,6 @@ EXAMPLES = {
                     num_heads=4),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="t5", vocab_size=91, d_model=24, d_kv=6, num_heads=3, d_ff=40, num_layers=2,
                  num_decoder_layers=3, layer_norm_epsilon=1e-5, dropout_rate=0.2,
                  relative_attention_num_buckets=16, relative_attention_max_distance=64, initializer_factor=0.5,

@@ -101,7 +101,6 @@ WEIGHTS = Weights({"self_attn": Projections("attention"), "self_attn_norm": "lay
                   head=Classifier())
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     "ViTForImageClassification": dict(model_type="vit", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                       intermediate_size=48, image_size=16, patch_size=4, num_labels=5,
@@ -111,7 +110,6 @@ EXAMPLES = {
                      hidden_act="gelu_new"),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="vit", hidden_size=24, num_hidden_layers=3, num_attention_heads=3,
                  intermediate_size=40, image_size=20, patch_size=5, num_channels=2, layer_norm_eps=1e-6,
                  hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3, initializer_range=0.05,

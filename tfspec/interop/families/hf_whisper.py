@@ -150,7 +150,6 @@ def _sinusoids(model, prefix: str, state: dict) -> dict:
     return {f"{prefix}encoder.embed_positions.weight": table}
 
 
-# tiny configurations of its classes, each built, saved and compared with Hugging Face's by the tests
 EXAMPLES = {
     # Whisper: spectrograms through two convolutions, sinusoids, keys without a bias; heads differing per stack
     "WhisperForConditionalGeneration": dict(model_type="whisper", vocab_size=90, num_mel_bins=12, d_model=16,
@@ -166,7 +165,6 @@ EXAMPLES = {
                          decoder_start_token_id=1, begin_suppress_tokens=[5, 7], suppress_tokens=[9]),
 }
 
-# configurations that together set every field of its table away from its default, each imported and exported
 COVERAGE = [dict(model_type="whisper", vocab_size=91, num_mel_bins=10, d_model=24, encoder_layers=3,
                  decoder_layers=2, encoder_attention_heads=3, decoder_attention_heads=2, encoder_ffn_dim=40,
                  decoder_ffn_dim=36, max_source_positions=7, max_target_positions=33, dropout=0.2,
