@@ -16,6 +16,7 @@ every field of its table away from its default (each imported and exported back)
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, fields as dataclass_fields
 from typing import Any, Callable
 
@@ -28,6 +29,16 @@ def causal_lm(name: str, base: str | None = None) -> dict[str, dict]:
     {'Qwen3_5ForCausalLM': {'head': True}, 'Qwen3_5TextModel': {'head': False}}
     """
     return {f"{name}ForCausalLM": {"head": True}, base or f"{name}Model": {"head": False}}
+
+
+def masked_lm(name: str, pooler: bool = True, lm_pooler: bool = False) -> dict[str, dict]:
+    """An encoder family's classes: ``{name}ForMaskedLM`` (the spec with the MLM head, the default; with a pooler
+    where ``lm_pooler``) and ``{name}Model`` (with a pooler where ``pooler``).
+
+    >>> masked_lm("DistilBert", pooler=False)
+    {'DistilBertForMaskedLM': {'pooler': False, 'head': True}, 'DistilBertModel': {'pooler': False, 'head': False}}
+    """
+    return {f"{name}ForMaskedLM": {"pooler": lm_pooler, "head": True}, f"{name}Model": {"pooler": pooler, "head": False}}
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,7 @@ class Requires:
 @dataclass(frozen=True)
 class Family:
     """One family. ``classes``: its Hugging Face model classes, each with the ``spec_text`` arguments that
-    describe it (the first is the default); ``module``: the declaring module's ``__name__``; ``fields``: its
+    describe it (the first is the default); ``fields``: its
     ``tfspec.interop.fields.Fields`` table; ``document(s, padding=, head=)``: the spec its configuration's
     settings ``s`` (``fields.write``'s) describe, as a ``tfspec.interop.document.Document``; ``kind``: what its
     specs are (``"decoder-only"``, ``"encoder-only"``); ``requires``: what export asks of a spec beyond its fields
@@ -78,9 +89,12 @@ class Family:
     model_types: tuple[str, ...]
     classes: dict[str, dict] = field(hash=False)
     conventions: str
-    module: str
     priority: int  # where export tries it (lower first): one describing a spec as exactly as another, more general
     fields: Any = field(hash=False)
+    # the declaring module (``hf_llama``): by default the one whose code declares the family, as ``namedtuple``
+    # finds its caller's; a function declaring families for others (``hybrid.mixers_alone_family``) passes its
+    # caller's
+    module: str = ""
     spec_text: Callable[..., str] | None = field(default=None, hash=False)
     hf_config: Callable[[Any], dict] | None = field(default=None, hash=False)
     load: Callable[[Any, Any], None] | None = field(default=None, hash=False)
@@ -106,7 +120,8 @@ class Family:
     derived_functions: frozenset = field(default=frozenset(), init=False, hash=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "module", self.module.rsplit(".", 1)[-1])  # hf_llama: the family's home
+        module = self.module or sys._getframe(2).f_globals["__name__"]  # (2: past __init__, its caller)
+        object.__setattr__(self, "module", module.rsplit(".", 1)[-1])
         derived = {"spec_text": self._spec_text, "hf_config": self._hf_config, "load": self._load,
                    "export": self._export}
         missing = {name for name in derived if getattr(self, name) is None}
@@ -117,12 +132,14 @@ class Family:
         object.__setattr__(self, "derived_functions", frozenset(missing))
 
     def derive(self, name: str, model_types: tuple[str, ...], classes: dict[str, dict], conventions: str, *,
-               module: str, priority: int, **differences) -> "Family":
-        """The family ``name`` that is this one but for its ``differences`` (any of ``Family``'s fields)."""
+               priority: int, **differences) -> "Family":
+        """The family ``name`` that is this one but for its ``differences`` (any of ``Family``'s fields), declared
+        by the module that calls this."""
         declared = {f.name: getattr(self, f.name) for f in dataclass_fields(self) if f.init}
         declared.update({function: None for function in self.derived_functions})
         return Family(**{**declared, "name": name, "model_types": model_types, "classes": classes,
-                         "conventions": conventions, "module": module, "priority": priority, **differences})
+                         "conventions": conventions, "priority": priority,
+                         "module": sys._getframe(1).f_globals["__name__"], **differences})
 
     def _spec_text(self, config, *, head: bool = True, padding: bool = True, name: str = "reference",
                    heading: tuple[str, ...] = (), **options) -> str:

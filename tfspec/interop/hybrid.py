@@ -4,6 +4,8 @@ Mamba-2, Granite 4.0-H, Bamba and Nemotron-H store alike under names of their ow
 
 from __future__ import annotations
 
+import sys
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,7 +13,7 @@ from ..ir import nodes as ir
 from ..ir.queries import layer_template, residual_placement
 from . import layouts
 from .document import Block, Document, Statement
-from .family import Family
+from .family import Family, causal_lm
 from .fields import Field, Fixed
 from .mapping import InteropError, Rule, linear_rules, rule
 from .weights import Weights
@@ -96,17 +98,17 @@ def only_mixers(f, family: str) -> None:
         raise f.refuse(f"its layers have feed-forwards: {family}'s layers are one {family} mixer each")
 
 
-def mixers_alone_family(name: str, model_type: str, conventions: str, module: str, priority: int, fields, document,
-                        hf_config, mixer) -> Family:
-    """The family of a model whose layers are one normed mixer alone (Mamba's, Mamba-2's): its causal LM and base
-    model (``<Name>ForCausalLM``, ``<Name>Model``) under ``backbone.``, each layer's ``mixer`` and its ``norm``."""
+def mixers_alone_family(name: str, model_type: str, conventions: str, priority: int, fields, document, hf_config,
+                        mixer) -> Family:
+    """The family of a model whose layers are one normed mixer alone (Mamba's, Mamba-2's), declared by the module
+    that calls this: its causal LM and base model (``<Name>ForCausalLM``, ``<Name>Model``) under ``backbone.``,
+    each layer's ``mixer`` and its ``norm``."""
     cls = name.replace("-", "")  # Mamba-2's classes: Mamba2ForCausalLM, Mamba2Model
-    return Family(name, (model_type,), {f"{cls}ForCausalLM": {"head": True}, f"{cls}Model": {"head": False}},
-                  conventions, module=module, priority=priority, fields=fields, document=document, hf_config=hf_config,
-                  prefix="backbone.", rules=Weights({"mixer": mixer, "operator_norm": "norm"},
-                                                           top={"embeddings.tokens.tokens": "embeddings",
-                                                                "decoder.final_norm": "norm_f"},
-                                                           parts=parts(name)))
+    return Family(name, (model_type,), causal_lm(cls), conventions, priority=priority, fields=fields, document=document,
+                  hf_config=hf_config, prefix="backbone.", module=sys._getframe(1).f_globals["__name__"],
+                  rules=Weights({"mixer": mixer, "operator_norm": "norm"},
+                                top={"embeddings.tokens.tokens": "embeddings", "decoder.final_norm": "norm_f"},
+                                parts=parts(name)))
 
 
 def mamba2(f):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..document import Document, Statement
 from . import hf_bert
-from ..family import Requires
+from ..family import Requires, masked_lm
 from ..fields import Field, Fields, Fixed
 from ..weights import MaskedLMHead
 from ..layouts import covering
@@ -51,12 +51,11 @@ COVERAGE = [covering("albert", embedding_size=12, num_hidden_layers=6, num_hidde
 
 
 ALBERT = hf_bert.BERT.derive(
-    "ALBERT", ("albert",), {"AlbertForMaskedLM": {"pooler": False, "head": True},
-                            "AlbertModel": {"pooler": True, "head": False}},
+    "ALBERT", ("albert",), masked_lm("Albert"),
     "ALBERT (Lan et al. 2020): BERT's post-norm encoder with a narrower token table projected into the stack "
     "and layers that share num_hidden_groups sets of weights (weight_sets); the MLM head maps back into the "
     "table's width with hidden_act and is tied to it",
-    module=__name__, priority=40, fields=FIELDS, document=document, prefix="albert.",
+    priority=40, fields=FIELDS, document=document, prefix="albert.",
     requires=(Requires(lambda f: f.spec.embeddings[0].project is not None,
                        "its embedding is not projected into the stack (`project`); ALBERT's always is"),),
     # each weight set's layer under ``albert_layer_groups``, the projection into the stack, its head and pooler

@@ -70,7 +70,7 @@ APERTUS = hf_llama.LLAMA.derive(
     "Apertus", ("apertus",), causal_lm("Apertus"),
     "Apertus: Llama's attention with each head's queries and keys RMS-normed, and a feed-forward of one "
     "projection up, xIELU (activation=xielu, its two trained values per network) and one down",
-    module=__name__, priority=500, fields=FIELDS, document=document, hf_config=None, computed=_constants,
+    priority=500, fields=FIELDS, document=document, hf_config=None, computed=_constants,
     rules=hf_llama.WEIGHTS.derive({
         "attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",
         "feedforward": None, "feedforward.up": "mlp.up_proj", "feedforward.down": "mlp.down_proj",

@@ -93,7 +93,7 @@ BAMBA = Family(
     "Bamba", ("bamba",), causal_lm("Bamba"),
     "Bamba: Llama's pre-normed RMSNorm layers with Mamba-2 (mixer mamba2) in place of attention but in the "
     "layers attn_layer_indices names, whose attention rotates half of each head; SwiGLU feed-forwards",
-    module=__name__, priority=610, fields=FIELDS, document=document, requires=(HALF_ROTATED,),
+    priority=610, fields=FIELDS, document=document, requires=(HALF_ROTATED,),
     rules=Weights({"attention": Projections(), "mixer": hybrid.Mamba2Mixer(),
                           "feedforward": GatedMLP("feed_forward"),
                           "operator_norm": "input_layernorm", "feedforward_norm": "pre_ff_layernorm"},

@@ -256,15 +256,15 @@ BART = Family(
     "BART", ("bart",), {"BartForConditionalGeneration": {"head": True}, "BartModel": {"head": False}},
     "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned positions "
     "read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with final_logits_bias",
-    module=__name__, priority=350, fields=FIELDS, document=document, hf_config=hf_config, kind="encoder-decoder",
+    priority=350, fields=FIELDS, document=document, hf_config=hf_config, kind="encoder-decoder",
     rules=_rules, computed=_sinusoids, carried=CARRIED)
 # (one spec text, configuration and weight mapping read all three: the configuration says which it is)
 MBART = BART.derive(
     "mBART", ("mbart",), {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},
     "mBART: BART's embeddings and positions, pre-norm with a final LayerNorm per stack",
-    module=__name__, priority=350)
+    priority=350)
 MARIAN = BART.derive(
     "Marian", ("marian",), {"MarianMTModel": {"head": True}, "MarianModel": {"head": False}},
     "Marian (MarianMT, OPUS): a post-norm encoder-decoder whose stacks read one token table, sinusoidal "
     "positions with the sines first and the cosines after, embeddings scaled by sqrt(d_model)",
-    module=__name__, priority=350)
+    priority=350)

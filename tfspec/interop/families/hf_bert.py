@@ -12,7 +12,7 @@ import warnings
 from ..mapping import InteropError, architecture_problems, load_state
 from ..fields import Field, Fields, Fixed, standard
 from ..document import Block, Document, Statement
-from ..family import Family
+from ..family import Family, masked_lm
 from ..weights import MaskedLMHead, Weights
 from ..layouts import covering
 
@@ -91,11 +91,10 @@ COVERAGE = [covering("bert", num_hidden_layers=3, max_position_embeddings=33, la
 
 
 BERT = Family(
-    "BERT", ("bert",), {"BertForMaskedLM": {"pooler": False, "head": True},
-                        "BertModel": {"pooler": True, "head": False}},
+    "BERT", ("bert",), masked_lm("Bert"),
     "BERT (Devlin et al. 2019): post-norm LayerNorm, GELU, learned absolute positions and segments, "
     "N(0, initializer_range) init; the MLM head is tied to the token embedding",
-    module=__name__, priority=10, fields=FIELDS, document=document, kind="encoder-only", prefix="bert.", rules=WEIGHTS)
+    priority=10, fields=FIELDS, document=document, kind="encoder-only", prefix="bert.", rules=WEIGHTS)
 
 
 def from_hf_bert(model, reference, initialise: bool = False) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...registry import ATTENTION_KINDS
 from ..fields import Field, Fields
+from ..family import masked_lm
 from . import hf_bert
 from ..document import Document, Statement
 from ..weights import MaskedLMHead
@@ -71,9 +72,8 @@ COVERAGE = [covering("big_bird", num_hidden_layers=3, max_position_embeddings=96
 
 
 BIG_BIRD = hf_bert.BERT.derive(
-    "BigBird", ("big_bird",), {"BigBirdForMaskedLM": {"pooler": True, "head": True},  # HF keeps its pooler
-                               "BigBirdModel": {"pooler": True, "head": False}},
+    "BigBird", ("big_bird",), masked_lm("BigBird", lm_pooler=True),  # (its masked LM keeps the pooler)
     "BigBird (Zaheer et al. 2020): BERT's encoder with block-sparse attention (window, global and random "
     "blocks)",
-    module=__name__, priority=360, fields=FIELDS, document=document,
+    priority=360, fields=FIELDS, document=document,
     rules=hf_bert.WEIGHTS.derive(head=MaskedLMHead(pooler="pooler")))  # (its pooler a linear map named pooler)

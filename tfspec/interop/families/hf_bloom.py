@@ -77,5 +77,5 @@ BLOOM = Family(
     "BLOOM", ("bloom",), causal_lm("Bloom"),
     "BLOOM: a pre-norm decoder with ALiBi, a LayerNorm on the embeddings, GELU (tanh), biases, the fused "
     "query_key_value interleaved per head, the head tied",
-    module=__name__, priority=90, fields=FIELDS, document=document, requires=(ALIBI, FOUR_WIDE), rules=WEIGHTS,
+    priority=90, fields=FIELDS, document=document, requires=(ALIBI, FOUR_WIDE), rules=WEIGHTS,
     prefix="transformer.")

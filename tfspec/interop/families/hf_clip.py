@@ -225,4 +225,4 @@ CLIP = Family("CLIP", ("clip",), {"CLIPModel": {}},
               "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "
               "vision tower's patches without a bias, a LayerNorm on its embeddings, its class token normed and "
               "projected",
-              module=__name__, priority=690, fields=FIELDS, document=document, rules=_rules, towers=True)
+              priority=690, fields=FIELDS, document=document, rules=_rules, towers=True)

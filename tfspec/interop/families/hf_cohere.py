@@ -116,7 +116,7 @@ COHERE = hf_llama.LLAMA.derive(
     "Cohere", ("cohere",), causal_lm("Cohere"),
     "Cohere (Command R): attention and a SwiGLU feed-forward in parallel on one LayerNorm without bias, "
     "interleaved rotary positions, the logits multiplied by logit_scale (the head's input scale), the head tied",
-    module=__name__, priority=310, fields=FIELDS, document=document, hf_config=None,
+    priority=310, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.rotary("decoder").get("interleaved")
                        and f.norm_placement("decoder").startswith("parallel"),
                        "its rotary positions are not interleaved or its sublayers not parallel, as Cohere's are"),),

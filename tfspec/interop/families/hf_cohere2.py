@@ -83,6 +83,6 @@ COHERE2 = hf_cohere.COHERE.derive(
     "Cohere 2", ("cohere2",), causal_lm("Cohere2"),
     "Cohere 2 (Command R7B, Command A): Cohere's parallel layer, sliding layers with interleaved rotary "
     "positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-    module=__name__, priority=430, fields=FIELDS, document=document,
+    priority=430, fields=FIELDS, document=document,
     requires=(Requires(lambda f: f.norm_placement("decoder").startswith("parallel"),
                        "its sublayers are not parallel on one norm, as Cohere 2's are"),))

@@ -273,4 +273,4 @@ DEEPSEEK_V3 = Family(
     "groups(n, k) + renormalize + scale(f)), "
     "with shared experts (shared=); the first first_k_dense_replace layers keep a gated MLP (a layer "
     "schedule)",
-    module=__name__, priority=140, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
+    priority=140, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)

@@ -38,4 +38,4 @@ DEEPSEEK_V2 = hf_deepseek.DEEPSEEK_V3.derive(
     "DeepSeek-V2", ("deepseek_v2",), causal_lm("DeepseekV2"),
     "DeepSeek-V2: DeepSeek-V3's layout with a softmax router (group-limited by each group's best score: "
     "groups(n, k, by=max)) and always-interleaved rotary dimensions",
-    module=__name__, priority=150, fields=hf_deepseek.V2_FIELDS)
+    priority=150, fields=hf_deepseek.V2_FIELDS)

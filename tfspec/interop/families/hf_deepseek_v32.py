@@ -119,7 +119,7 @@ DEEPSEEK_V32 = hf_deepseek.DEEPSEEK_V3.derive(
     "DeepSeek-V3.2: DeepSeek-V3 whose latent attention is sparse (kind=dsa(kv_rank, rope_dim, topk, "
     "index_heads, index_dim, q_rank)): each query attends to the index_topk keys a lightning indexer ranks "
     "highest; mlp_layer_types says which layers keep a gated MLP",
-    module=__name__, priority=530, fields=FIELDS, document=document, hf_config=None,
+    priority=530, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: hasattr(f.attention_kind("decoder"), "index_heads"),
                        "its attention selects no keys by an indexer (kind=dsa(...))"),),
     # and the indexer's projections and key norm

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import hf_bert
 from ..fields import Field, Fields, Fixed, standard
 from ..document import Document, Statement
-from ..family import Requires
+from ..family import Requires, masked_lm
 from ..weights import MaskedLMHead
 
 EPS = 1e-12  # every DistilBERT LayerNorm's
@@ -50,11 +50,10 @@ COVERAGE = [dict(model_type="distilbert", vocab_size=91, dim=24, n_layers=3, n_h
 
 
 DISTILBERT = hf_bert.BERT.derive(
-    "DistilBERT", ("distilbert",), {"DistilBertForMaskedLM": {"pooler": False, "head": True},
-                                    "DistilBertModel": {"pooler": False, "head": False}},
+    "DistilBERT", ("distilbert",), masked_lm("DistilBert", pooler=False),
     "DistilBERT (Sanh et al. 2019): BERT's post-norm encoder without token types or pooler, LayerNorms of "
     "eps 1e-12, BERT's MLM head under other names",
-    module=__name__, priority=60, fields=FIELDS, document=document, prefix="distilbert.",
+    priority=60, fields=FIELDS, document=document, prefix="distilbert.",
     requires=(Requires(lambda f: not f.embedding.segments and f.spec.pooler is None,
                        "it has token types or a pooler; DistilBERT has neither"),),
     rules=hf_bert.WEIGHTS.derive(

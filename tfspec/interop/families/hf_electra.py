@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import hf_bert
 from ..fields import Field, Fields
 from ..document import Document
-from ..family import Requires
+from ..family import Requires, masked_lm
 from ..weights import MaskedLMHead
 from ..layouts import covering
 
@@ -51,11 +51,10 @@ COVERAGE = [covering("electra", embedding_size=12, num_hidden_layers=3, max_posi
 
 
 ELECTRA = hf_bert.BERT.derive(
-    "ELECTRA", ("electra",), {"ElectraForMaskedLM": {"pooler": False, "head": True},
-                              "ElectraModel": {"pooler": False, "head": False}},
+    "ELECTRA", ("electra",), masked_lm("Electra", pooler=False),
     "ELECTRA (Clark et al. 2020): BERT's encoder without a pooler, the generator's MLM head with GELU; an "
     "embedding_size apart from hidden_size projects the embeddings into the stack",
-    module=__name__, priority=30, fields=FIELDS, document=document, prefix="electra.",
+    priority=30, fields=FIELDS, document=document, prefix="electra.",
     requires=(Requires(lambda f: f.spec.pooler is None, "it has a pooler; ELECTRA has none"),),
     # BERT's names, ELECTRA's head, and the projection into the stack where the embeddings have one
     rules=hf_bert.WEIGHTS.derive(top={"embeddings.tokens.project": "embeddings_project"},

@@ -59,4 +59,4 @@ ERNIE4_5 = hf_llama.LLAMA.derive(
     "ERNIE 4.5", ("ernie4_5",), causal_lm("Ernie4_5"),
     "ERNIE 4.5 (dense): Llama's block with interleaved rotary positions (neighbouring dimensions paired), "
     "one switch biasing every projection (use_bias), head_dim its own, the head tied by default",
-    module=__name__, priority=400, fields=FIELDS, document=document, hf_config=None, requires=(INTERLEAVED,))
+    priority=400, fields=FIELDS, document=document, hf_config=None, requires=(INTERLEAVED,))

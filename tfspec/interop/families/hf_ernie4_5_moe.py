@@ -122,7 +122,7 @@ ERNIE4_5_MOE = hf_ernie4_5.ERNIE4_5.derive(
     "ERNIE 4.5 MoE: ERNIE 4.5's attention, mixtures of SwiGLU experts in the layers moe_layer_* pick, routed "
     "by a softmax whose choice a per-expert correction bias steers, renormalised, beside shared experts; "
     "gated MLPs elsewhere",
-    module=__name__, priority=460, fields=FIELDS, document=document,
+    priority=460, fields=FIELDS, document=document,
     requires=(Requires(_ernie_router, "its router is not ERNIE 4.5's: a softmax, a correction bias on the choice, "
                                       "the chosen weights renormalised and not scaled"),
               hf_ernie4_5.INTERLEAVED),

@@ -98,6 +98,6 @@ EXAONE4 = hf_olmo2.OLMO2.derive(
     "EXAONE 4", ("exaone4",), causal_lm("Exaone4"),
     "EXAONE 4.0: OLMo 2's post-normed layer with each head's queries and keys RMS-normed, sliding layers "
     "with rotary positions and full layers with none (NoPE) as layer_types says (a layer schedule)",
-    module=__name__, priority=390, fields=FIELDS, document=document,
+    priority=390, fields=FIELDS, document=document,
     requires=(Requires(lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,
                        "its queries and keys are not each head's normed, as EXAONE 4's are"),))

@@ -180,7 +180,7 @@ FALCON = Family(
     "Falcon: attention and feed-forward in parallel on one LayerNorm with one key/value head (7B), or "
     "grouped key/value heads and a LayerNorm per branch (the new decoder architecture), or sequential; "
     "rotary positions, GELU, the fused query_key_value permuted per key/value group, the head tied",
-    module=__name__, priority=100, fields=FIELDS, document=document, requires=(SAME_BIAS,), prefix="transformer.",
+    priority=100, fields=FIELDS, document=document, requires=(SAME_BIAS,), prefix="transformer.",
     rules=Weights({
         "attention.qkv": Reordered("self_attention.query_key_value", _fused_rows),
         "attention.out": "self_attention.dense",

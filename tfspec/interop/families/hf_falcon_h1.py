@@ -193,7 +193,7 @@ FALCON_H1 = Family(
     "say) and attention side by side on one RMSNorm in every layer, then a SwiGLU; its µP multipliers where "
     "they act (the wiring form's branch scales, the mixer's part scales, swiglu_scaled's gate scale, the "
     "attention's and the head's scale, the embedding's)",
-    module=__name__, priority=620, fields=FIELDS, document=document,
+    priority=620, fields=FIELDS, document=document,
     rules=Weights({"mamba": hybrid.Mamba2Mixer(), "attention": Projections(), "mlp": GatedMLP("feed_forward"),
                           "input": "input_layernorm", "pre_ff": "pre_ff_layernorm"},
                          top={"embeddings.tokens.tokens": "embed_tokens", "decoder.final_norm": "final_layernorm"},

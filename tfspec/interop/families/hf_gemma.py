@@ -54,5 +54,5 @@ GEMMA = hf_llama.LLAMA.derive(
     "Gemma: Llama's block with an RMSNorm scaling by 1 + w (in float32), embeddings scaled by "
     "sqrt(hidden_size), GEGLU (tanh) feed-forward and head_dim set apart; the head tied to the token "
     "embedding",
-    module=__name__, priority=260, fields=FIELDS, document=document, hf_config=None,
+    priority=260, fields=FIELDS, document=document, hf_config=None,
     requires=(hf_gemma2.EMBEDDING_SCALE,))

@@ -171,4 +171,4 @@ GEMMA2 = Family(
     "form), embeddings scaled by sqrt(hidden_size), GEGLU (tanh) feed-forward, scores scaled by "
     "query_pre_attn_scalar ** -0.5 and soft-capped, sliding-window and full layers alternating (a layer "
     "schedule), the causal LM's logits soft-capped",
-    module=__name__, priority=270, fields=FIELDS, document=document, requires=(EMBEDDING_SCALE,), rules=WEIGHTS)
+    priority=270, fields=FIELDS, document=document, requires=(EMBEDDING_SCALE,), rules=WEIGHTS)

@@ -104,5 +104,5 @@ GEMMA3 = hf_gemma2.GEMMA2.derive(
     "Gemma 3 (text): Gemma 2's sandwich-normed layer with each head's queries and keys normed "
     "(gemma_rmsnorm), sliding and full layers (a layer schedule) each with rotary positions of their own "
     "base (and the full ones' scaling)",
-    module=__name__, priority=280, fields=FIELDS, document=document,
+    priority=280, fields=FIELDS, document=document,
     rules=hf_gemma2.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}))

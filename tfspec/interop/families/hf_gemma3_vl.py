@@ -134,5 +134,5 @@ GEMMA3_VL = Family(
     "text model (tower text) by a mean over square blocks of patches, Gemma's RMSNorm and a linear map without "
     "a bias (connect vision -> text { mean_pool; norm gemma_rmsnorm; linear }); a picture's image tokens see "
     "one another (mask=pictures), every other query is causal",
-    module=__name__, priority=730, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=730, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
     towers=True, carried=CARRIED)

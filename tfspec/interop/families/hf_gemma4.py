@@ -402,6 +402,6 @@ GEMMA4 = Family(
     "and, with attention_k_eq_v, values from the keys' projection and fewer kv heads (a layer schedule); "
     "per-layer input embeddings, the last layers reading earlier layers' keys and values (kv_from), a "
     "mixture of experts beside each MLP",
-    module=__name__, priority=540, fields=FIELDS, document=document, requires=(hf_gemma2.EMBEDDING_SCALE,),
+    priority=540, fields=FIELDS, document=document, requires=(hf_gemma2.EMBEDDING_SCALE,),
     rules=WEIGHTS,
     carried=("use_bidirectional_attention",))

@@ -60,7 +60,7 @@ GLM4 = hf_llama.LLAMA.derive(
     "GLM-4 (0414): sandwich norms (an RMSNorm before and after each sublayer, in the wiring form), q/k/v "
     "biased but not the output, half of each head rotated pairing neighbouring dimensions, the MLP's gate "
     "and up projections fused",
-    module=__name__, priority=410, fields=FIELDS, document=document, hf_config=None,
+    priority=410, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.rotary("decoder").get("interleaved"),
                        "its rotary positions pair halves, GLM-4's neighbouring dimensions (interleaved=true)"),),
     rules=hf_gemma2.WEIGHTS.derive({

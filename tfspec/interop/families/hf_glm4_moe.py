@@ -83,7 +83,7 @@ GLM4_MOE = hf_llama.LLAMA.derive(
     "GLM-4.5 / GLM-4.6: Llama's pre-norm block with q/k/v biases, optional per-head qk-norm and half of "
     "each head rotated, its feed-forwards DeepSeek-V3's: first_k_dense_replace gated MLPs, then mixtures "
     "routed by sigmoid scores plus a correction bias among groups, with shared experts",
-    module=__name__, priority=450, fields=FIELDS, document=document, hf_config=None,
+    priority=450, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.router("decoder").score == "sigmoid",
                        "its router soft-maxes its scores; GLM-4.5's takes their sigmoids"),),
     rules=hf_llama.WEIGHTS.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm",

@@ -79,7 +79,7 @@ GPT2 = Family(
     "GPT-2 (Radford et al. 2019): pre-norm LayerNorm, tanh-approximated GELU, learned positions, a final "
     "LayerNorm, the head tied to the token embedding; init gpt2 scales residual projections by "
     "1/sqrt(2 * layers)",
-    module=__name__, priority=70, fields=FIELDS, document=document, prefix="transformer.",
+    priority=70, fields=FIELDS, document=document, prefix="transformer.",
     # its projections are Conv1Ds, their weights stored transposed
     rules=Weights({"attention.qkv": Conv1D("attn.c_attn"), "attention.out": Conv1D("attn.c_proj"),
                           "feedforward.up": Conv1D("mlp.c_fc"), "feedforward.down": Conv1D("mlp.c_proj"),

@@ -106,4 +106,4 @@ GPT_NEOX = Family(
     "GPT-NeoX", ("gpt_neox",), causal_lm("GPTNeoX"),
     "GPT-NeoX (Pythia): attention and feed-forward read the same input in parallel (when use_parallel_residual), "
     "each behind its own LayerNorm; partial rotary positions; an untied head",
-    module=__name__, priority=330, fields=FIELDS, document=document, rules=WEIGHTS, prefix="gpt_neox.")
+    priority=330, fields=FIELDS, document=document, rules=WEIGHTS, prefix="gpt_neox.")

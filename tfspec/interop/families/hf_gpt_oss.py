@@ -136,5 +136,5 @@ GPT_OSS = hf_llama.LLAMA.derive(
     "full layers as layer_types says (a layer schedule), YaRN rotary positions, and a mixture of biased "
     "experts gated by the clamped SwiGLU (swiglu_clamped), routed by a biased router's top logits, "
     "soft-maxed",
-    module=__name__, priority=170, fields=FIELDS, document=document, hf_config=None,
+    priority=170, fields=FIELDS, document=document, hf_config=None,
     rules=hf_llama.WEIGHTS.derive({"attention.sinks.logits": Tensor("self_attn.sinks"), "feedforward": _mixture}))

@@ -113,7 +113,7 @@ GPTJ = Family(
     "GPT-J", ("gptj",), causal_lm("GPTJ"),
     "GPT-J: attention and feed-forward in parallel on one LayerNorm (the wiring form), interleaved "
     "partial rotary positions, no attention biases, an untied head with a bias",
-    module=__name__, priority=290, fields=FIELDS, document=document, prefix="transformer.",
+    priority=290, fields=FIELDS, document=document, prefix="transformer.",
     requires=(Requires(lambda f: f.rotary("decoder").get("interleaved") and f.rotary("decoder").get("theta") == 10000.0,
                        "its rotary positions are not GPT-J's (interleaved, theta 10000)"),
               Requires(lambda f: not f.attention("decoder").bias,

@@ -74,4 +74,4 @@ GRANITE = hf_llama.LLAMA.derive(
     "Granite 3: Llama's block with the embeddings scaled (embedding_multiplier, the embedding's scale), the "
     "scores scaled by attention_multiplier, each branch scaled by residual_multiplier before its residual "
     "sum (the wiring form), the logits divided by logits_scaling (the head's input scale)",
-    module=__name__, priority=420, fields=FIELDS, document=document, hf_config=None)
+    priority=420, fields=FIELDS, document=document, hf_config=None)

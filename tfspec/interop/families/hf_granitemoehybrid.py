@@ -174,7 +174,7 @@ GRANITE_MOE_HYBRID = Family(
     "schedule; a mixture of SwiGLU experts beside a shared SwiGLU (shared=), or that one alone; Granite's "
     "multipliers (the embedding's scale, the scores' scale, branches scaled in the wiring form, the head's "
     "input scale)",
-    module=__name__, priority=590, fields=FIELDS, document=document,
+    priority=590, fields=FIELDS, document=document,
     carried=("intermediate_size",),  # the experts' width, which a model without experts does not have
     # a mixture (its router and stacked experts) and the shared network (``input_linear`` our ``up``, gate rows
     # first; ``output_linear`` our ``down``), or the shared network alone

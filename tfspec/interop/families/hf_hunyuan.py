@@ -87,7 +87,7 @@ HUNYUAN = hf_llama.LLAMA.derive(
     "Hunyuan (dense): Llama's block with each head's queries and keys RMS-normed after the rotary positions "
     "rotate them (steps=rotated_qk_norm), its 'dynamic' rotary with a fixed alpha a fixed NTK stretch of "
     "the base (scaling=ntk_alpha)",
-    module=__name__, priority=490, fields=FIELDS, document=document, hf_config=None,
+    priority=490, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: [c.name for c in f.attention("decoder").steps] == ["rotated_qk_norm"],
                        "its queries and keys are normed before the positions rotate them; Hunyuan's after"),),
     rules=hf_llama.WEIGHTS.derive({"attention.rotated_qk_norm.q": "self_attn.query_layernorm",

@@ -110,9 +110,9 @@ COVERAGE = [dict(model_type="idefics3", image_token_id=5, scale_factor=3, tie_wo
 
 IDEFICS3 = Family(
     "Idefics3", ("idefics3",), {"Idefics3ForConditionalGeneration": {}}, f"Idefics3: {CONVENTIONS}",
-    module=__name__, priority=720, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=720, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
     towers=True, pictures=pictures)
 SMOLVLM = IDEFICS3.derive(
     "SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}},
     f"SmolVLM: Idefics3's architecture: {CONVENTIONS}",
-    module=__name__, priority=720, hf_config=lambda towers: hf_config(towers, "smolvlm"))
+    priority=720, hf_config=lambda towers: hf_config(towers, "smolvlm"))

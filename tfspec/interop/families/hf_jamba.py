@@ -190,7 +190,7 @@ JAMBA = Family(
     "Jamba: pre-normed RMSNorm layers running Mamba (mixer mamba, with its RMSNorms of the time step, B and C) "
     "or, every attn_layer_period-th from attn_layer_offset, attention without positions; every "
     "expert_layer_period-th feed-forward a mixture of SwiGLU experts (not renormalised), the others SwiGLUs",
-    module=__name__, priority=660, fields=FIELDS, document=document,
+    priority=660, fields=FIELDS, document=document,
     # a mixture's router and stacked experts, or a SwiGLU
     rules=Weights({
         "attention": Projections(), "mixer": MambaMixer(), "feedforward": GatedMLP("feed_forward"),

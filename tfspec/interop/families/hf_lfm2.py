@@ -122,7 +122,7 @@ LFM2 = Family(
     "LFM2: a hybrid of pre-normed RMSNorm layers mixing by a gated short convolution (mixer shortconv(...)) "
     "or by grouped-query attention with qk-norms as layer_types says, a layer schedule; SwiGLU feed-forwards "
     "of the width block_auto_adjust_ff_dim derives",
-    module=__name__, priority=580, fields=FIELDS, document=document,
+    priority=580, fields=FIELDS, document=document,
     # its short convolution or attention (q/k/v and out_proj, qk-norms), its SwiGLU (w1 the gate, w3 up, w2 down)
     rules=Weights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
                    "attention.q_norm": "self_attn.q_layernorm", "attention.k_norm": "self_attn.k_layernorm",

@@ -116,7 +116,7 @@ LFM2_MOE = hf_lfm2.LFM2.derive(
     "num_dense_layers feed-forwards SwiGLUs and the rest mixtures of SwiGLU experts chosen by sigmoid scores "
     "plus an expert bias, renormalised with 1e-6 added to their sum and scaled (router=sigmoid + correction "
     "+ renormalize(1e-6) + scale(f))",
-    module=__name__, priority=630, fields=FIELDS, document=document, requires=(ROUTER,),
+    priority=630, fields=FIELDS, document=document, requires=(ROUTER,),
     # the width no layer has where every layer is a mixture (or none is): written back as it was
     carried=("intermediate_size", "moe_intermediate_size"),
     # a mixture: its router, the expert bias that steers its choice, the stacked experts

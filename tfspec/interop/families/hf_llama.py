@@ -219,7 +219,7 @@ COVERAGE = [covering("llama", num_hidden_layers=3, num_key_value_heads=1, head_d
 LLAMA = Family("Llama", ("llama",), causal_lm("Llama"),
                "Llama: pre-norm RMSNorm, rotary positions, SwiGLU feed-forward, grouped-query attention where "
                "kv_heads < heads, no biases",
-               module=__name__, priority=120, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
+               priority=120, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS)
 MISTRAL = LLAMA.derive("Mistral", ("mistral",), causal_lm("Mistral"),
                        "Mistral: Llama's block with a sliding-window causal mask and grouped-query attention",
-                       module=__name__, priority=120)
+                       priority=120)

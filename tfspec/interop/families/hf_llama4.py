@@ -191,7 +191,7 @@ LLAMA4 = hf_llama.LLAMA.derive(
     "rotation) attending in chunks of positions and NoPE layers with query temperature tuning, as "
     "no_rope_layers and layer_types say; mixtures of one sigmoid-routed expert scaling its input plus a shared "
     "expert in moe_layers, gated MLPs elsewhere",
-    module=__name__, priority=510, fields=FIELDS, document=document, hf_config=None,
+    priority=510, fields=FIELDS, document=document, hf_config=None,
     # (its qk-norm has no weight) a mixture's router, transposed experts and shared expert, or a gated MLP
     rules=hf_llama.WEIGHTS.derive({
         "feedforward": GatedMLP("feed_forward"), "feedforward.router": "feed_forward.router",

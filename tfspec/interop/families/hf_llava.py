@@ -197,5 +197,5 @@ LLAVA = Family(
     "family: Llama's by default) by a two-layer projector (connect vision -> text { linear; activation; "
     "linear }) that reads each patch's vector at vision_feature_layer, less the class token, and puts it in "
     "place of an image token",
-    module=__name__, priority=710, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=710, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
     towers=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import hf_roberta
 from ..document import Document
 from ..fields import Field, Fields
+from ..family import masked_lm
 from ..mapping import InteropError
 from ..writer import schedule
 from ..layouts import covering
@@ -86,13 +87,12 @@ COVERAGE = [covering("longformer", num_hidden_layers=3, max_position_embeddings=
 
 
 LONGFORMER = hf_roberta.ROBERTA.derive(
-    "Longformer", ("longformer",), {"LongformerForMaskedLM": {"pooler": False, "head": True},
-                                    "LongformerModel": {"pooler": True, "head": False}},
+    "Longformer", ("longformer",), masked_lm("Longformer"),
     "Longformer (Beltagy et al. 2020): RoBERTa's encoder whose self-attention slides a window of "
     "attention_window / 2 keys each side (kind=longformer, mask=window(w // 2 + 1)), plus the global tokens "
     "a call marks (global_attention_mask: the run-time input global_tokens), which have projections of "
     "their own; a list of windows is a layer schedule",
-    module=__name__, priority=50, fields=FIELDS, document=document, prefix="longformer.",
+    priority=50, fields=FIELDS, document=document, prefix="longformer.",
     # and the global projections beside each layer's query, key and value
     rules=hf_roberta.WEIGHTS.derive(
         {"self_attn.global_qkv": tuple(f"attention.self.{n}_global" for n in ("query", "key", "value"))}))

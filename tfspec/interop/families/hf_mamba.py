@@ -85,5 +85,5 @@ COVERAGE = [dict(model_type="mamba", vocab_size=91, hidden_size=24, num_hidden_l
 
 MAMBA = hybrid.mixers_alone_family(
     "Mamba", "mamba", "Mamba: every layer one RMS-normed Mamba mixer (mixer mamba, Mamba-1's selective scan) on a "
-    "residual branch, with no attention and no feed-forward; a final RMSNorm", __name__, 680, FIELDS, document,
+    "residual branch, with no attention and no feed-forward; a final RMSNorm", 680, FIELDS, document,
     hf_config, hf_jamba.MambaMixer("mixer"))

@@ -58,5 +58,5 @@ COVERAGE = [dict(model_type="mamba2", vocab_size=91, hidden_size=24, num_hidden_
 
 MAMBA2 = hybrid.mixers_alone_family(
     "Mamba-2", "mamba2", "Mamba-2: every layer one RMS-normed Mamba-2 mixer (mixer mamba2) on a residual branch, "
-    "with no attention and no feed-forward; a final RMSNorm", __name__, 600, FIELDS, document, hf_config,
+    "with no attention and no feed-forward; a final RMSNorm", 600, FIELDS, document, hf_config,
     hybrid.Mamba2Mixer("mixer"))

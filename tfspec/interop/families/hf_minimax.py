@@ -197,7 +197,7 @@ MINIMAX = Family(
     "MiniMax-01: lightning attention (mixer lightning, slopes scaled by the layer's depth) or Mixtral's "
     "attention as layer_types says, a layer schedule; Mixtral's mixtures of SwiGLU experts; DeepNet's layers, "
     "x = α · norm(x) + β · F(norm(x)) in the wiring form",
-    module=__name__, priority=650, fields=FIELDS, document=document, computed=_decays,
+    priority=650, fields=FIELDS, document=document, computed=_decays,
     rules=Weights({"attention": Projections(),
                           **{f"mixer.{t}": f"self_attn.{t}" for t in ("qkv_proj", "output_gate", "norm", "out_proj")},
                           **hf_mixtral.MIXTURE, "norm": "input_layernorm", "mlp_norm": "post_attention_layernorm"},

@@ -189,5 +189,5 @@ MISTRAL3 = Family(
     "bias-free patches normed, 2-D rotary positions, gated MLPs, RMSNorm) connected to a text model (tower "
     "text, its text_config's family: Mistral's by default) by an RMSNorm, a patch merger (pixel_shuffle "
     "channel_major=true; linear) and a two-layer projector, in place of the image tokens",
-    module=__name__, priority=740, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=740, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
     towers=True, pictures=pictures)

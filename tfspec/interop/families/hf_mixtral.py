@@ -85,4 +85,4 @@ MIXTRAL = hf_llama.MISTRAL.derive(
     "Mixtral: Mistral's decoder whose feed-forward is a mixture of SwiGLU experts, each position routed to its "
     "top num_experts_per_tok by a softmax whose chosen weights are renormalised "
     "(kind=moe(experts, top) router=renormalize)",
-    module=__name__, priority=130, fields=FIELDS, document=document, hf_config=None, rules=WEIGHTS)
+    priority=130, fields=FIELDS, document=document, hf_config=None, rules=WEIGHTS)

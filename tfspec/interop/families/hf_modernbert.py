@@ -193,7 +193,7 @@ MODERNBERT = Family(
     "embeddings' serves), GEGLU, global and local (a window of local_attention / 2 each side) layers as "
     "layer_types says, each with rotary positions of its own base (a layer schedule); the MLM head's "
     "transform biased where classifier_bias says",
-    module=__name__, priority=470, fields=FIELDS, document=document, kind="encoder-only", carried=("cls_token_id",),
+    priority=470, fields=FIELDS, document=document, kind="encoder-only", carried=("cls_token_id",),
     rules=Weights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.Wo", "feedforward.up": "mlp.Wi",
                    "feedforward.down": "mlp.Wo", "attention_norm": "attn_norm", "feedforward_norm": "mlp_norm"},
                   top={"embeddings.tokens.tokens": "embeddings.tok_embeddings",

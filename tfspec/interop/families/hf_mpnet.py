@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..document import Document, Statement
 from . import hf_bert, hf_roberta
-from ..family import Requires
+from ..family import Requires, masked_lm
 from ..fields import Field, Fields, Fixed
 from ..mapping import InteropError
 from ..layouts import covering
@@ -66,12 +66,11 @@ COVERAGE = [covering("mpnet", num_hidden_layers=3, max_position_embeddings=35, l
 
 
 MPNET = hf_roberta.ROBERTA.derive(
-    "MPNet", ("mpnet",), {"MPNetForMaskedLM": {"pooler": False, "head": True},
-                          "MPNetModel": {"pooler": True, "head": False}},
+    "MPNet", ("mpnet",), masked_lm("MPNet"),
     "MPNet (all-mpnet-base-v2): RoBERTa's post-norm encoder without token types, positions from row 2 "
     "counting real tokens, and T5's bidirectional relative bias (32 buckets, distance 128) shared by the "
     "stack's layers",
-    module=__name__, priority=480, fields=FIELDS, document=document, prefix="mpnet.",
+    priority=480, fields=FIELDS, document=document, prefix="mpnet.",
     requires=(Requires(lambda f: not f.embedding.segments, "its embedding adds token types, which MPNet's has none of"),
               Requires(_mpnet_bias, "its relative bias is not MPNet's: 32 bidirectional buckets up to distance 128")),
     # RoBERTa's with MPNet's names, no token types, and the stack's relative bias table

@@ -90,7 +90,7 @@ COVERAGE = [dict(model_type="mpt", vocab_size=91, d_model=24, n_layers=3, n_head
 MPT = hf_bloom.BLOOM.derive(
     "MPT", ("mpt",), causal_lm("Mpt"),
     "MPT: a pre-norm decoder with ALiBi, LayerNorms without bias, no biases, GELU, the head tied",
-    module=__name__, priority=110, fields=FIELDS, document=document, hf_config=hf_config,
+    priority=110, fields=FIELDS, document=document, hf_config=hf_config,
     rules=Weights({"attention.qkv": "attn.Wqkv", "attention.out": "attn.out_proj",
                           "feedforward.up": "ffn.up_proj", "feedforward.down": "ffn.down_proj",
                           "attention_norm": "norm_1", "feedforward_norm": "norm_2"},

@@ -58,7 +58,7 @@ NANOCHAT = hf_llama.LLAMA.derive(
     "NanoChat: Llama's layout with weightless RMSNorms (also on the embeddings, and on the rotated queries and "
     "keys: steps=rotated_qk_norm), clockwise rotary positions, a plain ReLU² feed-forward (fc1, fc2) and "
     "soft-capped logits",
-    module=__name__, priority=455, fields=FIELDS, document=document, hf_config=None,
+    priority=455, fields=FIELDS, document=document, hf_config=None,
     requires=(Requires(lambda f: f.rotary("decoder").get("clockwise"),
                        "its rotary positions turn counter-clockwise; NanoChat's turn the other way (clockwise=true)"),),
     rules=hf_llama.WEIGHTS.derive({"feedforward": None, "feedforward.up": "mlp.fc1", "feedforward.down": "mlp.fc2"}))

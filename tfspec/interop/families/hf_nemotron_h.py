@@ -217,7 +217,7 @@ NEMOTRON_H = Family(
     "(mixer mamba2), attention without positions or biases, a non-gated MLP (squared_relu), or a mixture of "
     "non-gated experts by sigmoid scores and a correction bias among groups beside a shared MLP; a layer "
     "schedule",
-    module=__name__, priority=640, fields=FIELDS, document=document, requires=(MIXTURE,),
+    priority=640, fields=FIELDS, document=document, requires=(MIXTURE,),
     # every sublayer under the layer's ``mixer``: Mamba-2, attention, an MLP, or a mixture (its router, correction
     # bias, stacked experts and shared MLP)
     rules=Weights({

@@ -89,7 +89,7 @@ OLMO2 = Family(
     "OLMo 2", ("olmo2",), causal_lm("Olmo2"),
     "OLMo 2: an RMSNorm after each sublayer and none before it (in the wiring form), queries and keys "
     "RMS-normed over all heads at once (steps=full_qk_norm), rotary positions, SwiGLU",
-    module=__name__, priority=250, fields=FIELDS, document=document,
+    priority=250, fields=FIELDS, document=document,
     # Llama's projections and each head's query and key norms; a norm after each sublayer
     rules=hf_llama.WEIGHTS.derive(
         {**FULL_QK_NORM, "attention_norm": None,

@@ -91,4 +91,4 @@ OLMO3 = hf_olmo2.OLMO2.derive(
     "OLMo 3", ("olmo3",), causal_lm("Olmo3"),
     "OLMo 3: OLMo 2's post-normed layer, sliding and full layers as layer_types says (a layer schedule), "
     "each kind with rotary positions of its own base (and the full ones' scaling)",
-    module=__name__, priority=380, fields=FIELDS, document=document)
+    priority=380, fields=FIELDS, document=document)

@@ -59,7 +59,7 @@ OLMOE = hf_llama.LLAMA.derive(
     "OLMoE: Llama's pre-norm block with queries and keys RMS-normed over all heads at once "
     "(steps=full_qk_norm) and a mixture of SwiGLU experts routed by a softmax, renormalised where "
     "norm_topk_prob says (router=renormalize)",
-    module=__name__, priority=440, fields=FIELDS, document=document, hf_config=None, 
+    priority=440, fields=FIELDS, document=document, hf_config=None, 
     rules=hf_mixtral.WEIGHTS.derive(hf_olmo2.FULL_QK_NORM),
     requires=(Requires(lambda f: [c.name for c in f.attention("decoder").steps] == ["full_qk_norm"],
                        "its queries and keys are not normed over all heads at once, as OLMoE's are"),))

@@ -87,7 +87,7 @@ OPT = Family(
     "OPT (Zhang et al. 2022): a GPT-style decoder with LayerNorm before each sublayer (or after, where "
     "do_layer_norm_before is false), ReLU, biases, learned positions read 2 rows on and counting real "
     "tokens only, the head tied",
-    module=__name__, priority=80, fields=FIELDS, document=document, requires=(OPT_POSITIONS, SAME_BIAS),
+    priority=80, fields=FIELDS, document=document, requires=(OPT_POSITIONS, SAME_BIAS),
     # its base model holds the decoder as ``decoder.``
     rules=Weights({"attention": Projections(names=("q_proj", "k_proj", "v_proj", "out_proj")),
                           "feedforward.up": "fc1", "feedforward.down": "fc2",

@@ -39,7 +39,7 @@ PHI = hf_gptj.GPTJ.derive(
     "Phi", ("phi",), causal_lm("Phi"),
     "Phi (phi-2): attention and feed-forward in parallel on one LayerNorm, half-split partial rotary "
     "positions, every projection biased, optional per-head qk LayerNorm, an untied head with a bias",
-    module=__name__, priority=300, fields=hf_gptj.PHI_FIELDS, document=document, prefix="model.",
+    priority=300, fields=hf_gptj.PHI_FIELDS, document=document, prefix="model.",
     requires=(Requires(lambda f: f.attention("decoder").bias, "its attention projections have no biases; Phi's have"),),
     rules=hf_gptj.GPTJ.rules.derive(
         {"attention": Projections(names=("q_proj", "k_proj", "v_proj", "dense")),

@@ -47,7 +47,7 @@ PHI3 = hf_llama.LLAMA.derive(
     "Phi-3", ("phi3",), causal_lm("Phi3"),
     "Phi-3: Llama's block with fused qkv and gate-up projections (copied unsplit), dropout on each "
     "sublayer's output (resid_pdrop), an optional sliding window",
-    module=__name__, priority=230, fields=FIELDS, hf_config=None,
+    priority=230, fields=FIELDS, hf_config=None,
     # its fused projections are tfspec's own: copied unsplit
     rules=hf_llama.WEIGHTS.derive({"attention": None, "attention.qkv": "self_attn.qkv_proj",
                                    "attention.out": "self_attn.o_proj", "feedforward": None,

@@ -75,7 +75,7 @@ PHIMOE = hf_mixtral.MIXTRAL.derive(
     "PhiMoE", ("phimoe",), causal_lm("Phimoe"),
     "PhiMoE (Phi-3.5-MoE): Mixtral's decoder with LayerNorms, optional attention and head biases, and GRIN's "
     "sparse mixer choosing two experts (router=sparsemixer(eps)); longrope scaling refused",
-    module=__name__, priority=520, fields=FIELDS, document=document,
+    priority=520, fields=FIELDS, document=document,
     requires=(Requires(lambda f: f.router("decoder").score == "sparsemixer",
                        "its router is not a sparse mixer (router=sparsemixer)"),),
     rules=hf_mixtral.WEIGHTS.derive({"feedforward.router": "mlp.router"}))

@@ -103,4 +103,4 @@ QWEN2 = hf_llama.LLAMA.derive(
     "Qwen2", ("qwen2",), causal_lm("Qwen2"),
     "Qwen2: Llama's block with biased q/k/v projections; layer_types give some layers a sliding window "
     "(a layer schedule)",
-    module=__name__, priority=200, fields=FIELDS, document=document, hf_config=None)
+    priority=200, fields=FIELDS, document=document, hf_config=None)

@@ -284,5 +284,5 @@ QWEN2_5_VL = Family(
     "tiles of window_size pixels but in fullatt_block_indexes, a biased SwiGLU, RMSNorm) connected by its "
     "merger (norm rmsnorm; pixel_shuffle; a two-layer GELU MLP) to Qwen2's text model with M-RoPE (tower "
     "text: position mrope(temporal, height, width), a picture's vectors numbered by their place in its grid)",
-    module=__name__, priority=750, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, towers=True,
+    priority=750, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, towers=True,
     carried=CARRIED, pictures=pictures, alone=TEXT_ALONE)

@@ -44,4 +44,4 @@ QWEN2_MOE = hf_qwen_moe.QWEN3_MOE.derive(
     "Qwen2-MoE (Qwen1.5-MoE): Qwen2's decoder (biased q/k/v) whose feed-forwards are mixtures of SwiGLU "
     "experts plus a shared expert scaled by a sigmoid gate (shared=..., shared_gate=true); dense layers as "
     "Qwen3-MoE's",
-    module=__name__, priority=190, fields=hf_qwen_moe.QWEN2_MOE_FIELDS, document=document)
+    priority=190, fields=hf_qwen_moe.QWEN2_MOE_FIELDS, document=document)

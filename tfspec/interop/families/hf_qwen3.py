@@ -41,7 +41,7 @@ QWEN3 = hf_qwen2.QWEN2.derive(
     "Qwen3", ("qwen3",), causal_lm("Qwen3"),
     "Qwen3: Llama's block with each head's queries and keys RMS-normed before rotary positions "
     "(qk_norm), head_dim set apart from hidden_size / heads; layer_types give some layers a sliding window",
-    module=__name__, priority=210, fields=FIELDS, document=document,
+    priority=210, fields=FIELDS, document=document,
     requires=(Requires(lambda f: not NORMS[f.attention("decoder").qk_norm.name].absent,  # (its kind compared after)
                        "its queries and keys are not normed, as Qwen3's are (by rmsnorm)"),),
     rules=hf_qwen2.QWEN2.rules.derive({"attention.q_norm": "self_attn.q_norm", "attention.k_norm": "self_attn.k_norm"}))

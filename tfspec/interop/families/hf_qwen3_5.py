@@ -181,5 +181,5 @@ QWEN3_5 = Family(
     "Qwen3.5 (text): a hybrid whose layers mix by Gated DeltaNet (mixer gated_deltanet) or by gated attention "
     "(steps=output_gate, qk-norms, a quarter of each head rotated) as layer_types says, a layer schedule; "
     "(1 + w) RMSNorms (gemma_rmsnorm) and SwiGLU feed-forwards",
-    module=__name__, priority=550, fields=FIELDS, document=document, rules=WEIGHTS,
+    priority=550, fields=FIELDS, document=document, rules=WEIGHTS,
     carried=("rope_parameters.mrope_section", "rope_parameters.mrope_interleaved"))

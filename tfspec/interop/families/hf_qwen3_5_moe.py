@@ -71,7 +71,7 @@ QWEN3_5_MOE = hf_qwen3_next.QWEN3_NEXT.derive(
     "Qwen3.5-MoE (text): Qwen3-Next's hybrid of Gated DeltaNet and gated attention with a mixture in every "
     "layer (a softmax router renormalising its choice, a shared expert behind a sigmoid gate), its Gated "
     "DeltaNet's projections kept apart as Qwen3.5's are",
-    module=__name__, priority=570, fields=FIELDS, document=document,
+    priority=570, fields=FIELDS, document=document,
     requires=(Requires(lambda f: all(f.layer_routes("decoder")),
                        "some of its layers' feed-forwards are not mixtures: every Qwen3.5-MoE layer's is"),
               Requires(lambda f: f.router("decoder").renormalize,

@@ -109,6 +109,6 @@ QWEN3_NEXT = hf_qwen3_5.QWEN3_5.derive(
     "Qwen3-Next: Qwen3.5's hybrid of Gated DeltaNet (mixer gated_deltanet) and gated attention (steps="
     "output_gate) as layer_types says, with Qwen2-MoE's mixtures (a softmax router, a shared expert behind a "
     "sigmoid gate: shared=, shared_gate=true), mlp_only_layers a gated MLP; (1 + w) RMSNorms",
-    module=__name__, priority=560, fields=FIELDS, document=document, carried=(),
+    priority=560, fields=FIELDS, document=document, carried=(),
     # its Gated DeltaNet's projections fused by key head; a mixture or, layer by layer, a gated MLP
     rules=hf_qwen3_5.WEIGHTS.derive({"mixer": grouped_mixer, **hf_mixtral.MIXTURE}))

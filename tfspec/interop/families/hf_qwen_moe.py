@@ -149,4 +149,4 @@ QWEN3_MOE = Family(
     "Qwen3-MoE: Qwen3's decoder (each head's queries and keys RMS-normed) whose feed-forwards are mixtures of "
     "SwiGLU experts routed by a softmax, renormalised where norm_topk_prob says; the layers of "
     "mlp_only_layers (or off every decoder_sparse_step-th) keep a gated MLP (a layer schedule)",
-    module=__name__, priority=180, fields=FIELDS, document=document, hf_config=hf_config, rules=hf_mixtral.WEIGHTS)
+    priority=180, fields=FIELDS, document=document, hf_config=hf_config, rules=hf_mixtral.WEIGHTS)

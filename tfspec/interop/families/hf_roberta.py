@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import hf_bert
 from ..document import Document
 from ..fields import Field, Fields
+from ..family import masked_lm
 from ..mapping import InteropError
 from ..weights import MaskedLMHead
 from ..layouts import covering
@@ -69,8 +70,7 @@ WEIGHTS = hf_bert.WEIGHTS.derive(head=MaskedLMHead("lm_head.dense", "lm_head.lay
 
 ROBERTA = hf_bert.BERT.derive(
     "RoBERTa", ("roberta", "xlm-roberta"),
-    {"RobertaForMaskedLM": {"pooler": False, "head": True}, "RobertaModel": {"pooler": True, "head": False},
-     "XLMRobertaForMaskedLM": {"pooler": False, "head": True}, "XLMRobertaModel": {"pooler": True, "head": False}},
+    {**masked_lm("Roberta"), **masked_lm("XLMRoberta")},
     "RoBERTa (Liu et al. 2019) and XLM-RoBERTa: BERT's encoder whose learned positions start at row "
     "padding_idx + 1 and count only real tokens, one segment, an MLM head with GELU",
-    module=__name__, priority=20, fields=FIELDS, document=document, prefix="roberta.", rules=WEIGHTS)
+    priority=20, fields=FIELDS, document=document, prefix="roberta.", rules=WEIGHTS)

@@ -48,4 +48,4 @@ SEED_OSS = hf_llama.LLAMA.derive(
     "Seed-OSS", ("seed_oss",), causal_lm("SeedOss"),
     "Seed-OSS: Llama's block with biased q/k/v projections apart from the output's (attention_out_bias), "
     "an optionally biased MLP, dropout on each sublayer's output (residual_dropout), head_dim its own",
-    module=__name__, priority=370, fields=FIELDS, document=document, hf_config=None)
+    priority=370, fields=FIELDS, document=document, hf_config=None)

@@ -169,4 +169,4 @@ SIGLIP = Family(
     "vision loss=sigmoid bias=-10); the text tower sees every position and reads its last (pool=last) "
     "through a linear map with a bias; the vision tower has no class token and pools its patches by "
     "attention (head pool=attention(heads, d_ff)), projected by nothing",
-    module=__name__, priority=700, fields=FIELDS, document=document, requires=REQUIRES, rules=_rules, towers=True)
+    priority=700, fields=FIELDS, document=document, requires=REQUIRES, rules=_rules, towers=True)

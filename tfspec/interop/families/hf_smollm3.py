@@ -37,4 +37,4 @@ SMOLLM3 = hf_qwen2.QWEN2.derive(
     "SmolLM3", ("smollm3",), causal_lm("SmolLM3"),
     "SmolLM3: Llama's block without rotary positions in every 4th layer (no_rope_layers: a layer "
     "schedule), the head tied to the token embedding",
-    module=__name__, priority=220, fields=FIELDS, document=document)
+    priority=220, fields=FIELDS, document=document)

@@ -39,4 +39,4 @@ STABLELM = hf_cohere.COHERE.derive(
     "StableLM", ("stablelm",), causal_lm("StableLm"),
     "StableLM 2: Llama's projections around LayerNorms (with bias), partial rotary positions, optional q/k/v "
     "biases, pre-norm or parallel on one norm, dropout on the feed-forward's output",
-    module=__name__, priority=320, fields=hf_cohere.STABLELM_FIELDS, document=document, requires=())
+    priority=320, fields=hf_cohere.STABLELM_FIELDS, document=document, requires=())

@@ -64,6 +64,6 @@ STARCODER2 = hf_llama.LLAMA.derive(
     "StarCoder2", ("starcoder2",), causal_lm("Starcoder2"),
     "StarCoder2: pre-norm LayerNorm (with bias), rotary positions, grouped-query attention, an optional "
     "sliding window, a plain GELU (tanh) feed-forward, every projection biased by use_bias, the head tied",
-    module=__name__, priority=240, fields=FIELDS, document=document, hf_config=None, requires=(SAME_BIAS,),
+    priority=240, fields=FIELDS, document=document, hf_config=None, requires=(SAME_BIAS,),
     rules=hf_llama.WEIGHTS.derive({"feedforward": None, "feedforward.up": "mlp.c_fc",
                                    "feedforward.down": "mlp.c_proj"}))

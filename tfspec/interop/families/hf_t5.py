@@ -184,5 +184,5 @@ T5 = Family("T5", ("t5",),
             {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
             "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
             "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
-            module=__name__, priority=340, fields=FIELDS, document=document, kind="encoder-decoder", rules=_rules,
+            priority=340, fields=FIELDS, document=document, kind="encoder-decoder", rules=_rules,
             prefix="", options_from_tensors=options_from_tensors, options_from_model=options_from_model)

@@ -125,5 +125,5 @@ VIT = Family(
     "ViT: pictures cut into square patches, each mapped linearly (embedding image { input patches(image=N, "
     "patch=P, class_token=true) }), learned positions, a pre-norm LayerNorm encoder; the classifier reads the class "
     "token (head linear(num_labels) pool=first), the base model's pooler too",
-    module=__name__, priority=160, fields=FIELDS, document=document, kind="encoder-only", rules=WEIGHTS,
+    priority=160, fields=FIELDS, document=document, kind="encoder-only", rules=WEIGHTS,
     prefix="vit.")

@@ -179,5 +179,5 @@ WHISPER = Family(
     "frames (embedding audio { input audio(mels, frames) }), Whisper's fixed sinusoids, a pre-norm encoder; "
     "a pre-norm decoder of tokens with learned positions cross-attending to it; keys without a bias "
     "(key_bias=false); the head tied to the token table",
-    module=__name__, priority=670, fields=FIELDS, document=document, kind="encoder-decoder", requires=(READS_AUDIO,),
+    priority=670, fields=FIELDS, document=document, kind="encoder-decoder", requires=(READS_AUDIO,),
     rules=_rules, computed=_sinusoids, carried=CARRIED)
