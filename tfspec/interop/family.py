@@ -38,7 +38,8 @@ def masked_lm(name: str, pooler: bool = True, lm_pooler: bool = False) -> dict[s
     >>> masked_lm("DistilBert", pooler=False)
     {'DistilBertForMaskedLM': {'pooler': False, 'head': True}, 'DistilBertModel': {'pooler': False, 'head': False}}
     """
-    return {f"{name}ForMaskedLM": {"pooler": lm_pooler, "head": True}, f"{name}Model": {"pooler": pooler, "head": False}}
+    return {f"{name}ForMaskedLM": {"pooler": lm_pooler, "head": True},
+            f"{name}Model": {"pooler": pooler, "head": False}}
 
 
 @dataclass(frozen=True)

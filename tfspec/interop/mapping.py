@@ -119,8 +119,8 @@ def _field_differences(model, config, fields, exported: Callable) -> list[str]:
 
 def layer_modules(model, role: str = "decoder") -> dict[str, str]:
     """Module names, inside one layer, of a block's parts: ``attention``, ``attention_norm``, ``feedforward``,
-    ``feedforward_norm`` -- the norm before each sublayer, or after its residual sum in a post-norm block
-    (read from the graph, so wiring-form names work too)."""
+    ``feedforward_norm`` (and an encoder-decoder's ``cross``, ``cross_norm``) -- the norm before each sublayer, or
+    after its residual sum in a post-norm block (read from the graph, so wiring-form names work too)."""
     return spec_layer_modules(model.spec, role)
 
 
@@ -129,7 +129,8 @@ def spec_layer_modules(spec, role: str = "decoder") -> dict[str, str]:
     g = spec.graph()
     found: dict[str, str] = {}
     for node in sublayers(g, role, kind=0):  # every kind of layer names its sublayers alike
-        part = "attention" if isinstance(node, ir.Attention) else "feedforward"
+        part = "feedforward" if not isinstance(node, ir.Attention) else "cross" if node.spec.reads == "cross" else \
+            "attention"
         if part in found:
             raise InteropError(f"spec '{spec.name}' has more than one {part} per {role} layer; "
                                "the reference has one")

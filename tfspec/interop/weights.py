@@ -38,13 +38,27 @@ class Projections:
         core = model.get_submodule(ours)
         q, k, v, o = (f"{theirs}.{self.module}.{name}" for name in self.names)
         out = linear_rules(f"{ours}.out", o, state, ours_state)
+        q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
+        if hasattr(core, "kv"):  # cross-attention: the queries apart, the memory's keys and values together
+            return linear_rules(f"{ours}.q", q, state, ours_state) + \
+                _fused(f"{ours}.kv", core.kv, (k, v), (kv_width, kv_width), k, state, ours_state) + out
         if not hasattr(core, "qkv"):  # it reads another layer's keys and values: it projects queries alone
             return linear_rules(f"{ours}.q", q, state, ours_state) + out
-        q_width, kv_width = core.heads * core.head_dim, core.kv_heads * core.head_dim
         names, split = (q, k, v), (q_width, kv_width, kv_width)
         if core.qkv.out_features == q_width + kv_width:  # its values are its keys' projection: no v_proj
             names, split = names[:2], split[:2]
-        return linear_rules(f"{ours}.qkv", names, state, ours_state, split=split) + out
+        return _fused(f"{ours}.qkv", core.qkv, names, split, k, state, ours_state) + out
+
+
+def _fused(ours: str, linear, names: tuple[str, ...], split: tuple[int, ...], keys: str, state: dict,
+           ours_state: dict) -> list[Rule]:
+    """A fused projection's rules; where its keys' rows have no bias (``nn.attention.UnbiasedKeys``: Whisper's
+    ``k_proj``), its bias is the others' alone."""
+    rules = linear_rules(ours, names, state, ours_state, split=split)
+    if hasattr(linear, "keys") and len(rules) == 2:
+        kept = [(name, size) for name, size in zip(names, split) if name != keys]
+        rules[1] = rule(f"{ours}.bias", tuple(f"{name}.bias" for name, _ in kept), split=tuple(s for _, s in kept))
+    return rules
 
 
 @dataclass(frozen=True)
@@ -244,6 +258,70 @@ class Weights:
         return rules + head + ahead, {**aliases, **shared}
 
 
+@dataclass(frozen=True)
+class TiedHead:
+    """An LM head tied to the token table of the embedding the stack ``table`` reads: the checkpoint's ``name`` an
+    alias of it, the head's bias stored as ``bias`` (1 × vocab: BART's ``final_logits_bias``) where it has one. A
+    spec whose head is its own is refused."""
+
+    name: str = "lm_head"
+    table: str = "decoder"
+    bias: str | None = None
+
+    def __call__(self, model, embeddings: dict[str, str]) -> tuple[list[Rule], dict[str, str]]:
+        if model.tied_to is None:
+            raise InteropError(f"spec '{model.spec.name}' has a head of its own; the checkpoint ties it to the "
+                               "token table")
+        table = embeddings[self.table]
+        vocab = next(e.vocab for e in model.spec.embeddings if e.name == table)
+        rules = [rule("head.bias", self.bias, shape=(1, vocab))] if self.bias else []
+        return rules, {f"{self.name}.weight": f"embeddings.{table}.tokens.weight"}
+
+
+@dataclass(frozen=True)
+class Stacks:
+    """An encoder-decoder's checkpoint as tables: ``stacks``, each stack's ``Weights`` by its role, whose ``top`` (the
+    stack's modules outside its layers) and ``layers`` are names under the base model's prefix; ``top``, the modules
+    outside both (a token table both read); ``aliases``, the checkpoint's names of tensors of ours (each stack's copy
+    of that table); ``head``, the LM head's (``TiedHead``, or ``lm_head_rules``' ``name`` where it may be its own).
+    Our names may say ``{encoder}`` and ``{decoder}``, the embedding each stack reads (and a stack's own ``top``,
+    ``{embedding}``, its own, and its layer's parts: ``{attention}``, which keys T5's position bias). A ``top`` entry
+    maps where our model holds the module (a sinusoid table the spec computes is none of ours: the family's
+    ``computed``). Called as a family's ``rules(model, prefix, state, lm)``."""
+
+    stacks: Mapping[str, Weights]
+    top: Mapping[str, Where] = field(default_factory=dict)
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    head: TiedHead | str = "lm_head"
+
+    def __call__(self, model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+        roles = tuple(stack.role for stack in model.spec.stacks)
+        if roles != tuple(self.stacks):
+            raise InteropError(f"spec '{model.spec.name}' is {model.spec.kind}; the checkpoint holds "
+                               f"{' and '.join(self.stacks)} stacks")
+        ours_state = model.state_dict()
+        embeddings = {stack.role: stack.embedding for stack in model.spec.stacks}
+
+        def held(table: Mapping, **names) -> list[Rule]:
+            rules = []
+            for ours, theirs in table.items():
+                ours = ours.format(**embeddings, **names)
+                if f"{ours}.weight" in ours_state:
+                    rules += linear_rules(ours, f"{prefix}{theirs}", state, ours_state)
+            return rules
+
+        rules = held(self.top)
+        for role, weights in self.stacks.items():
+            parts = weights.parts(model, role)
+            rules += held(weights.top, embedding=embeddings[role], **parts)
+            rules += [r for i in range(len(getattr(model, role).layers)) for r in weights.layer_rules(
+                model, parts, f"{role}.layers.{i}", f"{prefix}{weights.layers}.{i}", state, ours_state)]
+        aliases = {f"{prefix}{theirs}": ours.format(**embeddings) for theirs, ours in self.aliases.items()}
+        head, head_aliases = ([], {}) if not lm else self.head(model, embeddings) if isinstance(self.head, TiedHead) \
+            else lm_head_rules(model, lm, self.head, state, f"embeddings.{embeddings['decoder']}")
+        return rules + head, {**aliases, **head_aliases}
+
+
 def _names(where: str | tuple) -> tuple[str, ...]:
     return (where,) if isinstance(where, str) else where
 
@@ -257,13 +335,13 @@ def _module_rules(ours: str, theirs: tuple[str, ...], state: dict, ours_state: d
     return linear_rules(ours, theirs, state, ours_state)
 
 
-def lm_head_rules(model, lm: bool, name: str = "lm_head", state: dict | None = None
-                  ) -> tuple[list[Rule], dict[str, str]]:
+def lm_head_rules(model, lm: bool, name: str = "lm_head", state: dict | None = None,
+                  embedding: str = "embeddings.tokens") -> tuple[list[Rule], dict[str, str]]:
     """The causal LM's head (none without ``lm``): ``name``, its bias too where either side has one (PhiMoE's,
-    GPT-J's); its weight an alias of the token embedding where tied."""
+    GPT-J's); its weight an alias of the token table of ``embedding`` where tied."""
     if not lm:
         return [], {}
     rules = linear_rules("head", name, state or {}, model.state_dict())
     if model.tied_to is not None:
-        return rules[1:], {f"{name}.weight": "embeddings.tokens.tokens.weight"}
+        return rules[1:], {f"{name}.weight": f"{embedding}.tokens.weight"}
     return rules, {}

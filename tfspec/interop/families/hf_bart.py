@@ -17,11 +17,9 @@ and an LM head tied to the table with a bias held as ``final_logits_bias``. They
 
 from __future__ import annotations
 
-from ...ir import nodes as ir
-from ...ir import queries
 from ..facts import Facts
 from ..fields import Field, Fields, Fixed, standard
-from ..mapping import InteropError, Rule, linear_rules, rule
+from ..weights import Projections, Stacks, TiedHead, Weights
 from ..document import Block, Document, Statement
 from ..family import Family
 
@@ -132,66 +130,31 @@ def hf_config(spec) -> dict:
     return {"model_type": kind, **FIELDS.config(f)}
 
 
-def bart_layer_parts(model, role: str) -> dict[str, str]:
-    """One layer's module names: its attentions (self, then cross), its feed-forward, and the norm of each."""
-    g = model.spec.graph()
-    found: dict[str, str] = {}
-    for node in queries.sublayers(g, role, kind=0):
-        part = "feedforward" if isinstance(node, ir.FeedForward) else \
-            "cross" if node.spec.reads == "cross" else "attention"
-        placement = queries.residual_placement(g, node)
-        norm = placement.merged_norm if placement.placement == "post-norm" else g.node(node.inputs[0])
-        if part in found or not isinstance(norm, ir.Norm):
-            raise InteropError(f"spec '{model.spec.name}' is not BART's {role} layer: one self-attention"
-                               f"{', one cross-attention' if role == 'decoder' else ''} and one feed-forward, each "
-                               "with its LayerNorm")
-        found.update({part: node.name, f"{part}_norm": norm.module.name})
-    return found
+# a layer's projections, feed-forward and norms: BART's, mBART's, Marian's (and Whisper's)
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+LAYER = {"attention": Projections("self_attn", PROJECTIONS), "attention_norm": "self_attn_layer_norm",
+         "cross": Projections("encoder_attn", PROJECTIONS), "cross_norm": "encoder_attn_layer_norm",
+         "feedforward.up": "fc1", "feedforward.down": "fc2", "feedforward_norm": "final_layer_norm"}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "encoder-decoder":
-        raise InteropError(f"BART is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    source, target = (e.name for e in model.spec.embeddings)
-    table = f"embeddings.{source}.tokens.weight"
-    rules = [rule(table, f"{prefix}shared.weight")]
-    aliases = {f"{prefix}encoder.embed_tokens.weight": table, f"{prefix}decoder.embed_tokens.weight": table}
-    for role, embedding in (("encoder", source), ("decoder", target)):
-        theirs = f"{prefix}{role}"
-        if f"embeddings.{embedding}.positions.weight" in ours_state:
-            rules.append(rule(f"embeddings.{embedding}.positions.weight", f"{theirs}.embed_positions.weight"))
-        if f"embeddings.{embedding}.norm.weight" in ours_state or f"{theirs}.layernorm_embedding.weight" in state:
-            rules += linear_rules(f"embeddings.{embedding}.norm", f"{theirs}.layernorm_embedding", state, ours_state)
-        if f"{role}.final_norm.weight" in ours_state or f"{theirs}.layer_norm.weight" in state:
-            rules += linear_rules(f"{role}.final_norm", f"{theirs}.layer_norm", state, ours_state)
-        parts = bart_layer_parts(model, role)
-        for i in range(len(getattr(model, role).layers)):
-            ours, layer = f"{role}.layers.{i}", f"{theirs}.layers.{i}"
-            a = f"{ours}.{parts['attention']}"
-            rules += [*linear_rules(f"{a}.qkv", tuple(f"{layer}.self_attn.{p}_proj" for p in "qkv"), state,
-                                    ours_state),
-                      *linear_rules(f"{a}.out", f"{layer}.self_attn.out_proj", state, ours_state),
-                      *linear_rules(f"{ours}.{parts['attention_norm']}", f"{layer}.self_attn_layer_norm", state,
-                                    ours_state),
-                      *linear_rules(f"{ours}.{parts['feedforward']}.up", f"{layer}.fc1", state, ours_state),
-                      *linear_rules(f"{ours}.{parts['feedforward']}.down", f"{layer}.fc2", state, ours_state),
-                      *linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{layer}.final_layer_norm", state,
-                                    ours_state)]
-            if role == "decoder":
-                c = f"{ours}.{parts['cross']}"
-                rules += [*linear_rules(f"{c}.q", f"{layer}.encoder_attn.q_proj", state, ours_state),
-                          *linear_rules(f"{c}.kv", (f"{layer}.encoder_attn.k_proj", f"{layer}.encoder_attn.v_proj"),
-                                        state, ours_state),
-                          *linear_rules(f"{c}.out", f"{layer}.encoder_attn.out_proj", state, ours_state),
-                          *linear_rules(f"{ours}.{parts['cross_norm']}", f"{layer}.encoder_attn_layer_norm", state,
-                                        ours_state)]
-    if lm:
-        if model.tied_to is None:
-            raise InteropError(f"spec '{model.spec.name}' has a head of its own; these families tie it to the table")
-        rules.append(rule("head.bias", "final_logits_bias", shape=(1, model.spec.embeddings[0].vocab)))
-        aliases["lm_head.weight"] = table
-    return rules, aliases
+def stack(role: str, **top: str) -> Weights:
+    """One stack's table: its layers, its final norm, and ``top``'s modules outside its layers."""
+    return Weights(LAYER, top={f"{role}.final_norm": f"{role}.layer_norm", **top},
+                   layers=f"{role}.layers")
+
+
+def _embedding(role: str) -> dict[str, str]:
+    return {"embeddings.{embedding}.positions": f"{role}.embed_positions",
+            "embeddings.{embedding}.norm": f"{role}.layernorm_embedding"}
+
+
+# both stacks read one table, ``shared``; the head is tied to it, its bias held as final_logits_bias
+WEIGHTS = Stacks({"encoder": stack("encoder", **_embedding("encoder")),
+                  "decoder": stack("decoder", **_embedding("decoder"))},
+                 top={"embeddings.{encoder}.tokens": "shared"},
+                 aliases={"encoder.embed_tokens.weight": "embeddings.{encoder}.tokens.weight",
+                          "decoder.embed_tokens.weight": "embeddings.{encoder}.tokens.weight"},
+                 head=TiedHead("lm_head", table="encoder", bias="final_logits_bias"))
 
 
 def _sinusoids(model, prefix: str, state: dict) -> dict:
@@ -257,7 +220,7 @@ BART = Family(
     "BART (Lewis et al. 2020): a post-norm encoder-decoder whose stacks read one token table, learned positions "
     "read two rows on, a LayerNorm on each stack's embeddings, GELU, the head tied with final_logits_bias",
     priority=350, fields=FIELDS, document=document, hf_config=hf_config, kind="encoder-decoder",
-    rules=_rules, computed=_sinusoids, carried=CARRIED)
+    rules=WEIGHTS, computed=_sinusoids, carried=CARRIED)
 # (one spec text, configuration and weight mapping read all three: the configuration says which it is)
 MBART = BART.derive(
     "mBART", ("mbart",), {"MBartForConditionalGeneration": {"head": True}, "MBartModel": {"head": False}},

@@ -15,9 +15,8 @@ scale or tying is an ``InteropError``, never a silent copy.
 
 from __future__ import annotations
 
-from ...ir import nodes as ir
-from ...ir import queries
-from ..mapping import InteropError, Rule, rule
+from ..mapping import Rule, linear_rules
+from ..weights import Projections, Stacks, Weights
 from ..fields import Field, Fields, Fixed, standard
 from ..document import Block, Document, Statement
 from ..writer import number
@@ -110,60 +109,37 @@ def document(s, *, padding: bool, head: bool, tied: bool | None = None) -> Docum
         tail=(head_statement,) if head else ())
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """T5's weight names (the model with a head holds its stacks at the top: no prefix)."""
-    if model.spec.kind != "encoder-decoder":
-        raise InteropError(f"T5 is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
-    embedding = "embeddings.tokens.tokens.weight"
-    rules = [rule(embedding, "shared.weight")]
-    aliases = {"encoder.embed_tokens.weight": embedding, "decoder.embed_tokens.weight": embedding}
-    for role, sublayers in (("encoder", ("SelfAttention",)), ("decoder", ("SelfAttention", "EncDecAttention"))):
-        parts = _parts(model, role)
-        attentions = parts["attentions"]
-        rules += [rule(f"{role}.final_norm.weight", f"{role}.final_layer_norm.weight"),
-                  rule(f"{role}.positions.{attentions[0]}.weight",
-                       f"{role}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")]
-        feedforward = model.get_submodule(f"{role}.layers.0.{parts['feedforward']}")
-        gated = feedforward.up.out_features != feedforward.down.in_features  # gate and value: wi_0 and wi_1
-        for i in range(len(getattr(model, role).layers)):
-            ours, theirs = f"{role}.layers.{i}", f"{role}.block.{i}.layer"
-            for index, (mine, reference) in enumerate(zip(attentions, sublayers)):
-                a, t = f"{ours}.{mine}", f"{theirs}.{index}.{reference}"
-                if reference == "SelfAttention":
-                    rules.append(rule(f"{a}.qkv.weight", (f"{t}.q.weight", f"{t}.k.weight", f"{t}.v.weight")))
-                else:
-                    rules += [rule(f"{a}.q.weight", f"{t}.q.weight"),
-                              rule(f"{a}.kv.weight", (f"{t}.k.weight", f"{t}.v.weight"))]
-                rules += [rule(f"{a}.out.weight", f"{t}.o.weight"),
-                          rule(f"{ours}.{parts['norms'][mine]}.weight", f"{theirs}.{index}.layer_norm.weight")]
-            f, t = f"{ours}.{parts['feedforward']}", f"{theirs}.{len(sublayers)}"
-            up = (f"{t}.DenseReluDense.wi_0.weight", f"{t}.DenseReluDense.wi_1.weight") if gated \
-                else f"{t}.DenseReluDense.wi.weight"
-            rules += [rule(f"{f}.up.weight", up), rule(f"{f}.down.weight", f"{t}.DenseReluDense.wo.weight"),
-                      rule(f"{ours}.{parts['norms'][parts['feedforward']]}.weight", f"{t}.layer_norm.weight")]
-    if lm and model.tied_to is not None:
-        aliases["lm_head.weight"] = embedding
-    elif lm:
-        rules.append(rule("head.weight", "lm_head.weight"))
-    return rules, aliases
+def _up(sublayer: int):
+    """The rules of a feed-forward's up projection: ``wi``, or the gated v1.1's ``wi_0`` and ``wi_1`` (gate first)."""
+    def rules(model, ours: str, theirs: str, state: dict, ours_state: dict) -> list[Rule]:
+        feedforward = model.get_submodule(ours.rsplit(".", 1)[0])
+        gated = feedforward.up.out_features != feedforward.down.in_features
+        return linear_rules(ours, tuple(f"{theirs}.layer.{sublayer}.DenseReluDense.{name}"
+                                        for name in (("wi_0", "wi_1") if gated else ("wi",))), state, ours_state)
+    return rules
 
 
-def _parts(model, role: str) -> dict:
-    """A T5 layer's sublayers in our model: its attentions in order (self, then cross), its feed-forward, and the
-    pre-norm before each (read from the graph, so the names in the spec do not matter)."""
-    g = model.spec.graph()
-    attentions, feedforwards, norms = [], [], {}
-    for node in queries.sublayers(g, role):
-        (attentions if isinstance(node, ir.Attention) else feedforwards).append(node.name)
-        before = g.node(node.inputs[0])
-        if not isinstance(before, ir.Norm) or before.module is None:
-            raise InteropError(f"spec '{model.spec.name}': the {role}'s {node.name} has no norm before it, as T5's has")
-        norms[node.name] = before.module.name
-    expected = 1 if role == "encoder" else 2
-    if len(attentions) != expected or len(feedforwards) != 1:
-        raise InteropError(f"spec '{model.spec.name}': a T5 {role} layer has {expected} attention(s) and one "
-                           f"feed-forward; this one has {len(attentions)} and {len(feedforwards)}")
-    return {"attentions": attentions, "feedforward": feedforwards[0], "norms": norms}
+def _stack(role: str, *sublayers: tuple[str, str]) -> Weights:
+    """A stack's table: each layer's attentions (``sublayers``: our part, theirs) then its feed-forward, each with
+    the norm before it; the relative attention bias its first layer owns; its final norm."""
+    layer = {}
+    for index, (part, theirs) in enumerate(sublayers):
+        layer |= {part: Projections(f"layer.{index}.{theirs}", ("q", "k", "v", "o")),
+                  f"{part}_norm": f"layer.{index}.layer_norm"}
+    last = len(sublayers)
+    layer |= {"feedforward.up": _up(last), "feedforward.down": f"layer.{last}.DenseReluDense.wo",
+              "feedforward_norm": f"layer.{last}.layer_norm"}
+    return Weights(layer, layers=f"{role}.block", top={
+        f"{role}.final_norm": f"{role}.final_layer_norm",
+        f"{role}.positions.{{attention}}": f"{role}.block.0.layer.0.SelfAttention.relative_attention_bias"})
+
+
+# both stacks read ``shared``; the head is tied to it (v1.0) or its own (v1.1)
+WEIGHTS = Stacks({"encoder": _stack("encoder", ("attention", "SelfAttention")),
+                  "decoder": _stack("decoder", ("attention", "SelfAttention"), ("cross", "EncDecAttention"))},
+                 top={"embeddings.{encoder}.tokens": "shared"},
+                 aliases={"encoder.embed_tokens.weight": "embeddings.{encoder}.tokens.weight",
+                          "decoder.embed_tokens.weight": "embeddings.{encoder}.tokens.weight"})
 
 
 EXAMPLES = {
@@ -184,5 +160,5 @@ T5 = Family("T5", ("t5",),
             {"T5ForConditionalGeneration": {"head": True}, "T5Model": {"head": False}},
             "T5 (Raffel et al. 2020): pre-norm RMSNorm without bias, relative attention bias shared by a "
             "stack's layers, unscaled scores (1/sqrt(d_kv) folded into the init)",
-            priority=340, fields=FIELDS, document=document, kind="encoder-decoder", rules=_rules,
+            priority=340, fields=FIELDS, document=document, kind="encoder-decoder", rules=WEIGHTS,
             prefix="", options_from_tensors=options_from_tensors, options_from_model=options_from_model)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from . import hf_bart
 from ..fields import Field, Fields, Fixed
-from ..mapping import InteropError, Rule, linear_rules, rule
+from ..weights import Stacks, TiedHead
 from ..document import Block, Document, Statement
 from ..family import Family, Requires
 
@@ -98,48 +98,14 @@ READS_AUDIO = Requires(
     "embedding tokens { vocab ... })")
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    if model.spec.kind != "encoder-decoder":
-        raise InteropError(f"Whisper is an encoder-decoder; spec '{model.spec.name}' is {model.spec.kind}")
-    ours_state = model.state_dict()
-    audio, tokens = (e.name for e in model.spec.embeddings)
-    a, t = f"embeddings.{audio}", f"embeddings.{tokens}"
-    table = f"{t}.tokens.weight"
-    rules = [*linear_rules(f"{a}.conv1", f"{prefix}encoder.conv1", state, ours_state),
-             *linear_rules(f"{a}.conv2", f"{prefix}encoder.conv2", state, ours_state),
-             rule(table, f"{prefix}decoder.embed_tokens.weight"),
-             rule(f"{t}.positions.weight", f"{prefix}decoder.embed_positions.weight")]
-    for role in ("encoder", "decoder"):
-        theirs = f"{prefix}{role}"
-        rules += linear_rules(f"{role}.final_norm", f"{theirs}.layer_norm", state, ours_state)
-        parts = hf_bart.bart_layer_parts(model, role)
-        for i in range(len(getattr(model, role).layers)):
-            ours, layer = f"{role}.layers.{i}", f"{theirs}.layers.{i}"
-            s = f"{ours}.{parts['attention']}"
-            rules += [rule(f"{s}.qkv.weight", tuple(f"{layer}.self_attn.{p}_proj.weight" for p in "qkv")),
-                      rule(f"{s}.qkv.bias", (f"{layer}.self_attn.q_proj.bias", f"{layer}.self_attn.v_proj.bias")),
-                      *linear_rules(f"{s}.out", f"{layer}.self_attn.out_proj", state, ours_state),
-                      *linear_rules(f"{ours}.{parts['attention_norm']}", f"{layer}.self_attn_layer_norm", state,
-                                    ours_state),
-                      *linear_rules(f"{ours}.{parts['feedforward']}.up", f"{layer}.fc1", state, ours_state),
-                      *linear_rules(f"{ours}.{parts['feedforward']}.down", f"{layer}.fc2", state, ours_state),
-                      *linear_rules(f"{ours}.{parts['feedforward_norm']}", f"{layer}.final_layer_norm", state,
-                                    ours_state)]
-            if role == "decoder":
-                c = f"{ours}.{parts['cross']}"
-                rules += [*linear_rules(f"{c}.q", f"{layer}.encoder_attn.q_proj", state, ours_state),
-                          rule(f"{c}.kv.weight", (f"{layer}.encoder_attn.k_proj.weight",
-                                                  f"{layer}.encoder_attn.v_proj.weight")),
-                          rule(f"{c}.kv.bias", f"{layer}.encoder_attn.v_proj.bias"),
-                          *linear_rules(f"{c}.out", f"{layer}.encoder_attn.out_proj", state, ours_state),
-                          *linear_rules(f"{ours}.{parts['cross_norm']}", f"{layer}.encoder_attn_layer_norm", state,
-                                        ours_state)]
-    aliases = {}
-    if lm:
-        if model.tied_to is None:
-            raise InteropError(f"spec '{model.spec.name}' has a head of its own; Whisper ties it to the token table")
-        aliases["proj_out.weight"] = table
-    return rules, aliases
+# BART's layers and final norms, the spectrograms' convolutions in front of the encoder (its sinusoids computed),
+# the decoder's own token table and learned positions, the head (proj_out) tied to that table
+WEIGHTS = Stacks({"encoder": hf_bart.stack("encoder", **{f"embeddings.{{embedding}}.{conv}": f"encoder.{conv}"
+                                                         for conv in ("conv1", "conv2")}),
+                  "decoder": hf_bart.stack("decoder", **{
+                      "embeddings.{embedding}.tokens": "decoder.embed_tokens",
+                      "embeddings.{embedding}.positions": "decoder.embed_positions"})},
+                 head=TiedHead("proj_out"))
 
 
 def _sinusoids(model, prefix: str, state: dict) -> dict:
@@ -180,4 +146,4 @@ WHISPER = Family(
     "a pre-norm decoder of tokens with learned positions cross-attending to it; keys without a bias "
     "(key_bias=false); the head tied to the token table",
     priority=670, fields=FIELDS, document=document, kind="encoder-decoder", requires=(READS_AUDIO,),
-    rules=_rules, computed=_sinusoids, carried=CARRIED)
+    rules=WEIGHTS, computed=_sinusoids, carried=CARRIED)
