@@ -322,6 +322,82 @@ class Stacks:
         return rules + head, {**aliases, **head_aliases}
 
 
+@dataclass(frozen=True)
+class One:
+    """One tensor of a ``Towers`` table (its key names ours whole: a class token, a contrastive scale), ``theirs``
+    in the checkpoint; ``shape``: the checkpoint's shape of it where ours is held in another."""
+
+    theirs: str
+    shape: tuple[int, ...] | None = None
+    transpose: bool = False
+
+    def __call__(self, model, ours: str, names: dict, state: dict, ours_state: dict) -> list[Rule]:
+        theirs = self.theirs.format(**names)
+        held = ours in ours_state or theirs in state  # (a class token one vision tower has and another has not)
+        return [rule(ours, theirs, transpose=self.transpose, shape=self.shape)] if held else []
+
+
+@dataclass(frozen=True)
+class Patches:
+    """A ``Towers`` table's patch kernel (our ``patches``, a linear map of each patch's pixels) stored as a
+    convolution's (``theirs``, its bias too where either side has one): (dim, channels, [frames,] patch, patch)."""
+
+    theirs: str
+    frames: bool = False  # a 3-D convolution over frames too (Qwen2.5-VL's)
+
+    def __call__(self, model, ours: str, names: dict, state: dict, ours_state: dict) -> list[Rule]:
+        embedding = model.get_submodule(ours.rsplit(".", 1)[0])
+        frames = (embedding.frames,) if self.frames else ()
+        theirs = self.theirs.format(**names)
+        shape = (embedding.dim, embedding.channels, *frames, embedding.patch, embedding.patch)
+        return [rule(f"{ours}.weight", f"{theirs}.weight", shape=shape),
+                *linear_rules(ours, theirs, state, ours_state)[1:]]
+
+
+@dataclass(frozen=True)
+class Towers:
+    """A model of towers' checkpoint as tables (CLIP's; a vision-language model's vision tower and connector):
+    ``top``, our tensors outside the towers' layers beside the checkpoint's (a module's weight and bias where either
+    side has them; or a function of the model, our name, the names below, the checkpoint's tensors and ours: a
+    ``One`` tensor, ``Patches``); ``layers``, our layers beside the checkpoint's, with the table of one layer (a
+    ``Weights``' ``layer``, by our module paths in it); ``models``, a tower that is a family's model of its own
+    (Qwen2.5-VL's text model: Llama's table) beside the checkpoint's prefix of it. Names may say ``{text}`` and
+    ``{vision}`` (the towers: a connector's target and source), ``{tokens}`` and ``{image}`` (their embeddings),
+    ``{steps}`` (the connector's steps) and what ``paths(state)`` gives (where the checkpoint holds a tower, which
+    transformers moved: LLaVA's). Called as a family's ``rules(model, prefix, state, lm)``."""
+
+    top: Mapping[str, Where]
+    layers: Mapping[str, tuple[str, Mapping[str, Where]]] = field(default_factory=dict)
+    models: Mapping[str, tuple[str, Callable]] = field(default_factory=dict)
+    paths: Callable[[dict], dict] | None = None
+
+    def __call__(self, model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
+        from .facts import tower_roles
+
+        spec, ours_state = model.spec, model.state_dict()
+        vision, text = (spec.connectors[0].source, spec.connectors[0].target) if spec.connectors else \
+            reversed(tower_roles(spec, "two-tower"))
+        names = {"text": text, "vision": vision, "tokens": spec.tower(text).embeddings[0].name,
+                 "image": spec.tower(vision).embeddings[0].name, "steps": f"connectors.{vision}.steps",
+                 **(self.paths(state) if self.paths else {})}
+        rules = []
+        for ours, theirs in self.top.items():
+            ours = ours.format(**names)
+            rules += theirs(model, ours, names, state, ours_state) if callable(theirs) else \
+                _module_rules(ours, (theirs.format(**names),), state, ours_state)
+        for ours, (theirs, layer) in self.layers.items():
+            ours, theirs, table = ours.format(**names), theirs.format(**names), Weights(layer, parts=None)
+            for i in range(len(model.get_submodule(ours))):
+                rules += table.layer_rules(model, None, f"{ours}.{i}", f"{theirs}.{i}", state, ours_state)
+        aliases = {}
+        for tower, (theirs, weights) in self.models.items():
+            tower = tower.format(**names)
+            inner, inner_aliases = weights(model.towers[tower], theirs, state, True)
+            rules += [replace(r, ours=tuple(f"towers.{tower}.{o}" for o in r.ours)) for r in inner]
+            aliases |= {k: f"towers.{tower}.{o}" for k, o in inner_aliases.items()}
+        return rules, aliases
+
+
 def _names(where: str | tuple) -> tuple[str, ...]:
     return (where,) if isinstance(where, str) else where
 

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from ...registry import POOLS
 from . import hf_bert, hf_vit
-from ..facts import TowerFacts, tower_roles
+from ..facts import TowerFacts
 from ..fields import Field, Fields, Fixed, lookup
 from ..document import Block, Document, Statement, Tower
-from ..mapping import InteropError, Rule, rule, weight_and_bias
+from ..mapping import InteropError
+from ..weights import One, Patches, Projections, Towers
+from .hf_bart import PROJECTIONS
 from ..family import Family
 
 ACTIVATIONS = {"quick_gelu": "quick_gelu", **hf_bert.ACTIVATIONS}
@@ -149,49 +151,37 @@ def vision_tower(s, head: Statement | None = None) -> Tower:
         tail=(head,) if head else ()))
 
 
-def layer_rules(ours: str, theirs: str, layers: int) -> list[Rule]:
-    """A CLIP-like encoder's layers (CLIP's, SigLIP's): q, k, v and out projections, two LayerNorms, fc1 and fc2."""
-    rules = []
-    for i in range(layers):
-        o, t = f"{ours}.layers.{i}", f"{theirs}.layers.{i}"
-        a = f"{t}.self_attn"
-        rules += [rule(f"{o}.self_attn.qkv.weight", tuple(f"{a}.{n}_proj.weight" for n in "qkv")),
-                  rule(f"{o}.self_attn.qkv.bias", tuple(f"{a}.{n}_proj.bias" for n in "qkv")),
-                  *weight_and_bias(f"{o}.self_attn.out", f"{a}.out_proj"),
-                  *weight_and_bias(f"{o}.self_attn_norm", f"{t}.layer_norm1"),
-                  *weight_and_bias(f"{o}.ffn.up", f"{t}.mlp.fc1"),
-                  *weight_and_bias(f"{o}.ffn.down", f"{t}.mlp.fc2"),
-                  *weight_and_bias(f"{o}.ffn_norm", f"{t}.layer_norm2")]
-    return rules
+# a CLIP-like encoder's layer (CLIP's towers, SigLIP's): q, k, v and out projections, two LayerNorms, fc1 and fc2
+ENCODER_LAYER = {"self_attn": Projections("self_attn", PROJECTIONS), "self_attn_norm": "layer_norm1",
+                 "ffn.up": "mlp.fc1", "ffn.down": "mlp.fc2", "ffn_norm": "layer_norm2"}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict]:
-    """CLIP's tensors: each tower's, the projections and the contrastive head's scale."""
-    text, vision = tower_roles(model.spec, "CLIP")
-    t, v = f"towers.{text}", f"towers.{vision}"
-    te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
-    return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
-            rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
-            *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
-            *weight_and_bias(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
-            rule(f"{t}.head.weight", "text_projection.weight"),
-            *vision_rules(model, vision, "vision_model"),
-            rule(f"{v}.head.weight", "visual_projection.weight"),
-            rule("contrastive.scale", "logit_scale")], {}
+def vision_top(theirs: str) -> dict:
+    """A CLIP-like vision tower's tensors outside its layers (``theirs``: where the checkpoint holds its vision
+    transformer): the patches, the class token, the positions, a norm of the embeddings (``pre_layrnorm``) and the
+    final norm (``post_layernorm``), each where the tower has it."""
+    embedding = "towers.{vision}.embeddings.{image}"
+    return {f"{embedding}.patches": Patches(f"{theirs}.embeddings.patch_embedding"),
+            f"{embedding}.class_token": One(f"{theirs}.embeddings.class_embedding"),
+            f"{embedding}.positions": f"{theirs}.embeddings.position_embedding",
+            f"{embedding}.norm": f"{theirs}.pre_layrnorm",
+            "towers.{vision}.encoder.final_norm": f"{theirs}.post_layernorm"}
 
 
-def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
-    """CLIP's vision tower ``vision`` (``theirs``: where the reference holds its ``CLIPVisionTransformer``): the
-    patches, the class token, the positions, ``pre_layrnorm``, the layers and ``post_layernorm``."""
-    v, image = f"towers.{vision}", model.spec.tower(vision).embeddings[0].name
-    ve, embedding = f"{v}.embeddings.{image}", model.towers[vision].embeddings[image]
-    return [rule(f"{ve}.patches.weight", f"{theirs}.embeddings.patch_embedding.weight",
-                 shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
-            rule(f"{ve}.class_token", f"{theirs}.embeddings.class_embedding"),
-            rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
-            *weight_and_bias(f"{ve}.norm", f"{theirs}.pre_layrnorm"),
-            *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
-            *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
+def encoder_layers(tower: str, theirs: str) -> dict:
+    """A CLIP-like tower's layers (``theirs``: where the checkpoint holds its transformer)."""
+    return {f"towers.{{{tower}}}.encoder.layers": (f"{theirs}.encoder.layers", ENCODER_LAYER)}
+
+
+# each tower's, the projections and the contrastive head's scale
+WEIGHTS = Towers({"towers.{text}.embeddings.{tokens}.tokens": "text_model.embeddings.token_embedding",
+                  "towers.{text}.embeddings.{tokens}.positions": "text_model.embeddings.position_embedding",
+                  "towers.{text}.encoder.final_norm": "text_model.final_layer_norm",
+                  "towers.{text}.head": "text_projection",
+                  **vision_top("vision_model"),
+                  "towers.{vision}.head": "visual_projection",
+                  "contrastive.scale": One("logit_scale")},
+                 layers={**encoder_layers("text", "text_model"), **encoder_layers("vision", "vision_model")})
 
 
 EXAMPLES = {
@@ -225,4 +215,4 @@ CLIP = Family("CLIP", ("clip",), {"CLIPModel": {}},
               "(contrastive text vision loss=softmax); the text tower causal, pooled at the end-of-text token; the "
               "vision tower's patches without a bias, a LayerNorm on its embeddings, its class token normed and "
               "projected",
-              priority=690, fields=FIELDS, document=document, rules=_rules, towers=True)
+              priority=690, fields=FIELDS, document=document, rules=WEIGHTS, towers=True)

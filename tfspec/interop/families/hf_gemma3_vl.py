@@ -21,10 +21,10 @@ import math
 
 from ..document import Block, Document, Statement
 from ..fields import Field, Fields, Fixed
-from .hf_clip import picture_fields, tower_fields, towers_ignored
+from .hf_clip import encoder_layers, picture_fields, tower_fields, towers_ignored, vision_top
 from .hf_llava import TIED, connected_config, connected_document, vision_prefix
-from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
-from ..mapping import rule
+from .hf_siglip import ACTIVATIONS, vision_tower
+from ..weights import One, Towers
 from ..nested import Nested
 from ..family import Family
 from ..layouts import covering, example
@@ -98,13 +98,12 @@ def hf_config(towers) -> dict:
     return connected_config(towers, FIELDS, TEXT, "Gemma 3", "gemma3", "siglip_vision_model")[0]
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
-    """The vision tower's and the projector's tensors (``state``: the reference's, where it is read)."""
-    source = model.spec.connectors[0].source
-    steps = f"connectors.{source}.steps"
-    return [*vision_rules(model, source, vision_prefix(state or None, "SiglipVision")),
-            rule(f"{steps}.1.weight", f"{PROJECTOR}.mm_soft_emb_norm.weight"),
-            rule(f"{steps}.2.weight", f"{PROJECTOR}.mm_input_projection_weight", transpose=True)], {}
+# SigLIP's vision tower (where this transformers holds it), the projector's norm and its projection (stored
+# transposed)
+WEIGHTS = Towers({**vision_top("{vision_model}"), "{steps}.1": f"{PROJECTOR}.mm_soft_emb_norm",
+                  "{steps}.2.weight": One(f"{PROJECTOR}.mm_input_projection_weight", transpose=True)},
+                 layers=encoder_layers("vision", "{vision_model}"),
+                 paths=lambda state: {"vision_model": vision_prefix(state or None, "SiglipVision")})
 
 
 EXAMPLES = {
@@ -134,5 +133,5 @@ GEMMA3_VL = Family(
     "text model (tower text) by a mean over square blocks of patches, Gemma's RMSNorm and a linear map without "
     "a bias (connect vision -> text { mean_pool; norm gemma_rmsnorm; linear }); a picture's image tokens see "
     "one another (mask=pictures), every other query is causal",
-    priority=730, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=730, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS, text=TEXT,
     towers=True, carried=CARRIED)

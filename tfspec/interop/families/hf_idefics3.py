@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from ..document import Block, Document, Statement
 from ..fields import Field, Fields, Fixed
-from .hf_clip import picture_fields, tower_fields, towers_ignored
+from .hf_clip import encoder_layers, picture_fields, tower_fields, towers_ignored, vision_top
 from .hf_llava import TIED, connected_config, connected_document
-from .hf_siglip import ACTIVATIONS, vision_rules, vision_tower
-from ..mapping import linear_rules
+from .hf_siglip import ACTIVATIONS, vision_tower
+from ..weights import Towers
 from ..nested import Nested
 from ..family import Family
 from ..layouts import covering, example
@@ -64,12 +64,10 @@ def hf_config(towers, model_type: str = "idefics3") -> dict:
     return connected_config(towers, FIELDS, TEXT, "Idefics3", model_type, f"{model_type}_vision")[0]
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
-    """The vision tower's and the connector's tensors (``state``: the reference's, where it is read)."""
-    source = model.spec.connectors[0].source
-    return [*vision_rules(model, source, "model.vision_model"),
-            *linear_rules(f"connectors.{source}.steps.1", "model.connector.modality_projection.proj", state,
-                          model.state_dict())], {}
+# SigLIP's vision tower and the connector's projection
+WEIGHTS = Towers({**vision_top("model.vision_model"), "{steps}.1": "model.connector.modality_projection.proj"},
+                 layers=encoder_layers("vision", "model.vision_model"))
+
 
 def pictures(config, outputs: dict):
     """Idefics3's processor's tiles (``pixel_values`` ``(prompts, tiles, channels, height, width)``, a prompt's
@@ -110,7 +108,7 @@ COVERAGE = [dict(model_type="idefics3", image_token_id=5, scale_factor=3, tie_wo
 
 IDEFICS3 = Family(
     "Idefics3", ("idefics3",), {"Idefics3ForConditionalGeneration": {}}, f"Idefics3: {CONVENTIONS}",
-    priority=720, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=720, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS, text=TEXT,
     towers=True, pictures=pictures)
 SMOLVLM = IDEFICS3.derive(
     "SmolVLM", ("smolvlm",), {"SmolVLMForConditionalGeneration": {}},

@@ -17,10 +17,10 @@ from __future__ import annotations
 from ...front import schema as S
 from ..facts import Facts, OtherKind
 from ..fields import Field, Fields, Fixed
-from .hf_clip import (ACTIVATIONS, picture_fields, square_pictures, tower_fields, towers_ignored,
-                      vision_rules, vision_tower)
+from .hf_clip import (ACTIVATIONS, encoder_layers, picture_fields, square_pictures, tower_fields, towers_ignored,
+                      vision_top, vision_tower)
 from ..document import Block, Document, Statement, Tower
-from ..mapping import linear_rules
+from ..weights import Towers
 from ..nested import Nested
 from ..family import Family
 from ..layouts import covering, example
@@ -159,13 +159,11 @@ def vision_prefix(names=None, vision: str = "CLIPVision", within: str = "model.v
     return f"{within}.vision_model" if any(n.startswith(f"{within}.vision_model.") for n in names) else within
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
-    """The vision tower's and the projector's tensors (``state``: the reference's, where it is read)."""
-    source = model.spec.connectors[0].source
-    steps, ours = f"connectors.{source}.steps", model.state_dict()
-    return [*vision_rules(model, source, vision_prefix(state or None)),
-            *linear_rules(f"{steps}.0", f"{PROJECTOR}.linear_1", state, ours),
-            *linear_rules(f"{steps}.2", f"{PROJECTOR}.linear_2", state, ours)], {}
+# CLIP's vision tower (where this transformers holds it) and the projector's two linear maps
+WEIGHTS = Towers({**vision_top("{vision_model}"), "{steps}.0": f"{PROJECTOR}.linear_1",
+                  "{steps}.2": f"{PROJECTOR}.linear_2"},
+                 layers=encoder_layers("vision", "{vision_model}"),
+                 paths=lambda state: {"vision_model": vision_prefix(state or None)})
 
 
 EXAMPLES = {
@@ -197,5 +195,5 @@ LLAVA = Family(
     "family: Llama's by default) by a two-layer projector (connect vision -> text { linear; activation; "
     "linear }) that reads each patch's vector at vision_feature_layer, less the class token, and puts it in "
     "place of an image token",
-    priority=710, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=710, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS, text=TEXT,
     towers=True)

@@ -26,13 +26,12 @@ computes the same.
 
 from __future__ import annotations
 
-from ..weights import GatedMLP, Projections
+from ..weights import GatedMLP, Patches, Projections, Towers
 from . import hf_llama
 from ..document import Block, Document, Statement, Tower
 from ..fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
 from .hf_llava import TIED, connected_config, connected_document
-from ..mapping import linear_rules, rule
 from ..nested import Nested
 from ..family import Family
 from ..layouts import covering, example
@@ -123,25 +122,14 @@ def hf_config(towers) -> dict:
     return connected_config(towers, FIELDS, TEXT, "Mistral 3", "mistral3", "pixtral")[0]
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list, dict]:
-    """Pixtral's tensors and the projector's (``state``: the reference's, where it is read)."""
-    source = model.spec.connectors[0].source
-    v, steps, ours = f"towers.{source}", f"connectors.{source}.steps", model.state_dict()
-    image = model.spec.tower(source).embeddings[0].name
-    embedding = model.towers[source].embeddings[image]
-    rules = [rule(f"{v}.embeddings.{image}.patches.weight", f"{VISION}.patch_conv.weight",
-                  shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
-             rule(f"{v}.embeddings.{image}.norm.weight", f"{VISION}.ln_pre.weight")]
-    for i in range(len(model.towers[source].encoder.layers)):
-        o, t = f"{v}.encoder.layers.{i}", f"{VISION}.transformer.layers.{i}"
-        rules += [*Projections("attention")(model, f"{o}.self_attn", t, state, ours),
-                  *GatedMLP("feed_forward").rules(f"{o}.ffn", t, state, ours),
-                  rule(f"{o}.self_attn_norm.weight", f"{t}.attention_norm.weight"),
-                  rule(f"{o}.ffn_norm.weight", f"{t}.ffn_norm.weight")]
-    return rules + [rule(f"{steps}.0.weight", f"{PROJECTOR}.norm.weight"),
-                    rule(f"{steps}.2.weight", f"{PROJECTOR}.patch_merger.merging_layer.weight"),
-                    *linear_rules(f"{steps}.3", f"{PROJECTOR}.linear_1", state, ours),
-                    *linear_rules(f"{steps}.5", f"{PROJECTOR}.linear_2", state, ours)], {}
+# Pixtral's encoder and the projector: its norm, the patch merger's map and two linear maps
+WEIGHTS = Towers({"towers.{vision}.embeddings.{image}.patches": Patches(f"{VISION}.patch_conv"),
+                  "towers.{vision}.embeddings.{image}.norm": f"{VISION}.ln_pre",
+                  "{steps}.0": f"{PROJECTOR}.norm", "{steps}.2": f"{PROJECTOR}.patch_merger.merging_layer",
+                  "{steps}.3": f"{PROJECTOR}.linear_1", "{steps}.5": f"{PROJECTOR}.linear_2"},
+                 layers={"towers.{vision}.encoder.layers": (f"{VISION}.transformer.layers", {
+                     "self_attn": Projections("attention"), "ffn": GatedMLP("feed_forward"),
+                     "self_attn_norm": "attention_norm", "ffn_norm": "ffn_norm"})})
 
 
 def pictures(config, outputs: dict):
@@ -189,5 +177,5 @@ MISTRAL3 = Family(
     "bias-free patches normed, 2-D rotary positions, gated MLPs, RMSNorm) connected to a text model (tower "
     "text, its text_config's family: Mistral's by default) by an RMSNorm, a patch merger (pixel_shuffle "
     "channel_major=true; linear) and a two-layer projector, in place of the image tokens",
-    priority=740, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, text=TEXT,
+    priority=740, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS, text=TEXT,
     towers=True, pictures=pictures)

@@ -25,12 +25,11 @@ Videos are not read (``video_token_id`` is carried back as it was).
 
 from __future__ import annotations
 
-from ..weights import GatedMLP
+from ..weights import GatedMLP, Patches, Towers
 from . import hf_llama
 from ..fields import Field, Fields, Fixed, lookup
 from .hf_clip import towers_ignored
 from .hf_llava import connected_config
-from ..mapping import Rule, linear_rules, rule
 from ..document import Block, Document, Statement, Tower
 from ..family import Family
 from ..nested import Nested
@@ -194,31 +193,14 @@ def hf_config(towers) -> dict:
     return {**config, "vision_config": vision, "text_config": text}
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict[str, str]]:
-    """Every tensor's rule (``state``: the reference's, where it is read), and the tied head's alias (the towers
-    hold their own names: no prefix, no head of the whole model)."""
-    connector = model.spec.connectors[0]
-    source, target = connector.source, connector.target
-    v, steps, ours = f"towers.{source}", f"connectors.{source}.steps", model.state_dict()
-    image = model.spec.tower(source).embeddings[0].name
-    embedding = model.towers[source].embeddings[image]
-    rules = [rule(f"{v}.embeddings.{image}.patches.weight", f"{VISION}.patch_embed.proj.weight",
-                  shape=(embedding.dim, embedding.channels, embedding.frames, embedding.patch, embedding.patch))]
-    for i in range(len(model.towers[source].encoder.layers)):
-        o, t = f"{v}.encoder.layers.{i}", f"{VISION}.blocks.{i}"
-        rules += [*linear_rules(f"{o}.self_attn.qkv", f"{t}.attn.qkv", state, ours),
-                  *linear_rules(f"{o}.self_attn.out", f"{t}.attn.proj", state, ours),
-                  *GatedMLP("mlp").rules(f"{o}.ffn", t, state, ours),
-                  rule(f"{o}.self_attn_norm.weight", f"{t}.norm1.weight"),
-                  rule(f"{o}.ffn_norm.weight", f"{t}.norm2.weight")]
-    rules += [rule(f"{steps}.0.weight", f"{PROJECTOR}.ln_q.weight"),
-              *linear_rules(f"{steps}.2", f"{PROJECTOR}.mlp.0", state, ours),
-              *linear_rules(f"{steps}.4", f"{PROJECTOR}.mlp.2", state, ours)]
-    tower = model.towers[target]
-    text, aliases = hf_llama.WEIGHTS(tower, TEXT, state, True)
-    prefixed = [Rule(tuple(f"towers.{target}.{o}" for o in r.ours), r.theirs, r.transpose, r.rows, r.split, r.shape,
-                     r.axis) for r in text]
-    return rules + prefixed, {k: f"towers.{target}.{o}" for k, o in aliases.items()}
+# its vision transformer, its merger, and its text model by Llama's table
+WEIGHTS = Towers({"towers.{vision}.embeddings.{image}.patches": Patches(f"{VISION}.patch_embed.proj", frames=True),
+                  "{steps}.0": f"{PROJECTOR}.ln_q", "{steps}.2": f"{PROJECTOR}.mlp.0",
+                  "{steps}.4": f"{PROJECTOR}.mlp.2"},
+                 layers={"towers.{vision}.encoder.layers": (f"{VISION}.blocks", {
+                     "self_attn.qkv": "attn.qkv", "self_attn.out": "attn.proj", "ffn": GatedMLP("mlp"),
+                     "self_attn_norm": "norm1", "ffn_norm": "norm2"})},
+                 models={"{text}": (TEXT, hf_llama.WEIGHTS)})
 
 
 def pictures(config, outputs: dict) -> list:
@@ -284,5 +266,5 @@ QWEN2_5_VL = Family(
     "tiles of window_size pixels but in fullatt_block_indexes, a biased SwiGLU, RMSNorm) connected by its "
     "merger (norm rmsnorm; pixel_shuffle; a two-layer GELU MLP) to Qwen2's text model with M-RoPE (tower "
     "text: position mrope(temporal, height, width), a picture's vectors numbered by their place in its grid)",
-    priority=750, fields=FIELDS, document=document, hf_config=hf_config, rules=_rules, towers=True,
+    priority=750, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS, towers=True,
     carried=CARRIED, pictures=pictures, alone=TEXT_ALONE)

@@ -20,10 +20,10 @@ import math
 from ...registry import POOLS
 from . import hf_bert
 from ..fields import Field, Fields, Fixed
-from .hf_clip import layer_rules, picture_fields, square_pictures, tower_fields, towers_ignored
-from ..facts import tower_roles
+from .hf_clip import encoder_layers, vision_top, picture_fields, square_pictures, tower_fields, towers_ignored
 from ..document import Block, Document, Statement, Tower
-from ..mapping import Rule, rule, weight_and_bias
+from ..mapping import rule
+from ..weights import One, Towers
 from ..family import Family, Requires
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", **hf_bert.ACTIVATIONS, "quick_gelu": "quick_gelu"}
@@ -99,19 +99,6 @@ def vision_tower(s, head: Statement | None = None, init: bool = False) -> Tower:
         tail=(head,) if head else ()))
 
 
-def vision_rules(model, vision: str, theirs: str) -> list[Rule]:
-    """SigLIP's vision tower ``vision`` without its head (``theirs``: where the reference holds its vision
-    transformer): the patches and their bias, the positions, the layers and ``post_layernorm``."""
-    v, image = f"towers.{vision}", model.spec.tower(vision).embeddings[0].name
-    ve, embedding = f"{v}.embeddings.{image}", model.towers[vision].embeddings[image]
-    return [rule(f"{ve}.patches.weight", f"{theirs}.embeddings.patch_embedding.weight",
-                 shape=(embedding.dim, embedding.channels, embedding.patch, embedding.patch)),
-            rule(f"{ve}.patches.bias", f"{theirs}.embeddings.patch_embedding.bias"),
-            rule(f"{ve}.positions.weight", f"{theirs}.embeddings.position_embedding.weight"),
-            *layer_rules(f"{v}.encoder", f"{theirs}.encoder", len(model.towers[vision].encoder.layers)),
-            *weight_and_bias(f"{v}.encoder.final_norm", f"{theirs}.post_layernorm")]
-
-
 # what export asks beyond the fields: the sigmoid contrastive head with a learned bias, and the vision tower pooled
 # by attention (``_pool_option`` refuses it otherwise)
 REQUIRES = (Requires(lambda f: f.contrastive.loss == "sigmoid" and f.contrastive.bias is not None,
@@ -119,28 +106,29 @@ REQUIRES = (Requires(lambda f: f.contrastive.loss == "sigmoid" and f.contrastive
             Requires(lambda f: _pool_option(f, "heads"), "its vision tower's head is not an attention pool"))
 
 
-def _rules(model, prefix: str, state: dict, lm: bool) -> tuple[list[Rule], dict]:
-    """SigLIP's tensors: each tower's, the vision tower's attention pool and the contrastive head's."""
-    text, vision = tower_roles(model.spec, "SigLIP")
-    t, v = f"towers.{text}", f"towers.{vision}"
-    te = f"{t}.embeddings.{model.spec.tower(text).embeddings[0].name}"
-    width, pool = model.towers[vision].embeddings[model.spec.tower(vision).embeddings[0].name].dim, f"{v}.head.pool"
-    head = "vision_model.head"
-    return [rule(f"{te}.tokens.weight", "text_model.embeddings.token_embedding.weight"),
-            rule(f"{te}.positions.weight", "text_model.embeddings.position_embedding.weight"),
-            *layer_rules(f"{t}.encoder", "text_model.encoder", len(model.towers[text].encoder.layers)),
-            *weight_and_bias(f"{t}.encoder.final_norm", "text_model.final_layer_norm"),
-            *weight_and_bias(f"{t}.head", "text_model.head"),
-            *vision_rules(model, vision, "vision_model"),
-            rule(f"{pool}.probe", f"{head}.probe", shape=(1, 1, width)),
-            rule((f"{pool}.q.weight", f"{pool}.kv.weight"), f"{head}.attention.in_proj_weight"),
-            rule((f"{pool}.q.bias", f"{pool}.kv.bias"), f"{head}.attention.in_proj_bias"),
-            *weight_and_bias(f"{pool}.out", f"{head}.attention.out_proj"),
-            *weight_and_bias(f"{pool}.norm", f"{head}.layernorm"),
-            *weight_and_bias(f"{pool}.up", f"{head}.mlp.fc1"),
-            *weight_and_bias(f"{pool}.down", f"{head}.mlp.fc2"),
-            rule("contrastive.scale", "logit_scale", shape=(1,)),
-            rule("contrastive.bias", "logit_bias", shape=(1,))], {}
+def _in_projection(model, ours: str, names: dict, state: dict, ours_state: dict) -> list:
+    """The attention pool's queries and keys-and-values, one in_proj in the checkpoint."""
+    return [rule((f"{ours}.q.{p}", f"{ours}.kv.{p}"), f"vision_model.head.attention.in_proj_{p}")
+            for p in ("weight", "bias")]
+
+
+def _probe(model, ours: str, names: dict, state: dict, ours_state: dict) -> list:
+    return [rule(ours, "vision_model.head.probe", shape=(1, 1, ours_state[ours].shape[-1]))]
+
+
+# each tower's, the vision tower's attention pool and the contrastive head's
+POOL = "towers.{vision}.head.pool"
+WEIGHTS = Towers({"towers.{text}.embeddings.{tokens}.tokens": "text_model.embeddings.token_embedding",
+                  "towers.{text}.embeddings.{tokens}.positions": "text_model.embeddings.position_embedding",
+                  "towers.{text}.encoder.final_norm": "text_model.final_layer_norm",
+                  "towers.{text}.head": "text_model.head",
+                  **vision_top("vision_model"),  # (CLIP's, without the class token and the embeddings' norm)
+                  f"{POOL}.probe": _probe, POOL: _in_projection,
+                  f"{POOL}.out": "vision_model.head.attention.out_proj", f"{POOL}.norm": "vision_model.head.layernorm",
+                  f"{POOL}.up": "vision_model.head.mlp.fc1", f"{POOL}.down": "vision_model.head.mlp.fc2",
+                  "contrastive.scale": One("logit_scale", shape=(1,)),
+                  "contrastive.bias": One("logit_bias", shape=(1,))},
+                 layers={**encoder_layers("text", "text_model"), **encoder_layers("vision", "vision_model")})
 
 
 EXAMPLES = {
@@ -169,4 +157,4 @@ SIGLIP = Family(
     "vision loss=sigmoid bias=-10); the text tower sees every position and reads its last (pool=last) "
     "through a linear map with a bias; the vision tower has no class token and pools its patches by "
     "attention (head pool=attention(heads, d_ff)), projected by nothing",
-    priority=700, fields=FIELDS, document=document, requires=REQUIRES, rules=_rules, towers=True)
+    priority=700, fields=FIELDS, document=document, requires=REQUIRES, rules=WEIGHTS, towers=True)
