@@ -47,10 +47,6 @@ def rule(ours: str | tuple[str, ...], theirs: str | tuple[str, ...], transpose: 
                 transpose, rows, split, shape, axis)
 
 
-def weight_and_bias(ours: str, theirs: str) -> list[Rule]:
-    """A module's weight and bias, each under the other side's name (both sides have both)."""
-    return [rule(f"{ours}.weight", f"{theirs}.weight"), rule(f"{ours}.bias", f"{theirs}.bias")]
-
 def linear_rules(ours: str, theirs: tuple[str, ...] | str, state: dict, ours_state: dict,
                  rows: tuple[int, ...] | None = None, split: tuple[int, ...] | None = None) -> list[Rule]:
     """A linear map's weight, and its bias when either side has one (a one-sided bias is then reported)."""
