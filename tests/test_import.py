@@ -547,6 +547,14 @@ def test_every_family_class_is_covered():
     assert {cls for family in FAMILIES for cls in family.classes} - set(CONFIGS) == {"MistralModel"}
 
 
+def test_every_family_is_declared_data():
+    """Each family's weights are a table and its spec a document; it loads and exports by its base's functions."""
+    from tfspec.interop.weights import Stacks, Towers, Weights
+    assert [f.name for f in FAMILIES if not isinstance(f.rules, (Weights, Stacks, Towers))] == []
+    assert [f.name for f in FAMILIES if f.document is None or {"spec_text", "load", "export"} - f.derived_functions] \
+        == []
+
+
 @pytest.mark.parametrize("cls, tied", [("GPT2LMHeadModel", False), ("BertForMaskedLM", False),
                                        ("BigBirdForMaskedLM", False), ("LlamaForCausalLM", True),
                                        ("GPTNeoXForCausalLM", True)])
