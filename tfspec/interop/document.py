@@ -139,12 +139,6 @@ class Document:
                 return item.document
         raise KeyError(f"the document has no tower {name!r}")
 
-    def with_tower(self, name: str, document: "Document") -> "Document":
-        """The document with ``document`` as its tower ``name``'s."""
-        self.tower(name)
-        return replace(self, tail=tuple(Tower(name, document) if isinstance(item, Tower) and item.name == name
-                                        else item for item in self.tail))
-
     def _block(self, name: str) -> int:
         for i, block in enumerate(self.blocks):
             if block.named(name):
