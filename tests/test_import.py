@@ -282,6 +282,7 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
 @pytest.mark.parametrize("cls, size", [
     ("Qwen2_5_VLForConditionalGeneration", (8, 20)),  # wider than the spec's 12 × 12 pictures, and not square
     ("Qwen2_5_VLForConditionalGeneration", (16, 12)),  # taller: its tiles partial at the bottom
+    ("Qwen2VLForConditionalGeneration", (8, 20)),  # (its vision layers over the whole picture)
     ("Mistral3ForConditionalGeneration", (8, 16)),  # (Pixtral's rotary table holds image_size // patch a side)
     ("Mistral3ForConditionalGeneration", (16, 8)),
 ])
@@ -373,7 +374,7 @@ def _processed(cls: str, config, images: list) -> tuple[dict, list[list[int]]]:
             [[image] for image in images], return_tensors="pt")
         tiles = (outputs["pixel_values"] != 0).flatten(2).any(dim=-1).sum(dim=1).tolist()
         return outputs, [[config.image_token_id] * (image_tokens(config) * n) for n in tiles]
-    if cls == "Qwen2_5_VLForConditionalGeneration":
+    if cls in ("Qwen2_5_VLForConditionalGeneration", "Qwen2VLForConditionalGeneration"):
         outputs = T.Qwen2VLImageProcessor(patch_size=vision.patch_size, merge_size=vision.spatial_merge_size,
                                                      temporal_patch_size=vision.temporal_patch_size, min_pixels=16,
                                                      max_pixels=400)(images, return_tensors="pt")
@@ -388,7 +389,8 @@ def _processed(cls: str, config, images: list) -> tuple[dict, list[list[int]]]:
 
 
 @pytest.mark.parametrize("cls", ["LlavaForConditionalGeneration", "Idefics3ForConditionalGeneration",
-                                 "Qwen2_5_VLForConditionalGeneration", "Mistral3ForConditionalGeneration"])
+                                 "Qwen2_5_VLForConditionalGeneration", "Qwen2VLForConditionalGeneration",
+                                 "Mistral3ForConditionalGeneration"])
 def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, cls):
     """The processors stay Hugging Face's: two pictures of different sizes (9 × 21 and 16 × 12 pixels) through the
     family's image processor (resized, normalised; Idefics3's cut into 3 and 5 tiles, Qwen2.5-VL's flattened into
@@ -408,7 +410,7 @@ def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, c
         ids[row, 1:1 + len(picture)] = torch.tensor(picture)
     theirs_inputs = {k: v for k, v in outputs.items()
                      if k in ("pixel_values", "image_grid_thw", "image_sizes", "pixel_attention_mask")}
-    if cls == "Qwen2_5_VLForConditionalGeneration":
+    if "image_grid_thw" in outputs:  # (Qwen's)
         theirs_inputs["mm_token_type_ids"] = (ids == reference.config.image_token_id).int()
     with torch.no_grad():
         theirs = reference(input_ids=ids, **theirs_inputs).logits
@@ -1340,7 +1342,8 @@ TEXT_ALONE = {
 # each multimodal class whose text model imports alone, and the class that model exports as
 TEXT_CLASSES = {"Gemma3ForConditionalGeneration": "Gemma3ForCausalLM", "LlavaForConditionalGeneration":
                 "LlamaForCausalLM", "Mistral3ForConditionalGeneration": "MistralForCausalLM",
-                "Qwen2_5_VLForConditionalGeneration": "Qwen2ForCausalLM", "Gemma4ForConditionalGeneration":
+                "Qwen2_5_VLForConditionalGeneration": "Qwen2ForCausalLM",
+                "Qwen2VLForConditionalGeneration": "Qwen2ForCausalLM", "Gemma4ForConditionalGeneration":
                 "Gemma4ForCausalLM", "Llama4ForConditionalGeneration": "Llama4ForCausalLM",
                 "Qwen3_5ForConditionalGeneration": "Qwen3_5ForCausalLM",
                 "Qwen3_5MoeForConditionalGeneration": "Qwen3_5MoeForCausalLM"}

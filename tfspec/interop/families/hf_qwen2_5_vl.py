@@ -141,27 +141,28 @@ FIELDS = Fields(
 )
 
 
-def document(s, *, padding: bool, head: bool) -> Document:
-    """The vision tower, the text model and the merger a Qwen2.5-VL configuration's settings ``s`` describe (the
-    text model with its head: the family's one class has it)."""
-    full = s.value("full_layers") or []
-    temporal, height, width = s.value("sections")
+def vision_tower(s, norm: str, attention: Statement, feedforward: Statement, *layers: str) -> Document:
+    """A Qwen vision transformer from the settings ``s``: patches of frames without a bias, pre-norm layers of
+    ``norm`` turning queries and keys by each patch's row and column, ``attention`` and ``feedforward`` (and
+    ``layers`` sections), no final norm."""
     side = f"{s.image} // {s.patch}"
-    vision = Document.of(
-        Block("defaults", Statement("norm", "rmsnorm(eps=1e-06)"),
-              Statement("init", f"normal(std={s.vision_init_std})")),
+    return Document.of(
+        Block("defaults", Statement("norm", norm), Statement("init", f"normal(std={s.vision_init_std})")),
         Block("embedding image", Statement("input", f"patches(image={s.image}, patch={s.patch}, channels={s.channels}, "
                                                     f"frames={s.frames}, bias=false)"),
               Statement("dim", s.vision_d_model), Statement("position", "none")),
         Block(f"encoder x {s.vision_layers}",
               Statement("position", f"rotary_2d(side={side}, theta={s.vision_rope_theta}, frequencies=shared)"),
-              Statement("attention", "self", heads=s.vision_heads,
-                        mask=f"tiles(side={side}, size={s.window} // {s.patch})"),
-              Statement("feedforward", d_ff=s.vision_d_ff, activation=s.vision_activation), Statement("final", "none"),
-              *([f"layers {' '.join(map(str, full))} {{ self_attn mask=none }}  # the whole picture"] if full else [])))
-    norm = f"rmsnorm(eps={s.text_eps})"
+              attention, feedforward, Statement("final", "none"), *layers))
+
+
+def connected(s, vision: Document, norm: str, *, padding: bool) -> Document:
+    """The ``vision`` tower connected by the merger (each patch's vector normed by ``norm``, merged, through a
+    two-layer GELU MLP) to Qwen2's text model with M-RoPE, from the settings ``s``."""
+    temporal, height, width = s.value("sections")
+    text_norm = f"rmsnorm(eps={s.text_eps})"
     text = Document.of(
-        Block("defaults", Statement("norm", norm), Statement("attn_dropout", s.text_p_attn_dropout),
+        Block("defaults", Statement("norm", text_norm), Statement("attn_dropout", s.text_p_attn_dropout),
               Statement("init", f"normal(std={s.text_init_std})")),
         Block("embedding tokens", Statement("vocab", s.text_vocab), Statement("dim", s.text_d_model),
               Statement("position", "none")),
@@ -171,10 +172,10 @@ def document(s, *, padding: bool, head: bool) -> Document:
               Statement("attention", "self", heads=s.text_heads, kv_heads=s.text_kv_heads,
                         mask="causal + padding" if padding else "causal", bias="true", out_bias="false"),
               Statement("feedforward", d_ff=s.text_d_ff, activation=s.text_activation, bias="false"),
-              Statement("final", norm)),
+              Statement("final", text_norm)),
         tail=(Statement("head", "tied(tokens)") if s.value("tied") else
               Statement("head", "linear(text_vocab)", bias="false"),))
-    merger = Block(f"connect vision -> text image_token={s.image_token}", Statement("norm", "rmsnorm", eps="1e-06"),
+    merger = Block(f"connect vision -> text image_token={s.image_token}", Statement("norm", norm, eps="1e-06"),
                    Statement("pixel_shuffle", s.merge), Statement("linear", f"{s.merge} * {s.merge} * vision_d_model"),
                    Statement("activation", "gelu"), Statement("linear", "text_d_model"))
     return Document.of(Block("defaults", Statement("residual", "pre")), tail=(
@@ -183,24 +184,48 @@ def document(s, *, padding: bool, head: bool) -> Document:
         + merger.text()))
 
 
-def hf_config(towers) -> dict:
-    """The Qwen2.5-VL configuration ``towers`` would be."""
-    config, facts = connected_config(towers, FIELDS, None, "Qwen2.5-VL", "qwen2_5_vl", "qwen2_5_vl_vision")
-    vision = {**config["vision_config"], "out_hidden_size": facts.text.embedding.dim}
+def document(s, *, padding: bool, head: bool) -> Document:
+    """The vision tower, the text model and the merger a Qwen2.5-VL configuration's settings ``s`` describe (the
+    text model with its head: the family's one class has it): RMSNorms, tiles of ``window_size`` pixels but in
+    ``fullatt_block_indexes``, a gated MLP."""
+    full = s.value("full_layers") or []
+    vision = vision_tower(
+        s, "rmsnorm(eps=1e-06)",
+        Statement("attention", "self", heads=s.vision_heads,
+                  mask=f"tiles(side={s.image} // {s.patch}, size={s.window} // {s.patch})"),
+        Statement("feedforward", d_ff=s.vision_d_ff, activation=s.vision_activation),
+        *([f"layers {' '.join(map(str, full))} {{ self_attn mask=none }}  # the whole picture"] if full else []))
+    return connected(s, vision, "rmsnorm", padding=padding)
+
+
+def hf_config(towers, fields: Fields = FIELDS, family: str = "Qwen2.5-VL", model_type: str = "qwen2_5_vl",
+              out: str = "out_hidden_size") -> dict:
+    """The Qwen2.5-VL configuration ``towers`` would be (another Qwen vision-language family's: its ``fields``,
+    ``model_type``, and ``out``, its vision configuration's name of the merger's width)."""
+    config, facts = connected_config(towers, fields, None, family, model_type, f"{model_type}_vision")
+    vision = {**config["vision_config"], out: facts.text.embedding.dim}
     vision["rope_parameters"] = {"rope_type": "axial", **vision.get("rope_parameters", {})}
-    text = {"model_type": "qwen2_5_vl_text", **config["text_config"]}
+    text = {"model_type": f"{model_type}_text", **config["text_config"]}
     text["rope_parameters"] = {"rope_type": "default", **text.get("rope_parameters", {})}
     return {**config, "vision_config": vision, "text_config": text}
 
 
-# its vision transformer, its merger, and its text model by Llama's table
-WEIGHTS = Towers({"towers.{vision}.embeddings.{image}.patches": Patches(f"{VISION}.patch_embed.proj", frames=True),
-                  "{steps}.0": f"{PROJECTOR}.ln_q", "{steps}.2": f"{PROJECTOR}.mlp.0",
-                  "{steps}.4": f"{PROJECTOR}.mlp.2"},
-                 layers={"towers.{vision}.encoder.layers": (f"{VISION}.blocks", {
-                     "self_attn.qkv": "attn.qkv", "self_attn.out": "attn.proj", "ffn": GatedMLP("mlp"),
-                     "self_attn_norm": "norm1", "ffn_norm": "norm2"})},
-                 models={"{text}": (TEXT, hf_llama.WEIGHTS)})
+# a vision layer's tensors
+LAYER = {"self_attn.qkv": "attn.qkv", "self_attn.out": "attn.proj", "self_attn_norm": "norm1", "ffn_norm": "norm2",
+         "ffn": GatedMLP("mlp")}
+
+
+def weights(layer: dict) -> Towers:
+    """The table of its vision transformer of layers as ``layer`` says, its merger, and its text model by Llama's
+    table."""
+    return Towers({"towers.{vision}.embeddings.{image}.patches": Patches(f"{VISION}.patch_embed.proj", frames=True),
+                   "{steps}.0": f"{PROJECTOR}.ln_q", "{steps}.2": f"{PROJECTOR}.mlp.0",
+                   "{steps}.4": f"{PROJECTOR}.mlp.2"},
+                  layers={"towers.{vision}.encoder.layers": (f"{VISION}.blocks", layer)},
+                  models={"{text}": (TEXT, hf_llama.WEIGHTS)})
+
+
+WEIGHTS = weights(LAYER)
 
 
 def pictures(config, outputs: dict) -> list:
