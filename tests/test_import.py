@@ -159,18 +159,22 @@ def image_tokens(config) -> int:
     less the pixel shuffle's factor²)."""
     vision = config.vision_config
     blocks = getattr(config, "scale_factor", None) or getattr(config, "spatial_merge_size", None) or \
-        getattr(vision, "spatial_merge_size", None)
+        getattr(vision, "spatial_merge_size", None) or 1
     return getattr(config, "image_seq_length", None) or getattr(config, "mm_tokens_per_image", None) or \
         (vision.image_size // vision.patch_size) ** 2 // blocks ** 2
 
 
-def theirs_pictures(reference, ids, pixels) -> dict:
+def theirs_pictures(reference, ids, pixels, prompt_as_prefix: bool = False) -> dict:
     """Pictures as a vision-language reference takes them: Idefics3's as (prompts, tiles, ...), one tile each; with
-    Gemma 3's ``token_type_ids``, which its processor gives (1 at image tokens: they see one another)."""
+    Gemma 3's ``token_type_ids``, which its processor gives (1 at image tokens: they see one another), or
+    PaliGemma's (0 in the prefix, which sees itself: the whole prompt where ``prompt_as_prefix``, as generation
+    reads it; else none of it, as a model given no prefix lengths reads it)."""
     import inspect
     takes = inspect.signature(reference.forward).parameters
     pixels = pixels[:, None] if "pixel_attention_mask" in takes else pixels
     types = {"token_type_ids": (ids == reference.config.image_token_id).long()} if "token_type_ids" in takes else {}
+    if reference.config.model_type == "paligemma":
+        types = {"token_type_ids": torch.zeros_like(ids) if prompt_as_prefix else torch.ones_like(ids)}
     # (Pixtral's encoder reads each picture's size, which its processor gives)
     pixtral = reference.config.vision_config.model_type == "pixtral"
     sizes = {"image_sizes": torch.tensor([pixels.shape[-2:]] * len(pixels))} if pixtral else {}
@@ -254,8 +258,8 @@ def greedy(model, reference, new: int = 6) -> list[list[int]]:
         mask[1, :2] = 0
         if model is reference:
             with torch.no_grad():
-                out = reference.generate(ids, attention_mask=mask, **theirs_pictures(reference, ids, pixels),
-                                         max_new_tokens=new,
+                out = reference.generate(ids, attention_mask=mask, max_new_tokens=new,
+                                         **theirs_pictures(reference, ids, pixels, prompt_as_prefix=True),
                                          min_new_tokens=new, do_sample=False, pad_token_id=0, eos_token_id=None)
             return out[:, ids.shape[1]:].tolist()
         return sample(Continuation.of(model, vision=pixels, prompt_padding_mask=mask == 0), ids, max_new=new)
@@ -363,6 +367,10 @@ def _processed(cls: str, config, images: list) -> tuple[dict, list[list[int]]]:
     picture's image tokens as its processor writes them in a prompt (Qwen2.5-VL's between a vision start and end
     token, Mistral 3's each row of blocks ended by a break)."""
     vision = config.vision_config
+    if cls == "PaliGemmaForConditionalGeneration":  # SigLIP's: each picture resized to the tower's square
+        side = vision.image_size
+        outputs = T.SiglipImageProcessor(size={"height": side, "width": side})(images, return_tensors="pt")
+        return outputs, [[config.image_token_id] * image_tokens(config)] * len(images)
     if cls == "LlavaForConditionalGeneration":
         side = vision.image_size
         outputs = T.CLIPImageProcessor(size={"shortest_edge": side},
@@ -390,7 +398,7 @@ def _processed(cls: str, config, images: list) -> tuple[dict, list[list[int]]]:
 
 @pytest.mark.parametrize("cls", ["LlavaForConditionalGeneration", "Idefics3ForConditionalGeneration",
                                  "Qwen2_5_VLForConditionalGeneration", "Qwen2VLForConditionalGeneration",
-                                 "Mistral3ForConditionalGeneration"])
+                                 "Mistral3ForConditionalGeneration", "PaliGemmaForConditionalGeneration"])
 def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, cls):
     """The processors stay Hugging Face's: two pictures of different sizes (9 × 21 and 16 × 12 pixels) through the
     family's image processor (resized, normalised; Idefics3's cut into 3 and 5 tiles, Qwen2.5-VL's flattened into
@@ -412,10 +420,34 @@ def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, c
                      if k in ("pixel_values", "image_grid_thw", "image_sizes", "pixel_attention_mask")}
     if "image_grid_thw" in outputs:  # (Qwen's)
         theirs_inputs["mm_token_type_ids"] = (ids == reference.config.image_token_id).int()
+    if reference.config.model_type == "paligemma":  # its answer's type: causal, as ours without prefix lengths
+        theirs_inputs["token_type_ids"] = torch.ones_like(ids)
     with torch.no_grad():
         theirs = reference(input_ids=ids, **theirs_inputs).logits
         ours = model(text=ids, vision=tfspec.interop.pictures(directory, outputs))
     assert_close(ours, theirs, TOL)
+
+
+def test_paligemmas_pictures_and_prompt_see_one_another_and_its_answer_is_causal(tmp_path):
+    """PaliGemma's prefix-LM mask: what its processor marks ``token_type_ids`` 0 (the pictures and the prompt) sees
+    itself whole, the answer after it (1) is causal; the compiled model reads each row's prefix length
+    (``text_prefix_lengths``). The logits over rows whose prefixes differ in length, plain and right-padded, are
+    Hugging Face's, and differ from a causal reading's."""
+    directory, reference = saved(tmp_path, "PaliGemmaForConditionalGeneration")
+    model = tfspec.from_pretrained(directory)
+    ids, pixels = _pictured(reference, 8, 0, seed=4)
+    prefix = torch.tensor([1, 4]) + image_tokens(reference.config)
+    types = (torch.arange(ids.shape[1]) >= prefix[:, None]).long()
+    for padded in (False, True):
+        mask = torch.ones_like(ids)
+        mask[1, -2:] = 0 if padded else 1
+        with torch.no_grad():
+            ours = model(text=ids, text_padding_mask=mask == 0, text_prefix_lengths=prefix, vision=pixels)
+            theirs = reference(input_ids=ids, attention_mask=mask, pixel_values=pixels, token_type_ids=types).logits
+        assert_close(ours[mask.bool()], theirs[mask.bool()], TOL, msg=padded)
+    with torch.no_grad():
+        causal = model(text=ids, text_padding_mask=mask == 0, vision=pixels)
+    assert (causal - ours)[mask.bool()].abs().max() > 1e-3 * theirs.abs().max()
 
 
 def test_a_processors_outputs_that_are_not_pictures_are_refused_saying_why(tmp_path):
@@ -704,6 +736,11 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "qwen2_5_vl", "vision_config": {"window_size": 100}}, "window_size not a multiple of"),
     ({"model_type": "qwen2_5_vl", "vision_config": {"image_size": 450}}, "image_size not a multiple of"),
     ({"model_type": "qwen2_5_vl", "text_config": {"use_sliding_window": True}}, "use_sliding_window=true"),
+    ({"model_type": "qwen2_vl", "vision_config": {"hidden_size": 1024}},
+     "vision_config.hidden_size other than text_config.hidden_size"),
+    ({"model_type": "paligemma", "text_config": {"model_type": "gemma2"}},
+     "text_config of model_type 'gemma2': tfspec reads PaliGemma's Gemma text model; PaliGemma 2's"),
+    ({"model_type": "paligemma", "projection_dim": 1024}, "projection_dim other than text_config.hidden_size"),
     # (the library's default Mistral 3 configuration ties the whole model's head but not its text model's)
     ({"model_type": "mistral3"}, "tie_word_embeddings other than text_config.tie_word_embeddings"),
     ({"model_type": "mistral3", "tie_word_embeddings": False, "spatial_merge_size": 3},

@@ -14,6 +14,7 @@ Mistral's, a Qwen2's ...), so its text tower is what that family writes, loads a
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -56,10 +57,26 @@ class Nested:
     # the family that reads the nested configuration where its model_type is the whole model's own name for it
     # (Qwen2.5-VL's qwen2_5_vl_text, alone: Qwen2's, whose rotary positions M-RoPE's are on text without pictures)
     read_as: str | None = None
+    # fields of the nested configuration the whole model sets and decides itself, which the nested family reads as
+    # unset (PaliGemma's use_bidirectional_attention: its text model's masks are its prefix's, ``words``)
+    settled: tuple[str, ...] = ()
+
+    def of(self, config):
+        """The nested configuration of ``config``, as its family reads it (``settled`` fields unset)."""
+        nested = lookup(config, self.where)
+        if not self.settled or nested is None:
+            return nested
+        if isinstance(nested, dict):
+            return {k: v for k, v in nested.items() if k not in self.settled}
+        nested = copy.copy(nested)
+        for key in self.settled:
+            if hasattr(nested, key):
+                setattr(nested, key, None)
+        return nested
 
     def family(self, config):
         """The family of the nested configuration (refused by name where tfspec has none)."""
-        nested = lookup(config, self.where)
+        nested = self.of(config)
         model_type = self.read_as or lookup(nested, "model_type") or self.default
         try:
             family = CATALOG.family_of(model_type)
@@ -77,7 +94,7 @@ class Nested:
         ``let``s, prefixed, registered with ``w`` citing the nested fields."""
         from ..front.syntax import Let, ModelDecl, expr_to_text, parse_module
 
-        family, nested = self.family(config), lookup(config, self.where)
+        family, nested = self.family(config), self.of(config)
         lines = self.rewritten(family.spec_text(nested, **dict(self.options), padding=padding), self.prefix)
         renamed = parse_module("\n".join(lines))
         cited = {f.name: f"{self.where}.{f.config}" for f in family.fields.fields}
@@ -158,7 +175,7 @@ class Nested:
         family = self.family(reference.config)
         state = {own + key[len(theirs):]: value for key, value in reference.state_dict().items()
                  for theirs, own in self.renames if key.startswith(theirs)}
-        nested = lookup(reference.config, self.where) if nested is None else nested
+        nested = self.of(reference.config) if nested is None else nested
         view = type(f"{type(reference).__name__}'s {self.where}", (_View,), {})(nested, state, "lm_head.weight" in state)
         family.load(self.as_written(model, family, nested), view)
 
@@ -222,11 +239,11 @@ class WithNested(Fields):
             family = self.nested.family(config)
         except InteropError as exc:
             return problems + [str(exc)]
-        return problems + [f"{self.nested.where}: {p}" for p in family.unsupported(lookup(config, self.nested.where))]
+        return problems + [f"{self.nested.where}: {p}" for p in family.unsupported(self.nested.of(config))]
 
     def differences(self, config, other) -> list[str]:
         where, out = self.nested.where, super().differences(config, other)
-        mine, theirs = lookup(config, where), lookup(other, where)
+        mine, theirs = self.nested.of(config), self.nested.of(other)
         if lookup(mine, "model_type") != lookup(theirs, "model_type"):
             return out + [f"{where}.model_type: {lookup(mine, 'model_type')!r} in the configuration, "
                           f"{lookup(theirs, 'model_type')!r} in the spec"]

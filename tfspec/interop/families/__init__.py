@@ -127,7 +127,6 @@ CLOSEST = {
     "gemma3n": ("gemma3", "Gemma 3's text model, but per-layer inputs, AltUp and LAuReL blocks, and audio and "
                           "MobileNet vision towers"),
     "mllama": ("llava", "a vision tower read by cross-attention layers, not by image tokens in the prompt"),
-    "paligemma": ("gemma3", "SigLIP's tower with Gemma's text model whose prompt prefix attends both ways"),
 }
 
 # model types a user is likely to bring that the language cannot express exactly, and why
