@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import tfspec
+from tfspec.interop.layouts import example
 from tfspec.interop import InteropError
 from tfspec.interop.families import FAMILIES, coverage, examples, import_config
 from tfspec.interop.families.hf_llama import ROPE_EXAMPLES
@@ -53,7 +54,9 @@ def saved(tmp_path, cls: str, untie: bool = False, seed: int = 0, **extra):
     # where latent attention's values start at an offset CUDA's fused kernels cannot read (transformers 5.17 hands
     # SDPA DeepSeek's values split off after each head's qk_nope_head_dim features: 6 of them is 12 bytes in bf16,
     # a 'misaligned address' on an H200 that poisons the process; tfspec copies such a view, ``nn.attention.sdpa``)
-    if getattr(config, "attn_logit_softcapping", None) is not None or getattr(config, "qk_nope_head_dim", 8) % 8:
+    capped = getattr(config, "attn_logit_softcapping", None) or getattr(getattr(config, "text_config", None),
+                                                                       "attn_logit_softcapping", None)
+    if capped is not None or getattr(config, "qk_nope_head_dim", 8) % 8:  # (PaliGemma 2's text model's too)
         config._attn_implementation = "eager"
         if hasattr(config, "qk_nope_head_dim"):  # (a default of 128 key/value heads, which only eager reads)
             config.num_key_value_heads = config.num_attention_heads
@@ -428,12 +431,16 @@ def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, c
     assert_close(ours, theirs, TOL)
 
 
-def test_paligemmas_pictures_and_prompt_see_one_another_and_its_answer_is_causal(tmp_path):
+@pytest.mark.parametrize("text", [
+    {},  # PaliGemma 2's Gemma 2, its sliding layers' window (4) shorter than the prefixes
+    {"text_config": example("gemma", num_key_value_heads=1, head_dim=8, tie_word_embeddings=True)},  # PaliGemma's
+], ids=["gemma2", "gemma"])
+def test_paligemmas_pictures_and_prompt_see_one_another_and_its_answer_is_causal(tmp_path, text):
     """PaliGemma's prefix-LM mask: what its processor marks ``token_type_ids`` 0 (the pictures and the prompt) sees
-    itself whole, the answer after it (1) is causal; the compiled model reads each row's prefix length
-    (``text_prefix_lengths``). The logits over rows whose prefixes differ in length, plain and right-padded, are
-    Hugging Face's, and differ from a causal reading's."""
-    directory, reference = saved(tmp_path, "PaliGemmaForConditionalGeneration")
+    itself whole, the answer after it (1) is causal (in a sliding layer, within its window); the compiled model
+    reads each row's prefix length (``text_prefix_lengths``). The logits over rows whose prefixes differ in length,
+    plain and right-padded, are Hugging Face's, and differ from a causal reading's."""
+    directory, reference = saved(tmp_path, "PaliGemmaForConditionalGeneration", **text)
     model = tfspec.from_pretrained(directory)
     ids, pixels = _pictured(reference, 8, 0, seed=4)
     prefix = torch.tensor([1, 4]) + image_tokens(reference.config)
@@ -738,8 +745,6 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "qwen2_5_vl", "text_config": {"use_sliding_window": True}}, "use_sliding_window=true"),
     ({"model_type": "qwen2_vl", "vision_config": {"hidden_size": 1024}},
      "vision_config.hidden_size other than text_config.hidden_size"),
-    ({"model_type": "paligemma", "text_config": {"model_type": "gemma2"}},
-     "text_config of model_type 'gemma2': tfspec reads PaliGemma's Gemma text model; PaliGemma 2's"),
     ({"model_type": "paligemma", "projection_dim": 1024}, "projection_dim other than text_config.hidden_size"),
     # (the library's default Mistral 3 configuration ties the whole model's head but not its text model's)
     ({"model_type": "mistral3"}, "tie_word_embeddings other than text_config.tie_word_embeddings"),

@@ -38,6 +38,22 @@ def test_the_mask_is_unilms_for_each_sequences_prefix(length):
     assert torch.equal(variant.allowed(index, index, variant.options({}), {}), unilm_mask(length, 0))
 
 
+@pytest.mark.parametrize("length, k", [(1, 1), (6, 2), (9, 3)])
+def test_a_prefix_window_with_the_prefix_mask_is_a_sliding_window_that_keeps_the_prefix_whole(length, k):
+    """``prefix + prefix_window(k)``: written out as Hugging Face's PaliGemma 2 computes its sliding layers' mask, a
+    window of k keys up to the query's own, or the query and the key both in the prefix."""
+    index = torch.arange(length)
+    prefixes = torch.tensor([0, 2, length])
+    inputs = {"prefix_lengths": prefixes}
+    prefix, window = MASKS["prefix"], MASKS["prefix_window"]
+    allowed = prefix.allowed(index, index, prefix.options({}), inputs) & \
+        window.allowed(index, index, window.options({"k": k}), inputs)
+    for row, p in zip(allowed, prefixes.tolist()):
+        expected = torch.tensor([[(j <= i and i - j < k) or (i < p and j < p) for j in range(length)]
+                                 for i in range(length)])
+        assert torch.equal(row, expected)
+
+
 def model_and_tokens(seed=0):
     model = tfspec.compile(PREFIX_LM, seed=seed).eval()
     tokens = torch.randint(0, 40, (2, 8), generator=torch.Generator().manual_seed(seed))

@@ -641,9 +641,10 @@ class _ToAst(Transformer):
                            c[-1], self._s(meta))
 
 
-def names(items) -> Iterator[Name]:
+def names(items, calls: bool = False) -> Iterator[Name]:
     """Every name written as a value in ``items`` (a module's items, statements, arguments or expressions): the
-    ``let`` parameters an expression reads, the words of a setting (``causal``, ``pre``), wiring variables.
+    ``let`` parameters an expression reads, the words of a setting (``causal``, ``pre``), wiring variables; with
+    ``calls``, the name of each call too (``window`` of ``window(4096)``).
 
     >>> [n.id for n in names(parse_module("let a = 2, b = a * c").items)]
     ['a', 'c']
@@ -655,6 +656,8 @@ def names(items) -> Iterator[Name]:
         if isinstance(node, Name):
             yield node
             continue
+        if calls and isinstance(node, Call):
+            yield Name(node.func, node.func_span)
         children = ()
         if isinstance(node, Let):
             children = [b.value for b in node.bindings]

@@ -114,7 +114,9 @@ class Facts:
         bound how far back it looks (None: no bound; chunks, which bound it without sliding, are ``chunk_of``'s)."""
         sliding = [(variant, options) for variant, options in map(MASKS.of, masks) if variant.chunk(options) is None]
         behind, _ = combined_reach(sliding)
-        return behind + 1 if behind is not None else None
+        if behind is None:  # a prefix-LM's window, unbounded over the prefix alone
+            return min((k for k in (v.window_after_prefix(o) for v, o in sliding) if k is not None), default=None)
+        return behind + 1
 
     @staticmethod
     def chunk_of(masks) -> int | None:

@@ -113,12 +113,14 @@ class Nested:
         from ..front.syntax import Let, names, parse_module
 
         module = parse_module(text)
-        lets = {b.name for item in module.items if isinstance(item, Let) for b in item.bindings} if prefix else set()
-        lines, words = text.split("\n"), dict(self.words)
+        lets = {b.name for item in module.items if isinstance(item, Let) for b in item.bindings}
+        lines, words, values = text.split("\n"), dict(self.words), list(names(module.items))
         edits = [(b.name_span, prefix + b.name) for item in module.items if isinstance(item, Let)
-                 for b in item.bindings if b.name in lets] + \
-                [(n.span, prefix + n.id if n.id in lets else words[n.id]) for n in names(module.items)
-                 if n.id in lets or n.id in words]
+                 for b in item.bindings if prefix] + \
+                [(n.span, prefix + n.id) for n in values if n.id in lets and prefix] + \
+                [(n.span, words[n.id]) for n in values if n.id not in lets and n.id in words] + \
+                [(n.span, words[n.id]) for n in set(names(module.items, calls=True)) - set(values)
+                 if n.id in words]  # (a call's name: window of window(4096))
         for span, written in sorted(edits, key=lambda e: (e[0].line, e[0].column), reverse=True):  # (one line each)
             line = lines[span.line - 1]
             lines[span.line - 1] = line[:span.column - 1] + written + line[span.end_column - 1:]

@@ -86,6 +86,12 @@ class Mask(Variant):
         such a mask bounds the look-back without sliding over it (interop tells it from a sliding window)."""
         return None
 
+    def window_after_prefix(self, options) -> int | None:
+        """The sliding window it keeps a query to once past a prefix-LM's prefix, where its reach is unbounded only
+        for the prefix's sake (``prefix_window(k)``: k); None elsewhere (interop reads the window of a
+        prefix-LM's sliding layers: PaliGemma 2's)."""
+        return None
+
     def causal_from(self, options) -> str | None:
         """Where a query stops seeing later keys: ``"start"`` (causal), a run-time input's name
         (``"prefix_lengths"``: causal after the prefix), or ``None`` (it may see ahead)."""

@@ -6,14 +6,14 @@ PaliGemma (Beyer et al. 2024) reads a picture with SigLIP's vision tower (its pa
 width (``multi_modal_projector.linear``, ``projection_dim``), in place of the prompt's image tokens, and reads the
 prompt as a prefix-LM does: the pictures and the prompt (the processor's ``token_type_ids`` 0) see one another,
 the answer after them (``token_type_ids`` 1) is causal (``mask=prefix``, its run-time ``text_prefix_lengths`` each
-row's tokens before its answer; generation reads the whole prompt as the prefix, as Hugging Face's does):
+row's tokens before its answer; generation reads the whole prompt as the prefix, as Hugging Face's does). Its text
+model is Gemma's (PaliGemma) or Gemma 2's (PaliGemma 2), whose sliding layers see the whole prefix beyond their
+window (``prefix_window``):
 
 - ``tower vision``: SigLIP's vision tower without its attention pool;
-- ``tower text``: Gemma's text model as its family writes it, its ``let``s prefixed ``text_`` and its masks
-  ``prefix`` where they are ``causal``;
+- ``tower text``: the text model as its family writes it, its ``let``s prefixed ``text_``, its masks ``prefix``
+  where they are ``causal`` and ``prefix_window`` where they are ``window``;
 - ``connect vision -> text image_token=ID { linear text_d_model }``.
-
-PaliGemma 2's Gemma 2 text model, whose sliding layers see the whole prefix beyond their window, is not read yet.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..family import Family
 from ..layouts import example
 
 TEXT = Nested("text_config", "text", "text_", "gemma",
-              (("model.language_model.", "model."), ("lm_head.", "lm_head.")), words=(("causal", "prefix"),),
+              (("model.language_model.", "model."), ("lm_head.", "lm_head.")), words=(("causal", "prefix"), ("window", "prefix_window")),
               settled=("use_bidirectional_attention",))
 
 FIELDS = TEXT.fields(Fields(
@@ -40,9 +40,6 @@ FIELDS = TEXT.fields(Fields(
     Fixed("projection_dim", True, "projection_dim other than text_config.hidden_size: the projector's vectors "
           "would not be the text model's width", read=lambda c: c.projection_dim == c.text_config.hidden_size,
           required="text_config.hidden_size"),
-    Fixed("text_config.model_type", "gemma", "text_config of model_type '{value}': tfspec reads PaliGemma's Gemma "
-          "text model; PaliGemma 2's Gemma 2 sliding layers see the whole prefix beyond their window, which "
-          "tfspec's window does not", read=lambda c: c.text_config.model_type),
     Fixed("vision_config.vision_use_head", False, "vision_use_head=true: an attention pool PaliGemma never reads",
           exported=True),
     ignored={
@@ -58,8 +55,7 @@ FIELDS = TEXT.fields(Fields(
 
 
 def document(s, *, padding: bool, head: bool) -> Document:
-    """The vision tower, Gemma's text model and the projector a PaliGemma configuration's settings ``s``
-    describe."""
+    """The vision tower, the text model and the projector a PaliGemma configuration's settings ``s`` describe."""
     connector = Block(f"connect vision -> text image_token={s.image_token}", Statement("linear", "text_d_model"),
                       comment="each picture's normed patches, each one vector of the text model's width")
     return connected_document(s, TEXT, vision_tower(s), connector, padding=padding)
@@ -77,15 +73,18 @@ WEIGHTS = Towers({**vision_top("{vision_model}"), "{steps}.0": "model.multi_moda
                  paths=lambda state: {"vision_model": vision_prefix(state or None, "SiglipVision")})
 
 EXAMPLES = {
-    # SigLIP's vision tower, normed, each patch mapped in place of Gemma's image tokens; pictures and prompt a prefix
+    # PaliGemma 2's: SigLIP's vision tower, normed, each patch mapped in place of Gemma 2's image tokens; pictures and
+    # prompt a prefix, longer than the sliding layers' window
     "PaliGemmaForConditionalGeneration": dict(
         model_type="paligemma", image_token_index=89, projection_dim=32, tie_word_embeddings=True,
-        text_config=example("gemma", num_key_value_heads=1, head_dim=8, tie_word_embeddings=True),
+        text_config=example("gemma2", num_hidden_layers=3, num_key_value_heads=1, head_dim=8, sliding_window=4,
+                            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                            tie_word_embeddings=True),
         vision_config=dict(hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
                            image_size=8, patch_size=4, num_channels=3, layer_norm_eps=1e-6, vision_use_head=False)),
 }
 
-# every field away from its default
+# every field away from its default: PaliGemma's Gemma text model, untied
 COVERAGE = [dict(model_type="paligemma", image_token_index=5, projection_dim=24, tie_word_embeddings=False,
                  text_config=dict(model_type="gemma", vocab_size=91, hidden_size=24, num_hidden_layers=2,
                                   num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, head_dim=6,
@@ -97,7 +96,8 @@ COVERAGE = [dict(model_type="paligemma", image_token_index=5, projection_dim=24,
 
 PALIGEMMA = Family(
     "PaliGemma", ("paligemma",), {"PaliGemmaForConditionalGeneration": {}},
-    "PaliGemma: SigLIP's vision tower, normed (tower vision), connected to Gemma's text model (tower text) by a "
-    "linear map with a bias (connect vision -> text { linear }); the pictures and the prompt see one another, "
-    "the answer after them is causal (mask=prefix, from the processor's token_type_ids)",
+    "PaliGemma, PaliGemma 2: SigLIP's vision tower, normed (tower vision), connected to a Gemma or Gemma 2 text "
+    "model (tower text) by a linear map with a bias (connect vision -> text { linear }); the pictures and the "
+    "prompt see one another whole, the answer after them is causal (mask=prefix + prefix_window, from the "
+    "processor's token_type_ids)",
     priority=735, fields=FIELDS, document=document, hf_config=hf_config, rules=WEIGHTS, text=TEXT, towers=True)
