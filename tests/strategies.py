@@ -72,14 +72,14 @@ def choice_text(name: str, options: dict) -> str:
     return f"{name}(" + ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in options.items()) + ")"
 
 
-def attention_positions(width: int, heads: int, kinds: tuple = ()) -> list[str]:
+def attention_positions(width: int, heads: int, kinds: tuple = (), plain: bool = True) -> list[str]:
     """Every registered in-attention position scheme, with each of its example options, that accepts this
-    geometry as each of ``kinds`` (``(AttentionKind, options)`` pairs) shows it to the scheme (its own ``check``
-    decides; a latent attention's positions act on its rotated part): new schemes join the property tests by
-    being registered."""
+    geometry as each of ``kinds`` (``(AttentionKind, options)`` pairs) shows it to the scheme, and as it is where
+    ``plain`` (an attention of the default kind beside them) (its own ``check`` decides; a latent attention's
+    positions act on its rotated part): new schemes join the property tests by being registered."""
     shape = AttentionShape(width=width, heads=heads, kv_heads=heads, head_dim=width // heads, memory_width=width,
                            cross=False, bias=True, out_bias=True)
-    shapes = [kind.position_shape(shape, options) for kind, options in kinds] or [shape]
+    shapes = [kind.position_shape(shape, options) for kind, options in kinds] + ([shape] if plain or not kinds else [])
     return [choice_text(name, options) for name in POSITIONS for options in POSITIONS[name].examples
             if POSITIONS[name].acts == "attention"
             and not any(POSITIONS[name].check(POSITIONS[name].options(options), s) for s in shapes)]
@@ -256,7 +256,10 @@ def valid_specs(draw, kinds=("encoder-only", "decoder-only", "encoder-decoder"),
             body = draw(sequential_block(role, "heads", has_cross, causal, sep, padding, windows, shape, repeat))
         written = [kind_choices().get(k) for line in body if not line.startswith("feedforward")
                    for k in re.findall(r"kind=(\w+(?:\([^)]*\))?)", line)]
-        schemes = attention_positions(width, heads, tuple(k for k in written if k is not None)) if in_attention else []
+        # (an attention written without kind= is the default kind's, whose heads the scheme sees whole)
+        plain = any("attention" in line and "kind=" not in line for line in body if not line.startswith("feedforward"))
+        schemes = attention_positions(width, heads, tuple(k for k in written if k is not None), plain) \
+            if in_attention else []
         kinds = [ATTENTION_KINDS[k] for line in body if not line.startswith("feedforward")
                  for k in re.findall(r"kind=(\w+)", line)]
         if not all(k.scores_by_dot_product for k in kinds):  # schemes that need q·k do not apply
