@@ -157,6 +157,11 @@ def _contrasted(model, reference, device: str, padded: bool):
     return ours, theirs, torch.ones(theirs.shape, dtype=torch.bool, device=device)
 
 
+def side(value) -> int:
+    """One side of a configuration's square size (InternViT's are [height, width])."""
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
 def image_tokens(config) -> int:
     """The image tokens one picture takes in a vision-language configuration's prompts (Idefics3's: its patches
     less the pixel shuffle's factor²)."""
@@ -164,7 +169,7 @@ def image_tokens(config) -> int:
     blocks = getattr(config, "scale_factor", None) or getattr(config, "spatial_merge_size", None) or \
         getattr(vision, "spatial_merge_size", None) or 1
     return getattr(config, "image_seq_length", None) or getattr(config, "mm_tokens_per_image", None) or \
-        (vision.image_size // vision.patch_size) ** 2 // blocks ** 2
+        (side(vision.image_size) // side(vision.patch_size)) ** 2 // blocks ** 2
 
 
 def theirs_pictures(reference, ids, pixels, prompt_as_prefix: bool = False) -> dict:
@@ -199,7 +204,7 @@ def _pictured(reference, extra: int, start: int, seed: int, size: tuple[int, int
     size), else its square ``image_size``."""
     config = reference.config
     text, vision = config.text_config, config.vision_config
-    height, width = size or (vision.image_size, vision.image_size)
+    height, width = size or (side(vision.image_size), side(vision.image_size))
     count = image_tokens(config)
     if size is not None:  # a grid of merged blocks of patches
         block = vision.patch_size * (getattr(config, "spatial_merge_size", None) or vision.spatial_merge_size)
@@ -746,6 +751,12 @@ def test_the_imported_spec_reads_well(tmp_path):
     ({"model_type": "qwen2_vl", "vision_config": {"hidden_size": 1024}},
      "vision_config.hidden_size other than text_config.hidden_size"),
     ({"model_type": "paligemma", "projection_dim": 1024}, "projection_dim other than text_config.hidden_size"),
+    ({"model_type": "internvl", "vision_feature_select_strategy": "full"},
+     "vision_feature_select_strategy 'full': the class token kept beside the patches"),
+    ({"model_type": "internvl", "downsample_ratio": 0.3}, "downsample_ratio not one over a whole number"),
+    ({"model_type": "internvl", "image_seq_length": 100}, "image_seq_length other than the vectors a picture gives"),
+    ({"model_type": "internvl", "vision_config": {"use_mean_pooling": False}},
+     "use_mean_pooling=false with vision_feature_layer -1"),
     # (the library's default Mistral 3 configuration ties the whole model's head but not its text model's)
     ({"model_type": "mistral3"}, "tie_word_embeddings other than text_config.tie_word_embeddings"),
     ({"model_type": "mistral3", "tie_word_embeddings": False, "spatial_merge_size": 3},

@@ -325,16 +325,21 @@ class Stacks:
 @dataclass(frozen=True)
 class One:
     """One tensor of a ``Towers`` table (its key names ours whole: a class token, a contrastive scale), ``theirs``
-    in the checkpoint; ``shape``: the checkpoint's shape of it where ours is held in another."""
+    in the checkpoint; ``shape``: the checkpoint's shape of it where ours is held in another; ``dims``: the
+    checkpoint's dimensions, ours with leading ones (InternViT's class token, ``(1, 1, width)``)."""
 
     theirs: str
     shape: tuple[int, ...] | None = None
     transpose: bool = False
+    dims: int | None = None
 
     def __call__(self, model, ours: str, names: dict, state: dict, ours_state: dict) -> list[Rule]:
         theirs = self.theirs.format(**names)
         held = ours in ours_state or theirs in state  # (a class token one vision tower has and another has not)
-        return [rule(ours, theirs, transpose=self.transpose, shape=self.shape)] if held else []
+        shape = self.shape
+        if self.dims is not None and ours in ours_state:
+            shape = (1,) * (self.dims - ours_state[ours].dim()) + tuple(ours_state[ours].shape)
+        return [rule(ours, theirs, transpose=self.transpose, shape=shape)] if held else []
 
 
 @dataclass(frozen=True)
