@@ -93,3 +93,14 @@ def example(model_type: str, **values) -> dict:
 def covering(model_type: str, **values) -> dict:
     """A configuration of ``model_type`` for a family's ``COVERAGE``: ``COVERAGE_SIZES`` but for ``values``."""
     return {"model_type": model_type, **COVERAGE_SIZES, **values}
+
+
+# the sizes of a vision tower in a family's COVERAGE (CLIP's, SigLIP's, and the vision-language models built on
+# them), as their vision configurations name them
+VISION_COVERAGE = dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1, num_attention_heads=5,
+                       num_channels=1, layer_norm_eps=1e-7, attention_dropout=0.2)
+
+
+def covering_vision(**values) -> dict:
+    """A vision tower's configuration for a family's ``COVERAGE``: ``VISION_COVERAGE`` but for ``values``."""
+    return {**VISION_COVERAGE, **values}

@@ -26,6 +26,7 @@ from ..mapping import InteropError
 from ..weights import One, Patches, Projections, Towers
 from .hf_bart import PROJECTIONS
 from ..family import Family
+from ..layouts import covering_vision
 
 ACTIVATIONS = {"quick_gelu": "quick_gelu", **hf_bert.ACTIVATIONS}
 LEGACY_EOS = 2  # CLIPTextModel pools at the highest token id where its configuration's eos_token_id is this
@@ -202,10 +203,7 @@ COVERAGE = [dict(model_type="clip", projection_dim=12, logit_scale_init_value=3.
                                   num_attention_heads=3, max_position_embeddings=33, hidden_act="gelu",
                                   layer_norm_eps=1e-6, attention_dropout=0.1, initializer_range=0.05,
                                   eos_token_id=90),
-                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
-                                    num_attention_heads=5, image_size=20, patch_size=5, num_channels=1,
-                                    hidden_act="relu", layer_norm_eps=1e-7, attention_dropout=0.2,
-                                    initializer_range=0.04)),
+                 vision_config=covering_vision(image_size=20, patch_size=5, hidden_act="relu", initializer_range=0.04)),
             dict(model_type="clip", text_config=dict(vocab_size=50, eos_token_id=2),
                  vision_config=dict(image_size=32, patch_size=16))]
 

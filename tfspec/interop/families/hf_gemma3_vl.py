@@ -27,7 +27,7 @@ from .hf_siglip import ACTIVATIONS, vision_tower
 from ..weights import One, Towers
 from ..nested import Nested
 from ..family import Family
-from ..layouts import covering, example
+from ..layouts import covering, covering_vision, example
 
 TEXT = Nested("text_config", "text", "text_", "gemma3_text",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")), words=(("causal", "pictures"),))
@@ -121,10 +121,7 @@ EXAMPLES = {
 COVERAGE = [dict(model_type="gemma3", image_token_index=5, mm_tokens_per_image=9, tie_word_embeddings=False,
                  text_config=covering("gemma3_text", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                       head_dim=6, sliding_window=16, tie_word_embeddings=False),
-                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
-                                    num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
-                                    hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
-                                    vision_use_head=False))]
+                 vision_config=covering_vision(image_size=24, patch_size=4, hidden_act="gelu", vision_use_head=False))]
 
 
 GEMMA3_VL = Family(

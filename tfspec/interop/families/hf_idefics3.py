@@ -27,7 +27,7 @@ from .hf_siglip import ACTIVATIONS, vision_tower
 from ..weights import Towers
 from ..nested import Nested
 from ..family import Family
-from ..layouts import covering, example
+from ..layouts import covering, covering_vision, example
 
 TEXT = Nested("text_config", "text", "text_", "llama",
               (("model.text_model.", "model."), ("lm_head.", "lm_head.")))
@@ -100,10 +100,7 @@ EXAMPLES = {
 COVERAGE = [dict(model_type="idefics3", image_token_id=5, scale_factor=3, tie_word_embeddings=True,
                  text_config=covering("llama", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                       tie_word_embeddings=True),
-                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
-                                    num_attention_heads=5, image_size=24, patch_size=4, num_channels=1,
-                                    hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
-                                    initializer_range=0.04))]
+                 vision_config=covering_vision(image_size=24, patch_size=4, hidden_act="gelu", initializer_range=0.04))]
 
 
 IDEFICS3 = Family(

@@ -23,7 +23,7 @@ from ..document import Block, Document, Statement, Tower
 from ...ir import nodes as ir
 from ..fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, tower_fields, towers_ignored
-from .hf_llava import TIED, connected_config, connected_document
+from .hf_llava import ONE_LAYER, TIED, connected_config, connected_document
 from .hf_bart import PROJECTIONS
 from ..weights import One, Patches, Projections, Tensor, Towers
 from ..nested import Nested
@@ -84,9 +84,7 @@ FIELDS = TEXT.fields(Fields(
     Fixed("image_seq_length", True, "image_seq_length other than the vectors a picture gives (its patches in "
           "blocks of 1 / downsample_ratio): the processor's image tokens would not be the connector's vectors",
           read=lambda c: c.image_seq_length == _vectors(c), required="the picture's vectors"),
-    Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by side; "
-          "tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
-          required="one layer"),
+    ONE_LAYER,
     Fixed("vision_feature_select_strategy", "default", "vision_feature_select_strategy '{value}': the class token "
           "kept beside the patches, which InternVL's pixel shuffle cannot lay in its grid"),
     Fixed("vision_config.use_mean_pooling", True, "use_mean_pooling=false with vision_feature_layer -1: the "

@@ -23,7 +23,7 @@ from ..document import Block, Document, Statement, Tower
 from ..weights import Towers
 from ..nested import Nested
 from ..family import Family
-from ..layouts import covering, example
+from ..layouts import covering, covering_vision, example
 
 TEXT = Nested("text_config", "text", "text_", "llama",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")))
@@ -59,6 +59,12 @@ TIED = (Field("tied", "tie_word_embeddings", lambda f: f.text.tied, setting=Fals
                   c.text_config.tie_word_embeddings), required="text_config.tie_word_embeddings"))
 
 
+# a connector reads one layer of the vision tower (LLaVA's, Mistral 3's, InternVL's vision_feature_layer)
+ONE_LAYER = Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by "
+                  "side; tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
+                  required="one layer")
+
+
 def _patches(config) -> int:
     """The vectors a picture gives the text model: its patches, and its class token where kept."""
     vision = config.vision_config
@@ -76,9 +82,7 @@ FIELDS = TEXT.fields(
     Field("projector_activation", "projector_hidden_act", lambda f: f.step(1, "kind"), names=ACTIVATIONS, let=False),
     Field("projector_bias", "multimodal_projector_bias", lambda f: f.step(0, "bias"), let=False),
     *TIED,
-    Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by side; "
-          "tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
-          required="one layer"),
+    ONE_LAYER,
     Fixed("vision_config.model_type", "clip_vision_model", "vision_config of model_type '{value}': tfspec reads "
           "LLaVA's CLIP vision tower (clip_vision_model)"),
     Fixed("image_seq_length", True, "image_seq_length other than the vectors a picture gives (its patches, and its "
@@ -183,10 +187,7 @@ COVERAGE = [dict(model_type="llava", image_token_index=3, image_seq_length=17, p
                  tie_word_embeddings=True,
                  text_config=covering("qwen2", num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                       tie_word_embeddings=True),
-                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
-                                    num_attention_heads=5, image_size=16, patch_size=4, num_channels=1,
-                                    hidden_act="gelu", layer_norm_eps=1e-7, attention_dropout=0.2,
-                                    initializer_range=0.04))]
+                 vision_config=covering_vision(image_size=16, patch_size=4, hidden_act="gelu", initializer_range=0.04))]
 
 
 LLAVA = Family(

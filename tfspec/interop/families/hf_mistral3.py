@@ -31,7 +31,7 @@ from . import hf_llama
 from ..document import Block, Document, Statement, Tower
 from ..fields import Field, Fields, Fixed
 from .hf_clip import ACTIVATIONS, picture_fields, towers_ignored
-from .hf_llava import TIED, connected_config, connected_document
+from .hf_llava import ONE_LAYER, TIED, connected_config, connected_document
 from ..nested import Nested
 from ..family import Family
 from ..layouts import covering, example
@@ -70,9 +70,7 @@ FIELDS = TEXT.fields(Fields(
           "Pixtral vision encoder (pixtral)"),
     Fixed("vision_config.rope_parameters.rope_type", "axial", "vision_config.rope_parameters.rope_type '{value}': "
           "Pixtral's positions are axial (rotary_2d)", exported=True),
-    Fixed("vision_feature_layer", True, "vision_feature_layer naming several layers: their vectors side by side; "
-          "tfspec's connector reads one layer's", read=lambda c: isinstance(c.vision_feature_layer, int),
-          required="one layer"),
+    ONE_LAYER,
     Fixed("spatial_merge_size", True, "spatial_merge_size not dividing the patches' side (vision_config.image_size "
           "// patch_size): the patch merger's blocks would not tile the picture",
           read=lambda c: _grid(c) % c.spatial_merge_size == 0, required="a divisor of the patches' side"),

@@ -28,17 +28,13 @@ EXAMPLES = {
 }
 
 # every field away from its default: one-frame patches of 3 pixels merged 3 × 3, an MLP three times as wide of
-# GELU, a tied text model with its own M-RoPE sections
+# GELU, a tied text model with its own M-RoPE sections (Qwen2.5-VL's)
 COVERAGE = [dict(model_type="qwen2_vl", image_token_id=5, tie_word_embeddings=True,
                  vision_config=dict(depth=3, embed_dim=24, hidden_size=24, mlp_ratio=3, num_heads=2, in_channels=1,
                                     patch_size=3, spatial_merge_size=3, temporal_patch_size=1, hidden_act="gelu",
                                     initializer_range=0.04, image_size=18,
                                     rope_parameters={"rope_type": "axial", "rope_theta": 500.0}),
-                 text_config=dict(vocab_size=91, hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
-                                  num_key_value_heads=1, intermediate_size=40, rms_norm_eps=1e-6,
-                                  attention_dropout=0.1, initializer_range=0.03, hidden_act="gelu",
-                                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0,
-                                                   "mrope_section": [2, 2, 2]}))]
+                 text_config=hf_qwen2_5_vl.COVERAGE[0]["text_config"])]  # (Qwen2.5-VL's text model)
 
 
 def _mlp_ratio(f) -> int:

@@ -25,6 +25,7 @@ from ..document import Block, Document, Statement, Tower
 from ..mapping import rule
 from ..weights import One, Towers
 from ..family import Family, Requires
+from ..layouts import covering_vision
 
 ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", **hf_bert.ACTIVATIONS, "quick_gelu": "quick_gelu"}
 SCALE, BIAS = math.log(10), -10.0  # the paper's initial log scale and bias
@@ -146,9 +147,7 @@ COVERAGE = [dict(model_type="siglip",
                  text_config=dict(vocab_size=91, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
                                   num_attention_heads=3, max_position_embeddings=33, hidden_act="gelu",
                                   layer_norm_eps=1e-5, attention_dropout=0.1, projection_size=20),
-                 vision_config=dict(hidden_size=20, intermediate_size=36, num_hidden_layers=1,
-                                    num_attention_heads=5, image_size=20, patch_size=5, num_channels=1,
-                                    hidden_act="quick_gelu", layer_norm_eps=1e-7, attention_dropout=0.2))]
+                 vision_config=covering_vision(image_size=20, patch_size=5, hidden_act="quick_gelu"))]
 
 
 SIGLIP = Family(
