@@ -29,8 +29,8 @@ from ..family import Family
 from ..layouts import covering_vision, example
 
 TEXT = Nested("text_config", "text", "text_", "gemma",
-              (("model.language_model.", "model."), ("lm_head.", "lm_head.")), words=(("causal", "prefix"), ("window", "prefix_window")),
-              settled=("use_bidirectional_attention",))
+              (("model.language_model.", "model."), ("lm_head.", "lm_head.")),
+              words=(("causal", "prefix"), ("window", "prefix_window")), settled=("use_bidirectional_attention",))
 
 FIELDS = TEXT.fields(Fields(
     *tower_fields("vision_", "vision", "vision_config", ACTIVATIONS, init=False),
