@@ -11,6 +11,7 @@ import copy
 import inspect
 import json
 import re
+import warnings
 
 import pytest
 import torch
@@ -434,6 +435,26 @@ def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, c
         theirs = reference(input_ids=ids, **theirs_inputs).logits
         ours = model(text=ids, vision=tfspec.interop.pictures(directory, outputs))
     assert_close(ours, theirs, TOL)
+
+
+@pytest.mark.parametrize("cls, changes, why", [
+    ("Qwen2VLForConditionalGeneration", [("let vision_mlp_ratio = 2", "let vision_mlp_ratio = 2.5")],
+     "its vision feed-forward is 80 wide, not a whole multiple of the tower's width 32 (mlp_ratio)"),
+    ("InternVLForConditionalGeneration", [("gain(", ""), (", init=vision_layer_scale)", "")],
+     "its vision layers' branches are not scaled per channel (gain(...)), as InternViT's are"),
+])
+def test_a_vision_language_family_refuses_a_tower_it_does_not_describe_saying_why(cls, changes, why):
+    """Export asks each vision-language family in turn; one whose vision tower differs refuses it in a sentence
+    (a fact its fields read), not a traceback."""
+    from tfspec.interop.families import family_of
+    text = changed = import_config(CONFIGS[cls])
+    for old, new in changes:
+        assert old in changed
+        changed = changed.replace(old, new)
+    with pytest.raises(InteropError, match=re.escape(why)), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a let the changed spec no longer reads)
+        family_of(CONFIGS[cls]["model_type"]).hf_config(tfspec.parse(changed))
+    assert text != changed
 
 
 @pytest.mark.parametrize("text", [

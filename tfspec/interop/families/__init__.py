@@ -177,22 +177,32 @@ def _closest(model_type: str) -> str:
 _FIELD_NAMES: dict[str, frozenset] = {}
 
 
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' notes on a configuration it builds (its token ids beyond a tiny vocabulary, ...) left unsaid:
+    a default configuration's, or each candidate's an export tries."""
+    transformers = _transformers()
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
 def _field_names(model_type: str) -> frozenset:
     """The fields of ``model_type``'s default transformers configuration (its own, not every configuration's), a
     nested configuration's as ``text_config.hidden_size``."""
     if model_type not in _FIELD_NAMES:
         transformers = _transformers()
         base = set(transformers.PretrainedConfig().to_dict())
-        verbosity = transformers.logging.get_verbosity()
-        transformers.logging.set_verbosity_error()  # (a default configuration's own notes on its token ids)
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with _quiet():
                 values = transformers.CONFIG_MAPPING[model_type]().to_dict()
         except Exception:  # noqa: BLE001 - a configuration that needs arguments to build: compared by none
             values = {}
-        finally:
-            transformers.logging.set_verbosity(verbosity)
         fields = {key for key in values if key not in base}
         fields |= {f"{key}.{inner}" for key, value in values.items() if key.endswith("_config")
                    and isinstance(value, dict) for inner in value if inner not in base}
@@ -760,7 +770,8 @@ def hf_equivalent(model, prefer: str | None = None, token_ids: dict[str, int] | 
         values = _without_foreign_token_ids({**values, **_still_true(candidate, values, carried or {}),
                                              **(token_ids or {})})
         values = _nested(values)
-        config = read_config(values)
+        with _quiet():
+            config = read_config(values)
         family = family_of(config.model_type)
         has = {} if towers else {"head": model.head is not None, "pooler": getattr(model, "pooler", None) is not None}
         classes = sorted((c for c, options in family.classes.items()

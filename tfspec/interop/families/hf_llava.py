@@ -46,6 +46,10 @@ class ConnectedFacts:
 
     theirs = staticmethod(Facts.theirs)
 
+    def refuse(self, reason: str):
+        """A refusal naming the family, as ``Facts.refuse`` (what a field's fact or a ``Requires`` raises)."""
+        return self.text.refuse(reason)
+
     def step(self, index: int, option: str):
         """An option of the connector's step ``index`` (None where it has no such step or option)."""
         steps = self.connector.steps
