@@ -26,7 +26,7 @@ from .hf_siglip import ACTIVATIONS, vision_tower
 from ..weights import Towers
 from ..nested import Nested
 from ..family import Family
-from ..layouts import covering_vision, example
+from ..layouts import covering, covering_vision, example
 
 TEXT = Nested("text_config", "text", "text_", "gemma",
               (("model.language_model.", "model."), ("lm_head.", "lm_head.")),
@@ -86,9 +86,8 @@ EXAMPLES = {
 
 # every field away from its default: PaliGemma's Gemma text model, untied
 COVERAGE = [dict(model_type="paligemma", image_token_index=5, projection_dim=24, tie_word_embeddings=False,
-                 text_config=dict(model_type="gemma", vocab_size=91, hidden_size=24, num_hidden_layers=2,
-                                  num_attention_heads=3, num_key_value_heads=3, intermediate_size=40, head_dim=6,
-                                  tie_word_embeddings=False),
+                 text_config=covering("gemma", num_hidden_layers=2, num_key_value_heads=3, head_dim=6,
+                                      tie_word_embeddings=False),
                  vision_config=covering_vision(image_size=12, patch_size=4, hidden_act="gelu", vision_use_head=False))]
 
 PALIGEMMA = Family(
