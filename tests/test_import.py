@@ -158,7 +158,7 @@ def _contrasted(model, reference, device: str, padded: bool):
     return ours, theirs, torch.ones(theirs.shape, dtype=torch.bool, device=device)
 
 
-def side(value) -> int:
+def side_of(value) -> int:
     """One side of a configuration's square size (InternViT's are [height, width])."""
     return value[0] if isinstance(value, (list, tuple)) else value
 
@@ -170,7 +170,7 @@ def image_tokens(config) -> int:
     blocks = getattr(config, "scale_factor", None) or getattr(config, "spatial_merge_size", None) or \
         getattr(vision, "spatial_merge_size", None) or 1
     return getattr(config, "image_seq_length", None) or getattr(config, "mm_tokens_per_image", None) or \
-        (side(vision.image_size) // side(vision.patch_size)) ** 2 // blocks ** 2
+        (side_of(vision.image_size) // side_of(vision.patch_size)) ** 2 // blocks ** 2
 
 
 def theirs_pictures(reference, ids, pixels, prompt_as_prefix: bool = False) -> dict:
@@ -205,7 +205,7 @@ def _pictured(reference, extra: int, start: int, seed: int, size: tuple[int, int
     size), else its square ``image_size``."""
     config = reference.config
     text, vision = config.text_config, config.vision_config
-    height, width = size or (side(vision.image_size), side(vision.image_size))
+    height, width = size or (side_of(vision.image_size), side_of(vision.image_size))
     count = image_tokens(config)
     if size is not None:  # a grid of merged blocks of patches
         block = vision.patch_size * (getattr(config, "spatial_merge_size", None) or vision.spatial_merge_size)
@@ -376,6 +376,11 @@ def _processed(cls: str, config, images: list) -> tuple[dict, list[list[int]]]:
     picture's image tokens as its processor writes them in a prompt (Qwen2.5-VL's between a vision start and end
     token, Mistral 3's each row of blocks ended by a break)."""
     vision = config.vision_config
+    if cls == "InternVLForConditionalGeneration":  # GotOcr2's: each picture cut into crops and a thumbnail, each a
+        side = side_of(vision.image_size)         # picture of the tower's size with its own image tokens
+        outputs = T.GotOcr2ImageProcessor(size={"height": side, "width": side}, crop_to_patches=True,
+                                          max_patches=3)(images, return_tensors="pt")
+        return outputs, [[config.image_token_id] * (image_tokens(config) * n) for n in outputs["num_patches"].tolist()]
     if cls == "PaliGemmaForConditionalGeneration":  # SigLIP's: each picture resized to the tower's square
         side = vision.image_size
         outputs = T.SiglipImageProcessor(size={"height": side, "width": side})(images, return_tensors="pt")
@@ -407,12 +412,14 @@ def _processed(cls: str, config, images: list) -> tuple[dict, list[list[int]]]:
 
 @pytest.mark.parametrize("cls", ["LlavaForConditionalGeneration", "Idefics3ForConditionalGeneration",
                                  "Qwen2_5_VLForConditionalGeneration", "Qwen2VLForConditionalGeneration",
-                                 "Mistral3ForConditionalGeneration", "PaliGemmaForConditionalGeneration"])
+                                 "Mistral3ForConditionalGeneration", "PaliGemmaForConditionalGeneration",
+                                 "InternVLForConditionalGeneration"])
 def test_the_processors_pictures_are_read_as_hugging_face_reads_them(tmp_path, cls):
     """The processors stay Hugging Face's: two pictures of different sizes (9 × 21 and 16 × 12 pixels) through the
     family's image processor (resized, normalised; Idefics3's cut into 3 and 5 tiles, Qwen2.5-VL's flattened into
-    patches, Pixtral's padded to one size), ``tfspec.interop.pictures`` making the compiled model's ``vision=`` input of its outputs; the logits as
-    the reference's on the processor's outputs, each prompt holding its picture's image tokens."""
+    patches, Pixtral's padded to one size, InternVL's cut into crops and a thumbnail), ``tfspec.interop.pictures``
+    making the compiled model's ``vision=`` input of its outputs; the logits as the reference's on the processor's
+    outputs, each prompt holding its picture's image tokens."""
     import numpy as np
     from PIL import Image
 
