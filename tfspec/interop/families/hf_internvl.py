@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from ..document import Block, Document, Statement, Tower
 from ...ir import nodes as ir
-from ..fields import Field, Fields, Fixed
+from ..fields import Field, Fields, Fixed, lookup
+from .hf_vit import square_side
 from .hf_clip import ACTIVATIONS, picture_fields, tower_fields, towers_ignored
 from .hf_llava import ONE_LAYER, TIED, connected_config, connected_document
 from .hf_bart import PROJECTIONS
@@ -38,17 +39,16 @@ VISION, PROJECTOR = "model.vision_tower", "model.multi_modal_projector"
 
 def _factor(config) -> int | None:
     """The side of each block of patches made one vector (None where 1 / downsample_ratio is no whole number)."""
-    factor = 1 / config.downsample_ratio
+    factor = 1 / lookup(config, "downsample_ratio")
     return round(factor) if abs(factor - round(factor)) < 1e-9 and round(factor) >= 1 else None
 
 
 def _vectors(config) -> int | None:
-    """The vectors a picture gives the text model: its patches, in blocks of the pixel shuffle."""
-    side, factor = config.vision_config.image_size, _factor(config)
-    side = side[0] if isinstance(side, (list, tuple)) else side
-    patch = config.vision_config.patch_size
-    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
-    return (side // patch // factor) ** 2 if factor else None
+    """The vectors a picture gives the text model: its patches, in blocks of the pixel shuffle (a configuration, or
+    the dict export writes)."""
+    side, patch = (square_side(lookup(config, f"vision_config.{key}")) for key in ("image_size", "patch_size"))
+    factor = _factor(config)
+    return (side // patch // factor) ** 2 if factor and side and patch else None
 
 
 def _layer_scale(f) -> float:
@@ -137,15 +137,7 @@ def document(s, *, padding: bool, head: bool) -> Document:
 def hf_config(towers) -> dict:
     """The InternVL configuration ``towers`` would be."""
     config, _ = connected_config(towers, FIELDS, TEXT, "InternVL", "internvl", "internvl_vision")
-    return {**config, "image_seq_length": _vectors(_Config(config))}
-
-
-class _Config:
-    """A configuration dict's values as attributes (``_vectors`` of an exported one)."""
-
-    def __init__(self, values: dict):
-        for key, value in values.items():
-            setattr(self, key, _Config(value) if isinstance(value, dict) else value)
+    return {**config, "image_seq_length": _vectors(config)}
 
 
 # InternViT (its class token and positions with leading ones), its layers' scales, and the projector
